@@ -1,0 +1,216 @@
+/*
+ * dlock/lock.h: the distributed lock itself.
+ *
+ * A lock is a Redis key holding a random owner token with a TTL.  Acquire
+ * is one Lua call that sets the key only if it is absent and, in the same
+ * step, advances the key's fencing counter; release and extend are Lua calls
+ * that act only while the stored token is still ours.  So a lock that
+ * expired under a paused holder can never be released or extended by it
+ * once someone else holds the key, and every grant carries a fence number
+ * that a protected resource can use to refuse writes from an older grant.
+ *
+ * Redis keys, for a lock named K:
+ *   K            the lock: the owner token, with the TTL (PEXPIRE).
+ *   {K}:fence    the last fence granted for K, without TTL (it must outlive
+ *                the lock so fences keep growing); when K has a cluster hash
+ *                tag already, K:fence instead.  Either way the counter sits in
+ *                K's hash slot.
+ * A released lock publishes on the channel "dlock:released:K" so waiters
+ * wake at once.
+ *
+ * Fences are 64-bit and strictly increase with every grant of a key: the
+ * next fence is max(last + 1, server time in microseconds), so fences keep
+ * growing even across a Redis restart that lost the counter.
+ *
+ * States of a dlock_lock, and what moves it:
+ *   HELD      after dlock_acquire returns DLOCK_OK; valid_ms() > 0.
+ *   DEGRADED  after a fail-open acquire while Redis was unavailable: no key
+ *             exists, fence is 0; the caller relies on a stronger guard.
+ *   LOST      the watchdog or an extend found our token gone, or the TTL ran
+ *             out without renewal; lost() is 1.  Terminal.
+ *   (freed)   dlock_release or dlock_lock_free; the pointer is invalid.
+ *
+ * Lifetime: dlock_acquire creates a dlock_lock; dlock_release releases it in
+ * Redis and frees it, whatever it returns.  dlock_lock_free frees it without
+ * talking to Redis (the key then expires by its TTL).  Both accept NULL.
+ *
+ * Threads: a dlock_lock belongs to the thread that holds it and must not be
+ * used by two threads at once; the watchdog thread only reads and marks it
+ * under the client's lock.  The lost callback runs on the client's
+ * background thread: it may read the lock (lost, key, fence) and signal
+ * other threads, but must not release, extend or free the lock, nor call
+ * anything that waits on Redis.
+ */
+#ifndef DLOCK_LOCK_H
+#define DLOCK_LOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock/client.h"
+#include "dlock/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dlock_lock dlock_lock;
+
+/* Longest lock name accepted, in bytes. */
+#define DLOCK_KEY_MAX 1024
+/* An owner token: 128 random bits as 32 lower-case hex digits. */
+#define DLOCK_TOKEN_LEN 32
+
+/* What an acquire does when Redis cannot be reached. */
+typedef enum dlock_policy {
+    /* Return DLOCK_UNAVAILABLE (the default). */
+    DLOCK_FAIL_CLOSED = 0,
+    /* Return DLOCK_OK with a degraded lock (dlock_lock_degraded is 1). */
+    DLOCK_FAIL_OPEN = 1
+} dlock_policy;
+
+/* Called once, on the client's background thread, when a held lock is found
+ * lost.  See the thread rules at the top of this file. */
+typedef void (*dlock_lost_fn)(dlock_lock *lock, void *arg);
+
+typedef struct dlock_acquire_opts {
+    /* Lock TTL in milliseconds.  0: 30000 (the watchdog's default lease,
+     * renewed every 10 s, as in Redisson). */
+    int64_t ttl_ms;
+    /* 0: try once, DLOCK_BUSY at once if held.  > 0: wait up to this many
+     * milliseconds, woken when the holder releases.  < 0: wait forever. */
+    int64_t wait_ms;
+    /* Non-zero: the client's background thread renews the lock every
+     * ttl/3 until it is released, and marks it lost if renewal fails. */
+    int watchdog;
+    /* Non-zero: the same thread acquiring the same key on the same client
+     * again gets the lock it already holds with its hold count raised; each
+     * release lowers the count and the last one releases in Redis. */
+    int reentrant;
+    /* What to do when Redis is unavailable. */
+    dlock_policy policy;
+    /* Optional, with watchdog: called when the lock is found lost. */
+    dlock_lost_fn on_lost;
+    void *on_lost_arg;
+} dlock_acquire_opts;
+
+/* Fills opts with the defaults: TTL 30 s, no wait, no watchdog, not
+ * reentrant, fail closed, no callback. */
+DLOCK_API void dlock_acquire_opts_init(dlock_acquire_opts *opts);
+
+/*
+ * Takes the lock named key (1..DLOCK_KEY_MAX bytes, copied).
+ *
+ * opts may be NULL for the defaults.  out receives the lock, or NULL.
+ * Returns DLOCK_OK (held, or degraded under DLOCK_FAIL_OPEN), DLOCK_BUSY
+ * (held by someone else and no wait, or the wait ran out: then
+ * dlock_client_busy_ttl_ms says how long the holder's TTL still runs),
+ * DLOCK_UNAVAILABLE, DLOCK_TIMEOUT, DLOCK_INVALID, DLOCK_NOMEM, or another
+ * transport error.  Costs one round trip when the key is free.
+ */
+DLOCK_API dlock_err dlock_acquire(dlock_client *client, const char *key,
+                        const dlock_acquire_opts *opts, dlock_lock **out);
+
+/*
+ * Releases the lock if the stored token is still ours, wakes one waiter,
+ * and frees the lock object whatever the outcome.
+ * Returns DLOCK_OK (we held it until now), DLOCK_LOST (it had expired or been
+ * taken: nothing was deleted), DLOCK_UNAVAILABLE (Redis unreachable: the key
+ * expires by its TTL), or another transport error.  For a reentrant lock
+ * held more than once, lowers the hold count and returns DLOCK_OK without a
+ * round trip.  A degraded lock is freed and DLOCK_OK returned.
+ */
+DLOCK_API dlock_err dlock_release(dlock_lock *lock);
+
+/*
+ * Sets the lock's TTL to ttl_ms from now (0: the TTL it was acquired with),
+ * if the stored token is still ours.  Returns DLOCK_OK, DLOCK_LOST (and marks
+ * the lock lost), DLOCK_STATE for a degraded or lost lock, or a transport
+ * error (then the lock may still be held until its old TTL runs out).
+ */
+DLOCK_API dlock_err dlock_extend(dlock_lock *lock, int64_t ttl_ms);
+
+/* Frees the lock object without talking to Redis.  NULL is fine. */
+DLOCK_API void dlock_lock_free(dlock_lock *lock);
+
+/*
+ * Builds a lock object for a lock that another process acquired, from its
+ * key and token (for example the CLI's `dlock release KEY TOKEN`), so that
+ * dlock_release and dlock_extend can act on it.  No round trip: the first
+ * extend or release says whether the token still holds.  The fence is 0 and
+ * the TTL unknown until an extend.  Returns DLOCK_OK, DLOCK_INVALID (bad key
+ * or a token that is not DLOCK_TOKEN_LEN hex digits) or DLOCK_NOMEM.
+ */
+DLOCK_API dlock_err dlock_lock_attach(dlock_client *client, const char *key,
+                            const char *token, dlock_lock **out);
+
+/* Milliseconds the lock is still known to be valid, measured from the last
+ * acquire, extend or renewal minus the time since (a local, conservative
+ * clock: it never overstates).  0 when lost or expired; INT64_MAX when
+ * degraded. */
+DLOCK_API int64_t dlock_lock_valid_ms(const dlock_lock *lock);
+
+/* The fencing token of this grant (> 0), or 0 for a degraded or attached
+ * lock. */
+DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);
+
+/* 1 once the lock has been found lost, else 0. */
+DLOCK_API int dlock_lock_lost(const dlock_lock *lock);
+
+/* 1 for a lock granted under DLOCK_FAIL_OPEN without Redis, else 0. */
+DLOCK_API int dlock_lock_degraded(const dlock_lock *lock);
+
+/* The lock's name and owner token (NUL-terminated), borrowed for the lock's
+ * life. */
+DLOCK_API const char *dlock_lock_key(const dlock_lock *lock);
+DLOCK_API const char *dlock_lock_token(const dlock_lock *lock);
+
+/* How many times a reentrant lock is held by its thread (1 otherwise). */
+DLOCK_API int dlock_lock_holds(const dlock_lock *lock);
+
+/* What Redis says about a lock name, for inspection (dlock status). */
+typedef struct dlock_lock_info {
+    int held;              /* 1 if the key exists */
+    int64_t ttl_ms;        /* remaining TTL; -1 without TTL; 0 if free */
+    uint64_t last_fence;   /* last fence granted, 0 if never */
+    char token[DLOCK_TOKEN_LEN + 1]; /* the holder's token, "" if free */
+} dlock_lock_info;
+
+/* Reads the state of the lock named key in one round trip. */
+DLOCK_API dlock_err dlock_inspect(dlock_client *client, const char *key,
+                        dlock_lock_info *info);
+
+/*
+ * Scoped form: acquires key with opts, runs fn(lock, arg) while holding it,
+ * then releases.  fn is not called if the acquire fails.  fn_result, when not
+ * NULL, receives fn's return value (0 if fn was not called).  Returns the
+ * acquire's error, else the release's (DLOCK_LOST: the lock expired while fn
+ * ran, so fn's writes may have raced with another holder).
+ */
+DLOCK_API dlock_err dlock_with(dlock_client *client, const char *key,
+                     const dlock_acquire_opts *opts,
+                     int (*fn)(dlock_lock *lock, void *arg), void *arg,
+                     int *fn_result);
+
+/*
+ * For DLOCK_GUARD: releases *slot if it is not NULL and sets it to NULL.
+ * The release's error is dropped; release explicitly when it matters.
+ */
+DLOCK_API void dlock_guard_release(dlock_lock **slot);
+
+#if defined(__GNUC__) || defined(__clang__)
+/*
+ * Declares a dlock_lock * named var, initialised to NULL, that is released
+ * when it goes out of scope, whatever the path out (GCC/Clang cleanup
+ * attribute).  Assign it with dlock_acquire(c, key, &o, &var).  To keep the
+ * lock past the scope, move it out and set var to NULL.
+ */
+#define DLOCK_GUARD(var) \
+    dlock_lock *var __attribute__((cleanup(dlock_guard_release))) = NULL
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLOCK_LOCK_H */

@@ -1,0 +1,633 @@
+/*
+ * client.c: the dlock_client: URL, options, pool, breaker, scripts.
+ *
+ * Every round trip of the library goes through run_command below, which
+ * applies, in order: the breaker (fail fast while open), the pool (borrow a
+ * warm connection or open one), the I/O deadline, and one retry on a fresh
+ * connection when a reused connection turns out dead (the usual sign of a
+ * server restart) and the command is safe to send twice.  Lua scripts add
+ * the SHA cache and the NOSCRIPT fallback on top (dlock__client_eval).
+ *
+ * Invariants: a client that dlock_client_new returned has a parsed
+ * endpoint, a pool, a breaker and a running background thread; its option
+ * strings are its own copies; per-thread states are on c->tstates until the
+ * thread exits or the client is freed.
+ */
+#include "client_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "alloc.h"
+#include "dlock/dlock.h"
+#include "watchdog.h"
+#include "clock.h"
+#include "lock_internal.h"
+#include "notify.h"
+#include "tls.h"
+
+void dlock_client_opts_init(dlock_client_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->connect_timeout_ms = 5000;
+    o->io_timeout_ms = 5000;
+    o->pool_size = 16;
+    o->keepalive_s = 60;
+    o->breaker_threshold = 3;
+    o->breaker_probe_ms = 500;
+    o->tls_verify_peer = 1;
+}
+
+/* Applies defaults to zeroed fields and rejects values out of range. */
+static dlock_err normalise_opts(dlock_client_opts *o, dlock__msg *m)
+{
+    if (o->connect_timeout_ms == 0)
+        o->connect_timeout_ms = 5000;
+    if (o->io_timeout_ms == 0)
+        o->io_timeout_ms = 5000;
+    if (o->pool_size == 0)
+        o->pool_size = 16;
+    if (o->keepalive_s == 0)
+        o->keepalive_s = 60;
+    if (o->breaker_threshold == 0)
+        o->breaker_threshold = 3;
+    if (o->breaker_probe_ms == 0)
+        o->breaker_probe_ms = 500;
+    if (o->connect_timeout_ms < 0 || o->io_timeout_ms < 0 ||
+        o->breaker_threshold < 0 || o->breaker_probe_ms < 0)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "client timeouts and breaker settings must "
+                              "not be negative");
+    if (o->pool_size < 1 || o->pool_size > 1024)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "pool_size %d is not 1..1024", o->pool_size);
+    return DLOCK_OK;
+}
+
+/* Replaces each option string with an owned copy. */
+static dlock_err copy_opt_strings(dlock_client_opts *o, dlock__msg *m)
+{
+    const char **fields[] = {
+        &o->username, &o->password, &o->tls_ca_file, &o->tls_ca_dir,
+        &o->tls_cert_file, &o->tls_key_file, &o->tls_server_name,
+    };
+    size_t n = sizeof(fields) / sizeof(*fields);
+
+    for (size_t i = 0; i < n; i++) {
+        char *copy;
+
+        if (*fields[i] == NULL)
+            continue;
+        copy = dlock__strdup(*fields[i]);
+        if (copy == NULL) {
+            for (size_t j = i; j < n; j++)
+                *fields[j] = NULL;
+            return dlock__msg_set(m, DLOCK_NOMEM, "copying client options");
+        }
+        *fields[i] = copy;
+    }
+    return DLOCK_OK;
+}
+
+static void free_opt_strings(dlock_client_opts *o)
+{
+    if (o->password != NULL)
+        explicit_bzero((char *)o->password, strlen(o->password));
+    dlock__free((char *)o->username);
+    dlock__free((char *)o->password);
+    dlock__free((char *)o->tls_ca_file);
+    dlock__free((char *)o->tls_ca_dir);
+    dlock__free((char *)o->tls_cert_file);
+    dlock__free((char *)o->tls_key_file);
+    dlock__free((char *)o->tls_server_name);
+}
+
+static void tstate_destroy(void *p)
+{
+    dlock__tstate *t = p;
+    dlock_client *c = t->client;
+
+    pthread_mutex_lock(&c->tstates_mu);
+    if (t->prev != NULL)
+        t->prev->next = t->next;
+    else
+        c->tstates = t->next;
+    if (t->next != NULL)
+        t->next->prev = t->prev;
+    pthread_mutex_unlock(&c->tstates_mu);
+    dlock__free(t);
+}
+
+dlock__tstate *dlock__client_tstate(const dlock_client *c)
+{
+    return c->tkey_ready ? pthread_getspecific(c->tkey) : NULL;
+}
+
+dlock__msg *dlock__client_begin(dlock_client *c)
+{
+    dlock__tstate *t = dlock__client_tstate(c);
+
+    if (t == NULL && c->tkey_ready) {
+        t = dlock__calloc(1, sizeof(*t));
+        if (t == NULL)
+            return NULL;
+        t->client = c;
+        if (pthread_setspecific(c->tkey, t) != 0) {
+            dlock__free(t);
+            return NULL;
+        }
+        pthread_mutex_lock(&c->tstates_mu);
+        t->next = c->tstates;
+        if (c->tstates != NULL)
+            c->tstates->prev = t;
+        c->tstates = t;
+        pthread_mutex_unlock(&c->tstates_mu);
+    }
+    if (t == NULL)
+        return NULL;
+    t->msg.text[0] = '\0';
+    t->busy_ttl_ms = 0;
+    return &t->msg;
+}
+
+int64_t dlock__client_io_deadline(const dlock_client *c)
+{
+    return dlock__deadline_after_ms(c->opts.io_timeout_ms);
+}
+
+void dlock__client_transport_failed(dlock_client *c)
+{
+    atomic_fetch_add(&c->n_transport_errors, 1);
+    if (dlock__breaker_failure(&c->breaker))
+        dlock__watchdog_kick(c->bg);
+}
+
+void dlock__client_transport_ok(dlock_client *c)
+{
+    dlock__breaker_success(&c->breaker);
+}
+
+dlock_err dlock__client_connect(dlock_client *c, dlock__conn **out,
+                                dlock__msg *m)
+{
+    int64_t deadline = dlock__deadline_after_ms(c->opts.connect_timeout_ms);
+    dlock_err err = dlock__conn_open(&c->ep, &c->cfg, deadline, out, m);
+
+    if (atomic_fetch_add(&c->n_connects, 1) > 0)
+        atomic_fetch_add(&c->n_reconnects, 1);
+    return err;
+}
+
+void dlock__client_adopt(dlock_client *c, dlock__conn *conn)
+{
+    dlock__conn *unused;
+
+    /* Take a slot without waiting; a full pool simply closes the probe's
+     * connection. */
+    if (dlock__pool_borrow(&c->pool, 0, &unused) != DLOCK_OK) {
+        dlock__conn_free(conn);
+        return;
+    }
+    if (unused != NULL) {
+        dlock__pool_return(&c->pool, unused);
+        dlock__conn_free(conn);
+        return;
+    }
+    dlock__pool_return(&c->pool, conn);
+}
+
+static dlock_err fast_fail(dlock_client *c, dlock__msg *m)
+{
+    int64_t since = atomic_load(&c->breaker.opened_at_us);
+
+    atomic_fetch_add(&c->n_fast_fails, 1);
+    return dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                          "circuit breaker open for %s for %lld ms after %d "
+                          "consecutive failures; probing every %d ms",
+                          c->ep.desc,
+                          (long long)((dlock__now_us() - since) / 1000),
+                          c->breaker.threshold, c->opts.breaker_probe_ms);
+}
+
+/*
+ * One command through the breaker and the pool.  A reused connection that
+ * fails may be dead from a server restart: then the idle connections are
+ * dropped too and, if the command is retry_safe, it goes once more on a
+ * fresh connection.  bypass_breaker is for health checks.
+ */
+static dlock_err run_command(dlock_client *c, int argc, const char **argv,
+                             const size_t *lens, int retry_safe,
+                             int bypass_breaker, redisReply **reply,
+                             dlock__msg *m)
+{
+    *reply = NULL;
+    if (!bypass_breaker && !dlock__breaker_allows(&c->breaker))
+        return fast_fail(c, m);
+    for (int attempt = 0;; attempt++) {
+        dlock__conn *conn;
+        int fresh = 0;
+        dlock_err err = dlock__pool_borrow(&c->pool,
+                                           dlock__client_io_deadline(c),
+                                           &conn);
+
+        if (err != DLOCK_OK)
+            return dlock__msg_set(m, err, "waiting for one of %d pooled "
+                                  "connections to %s", c->pool.max,
+                                  c->ep.desc);
+        if (conn == NULL) {
+            fresh = 1;
+            err = dlock__client_connect(c, &conn, m);
+            if (err != DLOCK_OK) {
+                dlock__pool_return(&c->pool, NULL);
+                if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
+                    dlock__client_transport_failed(c);
+                return err;
+            }
+        }
+        atomic_fetch_add(&c->n_commands, 1);
+        err = dlock__conn_call(conn, argc, argv, lens,
+                               dlock__client_io_deadline(c), reply, m);
+        if (err == DLOCK_OK) {
+            dlock__pool_return(&c->pool, conn);
+            dlock__client_transport_ok(c);
+            return DLOCK_OK;
+        }
+        if (!dlock__conn_broken(conn)) {
+            dlock__pool_return(&c->pool, conn);
+            return err;
+        }
+        dlock__pool_return(&c->pool, conn);
+        dlock__client_transport_failed(c);
+        if (fresh || attempt > 0 || !retry_safe || err == DLOCK_TIMEOUT)
+            return err;
+        dlock__pool_drop_idle(&c->pool);
+    }
+}
+
+dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,
+                                const size_t *lens, redisReply **reply,
+                                dlock__msg *m)
+{
+    dlock_err err = run_command(c, argc, argv, lens, 1, 0, reply, m);
+
+    if (err == DLOCK_OK && (*reply)->type == REDIS_REPLY_ERROR) {
+        err = dlock__reply_error(*reply, argv[0], c->ep.desc, m);
+        freeReplyObject(*reply);
+        *reply = NULL;
+    }
+    return err;
+}
+
+static void sha1_hex(const char *body, char out[41])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+
+    /* EVP_Digest with SHA-1 cannot fail short of allocation failure inside
+     * OpenSSL; then out stays "" and the server's NOSCRIPT path loads the
+     * script by its body instead. */
+    out[0] = '\0';
+    if (EVP_Digest(body, strlen(body), digest, &len, EVP_sha1(), NULL) != 1 ||
+        len != 20)
+        return;
+    for (unsigned int i = 0; i < len; i++) {
+        out[2 * i] = hex[digest[i] >> 4];
+        out[2 * i + 1] = hex[digest[i] & 0x0f];
+    }
+    out[40] = '\0';
+}
+
+/* Copies the script's SHA into sha, computing and caching it once. */
+static void script_sha(dlock_client *c, const dlock__script *s, char sha[41])
+{
+    pthread_mutex_lock(&c->scripts_mu);
+    for (int i = 0; i < c->nscripts; i++) {
+        if (c->scripts[i].script == s) {
+            memcpy(sha, c->scripts[i].sha, 41);
+            pthread_mutex_unlock(&c->scripts_mu);
+            return;
+        }
+    }
+    sha1_hex(s->body, sha);
+    /* The table is sized for every script the library has; one that does
+     * not fit is still correct, only hashed on each call. */
+    if (c->nscripts < DLOCK__MAX_SCRIPTS && sha[0] != '\0') {
+        c->scripts[c->nscripts].script = s;
+        memcpy(c->scripts[c->nscripts].sha, sha, 41);
+        c->nscripts++;
+    }
+    pthread_mutex_unlock(&c->scripts_mu);
+}
+
+static dlock_err script_load(dlock_client *c, const dlock__script *s,
+                             dlock__msg *m)
+{
+    const char *argv[] = {"SCRIPT", "LOAD", s->body};
+    redisReply *r;
+    dlock_err err = dlock__client_command(c, 3, argv, NULL, &r, m);
+
+    if (err != DLOCK_OK)
+        return dlock__msg_wrap(m, err, "loading script %s", s->name);
+    if (r->type != REDIS_REPLY_STRING || r->len != 40)
+        err = dlock__msg_set(m, DLOCK_PROTOCOL, "SCRIPT LOAD %s on %s: "
+                             "expected a 40-digit SHA, got %s", s->name,
+                             c->ep.desc, dlock__reply_type_name(r));
+    freeReplyObject(r);
+    return err;
+}
+
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
+           memcmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+#define EVAL_STACK_ARGS 16
+
+dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
+                             int nkeys, int argc, const char **argv,
+                             const size_t *lens, redisReply **reply,
+                             dlock__msg *m)
+{
+    const char *stack_argv[EVAL_STACK_ARGS + 3];
+    size_t stack_lens[EVAL_STACK_ARGS + 3];
+    const char **av = stack_argv;
+    size_t *al = stack_lens;
+    char sha[41], nk[16];
+    dlock_err err;
+
+    *reply = NULL;
+    if (argc > EVAL_STACK_ARGS) {
+        av = dlock__calloc((size_t)argc + 3, sizeof(*av));
+        al = dlock__calloc((size_t)argc + 3, sizeof(*al));
+        if (av == NULL || al == NULL) {
+            err = dlock__msg_set(m, DLOCK_NOMEM, "building script %s",
+                                 s->name);
+            goto out;
+        }
+    }
+    script_sha(c, s, sha);
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    av[0] = "EVALSHA";
+    av[1] = sha;
+    av[2] = nk;
+    for (int i = 0; i < argc; i++) {
+        av[i + 3] = argv[i];
+        al[i + 3] = lens != NULL ? lens[i] : strlen(argv[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        al[i] = strlen(av[i]);
+    for (int attempt = 0;; attempt++) {
+        err = run_command(c, argc + 3, av, al, s->retry_safe, 0, reply, m);
+        if (err != DLOCK_OK)
+            goto out;
+        if (!is_noscript(*reply) || attempt > 0)
+            break;
+        /* The server lost its script cache (restart, SCRIPT FLUSH). */
+        freeReplyObject(*reply);
+        *reply = NULL;
+        err = script_load(c, s, m);
+        if (err != DLOCK_OK)
+            goto out;
+    }
+    if ((*reply)->type == REDIS_REPLY_ERROR) {
+        char what[80];
+
+        snprintf(what, sizeof(what), "script %s", s->name);
+        err = dlock__reply_error(*reply, what, c->ep.desc, m);
+        freeReplyObject(*reply);
+        *reply = NULL;
+    }
+out:
+    if (av != stack_argv) {
+        dlock__free(av);
+        dlock__free(al);
+    }
+    return err;
+}
+
+dlock__notifier *dlock__client_notifier(dlock_client *c)
+{
+    dlock__notifier *n;
+
+    pthread_mutex_lock(&c->notifier_mu);
+    if (c->notifier == NULL)
+        dlock__notifier_new(c, &c->notifier);
+    n = c->notifier;
+    pthread_mutex_unlock(&c->notifier_mu);
+    return n;
+}
+
+/* Connects, PINGs and loads the core scripts. */
+static dlock_err warm_up(dlock_client *c, dlock__msg *m)
+{
+    int64_t rtt;
+    dlock_err err = DLOCK_OK;
+
+    (void)rtt;
+    {
+        const char *argv[] = {"PING"};
+        redisReply *r;
+
+        err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
+        if (err != DLOCK_OK)
+            return dlock__msg_wrap(m, err, "warm-up PING");
+        if (r->type == REDIS_REPLY_ERROR)
+            err = dlock__reply_error(r, "warm-up PING", c->ep.desc, m);
+        freeReplyObject(r);
+        if (err != DLOCK_OK)
+            return err;
+    }
+    for (int i = 0; dlock__core_scripts[i] != NULL && err == DLOCK_OK; i++)
+        err = script_load(c, dlock__core_scripts[i], m);
+    return err;
+}
+
+static dlock_err init_sync(dlock_client *c, dlock__msg *m)
+{
+    if (pthread_mutex_init(&c->scripts_mu, NULL) != 0 ||
+        pthread_mutex_init(&c->tstates_mu, NULL) != 0 ||
+        pthread_mutex_init(&c->notifier_mu, NULL) != 0 ||
+        pthread_mutex_init(&c->reentrant_mu, NULL) != 0)
+        return dlock__msg_set(m, DLOCK_SYSTEM, "initialising mutexes");
+    if (pthread_key_create(&c->tkey, tstate_destroy) != 0)
+        return dlock__msg_set(m, DLOCK_SYSTEM, "creating a thread key (at "
+                              "most about 1000 clients per process)");
+    c->tkey_ready = 1;
+    return DLOCK_OK;
+}
+
+/* Everything that can fail before the warm-up. */
+static dlock_err build(dlock_client *c, const char *url,
+                       const dlock_client_opts *opts, dlock__msg *m)
+{
+    dlock_err err;
+
+    if (opts != NULL)
+        c->opts = *opts;
+    else
+        dlock_client_opts_init(&c->opts);
+    err = normalise_opts(&c->opts, m);
+    if (err == DLOCK_OK)
+        err = copy_opt_strings(&c->opts, m);
+    if (err == DLOCK_OK)
+        err = dlock__url_parse(url, &c->ep, m);
+    if (err != DLOCK_OK)
+        return err;
+    c->cfg.keepalive_s = c->opts.keepalive_s;
+    c->cfg.user = c->opts.username ? c->opts.username : c->ep.user;
+    c->cfg.password = c->opts.password ? c->opts.password : c->ep.password;
+    c->cfg.tls_verify = c->opts.tls_verify_peer;
+    c->cfg.tls_name = c->opts.tls_server_name ? c->opts.tls_server_name
+                                              : c->ep.host;
+    if (c->ep.transport == DLOCK__TLS) {
+        err = dlock__tls_ctx_new(&c->opts, &c->tls, m);
+        if (err != DLOCK_OK)
+            return err;
+        c->cfg.tls = c->tls;
+    }
+    err = dlock__pool_init(&c->pool, c->opts.pool_size);
+    if (err != DLOCK_OK)
+        return dlock__msg_set(m, err, "creating the connection pool");
+    c->pool_ready = 1;
+    dlock__breaker_init(&c->breaker, c->opts.breaker_threshold);
+    err = init_sync(c, m);
+    if (err != DLOCK_OK)
+        return err;
+    return dlock__watchdog_new(c, &c->bg, m);
+}
+
+dlock_err dlock_client_new(const char *url, const dlock_client_opts *opts,
+                           dlock_client **out, char *errbuf, size_t errlen)
+{
+    dlock__msg m;
+    dlock_client *c;
+    dlock_err err;
+
+    dlock__msg_clear(&m);
+    if (out == NULL)
+        return DLOCK_INVALID;
+    *out = NULL;
+    c = dlock__calloc(1, sizeof(*c));
+    if (c == NULL) {
+        err = dlock__msg_set(&m, DLOCK_NOMEM, "allocating a client");
+        goto fail;
+    }
+    err = build(c, url, opts, &m);
+    if (err == DLOCK_OK)
+        err = warm_up(c, &m);
+    if (err != DLOCK_OK && c->opts.start_offline && c->bg != NULL &&
+        err != DLOCK_NOMEM && err != DLOCK_INVALID && err != DLOCK_AUTH) {
+        /* Start with the breaker open; the probe connects later. */
+        dlock__breaker_trip(&c->breaker);
+        dlock__watchdog_kick(c->bg);
+        err = DLOCK_OK;
+    }
+    if (err != DLOCK_OK)
+        goto fail;
+    *out = c;
+    return DLOCK_OK;
+fail:
+    if (errbuf != NULL && errlen > 0)
+        snprintf(errbuf, errlen, "%s", m.text);
+    dlock_client_free(c);
+    return err;
+}
+
+void dlock_client_free(dlock_client *c)
+{
+    if (c == NULL)
+        return;
+    dlock__watchdog_free(c->bg);
+    dlock__notifier_free(c->notifier);
+    if (c->pool_ready)
+        dlock__pool_destroy(&c->pool);
+    dlock__tls_ctx_free(c->tls);
+    if (c->tkey_ready) {
+        pthread_key_delete(c->tkey);
+        while (c->tstates != NULL) {
+            dlock__tstate *t = c->tstates;
+
+            c->tstates = t->next;
+            dlock__free(t);
+        }
+        pthread_mutex_destroy(&c->scripts_mu);
+        pthread_mutex_destroy(&c->tstates_mu);
+        pthread_mutex_destroy(&c->notifier_mu);
+        pthread_mutex_destroy(&c->reentrant_mu);
+    }
+    dlock__endpoint_clear(&c->ep);
+    free_opt_strings(&c->opts);
+    dlock__free(c);
+}
+
+dlock_err dlock_client_ping(dlock_client *c, int64_t *rtt_us)
+{
+    const char *argv[] = {"PING"};
+    dlock__msg *m = dlock__client_begin(c);
+    int64_t started = dlock__now_us();
+    redisReply *r;
+    dlock_err err;
+
+    if (rtt_us != NULL)
+        *rtt_us = 0;
+    err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
+    if (err != DLOCK_OK)
+        return dlock__msg_wrap(m, err, "PING");
+    if (r->type == REDIS_REPLY_ERROR)
+        err = dlock__reply_error(r, "PING", c->ep.desc, m);
+    freeReplyObject(r);
+    if (err == DLOCK_OK && rtt_us != NULL)
+        *rtt_us = dlock__now_us() - started;
+    return err;
+}
+
+const char *dlock_client_errmsg(const dlock_client *c)
+{
+    const dlock__tstate *t = dlock__client_tstate(c);
+
+    return t != NULL ? t->msg.text : "";
+}
+
+int64_t dlock_client_busy_ttl_ms(const dlock_client *c)
+{
+    const dlock__tstate *t = dlock__client_tstate(c);
+
+    return t != NULL ? t->busy_ttl_ms : 0;
+}
+
+dlock_breaker_state dlock_client_breaker(const dlock_client *c)
+{
+    return atomic_load(&c->breaker.open) ? DLOCK_BREAKER_OPEN
+                                         : DLOCK_BREAKER_CLOSED;
+}
+
+void dlock_client_stats_get(const dlock_client *cc, dlock_client_stats *out)
+{
+    dlock_client *c = (dlock_client *)cc; /* the pool's mutex is not const */
+
+    memset(out, 0, sizeof(*out));
+    out->commands = atomic_load(&c->n_commands);
+    out->transport_errors = atomic_load(&c->n_transport_errors);
+    out->reconnects = atomic_load(&c->n_reconnects);
+    out->breaker_opens = atomic_load(&c->breaker.opens);
+    out->fast_fails = atomic_load(&c->n_fast_fails);
+    out->renewals = atomic_load(&c->n_renewals);
+    out->locks_lost = atomic_load(&c->n_locks_lost);
+    dlock__pool_counts(&c->pool, &out->pool_open, &out->pool_in_use);
+}
+
+const char *dlock_client_endpoint(const dlock_client *c)
+{
+    return c->ep.desc;
+}
+
+const char *dlock_version(void)
+{
+    return DLOCK_VERSION_STRING;
+}
