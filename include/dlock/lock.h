@@ -102,7 +102,8 @@ DLOCK_API void dlock_acquire_opts_init(dlock_acquire_opts *opts);
  * Takes the lock named key (1..DLOCK_KEY_MAX bytes, copied).
  *
  * opts may be NULL for the defaults.  out receives the lock, or NULL.
- * Returns DLOCK_OK (held, or degraded under DLOCK_FAIL_OPEN), DLOCK_BUSY
+ * Returns DLOCK_OK (held, or degraded under DLOCK_FAIL_OPEN: then
+ * dlock_client_errmsg says why Redis could not be used), DLOCK_BUSY
  * (held by someone else and no wait, or the wait ran out: then
  * dlock_client_busy_ttl_ms says how long the holder's TTL still runs),
  * DLOCK_UNAVAILABLE, DLOCK_TIMEOUT, DLOCK_INVALID, DLOCK_NOMEM, or another

@@ -127,6 +127,8 @@ static dlock_err check_key(const char *key, dlock__msg *m)
     return DLOCK_OK;
 }
 
+static void reentrant_unlink(dlock_client *c, dlock_lock *l);
+
 /* Allocates a lock for key with its derived names; token not yet set. */
 static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
                           dlock__msg *m)
@@ -162,8 +164,11 @@ void dlock_lock_free(dlock_lock *l)
 {
     if (l == NULL)
         return;
-    if (l->watched)
+    /* watched belongs to the watchdog's mutex: unwatch checks it there. */
+    if (l->watchdog)
         dlock__watchdog_unwatch(l->client->bg, l);
+    if (l->reentrant)
+        reentrant_unlink(l->client, l);
     dlock__free(l->key);
     dlock__free(l->fence_key);
     dlock__free(l->channel);
@@ -344,6 +349,20 @@ static void reentrant_add(dlock_client *c, dlock_lock *l)
     pthread_mutex_unlock(&c->reentrant_mu);
 }
 
+/* Takes l off the client's list of reentrant locks (if it is there). */
+static void reentrant_unlink(dlock_client *c, dlock_lock *l)
+{
+    dlock_lock **link;
+
+    pthread_mutex_lock(&c->reentrant_mu);
+    link = &c->reentrant;
+    while (*link != NULL && *link != l)
+        link = &(*link)->rnext;
+    if (*link == l)
+        *link = l->rnext;
+    pthread_mutex_unlock(&c->reentrant_mu);
+}
+
 /* Lowers the hold count; returns 1 if the lock is still held after. */
 static int reentrant_drop(dlock_client *c, dlock_lock *l)
 {
@@ -351,15 +370,9 @@ static int reentrant_drop(dlock_client *c, dlock_lock *l)
 
     pthread_mutex_lock(&c->reentrant_mu);
     still_held = --l->holds > 0;
-    if (!still_held) {
-        dlock_lock **link = &c->reentrant;
-
-        while (*link != NULL && *link != l)
-            link = &(*link)->rnext;
-        if (*link == l)
-            *link = l->rnext;
-    }
     pthread_mutex_unlock(&c->reentrant_mu);
+    if (!still_held)
+        reentrant_unlink(c, l);
     return still_held;
 }
 
@@ -511,7 +524,7 @@ dlock_err dlock_release(dlock_lock *l)
     m = dlock__client_begin(c);
     if (l->reentrant && reentrant_drop(c, l))
         return DLOCK_OK;
-    if (l->watched)
+    if (l->watchdog)
         dlock__watchdog_unwatch(c->bg, l);
     if (!l->degraded) {
         err = token_script(l, &release_script, l->channel, m);

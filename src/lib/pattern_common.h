@@ -1,0 +1,149 @@
+/*
+ * pattern_common.h: what the pattern modules (pattern_*.c) share.
+ *
+ * Every pattern (idempotency, semaphore, leader election, rate limiting,
+ * single-flight, read-write lock) keeps its state in a few Redis keys that
+ * share one cluster hash slot, and decides each step in one Lua script.
+ * This header gives them the same key names, the same validity arithmetic,
+ * the same reply checks and the same way of waiting, so each module is
+ * only its scripts and its object.
+ *
+ * Key names: a pattern object of kind KIND named NAME keeps its keys under
+ * "{KIND:NAME}" followed by a suffix ("", ":holders", ":fence", ...).
+ * Every key of one object starts with the same '{', and the first '}'
+ * after it is at the same place in each, so whatever NAME holds (even
+ * braces) all of an object's keys hash to one slot.  Its wake-up channel
+ * is "dlock:KIND:NAME".
+ *
+ * Waiting: dlock__pattern_wait runs an attempt until it stops answering
+ * DLOCK_BUSY or the deadline passes, sleeping between attempts on the
+ * object's channel (notify.h) with a bounded, jittered poll as the
+ * fallback, exactly as the core lock waits.  Scripts that wake everyone
+ * (a finished single-flight, a released write lock) publish one message
+ * per registered waiter, because a message wakes one waiter per client;
+ * the Lua helper DLOCK__LUA_WAKE does that.
+ */
+#ifndef DLOCK_SRC_PATTERN_COMMON_H
+#define DLOCK_SRC_PATTERN_COMMON_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client_internal.h"
+
+/* Longest TTL, lease or wait accepted by the patterns: one year. */
+#define DLOCK__PATTERN_MAX_MS ((int64_t)1000 * 86400 * 365)
+
+/* Most messages one wake-everyone publishes (waiters beyond it poll). */
+#define DLOCK__WAKE_MAX 256
+
+/*
+ * Lua fragments pasted into the scripts.  DLOCK__LUA_NOW_MS defines `now`
+ * (server milliseconds) and `now_us` (server microseconds) from TIME.
+ * DLOCK__LUA_FENCE defines next_fence(key): max(last + 1, now_us), stored,
+ * the rule of the core lock's fences.  DLOCK__LUA_WAKE defines
+ * wake(counter_key, channel): publishes min(max(n, 1), DLOCK__WAKE_MAX)
+ * messages for the n waiters registered in counter_key and deletes it;
+ * register_waiter(counter_key) counts one more.
+ */
+#define DLOCK__LUA_NOW_MS                                                  \
+    "local t = redis.call('TIME')\n"                                       \
+    "local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"           \
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+#define DLOCK__LUA_FENCE                                                   \
+    "local function next_fence(key)\n"                                     \
+    "  local f = tonumber(redis.call('GET', key) or '0') + 1\n"            \
+    "  if now_us > f then f = now_us end\n"                                \
+    "  redis.call('SET', key, string.format('%d', f))\n"                   \
+    "  return f\n"                                                         \
+    "end\n"
+#define DLOCK__LUA_WAKE                                                    \
+    "local function wake(counter, channel)\n"                              \
+    "  local n = tonumber(redis.call('GET', counter) or '0')\n"            \
+    "  if n < 1 then n = 1 end\n"                                          \
+    "  if n > 256 then n = 256 end\n"                                      \
+    "  for i = 1, n do redis.call('PUBLISH', channel, '') end\n"           \
+    "  redis.call('DEL', counter)\n"                                       \
+    "end\n"                                                                \
+    "local function register_waiter(counter)\n"                            \
+    "  redis.call('INCR', counter)\n"                                      \
+    "  redis.call('PEXPIRE', counter, 60000)\n"                            \
+    "end\n"
+
+/*
+ * Checks a pattern object's name: 1..DLOCK_KEY_MAX bytes.  what names the
+ * object in the message ("semaphore", "idempotency key").  Returns
+ * DLOCK_OK or DLOCK_INVALID.
+ */
+dlock_err dlock__pattern_check_name(const char *what, const char *name,
+                                    dlock__msg *m);
+
+/* "{kind:name}suffix", allocated; NULL when out of memory. */
+char *dlock__pattern_key(const char *kind, const char *name,
+                         const char *suffix);
+
+/* "dlock:kind:name", allocated; NULL when out of memory. */
+char *dlock__pattern_channel(const char *kind, const char *name);
+
+/* Checks a TTL or lease in milliseconds: 1 ms .. one year.  Returns
+ * DLOCK_OK or DLOCK_INVALID with "<what> <ms> ms is not 1 ms..1 year". */
+dlock_err dlock__pattern_check_ms(const char *what, int64_t ms,
+                                  dlock__msg *m);
+
+/*
+ * The monotonic time until which a grant of ttl_ms, whose request left at
+ * sent_us, is known valid: sent + ttl minus the core lock's drift
+ * allowance (1% of the TTL + 2 ms), so it never overstates.
+ */
+int64_t dlock__pattern_valid_until(int64_t sent_us, int64_t ttl_ms);
+
+/* Milliseconds left until valid_until_us (0 when past). */
+int64_t dlock__pattern_left_ms(int64_t valid_until_us);
+
+/* 1 if r is an array of at least n elements whose first n are integers;
+ * then out[0..n-1] holds them. */
+int dlock__pattern_ints(const redisReply *r, size_t n, long long *out);
+
+/* Fills m with DLOCK_PROTOCOL: "<what> on <server>: expected <expected>,
+ * got <reply type>", and returns DLOCK_PROTOCOL. */
+dlock_err dlock__pattern_bad_reply(dlock_client *c, const char *what,
+                                   const char *expected, const redisReply *r,
+                                   dlock__msg *m);
+
+/*
+ * Makes the calling thread's dlock_client_busy_ttl_ms answer ttl_ms (after
+ * a DLOCK_BUSY).
+ */
+void dlock__pattern_set_busy_ttl(dlock_client *c, int64_t ttl_ms);
+
+/*
+ * One attempt of a waiting call.  waiting is 1 when a DLOCK_BUSY answer
+ * will be followed by a wait (the script should register as a waiter), 0
+ * for a last or only try.  On DLOCK_BUSY, *hint_ms is how long the holder
+ * keeps what we want (<= 0: unknown); the poll is bounded by it.  Any
+ * other return ends the wait with that code.
+ */
+typedef dlock_err (*dlock__attempt_fn)(void *arg, int waiting,
+                                       int64_t *hint_ms, dlock__msg *m);
+
+/*
+ * Runs attempt(arg, ...) until it returns something other than DLOCK_BUSY
+ * or deadline_us (clock.h) has passed.  Between attempts it waits on
+ * channel (woken by a PUBLISH from the holder's release) for at most a
+ * jittered poll interval bounded by the hint.  seed spreads the jitter of
+ * contenders (their tokens).  cancel, when not NULL, ends the wait with
+ * DLOCK_BUSY once it reads non-zero (checked after every wake-up).
+ * *hint_ms receives the last hint.  Returns the attempt's last answer.
+ */
+dlock_err dlock__pattern_wait(dlock_client *c, const char *channel,
+                              int64_t deadline_us, const char *seed,
+                              dlock__attempt_fn attempt, void *arg,
+                              const atomic_int *cancel, int64_t *hint_ms,
+                              dlock__msg *m);
+
+/* Sleeps until deadline_us on the monotonic clock (a scheduled delay, such
+ * as a rate limiter's reserved slot; not a wait for a condition). */
+void dlock__pattern_sleep_until(int64_t deadline_us);
+
+#endif /* DLOCK_SRC_PATTERN_COMMON_H */
