@@ -424,6 +424,27 @@ fail:
     return err;
 }
 
+dlock_err dlock__conn_from_fd(int fd, const dlock__endpoint *ep,
+                              dlock__conn **out, dlock__msg *m)
+{
+    dlock__conn *c = dlock__calloc(1, sizeof(*c));
+
+    *out = NULL;
+    if (c != NULL)
+        c->reader = redisReaderCreate();
+    if (c == NULL || c->reader == NULL) {
+        dlock__free(c);
+        close(fd);
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating a connection");
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    c->fd = fd;
+    c->ep = ep;
+    c->last_used_us = dlock__now_us();
+    *out = c;
+    return DLOCK_OK;
+}
+
 void dlock__conn_free(dlock__conn *c)
 {
     if (c == NULL)

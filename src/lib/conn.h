@@ -54,6 +54,12 @@ dlock_err dlock__conn_open(const dlock__endpoint *ep,
                            const dlock__conn_cfg *cfg, int64_t deadline_us,
                            dlock__conn **out, dlock__msg *m);
 
+/* Wraps an already connected plain socket (no TLS, no handshake), taking
+ * ownership of fd; for tests and fuzzers that play the server over a
+ * socketpair.  fd is closed on failure too. */
+dlock_err dlock__conn_from_fd(int fd, const dlock__endpoint *ep,
+                              dlock__conn **out, dlock__msg *m);
+
 /* Closes the socket and frees everything; NULL is fine. */
 void dlock__conn_free(dlock__conn *conn);
 
