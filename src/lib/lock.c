@@ -13,6 +13,8 @@
  * same effect when run twice: acquire by the token check, extend trivially,
  * release by answering "not held" (reported DLOCK_LOST, the safe side).
  *
+ * Fences are decimal strings inside the scripts so they stay exact to 2^63.
+ *
  * Validity is tracked on the local monotonic clock from the moment each
  * request left, minus a drift allowance (1% of the TTL + 2 ms, as Redlock
  * does), so dlock_lock_valid_ms never claims more time than the server
@@ -37,23 +39,33 @@
 #define POLL_CAP_MS 200
 #define CHANNEL_PREFIX "dlock:released:"
 
+/*
+ * Fences are handled as decimal strings, never as Lua numbers: Lua's
+ * numbers are doubles, exact only to 2^53, and a fence must stay exact to
+ * 2^63.  Server time in microseconds is built as a string, compared with the
+ * stored counter by length and then digit by digit (both have no leading
+ * zeros), and INCR does the +1 in Redis's 64-bit integers.
+ */
 static const dlock__script acquire_script = {
     "acquire",
     "local holder = redis.call('GET', KEYS[1])\n"
     "if holder == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}\n"
+    "  return {1, redis.call('GET', KEYS[2]) or '0'}\n"
     "end\n"
     "if holder then\n"
     "  return {0, redis.call('PTTL', KEYS[1])}\n"
     "end\n"
     "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-    "local fence = tonumber(redis.call('GET', KEYS[2]) or '0') + 1\n"
-    "if now > fence then fence = now end\n"
+    "local now = t[1] .. string.format('%06d', tonumber(t[2]))\n"
+    "local last = redis.call('GET', KEYS[2])\n"
+    "if not last or #now > #last or (#now == #last and now > last) then\n"
+    "  redis.call('SET', KEYS[2], now)\n"
+    "else\n"
+    "  redis.call('INCR', KEYS[2])\n"
+    "end\n"
     "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-    "redis.call('SET', KEYS[2], string.format('%d', fence))\n"
-    "return {1, fence}\n",
+    "return {1, redis.call('GET', KEYS[2])}\n",
     1,
 };
 
@@ -187,15 +199,43 @@ static void set_valid_from(dlock_lock *l, int64_t sent_us, int64_t ttl_ms)
     atomic_store(&l->valid_until_us, until > sent_us ? until : sent_us);
 }
 
-/* Reads a reply of the form {integer, integer}. */
-static int pair_of_integers(const redisReply *r, long long *a, long long *b)
+/* Parses a fence given as a decimal string; 0 if it is not one. */
+static uint64_t parse_fence(const char *s, size_t len)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[1]->type != REDIS_REPLY_INTEGER)
+    uint64_t value = 0;
+
+    if (len == 0 || len > 19)
         return 0;
-    *a = r->element[0]->integer;
-    *b = r->element[1]->integer;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        value = value * 10 + (uint64_t)(s[i] - '0');
+    }
+    return value;
+}
+
+/* Reads the acquire script's {1, "fence"} or {0, pttl}. */
+static int acquire_reply(const redisReply *r, int *granted, uint64_t *fence,
+                         long long *pttl)
+{
+    const redisReply *flag, *value;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+        return 0;
+    flag = r->element[0];
+    value = r->element[1];
+    if (flag->type != REDIS_REPLY_INTEGER)
+        return 0;
+    *granted = flag->integer == 1;
+    if (*granted) {
+        if (value->type != REDIS_REPLY_STRING)
+            return 0;
+        *fence = parse_fence(value->str, value->len);
+        return *fence > 0;
+    }
+    if (value->type != REDIS_REPLY_INTEGER)
+        return 0;
+    *pttl = value->integer;
     return 1;
 }
 
@@ -208,7 +248,9 @@ static dlock_err try_once(dlock_lock *l, int64_t *holder_ttl_ms,
     const char *argv[] = {l->key, l->fence_key, l->token, ttl};
     int64_t sent = dlock__now_us();
     redisReply *r;
-    long long granted, value;
+    int granted = 0;
+    uint64_t fence = 0;
+    long long pttl = 0;
     dlock_err err;
 
     snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
@@ -216,9 +258,9 @@ static dlock_err try_once(dlock_lock *l, int64_t *holder_ttl_ms,
                              &r, m);
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
-    if (!pair_of_integers(r, &granted, &value)) {
+    if (!acquire_reply(r, &granted, &fence, &pttl)) {
         err = dlock__msg_set(m, DLOCK_PROTOCOL, "acquiring lock %.64s on %s: "
-                             "expected {granted, fence|pttl}, got %s",
+                             "expected {1, fence} or {0, pttl}, got %s",
                              l->key, l->client->ep.desc,
                              dlock__reply_type_name(r));
         freeReplyObject(r);
@@ -226,10 +268,10 @@ static dlock_err try_once(dlock_lock *l, int64_t *holder_ttl_ms,
     }
     freeReplyObject(r);
     if (!granted) {
-        *holder_ttl_ms = value;
+        *holder_ttl_ms = pttl;
         return DLOCK_BUSY;
     }
-    l->fence = (uint64_t)value;
+    l->fence = fence;
     set_valid_from(l, sent, l->ttl_ms);
     return DLOCK_OK;
 }
@@ -646,7 +688,7 @@ static dlock_err parse_inspect(const redisReply *r, dlock_lock_info *info)
     info->held = ttl->integer != -2;
     info->ttl_ms = ttl->integer >= 0 ? ttl->integer
                                      : (ttl->integer == -1 ? -1 : 0);
-    info->last_fence = strtoull(fence->str, NULL, 10);
+    info->last_fence = parse_fence(fence->str, fence->len);
     snprintf(info->token, sizeof(info->token), "%.*s",
              (int)(tok->len > DLOCK_TOKEN_LEN ? DLOCK_TOKEN_LEN : tok->len),
              tok->str);

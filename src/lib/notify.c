@@ -93,13 +93,32 @@ static void wake_all(channel *ch)
     }
 }
 
-/* Wakes the longest-waiting waiter not already woken. */
+/* Moves w to the tail of its channel's queue. */
+static void requeue(channel *ch, dlock__waiter *w)
+{
+    if (ch->tail == w)
+        return;
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        ch->head = w->next;
+    w->next->prev = w->prev;
+    w->prev = ch->tail;
+    w->next = NULL;
+    ch->tail->next = w;
+    ch->tail = w;
+}
+
+/* Wakes the longest-waiting waiter not already woken, and puts it at the
+ * back of the queue: if it loses the race for the key, the next release
+ * wakes someone else, so no waiter of this client starves. */
 static void wake_one(channel *ch)
 {
     for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
         if (!w->woken) {
             w->woken = 1;
             pthread_cond_signal(&w->cv);
+            requeue(ch, w);
             return;
         }
     }
