@@ -124,7 +124,8 @@ DLOCK_API dlock_err dlock_acquire(dlock_client *client, const char *key,
 DLOCK_API dlock_err dlock_release(dlock_lock *lock);
 
 /*
- * Sets the lock's TTL to ttl_ms from now (0: the TTL it was acquired with),
+ * Sets the lock's TTL to ttl_ms from now (0: the TTL it was acquired with;
+ * for a lock from dlock_lock_attach, whose TTL is unknown, 30 s),
  * if the stored token is still ours.  Returns DLOCK_OK, DLOCK_LOST (and marks
  * the lock lost), DLOCK_STATE for a degraded or lost lock, or a transport
  * error (then the lock may still be held until its old TTL runs out).

@@ -16,6 +16,7 @@
 #include "client_internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,9 +160,26 @@ int64_t dlock__client_io_deadline(const dlock_client *c)
     return dlock__deadline_after_ms(c->opts.io_timeout_ms);
 }
 
-void dlock__client_transport_failed(dlock_client *c)
+int dlock__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    int rc;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(thread, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+void dlock__client_transport_failed(dlock_client *c, const dlock__msg *m)
 {
     atomic_fetch_add(&c->n_transport_errors, 1);
+    if (m != NULL && m->text[0] != '\0') {
+        pthread_mutex_lock(&c->last_error_mu);
+        memcpy(c->last_error, m->text, sizeof(c->last_error));
+        pthread_mutex_unlock(&c->last_error_mu);
+    }
     if (dlock__breaker_failure(&c->breaker))
         dlock__watchdog_kick(c->bg);
 }
@@ -203,14 +221,20 @@ void dlock__client_adopt(dlock_client *c, dlock__conn *conn)
 static dlock_err fast_fail(dlock_client *c, dlock__msg *m)
 {
     int64_t since = atomic_load(&c->breaker.opened_at_us);
+    char last[sizeof(c->last_error)];
 
     atomic_fetch_add(&c->n_fast_fails, 1);
+    if (m == NULL)
+        return DLOCK_UNAVAILABLE;
+    pthread_mutex_lock(&c->last_error_mu);
+    memcpy(last, c->last_error, sizeof(last));
+    pthread_mutex_unlock(&c->last_error_mu);
     return dlock__msg_set(m, DLOCK_UNAVAILABLE,
-                          "circuit breaker open for %s for %lld ms after %d "
-                          "consecutive failures; probing every %d ms",
-                          c->ep.desc,
+                          "circuit breaker open for %s for %lld ms, probing "
+                          "every %d ms; last failure: %s", c->ep.desc,
                           (long long)((dlock__now_us() - since) / 1000),
-                          c->breaker.threshold, c->opts.breaker_probe_ms);
+                          c->opts.breaker_probe_ms,
+                          last[0] != '\0' ? last : "(none recorded)");
 }
 
 /*
@@ -244,7 +268,7 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
             if (err != DLOCK_OK) {
                 dlock__pool_return(&c->pool, NULL);
                 if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
-                    dlock__client_transport_failed(c);
+                    dlock__client_transport_failed(c, m);
                 return err;
             }
         }
@@ -261,7 +285,7 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
             return err;
         }
         dlock__pool_return(&c->pool, conn);
-        dlock__client_transport_failed(c);
+        dlock__client_transport_failed(c, m);
         if (fresh || attempt > 0 || !retry_safe || err == DLOCK_TIMEOUT)
             return err;
         dlock__pool_drop_idle(&c->pool);
@@ -450,7 +474,8 @@ static dlock_err warm_up(dlock_client *c, dlock__msg *m)
 
 static dlock_err init_sync(dlock_client *c, dlock__msg *m)
 {
-    if (pthread_mutex_init(&c->scripts_mu, NULL) != 0 ||
+    if (pthread_mutex_init(&c->last_error_mu, NULL) != 0 ||
+        pthread_mutex_init(&c->scripts_mu, NULL) != 0 ||
         pthread_mutex_init(&c->tstates_mu, NULL) != 0 ||
         pthread_mutex_init(&c->notifier_mu, NULL) != 0 ||
         pthread_mutex_init(&c->reentrant_mu, NULL) != 0)
@@ -556,6 +581,7 @@ void dlock_client_free(dlock_client *c)
             c->tstates = t->next;
             dlock__free(t);
         }
+        pthread_mutex_destroy(&c->last_error_mu);
         pthread_mutex_destroy(&c->scripts_mu);
         pthread_mutex_destroy(&c->tstates_mu);
         pthread_mutex_destroy(&c->notifier_mu);

@@ -81,6 +81,9 @@ struct dlock_client {
     pthread_mutex_t reentrant_mu;
     dlock_lock *reentrant;     /* held reentrant locks, list via lock->rnext */
 
+    pthread_mutex_t last_error_mu;
+    char last_error[DLOCK_ERRMSG_MAX]; /* the last transport failure */
+
     atomic_ullong n_commands;
     atomic_ullong n_transport_errors;
     atomic_ullong n_reconnects;
@@ -133,8 +136,15 @@ dlock__notifier *dlock__client_notifier(dlock_client *c);
 /* Returns a probe's connection to the pool after the breaker closed. */
 void dlock__client_adopt(dlock_client *c, dlock__conn *conn);
 
-/* Records the outcome of a transport step for the breaker and stats. */
-void dlock__client_transport_failed(dlock_client *c);
+/* Starts a library thread with every signal blocked, so that the
+ * application's signal handlers never run on it (the threads inherit the
+ * mask).  Returns pthread_create's result. */
+int dlock__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
+
+/* Records the outcome of a transport step for the breaker and stats; m
+ * (may be NULL) is kept as the last transport error, which the breaker's
+ * fast-fail message quotes. */
+void dlock__client_transport_failed(dlock_client *c, const dlock__msg *m);
 void dlock__client_transport_ok(dlock_client *c);
 
 #endif /* DLOCK_SRC_CLIENT_INTERNAL_H */

@@ -34,6 +34,7 @@ struct dlock__conn {
     redisReader *reader;
     const dlock__endpoint *ep;
     int broken;
+    int tls_unproven;     /* TLS up, but no reply read through it yet */
     size_t fed;           /* bytes fed since the last complete reply */
     int64_t last_used_us;
 };
@@ -42,6 +43,23 @@ static dlock_err mark_broken(dlock__conn *c, dlock_err err)
 {
     c->broken = 1;
     return err;
+}
+
+/*
+ * With TLS 1.3 the client's handshake completes before the server has
+ * checked the client's certificate; a server that refuses it closes the
+ * connection during our first exchange, and whether we read its alert or
+ * only a reset is a race.  A close before the first reply on a new TLS
+ * connection is therefore reported as the TLS failure it almost always is.
+ */
+static dlock_err tls_close_is_refusal(dlock__conn *c, dlock_err err,
+                                      dlock__msg *m)
+{
+    if (!c->tls_unproven || err != DLOCK_UNAVAILABLE)
+        return err;
+    return dlock__msg_wrap(m, DLOCK_TLS, "TLS peer %s closed the connection "
+                           "before its first reply (it may require, or have "
+                           "refused, our client certificate)", c->ep->desc);
 }
 
 /* Waits for events on fd until deadline; 1 ready, 0 timed out, -1 error. */
@@ -196,8 +214,11 @@ dlock_err dlock__conn_send(dlock__conn *c, const char *buf, size_t len,
             n = dlock__tls_write(c->ssl, buf + done, len - done, &want, &err,
                                  m);
             if (n < 0)
-                return mark_broken(c, dlock__msg_wrap(m, err, "send to %s",
-                                                      c->ep->desc));
+                return mark_broken(c, tls_close_is_refusal(
+                                          c, dlock__msg_wrap(m, err,
+                                                             "send to %s",
+                                                             c->ep->desc),
+                                          m));
         } else {
             n = send(c->fd, buf + done, len - done, MSG_NOSIGNAL);
             if (n < 0 && errno == EINTR)
@@ -234,8 +255,10 @@ static dlock_err fill_reader(dlock__conn *c, size_t *got, short *want,
     if (c->ssl != NULL) {
         n = dlock__tls_read(c->ssl, buf, sizeof(buf), want, &err, m);
         if (n < 0)
-            return mark_broken(c, dlock__msg_wrap(m, err, "read from %s",
-                                                  c->ep->desc));
+            return mark_broken(c, tls_close_is_refusal(
+                                      c, dlock__msg_wrap(m, err,
+                                                         "read from %s",
+                                                         c->ep->desc), m));
     } else {
         do {
             n = recv(c->fd, buf, sizeof(buf), 0);
@@ -282,6 +305,7 @@ static dlock_err take_reply(dlock__conn *c, redisReply **reply, dlock__msg *m)
                                              c->reader->errstr));
     }
     if (r != NULL) {
+        c->tls_unproven = 0;
         c->fed = 0;
         c->last_used_us = dlock__now_us();
     }
@@ -412,6 +436,7 @@ dlock_err dlock__conn_open(const dlock__endpoint *ep,
                                  cfg->tls_verify, deadline_us, &c->ssl, m);
         if (err != DLOCK_OK)
             goto fail;
+        c->tls_unproven = 1;
     }
     err = handshake(c, cfg, deadline_us, m);
     if (err != DLOCK_OK)

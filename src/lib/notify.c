@@ -352,7 +352,7 @@ dlock_err dlock__notifier_new(dlock_client *c, dlock__notifier **out)
         goto fail_pipe;
     if (pthread_mutex_init(&n->mu, NULL) != 0)
         goto fail_mutex;
-    if (pthread_create(&n->thread, NULL, notifier_main, n) != 0)
+    if (dlock__thread_start(&n->thread, notifier_main, n) != 0)
         goto fail_thread;
     *out = n;
     return DLOCK_OK;

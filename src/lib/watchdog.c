@@ -198,7 +198,7 @@ dlock_err dlock__watchdog_new(dlock_client *c, dlock__watchdog **out,
         goto fail_wake;
     if (init_cond(&w->renewed) != 0)
         goto fail_renewed;
-    rc = pthread_create(&w->thread, NULL, watchdog_main, w);
+    rc = dlock__thread_start(&w->thread, watchdog_main, w);
     if (rc != 0) {
         pthread_cond_destroy(&w->renewed);
         errno = rc;

@@ -1,0 +1,115 @@
+/*
+ * dlock/rwlock.h: a read-write lock: many readers, or one writer.
+ *
+ * For data that is read often and changed rarely (a catalogue rebuilt
+ * nightly, a model file swapped in place): readers share the lock, a
+ * writer excludes readers and other writers.  Every grant is a lease with
+ * a TTL, so a crashed reader or writer blocks others only until its TTL
+ * runs out.
+ *
+ *     dlock_rwlock *l;
+ *     if (dlock_rwlock_acquire(c, "catalogue", DLOCK_RWLOCK_READ, 10000,
+ *                              2000, &l) == DLOCK_OK) {
+ *         serve_from_catalogue();
+ *         dlock_rwlock_release(l);
+ *     }
+ *
+ * Redis keys, for a lock named L (one cluster slot):
+ *   {rw:L}:readers  sorted set of reader tokens scored by lease expiry in
+ *                   server milliseconds (expired readers are dropped by
+ *                   the server's clock in every step);
+ *   {rw:L}:writer   the writer's token, with its TTL;
+ *   {rw:L}:intent   a waiting writer's token, for one second at a time:
+ *                   while it exists no new reader is admitted, so a steady
+ *                   stream of readers cannot starve a writer;
+ *   {rw:L}:fence    the last write grant number (dlock_rwlock_fence);
+ *   {rw:L}:waiters  how many callers wait, so a release wakes them all.
+ * Releases publish on "dlock:rw:L": a writer's release wakes every waiting
+ * reader, the last reader's release wakes the waiting writer.
+ *
+ * Writers are preferred: a writer that waits blocks new readers and gets
+ * the lock as soon as the readers present drain (or their leases run
+ * out).  A writer that tries once (wait_ms 0) does not block readers.
+ *
+ * Lifetime: dlock_rwlock_acquire creates a dlock_rwlock (a held read or
+ * write grant); dlock_rwlock_release releases it in Redis and frees it,
+ * whatever it returns; dlock_rwlock_free frees it without talking to Redis
+ * (the grant then expires by its TTL).  Both accept NULL.
+ *
+ * Buffers: the name is copied; strings returned are borrowed for the life
+ * of the object.
+ *
+ * Threads: a dlock_rwlock belongs to the thread that holds it and must not
+ * be used by two threads at once.  No callbacks.
+ */
+#ifndef DLOCK_RWLOCK_H
+#define DLOCK_RWLOCK_H
+
+#include <stdint.h>
+
+#include "dlock/client.h"
+#include "dlock/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dlock_rwlock dlock_rwlock;
+
+typedef enum dlock_rwlock_mode {
+    /* Shared: any number of readers at once, while there is no writer. */
+    DLOCK_RWLOCK_READ = 1,
+    /* Exclusive: one writer, and no reader. */
+    DLOCK_RWLOCK_WRITE = 2
+} dlock_rwlock_mode;
+
+/*
+ * Takes the lock named name (1..DLOCK_KEY_MAX bytes) in mode, with a lease
+ * of ttl_ms (1 ms..1 year), waiting up to wait_ms (0: one try; < 0:
+ * forever), woken by releases.  Returns DLOCK_OK with *out the grant;
+ * DLOCK_BUSY when it could not be had in time (dlock_client_busy_ttl_ms
+ * says how long the blocking holder's lease still runs); DLOCK_INVALID,
+ * DLOCK_NOMEM or a transport error.  One round trip when it is free.
+ */
+DLOCK_API dlock_err dlock_rwlock_acquire(dlock_client *client,
+                                         const char *name,
+                                         dlock_rwlock_mode mode,
+                                         int64_t ttl_ms, int64_t wait_ms,
+                                         dlock_rwlock **out);
+
+/*
+ * Releases the grant and wakes the waiters it was blocking, then frees it
+ * whatever the outcome.  Returns DLOCK_OK (held until now), DLOCK_LOST
+ * (its lease had run out) or a transport error (it expires by its TTL).
+ * NULL is DLOCK_OK.
+ */
+DLOCK_API dlock_err dlock_rwlock_release(dlock_rwlock *lock);
+
+/* Sets the grant's lease to ttl_ms from now (0: the TTL it was acquired
+ * with) if it is still held.  Returns DLOCK_OK, DLOCK_LOST (now marked
+ * lost), DLOCK_STATE (lost already), DLOCK_INVALID or a transport error. */
+DLOCK_API dlock_err dlock_rwlock_extend(dlock_rwlock *lock, int64_t ttl_ms);
+
+/* Frees the grant without talking to Redis.  NULL is fine. */
+DLOCK_API void dlock_rwlock_free(dlock_rwlock *lock);
+
+/* The mode it was acquired in. */
+DLOCK_API dlock_rwlock_mode dlock_rwlock_mode_of(const dlock_rwlock *lock);
+
+/* Milliseconds the lease is still known to run (local, conservative
+ * clock); 0 when lost or expired. */
+DLOCK_API int64_t dlock_rwlock_valid_ms(const dlock_rwlock *lock);
+
+/* For a write grant, its fencing token: it grows with every write grant of
+ * this name.  For a read grant, the fence of the last write granted before
+ * it (0 if none): the generation of the data it reads. */
+DLOCK_API uint64_t dlock_rwlock_fence(const dlock_rwlock *lock);
+
+/* 1 once an extend or release found the lease gone, else 0. */
+DLOCK_API int dlock_rwlock_lost(const dlock_rwlock *lock);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLOCK_RWLOCK_H */

@@ -1,0 +1,52 @@
+/*
+ * cli_client.c: builds the dlock_client from the command line
+ * (cli_client.h).
+ *
+ * The library's defaults for timeouts and the pool suit a short-lived tool
+ * too (one lock, one connection in use), so only the URL, TLS and the
+ * offline start are set here.  Messages never echo the URL, which may
+ * hold a password.
+ */
+#include "cli_client.h"
+
+#include <stdlib.h>
+
+#include "cli_exit.h"
+#include "cli_say.h"
+
+const char *cli_client_url(const struct cli_args *a)
+{
+    const char *env;
+
+    if (a->url != NULL)
+        return a->url;
+    env = getenv("REDIS_URL");
+    if (env != NULL && env[0] != '\0')
+        return env;
+    return CLI_DEFAULT_URL;
+}
+
+int cli_client_open(const struct cli_args *a, int start_offline,
+                    dlock_client **out)
+{
+    const char *url = cli_client_url(a);
+    char why[DLOCK_ERRMSG_MAX];
+    dlock_client_opts opts;
+    dlock_err err;
+
+    dlock_client_opts_init(&opts);
+    opts.start_offline = start_offline;
+    opts.tls_ca_file = a->tls_ca_file;
+    opts.tls_cert_file = a->tls_cert_file;
+    opts.tls_key_file = a->tls_key_file;
+    opts.tls_server_name = a->tls_server_name;
+    why[0] = '\0';
+    err = dlock_client_new(url, &opts, out, why, sizeof(why));
+    if (err == DLOCK_OK)
+        return CLI_EXIT_OK;
+    /* Not the URL: it may carry a password.  The library's message names
+     * the host and port. */
+    cli_say("cannot use redis: %s",
+            why[0] != '\0' ? why : dlock_strerror(err));
+    return cli_exit_of(err, CLI_EXIT_BUSY);
+}

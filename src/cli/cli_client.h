@@ -1,0 +1,29 @@
+/*
+ * cli_client.h: the dlock_client a subcommand talks through.
+ *
+ * Where the server is: --url, else $REDIS_URL, else redis://127.0.0.1:6379
+ * (the URL forms are those of dlock_client_new).  The TLS options go to
+ * dlock_client_opts unchanged; the library checks them.  Each dlock
+ * process makes one client and frees it before it exits.
+ */
+#ifndef DLOCK_CLI_CLIENT_H
+#define DLOCK_CLI_CLIENT_H
+
+#include "cli_args.h"
+#include "dlock/dlock.h"
+
+/* The URL to use: a->url, else $REDIS_URL (when set and not empty), else
+ * CLI_DEFAULT_URL.  Borrowed from a or the environment. */
+const char *cli_client_url(const struct cli_args *a);
+
+/*
+ * Connects to the server named by a.  With start_offline, a server that
+ * does not answer is not an error: the client starts with its breaker open
+ * (for run --fail-open).  On failure, says why on stderr (one line) and
+ * returns the exit code (64 for a malformed URL or option, 69 when the
+ * server cannot be used, 70 otherwise); returns 0 with *out set on success.
+ */
+int cli_client_open(const struct cli_args *a, int start_offline,
+                    dlock_client **out);
+
+#endif /* DLOCK_CLI_CLIENT_H */

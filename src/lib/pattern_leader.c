@@ -1,0 +1,818 @@
+/*
+ * pattern_leader.c: leader election with terms and once-per-tick jobs (see
+ * dlock/leader.h for the keys and the two ways to drive it).
+ *
+ * Scripts, each one step on the lease hash and its neighbours:
+ *   campaign  the lease holds our token (a retry, or we lead already):
+ *             renew and answer our term; another token: busy with its
+ *             PTTL; no lease: take it with the next term,
+ *             max(last + 1, server microseconds).
+ *   renew     PEXPIRE only while the lease holds our token.
+ *   resign    DEL only while it holds our token, then PUBLISH.
+ *   tick      only for the lease's holder: the server's tick number
+ *             floor(ms / period); run it if it is past the last tick run
+ *             (stored with the period and the id of the call that ran it,
+ *             so a retried call is answered "yours" again and a second
+ *             call "already run").
+ *   inspect   read the lease and the term counter.
+ *
+ * States of a candidate (under mu): standby (leading 0) and leading
+ * (leading 1, term set, valid_until_us the conservative end of the lease).
+ * Moves: a successful campaign makes it leading; a renewal extends
+ * valid_until_us; a LOST renewal, a resignation, or the clock passing
+ * valid_until_us without a renewal makes it standby.  is_leader is
+ * "leading and now < valid_until_us", so a candidate stops calling itself
+ * leader no later than the server lets the lease go, even if nobody tells
+ * it.  Every move broadcasts cv, for dlock_leader_wait and for stop.
+ *
+ * The background thread is the only caller of the scripts while it runs;
+ * it runs the callbacks outside mu.  Stop sets stop, broadcasts, and
+ * joins; a standby thread notices within one poll interval (the waiting
+ * loop checks the flag after every wake-up).
+ */
+#include "dlock/leader.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "pattern_common.h"
+#include "token.h"
+
+#define DEFAULT_TTL_MS 10000
+#define BACKOFF_MS 250
+
+static const dlock__script campaign_script = {
+    "leader.campaign",
+    DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE
+    "local cur = redis.call('HGET', KEYS[1], 'token')\n"
+    "if cur == ARGV[1] then\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  return {1, tonumber(redis.call('HGET', KEYS[1], 'term') or '0')}\n"
+    "end\n"
+    "if cur then return {0, redis.call('PTTL', KEYS[1])} end\n"
+    "local term = next_fence(KEYS[2])\n"
+    "redis.call('HSET', KEYS[1], 'token', ARGV[1], 'term',\n"
+    "           string.format('%d', term), 'id', ARGV[3], 'since',\n"
+    "           string.format('%d', now))\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "return {1, term}\n",
+    1,
+};
+
+static const dlock__script renew_script = {
+    "leader.renew",
+    "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "return 1\n",
+    1,
+};
+
+static const dlock__script resign_script = {
+    "leader.resign",
+    "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "redis.call('PUBLISH', ARGV[2], '')\n"
+    "return 1\n",
+    1,
+};
+
+static const dlock__script tick_script = {
+    "leader.tick",
+    DLOCK__LUA_NOW_MS
+    "local period = tonumber(ARGV[2])\n"
+    "local n = math.floor(now / period)\n"
+    "local next_in = (n + 1) * period - now\n"
+    "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then\n"
+    "  return {-1, n, 0, next_in}\n"
+    "end\n"
+    "local t = redis.call('HMGET', KEYS[2], 'n', 'period', 'by', "
+    "'skipped')\n"
+    "local last = -1\n"
+    "if t[1] and t[2] == ARGV[2] then last = tonumber(t[1]) end\n"
+    "if n == last and t[3] == ARGV[3] then\n"
+    "  return {1, n, tonumber(t[4] or '0'), next_in}\n"
+    "end\n"
+    "if n <= last then return {0, n, 0, next_in} end\n"
+    "local skipped = 0\n"
+    "if last >= 0 then skipped = n - last - 1 end\n"
+    "redis.call('HSET', KEYS[2], 'n', string.format('%d', n), 'period',\n"
+    "           ARGV[2], 'by', ARGV[3], 'skipped',\n"
+    "           string.format('%d', skipped))\n"
+    "return {1, n, skipped, next_in}\n",
+    1,
+};
+
+static const dlock__script inspect_script = {
+    "leader.inspect",
+    "local h = redis.call('HMGET', KEYS[1], 'id', 'term')\n"
+    "return {h[1] or '', h[2] or '0', redis.call('PTTL', KEYS[1]),\n"
+    "        redis.call('GET', KEYS[2]) or '0'}\n",
+    1,
+};
+
+struct dlock_leader {
+    dlock_client *client;
+    char *name;
+    char *id;
+    char *lease_key;
+    char *term_key;
+    char *tick_key;
+    char *channel;
+    char token[DLOCK_TOKEN_LEN + 1];
+    int64_t ttl_ms;
+    dlock_leader_fn on_gained;
+    dlock_leader_fn on_lost;
+    void *arg;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;           /* on CLOCK_MONOTONIC */
+    int sync_ready;
+    int leading;                 /* under mu */
+    uint64_t term;               /* under mu */
+    int64_t valid_until_us;      /* under mu */
+    int64_t renew_at_us;         /* background thread only */
+
+    /* The controlling thread's; the background thread reads stop. */
+    int started;
+    int resign_on_stop;          /* set before stop; read by the thread */
+    dlock_err stop_err;          /* the thread's resignation, for stop */
+    atomic_int stop;
+    pthread_t thread;
+};
+
+void dlock_leader_opts_init(dlock_leader_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->ttl_ms = DEFAULT_TTL_MS;
+}
+
+/* ---- state, under mu --------------------------------------------------- */
+
+static void set_leading(dlock_leader *l, uint64_t term, int64_t sent_us)
+{
+    pthread_mutex_lock(&l->mu);
+    l->leading = 1;
+    l->term = term;
+    l->valid_until_us = dlock__pattern_valid_until(sent_us, l->ttl_ms);
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void set_renewed(dlock_leader *l, int64_t sent_us)
+{
+    pthread_mutex_lock(&l->mu);
+    l->valid_until_us = dlock__pattern_valid_until(sent_us, l->ttl_ms);
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Makes the candidate standby; returns 1 if it was leading. */
+static int set_standby(dlock_leader *l)
+{
+    int was;
+
+    pthread_mutex_lock(&l->mu);
+    was = l->leading;
+    l->leading = 0;
+    l->valid_until_us = 0;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    return was;
+}
+
+static int leading_now(const dlock_leader *l)
+{
+    return l->leading && dlock__now_us() < l->valid_until_us;
+}
+
+static uint64_t current_term(dlock_leader *l)
+{
+    uint64_t term;
+
+    pthread_mutex_lock(&l->mu);
+    term = l->term;
+    pthread_mutex_unlock(&l->mu);
+    return term;
+}
+
+/* ---- construction ------------------------------------------------------ */
+
+static char *default_id(void)
+{
+    char host[128], id[DLOCK_LEADER_ID_MAX + 1];
+
+    if (gethostname(host, sizeof(host)) != 0)
+        snprintf(host, sizeof(host), "unknown");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(id, sizeof(id), "%s:%ld", host, (long)getpid());
+    return dlock__strdup(id);
+}
+
+static dlock_err check_opts(const dlock_leader_opts *o, dlock__msg *m)
+{
+    dlock_err err = dlock__pattern_check_ms("leader lease", o->ttl_ms, m);
+
+    if (err == DLOCK_OK && o->id != NULL &&
+        strnlen(o->id, DLOCK_LEADER_ID_MAX + 1) > DLOCK_LEADER_ID_MAX)
+        err = dlock__msg_set(m, DLOCK_INVALID, "leader id is longer than %d "
+                             "bytes", DLOCK_LEADER_ID_MAX);
+    return err;
+}
+
+static dlock_err init_sync(dlock_leader *l, dlock__msg *m)
+{
+    pthread_condattr_t attr;
+    int rc;
+
+    if (pthread_mutex_init(&l->mu, NULL) != 0)
+        return dlock__msg_set(m, DLOCK_SYSTEM, "initialising a mutex");
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    rc = pthread_cond_init(&l->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    if (rc != 0) {
+        pthread_mutex_destroy(&l->mu);
+        return dlock__msg_set(m, DLOCK_SYSTEM, "initialising a condition "
+                              "variable");
+    }
+    l->sync_ready = 1;
+    return DLOCK_OK;
+}
+
+/* Frees what leader_new built; the thread must not run. */
+static void leader_discard(dlock_leader *l)
+{
+    if (l == NULL)
+        return;
+    if (l->sync_ready) {
+        pthread_cond_destroy(&l->cv);
+        pthread_mutex_destroy(&l->mu);
+    }
+    dlock__free(l->name);
+    dlock__free(l->id);
+    dlock__free(l->lease_key);
+    dlock__free(l->term_key);
+    dlock__free(l->tick_key);
+    dlock__free(l->channel);
+    dlock__free(l);
+}
+
+static dlock_err leader_build(dlock_leader *l, const char *name,
+                              const dlock_leader_opts *o, dlock__msg *m)
+{
+    l->ttl_ms = o->ttl_ms;
+    l->on_gained = o->on_gained;
+    l->on_lost = o->on_lost;
+    l->arg = o->arg;
+    atomic_init(&l->stop, 0);
+    l->name = dlock__strdup(name);
+    l->id = o->id != NULL ? dlock__strdup(o->id) : default_id();
+    l->lease_key = dlock__pattern_key("leader", name, "");
+    l->term_key = dlock__pattern_key("leader", name, ":term");
+    l->tick_key = dlock__pattern_key("leader", name, ":tick");
+    l->channel = dlock__pattern_channel("leader", name);
+    if (l->name == NULL || l->id == NULL || l->lease_key == NULL ||
+        l->term_key == NULL || l->tick_key == NULL || l->channel == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating leader %.64s",
+                              name);
+    return dlock__token_new(l->token, m);
+}
+
+dlock_err dlock_leader_new(dlock_client *c, const char *name,
+                           const dlock_leader_opts *opts, dlock_leader **out)
+{
+    dlock_leader_opts defaults;
+    dlock_leader *l;
+    dlock__msg *m;
+    dlock_err err;
+
+    if (c == NULL || out == NULL)
+        return DLOCK_INVALID;
+    *out = NULL;
+    m = dlock__client_begin(c);
+    if (opts == NULL) {
+        dlock_leader_opts_init(&defaults);
+        opts = &defaults;
+    }
+    err = dlock__pattern_check_name("leader", name, m);
+    if (err == DLOCK_OK)
+        err = check_opts(opts, m);
+    if (err != DLOCK_OK)
+        return err;
+    l = dlock__calloc(1, sizeof(*l));
+    if (l == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating leader %.64s",
+                              name);
+    l->client = c;
+    err = leader_build(l, name, opts, m);
+    if (err == DLOCK_OK)
+        err = init_sync(l, m);
+    if (err != DLOCK_OK) {
+        leader_discard(l);
+        return err;
+    }
+    *out = l;
+    return DLOCK_OK;
+}
+
+/* ---- the scripts ------------------------------------------------------- */
+
+/* One campaign attempt (a dlock__attempt_fn). */
+static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
+                               dlock__msg *m)
+{
+    dlock_leader *l = arg;
+    char ttl[24];
+    const char *argv[] = {l->lease_key, l->term_key, l->token, ttl, l->id};
+    int64_t sent = dlock__now_us();
+    long long v[2];
+    redisReply *r;
+    dlock_err err;
+
+    (void)waiting;
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
+    err = dlock__client_eval(l->client, &campaign_script, 2, 5, argv, NULL,
+                             &r, m);
+    if (err != DLOCK_OK)
+        return err;
+    if (!dlock__pattern_ints(r, 2, v)) {
+        err = dlock__pattern_bad_reply(l->client, "leader.campaign",
+                                       "{granted, term|pttl}", r, m);
+    } else if (v[0] == 1) {
+        set_leading(l, (uint64_t)v[1], sent);
+        l->renew_at_us = sent + l->ttl_ms * 1000 / 3;
+    } else {
+        *hint_ms = v[1];
+        err = DLOCK_BUSY;
+    }
+    freeReplyObject(r);
+    return err;
+}
+
+/* Runs renew or resign: 1 means the lease was ours. */
+static dlock_err lease_script(dlock_leader *l, const dlock__script *s,
+                              const char *arg, dlock__msg *m)
+{
+    const char *argv[] = {l->lease_key, l->token, arg};
+    redisReply *r;
+    dlock_err err = dlock__client_eval(l->client, s, 1, 3, argv, NULL, &r, m);
+
+    if (err != DLOCK_OK)
+        return dlock__msg_wrap(m, err, "%s of leader %.64s", s->name,
+                               l->name);
+    if (r->type != REDIS_REPLY_INTEGER)
+        err = dlock__pattern_bad_reply(l->client, s->name, "an integer", r,
+                                       m);
+    else if (r->integer != 1)
+        err = dlock__msg_set(m, DLOCK_LOST, "%s of leader %.64s on %s: the "
+                             "lease is gone or another candidate's (term "
+                             "%llu ended)", s->name, l->name,
+                             dlock_client_endpoint(l->client),
+                             (unsigned long long)current_term(l));
+    freeReplyObject(r);
+    return err;
+}
+
+static dlock_err renew_once(dlock_leader *l, dlock__msg *m)
+{
+    char ttl[24];
+    int64_t sent = dlock__now_us();
+    dlock_err err;
+
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
+    err = lease_script(l, &renew_script, ttl, m);
+    if (err == DLOCK_OK) {
+        set_renewed(l, sent);
+        l->renew_at_us = sent + l->ttl_ms * 1000 / 3;
+    }
+    return err;
+}
+
+/* ---- the background thread --------------------------------------------- */
+
+static void call_back(dlock_leader *l, dlock_leader_fn fn, uint64_t term)
+{
+    if (fn != NULL)
+        fn(l, term, l->arg);
+}
+
+/* Sleeps until deadline_us or until stop is set. */
+static void wait_or_stop(dlock_leader *l, int64_t deadline_us)
+{
+    struct timespec ts = dlock__timespec_of(deadline_us);
+
+    pthread_mutex_lock(&l->mu);
+    while (!atomic_load(&l->stop) && dlock__now_us() < deadline_us)
+        if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) != 0)
+            break;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Standby: campaign until we lead, the thread stops, or Redis fails. */
+static void run_standby(dlock_leader *l, dlock__msg *m)
+{
+    int64_t hint = 0;
+    dlock_err err = dlock__pattern_wait(l->client, l->channel,
+                                        DLOCK__FOREVER, l->token,
+                                        campaign_once, l, &l->stop, &hint, m);
+
+    if (err == DLOCK_OK) {
+        call_back(l, l->on_gained, current_term(l));
+    } else if (err != DLOCK_BUSY) {
+        wait_or_stop(l, dlock__deadline_after_ms(BACKOFF_MS));
+    }
+}
+
+/* Leading: renew on schedule; lose on LOST or when validity runs out. */
+static void run_leading(dlock_leader *l, dlock__msg *m)
+{
+    int64_t valid_until, wake;
+    dlock_err err;
+
+    pthread_mutex_lock(&l->mu);
+    valid_until = l->valid_until_us;
+    pthread_mutex_unlock(&l->mu);
+    wake = l->renew_at_us < valid_until ? l->renew_at_us : valid_until;
+    wait_or_stop(l, wake);
+    if (atomic_load(&l->stop))
+        return;
+    err = dlock__now_us() < valid_until ? renew_once(l, m) : DLOCK_LOST;
+    if (err == DLOCK_OK)
+        return;
+    if (err == DLOCK_LOST || dlock__now_us() >= valid_until) {
+        uint64_t term = current_term(l);
+
+        if (set_standby(l))
+            call_back(l, l->on_lost, term);
+        return;
+    }
+    /* A transport failure with time left: try again soon. */
+    l->renew_at_us = dlock__now_us() + (l->ttl_ms > 10 ? l->ttl_ms * 100
+                                                        : 1000);
+}
+
+static void *leader_main(void *arg)
+{
+    dlock_leader *l = arg;
+    dlock__msg *m = dlock__client_begin(l->client);
+    int leading;
+
+    while (!atomic_load(&l->stop)) {
+        pthread_mutex_lock(&l->mu);
+        leading = l->leading;
+        pthread_mutex_unlock(&l->mu);
+        if (leading)
+            run_leading(l, m);
+        else
+            run_standby(l, m);
+    }
+    pthread_mutex_lock(&l->mu);
+    leading = l->leading;
+    pthread_mutex_unlock(&l->mu);
+    if (leading && l->resign_on_stop) {
+        uint64_t term = current_term(l);
+
+        l->stop_err = lease_script(l, &resign_script, l->channel, m);
+        set_standby(l);
+        call_back(l, l->on_lost, term);
+    }
+    return NULL;
+}
+
+dlock_err dlock_leader_start(dlock_leader *l)
+{
+    dlock__msg *m;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    m = dlock__client_begin(l->client);
+    if (l->started)
+        return dlock__msg_set(m, DLOCK_STATE, "leader %.64s: started "
+                              "already", l->name);
+    if (leading_now(l))
+        return dlock__msg_set(m, DLOCK_STATE, "leader %.64s: it leads by "
+                              "dlock_leader_campaign; resign first", l->name);
+    set_standby(l);
+    atomic_store(&l->stop, 0);
+    l->resign_on_stop = 0;
+    l->stop_err = DLOCK_OK;
+    if (pthread_create(&l->thread, NULL, leader_main, l) != 0)
+        return dlock__msg_set(m, DLOCK_SYSTEM, "leader %.64s: starting its "
+                              "thread", l->name);
+    l->started = 1;
+    return DLOCK_OK;
+}
+
+/* Tells the thread to end and waits for it. */
+static void join_thread(dlock_leader *l)
+{
+    atomic_store(&l->stop, 1);
+    pthread_mutex_lock(&l->mu);
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    l->started = 0;
+}
+
+dlock_err dlock_leader_stop(dlock_leader *l)
+{
+    dlock__msg *m;
+    dlock_err err = DLOCK_OK;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    m = dlock__client_begin(l->client);
+    if (!l->started)
+        return dlock__msg_set(m, DLOCK_STATE, "leader %.64s: not started",
+                              l->name);
+    l->resign_on_stop = 1;
+    join_thread(l);
+    /* The thread's message is on its own (gone) state: say it again. */
+    if (l->stop_err != DLOCK_OK)
+        err = dlock__msg_set(m, l->stop_err, "leader %.64s: resigning on "
+                             "stop failed; the lease runs out by its TTL of "
+                             "%lld ms", l->name, (long long)l->ttl_ms);
+    return err;
+}
+
+void dlock_leader_free(dlock_leader *l)
+{
+    if (l == NULL)
+        return;
+    if (l->started) {
+        l->resign_on_stop = 0;
+        join_thread(l);
+    }
+    leader_discard(l);
+}
+
+/* ---- driven mode ------------------------------------------------------- */
+
+static dlock_err refuse_if_started(dlock_leader *l, const char *what,
+                                   dlock__msg *m)
+{
+    if (!l->started)
+        return DLOCK_OK;
+    return dlock__msg_set(m, DLOCK_STATE, "%s of leader %.64s: its "
+                          "background thread runs (use dlock_leader_stop)",
+                          what, l->name);
+}
+
+dlock_err dlock_leader_campaign(dlock_leader *l, int64_t wait_ms)
+{
+    int64_t started = dlock__now_us(), hint = 0;
+    dlock__msg *m;
+    dlock_err err;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    m = dlock__client_begin(l->client);
+    err = refuse_if_started(l, "campaign", m);
+    if (err != DLOCK_OK)
+        return err;
+    err = dlock__pattern_wait(l->client, l->channel,
+                              dlock__deadline_after_ms(wait_ms), l->token,
+                              campaign_once, l, NULL, &hint, m);
+    if (err == DLOCK_BUSY) {
+        dlock__pattern_set_busy_ttl(l->client, hint);
+        return dlock__msg_set(m, DLOCK_BUSY, "leader %.64s on %s: another "
+                              "candidate leads for %lld more ms (waited %lld "
+                              "ms)", l->name, dlock_client_endpoint(l->client),
+                              (long long)hint,
+                              (long long)((dlock__now_us() - started) /
+                                          1000));
+    }
+    if (err != DLOCK_OK)
+        return dlock__msg_wrap(m, err, "campaign of leader %.64s", l->name);
+    dlock__msg_clear(m);
+    return DLOCK_OK;
+}
+
+dlock_err dlock_leader_renew(dlock_leader *l)
+{
+    dlock__msg *m;
+    dlock_err err;
+    int leading;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    m = dlock__client_begin(l->client);
+    err = refuse_if_started(l, "renewal", m);
+    if (err != DLOCK_OK)
+        return err;
+    pthread_mutex_lock(&l->mu);
+    leading = l->leading;
+    pthread_mutex_unlock(&l->mu);
+    if (!leading)
+        return dlock__msg_set(m, DLOCK_STATE, "renewal of leader %.64s: it "
+                              "does not lead", l->name);
+    err = renew_once(l, m);
+    if (err == DLOCK_LOST)
+        set_standby(l);
+    return err;
+}
+
+dlock_err dlock_leader_resign(dlock_leader *l)
+{
+    dlock__msg *m;
+    dlock_err err;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    m = dlock__client_begin(l->client);
+    err = refuse_if_started(l, "resignation", m);
+    if (err != DLOCK_OK)
+        return err;
+    err = lease_script(l, &resign_script, l->channel, m);
+    set_standby(l);
+    return err;
+}
+
+/* ---- any thread -------------------------------------------------------- */
+
+int dlock_leader_is_leader(const dlock_leader *cl)
+{
+    dlock_leader *l = (dlock_leader *)cl; /* the mutex is not const */
+    int leading;
+
+    pthread_mutex_lock(&l->mu);
+    leading = leading_now(l);
+    pthread_mutex_unlock(&l->mu);
+    return leading;
+}
+
+uint64_t dlock_leader_term(const dlock_leader *cl)
+{
+    return current_term((dlock_leader *)cl);
+}
+
+int64_t dlock_leader_valid_ms(const dlock_leader *cl)
+{
+    dlock_leader *l = (dlock_leader *)cl;
+    int64_t left;
+
+    pthread_mutex_lock(&l->mu);
+    left = l->leading ? dlock__pattern_left_ms(l->valid_until_us) : 0;
+    pthread_mutex_unlock(&l->mu);
+    return left;
+}
+
+dlock_err dlock_leader_wait(dlock_leader *l, int leading, int64_t timeout_ms)
+{
+    int64_t deadline = dlock__deadline_after_ms(timeout_ms);
+    dlock_err err = DLOCK_OK;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    pthread_mutex_lock(&l->mu);
+    while (leading_now(l) != (leading != 0)) {
+        int64_t wake = deadline;
+        struct timespec ts;
+
+        if (dlock__now_us() >= deadline) {
+            err = DLOCK_TIMEOUT;
+            break;
+        }
+        /* Validity runs out without a broadcast: wake for it too. */
+        if (!leading && l->leading && l->valid_until_us < wake)
+            wake = l->valid_until_us;
+        ts = dlock__timespec_of(wake);
+        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return err;
+}
+
+/* Reads the tick script's {status, n, skipped, next_in}. */
+static dlock_err read_tick(dlock_leader *l, const redisReply *r,
+                           dlock_leader_tick_info *info, dlock__msg *m)
+{
+    long long v[4];
+
+    if (!dlock__pattern_ints(r, 4, v))
+        return dlock__pattern_bad_reply(l->client, "leader.tick",
+                                        "{status, tick, skipped, next}", r, m);
+    info->tick = v[1];
+    info->skipped = v[2];
+    info->next_in_ms = v[3];
+    if (v[0] == 1)
+        return DLOCK_OK;
+    if (v[0] == 0)
+        return dlock__msg_set(m, DLOCK_BUSY, "tick %lld of leader %.64s was "
+                              "run already", v[1], l->name);
+    return dlock__msg_set(m, DLOCK_LOST, "tick %lld of leader %.64s: this "
+                          "candidate (%s) does not lead", v[1], l->name,
+                          l->id);
+}
+
+dlock_err dlock_leader_tick(dlock_leader *l, int64_t period_ms,
+                            dlock_leader_tick_info *info)
+{
+    dlock_leader_tick_info local;
+    char period[24], call[DLOCK_TOKEN_LEN + 1];
+    const char *argv[5];
+    redisReply *r;
+    dlock__msg *m;
+    dlock_err err;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    if (info == NULL)
+        info = &local;
+    memset(info, 0, sizeof(*info));
+    m = dlock__client_begin(l->client);
+    err = dlock__pattern_check_ms("tick period", period_ms, m);
+    if (err == DLOCK_OK)
+        err = dlock__token_new(call, m);
+    if (err != DLOCK_OK)
+        return err;
+    snprintf(period, sizeof(period), "%lld", (long long)period_ms);
+    argv[0] = l->lease_key;
+    argv[1] = l->tick_key;
+    argv[2] = l->token;
+    argv[3] = period;
+    argv[4] = call;
+    err = dlock__client_eval(l->client, &tick_script, 2, 5, argv, NULL, &r,
+                             m);
+    if (err != DLOCK_OK)
+        return dlock__msg_wrap(m, err, "tick of leader %.64s", l->name);
+    err = read_tick(l, r, info, m);
+    freeReplyObject(r);
+    return err;
+}
+
+/* Parses the inspect script's {id, term, pttl, last_term}. */
+static int parse_inspect(const redisReply *r, dlock_leader_info *info)
+{
+    const redisReply *id, *term, *ttl, *last;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+        return 0;
+    id = r->element[0];
+    term = r->element[1];
+    ttl = r->element[2];
+    last = r->element[3];
+    if (id->type != REDIS_REPLY_STRING || term->type != REDIS_REPLY_STRING ||
+        ttl->type != REDIS_REPLY_INTEGER || last->type != REDIS_REPLY_STRING)
+        return 0;
+    info->held = ttl->integer != -2;
+    info->ttl_ms = ttl->integer > 0 ? ttl->integer : 0;
+    info->term = strtoull(term->str, NULL, 10);
+    info->last_term = strtoull(last->str, NULL, 10);
+    snprintf(info->id, sizeof(info->id), "%.*s",
+             (int)(id->len > DLOCK_LEADER_ID_MAX ? DLOCK_LEADER_ID_MAX
+                                                 : id->len), id->str);
+    return 1;
+}
+
+dlock_err dlock_leader_inspect(dlock_client *c, const char *name,
+                               dlock_leader_info *info)
+{
+    char *lease = NULL, *term = NULL;
+    redisReply *r;
+    dlock__msg *m;
+    dlock_err err;
+
+    if (c == NULL || info == NULL)
+        return DLOCK_INVALID;
+    memset(info, 0, sizeof(*info));
+    m = dlock__client_begin(c);
+    err = dlock__pattern_check_name("leader", name, m);
+    if (err != DLOCK_OK)
+        return err;
+    lease = dlock__pattern_key("leader", name, "");
+    term = dlock__pattern_key("leader", name, ":term");
+    if (lease == NULL || term == NULL) {
+        err = dlock__msg_set(m, DLOCK_NOMEM, "inspecting leader %.64s", name);
+    } else {
+        const char *argv[] = {lease, term};
+
+        err = dlock__client_eval(c, &inspect_script, 2, 2, argv, NULL, &r, m);
+        if (err == DLOCK_OK) {
+            if (!parse_inspect(r, info))
+                err = dlock__pattern_bad_reply(c, "leader.inspect",
+                                               "{id, term, pttl, last}", r,
+                                               m);
+            freeReplyObject(r);
+        }
+    }
+    dlock__free(lease);
+    dlock__free(term);
+    return err;
+}
+
+const char *dlock_leader_name(const dlock_leader *l)
+{
+    return l->name;
+}
+
+const char *dlock_leader_id(const dlock_leader *l)
+{
+    return l->id;
+}

@@ -1,0 +1,399 @@
+/*
+ * pattern_rwlock.c: many readers or one writer (see dlock/rwlock.h for
+ * the keys).
+ *
+ * Every acquire first drops expired readers by the server's clock, then:
+ *   read   our token among the readers (a retried call): renew; a writer
+ *          holds it, or a waiting writer's intent exists: busy (counted as
+ *          a waiter), hint = that key's PTTL; else join the readers.
+ *   write  the writer key holds our token (retry): renew; another writer:
+ *          busy; another writer's intent: busy (it queued first); readers
+ *          present: busy, and when we are going to wait set our intent for
+ *          a second so no new reader is admitted meanwhile; else take the
+ *          writer key with a new fence and drop our intent.
+ * Releases wake everyone they were blocking: the writer's release, and the
+ * last reader's, publish once per registered waiter (DLOCK__LUA_WAKE).
+ *
+ * Invariant: after any script, either the writer key exists and no reader
+ * has a running lease, or there is no writer key; a reader is admitted
+ * only when there is no writer key, and a writer only when there are no
+ * running readers.
+ */
+#include "dlock/rwlock.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "pattern_common.h"
+#include "token.h"
+
+#define INTENT_MS "1000"
+
+#define LUA_KEEP_READERS                                                   \
+    "local function keep_readers()\n"                                      \
+    "  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n" \
+    "  if last[2] then\n"                                                  \
+    "    local ttl = tonumber(last[2]) - now\n"                            \
+    "    if ttl < 1 then ttl = 1 end\n"                                    \
+    "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                            \
+    "  end\n"                                                              \
+    "end\n"
+
+/* KEYS: readers, writer, intent, fence, waiters.  ARGV: token, ttl,
+ * waiting. */
+static const dlock__script read_script = {
+    "rwlock.read",
+    DLOCK__LUA_NOW_MS DLOCK__LUA_WAKE LUA_KEEP_READERS
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "local expiry = now + tonumber(ARGV[2])\n"
+    "local fence = tonumber(redis.call('GET', KEYS[4]) or '0')\n"
+    "if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then\n"
+    "  local blocked = redis.call('PTTL', KEYS[2])\n"
+    "  if blocked == -2 then blocked = redis.call('PTTL', KEYS[3]) end\n"
+    "  if blocked ~= -2 then\n"
+    "    if ARGV[3] == '1' then register_waiter(KEYS[5]) end\n"
+    "    return {0, blocked}\n"
+    "  end\n"
+    "end\n"
+    "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
+    "keep_readers()\n"
+    "return {1, fence}\n",
+    1,
+};
+
+static const dlock__script write_script = {
+    "rwlock.write",
+    DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE DLOCK__LUA_WAKE
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "local holder = redis.call('GET', KEYS[2])\n"
+    "if holder == ARGV[1] then\n"
+    "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
+    "  return {1, tonumber(redis.call('GET', KEYS[4]) or '0')}\n"
+    "end\n"
+    "local function busy(hint)\n"
+    "  if ARGV[3] == '1' then register_waiter(KEYS[5]) end\n"
+    "  return {0, hint}\n"
+    "end\n"
+    "if holder then return busy(redis.call('PTTL', KEYS[2])) end\n"
+    "local intent = redis.call('GET', KEYS[3])\n"
+    "if intent and intent ~= ARGV[1] then\n"
+    "  return busy(redis.call('PTTL', KEYS[3]))\n"
+    "end\n"
+    "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+    "if first[2] then\n"
+    "  if ARGV[3] == '1' then\n"
+    "    redis.call('SET', KEYS[3], ARGV[1], 'PX', " INTENT_MS ")\n"
+    "  end\n"
+    "  return busy(tonumber(first[2]) - now)\n"
+    "end\n"
+    "redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])\n"
+    "if intent then redis.call('DEL', KEYS[3]) end\n"
+    "return {1, next_fence(KEYS[4])}\n",
+    1,
+};
+
+/* KEYS: readers, waiters.  ARGV: token, channel. */
+static const dlock__script read_release_script = {
+    "rwlock.read_release",
+    DLOCK__LUA_NOW_MS DLOCK__LUA_WAKE
+    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    "if not s then return 0 end\n"
+    "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "if redis.call('ZCARD', KEYS[1]) == 0 then wake(KEYS[2], ARGV[2]) end\n"
+    "if tonumber(s) <= now then return 0 end\n"
+    "return 1\n",
+    1,
+};
+
+/* KEYS: writer, waiters.  ARGV: token, channel. */
+static const dlock__script write_release_script = {
+    "rwlock.write_release",
+    DLOCK__LUA_WAKE
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "wake(KEYS[2], ARGV[2])\n"
+    "return 1\n",
+    1,
+};
+
+/* KEYS: readers.  ARGV: token, ttl. */
+static const dlock__script read_extend_script = {
+    "rwlock.read_extend",
+    DLOCK__LUA_NOW_MS LUA_KEEP_READERS
+    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    "if not s then return 0 end\n"
+    "if tonumber(s) <= now then\n"
+    "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "keep_readers()\n"
+    "return 1\n",
+    1,
+};
+
+/* KEYS: writer.  ARGV: token, ttl. */
+static const dlock__script write_extend_script = {
+    "rwlock.write_extend",
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "return 1\n",
+    1,
+};
+
+enum { K_READERS, K_WRITER, K_INTENT, K_FENCE, K_WAITERS, NKEYS };
+
+static const char *const key_suffixes[NKEYS] = {
+    ":readers", ":writer", ":intent", ":fence", ":waiters",
+};
+
+struct dlock_rwlock {
+    dlock_client *client;
+    dlock_rwlock_mode mode;
+    char *name;
+    char *keys[NKEYS];
+    char *channel;
+    char token[DLOCK_TOKEN_LEN + 1];
+    int64_t ttl_ms;
+    uint64_t fence;
+    int64_t valid_until_us;
+    int lost;
+};
+
+void dlock_rwlock_free(dlock_rwlock *l)
+{
+    if (l == NULL)
+        return;
+    for (int i = 0; i < NKEYS; i++)
+        dlock__free(l->keys[i]);
+    dlock__free(l->name);
+    dlock__free(l->channel);
+    dlock__free(l);
+}
+
+static dlock_err rwlock_new(dlock_client *c, const char *name,
+                            dlock_rwlock_mode mode, int64_t ttl_ms,
+                            dlock_rwlock **out, dlock__msg *m)
+{
+    dlock_rwlock *l = dlock__calloc(1, sizeof(*l));
+    int ok;
+
+    *out = NULL;
+    if (l == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating rwlock %.64s",
+                              name);
+    l->client = c;
+    l->mode = mode;
+    l->ttl_ms = ttl_ms;
+    l->name = dlock__strdup(name);
+    l->channel = dlock__pattern_channel("rw", name);
+    ok = l->name != NULL && l->channel != NULL;
+    for (int i = 0; i < NKEYS && ok; i++) {
+        l->keys[i] = dlock__pattern_key("rw", name, key_suffixes[i]);
+        ok = l->keys[i] != NULL;
+    }
+    if (!ok) {
+        dlock_rwlock_free(l);
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating rwlock %.64s",
+                              name);
+    }
+    *out = l;
+    return DLOCK_OK;
+}
+
+/* One acquire attempt (a dlock__attempt_fn). */
+static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
+                              dlock__msg *m)
+{
+    dlock_rwlock *l = arg;
+    const dlock__script *s = l->mode == DLOCK_RWLOCK_WRITE ? &write_script
+                                                           : &read_script;
+    char ttl[24];
+    const char *argv[NKEYS + 3];
+    int64_t sent = dlock__now_us();
+    long long v[2];
+    redisReply *r;
+    dlock_err err;
+
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
+    for (int i = 0; i < NKEYS; i++)
+        argv[i] = l->keys[i];
+    argv[NKEYS] = l->token;
+    argv[NKEYS + 1] = ttl;
+    argv[NKEYS + 2] = waiting ? "1" : "0";
+    err = dlock__client_eval(l->client, s, NKEYS, NKEYS + 3, argv, NULL, &r,
+                             m);
+    if (err != DLOCK_OK)
+        return err;
+    if (!dlock__pattern_ints(r, 2, v)) {
+        err = dlock__pattern_bad_reply(l->client, s->name,
+                                       "{granted, fence|pttl}", r, m);
+    } else if (v[0] == 1) {
+        l->fence = (uint64_t)v[1];
+        l->valid_until_us = dlock__pattern_valid_until(sent, l->ttl_ms);
+    } else {
+        *hint_ms = v[1];
+        err = DLOCK_BUSY;
+    }
+    freeReplyObject(r);
+    return err;
+}
+
+static const char *mode_name(dlock_rwlock_mode mode)
+{
+    return mode == DLOCK_RWLOCK_WRITE ? "write" : "read";
+}
+
+dlock_err dlock_rwlock_acquire(dlock_client *c, const char *name,
+                               dlock_rwlock_mode mode, int64_t ttl_ms,
+                               int64_t wait_ms, dlock_rwlock **out)
+{
+    dlock_rwlock *l;
+    dlock__msg *m;
+    int64_t started = dlock__now_us(), hint = 0;
+    dlock_err err;
+
+    if (c == NULL || out == NULL)
+        return DLOCK_INVALID;
+    *out = NULL;
+    m = dlock__client_begin(c);
+    err = dlock__pattern_check_name("rwlock", name, m);
+    if (err == DLOCK_OK)
+        err = dlock__pattern_check_ms("rwlock TTL", ttl_ms, m);
+    if (err == DLOCK_OK && mode != DLOCK_RWLOCK_READ &&
+        mode != DLOCK_RWLOCK_WRITE)
+        err = dlock__msg_set(m, DLOCK_INVALID, "rwlock mode %d is neither "
+                             "read nor write", (int)mode);
+    if (err == DLOCK_OK)
+        err = rwlock_new(c, name, mode, ttl_ms, &l, m);
+    if (err != DLOCK_OK)
+        return err;
+    err = dlock__token_new(l->token, m);
+    if (err == DLOCK_OK)
+        err = dlock__pattern_wait(c, l->channel,
+                                  dlock__deadline_after_ms(wait_ms), l->token,
+                                  acquire_once, l, NULL, &hint, m);
+    if (err == DLOCK_BUSY) {
+        dlock__pattern_set_busy_ttl(c, hint);
+        dlock__msg_set(m, DLOCK_BUSY, "rwlock %.64s on %s: a %s lock is "
+                       "blocked for %lld more ms (waited %lld ms)", name,
+                       dlock_client_endpoint(c), mode_name(mode),
+                       (long long)hint,
+                       (long long)((dlock__now_us() - started) / 1000));
+    } else if (err != DLOCK_OK) {
+        dlock__msg_wrap(m, err, "%s-locking rwlock %.64s", mode_name(mode),
+                        name);
+    }
+    if (err != DLOCK_OK) {
+        dlock_rwlock_free(l);
+        return err;
+    }
+    dlock__msg_clear(m);
+    *out = l;
+    return DLOCK_OK;
+}
+
+/* Runs a grant script answering 1 (held) or 0 (lease gone). */
+static dlock_err grant_script(dlock_rwlock *l, const dlock__script *s,
+                              int nkeys, const char **argv, int argc,
+                              dlock__msg *m)
+{
+    redisReply *r;
+    dlock_err err = dlock__client_eval(l->client, s, nkeys, argc, argv, NULL,
+                                       &r, m);
+
+    if (err != DLOCK_OK)
+        return dlock__msg_wrap(m, err, "%s of rwlock %.64s", s->name,
+                               l->name);
+    if (r->type != REDIS_REPLY_INTEGER)
+        err = dlock__pattern_bad_reply(l->client, s->name, "an integer", r,
+                                       m);
+    else if (r->integer != 1)
+        err = dlock__msg_set(m, DLOCK_LOST, "%s of rwlock %.64s on %s: the "
+                             "%s lease had run out", s->name, l->name,
+                             dlock_client_endpoint(l->client),
+                             mode_name(l->mode));
+    freeReplyObject(r);
+    return err;
+}
+
+dlock_err dlock_rwlock_release(dlock_rwlock *l)
+{
+    dlock__msg *m;
+    const char *argv[4];
+    dlock_err err;
+
+    if (l == NULL)
+        return DLOCK_OK;
+    m = dlock__client_begin(l->client);
+    argv[0] = l->mode == DLOCK_RWLOCK_WRITE ? l->keys[K_WRITER]
+                                            : l->keys[K_READERS];
+    argv[1] = l->keys[K_WAITERS];
+    argv[2] = l->token;
+    argv[3] = l->channel;
+    err = grant_script(l, l->mode == DLOCK_RWLOCK_WRITE
+                              ? &write_release_script
+                              : &read_release_script, 2, argv, 4, m);
+    dlock_rwlock_free(l);
+    return err;
+}
+
+dlock_err dlock_rwlock_extend(dlock_rwlock *l, int64_t ttl_ms)
+{
+    dlock__msg *m;
+    char ttl[24];
+    const char *argv[3];
+    int64_t sent = dlock__now_us();
+    dlock_err err;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    m = dlock__client_begin(l->client);
+    if (l->lost)
+        return dlock__msg_set(m, DLOCK_STATE, "extend of rwlock %.64s: it "
+                              "is lost", l->name);
+    if (ttl_ms == 0)
+        ttl_ms = l->ttl_ms;
+    err = dlock__pattern_check_ms("rwlock TTL", ttl_ms, m);
+    if (err != DLOCK_OK)
+        return err;
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    argv[0] = l->mode == DLOCK_RWLOCK_WRITE ? l->keys[K_WRITER]
+                                            : l->keys[K_READERS];
+    argv[1] = l->token;
+    argv[2] = ttl;
+    err = grant_script(l, l->mode == DLOCK_RWLOCK_WRITE
+                              ? &write_extend_script
+                              : &read_extend_script, 1, argv, 3, m);
+    if (err == DLOCK_OK) {
+        l->ttl_ms = ttl_ms;
+        l->valid_until_us = dlock__pattern_valid_until(sent, ttl_ms);
+    } else if (err == DLOCK_LOST) {
+        l->lost = 1;
+        l->valid_until_us = 0;
+    }
+    return err;
+}
+
+dlock_rwlock_mode dlock_rwlock_mode_of(const dlock_rwlock *l)
+{
+    return l->mode;
+}
+
+int64_t dlock_rwlock_valid_ms(const dlock_rwlock *l)
+{
+    return l->lost ? 0 : dlock__pattern_left_ms(l->valid_until_us);
+}
+
+uint64_t dlock_rwlock_fence(const dlock_rwlock *l)
+{
+    return l->fence;
+}
+
+int dlock_rwlock_lost(const dlock_rwlock *l)
+{
+    return l->lost;
+}

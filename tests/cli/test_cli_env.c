@@ -1,0 +1,116 @@
+/*
+ * test_cli_env.c: the environment `dlock run` gives its command
+ * (src/cli/cli_env.c).
+ *
+ * The command must find exactly one of each DLOCK_* variable with the
+ * lock's values, even when dlock itself runs under another dlock run, and
+ * everything else from the caller's environment unchanged and in order.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "cli_env.h"
+#include "testkit.h"
+
+static int count_prefix(char *const *envp, const char *prefix)
+{
+    int n = 0;
+
+    for (; *envp != NULL; envp++)
+        if (strncmp(*envp, prefix, strlen(prefix)) == 0)
+            n++;
+    return n;
+}
+
+static const char *value_of(char *const *envp, const char *name)
+{
+    const size_t n = strlen(name);
+
+    for (; *envp != NULL; envp++)
+        if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+            return *envp + n + 1;
+    return NULL;
+}
+
+static void lock_variables_are_added(void **state)
+{
+    char *base[] = {"PATH=/bin", "HOME=/root", NULL};
+    struct cli_env env;
+
+    (void)state;
+    TK_EXPECT(cli_env_build(&env, base, "job", "0123456789abcdef0123456789ab"
+                            "cdef", 42, 0) == 0, "the environment is built");
+    TK_EXPECT(strcmp(env.envp[0], "PATH=/bin") == 0 &&
+              strcmp(env.envp[1], "HOME=/root") == 0,
+              "the caller's variables come first, unchanged");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_KEY"), "job") == 0,
+              "DLOCK_KEY=job");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TOKEN"),
+                     "0123456789abcdef0123456789abcdef") == 0,
+              "DLOCK_TOKEN is the token");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_FENCE"), "42") == 0,
+              "DLOCK_FENCE=42");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_DEGRADED"), "0") == 0,
+              "DLOCK_DEGRADED=0");
+    TK_EXPECT(env.envp[6] == NULL, "2 + 4 entries, then NULL");
+    cli_env_free(&env);
+}
+
+static void outer_lock_variables_are_replaced_not_doubled(void **state)
+{
+    char *base[] = {"DLOCK_KEY=outer", "DLOCK_FENCE=7", "X=1",
+                    "DLOCK_TOKEN=old", "DLOCK_DEGRADED=1",
+                    "DLOCK_KEYS=other", NULL};
+    struct cli_env env;
+
+    (void)state;
+    TK_EXPECT(cli_env_build(&env, base, "inner", "t", 8, 0) == 0,
+              "the environment is built");
+    TK_EXPECT(count_prefix(env.envp, "DLOCK_KEY=") == 1 &&
+              count_prefix(env.envp, "DLOCK_FENCE=") == 1 &&
+              count_prefix(env.envp, "DLOCK_TOKEN=") == 1 &&
+              count_prefix(env.envp, "DLOCK_DEGRADED=") == 1,
+              "one of each DLOCK_* variable");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_KEY"), "inner") == 0,
+              "the inner key wins");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_DEGRADED"), "0") == 0,
+              "the inner degraded flag wins");
+    TK_EXPECT(value_of(env.envp, "DLOCK_KEYS") != NULL &&
+              value_of(env.envp, "X") != NULL,
+              "variables that only share a prefix are kept");
+    cli_env_free(&env);
+}
+
+static void degraded_lock_has_empty_token_and_fence_zero(void **state)
+{
+    char *base[] = {NULL};
+    struct cli_env env;
+
+    (void)state;
+    TK_EXPECT(cli_env_build(&env, base, "job", NULL, 0, 1) == 0,
+              "the environment is built");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TOKEN"), "") == 0,
+              "DLOCK_TOKEN is empty");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_FENCE"), "0") == 0,
+              "DLOCK_FENCE=0");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_DEGRADED"), "1") == 0,
+              "DLOCK_DEGRADED=1");
+    cli_env_free(&env);
+    cli_env_free(&env);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(lock_variables_are_added),
+        cmocka_unit_test(outer_lock_variables_are_replaced_not_doubled),
+        cmocka_unit_test(degraded_lock_has_empty_token_and_fence_zero),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
