@@ -1,0 +1,51 @@
+/*
+ * itkit.h: helpers shared by the integration tests, on the public API.
+ *
+ * The integration tests link the shipped libdlock (the shared `dlock`
+ * target) and see only the headers in include/dlock/, like any caller.
+ * These helpers turn the setup steps every test repeats (a client, an
+ * acquire that must succeed) into one call that fails the running cmocka
+ * test with the library's own message when the step does not work, so
+ * that a test body reads as the behaviour it checks.
+ *
+ * Threads: a failing helper ends the test by jumping back into cmocka's
+ * runner (as TK_EXPECT does), which only works on the test's own thread.
+ * Call these, and TK_EXPECT, from that thread only; other threads of a
+ * test record what they saw and the test's thread asserts on it.
+ */
+#ifndef DLOCK_ITKIT_H
+#define DLOCK_ITKIT_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "dlock/dlock.h"
+#include "testkit.h"
+
+/* The shared stack's Redis URL, started if need be; fails the test when no
+ * Redis can be had. */
+const char *itkit_shared_url(void);
+
+/* Client options with short timeouts for tests: connect 1 s, I/O 2 s,
+ * breaker probe 100 ms. */
+dlock_client_opts itkit_client_opts(void);
+
+/* dlock_client_new(url, opts) that must succeed (opts NULL: the test
+ * options above). */
+dlock_client *itkit_client(const char *url, const dlock_client_opts *opts);
+
+/* Acquire options: ttl_ms, wait_ms, the rest default. */
+dlock_acquire_opts itkit_acquire_opts(int64_t ttl_ms, int64_t wait_ms);
+
+/* dlock_acquire that must succeed with a fence; opts NULL: TTL 10 s. */
+dlock_lock *itkit_acquire(dlock_client *c, const char *key,
+                          const dlock_acquire_opts *opts);
+
+/* Sleeps ms milliseconds: only to pace a loop that checks a condition
+ * again and again (never to wait for something to happen). */
+void itkit_pace_ms(int64_t ms);
+
+#endif /* DLOCK_ITKIT_H */

@@ -1,0 +1,223 @@
+/*
+ * test_waiting.c: waiting for a held lock.
+ *
+ * A waiter must be woken by the holder's release (a notification on the
+ * key's channel) and get the lock within a few milliseconds, not at its
+ * next poll.  The holder's TTL is 10 s, so expiry cannot explain a quick
+ * grant; the library also polls as a fallback, every 100-200 ms, so a
+ * single quick grant could be a lucky poll.  The test therefore hands the
+ * lock over 7 times and requires the median hand-off under 25 ms (a poll
+ * alone gives that less than 1% of the time) and every one under 200 ms
+ * (generous, for a loaded 2-core machine).
+ *
+ * A wait with a deadline must end with DLOCK_BUSY at the deadline: not
+ * much earlier, not much later ([wait, wait + 150 ms]).  After a BUSY,
+ * dlock_client_busy_ttl_ms tells how long the holder's TTL still runs.
+ */
+#include "itkit.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HANDOFFS 7
+#define HOLDER_TTL_MS 10000
+
+typedef struct waiter {
+    dlock_client *client;
+    const char *key;
+    dlock_err result;
+    dlock_lock *lock;
+    int64_t granted_us;
+    char message[DLOCK_ERRMSG_MAX];
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    dlock_acquire_opts o = itkit_acquire_opts(5000, 5000);
+
+    w->result = dlock_acquire(w->client, w->key, &o, &w->lock);
+    w->granted_us = testkit_now_us();
+    snprintf(w->message, sizeof(w->message), "%s",
+             dlock_client_errmsg(w->client));
+    return NULL;
+}
+
+typedef struct channel_probe {
+    const char *url;
+    char channel[TESTKIT_KEY_MAX + 32];
+} channel_probe;
+
+/* 1 once someone is subscribed to the channel. */
+static int has_subscriber(void *arg)
+{
+    channel_probe *p = arg;
+    redisReply *r = testkit_redis_cmd(p->url, "PUBSUB NUMSUB %s", p->channel);
+    int subscribed = r != NULL && r->type == REDIS_REPLY_ARRAY &&
+                     r->elements == 2 &&
+                     r->element[1]->type == REDIS_REPLY_INTEGER &&
+                     r->element[1]->integer >= 1;
+
+    if (r != NULL)
+        freeReplyObject(r);
+    return subscribed;
+}
+
+/* One hand-off: a waiter blocks on a held key, the holder releases; returns
+ * the microseconds from the release call to the waiter's grant. */
+static int64_t one_handoff(const char *url, dlock_client *holder,
+                           dlock_client *other)
+{
+    dlock_acquire_opts ho = itkit_acquire_opts(HOLDER_TTL_MS, 0);
+    char key[TESTKIT_KEY_MAX];
+    channel_probe probe = {url, ""};
+    waiter w = {other, key, DLOCK_OK, NULL, 0, ""};
+    pthread_t thread;
+    dlock_lock *held;
+    int64_t released_at;
+
+    testkit_key(key, "waiting_handoff");
+    snprintf(probe.channel, sizeof(probe.channel), "dlock:released:%s", key);
+    held = itkit_acquire(holder, key, &ho);
+    TK_EXPECT(pthread_create(&thread, NULL, waiter_main, &w) == 0,
+              "the waiter thread starts");
+    TK_EXPECT(testkit_wait_until(has_subscriber, &probe, 3000), "the waiter "
+              "subscribes to %s within 3 s", probe.channel);
+    released_at = testkit_now_us();
+    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder, "the holder's "
+                  "release");
+    pthread_join(thread, NULL);
+    TK_EXPECT(w.result == DLOCK_OK, "the waiter gets the released lock, got "
+              "%s: %s", dlock_errname(w.result), w.message);
+    TK_EXPECT_ERR(dlock_release(w.lock), DLOCK_OK, other, "the waiter's "
+                  "release");
+    testkit_forget_lock(url, key);
+    return w.granted_us - released_at;
+}
+
+static int compare_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static void waiter_is_woken_by_the_release(void **state)
+{
+    const char *url = itkit_shared_url();
+    dlock_client *holder = itkit_client(url, NULL);
+    dlock_client *other = itkit_client(url, NULL);
+    int64_t took[HANDOFFS];
+
+    (void)state;
+    for (int i = 0; i < HANDOFFS; i++)
+        took[i] = one_handoff(url, holder, other);
+    qsort(took, HANDOFFS, sizeof(*took), compare_i64);
+    print_message("hand-off after release, us: min %lld median %lld max "
+                  "%lld\n", (long long)took[0],
+                  (long long)took[HANDOFFS / 2],
+                  (long long)took[HANDOFFS - 1]);
+    TK_EXPECT(took[HANDOFFS / 2] < 25000, "the median hand-off is under "
+              "25 ms (a notification, not a 100-200 ms poll), got %lld us",
+              (long long)took[HANDOFFS / 2]);
+    TK_EXPECT(took[HANDOFFS - 1] < 200000, "every hand-off is under 200 ms "
+              "with a 10 s holder TTL, the slowest took %lld us",
+              (long long)took[HANDOFFS - 1]);
+    dlock_client_free(other);
+    dlock_client_free(holder);
+}
+
+static void wait_ends_with_busy_at_the_deadline(void **state)
+{
+    const char *url = itkit_shared_url();
+    dlock_client *holder = itkit_client(url, NULL);
+    dlock_client *other = itkit_client(url, NULL);
+    dlock_acquire_opts ho = itkit_acquire_opts(HOLDER_TTL_MS, 0);
+    char key[TESTKIT_KEY_MAX];
+    dlock_lock *held, *l = NULL;
+    int64_t held_at, started, waited, busy_ttl;
+
+    (void)state;
+    testkit_key(key, "waiting_deadline");
+    held = itkit_acquire(holder, key, &ho);
+    held_at = testkit_now_ms();
+    for (int64_t wait_ms = 100; wait_ms <= 400; wait_ms += 300) {
+        dlock_acquire_opts o = itkit_acquire_opts(5000, wait_ms);
+
+        started = testkit_now_ms();
+        TK_EXPECT_ERR(dlock_acquire(other, key, &o, &l), DLOCK_BUSY, other,
+                      "a wait on a key held for 10 s");
+        waited = testkit_now_ms() - started;
+        TK_EXPECT(waited >= wait_ms && waited <= wait_ms + 150, "a %lld ms "
+                  "wait ends between %lld and %lld ms, took %lld ms",
+                  (long long)wait_ms, (long long)wait_ms,
+                  (long long)wait_ms + 150, (long long)waited);
+        TK_EXPECT(strstr(dlock_client_errmsg(other), "waited") != NULL,
+                  "the message says how long it waited: %s",
+                  dlock_client_errmsg(other));
+    }
+    busy_ttl = dlock_client_busy_ttl_ms(other);
+    TK_EXPECT(busy_ttl <= HOLDER_TTL_MS &&
+              busy_ttl >= HOLDER_TTL_MS - (testkit_now_ms() - held_at) - 100,
+              "busy_ttl_ms is the holder's remaining TTL, about %lld ms, got "
+              "%lld", (long long)(HOLDER_TTL_MS - (testkit_now_ms() - held_at)),
+              (long long)busy_ttl);
+    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder, "the holder's "
+                  "release");
+    testkit_forget_lock(url, key);
+    dlock_client_free(other);
+    dlock_client_free(holder);
+}
+
+static void busy_ttl_reports_the_holders_ttl(void **state)
+{
+    const char *url = itkit_shared_url();
+    dlock_client *holder = itkit_client(url, NULL);
+    dlock_client *other = itkit_client(url, NULL);
+    dlock_acquire_opts ho = itkit_acquire_opts(3000, 0);
+    char key[TESTKIT_KEY_MAX], forever[TESTKIT_KEY_MAX];
+    dlock_lock *held, *l = NULL;
+    redisReply *r;
+    int64_t busy_ttl;
+
+    (void)state;
+    testkit_key(key, "waiting_busy_ttl");
+    held = itkit_acquire(holder, key, &ho);
+    TK_EXPECT_ERR(dlock_acquire(other, key, NULL, &l), DLOCK_BUSY, other,
+                  "a try on a held key");
+    busy_ttl = dlock_client_busy_ttl_ms(other);
+    TK_EXPECT(busy_ttl > 2500 && busy_ttl <= 3000, "busy_ttl_ms is the "
+              "holder's 3 s TTL less a little, got %lld",
+              (long long)busy_ttl);
+    TK_EXPECT(dlock_client_busy_ttl_ms(holder) == 0, "busy_ttl_ms is per "
+              "thread and call: the holder's own last call was not BUSY");
+    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder, "the holder's "
+                  "release");
+
+    testkit_key(forever, "waiting_no_ttl");
+    r = testkit_redis_cmd(url, "SET %s someone-else", forever);
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "SET a key without "
+              "TTL");
+    freeReplyObject(r);
+    TK_EXPECT_ERR(dlock_acquire(other, forever, NULL, &l), DLOCK_BUSY, other,
+                  "a try on a key held without TTL");
+    TK_EXPECT(dlock_client_busy_ttl_ms(other) == -1, "busy_ttl_ms is -1 for "
+              "a holder without TTL, got %lld",
+              (long long)dlock_client_busy_ttl_ms(other));
+    testkit_forget_lock(url, key);
+    testkit_forget_lock(url, forever);
+    dlock_client_free(other);
+    dlock_client_free(holder);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(waiter_is_woken_by_the_release),
+        cmocka_unit_test(wait_ends_with_busy_at_the_deadline),
+        cmocka_unit_test(busy_ttl_reports_the_holders_ttl),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
