@@ -13,7 +13,9 @@
  */
 #include "pattern_common.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -87,6 +89,42 @@ int dlock__pattern_ints(const redisReply *r, size_t n, long long *out)
             return 0;
         out[i] = r->element[i]->integer;
     }
+    return 1;
+}
+
+int dlock__pattern_u64(const redisReply *e, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+
+    if (e->type == REDIS_REPLY_INTEGER && e->integer >= 0) {
+        *out = (uint64_t)e->integer;
+        return 1;
+    }
+    if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > 20 ||
+        e->str[0] < '0' || e->str[0] > '9')
+        return 0;
+    errno = 0;
+    v = strtoull(e->str, &end, 10);
+    if (errno != 0 || end != e->str + e->len)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+int dlock__pattern_grant(const redisReply *r, int *granted, uint64_t *fence,
+                         int64_t *pttl)
+{
+    long long g;
+
+    if (!dlock__pattern_ints(r, 1, &g) || r->elements != 2)
+        return 0;
+    *granted = g == 1;
+    if (g == 1)
+        return dlock__pattern_u64(r->element[1], fence);
+    if (r->element[1]->type != REDIS_REPLY_INTEGER)
+        return 0;
+    *pttl = r->element[1]->integer;
     return 1;
 }
 

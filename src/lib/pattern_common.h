@@ -41,11 +41,14 @@
 /*
  * Lua fragments pasted into the scripts.  DLOCK__LUA_NOW_MS defines `now`
  * (server milliseconds) and `now_us` (server microseconds) from TIME.
- * DLOCK__LUA_FENCE defines next_fence(key): max(last + 1, now_us), stored,
- * the rule of the core lock's fences.  DLOCK__LUA_WAKE defines
- * wake(counter_key, channel): publishes min(max(n, 1), DLOCK__WAKE_MAX)
- * messages for the n waiters registered in counter_key and deletes it;
- * register_waiter(counter_key) counts one more.
+ * DLOCK__LUA_FENCE defines next_fence(key): max(last + 1, server
+ * microseconds), stored and returned as a decimal string, the rule of the
+ * core lock's fences; it compares decimal strings and lets INCR add, so it
+ * stays exact past 2^53, where Lua's doubles would stop counting.
+ * DLOCK__LUA_WAKE defines wake(counter_key, channel): publishes
+ * min(max(n, 1), DLOCK__WAKE_MAX) messages for the n waiters registered in
+ * counter_key and deletes it; register_waiter(counter_key) counts one
+ * more.  DLOCK__LUA_FENCE needs DLOCK__LUA_NOW_MS before it (it reads t).
  */
 #define DLOCK__LUA_NOW_MS                                                  \
     "local t = redis.call('TIME')\n"                                       \
@@ -53,10 +56,14 @@
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 #define DLOCK__LUA_FENCE                                                   \
     "local function next_fence(key)\n"                                     \
-    "  local f = tonumber(redis.call('GET', key) or '0') + 1\n"            \
-    "  if now_us > f then f = now_us end\n"                                \
-    "  redis.call('SET', key, string.format('%d', f))\n"                   \
-    "  return f\n"                                                         \
+    "  local us = t[1] .. string.format('%06d', tonumber(t[2]))\n"         \
+    "  local last = redis.call('GET', key)\n"                              \
+    "  if not last or #us > #last or (#us == #last and us > last) then\n"  \
+    "    redis.call('SET', key, us)\n"                                     \
+    "  else\n"                                                             \
+    "    redis.call('INCR', key)\n"                                        \
+    "  end\n"                                                              \
+    "  return redis.call('GET', key)\n"                                    \
     "end\n"
 #define DLOCK__LUA_WAKE                                                    \
     "local function wake(counter, channel)\n"                              \
@@ -104,6 +111,16 @@ int64_t dlock__pattern_left_ms(int64_t valid_until_us);
 /* 1 if r is an array of at least n elements whose first n are integers;
  * then out[0..n-1] holds them. */
 int dlock__pattern_ints(const redisReply *r, size_t n, long long *out);
+
+/* 1 if e is an integer >= 0 or a decimal string (a fence, a term); then
+ * *out holds it. */
+int dlock__pattern_u64(const redisReply *e, uint64_t *out);
+
+/* Reads a {granted, value} answer: {1, fence-or-term} (integer or decimal
+ * string) or {0, pttl}.  Returns 1 with *granted and *fence or *pttl set,
+ * 0 when the reply has another shape. */
+int dlock__pattern_grant(const redisReply *r, int *granted, uint64_t *fence,
+                         int64_t *pttl);
 
 /* Fills m with DLOCK_PROTOCOL: "<what> on <server>: expected <expected>,
  * got <reply type>", and returns DLOCK_PROTOCOL. */

@@ -53,13 +53,12 @@ static const dlock__script campaign_script = {
     "local cur = redis.call('HGET', KEYS[1], 'token')\n"
     "if cur == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  return {1, tonumber(redis.call('HGET', KEYS[1], 'term') or '0')}\n"
+    "  return {1, redis.call('HGET', KEYS[1], 'term') or '0'}\n"
     "end\n"
     "if cur then return {0, redis.call('PTTL', KEYS[1])} end\n"
     "local term = next_fence(KEYS[2])\n"
-    "redis.call('HSET', KEYS[1], 'token', ARGV[1], 'term',\n"
-    "           string.format('%d', term), 'id', ARGV[3], 'since',\n"
-    "           string.format('%d', now))\n"
+    "redis.call('HSET', KEYS[1], 'token', ARGV[1], 'term', term, 'id',\n"
+    "           ARGV[3], 'since', string.format('%d', now))\n"
     "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "return {1, term}\n",
     1,
@@ -331,7 +330,9 @@ static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
     char ttl[24];
     const char *argv[] = {l->lease_key, l->term_key, l->token, ttl, l->id};
     int64_t sent = dlock__now_us();
-    long long v[2];
+    int granted = 0;
+    uint64_t term = 0;
+    int64_t pttl = 0;
     redisReply *r;
     dlock_err err;
 
@@ -341,14 +342,14 @@ static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
                              &r, m);
     if (err != DLOCK_OK)
         return err;
-    if (!dlock__pattern_ints(r, 2, v)) {
+    if (!dlock__pattern_grant(r, &granted, &term, &pttl)) {
         err = dlock__pattern_bad_reply(l->client, "leader.campaign",
                                        "{granted, term|pttl}", r, m);
-    } else if (v[0] == 1) {
-        set_leading(l, (uint64_t)v[1], sent);
+    } else if (granted) {
+        set_leading(l, term, sent);
         l->renew_at_us = sent + l->ttl_ms * 1000 / 3;
     } else {
-        *hint_ms = v[1];
+        *hint_ms = pttl;
         err = DLOCK_BUSY;
     }
     freeReplyObject(r);

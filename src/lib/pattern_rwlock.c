@@ -48,7 +48,7 @@ static const dlock__script read_script = {
     DLOCK__LUA_NOW_MS DLOCK__LUA_WAKE LUA_KEEP_READERS
     "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
     "local expiry = now + tonumber(ARGV[2])\n"
-    "local fence = tonumber(redis.call('GET', KEYS[4]) or '0')\n"
+    "local fence = redis.call('GET', KEYS[4]) or '0'\n"
     "if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then\n"
     "  local blocked = redis.call('PTTL', KEYS[2])\n"
     "  if blocked == -2 then blocked = redis.call('PTTL', KEYS[3]) end\n"
@@ -70,7 +70,7 @@ static const dlock__script write_script = {
     "local holder = redis.call('GET', KEYS[2])\n"
     "if holder == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
-    "  return {1, tonumber(redis.call('GET', KEYS[4]) or '0')}\n"
+    "  return {1, redis.call('GET', KEYS[4]) or '0'}\n"
     "end\n"
     "local function busy(hint)\n"
     "  if ARGV[3] == '1' then register_waiter(KEYS[5]) end\n"
@@ -214,7 +214,9 @@ static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
     char ttl[24];
     const char *argv[NKEYS + 3];
     int64_t sent = dlock__now_us();
-    long long v[2];
+    int granted = 0;
+    uint64_t fence = 0;
+    int64_t pttl = 0;
     redisReply *r;
     dlock_err err;
 
@@ -228,14 +230,14 @@ static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
                              m);
     if (err != DLOCK_OK)
         return err;
-    if (!dlock__pattern_ints(r, 2, v)) {
+    if (!dlock__pattern_grant(r, &granted, &fence, &pttl)) {
         err = dlock__pattern_bad_reply(l->client, s->name,
                                        "{granted, fence|pttl}", r, m);
-    } else if (v[0] == 1) {
-        l->fence = (uint64_t)v[1];
+    } else if (granted) {
+        l->fence = fence;
         l->valid_until_us = dlock__pattern_valid_until(sent, l->ttl_ms);
     } else {
-        *hint_ms = v[1];
+        *hint_ms = pttl;
         err = DLOCK_BUSY;
     }
     freeReplyObject(r);

@@ -52,7 +52,7 @@ static const dlock__script acquire_script = {
     "if redis.call('ZSCORE', KEYS[1], ARGV[1]) then\n"
     "  redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
     "  keep_key()\n"
-    "  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}\n"
+    "  return {1, redis.call('GET', KEYS[2]) or '0'}\n"
     "end\n"
     "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then\n"
     "  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
@@ -175,7 +175,9 @@ static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
     const char *argv[] = {s->holders_key, s->fence_key, p->token, permits,
                           ttl};
     int64_t sent = dlock__now_us();
-    long long v[2];
+    int granted = 0;
+    uint64_t fence = 0;
+    int64_t pttl = 0;
     redisReply *r;
     dlock_err err;
 
@@ -186,14 +188,14 @@ static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
                              &r, m);
     if (err != DLOCK_OK)
         return err;
-    if (!dlock__pattern_ints(r, 2, v)) {
+    if (!dlock__pattern_grant(r, &granted, &fence, &pttl)) {
         err = dlock__pattern_bad_reply(s->client, "semaphore.acquire",
                                        "{granted, fence|ms}", r, m);
-    } else if (v[0] == 1) {
-        p->fence = (uint64_t)v[1];
+    } else if (granted) {
+        p->fence = fence;
         p->valid_until_us = dlock__pattern_valid_until(sent, p->ttl_ms);
     } else {
-        *hint_ms = v[1];
+        *hint_ms = pttl;
         err = DLOCK_BUSY;
     }
     freeReplyObject(r);
