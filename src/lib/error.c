@@ -12,7 +12,7 @@ const char *dlock_strerror(dlock_err err)
 {
     switch (err) {
     case DLOCK_OK:          return "success";
-    case DLOCK_BUSY:        return "lock is held by another owner";
+    case DLOCK_BUSY:        return "held by another owner";
     case DLOCK_LOST:        return "lock is no longer held by this owner";
     case DLOCK_UNAVAILABLE: return "redis is unavailable";
     case DLOCK_TIMEOUT:     return "timed out";
