@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -36,6 +37,8 @@ struct dlock__conn {
     int broken;
     int tls_unproven;     /* TLS up, but no reply read through it yet */
     size_t fed;           /* bytes fed since the last complete reply */
+    size_t held;          /* bytes of reply objects built since then */
+    int over_budget;      /* the reader was refused an object */
     int64_t last_used_us;
 };
 
@@ -60,6 +63,103 @@ static dlock_err tls_close_is_refusal(dlock__conn *c, dlock_err err,
     return dlock__msg_wrap(m, DLOCK_TLS, "TLS peer %s closed the connection "
                            "before its first reply (it may require, or have "
                            "refused, our client certificate)", c->ep->desc);
+}
+
+/*
+ * The reply budget.  hiredis 0.14's reader allocates an array's element
+ * vector as soon as it reads the count, 8 bytes an element, before any
+ * element has arrived: 13 bytes ("*100000000\r\n") would make it calloc
+ * 800 MB, and a reply of many tiny elements costs some 20 times its size
+ * on the wire in reply objects.  So the reader builds its objects through
+ * these wrappers of its own default functions, which charge every object's
+ * structure (not a string's bytes: c->fed bounds those) to the connection
+ * (c->held) and refuse one that would take the reply past DLOCK__REPLY_MAX.
+ * A reply then holds at most the ceiling in structure plus what was
+ * received, whatever lengths its bytes declare.
+ */
+#define OBJECT_COST (sizeof(redisReply) + 16) /* 16: allocator overhead */
+
+static redisReplyObjectFunctions reply_defaults;
+static redisReplyObjectFunctions reply_budgeted;
+static pthread_once_t reply_functions_once = PTHREAD_ONCE_INIT;
+
+static int charge(const redisReadTask *task, size_t bytes)
+{
+    dlock__conn *c = task->privdata;
+
+    if (bytes > DLOCK__REPLY_MAX || c->held > DLOCK__REPLY_MAX - bytes) {
+        c->over_budget = 1;
+        return 0;
+    }
+    c->held += bytes;
+    return 1;
+}
+
+static void *budgeted_string(const redisReadTask *task, char *str, size_t len)
+{
+    /* The string's bytes came on the wire and are bounded by c->fed. */
+    (void)len;
+    if (!charge(task, OBJECT_COST))
+        return NULL;
+    return reply_defaults.createString(task, str, len);
+}
+
+static void *budgeted_array(const redisReadTask *task, int elements)
+{
+    size_t n = elements > 0 ? (size_t)elements : 0;
+
+    if (elements < 0) {
+        ((dlock__conn *)task->privdata)->over_budget = 1;
+        return NULL;
+    }
+    if (n > (DLOCK__REPLY_MAX - OBJECT_COST) / sizeof(redisReply *) ||
+        !charge(task, OBJECT_COST + n * sizeof(redisReply *) + 16))
+        return NULL;
+    return reply_defaults.createArray(task, elements);
+}
+
+static void *budgeted_integer(const redisReadTask *task, long long value)
+{
+    if (!charge(task, OBJECT_COST))
+        return NULL;
+    return reply_defaults.createInteger(task, value);
+}
+
+static void *budgeted_nil(const redisReadTask *task)
+{
+    if (!charge(task, OBJECT_COST))
+        return NULL;
+    return reply_defaults.createNil(task);
+}
+
+static void reply_functions_init(void)
+{
+    redisReader *probe = redisReaderCreate();
+
+    /* The defaults are static in hiredis; a reader points at them. */
+    if (probe == NULL)
+        return;
+    reply_defaults = *probe->fn;
+    redisReaderFree(probe);
+    reply_budgeted = reply_defaults;
+    reply_budgeted.createString = budgeted_string;
+    reply_budgeted.createArray = budgeted_array;
+    reply_budgeted.createInteger = budgeted_integer;
+    reply_budgeted.createNil = budgeted_nil;
+}
+
+/* A reader whose objects are charged to c; NULL when out of memory. */
+static redisReader *budgeted_reader(dlock__conn *c)
+{
+    redisReader *r;
+
+    pthread_once(&reply_functions_once, reply_functions_init);
+    if (reply_budgeted.createArray == NULL)
+        return NULL;
+    r = redisReaderCreateWithFunctions(&reply_budgeted);
+    if (r != NULL)
+        r->privdata = c;
+    return r;
 }
 
 /* Waits for events on fd until deadline; 1 ready, 0 timed out, -1 error. */
@@ -300,6 +400,14 @@ static dlock_err take_reply(dlock__conn *c, redisReply **reply, dlock__msg *m)
         dlock_err err = c->reader->err == REDIS_ERR_OOM ? DLOCK_NOMEM
                                                         : DLOCK_PROTOCOL;
 
+        if (c->over_budget)
+            return mark_broken(c, dlock__msg_set(m, DLOCK_PROTOCOL,
+                                                 "reply from %s refused: its "
+                                                 "objects would exceed %u "
+                                                 "bytes, or it declares a "
+                                                 "negative count",
+                                                 c->ep->desc,
+                                                 DLOCK__REPLY_MAX));
         return mark_broken(c, dlock__msg_set(m, err, "parsing a reply from "
                                              "%s: %s", c->ep->desc,
                                              c->reader->errstr));
@@ -307,6 +415,7 @@ static dlock_err take_reply(dlock__conn *c, redisReply **reply, dlock__msg *m)
     if (r != NULL) {
         c->tls_unproven = 0;
         c->fed = 0;
+        c->held = 0;
         c->last_used_us = dlock__now_us();
     }
     *reply = r;
@@ -421,7 +530,7 @@ dlock_err dlock__conn_open(const dlock__endpoint *ep,
         return dlock__msg_set(m, DLOCK_NOMEM, "allocating a connection");
     c->ep = ep;
     c->fd = -1;
-    c->reader = redisReaderCreate();
+    c->reader = budgeted_reader(c);
     if (c->reader == NULL) {
         err = dlock__msg_set(m, DLOCK_NOMEM, "allocating a reply reader");
         goto fail;
@@ -456,7 +565,7 @@ dlock_err dlock__conn_from_fd(int fd, const dlock__endpoint *ep,
 
     *out = NULL;
     if (c != NULL)
-        c->reader = redisReaderCreate();
+        c->reader = budgeted_reader(c);
     if (c == NULL || c->reader == NULL) {
         dlock__free(c);
         close(fd);

@@ -32,7 +32,9 @@
 #include "msg.h"
 #include "url.h"
 
-/* Ceiling on the bytes of one reply; more is DLOCK_PROTOCOL. */
+/* Ceiling on one reply: on the bytes received, and apart on the bytes of
+ * the reply objects they build (counted before each is allocated); more of
+ * either is DLOCK_PROTOCOL. */
 #define DLOCK__REPLY_MAX (64u * 1024 * 1024)
 
 typedef struct dlock__conn_cfg {
