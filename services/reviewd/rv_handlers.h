@@ -1,0 +1,48 @@
+/*
+ * rv_handlers.h: the API's handlers and the checks they share.
+ *
+ * One function per operation of API.md.  Each receives a request that the
+ * dispatcher has already routed, authenticated (except the health
+ * endpoints) and given a well-formed id, and sets exactly one reply.
+ * Handlers live in three files by what they touch: rv_documents.c
+ * (create, read, edit), rv_reviews.c (read reviews) and rv_lifecycle.c
+ * (submit, approve, reject: the locked state transitions); rv_health.c
+ * serves /healthz, /readyz and /metrics.
+ *
+ * Threads: a handler runs on the request's worker thread.
+ */
+#ifndef RV_HANDLERS_H
+#define RV_HANDLERS_H
+
+#include <jansson.h>
+
+#include "rv_request.h"
+
+void rv_handle_document_create(rv_request *req, rv_reply *reply);
+void rv_handle_document_get(rv_request *req, rv_reply *reply);
+void rv_handle_document_update(rv_request *req, rv_reply *reply);
+void rv_handle_document_submit(rv_request *req, rv_reply *reply);
+void rv_handle_review_list(rv_request *req, rv_reply *reply);
+void rv_handle_review_get(rv_request *req, rv_reply *reply);
+void rv_handle_review_approve(rv_request *req, rv_reply *reply);
+void rv_handle_review_reject(rv_request *req, rv_reply *reply);
+void rv_handle_healthz(rv_request *req, rv_reply *reply);
+void rv_handle_readyz(rv_request *req, rv_reply *reply);
+void rv_handle_metrics(rv_request *req, rv_reply *reply);
+
+/* Returns 1 if the caller's role is in roles (RV_ROLE_* bits); otherwise
+ * sets 403 FORBIDDEN and returns 0. */
+int rv_require_role(const rv_request *req, unsigned roles, rv_reply *reply);
+
+/*
+ * Parses the body as a JSON object whose keys are all in allowed.  With
+ * optional, an empty body is an empty object.  Returns the object (new
+ * reference), or NULL with 400 INVALID_JSON or INVALID_ARGUMENT set.
+ */
+json_t *rv_body_object(const rv_request *req, int optional,
+                       const char *const *allowed, rv_reply *reply);
+
+/* The request's id as decimal text (ids in paths are parsed already). */
+void rv_request_id_text(const rv_request *req, char *out, size_t outlen);
+
+#endif /* RV_HANDLERS_H */

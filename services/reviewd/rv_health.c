@@ -1,0 +1,84 @@
+/*
+ * rv_health.c: /healthz, /readyz and /metrics.
+ *
+ * /healthz says only that the process answers.  /readyz says whether the
+ * service can do its work: PostgreSQL is checked live on this worker's
+ * own connection (a request would use the same one), Redis and AMQP come
+ * from the monitor thread's last check, so the probe never waits on a
+ * stopped server.  Only PostgreSQL being down makes it 503: without
+ * Redis the service still serves, degraded, as API.md says.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "rv_config.h"
+#include "rv_handlers.h"
+#include "rv_monitor.h"
+
+void rv_handle_healthz(rv_request *req, rv_reply *reply)
+{
+    (void)req;
+    rv_reply_json(reply, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static int postgres_up(rv_request *req)
+{
+    rv_conn *c = rv_db_thread_conn(req->app->db);
+
+    if (c == NULL) {
+        return 0;
+    }
+    if (rv_conn_ping(c) == RV_DB_OK) {
+        return 1;
+    }
+    /* One reconnect: the connection may be stale after a restart. */
+    c = rv_db_thread_conn(req->app->db);
+    return c != NULL && rv_conn_ping(c) == RV_DB_OK;
+}
+
+void rv_handle_readyz(rv_request *req, rv_reply *reply)
+{
+    const int pg = postgres_up(req);
+    const rv_dep_state redis = rv_monitor_redis(req->app->monitor);
+    const rv_dep_state amqp = rv_monitor_amqp(req->app->monitor);
+    const char *status = "ok";
+
+    if (!pg) {
+        status = "down";
+    } else if (redis != RV_DEP_OK || amqp == RV_DEP_DOWN) {
+        status = "degraded";
+    }
+    rv_reply_json(reply, pg ? 200 : 503,
+                  json_pack("{s:s,s:s,s:s,s:s,s:s}", "status", status,
+                            "postgres", pg ? "ok" : "down",
+                            "redis", rv_dep_state_name(redis),
+                            "amqp", rv_dep_state_name(amqp),
+                            /* The pg content store is PostgreSQL. */
+                            "content_store", pg ? "ok" : "down"));
+}
+
+void rv_handle_metrics(rv_request *req, rv_reply *reply)
+{
+    rv_app *app = req->app;
+    rv_metrics_gauges g = {0};
+    rv_db_stats db;
+
+    rv_locks_gauges(app->locks, &g);
+    g.redis_up = rv_monitor_redis(app->monitor) == RV_DEP_OK;
+    rv_db_stats_get(app->db, &db);
+    g.pg_open = db.open;
+    g.pg_in_use = db.in_use;
+    g.pg_connects = db.connects;
+    g.pg_connect_failures = db.failures;
+    g.pg_pool_size = app->cfg->threads;
+    g.http_connections = atomic_load(&app->connections);
+    g.http_inflight = atomic_load(&app->inflight);
+    g.idem_swept = atomic_load(&app->idem_swept);
+    rv_reply_clear(reply);
+    reply->status = 200;
+    reply->body = rv_metrics_render(app->metrics, &g);
+    reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    if (reply->body == NULL) {
+        rv_reply_error(reply, 500, "INTERNAL", "out of memory");
+    }
+}

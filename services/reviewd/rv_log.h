@@ -1,0 +1,70 @@
+/*
+ * rv_log.h: reviewd's JSON-lines log (access and error log in one stream).
+ *
+ * Every line is one JSON object with "ts" (RFC 3339 UTC, milliseconds),
+ * "level" and "msg", plus fields given by the caller, so that a log
+ * shipper can parse it without rules.  Lines go to stderr, or to the file
+ * named by REVIEWD_LOG_FILE, which rv_log_reopen opens again (SIGHUP, for
+ * logrotate).  Secrets are kept out by construction: callers pass only the
+ * fields they choose, and rv_log_redact_url removes passwords from URLs.
+ *
+ * Ownership: rv_log_new creates the log, rv_log_free closes it.  Field
+ * objects passed to rv_log_write are consumed (reference stolen).
+ *
+ * Threads: every function may be called from any thread at once; one line
+ * is written with one write(2) under the log's mutex, so lines never
+ * interleave.
+ */
+#ifndef RV_LOG_H
+#define RV_LOG_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef enum rv_log_level {
+    RV_LOG_DEBUG = 0,
+    RV_LOG_INFO = 1,
+    RV_LOG_WARN = 2,
+    RV_LOG_ERROR = 3
+} rv_log_level;
+
+typedef struct rv_log rv_log;
+
+/*
+ * Opens the log.  path: a file to append to, or NULL for stderr.
+ * min_level: lines below it are dropped.  Returns NULL on failure and
+ * writes why to errbuf.
+ */
+rv_log *rv_log_new(const char *path, rv_log_level min_level, char *errbuf,
+                   size_t errlen);
+
+/* Closes the file (never stderr) and frees the log.  NULL is fine. */
+void rv_log_free(rv_log *log);
+
+/* Reopens the log file (no-op for stderr).  Returns 0, or -1 and keeps the
+ * old file open. */
+int rv_log_reopen(rv_log *log);
+
+/*
+ * Writes one line: {"ts":..,"level":..,"msg":msg, ...fields}.  fields may
+ * be NULL or a JSON object, whose reference is stolen (it is freed here),
+ * so json_pack(...) can be passed directly.  A NULL log writes nothing.
+ */
+void rv_log_write(rv_log *log, rv_log_level level, const char *msg,
+                  json_t *fields);
+
+/* Parses "debug", "info", "warn" or "error"; -1 for anything else. */
+int rv_log_level_parse(const char *text);
+
+/*
+ * Copies url into out (size outlen) with any password replaced by "***",
+ * for logging connection targets.  Also works for libpq key=value strings
+ * (password=...).  Always NUL-terminates.
+ */
+void rv_log_redact_url(const char *url, char *out, size_t outlen);
+
+/* Formats the current time as "2026-12-02T10:00:00.123Z" into out
+ * (at least 25 bytes). */
+void rv_log_timestamp(char *out, size_t outlen);
+
+#endif /* RV_LOG_H */

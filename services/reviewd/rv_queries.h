@@ -1,0 +1,125 @@
+/*
+ * rv_queries.h: every SQL statement reviewd runs, and the rows they return.
+ *
+ * The statements live in one table (rv_queries_stmts) that each
+ * connection prepares, so the SQL is in one place, reviewable next to the
+ * schema in sql/, and the benchmark's pgbench scripts can run exactly the
+ * same text.  Rows keep their PGresult and point into it (no copies); the
+ * caller clears them with rv_doc_clear / rv_review_clear.  Ids come as
+ * text, which is what the API sends; timestamps come as milliseconds since
+ * the epoch and are formatted here as RFC 3339 UTC with milliseconds (the
+ * SQL holds no format string, whose colons pgbench would take for
+ * variables).
+ *
+ * Each function returns an rv_db_status; RV_DB_OK with found == 0 means
+ * "no such row".  Threads: as rv_conn (one thread per connection).
+ */
+#ifndef RV_QUERIES_H
+#define RV_QUERIES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rv_db.h"
+
+/* Indexes into rv_queries_stmts. */
+enum rv_stmt {
+    RV_Q_DOC_GET = 0,
+    RV_Q_DOC_LOCK,
+    RV_Q_DOC_INSERT,
+    RV_Q_DOC_UPDATE,
+    RV_Q_DOC_SET_STATUS,
+    RV_Q_CONTENT_PUT,
+    RV_Q_CONTENT_GET,
+    RV_Q_REVIEW_GET,
+    RV_Q_REVIEW_LOCK,
+    RV_Q_REVIEW_INSERT,
+    RV_Q_REVIEW_DECIDE,
+    RV_Q_REVIEW_LIST,
+    RV_Q_REVIEW_LIST_STATUS,
+    RV_Q_IDEM_FIND,
+    RV_Q_IDEM_TRY_LOCK,
+    RV_Q_IDEM_STORE,
+    RV_Q_IDEM_SWEEP,
+    RV_Q_COUNT
+};
+
+extern const rv_stmt_def rv_queries_stmts[RV_Q_COUNT];
+
+/* A document row.  Strings borrow from res; current_review_id is NULL for
+ * SQL NULL. */
+typedef struct rv_doc {
+    PGresult *res;
+    const char *id;
+    const char *title;
+    const char *status;
+    const char *author;
+    int version;
+    const char *preview;
+    const char *current_review_id;
+    char created_at[64];
+    char updated_at[64];
+} rv_doc;
+
+/* A review row; reviewer, comment and fence may be NULL, and decided_at
+ * is "" until the review is decided. */
+typedef struct rv_review {
+    PGresult *res;
+    int row;
+    const char *id;
+    const char *document_id;
+    int document_version;
+    const char *status;
+    const char *submitted_by;
+    const char *reviewer;
+    const char *comment;
+    const char *fence;
+    char created_at[64];
+    char decided_at[64];
+} rv_review;
+
+/* Formats milliseconds since the epoch as "2026-12-02T10:00:00.123Z". */
+void rv_format_ms(const char *ms_text, char out[64]);
+
+void rv_doc_clear(rv_doc *d);
+void rv_review_clear(rv_review *r);
+
+/* GET by id; lock = 1 adds FOR UPDATE (inside a transaction). */
+rv_db_status rv_q_doc_get(rv_conn *c, const char *id, int lock, rv_doc *out,
+                          int *found);
+/* Inserts a draft by author; preview is left(content, 200) in SQL. */
+rv_db_status rv_q_doc_insert(rv_conn *c, const char *title,
+                             const char *author, const char *content,
+                             rv_doc *out);
+/* Sets title and/or content's preview (NULL: unchanged), bumps version. */
+rv_db_status rv_q_doc_update(rv_conn *c, const char *id, const char *title,
+                             const char *content, rv_doc *out);
+/* Sets status and current_review_id (NULL: unchanged). */
+rv_db_status rv_q_doc_set_status(rv_conn *c, const char *id,
+                                 const char *status,
+                                 const char *current_review_id, rv_doc *out);
+
+/* The PostgreSQL content store: upsert and read one document's text.
+ * rv_q_content_get returns the result; the text is row 0, column 0. */
+rv_db_status rv_q_content_put(rv_conn *c, const char *doc_id,
+                              const char *content);
+rv_db_status rv_q_content_get(rv_conn *c, const char *doc_id,
+                              PGresult **out, int *found);
+
+rv_db_status rv_q_review_get(rv_conn *c, const char *id, int lock,
+                             rv_review *out, int *found);
+rv_db_status rv_q_review_insert(rv_conn *c, const char *doc_id, int version,
+                                const char *submitted_by, rv_review *out);
+/* Decides a pending review; found = 0 if it was no longer pending. */
+rv_db_status rv_q_review_decide(rv_conn *c, const char *id,
+                                const char *status, const char *reviewer,
+                                const char *comment, const char *fence,
+                                rv_review *out, int *found);
+/* Reviews with id > after (status NULL: any), ordered by id, at most
+ * limit rows; *out holds them all (read with rv_review_at). */
+rv_db_status rv_q_review_list(rv_conn *c, const char *status,
+                              const char *after, int limit, PGresult **out);
+/* Points r at row i of a list result (r does not own res). */
+void rv_review_at(PGresult *res, int i, rv_review *r);
+
+#endif /* RV_QUERIES_H */

@@ -1,0 +1,442 @@
+/*
+ * test_reviewd_limits.c: limits, start-up checks and operations.
+ *
+ * One reviewd with small limits (one worker thread, four connections,
+ * two-second timeouts, one-second idempotency records) shows that the
+ * connection limit holds, idle and slow clients are cut off, expired
+ * idempotency records stop replaying, PostgreSQL going away is 503 and
+ * /readyz "down" (and back), SIGHUP reopens the log file and SIGTERM
+ * drains a request in flight before exiting 0.  Short-lived runs of the
+ * binary check the start-up contract: a missing or malformed setting
+ * stops reviewd with one line naming it, `reviewd token` prints a usable
+ * token, and migrations started together apply once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rvt_kit.h"
+#include "testkit.h"
+
+static rvt_db db;
+static rvt_server srv;
+static char *alice;
+static char env_db[600];
+
+static int setup(void **state)
+{
+    const char *const env[] = {
+        "REVIEWD_THREADS=1", "REVIEWD_MAX_CONNECTIONS=4",
+        "REVIEWD_CONNECTION_TIMEOUT_S=2", "REVIEWD_TEST_HOOKS=1",
+        "REVIEWD_IDEMPOTENCY_TTL_S=1", "REVIEWD_SWEEP_INTERVAL_S=1",
+        "REVIEWD_PG_TIMEOUT_S=2", "REVIEWD_LOG_FILE=@log", NULL};
+
+    (void)state;
+    if (rvt_db_create(&db, "limits") != 0
+        || rvt_server_start(&srv, &db, NULL, env, "reviewd_limits") != 0) {
+        return -1;
+    }
+    snprintf(env_db, sizeof(env_db), "DATABASE_URL=%s", db.url);
+    alice = rvt_token("alice", "author", 3600);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    const int clean = rvt_server_stop(&srv);
+
+    (void)state;
+    if (clean) {
+        rvt_server_remove_dir(&srv);
+    }
+    rvt_db_drop(&db);
+    free(alice);
+    return clean ? 0 : -1;
+}
+
+static int open_idle(int port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* 1 if the server closes fd (EOF or reset) within ms. */
+static int closed_within(int fd, int ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    char buf[256];
+
+    while (poll(&p, 1, ms) == 1) {
+        if (recv(fd, buf, sizeof(buf), 0) <= 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static const char healthz[] =
+    "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+static void the_connection_limit_holds_further_clients_off(void **state)
+{
+    int idle[4], i;
+    rvt_resp r;
+
+    (void)state;
+    for (i = 0; i < 4; i++) {
+        idle[i] = open_idle(srv.port);
+    }
+    /* With all four slots taken, a fifth client is not served (MHD keeps
+     * it in the backlog or closes it); 500 ms is the bound of "not". */
+    rvt_http_raw(srv.port, healthz, sizeof(healthz) - 1, 500, &r);
+    TK_EXPECT(r.status == 0, "no answer beyond the connection limit, got "
+              "%d", r.status);
+    rvt_resp_free(&r);
+    for (i = 0; i < 4; i++) {
+        close(idle[i]);
+    }
+    rvt_http_raw(srv.port, healthz, sizeof(healthz) - 1, 5000, &r);
+    TK_EXPECT(r.status == 200, "served again once the slots are free");
+    rvt_resp_free(&r);
+}
+
+static void idle_and_slow_clients_are_cut_off(void **state)
+{
+    const char partial[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+    int idle = open_idle(srv.port);
+    int slow = open_idle(srv.port);
+
+    (void)state;
+    assert_int_equal(send(slow, partial, sizeof(partial) - 1, 0),
+                     (ssize_t)sizeof(partial) - 1);
+    TK_EXPECT(closed_within(idle, 6000),
+              "an idle connection is closed after the 2 s timeout");
+    TK_EXPECT(closed_within(slow, 6000),
+              "a client that never finishes its headers is closed too");
+    close(idle);
+    close(slow);
+}
+
+static int idem_swept(void *arg)
+{
+    return rvt_sql_int(arg, "SELECT count(*) FROM kh_idempotency") == 0;
+}
+
+static void expired_idempotency_records_are_swept_and_not_replayed(
+    void **state)
+{
+    const char *body = "{\"title\":\"expiring\",\"content\":\"x\"}";
+    char first[24];
+    rvt_resp r;
+
+    (void)state;
+    rvt_call(srv.port, "POST", "/v1/documents", alice, body, "exp-key", &r);
+    assert_int_equal(r.status, 201);
+    snprintf(first, sizeof(first), "%s", rvt_field(&r, "id"));
+    rvt_resp_free(&r);
+    TK_EXPECT(rvt_sql_int(&db, "SELECT count(*) FROM kh_idempotency") == 1,
+              "the response was recorded");
+    TK_EXPECT(testkit_wait_until(idem_swept, &db, 10000),
+              "the sweep deletes the record once it expires (1 s)");
+    rvt_call(srv.port, "POST", "/v1/documents", alice, body, "exp-key", &r);
+    TK_EXPECT(r.status == 201 && strcmp(rvt_field(&r, "id"), first) != 0,
+              "after expiry the key runs the request again");
+    rvt_resp_free(&r);
+}
+
+/* Runs SQL on the stack's own database (not the one reviewd uses). */
+static void admin_sql(const char *sql)
+{
+    rvt_db admin = db;
+
+    admin.conn = NULL;
+    snprintf(admin.url, sizeof(admin.url), "%s", db.admin_url);
+    assert_int_equal(rvt_sql(&admin, sql, NULL, 0), 0);
+    rvt_db_close(&admin);
+}
+
+static void postgres_going_away_is_503_and_readyz_down(void **state)
+{
+    char sql[512];
+    rvt_resp r;
+
+    (void)state;
+    rvt_db_close(&db);
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false",
+             db.name);
+    admin_sql(sql);
+    snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(pid)) FROM "
+             "pg_stat_activity WHERE datname = '%s'", db.name);
+    admin_sql(sql);
+    rvt_call(srv.port, "GET", "/v1/documents/1", alice, NULL, NULL, &r);
+    TK_EXPECT(r.status == 503
+                  && strcmp(rvt_field(&r, "code"), "UNAVAILABLE") == 0,
+              "a request without PostgreSQL is 503 UNAVAILABLE, got %d",
+              r.status);
+    rvt_resp_free(&r);
+    TK_EXPECT(rvt_wait_ready(srv.port, "down", NULL, 5000),
+              "/readyz says down");
+    rvt_call(srv.port, "GET", "/readyz", NULL, NULL, NULL, &r);
+    TK_EXPECT(r.status == 503 && strcmp(rvt_field(&r, "postgres"), "down")
+                                     == 0,
+              "/readyz is 503 with postgres down");
+    rvt_resp_free(&r);
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true",
+             db.name);
+    admin_sql(sql);
+    TK_EXPECT(rvt_wait_ready(srv.port, "degraded", "off", 10000),
+              "/readyz recovers (degraded: this server has no Redis)");
+    rvt_call(srv.port, "POST", "/v1/documents", alice,
+             "{\"title\":\"back\",\"content\":\"x\"}", NULL, &r);
+    TK_EXPECT(r.status == 201, "requests work again after reconnecting");
+    rvt_resp_free(&r);
+}
+
+static int reopened(void *arg)
+{
+    const rvt_server *s = arg;
+    struct stat st;
+
+    return stat(s->log, &st) == 0 && rvt_server_log_has(s, "log_reopened");
+}
+
+static void sighup_reopens_the_log_file(void **state)
+{
+    char moved[700];
+    rvt_resp r;
+
+    (void)state;
+    snprintf(moved, sizeof(moved), "%s.1", srv.log);
+    assert_int_equal(rename(srv.log, moved), 0);
+    assert_int_equal(kill(srv.pid, SIGHUP), 0);
+    TK_EXPECT(testkit_wait_until(reopened, &srv, 5000),
+              "a new log file is opened at the same path");
+    rvt_call(srv.port, "GET", "/healthz", NULL, NULL, NULL, &r);
+    rvt_resp_free(&r);
+    TK_EXPECT(rvt_server_log_has(&srv, "\"path\":\"/healthz\""),
+              "new lines go to the new file");
+}
+
+typedef struct slow_create {
+    int port;
+    const char *token;
+    rvt_resp resp;
+} slow_create;
+
+static void *slow_create_main(void *arg)
+{
+    slow_create *s = arg;
+    char auth[4200];
+    const char *body = "{\"title\":\"drained\",\"content\":\"x\"}";
+    const char *headers[] = {auth, "Content-Type: application/json",
+                             "X-Test-Pause-Ms: 1000", NULL};
+
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->token);
+    rvt_http(s->port, "POST", "/v1/documents", headers, body, strlen(body),
+             &s->resp);
+    return NULL;
+}
+
+static int in_transaction(void *arg)
+{
+    return rvt_sql_int(arg, "SELECT count(*) FROM pg_stat_activity WHERE "
+                       "datname = current_database() AND application_name"
+                       " = 'reviewd' AND state = 'idle in transaction'")
+           > 0;
+}
+
+static void sigterm_drains_the_request_in_flight(void **state)
+{
+    slow_create slow = {srv.port, alice, {0}};
+    pthread_t t;
+
+    (void)state;
+    assert_int_equal(pthread_create(&t, NULL, slow_create_main, &slow), 0);
+    TK_EXPECT(testkit_wait_until(in_transaction, &db, 5000),
+              "the slow request is inside its transaction");
+    assert_int_equal(kill(srv.pid, SIGTERM), 0);
+    pthread_join(t, NULL);
+    TK_EXPECT(slow.resp.status == 201,
+              "the request in flight is answered after SIGTERM, got %d",
+              slow.resp.status);
+    rvt_resp_free(&slow.resp);
+    TK_EXPECT(rvt_server_stop(&srv), "reviewd exits 0 after draining");
+    TK_EXPECT(rvt_sql_int(&db, "SELECT count(*) FROM kh_document WHERE "
+                          "title = 'drained'") == 1,
+              "its work committed");
+}
+
+/* Runs reviewd with args and env; checks the exit status and that the
+ * output names want. */
+static void expect_refusal(const char *const *args, const char *const *env,
+                           int status, const char *want)
+{
+    char out[4096];
+    const int rc = rvt_run_reviewd(args, env, out, sizeof(out));
+
+    TK_EXPECT(rc == status && strstr(out, want) != NULL,
+              "reviewd %s exits %d naming %s, got %d: %s", args[0], status,
+              want, rc, out);
+}
+
+static void bad_settings_stop_start_up_with_one_line_naming_them(
+    void **state)
+{
+    static const char *const serve[] = {"serve", NULL};
+    const char *secret = "JWT_SECRET=" RVT_SECRET;
+    struct {
+        const char *env[4];
+        const char *want;
+    } cases[] = {
+        {{secret, NULL}, "DATABASE_URL"},
+        {{env_db, NULL}, "JWT_SECRET"},
+        {{env_db, "JWT_SECRET=tooshortsecret", NULL}, "JWT_SECRET"},
+        {{"DATABASE_URL=postgresql://[bad", secret, NULL}, "DATABASE_URL"},
+        {{env_db, secret, "REDIS_URL=http://127.0.0.1:6379", NULL},
+         "REDIS_URL"},
+        {{env_db, secret, "REDIS_URL=redis://127.0.0.1:99999/0", NULL},
+         "REDIS_URL"},
+        {{env_db, secret, "AMQP_URL=amqp://h:port/", NULL}, "AMQP_URL"},
+        {{env_db, secret, "LISTEN_ADDR=nowhere", NULL}, "LISTEN_ADDR"},
+        {{env_db, secret, "REVIEWD_THREADS=0", NULL}, "REVIEWD_THREADS"},
+        {{env_db, secret, "CONTENT_STORE=s3", NULL}, "CONTENT_STORE"},
+        {{env_db, secret, "CONTENT_STORE=mongo", NULL}, "MONGO_URL"},
+        {{"DATABASE_URL=postgresql://dlock:dlock@127.0.0.1:1/x", secret,
+          NULL}, "DATABASE_URL"},
+    };
+    char out[4096];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        expect_refusal(serve, cases[i].env, 1, cases[i].want);
+    }
+    assert_int_equal(rvt_run_reviewd(serve, cases[2].env, out, sizeof(out)),
+                     1);
+    TK_EXPECT(strstr(out, "tooshortsecret") == NULL,
+              "a refused secret is not echoed");
+    TK_EXPECT(strchr(out, '\n') == strrchr(out, '\n'),
+              "the refusal is one line: %s", out);
+}
+
+static void the_token_command_prints_a_token_the_service_accepts(
+    void **state)
+{
+    static const char *const args[] = {"token", "--sub", "zed", "--role",
+                                       "author", "--ttl", "60", NULL};
+    static const char *const bad_role[] = {"token", "--sub", "zed",
+                                           "--role", "king", NULL};
+    static const char *const no_sub[] = {"token", "--role", "author", NULL};
+    const char *const env[] = {"JWT_SECRET=" RVT_SECRET, NULL};
+    char out[4096];
+    rvt_resp r;
+
+    (void)state;
+    assert_int_equal(rvt_run_reviewd(args, env, out, sizeof(out)), 0);
+    out[strcspn(out, "\n")] = '\0';
+    rvt_server_start(&srv, &db, NULL, NULL, "reviewd_limits");
+    rvt_call(srv.port, "POST", "/v1/documents", out,
+             "{\"title\":\"by zed\",\"content\":\"x\"}", NULL, &r);
+    TK_EXPECT(r.status == 201 && strcmp(rvt_field(&r, "author"), "zed") == 0,
+              "the printed token authenticates as zed");
+    rvt_resp_free(&r);
+    TK_EXPECT(rvt_server_stop(&srv), "the second server exits 0");
+    expect_refusal(bad_role, env, 1, "--role");
+    expect_refusal(no_sub, env, 2, "usage");
+    expect_refusal(args, NULL, 1, "JWT_SECRET");
+}
+
+typedef struct migrate_run {
+    const char *env[2];
+    int rc;
+    char out[2048];
+} migrate_run;
+
+static void *migrate_main(void *arg)
+{
+    static const char *const args[] = {"migrate", NULL};
+    migrate_run *m = arg;
+
+    m->rc = rvt_run_reviewd(args, m->env, m->out, sizeof(m->out));
+    return NULL;
+}
+
+static void migrations_started_together_apply_once(void **state)
+{
+    char env[600];
+    migrate_run runs[3];
+    pthread_t t[3];
+    rvt_db fresh;
+    int i;
+
+    (void)state;
+    assert_int_equal(rvt_db_create(&fresh, "migrate"), 0);
+    snprintf(env, sizeof(env), "DATABASE_URL=%s", fresh.url);
+    for (i = 0; i < 3; i++) {
+        runs[i].env[0] = env;
+        runs[i].env[1] = NULL;
+        assert_int_equal(pthread_create(&t[i], NULL, migrate_main, &runs[i]),
+                         0);
+    }
+    for (i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        TK_EXPECT(runs[i].rc == 0, "migrate %d exits 0: %s", i,
+                  runs[i].out);
+    }
+    TK_EXPECT(rvt_sql_int(&fresh, "SELECT count(*) FROM kh_schema_migration")
+                  == rvt_sql_int(&fresh, "SELECT max(version) FROM "
+                                 "kh_schema_migration"),
+              "each migration is recorded once");
+    TK_EXPECT(rvt_sql_int(&fresh, "SELECT count(*) FROM pg_indexes WHERE "
+                          "indexname = 'kh_document_review_one_pending'")
+                  == 1,
+              "the partial unique index exists");
+    rvt_sql(&fresh, "UPDATE kh_schema_migration SET checksum = 'edited' "
+            "WHERE version = 1", NULL, 0);
+    migrate_main(&runs[0]);
+    TK_EXPECT(runs[0].rc == 1 && strstr(runs[0].out, "changed") != NULL,
+              "an edited applied migration is refused: %s", runs[0].out);
+    rvt_db_drop(&fresh);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_connection_limit_holds_further_clients_off),
+        cmocka_unit_test(idle_and_slow_clients_are_cut_off),
+        cmocka_unit_test(
+            expired_idempotency_records_are_swept_and_not_replayed),
+        cmocka_unit_test(postgres_going_away_is_503_and_readyz_down),
+        cmocka_unit_test(sighup_reopens_the_log_file),
+        cmocka_unit_test(sigterm_drains_the_request_in_flight),
+        cmocka_unit_test(
+            bad_settings_stop_start_up_with_one_line_naming_them),
+        cmocka_unit_test(
+            the_token_command_prints_a_token_the_service_accepts),
+        cmocka_unit_test(migrations_started_together_apply_once),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,388 @@
+/*
+ * test_reviewd_unit.c: reviewd's pure functions, without servers.
+ *
+ * The router, the strict JSON and UTF-8 helpers, token verification, the
+ * configuration parsers, the log's URL redaction and the media-type and
+ * Idempotency-Key checks decide what the service answers to bad input, so
+ * each of them is checked here directly with the inputs API.md names, and
+ * the black-box tests then only need to show the wiring.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jwt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rv_auth.h"
+#include "rv_config.h"
+#include "rv_dispatch.h"
+#include "rv_idempotency.h"
+#include "rv_json.h"
+#include "rv_log.h"
+#include "rv_router.h"
+
+#define SECRET "unit-secret-0123456789abcdefghij"
+#define NOW ((int64_t)1800000000)
+
+static void ids_are_canonical_positive_int64(void **state)
+{
+    int64_t v;
+
+    (void)state;
+    assert_int_equal(rv_router_parse_id("42", 2, &v), 0);
+    assert_int_equal(v, 42);
+    assert_int_equal(rv_router_parse_id("9223372036854775807", 19, &v), 0);
+    assert_true(v == INT64_MAX);
+    assert_int_equal(rv_router_parse_id("9223372036854775808", 19, &v), -1);
+    assert_int_equal(rv_router_parse_id("99999999999999999999", 20, &v), -1);
+    assert_int_equal(rv_router_parse_id("0", 1, &v), -1);
+    assert_int_equal(rv_router_parse_id("-1", 2, &v), -1);
+    assert_int_equal(rv_router_parse_id("abc", 3, &v), -1);
+    assert_int_equal(rv_router_parse_id("007", 3, &v), -1);
+    assert_int_equal(rv_router_parse_id("+7", 2, &v), -1);
+    assert_int_equal(rv_router_parse_id(" 7", 2, &v), -1);
+    assert_int_equal(rv_router_parse_id("", 0, &v), -1);
+}
+
+static void paths_match_by_shape_before_the_id_is_checked(void **state)
+{
+    rv_match m;
+
+    (void)state;
+    rv_router_match("/v1/documents/abc", RV_METHOD_GET, &m);
+    assert_int_equal(m.path, RV_PATH_DOCUMENT);
+    assert_int_equal(m.op, RV_OP_DOCUMENT_GET);
+    assert_true(m.has_id && !m.id_ok);
+
+    rv_router_match("/v1/documents/12/submit", RV_METHOD_POST, &m);
+    assert_int_equal(m.op, RV_OP_DOCUMENT_SUBMIT);
+    assert_true(m.id_ok && m.id == 12);
+
+    rv_router_match("/v1/reviews/5/reject", RV_METHOD_GET, &m);
+    assert_int_equal(m.path, RV_PATH_REVIEW_REJECT);
+    assert_int_equal(m.op, RV_OP_NONE);
+    assert_string_equal(rv_router_allow(m.path), "POST");
+
+    rv_router_match("/v1/documents/12/", RV_METHOD_GET, &m);
+    assert_int_equal(m.path, RV_PATH_UNKNOWN);
+    rv_router_match("/v1/documents//submit", RV_METHOD_POST, &m);
+    assert_int_equal(m.path, RV_PATH_UNKNOWN);
+    rv_router_match("/v1/documentsX", RV_METHOD_POST, &m);
+    assert_int_equal(m.path, RV_PATH_UNKNOWN);
+    rv_router_match("/v1/documents/1/submit/x", RV_METHOD_POST, &m);
+    assert_int_equal(m.path, RV_PATH_UNKNOWN);
+
+    rv_router_match("/v1/documents/1", RV_METHOD_OTHER, &m);
+    assert_int_equal(m.op, RV_OP_NONE);
+    assert_string_equal(rv_router_allow(m.path), "GET, HEAD, PUT");
+    assert_int_equal(rv_router_method("get"), RV_METHOD_OTHER);
+}
+
+static void bodies_must_be_one_utf8_json_object_without_duplicates(
+    void **state)
+{
+    char detail[256];
+    json_t *o;
+
+    (void)state;
+    o = rv_json_parse_object("{\"a\":1}", 7, detail, sizeof(detail));
+    assert_non_null(o);
+    json_decref(o);
+    assert_null(rv_json_parse_object("", 0, detail, sizeof(detail)));
+    assert_null(rv_json_parse_object("[1]", 3, detail, sizeof(detail)));
+    assert_null(rv_json_parse_object("\"x\"", 3, detail, sizeof(detail)));
+    assert_null(rv_json_parse_object("{\"a\":1,\"a\":2}", 13, detail,
+                                     sizeof(detail)));
+    assert_null(rv_json_parse_object("{\"a\":\"\xff\"}", 9, detail,
+                                     sizeof(detail)));
+    assert_non_null(strstr(detail, "UTF-8"));
+    assert_null(rv_json_parse_object("{\"a\":\"\\u0000\"}", 14, detail,
+                                     sizeof(detail)));
+    assert_null(rv_json_parse_object("{\"a\":\"\\ud800\"}", 14, detail,
+                                     sizeof(detail)));
+    assert_null(rv_json_parse_object("{} {}", 5, detail, sizeof(detail)));
+    assert_null(rv_json_parse_object("{\"a\":1} x", 9, detail,
+                                     sizeof(detail)));
+    assert_null(rv_json_parse_object("{\"a\":123456789012345678901234}", 30,
+                                     detail, sizeof(detail)));
+}
+
+static void utf8_rules_follow_rfc_3629(void **state)
+{
+    (void)state;
+    assert_true(rv_utf8_valid("h\xc3\xa9llo", 6));
+    assert_true(rv_utf8_valid("\xf0\x9f\x98\x80", 4));
+    assert_false(rv_utf8_valid("\xc0\xaf", 2));         /* overlong */
+    assert_false(rv_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+    assert_false(rv_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+    assert_false(rv_utf8_valid("\xe2\x82", 2));         /* truncated */
+    assert_false(rv_utf8_valid("a\0b", 3));
+    assert_int_equal(rv_utf8_chars("h\xc3\xa9\xf0\x9f\x98\x80"), 3);
+}
+
+static void fields_are_checked_for_type_and_length_in_characters(
+    void **state)
+{
+    static const char *const allowed[] = {"title", NULL};
+    char detail[160];
+    const char *v;
+    json_t *o = json_pack("{s:s,s:i}", "title", "\xc3\xa9\xc3\xa9\xc3\xa9",
+                          "n", 1);
+
+    (void)state;
+    assert_int_equal(rv_json_string_field(o, "title", 1, 3, 0, &v, detail,
+                                          sizeof(detail)), 1);
+    assert_int_equal(rv_json_string_field(o, "title", 1, 2, 0, &v, detail,
+                                          sizeof(detail)), -1);
+    assert_int_equal(rv_json_string_field(o, "n", 0, 9, 0, &v, detail,
+                                          sizeof(detail)), -1);
+    assert_int_equal(rv_json_string_field(o, "absent", 0, 9, 0, &v, detail,
+                                          sizeof(detail)), 0);
+    assert_int_equal(rv_json_only_fields(o, allowed, detail,
+                                         sizeof(detail)), -1);
+    assert_non_null(strstr(detail, "\"n\""));
+    json_decref(o);
+}
+
+static void error_bodies_stay_valid_json_for_hostile_details(void **state)
+{
+    char *body = rv_json_error_body("INVALID_ARGUMENT", "bad \xff\xfe \"x\"");
+    json_t *o;
+
+    (void)state;
+    assert_non_null(body);
+    o = json_loads(body, 0, NULL);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "code")),
+                        "INVALID_ARGUMENT");
+    json_decref(o);
+    free(body);
+}
+
+/* Signs claims (a JSON object text) with alg and key. */
+static char *sign(const char *claims, jwt_alg_t alg, const char *key)
+{
+    jwt_t *jwt = NULL;
+    char *tok;
+
+    assert_int_equal(jwt_new(&jwt), 0);
+    assert_int_equal(jwt_add_grants_json(jwt, claims), 0);
+    assert_int_equal(jwt_set_alg(jwt, alg, (const unsigned char *)key,
+                                 key != NULL ? (int)strlen(key) : 0), 0);
+    tok = jwt_encode_str(jwt);
+    jwt_free(jwt);
+    return tok;
+}
+
+static int verify(const char *tok, rv_identity *who, char *detail)
+{
+    char header[8300];
+
+    snprintf(header, sizeof(header), "Bearer %s", tok);
+    return rv_auth_verify(header, (const unsigned char *)SECRET,
+                          strlen(SECRET), NOW, who, detail, 160);
+}
+
+static void tokens_need_hs256_a_future_exp_a_sub_and_a_known_role(
+    void **state)
+{
+    rv_identity who;
+    char detail[160];
+    char *tok;
+
+    (void)state;
+    tok = sign("{\"sub\":\"alice\",\"role\":\"author\",\"exp\":1800000100}",
+               JWT_ALG_HS256, SECRET);
+    assert_int_equal(verify(tok, &who, detail), 0);
+    assert_string_equal(who.sub, "alice");
+    assert_int_equal(who.role, RV_ROLE_AUTHOR);
+    free(tok);
+
+    static const char *const bad_claims[] = {
+        "{\"sub\":\"alice\",\"role\":\"author\",\"exp\":1800000000}",
+        "{\"sub\":\"alice\",\"role\":\"author\"}",
+        "{\"sub\":\"alice\",\"role\":\"author\",\"exp\":\"1900000000\"}",
+        "{\"role\":\"author\",\"exp\":1900000000}",
+        "{\"sub\":\"\",\"role\":\"author\",\"exp\":1900000000}",
+        "{\"sub\":7,\"role\":\"author\",\"exp\":1900000000}",
+        "{\"sub\":\"alice\",\"role\":\"owner\",\"exp\":1900000000}",
+        "{\"sub\":\"alice\",\"exp\":1900000000}",
+        "{\"sub\":\"alice\",\"role\":\"author\",\"exp\":1900000000,"
+        "\"nbf\":1900000000}",
+        NULL};
+    for (int i = 0; bad_claims[i] != NULL; i++) {
+        tok = sign(bad_claims[i], JWT_ALG_HS256, SECRET);
+        assert_int_equal(verify(tok, &who, detail), -1);
+        free(tok);
+    }
+
+    tok = sign("{\"sub\":\"a\",\"role\":\"admin\",\"exp\":1900000000}",
+               JWT_ALG_HS512, SECRET);
+    assert_int_equal(verify(tok, &who, detail), -1);
+    free(tok);
+    tok = sign("{\"sub\":\"a\",\"role\":\"admin\",\"exp\":1900000000}",
+               JWT_ALG_HS256, "another-secret-0123456789abcdefgh");
+    assert_int_equal(verify(tok, &who, detail), -1);
+    free(tok);
+    tok = sign("{\"sub\":\"a\",\"role\":\"admin\",\"exp\":1900000000}",
+               JWT_ALG_NONE, NULL);
+    assert_int_equal(verify(tok, &who, detail), -1);
+    free(tok);
+}
+
+static void authorization_headers_must_be_bearer_tokens(void **state)
+{
+    rv_identity who;
+    char detail[160];
+    const unsigned char *k = (const unsigned char *)SECRET;
+
+    (void)state;
+    assert_int_equal(rv_auth_verify(NULL, k, strlen(SECRET), NOW, &who,
+                                    detail, sizeof(detail)), -1);
+    assert_non_null(strstr(detail, "missing"));
+    assert_int_equal(rv_auth_verify("Basic YWxpY2U6eA==", k, strlen(SECRET),
+                                    NOW, &who, detail, sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Bearer ", k, strlen(SECRET), NOW, &who,
+                                    detail, sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Bearer a.b.c d", k, strlen(SECRET),
+                                    NOW, &who, detail, sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Bearer a.b.c", k, strlen(SECRET), NOW,
+                                    &who, detail, sizeof(detail)), -1);
+}
+
+static void issued_tokens_verify(void **state)
+{
+    rv_identity who;
+    char detail[160], header[1024];
+    char *tok = rv_auth_issue((const unsigned char *)SECRET, strlen(SECRET),
+                              "bob", "reviewer", NOW, 60);
+
+    (void)state;
+    assert_non_null(tok);
+    snprintf(header, sizeof(header), "Bearer %s", tok);
+    assert_int_equal(rv_auth_verify(header, (const unsigned char *)SECRET,
+                                    strlen(SECRET), NOW, &who, detail,
+                                    sizeof(detail)), 0);
+    assert_int_equal(who.role, RV_ROLE_REVIEWER);
+    assert_int_equal(rv_auth_verify(header, (const unsigned char *)SECRET,
+                                    strlen(SECRET), NOW + 61, &who, detail,
+                                    sizeof(detail)), -1);
+    free(tok);
+}
+
+static void listen_addresses_parse_host_and_port(void **state)
+{
+    char host[64];
+    uint16_t port;
+
+    (void)state;
+    assert_int_equal(rv_config_parse_listen("127.0.0.1:8080", host,
+                                            sizeof(host), &port), 0);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 8080);
+    assert_int_equal(rv_config_parse_listen("[::1]:0", host, sizeof(host),
+                                            &port), 0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(rv_config_parse_listen("localhost", host, sizeof(host),
+                                            &port), -1);
+    assert_int_equal(rv_config_parse_listen(":80", host, sizeof(host),
+                                            &port), -1);
+    assert_int_equal(rv_config_parse_listen("h:65536", host, sizeof(host),
+                                            &port), -1);
+    assert_int_equal(rv_config_parse_listen("h:8x", host, sizeof(host),
+                                            &port), -1);
+    assert_int_equal(rv_config_parse_listen("::1:80", host, sizeof(host),
+                                            &port), -1);
+}
+
+static void amqp_urls_are_checked_for_form(void **state)
+{
+    (void)state;
+    assert_int_equal(rv_config_check_amqp_url("amqp://u:p@h:5672/%2f"), 0);
+    assert_int_equal(rv_config_check_amqp_url("amqp://h"), 0);
+    assert_int_equal(rv_config_check_amqp_url("amqps://[::1]:5671/v"), 0);
+    assert_int_equal(rv_config_check_amqp_url("http://h"), -1);
+    assert_int_equal(rv_config_check_amqp_url("amqp://h:port/"), -1);
+    assert_int_equal(rv_config_check_amqp_url("amqp://h:99999/"), -1);
+    assert_int_equal(rv_config_check_amqp_url("amqp://h /"), -1);
+}
+
+static void logged_urls_never_show_passwords(void **state)
+{
+    char out[256];
+
+    (void)state;
+    rv_log_redact_url("postgresql://dlock:s3cret@127.0.0.1:5432/db", out,
+                      sizeof(out));
+    assert_string_equal(out, "postgresql://dlock:***@127.0.0.1:5432/db");
+    rv_log_redact_url("redis://:p@h:1/0", out, sizeof(out));
+    assert_string_equal(out, "redis://:***@h:1/0");
+    rv_log_redact_url("host=h password=s3cret dbname=d", out, sizeof(out));
+    assert_string_equal(out, "host=h password=*** dbname=d");
+    rv_log_redact_url("postgresql://h/db?password=s3cret&x=1", out,
+                      sizeof(out));
+    assert_null(strstr(out, "s3cret"));
+    rv_log_redact_url("redis://h:6379/0", out, sizeof(out));
+    assert_string_equal(out, "redis://h:6379/0");
+}
+
+static void json_media_type_allows_parameters_but_only_utf8(void **state)
+{
+    (void)state;
+    assert_true(rv_dispatch_is_json("application/json"));
+    assert_true(rv_dispatch_is_json("Application/JSON"));
+    assert_true(rv_dispatch_is_json("application/json; charset=utf-8"));
+    assert_true(rv_dispatch_is_json("application/json;charset=\"UTF-8\""));
+    assert_false(rv_dispatch_is_json("application/json; charset=latin1"));
+    assert_false(rv_dispatch_is_json("application/jsonx"));
+    assert_false(rv_dispatch_is_json("text/plain"));
+    assert_false(rv_dispatch_is_json(NULL));
+}
+
+static void idempotency_keys_are_1_to_255_visible_ascii(void **state)
+{
+    char key[300];
+
+    (void)state;
+    assert_true(rv_idem_key_valid("a"));
+    assert_true(rv_idem_key_valid("order-42_!~"));
+    assert_false(rv_idem_key_valid(""));
+    assert_false(rv_idem_key_valid("with space"));
+    assert_false(rv_idem_key_valid("caf\xc3\xa9"));
+    memset(key, 'k', 255);
+    key[255] = '\0';
+    assert_true(rv_idem_key_valid(key));
+    key[255] = 'k';
+    key[256] = '\0';
+    assert_false(rv_idem_key_valid(key));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ids_are_canonical_positive_int64),
+        cmocka_unit_test(paths_match_by_shape_before_the_id_is_checked),
+        cmocka_unit_test(
+            bodies_must_be_one_utf8_json_object_without_duplicates),
+        cmocka_unit_test(utf8_rules_follow_rfc_3629),
+        cmocka_unit_test(
+            fields_are_checked_for_type_and_length_in_characters),
+        cmocka_unit_test(error_bodies_stay_valid_json_for_hostile_details),
+        cmocka_unit_test(
+            tokens_need_hs256_a_future_exp_a_sub_and_a_known_role),
+        cmocka_unit_test(authorization_headers_must_be_bearer_tokens),
+        cmocka_unit_test(issued_tokens_verify),
+        cmocka_unit_test(listen_addresses_parse_host_and_port),
+        cmocka_unit_test(amqp_urls_are_checked_for_form),
+        cmocka_unit_test(logged_urls_never_show_passwords),
+        cmocka_unit_test(json_media_type_allows_parameters_but_only_utf8),
+        cmocka_unit_test(idempotency_keys_are_1_to_255_visible_ascii),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
