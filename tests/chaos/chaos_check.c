@@ -1,0 +1,379 @@
+/*
+ * chaos_check.c: the lock-safety checker's orchestrator and nemesis.
+ *
+ *   chaos_check [--seconds N] [--seed S] [--phases a,b,...|all]
+ *               [--clients K] [--cli-clients C] [--dlock PATH]
+ *               [--ttl-ms T] [--fencing full|writes|off] [--keep]
+ *               [--sabotage split-key|short-ttl]
+ *
+ * Runs one phase per fault kind, one after the other, each for N / phases
+ * seconds (default N = 49: seven phases of 7 s, about a minute with setup,
+ * which is the CTest form, chaos.short).  A phase starts its own
+ * redis-server, K C API clients and C `dlock run` clients on one lock
+ * (default 4 and 2; no dlock binary: no cli clients, said at the start),
+ * injects its fault on a schedule drawn from the seed, stops everything,
+ * and analyses the logs (chaos_analyze.c).  The phases:
+ *
+ *   none               no fault: the baseline;
+ *   pause              a holder paused (SIGSTOP) for 1.5-3 x TTL; the C API
+ *                      clients run without watchdog, so the lock truly
+ *                      expires under the paused holder;
+ *   kill               a holder killed (SIGKILL) and started again;
+ *   restart-nopersist  redis-server killed and restarted with no
+ *                      persistence: lock keys and fence counters are gone;
+ *   restart-aof        the same with appendonly yes, appendfsync always;
+ *   redis-stop         redis-server stopped (SIGSTOP) for 0.3-2 x TTL;
+ *   cpu-hog            clients with watchdog, pinned to one CPU with two
+ *                      busy processes for 1-2 s at a time;
+ *   mixed              any of the faults above (only with --phases all).
+ *
+ * It prints one table row per phase and notes under the table, and exits
+ * 0 when every phase is within the bounds (chaos_phase_ok), 1 when one is
+ * not, 2 for a usage error, 3 when the harness itself could not run (no
+ * redis-server).  The logs are kept (and their folder printed) when a
+ * phase fails or with --keep: $DLOCK_SOURCE_DIR/var/test/chaos-<pid>/.
+ *
+ * --fencing writes / off weaken the register (chaos.h) to show that the
+ * checker sees what fencing prevents: expect stale writes and lost
+ * increments under pause.  --sabotage breaks the lock on purpose, to show
+ * that the checker sees a broken lock: split-key gives the odd clients
+ * another key (two holders at once, each releasing cleanly), short-ttl
+ * makes the C API clients acquire with 1/50 of the TTL they log (the
+ * lock is granted again "before the TTL ran out").  Both must fail.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "chaos.h"
+#include "chaos_analyze.h"
+#include "chaos_nemesis.h"
+
+typedef int (*fault_fn)(chaos_nemesis *n);
+
+typedef struct phase_spec {
+    const char *name;
+    fault_fn fault;            /* NULL: no fault */
+    int persist;               /* AOF, appendfsync always */
+    int watchdog;              /* for the C API clients */
+    int pin;                   /* clients on one CPU */
+    int work_min, work_max;    /* work per hold, in thousandths of TTL */
+    int gap_min_ms, gap_max_ms;  /* pause between two faults */
+} phase_spec;
+
+/* Work is short (2-7 % of the TTL) where the fault itself makes holds
+ * outlast the lock; the restarts get holds of 30-80 % of the TTL, so that
+ * a holder is often still at work when the server comes back, and the
+ * CPU hog gets holds of 0.5-1.5 TTL that only the watchdog keeps.  The
+ * gaps leave the lock time to recover between faults, so that the
+ * availability figure says something about recovery and not only about
+ * the fault rate. */
+static const phase_spec phases[] = {
+    {"none", NULL, 0, 0, 0, 20, 70, 0, 0},
+    {"pause", chaos_fault_pause, 0, 0, 0, 20, 70, 300, 800},
+    {"kill", chaos_fault_kill, 0, 0, 0, 20, 70, 1000, 2000},
+    {"restart-nopersist", chaos_fault_crash, 0, 0, 0, 300, 800, 900, 1600},
+    {"restart-aof", chaos_fault_crash, 1, 0, 0, 300, 800, 900, 1600},
+    {"redis-stop", chaos_fault_redis_stop, 0, 0, 0, 20, 70, 800, 1600},
+    {"cpu-hog", chaos_fault_hog, 0, 1, 1, 500, 1500, 300, 800},
+    {"mixed", chaos_fault_mixed, 0, 0, 0, 20, 70, 500, 1500},
+};
+#define PHASE_COUNT (sizeof(phases) / sizeof(phases[0]))
+/* The default list leaves out "mixed". */
+#define SHORT_PHASES (PHASE_COUNT - 1)
+
+typedef struct check_args {
+    int64_t seconds;
+    uint64_t seed;
+    const phase_spec *run[PHASE_COUNT];
+    size_t nrun;
+    int api_clients, cli_clients;
+    const char *dlock;
+    int64_t ttl_ms;
+    chaos_fencing fencing;
+    const char *sabotage;
+    int keep;
+    char bin_dir[512];
+    char client_bin[600], step_bin[600];
+    char out[800];
+} check_args;
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: chaos_check [--seconds N] [--seed S] "
+            "[--phases a,b,...|all] [--clients K] [--cli-clients C] "
+            "[--dlock PATH] [--ttl-ms T] [--fencing full|writes|off] "
+            "[--keep] [--sabotage split-key|short-ttl]\nphases:");
+    for (size_t i = 0; i < PHASE_COUNT; i++)
+        fprintf(stderr, " %s", phases[i].name);
+    fprintf(stderr, "\n");
+    exit(2);
+}
+
+static const phase_spec *find_phase(const char *name)
+{
+    for (size_t i = 0; i < PHASE_COUNT; i++) {
+        if (strcmp(phases[i].name, name) == 0)
+            return &phases[i];
+    }
+    fprintf(stderr, "chaos_check: unknown phase '%s'\n", name);
+    usage();
+    return NULL;
+}
+
+static void parse_phases(const char *list, check_args *a)
+{
+    char buf[512];
+
+    a->nrun = 0;
+    if (strcmp(list, "all") == 0) {
+        for (size_t i = 0; i < PHASE_COUNT; i++)
+            a->run[a->nrun++] = &phases[i];
+        return;
+    }
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *p = strtok(buf, ","); p != NULL; p = strtok(NULL, ",")) {
+        if (a->nrun == PHASE_COUNT)
+            usage();
+        a->run[a->nrun++] = find_phase(p);
+    }
+}
+
+/* chaos_client and chaos_step are built next to chaos_check. */
+static void find_binaries(check_args *a)
+{
+    char self[512];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    if (n <= 0) {
+        fprintf(stderr, "chaos_check: cannot find myself: %s\n",
+                strerror(errno));
+        exit(3);
+    }
+    self[n] = '\0';
+    snprintf(a->bin_dir, sizeof(a->bin_dir), "%s", dirname(self));
+    snprintf(a->client_bin, sizeof(a->client_bin), "%s/chaos_client",
+             a->bin_dir);
+    snprintf(a->step_bin, sizeof(a->step_bin), "%s/chaos_step", a->bin_dir);
+}
+
+static void parse_args(int argc, char **argv, check_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->seconds = 49;
+    a->seed = (uint64_t)chaos_now_us() ^ ((uint64_t)getpid() << 32);
+    a->api_clients = 4;
+    a->cli_clients = 2;
+    a->ttl_ms = 600;
+    for (size_t i = 0; i < SHORT_PHASES; i++)
+        a->run[a->nrun++] = &phases[i];
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (strcmp(o, "--keep") == 0) {
+            a->keep = 1;
+            continue;
+        }
+        if (v == NULL)
+            usage();
+        i++;
+        if (strcmp(o, "--seconds") == 0)
+            a->seconds = chaos_arg_int(v, 1, 86400, o);
+        else if (strcmp(o, "--seed") == 0)
+            a->seed = (uint64_t)chaos_arg_int(v, 0, INT64_MAX, o);
+        else if (strcmp(o, "--phases") == 0)
+            parse_phases(v, a);
+        else if (strcmp(o, "--clients") == 0)
+            a->api_clients = (int)chaos_arg_int(v, 0, 16, o);
+        else if (strcmp(o, "--cli-clients") == 0)
+            a->cli_clients = (int)chaos_arg_int(v, 0, 16, o);
+        else if (strcmp(o, "--dlock") == 0)
+            a->dlock = v;
+        else if (strcmp(o, "--ttl-ms") == 0)
+            a->ttl_ms = chaos_arg_int(v, 50, 60000, o);
+        else if (strcmp(o, "--fencing") == 0)
+            a->fencing = chaos_arg_fencing(v);
+        else if (strcmp(o, "--sabotage") == 0 &&
+                 (strcmp(v, "split-key") == 0 || strcmp(v, "short-ttl") == 0))
+            a->sabotage = v;
+        else
+            usage();
+    }
+    a->seed &= INT64_MAX;
+    if (a->dlock == NULL || access(a->dlock, X_OK) != 0)
+        a->cli_clients = 0;
+    if (a->api_clients + a->cli_clients < 2)
+        usage();
+    find_binaries(a);
+}
+
+/* The first CPU we may run on, for pinning. */
+static int first_cpu(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 0;
+    for (int i = 0; i < CPU_SETSIZE; i++) {
+        if (CPU_ISSET(i, &set))
+            return i;
+    }
+    return 0;
+}
+
+static void make_dir(const char *path)
+{
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "chaos_check: mkdir %s: %s\n", path, strerror(errno));
+        exit(3);
+    }
+}
+
+static void remove_tree(const char *path)
+{
+    pid_t pid;
+
+    if (strstr(path, "/var/test/") == NULL)
+        return;
+    pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", "--", path, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+}
+
+static void client_cfg(const check_args *a, const phase_spec *ph,
+                       size_t index, chaos_client_cfg *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->client_bin = a->client_bin;
+    c->step_bin = a->step_bin;
+    c->dlock_bin = a->dlock;
+    c->api_clients = a->api_clients;
+    c->cli_clients = a->cli_clients;
+    c->ttl_ms = a->ttl_ms;
+    /* Long enough to outwait a pause past the TTL, short enough to end. */
+    c->wait_ms = 5 * a->ttl_ms;
+    c->work_min_ms = a->ttl_ms * ph->work_min / 1000;
+    c->work_max_ms = a->ttl_ms * ph->work_max / 1000;
+    c->think_min_ms = a->ttl_ms * 10 / 1000;
+    c->think_max_ms = a->ttl_ms * 60 / 1000;
+    c->watchdog = ph->watchdog;
+    c->hog_cpu = first_cpu();
+    c->cpu = ph->pin ? c->hog_cpu : -1;
+    c->fencing = a->fencing;
+    c->sabotage = a->sabotage;
+    c->seed = a->seed ^ (index * 0x9e3779b97f4a7c15ull);
+}
+
+/* Injects the phase's faults until until_us, paced by the generator. */
+static int run_nemesis(chaos_nemesis *n, const phase_spec *ph,
+                       int64_t until_us)
+{
+    int injected = 0;
+
+    for (;;) {
+        int64_t gap = 1000 * chaos_rng_range(&n->rng, ph->gap_min_ms,
+                                             ph->gap_max_ms);
+
+        chaos_nemesis_reap(n);
+        if (ph->fault == NULL || chaos_now_us() + gap >= until_us)
+            break;
+        chaos_sleep_us(gap);
+        if (ph->fault(n) < 0)
+            return -1;
+        injected++;
+    }
+    chaos_sleep_until(until_us);
+    return injected;
+}
+
+/* Runs one phase and fills res; returns 0, or -1 if the harness failed. */
+static int run_phase(const check_args *a, const phase_spec *ph, size_t index,
+                     int64_t ms, chaos_phase_result *res)
+{
+    chaos_nemesis n;
+    char dir[1024];
+    int64_t start, until;
+    int rc = 0;
+
+    memset(&n, 0, sizeof(n));
+    n.events = -1;
+    snprintf(dir, sizeof(dir), "%s/%s", a->out, ph->name);
+    make_dir(dir);
+    client_cfg(a, ph, index, &n.cfg);
+    chaos_rng_seed(&n.rng, n.cfg.seed);
+    if (chaos_nemesis_setup(&n, dir, ph->name, ph->persist) != 0) {
+        chaos_nemesis_teardown(&n);
+        return -1;
+    }
+    start = chaos_now_us();
+    until = start + ms * 1000;
+    chaos_event(n.events, "phase_start %s", ph->name);
+    if (chaos_nemesis_start_clients(&n, until) != 0 ||
+        run_nemesis(&n, ph, until) < 0)
+        rc = -1;
+    chaos_event(n.events, "phase_stop %s %lld", ph->name, (long long)until);
+    chaos_nemesis_wait_clients(&n, until + 1000 * (n.cfg.wait_ms +
+                                                   n.cfg.work_max_ms +
+                                                   5000));
+    chaos_nemesis_teardown(&n);
+    snprintf(res->name, sizeof(res->name), "%s", ph->name);
+    res->client_failures = n.failures;
+    if (rc == 0 && chaos_analyze_phase(dir, res) != 0)
+        rc = -1;
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    check_args a;
+    chaos_phase_result results[PHASE_COUNT];
+    int64_t per_phase_ms;
+    int all_ok = 1;
+
+    parse_args(argc, argv, &a);
+    per_phase_ms = a.seconds * 1000 / (int64_t)a.nrun;
+    snprintf(a.out, sizeof(a.out), "%s/var/test/chaos-%ld",
+             testkit_source_dir(), (long)getpid());
+    make_dir(a.out);
+    printf("chaos: seed %llu, %zu phases x %.1f s, %d C API + %d dlock run "
+           "clients%s, TTL %lld ms, fencing %s%s%s\n",
+           (unsigned long long)a.seed, a.nrun, (double)per_phase_ms / 1000,
+           a.api_clients, a.cli_clients,
+           a.cli_clients == 0 ? " (no dlock binary: --dlock PATH)" : "",
+           (long long)a.ttl_ms,
+           a.fencing == CHAOS_FENCE_FULL ? "full"
+           : a.fencing == CHAOS_FENCE_WRITES ? "writes only" : "off",
+           a.sabotage ? ", SABOTAGE " : "", a.sabotage ? a.sabotage : "");
+    fflush(stdout);
+    memset(results, 0, sizeof(results));
+    for (size_t i = 0; i < a.nrun; i++) {
+        if (run_phase(&a, a.run[i], i, per_phase_ms, &results[i]) != 0) {
+            fprintf(stderr, "chaos: phase %s could not run; logs in %s\n",
+                    a.run[i]->name, a.out);
+            return 3;
+        }
+        all_ok &= chaos_phase_ok(&results[i]);
+    }
+    chaos_print_header();
+    for (size_t i = 0; i < a.nrun; i++)
+        chaos_print_row(&results[i]);
+    chaos_print_notes(results, a.nrun);
+    if (!all_ok || a.keep)
+        printf("chaos: logs kept in %s\n", a.out);
+    else
+        remove_tree(a.out);
+    printf("chaos: %s (seed %llu; rerun with --seed %llu)\n",
+           all_ok ? "every phase within bounds" : "BOUNDS FAILED",
+           (unsigned long long)a.seed, (unsigned long long)a.seed);
+    return all_ok ? 0 : 1;
+}
