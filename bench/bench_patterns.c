@@ -1,0 +1,633 @@
+/*
+ * bench_patterns.c: what one decision of each libdlock pattern costs, as a
+ * ratio against the raw EVALSHA round trip of the same server.
+ *
+ * Every pattern decides each step in one Lua script, so its floor is one
+ * EVALSHA round trip: the client formats the call, the server runs a
+ * script, the reply comes back.  The run measures that floor first, with
+ * redis-benchmark sending EVALSHA of a trivial loaded script ("return 1",
+ * no keys) from one connection, then times each pattern's decisions from
+ * one thread on one dlock_client, sequentially, against the same server:
+ *
+ *   idem.begin_first     a fresh key: claim it (FIRST)
+ *   idem.begin_done      a completed key: replay its stored result
+ *   idem.complete        store the result of a FIRST claim
+ *   once.begin_done      a flight with a stored value: read it
+ *   semaphore.acquire    take a permit (then released, untimed)
+ *   semaphore.release    give it back (publishes a wake-up)
+ *   ratelimit.take       a GCRA decision (a limiter that always allows)
+ *   leader.renew         the leader renews its lease
+ *   leader.campaign_busy a standby asks and is told another leads
+ *   leader.tick          the leader asks whether this tick is to run
+ *   rwlock.read          take a read lock (released untimed)
+ *   rwlock.write         take the write lock (released untimed)
+ *   rwlock.release       release the write lock (wakes waiters)
+ *
+ * Before each step the floor is measured again (redis-benchmark, 2 x N
+ * calls), so that a figure and its limit see about the same load on a
+ * shared machine; the run line gives the kernel's CPU pressure at the start
+ * and the end, and ratios from a run with high pressure are noisy.
+ *
+ * For each: p50 latency in microseconds (limit: redis-benchmark's p50, so
+ * ratio >= 1, lower is better) and decisions per second on one connection
+ * (1 / mean latency; limit: redis-benchmark's requests/s at -c 1, ratio
+ * <= 1, higher is better), with this process's and the server's CPU and
+ * libdlock's round trips per decision.  The gap over the floor is what the
+ * script does (TIME, a few reads and writes, PUBLISH) plus libdlock's
+ * client path (argument formatting, the pool, the breaker).
+ *
+ * By default a private redis-server is started (bench_redis.h) so that the
+ * figures measure neither the tests running on the stack's Redis nor
+ * disturb them; --url uses a running one instead.  Keys are
+ * "bench:<pid>:...".  Output: JSON lines on stdout ("run", "limit",
+ * "figure", "summary"), progress and a table on stderr.  A benchmark never
+ * fails on a slow machine: the exit status is 0 whenever every figure was
+ * measured.
+ *
+ *   bench_patterns [--url URL] [--ops N] [--redis-server BIN]
+ *                  [--redis-benchmark BIN] [--workdir DIR]
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "bench_redis.h"
+#include "bench_stats.h"
+#include "dlock/patterns.h"
+
+typedef struct opts {
+    const char *url;
+    const char *server_bin;
+    const char *rb_bin;
+    const char *workdir;
+    long ops;
+} opts;
+
+typedef struct bench_ctx {
+    opts o;
+    bench_server server;
+    bench_target target;
+    dlock_client *client;
+    char prefix[64];
+    char err[512];
+    bench_cmd floor_cmd;
+    bench_rb_result floor;
+    bench_table table;
+    /* What the steps act on. */
+    char key[256];
+    dlock_idem *idem;
+    dlock_once *once;
+    dlock_semaphore *sem;
+    dlock_permit *permit;
+    dlock_ratelimit *rl;
+    dlock_leader *leader;
+    dlock_leader *standby;
+    dlock_rwlock *rw;
+} bench_ctx;
+
+static void progress(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static void progress(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    fputs("bench_patterns: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- the floor: redis-benchmark EVALSHA of a trivial script ----------- */
+
+static redisContext *connect_target(const bench_target *t)
+{
+    struct timeval tv = {2, 0};
+
+    return t->unix_path[0] != '\0'
+               ? redisConnectUnixWithTimeout(t->unix_path, tv)
+               : redisConnectWithTimeout(t->host, t->port, tv);
+}
+
+/* Loads "return 1" and writes its SHA into sha; 0 or -1. */
+static int load_trivial_script(bench_ctx *x, char sha[41])
+{
+    redisContext *rc = connect_target(&x->target);
+    redisReply *r = NULL;
+    int ok = 0;
+
+    if (rc != NULL && rc->err == 0 && x->target.db != 0)
+        freeReplyObject(redisCommand(rc, "SELECT %d", x->target.db));
+    if (rc != NULL && rc->err == 0)
+        r = redisCommand(rc, "SCRIPT LOAD %s", "return 1");
+    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40) {
+        memcpy(sha, r->str, 41);
+        ok = 1;
+    } else {
+        snprintf(x->err, sizeof(x->err), "SCRIPT LOAD on %.300s failed",
+                 x->target.url);
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    redisFree(rc);
+    return ok ? 0 : -1;
+}
+
+/* Makes the command redis-benchmark replays: EVALSHA <sha> 0. */
+static int prepare_floor(bench_ctx *x)
+{
+    char sha[41];
+
+    memset(&x->floor_cmd, 0, sizeof(x->floor_cmd));
+    if (load_trivial_script(x, sha) != 0)
+        return -1;
+    x->floor_cmd.argc = 3;
+    x->floor_cmd.argv[0] = strdup("EVALSHA");
+    x->floor_cmd.argv[1] = strdup(sha);
+    x->floor_cmd.argv[2] = strdup("0");
+    return 0;
+}
+
+/* Measures the floor right before the pattern step `before`, so that load
+ * from other work on the shared machine hits both about equally. */
+static int measure_floor(bench_ctx *x, const char *before)
+{
+    if (bench_rb_run(x->o.rb_bin, &x->target, x->server.pid, 1,
+                     x->o.ops * 2, &x->floor_cmd, 120000, &x->floor, x->err,
+                     sizeof(x->err)) != 0)
+        return -1;
+    printf("{\"kind\":\"limit\",\"op\":\"evalsha_return_1\",\"for\":");
+    bench_json_string(stdout, before);
+    printf(",\"tool\":\"redis-benchmark\",\"clients\":1,\"requests\":%ld,"
+           "\"rps\":", x->floor.requests);
+    bench_json_number(stdout, x->floor.rps);
+    printf(",\"p50_us\":");
+    bench_json_number(stdout, x->floor.p50_us);
+    printf(",\"p99_us\":");
+    bench_json_number(stdout, x->floor.p99_us);
+    printf("}\n");
+    progress("%-22s floor: EVALSHA \"return 1\" p50 %5.1f us %8.0f/s",
+             before, x->floor.p50_us, x->floor.rps);
+    return 0;
+}
+
+/* ---- timing one kind of decision -------------------------------------- */
+
+typedef dlock_err (*step_fn)(bench_ctx *x, long i);
+
+typedef struct op {
+    const char *name;
+    step_fn before;   /* untimed, may be NULL */
+    step_fn step;     /* the timed decision */
+    step_fn after;    /* untimed, may be NULL */
+} op;
+
+/* CPU is read around the whole loop, so it includes the untimed before
+ * and after steps (reported as untimed_steps_per_op); round trips are
+ * counted around the timed step alone. */
+typedef struct cost {
+    int64_t cpu_us;
+    int64_t server_cpu_us;
+    uint64_t commands;
+} cost;
+
+static uint64_t commands_now(const bench_ctx *x)
+{
+    dlock_client_stats st;
+
+    dlock_client_stats_get(x->client, &st);
+    return st.commands;
+}
+
+static void cost_now(const bench_ctx *x, cost *c)
+{
+    c->cpu_us = bench_cpu_self_us();
+    c->server_cpu_us = x->server.pid > 0 ? bench_cpu_pid_us(x->server.pid)
+                                         : -1;
+    c->commands = commands_now(x);
+}
+
+static void report(bench_ctx *x, const op *o, bench_samples *s,
+                   const cost *c0, const cost *c1, uint64_t step_commands,
+                   long errors)
+{
+    char name[96];
+    bench_figure f;
+    double n = (double)s->n;
+    double mean = bench_samples_mean_us(s);
+
+    snprintf(name, sizeof(name), "%s.p50", o->name);
+    bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
+    f.value = bench_samples_quantile_us(s, 0.5);
+    f.limit = x->floor.p50_us;
+    f.limit_from = "redis-benchmark -c 1: p50 of EVALSHA \"return 1\"";
+    f.n = (long long)s->n;
+    f.errors = errors;
+    f.client_cpu_us_per_op = (double)(c1->cpu_us - c0->cpu_us) / n;
+    if (c0->server_cpu_us >= 0 && c1->server_cpu_us >= 0)
+        f.server_cpu_us_per_op =
+            (double)(c1->server_cpu_us - c0->server_cpu_us) / n;
+    f.round_trips_per_op = (double)step_commands / n;
+    f.extra_key[0] = "p99_us";
+    f.extra_value[0] = bench_samples_quantile_us(s, 0.99);
+    f.extra_key[1] = "untimed_steps_per_op";
+    f.extra_value[1] = (o->before != NULL) + (o->after != NULL);
+    bench_table_add(&x->table, stdout, &f);
+
+    snprintf(name, sizeof(name), "%s.rate", o->name);
+    bench_figure_init(&f, name, "decisions/s", BENCH_HIGHER_IS_BETTER);
+    f.value = mean > 0 ? 1e6 / mean : NAN;
+    f.limit = x->floor.rps;
+    f.limit_from = "redis-benchmark -c 1: requests/s of EVALSHA "
+                   "\"return 1\"";
+    f.n = (long long)s->n;
+    f.errors = errors;
+    bench_table_add(&x->table, stdout, &f);
+}
+
+/* Runs o->step ops times (after a tenth as warm-up), timing each call. */
+static int measure(bench_ctx *x, const op *o)
+{
+    bench_samples s;
+    cost c0 = {0, -1, 0}, c1;
+    uint64_t step_commands = 0;
+    long errors = 0, warmup = x->o.ops / 10;
+
+    if (bench_samples_init(&s, (size_t)x->o.ops) != 0) {
+        snprintf(x->err, sizeof(x->err), "out of memory");
+        return -1;
+    }
+    for (long i = -warmup; i < x->o.ops; i++) {
+        int64_t t0, t1;
+        uint64_t k0, k1;
+        dlock_err err;
+
+        if (i == 0)
+            cost_now(x, &c0);
+        if (o->before != NULL && o->before(x, i) != DLOCK_OK)
+            errors++;
+        k0 = commands_now(x);
+        t0 = bench_clock_ns();
+        err = o->step(x, i);
+        t1 = bench_clock_ns();
+        k1 = commands_now(x);
+        if (err != DLOCK_OK && err != DLOCK_BUSY) {
+            if (errors++ == 0)
+                progress("%s: %s", o->name, dlock_client_errmsg(x->client));
+        }
+        if (i >= 0) {
+            bench_samples_add(&s, t1 - t0);
+            step_commands += k1 - k0;
+        }
+        if (o->after != NULL && o->after(x, i) != DLOCK_OK)
+            errors++;
+    }
+    cost_now(x, &c1);
+    bench_samples_sort(&s);
+    report(x, o, &s, &c0, &c1, step_commands, errors);
+    progress("%-22s p50 %7.1f us  %8.0f/s", o->name,
+             bench_samples_quantile_us(&s, 0.5),
+             1e6 / bench_samples_mean_us(&s));
+    bench_samples_free(&s);
+    return errors > x->o.ops / 100 ? -1 : 0;
+}
+
+/* ---- the steps ---------------------------------------------------------- */
+
+static const char *indexed_key(bench_ctx *x, const char *what, long i)
+{
+    snprintf(x->key, sizeof(x->key), "%s:%s:%ld", x->prefix, what, i);
+    return x->key;
+}
+
+static dlock_err idem_first(bench_ctx *x, long i)
+{
+    return dlock_idem_begin(x->client, indexed_key(x, "idem", i), 10000,
+                            &x->idem);
+}
+
+static dlock_err idem_abort_free(bench_ctx *x, long i)
+{
+    dlock_err err = dlock_idem_abort(x->idem);
+
+    (void)i;
+    dlock_idem_free(x->idem);
+    x->idem = NULL;
+    return err;
+}
+
+static dlock_err idem_first_done_key(bench_ctx *x, long i)
+{
+    return dlock_idem_begin(x->client, indexed_key(x, "idem-x", i), 10000,
+                            &x->idem);
+}
+
+static dlock_err idem_complete(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_idem_complete(x->idem, "receipt-0123456789", 18, 60000);
+}
+
+static dlock_err idem_free_step(bench_ctx *x, long i)
+{
+    (void)i;
+    dlock_idem_free(x->idem);
+    x->idem = NULL;
+    return DLOCK_OK;
+}
+
+static dlock_err idem_replay(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_idem_begin(x->client, indexed_key(x, "idem-c", 0), 10000,
+                            &x->idem);
+}
+
+static dlock_err once_read(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_once_begin(x->client, indexed_key(x, "once", 0), NULL,
+                            &x->once);
+}
+
+static dlock_err once_free_step(bench_ctx *x, long i)
+{
+    (void)i;
+    dlock_once_free(x->once);
+    x->once = NULL;
+    return DLOCK_OK;
+}
+
+static dlock_err sem_acquire(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_semaphore_acquire(x->sem, 10000, 0, &x->permit);
+}
+
+static dlock_err sem_release(bench_ctx *x, long i)
+{
+    dlock_err err = dlock_semaphore_release(x->permit);
+
+    (void)i;
+    x->permit = NULL;
+    return err;
+}
+
+static dlock_err rl_take(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_ratelimit_take(x->rl, 1, NULL);
+}
+
+static dlock_err leader_renew(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_leader_renew(x->leader);
+}
+
+static dlock_err standby_campaign(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_leader_campaign(x->standby, 0);
+}
+
+static dlock_err leader_tick(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_leader_tick(x->leader, 3600000, NULL);
+}
+
+static dlock_err rw_read(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_rwlock_acquire(x->client, indexed_key(x, "rw", 0),
+                                DLOCK_RWLOCK_READ, 10000, 0, &x->rw);
+}
+
+static dlock_err rw_write(bench_ctx *x, long i)
+{
+    (void)i;
+    return dlock_rwlock_acquire(x->client, indexed_key(x, "rw", 0),
+                                DLOCK_RWLOCK_WRITE, 10000, 0, &x->rw);
+}
+
+static dlock_err rw_release(bench_ctx *x, long i)
+{
+    dlock_err err = dlock_rwlock_release(x->rw);
+
+    (void)i;
+    x->rw = NULL;
+    return err;
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
+/* Makes the objects the steps act on. */
+static int prepare(bench_ctx *x)
+{
+    dlock_leader_opts lo;
+    dlock_idem *done;
+    dlock_once *flight;
+    dlock_once_opts oo;
+    int ok;
+
+    dlock_leader_opts_init(&lo);
+    lo.ttl_ms = 60000;
+    dlock_once_opts_init(&oo);
+    oo.keep_ms = 600000;
+    ok = dlock_semaphore_new(x->client, indexed_key(x, "sem", 0), 4,
+                             &x->sem) == DLOCK_OK &&
+         dlock_ratelimit_new(x->client, indexed_key(x, "rl", 0), 1000000,
+                             1000, 1000000, &x->rl) == DLOCK_OK &&
+         dlock_leader_new(x->client, indexed_key(x, "leader", 0), &lo,
+                          &x->leader) == DLOCK_OK &&
+         dlock_leader_new(x->client, x->key, &lo, &x->standby) == DLOCK_OK &&
+         dlock_leader_campaign(x->leader, 0) == DLOCK_OK &&
+         dlock_idem_begin(x->client, indexed_key(x, "idem-c", 0), 10000,
+                          &done) == DLOCK_OK;
+    if (ok) {
+        ok = dlock_idem_complete(done, "receipt-0123456789", 18, 600000) ==
+             DLOCK_OK;
+        dlock_idem_free(done);
+    }
+    if (ok && dlock_once_begin(x->client, indexed_key(x, "once", 0), &oo,
+                               &flight) == DLOCK_OK) {
+        ok = dlock_once_complete(flight, "config v2", 9) == DLOCK_OK;
+        dlock_once_free(flight);
+    }
+    if (!ok)
+        snprintf(x->err, sizeof(x->err), "preparing: %s",
+                 dlock_client_errmsg(x->client));
+    return ok ? 0 : -1;
+}
+
+static void release_objects(bench_ctx *x)
+{
+    if (x->leader != NULL)
+        dlock_leader_resign(x->leader);
+    dlock_leader_free(x->leader);
+    dlock_leader_free(x->standby);
+    dlock_semaphore_free(x->sem);
+    dlock_ratelimit_free(x->rl);
+}
+
+static int run_ops(bench_ctx *x)
+{
+    static const op ops[] = {
+        {"idem.begin_first", NULL, idem_first, idem_abort_free},
+        {"idem.begin_done", NULL, idem_replay, idem_free_step},
+        {"idem.complete", idem_first_done_key, idem_complete,
+         idem_free_step},
+        {"once.begin_done", NULL, once_read, once_free_step},
+        {"semaphore.acquire", NULL, sem_acquire, sem_release},
+        {"semaphore.release", sem_acquire, sem_release, NULL},
+        {"ratelimit.take", NULL, rl_take, NULL},
+        {"leader.renew", NULL, leader_renew, NULL},
+        {"leader.campaign_busy", NULL, standby_campaign, NULL},
+        {"leader.tick", NULL, leader_tick, NULL},
+        {"rwlock.read", NULL, rw_read, rw_release},
+        {"rwlock.write", NULL, rw_write, rw_release},
+        {"rwlock.release", rw_write, rw_release, NULL},
+    };
+
+    for (size_t i = 0; i < sizeof(ops) / sizeof(*ops); i++)
+        if (measure_floor(x, ops[i].name) != 0 || measure(x, &ops[i]) != 0)
+            return -1;
+    return 0;
+}
+
+static int setup(bench_ctx *x)
+{
+    char errbuf[DLOCK_ERRMSG_MAX] = "";
+
+    if (x->o.url != NULL) {
+        if (bench_target_parse(x->o.url, &x->target, x->err,
+                               sizeof(x->err)) != 0)
+            return -1;
+    } else {
+        /* Forked before any thread exists (bench_redis.h). */
+        if (bench_server_start(&x->server, x->o.server_bin, x->o.workdir,
+                               x->err, sizeof(x->err)) != 0)
+            return -1;
+        x->target = x->server.target;
+        progress("private redis-server pid %d on %s", (int)x->server.pid,
+                 x->target.url);
+    }
+    if (dlock_client_new(x->target.url, NULL, &x->client, errbuf,
+                         sizeof(errbuf)) != DLOCK_OK) {
+        snprintf(x->err, sizeof(x->err), "client: %s", errbuf);
+        return -1;
+    }
+    return 0;
+}
+
+/* The kernel's CPU pressure "some avg10" (the share of the last 10 s in
+ * which some task waited for a CPU), or NAN: how contended the run was. */
+static double cpu_pressure(void)
+{
+    FILE *f = fopen("/proc/pressure/cpu", "r");
+    double avg10 = NAN;
+
+    if (f != NULL) {
+        if (fscanf(f, "some avg10=%lf", &avg10) != 1)
+            avg10 = NAN;
+        fclose(f);
+    }
+    return avg10;
+}
+
+static void print_run(const bench_ctx *x, const char *when)
+{
+    char version[64];
+
+    bench_server_version(&x->target, version, sizeof(version));
+    printf("{\"kind\":\"run\",\"bench\":\"patterns\",\"when\":\"%s\","
+           "\"cpu_pressure_avg10\":", when);
+    bench_json_number(stdout, cpu_pressure());
+    printf(",\"server\":");
+    bench_json_string(stdout, x->target.url);
+    printf(",\"redis_version\":");
+    bench_json_string(stdout, version);
+    printf(",\"private_server\":%s,\"ops\":%ld,\"libdlock\":",
+           x->server.pid > 0 ? "true" : "false", x->o.ops);
+    bench_json_string(stdout, dlock_version());
+    printf("}\n");
+}
+
+static void usage(FILE *out)
+{
+    fputs("usage: bench_patterns [options]\n"
+          "  --url URL              use this server instead of a private one\n"
+          "  --ops N                decisions timed per pattern step (5000)\n"
+          "  --redis-server BIN     (redis-server)\n"
+          "  --redis-benchmark BIN  (redis-benchmark)\n"
+          "  --workdir DIR          folder for the private server "
+          "(var/bench)\n", out);
+}
+
+static void parse_args(int argc, char **argv, opts *o)
+{
+    static const struct option longopts[] = {
+        {"url", required_argument, NULL, 'u'},
+        {"ops", required_argument, NULL, 'n'},
+        {"redis-server", required_argument, NULL, 'S'},
+        {"redis-benchmark", required_argument, NULL, 'B'},
+        {"workdir", required_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+
+    *o = (opts){NULL, "redis-server", "redis-benchmark", "var/bench", 5000};
+    for (;;) {
+        ch = getopt_long(argc, argv, "h", longopts, NULL);
+        if (ch == -1)
+            break;
+        switch (ch) {
+        case 'u': o->url = optarg; break;
+        case 'n': o->ops = strtol(optarg, NULL, 10); break;
+        case 'S': o->server_bin = optarg; break;
+        case 'B': o->rb_bin = optarg; break;
+        case 'w': o->workdir = optarg; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); exit(2);
+        }
+    }
+    if (o->ops < 100)
+        o->ops = 100;
+}
+
+int main(int argc, char **argv)
+{
+    static bench_ctx x;
+    int rc = 1;
+
+    parse_args(argc, argv, &x.o);
+    snprintf(x.prefix, sizeof(x.prefix), "bench:%d", (int)getpid());
+    if (setup(&x) == 0) {
+        print_run(&x, "start");
+        if (prepare_floor(&x) == 0 && prepare(&x) == 0)
+            rc = run_ops(&x);
+        release_objects(&x);
+        print_run(&x, "end");
+    }
+    if (rc != 0)
+        fprintf(stderr, "bench_patterns: %s\n", x.err);
+    if (x.table.n > 0) {
+        fputc('\n', stderr);
+        bench_table_print(&x.table, stderr);
+    }
+    printf("{\"kind\":\"summary\",\"figures\":%d,\"complete\":%s}\n",
+           x.table.n, rc == 0 ? "true" : "false");
+    dlock_client_free(x.client);
+    bench_cmd_free(&x.floor_cmd);
+    bench_server_stop(&x.server);
+    return rc;
+}

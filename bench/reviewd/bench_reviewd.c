@@ -1,0 +1,661 @@
+/*
+ * bench_reviewd.c: reviewd's throughput and latency against the limit of
+ * its own SQL, and its memory with 1,000 idle keep-alive connections.
+ *
+ * At concurrency C (default 16) on loopback, each for D seconds (default
+ * 10), against a running reviewd:
+ *
+ *   get     GET /v1/documents/{id} on keep-alive connections, random ids
+ *           among seeded documents;
+ *   cycle   create -> submit -> approve, each cycle a new document;
+ *
+ * and, right after each, the limit: pgbench with C clients running the
+ * SQL the handlers run, taken from reviewd's own statement table
+ * (rv_queries_stmts, so the text cannot drift), prepared (-M prepared, as
+ * reviewd prepares them), in the same transactions:
+ *
+ *   get     doc_get
+ *   cycle   BEGIN doc_insert content_put COMMIT;
+ *           BEGIN doc_lock review_insert doc_set_status COMMIT;
+ *           BEGIN review_lock doc_lock review_decide doc_set_status COMMIT
+ *
+ * The Redis locks, JWT checks, HTTP and JSON are what reviewd adds on top
+ * of that limit.  Figures (JSON lines on stdout, a table on stderr):
+ * get.rps and cycle.rps against their pgbench limits (targets: ratio >= 0.5
+ * and >= 0.4), p50/p99 per request with the 20 ms p99 target, and
+ * rss.idle_keepalive (reviewd's VmRSS while C + 1,000 idle keep-alive
+ * connections are open; target under 64 MB).  A benchmark never fails on
+ * a slow machine: the exit status is 0 when every figure was measured.
+ *
+ *   bench_reviewd --port P --pid PID --secret S --pg CONNINFO
+ *                 [--duration S] [--concurrency N] [--idle N]
+ *                 [--workdir DIR] [--pgbench BIN]
+ *
+ * bench/reviewd/run_bench_reviewd.sh starts what this needs.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_stats.h"
+#include "rv_auth.h"
+#include "rv_queries.h"
+
+#define SEED_DOCS 200
+#define SAMPLES_PER_THREAD 400000
+
+typedef struct options {
+    int port;
+    int pid;
+    const char *secret;
+    const char *pg;
+    int duration_s;
+    int concurrency;
+    int idle;
+    const char *workdir;
+    const char *pgbench;
+} options;
+
+static options opt = {0, 0, NULL, NULL, 10, 16, 1000, "var/bench",
+                      "pgbench"};
+static char *author_token, *reviewer_token;
+static long long seed_lo, seed_hi;
+
+/* ---- a keep-alive HTTP/1.1 client ---------------------------------------- */
+
+typedef struct hconn {
+    int fd;
+    char buf[65536];
+    size_t len;
+} hconn;
+
+static int hc_connect(hconn *h)
+{
+    struct sockaddr_in a;
+    const int one = 1;
+
+    h->len = 0;
+    h->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (h->fd < 0) {
+        return -1;
+    }
+    setsockopt(h->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)opt.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(h->fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(h->fd);
+        h->fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+static void hc_close(hconn *h)
+{
+    if (h->fd >= 0) {
+        close(h->fd);
+    }
+    h->fd = -1;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads one response; its body (NUL-terminated) stays in h->buf. */
+static int hc_read(hconn *h, const char **body)
+{
+    char *end;
+    long clen;
+
+    h->len = 0;
+    for (;;) {
+        ssize_t got;
+
+        h->buf[h->len] = '\0';
+        end = strstr(h->buf, "\r\n\r\n");
+        if (end != NULL) {
+            const char *cl = strcasestr(h->buf, "\r\nContent-Length:");
+
+            clen = cl != NULL && cl < end ? atol(cl + 17) : 0;
+            if ((size_t)(end + 4 - h->buf) + (size_t)clen <= h->len) {
+                *body = end + 4;
+                return atoi(h->buf + 9);
+            }
+        }
+        if (h->len + 1 >= sizeof(h->buf)) {
+            return -1;
+        }
+        got = recv(h->fd, h->buf + h->len, sizeof(h->buf) - h->len - 1, 0);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            return -1;
+        }
+        h->len += (size_t)got;
+    }
+}
+
+/* One request on the connection (reconnecting once if it was closed).
+ * Returns the status, or -1. */
+static int hc_request(hconn *h, const char *method, const char *path,
+                      const char *token, const char *body,
+                      const char **resp_body)
+{
+    char req[8192];
+    int n, attempt, status = -1;
+
+    n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: bench\r\n"
+                 "Authorization: Bearer %s\r\n%sContent-Length: %zu\r\n"
+                 "\r\n%s", method, path, token,
+                 body != NULL ? "Content-Type: application/json\r\n" : "",
+                 body != NULL ? strlen(body) : 0, body != NULL ? body : "");
+    for (attempt = 0; attempt < 2 && status < 0; attempt++) {
+        if (h->fd < 0 && hc_connect(h) != 0) {
+            return -1;
+        }
+        if (send_all(h->fd, req, (size_t)n) == 0) {
+            status = hc_read(h, resp_body);
+        }
+        if (status < 0) {
+            hc_close(h);
+        }
+    }
+    return status;
+}
+
+/* The value of the first "key":"value" after after (or the start). */
+static int json_id(const char *body, const char *key, char *out)
+{
+    const char *p = strstr(body, key);
+
+    if (p == NULL) {
+        return -1;
+    }
+    p += strlen(key);
+    snprintf(out, 24, "%.*s", (int)strspn(p, "0123456789"), p);
+    return out[0] != '\0' ? 0 : -1;
+}
+
+/* ---- the HTTP phases ----------------------------------------------------- */
+
+typedef struct phase {
+    int cycle;              /* 0: get, 1: create->submit->approve */
+    int64_t deadline_ns;
+    atomic_llong ops;
+    atomic_llong errors;
+} phase;
+
+typedef struct worker {
+    phase *ph;
+    unsigned seed;
+    bench_samples req;      /* per request */
+    bench_samples cyc;      /* per cycle */
+} worker;
+
+static int64_t timed(hconn *h, bench_samples *s, const char *method,
+                     const char *path, const char *token, const char *body,
+                     int want, const char **resp)
+{
+    const int64_t t0 = bench_clock_ns();
+    const int status = hc_request(h, method, path, token, body, resp);
+
+    bench_samples_add(s, bench_clock_ns() - t0);
+    return status == want ? 0 : -1;
+}
+
+static int one_get(worker *w, hconn *h)
+{
+    char path[64];
+    const char *resp;
+    const long long id = seed_lo + rand_r(&w->seed) % (seed_hi - seed_lo + 1);
+
+    snprintf(path, sizeof(path), "/v1/documents/%lld", id);
+    return timed(h, &w->req, "GET", path, author_token, NULL, 200, &resp);
+}
+
+static int one_cycle(worker *w, hconn *h)
+{
+    char path[96], doc[24], rev[24];
+    const char *resp = NULL;
+    const int64_t t0 = bench_clock_ns();
+
+    if (timed(h, &w->req, "POST", "/v1/documents", author_token,
+              "{\"title\":\"bench\",\"content\":\"A document to review.\"}",
+              201, &resp) != 0
+        || json_id(resp, "\"id\":\"", doc) != 0) {
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
+    if (timed(h, &w->req, "POST", path, author_token, NULL, 201, &resp) != 0
+        || json_id(resp, "\"review\":{\"id\":\"", rev) != 0) {
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rev);
+    if (timed(h, &w->req, "POST", path, reviewer_token,
+              "{\"comment\":\"ok\"}", 200, &resp) != 0) {
+        return -1;
+    }
+    bench_samples_add(&w->cyc, bench_clock_ns() - t0);
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    hconn *h = calloc(1, sizeof(*h));
+
+    if (h == NULL) {
+        return NULL;
+    }
+    h->fd = -1;
+    while (bench_clock_ns() < w->ph->deadline_ns) {
+        const int rc = w->ph->cycle ? one_cycle(w, h) : one_get(w, h);
+
+        atomic_fetch_add(rc == 0 ? &w->ph->ops : &w->ph->errors, 1);
+    }
+    hc_close(h);
+    free(h);
+    return NULL;
+}
+
+typedef struct result {
+    double rate;            /* operations (requests or cycles) per second */
+    long long ops;
+    long long errors;
+    bench_samples req;
+    bench_samples cyc;
+    double cpu_us_per_op;   /* reviewd's CPU per operation */
+} result;
+
+static int run_phase(int cycle, result *r)
+{
+    worker *w = calloc((size_t)opt.concurrency, sizeof(*w));
+    pthread_t *t = calloc((size_t)opt.concurrency, sizeof(*t));
+    phase ph;
+    int64_t start, cpu0;
+    int i;
+
+    memset(r, 0, sizeof(*r));
+    if (w == NULL || t == NULL
+        || bench_samples_init(&r->req, 4 * SAMPLES_PER_THREAD) != 0
+        || bench_samples_init(&r->cyc, SAMPLES_PER_THREAD) != 0) {
+        free(w);
+        free(t);
+        return -1;
+    }
+    memset(&ph, 0, sizeof(ph));
+    ph.cycle = cycle;
+    cpu0 = bench_cpu_pid_us(opt.pid);
+    start = bench_clock_ns();
+    ph.deadline_ns = start + (int64_t)opt.duration_s * 1000000000LL;
+    for (i = 0; i < opt.concurrency; i++) {
+        w[i].ph = &ph;
+        w[i].seed = (unsigned)(i * 7919 + 1);
+        bench_samples_init(&w[i].req, SAMPLES_PER_THREAD);
+        bench_samples_init(&w[i].cyc, SAMPLES_PER_THREAD / 3);
+        pthread_create(&t[i], NULL, worker_main, &w[i]);
+    }
+    for (i = 0; i < opt.concurrency; i++) {
+        pthread_join(t[i], NULL);
+        bench_samples_merge(&r->req, &w[i].req);
+        bench_samples_merge(&r->cyc, &w[i].cyc);
+        bench_samples_free(&w[i].req);
+        bench_samples_free(&w[i].cyc);
+    }
+    r->ops = atomic_load(&ph.ops);
+    r->errors = atomic_load(&ph.errors);
+    r->rate = (double)r->ops / ((double)(bench_clock_ns() - start) / 1e9);
+    r->cpu_us_per_op = r->ops > 0 ? (double)(bench_cpu_pid_us(opt.pid) - cpu0)
+                                        / (double)r->ops
+                                  : NAN;
+    bench_samples_sort(&r->req);
+    bench_samples_sort(&r->cyc);
+    free(w);
+    free(t);
+    return 0;
+}
+
+/* ---- pgbench, the limit -------------------------------------------------- */
+
+/* Writes statement s with $n replaced by the pgbench variables vars[n-1]
+ * (":name" or a quoted literal), then " \gset prefix" when asked. */
+static void write_stmt(FILE *f, int s, const char *const *vars,
+                       const char *gset)
+{
+    const char *p = rv_queries_stmts[s].sql;
+
+    while (*p != '\0') {
+        if (*p == '$' && p[1] >= '1' && p[1] <= '9') {
+            fputs(vars[p[1] - '1'], f);
+            p += 2;
+        } else {
+            fputc(*p++, f);
+        }
+    }
+    if (gset != NULL) {
+        fprintf(f, " \\gset %s\n", gset);
+    } else {
+        fputs(";\n", f);
+    }
+}
+
+static int write_scripts(char *get_path, char *cycle_path, size_t len)
+{
+    const char *get_vars[] = {":id"};
+    const char *ins[] = {":title", ":author", ":content"};
+    const char *put[] = {":d_id", ":content"};
+    const char *doc[] = {":d_id"};
+    const char *rins[] = {":d_id", ":version", ":author"};
+    const char *pend[] = {":d_id", ":st_pending", ":r_id"};
+    const char *rev[] = {":r_id"};
+    const char *dec[] = {":r_id", ":st_approved", ":reviewer", ":comment",
+                         ":fence"};
+    const char *appr[] = {":d_id", ":st_approved", ":r_id"};
+    FILE *g, *c;
+
+    snprintf(get_path, len, "%s/pgbench_get.sql", opt.workdir);
+    snprintf(cycle_path, len, "%s/pgbench_cycle.sql", opt.workdir);
+    g = fopen(get_path, "w");
+    c = fopen(cycle_path, "w");
+    if (g == NULL || c == NULL) {
+        if (g != NULL) {
+            fclose(g);
+        }
+        if (c != NULL) {
+            fclose(c);
+        }
+        return -1;
+    }
+    fputs("\\set id random(:lo, :hi)\n", g);
+    write_stmt(g, RV_Q_DOC_GET, get_vars, NULL);
+    fputs("BEGIN;\n", c);
+    write_stmt(c, RV_Q_DOC_INSERT, ins, "d_");
+    write_stmt(c, RV_Q_CONTENT_PUT, put, NULL);
+    fputs("COMMIT;\nBEGIN;\n", c);
+    write_stmt(c, RV_Q_DOC_LOCK, doc, NULL);
+    write_stmt(c, RV_Q_REVIEW_INSERT, rins, "r_");
+    write_stmt(c, RV_Q_DOC_SET_STATUS, pend, NULL);
+    fputs("COMMIT;\nBEGIN;\n", c);
+    write_stmt(c, RV_Q_REVIEW_LOCK, rev, NULL);
+    write_stmt(c, RV_Q_DOC_LOCK, doc, NULL);
+    write_stmt(c, RV_Q_REVIEW_DECIDE, dec, NULL);
+    write_stmt(c, RV_Q_DOC_SET_STATUS, appr, NULL);
+    fputs("COMMIT;\n", c);
+    fclose(g);
+    fclose(c);
+    return 0;
+}
+
+/* Runs pgbench on script; returns its tps (NAN on failure). */
+static double pgbench_tps(const char *script, double *lat_ms)
+{
+    char cmd[4096], line[512];
+    double tps = NAN;
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd), "'%s' -n -M prepared -c %d -j 2 -T %d "
+             "-f '%s' -D lo=%lld -D hi=%lld -D title=bench -D author=alice "
+             "-D 'content=A document to review.' -D version=1 "
+             "-D reviewer=bob -D comment=ok -D st_pending=pending_review "
+             "-D st_approved=approved -D fence=1796000000000000 '%s' 2>&1",
+             opt.pgbench, opt.concurrency, opt.duration_s, script, seed_lo,
+             seed_hi, opt.pg);
+    p = popen(cmd, "r");
+    if (p == NULL) {
+        return NAN;
+    }
+    *lat_ms = NAN;
+    while (fgets(line, sizeof(line), p) != NULL) {
+        if (strncmp(line, "tps = ", 6) == 0) {
+            tps = atof(line + 6);
+        } else if (strncmp(line, "latency average = ", 18) == 0) {
+            *lat_ms = atof(line + 18);
+        } else if (strstr(line, "error") != NULL) {
+            fprintf(stderr, "pgbench: %s", line);
+        }
+    }
+    pclose(p);
+    return tps;
+}
+
+/* ---- memory with idle keep-alive connections ----------------------------- */
+
+static long rss_kb(int pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "VmRSS:", 6) == 0) {
+            kb = atol(line + 6);
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+/* Opens n connections that each answer one GET /healthz and then stay
+ * open, idle; returns reviewd's RSS in MB with them open. */
+static double rss_with_idle(int n, int *opened)
+{
+    hconn *h = calloc((size_t)n, sizeof(*h));
+    const char *body;
+    double mb;
+    int i;
+
+    *opened = 0;
+    if (h == NULL) {
+        return NAN;
+    }
+    for (i = 0; i < n; i++) {
+        h[i].fd = -1;
+        if (hc_request(&h[i], "GET", "/healthz", author_token, NULL, &body)
+            == 200) {
+            (*opened)++;
+        }
+    }
+    mb = (double)rss_kb(opt.pid) / 1024.0;
+    for (i = 0; i < n; i++) {
+        hc_close(&h[i]);
+    }
+    free(h);
+    return mb;
+}
+
+/* ---- figures ------------------------------------------------------------- */
+
+static bench_table table;
+
+static void rate_figure(const char *name, const result *r, double limit,
+                        double goal, const char *from)
+{
+    bench_figure f;
+
+    bench_figure_init(&f, name, "ops/s", BENCH_HIGHER_IS_BETTER);
+    f.value = r->rate;
+    f.limit = limit;
+    f.limit_from = from;
+    f.goal = goal;
+    f.n = r->ops;
+    f.errors = r->errors;
+    f.server_cpu_us_per_op = r->cpu_us_per_op;
+    bench_table_add(&table, stdout, &f);
+}
+
+static void latency_figure(const char *name, const bench_samples *s,
+                           double q, double abs_goal_us)
+{
+    bench_figure f;
+
+    bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
+    f.value = bench_samples_quantile_us(s, q);
+    f.abs_goal = abs_goal_us;
+    f.n = (long long)s->n;
+    bench_table_add(&table, stdout, &f);
+}
+
+static int seed_documents(void)
+{
+    hconn h = {.fd = -1};
+    const char *body;
+    char id[24];
+    int i;
+
+    for (i = 0; i < SEED_DOCS; i++) {
+        if (hc_request(&h, "POST", "/v1/documents", author_token,
+                       "{\"title\":\"seed\",\"content\":\"Seeded text.\"}",
+                       &body) != 201
+            || json_id(body, "\"id\":\"", id) != 0) {
+            hc_close(&h);
+            return -1;
+        }
+        if (i == 0) {
+            seed_lo = atoll(id);
+        }
+        seed_hi = atoll(id);
+    }
+    hc_close(&h);
+    return seed_hi - seed_lo + 1 == SEED_DOCS ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"port", 1, 0, 'p'}, {"pid", 1, 0, 'P'}, {"secret", 1, 0, 's'},
+        {"pg", 1, 0, 'g'}, {"duration", 1, 0, 'd'},
+        {"concurrency", 1, 0, 'c'}, {"idle", 1, 0, 'i'},
+        {"workdir", 1, 0, 'w'}, {"pgbench", 1, 0, 'b'}, {0, 0, 0, 0}};
+    int c = getopt_long(argc, argv, "", longs, NULL);
+
+    for (; c != -1; c = getopt_long(argc, argv, "", longs, NULL)) {
+        switch (c) {
+        case 'p': opt.port = atoi(optarg); break;
+        case 'P': opt.pid = atoi(optarg); break;
+        case 's': opt.secret = optarg; break;
+        case 'g': opt.pg = optarg; break;
+        case 'd': opt.duration_s = atoi(optarg); break;
+        case 'c': opt.concurrency = atoi(optarg); break;
+        case 'i': opt.idle = atoi(optarg); break;
+        case 'w': opt.workdir = optarg; break;
+        case 'b': opt.pgbench = optarg; break;
+        default: return -1;
+        }
+    }
+    return opt.port > 0 && opt.pid > 0 && opt.secret != NULL
+                   && opt.pg != NULL && opt.concurrency > 0
+                   && opt.duration_s > 0
+               ? 0 : -1;
+}
+
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    char get_sql[600], cycle_sql[600];
+    result get, cyc;
+    double get_limit, cycle_limit, lat_ms, rss;
+    int opened;
+    const int64_t now = (int64_t)time(NULL);
+
+    if (parse_args(argc, argv) != 0) {
+        fprintf(stderr, "usage: bench_reviewd --port P --pid PID --secret S "
+                "--pg CONNINFO [--duration S] [--concurrency N] [--idle N] "
+                "[--workdir DIR] [--pgbench BIN]\n");
+        return 2;
+    }
+    raise_fd_limit();
+    author_token = rv_auth_issue((const unsigned char *)opt.secret,
+                                 strlen(opt.secret), "alice", "author", now,
+                                 3600);
+    reviewer_token = rv_auth_issue((const unsigned char *)opt.secret,
+                                   strlen(opt.secret), "bob", "reviewer",
+                                   now, 3600);
+    if (author_token == NULL || reviewer_token == NULL
+        || seed_documents() != 0
+        || write_scripts(get_sql, cycle_sql, sizeof(get_sql)) != 0) {
+        fprintf(stderr, "bench_reviewd: cannot seed documents or write the "
+                "pgbench scripts\n");
+        return 1;
+    }
+    printf("{\"kind\":\"run\",\"bench\":\"reviewd\",\"concurrency\":%d,"
+           "\"duration_s\":%d,\"idle\":%d}\n", opt.concurrency,
+           opt.duration_s, opt.idle);
+    fprintf(stderr, "bench_reviewd: GET for %d s ...\n", opt.duration_s);
+    run_phase(0, &get);
+    get_limit = pgbench_tps(get_sql, &lat_ms);
+    rate_figure("get.rps", &get, get_limit, 0.5,
+                "pgbench -M prepared, doc_get, same clients");
+    latency_figure("get.p50", &get.req, 0.50, NAN);
+    latency_figure("get.p99", &get.req, 0.99, 20000);
+    fprintf(stderr, "bench_reviewd: cycles for %d s ...\n", opt.duration_s);
+    run_phase(1, &cyc);
+    cycle_limit = pgbench_tps(cycle_sql, &lat_ms);
+    rate_figure("cycle.rps", &cyc, cycle_limit, 0.4,
+                "pgbench -M prepared, the 3 transactions of a cycle");
+    latency_figure("cycle.request.p50", &cyc.req, 0.50, NAN);
+    latency_figure("cycle.request.p99", &cyc.req, 0.99, 20000);
+    latency_figure("cycle.p50", &cyc.cyc, 0.50, NAN);
+    latency_figure("cycle.p99", &cyc.cyc, 0.99, NAN);
+    rss = rss_with_idle(opt.idle, &opened);
+    {
+        bench_figure f;
+
+        bench_figure_init(&f, "rss.idle_keepalive", "MB",
+                          BENCH_LOWER_IS_BETTER);
+        f.value = rss;
+        f.abs_goal = 64;
+        f.n = opened;
+        bench_table_add(&table, stdout, &f);
+    }
+    bench_table_print(&table, stderr);
+    bench_samples_free(&get.req);
+    bench_samples_free(&get.cyc);
+    bench_samples_free(&cyc.req);
+    bench_samples_free(&cyc.cyc);
+    free(author_token);
+    free(reviewer_token);
+    return isnan(get_limit) || isnan(cycle_limit) ? 1 : 0;
+}

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# bench/reviewd/run_bench_reviewd.sh: run reviewd's benchmark from a build
+# tree and keep what it printed.
+#
+#   bench/reviewd/run_bench_reviewd.sh BUILD_DIR [OUTPUT]
+#                                      [-- bench_reviewd options...]
+#
+# It builds nothing (point it at an optimised tree, e.g. the default
+# RelWithDebInfo build/ or -DCMAKE_BUILD_TYPE=Release) and starts, for the
+# run only, everything bench_reviewd needs, so the figures neither disturb
+# the tests on the stack's servers nor are disturbed by them:
+#   - the stack's PostgreSQL (scripts/stack up postgres), with a database
+#     of the run's own (rvbench_<pid>, dropped at the end);
+#   - a private redis-server on a free loopback port in
+#     var/bench/reviewd-<pid>/, stopped by its pid;
+#   - reviewd on a free port with a random JWT secret, its log in the same
+#     folder, stopped by its pid with SIGTERM.
+# The JSON lines go to OUTPUT (default var/bench/bench_reviewd-<date>.jsonl),
+# the table to the terminal.  BENCH_REVIEWD may name the bench_reviewd
+# binary when bench/CMakeLists.txt does not build it yet.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
+readonly ROOT
+
+usage() {
+    printf 'usage: %s BUILD_DIR [OUTPUT] [-- bench_reviewd options...]\n' \
+        "$0" >&2
+    exit 2
+}
+
+[[ $# -ge 1 ]] || usage
+build=$(cd "$1" && pwd -P)
+shift
+output=$ROOT/var/bench/bench_reviewd-$(date +%Y%m%d-%H%M%S).jsonl
+if [[ $# -ge 1 && $1 != -- ]]; then
+    output=$1
+    shift
+fi
+if [[ $# -ge 1 ]]; then
+    [[ $1 == -- ]] || usage
+    shift
+fi
+
+reviewd=$build/services/reviewd/reviewd
+bench=${BENCH_REVIEWD:-$build/bench/reviewd/bench_reviewd}
+for bin in "$reviewd" "$bench"; do
+    [[ -x $bin ]] || { printf 'run_bench_reviewd: %s is not built\n' \
+        "$bin" >&2; exit 1; }
+done
+for tool in redis-server redis-cli psql pgbench python3; do
+    command -v "$tool" >/dev/null 2>&1 || {
+        printf 'run_bench_reviewd: %s not found (scripts/deps installs it)\n' \
+            "$tool" >&2
+        exit 1
+    }
+done
+
+dir=$ROOT/var/bench/reviewd-$$
+mkdir -p "$dir" "$(dirname "$output")"
+redis_pid= reviewd_pid= db=
+
+cleanup() {
+    local pid i
+    for pid in "$reviewd_pid" "$redis_pid"; do
+        [[ -n $pid ]] || continue
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < 100; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    if [[ -n $db ]]; then
+        psql "$DATABASE_URL" -XAtqc \
+            "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+    fi
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket()
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Bounded wait: runs "$@" every 0.1 s for up to $1 seconds.
+wait_for() {
+    local secs=$1 i
+    shift
+    for ((i = 0; i < secs * 10; i++)); do
+        "$@" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+"$ROOT/scripts/stack" up postgres >&2
+eval "$("$ROOT/scripts/stack" env postgres)"
+db=rvbench_$$
+psql "$DATABASE_URL" -XAtqc "CREATE DATABASE $db" >/dev/null
+db_url=${DATABASE_URL%/*}/$db
+
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' \
+    --appendonly no --dir "$dir" --logfile "$dir/redis.log" &
+redis_pid=$!
+wait_for 10 redis-cli -p "$redis_port" ping >/dev/null 2>&1 ||
+    { echo "run_bench_reviewd: redis did not start" >&2; exit 1; }
+
+secret=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+LISTEN_ADDR=127.0.0.1:0 DATABASE_URL=$db_url JWT_SECRET=$secret \
+    REDIS_URL=redis://127.0.0.1:$redis_port/0 \
+    REVIEWD_LOG_FILE=$dir/reviewd.log "$reviewd" serve 2>"$dir/stderr" &
+reviewd_pid=$!
+listening() { grep -q '"msg":"listening"' "$dir/reviewd.log" 2>/dev/null; }
+if ! wait_for 30 listening; then
+    cat "$dir/stderr" >&2
+    echo "run_bench_reviewd: reviewd did not start" >&2
+    exit 1
+fi
+port=$(grep -o '"msg":"listening".*"port":[0-9]*' "$dir/reviewd.log" |
+    grep -o '"port":[0-9]*' | cut -d: -f2)
+
+printf 'run_bench_reviewd: reviewd pid %s on port %s, redis on %s, db %s\n' \
+    "$reviewd_pid" "$port" "$redis_port" "$db" >&2
+"$bench" --port "$port" --pid "$reviewd_pid" --secret "$secret" \
+    --pg "$db_url" --workdir "$dir" "$@" | tee "$output"
+printf 'run_bench_reviewd: figures in %s\n' "$output" >&2
