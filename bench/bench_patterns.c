@@ -522,7 +522,7 @@ static int setup(bench_ctx *x)
     }
     if (dlock_client_new(x->target.url, NULL, &x->client, errbuf,
                          sizeof(errbuf)) != DLOCK_OK) {
-        snprintf(x->err, sizeof(x->err), "client: %s", errbuf);
+        snprintf(x->err, sizeof(x->err), "client: %.480s", errbuf);
         return -1;
     }
     return 0;
