@@ -5,7 +5,8 @@
  *
  * One run, against one fresh private redis-server (or --url):
  *   (a) seq.*: sequential acquire+release pairs on one thread, p50, p99
- *       and p99.9 of the pair, and p50 of acquire and release alone;
+ *       and p99.9 of the pair, its mean, and p50 of acquire and release
+ *       alone;
  *   (b) tput.Nthreads: pairs/s with 1, 8 and 32 threads, each thread on
  *       its own key, for a fixed time;
  *   (c) handoff.Nwaiters.*: 4 and 16 threads on one key, each holding it
@@ -25,7 +26,11 @@
  *   - a sequential pair can be no faster than one acquire round trip plus
  *     one release round trip, so the pair's limit is p50(acquire) +
  *     p50(release) at -c 1 (p99 and p99.9 likewise: an approximation, as
- *     percentiles do not add exactly);
+ *     percentiles do not add exactly).  redis-benchmark's percentiles come
+ *     from a histogram with 8 us buckets at this size, so the p50 limit is
+ *     rounded up to a bucket's edge; the pair's mean is therefore also
+ *     compared with 1/R_a + 1/R_r at -c 1 (R the replayed requests/s, one
+ *     over the mean round trip), which has no such rounding;
  *   - a pair costs the server one acquire and one release, so with R_a and
  *     R_r the replayed rates (requests/s), the most pairs per second is
  *     1 / (1/R_a + 1/R_r): the time per pair is the sum of the times per
@@ -58,11 +63,10 @@
  * Keys are "bench:<pid>:...", so a run against a shared server (--url)
  * never touches anyone else's keys.
  */
-#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,19 +118,7 @@ typedef struct bench_run {
 /* ------------------------------------------------------------------------
  * Small helpers */
 
-static void progress(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static void progress(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    fputs("bench_lock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
+#define progress(...) bench_progress("bench_lock", __VA_ARGS__)
 
 static void acquire_opts(const bench_run *run, int64_t wait_ms,
                          dlock_acquire_opts *ao)
@@ -142,23 +134,7 @@ static double pair_rate(const bench_limit *l)
     return 1.0 / (1.0 / l->acquire.rps + 1.0 / l->release.rps);
 }
 
-/* CPU microseconds per operation, or NAN without operations or a clock. */
-static double cpu_per_op(int64_t cpu_us, long long ops)
-{
-    if (cpu_us < 0 || ops <= 0) {
-        return NAN;
-    }
-    return (double)cpu_us / (double)ops;
-}
-
-/* What a phase cost: this process's CPU, the server's CPU (-1 when its pid
- * is unknown) and libdlock's round trips, from begin to end. */
-typedef struct phase_cost {
-    int64_t cpu_us;
-    int64_t server_cpu_us;
-    uint64_t trips;
-} phase_cost;
-
+/* libdlock's round trips so far: the commands its client has sent. */
 static uint64_t client_round_trips(const bench_run *run)
 {
     dlock_client_stats st;
@@ -167,60 +143,14 @@ static uint64_t client_round_trips(const bench_run *run)
     return st.commands;
 }
 
-static void cost_begin(const bench_run *run, phase_cost *c)
+static void cost_begin(const bench_run *run, bench_cost *c)
 {
-    c->cpu_us = bench_cpu_self_us();
-    c->server_cpu_us = bench_cpu_pid_us(run->server.pid);
-    c->trips = client_round_trips(run);
+    bench_cost_begin(c, run->server.pid, client_round_trips(run));
 }
 
-/* Turns the snapshot taken by cost_begin into what was spent since. */
-static void cost_end(const bench_run *run, phase_cost *c)
+static void cost_end(const bench_run *run, bench_cost *c)
 {
-    const int64_t server = bench_cpu_pid_us(run->server.pid);
-
-    c->cpu_us = bench_cpu_self_us() - c->cpu_us;
-    c->server_cpu_us = server < 0 || c->server_cpu_us < 0
-                           ? -1 : server - c->server_cpu_us;
-    c->trips = client_round_trips(run) - c->trips;
-}
-
-/* Fills f's per-operation costs for ops operations. */
-static void cost_apply(const phase_cost *c, long long ops, bench_figure *f)
-{
-    f->client_cpu_us_per_op = cpu_per_op(c->cpu_us, ops);
-    f->server_cpu_us_per_op = cpu_per_op(c->server_cpu_us, ops);
-    f->round_trips_per_op = ops > 0 ? (double)c->trips / (double)ops : NAN;
-}
-
-/* The kernel's CPU pressure, "some avg10": the share of the last 10 s in
- * which some runnable task waited for a CPU (NAN without PSI).  On a
- * shared machine it says whether other work competed with the run. */
-static double read_cpu_pressure(void)
-{
-    FILE *f = fopen("/proc/pressure/cpu", "r");
-    double some = NAN;
-
-    if (f != NULL) {
-        if (fscanf(f, "some avg10=%lf", &some) != 1) {
-            some = NAN;
-        }
-        fclose(f);
-    }
-    return some;
-}
-
-static void read_loadavg(char *buf, size_t len)
-{
-    FILE *f = fopen("/proc/loadavg", "r");
-
-    snprintf(buf, len, "?");
-    if (f != NULL) {
-        if (fgets(buf, (int)len, f) != NULL) {
-            buf[strcspn(buf, "\n")] = '\0';
-        }
-        fclose(f);
-    }
+    bench_cost_end(c, run->server.pid, client_round_trips(run));
 }
 
 /* ------------------------------------------------------------------------
@@ -292,9 +222,9 @@ static void print_limit(const char *op, const bench_rb_result *r)
     printf(",\"p999_us\":");
     bench_json_number(stdout, r->p999_us);
     printf(",\"rb_cpu_us_per_op\":");
-    bench_json_number(stdout, cpu_per_op(r->rb_cpu_us, r->requests));
+    bench_json_number(stdout, bench_per_op(r->rb_cpu_us, r->requests));
     printf(",\"server_cpu_us_per_op\":");
-    bench_json_number(stdout, cpu_per_op(r->server_cpu_us, r->requests));
+    bench_json_number(stdout, bench_per_op(r->server_cpu_us, r->requests));
     printf("}\n");
     fflush(stdout);
 }
@@ -384,7 +314,7 @@ static long run_pairs(bench_run *run, const char *key, long n,
 static void add_latency_figure(bench_run *run, const char *name,
                                double value, double limit, const char *from,
                                double goal, long long n,
-                               const phase_cost *cost, double mean_us)
+                               const bench_cost *cost, double mean_us)
 {
     bench_figure f;
 
@@ -396,7 +326,7 @@ static void add_latency_figure(bench_run *run, const char *name,
     f.n = n;
     if (cost != NULL) {
         f.errors = 0;
-        cost_apply(cost, n, &f);
+        bench_cost_apply(cost, n, &f);
     }
     if (!isnan(mean_us)) {
         f.extra_key[0] = "mean_us";
@@ -406,7 +336,7 @@ static void add_latency_figure(bench_run *run, const char *name,
 }
 
 static void report_sequential(bench_run *run, seq_samples *s,
-                              const phase_cost *cost)
+                              const bench_cost *cost)
 {
     const bench_rb_result *a = &run->c1.acquire;
     const bench_rb_result *r = &run->c1.release;
@@ -430,6 +360,15 @@ static void report_sequential(bench_run *run, seq_samples *s,
                        a->p999_us + r->p999_us,
                        "redis-benchmark -c 1: p99.9(acquire) + "
                        "p99.9(release)", NAN, n, cost, NAN);
+    /* redis-benchmark reports percentiles from a histogram whose buckets
+     * are 8 us wide near one round trip, so a p50 limit is the upper edge
+     * of its bucket.  Its requests/s at -c 1 is exact and is one over the
+     * mean round trip, which gives a limit without that rounding. */
+    add_latency_figure(run, "seq.pair.mean", bench_samples_mean_us(&s->pair),
+                       1e6 / a->rps + 1e6 / r->rps,
+                       "redis-benchmark -c 1: 1/rps(acquire) + "
+                       "1/rps(release), the mean round trips", NAN, n, NULL,
+                       NAN);
     add_latency_figure(run, "seq.acquire.p50",
                        bench_samples_quantile_us(&s->acquire, 0.50),
                        a->p50_us, "redis-benchmark -c 1: p50(acquire)", NAN,
@@ -444,7 +383,7 @@ static int bench_sequential(bench_run *run)
 {
     char key[96];
     seq_samples s;
-    phase_cost cost;
+    bench_cost cost;
     const size_t cap = (size_t)run->o.pairs;
 
     snprintf(key, sizeof(key), "%s:seq", run->prefix);
@@ -546,7 +485,7 @@ typedef struct tput_result {
     long pairs;
     long errors;
     double seconds;
-    phase_cost cost;
+    bench_cost cost;
 } tput_result;
 
 /* Starts nthreads workers, opens the gate at *start_ns and joins them;
@@ -625,7 +564,7 @@ static void report_tput(bench_run *run, int nthreads, const tput_result *r,
     f.goal = nthreads == 32 ? 0.70 : NAN;
     f.n = r->pairs;
     f.errors = r->errors;
-    cost_apply(&r->cost, r->pairs, &f);
+    bench_cost_apply(&r->cost, r->pairs, &f);
     bench_table_add(&run->table, stdout, &f);
 }
 
@@ -799,7 +738,7 @@ typedef struct handoff_result {
     long regrants;            /* of which by the previous holder */
     bench_samples gaps;
     double hold_mean_us;
-    phase_cost cost;
+    bench_cost cost;
 } handoff_result;
 
 /* Turns the per-grant times into gaps and counts, over the grants whose
@@ -906,7 +845,7 @@ static void report_handoff_rate(bench_run *run, const char *name,
                    "p50(release) + p50(acquire))";
     f.n = r->grants;
     f.errors = atomic_load(&h->errors) + atomic_load(&h->overlaps);
-    cost_apply(&r->cost, r->grants, &f);
+    bench_cost_apply(&r->cost, r->grants, &f);
     f.extra_key[0] = "regrant_share";
     f.extra_value[0] = r->gaps.n ? (double)r->regrants / (double)r->gaps.n
                                  : NAN;
@@ -1004,10 +943,10 @@ static double print_run_header(const bench_run *run, const char *phase)
 {
     char version[64];
     char load[128];
-    const double pressure = read_cpu_pressure();
+    const double pressure = bench_cpu_pressure();
 
     bench_server_version(&run->target, version, sizeof(version));
-    read_loadavg(load, sizeof(load));
+    bench_loadavg(load, sizeof(load));
     printf("{\"kind\":\"run\",\"phase\":\"%s\",\"bench\":\"bench_lock\","
            "\"dlock_version\":", phase);
     bench_json_string(stdout, dlock_version());
@@ -1116,16 +1055,7 @@ static void usage(FILE *out)
 /* Parses a positive number for option name; exits on a bad one. */
 static long parse_positive(const char *name, const char *s)
 {
-    char *end;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-
-    if (errno != 0 || *end != '\0' || v <= 0) {
-        fprintf(stderr, "bench_lock: %s wants a positive number, not %s\n",
-                name, s);
-        exit(2);
-    }
-    return v;
+    return bench_parse_long("bench_lock", name, s, 1, INT_MAX);
 }
 
 static void parse_args(int argc, char **argv, bench_opts *o)

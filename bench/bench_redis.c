@@ -147,6 +147,34 @@ void bench_server_version(const bench_target *t, char *buf, size_t len)
     redisFree(c);
 }
 
+int bench_script_load(const bench_target *t, const char *script,
+                      char sha[41], char *err, size_t errlen)
+{
+    redisContext *c = connect_target(t, 2000);
+
+    if (c == NULL || c->err) {
+        snprintf(err, errlen, "SCRIPT LOAD: cannot connect to %s: %s",
+                 t->url, c ? c->errstr : "out of memory");
+        redisFree(c);
+        return -1;
+    }
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", script);
+    const int ok = r != NULL && r->type == REDIS_REPLY_STRING &&
+                   r->len == 40;
+    if (ok) {
+        memcpy(sha, r->str, 40);
+        sha[40] = '\0';
+    } else {
+        snprintf(err, errlen, "SCRIPT LOAD on %s: %s", t->url,
+                 r == NULL ? c->errstr
+                 : r->type == REDIS_REPLY_ERROR ? r->str
+                                                : "not a 40-digit SHA-1");
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return ok ? 0 : -1;
+}
+
 /* ------------------------------------------------------------------------
  * The private server */
 
@@ -837,6 +865,38 @@ static int parse_rb_output(const char *text, int status, int clients,
     return 0;
 }
 
+int bench_tool_run(char **argv, int timeout_ms, char **text, int *status,
+                   int64_t *cpu_us, char *err, size_t errlen)
+{
+    int fd;
+    int timed_out;
+
+    *text = NULL;
+    *status = 0;
+    *cpu_us = 0;
+    const pid_t pid = spawn_captured(argv, &fd);
+    if (pid < 0) {
+        snprintf(err, errlen, "cannot run %s: %s", argv[0], strerror(errno));
+        return -1;
+    }
+    char *out = read_all(fd, bench_clock_ns() + (int64_t)timeout_ms * 1000000,
+                         &timed_out);
+    close(fd);
+    *cpu_us = reap_with_cpu(pid, timed_out || out == NULL, status);
+    if (out == NULL) {
+        snprintf(err, errlen, "out of memory reading %s's output", argv[0]);
+        return -1;
+    }
+    if (timed_out) {
+        snprintf(err, errlen, "%s did not finish in %d ms", argv[0],
+                 timeout_ms);
+        free(out);
+        return -1;
+    }
+    *text = out;
+    return 0;
+}
+
 int bench_rb_run(const char *rb_bin, const bench_target *t, pid_t server_pid,
                  int clients, long requests, const bench_cmd *cmd,
                  int timeout_ms, bench_rb_result *out, char *err,
@@ -854,28 +914,14 @@ int bench_rb_run(const char *rb_bin, const bench_target *t, pid_t server_pid,
         return -1;
     }
     const int64_t server_cpu0 = bench_cpu_pid_us(server_pid);
-    int fd;
-    const pid_t pid = spawn_captured(argv, &fd);
-    if (pid < 0) {
-        snprintf(err, errlen, "cannot run %s: %s", rb_bin, strerror(errno));
-        return -1;
-    }
-    int timed_out;
-    char *text = read_all(fd, bench_clock_ns() +
-                              (int64_t)timeout_ms * 1000000, &timed_out);
-    close(fd);
+    char *text = NULL;
     int status = 0;
-    out->rb_cpu_us = reap_with_cpu(pid, timed_out || text == NULL, &status);
+    int rc = bench_tool_run(argv, timeout_ms, &text, &status,
+                            &out->rb_cpu_us, err, errlen);
     const int64_t server_cpu1 = bench_cpu_pid_us(server_pid);
     out->server_cpu_us = server_cpu0 < 0 || server_cpu1 < 0
                              ? -1 : server_cpu1 - server_cpu0;
-    int rc = -1;
-    if (text == NULL) {
-        snprintf(err, errlen, "out of memory reading redis-benchmark");
-    } else if (timed_out) {
-        snprintf(err, errlen, "redis-benchmark did not finish in %d ms",
-                 timeout_ms);
-    } else {
+    if (rc == 0) {
         rc = parse_rb_output(text, status, clients, out, err, errlen);
     }
     free(text);

@@ -68,6 +68,13 @@ void bench_server_stop(bench_server *s);
 /* Asks the server for INFO's redis_version into buf ("?" on failure). */
 void bench_server_version(const bench_target *t, char *buf, size_t len);
 
+/*
+ * Loads script (SCRIPT LOAD) on the server at t and writes its SHA-1, 40
+ * hex digits and a NUL, into sha.  Returns 0, or -1 with a message in err.
+ */
+int bench_script_load(const bench_target *t, const char *script,
+                      char sha[41], char *err, size_t errlen);
+
 #define BENCH_CMD_MAX_ARGS 32
 
 /* A command as its arguments, each a NUL-terminated copy. */
@@ -132,6 +139,18 @@ int bench_rb_run(const char *rb_bin, const bench_target *t, pid_t server_pid,
                  int clients, long requests, const bench_cmd *cmd,
                  int timeout_ms, bench_rb_result *out, char *err,
                  size_t errlen);
+
+/*
+ * Runs argv (argv[0] found on PATH) with stdin from /dev/null and stdout
+ * and stderr captured together, for at most timeout_ms (then SIGKILL).
+ * On 0, *text is the output (NUL-terminated, at most 1 MiB; the caller
+ * frees it), *status the wait status and *cpu_us the tool's CPU time.
+ * Returns -1 with a message when it could not run or did not finish.
+ * Shared by the redis-benchmark runner and the benchmarks' other
+ * reference tools (pgbench).
+ */
+int bench_tool_run(char **argv, int timeout_ms, char **text, int *status,
+                   int64_t *cpu_us, char *err, size_t errlen);
 
 /* Parsers of redis-benchmark's two output forms, exposed for the
  * self-check.  Both return 0, or -1 when a field is missing. */

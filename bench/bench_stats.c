@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -148,6 +149,113 @@ int64_t bench_cpu_pid_us(pid_t pid)
     }
     const long hz = sysconf(_SC_CLK_TCK);
     return (int64_t)((utime + stime) * 1000000ULL / (unsigned long long)hz);
+}
+
+int64_t bench_cpu_machine_us(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[8] = {0};
+    int n = 0;
+
+    if (f != NULL) {
+        n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+        fclose(f);
+    }
+    if (n != 8) {
+        return -1;
+    }
+    /* user nice system idle iowait irq softirq steal: all but idle and
+     * iowait is busy. */
+    const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    const long hz = sysconf(_SC_CLK_TCK);
+    return (int64_t)(busy * 1000000ULL / (unsigned long long)hz);
+}
+
+double bench_cpu_pressure(void)
+{
+    FILE *f = fopen("/proc/pressure/cpu", "r");
+    double some = NAN;
+
+    if (f != NULL) {
+        if (fscanf(f, "some avg10=%lf", &some) != 1) {
+            some = NAN;
+        }
+        fclose(f);
+    }
+    return some;
+}
+
+const char *bench_loadavg(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+
+    snprintf(buf, len, "?");
+    if (f != NULL) {
+        if (fgets(buf, (int)len, f) != NULL) {
+            buf[strcspn(buf, "\n")] = '\0';
+        }
+        fclose(f);
+    }
+    return buf;
+}
+
+void bench_progress(const char *who, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", who);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+double bench_per_op(int64_t cpu_us, long long ops)
+{
+    if (cpu_us < 0 || ops <= 0) {
+        return NAN;
+    }
+    return (double)cpu_us / (double)ops;
+}
+
+void bench_cost_begin(bench_cost *c, pid_t server_pid, uint64_t trips_now)
+{
+    c->cpu_us = bench_cpu_self_us();
+    c->server_cpu_us = bench_cpu_pid_us(server_pid);
+    c->trips = trips_now;
+}
+
+void bench_cost_end(bench_cost *c, pid_t server_pid, uint64_t trips_now)
+{
+    const int64_t server = bench_cpu_pid_us(server_pid);
+
+    c->cpu_us = bench_cpu_self_us() - c->cpu_us;
+    c->server_cpu_us = server < 0 || c->server_cpu_us < 0
+                           ? -1 : server - c->server_cpu_us;
+    c->trips = trips_now - c->trips;
+}
+
+void bench_cost_apply(const bench_cost *c, long long ops, bench_figure *f)
+{
+    f->client_cpu_us_per_op = bench_per_op(c->cpu_us, ops);
+    f->server_cpu_us_per_op = bench_per_op(c->server_cpu_us, ops);
+    f->round_trips_per_op = ops > 0 ? (double)c->trips / (double)ops : NAN;
+}
+
+long bench_parse_long(const char *who, const char *name, const char *s,
+                      long min, long max)
+{
+    char *end = NULL;
+
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
+        fprintf(stderr, "%s: %s wants a whole number in %ld..%ld, not %s\n",
+                who, name, min, max, s);
+        exit(2);
+    }
+    return v;
 }
 
 void bench_figure_init(bench_figure *f, const char *name, const char *unit,

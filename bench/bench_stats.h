@@ -68,6 +68,32 @@ int64_t bench_cpu_self_us(void);
  * it cannot be read (no pid, the process is gone). */
 int64_t bench_cpu_pid_us(pid_t pid);
 
+/* The kernel's CPU pressure, /proc/pressure/cpu "some avg10": the share
+ * of the last 10 s in which some runnable task waited for a CPU, in
+ * percent; NAN without PSI.  On a shared machine it says whether other
+ * work competed with the run, which is why every run line carries it. */
+double bench_cpu_pressure(void);
+
+/* /proc/loadavg as one line into buf ("?" when unreadable); returns buf. */
+const char *bench_loadavg(char *buf, size_t len);
+
+/* Writes "who: <message>\n" to stderr: progress for people, kept off
+ * stdout, which carries only JSON lines. */
+void bench_progress(const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* CPU time all CPUs of the machine spent busy (everything but idle and
+ * iowait in /proc/stat), microseconds since boot; -1 when unreadable.
+ * Read before and after a phase, it says how much CPU the phase cost the
+ * machine as a whole, servers and other work included. */
+int64_t bench_cpu_machine_us(void);
+
+/* Parses option name's value s as a whole number in [min, max]; on
+ * anything else says so on stderr, as who, and exits with status 2 (a
+ * usage error, before anything was started). */
+long bench_parse_long(const char *who, const char *name, const char *s,
+                      long min, long max);
+
 /* Whether the figure is better low (latencies) or high (rates). */
 typedef enum bench_better {
     BENCH_LOWER_IS_BETTER,
@@ -126,6 +152,30 @@ void bench_json_string(FILE *out, const char *s);
 
 /* Writes a double as a JSON number (3 decimals), or null for NAN. */
 void bench_json_number(FILE *out, double v);
+
+/* CPU microseconds per operation, or NAN without operations or without a
+ * reading (cpu_us < 0). */
+double bench_per_op(int64_t cpu_us, long long ops);
+
+/*
+ * What a phase cost: this process's CPU, a server's CPU (-1 when its pid
+ * is unknown) and the client's round trips.  bench_cost_begin takes a
+ * snapshot, bench_cost_end turns it into what was spent since; trips_now
+ * is the client's round-trip counter at that moment (libdlock's
+ * dlock_client_stats commands, or 0 for a client without one).
+ */
+typedef struct bench_cost {
+    int64_t cpu_us;
+    int64_t server_cpu_us;
+    uint64_t trips;
+} bench_cost;
+
+void bench_cost_begin(bench_cost *c, pid_t server_pid, uint64_t trips_now);
+void bench_cost_end(bench_cost *c, pid_t server_pid, uint64_t trips_now);
+
+/* Sets f's client and server CPU and round trips per operation from c,
+ * for ops operations. */
+void bench_cost_apply(const bench_cost *c, long long ops, bench_figure *f);
 
 /* Keeps up to cap figures for the human summary at the end of a run. */
 typedef struct bench_table {

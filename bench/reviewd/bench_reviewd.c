@@ -20,12 +20,27 @@
  *           BEGIN review_lock doc_lock review_decide doc_set_status COMMIT
  *
  * The Redis locks, JWT checks, HTTP and JSON are what reviewd adds on top
- * of that limit.  Figures (JSON lines on stdout, a table on stderr):
- * get.rps and cycle.rps against their pgbench limits (targets: ratio >= 0.5
- * and >= 0.4), p50/p99 per request with the 20 ms p99 target, and
- * rss.idle_keepalive (reviewd's VmRSS while C + 1,000 idle keep-alive
- * connections are open; target under 64 MB).  A benchmark never fails on
- * a slow machine: the exit status is 0 when every figure was measured.
+ * of that limit.  pgbench also logs every transaction (-l), so the limit
+ * of a latency is pgbench's own p50 or p99 of the same work, from the
+ * same log form as ours (whole samples, nearest rank).  A pgbench run that
+ * reports a failed or aborted transaction gives no limit, because its
+ * rate would be that of a different workload.
+ *
+ * Figures (JSON lines on stdout, a table on stderr): get.rps and
+ * cycle.rps against their pgbench limits (targets: ratio >= 0.5 and
+ * >= 0.4); get.p50/p99 and cycle.p50/p99 against pgbench's, with the
+ * issue's 20 ms target on every p99 (for the cycle, per request:
+ * cycle.request.p99; a whole cycle is three requests); and
+ * rss.idle_keepalive (reviewd's VmRSS while 1,000 idle keep-alive
+ * connections are open, after the load phases closed theirs; target under
+ * 64 MB).  The run lines carry the load average and CPU pressure at the
+ * start and the end.  In the rate figures, server_cpu_us_per_op is
+ * reviewd's CPU, client_cpu_us_per_op this load generator's and
+ * machine_cpu_us_per_op all CPUs' (PostgreSQL, Redis and other work
+ * included); the limit lines give pgbench's and the machine's CPU per
+ * transaction, so a run shows where the time went.  A benchmark never
+ * fails on a slow machine: the exit status is 0 when every figure was
+ * measured.
  *
  *   bench_reviewd --port P --pid PID --secret S --pg CONNINFO
  *                 [--duration S] [--concurrency N] [--idle N]
@@ -36,6 +51,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <glob.h>
+#include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -46,9 +63,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_redis.h"
 #include "bench_stats.h"
 #include "rv_auth.h"
 #include "rv_queries.h"
@@ -274,6 +293,7 @@ static void *worker_main(void *arg)
     hconn *h = calloc(1, sizeof(*h));
 
     if (h == NULL) {
+        atomic_fetch_add(&w->ph->errors, 1);
         return NULL;
     }
     h->fd = -1;
@@ -294,53 +314,93 @@ typedef struct result {
     bench_samples req;
     bench_samples cyc;
     double cpu_us_per_op;   /* reviewd's CPU per operation */
+    double self_cpu_us_per_op;     /* this load generator's */
+    double machine_cpu_us_per_op;  /* all CPUs of the machine */
 } result;
 
+/* CPU per operation between two readings of one CPU clock; NAN when
+ * either reading failed (-1). */
+static double spent_per_op(int64_t before, int64_t after, long long ops)
+{
+    return before < 0 || after < 0 ? NAN : bench_per_op(after - before, ops);
+}
+
+/* Joins the started workers and merges their samples into r. */
+static void join_workers(worker *w, pthread_t *t, int started, result *r)
+{
+    for (int i = 0; i < started; i++) {
+        pthread_join(t[i], NULL);
+        bench_samples_merge(&r->req, &w[i].req);
+        bench_samples_merge(&r->cyc, &w[i].cyc);
+    }
+    for (int i = 0; i < opt.concurrency; i++) {
+        bench_samples_free(&w[i].req);
+        bench_samples_free(&w[i].cyc);
+    }
+}
+
+/* Starts the workers; returns how many started (all, unless out of
+ * memory or threads). */
+static int start_workers(phase *ph, worker *w, pthread_t *t)
+{
+    for (int i = 0; i < opt.concurrency; i++) {
+        w[i].ph = ph;
+        w[i].seed = (unsigned)(i * 7919 + 1);
+        if (bench_samples_init(&w[i].req, SAMPLES_PER_THREAD) != 0
+            || bench_samples_init(&w[i].cyc, SAMPLES_PER_THREAD / 3) != 0
+            || pthread_create(&t[i], NULL, worker_main, &w[i]) != 0) {
+            return i;
+        }
+    }
+    return opt.concurrency;
+}
+
+/* Runs one load phase for the configured time; 0, or -1 when it could
+ * not be run as configured (the message is on stderr). */
 static int run_phase(int cycle, result *r)
 {
     worker *w = calloc((size_t)opt.concurrency, sizeof(*w));
     pthread_t *t = calloc((size_t)opt.concurrency, sizeof(*t));
     phase ph;
-    int64_t start, cpu0;
-    int i;
+    int started = 0;
 
     memset(r, 0, sizeof(*r));
+    memset(&ph, 0, sizeof(ph));
     if (w == NULL || t == NULL
         || bench_samples_init(&r->req, 4 * SAMPLES_PER_THREAD) != 0
         || bench_samples_init(&r->cyc, SAMPLES_PER_THREAD) != 0) {
         free(w);
         free(t);
+        fprintf(stderr, "bench_reviewd: out of memory\n");
         return -1;
     }
-    memset(&ph, 0, sizeof(ph));
     ph.cycle = cycle;
-    cpu0 = bench_cpu_pid_us(opt.pid);
-    start = bench_clock_ns();
+    const int64_t cpu0 = bench_cpu_pid_us(opt.pid);
+    const int64_t self0 = bench_cpu_self_us();
+    const int64_t machine0 = bench_cpu_machine_us();
+    const int64_t start = bench_clock_ns();
     ph.deadline_ns = start + (int64_t)opt.duration_s * 1000000000LL;
-    for (i = 0; i < opt.concurrency; i++) {
-        w[i].ph = &ph;
-        w[i].seed = (unsigned)(i * 7919 + 1);
-        bench_samples_init(&w[i].req, SAMPLES_PER_THREAD);
-        bench_samples_init(&w[i].cyc, SAMPLES_PER_THREAD / 3);
-        pthread_create(&t[i], NULL, worker_main, &w[i]);
-    }
-    for (i = 0; i < opt.concurrency; i++) {
-        pthread_join(t[i], NULL);
-        bench_samples_merge(&r->req, &w[i].req);
-        bench_samples_merge(&r->cyc, &w[i].cyc);
-        bench_samples_free(&w[i].req);
-        bench_samples_free(&w[i].cyc);
-    }
+    /* Workers that did start run to the deadline even when others did
+     * not; the phase is then reported as not measured. */
+    started = start_workers(&ph, w, t);
+    join_workers(w, t, started, r);
+    const int64_t cpu1 = bench_cpu_pid_us(opt.pid);
+    const int64_t machine1 = bench_cpu_machine_us();
     r->ops = atomic_load(&ph.ops);
+    r->self_cpu_us_per_op = spent_per_op(self0, bench_cpu_self_us(), r->ops);
+    r->machine_cpu_us_per_op = spent_per_op(machine0, machine1, r->ops);
     r->errors = atomic_load(&ph.errors);
     r->rate = (double)r->ops / ((double)(bench_clock_ns() - start) / 1e9);
-    r->cpu_us_per_op = r->ops > 0 ? (double)(bench_cpu_pid_us(opt.pid) - cpu0)
-                                        / (double)r->ops
-                                  : NAN;
+    r->cpu_us_per_op = spent_per_op(cpu0, cpu1, r->ops);
     bench_samples_sort(&r->req);
     bench_samples_sort(&r->cyc);
     free(w);
     free(t);
+    if (started < opt.concurrency) {
+        fprintf(stderr, "bench_reviewd: could only start %d of %d "
+                "workers\n", started, opt.concurrency);
+        return -1;
+    }
     return 0;
 }
 
@@ -415,36 +475,131 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
     return 0;
 }
 
-/* Runs pgbench on script; returns its tps (NAN on failure). */
-static double pgbench_tps(const char *script, double *lat_ms)
-{
-    char cmd[4096], line[512];
-    double tps = NAN;
-    FILE *p;
+/* What one pgbench run measured: the limit of one phase. */
+typedef struct limit {
+    double tps;             /* NAN when the run gave no limit */
+    long long processed;
+    long long failed;       /* failed transactions (pgbench 15 counts) */
+    double tool_cpu_us_per_tx;     /* pgbench's own CPU per transaction */
+    double machine_cpu_us_per_tx;  /* all CPUs of the machine */
+    bench_samples lat;      /* per transaction (script run), from -l */
+} limit;
 
-    snprintf(cmd, sizeof(cmd), "'%s' -n -M prepared -c %d -j 2 -T %d "
-             "-f '%s' -D lo=%lld -D hi=%lld -D title=bench -D author=alice "
-             "-D 'content=A document to review.' -D version=1 "
-             "-D reviewer=bob -D comment=ok -D st_pending=pending_review "
-             "-D st_approved=approved -D fence=1796000000000000 '%s' 2>&1",
-             opt.pgbench, opt.concurrency, opt.duration_s, script, seed_lo,
-             seed_hi, opt.pg);
-    p = popen(cmd, "r");
-    if (p == NULL) {
-        return NAN;
+/* Reads pgbench's per-transaction logs (prefix.*: "client_id
+ * transaction_no time_us script_no epoch epoch_us") into out->lat and
+ * removes them. */
+static int read_pgbench_logs(const char *prefix, limit *out)
+{
+    char pattern[700];
+    glob_t g;
+
+    snprintf(pattern, sizeof(pattern), "%s.*", prefix);
+    if (glob(pattern, 0, NULL, &g) != 0) {
+        return -1;
     }
-    *lat_ms = NAN;
-    while (fgets(line, sizeof(line), p) != NULL) {
-        if (strncmp(line, "tps = ", 6) == 0) {
-            tps = atof(line + 6);
-        } else if (strncmp(line, "latency average = ", 18) == 0) {
-            *lat_ms = atof(line + 18);
-        } else if (strstr(line, "error") != NULL) {
-            fprintf(stderr, "pgbench: %s", line);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "r");
+        long long client, xact, us;
+
+        while (f != NULL
+               && fscanf(f, "%lld %lld %lld %*[^\n]", &client, &xact, &us)
+                      == 3) {
+            bench_samples_add(&out->lat, us * 1000);
         }
+        if (f != NULL) {
+            fclose(f);
+        }
+        unlink(g.gl_pathv[i]);
     }
-    pclose(p);
-    return tps;
+    globfree(&g);
+    bench_samples_sort(&out->lat);
+    return out->lat.n > 0 ? 0 : -1;
+}
+
+/* Reads tps and the transaction counts from pgbench's report; 0 when the
+ * run was whole (no failed or aborted transaction, exit status 0). */
+static int parse_pgbench_report(const char *text, int status, limit *out)
+{
+    const char *p = strstr(text, "\ntps = ");
+    const char *n = strstr(text, "actually processed: ");
+    const char *f = strstr(text, "number of failed transactions: ");
+
+    out->tps = p != NULL ? atof(p + 7) : NAN;
+    out->processed = n != NULL ? atoll(n + 20) : 0;
+    out->failed = f != NULL ? atoll(f + 31) : 0;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && p != NULL
+                   && out->processed > 0 && out->failed == 0
+                   && strstr(text, "aborted") == NULL
+               ? 0 : -1;
+}
+
+/* Runs pgbench on script with the handlers' values bound as variables;
+ * fills out (out->tps NAN when it gave no limit; why is on stderr). */
+static void pgbench_run(const char *script, const char *name, limit *out)
+{
+    char c[16], t[16], lo[40], hi[40], prefix[620], logopt[640], err[512];
+    char *argv[] = {
+        (char *)opt.pgbench, "-n", "-M", "prepared", "-c", c, "-j", "2",
+        "-T", t, "-f", (char *)script, "-D", lo, "-D", hi,
+        "-D", "title=bench", "-D", "author=alice",
+        "-D", "content=A document to review.", "-D", "version=1",
+        "-D", "reviewer=bob", "-D", "comment=ok",
+        "-D", "st_pending=pending_review", "-D", "st_approved=approved",
+        "-D", "fence=1796000000000000", "-l", logopt, (char *)opt.pg, NULL,
+    };
+    char *text = NULL;
+    int status = 0;
+    int64_t cpu_us;
+
+    memset(out, 0, sizeof(*out));
+    out->tps = NAN;
+    snprintf(c, sizeof(c), "%d", opt.concurrency);
+    snprintf(t, sizeof(t), "%d", opt.duration_s);
+    snprintf(lo, sizeof(lo), "lo=%lld", seed_lo);
+    snprintf(hi, sizeof(hi), "hi=%lld", seed_hi);
+    snprintf(prefix, sizeof(prefix), "%s/pgbench_%s", opt.workdir, name);
+    snprintf(logopt, sizeof(logopt), "--log-prefix=%s", prefix);
+    if (bench_samples_init(&out->lat, 4 * SAMPLES_PER_THREAD) != 0) {
+        fprintf(stderr, "bench_reviewd: out of memory\n");
+        return;
+    }
+    const int64_t machine0 = bench_cpu_machine_us();
+    if (bench_tool_run(argv, (opt.duration_s + 60) * 1000, &text, &status,
+                       &cpu_us, err, sizeof(err)) != 0) {
+        fprintf(stderr, "bench_reviewd: pgbench %s: %s\n", name, err);
+        return;
+    }
+    const int64_t machine1 = bench_cpu_machine_us();
+    const int whole = parse_pgbench_report(text, status, out);
+    out->tool_cpu_us_per_tx = bench_per_op(cpu_us, out->processed);
+    out->machine_cpu_us_per_tx = spent_per_op(machine0, machine1,
+                                              out->processed);
+    if (read_pgbench_logs(prefix, out) != 0 || whole != 0) {
+        const size_t len = strlen(text);
+        fprintf(stderr, "bench_reviewd: pgbench %s gave no limit (status "
+                "%d, %lld failed); it printed: %s\n", name, status,
+                out->failed, len > 600 ? text + len - 600 : text);
+        out->tps = NAN;
+    }
+    free(text);
+}
+
+static void print_limit(const char *name, const limit *l)
+{
+    printf("{\"kind\":\"limit\",\"phase\":\"%s\",\"tool\":\"pgbench\","
+           "\"clients\":%d,\"tps\":", name, opt.concurrency);
+    bench_json_number(stdout, l->tps);
+    printf(",\"processed\":%lld,\"failed\":%lld,\"p50_us\":", l->processed,
+           l->failed);
+    bench_json_number(stdout, bench_samples_quantile_us(&l->lat, 0.50));
+    printf(",\"p99_us\":");
+    bench_json_number(stdout, bench_samples_quantile_us(&l->lat, 0.99));
+    printf(",\"pgbench_cpu_us_per_tx\":");
+    bench_json_number(stdout, l->tool_cpu_us_per_tx);
+    printf(",\"machine_cpu_us_per_tx\":");
+    bench_json_number(stdout, l->machine_cpu_us_per_tx);
+    printf("}\n");
+    fflush(stdout);
 }
 
 /* ---- memory with idle keep-alive connections ----------------------------- */
@@ -501,32 +656,80 @@ static double rss_with_idle(int n, int *opened)
 
 static bench_table table;
 
-static void rate_figure(const char *name, const result *r, double limit,
+static void rate_figure(const char *name, const result *r, const limit *l,
                         double goal, const char *from)
 {
     bench_figure f;
 
     bench_figure_init(&f, name, "ops/s", BENCH_HIGHER_IS_BETTER);
     f.value = r->rate;
-    f.limit = limit;
+    f.limit = l->tps;
     f.limit_from = from;
     f.goal = goal;
     f.n = r->ops;
     f.errors = r->errors;
     f.server_cpu_us_per_op = r->cpu_us_per_op;
+    f.client_cpu_us_per_op = r->self_cpu_us_per_op;
+    f.extra_key[0] = "machine_cpu_us_per_op";
+    f.extra_value[0] = r->machine_cpu_us_per_op;
     bench_table_add(&table, stdout, &f);
 }
 
+/* The q-quantile of s against the same quantile of l's transactions
+ * (l NULL: no limit), with the issue's absolute target when not NAN. */
 static void latency_figure(const char *name, const bench_samples *s,
-                           double q, double abs_goal_us)
+                           double q, const limit *l, double abs_goal_us)
 {
     bench_figure f;
 
     bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
     f.value = bench_samples_quantile_us(s, q);
+    if (l != NULL && !isnan(l->tps)) {
+        f.limit = bench_samples_quantile_us(&l->lat, q);
+        f.limit_from = "the same quantile of pgbench's transactions (-l)";
+    }
     f.abs_goal = abs_goal_us;
     f.n = (long long)s->n;
     bench_table_add(&table, stdout, &f);
+}
+
+/* reviewd's RSS with opt.idle idle keep-alive connections open, beside
+ * its RSS before they were opened. */
+static void rss_figure(void)
+{
+    bench_figure f;
+    int opened;
+    const double before = (double)rss_kb(opt.pid) / 1024.0;
+
+    bench_figure_init(&f, "rss.idle_keepalive", "MB", BENCH_LOWER_IS_BETTER);
+    f.value = rss_with_idle(opt.idle, &opened);
+    f.abs_goal = 64;
+    f.n = opened;
+    f.errors = opt.idle - opened;
+    f.extra_key[0] = "rss_before_mb";
+    f.extra_value[0] = before;
+    bench_table_add(&table, stdout, &f);
+    if (opened < opt.idle) {
+        fprintf(stderr, "bench_reviewd: only %d of %d idle connections were "
+                "served\n", opened, opt.idle);
+    }
+}
+
+/* Prints a run line: the machine's load, for reading the figures. */
+static void print_run(const char *when)
+{
+    char load[128];
+
+    printf("{\"kind\":\"run\",\"bench\":\"reviewd\",\"when\":\"%s\","
+           "\"online_cpus\":%ld,\"loadavg\":", when,
+           sysconf(_SC_NPROCESSORS_ONLN));
+    bench_json_string(stdout, bench_loadavg(load, sizeof(load)));
+    printf(",\"cpu_pressure_some_avg10\":");
+    bench_json_number(stdout, bench_cpu_pressure());
+    printf(",\"concurrency\":%d,\"duration_s\":%d,\"idle\":%d,"
+           "\"time\":%lld}\n", opt.concurrency, opt.duration_s, opt.idle,
+           (long long)time(NULL));
+    fflush(stdout);
 }
 
 static int seed_documents(void)
@@ -553,6 +756,13 @@ static int seed_documents(void)
     return seed_hi - seed_lo + 1 == SEED_DOCS ? 0 : -1;
 }
 
+/* The current option's value as a number in [min, max]; exits on any
+ * other. */
+static int int_arg(const char *name, long min, long max)
+{
+    return (int)bench_parse_long("bench_reviewd", name, optarg, min, max);
+}
+
 static int parse_args(int argc, char **argv)
 {
     static const struct option longs[] = {
@@ -564,13 +774,13 @@ static int parse_args(int argc, char **argv)
 
     for (; c != -1; c = getopt_long(argc, argv, "", longs, NULL)) {
         switch (c) {
-        case 'p': opt.port = atoi(optarg); break;
-        case 'P': opt.pid = atoi(optarg); break;
+        case 'p': opt.port = int_arg("--port", 1, 65535); break;
+        case 'P': opt.pid = int_arg("--pid", 1, INT_MAX); break;
         case 's': opt.secret = optarg; break;
         case 'g': opt.pg = optarg; break;
-        case 'd': opt.duration_s = atoi(optarg); break;
-        case 'c': opt.concurrency = atoi(optarg); break;
-        case 'i': opt.idle = atoi(optarg); break;
+        case 'd': opt.duration_s = int_arg("--duration", 1, 3600); break;
+        case 'c': opt.concurrency = int_arg("--concurrency", 1, 1024); break;
+        case 'i': opt.idle = int_arg("--idle", 0, 100000); break;
         case 'w': opt.workdir = optarg; break;
         case 'b': opt.pgbench = optarg; break;
         default: return -1;
@@ -592,12 +802,47 @@ static void raise_fd_limit(void)
     }
 }
 
+/* The latency figures of a phase: per GET against pgbench's doc_get, or
+ * per cycle against pgbench's three transactions, and per request of a
+ * cycle (no pgbench counterpart: its log is per script run). */
+static void latency_figures(int cycle, const result *r, const limit *l)
+{
+    if (!cycle) {
+        latency_figure("get.p50", &r->req, 0.50, l, NAN);
+        latency_figure("get.p99", &r->req, 0.99, l, 20000);
+        return;
+    }
+    latency_figure("cycle.p50", &r->cyc, 0.50, l, NAN);
+    latency_figure("cycle.p99", &r->cyc, 0.99, l, NAN);
+    latency_figure("cycle.request.p50", &r->req, 0.50, NULL, NAN);
+    latency_figure("cycle.request.p99", &r->req, 0.99, NULL, 20000);
+}
+
+/* One load phase (cycle 0: GET, 1: create -> submit -> approve), then its
+ * pgbench limit right after; 0 when both were measured without errors. */
+static int bench_phase(int cycle, const char *sql)
+{
+    const char *name = cycle ? "cycle" : "get";
+    result r;
+    limit l;
+
+    bench_progress("bench_reviewd", "%s for %d s ...", name, opt.duration_s);
+    const int rc = run_phase(cycle, &r);
+    pgbench_run(sql, name, &l);
+    print_limit(name, &l);
+    rate_figure(cycle ? "cycle.rps" : "get.rps", &r, &l, cycle ? 0.4 : 0.5,
+                cycle ? "pgbench -M prepared: the 3 transactions of a cycle"
+                      : "pgbench -M prepared: doc_get, same clients");
+    latency_figures(cycle, &r, &l);
+    bench_samples_free(&r.req);
+    bench_samples_free(&r.cyc);
+    bench_samples_free(&l.lat);
+    return rc == 0 && r.errors == 0 && !isnan(l.tps) ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
     char get_sql[600], cycle_sql[600];
-    result get, cyc;
-    double get_limit, cycle_limit, lat_ms, rss;
-    int opened;
     const int64_t now = (int64_t)time(NULL);
 
     if (parse_args(argc, argv) != 0) {
@@ -616,46 +861,20 @@ int main(int argc, char **argv)
     if (author_token == NULL || reviewer_token == NULL
         || seed_documents() != 0
         || write_scripts(get_sql, cycle_sql, sizeof(get_sql)) != 0) {
-        fprintf(stderr, "bench_reviewd: cannot seed documents or write the "
-                "pgbench scripts\n");
+        fprintf(stderr, "bench_reviewd: cannot seed documents on port %d "
+                "or write the pgbench scripts in %s\n", opt.port,
+                opt.workdir);
         return 1;
     }
-    printf("{\"kind\":\"run\",\"bench\":\"reviewd\",\"concurrency\":%d,"
-           "\"duration_s\":%d,\"idle\":%d}\n", opt.concurrency,
-           opt.duration_s, opt.idle);
-    fprintf(stderr, "bench_reviewd: GET for %d s ...\n", opt.duration_s);
-    run_phase(0, &get);
-    get_limit = pgbench_tps(get_sql, &lat_ms);
-    rate_figure("get.rps", &get, get_limit, 0.5,
-                "pgbench -M prepared, doc_get, same clients");
-    latency_figure("get.p50", &get.req, 0.50, NAN);
-    latency_figure("get.p99", &get.req, 0.99, 20000);
-    fprintf(stderr, "bench_reviewd: cycles for %d s ...\n", opt.duration_s);
-    run_phase(1, &cyc);
-    cycle_limit = pgbench_tps(cycle_sql, &lat_ms);
-    rate_figure("cycle.rps", &cyc, cycle_limit, 0.4,
-                "pgbench -M prepared, the 3 transactions of a cycle");
-    latency_figure("cycle.request.p50", &cyc.req, 0.50, NAN);
-    latency_figure("cycle.request.p99", &cyc.req, 0.99, 20000);
-    latency_figure("cycle.p50", &cyc.cyc, 0.50, NAN);
-    latency_figure("cycle.p99", &cyc.cyc, 0.99, NAN);
-    rss = rss_with_idle(opt.idle, &opened);
-    {
-        bench_figure f;
-
-        bench_figure_init(&f, "rss.idle_keepalive", "MB",
-                          BENCH_LOWER_IS_BETTER);
-        f.value = rss;
-        f.abs_goal = 64;
-        f.n = opened;
-        bench_table_add(&table, stdout, &f);
-    }
+    print_run("start");
+    const int get_rc = bench_phase(0, get_sql);
+    const int cycle_rc = bench_phase(1, cycle_sql);
+    rss_figure();
+    print_run("end");
     bench_table_print(&table, stderr);
-    bench_samples_free(&get.req);
-    bench_samples_free(&get.cyc);
-    bench_samples_free(&cyc.req);
-    bench_samples_free(&cyc.cyc);
+    printf("{\"kind\":\"summary\",\"figures\":%d,\"complete\":%s}\n",
+           table.n, get_rc == 0 && cycle_rc == 0 ? "true" : "false");
     free(author_token);
     free(reviewer_token);
-    return isnan(get_limit) || isnan(cycle_limit) ? 1 : 0;
+    return get_rc == 0 && cycle_rc == 0 ? 0 : 1;
 }

@@ -16,8 +16,8 @@
 #   - reviewd on a free port with a random JWT secret, its log in the same
 #     folder, stopped by its pid with SIGTERM.
 # The JSON lines go to OUTPUT (default var/bench/bench_reviewd-<date>.jsonl),
-# the table to the terminal.  BENCH_REVIEWD may name the bench_reviewd
-# binary when bench/CMakeLists.txt does not build it yet.
+# the table to the terminal.  BENCH_REVIEWD may name another bench_reviewd
+# binary than BUILD_DIR/bench/reviewd/bench_reviewd.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)

@@ -18,7 +18,8 @@
  *   ratelimit.take       a GCRA decision (a limiter that always allows)
  *   leader.renew         the leader renews its lease
  *   leader.campaign_busy a standby asks and is told another leads
- *   leader.tick          the leader asks whether this tick is to run
+ *   leader.tick          the leader asks to run this hour's tick and is
+ *                        told it ran already (prepare claimed it)
  *   rwlock.read          take a read lock (released untimed)
  *   rwlock.write         take the write lock (released untimed)
  *   rwlock.release       release the write lock (wakes waiters)
@@ -49,17 +50,18 @@
  */
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
-
 #include "bench_redis.h"
 #include "bench_stats.h"
 #include "dlock/patterns.h"
+
+/* leader.tick's period: long enough that the tick prepare claims is
+ * still the current one while the step runs, so every call is refused. */
+#define TICK_PERIOD_MS 3600000
 
 typedef struct opts {
     const char *url;
@@ -91,54 +93,9 @@ typedef struct bench_ctx {
     dlock_rwlock *rw;
 } bench_ctx;
 
-static void progress(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static void progress(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    fputs("bench_patterns: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
+#define progress(...) bench_progress("bench_patterns", __VA_ARGS__)
 
 /* ---- the floor: redis-benchmark EVALSHA of a trivial script ----------- */
-
-static redisContext *connect_target(const bench_target *t)
-{
-    struct timeval tv = {2, 0};
-
-    return t->unix_path[0] != '\0'
-               ? redisConnectUnixWithTimeout(t->unix_path, tv)
-               : redisConnectWithTimeout(t->host, t->port, tv);
-}
-
-/* Loads "return 1" and writes its SHA into sha; 0 or -1. */
-static int load_trivial_script(bench_ctx *x, char sha[41])
-{
-    redisContext *rc = connect_target(&x->target);
-    redisReply *r = NULL;
-    int ok = 0;
-
-    if (rc != NULL && rc->err == 0 && x->target.db != 0)
-        freeReplyObject(redisCommand(rc, "SELECT %d", x->target.db));
-    if (rc != NULL && rc->err == 0)
-        r = redisCommand(rc, "SCRIPT LOAD %s", "return 1");
-    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40) {
-        memcpy(sha, r->str, 41);
-        ok = 1;
-    } else {
-        snprintf(x->err, sizeof(x->err), "SCRIPT LOAD on %.300s failed",
-                 x->target.url);
-    }
-    if (r != NULL)
-        freeReplyObject(r);
-    redisFree(rc);
-    return ok ? 0 : -1;
-}
 
 /* Makes the command redis-benchmark replays: EVALSHA <sha> 0. */
 static int prepare_floor(bench_ctx *x)
@@ -146,12 +103,19 @@ static int prepare_floor(bench_ctx *x)
     char sha[41];
 
     memset(&x->floor_cmd, 0, sizeof(x->floor_cmd));
-    if (load_trivial_script(x, sha) != 0)
+    if (bench_script_load(&x->target, "return 1", sha, x->err,
+                          sizeof(x->err)) != 0)
         return -1;
     x->floor_cmd.argc = 3;
     x->floor_cmd.argv[0] = strdup("EVALSHA");
     x->floor_cmd.argv[1] = strdup(sha);
     x->floor_cmd.argv[2] = strdup("0");
+    for (int i = 0; i < x->floor_cmd.argc; i++) {
+        if (x->floor_cmd.argv[i] == NULL) {
+            snprintf(x->err, sizeof(x->err), "out of memory");
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -182,21 +146,21 @@ static int measure_floor(bench_ctx *x, const char *before)
 
 typedef dlock_err (*step_fn)(bench_ctx *x, long i);
 
+/*
+ * A step's answer must be the one it is meant to time: expect is its
+ * return (DLOCK_BUSY for the steps that time a refusal), and after checks
+ * the outcome (FIRST, DONE, ...) where the return alone does not say it.
+ * Anything else is counted as an error, because a decision that took
+ * another path in the script (a permit that never came back, a record
+ * that was not there) would be timed under the wrong name.
+ */
 typedef struct op {
     const char *name;
     step_fn before;   /* untimed, may be NULL */
     step_fn step;     /* the timed decision */
-    step_fn after;    /* untimed, may be NULL */
+    dlock_err expect; /* what step must return */
+    step_fn after;    /* untimed, may be NULL; checks the outcome */
 } op;
-
-/* CPU is read around the whole loop, so it includes the untimed before
- * and after steps (reported as untimed_steps_per_op); round trips are
- * counted around the timed step alone. */
-typedef struct cost {
-    int64_t cpu_us;
-    int64_t server_cpu_us;
-    uint64_t commands;
-} cost;
 
 static uint64_t commands_now(const bench_ctx *x)
 {
@@ -206,22 +170,15 @@ static uint64_t commands_now(const bench_ctx *x)
     return st.commands;
 }
 
-static void cost_now(const bench_ctx *x, cost *c)
-{
-    c->cpu_us = bench_cpu_self_us();
-    c->server_cpu_us = x->server.pid > 0 ? bench_cpu_pid_us(x->server.pid)
-                                         : -1;
-    c->commands = commands_now(x);
-}
-
+/* CPU (in c) is read around the whole loop, so it includes the untimed
+ * before and after steps (reported as untimed_steps_per_op); round trips
+ * are counted around the timed step alone (step_commands). */
 static void report(bench_ctx *x, const op *o, bench_samples *s,
-                   const cost *c0, const cost *c1, uint64_t step_commands,
-                   long errors)
+                   const bench_cost *c, uint64_t step_commands, long errors)
 {
     char name[96];
     bench_figure f;
-    double n = (double)s->n;
-    double mean = bench_samples_mean_us(s);
+    const double mean = bench_samples_mean_us(s);
 
     snprintf(name, sizeof(name), "%s.p50", o->name);
     bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
@@ -230,11 +187,8 @@ static void report(bench_ctx *x, const op *o, bench_samples *s,
     f.limit_from = "redis-benchmark -c 1: p50 of EVALSHA \"return 1\"";
     f.n = (long long)s->n;
     f.errors = errors;
-    f.client_cpu_us_per_op = (double)(c1->cpu_us - c0->cpu_us) / n;
-    if (c0->server_cpu_us >= 0 && c1->server_cpu_us >= 0)
-        f.server_cpu_us_per_op =
-            (double)(c1->server_cpu_us - c0->server_cpu_us) / n;
-    f.round_trips_per_op = (double)step_commands / n;
+    bench_cost_apply(c, (long long)s->n, &f);
+    f.round_trips_per_op = (double)step_commands / (double)s->n;
     f.extra_key[0] = "p99_us";
     f.extra_value[0] = bench_samples_quantile_us(s, 0.99);
     f.extra_key[1] = "untimed_steps_per_op";
@@ -256,7 +210,7 @@ static void report(bench_ctx *x, const op *o, bench_samples *s,
 static int measure(bench_ctx *x, const op *o)
 {
     bench_samples s;
-    cost c0 = {0, -1, 0}, c1;
+    bench_cost c;
     uint64_t step_commands = 0;
     long errors = 0, warmup = x->o.ops / 10;
 
@@ -270,7 +224,7 @@ static int measure(bench_ctx *x, const op *o)
         dlock_err err;
 
         if (i == 0)
-            cost_now(x, &c0);
+            bench_cost_begin(&c, x->server.pid, commands_now(x));
         if (o->before != NULL && o->before(x, i) != DLOCK_OK)
             errors++;
         k0 = commands_now(x);
@@ -278,20 +232,21 @@ static int measure(bench_ctx *x, const op *o)
         err = o->step(x, i);
         t1 = bench_clock_ns();
         k1 = commands_now(x);
-        if (err != DLOCK_OK && err != DLOCK_BUSY) {
-            if (errors++ == 0)
-                progress("%s: %s", o->name, dlock_client_errmsg(x->client));
-        }
+        if (err != o->expect && errors++ == 0)
+            progress("%s: %s where %s was expected: %s", o->name,
+                     dlock_errname(err), dlock_errname(o->expect),
+                     dlock_client_errmsg(x->client));
         if (i >= 0) {
             bench_samples_add(&s, t1 - t0);
             step_commands += k1 - k0;
         }
-        if (o->after != NULL && o->after(x, i) != DLOCK_OK)
-            errors++;
+        if (o->after != NULL && o->after(x, i) != DLOCK_OK && errors++ == 0)
+            progress("%s: the untimed step after it failed: %s", o->name,
+                     dlock_client_errmsg(x->client));
     }
-    cost_now(x, &c1);
+    bench_cost_end(&c, x->server.pid, commands_now(x));
     bench_samples_sort(&s);
-    report(x, o, &s, &c0, &c1, step_commands, errors);
+    report(x, o, &s, &c, step_commands, errors);
     progress("%-22s p50 %7.1f us  %8.0f/s", o->name,
              bench_samples_quantile_us(&s, 0.5),
              1e6 / bench_samples_mean_us(&s));
@@ -315,7 +270,8 @@ static dlock_err idem_first(bench_ctx *x, long i)
 
 static dlock_err idem_abort_free(bench_ctx *x, long i)
 {
-    dlock_err err = dlock_idem_abort(x->idem);
+    dlock_err err = x->idem != NULL ? dlock_idem_abort(x->idem)
+                                    : DLOCK_STATE;
 
     (void)i;
     dlock_idem_free(x->idem);
@@ -343,6 +299,16 @@ static dlock_err idem_free_step(bench_ctx *x, long i)
     return DLOCK_OK;
 }
 
+/* After idem.begin_done: the record must have been replayed (DONE). */
+static dlock_err idem_done_free(bench_ctx *x, long i)
+{
+    const int done = x->idem != NULL &&
+                     dlock_idem_status(x->idem) == DLOCK_IDEM_DONE;
+
+    idem_free_step(x, i);
+    return done ? DLOCK_OK : DLOCK_STATE;
+}
+
 static dlock_err idem_replay(bench_ctx *x, long i)
 {
     (void)i;
@@ -357,12 +323,16 @@ static dlock_err once_read(bench_ctx *x, long i)
                             &x->once);
 }
 
-static dlock_err once_free_step(bench_ctx *x, long i)
+/* After once.begin_done: the flight must have had its value (DONE). */
+static dlock_err once_done_free(bench_ctx *x, long i)
 {
+    const int done = x->once != NULL &&
+                     dlock_once_status(x->once) == DLOCK_ONCE_DONE;
+
     (void)i;
     dlock_once_free(x->once);
     x->once = NULL;
-    return DLOCK_OK;
+    return done ? DLOCK_OK : DLOCK_STATE;
 }
 
 static dlock_err sem_acquire(bench_ctx *x, long i)
@@ -401,7 +371,7 @@ static dlock_err standby_campaign(bench_ctx *x, long i)
 static dlock_err leader_tick(bench_ctx *x, long i)
 {
     (void)i;
-    return dlock_leader_tick(x->leader, 3600000, NULL);
+    return dlock_leader_tick(x->leader, TICK_PERIOD_MS, NULL);
 }
 
 static dlock_err rw_read(bench_ctx *x, long i)
@@ -448,8 +418,10 @@ static int prepare(bench_ctx *x)
                              1000, 1000000, &x->rl) == DLOCK_OK &&
          dlock_leader_new(x->client, indexed_key(x, "leader", 0), &lo,
                           &x->leader) == DLOCK_OK &&
-         dlock_leader_new(x->client, x->key, &lo, &x->standby) == DLOCK_OK &&
+         dlock_leader_new(x->client, indexed_key(x, "leader", 0), &lo,
+                          &x->standby) == DLOCK_OK &&
          dlock_leader_campaign(x->leader, 0) == DLOCK_OK &&
+         dlock_leader_tick(x->leader, TICK_PERIOD_MS, NULL) == DLOCK_OK &&
          dlock_idem_begin(x->client, indexed_key(x, "idem-c", 0), 10000,
                           &done) == DLOCK_OK;
     if (ok) {
@@ -481,20 +453,20 @@ static void release_objects(bench_ctx *x)
 static int run_ops(bench_ctx *x)
 {
     static const op ops[] = {
-        {"idem.begin_first", NULL, idem_first, idem_abort_free},
-        {"idem.begin_done", NULL, idem_replay, idem_free_step},
-        {"idem.complete", idem_first_done_key, idem_complete,
+        {"idem.begin_first", NULL, idem_first, DLOCK_OK, idem_abort_free},
+        {"idem.begin_done", NULL, idem_replay, DLOCK_OK, idem_done_free},
+        {"idem.complete", idem_first_done_key, idem_complete, DLOCK_OK,
          idem_free_step},
-        {"once.begin_done", NULL, once_read, once_free_step},
-        {"semaphore.acquire", NULL, sem_acquire, sem_release},
-        {"semaphore.release", sem_acquire, sem_release, NULL},
-        {"ratelimit.take", NULL, rl_take, NULL},
-        {"leader.renew", NULL, leader_renew, NULL},
-        {"leader.campaign_busy", NULL, standby_campaign, NULL},
-        {"leader.tick", NULL, leader_tick, NULL},
-        {"rwlock.read", NULL, rw_read, rw_release},
-        {"rwlock.write", NULL, rw_write, rw_release},
-        {"rwlock.release", rw_write, rw_release, NULL},
+        {"once.begin_done", NULL, once_read, DLOCK_OK, once_done_free},
+        {"semaphore.acquire", NULL, sem_acquire, DLOCK_OK, sem_release},
+        {"semaphore.release", sem_acquire, sem_release, DLOCK_OK, NULL},
+        {"ratelimit.take", NULL, rl_take, DLOCK_OK, NULL},
+        {"leader.renew", NULL, leader_renew, DLOCK_OK, NULL},
+        {"leader.campaign_busy", NULL, standby_campaign, DLOCK_BUSY, NULL},
+        {"leader.tick", NULL, leader_tick, DLOCK_BUSY, NULL},
+        {"rwlock.read", NULL, rw_read, DLOCK_OK, rw_release},
+        {"rwlock.write", NULL, rw_write, DLOCK_OK, rw_release},
+        {"rwlock.release", rw_write, rw_release, DLOCK_OK, NULL},
     };
 
     for (size_t i = 0; i < sizeof(ops) / sizeof(*ops); i++)
@@ -528,29 +500,19 @@ static int setup(bench_ctx *x)
     return 0;
 }
 
-/* The kernel's CPU pressure "some avg10" (the share of the last 10 s in
- * which some task waited for a CPU), or NAN: how contended the run was. */
-static double cpu_pressure(void)
-{
-    FILE *f = fopen("/proc/pressure/cpu", "r");
-    double avg10 = NAN;
-
-    if (f != NULL) {
-        if (fscanf(f, "some avg10=%lf", &avg10) != 1)
-            avg10 = NAN;
-        fclose(f);
-    }
-    return avg10;
-}
-
 static void print_run(const bench_ctx *x, const char *when)
 {
     char version[64];
 
     bench_server_version(&x->target, version, sizeof(version));
+    char load[128];
+
     printf("{\"kind\":\"run\",\"bench\":\"patterns\",\"when\":\"%s\","
-           "\"cpu_pressure_avg10\":", when);
-    bench_json_number(stdout, cpu_pressure());
+           "\"online_cpus\":%ld,\"loadavg\":", when,
+           sysconf(_SC_NPROCESSORS_ONLN));
+    bench_json_string(stdout, bench_loadavg(load, sizeof(load)));
+    printf(",\"cpu_pressure_some_avg10\":");
+    bench_json_number(stdout, bench_cpu_pressure());
     printf(",\"server\":");
     bench_json_string(stdout, x->target.url);
     printf(",\"redis_version\":");
@@ -592,7 +554,10 @@ static void parse_args(int argc, char **argv, opts *o)
             break;
         switch (ch) {
         case 'u': o->url = optarg; break;
-        case 'n': o->ops = strtol(optarg, NULL, 10); break;
+        case 'n':
+            o->ops = bench_parse_long("bench_patterns", "--ops", optarg, 100,
+                                      10000000);
+            break;
         case 'S': o->server_bin = optarg; break;
         case 'B': o->rb_bin = optarg; break;
         case 'w': o->workdir = optarg; break;
@@ -600,8 +565,10 @@ static void parse_args(int argc, char **argv, opts *o)
         default: usage(stderr); exit(2);
         }
     }
-    if (o->ops < 100)
-        o->ops = 100;
+    if (optind != argc) {
+        usage(stderr);
+        exit(2);
+    }
 }
 
 int main(int argc, char **argv)
