@@ -31,6 +31,7 @@ enum option_id {
     OPT_FAIL_OPEN,
     OPT_QUIET,
     OPT_JSON,
+    OPT_EVERY,
     OPT_COUNT
 };
 
@@ -60,6 +61,7 @@ static const struct option long_options[] = {
     {"fail-open", no_argument, NULL, LONG_ONLY(OPT_FAIL_OPEN)},
     {"quiet", no_argument, NULL, 'q'},
     {"json", no_argument, NULL, LONG_ONLY(OPT_JSON)},
+    {"every", required_argument, NULL, LONG_ONLY(OPT_EVERY)},
     {NULL, 0, NULL, 0},
 };
 
@@ -79,14 +81,20 @@ struct command_spec {
 static const struct command_spec commands[CLI_CMD_COUNT] = {
     [CLI_CMD_RUN] = {"run", COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT) |
                      BIT(OPT_GRACE) | BIT(OPT_CONFLICT_EXIT_CODE) |
-                     BIT(OPT_FAIL_OPEN) | BIT(OPT_QUIET),
+                     BIT(OPT_FAIL_OPEN) | BIT(OPT_QUIET) | BIT(OPT_EVERY),
                      OPERANDS_KEY_COMMAND},
     [CLI_CMD_ACQUIRE] = {"acquire", COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT),
                          OPERANDS_KEY},
     [CLI_CMD_RELEASE] = {"release", COMMON, OPERANDS_KEY_TOKEN},
     [CLI_CMD_EXTEND] = {"extend", COMMON | BIT(OPT_TTL), OPERANDS_KEY_TOKEN},
     [CLI_CMD_STATUS] = {"status", COMMON | BIT(OPT_JSON), OPERANDS_KEY},
+    [CLI_CMD_LEADER] = {"leader", COMMON | BIT(OPT_TTL) | BIT(OPT_GRACE) |
+                        BIT(OPT_QUIET), OPERANDS_KEY_COMMAND},
 };
+
+/* What `run --every` refuses: each only means something for one run. */
+#define NOT_WITH_EVERY (BIT(OPT_WAIT) | BIT(OPT_FAIL_OPEN) | \
+                        BIT(OPT_CONFLICT_EXIT_CODE))
 
 int cli_command_find(const char *name)
 {
@@ -175,6 +183,11 @@ static int set_valued(struct cli_args *a, int id, const char *v,
             return fail(why, whylen, "--%s '%s' is not a duration (such as "
                         "0, 10s, 5m) or 'forever'", name, v);
         return 0;
+    case OPT_EVERY:
+        if (cli_duration_parse(v, &a->every_ms) != 0 || a->every_ms == 0)
+            return fail(why, whylen, "--%s '%s' is not a duration above 0 "
+                        "(such as 1s, 5m, 1h)", name, v);
+        return 0;
     case OPT_GRACE:
         if (cli_duration_parse(v, &a->grace_ms) != 0)
             return fail(why, whylen, "--%s '%s' is not a duration (such as "
@@ -232,10 +245,11 @@ static void set_defaults(struct cli_args *a, enum cli_command command)
     a->busy_exit = CLI_EXIT_BUSY;
 }
 
-/* Reads the options; leaves optind at the first operand. */
+/* Reads the options; leaves optind at the first operand and the set of
+ * options seen in *given. */
 static int parse_options(const struct command_spec *spec, int argc,
-                         char **argv, struct cli_args *a, char *why,
-                         size_t whylen)
+                         char **argv, struct cli_args *a, unsigned *given,
+                         char *why, size_t whylen)
 {
     char optstring[sizeof(short_options) + 1];
 
@@ -259,7 +273,23 @@ static int parse_options(const struct command_spec *spec, int argc,
                         id < 0 ? "?" : long_name_of(id), spec->name);
         if (set_option(a, id, optarg, why, whylen) != 0)
             return -1;
+        *given |= BIT(id);
     }
+    return 0;
+}
+
+/* run --every takes none of the options that only suit a single run. */
+static int check_every(const struct cli_args *a, unsigned given,
+                       char *why, size_t whylen)
+{
+    const unsigned clash = given & NOT_WITH_EVERY;
+
+    if (a->every_ms == 0 || clash == 0)
+        return 0;
+    for (int id = 0; id < OPT_COUNT; id++)
+        if (clash & BIT(id))
+            return fail(why, whylen, "--%s is not used with --every",
+                        long_name_of(id));
     return 0;
 }
 
@@ -310,12 +340,15 @@ int cli_args_parse(enum cli_command command, int argc, char **argv,
                    struct cli_args *out, char *why, size_t whylen)
 {
     const struct command_spec *spec = &commands[command];
+    unsigned given = 0;
 
     set_defaults(out, command);
-    if (parse_options(spec, argc, argv, out, why, whylen) != 0)
+    if (parse_options(spec, argc, argv, out, &given, why, whylen) != 0)
         return -1;
     if (out->help)
         return 0;
+    if (check_every(out, given, why, whylen) != 0)
+        return -1;
     return parse_operands(spec, argc - optind, argv + optind, out, why,
                           whylen);
 }

@@ -9,9 +9,12 @@
  * exit, so the unit tests can drive it; the caller prints the message and
  * picks the exit code.
  *
- * `run` stops at its first operand (POSIX getopt order), since everything
- * after KEY belongs to the command; the others accept options anywhere, as
- * GNU tools do.  Strings in struct cli_args point into argv.
+ * `run` and `leader` stop at their first operand (POSIX getopt order),
+ * since everything after KEY belongs to the command; the others accept
+ * options anywhere, as GNU tools do.  `run --every` is the scheduled form
+ * of run: the options that only make sense for one run under a lock
+ * (--wait, --fail-open, --conflict-exit-code) are refused with it.  Strings
+ * in struct cli_args point into argv.
  */
 #ifndef DLOCK_CLI_ARGS_H
 #define DLOCK_CLI_ARGS_H
@@ -25,6 +28,7 @@ enum cli_command {
     CLI_CMD_RELEASE,
     CLI_CMD_EXTEND,
     CLI_CMD_STATUS,
+    CLI_CMD_LEADER,
     CLI_CMD_COUNT
 };
 
@@ -46,6 +50,7 @@ struct cli_args {
     int64_t ttl_ms;           /* --ttl; CLI_DEFAULT_TTL_MS */
     int64_t wait_ms;          /* --wait; 0 = do not wait, -1 = forever */
     int64_t grace_ms;         /* --grace; CLI_DEFAULT_GRACE_MS */
+    int64_t every_ms;         /* run --every: the tick; 0 = run once */
     int busy_exit;            /* --conflict-exit-code; 75 */
     int fail_open;            /* --fail-open */
     int quiet;                /* --quiet */
@@ -53,7 +58,7 @@ struct cli_args {
 
     const char *key;          /* KEY */
     const char *token;        /* TOKEN, for release and extend */
-    char **command;           /* run: COMMAND [ARGS], NULL-terminated */
+    char **command;           /* run, leader: COMMAND [ARGS], NULL-ended */
 };
 
 /* The subcommand named name, or -1 if there is none. */

@@ -26,22 +26,24 @@ const char *cli_client_url(const struct cli_args *a)
     return CLI_DEFAULT_URL;
 }
 
-int cli_client_open(const struct cli_args *a, int start_offline,
-                    dlock_client **out)
+/* The library's default round-trip and connect timeouts. */
+#define LIBRARY_TIMEOUT_MS 5000
+#define LEASE_TIMEOUT_MIN_MS 50
+
+/* Connects with opts' timeouts (0: the library's) and the TLS options. */
+static int open_client(const struct cli_args *a, dlock_client_opts *opts,
+                       dlock_client **out)
 {
     const char *url = cli_client_url(a);
     char why[DLOCK_ERRMSG_MAX];
-    dlock_client_opts opts;
     dlock_err err;
 
-    dlock_client_opts_init(&opts);
-    opts.start_offline = start_offline;
-    opts.tls_ca_file = a->tls_ca_file;
-    opts.tls_cert_file = a->tls_cert_file;
-    opts.tls_key_file = a->tls_key_file;
-    opts.tls_server_name = a->tls_server_name;
+    opts->tls_ca_file = a->tls_ca_file;
+    opts->tls_cert_file = a->tls_cert_file;
+    opts->tls_key_file = a->tls_key_file;
+    opts->tls_server_name = a->tls_server_name;
     why[0] = '\0';
-    err = dlock_client_new(url, &opts, out, why, sizeof(why));
+    err = dlock_client_new(url, opts, out, why, sizeof(why));
     if (err == DLOCK_OK)
         return CLI_EXIT_OK;
     /* Not the URL: it may carry a password.  The library's message names
@@ -49,4 +51,29 @@ int cli_client_open(const struct cli_args *a, int start_offline,
     cli_say("cannot use redis: %s",
             why[0] != '\0' ? why : dlock_strerror(err));
     return cli_exit_of(err, CLI_EXIT_BUSY);
+}
+
+int cli_client_open(const struct cli_args *a, int start_offline,
+                    dlock_client **out)
+{
+    dlock_client_opts opts;
+
+    dlock_client_opts_init(&opts);
+    opts.start_offline = start_offline;
+    return open_client(a, &opts, out);
+}
+
+int cli_client_open_for_lease(const struct cli_args *a, dlock_client **out)
+{
+    int64_t timeout_ms = a->ttl_ms / 4;
+    dlock_client_opts opts;
+
+    if (timeout_ms > LIBRARY_TIMEOUT_MS)
+        timeout_ms = LIBRARY_TIMEOUT_MS;
+    if (timeout_ms < LEASE_TIMEOUT_MIN_MS)
+        timeout_ms = LEASE_TIMEOUT_MIN_MS;
+    dlock_client_opts_init(&opts);
+    opts.io_timeout_ms = (int)timeout_ms;
+    opts.connect_timeout_ms = (int)timeout_ms;
+    return open_client(a, &opts, out);
 }

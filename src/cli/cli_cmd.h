@@ -10,8 +10,13 @@
 
 #include "cli_args.h"
 
-/* dlock run: acquire, run COMMAND under the lock, release (cli_run.c). */
+/* dlock run: acquire, run COMMAND under the lock, release (cli_run.c);
+ * with --every, cli_cmd_run_every. */
 int cli_cmd_run(const struct cli_args *a);
+
+/* dlock run --every: at most one node runs COMMAND each tick
+ * (cli_run_every.c). */
+int cli_cmd_run_every(const struct cli_args *a);
 
 /* dlock acquire: take the lock and print its token (cli_acquire.c). */
 int cli_cmd_acquire(const struct cli_args *a);
@@ -24,5 +29,8 @@ int cli_cmd_extend(const struct cli_args *a);
 
 /* dlock status: what Redis says about a lock (cli_status.c). */
 int cli_cmd_status(const struct cli_args *a);
+
+/* dlock leader: run COMMAND while this node leads KEY (cli_leader.c). */
+int cli_cmd_leader(const struct cli_args *a);
 
 #endif /* DLOCK_CLI_CMD_H */

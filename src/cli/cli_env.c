@@ -1,9 +1,9 @@
 /*
  * cli_env.c: the command's environment (cli_env.h).
  *
- * The array is the base's entries minus our four names, then our four, then
- * NULL.  Only our four strings and the array are allocated; the rest point
- * into the base.
+ * The array is the base's entries minus every DLOCK_* name, then the
+ * variables asked for, then NULL.  Only our strings and the array are
+ * allocated; the rest point into the base.
  */
 #include "cli_env.h"
 
@@ -14,6 +14,7 @@
 
 static const char *const names[CLI_ENV_VARS] = {
     "DLOCK_KEY", "DLOCK_TOKEN", "DLOCK_FENCE", "DLOCK_DEGRADED",
+    "DLOCK_TERM", "DLOCK_TICK",
 };
 
 /* Whether entry ("NAME=value") sets one of our names. */
@@ -39,48 +40,68 @@ static char *entry_new(const char *name, const char *value)
     return s;
 }
 
-static int make_owned(struct cli_env *env, const char *key,
-                      const char *token, uint64_t fence, int degraded)
-{
-    char fence_text[24];
-    const char *values[CLI_ENV_VARS];
-
-    snprintf(fence_text, sizeof(fence_text), "%" PRIu64, fence);
-    values[0] = key;
-    values[1] = token != NULL ? token : "";
-    values[2] = fence_text;
-    values[3] = degraded ? "1" : "0";
-    for (size_t i = 0; i < CLI_ENV_VARS; i++) {
-        env->owned[i] = entry_new(names[i], values[i]);
-        if (env->owned[i] == NULL)
-            return -1;
-    }
-    return 0;
-}
-
-int cli_env_build(struct cli_env *env, char *const *base, const char *key,
-                  const char *token, uint64_t fence, int degraded)
+int cli_env_build_vars(struct cli_env *env, char *const *base,
+                       const struct cli_env_var *vars, size_t n_vars)
 {
     size_t n_base = 0, n = 0;
 
     memset(env, 0, sizeof(*env));
+    if (n_vars > CLI_ENV_VARS)
+        return -1;
     while (base != NULL && base[n_base] != NULL)
         n_base++;
-    if (make_owned(env, key, token, fence, degraded) != 0)
-        goto fail;
-    env->envp = calloc(n_base + CLI_ENV_VARS + 1, sizeof(char *));
+    for (size_t i = 0; i < n_vars; i++) {
+        env->owned[i] = entry_new(vars[i].name, vars[i].value);
+        if (env->owned[i] == NULL)
+            goto fail;
+    }
+    env->envp = calloc(n_base + n_vars + 1, sizeof(char *));
     if (env->envp == NULL)
         goto fail;
     for (size_t i = 0; i < n_base; i++)
         if (!is_ours(base[i]))
             env->envp[n++] = base[i];
-    for (size_t i = 0; i < CLI_ENV_VARS; i++)
+    for (size_t i = 0; i < n_vars; i++)
         env->envp[n++] = env->owned[i];
     env->envp[n] = NULL;
     return 0;
 fail:
     cli_env_free(env);
     return -1;
+}
+
+int cli_env_build(struct cli_env *env, char *const *base, const char *key,
+                  const char *token, uint64_t fence, int degraded)
+{
+    char fence_text[24];
+    const struct cli_env_var vars[] = {
+        {"DLOCK_KEY", key},
+        {"DLOCK_TOKEN", token != NULL ? token : ""},
+        {"DLOCK_FENCE", fence_text},
+        {"DLOCK_DEGRADED", degraded ? "1" : "0"},
+    };
+
+    snprintf(fence_text, sizeof(fence_text), "%" PRIu64, fence);
+    return cli_env_build_vars(env, base, vars, sizeof(vars) / sizeof(*vars));
+}
+
+int cli_env_build_leader(struct cli_env *env, char *const *base,
+                         const char *key, uint64_t term, int64_t tick)
+{
+    char term_text[24], tick_text[24];
+    const struct cli_env_var vars[] = {
+        {"DLOCK_KEY", key},
+        {"DLOCK_TERM", term_text},
+        {"DLOCK_FENCE", term_text},
+        {"DLOCK_DEGRADED", "0"},
+        {"DLOCK_TICK", tick_text},
+    };
+    const size_t n = sizeof(vars) / sizeof(*vars);
+
+    snprintf(term_text, sizeof(term_text), "%" PRIu64, term);
+    snprintf(tick_text, sizeof(tick_text), "%" PRId64, tick);
+    /* DLOCK_TICK is last, so leaving it out is a shorter list. */
+    return cli_env_build_vars(env, base, vars, tick >= 0 ? n : n - 1);
 }
 
 void cli_env_free(struct cli_env *env)

@@ -1,5 +1,6 @@
 /*
- * cli_run.c: `dlock run KEY -- COMMAND`, flock(1) across machines.
+ * cli_run.c: `dlock run KEY -- COMMAND`, flock(1) across machines.  (With
+ * --every, the scheduled form runs instead: cli_run_every.c.)
  *
  * The steps, and why they come in this order:
  *   1. Connect with SIGINT/TERM/HUP/CHLD blocked, so the library's
@@ -172,6 +173,8 @@ int cli_cmd_run(const struct cli_args *a)
     struct run r = {.a = a, .wakeup = {.read_fd = -1, .write_fd = -1}};
     int code;
 
+    if (a->every_ms > 0)
+        return cli_cmd_run_every(a);
     code = run_connect(&r);
     if (code != CLI_EXIT_OK)
         return code;

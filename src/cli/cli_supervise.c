@@ -26,6 +26,7 @@ struct loop {
     const struct cli_supervision *s;
     struct cli_outcome *out;
     int64_t kill_at_us;            /* SIGKILL deadline; 0 when none */
+    int armed;                     /* a deadline was set (STOPPING) */
 };
 
 static int64_t now_us(void)
@@ -55,11 +56,22 @@ static int command_ended(struct loop *l)
 
 static void send_kill(struct loop *l)
 {
-    cli_say("'%s' (pid %d) is still running %lld ms after SIGTERM: "
-            "sending SIGKILL", l->s->command, (int)l->s->child,
+    cli_say("'%s' (pid %d) is still running %lld ms after it was told to "
+            "stop: sending SIGKILL", l->s->command, (int)l->s->child,
             (long long)l->s->grace_ms);
     kill(l->s->child, SIGKILL);
     l->kill_at_us = 0;
+}
+
+/* Sets the SIGKILL deadline, unless one is set or was reached. */
+static void arm_kill(struct loop *l)
+{
+    if (l->kill_at_us != 0 || l->armed)
+        return;
+    l->armed = 1;
+    l->kill_at_us = now_us() + l->s->grace_ms * 1000;
+    if (l->s->grace_ms == 0)
+        send_kill(l);
 }
 
 /* The lock is gone: stop the command before another holder's work
@@ -69,21 +81,39 @@ static void stop_lost_command(struct loop *l)
     if (l->out->lost)
         return;
     l->out->lost = 1;
-    cli_say("lock %.64s was lost: stopping '%s' (pid %d) with SIGTERM, "
-            "SIGKILL after %lld ms", l->s->key, l->s->command,
-            (int)l->s->child, (long long)l->s->grace_ms);
+    cli_say("%s %.64s was lost: stopping '%s' (pid %d) with SIGTERM, "
+            "SIGKILL after %lld ms", l->s->held != NULL ? l->s->held : "lock",
+            l->s->key, l->s->command, (int)l->s->child,
+            (long long)l->s->grace_ms);
     kill(l->s->child, SIGTERM);
-    l->kill_at_us = now_us() + l->s->grace_ms * 1000;
-    if (l->s->grace_ms == 0)
-        send_kill(l);
+    arm_kill(l);
 }
 
+/* SIGINT, SIGTERM or SIGHUP reached dlock: pass it on, unless a terminal
+ * sent it to the command too; with stop_on_signal, also stop. */
+static void handle_stop_signal(struct loop *l, unsigned char event, int sig)
+{
+    l->out->stop_signal = sig;
+    if ((event & CLI_WAKE_TERMINAL) == 0)
+        kill(l->s->child, sig);
+    if (!l->s->stop_on_signal)
+        return;
+    if (!l->armed)
+        cli_say("got signal %d: stopping '%s' (pid %d), SIGKILL after "
+                "%lld ms", sig, l->s->command, (int)l->s->child,
+                (long long)l->s->grace_ms);
+    arm_kill(l);
+}
+
+/* Other bytes (SIGCHLD, CLI_WAKE_GAINED) only end the sleep. */
 static void handle_event(struct loop *l, unsigned char event)
 {
+    const int sig = cli_wakeup_stop_signal(event);
+
     if (event == CLI_WAKE_LOST)
         stop_lost_command(l);
-    else if (event != SIGCHLD)
-        kill(l->s->child, event);
+    else if (sig != 0)
+        handle_stop_signal(l, event, sig);
 }
 
 /* Milliseconds poll may sleep: until the SIGKILL deadline, or forever. */
@@ -135,7 +165,7 @@ static void kill_and_reap(const struct cli_supervision *s)
 
 int cli_supervise(const struct cli_supervision *s, struct cli_outcome *out)
 {
-    struct loop l = {.s = s, .out = out, .kill_at_us = 0};
+    struct loop l = {.s = s, .out = out, .kill_at_us = 0, .armed = 0};
     int ended;
 
     memset(out, 0, sizeof(*out));

@@ -10,7 +10,9 @@ static const char overview[] =
     "while they are in use, with a fencing token for every grant.\n"
     "\n"
     "commands:\n"
-    "  run      run a command while holding KEY\n"
+    "  run      run a command while holding KEY; with --every, on one\n"
+    "           node of many at each tick (cron across nodes)\n"
+    "  leader   run a command while this node leads KEY\n"
     "  acquire  take KEY and print its token (nothing renews it)\n"
     "  release  give back KEY by its token\n"
     "  extend   renew KEY by its token\n"
@@ -40,6 +42,7 @@ static const char common[] =
 static const char *const texts[CLI_CMD_COUNT] = {
     [CLI_CMD_RUN] =
         "usage: dlock run [options] KEY [--] COMMAND [ARGS...]\n"
+        "       dlock run --every D [options] KEY [--] COMMAND [ARGS...]\n"
         "\n"
         "Acquires KEY, runs COMMAND with DLOCK_KEY, DLOCK_TOKEN, DLOCK_FENCE\n"
         "and DLOCK_DEGRADED in its environment, renews the lock every ttl/3\n"
@@ -56,10 +59,18 @@ static const char *const texts[CLI_CMD_COUNT] = {
         "                           when Redis is unavailable\n"
         "  -E, --conflict-exit-code N  exit N, not 75, when the lock is busy\n"
         "  -q, --quiet              no message when busy or failing open\n"
+        "                           (--every: none for each run)\n"
+        "      --every D            run forever, campaigning for KEY with\n"
+        "                           other nodes; at each tick of D (on the\n"
+        "                           Redis clock) one node runs COMMAND with\n"
+        "                           DLOCK_TICK and DLOCK_TERM; --ttl is the\n"
+        "                           leader's lease; a run that outlasts its\n"
+        "                           tick skips the ticks it overlaps\n"
         "\n"
         "exit status: COMMAND's (128+N if signal N killed it), 75 busy,\n"
         "76 lock lost while COMMAND ran, 69 Redis unavailable, 64 usage,\n"
-        "70 internal error, 126/127 COMMAND not executable / not found.\n",
+        "70 internal error, 126/127 COMMAND not executable / not found.\n"
+        "With --every: 0 when stopped by SIGINT/SIGTERM/SIGHUP.\n",
     [CLI_CMD_ACQUIRE] =
         "usage: dlock acquire [options] KEY\n"
         "\n"
@@ -100,6 +111,26 @@ static const char *const texts[CLI_CMD_COUNT] = {
         "      --json               print one JSON object instead\n"
         "\n"
         "exit status: 0 (held or not), 69 Redis unavailable, 64 usage.\n",
+    [CLI_CMD_LEADER] =
+        "usage: dlock leader [options] KEY [--] COMMAND [ARGS...]\n"
+        "\n"
+        "Campaigns for KEY with the other nodes running the same line and\n"
+        "runs COMMAND while this node leads, with DLOCK_KEY, DLOCK_TERM and\n"
+        "DLOCK_FENCE (the term) in its environment.  If the leadership is\n"
+        "lost (the lease could not be renewed in time), COMMAND gets\n"
+        "SIGTERM, SIGKILL after the grace period, and dlock campaigns again;\n"
+        "another node takes over within one TTL.  SIGINT, SIGTERM or SIGHUP\n"
+        "stop COMMAND and resign, so another node takes over at once.\n"
+        "\n"
+        "options:\n"
+        "  -t, --ttl D              the leader's lease (default 30s),\n"
+        "                           renewed every D/3\n"
+        "      --grace D            SIGTERM to SIGKILL (default 5s)\n"
+        "  -q, --quiet              no message when COMMAND starts or ends\n"
+        "\n"
+        "exit status: COMMAND's when it ends by itself (dlock resigns), 0\n"
+        "when stopped by a signal, 69 Redis unavailable at the start,\n"
+        "64 usage, 70 internal error, 126/127 COMMAND not runnable.\n",
 };
 
 void cli_usage_print_overview(FILE *out)

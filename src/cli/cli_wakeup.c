@@ -87,9 +87,17 @@ static void on_signal(int sig, siginfo_t *info, void *context)
     const int fd = signal_fd;
 
     (void)context;
-    if (fd < 0 || sent_by_terminal(sig, info))
+    if (fd < 0)
         return;
-    post_byte(fd, (unsigned char)sig);
+    post_byte(fd, (unsigned char)(sent_by_terminal(sig, info)
+                                  ? sig | CLI_WAKE_TERMINAL : sig));
+}
+
+int cli_wakeup_stop_signal(unsigned char event)
+{
+    const int sig = event & ~CLI_WAKE_TERMINAL;
+
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP ? sig : 0;
 }
 
 /* Whether sig was ignored before we touched it, so must stay ignored.

@@ -5,10 +5,17 @@
  * The supervisor sleeps in poll(2) on the pipe's read end.  Three kinds of
  * writers wake it, each with one byte naming the event:
  *   - the signal handlers for SIGINT, SIGTERM, SIGHUP (to be forwarded to
- *     the command) and SIGCHLD (the command may have ended): the byte is
- *     the signal number;
- *   - the lock's on_lost callback, on the library's watchdog thread: the
- *     byte is CLI_WAKE_LOST.
+ *     the command, or for `dlock leader` and `run --every` to stop) and
+ *     SIGCHLD (the command may have ended): the byte is the signal number,
+ *     with CLI_WAKE_TERMINAL added when a terminal sent it to the whole
+ *     process group (the command has it already);
+ *   - the lock's on_lost callback, on the library's watchdog thread, or a
+ *     leadership's on_lost: the byte is CLI_WAKE_LOST;
+ *   - a leadership's on_gained, on the candidate's thread: the byte is
+ *     CLI_WAKE_GAINED.
+ * A byte only says "look again": readers decide from the state they can
+ * query (waitpid, dlock_leader_is_leader), so a dropped byte loses
+ * nothing.
  * write(2) is async-signal-safe and atomic for one byte, so a handler and
  * a thread may write at any moment.  Both ends are non-blocking: a write
  * to a full pipe is dropped, which loses nothing, since the unread bytes
@@ -24,6 +31,12 @@
 
 /* The event byte for "the lock was found lost"; signals are 1..64. */
 #define CLI_WAKE_LOST 0
+
+/* The event byte for "this node became the leader". */
+#define CLI_WAKE_GAINED 0x7f
+
+/* Added to a signal's byte when a terminal sent it (si_code SI_KERNEL). */
+#define CLI_WAKE_TERMINAL 0x80
 
 /* How many signals cli_wakeup_catch_signals handles. */
 #define CLI_WAKE_SIGNALS 4
@@ -56,13 +69,15 @@ int cli_wakeup_drain(const struct cli_wakeup *w, unsigned char *events,
  * Installs the handlers for SIGINT, SIGTERM, SIGHUP and SIGCHLD, which post
  * the signal number to w, and saves the dispositions they replace in w.
  * SIGINT and SIGHUP that the kernel sent on a terminal's behalf (si_code
- * SI_KERNEL) are not posted: the terminal sent them to the whole
- * foreground process group, the command included, and forwarding them
- * would deliver each twice.  A signal that was ignored when dlock started
- * (nohup's SIGHUP, a background job's SIGINT) stays ignored, as a shell
- * keeps it, so the command inherits the same immunity it would have had
- * without dlock.  Returns 0, or -1 with errno (nothing is left installed).
- * Only one wakeup can be installed at a time in a process.
+ * SI_KERNEL) are posted with CLI_WAKE_TERMINAL added: the terminal sent
+ * them to the whole foreground process group, the command included, so
+ * they must not be forwarded (that would deliver each twice), but a loop
+ * with no command running must still see them.  A signal that was
+ * ignored when dlock started (nohup's SIGHUP, a background job's SIGINT)
+ * stays ignored, as a shell keeps it, so the command inherits the same
+ * immunity it would have had without dlock.  Returns 0, or -1 with errno
+ * (nothing is left installed).  Only one wakeup can be installed at a
+ * time in a process.
  */
 int cli_wakeup_catch_signals(struct cli_wakeup *w);
 
@@ -77,6 +92,10 @@ void cli_wakeup_release_signals(struct cli_wakeup *w);
  * handlers later run on the main thread and never interrupt a renewal.
  */
 void cli_wakeup_block_signals(sigset_t *old);
+
+/* The signal (SIGINT, SIGTERM or SIGHUP) an event byte asks dlock to act
+ * on, whoever sent it; 0 for every other byte. */
+int cli_wakeup_stop_signal(unsigned char event);
 
 /* Restores a mask saved by cli_wakeup_block_signals. */
 void cli_wakeup_restore_mask(const sigset_t *old);

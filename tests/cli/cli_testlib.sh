@@ -7,8 +7,9 @@
 #   dlock finds it the way a user's shell would.  If it does not answer,
 #   scripts/stack up redis is run once.
 # - Keys are unique to the test and the process, "cli:<test>:<pid>:<n>",
-#   because every test shares that one Redis; they and their fence keys are
-#   deleted at exit.  Nothing here flushes or reconfigures the server.
+#   because every test shares that one Redis; they and their fence keys
+#   (for a role, its leader keys: new_role) are deleted at exit.  Nothing
+#   here flushes or reconfigures the server.
 # - WORK is a private scratch folder under var/test/, removed at exit.
 # - Background processes are started with spawn_bg and killed at exit by
 #   their pid, never by name.
@@ -71,6 +72,19 @@ new_key() {
     local made="cli:$TEST_NAME:$$:$KEY_SEQ"
     KEYS_USED+=("$made")
     printf -v "$1" '%s' "$made"
+}
+
+# new_role VAR: as new_key, for `dlock leader` and `run --every`: also
+# records the role's keys ({leader:KEY}, its :term and :tick) for cleanup.
+new_role() {
+    new_key "$1"
+    local made=${!1}
+    KEYS_USED+=("{leader:$made}" "{leader:$made}:term" "{leader:$made}:tick")
+}
+
+# leader_of KEY: the id ("host:pid") of the node leading KEY, or nothing.
+leader_of() {
+    rcli HGET "{leader:$1}" id 2>/dev/null
 }
 
 # dl ARGS...: runs dlock under the time limit.
@@ -138,6 +152,11 @@ is_free() {
 
 file_exists() {
     [ -s "$1" ]
+}
+
+# has_lines FILE N: FILE exists and holds exactly N lines.
+has_lines() {
+    [ -s "$1" ] && [ "$(wc -l <"$1")" -eq "$2" ]
 }
 
 now_ms() {

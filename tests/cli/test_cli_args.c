@@ -253,6 +253,77 @@ static void status_takes_json_after_the_key(void **state)
     TK_EXPECT(a.json && strcmp(a.key, "job") == 0, "--json after KEY");
 }
 
+static void run_every_takes_a_tick_and_the_lease_options(void **state)
+{
+    static const char *const w[] = {"run", "--every", "1m", "--ttl", "10s",
+                                    "--grace", "1s", "-q", "job", "--",
+                                    "report", NULL};
+    static const char *const once[] = {"run", "job", "true", NULL};
+    struct line l;
+    struct cli_args a;
+
+    (void)state;
+    parse_ok(CLI_CMD_RUN, w, &l, &a);
+    TK_EXPECT(a.every_ms == 60000, "--every 1m is 60000 ms, got %lld",
+              (long long)a.every_ms);
+    TK_EXPECT(a.ttl_ms == 10000 && a.grace_ms == 1000 && a.quiet,
+              "--ttl, --grace and --quiet go with --every");
+    TK_EXPECT(strcmp(a.command[0], "report") == 0, "the command follows");
+    parse_ok(CLI_CMD_RUN, once, &l, &a);
+    TK_EXPECT(a.every_ms == 0, "without --every, run runs once");
+}
+
+static void run_every_refuses_the_options_of_a_single_run(void **state)
+{
+    static const char *const wait[] = {"run", "--every", "1s", "-w", "1s",
+                                       "job", "true", NULL};
+    static const char *const fail_open[] = {"run", "--fail-open", "--every",
+                                            "1s", "job", "true", NULL};
+    static const char *const code[] = {"run", "--every", "1s", "-E", "0",
+                                       "job", "true", NULL};
+    static const char *const zero[] = {"run", "--every", "0", "job", "true",
+                                       NULL};
+    static const char *const junk[] = {"run", "--every", "often", "job",
+                                       "true", NULL};
+
+    (void)state;
+    parse_refused(CLI_CMD_RUN, wait, "--wait is not used with --every");
+    parse_refused(CLI_CMD_RUN, fail_open,
+                  "--fail-open is not used with --every");
+    parse_refused(CLI_CMD_RUN, code,
+                  "--conflict-exit-code is not used with --every");
+    parse_refused(CLI_CMD_RUN, zero, "--every '0'");
+    parse_refused(CLI_CMD_RUN, junk, "--every 'often'");
+}
+
+static void leader_takes_key_and_command_like_run(void **state)
+{
+    static const char *const w[] = {"leader", "--ttl", "2s", "--grace",
+                                    "500ms", "role", "consume", "--wait",
+                                    NULL};
+    static const char *const no_command[] = {"leader", "role", NULL};
+    static const char *const wait[] = {"leader", "-w", "1s", "role", "x",
+                                       NULL};
+    static const char *const every[] = {"leader", "--every", "1s", "role",
+                                        "x", NULL};
+    static const char *const after_key[] = {"leader", "role", "--ttl", "1s",
+                                            "--", "x", NULL};
+    struct line l;
+    struct cli_args a;
+
+    (void)state;
+    parse_ok(CLI_CMD_LEADER, w, &l, &a);
+    TK_EXPECT(a.ttl_ms == 2000 && a.grace_ms == 500, "--ttl and --grace");
+    TK_EXPECT(strcmp(a.key, "role") == 0 &&
+              strcmp(a.command[0], "consume") == 0 &&
+              strcmp(a.command[1], "--wait") == 0,
+              "everything after KEY is the command's");
+    parse_refused(CLI_CMD_LEADER, no_command, "missing COMMAND");
+    parse_refused(CLI_CMD_LEADER, wait, "--wait is not used by 'leader'");
+    parse_refused(CLI_CMD_LEADER, every, "--every is not used by 'leader'");
+    parse_refused(CLI_CMD_LEADER, after_key, "options go before KEY");
+}
+
 static void commands_are_found_by_name(void **state)
 {
     (void)state;
@@ -274,6 +345,9 @@ int main(void)
         cmocka_unit_test(other_commands_refuse_what_they_do_not_use),
         cmocka_unit_test(help_skips_the_operand_checks),
         cmocka_unit_test(status_takes_json_after_the_key),
+        cmocka_unit_test(run_every_takes_a_tick_and_the_lease_options),
+        cmocka_unit_test(run_every_refuses_the_options_of_a_single_run),
+        cmocka_unit_test(leader_takes_key_and_command_like_run),
         cmocka_unit_test(commands_are_found_by_name),
     };
 

@@ -1,6 +1,6 @@
 /*
- * test_cli_env.c: the environment `dlock run` gives its command
- * (src/cli/cli_env.c).
+ * test_cli_env.c: the environment `dlock run`, `dlock leader` and
+ * `dlock run --every` give their command (src/cli/cli_env.c).
  *
  * The command must find exactly one of each DLOCK_* variable with the
  * lock's values, even when dlock itself runs under another dlock run, and
@@ -104,12 +104,66 @@ static void degraded_lock_has_empty_token_and_fence_zero(void **state)
     cli_env_free(&env);
 }
 
+static void leadership_gives_term_as_fence_and_tick(void **state)
+{
+    char *base[] = {"DLOCK_TOKEN=outer", "DLOCK_TICK=1", "PATH=/bin", NULL};
+    struct cli_env env;
+
+    (void)state;
+    TK_EXPECT(cli_env_build_leader(&env, base, "role", 17, 99) == 0,
+              "the environment is built");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TERM"), "17") == 0 &&
+              strcmp(value_of(env.envp, "DLOCK_FENCE"), "17") == 0,
+              "DLOCK_TERM and DLOCK_FENCE are the term");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TICK"), "99") == 0 &&
+              count_prefix(env.envp, "DLOCK_TICK=") == 1,
+              "one DLOCK_TICK, this tick's");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_KEY"), "role") == 0 &&
+              strcmp(value_of(env.envp, "DLOCK_DEGRADED"), "0") == 0,
+              "DLOCK_KEY=role, DLOCK_DEGRADED=0");
+    TK_EXPECT(value_of(env.envp, "DLOCK_TOKEN") == NULL,
+              "an outer DLOCK_TOKEN is removed, not passed on");
+    TK_EXPECT(strcmp(env.envp[0], "PATH=/bin") == 0 && env.envp[6] == NULL,
+              "the caller's PATH, then our 5, then NULL");
+    cli_env_free(&env);
+}
+
+static void leadership_without_tick_has_no_dlock_tick(void **state)
+{
+    char *base[] = {"DLOCK_TICK=5", NULL};
+    struct cli_env env;
+
+    (void)state;
+    TK_EXPECT(cli_env_build_leader(&env, base, "role", 3, -1) == 0,
+              "the environment is built");
+    TK_EXPECT(value_of(env.envp, "DLOCK_TICK") == NULL,
+              "no DLOCK_TICK outside run --every, not even an outer one");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TERM"), "3") == 0,
+              "DLOCK_TERM=3");
+    cli_env_free(&env);
+}
+
+static void too_many_variables_are_refused(void **state)
+{
+    const struct cli_env_var vars[CLI_ENV_VARS + 1] = {{"DLOCK_KEY", "k"}};
+    struct cli_env env;
+
+    (void)state;
+    TK_EXPECT(cli_env_build_vars(&env, NULL, vars, CLI_ENV_VARS + 1) == -1,
+              "more variables than DLOCK_* names is refused");
+    TK_EXPECT(env.envp == NULL, "and leaves the environment empty");
+    cli_env_free(&env);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lock_variables_are_added),
         cmocka_unit_test(outer_lock_variables_are_replaced_not_doubled),
         cmocka_unit_test(degraded_lock_has_empty_token_and_fence_zero),
+        cmocka_unit_test(leadership_gives_term_as_fence_and_tick),
+        cmocka_unit_test(leadership_without_tick_has_no_dlock_tick),
+        cmocka_unit_test(too_many_variables_are_refused),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,16 +26,18 @@ done
 for code in 64 69 70 75 76; do
     grep -Eq "^ +$code( |$)" "$WORK/page" || fail "EXIT STATUS lists $code"
 done
-for word in run acquire release extend status; do
+for word in run acquire release extend status leader; do
     grep -q "dlock $word" "$WORK/page" || fail "the manual covers dlock $word"
 done
 # Every long option that `dlock help` shows is in the manual.
-for cmd in run acquire release extend status; do
+for cmd in run acquire release extend status leader; do
     for opt in $(dl help "$cmd" | grep -o -- '--[a-z-]*' | sort -u); do
         grep -q -- "$opt" "$WORK/page" || fail "the manual has $opt ($cmd)"
     done
 done
 grep -q 'flock(1)' "$WORK/page" || fail "SEE ALSO names flock(1)"
-grep -q 'DLOCK_FENCE' "$WORK/page" || fail "ENVIRONMENT has DLOCK_FENCE"
+for var in DLOCK_FENCE DLOCK_TERM DLOCK_TICK; do
+    grep -q "$var" "$WORK/page" || fail "ENVIRONMENT has $var"
+done
 grep -q 'REDIS_URL' "$WORK/page" || fail "ENVIRONMENT has REDIS_URL"
 note "ok"

@@ -39,7 +39,22 @@ usage_error "two keys" status "$key" other
 usage_error "a malformed URL" status --url 'http://example' "$key"
 usage_error "help on an unknown command" help nope
 usage_error "a key that JSON cannot hold" status --json $'bad\xff'"$key"
+usage_error "junk --every" run --every 1x "$key" -- true
+usage_error "zero --every" run --every 0 "$key" -- true
+usage_error "--every with --wait" run --every 1s --wait 5s "$key" -- true
+usage_error "--every with --fail-open" run --every 1s --fail-open "$key" -- true
+usage_error "--every with -E" run --every 1s -E 3 "$key" -- true
+usage_error "--every after KEY" run "$key" --every 1s -- true
+usage_error "leader without KEY" leader
+usage_error "leader without COMMAND" leader "$key"
+usage_error "leader with only --" leader "$key" --
+usage_error "leader with --wait" leader --wait 1s "$key" -- true
+usage_error "leader with --every" leader --every 1s "$key" -- true
+usage_error "leader with a junk TTL" leader --ttl soon "$key" -- true
+usage_error "leader with an option after KEY" leader "$key" --ttl 1s -- true
 [ "$(rcli EXISTS "$key")" = 0 ] || fail "no usage error touched the key"
+[ "$(rcli EXISTS "{leader:$key}")" = 0 ] ||
+    fail "no usage error campaigned for the key"
 
 dl --help >"$WORK/out" 2>&1
 expect_status 0 $? "dlock --help"
@@ -51,6 +66,11 @@ grep -q -- '--conflict-exit-code' "$WORK/out" ||
 dl run --help >"$WORK/out" 2>&1
 expect_status 0 $? "dlock run --help"
 cmp -s "$WORK/out" <(dl help run) || fail "run --help is help run"
+dl help leader >"$WORK/out" 2>&1
+expect_status 0 $? "dlock help leader"
+grep -q '^usage: dlock leader' "$WORK/out" ||
+    fail "help leader prints its usage"
+grep -q -- '--every' <(dl help run) || fail "help run lists --every"
 dl --version >"$WORK/out" 2>&1
 expect_status 0 $? "dlock --version"
 grep -Eq '^dlock [0-9]+\.[0-9]+\.[0-9]+ \(libdlock [0-9.]+\)$' "$WORK/out" ||
