@@ -75,14 +75,16 @@ static void note_ask(struct every *e, dlock_err err)
     const struct cli_args *a = e->role.a;
 
     if (err != DLOCK_OK && err != DLOCK_BUSY && err != DLOCK_LOST) {
+        /* The library's message names the leader, the server, the
+         * reason. */
         if (!e->failing)
-            cli_say("tick of %.64s: %s; asking again at each tick",
-                    a->key, dlock_client_errmsg(e->role.client));
+            cli_say("%s; asking again at each tick",
+                    dlock_client_errmsg(e->role.client));
         e->failing = 1;
         return;
     }
     if (e->failing)
-        cli_say("tick of %.64s: redis answers again", a->key);
+        cli_say("tick of leader %.64s: redis answers again", a->key);
     e->failing = 0;
 }
 
