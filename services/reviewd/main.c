@@ -12,8 +12,10 @@
  * runs in async-signal context: SIGTERM and SIGINT drain and stop, SIGHUP
  * reopens the log file.  Start-up order is the order of dependence:
  * configuration, log, database and migrations (the schema must be right
- * before the first request), locks, health monitor, sweep, then the
- * listening socket last, so a client never reaches a half-built service.
+ * before the first request), locks, health monitor, sweep, the outbox
+ * relay when AMQP_URL is set (it connects to the broker on its own
+ * thread, so a broker that is down delays nothing), then the listening
+ * socket last, so a client never reaches a half-built service.
  */
 #include <dlock/dlock.h>
 #include <signal.h>
@@ -29,6 +31,7 @@
 #include "rv_http.h"
 #include "rv_migrate.h"
 #include "rv_queries.h"
+#include "rv_relay.h"
 #include "rv_sweeper.h"
 
 #define RV_VERSION "0.1.0"
@@ -253,11 +256,19 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
         snprintf(err, errlen, "cannot start the health monitor");
         return -1;
     }
+    if (cfg->amqp_url != NULL) {
+        app->relay = rv_relay_start(app);
+        if (app->relay == NULL) {
+            snprintf(err, errlen, "cannot start the outbox relay");
+            return -1;
+        }
+    }
     return 0;
 }
 
 static void app_close(rv_app *app)
 {
+    rv_relay_stop(app->relay);
     rv_monitor_stop(app->monitor);
     rv_locks_free(app->locks);
     rv_db_free(app->db);

@@ -5,7 +5,7 @@
  * module keeps process state of its own (STYLE.md: the services keep
  * process state in main).  Everything reachable from here is either
  * read-only after start-up (cfg) or thread-safe by its own header (log,
- * metrics, db, locks, monitor).
+ * metrics, db, locks, monitor, relay).
  */
 #ifndef RV_APP_H
 #define RV_APP_H
@@ -26,6 +26,8 @@ typedef struct rv_app {
     rv_db *db;
     rv_locks *locks;
     rv_monitor *monitor;
+    /* The outbox relay (rv_relay.h); NULL when AMQP_URL is unset. */
+    struct rv_relay *relay;
     /* Requests between their first byte and their completion callback;
      * SIGTERM waits for this to reach 0. */
     atomic_long inflight;

@@ -348,6 +348,27 @@ static void set_defaults(rv_config *cfg)
     cfg->redis_timeout_ms = 1000;
     cfg->pg_timeout_s = 5;
     cfg->drain_timeout_s = 10;
+    cfg->relay_batch = 100;
+    cfg->relay_sweep_ms = 1000;
+    cfg->relay_backoff_max_ms = 5000;
+    cfg->amqp_timeout_ms = 5000;
+    cfg->outbox_retention_s = 7 * 86400;
+}
+
+static int load_relay(rv_config *cfg, char *e, size_t n)
+{
+    return env_int_into("REVIEWD_RELAY_BATCH", 1, 10000, &cfg->relay_batch,
+                        e, n)
+                   || env_int_into("REVIEWD_RELAY_SWEEP_MS", 10, 600000,
+                                   &cfg->relay_sweep_ms, e, n)
+                   || env_int_into("REVIEWD_RELAY_BACKOFF_MAX_MS", 10, 600000,
+                                   &cfg->relay_backoff_max_ms, e, n)
+                   || env_int_into("REVIEWD_AMQP_TIMEOUT_MS", 10, 600000,
+                                   &cfg->amqp_timeout_ms, e, n)
+                   || env_int_into("REVIEWD_OUTBOX_RETENTION_S", 1,
+                                   365 * 86400, &cfg->outbox_retention_s, e,
+                                   n)
+               ? -1 : 0;
 }
 
 static int load_tuning(rv_config *cfg, char *e, size_t n)
@@ -392,7 +413,8 @@ int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen)
         || load_jwt(cfg, need, errbuf, errlen) != 0
         || load_content_store(cfg, errbuf, errlen) != 0
         || load_log(cfg, errbuf, errlen) != 0
-        || load_tuning(cfg, errbuf, errlen) != 0) {
+        || load_tuning(cfg, errbuf, errlen) != 0
+        || load_relay(cfg, errbuf, errlen) != 0) {
         rv_config_clear(cfg);
         return -1;
     }

@@ -71,9 +71,22 @@ typedef struct rv_config {
     /* REVIEWD_LOG_FILE (NULL: stderr), REVIEWD_LOG_LEVEL (info). */
     char *log_file;
     int log_level;
+    /* The outbox relay (rv_relay.c): REVIEWD_RELAY_BATCH, rows claimed per
+     * transaction (100); REVIEWD_RELAY_SWEEP_MS, the fallback sweep when
+     * no NOTIFY comes (1000); REVIEWD_RELAY_BACKOFF_MAX_MS, the cap of the
+     * broker reconnect backoff (5000); REVIEWD_AMQP_TIMEOUT_MS, the bound
+     * on connecting and on waiting for publisher confirms (5000);
+     * REVIEWD_OUTBOX_RETENTION_S, how long sent rows are kept (604800, a
+     * week). */
+    int relay_batch;
+    int relay_sweep_ms;
+    int relay_backoff_max_ms;
+    int amqp_timeout_ms;
+    int outbox_retention_s;
     /* REVIEWD_TEST_HOOKS=1 enables the X-Test-Pause-Ms request header that
-     * tests use to stall a request while it holds a lock.  Off in
-     * production. */
+     * tests use to stall a request while it holds a lock, and
+     * X-Test-Fail: after-event, which fails a transition right after its
+     * outbox insert (rv_lifecycle.c).  Off in production. */
     int test_hooks;
 } rv_config;
 

@@ -373,3 +373,8 @@ void rv_db_stats_get(rv_db *db, rv_db_stats *out)
     out->connects = atomic_load(&db->connects);
     out->failures = atomic_load(&db->failures);
 }
+
+PGconn *rv_conn_pg(rv_conn *c)
+{
+    return c != NULL ? c->pg : NULL;
+}

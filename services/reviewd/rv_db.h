@@ -115,4 +115,8 @@ rv_db_status rv_conn_ping(rv_conn *conn);
 
 void rv_db_stats_get(rv_db *db, rv_db_stats *out);
 
+/* The libpq connection under conn (NULL when closed), for LISTEN/NOTIFY:
+ * the outbox relay polls its socket and reads PQnotifies.  Borrowed. */
+PGconn *rv_conn_pg(rv_conn *conn);
+
 #endif /* RV_DB_H */

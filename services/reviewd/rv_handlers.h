@@ -7,7 +7,7 @@
  * Handlers live in three files by what they touch: rv_documents.c
  * (create, read, edit), rv_reviews.c (read reviews) and rv_lifecycle.c
  * (submit, approve, reject: the locked state transitions); rv_health.c
- * serves /healthz, /readyz and /metrics.
+ * serves /healthz, /readyz and /metrics, and rv_search.c /v1/search.
  *
  * Threads: a handler runs on the request's worker thread.
  */
@@ -29,6 +29,7 @@ void rv_handle_review_reject(rv_request *req, rv_reply *reply);
 void rv_handle_healthz(rv_request *req, rv_reply *reply);
 void rv_handle_readyz(rv_request *req, rv_reply *reply);
 void rv_handle_metrics(rv_request *req, rv_reply *reply);
+void rv_handle_search(rv_request *req, rv_reply *reply);
 
 /* Returns 1 if the caller's role is in roles (RV_ROLE_* bits); otherwise
  * sets 403 FORBIDDEN and returns 0. */

@@ -3,9 +3,10 @@
  *
  * /healthz says only that the process answers.  /readyz says whether the
  * service can do its work: PostgreSQL is checked live on this worker's
- * own connection (a request would use the same one), Redis and AMQP come
- * from the monitor thread's last check, so the probe never waits on a
- * stopped server.  Only PostgreSQL being down makes it 503: without
+ * own connection (a request would use the same one), Redis comes from the
+ * monitor thread's last check and AMQP from the outbox relay's connection
+ * state, so the probe never waits on a stopped server.  /metrics reads
+ * the outbox backlog live (a count over a small partial index).  Only PostgreSQL being down makes it 503: without
  * Redis the service still serves, degraded, as API.md says.
  */
 #include <stdatomic.h>
@@ -14,6 +15,8 @@
 #include "rv_config.h"
 #include "rv_handlers.h"
 #include "rv_monitor.h"
+#include "rv_queries.h"
+#include "rv_relay.h"
 
 void rv_handle_healthz(rv_request *req, rv_reply *reply)
 {
@@ -40,7 +43,9 @@ void rv_handle_readyz(rv_request *req, rv_reply *reply)
 {
     const int pg = postgres_up(req);
     const rv_dep_state redis = rv_monitor_redis(req->app->monitor);
-    const rv_dep_state amqp = rv_monitor_amqp(req->app->monitor);
+    const rv_dep_state amqp = req->app->relay != NULL
+                                  ? rv_relay_state(req->app->relay)
+                                  : rv_monitor_amqp(req->app->monitor);
     const char *status = "ok";
 
     if (!pg) {
@@ -55,6 +60,35 @@ void rv_handle_readyz(rv_request *req, rv_reply *reply)
                             "amqp", rv_dep_state_name(amqp),
                             /* The pg content store is PostgreSQL. */
                             "content_store", pg ? "ok" : "down"));
+}
+
+/* The outbox backlog and its oldest row's age; -1s when unreadable. */
+static void outbox_gauges(rv_request *req, rv_metrics_gauges *g)
+{
+    rv_conn *c = rv_db_thread_conn(req->app->db);
+    PGresult *res = NULL;
+
+    g->outbox_backlog = -1;
+    g->outbox_oldest_ms = -1;
+    if (c != NULL
+        && rv_conn_exec(c, RV_Q_OUTBOX_BACKLOG, NULL, &res) == RV_DB_OK) {
+        g->outbox_backlog = atoll(PQgetvalue(res, 0, 0));
+        g->outbox_oldest_ms = atoll(PQgetvalue(res, 0, 1));
+        PQclear(res);
+    }
+}
+
+static void relay_gauges(rv_app *app, rv_metrics_gauges *g)
+{
+    rv_relay_stats rs;
+
+    rv_relay_stats_get(app->relay, &rs);
+    g->amqp_configured = app->relay != NULL;
+    g->amqp_up = rv_relay_state(app->relay) == RV_DEP_OK;
+    g->relay_publishes = rs.publishes;
+    g->relay_confirms = rs.confirms;
+    g->relay_nacks = rs.nacks;
+    g->relay_reconnects = rs.reconnects;
 }
 
 void rv_handle_metrics(rv_request *req, rv_reply *reply)
@@ -74,6 +108,8 @@ void rv_handle_metrics(rv_request *req, rv_reply *reply)
     g.http_connections = atomic_load(&app->connections);
     g.http_inflight = atomic_load(&app->inflight);
     g.idem_swept = atomic_load(&app->idem_swept);
+    outbox_gauges(req, &g);
+    relay_gauges(app, &g);
     rv_reply_clear(reply);
     reply->status = 200;
     reply->body = rv_metrics_render(app->metrics, &g);

@@ -172,6 +172,7 @@ static http_req *http_req_new(rv_app *app, struct MHD_Connection *conn,
     h->req.content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
     h->req.idempotency_key = header(conn, "Idempotency-Key");
     h->req.test_pause = header(conn, "X-Test-Pause-Ms");
+    h->req.test_fail = header(conn, "X-Test-Fail");
     h->req.query = json_object();
     if (h->req.query != NULL) {
         MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg,

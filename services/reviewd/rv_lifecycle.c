@@ -19,9 +19,8 @@
  *   draft | rejected --submit--> pending_review (a new pending review)
  *   pending_review --approve--> approved   (the review: approved)
  *   pending_review --reject---> rejected   (the review: rejected)
- * Each committed transition is where issue 5 inserts its outbox row
- * (document.submitted / .approved / .rejected) in the same transaction:
- * see emit_event().
+ * Each transition inserts its outbox row (document.submitted / .approved
+ * / .rejected) in the same transaction: see emit_event().
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,20 +43,28 @@ typedef struct decide_args {
 } decide_args;
 
 /*
- * The outbox seam.  Issue 5 inserts the event row here, on c, inside the
- * transaction that made the change, so an event exists exactly when the
- * change committed.  Until then a committed change has no event.
+ * The outbox: inserts the event row on c, inside the transaction that
+ * made the change, so an event exists exactly when the change committed
+ * (API.md, Events; the relay in rv_relay.c publishes it).  occurred_at is
+ * the document's updated_at, which this transaction's now() just set.
+ * With REVIEWD_TEST_HOOKS=1, "X-Test-Fail: after-event" fails the work
+ * right after the insert, so tests can check that a rolled-back change
+ * emits nothing.
  */
-static rv_db_status emit_event(rv_conn *c, const char *type,
-                               const rv_doc *d, const rv_review *r,
-                               const char *actor)
+static rv_db_status emit_event(const rv_request *req, rv_conn *c,
+                               const char *type, const rv_doc *d,
+                               const rv_review *r)
 {
-    (void)c;
-    (void)type;
-    (void)d;
-    (void)r;
-    (void)actor;
-    return RV_DB_OK;
+    const rv_db_status st = rv_q_outbox_insert(c, type, d->id, r->id,
+                                               r->document_version,
+                                               req->who.sub, d->updated_at);
+
+    if (st == RV_DB_OK && req->app->cfg->test_hooks
+        && req->test_fail != NULL
+        && strcmp(req->test_fail, "after-event") == 0) {
+        return RV_DB_ERROR;
+    }
+    return st;
 }
 
 /*
@@ -131,7 +138,7 @@ static rv_db_status submit_work(rv_request *req, rv_conn *c, void *arg,
     }
     st = rv_q_doc_set_status(c, id, "pending_review", r.id, &after);
     if (st == RV_DB_OK) {
-        st = emit_event(c, "document.submitted", &after, &r, req->who.sub);
+        st = emit_event(req, c, "document.submitted", &after, &r);
         if (st == RV_DB_OK) {
             rv_reply_json(reply, 201, rv_view_decision(&after, &r));
         }
@@ -207,9 +214,10 @@ static rv_db_status write_decision(rv_request *req, rv_conn *c,
     }
     st = rv_q_doc_set_status(c, d->id, a->decision, NULL, &after);
     if (st == RV_DB_OK) {
-        st = emit_event(c, strcmp(a->decision, "approved") == 0
-                               ? "document.approved" : "document.rejected",
-                        &after, &decided, req->who.sub);
+        st = emit_event(req, c, strcmp(a->decision, "approved") == 0
+                                    ? "document.approved"
+                                    : "document.rejected",
+                        &after, &decided);
         if (st == RV_DB_OK) {
             rv_reply_json(reply, 200, rv_view_decision(&after, &decided));
         }

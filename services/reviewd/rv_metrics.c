@@ -240,6 +240,37 @@ static void render_gauge(textbuf *tb, const char *name, const char *type,
               type, name, value);
 }
 
+/* The outbox and its relay (rv_relay.c). */
+static void render_outbox(textbuf *tb, const rv_metrics_gauges *g)
+{
+    render_gauge(tb, "reviewd_outbox_backlog", "gauge",
+                 "Outbox events not yet confirmed by RabbitMQ (-1: the "
+                 "database could not be read).", g->outbox_backlog);
+    tb_printf(tb, "# HELP reviewd_outbox_oldest_age_seconds Age of the "
+              "oldest unsent outbox event (0 when none).\n"
+              "# TYPE reviewd_outbox_oldest_age_seconds gauge\n"
+              "reviewd_outbox_oldest_age_seconds %.3f\n",
+              g->outbox_oldest_ms < 0 ? -1.0
+                                      : (double)g->outbox_oldest_ms / 1e3);
+    render_gauge(tb, "reviewd_amqp_configured", "gauge",
+                 "1 if AMQP_URL is set (the relay runs).",
+                 g->amqp_configured);
+    render_gauge(tb, "reviewd_amqp_up", "gauge",
+                 "1 while the relay is connected to RabbitMQ.", g->amqp_up);
+    render_gauge(tb, "reviewd_relay_publishes_total", "counter",
+                 "Events handed to RabbitMQ (republishes included).",
+                 (long long)g->relay_publishes);
+    render_gauge(tb, "reviewd_relay_confirms_total", "counter",
+                 "Publishes acknowledged by publisher confirms.",
+                 (long long)g->relay_confirms);
+    render_gauge(tb, "reviewd_relay_nacks_total", "counter",
+                 "Publishes refused (nacked) by RabbitMQ; sent again.",
+                 (long long)g->relay_nacks);
+    render_gauge(tb, "reviewd_relay_reconnects_total", "counter",
+                 "Connections to RabbitMQ made after the first.",
+                 (long long)g->relay_reconnects);
+}
+
 static void render_gauges(textbuf *tb, const rv_metrics_gauges *g)
 {
     render_gauge(tb, "reviewd_redis_configured", "gauge",
@@ -282,6 +313,7 @@ static void render_gauges(textbuf *tb, const rv_metrics_gauges *g)
     render_gauge(tb, "reviewd_idempotency_swept_total", "counter",
                  "Expired idempotency records deleted by the sweep.",
                  (long long)g->idem_swept);
+    render_outbox(tb, g);
 }
 
 char *rv_metrics_render(rv_metrics *m, const rv_metrics_gauges *g)

@@ -64,6 +64,14 @@ typedef struct rv_metrics_gauges {
     int64_t http_connections;
     int64_t http_inflight;
     uint64_t idem_swept;
+    int64_t outbox_backlog;     /* unsent outbox rows (-1: unknown) */
+    int64_t outbox_oldest_ms;   /* age of the oldest unsent row */
+    int amqp_configured;
+    int amqp_up;
+    uint64_t relay_publishes;
+    uint64_t relay_confirms;
+    uint64_t relay_nacks;
+    uint64_t relay_reconnects;
 } rv_metrics_gauges;
 
 rv_metrics *rv_metrics_new(void);

@@ -97,6 +97,48 @@ const rv_stmt_def rv_queries_stmts[RV_Q_COUNT] = {
         "WHERE kh_idempotency.expires_at <= now()", 8},
     [RV_Q_IDEM_SWEEP] = {"idem_sweep",
         "DELETE FROM kh_idempotency WHERE expires_at <= now()", 0},
+    /* The outbox (sql/0004_outbox.sql); the payload is API.md's event. */
+    [RV_Q_OUTBOX_INSERT] = {"outbox_insert",
+        "WITH e AS (SELECT gen_random_uuid() AS id) "
+        "INSERT INTO kh_outbox (event_id, routing_key, document_id, payload) "
+        "SELECT e.id, $1, $2::bigint, json_build_object("
+        "'event_id', e.id::text, 'type', $1::text, 'document_id', $2::text, "
+        "'review_id', $3::text, 'document_version', $4::integer, "
+        "'actor', $5::text, 'occurred_at', $6::text) FROM e", 6},
+    /* The relay (rv_relay.c says why one relays at a time). */
+    [RV_Q_OUTBOX_TRY_LOCK] = {"outbox_try_lock",
+        "SELECT pg_try_advisory_xact_lock(1263028548, "
+        "hashtext('kh_outbox_relay'))", 0},
+    [RV_Q_OUTBOX_CLAIM] = {"outbox_claim",
+        "SELECT id::text, event_id::text, routing_key, payload::text "
+        "FROM kh_outbox WHERE sent_at IS NULL ORDER BY id "
+        "LIMIT $1::integer FOR UPDATE SKIP LOCKED", 1},
+    [RV_Q_OUTBOX_MARK_SENT] = {"outbox_mark_sent",
+        "UPDATE kh_outbox SET sent_at = clock_timestamp() "
+        "WHERE id = ANY ($1::bigint[]) AND sent_at IS NULL", 1},
+    [RV_Q_OUTBOX_PRUNE] = {"outbox_prune",
+        "DELETE FROM kh_outbox WHERE id IN (SELECT id FROM kh_outbox "
+        "WHERE sent_at < now() - make_interval(secs => $1::integer) "
+        "LIMIT 10000)", 1},
+    [RV_Q_OUTBOX_BACKLOG] = {"outbox_backlog",
+        "SELECT count(*), coalesce(floor(extract(epoch FROM "
+        "clock_timestamp() - min(created_at)) * 1000), 0)::bigint "
+        "FROM kh_outbox WHERE sent_at IS NULL", 0},
+    /* GET /v1/search (sql/0005_search_index.sql): each approved
+     * document's best chunk, ranked; $1 the query, $2 the limit, $3 the
+     * first word of the query, around which the snippet is cut. */
+    [RV_Q_SEARCH] = {"search",
+        "WITH q AS (SELECT kh_search_query($1) AS tsq), "
+        "hits AS (SELECT DISTINCT ON (c.document_id) c.document_id, "
+        "d.title, c.chunk_index, c.content, ts_rank_cd(c.tsv, q.tsq) AS rank "
+        "FROM q, kh_chunk c JOIN kh_document d ON d.id = c.document_id "
+        "WHERE c.tsv @@ q.tsq AND d.status = 'approved' "
+        "AND c.document_version = d.version "
+        "ORDER BY c.document_id, rank DESC, c.chunk_index) "
+        "SELECT document_id::text, title, chunk_index, "
+        "substr(content, greatest(1, strpos(lower(content), lower($3)) - 60), "
+        "200), round(rank::numeric, 6)::text FROM hits "
+        "ORDER BY rank DESC, document_id LIMIT $2::integer", 3},
 };
 
 void rv_format_ms(const char *ms_text, char out[64])
@@ -306,4 +348,16 @@ rv_db_status rv_q_review_list(rv_conn *c, const char *status,
     return rv_conn_exec(c, status != NULL ? RV_Q_REVIEW_LIST_STATUS
                                           : RV_Q_REVIEW_LIST,
                         params, out);
+}
+
+rv_db_status rv_q_outbox_insert(rv_conn *c, const char *type,
+                                const char *doc_id, const char *review_id,
+                                int version, const char *actor,
+                                const char *occurred_at)
+{
+    char v[16];
+    const char *params[] = {type, doc_id, review_id, v, actor, occurred_at};
+
+    snprintf(v, sizeof(v), "%d", version);
+    return rv_conn_exec(c, RV_Q_OUTBOX_INSERT, params, NULL);
 }

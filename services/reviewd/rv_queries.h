@@ -41,6 +41,13 @@ enum rv_stmt {
     RV_Q_IDEM_TRY_LOCK,
     RV_Q_IDEM_STORE,
     RV_Q_IDEM_SWEEP,
+    RV_Q_OUTBOX_INSERT,
+    RV_Q_OUTBOX_TRY_LOCK,
+    RV_Q_OUTBOX_CLAIM,
+    RV_Q_OUTBOX_MARK_SENT,
+    RV_Q_OUTBOX_PRUNE,
+    RV_Q_OUTBOX_BACKLOG,
+    RV_Q_SEARCH,
     RV_Q_COUNT
 };
 
@@ -121,5 +128,17 @@ rv_db_status rv_q_review_list(rv_conn *c, const char *status,
                               const char *after, int limit, PGresult **out);
 /* Points r at row i of a list result (r does not own res). */
 void rv_review_at(PGresult *res, int i, rv_review *r);
+
+/*
+ * Inserts the outbox row of one state change (sql/0004_outbox.sql) in the
+ * caller's transaction.  type is the routing key (document.submitted,
+ * .approved, .rejected); occurred_at the change's RFC 3339 time.  The
+ * event id is a random UUID made by PostgreSQL (gen_random_uuid), and the
+ * payload is API.md's event body.
+ */
+rv_db_status rv_q_outbox_insert(rv_conn *c, const char *type,
+                                const char *doc_id, const char *review_id,
+                                int version, const char *actor,
+                                const char *occurred_at);
 
 #endif /* RV_QUERIES_H */

@@ -44,6 +44,7 @@ typedef struct rv_request {
     const char *content_type;
     const char *idempotency_key;
     const char *test_pause;
+    const char *test_fail;  /* X-Test-Fail (REVIEWD_TEST_HOOKS only) */
 
     /* Query arguments as a JSON object of strings; query_dup names a
      * parameter given twice (NULL if none). */

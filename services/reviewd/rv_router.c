@@ -1,7 +1,7 @@
 /*
  * rv_router.c: path and method matching for reviewd.
  *
- * The API has eleven path shapes, so a table of literal segments is
+ * The API has twelve path shapes, so a table of literal segments is
  * clearer than a general router: each entry is a prefix, whether an {id}
  * segment follows, and an optional verb segment after it.  Matching walks
  * the table once; the method then picks the operation or leaves
@@ -47,6 +47,8 @@ static const route_entry routes[] = {
      {RV_OP_READYZ, RV_OP_READYZ, 0, 0, 0}, "GET, HEAD", "/readyz"},
     {RV_PATH_METRICS, "/metrics", 0, "",
      {RV_OP_METRICS, RV_OP_METRICS, 0, 0, 0}, "GET, HEAD", "/metrics"},
+    {RV_PATH_SEARCH, "/v1/search", 0, "",
+     {RV_OP_SEARCH, RV_OP_SEARCH, 0, 0, 0}, "GET, HEAD", "/v1/search"},
 };
 
 #define ROUTE_COUNT (sizeof(routes) / sizeof(routes[0]))

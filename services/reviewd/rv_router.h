@@ -31,6 +31,7 @@ typedef enum rv_path {
     RV_PATH_HEALTHZ,         /* /healthz */
     RV_PATH_READYZ,          /* /readyz */
     RV_PATH_METRICS,         /* /metrics */
+    RV_PATH_SEARCH,          /* /v1/search */
     RV_PATH_COUNT
 } rv_path;
 
@@ -57,7 +58,8 @@ typedef enum rv_op {
     RV_OP_REVIEW_REJECT,
     RV_OP_HEALTHZ,
     RV_OP_READYZ,
-    RV_OP_METRICS
+    RV_OP_METRICS,
+    RV_OP_SEARCH
 } rv_op;
 
 typedef struct rv_match {

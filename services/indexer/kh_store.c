@@ -1,0 +1,399 @@
+/*
+ * kh_store.c: the exactly-once indexing transaction (see kh_store.h).
+ *
+ * Statements are sent with PQexecParams (text parameters, no client-side
+ * quoting).  Any failed statement ends the attempt: the transaction is
+ * rolled back, a connection that libpq reports bad is dropped and made
+ * again on the next call, and the caller retries the message later.
+ */
+#include "kh_store.h"
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kh_embed.h"
+
+struct kh_store {
+    char *url;
+    kh_store_opts opts;
+    PGconn *pg;
+};
+
+typedef struct doc_row {
+    PGresult *res;
+    const char *status;
+    int version;
+    const char *title;
+    const char *content;
+    size_t content_len;
+} doc_row;
+
+static const char claim_sql[] =
+    "INSERT INTO kh_processed_event (event_id, document_id, outcome) "
+    "VALUES ($1::uuid, $2::bigint, 'indexed') "
+    "ON CONFLICT (event_id) DO NOTHING RETURNING 1";
+static const char doc_sql[] =
+    "SELECT d.status, d.version, d.title, coalesce(c.content, '') "
+    "FROM kh_document d LEFT JOIN kh_document_content c "
+    "ON c.document_id = d.id WHERE d.id = $1::bigint FOR SHARE OF d";
+static const char stale_sql[] =
+    "UPDATE kh_processed_event SET outcome = 'stale' "
+    "WHERE event_id = $1::uuid";
+static const char delete_sql[] =
+    "DELETE FROM kh_chunk WHERE document_id = $1::bigint";
+static const char insert_sql[] =
+    "INSERT INTO kh_chunk (document_id, chunk_index, document_version, "
+    "content, byte_offset, tsv, embedding, event_id) "
+    "VALUES ($1::bigint, $2::integer, $3::integer, $4, $5::integer, "
+    "kh_search_vector($6, $4), $7::real[], $8::uuid)";
+static const char count_sql[] =
+    "UPDATE kh_processed_event SET chunks = $2::integer "
+    "WHERE event_id = $1::uuid";
+
+const char *kh_outcome_name(kh_outcome outcome)
+{
+    switch (outcome) {
+    case KH_INDEXED:
+        return "indexed";
+    case KH_STALE:
+        return "stale";
+    case KH_DUPLICATE:
+        return "duplicate";
+    case KH_FAILED:
+        break;
+    }
+    return "failed";
+}
+
+kh_store *kh_store_new(const char *url, const kh_store_opts *opts)
+{
+    kh_store *s = calloc(1, sizeof(*s));
+
+    if (s == NULL) {
+        return NULL;
+    }
+    s->url = strdup(url);
+    if (s->url == NULL) {
+        free(s);
+        return NULL;
+    }
+    s->opts = *opts;
+    return s;
+}
+
+void kh_store_free(kh_store *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    PQfinish(s->pg);
+    free(s->url);
+    free(s);
+}
+
+static void set_err(char *err, size_t errlen, const char *what,
+                    const char *msg)
+{
+    size_t n;
+
+    snprintf(err, errlen, "%s: %s", what, msg != NULL ? msg : "?");
+    n = strlen(err);
+    while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' ')) {
+        err[--n] = '\0';
+    }
+}
+
+/* Connects when there is no usable connection.  Returns 0 or -1. */
+static int ensure_connected(kh_store *s, char *err, size_t errlen)
+{
+    char timeout[16], stmt[64];
+    const char *keys[] = {"connect_timeout", "application_name", "dbname",
+                          NULL};
+    const char *vals[] = {timeout, "kh-indexer", s->url, NULL};
+    PGresult *res;
+
+    if (s->pg != NULL && PQstatus(s->pg) == CONNECTION_OK) {
+        return 0;
+    }
+    PQfinish(s->pg);
+    snprintf(timeout, sizeof(timeout), "%d", s->opts.pg_timeout_s);
+    s->pg = PQconnectdbParams(keys, vals, 1);
+    if (s->pg == NULL || PQstatus(s->pg) != CONNECTION_OK) {
+        set_err(err, errlen, "postgres connect",
+                s->pg != NULL ? PQerrorMessage(s->pg) : "out of memory");
+        PQfinish(s->pg);
+        s->pg = NULL;
+        return -1;
+    }
+    snprintf(stmt, sizeof(stmt), "SET statement_timeout = %d",
+             s->opts.pg_timeout_s * 1000);
+    res = PQexec(s->pg, stmt);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        set_err(err, errlen, "postgres session", PQresultErrorMessage(res));
+        PQclear(res);
+        return -1;
+    }
+    PQclear(res);
+    return 0;
+}
+
+/* Runs one statement; returns the result (caller clears) or NULL with
+ * err set. */
+static PGresult *run(kh_store *s, const char *what, const char *sql,
+                     int n, const char *const *params, char *err,
+                     size_t errlen)
+{
+    PGresult *res = PQexecParams(s->pg, sql, n, NULL, params, NULL, NULL, 0);
+    const ExecStatusType st = PQresultStatus(res);
+
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        return res;
+    }
+    set_err(err, errlen, what,
+            res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(s->pg));
+    PQclear(res);
+    return NULL;
+}
+
+static int run_ok(kh_store *s, const char *what, const char *sql, int n,
+                  const char *const *params, char *err, size_t errlen)
+{
+    PGresult *res = run(s, what, sql, n, params, err, errlen);
+
+    PQclear(res);
+    return res != NULL ? 0 : -1;
+}
+
+/* Reads the document; *found = 0 if it does not exist. */
+static int load_doc(kh_store *s, const kh_event *ev, doc_row *d, int *found,
+                    char *err, size_t errlen)
+{
+    const char *params[] = {ev->document_id};
+
+    memset(d, 0, sizeof(*d));
+    d->res = run(s, "read document", doc_sql, 1, params, err, errlen);
+    if (d->res == NULL) {
+        return -1;
+    }
+    *found = PQntuples(d->res) == 1;
+    if (*found) {
+        d->status = PQgetvalue(d->res, 0, 0);
+        d->version = atoi(PQgetvalue(d->res, 0, 1));
+        d->title = PQgetvalue(d->res, 0, 2);
+        d->content = PQgetvalue(d->res, 0, 3);
+        d->content_len = (size_t)PQgetlength(d->res, 0, 3);
+    }
+    return 0;
+}
+
+/* The embedding of one chunk as a PostgreSQL array literal, or NULL in
+ * *out when no command is set.  Returns 0 or -1. */
+static int embed_chunk(const kh_store *s, const char *text, size_t len,
+                       char **out, char *err, size_t errlen)
+{
+    float *vec = NULL;
+    size_t dim = 0;
+
+    *out = NULL;
+    if (s->opts.embed_command == NULL) {
+        return 0;
+    }
+    if (kh_embed_run(s->opts.embed_command, text, len,
+                     s->opts.embed_timeout_ms, &vec, &dim, err, errlen)
+        != 0) {
+        return -1;
+    }
+    *out = kh_embed_pg_array(vec, dim);
+    free(vec);
+    if (*out == NULL) {
+        snprintf(err, errlen, "embedding: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int insert_chunk(kh_store *s, const kh_event *ev, const doc_row *d,
+                        size_t index, const kh_chunk_span *span, char *err,
+                        size_t errlen)
+{
+    char idx[24], version[24], offset[24];
+    char *text = strndup(d->content + span->offset, span->length);
+    char *embedding = NULL;
+    int rc = -1;
+
+    if (text == NULL) {
+        snprintf(err, errlen, "chunk: out of memory");
+        return -1;
+    }
+    snprintf(idx, sizeof(idx), "%zu", index);
+    snprintf(version, sizeof(version), "%d", d->version);
+    snprintf(offset, sizeof(offset), "%zu", span->offset);
+    if (embed_chunk(s, text, span->length, &embedding, err, errlen) == 0) {
+        const char *params[] = {ev->document_id, idx, version, text,
+                                offset, d->title, embedding, ev->event_id};
+
+        rc = run_ok(s, "insert chunk", insert_sql, 8, params, err, errlen);
+    }
+    free(embedding);
+    free(text);
+    return rc;
+}
+
+/* Replaces the document's chunks; *chunks gets their number. */
+static int replace_chunks(kh_store *s, const kh_event *ev, const doc_row *d,
+                          int *chunks, char *err, size_t errlen)
+{
+    const char *del[] = {ev->document_id};
+    kh_chunk_span *spans = NULL;
+    size_t n = 0, i;
+    char count[24];
+    int rc = 0;
+
+    if (kh_chunk_split(d->content, d->content_len, &s->opts.chunk, &spans,
+                       &n) != 0) {
+        snprintf(err, errlen, "chunking: bad options or out of memory");
+        return -1;
+    }
+    rc = run_ok(s, "delete chunks", delete_sql, 1, del, err, errlen);
+    for (i = 0; rc == 0 && i < n; i++) {
+        rc = insert_chunk(s, ev, d, i, &spans[i], err, errlen);
+    }
+    free(spans);
+    if (rc == 0) {
+        const char *params[] = {ev->event_id, count};
+
+        snprintf(count, sizeof(count), "%zu", n);
+        rc = run_ok(s, "record chunks", count_sql, 2, params, err, errlen);
+        *chunks = (int)n;
+    }
+    return rc;
+}
+
+/* The body of the transaction, after BEGIN. */
+static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
+                              char *err, size_t errlen)
+{
+    const char *claim[] = {ev->event_id, ev->document_id};
+    const char *stale[] = {ev->event_id};
+    PGresult *res = run(s, "record event", claim_sql, 2, claim, err, errlen);
+    doc_row d;
+    int fresh, found = 0, rc;
+
+    if (res == NULL) {
+        return KH_FAILED;
+    }
+    fresh = PQntuples(res) == 1;
+    PQclear(res);
+    if (!fresh) {
+        return KH_DUPLICATE;
+    }
+    if (load_doc(s, ev, &d, &found, err, errlen) != 0) {
+        return KH_FAILED;
+    }
+    if (!found || strcmp(d.status, "approved") != 0
+        || d.version != ev->document_version) {
+        PQclear(d.res);
+        return run_ok(s, "record stale", stale_sql, 1, stale, err, errlen)
+                       == 0 ? KH_STALE : KH_FAILED;
+    }
+    rc = replace_chunks(s, ev, &d, chunks, err, errlen);
+    PQclear(d.res);
+    return rc == 0 ? KH_INDEXED : KH_FAILED;
+}
+
+kh_outcome kh_store_apply(kh_store *s, const kh_event *ev, int *chunks,
+                          char *err, size_t errlen)
+{
+    kh_outcome out;
+
+    *chunks = 0;
+    if (ensure_connected(s, err, errlen) != 0
+        || run_ok(s, "begin", "BEGIN", 0, NULL, err, errlen) != 0) {
+        return KH_FAILED;
+    }
+    out = apply_in_tx(s, ev, chunks, err, errlen);
+    if (out == KH_INDEXED || out == KH_STALE) {
+        if (run_ok(s, "commit", "COMMIT", 0, NULL, err, errlen) != 0) {
+            *chunks = 0;
+            return KH_FAILED; /* redelivery finds out what happened */
+        }
+        return out;
+    }
+    /* A duplicate wrote nothing; a failure must leave nothing. */
+    PQclear(PQexec(s->pg, "ROLLBACK"));
+    if (out == KH_FAILED) {
+        *chunks = 0;
+    }
+    return out;
+}
+
+/* 8-4-4-4-12 hex digits. */
+static int uuid_shaped(const char *s)
+{
+    size_t i;
+
+    if (strlen(s) != 36) {
+        return 0;
+    }
+    for (i = 0; i < 36; i++) {
+        const int dash = i == 8 || i == 13 || i == 18 || i == 23;
+        const char c = s[i];
+
+        if (dash ? c != '-'
+                 : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
+                     || (c >= 'A' && c <= 'F'))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int canonical_id(const char *s)
+{
+    size_t i, n = strlen(s);
+
+    if (n == 0 || n > 19 || s[0] == '0') {
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return 0;
+        }
+    }
+    return n < 19 || strcmp(s, "9223372036854775807") <= 0;
+}
+
+int kh_event_parse(const char *body, size_t len, kh_event *ev, char *err,
+                   size_t errlen)
+{
+    json_error_t jerr;
+    json_t *obj = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    const char *id = NULL, *type = NULL, *doc = NULL;
+    json_int_t version = 0;
+    int rc = -1;
+
+    memset(ev, 0, sizeof(*ev));
+    if (obj == NULL) {
+        snprintf(err, errlen, "event: not JSON: %s", jerr.text);
+        return -1;
+    }
+    if (json_unpack_ex(obj, &jerr, 0, "{s:s,s:s,s:s,s:I}", "event_id", &id,
+                       "type", &type, "document_id", &doc,
+                       "document_version", &version) != 0) {
+        snprintf(err, errlen, "event: %s", jerr.text);
+    } else if (!uuid_shaped(id) || strcmp(type, "document.approved") != 0
+               || !canonical_id(doc) || version < 1 || version > INT32_MAX) {
+        snprintf(err, errlen, "event: malformed event_id, type, "
+                 "document_id or document_version");
+    } else {
+        snprintf(ev->event_id, sizeof(ev->event_id), "%s", id);
+        snprintf(ev->document_id, sizeof(ev->document_id), "%s", doc);
+        ev->document_version = (int)version;
+        rc = 0;
+    }
+    json_decref(obj);
+    return rc;
+}

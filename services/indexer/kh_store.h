@@ -1,0 +1,86 @@
+/*
+ * kh_store.h: kh-indexer's PostgreSQL side: applying one approval event
+ * exactly once.
+ *
+ * kh_store_apply does all of an event's work in ONE transaction:
+ *   1. INSERT the event id into kh_processed_event, ON CONFLICT DO
+ *      NOTHING: no row inserted means the event was applied before (or
+ *      is being applied by another indexer right now, whose commit we
+ *      waited for on the primary key), so the answer is KH_DUPLICATE and
+ *      nothing else happens;
+ *   2. read the document and its text (FOR SHARE, so it cannot change
+ *      under us); if it is gone, no longer approved, or at another
+ *      version than the event names, the event is stale: it is recorded
+ *      as such and no chunk is touched;
+ *   3. split the text (kh_chunk.h), embed each chunk when EMBED_COMMAND
+ *      is set (kh_embed.h), delete the document's old chunks and insert
+ *      the new ones with their tsvector (kh_search_vector, the same SQL
+ *      function GET /v1/search tokenises queries with);
+ *   4. COMMIT.  Only then does the caller acknowledge the message.
+ * A crash or a failure anywhere before the commit rolls all of it back,
+ * and the redelivered message does the work once; a crash after the
+ * commit but before the ack makes the redelivery a KH_DUPLICATE.  So the
+ * effect is exactly once although delivery is at least once.
+ *
+ * The text is read from the PostgreSQL content store
+ * (kh_document_content), which is reviewd's default CONTENT_STORE.
+ *
+ * Ownership: kh_store_new / kh_store_free; the connection is made lazily
+ * and again after it breaks.  Threads: one kh_store per thread.
+ */
+#ifndef KH_STORE_H
+#define KH_STORE_H
+
+#include <stdint.h>
+
+#include "kh_chunk.h"
+
+typedef struct kh_store kh_store;
+
+/* What applying an event did. */
+typedef enum kh_outcome {
+    KH_INDEXED = 0,  /* chunks replaced, event recorded */
+    KH_STALE,        /* recorded; the document is not at that approval */
+    KH_DUPLICATE,    /* seen before: nothing done */
+    KH_FAILED        /* rolled back; retry later (err says why) */
+} kh_outcome;
+
+/* One document.approved event, as API.md's Events section defines it. */
+typedef struct kh_event {
+    char event_id[64];
+    char document_id[24];
+    int document_version;
+} kh_event;
+
+typedef struct kh_store_opts {
+    kh_chunk_opts chunk;
+    const char *embed_command; /* NULL: no embeddings */
+    int embed_timeout_ms;
+    int pg_timeout_s;          /* connect and statement timeout */
+} kh_store_opts;
+
+/* url: a libpq URI (copied); opts: copied (embed_command is borrowed and
+ * must outlive the store).  Returns NULL on allocation failure. */
+kh_store *kh_store_new(const char *url, const kh_store_opts *opts);
+void kh_store_free(kh_store *s);
+
+/*
+ * Applies ev as described above.  *chunks receives the number of chunks
+ * written (0 unless KH_INDEXED).  On KH_FAILED, err says what failed.
+ */
+kh_outcome kh_store_apply(kh_store *s, const kh_event *ev, int *chunks,
+                          char *err, size_t errlen);
+
+/*
+ * Parses an event body (JSON) into ev.  Returns 0, or -1 with err set when
+ * it is not an object with a UUID-shaped event_id, type
+ * "document.approved", a canonical document_id and a positive
+ * document_version.
+ */
+int kh_event_parse(const char *body, size_t len, kh_event *ev, char *err,
+                   size_t errlen);
+
+/* "indexed", "stale", "duplicate" or "failed". */
+const char *kh_outcome_name(kh_outcome outcome);
+
+#endif /* KH_STORE_H */

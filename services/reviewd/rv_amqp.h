@@ -1,0 +1,78 @@
+/*
+ * rv_amqp.h: one AMQP 0-9-1 connection to RabbitMQ for publishing with
+ * publisher confirms (rabbitmq-c).
+ *
+ * The outbox relay (rv_relay.c) owns one rv_amqp.  rv_amqp_connect opens
+ * the socket within a timeout, logs in, opens channel 1, puts it in
+ * confirm mode and declares the durable topic exchange, so a connected
+ * rv_amqp is ready to publish.  Publishing is split in two so that a
+ * batch is pipelined: rv_amqp_publish sends one message and returns its
+ * delivery tag (1, 2, ... on each connection), and rv_amqp_wait_confirms
+ * reads the broker's acks and nacks until every tag sent is settled.
+ * Any failure closes the connection (the caller connects again later): a
+ * channel in an unknown state is never reused.  rv_amqp_errmsg says what
+ * failed, with host:port.
+ *
+ * Ownership: rv_amqp_new copies the URL and the exchange name;
+ * rv_amqp_free closes and frees.  Threads: an rv_amqp belongs to one
+ * thread.
+ */
+#ifndef RV_AMQP_H
+#define RV_AMQP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rv_amqp rv_amqp;
+
+/* The settlement of one published message. */
+typedef enum rv_amqp_confirm {
+    RV_AMQP_PENDING = 0,
+    RV_AMQP_ACKED,
+    RV_AMQP_NACKED
+} rv_amqp_confirm;
+
+/* An unconnected publisher for url (amqp://user:pass@host:port/vhost) and
+ * exchange.  Returns NULL on allocation failure or a URL that does not
+ * parse. */
+rv_amqp *rv_amqp_new(const char *url, const char *exchange);
+void rv_amqp_free(rv_amqp *a);
+
+/* Connects as described above within timeout_ms (also the bound of every
+ * later RPC).  Returns 0 or -1. */
+int rv_amqp_connect(rv_amqp *a, int timeout_ms);
+/* Closes the connection (politely if it is still up). */
+void rv_amqp_close(rv_amqp *a);
+int rv_amqp_connected(const rv_amqp *a);
+
+/*
+ * Publishes body[0..len) with routing_key: persistent (delivery mode 2),
+ * content_type application/json, message_id as given.  *tag receives the
+ * delivery tag.  Returns 0, or -1 (the connection is then closed).
+ */
+int rv_amqp_publish(rv_amqp *a, const char *routing_key,
+                    const char *message_id, const char *body, size_t len,
+                    uint64_t *tag);
+
+/*
+ * Reads confirms until every tag in first_tag..last_tag is settled or
+ * timeout_ms passes; states[tag - first_tag] is set for each.  Returns 0
+ * when all are settled, -1 on timeout or a broken connection (then
+ * closed; states keeps what was settled before).
+ */
+int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
+                          rv_amqp_confirm *states, int timeout_ms);
+
+/* Checks without blocking whether the broker has closed the connection
+ * (a restart, a kill).  Returns 1 if it is still usable, 0 if not (it is
+ * then closed). */
+int rv_amqp_alive(rv_amqp *a);
+
+/* The socket, for poll(2), or -1 when closed. */
+int rv_amqp_fd(const rv_amqp *a);
+
+/* "host:port" and the last failure. */
+const char *rv_amqp_endpoint(const rv_amqp *a);
+const char *rv_amqp_errmsg(const rv_amqp *a);
+
+#endif /* RV_AMQP_H */
