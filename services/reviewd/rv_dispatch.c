@@ -111,32 +111,40 @@ int rv_dispatch_early(rv_request *req, int64_t declared_len,
     return 0;
 }
 
-void rv_dispatch(rv_request *req, rv_reply *reply)
+int rv_dispatch_late(const rv_request *req, rv_reply *reply)
 {
     const op_entry *op = &ops[req->match.op];
 
     if (req->match.has_id && !req->match.id_ok) {
         rv_reply_error(reply, 400, "INVALID_ARGUMENT", "malformed id in "
                        "the path (expected 1..9223372036854775807)");
-        return;
+        return 1;
     }
     if (req->query == NULL) {
         rv_reply_error(reply, 400, "INVALID_ARGUMENT",
                        "the query string is not valid UTF-8");
-        return;
+        return 1;
     }
     if (op->takes_body && req->body_len > 0
         && !rv_dispatch_is_json(req->content_type)) {
         rv_reply_error(reply, 415, "UNSUPPORTED_MEDIA_TYPE",
                        "send the body as Content-Type: application/json");
-        return;
+        return 1;
     }
     if (rv_idem_applies(req) && !rv_idem_key_valid(req->idempotency_key)) {
         rv_reply_error(reply, 400, "INVALID_ARGUMENT", "Idempotency-Key must "
                        "be 1..255 visible ASCII characters");
+        return 1;
+    }
+    return 0;
+}
+
+void rv_dispatch(rv_request *req, rv_reply *reply)
+{
+    if (rv_dispatch_late(req, reply)) {
         return;
     }
-    op->fn(req, reply);
+    ops[req->match.op].fn(req, reply);
 }
 
 int rv_require_role(const rv_request *req, unsigned roles, rv_reply *reply)

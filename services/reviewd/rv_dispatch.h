@@ -28,7 +28,15 @@
 int rv_dispatch_early(rv_request *req, int64_t declared_len,
                       rv_reply *reply);
 
-/* Runs the rest of the checks and the handler; reply is always set. */
+/*
+ * The checks that need the whole request (id, query, media type,
+ * Idempotency-Key), after rv_dispatch_early passed.  Returns 1 with reply
+ * set when one fails, else 0 (the handler may run).  Separate from
+ * rv_dispatch so that they can be fuzzed without a database.
+ */
+int rv_dispatch_late(const rv_request *req, rv_reply *reply);
+
+/* Runs rv_dispatch_late and then the handler; reply is always set. */
 void rv_dispatch(rv_request *req, rv_reply *reply);
 
 /* 1 if a Content-Type value is application/json, parameters allowed
