@@ -227,14 +227,13 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
 {
     memset(app, 0, sizeof(*app));
     app->cfg = cfg;
-    if (!rv_content_supported(cfg->content_store)) {
-        snprintf(err, errlen, "CONTENT_STORE: mongo is not supported by "
-                 "this build yet; use pg");
-        return -1;
-    }
     app->log = rv_log_new(cfg->log_file, (rv_log_level)cfg->log_level, err,
                           errlen);
     if (app->log == NULL) {
+        return -1;
+    }
+    app->content = rv_content_new(cfg, app->log, err, errlen);
+    if (app->content == NULL) {
         return -1;
     }
     app->metrics = rv_metrics_new();
@@ -272,6 +271,7 @@ static void app_close(rv_app *app)
     rv_monitor_stop(app->monitor);
     rv_locks_free(app->locks);
     rv_db_free(app->db);
+    rv_content_free(app->content);
     rv_metrics_free(app->metrics);
     rv_log_free(app->log);
 }

@@ -28,6 +28,8 @@ typedef struct rv_app {
     rv_monitor *monitor;
     /* The outbox relay (rv_relay.h); NULL when AMQP_URL is unset. */
     struct rv_relay *relay;
+    /* Where document text lives (rv_content.h), chosen by CONTENT_STORE. */
+    struct rv_content *content;
     /* Requests between their first byte and their completion callback;
      * SIGTERM waits for this to reach 0. */
     atomic_long inflight;

@@ -1,30 +1,165 @@
 /*
- * rv_content.c: the PostgreSQL content store (see rv_content.h).
+ * rv_content.c: the content store chosen at start-up (see rv_content.h).
+ *
+ * The PostgreSQL store is a pair of statements on the request's
+ * connection.  The MongoDB store's outcomes are turned into replies
+ * here, in one place, so every handler reports a store failure the same
+ * way: a log line with the request id, the record and libmongoc's
+ * message, and an error reply the client can act on (503: retry later;
+ * 500: someone has to look).
  */
 #include "rv_content.h"
 
-#include "rv_config.h"
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_content_mongo.h"
 #include "rv_queries.h"
 
-rv_db_status rv_content_put(rv_conn *c, const char *doc_id,
-                            const char *content)
+struct rv_content {
+    rv_content_kind kind;
+    rv_mongo_store *mongo; /* RV_CONTENT_MONGO only */
+};
+
+rv_content *rv_content_new(const rv_config *cfg, rv_log *log, char *err,
+                           size_t errlen)
 {
-    return rv_q_content_put(c, doc_id, content);
+    char why[512];
+    rv_content *s = calloc(1, sizeof(*s));
+
+    if (s == NULL) {
+        snprintf(err, errlen, "content store: out of memory");
+        return NULL;
+    }
+    s->kind = cfg->content_store;
+    if (s->kind != RV_CONTENT_MONGO) {
+        return s;
+    }
+    s->mongo = rv_mongo_store_new(cfg->mongo_url, err, errlen);
+    if (s->mongo == NULL) {
+        free(s);
+        return NULL;
+    }
+    if (rv_mongo_store_ping(s->mongo, why, sizeof(why)) != RV_STORE_OK) {
+        rv_log_write(log, RV_LOG_WARN, "content_store_unavailable",
+                     json_pack("{s:s,s:s}", "store",
+                               rv_mongo_store_endpoint(s->mongo), "error",
+                               why));
+    }
+    return s;
 }
 
-rv_db_status rv_content_get(rv_conn *c, const char *doc_id, PGresult **res)
+void rv_content_free(rv_content *s)
 {
+    if (s == NULL) {
+        return;
+    }
+    rv_mongo_store_free(s->mongo);
+    free(s);
+}
+
+const char *rv_content_name(const rv_content *s)
+{
+    return s->kind == RV_CONTENT_MONGO ? "mongo" : "pg";
+}
+
+/* Logs a MongoDB failure and sets the reply; returns RV_DB_ABORTED. */
+static rv_db_status store_failed(rv_request *req, rv_store_rc rc,
+                                 const char *doc_id, int version,
+                                 const char *why, rv_reply *reply)
+{
+    static const char *const events[] = {
+        [RV_STORE_OK] = "content_store_ok",
+        [RV_STORE_MISSING] = "content_missing",
+        [RV_STORE_UNAVAILABLE] = "content_store_unavailable",
+        [RV_STORE_ERROR] = "content_store_error",
+    };
+
+    rv_log_write(req->app->log,
+                 rc == RV_STORE_UNAVAILABLE ? RV_LOG_WARN : RV_LOG_ERROR,
+                 events[rc],
+                 json_pack("{s:s,s:s,s:i,s:s}", "request_id",
+                           req->request_id, "document_id", doc_id,
+                           "version", version, "error", why));
+    switch (rc) {
+    case RV_STORE_UNAVAILABLE:
+        rv_reply_error(reply, 503, "CONTENT_UNAVAILABLE",
+                       "the content store is unavailable; retry later");
+        break;
+    case RV_STORE_MISSING:
+        rv_reply_error(reply, 500, "CONTENT_MISSING",
+                       "the text of this document version is missing from "
+                       "the content store");
+        break;
+    case RV_STORE_OK:
+    case RV_STORE_ERROR:
+        rv_reply_error(reply, 500, "CONTENT_STORE_ERROR",
+                       "the content store failed");
+        break;
+    }
+    return RV_DB_ABORTED;
+}
+
+rv_db_status rv_content_put(rv_request *req, rv_conn *c, const char *doc_id,
+                            int version, const char *content,
+                            rv_reply *reply)
+{
+    char why[512];
+    rv_store_rc rc;
+
+    if (req->app->content->kind != RV_CONTENT_MONGO) {
+        return rv_q_content_put(c, doc_id, content);
+    }
+    rc = rv_mongo_store_put(req->app->content->mongo, doc_id, version,
+                            content, why, sizeof(why));
+    return rc == RV_STORE_OK
+               ? RV_DB_OK
+               : store_failed(req, rc, doc_id, version, why, reply);
+}
+
+rv_db_status rv_content_carry(rv_request *req, rv_conn *c,
+                              const char *doc_id, int from, int to,
+                              rv_reply *reply)
+{
+    char *text = NULL;
+    rv_db_status st;
+
+    if (req->app->content->kind != RV_CONTENT_MONGO) {
+        return RV_DB_OK;
+    }
+    st = rv_content_get(req, c, doc_id, from, &text, reply);
+    if (st == RV_DB_OK) {
+        st = rv_content_put(req, c, doc_id, to, text, reply);
+    }
+    free(text);
+    return st;
+}
+
+rv_db_status rv_content_get(rv_request *req, rv_conn *c, const char *doc_id,
+                            int version, char **text, rv_reply *reply)
+{
+    char why[512];
+    PGresult *res = NULL;
     int found = 0;
+    rv_db_status st;
+    rv_store_rc rc;
 
-    return rv_q_content_get(c, doc_id, res, &found);
-}
-
-const char *rv_content_text(const PGresult *res)
-{
-    return PQntuples(res) > 0 ? PQgetvalue(res, 0, 0) : "";
-}
-
-int rv_content_supported(int kind)
-{
-    return kind == RV_CONTENT_PG;
+    *text = NULL;
+    if (req->app->content->kind == RV_CONTENT_MONGO) {
+        rc = rv_mongo_store_get(req->app->content->mongo, doc_id, version,
+                                text, why, sizeof(why));
+        return rc == RV_STORE_OK
+                   ? RV_DB_OK
+                   : store_failed(req, rc, doc_id, version, why, reply);
+    }
+    st = rv_q_content_get(c, doc_id, &res, &found);
+    if (st == RV_DB_OK) {
+        *text = strdup(found ? PQgetvalue(res, 0, 0) : "");
+        if (*text == NULL) {
+            rv_reply_error(reply, 500, "INTERNAL", "out of memory");
+            st = RV_DB_ABORTED;
+        }
+    }
+    PQclear(res);
+    return st;
 }

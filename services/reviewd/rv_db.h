@@ -40,7 +40,8 @@ typedef enum rv_db_status {
     RV_DB_UNAVAILABLE, /* connection lost or refused, or a timeout: 503 */
     RV_DB_RETRY,       /* deadlock or serialization failure: run again */
     RV_DB_CONSTRAINT,  /* a constraint said no (class 23) */
-    RV_DB_ERROR        /* anything else: a bug or a broken schema */
+    RV_DB_ERROR,       /* anything else: a bug or a broken schema */
+    RV_DB_ABORTED      /* the work set its own reply: roll back, keep it */
 } rv_db_status;
 
 /* One prepared statement: its name, its SQL and its parameter count. */

@@ -2,12 +2,15 @@
  * rv_documents.c: create, read and edit documents.
  *
  * Create and edit are transactions (rv_tx_run): the document row and its
- * text in the content store commit together.  An edit locks the row (FOR
- * UPDATE), so it cannot interleave with a submit of the same document:
+ * text in the content store commit together (with MongoDB: the version's
+ * text is written just before the commit, rv_content.h).  An edit locks
+ * the row (FOR UPDATE), so it cannot interleave with a submit of the same
+ * document:
  * either the edit sees "draft" and bumps the version before the submit
  * reads it, or it sees "pending_review" and is refused with 409.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rv_content.h"
@@ -70,7 +73,7 @@ static rv_db_status create_work(rv_request *req, rv_conn *c, void *arg,
     if (st != RV_DB_OK) {
         return st;
     }
-    st = rv_content_put(c, d.id, in->content);
+    st = rv_content_put(req, c, d.id, d.version, in->content, reply);
     if (st == RV_DB_OK) {
         rv_reply_json(reply, 201, rv_view_document(&d, NULL));
         snprintf(reply->location, sizeof(reply->location),
@@ -103,7 +106,7 @@ static rv_db_status get_work(rv_request *req, rv_conn *c, void *arg,
 {
     const doc_input *in = arg;
     char id[24];
-    PGresult *content = NULL;
+    char *content = NULL;
     rv_doc d;
     int found = 0;
     rv_db_status st;
@@ -117,14 +120,12 @@ static rv_db_status get_work(rv_request *req, rv_conn *c, void *arg,
         return st;
     }
     if (in->with_content) {
-        st = rv_content_get(c, id, &content);
+        st = rv_content_get(req, c, id, d.version, &content, reply);
     }
     if (st == RV_DB_OK) {
-        rv_reply_json(reply, 200, rv_view_document(
-                          &d, content != NULL ? rv_content_text(content)
-                                              : NULL));
+        rv_reply_json(reply, 200, rv_view_document(&d, content));
     }
-    PQclear(content);
+    free(content);
     rv_doc_clear(&d);
     return st;
 }
@@ -166,8 +167,9 @@ void rv_handle_document_get(rv_request *req, rv_reply *reply)
     }
 }
 
-/* Writes an allowed edit: the row (version + 1), then the text. */
-static rv_db_status apply_edit(rv_conn *c, const char *id,
+/* Writes an allowed edit: the row (version + 1), then the text of the
+ * new version (rv_content.h says why in that order). */
+static rv_db_status apply_edit(rv_request *req, rv_conn *c, const char *id,
                                const doc_input *in, rv_reply *reply)
 {
     rv_doc updated;
@@ -178,7 +180,10 @@ static rv_db_status apply_edit(rv_conn *c, const char *id,
         return st;
     }
     if (in->content != NULL) {
-        st = rv_content_put(c, id, in->content);
+        st = rv_content_put(req, c, id, updated.version, in->content, reply);
+    } else {
+        st = rv_content_carry(req, c, id, updated.version - 1,
+                              updated.version, reply);
     }
     if (st == RV_DB_OK) {
         rv_reply_json(reply, 200, rv_view_document(&updated, NULL));
@@ -213,7 +218,7 @@ static rv_db_status update_work(rv_request *req, rv_conn *c, void *arg,
         rv_reply_error(reply, 409, "INVALID_STATE",
                        "only a draft or rejected document can be edited");
     } else {
-        st = apply_edit(c, id, in, reply);
+        st = apply_edit(req, c, id, in, reply);
     }
     rv_doc_clear(&d);
     return st;

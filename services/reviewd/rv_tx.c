@@ -45,6 +45,8 @@ void rv_tx_fail(rv_request *req, rv_conn *c, rv_db_status st,
         rv_reply_error(reply, 409, "INVALID_STATE",
                        "the change conflicts with the current state");
         return;
+    case RV_DB_ABORTED:
+        return;
     case RV_DB_OK:
     case RV_DB_ERROR:
         break;
