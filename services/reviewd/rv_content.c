@@ -10,6 +10,7 @@
  */
 #include "rv_content.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,19 @@
 struct rv_content {
     rv_content_kind kind;
     rv_mongo_store *mongo; /* RV_CONTENT_MONGO only */
+    /* Calls by outcome (rv_store_rc), and whether the last one reached
+     * the server (1), could not (0), or none was made yet (-1). */
+    atomic_uint_fast64_t outcomes[RV_STORE_ERROR + 1];
+    atomic_int reached;
 };
+
+/* Counts one MongoDB outcome; returns rc. */
+static rv_store_rc count(rv_content *s, rv_store_rc rc)
+{
+    atomic_fetch_add(&s->outcomes[rc], 1);
+    atomic_store(&s->reached, rc != RV_STORE_UNAVAILABLE);
+    return rc;
+}
 
 rv_content *rv_content_new(const rv_config *cfg, rv_log *log, char *err,
                            size_t errlen)
@@ -32,6 +45,7 @@ rv_content *rv_content_new(const rv_config *cfg, rv_log *log, char *err,
         return NULL;
     }
     s->kind = cfg->content_store;
+    atomic_init(&s->reached, -1);
     if (s->kind != RV_CONTENT_MONGO) {
         return s;
     }
@@ -40,7 +54,8 @@ rv_content *rv_content_new(const rv_config *cfg, rv_log *log, char *err,
         free(s);
         return NULL;
     }
-    if (rv_mongo_store_ping(s->mongo, why, sizeof(why)) != RV_STORE_OK) {
+    if (count(s, rv_mongo_store_ping(s->mongo, why, sizeof(why)))
+        != RV_STORE_OK) {
         rv_log_write(log, RV_LOG_WARN, "content_store_unavailable",
                      json_pack("{s:s,s:s}", "store",
                                rv_mongo_store_endpoint(s->mongo), "error",
@@ -61,6 +76,29 @@ void rv_content_free(rv_content *s)
 const char *rv_content_name(const rv_content *s)
 {
     return s->kind == RV_CONTENT_MONGO ? "mongo" : "pg";
+}
+
+void rv_content_stats_get(const rv_content *s, rv_content_stats *out)
+{
+    out->ok = atomic_load(&s->outcomes[RV_STORE_OK]);
+    out->missing = atomic_load(&s->outcomes[RV_STORE_MISSING]);
+    out->unavailable = atomic_load(&s->outcomes[RV_STORE_UNAVAILABLE]);
+    out->errors = atomic_load(&s->outcomes[RV_STORE_ERROR]);
+}
+
+const char *rv_content_state(const rv_content *s, int pg_up)
+{
+    if (s->kind != RV_CONTENT_MONGO) {
+        return pg_up ? "ok" : "down";
+    }
+    switch (atomic_load(&s->reached)) {
+    case 1:
+        return "ok";
+    case 0:
+        return "down";
+    default:
+        return "unknown";
+    }
 }
 
 /* Logs a MongoDB failure and sets the reply; returns RV_DB_ABORTED. */
@@ -110,8 +148,9 @@ rv_db_status rv_content_put(rv_request *req, rv_conn *c, const char *doc_id,
     if (req->app->content->kind != RV_CONTENT_MONGO) {
         return rv_q_content_put(c, doc_id, content);
     }
-    rc = rv_mongo_store_put(req->app->content->mongo, doc_id, version,
-                            content, why, sizeof(why));
+    rc = count(req->app->content,
+               rv_mongo_store_put(req->app->content->mongo, doc_id, version,
+                                  content, why, sizeof(why)));
     return rc == RV_STORE_OK
                ? RV_DB_OK
                : store_failed(req, rc, doc_id, version, why, reply);
@@ -146,8 +185,9 @@ rv_db_status rv_content_get(rv_request *req, rv_conn *c, const char *doc_id,
 
     *text = NULL;
     if (req->app->content->kind == RV_CONTENT_MONGO) {
-        rc = rv_mongo_store_get(req->app->content->mongo, doc_id, version,
-                                text, why, sizeof(why));
+        rc = count(req->app->content,
+                   rv_mongo_store_get(req->app->content->mongo, doc_id,
+                                      version, text, why, sizeof(why)));
         return rc == RV_STORE_OK
                    ? RV_DB_OK
                    : store_failed(req, rc, doc_id, version, why, reply);

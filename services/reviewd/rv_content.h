@@ -20,7 +20,8 @@
  *   - MongoDB unreachable, or it refuses the write, at 2: the transaction
  *     rolls back, so the row, its version and its preview are unchanged;
  *     the client gets 503 CONTENT_UNAVAILABLE (or 500 CONTENT_STORE_ERROR)
- *     and the log says content_store_unavailable / content_store_error.
+ *     and the log says content_store_unavailable / content_store_error;
+ *     /metrics counts every outcome and /readyz shows the last one.
  *     The write may still have landed (a lost acknowledgement): then the
  *     record is an orphan, as below.
  *   - PostgreSQL fails at 1 or 3, or reviewd dies between 2 and 3: record
@@ -48,6 +49,7 @@
 #define RV_CONTENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rv_config.h"
 #include "rv_db.h"
@@ -64,6 +66,24 @@ void rv_content_free(rv_content *s);
 
 /* "pg" or "mongo". */
 const char *rv_content_name(const rv_content *s);
+
+/* What the MongoDB store has done since start-up (zeros for pg). */
+typedef struct rv_content_stats {
+    uint64_t ok;          /* records written or read */
+    uint64_t missing;     /* reads that found no record: CONTENT_MISSING */
+    uint64_t unavailable; /* calls that could not reach the server */
+    uint64_t errors;      /* calls the server refused, malformed records */
+} rv_content_stats;
+
+void rv_content_stats_get(const rv_content *s, rv_content_stats *out);
+
+/*
+ * The store's state for /readyz, never waiting on a server: pg follows
+ * pg_up; mongo is "ok" when its last call (or the start-up ping) reached
+ * the server, "down" when it could not, so it recovers with the next
+ * request that needs the text.
+ */
+const char *rv_content_state(const rv_content *s, int pg_up);
 
 /*
  * Stores content as the text of version `version` of doc_id.  On a

@@ -5,14 +5,17 @@
  * service can do its work: PostgreSQL is checked live on this worker's
  * own connection (a request would use the same one), Redis comes from the
  * monitor thread's last check and AMQP from the outbox relay's connection
- * state, so the probe never waits on a stopped server.  /metrics reads
+ * state and a MongoDB content store from its last call (rv_content.h),
+ * so the probe never waits on a stopped server.  /metrics reads
  * the outbox backlog live (a count over a small partial index).  Only PostgreSQL being down makes it 503: without
  * Redis the service still serves, degraded, as API.md says.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rv_config.h"
+#include "rv_content.h"
 #include "rv_handlers.h"
 #include "rv_monitor.h"
 #include "rv_queries.h"
@@ -46,11 +49,13 @@ void rv_handle_readyz(rv_request *req, rv_reply *reply)
     const rv_dep_state amqp = req->app->relay != NULL
                                   ? rv_relay_state(req->app->relay)
                                   : rv_monitor_amqp(req->app->monitor);
+    const char *content = rv_content_state(req->app->content, pg);
     const char *status = "ok";
 
     if (!pg) {
         status = "down";
-    } else if (redis != RV_DEP_OK || amqp == RV_DEP_DOWN) {
+    } else if (redis != RV_DEP_OK || amqp == RV_DEP_DOWN
+               || strcmp(content, "down") == 0) {
         status = "degraded";
     }
     rv_reply_json(reply, pg ? 200 : 503,
@@ -58,8 +63,7 @@ void rv_handle_readyz(rv_request *req, rv_reply *reply)
                             "postgres", pg ? "ok" : "down",
                             "redis", rv_dep_state_name(redis),
                             "amqp", rv_dep_state_name(amqp),
-                            /* The pg content store is PostgreSQL. */
-                            "content_store", pg ? "ok" : "down"));
+                            "content_store", content));
 }
 
 /* The outbox backlog and its oldest row's age; -1s when unreadable. */
@@ -91,6 +95,18 @@ static void relay_gauges(rv_app *app, rv_metrics_gauges *g)
     g->relay_reconnects = rs.reconnects;
 }
 
+static void content_gauges(rv_app *app, rv_metrics_gauges *g)
+{
+    rv_content_stats cs;
+
+    rv_content_stats_get(app->content, &cs);
+    g->content_mongo = strcmp(rv_content_name(app->content), "mongo") == 0;
+    g->content_ok = cs.ok;
+    g->content_missing = cs.missing;
+    g->content_unavailable = cs.unavailable;
+    g->content_errors = cs.errors;
+}
+
 void rv_handle_metrics(rv_request *req, rv_reply *reply)
 {
     rv_app *app = req->app;
@@ -110,6 +126,7 @@ void rv_handle_metrics(rv_request *req, rv_reply *reply)
     g.idem_swept = atomic_load(&app->idem_swept);
     outbox_gauges(req, &g);
     relay_gauges(app, &g);
+    content_gauges(app, &g);
     rv_reply_clear(reply);
     reply->status = 200;
     reply->body = rv_metrics_render(app->metrics, &g);

@@ -271,6 +271,24 @@ static void render_outbox(textbuf *tb, const rv_metrics_gauges *g)
                  (long long)g->relay_reconnects);
 }
 
+static void render_content(textbuf *tb, const rv_metrics_gauges *g)
+{
+    render_gauge(tb, "reviewd_content_mongo", "gauge",
+                 "1 if document text is kept in MongoDB.", g->content_mongo);
+    render_gauge(tb, "reviewd_content_mongo_ok_total", "counter",
+                 "MongoDB content records written or read.",
+                 (long long)g->content_ok);
+    render_gauge(tb, "reviewd_content_mongo_missing_total", "counter",
+                 "Reads of a committed version that found no record.",
+                 (long long)g->content_missing);
+    render_gauge(tb, "reviewd_content_mongo_unavailable_total", "counter",
+                 "MongoDB calls that could not reach the server.",
+                 (long long)g->content_unavailable);
+    render_gauge(tb, "reviewd_content_mongo_errors_total", "counter",
+                 "MongoDB calls the server refused.",
+                 (long long)g->content_errors);
+}
+
 static void render_gauges(textbuf *tb, const rv_metrics_gauges *g)
 {
     render_gauge(tb, "reviewd_redis_configured", "gauge",
@@ -314,6 +332,7 @@ static void render_gauges(textbuf *tb, const rv_metrics_gauges *g)
                  "Expired idempotency records deleted by the sweep.",
                  (long long)g->idem_swept);
     render_outbox(tb, g);
+    render_content(tb, g);
 }
 
 char *rv_metrics_render(rv_metrics *m, const rv_metrics_gauges *g)

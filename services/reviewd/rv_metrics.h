@@ -72,6 +72,11 @@ typedef struct rv_metrics_gauges {
     uint64_t relay_confirms;
     uint64_t relay_nacks;
     uint64_t relay_reconnects;
+    int content_mongo;          /* CONTENT_STORE=mongo */
+    uint64_t content_ok;        /* rv_content_stats */
+    uint64_t content_missing;
+    uint64_t content_unavailable;
+    uint64_t content_errors;
 } rv_metrics_gauges;
 
 rv_metrics *rv_metrics_new(void);

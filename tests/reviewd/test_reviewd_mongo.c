@@ -350,6 +350,38 @@ static int json_int(const rvt_resp *r, const char *name)
     return json_is_integer(v) ? (int)json_integer_value(v) : -1;
 }
 
+/* A counter or gauge from /metrics, or -1 when absent. */
+static long long metric(const char *name)
+{
+    char want[128];
+    rvt_resp r;
+    const char *at;
+    long long v = -1;
+
+    snprintf(want, sizeof(want), "\n%s ", name);
+    if (rvt_call(srv.port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
+        && r.body != NULL && (at = strstr(r.body, want)) != NULL) {
+        v = strtoll(at + strlen(want), NULL, 10);
+    }
+    rvt_resp_free(&r);
+    return v;
+}
+
+/* /readyz's content_store and status fields, as "content/status". */
+static void readiness(char *buf, size_t len)
+{
+    rvt_resp r;
+
+    assert_int_equal(rvt_call(srv.port, "GET", "/readyz", NULL, NULL, NULL,
+                              &r), 0);
+    snprintf(buf, len, "%s/%s",
+             rvt_field(&r, "content_store") != NULL
+                 ? rvt_field(&r, "content_store") : "?",
+             rvt_field(&r, "status") != NULL ? rvt_field(&r, "status")
+                                             : "?");
+    rvt_resp_free(&r);
+}
+
 /* Creates a document with content; its id into id. */
 static void create(const char *title, const char *content, char id[24])
 {
@@ -469,6 +501,11 @@ static void each_version_has_its_own_record_through_the_lifecycle(
     rvt_resp_free(&r);
     free(v1);
     free(v2);
+    TK_EXPECT(metric("reviewd_content_mongo") == 1,
+              "/metrics says the text is in MongoDB");
+    TK_EXPECT(metric("reviewd_content_mongo_ok_total") >= 8,
+              "/metrics counts the records written and read, got %lld",
+              metric("reviewd_content_mongo_ok_total"));
 }
 
 static void a_missing_record_is_reported_not_served_empty(void **state)
@@ -477,6 +514,8 @@ static void a_missing_record_is_reported_not_served_empty(void **state)
     rvt_resp r;
 
     (void)state;
+    const long long missing = metric("reviewd_content_mongo_missing_total");
+
     create("missing", "text that will vanish", id);
     assert_int_equal(delete_record(id, 1), 0);
     TK_EXPECT(count_records(id) == 0, "the record is gone");
@@ -487,6 +526,8 @@ static void a_missing_record_is_reported_not_served_empty(void **state)
     rvt_resp_free(&r);
     TK_EXPECT(rvt_server_log_has(&srv, "\"msg\":\"content_missing\""),
               "the log says content_missing");
+    TK_EXPECT(metric("reviewd_content_mongo_missing_total") == missing + 1,
+              "/metrics counts the missing record");
     get_doc(id, 0, &r);
     expect_status(&r, 200, NULL, "GET without content still works");
     rvt_resp_free(&r);
@@ -504,7 +545,7 @@ static void a_missing_record_is_reported_not_served_empty(void **state)
 static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
     void **state)
 {
-    char id[24], other[24], before[64], after[64], sql[256];
+    char id[24], other[24], before[64], after[64], sql[256], ready[64];
     long long docs;
     rvt_resp r;
 
@@ -514,6 +555,9 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
              "preview FROM kh_document WHERE id = %s", id);
     assert_int_equal(rvt_sql(&db, sql, before, sizeof(before)), 0);
     docs = rvt_sql_int(&db, "SELECT count(*) FROM kh_document");
+    readiness(ready, sizeof(ready));
+    TK_EXPECT(strcmp(ready, "ok/ok") == 0 || strcmp(ready, "ok/degraded") == 0,
+              "/readyz says the content store is ok, got %s", ready);
     assert_int_equal(mongo_stop(&mongo), 0);
 
     assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", alice,
@@ -537,6 +581,11 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
     rvt_resp_free(&r);
     TK_EXPECT(rvt_server_log_has(&srv, "content_store_unavailable"),
               "the log says content_store_unavailable");
+    TK_EXPECT(metric("reviewd_content_mongo_unavailable_total") >= 3,
+              "/metrics counts the failed calls");
+    readiness(ready, sizeof(ready));
+    TK_EXPECT(strcmp(ready, "down/degraded") == 0,
+              "/readyz says content_store down, degraded; got %s", ready);
 
     /* Back, but empty (CongoDB keeps memory only): the lost record is
      * detected, and writes work at once. */
@@ -546,6 +595,9 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
                   "the server's memory");
     rvt_resp_free(&r);
     create("after", "text after the outage", other);
+    readiness(ready, sizeof(ready));
+    TK_EXPECT(strncmp(ready, "ok/", 3) == 0,
+              "/readyz says ok again after a write, got %s", ready);
     get_doc(other, 1, &r);
     expect_status(&r, 200, NULL, "read after the outage");
     TK_EXPECT(strcmp(rvt_field(&r, "content"), "text after the outage") == 0,
