@@ -10,6 +10,9 @@
  *     submit and approve, with one MongoDB record per version;
  *   - a record deleted behind reviewd's back is reported as 500
  *     CONTENT_MISSING, never served as an empty text;
+ *   - a PostgreSQL commit that fails after the MongoDB write (forced by
+ *     a deferred trigger) leaves an orphan that no row points at, and the
+ *     next edit of that version replaces it;
  *   - with the server stopped, create and edit fail with 503
  *     CONTENT_UNAVAILABLE and leave PostgreSQL as it was, reads of the
  *     text say the content is unavailable, reads without it still work;
@@ -220,6 +223,32 @@ static char *record_text(const char *doc_id, int version)
     bson_destroy(filter);
     mongoc_collection_destroy(coll);
     return text;
+}
+
+/* The document id of the one record whose text is content, or -1. */
+static long long record_with_text(const char *content)
+{
+    bson_t *filter = BCON_NEW("content", BCON_UTF8(content));
+    mongoc_collection_t *coll = records();
+    mongoc_cursor_t *cur = mongoc_collection_find_with_opts(coll, filter,
+                                                            NULL, NULL);
+    const bson_t *doc;
+    bson_iter_t it;
+    long long id = -1;
+
+    if (mongoc_cursor_next(cur, &doc)
+        && bson_iter_init_find(&it, doc, "document_id")
+        && BSON_ITER_HOLDS_NUMBER(&it)) {
+        /* CongoDB hands int64 back as a double; any number will do. */
+        id = bson_iter_as_int64(&it);
+    }
+    if (mongoc_cursor_next(cur, &doc)) {
+        id = -1; /* more than one */
+    }
+    mongoc_cursor_destroy(cur);
+    bson_destroy(filter);
+    mongoc_collection_destroy(coll);
+    return id;
 }
 
 static int delete_record(const char *doc_id, int version)
@@ -542,6 +571,75 @@ static void a_missing_record_is_reported_not_served_empty(void **state)
     rvt_resp_free(&r);
 }
 
+/* A deferred trigger, in this test's own database, that fails the COMMIT
+ * of any row titled "fail at commit": the MongoDB write has happened by
+ * then, so it leaves an orphan, as a PostgreSQL failure at commit would. */
+static void fail_commits_titled_so(void)
+{
+    assert_int_equal(rvt_sql(&db,
+        "CREATE OR REPLACE FUNCTION rvt_fail_at_commit() RETURNS trigger "
+        "LANGUAGE plpgsql AS $$ BEGIN IF NEW.title = 'fail at commit' THEN "
+        "RAISE EXCEPTION 'rvt: failing this commit on purpose'; END IF; "
+        "RETURN NULL; END $$", NULL, 0), 0);
+    assert_int_equal(rvt_sql(&db,
+        "CREATE CONSTRAINT TRIGGER rvt_fail_at_commit AFTER INSERT OR UPDATE "
+        "ON kh_document DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+        "EXECUTE FUNCTION rvt_fail_at_commit()", NULL, 0), 0);
+}
+
+static void a_failed_commit_leaves_a_harmless_orphan(void **state)
+{
+    char id[24], sql[160], text[64];
+    char *rec;
+    long long orphan;
+    rvt_resp r;
+
+    (void)state;
+    fail_commits_titled_so();
+    snprintf(text, sizeof(text), "orphan of a create %ld", (long)getpid());
+    {
+        char *body = doc_body("fail at commit", text);
+
+        assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", alice,
+                                  body, NULL, &r), 0);
+        free(body);
+    }
+    expect_status(&r, 500, "INTERNAL", "a create whose commit fails");
+    rvt_resp_free(&r);
+    orphan = record_with_text(text);
+    TK_EXPECT(orphan > 0, "the create's record was written before the "
+              "commit failed");
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_document WHERE id = "
+             "%lld", orphan);
+    TK_EXPECT(rvt_sql_int(&db, sql) == 0,
+              "no row points at the orphan %lld: its id is never reused",
+              orphan);
+
+    create("edited", "the committed text", id);
+    put_doc(id, "fail at commit", "orphan of an edit", &r);
+    expect_status(&r, 500, "INTERNAL", "an edit whose commit fails");
+    rvt_resp_free(&r);
+    rec = record_text(id, 2);
+    TK_EXPECT(rec != NULL && strcmp(rec, "orphan of an edit") == 0,
+              "the edit left the orphan record (%s, 2)", id);
+    free(rec);
+    get_doc(id, 1, &r);
+    TK_EXPECT(json_int(&r, "version") == 1
+                  && strcmp(rvt_field(&r, "content"), "the committed text")
+                         == 0,
+              "readers still get version 1 and its text, not the orphan");
+    rvt_resp_free(&r);
+    put_doc(id, NULL, "the real second text", &r);
+    expect_status(&r, 200, NULL, "the next edit");
+    rvt_resp_free(&r);
+    get_doc(id, 1, &r);
+    TK_EXPECT(json_int(&r, "version") == 2
+                  && strcmp(rvt_field(&r, "content"), "the real second text")
+                         == 0,
+              "the next edit replaced the orphan at version 2");
+    rvt_resp_free(&r);
+}
+
 static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
     void **state)
 {
@@ -611,6 +709,7 @@ int main(void)
         cmocka_unit_test(
             each_version_has_its_own_record_through_the_lifecycle),
         cmocka_unit_test(a_missing_record_is_reported_not_served_empty),
+        cmocka_unit_test(a_failed_commit_leaves_a_harmless_orphan),
         cmocka_unit_test(
             an_outage_fails_writes_cleanly_and_leaves_postgres_alone),
     };
