@@ -28,6 +28,7 @@
 #include "rv_app.h"
 #include "rv_auth.h"
 #include "rv_content.h"
+#include "rv_content_orphans.h"
 #include "rv_http.h"
 #include "rv_migrate.h"
 #include "rv_queries.h"
@@ -43,6 +44,7 @@ static int usage(FILE *out, int rc)
             "       reviewd migrate\n"
             "       reviewd token --sub SUB --role author|reviewer|admin "
             "[--ttl SECONDS]\n"
+            "       reviewd content-orphans\n"
             "       reviewd version\n"
             "Configuration comes from the environment: LISTEN_ADDR, "
             "DATABASE_URL,\nREDIS_URL, AMQP_URL, JWT_SECRET, CONTENT_STORE "
@@ -101,6 +103,26 @@ static int cmd_migrate(void)
     rv_log_free(log);
     rv_config_clear(&cfg);
     return rc == 0 ? 0 : 1;
+}
+
+/* Lists MongoDB content records no row points at (rv_content_orphans.h);
+ * exits 0 whether or not any were found. */
+static int cmd_content_orphans(void)
+{
+    char err[512];
+    rv_config cfg;
+    long n;
+
+    if (rv_config_load(&cfg, RV_NEED_DATABASE, err, sizeof(err)) != 0) {
+        return die(err);
+    }
+    n = rv_content_orphans_list(&cfg, stdout, err, sizeof(err));
+    rv_config_clear(&cfg);
+    if (n < 0) {
+        return die(err);
+    }
+    fprintf(stderr, "reviewd: %ld orphaned content record(s)\n", n);
+    return 0;
 }
 
 /* Parses the token sub-command's flags. */
@@ -327,6 +349,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "migrate") == 0 && argc == 2) {
         return cmd_migrate();
+    }
+    if (strcmp(cmd, "content-orphans") == 0 && argc == 2) {
+        return cmd_content_orphans();
     }
     if (strcmp(cmd, "token") == 0) {
         return cmd_token(argc, argv);

@@ -31,7 +31,8 @@
  *     writes (id, v) afresh under the row lock, replacing the orphan,
  *     before its commit makes it visible.  Orphans are the records whose
  *     document has no row, or whose version is above the row's; they are
- *     not swept yet (see the README).
+ *     listed by `reviewd content-orphans` (rv_content_orphans.h) and not
+ *     swept yet.
  *   - A committed row whose record is missing or malformed (someone
  *     deleted it, or a store was restored from an older backup): GET
  *     ?include=content answers 500 CONTENT_MISSING naming (id, version),

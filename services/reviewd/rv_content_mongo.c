@@ -213,6 +213,17 @@ static void release(rv_mongo_store *m, mongoc_client_t *client,
     }
 }
 
+/* Frees what a find built, in reverse order; NULLs are fine. */
+static void release_find(rv_mongo_store *m, mongoc_client_t *client,
+                         mongoc_collection_t *coll, mongoc_cursor_t *cursor,
+                         bson_t *filter, bson_t *opts)
+{
+    mongoc_cursor_destroy(cursor);
+    release(m, client, coll);
+    bson_destroy(filter);
+    bson_destroy(opts);
+}
+
 rv_store_rc rv_mongo_store_put(rv_mongo_store *m, const char *doc_id,
                                int version, const char *content, char *err,
                                size_t errlen)
@@ -328,10 +339,57 @@ rv_store_rc rv_mongo_store_get(rv_mongo_store *m, const char *doc_id,
         snprintf(err, errlen, "mongo get %s: out of memory", key);
     }
 done:
-    mongoc_cursor_destroy(cursor);
-    release(m, client, coll);
-    bson_destroy(filter);
-    bson_destroy(opts);
+    release_find(m, client, coll, cursor, filter, opts);
+    return rc;
+}
+
+rv_store_rc rv_mongo_store_each(rv_mongo_store *m,
+                                int (*each)(long long id, int version,
+                                            void *arg),
+                                void *arg, char *err, size_t errlen)
+{
+    bson_error_t error;
+    bson_t *filter = bson_new();
+    bson_t *opts = BCON_NEW("projection", "{", "document_id", BCON_INT32(1),
+                            "version", BCON_INT32(1), "}");
+    const bson_t *doc = NULL;
+    mongoc_client_t *client = NULL;
+    mongoc_collection_t *coll = NULL;
+    mongoc_cursor_t *cursor = NULL;
+    rv_store_rc rc = RV_STORE_OK;
+
+    coll = filter != NULL && opts != NULL ? collection(m, &client) : NULL;
+    cursor = coll != NULL ? mongoc_collection_find_with_opts(coll, filter,
+                                                             opts, NULL)
+                          : NULL;
+    if (cursor == NULL) {
+        snprintf(err, errlen, "mongo list: out of memory");
+        rc = RV_STORE_ERROR;
+        goto done;
+    }
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t id, version;
+
+        if (!bson_iter_init_find(&id, doc, "document_id")
+            || !BSON_ITER_HOLDS_NUMBER(&id)
+            || !bson_iter_init_find(&version, doc, "version")
+            || !BSON_ITER_HOLDS_NUMBER(&version)) {
+            snprintf(err, errlen, "mongo list: a record at %s has no "
+                     "numeric document_id and version", m->endpoint);
+            rc = RV_STORE_ERROR;
+            goto done;
+        }
+        /* as_int64: a store may hand int64 back as a double. */
+        if (each(bson_iter_as_int64(&id), (int)bson_iter_as_int64(&version),
+                 arg) != 0) {
+            goto done;
+        }
+    }
+    if (mongoc_cursor_error(cursor, &error)) {
+        rc = failure(m, "list", &error, err, errlen);
+    }
+done:
+    release_find(m, client, coll, cursor, filter, opts);
     return rc;
 }
 

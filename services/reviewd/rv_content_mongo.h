@@ -59,6 +59,13 @@ rv_store_rc rv_mongo_store_get(rv_mongo_store *m, const char *doc_id,
                                int version, char **content, char *err,
                                size_t errlen);
 
+/* Calls each(document id, version, arg) for every record, in no set
+ * order, until it returns non-zero (then RV_STORE_OK is still returned). */
+rv_store_rc rv_mongo_store_each(rv_mongo_store *m,
+                                int (*each)(long long id, int version,
+                                            void *arg),
+                                void *arg, char *err, size_t errlen);
+
 /* Sends "ping"; RV_STORE_OK when the server answered. */
 rv_store_rc rv_mongo_store_ping(rv_mongo_store *m, char *err, size_t errlen);
 

@@ -571,6 +571,19 @@ static void a_missing_record_is_reported_not_served_empty(void **state)
     rvt_resp_free(&r);
 }
 
+/* Runs `reviewd content-orphans` on this test's stores into out; returns
+ * its exit status. */
+static int list_orphans(char *out, size_t len)
+{
+    char dburl[600], murl[300];
+    const char *const args[] = {"content-orphans", NULL};
+    const char *const env[] = {dburl, "CONTENT_STORE=mongo", murl, NULL};
+
+    snprintf(dburl, sizeof(dburl), "DATABASE_URL=%s", db.url);
+    snprintf(murl, sizeof(murl), "MONGO_URL=%s", mongo_url);
+    return rvt_run_reviewd(args, env, out, len);
+}
+
 /* A deferred trigger, in this test's own database, that fails the COMMIT
  * of any row titled "fail at commit": the MongoDB write has happened by
  * then, so it leaves an orphan, as a PostgreSQL failure at commit would. */
@@ -589,7 +602,7 @@ static void fail_commits_titled_so(void)
 
 static void a_failed_commit_leaves_a_harmless_orphan(void **state)
 {
-    char id[24], sql[160], text[64];
+    char id[24], sql[160], text[64], listed[4096], line[96];
     char *rec;
     long long orphan;
     rvt_resp r;
@@ -629,6 +642,16 @@ static void a_failed_commit_leaves_a_harmless_orphan(void **state)
                          == 0,
               "readers still get version 1 and its text, not the orphan");
     rvt_resp_free(&r);
+    assert_int_equal(list_orphans(listed, sizeof(listed)), 0);
+    snprintf(line, sizeof(line), "%lld 1 no_row\n", orphan);
+    TK_EXPECT(strstr(listed, line) != NULL,
+              "content-orphans lists the create's record: %s", listed);
+    snprintf(line, sizeof(line), "%s 2 above_version\n", id);
+    TK_EXPECT(strstr(listed, line) != NULL,
+              "content-orphans lists the edit's record: %s", listed);
+    snprintf(line, sizeof(line), "%s 1 ", id);
+    TK_EXPECT(strstr(listed, line) == NULL,
+              "the committed version is not an orphan: %s", listed);
     put_doc(id, NULL, "the real second text", &r);
     expect_status(&r, 200, NULL, "the next edit");
     rvt_resp_free(&r);
@@ -638,6 +661,10 @@ static void a_failed_commit_leaves_a_harmless_orphan(void **state)
                          == 0,
               "the next edit replaced the orphan at version 2");
     rvt_resp_free(&r);
+    assert_int_equal(list_orphans(listed, sizeof(listed)), 0);
+    snprintf(line, sizeof(line), "%s 2 ", id);
+    TK_EXPECT(strstr(listed, line) == NULL,
+              "version 2 is committed now, no orphan: %s", listed);
 }
 
 static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
