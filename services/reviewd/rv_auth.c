@@ -6,12 +6,13 @@
  * "none" when a key is given, but it accepts "hs256" in any case and any
  * HMAC size, and it reads the claims with no type checks.  So after
  * jwt_decode we compare the header's alg with "HS256" exactly and read
- * the claims back as JSON to check their types ourselves.
+ * the claims ourselves, from the signed bytes, to check their types.
  */
 #include "rv_auth.h"
 
 #include <jansson.h>
 #include <jwt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,22 +137,73 @@ static int check_identity(const json_t *claims, rv_identity *who,
     return 0;
 }
 
-/* Reads the claims of a decoded token back as a JSON object. */
-static json_t *claims_of(jwt_t *jwt)
+/* Value of one base64url character, or -1. */
+static int b64url_value(unsigned char c)
 {
-    char *text = jwt_get_grants_json(jwt, NULL);
-    json_t *claims;
+    if (c >= 'A' && c <= 'Z') {
+        return c - 'A';
+    }
+    if (c >= 'a' && c <= 'z') {
+        return c - 'a' + 26;
+    }
+    if (c >= '0' && c <= '9') {
+        return c - '0' + 52;
+    }
+    return c == '-' ? 62 : c == '_' ? 63 : -1;
+}
 
-    if (text == NULL) {
+/*
+ * Parses part `index` (0 header, 1 claims) of the compact token as one
+ * JSON object, from exactly the bytes that were signed.  libjwt decodes
+ * the parts as C strings, so bytes after a NUL would be ignored by it;
+ * we read the part ourselves, strictly (no padding, no stray characters,
+ * nothing after the object), so the claims checked are the claims signed.
+ * Returns a new reference or NULL.
+ */
+static json_t *part_json(const char *tok, int index)
+{
+    const char *p = tok;
+    const char *end;
+    unsigned char *buf;
+    size_t n = 0, len;
+    uint32_t acc = 0;
+    int bits = 0;
+    json_t *v;
+
+    for (int i = 0; i < index; i++) {
+        p = strchr(p, '.');
+        if (p == NULL) {
+            return NULL;
+        }
+        p++;
+    }
+    end = strchr(p, '.');
+    len = end != NULL ? (size_t)(end - p) : strlen(p);
+    if (len % 4 == 1 || (buf = malloc(len * 3 / 4 + 1)) == NULL) {
         return NULL;
     }
-    claims = json_loads(text, 0, NULL);
-    free(text);
-    if (claims != NULL && !json_is_object(claims)) {
-        json_decref(claims);
+    for (size_t i = 0; i < len; i++) {
+        const int v6 = b64url_value((unsigned char)p[i]);
+
+        if (v6 < 0) {
+            free(buf);
+            return NULL;
+        }
+        acc = acc << 6 | (uint32_t)v6;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            buf[n++] = (unsigned char)(acc >> bits & 0xff);
+        }
+    }
+    v = memchr(buf, '\0', n) == NULL
+            ? json_loadb((const char *)buf, n, 0, NULL) : NULL;
+    free(buf);
+    if (v != NULL && !json_is_object(v)) {
+        json_decref(v);
         return NULL;
     }
-    return claims;
+    return v;
 }
 
 int rv_auth_verify(const char *authorization, const unsigned char *secret,
@@ -160,7 +212,7 @@ int rv_auth_verify(const char *authorization, const unsigned char *secret,
 {
     const char *tok = bearer_token(authorization, detail, detaillen);
     jwt_t *jwt = NULL;
-    json_t *claims = NULL;
+    json_t *header = NULL, *claims = NULL;
     const char *alg;
     int rc = -1;
 
@@ -173,15 +225,17 @@ int rv_auth_verify(const char *authorization, const unsigned char *secret,
                  "signature)");
         return -1;
     }
-    alg = jwt_get_header(jwt, "alg");
+    header = part_json(tok, 0);
+    claims = part_json(tok, 1);
+    if (header == NULL || claims == NULL) {
+        snprintf(detail, detaillen, "the token's header and claims must "
+                 "each be one JSON object");
+        goto done;
+    }
+    alg = json_string_value(json_object_get(header, "alg"));
     if (alg == NULL || strcmp(alg, "HS256") != 0
         || jwt_get_alg(jwt) != JWT_ALG_HS256) {
         snprintf(detail, detaillen, "the token must be signed with HS256");
-        goto done;
-    }
-    claims = claims_of(jwt);
-    if (claims == NULL) {
-        snprintf(detail, detaillen, "the token has no claims");
         goto done;
     }
     if (check_times(claims, now, detail, detaillen) == 0
@@ -189,6 +243,7 @@ int rv_auth_verify(const char *authorization, const unsigned char *secret,
         rc = 0;
     }
 done:
+    json_decref(header);
     json_decref(claims);
     jwt_free(jwt);
     return rc;
