@@ -113,14 +113,16 @@ static int run_tick(struct every *e, const dlock_leader_tick_info *t,
 static int ask(struct every *e, int64_t *wake_ms)
 {
     const struct cli_args *a = e->role.a;
-    dlock_leader_tick_info t;
-    dlock_err err = dlock_leader_tick(e->role.leader, a->every_ms, &t);
-    const int64_t boundary_ms = now_ms() + t.next_in_ms;
+    dlock_leader_tick_info t = {0};
+    const dlock_err err = dlock_leader_tick(e->role.leader, a->every_ms, &t);
 
     note_ask(e, err);
-    if (err == DLOCK_OK)
-        return run_tick(e, &t, wake_ms, boundary_ms);
-    if (err == DLOCK_BUSY || err == DLOCK_LOST) {
+    if (err == DLOCK_OK || err == DLOCK_BUSY || err == DLOCK_LOST) {
+        /* t is filled in only on these outcomes. */
+        const int64_t boundary_ms = now_ms() + t.next_in_ms;
+
+        if (err == DLOCK_OK)
+            return run_tick(e, &t, wake_ms, boundary_ms);
         *wake_ms = boundary_ms + WAKE_MARGIN_MS;
         return CLI_EXIT_OK;
     }
