@@ -32,6 +32,7 @@ enum option_id {
     OPT_QUIET,
     OPT_JSON,
     OPT_EVERY,
+    OPT_LEADER,
     OPT_COUNT
 };
 
@@ -62,6 +63,7 @@ static const struct option long_options[] = {
     {"quiet", no_argument, NULL, 'q'},
     {"json", no_argument, NULL, LONG_ONLY(OPT_JSON)},
     {"every", required_argument, NULL, LONG_ONLY(OPT_EVERY)},
+    {"leader", no_argument, NULL, LONG_ONLY(OPT_LEADER)},
     {NULL, 0, NULL, 0},
 };
 
@@ -87,7 +89,8 @@ static const struct command_spec commands[CLI_CMD_COUNT] = {
                          OPERANDS_KEY},
     [CLI_CMD_RELEASE] = {"release", COMMON, OPERANDS_KEY_TOKEN},
     [CLI_CMD_EXTEND] = {"extend", COMMON | BIT(OPT_TTL), OPERANDS_KEY_TOKEN},
-    [CLI_CMD_STATUS] = {"status", COMMON | BIT(OPT_JSON), OPERANDS_KEY},
+    [CLI_CMD_STATUS] = {"status", COMMON | BIT(OPT_JSON) | BIT(OPT_LEADER),
+                        OPERANDS_KEY},
     [CLI_CMD_LEADER] = {"leader", COMMON | BIT(OPT_TTL) | BIT(OPT_GRACE) |
                         BIT(OPT_QUIET), OPERANDS_KEY_COMMAND},
 };
@@ -218,6 +221,7 @@ static int set_option(struct cli_args *a, int id, const char *v,
     case OPT_FAIL_OPEN: a->fail_open = 1; return 0;
     case OPT_QUIET: a->quiet = 1; return 0;
     case OPT_JSON: a->json = 1; return 0;
+    case OPT_LEADER: a->leader = 1; return 0;
     default: break;
     }
     return set_valued(a, id, v, why, whylen);

@@ -55,6 +55,7 @@ struct cli_args {
     int fail_open;            /* --fail-open */
     int quiet;                /* --quiet */
     int json;                 /* --json */
+    int leader;               /* status --leader: KEY names a role */
 
     const char *key;          /* KEY */
     const char *token;        /* TOKEN, for release and extend */

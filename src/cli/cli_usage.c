@@ -105,9 +105,12 @@ static const char *const texts[CLI_CMD_COUNT] = {
         "usage: dlock status [options] KEY\n"
         "\n"
         "Prints whether KEY is held, its remaining TTL in ms (-1: none)\n"
-        "and the last fence granted, as 'name: value' lines.\n"
+        "and the last fence granted, as 'name: value' lines.  With\n"
+        "--leader, KEY is a role of `dlock leader` or `run --every`: who\n"
+        "leads it, the leader's term, its lease's TTL and the last term.\n"
         "\n"
         "options:\n"
+        "      --leader             KEY names a leader role, not a lock\n"
         "      --json               print one JSON object instead\n"
         "\n"
         "exit status: 0 (held or not), 69 Redis unavailable, 64 usage.\n",
