@@ -24,15 +24,20 @@ cc -std=c11 -Wall -Wextra -Werror "${extra[@]}" "$src/tests/package/consumer.c" 
     $(pkg-config --cflags --libs dlock) -Wl,-rpath,"$libdir" \
     -o "$prefix/consumer-shared"
 out=$("$prefix/consumer-shared")
-ldd "$prefix/consumer-shared" | grep -q "$libdir/libdlock.so" ||
-    { echo "consumer-shared does not load the installed libdlock.so" >&2; exit 1; }
+# ldd's output is read whole before grep: `ldd | grep -q` under pipefail
+# fails at random when grep exits on a match while ldd still writes.
+libs=$(ldd "$prefix/consumer-shared")
+grep -q "$libdir/libdlock.so" <<<"$libs" ||
+    { printf 'consumer-shared does not load the installed libdlock.so:\n%s\n' \
+          "$libs" >&2; exit 1; }
 
 cc -std=c11 -Wall -Wextra -Werror "${extra[@]}" "$src/tests/package/consumer.c" \
     $(pkg-config --cflags dlock) "$libdir/libdlock.a" \
     $(pkg-config --libs-only-l --libs-only-L --static dlock | sed 's/-ldlock//') \
     -o "$prefix/consumer-static"
 "$prefix/consumer-static" >/dev/null
-! ldd "$prefix/consumer-static" | grep -q libdlock ||
+libs=$(ldd "$prefix/consumer-static")
+! grep -q libdlock <<<"$libs" ||
     { echo "consumer-static still loads libdlock.so" >&2; exit 1; }
 
 soname=$(objdump -p "$libdir/libdlock.so" | awk '/SONAME/ {print $2}')
