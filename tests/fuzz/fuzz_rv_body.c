@@ -5,9 +5,9 @@
  * and the error bodies that quote hostile text back.
  *
  * The input is a request body.  Properties checked on every input:
- *   - rv_utf8_valid agrees with an independent decoder written here from
- *     RFC 3629 (code point ranges, not byte patterns), and with jansson's
- *     json_stringn on every input without NUL bytes;
+ *   - rv_utf8_valid agrees with an independent decoder written from
+ *     RFC 3629 (code point ranges, not byte patterns; fuzz_utf8.h), and
+ *     with jansson's json_stringn on every input without NUL bytes;
  *   - rv_json_parse_object accepts only valid UTF-8 that jansson reads as
  *     one object without duplicate keys; what it accepts dumps and
  *     re-parses to an equal object; what it refuses comes with a detail;
@@ -26,45 +26,13 @@
 #include <string.h>
 
 #include "fuzz_target.h"
+#include "fuzz_utf8.h"
 #include "rv_json.h"
 
 #define TARGET "rv_body"
 #define INPUT_MAX 65536
 /* What rv_json_error_body quotes unchanged (its buffer, less slack). */
 #define QUOTE_MAX 500
-
-/* Decodes one UTF-8 sequence at p (n bytes left) into *cp; returns its
- * length, or 0 if it is not a valid sequence. */
-static size_t decode_one(const unsigned char *p, size_t n, uint32_t *cp)
-{
-    size_t len;
-    uint32_t c, min;
-
-    if (p[0] < 0x80) {
-        *cp = p[0];
-        return 1;
-    }
-    if ((p[0] & 0xE0) == 0xC0) {
-        len = 2, c = p[0] & 0x1F, min = 0x80;
-    } else if ((p[0] & 0xF0) == 0xE0) {
-        len = 3, c = p[0] & 0x0F, min = 0x800;
-    } else if ((p[0] & 0xF8) == 0xF0) {
-        len = 4, c = p[0] & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        c = (c << 6) | (p[i] & 0x3F);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-        return 0;
-    *cp = c;
-    return len;
-}
 
 /* Code points in s[0..n), or -1 if it is not valid UTF-8 without NUL. */
 static long decoded_chars(const char *s, size_t n)
@@ -74,7 +42,7 @@ static long decoded_chars(const char *s, size_t n)
 
     for (size_t i = 0; i < n; count++) {
         uint32_t cp = 0;
-        const size_t len = decode_one(p + i, n - i, &cp);
+        const size_t len = fuzz_utf8_decode_one(p + i, n - i, &cp);
 
         if (len == 0 || cp == 0)
             return -1;
