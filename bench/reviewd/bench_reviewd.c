@@ -48,25 +48,21 @@
  *
  * bench/reviewd/run_bench_reviewd.sh starts what this needs.
  */
-#include <arpa/inet.h>
-#include <errno.h>
 #include <getopt.h>
 #include <glob.h>
 #include <limits.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_http.h"
 #include "bench_redis.h"
 #include "bench_stats.h"
 #include "rv_auth.h"
@@ -91,125 +87,6 @@ static options opt = {0, 0, NULL, NULL, 10, 16, 1000, "var/bench",
                       "pgbench"};
 static char *author_token, *reviewer_token;
 static long long seed_lo, seed_hi;
-
-/* ---- a keep-alive HTTP/1.1 client ---------------------------------------- */
-
-typedef struct hconn {
-    int fd;
-    char buf[65536];
-    size_t len;
-} hconn;
-
-static int hc_connect(hconn *h)
-{
-    struct sockaddr_in a;
-    const int one = 1;
-
-    h->len = 0;
-    h->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (h->fd < 0) {
-        return -1;
-    }
-    setsockopt(h->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)opt.port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(h->fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(h->fd);
-        h->fd = -1;
-        return -1;
-    }
-    return 0;
-}
-
-static void hc_close(hconn *h)
-{
-    if (h->fd >= 0) {
-        close(h->fd);
-    }
-    h->fd = -1;
-}
-
-static int send_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Reads one response; its body (NUL-terminated) stays in h->buf. */
-static int hc_read(hconn *h, const char **body)
-{
-    char *end;
-    long clen;
-
-    h->len = 0;
-    for (;;) {
-        ssize_t got;
-
-        h->buf[h->len] = '\0';
-        end = strstr(h->buf, "\r\n\r\n");
-        if (end != NULL) {
-            const char *cl = strcasestr(h->buf, "\r\nContent-Length:");
-
-            clen = cl != NULL && cl < end ? atol(cl + 17) : 0;
-            if ((size_t)(end + 4 - h->buf) + (size_t)clen <= h->len) {
-                *body = end + 4;
-                return atoi(h->buf + 9);
-            }
-        }
-        if (h->len + 1 >= sizeof(h->buf)) {
-            return -1;
-        }
-        got = recv(h->fd, h->buf + h->len, sizeof(h->buf) - h->len - 1, 0);
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        if (got <= 0) {
-            return -1;
-        }
-        h->len += (size_t)got;
-    }
-}
-
-/* One request on the connection (reconnecting once if it was closed).
- * Returns the status, or -1. */
-static int hc_request(hconn *h, const char *method, const char *path,
-                      const char *token, const char *body,
-                      const char **resp_body)
-{
-    char req[8192];
-    int n, attempt, status = -1;
-
-    n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: bench\r\n"
-                 "Authorization: Bearer %s\r\n%sContent-Length: %zu\r\n"
-                 "\r\n%s", method, path, token,
-                 body != NULL ? "Content-Type: application/json\r\n" : "",
-                 body != NULL ? strlen(body) : 0, body != NULL ? body : "");
-    for (attempt = 0; attempt < 2 && status < 0; attempt++) {
-        if (h->fd < 0 && hc_connect(h) != 0) {
-            return -1;
-        }
-        if (send_all(h->fd, req, (size_t)n) == 0) {
-            status = hc_read(h, resp_body);
-        }
-        if (status < 0) {
-            hc_close(h);
-        }
-    }
-    return status;
-}
 
 /* The value of the first "key":"value" after after (or the start). */
 static int json_id(const char *body, const char *key, char *out)
@@ -240,18 +117,19 @@ typedef struct worker {
     bench_samples cyc;      /* per cycle */
 } worker;
 
-static int64_t timed(hconn *h, bench_samples *s, const char *method,
+static int64_t timed(bench_http *h, bench_samples *s, const char *method,
                      const char *path, const char *token, const char *body,
                      int want, const char **resp)
 {
     const int64_t t0 = bench_clock_ns();
-    const int status = hc_request(h, method, path, token, body, resp);
+    const int status = bench_http_request(h, method, path, token, body,
+                                          resp);
 
     bench_samples_add(s, bench_clock_ns() - t0);
     return status == want ? 0 : -1;
 }
 
-static int one_get(worker *w, hconn *h)
+static int one_get(worker *w, bench_http *h)
 {
     char path[64];
     const char *resp;
@@ -261,7 +139,7 @@ static int one_get(worker *w, hconn *h)
     return timed(h, &w->req, "GET", path, author_token, NULL, 200, &resp);
 }
 
-static int one_cycle(worker *w, hconn *h)
+static int one_cycle(worker *w, bench_http *h)
 {
     char path[96], doc[24], rev[24];
     const char *resp = NULL;
@@ -290,19 +168,19 @@ static int one_cycle(worker *w, hconn *h)
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    hconn *h = calloc(1, sizeof(*h));
+    bench_http *h = calloc(1, sizeof(*h));
 
     if (h == NULL) {
         atomic_fetch_add(&w->ph->errors, 1);
         return NULL;
     }
-    h->fd = -1;
+    bench_http_init(h, opt.port, 0);
     while (bench_clock_ns() < w->ph->deadline_ns) {
         const int rc = w->ph->cycle ? one_cycle(w, h) : one_get(w, h);
 
         atomic_fetch_add(rc == 0 ? &w->ph->ops : &w->ph->errors, 1);
     }
-    hc_close(h);
+    bench_http_close(h);
     free(h);
     return NULL;
 }
@@ -628,7 +506,7 @@ static long rss_kb(int pid)
  * open, idle; returns reviewd's RSS in MB with them open. */
 static double rss_with_idle(int n, int *opened)
 {
-    hconn *h = calloc((size_t)n, sizeof(*h));
+    bench_http *h = calloc((size_t)n, sizeof(*h));
     const char *body;
     double mb;
     int i;
@@ -638,15 +516,15 @@ static double rss_with_idle(int n, int *opened)
         return NAN;
     }
     for (i = 0; i < n; i++) {
-        h[i].fd = -1;
-        if (hc_request(&h[i], "GET", "/healthz", author_token, NULL, &body)
-            == 200) {
+        bench_http_init(&h[i], opt.port, 0);
+        if (bench_http_request(&h[i], "GET", "/healthz", author_token, NULL,
+                               &body) == 200) {
             (*opened)++;
         }
     }
     mb = (double)rss_kb(opt.pid) / 1024.0;
     for (i = 0; i < n; i++) {
-        hc_close(&h[i]);
+        bench_http_close(&h[i]);
     }
     free(h);
     return mb;
@@ -734,17 +612,18 @@ static void print_run(const char *when)
 
 static int seed_documents(void)
 {
-    hconn h = {.fd = -1};
+    bench_http h;
     const char *body;
     char id[24];
     int i;
 
+    bench_http_init(&h, opt.port, 0);
     for (i = 0; i < SEED_DOCS; i++) {
-        if (hc_request(&h, "POST", "/v1/documents", author_token,
+        if (bench_http_request(&h, "POST", "/v1/documents", author_token,
                        "{\"title\":\"seed\",\"content\":\"Seeded text.\"}",
                        &body) != 201
             || json_id(body, "\"id\":\"", id) != 0) {
-            hc_close(&h);
+            bench_http_close(&h);
             return -1;
         }
         if (i == 0) {
@@ -752,7 +631,7 @@ static int seed_documents(void)
         }
         seed_hi = atoll(id);
     }
-    hc_close(&h);
+    bench_http_close(&h);
     return seed_hi - seed_lo + 1 == SEED_DOCS ? 0 : -1;
 }
 
