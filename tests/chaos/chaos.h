@@ -169,4 +169,13 @@ int64_t chaos_arg_int(const char *s, int64_t min, int64_t max,
 /* Parses "full", "writes" or "off"; exits on anything else. */
 chaos_fencing chaos_arg_fencing(const char *s);
 
+/* Parses list, "all" or names separated by commas, against the count
+ * entries of names (a program's table of phases): writes the index of
+ * each name given into out, in order, and returns how many.  Exits with a
+ * usage message, naming what and the known names, on an unknown name or
+ * more than max of them. */
+size_t chaos_arg_names(const char *list, const char *const *names,
+                       size_t count, size_t *out, size_t max,
+                       const char *what);
+
 #endif /* DLOCK_CHAOS_H */

@@ -116,33 +116,17 @@ static void usage(void)
     exit(2);
 }
 
-static const phase_spec *find_phase(const char *name)
-{
-    for (size_t i = 0; i < PHASE_COUNT; i++) {
-        if (strcmp(phases[i].name, name) == 0)
-            return &phases[i];
-    }
-    fprintf(stderr, "chaos_check: unknown phase '%s'\n", name);
-    usage();
-    return NULL;
-}
-
 static void parse_phases(const char *list, check_args *a)
 {
-    char buf[512];
+    const char *names[PHASE_COUNT];
+    size_t idx[PHASE_COUNT];
 
-    a->nrun = 0;
-    if (strcmp(list, "all") == 0) {
-        for (size_t i = 0; i < PHASE_COUNT; i++)
-            a->run[a->nrun++] = &phases[i];
-        return;
-    }
-    snprintf(buf, sizeof(buf), "%s", list);
-    for (char *p = strtok(buf, ","); p != NULL; p = strtok(NULL, ",")) {
-        if (a->nrun == PHASE_COUNT)
-            usage();
-        a->run[a->nrun++] = find_phase(p);
-    }
+    for (size_t i = 0; i < PHASE_COUNT; i++)
+        names[i] = phases[i].name;
+    a->nrun = chaos_arg_names(list, names, PHASE_COUNT, idx, PHASE_COUNT,
+                              "--phases");
+    for (size_t i = 0; i < a->nrun; i++)
+        a->run[i] = &phases[idx[i]];
 }
 
 /* chaos_client and chaos_step are built next to chaos_check. */

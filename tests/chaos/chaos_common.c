@@ -179,3 +179,42 @@ chaos_fencing chaos_arg_fencing(const char *s)
             s ? s : "(missing)");
     exit(2);
 }
+
+/* Exits with the list of known names. */
+static void unknown_name(const char *name, const char *const *names,
+                         size_t count, const char *what)
+{
+    fprintf(stderr, "chaos: %s: unknown or one too many: '%s'; known:", what,
+            name);
+    for (size_t i = 0; i < count; i++)
+        fprintf(stderr, " %s", names[i]);
+    fprintf(stderr, "\n");
+    exit(2);
+}
+
+size_t chaos_arg_names(const char *list, const char *const *names,
+                       size_t count, size_t *out, size_t max,
+                       const char *what)
+{
+    char buf[512];
+    size_t n = 0;
+
+    if (strcmp(list, "all") == 0) {
+        for (; n < count && n < max; n++)
+            out[n] = n;
+        return n;
+    }
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *p = strtok(buf, ","); p != NULL; p = strtok(NULL, ",")) {
+        size_t i = 0;
+
+        while (i < count && strcmp(names[i], p) != 0)
+            i++;
+        if (i == count || n == max)
+            unknown_name(p, names, count, what);
+        out[n++] = i;
+    }
+    if (n == 0)
+        unknown_name(list, names, count, what);
+    return n;
+}
