@@ -7,7 +7,7 @@
  *
  * Starts a private PostgreSQL, redis-server and two reviewd instances
  * (chaos_rv_stack.c), then runs one phase per fault kind, each for
- * N / phases seconds (default N = 42: seven phases of 6 s, the CTest form
+ * N / phases seconds (default N = 35: seven phases of 5 s, the CTest form
  * chaos.reviewd).  In a phase K client threads (default 4) create,
  * submit and race D decisions (default 4) on every review through both
  * instances (chaos_rv_workload.c) while the nemesis injects the phase's
@@ -126,7 +126,7 @@ static void parse_phases(const char *list, rv_args *a)
 static void parse_args(int argc, char **argv, rv_args *a)
 {
     memset(a, 0, sizeof(*a));
-    a->seconds = 42;
+    a->seconds = 35;
     a->seed = (uint64_t)chaos_now_us() ^ ((uint64_t)getpid() << 32);
     a->clients = 4;
     a->deciders = 4;
