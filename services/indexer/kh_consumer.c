@@ -28,6 +28,8 @@
 struct kh_consumer {
     char *url_copy;                 /* amqp_parse_url writes into it */
     struct amqp_connection_info info;
+    char *exchange;
+    char *queue;
     int prefetch;
     amqp_connection_state_t conn;   /* NULL: closed */
     amqp_envelope_t env;
@@ -36,7 +38,8 @@ struct kh_consumer {
     char err[520];
 };
 
-kh_consumer *kh_consumer_new(const char *url, int prefetch)
+kh_consumer *kh_consumer_new(const char *url, const char *exchange,
+                             const char *queue, int prefetch)
 {
     kh_consumer *c = calloc(1, sizeof(*c));
 
@@ -44,14 +47,15 @@ kh_consumer *kh_consumer_new(const char *url, int prefetch)
         return NULL;
     }
     c->url_copy = strdup(url);
-    if (c->url_copy == NULL) {
-        free(c);
+    c->exchange = strdup(exchange);
+    c->queue = strdup(queue);
+    if (c->url_copy == NULL || c->exchange == NULL || c->queue == NULL) {
+        kh_consumer_free(c);
         return NULL;
     }
     amqp_default_connection_info(&c->info);
     if (amqp_parse_url(c->url_copy, &c->info) != AMQP_STATUS_OK) {
-        free(c->url_copy);
-        free(c);
+        kh_consumer_free(c);
         return NULL;
     }
     c->prefetch = prefetch;
@@ -85,6 +89,8 @@ void kh_consumer_free(kh_consumer *c)
     }
     kh_consumer_close(c);
     free(c->url_copy);
+    free(c->exchange);
+    free(c->queue);
     free(c);
 }
 
@@ -128,19 +134,19 @@ static int declare_and_consume(kh_consumer *c)
 {
     amqp_connection_state_t k = c->conn;
 
-    amqp_exchange_declare(k, KH_CHANNEL, amqp_cstring_bytes(KH_EXCHANGE),
+    amqp_exchange_declare(k, KH_CHANNEL, amqp_cstring_bytes(c->exchange),
                           amqp_cstring_bytes("topic"), 0, 1, 0, 0,
                           amqp_empty_table);
     if (rpc_ok(c, "exchange.declare", amqp_get_rpc_reply(k)) != 0) {
         return -1;
     }
-    amqp_queue_declare(k, KH_CHANNEL, amqp_cstring_bytes(KH_QUEUE), 0, 1, 0,
+    amqp_queue_declare(k, KH_CHANNEL, amqp_cstring_bytes(c->queue), 0, 1, 0,
                        0, amqp_empty_table);
     if (rpc_ok(c, "queue.declare", amqp_get_rpc_reply(k)) != 0) {
         return -1;
     }
-    amqp_queue_bind(k, KH_CHANNEL, amqp_cstring_bytes(KH_QUEUE),
-                    amqp_cstring_bytes(KH_EXCHANGE),
+    amqp_queue_bind(k, KH_CHANNEL, amqp_cstring_bytes(c->queue),
+                    amqp_cstring_bytes(c->exchange),
                     amqp_cstring_bytes(KH_BINDING), amqp_empty_table);
     if (rpc_ok(c, "queue.bind", amqp_get_rpc_reply(k)) != 0) {
         return -1;
@@ -149,7 +155,7 @@ static int declare_and_consume(kh_consumer *c)
     if (rpc_ok(c, "basic.qos", amqp_get_rpc_reply(k)) != 0) {
         return -1;
     }
-    amqp_basic_consume(k, KH_CHANNEL, amqp_cstring_bytes(KH_QUEUE),
+    amqp_basic_consume(k, KH_CHANNEL, amqp_cstring_bytes(c->queue),
                        amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
     return rpc_ok(c, "basic.consume", amqp_get_rpc_reply(k));
 }

@@ -40,8 +40,12 @@ typedef struct kh_delivery {
     char message_id[64];  /* "" when the message has none */
 } kh_delivery;
 
-/* Returns NULL on allocation failure or a URL that does not parse. */
-kh_consumer *kh_consumer_new(const char *url, int prefetch);
+/* exchange and queue are KH_EXCHANGE and KH_QUEUE unless configured
+ * otherwise (tests sharing one broker use names of their own); all three
+ * strings are copied.  Returns NULL on allocation failure or a URL that
+ * does not parse. */
+kh_consumer *kh_consumer_new(const char *url, const char *exchange,
+                             const char *queue, int prefetch);
 void kh_consumer_free(kh_consumer *c);
 
 /* Connects and starts consuming within timeout_ms.  Returns 0 or -1. */

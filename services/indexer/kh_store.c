@@ -5,6 +5,16 @@
  * quoting).  Any failed statement ends the attempt: the transaction is
  * rolled back, a connection that libpq reports bad is dropped and made
  * again on the next call, and the caller retries the message later.
+ *
+ * The text comes from the store CONTENT_STORE names, as reviewd wrote
+ * it.  With pg it is joined to the document row.  With mongo the row is
+ * read first (FOR SHARE), and only once it is known to be approved at the
+ * event's version is record (id, version) fetched through reviewd's own
+ * MongoDB module (rv_content_mongo.c): that record is immutable once the
+ * row points at it (rv_content.h), so the row lock and the record agree.
+ * A record that is missing, malformed or unreachable fails the event
+ * (KH_FAILED, rolled back, retried later) and is never indexed as an
+ * empty text.
  */
 #include "kh_store.h"
 
@@ -15,11 +25,13 @@
 #include <string.h>
 
 #include "kh_embed.h"
+#include "rv_content_mongo.h"
 
 struct kh_store {
     char *url;
     kh_store_opts opts;
     PGconn *pg;
+    rv_mongo_store *mongo; /* NULL: the text is in kh_document_content */
 };
 
 typedef struct doc_row {
@@ -29,6 +41,7 @@ typedef struct doc_row {
     const char *title;
     const char *content;
     size_t content_len;
+    char *owned;        /* the text when it came from MongoDB */
 } doc_row;
 
 static const char claim_sql[] =
@@ -39,6 +52,10 @@ static const char doc_sql[] =
     "SELECT d.status, d.version, d.title, coalesce(c.content, '') "
     "FROM kh_document d LEFT JOIN kh_document_content c "
     "ON c.document_id = d.id WHERE d.id = $1::bigint FOR SHARE OF d";
+/* The same row without the text, which is in MongoDB. */
+static const char doc_mongo_sql[] =
+    "SELECT d.status, d.version, d.title, '' "
+    "FROM kh_document d WHERE d.id = $1::bigint FOR SHARE OF d";
 static const char stale_sql[] =
     "UPDATE kh_processed_event SET outcome = 'stale' "
     "WHERE event_id = $1::uuid";
@@ -68,19 +85,29 @@ const char *kh_outcome_name(kh_outcome outcome)
     return "failed";
 }
 
-kh_store *kh_store_new(const char *url, const kh_store_opts *opts)
+kh_store *kh_store_new(const char *url, const kh_store_opts *opts,
+                       char *err, size_t errlen)
 {
     kh_store *s = calloc(1, sizeof(*s));
 
-    if (s == NULL) {
-        return NULL;
+    if (s != NULL) {
+        s->url = strdup(url);
     }
-    s->url = strdup(url);
-    if (s->url == NULL) {
+    if (s == NULL || s->url == NULL) {
+        snprintf(err, errlen, "store: out of memory");
         free(s);
         return NULL;
     }
     s->opts = *opts;
+    s->opts.mongo_url = NULL; /* borrowed only during this call */
+    if (opts->content_store == RV_CONTENT_MONGO) {
+        s->mongo = rv_mongo_store_new(opts->mongo_url, "kh-indexer", err,
+                                      errlen);
+        if (s->mongo == NULL) {
+            kh_store_free(s);
+            return NULL;
+        }
+    }
     return s;
 }
 
@@ -90,8 +117,15 @@ void kh_store_free(kh_store *s)
         return;
     }
     PQfinish(s->pg);
+    rv_mongo_store_free(s->mongo);
     free(s->url);
     free(s);
+}
+
+const char *kh_store_content_where(const kh_store *s)
+{
+    return s->mongo != NULL ? rv_mongo_store_endpoint(s->mongo)
+                            : "kh_document_content";
 }
 
 static void set_err(char *err, size_t errlen, const char *what,
@@ -172,9 +206,10 @@ static int load_doc(kh_store *s, const kh_event *ev, doc_row *d, int *found,
                     char *err, size_t errlen)
 {
     const char *params[] = {ev->document_id};
+    const char *sql = s->mongo != NULL ? doc_mongo_sql : doc_sql;
 
     memset(d, 0, sizeof(*d));
-    d->res = run(s, "read document", doc_sql, 1, params, err, errlen);
+    d->res = run(s, "read document", sql, 1, params, err, errlen);
     if (d->res == NULL) {
         return -1;
     }
@@ -186,6 +221,39 @@ static int load_doc(kh_store *s, const kh_event *ev, doc_row *d, int *found,
         d->content = PQgetvalue(d->res, 0, 3);
         d->content_len = (size_t)PQgetlength(d->res, 0, 3);
     }
+    return 0;
+}
+
+static void doc_clear(doc_row *d)
+{
+    PQclear(d->res);
+    free(d->owned);
+    memset(d, 0, sizeof(*d));
+}
+
+/* With MongoDB, fetches the text of the version the row is at.  Returns
+ * 0, or -1 with err naming the record and what went wrong. */
+static int load_text(kh_store *s, const kh_event *ev, doc_row *d, char *err,
+                     size_t errlen)
+{
+    char why[512];
+    rv_store_rc rc;
+
+    if (s->mongo == NULL) {
+        return 0;
+    }
+    rc = rv_mongo_store_get(s->mongo, ev->document_id, d->version,
+                            &d->owned, why, sizeof(why));
+    if (rc != RV_STORE_OK) {
+        snprintf(err, errlen, "content of document %s version %d %s: %s",
+                 ev->document_id, d->version,
+                 rc == RV_STORE_MISSING ? "missing"
+                 : rc == RV_STORE_UNAVAILABLE ? "unavailable" : "unreadable",
+                 why);
+        return -1;
+    }
+    d->content = d->owned;
+    d->content_len = strlen(d->owned);
     return 0;
 }
 
@@ -295,12 +363,15 @@ static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
     }
     if (!found || strcmp(d.status, "approved") != 0
         || d.version != ev->document_version) {
-        PQclear(d.res);
+        doc_clear(&d);
         return run_ok(s, "record stale", stale_sql, 1, stale, err, errlen)
                        == 0 ? KH_STALE : KH_FAILED;
     }
-    rc = replace_chunks(s, ev, &d, chunks, err, errlen);
-    PQclear(d.res);
+    rc = load_text(s, ev, &d, err, errlen);
+    if (rc == 0) {
+        rc = replace_chunks(s, ev, &d, chunks, err, errlen);
+    }
+    doc_clear(&d);
     return rc == 0 ? KH_INDEXED : KH_FAILED;
 }
 

@@ -22,8 +22,13 @@
  * commit but before the ack makes the redelivery a KH_DUPLICATE.  So the
  * effect is exactly once although delivery is at least once.
  *
- * The text is read from the PostgreSQL content store
- * (kh_document_content), which is reviewd's default CONTENT_STORE.
+ * The text is read from the store reviewd writes it to, named by the
+ * same CONTENT_STORE and MONGO_URL (rv_content_env.h): kh_document_content
+ * for pg, joined to the row in step 2; for mongo, the record (document
+ * id, version) once step 2 has found the row approved at that version.
+ * A MongoDB record that is missing (deleted, or lost with a restored
+ * backup), malformed or unreachable makes the event KH_FAILED: nothing is
+ * recorded, the message is retried later, and err names the record.
  *
  * Ownership: kh_store_new / kh_store_free; the connection is made lazily
  * and again after it breaks.  Threads: one kh_store per thread.
@@ -34,6 +39,7 @@
 #include <stdint.h>
 
 #include "kh_chunk.h"
+#include "rv_content_env.h"
 
 typedef struct kh_store kh_store;
 
@@ -57,12 +63,21 @@ typedef struct kh_store_opts {
     const char *embed_command; /* NULL: no embeddings */
     int embed_timeout_ms;
     int pg_timeout_s;          /* connect and statement timeout */
+    rv_content_kind content_store;
+    const char *mongo_url;     /* with RV_CONTENT_MONGO */
 } kh_store_opts;
 
 /* url: a libpq URI (copied); opts: copied (embed_command is borrowed and
- * must outlive the store).  Returns NULL on allocation failure. */
-kh_store *kh_store_new(const char *url, const kh_store_opts *opts);
+ * must outlive the store; mongo_url is used only during the call).
+ * Connects to nothing yet.  Returns NULL with the reason in err on
+ * allocation failure or a MONGO_URL that libmongoc refuses. */
+kh_store *kh_store_new(const char *url, const kh_store_opts *opts,
+                       char *err, size_t errlen);
 void kh_store_free(kh_store *s);
+
+/* Where the text is read from: "kh_document_content", or MongoDB's
+ * "host:port/db.collection", for log lines. */
+const char *kh_store_content_where(const kh_store *s);
 
 /*
  * Applies ev as described above.  *chunks receives the number of chunks

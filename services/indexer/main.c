@@ -8,6 +8,12 @@
  * Configuration (environment):
  *   DATABASE_URL          required: the database reviewd writes
  *   AMQP_URL              required: the broker reviewd's relay publishes to
+ *   CONTENT_STORE, MONGO_URL   where reviewd keeps the text: pg (default)
+ *                         or mongo, read exactly as reviewd reads them
+ *                         (rv_content_env.h)
+ *   KH_EXCHANGE, KH_QUEUE the exchange to bind to and the queue to
+ *                         consume (kh.documents, kh.indexer); other names
+ *                         let tests share a broker without sharing a queue
  *   KH_CHUNK_TARGET       chunk size in bytes (1000; 16..1000000)
  *   KH_CHUNK_OVERLAP      overlap in bytes (100; below KH_CHUNK_TARGET / 2)
  *   KH_PREFETCH           unacknowledged messages held at once (16)
@@ -51,6 +57,9 @@ static volatile sig_atomic_t reopen_requested;
 typedef struct kh_config {
     const char *database_url;
     const char *amqp_url;
+    const char *exchange;
+    const char *queue;
+    char *mongo_url;      /* malloc'd by rv_content_env_load */
     kh_store_opts store;
     int prefetch;
     int retry_ms;
@@ -119,6 +128,10 @@ static int load_config(kh_config *cfg, char *err, size_t errlen)
     cfg->store.pg_timeout_s = 5;
     cfg->database_url = env_str("DATABASE_URL");
     cfg->amqp_url = env_str("AMQP_URL");
+    cfg->exchange = env_str("KH_EXCHANGE") != NULL ? env_str("KH_EXCHANGE")
+                                                   : KH_EXCHANGE;
+    cfg->queue = env_str("KH_QUEUE") != NULL ? env_str("KH_QUEUE")
+                                             : KH_QUEUE;
     cfg->store.embed_command = env_str("EMBED_COMMAND");
     cfg->log_file = env_str("KH_LOG_FILE");
     cfg->log_level = rv_log_level_parse(env_str("KH_LOG_LEVEL") != NULL
@@ -147,6 +160,11 @@ static int load_config(kh_config *cfg, char *err, size_t errlen)
                    errlen)) {
         return -1;
     }
+    if (rv_content_env_load(&cfg->store.content_store, &cfg->mongo_url, err,
+                            errlen) != 0) {
+        return -1;
+    }
+    cfg->store.mongo_url = cfg->mongo_url;
     if (overlap >= target / 2) {
         snprintf(err, errlen, "KH_CHUNK_OVERLAP: must be below half of "
                  "KH_CHUNK_TARGET (%d)", target);
@@ -197,8 +215,9 @@ static int ensure_broker(kh_indexer *ix)
     ix->amqp_down_logged = 0;
     ix->backoff_ms = KH_BACKOFF_MIN_MS;
     rv_log_write(ix->log, RV_LOG_INFO, "consuming",
-                 json_pack("{s:s,s:s,s:s,s:i}", "queue", KH_QUEUE,
-                           "exchange", KH_EXCHANGE, "binding", KH_BINDING,
+                 json_pack("{s:s,s:s,s:s,s:i}", "queue", ix->cfg.queue,
+                           "exchange", ix->cfg.exchange, "binding",
+                           KH_BINDING,
                            "prefetch", ix->cfg.prefetch));
     return 1;
 }
@@ -306,46 +325,60 @@ static void install_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* Frees what serve built; any part may be NULL. */
+static void indexer_close(kh_indexer *ix)
+{
+    kh_consumer_free(ix->amqp);
+    kh_store_free(ix->store);
+    rv_log_free(ix->log);
+    free(ix->cfg.mongo_url);
+}
+
+/* The log, the consumer and the store.  Returns 0, or -1 with err set. */
+static int indexer_open(kh_indexer *ix, char *err, size_t errlen)
+{
+    ix->log = rv_log_new(ix->cfg.log_file, (rv_log_level)ix->cfg.log_level,
+                         err, errlen);
+    if (ix->log == NULL) {
+        return -1;
+    }
+    ix->amqp = kh_consumer_new(ix->cfg.amqp_url, ix->cfg.exchange,
+                               ix->cfg.queue, ix->cfg.prefetch);
+    if (ix->amqp == NULL) {
+        snprintf(err, errlen, "AMQP_URL does not parse, or out of memory");
+        return -1;
+    }
+    ix->store = kh_store_new(ix->cfg.database_url, &ix->cfg.store, err,
+                             errlen);
+    return ix->store != NULL ? 0 : -1;
+}
+
 static int serve(void)
 {
     char err[512];
     kh_indexer ix;
 
     memset(&ix, 0, sizeof(ix));
-    if (load_config(&ix.cfg, err, sizeof(err)) != 0) {
+    if (load_config(&ix.cfg, err, sizeof(err)) != 0
+        || indexer_open(&ix, err, sizeof(err)) != 0) {
         fprintf(stderr, "kh-indexer: %s\n", err);
-        return 1;
-    }
-    ix.log = rv_log_new(ix.cfg.log_file, (rv_log_level)ix.cfg.log_level, err,
-                        sizeof(err));
-    if (ix.log == NULL) {
-        fprintf(stderr, "kh-indexer: %s\n", err);
-        return 1;
-    }
-    ix.amqp = kh_consumer_new(ix.cfg.amqp_url, ix.cfg.prefetch);
-    ix.store = kh_store_new(ix.cfg.database_url, &ix.cfg.store);
-    if (ix.amqp == NULL || ix.store == NULL) {
-        fprintf(stderr, "kh-indexer: AMQP_URL does not parse, or out of "
-                "memory\n");
-        kh_consumer_free(ix.amqp);
-        kh_store_free(ix.store);
-        rv_log_free(ix.log);
+        indexer_close(&ix);
         return 1;
     }
     ix.backoff_ms = KH_BACKOFF_MIN_MS;
     ix.drops_left = ix.cfg.drop_acks;
     install_signals();
     rv_log_write(ix.log, RV_LOG_INFO, "starting",
-                 json_pack("{s:s,s:i,s:i,s:b}", "version", KH_VERSION,
+                 json_pack("{s:s,s:i,s:i,s:b,s:s}", "version", KH_VERSION,
                            "chunk_target", (int)ix.cfg.store.chunk.target_bytes,
                            "chunk_overlap",
                            (int)ix.cfg.store.chunk.overlap_bytes, "embed",
-                           ix.cfg.store.embed_command != NULL));
+                           ix.cfg.store.embed_command != NULL,
+                           "content_store",
+                           kh_store_content_where(ix.store)));
     run(&ix);
     rv_log_write(ix.log, RV_LOG_INFO, "stopped", NULL);
-    kh_consumer_free(ix.amqp);
-    kh_store_free(ix.store);
-    rv_log_free(ix.log);
+    indexer_close(&ix);
     return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rv_content_env.h"
 #include "rv_log.h"
 
 #define RV_JWT_SECRET_MIN 32
@@ -248,10 +249,31 @@ int rv_config_check_amqp_url(const char *url)
     return strpbrk(url, " \t\r\n") == NULL ? 0 : -1;
 }
 
+/* REVIEWD_AMQP_EXCHANGE: 1..127 bytes (AMQP's short string allows 255,
+ * but no real name comes near). */
+static int load_exchange(rv_config *cfg, char *errbuf, size_t errlen)
+{
+    const char *v = env_value("REVIEWD_AMQP_EXCHANGE");
+
+    if (v == NULL) {
+        v = RV_CONFIG_EXCHANGE;
+    }
+    if (strlen(v) >= sizeof(cfg->amqp_exchange)) {
+        snprintf(errbuf, errlen, "REVIEWD_AMQP_EXCHANGE: longer than %zu "
+                 "bytes", sizeof(cfg->amqp_exchange) - 1);
+        return -1;
+    }
+    snprintf(cfg->amqp_exchange, sizeof(cfg->amqp_exchange), "%s", v);
+    return 0;
+}
+
 static int load_amqp(rv_config *cfg, char *errbuf, size_t errlen)
 {
     const char *v = env_value("AMQP_URL");
 
+    if (load_exchange(cfg, errbuf, errlen) != 0) {
+        return -1;
+    }
     if (v == NULL) {
         return 0;
     }
@@ -290,26 +312,8 @@ static int load_jwt(rv_config *cfg, int need, char *errbuf, size_t errlen)
 
 static int load_content_store(rv_config *cfg, char *errbuf, size_t errlen)
 {
-    const char *v = env_value("CONTENT_STORE");
-    const char *mongo = env_value("MONGO_URL");
-
-    if (v == NULL || strcmp(v, "pg") == 0) {
-        cfg->content_store = RV_CONTENT_PG;
-        return 0;
-    }
-    if (strcmp(v, "mongo") != 0) {
-        snprintf(errbuf, errlen, "CONTENT_STORE: expected pg or mongo, got "
-                 "\"%.32s\"", v);
-        return -1;
-    }
-    if (mongo == NULL || (strncmp(mongo, "mongodb://", 10) != 0
-                          && strncmp(mongo, "mongodb+srv://", 14) != 0)) {
-        snprintf(errbuf, errlen, "MONGO_URL: required with CONTENT_STORE="
-                 "mongo (mongodb://host:port/db)");
-        return -1;
-    }
-    cfg->content_store = RV_CONTENT_MONGO;
-    return dup_into(&cfg->mongo_url, mongo, "MONGO_URL", errbuf, errlen);
+    return rv_content_env_load(&cfg->content_store, &cfg->mongo_url, errbuf,
+                               errlen);
 }
 
 static int load_log(rv_config *cfg, char *errbuf, size_t errlen)

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rv_content_env.h"
+
 /* Which settings a sub-command needs (bit set). */
 enum {
     RV_NEED_DATABASE = 1, /* DATABASE_URL */
@@ -26,10 +28,7 @@ enum {
     RV_NEED_SERVE = 4     /* everything the HTTP server reads */
 };
 
-typedef enum rv_content_kind {
-    RV_CONTENT_PG = 0,
-    RV_CONTENT_MONGO = 1
-} rv_content_kind;
+#define RV_CONFIG_EXCHANGE "kh.documents"
 
 typedef struct rv_config {
     /* LISTEN_ADDR, split; port 0 asks the kernel for a free one (tests). */
@@ -39,9 +38,13 @@ typedef struct rv_config {
     char *database_url; /* required for serve and migrate */
     char *redis_url;    /* NULL: no Redis, PostgreSQL locks only */
     char *amqp_url;     /* NULL: events stay in the outbox (issue 5) */
+    /* REVIEWD_AMQP_EXCHANGE: where the relay publishes (RV_CONFIG_EXCHANGE,
+     * API.md's kh.documents); another name lets a test use a shared broker
+     * without its events reaching anyone else's consumers. */
+    char amqp_exchange[128];
     char *jwt_secret;   /* at least 32 bytes */
     size_t jwt_secret_len;
-    rv_content_kind content_store;
+    rv_content_kind content_store; /* rv_content_env.h */
     char *mongo_url;
 
     /* REVIEWD_THREADS: HTTP worker threads, each with its own PostgreSQL

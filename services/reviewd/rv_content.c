@@ -49,7 +49,7 @@ rv_content *rv_content_new(const rv_config *cfg, rv_log *log, char *err,
     if (s->kind != RV_CONTENT_MONGO) {
         return s;
     }
-    s->mongo = rv_mongo_store_new(cfg->mongo_url, err, errlen);
+    s->mongo = rv_mongo_store_new(cfg->mongo_url, "reviewd", err, errlen);
     if (s->mongo == NULL) {
         free(s);
         return NULL;

@@ -58,7 +58,8 @@ static void describe_endpoint(rv_mongo_store *m)
              h != NULL ? h->host_and_port : "?", m->db, RV_MONGO_COLLECTION);
 }
 
-rv_mongo_store *rv_mongo_store_new(const char *url, char *err, size_t errlen)
+rv_mongo_store *rv_mongo_store_new(const char *url, const char *appname,
+                                   char *err, size_t errlen)
 {
     bson_error_t error;
     rv_mongo_store *m;
@@ -81,8 +82,9 @@ rv_mongo_store *rv_mongo_store_new(const char *url, char *err, size_t errlen)
                            RV_MONGO_CONNECT_MS) != 0
         || default_timeout(m->uri, MONGOC_URI_SOCKETTIMEOUTMS,
                            RV_MONGO_SOCKET_MS) != 0
-        || !mongoc_uri_set_appname(m->uri, "reviewd")) {
-        snprintf(err, errlen, "MONGO_URL: cannot set default timeouts");
+        || !mongoc_uri_set_appname(m->uri, appname)) {
+        snprintf(err, errlen, "MONGO_URL: cannot set default timeouts or "
+                 "the appname");
         goto fail;
     }
     db = mongoc_uri_get_database(m->uri);

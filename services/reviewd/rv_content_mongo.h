@@ -18,6 +18,9 @@
  * selection 2 s, connect 2 s, socket 10 s) so that an outage fails a
  * request in seconds instead of holding its row lock.
  *
+ * reviewd writes and reads records through it; kh-indexer compiles the
+ * same module in to read the approved version's text (kh_store.h).
+ *
  * Created by rv_mongo_store_new at start-up, freed by rv_mongo_store_free
  * (NULL is fine).  Strings passed in are copied or used only during the
  * call; *content from rv_mongo_store_get is the caller's, to free().
@@ -40,10 +43,12 @@ typedef enum rv_store_rc {
 
 /*
  * Parses url (mongodb://...) and builds the client pool; it does not
- * connect yet.  Returns NULL with the reason in err.
+ * connect yet.  appname ("reviewd", "kh-indexer") is what the server's
+ * logs and currentOp name the connections by.  Returns NULL with the
+ * reason in err.
  */
-rv_mongo_store *rv_mongo_store_new(const char *url, char *err,
-                                   size_t errlen);
+rv_mongo_store *rv_mongo_store_new(const char *url, const char *appname,
+                                   char *err, size_t errlen);
 void rv_mongo_store_free(rv_mongo_store *m);
 
 /* Writes the record (doc_id, version) with content, replacing any earlier

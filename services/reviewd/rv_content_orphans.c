@@ -69,7 +69,7 @@ long rv_content_orphans_list(const rv_config *cfg, FILE *out, char *err,
         snprintf(err, errlen, "content-orphans: CONTENT_STORE is not mongo");
         return -1;
     }
-    m = rv_mongo_store_new(cfg->mongo_url, err, errlen);
+    m = rv_mongo_store_new(cfg->mongo_url, "reviewd", err, errlen);
     if (m == NULL) {
         return -1;
     }

@@ -61,7 +61,6 @@
 #include "rv_amqp.h"
 #include "rv_queries.h"
 
-#define RV_RELAY_EXCHANGE "kh.documents"
 #define RV_RELAY_BACKOFF_MIN_MS 100
 #define RV_RELAY_PRUNE_EVERY_MS 60000
 
@@ -446,7 +445,7 @@ rv_relay *rv_relay_start(rv_app *app)
     r->backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
     /* "Unknown" first, so the first outcome is logged. */
     atomic_init(&r->state, -1);
-    r->amqp = rv_amqp_new(app->cfg->amqp_url, RV_RELAY_EXCHANGE);
+    r->amqp = rv_amqp_new(app->cfg->amqp_url, app->cfg->amqp_exchange);
     if (r->amqp == NULL || pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         rv_amqp_free(r->amqp);
         free(r);

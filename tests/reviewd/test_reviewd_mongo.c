@@ -3,7 +3,7 @@
  *
  * A real reviewd talks through libmongoc to a private MongoDB-wire server
  * (CongoDB, tools/mongo-test-server: no mongod is packaged in Debian) on
- * a free loopback port, which this test starts and stops by pid.  The
+ * a free loopback port, which this test starts and stops (rvt_mongo.h).  The
  * test looks behind reviewd's back with libmongoc and libpq, to check the
  * design of rv_content.h and not just the replies:
  *   - create, edit (text, then title alone), get with content and preview,
@@ -26,151 +26,23 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <mongoc/mongoc.h>
 
 #include "rvt_kit.h"
+#include "rvt_mongo.h"
 #include "testkit.h"
 
-/* The private MongoDB-wire server. */
-typedef struct mongo_server {
-    pid_t pid;
-    int port;
-    char dir[512];
-    char log[600];
-} mongo_server;
-
-static mongo_server mongo;
+static rvt_mongo mongo;
 static char mongo_db[64];
-static char mongo_url[256];
 static mongoc_client_t *peek; /* the test's own client */
 static rvt_db db;
 static rvt_server srv;
 static char *alice, *bob;
-
-/* ---- the server ------------------------------------------------------ */
-
-static int tcp_answers(void *arg)
-{
-    const mongo_server *m = arg;
-    struct sockaddr_in sa;
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int ok;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)m->port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    if (fd >= 0) {
-        close(fd);
-    }
-    return ok;
-}
-
-static void print_log(const char *path)
-{
-    char line[512];
-    FILE *f = fopen(path, "r");
-
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        fprintf(stderr, "  | %s", line);
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-}
-
-/* Starts node server.mjs on m->port (kept across restarts); waits 15 s. */
-static int mongo_start(mongo_server *m)
-{
-    char tool[600], port[16];
-    int status;
-
-    snprintf(tool, sizeof(tool), "%s/tools/mongo-test-server",
-             testkit_source_dir());
-    snprintf(port, sizeof(port), "%d", m->port);
-    m->pid = fork();
-    if (m->pid < 0) {
-        fprintf(stderr, "mongo: fork: %s\n", strerror(errno));
-        return -1;
-    }
-    if (m->pid == 0) {
-        const int fd = open(m->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0
-            || chdir(tool) != 0) {
-            _exit(126);
-        }
-        execlp("node", "node", "server.mjs", "--port", port, (char *)NULL);
-        _exit(127);
-    }
-    if (testkit_wait_until(tcp_answers, m, 15000)) {
-        return 0;
-    }
-    fprintf(stderr, "mongo: server.mjs did not listen on %d; its log:\n",
-            m->port);
-    print_log(m->log);
-    kill(m->pid, SIGKILL);
-    waitpid(m->pid, &status, 0);
-    m->pid = 0;
-    return -1;
-}
-
-static int child_gone(void *arg)
-{
-    mongo_server *m = arg;
-    int status;
-
-    return waitpid(m->pid, &status, WNOHANG) == m->pid;
-}
-
-/* SIGTERM, then SIGKILL after 5 s; waits for the process. */
-static int mongo_stop(mongo_server *m)
-{
-    int status;
-
-    if (m->pid <= 0) {
-        return 0;
-    }
-    kill(m->pid, SIGTERM);
-    if (!testkit_wait_until(child_gone, m, 5000)) {
-        kill(m->pid, SIGKILL);
-        waitpid(m->pid, &status, 0);
-        m->pid = 0;
-        return -1;
-    }
-    m->pid = 0;
-    return 0;
-}
-
-/* Installs the server's npm packages if they are not there (a no-op that
- * costs a few milliseconds when they are). */
-static int mongo_install(void)
-{
-    char cmd[700];
-
-    snprintf(cmd, sizeof(cmd), "'%s/tools/mongo-test-server/install.sh'",
-             testkit_source_dir());
-    if (system(cmd) != 0) {
-        fprintf(stderr, "mongo: %s failed\n", cmd);
-        return -1;
-    }
-    return 0;
-}
 
 /* ---- looking behind reviewd's back ------------------------------------ */
 
@@ -273,31 +145,19 @@ static int delete_record(const char *doc_id, int version)
 
 static int setup(void **state)
 {
-    char dir[512];
     const char *env[3] = {"CONTENT_STORE=mongo", NULL, NULL};
     static char url_env[300];
     const char *redis_url = testkit_shared_redis();
 
     (void)state;
-    if (redis_url == NULL || mongo_install() != 0
-        || testkit_scratch_dir(dir, sizeof(dir), "mongo") == NULL) {
-        return -1;
-    }
-    snprintf(mongo.dir, sizeof(mongo.dir), "%s", dir);
-    snprintf(mongo.log, sizeof(mongo.log), "%s/mongo.log", dir);
-    mongo.port = testkit_free_port();
-    if (mongo.port <= 0 || mongo_start(&mongo) != 0) {
-        return -1;
-    }
     snprintf(mongo_db, sizeof(mongo_db), "rvt_mongo_%ld", (long)getpid());
-    /* A short server selection, so an outage fails a request in 1 s. */
-    snprintf(mongo_url, sizeof(mongo_url),
-             "mongodb://127.0.0.1:%d/%s?serverSelectionTimeoutMS=1000",
-             mongo.port, mongo_db);
-    snprintf(url_env, sizeof(url_env), "MONGO_URL=%s", mongo_url);
+    if (redis_url == NULL || rvt_mongo_open(&mongo, "mongo", mongo_db) != 0) {
+        return -1;
+    }
+    snprintf(url_env, sizeof(url_env), "MONGO_URL=%s", mongo.url);
     env[1] = url_env;
     mongoc_init();
-    peek = mongoc_client_new(mongo_url);
+    peek = mongoc_client_new(mongo.url);
     if (peek == NULL || rvt_db_create(&db, "mongo") != 0
         || rvt_server_start(&srv, &db, redis_url, env, "reviewd_mongo") != 0
         || rvt_db_offset_ids(&db) != 0) {
@@ -321,10 +181,7 @@ static int teardown(void **state)
     rvt_db_drop(&db);
     mongoc_client_destroy(peek);
     mongoc_cleanup();
-    mongo_stop(&mongo);
-    if (clean) {
-        testkit_scratch_remove(mongo.dir);
-    }
+    rvt_mongo_close(&mongo, clean);
     free(alice);
     free(bob);
     return clean ? 0 : -1;
@@ -580,7 +437,7 @@ static int list_orphans(char *out, size_t len)
     const char *const env[] = {dburl, "CONTENT_STORE=mongo", murl, NULL};
 
     snprintf(dburl, sizeof(dburl), "DATABASE_URL=%s", db.url);
-    snprintf(murl, sizeof(murl), "MONGO_URL=%s", mongo_url);
+    snprintf(murl, sizeof(murl), "MONGO_URL=%s", mongo.url);
     return rvt_run_reviewd(args, env, out, len);
 }
 
@@ -683,7 +540,7 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
     readiness(ready, sizeof(ready));
     TK_EXPECT(strcmp(ready, "ok/ok") == 0 || strcmp(ready, "ok/degraded") == 0,
               "/readyz says the content store is ok, got %s", ready);
-    assert_int_equal(mongo_stop(&mongo), 0);
+    assert_int_equal(rvt_mongo_stop(&mongo), 0);
 
     assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", alice,
                               "{\"title\":\"t\",\"content\":\"c\"}", NULL,
@@ -714,7 +571,7 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
 
     /* Back, but empty (CongoDB keeps memory only): the lost record is
      * detected, and writes work at once. */
-    assert_int_equal(mongo_start(&mongo), 0);
+    assert_int_equal(rvt_mongo_start(&mongo), 0);
     get_doc(id, 1, &r);
     expect_status(&r, 500, "CONTENT_MISSING", "read of a record lost with "
                   "the server's memory");
