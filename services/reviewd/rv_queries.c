@@ -109,9 +109,11 @@ const rv_stmt_def rv_queries_stmts[RV_Q_COUNT] = {
     [RV_Q_OUTBOX_TRY_LOCK] = {"outbox_try_lock",
         "SELECT pg_try_advisory_xact_lock(1263028548, "
         "hashtext('kh_outbox_relay'))", 0},
+    /* ORDER BY kh_outbox.id, the number: a bare "id" names the text
+     * output column, which sorts "10" before "9" and breaks commit order. */
     [RV_Q_OUTBOX_CLAIM] = {"outbox_claim",
         "SELECT id::text, event_id::text, routing_key, payload::text "
-        "FROM kh_outbox WHERE sent_at IS NULL ORDER BY id "
+        "FROM kh_outbox WHERE sent_at IS NULL ORDER BY kh_outbox.id "
         "LIMIT $1::integer FOR UPDATE SKIP LOCKED", 1},
     [RV_Q_OUTBOX_MARK_SENT] = {"outbox_mark_sent",
         "UPDATE kh_outbox SET sent_at = clock_timestamp() "

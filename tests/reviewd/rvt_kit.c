@@ -298,8 +298,9 @@ static void env_inherit(char **env, int *n, int cap)
     }
 }
 
-/* Forks and execs the reviewd binary with argv and env; output to fd. */
-static pid_t spawn(const char *const *argv, char **env, int fd)
+/* Forks and execs bin with argv and env; output to fd. */
+static pid_t spawn_bin(const char *bin, const char *const *argv, char **env,
+                       int fd)
 {
     const pid_t pid = fork();
 
@@ -309,10 +310,38 @@ static pid_t spawn(const char *const *argv, char **env, int fd)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(fd, STDOUT_FILENO);
     dup2(fd, STDERR_FILENO);
-    execve(rvt_reviewd_bin(), (char *const *)argv, env);
-    fprintf(stderr, "rvt: cannot run %s: %s\n", rvt_reviewd_bin(),
-            strerror(errno));
+    execve(bin, (char *const *)argv, env);
+    fprintf(stderr, "rvt: cannot run %s: %s\n", bin, strerror(errno));
     _exit(127);
+}
+
+/* Forks and execs the reviewd binary with argv and env; output to fd. */
+static pid_t spawn(const char *const *argv, char **env, int fd)
+{
+    return spawn_bin(rvt_reviewd_bin(), argv, env, fd);
+}
+
+pid_t rvt_spawn(const char *bin, const char *const *argv,
+                const char *const *extra_env, const char *out_path)
+{
+    char *env[96];
+    int n = 0, i, fd;
+    pid_t pid;
+
+    env[0] = NULL;
+    env_inherit(env, &n, 96);
+    for (i = 0; extra_env != NULL && extra_env[i] != NULL; i++) {
+        env_set(env, &n, 96, extra_env[i]);
+    }
+    fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "rvt: cannot open %s: %s\n", out_path,
+                strerror(errno));
+        return -1;
+    }
+    pid = spawn_bin(bin, argv, env, fd);
+    close(fd);
+    return pid;
 }
 
 /* Reads the whole file (up to 4 MiB) into a malloc'd string. */

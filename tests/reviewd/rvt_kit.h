@@ -107,6 +107,17 @@ void rvt_server_log_tail(const rvt_server *s);
 int rvt_run_reviewd(const char *const *args, const char *const *env,
                     char *out, size_t outlen);
 
+/*
+ * Starts bin with argv (argv[0] included, NULL-terminated) in the clean
+ * environment reviewd gets (PATH, HOME, the sanitizers' options) plus
+ * extra_env ("NAME=value", NULL-terminated, may be NULL), stdout and
+ * stderr appended to out_path.  The child gets SIGKILL if the test dies.
+ * Returns its pid (the caller reaps it), or -1 with the reason on stderr.
+ * For the other services the tests drive (kh-indexer).
+ */
+pid_t rvt_spawn(const char *bin, const char *const *argv,
+                const char *const *extra_env, const char *out_path);
+
 /* The reviewd binary (REVIEWD_BIN, or build/services/reviewd/reviewd). */
 const char *rvt_reviewd_bin(void);
 

@@ -1,0 +1,193 @@
+/*
+ * evt_kit.h: what the event pipeline tests share: a test consumer on
+ * kh.documents, a private RabbitMQ node, kh-indexer processes and the
+ * indexer's effect as PostgreSQL shows it.
+ *
+ * The pipeline tests (test_events_*.c) check delivery counts, so the kit
+ * is built to count exactly and to never mix one run's events with
+ * another's:
+ *
+ *   - evt_consumer is a thread with its own AMQP connection and its own
+ *     queue bound to kh.documents with "#", so it sees every event of
+ *     every type.  On the shared broker the queue is server-named,
+ *     exclusive and auto-delete (it vanishes with the test); on a private
+ *     broker that the test stops and kills it is a durable queue of a
+ *     name unique to the process, so events published while the consumer
+ *     is cut off wait for it, as they wait for kh-indexer.  Each delivery
+ *     is recorded (message_id, routing key, document id, redelivered) and
+ *     acknowledged only after that, and the thread reconnects after any
+ *     failure, so the record is at-least-once like the queue itself and
+ *     never loses a message the broker kept.  Other runs' events arrive
+ *     too on the shared broker: tests select theirs by document id (ids
+ *     are offset per process, rvt_db_offset_ids).
+ *   - evt_rabbit is a private node run by tests/indexer/rabbit_private.sh
+ *     on three loopback ports that are free when it starts (node name
+ *     rvt<amqp_port>, so two builds testing at once never meet), with its
+ *     data under var/test/<name>-<pid>/rabbit.  evt_rabbit_kill sends
+ *     SIGKILL itself (pid file checked against /proc) rather than through
+ *     the script, so a kill "during a batch" lands within a millisecond of
+ *     the test deciding it.  A guardian process watches the test: if the
+ *     test dies without stopping the node, the guardian stops it.
+ *   - evt_indexer runs the kh-indexer binary (KH_INDEXER_BIN, or the build
+ *     tree's) against a test database, with its JSON log in the test's
+ *     folder; tests read what it did from that log (evt_log_count) and
+ *     from PostgreSQL (evt_db_*).
+ *
+ * Every wait is bounded; failures are reported on stderr and returned as
+ * NULL or -1, so that the test's assertion says what it needed.
+ * Threads: evt_consumer_* may be called from any thread (the record is
+ * under a mutex); the rest belongs to the test's main thread.
+ */
+#ifndef EVT_KIT_H
+#define EVT_KIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rvt_kit.h"
+
+/* ---- the test consumer --------------------------------------------------- */
+
+/* One message as the test consumer received it. */
+typedef struct evt_event {
+    char message_id[64];  /* the AMQP message_id: the event id */
+    char routing_key[40]; /* document.submitted / approved / rejected */
+    char document_id[24]; /* from the JSON body; "" if it had none */
+    int redelivered;
+} evt_event;
+
+typedef struct evt_consumer evt_consumer;
+
+/*
+ * Connects to url, declares the durable topic exchange kh.documents (as
+ * the relay does), a queue (durable_queue NULL: server-named, exclusive,
+ * auto-delete; else that durable queue) bound with "#", and starts the
+ * consuming thread.  Returns once the queue is bound (within 30 s), or
+ * NULL with the reason on stderr.
+ */
+evt_consumer *evt_consumer_start(const char *url, const char *durable_queue);
+
+/* Stops the thread, deletes a durable queue (best effort) and frees c.
+ * NULL is fine. */
+void evt_consumer_free(evt_consumer *c);
+
+/* How many deliveries carried this message_id. */
+int evt_consumer_count(evt_consumer *c, const char *message_id);
+
+/* A copy of the record (malloc'd, *n entries; free() it), or NULL with
+ * *n 0 when empty or out of memory. */
+evt_event *evt_consumer_events(evt_consumer *c, size_t *n);
+
+/* How many times the thread connected (1 after start, more after
+ * reconnects). */
+int evt_consumer_connects(evt_consumer *c);
+
+/*
+ * The stack's RabbitMQ (testkit_amqp_url), made to answer: if a test
+ * consumer cannot connect, runs "scripts/stack up rabbitmq" and tries
+ * again.  Returns a consumer as evt_consumer_start does, or NULL.
+ */
+evt_consumer *evt_consumer_start_shared(void);
+
+/* ---- concurrent clients -------------------------------------------------- */
+
+/*
+ * Runs fn(item, arg) for item = 0..items-1 from `clients` threads at once,
+ * each taking the next item when it is done with one (so `clients`
+ * requests are in flight as long as items remain).  Returns 0, or -1 if
+ * the threads could not start.
+ */
+int evt_parallel(int clients, int items, void (*fn)(int item, void *arg),
+                 void *arg);
+
+/* ---- a private RabbitMQ node --------------------------------------------- */
+
+typedef struct evt_rabbit {
+    char dir[512];        /* its data, logs and pid files */
+    char script[512];     /* tests/indexer/rabbit_private.sh */
+    int amqp_port, dist_port, epmd_port;
+    char url[128];        /* amqp://dlock:dlock@127.0.0.1:PORT/%2f */
+    pid_t guardian;       /* stops the node if the test dies */
+    int guard_fd;         /* the guardian's pipe; closing it = "stop" */
+    int running;
+} evt_rabbit;
+
+/* Starts a node under var/test/<name>-<pid>/rabbit on free ports and
+ * waits until it accepts AMQP (the script bounds that at 60 s).  Returns
+ * 0, or -1 with the script's output on stderr. */
+int evt_rabbit_start(evt_rabbit *r, const char *name);
+/* Graceful stop (data kept).  Returns 0 or -1. */
+int evt_rabbit_stop(evt_rabbit *r);
+/* Starts the stopped or killed node again on the same ports and data. */
+int evt_rabbit_restart(evt_rabbit *r);
+/* SIGKILL to the node at once, then waits until it is gone (10 s).
+ * Returns 0 or -1. */
+int evt_rabbit_kill(evt_rabbit *r);
+/* Stops the node, ends the guardian and removes the folder (kept with
+ * DLOCK_TEST_KEEP). */
+void evt_rabbit_free(evt_rabbit *r);
+
+/* ---- kh-indexer processes ------------------------------------------------ */
+
+typedef struct evt_indexer {
+    pid_t pid;
+    char dir[512];
+    char log[600];        /* KH_LOG_FILE, and stdout/stderr beside it */
+    int exit_status;
+} evt_indexer;
+
+/* The kh-indexer binary (KH_INDEXER_BIN, or the build tree's). */
+const char *evt_indexer_bin(void);
+
+/*
+ * Starts kh-indexer with DATABASE_URL=db->url, AMQP_URL=amqp_url, short
+ * retry and backoff, and extra_env ("NAME=value", NULL-terminated, may be
+ * NULL) on top; waits up to 30 s for its "consuming" log line.  Returns 0,
+ * or -1 with the log's tail on stderr.
+ */
+int evt_indexer_start(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
+                      const char *const *extra_env, const char *name);
+/* SIGTERM, waits up to 15 s (then SIGKILL).  Returns 1 if it exited 0. */
+int evt_indexer_stop(evt_indexer *ix);
+
+/*
+ * Counts the JSON lines of the log at path whose "msg" is msg and whose
+ * fields match the (name, value) pairs that follow, NULL-terminated:
+ * strings compare as strings, booleans as "true"/"false", integers as
+ * their decimal text.  Returns -1 if the file cannot be read.
+ */
+int evt_log_count(const char *path, const char *msg, ...);
+
+/* ---- the pipeline's effect in PostgreSQL --------------------------------- */
+
+/* Chunks of a document in kh_chunk (-1 on error). */
+long long evt_db_chunks(rvt_db *db, const char *doc_id);
+/* kh_processed_event rows with that outcome ("indexed", "stale"). */
+long long evt_db_processed(rvt_db *db, const char *outcome);
+
+/*
+ * 1 if the document's chunks are exactly what kh_chunk_split gives for its
+ * stored content with opts (target, overlap): same count, numbering 0..n-1,
+ * offsets and texts, all written by event_id at the current version; 0
+ * (with the first difference on stderr) otherwise.
+ */
+int evt_db_chunks_match(rvt_db *db, const char *doc_id, size_t target,
+                        size_t overlap, const char *event_id);
+
+/*
+ * The event ids of the database's outbox with that routing key (NULL:
+ * all), in id order, as one malloc'd string of ids separated by ',' (free
+ * it), or NULL on error.  *n receives the number of ids.
+ */
+char *evt_db_outbox_ids(rvt_db *db, const char *routing_key, size_t *n);
+
+/* The event id the outbox holds for a document's change of that type
+ * (the newest), into out (64 bytes); 0 or -1. */
+int evt_db_event_id(rvt_db *db, const char *doc_id, const char *routing_key,
+                    char *out);
+
+/* Polls until the outbox has no unsent row, up to timeout_ms.  1 if so. */
+int evt_db_wait_outbox_empty(rvt_db *db, int64_t timeout_ms);
+
+#endif /* EVT_KIT_H */
