@@ -22,26 +22,12 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 readonly ROOT
+# shellcheck source=bench/bench_lib.sh
+. "$ROOT/bench/bench_lib.sh"
 
-usage() {
-    printf 'usage: %s BUILD_DIR [OUTPUT] [-- bench_reviewd options...]\n' \
-        "$0" >&2
-    exit 2
-}
-
-[[ $# -ge 1 ]] || usage
-build=$(cd "$1" && pwd -P)
-shift
-output=$ROOT/var/bench/bench_reviewd-$(date +%Y%m%d-%H%M%S).jsonl
-if [[ $# -ge 1 && $1 != -- ]]; then
-    output=$1
-    shift
-fi
-if [[ $# -ge 1 ]]; then
-    [[ $1 == -- ]] || usage
-    shift
-fi
-
+bench_parse_args bench_reviewd "$@"
+build=$BENCH_BUILD
+output=$BENCH_OUTPUT
 reviewd=$build/services/reviewd/reviewd
 bench=${BENCH_REVIEWD:-$build/bench/reviewd/bench_reviewd}
 for bin in "$reviewd" "$bench"; do
@@ -58,55 +44,20 @@ done
 
 dir=$ROOT/var/bench/reviewd-$$
 mkdir -p "$dir" "$(dirname "$output")"
-redis_pid= reviewd_pid= db=
+BENCH_REDIS_PID='' reviewd_pid=''
 
 cleanup() {
-    local pid i
-    for pid in "$reviewd_pid" "$redis_pid"; do
-        [[ -n $pid ]] || continue
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < 100; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    if [[ -n $db ]]; then
-        psql "$DATABASE_URL" -XAtqc \
-            "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-    fi
+    bench_stop_pid "$reviewd_pid"
+    bench_stop_pid "$BENCH_REDIS_PID"
+    bench_database_drop
 }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket()
-s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Bounded wait: runs "$@" every 0.1 s for up to $1 seconds.
-wait_for() {
-    local secs=$1 i
-    shift
-    for ((i = 0; i < secs * 10; i++)); do
-        "$@" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-"$ROOT/scripts/stack" up postgres >&2
-eval "$("$ROOT/scripts/stack" env postgres)"
-db=rvbench_$$
-psql "$DATABASE_URL" -XAtqc "CREATE DATABASE $db" >/dev/null
-db_url=${DATABASE_URL%/*}/$db
-
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' \
-    --appendonly no --dir "$dir" --logfile "$dir/redis.log" &
-redis_pid=$!
-wait_for 10 redis-cli -p "$redis_port" ping >/dev/null 2>&1 ||
-    { echo "run_bench_reviewd: redis did not start" >&2; exit 1; }
+bench_database_create "rvbench_$$"
+db=$BENCH_DB
+db_url=$BENCH_DB_URL
+bench_redis_start "$dir"
+redis_port=$BENCH_REDIS_PORT
 
 secret=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 LISTEN_ADDR=127.0.0.1:0 DATABASE_URL=$db_url JWT_SECRET=$secret \
@@ -114,7 +65,7 @@ LISTEN_ADDR=127.0.0.1:0 DATABASE_URL=$db_url JWT_SECRET=$secret \
     REVIEWD_LOG_FILE=$dir/reviewd.log "$reviewd" serve 2>"$dir/stderr" &
 reviewd_pid=$!
 listening() { grep -q '"msg":"listening"' "$dir/reviewd.log" 2>/dev/null; }
-if ! wait_for 30 listening; then
+if ! bench_wait_for 30 listening; then
     cat "$dir/stderr" >&2
     echo "run_bench_reviewd: reviewd did not start" >&2
     exit 1
@@ -125,5 +76,5 @@ port=$(grep -o '"msg":"listening".*"port":[0-9]*' "$dir/reviewd.log" |
 printf 'run_bench_reviewd: reviewd pid %s on port %s, redis on %s, db %s\n' \
     "$reviewd_pid" "$port" "$redis_port" "$db" >&2
 "$bench" --port "$port" --pid "$reviewd_pid" --secret "$secret" \
-    --pg "$db_url" --workdir "$dir" "$@" | tee "$output"
+    --pg "$db_url" --workdir "$dir" "${BENCH_ARGS[@]}" | tee "$output"
 printf 'run_bench_reviewd: figures in %s\n' "$output" >&2
