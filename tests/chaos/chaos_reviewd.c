@@ -294,6 +294,20 @@ static int sabotage(chaos_rv_stack *s, const char *how, const char *phase)
     return rvt_sql(&s->db, sql, NULL, 0);
 }
 
+/* The phase's workload: from start_us for its share of the run. */
+static void workload_cfg(const rv_args *a, const phase_spec *ph,
+                         chaos_rng *rng, int64_t start_us,
+                         chaos_rv_workload_cfg *wc)
+{
+    memset(wc, 0, sizeof(*wc));
+    wc->phase = ph->name;
+    wc->clients = a->clients;
+    wc->deciders = a->deciders;
+    wc->seed = chaos_rng_next(rng);
+    wc->until_us = start_us + a->seconds * 1000000 / (int64_t)a->nrun;
+    wc->resolve_us = wc->until_us + RESOLVE_GRACE_MS * 1000;
+}
+
 /* Runs one phase and fills res; 0, or -1 when the harness failed. */
 static int run_phase(const rv_args *a, chaos_rv_stack *s,
                      const phase_spec *ph, size_t index,
@@ -304,6 +318,7 @@ static int run_phase(const rv_args *a, chaos_rv_stack *s,
     chaos_rv_workload *w;
     chaos_rv_log log;
     nemesis n;
+    int64_t start;
     int rc = 0;
 
     memset(res, 0, sizeof(*res));
@@ -317,28 +332,18 @@ static int run_phase(const rv_args *a, chaos_rv_stack *s,
     if (n.events < 0 || chaos_rv_log_init(&log, path) != 0) {
         return -1;
     }
-    memset(&wc, 0, sizeof(wc));
-    wc.phase = ph->name;
-    wc.clients = a->clients;
-    wc.deciders = a->deciders;
-    wc.seed = chaos_rng_next(&n.rng);
-    {
-        const int64_t start = chaos_now_us();
-
-        wc.until_us = start + a->seconds * 1000000 / (int64_t)a->nrun;
-        wc.resolve_us = wc.until_us + RESOLVE_GRACE_MS * 1000;
-        chaos_event(n.events, "phase_start %s", ph->name);
-        w = chaos_rv_workload_start(&wc, s, &log);
-        res->faults = w != NULL ? run_nemesis(&n, ph, wc.until_us) : -1;
-        chaos_event(n.events, "phase_stop %s", ph->name);
-        res->unresolved = w != NULL ? chaos_rv_workload_join(w) : 0;
-        if (w == NULL || res->faults < 0
-            || (a->sabotage != NULL
-                && sabotage(s, a->sabotage, ph->name) != 0)
-            || chaos_rv_verify(&s->db, ph->name, &log, start, wc.until_us,
-                               res) != 0) {
-            rc = -1;
-        }
+    start = chaos_now_us();
+    workload_cfg(a, ph, &n.rng, start, &wc);
+    chaos_event(n.events, "phase_start %s", ph->name);
+    w = chaos_rv_workload_start(&wc, s, &log);
+    res->faults = w != NULL ? run_nemesis(&n, ph, wc.until_us) : -1;
+    chaos_event(n.events, "phase_stop %s", ph->name);
+    res->unresolved = w != NULL ? chaos_rv_workload_join(w) : 0;
+    if (w == NULL || res->faults < 0
+        || (a->sabotage != NULL && sabotage(s, a->sabotage, ph->name) != 0)
+        || chaos_rv_verify(&s->db, ph->name, &log, start, wc.until_us, res)
+               != 0) {
+        rc = -1;
     }
     chaos_rv_log_free(&log);
     close(n.events);

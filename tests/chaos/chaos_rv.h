@@ -42,6 +42,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "chaos.h"
 #include "rvt_kit.h"
@@ -62,6 +63,7 @@ typedef struct chaos_rv_stack {
     char pg_template[600];      /* the initdb'd cluster to copy */
     int pg_port;
     int pg_running;
+    pid_t guard;                /* stops the cluster if we die */
     rvt_db db;                  /* the run's database on that cluster */
     testkit_redis *redis;
     rvt_server rvd[CHAOS_RV_INSTANCES];

@@ -19,6 +19,9 @@
  *
  * Servers are stopped by pid (testkit, rvt_kit) or through pg_ctl and the
  * cluster's own postmaster.pid, never by name; every wait is bounded.
+ * redis-server and reviewd die with us (PR_SET_PDEATHSIG); the postmaster,
+ * which pg_ctl detaches, cannot, so a guard process of ours waits for our
+ * death (a CTest timeout kills with SIGKILL) and then stops the cluster.
  */
 #include "chaos_rv.h"
 
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -149,13 +153,59 @@ static int stack_paths(chaos_rv_stack *s)
     return 0;
 }
 
+/* The guard (in the child): SIGUSR1 when the run died, SIGTERM when the
+ * run stopped the cluster itself. */
+static void guard_main(const chaos_rv_stack *s, pid_t parent)
+{
+    sigset_t set;
+    int sig = 0;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    if (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != parent) {
+        sig = SIGUSR1;
+    }
+    while (sig == 0 && sigwait(&set, &sig) != 0) {
+    }
+    if (sig == SIGUSR1) {
+        execl(s->pg_script, s->pg_script, "stop", s->pg_dir, (char *)NULL);
+    }
+    _exit(0);
+}
+
+static int start_guard(chaos_rv_stack *s)
+{
+    const pid_t parent = getpid();
+
+    s->guard = fork();
+    if (s->guard < 0) {
+        fprintf(stderr, "chaos-rv: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (s->guard == 0) {
+        guard_main(s, parent);
+    }
+    return 0;
+}
+
+static void stop_guard(chaos_rv_stack *s)
+{
+    if (s->guard > 0) {
+        kill(s->guard, SIGTERM);
+        waitpid(s->guard, NULL, 0);
+        s->guard = 0;
+    }
+}
+
 static int start_postgres(chaos_rv_stack *s)
 {
     char port[16];
 
     snprintf(port, sizeof(port), "%d", s->pg_port);
     if (pg_script(s, "init", port, s->pg_template) != 0
-        || pg_script(s, "start", NULL, NULL) != 0) {
+        || start_guard(s) != 0 || pg_script(s, "start", NULL, NULL) != 0) {
         return -1;
     }
     s->pg_running = 1;
@@ -213,6 +263,7 @@ int chaos_rv_stack_stop(chaos_rv_stack *s, int keep)
         pg_script(s, "stop", NULL, NULL);
         s->pg_running = 0;
     }
+    stop_guard(s);
     if (!keep && unclean == 0) {
         for (int i = 0; i < CHAOS_RV_INSTANCES; i++) {
             rvt_server_remove_dir(&s->rvd[i]);
