@@ -45,6 +45,7 @@
 struct evt_consumer {
     char *url_copy;               /* amqp_parse_url writes into it */
     struct amqp_connection_info info;
+    char exchange[128];
     char queue[128];              /* "" until bound when server-named */
     int durable;
     amqp_connection_state_t conn; /* the thread's; NULL while down */
@@ -101,7 +102,7 @@ static int declare_queue(evt_consumer *c)
     amqp_queue_declare_ok_t *ok;
 
     amqp_exchange_declare(c->conn, EVT_CHANNEL,
-                          amqp_cstring_bytes(EVT_EXCHANGE),
+                          amqp_cstring_bytes(c->exchange),
                           amqp_cstring_bytes("topic"), 0, 1, 0, 0,
                           amqp_empty_table);
     if (!rpc_ok(c, "exchange.declare")) {
@@ -122,7 +123,7 @@ static int declare_queue(evt_consumer *c)
         pthread_mutex_unlock(&c->mu);
     }
     amqp_queue_bind(c->conn, EVT_CHANNEL, amqp_cstring_bytes(c->queue),
-                    amqp_cstring_bytes(EVT_EXCHANGE), amqp_cstring_bytes("#"),
+                    amqp_cstring_bytes(c->exchange), amqp_cstring_bytes("#"),
                     amqp_empty_table);
     return rpc_ok(c, "queue.bind");
 }
@@ -299,7 +300,8 @@ static int consumer_bound(void *arg)
     return n > 0;
 }
 
-evt_consumer *evt_consumer_start(const char *url, const char *durable_queue)
+evt_consumer *evt_consumer_start(const char *url, const char *exchange,
+                                 const char *durable_queue)
 {
     evt_consumer *c = calloc(1, sizeof(*c));
 
@@ -315,6 +317,8 @@ evt_consumer *evt_consumer_start(const char *url, const char *durable_queue)
         free(c);
         return NULL;
     }
+    snprintf(c->exchange, sizeof(c->exchange), "%s",
+             exchange != NULL ? exchange : EVT_EXCHANGE);
     c->durable = durable_queue != NULL;
     snprintf(c->queue, sizeof(c->queue), "%s",
              durable_queue != NULL ? durable_queue : "");
@@ -345,6 +349,16 @@ void evt_consumer_free(evt_consumer *c)
     free(c);
 }
 
+size_t evt_consumer_total(evt_consumer *c)
+{
+    size_t n;
+
+    pthread_mutex_lock(&c->mu);
+    n = c->n;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 int evt_consumer_count(evt_consumer *c, const char *message_id)
 {
     size_t i;
@@ -372,20 +386,22 @@ evt_event *evt_consumer_events(evt_consumer *c, size_t *n)
     return copy;
 }
 
-int evt_consumer_connects(evt_consumer *c)
+int evt_fixture_close(rvt_server *s, evt_consumer *c, rvt_db *db)
 {
-    int n;
+    const int clean = rvt_server_stop(s);
 
-    pthread_mutex_lock(&c->mu);
-    n = c->connects;
-    pthread_mutex_unlock(&c->mu);
-    return n;
+    evt_consumer_free(c);
+    rvt_db_drop(db);
+    if (clean) {
+        rvt_server_remove_dir(s);
+    }
+    return clean;
 }
 
 evt_consumer *evt_consumer_start_shared(void)
 {
     char cmd[700];
-    evt_consumer *c = evt_consumer_start(testkit_amqp_url(), NULL);
+    evt_consumer *c = evt_consumer_start(testkit_amqp_url(), NULL, NULL);
 
     if (c != NULL) {
         return c;
@@ -396,7 +412,7 @@ evt_consumer *evt_consumer_start_shared(void)
         fprintf(stderr, "evt: scripts/stack up rabbitmq failed\n");
         return NULL;
     }
-    return evt_consumer_start(testkit_amqp_url(), NULL);
+    return evt_consumer_start(testkit_amqp_url(), NULL, NULL);
 }
 
 /* ---- concurrent clients -------------------------------------------------- */
@@ -442,6 +458,73 @@ int evt_parallel(int clients, int items, void (*fn)(int item, void *arg),
         pthread_join(threads[i], NULL);
     }
     return started == clients ? 0 : -1;
+}
+
+/* ---- documents through reviewd's API ------------------------------------- */
+
+/* Copies a string field of the answer into out (24 bytes); 0 or -1. */
+static int answer_field(rvt_resp *r, int want, const char *field, char *out,
+                        const char *what)
+{
+    const char *v = r->status == want ? rvt_field(r, field) : NULL;
+
+    if (v == NULL) {
+        fprintf(stderr, "evt: %s gave %d %s\n", what, r->status,
+                r->body != NULL ? r->body : "");
+        rvt_resp_free(r);
+        return -1;
+    }
+    if (out != NULL) {
+        snprintf(out, 24, "%s", v);
+    }
+    rvt_resp_free(r);
+    return 0;
+}
+
+int evt_create_doc(int port, const char *token, const char *title,
+                   const char *content, char *id)
+{
+    json_t *j = json_pack("{s:s,s:s}", "title", title, "content", content);
+    char *body = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    rvt_resp r;
+    int rc;
+
+    json_decref(j);
+    if (body == NULL) {
+        return -1;
+    }
+    rc = rvt_call(port, "POST", "/v1/documents", token, body, NULL, &r);
+    free(body);
+    if (rc != 0) {
+        rvt_resp_free(&r);
+        fprintf(stderr, "evt: create: no answer from port %d\n", port);
+        return -1;
+    }
+    return answer_field(&r, 201, "id", id, "create");
+}
+
+int evt_submit(int port, const char *token, const char *doc_id,
+               char *review_id)
+{
+    char path[96];
+    rvt_resp r;
+
+    snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc_id);
+    rvt_call(port, "POST", path, token, NULL, NULL, &r);
+    return answer_field(&r, 201, "review.id", review_id, "submit");
+}
+
+int evt_decide(int port, const char *token, const char *review_id,
+               int approve)
+{
+    char path[96];
+    rvt_resp r;
+
+    snprintf(path, sizeof(path), "/v1/reviews/%s/%s", review_id,
+             approve ? "approve" : "reject");
+    rvt_call(port, "POST", path, token,
+             approve ? "{}" : "{\"comment\":\"not yet\"}", NULL, &r);
+    return answer_field(&r, 200, "review.id", NULL, "decision");
 }
 
 /* ---- a private RabbitMQ node --------------------------------------------- */

@@ -60,17 +60,21 @@ typedef struct evt_event {
 typedef struct evt_consumer evt_consumer;
 
 /*
- * Connects to url, declares the durable topic exchange kh.documents (as
- * the relay does), a queue (durable_queue NULL: server-named, exclusive,
- * auto-delete; else that durable queue) bound with "#", and starts the
- * consuming thread.  Returns once the queue is bound (within 30 s), or
- * NULL with the reason on stderr.
+ * Connects to url, declares the durable topic exchange (NULL:
+ * kh.documents) as the relay does, a queue (durable_queue NULL:
+ * server-named, exclusive, auto-delete; else that durable queue) bound
+ * with "#", and starts the consuming thread.  Returns once the queue is
+ * bound (within 30 s), or NULL with the reason on stderr.
  */
-evt_consumer *evt_consumer_start(const char *url, const char *durable_queue);
+evt_consumer *evt_consumer_start(const char *url, const char *exchange,
+                                 const char *durable_queue);
 
 /* Stops the thread, deletes a durable queue (best effort) and frees c.
  * NULL is fine. */
 void evt_consumer_free(evt_consumer *c);
+
+/* How many deliveries were recorded in all. */
+size_t evt_consumer_total(evt_consumer *c);
 
 /* How many deliveries carried this message_id. */
 int evt_consumer_count(evt_consumer *c, const char *message_id);
@@ -79,9 +83,6 @@ int evt_consumer_count(evt_consumer *c, const char *message_id);
  * *n 0 when empty or out of memory. */
 evt_event *evt_consumer_events(evt_consumer *c, size_t *n);
 
-/* How many times the thread connected (1 after start, more after
- * reconnects). */
-int evt_consumer_connects(evt_consumer *c);
 
 /*
  * The stack's RabbitMQ (testkit_amqp_url), made to answer: if a test
@@ -89,6 +90,13 @@ int evt_consumer_connects(evt_consumer *c);
  * again.  Returns a consumer as evt_consumer_start does, or NULL.
  */
 evt_consumer *evt_consumer_start_shared(void);
+
+/*
+ * The end of a test program's fixture: stops the reviewd s (which must
+ * exit 0), frees the consumer c, drops the database and removes the
+ * server's folder when all was clean.  Returns 1 if reviewd exited 0.
+ */
+int evt_fixture_close(rvt_server *s, evt_consumer *c, rvt_db *db);
 
 /* ---- concurrent clients -------------------------------------------------- */
 
@@ -100,6 +108,20 @@ evt_consumer *evt_consumer_start_shared(void);
  */
 int evt_parallel(int clients, int items, void (*fn)(int item, void *arg),
                  void *arg);
+
+/* ---- documents through reviewd's API ------------------------------------- */
+
+/* Creates a draft with this title and content (any UTF-8; JSON-escaped
+ * here); its id into id (24 bytes).  Returns 0, or -1 with the answer on
+ * stderr. */
+int evt_create_doc(int port, const char *token, const char *title,
+                   const char *content, char *id);
+/* Submits a document; its review id into review_id (24 bytes). */
+int evt_submit(int port, const char *token, const char *doc_id,
+               char *review_id);
+/* Approves (approve != 0) or rejects a review.  Returns 0 on 200. */
+int evt_decide(int port, const char *token, const char *review_id,
+               int approve);
 
 /* ---- a private RabbitMQ node --------------------------------------------- */
 

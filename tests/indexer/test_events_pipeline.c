@@ -90,13 +90,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    const int clean = rvt_server_stop(&f->a);
+    const int clean = evt_fixture_close(&f->a, f->consumer, &f->db);
 
-    evt_consumer_free(f->consumer);
-    rvt_db_drop(&f->db);
-    if (clean) {
-        rvt_server_remove_dir(&f->a);
-    }
     free(f->author);
     free(f->reviewer);
     free(f);
