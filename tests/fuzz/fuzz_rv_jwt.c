@@ -24,6 +24,8 @@
  *     claims must verify;
  *   - the raw input never verifies (the secret is random per process);
  *   - a refusal always says why (detail) and leaves who empty;
+ *   - checking the same token again (a hit in rv_auth.c's cache of
+ *     verified tokens) gives the same answer and identity;
  *   - rv_auth_issue's own tokens verify for their lifetime and not after.
  */
 #include <jansson.h>
@@ -178,13 +180,19 @@ static void check_built(const uint8_t *data, size_t size)
     const uint8_t control = data[0];
     char *tok = build_token(control, in, head_n, claims, claims_n);
     const char *head = head_n > 0 ? in : NULL;
-    rv_identity who, want;
+    rv_identity who, want, again;
     const int signed_right = (control & 3) == 0 && !(control >> 2 & 1);
     const int good_head = head == NULL ? (control >> 3 & 1)
                                        : header_is_hs256(in, head_n);
     const int good_claims = claims_acceptable(claims, claims_n, &want);
     const int ok = verify(tok, NOW, &who);
 
+    /* The second check may come from rv_auth.c's cache of verified
+     * tokens, and must answer the same. */
+    if (verify(tok, NOW, &again) != ok || strcmp(again.sub, who.sub) != 0
+        || again.role != who.role)
+        fuzz_fail(TARGET, "a second check of the same token answered "
+                  "otherwise: %s", tok);
     if (ok && !(signed_right && good_head && good_claims))
         fuzz_fail(TARGET, "accepted: signed right %d, HS256 header %d, "
                   "claims %d: %s", signed_right, good_head, good_claims, tok);
