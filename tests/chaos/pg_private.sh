@@ -87,7 +87,12 @@ cmd_init() {
     [[ -x $PG_BIN/initdb ]] || die "no $PG_BIN/initdb (scripts/deps)"
     owned_dir "$DIR"
     if [[ -n $template ]]; then
+        # Two runs in one build tree must not initdb the template at once.
+        mkdir -p "$(dirname "$template")"
+        exec 8>"$template.lock"
+        flock -w 120 8 || die "the template $template stays locked"
         make_cluster "$template"
+        exec 8>&-
         cp -a "$template/data" "$DIR/data"
     else
         make_cluster "$DIR"
