@@ -260,8 +260,11 @@ static int wait_receipts(size_t want)
         bench_sleep_ns(20 * 1000000LL);
     }
     bench_progress(WHO, "received %zu of %zu events (%zu bodies without a "
-                   "document id) before giving up", n, want,
-                   ev_consumer_unparsed(consumer));
+                   "document id) before giving up%s%s", n, want,
+                   ev_consumer_unparsed(consumer),
+                   ev_consumer_errmsg(consumer)[0] != '\0' ? "; consumer: "
+                                                           : "",
+                   ev_consumer_errmsg(consumer));
     return -1;
 }
 

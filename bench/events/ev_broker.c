@@ -36,6 +36,7 @@ struct ev_consumer {
     atomic_size_t n;
     atomic_size_t dropped;
     atomic_size_t unparsed;
+    atomic_int failed;      /* set (release) once err is written */
     char err[400];
 };
 
@@ -199,6 +200,7 @@ static void *consume_main(void *arg)
         }
         if (r.reply_type != AMQP_RESPONSE_NORMAL) {
             rpc_ok("consume", r, c->err, sizeof(c->err));
+            atomic_store_explicit(&c->failed, 1, memory_order_release);
             break;
         }
         record(c, &env, realtime_us());
@@ -288,8 +290,9 @@ size_t ev_consumer_unparsed(const ev_consumer *c)
 
 const char *ev_consumer_errmsg(ev_consumer *c)
 {
-    /* Written by the thread only as it exits, so read it only after. */
-    return c->started && c->err[0] != '\0' ? c->err : "";
+    /* The thread writes err once, as it stops, and then sets failed. */
+    return atomic_load_explicit(&c->failed, memory_order_acquire) ? c->err
+                                                                  : "";
 }
 
 void ev_consumer_free(ev_consumer *c)
