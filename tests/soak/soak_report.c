@@ -33,6 +33,11 @@
  *     a fault window;
  *   - no review decided twice by a race, every idle connection cut by the
  *     server's timeout, both quiet points reached, /readyz ok at the end;
+ *   - with RabbitMQ (stat lines outbox_rows, outbox_unsent,
+ *     approval_events, events_processed, added by the script after the
+ *     relay and kh-indexer had up to 90 s to catch up): no committed
+ *     change left unsent, and as many events processed by kh-indexer as
+ *     approval events were written;
  *   - reviewd (and kh-indexer, when it ran) exited 0 on SIGTERM after the
  *     run (--reviewd-exit, --indexer-exit: their exit statuses, given by
  *     the script; under the sanitizer build that also means no leak).
@@ -656,6 +661,37 @@ static void check_errors(void)
           "/readyz ok at the end", "");
 }
 
+static int has_stat(const char *name)
+{
+    for (int i = 0; i < nstats; i++) {
+        if (strcmp(stats[i].name, name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void check_pipeline(void)
+{
+    char detail[160];
+    const long long rows = stat_value(stats, nstats, "outbox_rows");
+    const long long unsent = stat_value(stats, nstats, "outbox_unsent");
+    const long long approved = stat_value(stats, nstats, "approval_events");
+    const long long done = stat_value(stats, nstats, "events_processed");
+
+    if (!has_stat("outbox_rows")) {
+        return;
+    }
+    snprintf(detail, sizeof(detail), " (%lld outbox rows, %lld unsent)",
+             rows, unsent);
+    check(rows > 0 && unsent == 0, "every committed change's event sent",
+          detail);
+    snprintf(detail, sizeof(detail), " (%lld approval events, %lld "
+             "processed)", approved, done);
+    check(approved > 0 && done == approved,
+          "kh-indexer processed each approval event once", detail);
+}
+
 static void check_exit(const char *who, int status)
 {
     char what[96];
@@ -746,6 +782,7 @@ int main(int argc, char **argv)
     printf("verdict\n");
     check_resources();
     check_errors();
+    check_pipeline();
     check_exit("reviewd", opt.reviewd_exit);
     check_exit("kh-indexer", opt.indexer_exit);
     printf("soak: %s (%d check%s failed)\n", failures ? "FAIL" : "PASS",
