@@ -2,22 +2,27 @@
  * rv_log.c: JSON-lines logging for reviewd.
  *
  * Why JSON lines: operators grep by request id and ship logs to a store
- * that indexes fields; one object per line needs no parser rules.  The
+ * that indexes fields; one object per line needs no parser rules.  A
  * line is built with jansson (which escapes everything, so a hostile
- * request id or path cannot forge a line) and written with a single
- * write(2) under a mutex.  The file descriptor is swapped, not closed and
+ * request id or path cannot forge a line), or, for the line of every
+ * request, field by field by rv_log_line (escaping as jansson does and
+ * leaving out what is not UTF-8, the same guarantee for a fraction of the
+ * CPU), and written with a single write(2) under a mutex.  The file descriptor is swapped, not closed and
  * reused, on reopen, so a writer never sees a half-switched state.
  */
 #include "rv_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "rv_json.h"
 
 struct rv_log {
     pthread_mutex_t mu;
@@ -122,6 +127,16 @@ static void write_fully(int fd, const char *buf, size_t len)
     }
 }
 
+/* Writes text[0..len) and a newline as one line, in one write(2); text
+ * has room for the newline at text[len] (its NUL). */
+static void write_line(rv_log *log, char *text, size_t len)
+{
+    text[len] = '\n';
+    pthread_mutex_lock(&log->mu);
+    write_fully(log->fd, text, len + 1);
+    pthread_mutex_unlock(&log->mu);
+}
+
 void rv_log_write(rv_log *log, rv_log_level level, const char *msg,
                   json_t *fields)
 {
@@ -150,15 +165,169 @@ void rv_log_write(rv_log *log, rv_log_level level, const char *msg,
     if (text == NULL) {
         return;
     }
-    pthread_mutex_lock(&log->mu);
-    {
-        const size_t len = strlen(text);
-
-        text[len] = '\n'; /* json_dumps leaves room: we overwrite the NUL */
-        write_fully(log->fd, text, len + 1);
-    }
-    pthread_mutex_unlock(&log->mu);
+    /* json_dumps leaves room for the newline: it overwrites the NUL. */
+    write_line(log, text, strlen(text));
     free(text);
+}
+
+/* ---- lines built field by field ------------------------------------------ */
+
+/* Makes room for n more bytes and the final newline; -1 once it failed. */
+static int line_reserve(rv_log_line *line, size_t n)
+{
+    size_t cap = line->cap;
+    char *p;
+
+    if (line->failed) {
+        return -1;
+    }
+    if (line->len + n + 1 <= line->cap) {
+        return 0;
+    }
+    while (cap < line->len + n + 1) {
+        cap *= 2;
+    }
+    p = malloc(cap);
+    if (p == NULL) {
+        line->failed = 1;
+        return -1;
+    }
+    memcpy(p, line->buf, line->len);
+    if (line->buf != line->inline_buf) {
+        free(line->buf);
+    }
+    line->buf = p;
+    line->cap = cap;
+    return 0;
+}
+
+static void line_append(rv_log_line *line, const char *s, size_t n)
+{
+    if (line_reserve(line, n) == 0) {
+        memcpy(line->buf + line->len, s, n);
+        line->len += n;
+    }
+}
+
+static void line_literal(rv_log_line *line, const char *s)
+{
+    line_append(line, s, strlen(s));
+}
+
+/* The escape of c (a quote, a backslash or a control character) as
+ * jansson writes it, into esc; returns its length. */
+static size_t escape_of(unsigned char c, char esc[6])
+{
+    static const char hex[] = "0123456789abcdef";
+    static const char shorts[] = "\"\"\\\\\bb\ff\nn\rr\tt";
+
+    esc[0] = '\\';
+    for (size_t i = 0; shorts[i] != '\0'; i += 2) {
+        if ((unsigned char)shorts[i] == c) {
+            esc[1] = shorts[i + 1];
+            return 2;
+        }
+    }
+    memcpy(esc + 1, "u00", 3);
+    esc[4] = hex[c >> 4];
+    esc[5] = hex[c & 15];
+    return 6;
+}
+
+/* Appends s as the inside of a JSON string. */
+static void line_escaped(rv_log_line *line, const char *s)
+{
+    const char *run = s;
+    char esc[6];
+
+    for (; *s != '\0'; s++) {
+        const unsigned char c = (unsigned char)*s;
+
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            continue;
+        }
+        line_append(line, run, (size_t)(s - run));
+        line_append(line, esc, escape_of(c, esc));
+        run = s + 1;
+    }
+    line_append(line, run, (size_t)(s - run));
+}
+
+/* Appends ,"key": (the key is one of ours, escaped all the same). */
+static void line_key(rv_log_line *line, const char *key)
+{
+    line_literal(line, ",\"");
+    line_escaped(line, key);
+    line_literal(line, "\":");
+}
+
+int rv_log_line_begin(rv_log *log, rv_log_level level, const char *msg,
+                      rv_log_line *line)
+{
+    char ts[32];
+
+    if (log == NULL || level < log->min_level) {
+        return 0;
+    }
+    line->log = log;
+    line->buf = line->inline_buf;
+    line->cap = sizeof(line->inline_buf);
+    line->len = 0;
+    line->failed = 0;
+    rv_log_timestamp(ts, sizeof(ts));
+    line_literal(line, "{\"ts\":\"");
+    line_literal(line, ts);
+    line_literal(line, "\",\"level\":\"");
+    line_literal(line, level_names[level]);
+    line_literal(line, "\",\"msg\":\"");
+    line_escaped(line, msg);
+    line_literal(line, "\"");
+    return 1;
+}
+
+void rv_log_line_str(rv_log_line *line, const char *key, const char *value)
+{
+    if (value == NULL || !rv_utf8_valid(value, strlen(value))) {
+        return;
+    }
+    line_key(line, key);
+    line_literal(line, "\"");
+    line_escaped(line, value);
+    line_literal(line, "\"");
+}
+
+void rv_log_line_int(rv_log_line *line, const char *key, long long value)
+{
+    char num[24];
+
+    snprintf(num, sizeof(num), "%lld", value);
+    line_key(line, key);
+    line_literal(line, num);
+}
+
+void rv_log_line_fixed3(rv_log_line *line, const char *key, double value)
+{
+    char num[48];
+
+    /* JSON has no NaN or infinity, and a duration is never that long. */
+    if (!isfinite(value) || fabs(value) > 1e15) {
+        value = 0;
+    }
+    snprintf(num, sizeof(num), "%.3f", value);
+    line_key(line, key);
+    line_literal(line, num);
+}
+
+void rv_log_line_end(rv_log_line *line)
+{
+    line_literal(line, "}");
+    if (!line->failed) {
+        write_line(line->log, line->buf, line->len);
+    }
+    if (line->buf != line->inline_buf) {
+        free(line->buf);
+    }
+    line->buf = line->inline_buf;
 }
 
 int rv_log_level_parse(const char *text)

@@ -13,7 +13,7 @@
  *
  * Threads: every function may be called from any thread at once; one line
  * is written with one write(2) under the log's mutex, so lines never
- * interleave.
+ * interleave.  An rv_log_line belongs to the thread that began it.
  */
 #ifndef RV_LOG_H
 #define RV_LOG_H
@@ -52,6 +52,53 @@ int rv_log_reopen(rv_log *log);
  */
 void rv_log_write(rv_log *log, rv_log_level level, const char *msg,
                   json_t *fields);
+
+/*
+ * A line built field by field: the object rv_log_write would write, made
+ * without jansson values, for the line of every request (rv_http.c),
+ * where building, merging and dumping two jansson objects cost more than
+ * the rest of the log put together.  Fields come out in the order given,
+ * after "ts", "level" and "msg".  Strings are escaped as jansson escapes
+ * them; a string field whose value is not UTF-8 is left out, and the rest
+ * of the line is still written.  The line lives in the struct (on the
+ * caller's stack) up to RV_LOG_LINE_INLINE bytes and on the heap beyond;
+ * if that allocation fails the line is dropped.
+ *
+ *   rv_log_line line;
+ *   if (rv_log_line_begin(log, RV_LOG_INFO, "request", &line)) {
+ *       rv_log_line_str(&line, "path", path);
+ *       rv_log_line_end(&line);
+ *   }
+ */
+#define RV_LOG_LINE_INLINE 1024
+
+typedef struct rv_log_line {
+    rv_log *log;
+    char *buf;      /* inline_buf, or a heap copy once it outgrew it */
+    size_t len;
+    size_t cap;
+    int failed;
+    char inline_buf[RV_LOG_LINE_INLINE];
+} rv_log_line;
+
+/* Starts a line.  Returns 1, or 0 when the level is filtered out (or the
+ * log is NULL): then no other rv_log_line_ call is needed. */
+int rv_log_line_begin(rv_log *log, rv_log_level level, const char *msg,
+                      rv_log_line *line);
+
+/* Appends "key":"value" (value escaped; left out if not UTF-8). */
+void rv_log_line_str(rv_log_line *line, const char *key, const char *value);
+
+/* Appends "key":value for an integer. */
+void rv_log_line_int(rv_log_line *line, const char *key, long long value);
+
+/* Appends "key":value for a real, with three decimals (milliseconds to
+ * the microsecond). */
+void rv_log_line_fixed3(rv_log_line *line, const char *key, double value);
+
+/* Closes the object, writes the line with one write(2) and frees what the
+ * line allocated. */
+void rv_log_line_end(rv_log_line *line);
 
 /* Parses "debug", "info", "warn" or "error"; -1 for anything else. */
 int rv_log_level_parse(const char *text);

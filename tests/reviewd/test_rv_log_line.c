@@ -1,0 +1,288 @@
+/*
+ * test_rv_log_line.c: the access log's lines built field by field
+ * (rv_log_line, rv_log.c) are whole JSON objects that say what was given.
+ *
+ * rv_log_line replaces jansson on the path of every request, so it must
+ * keep jansson's guarantees: a hostile request id or path can neither
+ * break a line nor forge another, a value that is not UTF-8 is left out
+ * rather than written raw, a long line is written whole, and lines from
+ * many threads never interleave.  Each test writes to a log file of its
+ * own and reads it back with jansson.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rv_log.h"
+
+typedef struct fixture {
+    char path[64];
+    rv_log *log;
+} fixture;
+
+static int open_log(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    char err[256];
+    int fd;
+
+    assert_non_null(f);
+    snprintf(f->path, sizeof(f->path), "/tmp/rv_log_line_XXXXXX");
+    fd = mkstemp(f->path);
+    assert_true(fd >= 0);
+    close(fd);
+    f->log = rv_log_new(f->path, RV_LOG_INFO, err, sizeof(err));
+    assert_non_null(f->log);
+    *state = f;
+    return 0;
+}
+
+static int close_log(void **state)
+{
+    fixture *f = *state;
+
+    rv_log_free(f->log);
+    unlink(f->path);
+    free(f);
+    return 0;
+}
+
+/* The lines of the log so far, each parsed; fails on a line that is not
+ * one JSON object.  Returns the number of lines (at most max). */
+static int read_lines(const fixture *f, json_t **out, int max)
+{
+    FILE *fp = fopen(f->path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0;
+
+    assert_non_null(fp);
+    while (getline(&line, &cap, fp) > 0) {
+        json_error_t e;
+        json_t *j = json_loads(line, 0, &e);
+
+        if (j == NULL || !json_is_object(j)) {
+            fail_msg("not a JSON object: %s (%s)", line, e.text);
+        }
+        assert_true(n < max);
+        out[n++] = j;
+    }
+    free(line);
+    fclose(fp);
+    return n;
+}
+
+static const char *str(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static void fields_come_after_ts_level_and_msg_in_order(void **state)
+{
+    fixture *f = *state;
+    rv_log_line line;
+    json_t *got[2];
+    FILE *fp;
+    char raw[512];
+
+    assert_true(rv_log_line_begin(f->log, RV_LOG_INFO, "request", &line));
+    rv_log_line_str(&line, "request_id", "abc");
+    rv_log_line_int(&line, "status", 201);
+    rv_log_line_fixed3(&line, "duration_ms", 1.23456);
+    rv_log_line_end(&line);
+    assert_int_equal(read_lines(f, got, 2), 1);
+    assert_string_equal(str(got[0], "level"), "info");
+    assert_string_equal(str(got[0], "msg"), "request");
+    assert_string_equal(str(got[0], "request_id"), "abc");
+    assert_int_equal(json_integer_value(json_object_get(got[0], "status")),
+                     201);
+    assert_true(json_real_value(json_object_get(got[0], "duration_ms"))
+                == 1.235);
+    json_decref(got[0]);
+    fp = fopen(f->path, "r");
+    assert_non_null(fgets(raw, sizeof(raw), fp));
+    fclose(fp);
+    assert_true(strncmp(raw, "{\"ts\":\"", 7) == 0);
+    assert_non_null(strstr(raw, "\"level\":\"info\",\"msg\":\"request\","
+                                "\"request_id\":\"abc\",\"status\":201,"
+                                "\"duration_ms\":1.235}\n"));
+}
+
+static void hostile_strings_come_back_as_they_were_sent(void **state)
+{
+    static const char *const values[] = {
+        "a\"b", "back\\slash", "new\nline\"}\n{\"forged\":1",
+        "\x01\x1f\b\f\r\t", "caf\xc3\xa9 \xe6\x96\x87 \xf0\x9f\x98\x80",
+        "\x7f", "", NULL};
+    fixture *f = *state;
+    rv_log_line line;
+    json_t *got[8];
+    int i;
+
+    for (i = 0; values[i] != NULL; i++) {
+        assert_true(rv_log_line_begin(f->log, RV_LOG_INFO, "request", &line));
+        rv_log_line_str(&line, "path", values[i]);
+        rv_log_line_end(&line);
+    }
+    assert_int_equal(read_lines(f, got, 8), i);
+    for (i = 0; values[i] != NULL; i++) {
+        assert_string_equal(str(got[i], "path"), values[i]);
+        assert_null(json_object_get(got[i], "forged"));
+        json_decref(got[i]);
+    }
+}
+
+static void a_value_that_is_not_utf8_is_left_out(void **state)
+{
+    static const char *const bad[] = {"\xff", "ab\xc3", "\xed\xa0\x80",
+                                      "\xc0\xaf", NULL};
+    fixture *f = *state;
+    rv_log_line line;
+    json_t *got[4];
+    int i;
+
+    for (i = 0; bad[i] != NULL; i++) {
+        assert_true(rv_log_line_begin(f->log, RV_LOG_INFO, "request", &line));
+        rv_log_line_str(&line, "path", bad[i]);
+        rv_log_line_int(&line, "status", 404);
+        rv_log_line_end(&line);
+    }
+    assert_int_equal(read_lines(f, got, 4), 4);
+    for (i = 0; i < 4; i++) {
+        assert_null(json_object_get(got[i], "path"));
+        assert_int_equal(
+            json_integer_value(json_object_get(got[i], "status")), 404);
+        json_decref(got[i]);
+    }
+}
+
+static void a_line_longer_than_its_inline_buffer_is_written_whole(
+    void **state)
+{
+    fixture *f = *state;
+    const size_t n = 5 * RV_LOG_LINE_INLINE;
+    char *path = malloc(n + 1);
+    rv_log_line line;
+    json_t *got[1];
+
+    assert_non_null(path);
+    for (size_t i = 0; i < n; i++) {
+        path[i] = i % 7 == 0 ? '"' : (char)('a' + i % 26);
+    }
+    path[n] = '\0';
+    assert_true(rv_log_line_begin(f->log, RV_LOG_INFO, "request", &line));
+    rv_log_line_str(&line, "path", path);
+    rv_log_line_str(&line, "after", "end");
+    rv_log_line_end(&line);
+    assert_int_equal(read_lines(f, got, 1), 1);
+    assert_string_equal(str(got[0], "path"), path);
+    assert_string_equal(str(got[0], "after"), "end");
+    json_decref(got[0]);
+    free(path);
+}
+
+static void a_level_below_the_minimum_writes_nothing(void **state)
+{
+    fixture *f = *state;
+    rv_log_line line;
+    json_t *got[1];
+
+    assert_false(rv_log_line_begin(f->log, RV_LOG_DEBUG, "noise", &line));
+    assert_false(rv_log_line_begin(NULL, RV_LOG_ERROR, "noise", &line));
+    assert_int_equal(read_lines(f, got, 1), 0);
+}
+
+enum { THREADS = 4, LINES = 500 };
+
+typedef struct writer {
+    rv_log *log;
+    int id;
+} writer;
+
+static void *write_many(void *p)
+{
+    const writer *w = p;
+    char value[600];
+
+    /* Long enough that the lines of two threads would overlap if they
+     * were written in pieces. */
+    memset(value, 'a' + w->id, sizeof(value) - 1);
+    value[sizeof(value) - 1] = '\0';
+    for (int i = 0; i < LINES; i++) {
+        rv_log_line line;
+
+        if (rv_log_line_begin(w->log, RV_LOG_INFO, "request", &line)) {
+            rv_log_line_int(&line, "thread", w->id);
+            rv_log_line_str(&line, "path", value);
+            rv_log_line_end(&line);
+        }
+    }
+    return NULL;
+}
+
+static void lines_of_many_threads_never_interleave(void **state)
+{
+    fixture *f = *state;
+    pthread_t t[THREADS];
+    writer w[THREADS];
+    json_t **got = calloc(THREADS * LINES, sizeof(*got));
+    int per[THREADS] = {0};
+    int n;
+
+    assert_non_null(got);
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (writer){f->log, i};
+        assert_int_equal(pthread_create(&t[i], NULL, write_many, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    }
+    n = read_lines(f, got, THREADS * LINES);
+    assert_int_equal(n, THREADS * LINES);
+    for (int i = 0; i < n; i++) {
+        const int id = (int)json_integer_value(
+            json_object_get(got[i], "thread"));
+        const char *path = str(got[i], "path");
+
+        assert_true(id >= 0 && id < THREADS);
+        assert_int_equal(strspn(path, (char[]){(char)('a' + id), 0}), 599);
+        per[id]++;
+        json_decref(got[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        assert_int_equal(per[i], LINES);
+    }
+    free(got);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            fields_come_after_ts_level_and_msg_in_order, open_log,
+            close_log),
+        cmocka_unit_test_setup_teardown(
+            hostile_strings_come_back_as_they_were_sent, open_log,
+            close_log),
+        cmocka_unit_test_setup_teardown(a_value_that_is_not_utf8_is_left_out,
+                                        open_log, close_log),
+        cmocka_unit_test_setup_teardown(
+            a_line_longer_than_its_inline_buffer_is_written_whole, open_log,
+            close_log),
+        cmocka_unit_test_setup_teardown(
+            a_level_below_the_minimum_writes_nothing, open_log, close_log),
+        cmocka_unit_test_setup_teardown(
+            lines_of_many_threads_never_interleave, open_log, close_log),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
