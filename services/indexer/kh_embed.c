@@ -54,12 +54,16 @@ static void close_fd(int *fd)
     }
 }
 
-/* Spawns sh -c command with pipes on stdin and stdout. */
+/* Spawns sh -c command with pipes on stdin and stdout, in a process
+ * group of its own: a command past its timeout is killed with all it
+ * started (a pipeline, a script's children), not just the shell, so
+ * nothing is left running with the pipes or the indexer's stderr. */
 static int spawn_child(const char *command, child_io *io, char *err,
                        size_t errlen)
 {
     int in[2], out[2], rc;
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
     char *const argv[] = {"sh", "-c", (char *)command, NULL};
 
     if (pipe2(in, O_CLOEXEC) != 0) {
@@ -75,7 +79,11 @@ static int spawn_child(const char *command, child_io *io, char *err,
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    rc = posix_spawn(&io->pid, "/bin/sh", &fa, NULL, argv, environ);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    rc = posix_spawn(&io->pid, "/bin/sh", &fa, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     close(in[0]);
     close(out[1]);
@@ -179,13 +187,14 @@ static int exchange(child_io *io, int timeout_ms, char *err, size_t errlen)
     return 0;
 }
 
-/* Reaps the child (killing it first when kill_it); returns its status. */
+/* Reaps the child (killing its whole process group first when
+ * kill_it); returns its status. */
 static int reap(pid_t pid, int kill_it)
 {
     int status = 0;
 
     if (kill_it) {
-        kill(pid, SIGKILL);
+        kill(-pid, SIGKILL);
     }
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }

@@ -415,6 +415,60 @@ evt_consumer *evt_consumer_start_shared(void)
     return evt_consumer_start(testkit_amqp_url(), NULL, NULL);
 }
 
+int evt_amqp_forget(const char *url, const char *exchange, const char *queue)
+{
+    evt_consumer c;
+    int ok;
+
+    /* A consumer that never starts its thread: its connect declares (or
+     * finds) both, and the deletes follow on the same channel. */
+    memset(&c, 0, sizeof(c));
+    pthread_mutex_init(&c.mu, NULL);
+    c.url_copy = strdup(url);
+    amqp_default_connection_info(&c.info);
+    snprintf(c.exchange, sizeof(c.exchange), "%s", exchange);
+    snprintf(c.queue, sizeof(c.queue), "%s", queue);
+    c.durable = 1;
+    ok = c.url_copy != NULL
+         && amqp_parse_url(c.url_copy, &c.info) == AMQP_STATUS_OK
+         && consumer_connect(&c);
+    if (ok) {
+        amqp_queue_delete(c.conn, EVT_CHANNEL, amqp_cstring_bytes(queue), 0,
+                          0);
+        ok = rpc_ok(&c, "queue.delete");
+        amqp_exchange_delete(c.conn, EVT_CHANNEL,
+                             amqp_cstring_bytes(exchange), 0);
+        ok = rpc_ok(&c, "exchange.delete") && ok;
+        amqp_connection_close(c.conn, AMQP_REPLY_SUCCESS);
+        consumer_drop(&c);
+    }
+    if (!ok) {
+        fprintf(stderr, "evt: could not delete %s and %s: %s\n", queue,
+                exchange, c.err);
+    }
+    free(c.url_copy);
+    pthread_mutex_destroy(&c.mu);
+    return ok ? 0 : -1;
+}
+
+int evt_tokens_make(evt_tokens *t)
+{
+    t->author = rvt_token("evt-author", "author", 3600);
+    t->reviewer = rvt_token("evt-reviewer", "reviewer", 3600);
+    if (t->author == NULL || t->reviewer == NULL) {
+        evt_tokens_free(t);
+        return -1;
+    }
+    return 0;
+}
+
+void evt_tokens_free(evt_tokens *t)
+{
+    free(t->author);
+    free(t->reviewer);
+    t->author = t->reviewer = NULL;
+}
+
 /* ---- concurrent clients -------------------------------------------------- */
 
 typedef struct pool {
@@ -676,8 +730,7 @@ static pid_t rabbit_pid(const evt_rabbit *r)
     return strncmp(comm, "beam.smp", 8) == 0 ? (pid_t)pid : 0;
 }
 
-/* Gone, or a zombie waiting for its (foreign) parent. */
-static int pid_gone(void *arg)
+int evt_pid_gone(void *arg)
 {
     const pid_t pid = *(const pid_t *)arg;
     char path[64], stat[512];
@@ -707,7 +760,7 @@ int evt_rabbit_kill(evt_rabbit *r)
         return -1;
     }
     if (kill(pid, SIGKILL) != 0
-        || !testkit_wait_until(pid_gone, &pid, 10000)) {
+        || !testkit_wait_until(evt_pid_gone, &pid, 10000)) {
         fprintf(stderr, "evt: node pid %d survived SIGKILL\n", (int)pid);
         return -1;
     }

@@ -98,6 +98,28 @@ evt_consumer *evt_consumer_start_shared(void);
  */
 int evt_fixture_close(rvt_server *s, evt_consumer *c, rvt_db *db);
 
+/*
+ * Deletes a durable queue and an exchange a test declared on the stack's
+ * broker under names of its own (REVIEWD_AMQP_EXCHANGE, KH_EXCHANGE,
+ * KH_QUEUE), so no run leaves them behind.  Best effort; returns 0 if
+ * both deletes were accepted.
+ */
+int evt_amqp_forget(const char *url, const char *exchange, const char *queue);
+
+/* The two users every event test acts as: an author and a reviewer. */
+typedef struct evt_tokens {
+    char *author;
+    char *reviewer;
+} evt_tokens;
+
+/* Makes both tokens (valid for an hour).  Returns 0, or -1 (none kept). */
+int evt_tokens_make(evt_tokens *t);
+void evt_tokens_free(evt_tokens *t);
+
+/* 1 when the process *(pid_t *)arg is gone or a zombie (for waits on
+ * processes that are not the caller's children). */
+int evt_pid_gone(void *arg);
+
 /* ---- concurrent clients -------------------------------------------------- */
 
 /*

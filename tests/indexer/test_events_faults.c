@@ -56,7 +56,7 @@ typedef struct fixture {
     rvt_db db;
     rvt_server relay;     /* reviewd with AMQP_URL: serves and relays */
     evt_consumer *consumer;
-    char *author, *reviewer;
+    evt_tokens tok;
     char e_amqp[300];
     evt_indexer ix;       /* the case's kh-indexer; stopped after it */
 } fixture;
@@ -91,15 +91,14 @@ static int setup(void **state)
         || start_relaying_reviewd(f) != 0 || rvt_db_offset_ids(&f->db) != 0
         || (f->consumer = evt_consumer_start(f->rabbit.url, NULL, queue))
                == NULL
-        || !rvt_wait_ready(f->relay.port, "ok", NULL, 30000)) {
+        || !rvt_wait_ready(f->relay.port, "ok", NULL, 30000)
+        || evt_tokens_make(&f->tok) != 0) {
         rvt_server_stop(&f->relay);
         rvt_db_drop(&f->db);
         evt_rabbit_free(&f->rabbit);
         free(f);
         return -1;
     }
-    f->author = rvt_token("evt-author", "author", 3600);
-    f->reviewer = rvt_token("evt-reviewer", "reviewer", 3600);
     *state = f;
     return 0;
 }
@@ -110,8 +109,7 @@ static int teardown(void **state)
     const int clean = evt_fixture_close(&f->relay, f->consumer, &f->db);
 
     evt_rabbit_free(&f->rabbit);
-    free(f->author);
-    free(f->reviewer);
+    evt_tokens_free(&f->tok);
     free(f);
     return clean ? 0 : -1;
 }
@@ -181,7 +179,7 @@ static int search(fixture *f, const char *q, char *doc_id, char *snippet,
     url_encode(q, enc, sizeof(enc));
     snprintf(path, sizeof(path), "/v1/search?q=%s&limit=10", enc);
     doc_id[0] = snippet[0] = '\0';
-    if (rvt_call(f->relay.port, "GET", path, f->reviewer, NULL, NULL, &r) == 0
+    if (rvt_call(f->relay.port, "GET", path, f->tok.reviewer, NULL, NULL, &r) == 0
         && r.status == 200
         && json_is_array(items = json_object_get(r.json, "items"))) {
         n = (int)json_array_size(items);
@@ -206,11 +204,11 @@ static int make_doc(fixture *f, int port, const char *title,
 {
     char review[24];
 
-    if (evt_create_doc(port, f->author, title, content, doc_id) != 0
-        || evt_submit(port, f->author, doc_id, review) != 0) {
+    if (evt_create_doc(port, f->tok.author, title, content, doc_id) != 0
+        || evt_submit(port, f->tok.author, doc_id, review) != 0) {
         return -1;
     }
-    return approve < 0 ? 0 : evt_decide(port, f->reviewer, review, approve);
+    return approve < 0 ? 0 : evt_decide(port, f->tok.reviewer, review, approve);
 }
 
 /* ---- test 7 ---------------------------------------------------------- */
@@ -347,11 +345,11 @@ static void create_one(int item, void *arg)
                               "checked twice before it is closed.%s", p, item,
                               p < 4 ? "\n\n" : "");
     }
-    if (evt_create_doc(b->port, b->f->author, "Batch", content,
+    if (evt_create_doc(b->port, b->f->tok.author, "Batch", content,
                        b->docs[item]) != 0
-        || evt_submit(b->port, b->f->author, b->docs[item], b->reviews[item])
+        || evt_submit(b->port, b->f->tok.author, b->docs[item], b->reviews[item])
                != 0
-        || (b->approve && evt_decide(b->port, b->f->reviewer,
+        || (b->approve && evt_decide(b->port, b->f->tok.reviewer,
                                      b->reviews[item], 1) != 0)) {
         atomic_fetch_add(&b->failures, 1);
     }
@@ -361,7 +359,7 @@ static void approve_one(int item, void *arg)
 {
     batch_docs *b = arg;
 
-    if (evt_decide(b->port, b->f->reviewer, b->reviews[item], 1) != 0) {
+    if (evt_decide(b->port, b->f->tok.reviewer, b->reviews[item], 1) != 0) {
         atomic_fetch_add(&b->failures, 1);
     }
 }

@@ -36,7 +36,7 @@ typedef struct fixture {
     rvt_db db;
     rvt_server a, b;
     evt_consumer *consumer;
-    char *author, *reviewer;
+    evt_tokens tok;
 } fixture;
 
 /* One document's walk through the lifecycle, done by one client. */
@@ -74,15 +74,14 @@ static int setup(void **state)
                          "evt-pipeline") != 0
         || rvt_db_offset_ids(&f->db) != 0
         || (f->consumer = evt_consumer_start_shared()) == NULL
-        || !rvt_wait_ready(f->a.port, "ok", NULL, 30000)) {
+        || !rvt_wait_ready(f->a.port, "ok", NULL, 30000)
+        || evt_tokens_make(&f->tok) != 0) {
         rvt_server_stop(&f->a);
         rvt_db_drop(&f->db);
         evt_consumer_free(f->consumer);
         free(f);
         return -1;
     }
-    f->author = rvt_token("evt-author", "author", 3600);
-    f->reviewer = rvt_token("evt-reviewer", "reviewer", 3600);
     *state = f;
     return 0;
 }
@@ -92,8 +91,7 @@ static int teardown(void **state)
     fixture *f = *state;
     const int clean = evt_fixture_close(&f->a, f->consumer, &f->db);
 
-    free(f->author);
-    free(f->reviewer);
+    evt_tokens_free(&f->tok);
     free(f);
     return clean ? 0 : -1;
 }
@@ -108,7 +106,7 @@ static void walk_one(int item, void *arg)
     rvt_resp r;
 
     w->approve = item % 2 == 0;
-    if (rvt_create_pending(port, ws->f->author, w->doc_id, w->review_id)
+    if (rvt_create_pending(port, ws->f->tok.author, w->doc_id, w->review_id)
         != 0) {
         atomic_fetch_add(&ws->failures, 1);
         return;
@@ -116,7 +114,7 @@ static void walk_one(int item, void *arg)
     w->submitted = 1;
     snprintf(path, sizeof(path), "/v1/reviews/%s/%s", w->review_id,
              w->approve ? "approve" : "reject");
-    if (rvt_call(port, "POST", path, ws->f->reviewer,
+    if (rvt_call(port, "POST", path, ws->f->tok.reviewer,
                  w->approve ? "{}" : "{\"comment\":\"no\"}", NULL, &r) == 0
         && r.status == 200) {
         w->decided = 1;
@@ -365,18 +363,18 @@ static void rolled_back_change_emits_nothing(void **state)
     evt_event *ev;
     int ours = 0;
 
-    assert_int_equal(rvt_create_doc(f->a.port, f->author, "rollback", doc),
+    assert_int_equal(rvt_create_doc(f->a.port, f->tok.author, "rollback", doc),
                      0);
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
-    TK_EXPECT(call_failing(f, path, f->author, "{}") == 500,
+    TK_EXPECT(call_failing(f, path, f->tok.author, "{}") == 500,
               "a submit failing after its event answers 500");
-    TK_EXPECT(call_status(f, path, f->author, "{}", review, "review.id")
+    TK_EXPECT(call_status(f, path, f->tok.author, "{}", review, "review.id")
               == 201, "the same submit without the failure answers 201");
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", review);
-    TK_EXPECT(call_failing(f, path, f->reviewer, "{}") == 500,
+    TK_EXPECT(call_failing(f, path, f->tok.reviewer, "{}") == 500,
               "an approval failing after its event answers 500");
     snprintf(path, sizeof(path), "/v1/reviews/%s/reject", review);
-    TK_EXPECT(call_status(f, path, f->reviewer, "{\"comment\":\"no\"}", NULL,
+    TK_EXPECT(call_status(f, path, f->tok.reviewer, "{\"comment\":\"no\"}", NULL,
                           NULL) == 200, "the review is still pending and "
               "can be rejected");
     snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_outbox WHERE "
