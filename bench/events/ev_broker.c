@@ -12,6 +12,8 @@
  */
 #include "ev_broker.h"
 
+#include "ev_parse.h"
+
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <pthread.h>
@@ -140,35 +142,11 @@ static int declare_exchange(amqp_connection_state_t conn, const char *name,
     return rpc_ok("exchange.declare", amqp_get_rpc_reply(conn), err, errlen);
 }
 
-/* The "document_id" of an event body, as a number or a numeric string,
- * with or without spaces around the colon; -1 when there is none. */
-static long long body_doc_id(const char *p, size_t len)
-{
-    static const char key[] = "\"document_id\"";
-    const char *end = p + len;
-    const char *k = memmem(p, len, key, sizeof(key) - 1);
-    long long id = 0;
-    int digits = 0;
-
-    if (k == NULL) {
-        return -1;
-    }
-    /* json_build_object writes "key" : value, with spaces. */
-    for (k += sizeof(key) - 1;
-         k < end && (*k == ' ' || *k == ':' || *k == '"'); k++) {
-    }
-    for (; k < end && *k >= '0' && *k <= '9' && digits < 18; k++) {
-        id = id * 10 + (*k - '0');
-        digits++;
-    }
-    return digits > 0 ? id : -1;
-}
-
 static void record(ev_consumer *c, const amqp_envelope_t *env, int64_t at)
 {
     const size_t i = atomic_load_explicit(&c->n, memory_order_relaxed);
-    const long long id = body_doc_id(env->message.body.bytes,
-                                     env->message.body.len);
+    const long long id = ev_parse_doc_id(env->message.body.bytes,
+                                         env->message.body.len);
 
     if (id < 0) {
         atomic_fetch_add(&c->unparsed, 1);

@@ -5,15 +5,16 @@
  * The slots are indexed once by document id (a sorted array of
  * {id, slot} pairs, searched with bsearch), and each source is then read
  * in one pass: the outbox with one query, the receipts from memory, the
- * indexer's log line by line.  Only kh-indexer's "indexed" outcomes count
- * as indexed: a stale or duplicate outcome did no indexing.
+ * indexer's log line by line (ev_parse.h: only "indexed" outcomes count,
+ * since a stale or duplicate outcome did no indexing).
  */
 #include "ev_times.h"
+
+#include "ev_parse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct id_index {
     long long doc_id;
@@ -35,29 +36,6 @@ static ev_slot *find(const id_index *ix, size_t n, ev_slot *slots,
     const id_index *hit = bsearch(&key, ix, n, sizeof(*ix), by_id);
 
     return hit != NULL ? &slots[hit->slot] : NULL;
-}
-
-int64_t ev_times_parse_ts(const char *ts)
-{
-    struct tm tm;
-    const char *rest;
-    int ms = 0, digits = 0;
-
-    memset(&tm, 0, sizeof(tm));
-    rest = strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (rest == NULL) {
-        return -1;
-    }
-    if (*rest == '.') {
-        for (rest++; *rest >= '0' && *rest <= '9' && digits < 3; rest++) {
-            ms = ms * 10 + (*rest - '0');
-            digits++;
-        }
-        for (; digits < 3; digits++) {
-            ms *= 10;
-        }
-    }
-    return *rest == 'Z' ? (int64_t)timegm(&tm) * 1000000 + ms * 1000 : -1;
 }
 
 static int collect_outbox(PGconn *pg, const id_index *ix, size_t n,
@@ -104,32 +82,13 @@ static void collect_receipts(const id_index *ix, size_t n, ev_slot *slots,
     }
 }
 
-/* The string value of "key":"..." in line, into out; 0 when found. */
-static int field(const char *line, const char *key, char *out, size_t len)
-{
-    char pat[64];
-    const char *p, *end;
-
-    snprintf(pat, sizeof(pat), "\"%s\":\"", key);
-    p = strstr(line, pat);
-    if (p == NULL) {
-        return -1;
-    }
-    p += strlen(pat);
-    end = strchr(p, '"');
-    if (end == NULL || (size_t)(end - p) >= len) {
-        return -1;
-    }
-    memcpy(out, p, (size_t)(end - p));
-    out[end - p] = '\0';
-    return 0;
-}
-
 static int collect_indexed(const char *path, const id_index *ix, size_t n,
                            ev_slot *slots, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
-    char line[8192], ts[64], doc[32], outcome[32];
+    char line[8192];
+    long long doc;
+    int64_t at;
 
     if (f == NULL) {
         snprintf(err, errlen, "cannot read the indexer's log %s", path);
@@ -138,16 +97,12 @@ static int collect_indexed(const char *path, const id_index *ix, size_t n,
     while (fgets(line, sizeof(line), f) != NULL) {
         ev_slot *s;
 
-        if (strstr(line, "\"msg\":\"event_done\"") == NULL
-            || field(line, "outcome", outcome, sizeof(outcome)) != 0
-            || strcmp(outcome, "indexed") != 0
-            || field(line, "ts", ts, sizeof(ts)) != 0
-            || field(line, "document_id", doc, sizeof(doc)) != 0) {
+        if (!ev_parse_indexed_line(line, &doc, &at)) {
             continue;
         }
-        s = find(ix, n, slots, atoll(doc));
+        s = find(ix, n, slots, doc);
         if (s != NULL && s->indexed_us == 0) {
-            s->indexed_us = ev_times_parse_ts(ts);
+            s->indexed_us = at;
         }
     }
     fclose(f);

@@ -54,8 +54,4 @@ int ev_times_collect(PGconn *pg, const char *indexer_log, ev_slot *slots,
                      size_t n, const ev_receipt *r, size_t nr, char *err,
                      size_t errlen);
 
-/* Parses an rv_log "ts" value (2026-12-03T11:54:07.998Z) into
- * microseconds since the epoch; -1 when it does not parse. */
-int64_t ev_times_parse_ts(const char *ts);
-
 #endif /* EV_TIMES_H */
