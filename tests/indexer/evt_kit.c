@@ -660,11 +660,15 @@ static int pick_ports(evt_rabbit *r)
 
 int evt_rabbit_start(evt_rabbit *r, const char *name)
 {
-    char base[400];
+    char base[400], own[128];
 
     memset(r, 0, sizeof(*r));
     r->guard_fd = -1;
-    if (testkit_scratch_dir(base, sizeof(base), name) == NULL
+    /* A folder of its own: the test's reviewd and indexers remove theirs
+     * (var/test/<name>-<pid>) while the node may still need its pid
+     * files to be stopped. */
+    snprintf(own, sizeof(own), "%s-rabbit", name);
+    if (testkit_scratch_dir(base, sizeof(base), own) == NULL
         || pick_ports(r) != 0) {
         return -1;
     }

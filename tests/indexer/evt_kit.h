@@ -23,7 +23,7 @@
  *   - evt_rabbit is a private node run by tests/indexer/rabbit_private.sh
  *     on three loopback ports that are free when it starts (node name
  *     rvt<amqp_port>, so two builds testing at once never meet), with its
- *     data under var/test/<name>-<pid>/rabbit.  evt_rabbit_kill sends
+ *     data under var/test/<name>-rabbit-<pid>/rabbit.  evt_rabbit_kill sends
  *     SIGKILL itself (pid file checked against /proc) rather than through
  *     the script, so a kill "during a batch" lands within a millisecond of
  *     the test deciding it.  A guardian process watches the test: if the
@@ -157,7 +157,9 @@ typedef struct evt_rabbit {
     int running;
 } evt_rabbit;
 
-/* Starts a node under var/test/<name>-<pid>/rabbit on free ports and
+/* Starts a node under var/test/<name>-rabbit-<pid>/rabbit on free ports
+ * (a folder apart from the test's other processes, whose removal must not
+ * take the node's pid files before it is stopped) and
  * waits until it accepts AMQP (the script bounds that at 60 s).  Returns
  * 0, or -1 with the script's output on stderr. */
 int evt_rabbit_start(evt_rabbit *r, const char *name);
