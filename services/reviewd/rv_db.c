@@ -8,6 +8,13 @@
  * handler never runs a statement on a connection that lost its prepared
  * statements.
  *
+ * A transaction of the request path starts with rv_conn_begin_deferred:
+ * BEGIN then travels in one pipeline with the first statement (libpq's
+ * pipeline mode, only for that pair), which saves a round trip per write
+ * request, each of which on a loaded machine is also a wake-up of the
+ * PostgreSQL backend that waits for a CPU.  While begin_pending is set
+ * nothing of the transaction has been sent.
+ *
  * The thread's connection hangs off a pthread key whose destructor closes
  * it when the MHD worker thread exits (at MHD_stop_daemon), so shutdown
  * closes the pool without a list of threads.
@@ -39,6 +46,7 @@ struct rv_conn {
     int prepare;
     int broken;
     int in_use;
+    int begin_pending;  /* rv_conn_begin_deferred: BEGIN not sent yet */
     char errmsg[512];
     char constraint[128];
 };
@@ -93,6 +101,7 @@ static void set_error(rv_conn *c, const char *what, const char *msg)
 
 static void close_pg(rv_conn *c)
 {
+    c->begin_pending = 0;
     if (c->pg != NULL) {
         PQfinish(c->pg);
         c->pg = NULL;
@@ -304,47 +313,169 @@ static rv_db_status finish(rv_conn *c, PGresult *res, PGresult **out)
     return rc;
 }
 
+/* One statement with text parameters: prepared (name) or not (sql). */
+typedef struct query {
+    const char *name;
+    const char *sql;
+    int nparams;
+    const char *const *params;
+} query;
+
+static PGresult *exec_query(PGconn *pg, const query *q)
+{
+    return q->name != NULL
+               ? PQexecPrepared(pg, q->name, q->nparams, q->params, NULL,
+                                NULL, 0)
+               : PQexecParams(pg, q->sql, q->nparams, NULL, q->params, NULL,
+                              NULL, 0);
+}
+
+static int send_query(PGconn *pg, const query *q)
+{
+    return q->name != NULL
+               ? PQsendQueryPrepared(pg, q->name, q->nparams, q->params, NULL,
+                                     NULL, 0)
+               : PQsendQueryParams(pg, q->sql, q->nparams, NULL, q->params,
+                                   NULL, NULL, 0);
+}
+
+/* The next result of the pipeline, past the NULL that ends the results
+ * of the query before; NULL once the connection failed. */
+static PGresult *next_result(PGconn *pg)
+{
+    PGresult *r = PQgetResult(pg);
+
+    if (r == NULL && PQstatus(pg) == CONNECTION_OK) {
+        r = PQgetResult(pg);
+    }
+    return r;
+}
+
+/* Reads the pipeline up to its sync and leaves pipeline mode; a
+ * connection that cannot is marked broken. */
+static void end_pipeline(rv_conn *c)
+{
+    PGresult *r;
+
+    while (PQstatus(c->pg) == CONNECTION_OK
+           && (r = next_result(c->pg)) != NULL) {
+        const int done = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+
+        PQclear(r);
+        if (done) {
+            break;
+        }
+    }
+    if (PQexitPipelineMode(c->pg) != 1) {
+        c->broken = 1;
+    }
+}
+
+/* BEGIN and q in one round trip.  A failure of BEGIN itself (nothing of
+ * the transaction ran) is RV_DB_RETRY; q's own is classified as usual. */
+static rv_db_status exec_after_begin(rv_conn *c, const query *q,
+                                     PGresult **out)
+{
+    PGresult *begin = NULL, *res = NULL;
+    rv_db_status st;
+
+    c->begin_pending = 0;
+    if (PQenterPipelineMode(c->pg) != 1
+        || PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)
+               != 1
+        || send_query(c->pg, q) != 1 || PQpipelineSync(c->pg) != 1) {
+        set_error(c, "pipeline", PQerrorMessage(c->pg));
+        c->broken = 1;
+        PQexitPipelineMode(c->pg);
+        return RV_DB_RETRY;
+    }
+    begin = next_result(c->pg);
+    if (PQresultStatus(begin) != PGRES_COMMAND_OK) {
+        st = classify(c, begin);
+        PQclear(begin);
+        end_pipeline(c);
+        return st == RV_DB_UNAVAILABLE ? RV_DB_RETRY : st;
+    }
+    PQclear(begin);
+    res = next_result(c->pg);
+    end_pipeline(c);
+    return finish(c, res, out);
+}
+
+/* Sends a BEGIN that rv_conn_begin_deferred left pending, on its own. */
+static rv_db_status flush_begin(rv_conn *c)
+{
+    rv_db_status st;
+
+    c->begin_pending = 0;
+    st = finish(c, PQexec(c->pg, "BEGIN"), NULL);
+    return st == RV_DB_UNAVAILABLE ? RV_DB_RETRY : st;
+}
+
+static rv_db_status run_query(rv_conn *c, const query *q, PGresult **out)
+{
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (c->begin_pending) {
+        return exec_after_begin(c, q, out);
+    }
+    return finish(c, exec_query(c->pg, q), out);
+}
+
 rv_db_status rv_conn_exec(rv_conn *c, int stmt, const char *const *params,
                           PGresult **out)
 {
     const rv_stmt_def *s = &c->db->stmts[stmt];
+    const query q = {s->name, NULL, s->nparams, params};
 
-    if (out != NULL) {
-        *out = NULL;
-    }
-    return finish(c, PQexecPrepared(c->pg, s->name, s->nparams, params, NULL,
-                                    NULL, 0),
-                  out);
+    return run_query(c, &q, out);
 }
 
 rv_db_status rv_conn_exec_sql(rv_conn *c, const char *sql)
 {
+    if (c->begin_pending) {
+        const rv_db_status st = flush_begin(c);
+
+        if (st != RV_DB_OK) {
+            return st;
+        }
+    }
     return finish(c, PQexec(c->pg, sql), NULL);
 }
 
 rv_db_status rv_conn_exec_params(rv_conn *c, const char *sql, int nparams,
                                  const char *const *params, PGresult **out)
 {
-    if (out != NULL) {
-        *out = NULL;
-    }
-    return finish(c, PQexecParams(c->pg, sql, nparams, NULL, params, NULL,
-                                  NULL, 0),
-                  out);
+    const query q = {NULL, sql, nparams, params};
+
+    return run_query(c, &q, out);
 }
 
 rv_db_status rv_conn_begin(rv_conn *c)
 {
+    c->begin_pending = 0;
     return rv_conn_exec_sql(c, "BEGIN");
+}
+
+rv_db_status rv_conn_begin_deferred(rv_conn *c)
+{
+    c->begin_pending = 1;
+    return RV_DB_OK;
 }
 
 rv_db_status rv_conn_commit(rv_conn *c)
 {
+    if (c->begin_pending) {
+        c->begin_pending = 0; /* nothing was sent: nothing to commit */
+        return RV_DB_OK;
+    }
     return rv_conn_exec_sql(c, "COMMIT");
 }
 
 void rv_conn_rollback(rv_conn *c)
 {
+    c->begin_pending = 0;
     if (c->pg != NULL && PQstatus(c->pg) == CONNECTION_OK
         && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
         PQclear(PQexec(c->pg, "ROLLBACK"));

@@ -102,6 +102,17 @@ rv_db_status rv_conn_exec_params(rv_conn *conn, const char *sql, int nparams,
 
 /* BEGIN / COMMIT / ROLLBACK.  Rollback is best-effort and never fails. */
 rv_db_status rv_conn_begin(rv_conn *conn);
+
+/*
+ * BEGIN without a round trip of its own: it is sent in one pipeline with
+ * the transaction's first rv_conn_exec or rv_conn_exec_params (or alone,
+ * before an rv_conn_exec_sql or at commit if nothing ran).  Always
+ * RV_DB_OK.  If the connection fails before the server began the
+ * transaction, that first call returns RV_DB_RETRY (nothing ran, so the
+ * work may run again on a new connection), never RV_DB_UNAVAILABLE.
+ * Only for work that reaches the database through those calls.
+ */
+rv_db_status rv_conn_begin_deferred(rv_conn *conn);
 rv_db_status rv_conn_commit(rv_conn *conn);
 void rv_conn_rollback(rv_conn *conn);
 

@@ -5,6 +5,10 @@
  *   BEGIN     nothing was sent: reconnect and try again (once)
  *   WORK      rolled back: retry on deadlock/serialization only
  *   COMMIT    the outcome is unknown if the connection broke: never retry
+ * BEGIN is deferred (rv_conn_begin_deferred): it goes out with the first
+ * statement, one round trip for both, and a connection that fails before
+ * the server began the transaction comes back from that statement as
+ * RV_DB_RETRY, so it is still reconnected and tried again.
  */
 #include "rv_tx.h"
 
@@ -63,18 +67,27 @@ void rv_tx_fail(rv_request *req, rv_conn *c, rv_db_status st,
  * work (so before any row lock), while it holds its Redis lock: tests use
  * it to make a holder outlive its TTL and to catch a request in flight.
  */
-static void test_pause(const rv_request *req)
+static long test_pause_ms(const rv_request *req)
 {
     char *end = NULL;
     long ms;
-    struct timespec ts;
 
     if (!req->app->cfg->test_hooks || req->test_pause == NULL) {
-        return;
+        return 0;
     }
     ms = strtol(req->test_pause, &end, 10);
     if (end == req->test_pause || *end != '\0' || ms <= 0
         || ms > RV_TEST_PAUSE_MAX_MS) {
+        return 0;
+    }
+    return ms;
+}
+
+static void test_pause(long ms)
+{
+    struct timespec ts;
+
+    if (ms <= 0) {
         return;
     }
     ts.tv_sec = ms / 1000;
@@ -88,10 +101,13 @@ static void test_pause(const rv_request *req)
 static rv_db_status attempt(rv_request *req, rv_conn *c, rv_tx_work work,
                             void *arg, rv_reply *reply, stage *at)
 {
+    const long pause_ms = test_pause_ms(req);
     rv_db_status st;
 
     *at = STAGE_BEGIN;
-    st = rv_conn_begin(c);
+    /* A paused request must stall inside its transaction, where tests
+     * look for it, so then BEGIN goes out at once. */
+    st = pause_ms > 0 ? rv_conn_begin(c) : rv_conn_begin_deferred(c);
     if (st != RV_DB_OK) {
         return st;
     }
@@ -105,7 +121,7 @@ static rv_db_status attempt(rv_request *req, rv_conn *c, rv_tx_work work,
             return r > 0 ? RV_DB_OK : st;
         }
     }
-    test_pause(req);
+    test_pause(pause_ms);
     st = work(req, c, arg, reply);
     if (st == RV_DB_OK && rv_idem_applies(req)) {
         st = rv_idem_store(req, c, reply);

@@ -222,6 +222,34 @@ static int reopened(void *arg)
     return stat(s->log, &st) == 0 && rvt_server_log_has(s, "log_reopened");
 }
 
+/*
+ * PostgreSQL cuts reviewd's idle connections (a restart, a failover, an
+ * idle timeout): the next write on each worker finds its connection dead
+ * at the BEGIN it sends with its first statement (rv_conn_begin_deferred),
+ * when nothing of it has run, so it runs again on a new connection and
+ * the client sees 201, never 503.
+ */
+static void writes_survive_postgres_dropping_idle_connections(void **state)
+{
+    char sql[512];
+    rvt_resp r;
+
+    (void)state;
+    for (int round = 0; round < 3; round++) {
+        snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(pid)) "
+                 "FROM pg_stat_activity WHERE datname = '%s' AND "
+                 "application_name = 'reviewd'", db.name);
+        admin_sql(sql);
+        for (int i = 0; i < 8; i++) {
+            rvt_call(srv.port, "POST", "/v1/documents", alice,
+                     "{\"title\":\"again\",\"content\":\"x\"}", NULL, &r);
+            TK_EXPECT(r.status == 201, "a write after PostgreSQL dropped the "
+                      "idle connections is 201, got %d", r.status);
+            rvt_resp_free(&r);
+        }
+    }
+}
+
 static void sighup_reopens_the_log_file(void **state)
 {
     char moved[700];
@@ -429,6 +457,7 @@ int main(void)
         cmocka_unit_test(
             expired_idempotency_records_are_swept_and_not_replayed),
         cmocka_unit_test(postgres_going_away_is_503_and_readyz_down),
+        cmocka_unit_test(writes_survive_postgres_dropping_idle_connections),
         cmocka_unit_test(sighup_reopens_the_log_file),
         cmocka_unit_test(sigterm_drains_the_request_in_flight),
         cmocka_unit_test(
