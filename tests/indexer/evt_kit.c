@@ -658,7 +658,30 @@ static int pick_ports(evt_rabbit *r)
     return -1;
 }
 
-int evt_rabbit_start(evt_rabbit *r, const char *name)
+/* Runs "rabbit_private.sh start" in the background (its output on our
+ * stderr); evt_rabbit_wait_booted reaps it. */
+static int spawn_boot(evt_rabbit *r)
+{
+    char ports[3][16];
+
+    snprintf(ports[0], sizeof(ports[0]), "%d", r->amqp_port);
+    snprintf(ports[1], sizeof(ports[1]), "%d", r->dist_port);
+    snprintf(ports[2], sizeof(ports[2]), "%d", r->epmd_port);
+    r->booting = fork();
+    if (r->booting < 0) {
+        fprintf(stderr, "evt: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (r->booting == 0) {
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+        execl(r->script, "rabbit_private.sh", "start", r->dir, ports[0],
+              ports[1], ports[2], (char *)NULL);
+        _exit(127);
+    }
+    return 0;
+}
+
+int evt_rabbit_begin(evt_rabbit *r, const char *name)
 {
     char base[400], own[128];
 
@@ -681,14 +704,31 @@ int evt_rabbit_start(evt_rabbit *r, const char *name)
         fprintf(stderr, "evt: mkdir %s: %s\n", r->dir, strerror(errno));
         return -1;
     }
-    if (start_guardian(r) != 0) {
-        return -1;
+    return start_guardian(r) != 0 ? -1 : spawn_boot(r);
+}
+
+int evt_rabbit_wait_booted(evt_rabbit *r)
+{
+    int status = 0;
+
+    if (r->booting <= 0) {
+        return r->running ? 0 : -1;
     }
-    if (rabbit_script(r, "start", 1) != 0) {
-        return -1;
+    /* rabbit_private.sh bounds its own wait (60 s). */
+    while (waitpid(r->booting, &status, 0) < 0 && errno == EINTR) {
     }
-    r->running = 1;
-    return 0;
+    r->booting = 0;
+    r->running = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!r->running) {
+        fprintf(stderr, "evt: rabbit_private.sh start %s failed (status "
+                "0x%x)\n", r->dir, status);
+    }
+    return r->running ? 0 : -1;
+}
+
+int evt_rabbit_start(evt_rabbit *r, const char *name)
+{
+    return evt_rabbit_begin(r, name) != 0 ? -1 : evt_rabbit_wait_booted(r);
 }
 
 int evt_rabbit_stop(evt_rabbit *r)
@@ -781,6 +821,9 @@ void evt_rabbit_free(evt_rabbit *r)
 
     if (r->dir[0] == '\0') {
         return;
+    }
+    if (r->booting > 0) {
+        evt_rabbit_wait_booted(r);
     }
     rabbit_script(r, "stop", 0);
     if (r->guard_fd >= 0) {

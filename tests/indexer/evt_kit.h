@@ -153,6 +153,7 @@ typedef struct evt_rabbit {
     int amqp_port, dist_port, epmd_port;
     char url[128];        /* amqp://dlock:dlock@127.0.0.1:PORT/%2f */
     pid_t guardian;       /* stops the node if the test dies */
+    pid_t booting;        /* the start script while it runs */
     int guard_fd;         /* the guardian's pipe; closing it = "stop" */
     int running;
 } evt_rabbit;
@@ -163,6 +164,11 @@ typedef struct evt_rabbit {
  * waits until it accepts AMQP (the script bounds that at 60 s).  Returns
  * 0, or -1 with the script's output on stderr. */
 int evt_rabbit_start(evt_rabbit *r, const char *name);
+/* The same in two steps, so a test can do other work while the node
+ * boots (14-25 s): evt_rabbit_begin starts the boot and returns at once;
+ * evt_rabbit_wait_booted waits for it to end.  Both return 0 or -1. */
+int evt_rabbit_begin(evt_rabbit *r, const char *name);
+int evt_rabbit_wait_booted(evt_rabbit *r);
 /* Graceful stop (data kept).  Returns 0 or -1. */
 int evt_rabbit_stop(evt_rabbit *r);
 /* Starts the stopped or killed node again on the same ports and data. */
