@@ -128,7 +128,9 @@ const rv_stmt_def rv_queries_stmts[RV_Q_COUNT] = {
         "FROM kh_outbox WHERE sent_at IS NULL", 0},
     /* GET /v1/search (sql/0005_search_index.sql): each approved
      * document's best chunk, ranked; $1 the query, $2 the limit, $3 the
-     * first word of the query, around which the snippet is cut. */
+     * first word of the query, around which the snippet is cut.  The
+     * final ORDER BY names hits' columns: a bare document_id would be the
+     * text output column, putting "10" before "9" among equal ranks. */
     [RV_Q_SEARCH] = {"search",
         "WITH q AS (SELECT kh_search_query($1) AS tsq), "
         "hits AS (SELECT DISTINCT ON (c.document_id) c.document_id, "
@@ -140,7 +142,7 @@ const rv_stmt_def rv_queries_stmts[RV_Q_COUNT] = {
         "SELECT document_id::text, title, chunk_index, "
         "substr(content, greatest(1, strpos(lower(content), lower($3)) - 60), "
         "200), round(rank::numeric, 6)::text FROM hits "
-        "ORDER BY rank DESC, document_id LIMIT $2::integer", 3},
+        "ORDER BY hits.rank DESC, hits.document_id LIMIT $2::integer", 3},
 };
 
 void rv_format_ms(const char *ms_text, char out[64])
