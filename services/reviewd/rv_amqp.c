@@ -1,40 +1,39 @@
 /*
  * rv_amqp.c: the publishing AMQP connection (see rv_amqp.h).
  *
- * rabbitmq-c's calls block on the socket, so every one is bounded: the
- * socket connect by amqp_socket_open_noblock's timeout, the handshake and
- * each RPC (login, channel.open, confirm.select, exchange.declare) by
- * amqp_set_handshake_timeout / amqp_set_rpc_timeout, and the confirm
- * wait by its own deadline.  A relay thread stuck on a silent broker
- * would stall the whole outbox, which the bounds prevent.  Heartbeats are
- * off: rabbitmq-c sends them only from inside its calls, and the relay
- * instead checks the socket for a close on every round (rv_amqp_alive).
+ * The connection itself (URL, bounded connect, login, channel 1, error
+ * text with host:port) is rv_amqp_conn.h's, shared with kh-indexer's
+ * consumer; this file adds confirm mode, the exchange, publishing and the
+ * confirm wait.  rabbitmq-c's calls block on the socket, so every one is
+ * bounded: the connect, the handshake and each RPC (login, channel.open,
+ * confirm.select, exchange.declare) by rv_amqp_conn_open's timeout, and
+ * the confirm wait by its own deadline.  A relay thread stuck on a silent
+ * broker would stall the whole outbox, which the bounds prevent.
+ * Heartbeats are off: rabbitmq-c sends them only from inside its calls,
+ * and the relay instead checks the socket for a close on every round
+ * (rv_amqp_alive).
  *
- * State: conn == NULL means closed.  Every failing path goes through
- * fail_close, which records the message and closes, so a connection in
- * an unknown protocol state is never used again.  Delivery tags count
- * publishes on this connection from 1, as confirm mode numbers them.
+ * State: ac.conn == NULL means closed.  Every failing path goes through
+ * rv_amqp_conn_fail or _rpc, which record the message and close, so a
+ * connection in an unknown protocol state is never used again.  Delivery
+ * tags count publishes on this connection from 1, as confirm mode numbers
+ * them.
  */
 #include "rv_amqp.h"
 
-#include <amqp.h>
-#include <amqp_tcp_socket.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define RV_AMQP_CHANNEL 1
+#include "rv_amqp_conn.h"
+
+#define RV_AMQP_CHANNEL RV_AMQP_CONN_CHANNEL
 
 struct rv_amqp {
-    char *url_copy;                 /* amqp_parse_url writes into it */
-    struct amqp_connection_info info;
+    rv_amqp_conn ac;
     char *exchange;
-    amqp_connection_state_t conn;   /* NULL: closed */
     uint64_t next_tag;              /* the tag the next publish gets */
-    char endpoint[300];
-    char err[520];
 };
 
 rv_amqp *rv_amqp_new(const char *url, const char *exchange)
@@ -44,19 +43,11 @@ rv_amqp *rv_amqp_new(const char *url, const char *exchange)
     if (a == NULL) {
         return NULL;
     }
-    a->url_copy = strdup(url);
     a->exchange = strdup(exchange);
-    if (a->url_copy == NULL || a->exchange == NULL) {
+    if (a->exchange == NULL || rv_amqp_conn_init(&a->ac, url) != 0) {
         rv_amqp_free(a);
         return NULL;
     }
-    amqp_default_connection_info(&a->info);
-    if (amqp_parse_url(a->url_copy, &a->info) != AMQP_STATUS_OK) {
-        rv_amqp_free(a);
-        return NULL;
-    }
-    snprintf(a->endpoint, sizeof(a->endpoint), "%s:%d", a->info.host,
-             a->info.port);
     return a;
 }
 
@@ -65,126 +56,43 @@ void rv_amqp_free(rv_amqp *a)
     if (a == NULL) {
         return;
     }
-    rv_amqp_close(a);
-    free(a->url_copy);
+    rv_amqp_conn_clear(&a->ac);
     free(a->exchange);
     free(a);
 }
 
-__attribute__((format(printf, 2, 3)))
-static void set_err(rv_amqp *a, const char *fmt, ...)
+/* Confirm mode on channel 1, and the durable topic exchange. */
+static int confirm_and_declare(rv_amqp *a)
 {
-    char what[400];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    snprintf(a->err, sizeof(a->err), "amqp %.100s: %.400s", a->endpoint,
-             what);
-}
-
-/* Drops the connection without talking to the broker. */
-static void drop(rv_amqp *a)
-{
-    if (a->conn != NULL) {
-        amqp_destroy_connection(a->conn);
-        a->conn = NULL;
-    }
-}
-
-static int fail_close(rv_amqp *a, const char *what, int status)
-{
-    set_err(a, "%s: %s", what, amqp_error_string2(status));
-    drop(a);
-    return -1;
-}
-
-/* Turns an RPC reply into 0 or a recorded failure. */
-static int rpc_ok(rv_amqp *a, const char *what, amqp_rpc_reply_t r)
-{
-    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-        return 0;
-    }
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
-        return fail_close(a, what, r.library_error);
-    }
-    set_err(a, "%s: refused by the broker (method 0x%08x)", what,
-            (unsigned)r.reply.id);
-    drop(a);
-    return -1;
-}
-
-static void ms_to_tv(int ms, struct timeval *tv)
-{
-    tv->tv_sec = ms / 1000;
-    tv->tv_usec = (ms % 1000) * 1000;
-}
-
-/* Channel 1 in confirm mode, with the durable topic exchange. */
-static int open_channel(rv_amqp *a)
-{
-    amqp_channel_open(a->conn, RV_AMQP_CHANNEL);
-    if (rpc_ok(a, "channel.open", amqp_get_rpc_reply(a->conn)) != 0) {
+    amqp_confirm_select(a->ac.conn, RV_AMQP_CHANNEL);
+    if (rv_amqp_conn_rpc(&a->ac, "confirm.select") != 0) {
         return -1;
     }
-    amqp_confirm_select(a->conn, RV_AMQP_CHANNEL);
-    if (rpc_ok(a, "confirm.select", amqp_get_rpc_reply(a->conn)) != 0) {
-        return -1;
-    }
-    amqp_exchange_declare(a->conn, RV_AMQP_CHANNEL,
+    amqp_exchange_declare(a->ac.conn, RV_AMQP_CHANNEL,
                           amqp_cstring_bytes(a->exchange),
                           amqp_cstring_bytes("topic"), 0, 1, 0, 0,
                           amqp_empty_table);
-    return rpc_ok(a, "exchange.declare", amqp_get_rpc_reply(a->conn));
+    return rv_amqp_conn_rpc(&a->ac, "exchange.declare");
 }
 
 int rv_amqp_connect(rv_amqp *a, int timeout_ms)
 {
-    struct timeval tv;
-    amqp_socket_t *sock;
-    int st;
-
-    rv_amqp_close(a);
-    ms_to_tv(timeout_ms, &tv);
-    a->conn = amqp_new_connection();
-    sock = a->conn != NULL ? amqp_tcp_socket_new(a->conn) : NULL;
-    if (sock == NULL) {
-        set_err(a, "out of memory");
-        drop(a);
-        return -1;
-    }
-    amqp_set_handshake_timeout(a->conn, &tv);
-    amqp_set_rpc_timeout(a->conn, &tv);
-    st = amqp_socket_open_noblock(sock, a->info.host, a->info.port, &tv);
-    if (st != AMQP_STATUS_OK) {
-        return fail_close(a, "connect", st);
-    }
-    if (rpc_ok(a, "login", amqp_login(a->conn, a->info.vhost, 1, 131072, 0,
-                                      AMQP_SASL_METHOD_PLAIN, a->info.user,
-                                      a->info.password)) != 0
-        || open_channel(a) != 0) {
+    if (rv_amqp_conn_open(&a->ac, timeout_ms) != 0
+        || confirm_and_declare(a) != 0) {
         return -1;
     }
     a->next_tag = 1;
-    a->err[0] = '\0';
     return 0;
 }
 
 void rv_amqp_close(rv_amqp *a)
 {
-    if (a->conn == NULL) {
-        return;
-    }
-    /* Best effort and bounded by the RPC timeout; the socket goes anyway. */
-    amqp_channel_close(a->conn, RV_AMQP_CHANNEL, AMQP_REPLY_SUCCESS);
-    amqp_connection_close(a->conn, AMQP_REPLY_SUCCESS);
-    drop(a);
+    rv_amqp_conn_close(&a->ac);
 }
 
 int rv_amqp_connected(const rv_amqp *a)
 {
-    return a->conn != NULL;
+    return a->ac.conn != NULL;
 }
 
 int rv_amqp_publish(rv_amqp *a, const char *routing_key,
@@ -196,8 +104,8 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
     int st;
 
     *tag = 0;
-    if (a->conn == NULL) {
-        set_err(a, "publish: not connected");
+    if (a->ac.conn == NULL) {
+        rv_amqp_conn_set_err(&a->ac, "publish: not connected");
         return -1;
     }
     memset(&props, 0, sizeof(props));
@@ -209,12 +117,12 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
     props.message_id = amqp_cstring_bytes(message_id);
     bytes.bytes = (void *)body;
     bytes.len = len;
-    st = amqp_basic_publish(a->conn, RV_AMQP_CHANNEL,
+    st = amqp_basic_publish(a->ac.conn, RV_AMQP_CHANNEL,
                             amqp_cstring_bytes(a->exchange),
                             amqp_cstring_bytes(routing_key), 0, 0, &props,
                             bytes);
     if (st != AMQP_STATUS_OK) {
-        return fail_close(a, "publish", st);
+        return rv_amqp_conn_fail(&a->ac, "publish", st);
     }
     *tag = a->next_tag++;
     return 0;
@@ -263,10 +171,10 @@ static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
     int64_t left = deadline - now_ms();
     int st;
 
-    ms_to_tv(left > 0 ? (int)left : 0, &tv);
-    st = amqp_simple_wait_frame_noblock(a->conn, &f, &tv);
+    rv_amqp_conn_timeval(left > 0 ? (int)left : 0, &tv);
+    st = amqp_simple_wait_frame_noblock(a->ac.conn, &f, &tv);
     if (st != AMQP_STATUS_OK) {
-        return fail_close(a, "waiting for confirms", st);
+        return rv_amqp_conn_fail(&a->ac, "waiting for confirms", st);
     }
     if (f.frame_type != AMQP_FRAME_METHOD) {
         return 0;
@@ -283,8 +191,9 @@ static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
                RV_AMQP_NACKED);
     } else if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD
                || f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
-        set_err(a, "waiting for confirms: closed by the broker");
-        drop(a);
+        rv_amqp_conn_set_err(&a->ac, "waiting for confirms: closed by the "
+                             "broker");
+        rv_amqp_conn_drop(&a->ac);
         return -1;
     }
     return 0;
@@ -297,14 +206,15 @@ int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
     const size_t n = (size_t)(last_tag - first_tag + 1);
 
     while (!all_settled(states, n)) {
-        if (a->conn == NULL) {
-            set_err(a, "waiting for confirms: not connected");
+        if (a->ac.conn == NULL) {
+            rv_amqp_conn_set_err(&a->ac, "waiting for confirms: not "
+                                 "connected");
             return -1;
         }
         if (read_confirm(a, first_tag, last_tag, states, deadline) != 0) {
             return -1;
         }
-        amqp_maybe_release_buffers(a->conn);
+        amqp_maybe_release_buffers(a->ac.conn);
     }
     return 0;
 }
@@ -315,35 +225,36 @@ int rv_amqp_alive(rv_amqp *a)
     struct timeval zero = {0, 0};
     int st;
 
-    if (a->conn == NULL) {
+    if (a->ac.conn == NULL) {
         return 0;
     }
     /* Nothing is expected between batches: a frame here is the broker
      * closing (connection.close), and an error is a dead socket. */
-    st = amqp_simple_wait_frame_noblock(a->conn, &f, &zero);
+    st = amqp_simple_wait_frame_noblock(a->ac.conn, &f, &zero);
     if (st == AMQP_STATUS_TIMEOUT) {
         return 1;
     }
     if (st == AMQP_STATUS_OK) {
-        set_err(a, "closed by the broker between batches");
-        drop(a);
+        rv_amqp_conn_set_err(&a->ac, "closed by the broker between "
+                             "batches");
+        rv_amqp_conn_drop(&a->ac);
         return 0;
     }
-    fail_close(a, "idle check", st);
+    rv_amqp_conn_fail(&a->ac, "idle check", st);
     return 0;
 }
 
 int rv_amqp_fd(const rv_amqp *a)
 {
-    return a->conn != NULL ? amqp_get_sockfd(a->conn) : -1;
+    return a->ac.conn != NULL ? amqp_get_sockfd(a->ac.conn) : -1;
 }
 
 const char *rv_amqp_endpoint(const rv_amqp *a)
 {
-    return a->endpoint;
+    return a->ac.endpoint;
 }
 
 const char *rv_amqp_errmsg(const rv_amqp *a)
 {
-    return a->err;
+    return a->ac.err;
 }
