@@ -4,11 +4,12 @@
  * /healthz says only that the process answers.  /readyz says whether the
  * service can do its work: PostgreSQL is checked live on this worker's
  * own connection (a request would use the same one), Redis comes from the
- * monitor thread's last check and AMQP from the outbox relay's connection
- * state and a MongoDB content store from its last call (rv_content.h),
- * so the probe never waits on a stopped server.  /metrics reads
- * the outbox backlog live (a count over a small partial index).  Only PostgreSQL being down makes it 503: without
- * Redis the service still serves, degraded, as API.md says.
+ * monitor thread's last check, AMQP from the outbox relay's connection
+ * state ("off" when AMQP_URL is empty and no relay runs) and a MongoDB
+ * content store from its last call (rv_content.h), so the probe never
+ * waits on a stopped server.  /metrics reads the outbox backlog live (a
+ * count over a small partial index).  Only PostgreSQL being down makes it
+ * 503: without Redis the service still serves, degraded, as API.md says.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -46,9 +47,8 @@ void rv_handle_readyz(rv_request *req, rv_reply *reply)
 {
     const int pg = postgres_up(req);
     const rv_dep_state redis = rv_monitor_redis(req->app->monitor);
-    const rv_dep_state amqp = req->app->relay != NULL
-                                  ? rv_relay_state(req->app->relay)
-                                  : rv_monitor_amqp(req->app->monitor);
+    /* off without AMQP_URL (no relay), else the relay's connection. */
+    const rv_dep_state amqp = rv_relay_state(req->app->relay);
     const char *content = rv_content_state(req->app->content, pg);
     const char *status = "ok";
 

@@ -2,12 +2,12 @@
  * rv_monitor.h: the background health checks behind /readyz.
  *
  * One thread checks Redis (a PING through the lock client, which also
- * feeds libdlock's breaker) and, when AMQP_URL is set, whether the broker
- * accepts TCP connections, every REVIEWD_REDIS_CHECK_MS.  /readyz reads
+ * feeds libdlock's breaker) every REVIEWD_REDIS_CHECK_MS.  /readyz reads
  * the last result instead of probing inline, so a readiness probe never
  * waits on a stopped server, and a state change is logged once, when it
- * happens, never per request.  The AMQP check is a placeholder seam: the
- * outbox relay of issue 5 will report its own connection state here.
+ * happens, never per request.  AMQP is not checked here: /readyz takes
+ * it from the outbox relay's own connection (rv_relay_state), which logs
+ * its transitions the same way.  rv_dep_state is shared by both.
  *
  * Ownership: rv_monitor_start / rv_monitor_stop (joins the thread).
  * Threads: the getters are safe from any thread.
@@ -35,7 +35,6 @@ rv_monitor *rv_monitor_start(const rv_config *cfg, rv_locks *locks,
 void rv_monitor_stop(rv_monitor *mon);
 
 rv_dep_state rv_monitor_redis(rv_monitor *mon);
-rv_dep_state rv_monitor_amqp(rv_monitor *mon);
 
 /* "off", "ok" or "down". */
 const char *rv_dep_state_name(rv_dep_state state);
