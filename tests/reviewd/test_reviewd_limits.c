@@ -388,7 +388,9 @@ static void the_token_command_prints_a_token_the_service_accepts(
     rvt_call(srv.port, "POST", "/v1/documents", out,
              "{\"title\":\"by zed\",\"content\":\"x\"}", NULL, &r);
     TK_EXPECT(r.status == 201 && strcmp(rvt_field(&r, "author"), "zed") == 0,
-              "the printed token authenticates as zed");
+              "the printed token authenticates as zed (got %d %s; the "
+              "command printed \"%s\")", r.status,
+              r.body != NULL ? r.body : "", out);
     rvt_resp_free(&r);
     TK_EXPECT(rvt_server_stop(&srv), "the second server exits 0");
     expect_refusal(bad_role, env, 1, "--role");
