@@ -178,7 +178,10 @@ char *rv_json_dump_steal(json_t *obj)
     if (obj == NULL) {
         return NULL;
     }
-    text = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    /* Reals (search scores, rounded to 6 places by the query) with at
+     * most 10 significant digits: 0.1, not jansson's 0.10000000000000001. */
+    text = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER
+                      | JSON_REAL_PRECISION(10));
     json_decref(obj);
     return text;
 }
