@@ -186,6 +186,18 @@ double bench_cpu_pressure(void)
     return some;
 }
 
+void bench_print_run_start(const char *bench, const char *when)
+{
+    char load[128];
+
+    printf("{\"kind\":\"run\",\"bench\":\"%s\",\"when\":\"%s\","
+           "\"online_cpus\":%ld,\"loadavg\":", bench, when,
+           sysconf(_SC_NPROCESSORS_ONLN));
+    bench_json_string(stdout, bench_loadavg(load, sizeof(load)));
+    printf(",\"cpu_pressure_some_avg10\":");
+    bench_json_number(stdout, bench_cpu_pressure());
+}
+
 const char *bench_loadavg(char *buf, size_t len)
 {
     FILE *f = fopen("/proc/loadavg", "r");

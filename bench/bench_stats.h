@@ -77,6 +77,11 @@ double bench_cpu_pressure(void);
 /* /proc/loadavg as one line into buf ("?" when unreadable); returns buf. */
 const char *bench_loadavg(char *buf, size_t len);
 
+/* Starts a "run" JSON line on stdout: kind, bench, when, online_cpus,
+ * loadavg and cpu_pressure_some_avg10.  The caller adds its own fields,
+ * each starting with ',', and ends the line with "}\n". */
+void bench_print_run_start(const char *bench, const char *when);
+
 /* Writes "who: <message>\n" to stderr: progress for people, kept off
  * stdout, which carries only JSON lines. */
 void bench_progress(const char *who, const char *fmt, ...)

@@ -408,14 +408,7 @@ static long long run_senders(int n, int port, int mode, size_t from,
 
 static void print_run(const char *when)
 {
-    char load[128];
-
-    printf("{\"kind\":\"run\",\"bench\":\"events\",\"when\":\"%s\","
-           "\"online_cpus\":%ld,\"loadavg\":", when,
-           sysconf(_SC_NPROCESSORS_ONLN));
-    bench_json_string(stdout, bench_loadavg(load, sizeof(load)));
-    printf(",\"cpu_pressure_some_avg10\":");
-    bench_json_number(stdout, bench_cpu_pressure());
+    bench_print_run_start("events", when);
     printf(",\"rate\":%d,\"duration_s\":%d,\"burst\":%d,\"threads\":%d,"
            "\"time\":%lld}\n", opt.rate, opt.duration_s, opt.burst,
            opt.threads, (long long)time(NULL));

@@ -505,14 +505,7 @@ static void print_run(const bench_ctx *x, const char *when)
     char version[64];
 
     bench_server_version(&x->target, version, sizeof(version));
-    char load[128];
-
-    printf("{\"kind\":\"run\",\"bench\":\"patterns\",\"when\":\"%s\","
-           "\"online_cpus\":%ld,\"loadavg\":", when,
-           sysconf(_SC_NPROCESSORS_ONLN));
-    bench_json_string(stdout, bench_loadavg(load, sizeof(load)));
-    printf(",\"cpu_pressure_some_avg10\":");
-    bench_json_number(stdout, bench_cpu_pressure());
+    bench_print_run_start("patterns", when);
     printf(",\"server\":");
     bench_json_string(stdout, x->target.url);
     printf(",\"redis_version\":");

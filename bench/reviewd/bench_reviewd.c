@@ -596,14 +596,7 @@ static void rss_figure(void)
 /* Prints a run line: the machine's load, for reading the figures. */
 static void print_run(const char *when)
 {
-    char load[128];
-
-    printf("{\"kind\":\"run\",\"bench\":\"reviewd\",\"when\":\"%s\","
-           "\"online_cpus\":%ld,\"loadavg\":", when,
-           sysconf(_SC_NPROCESSORS_ONLN));
-    bench_json_string(stdout, bench_loadavg(load, sizeof(load)));
-    printf(",\"cpu_pressure_some_avg10\":");
-    bench_json_number(stdout, bench_cpu_pressure());
+    bench_print_run_start("reviewd", when);
     printf(",\"concurrency\":%d,\"duration_s\":%d,\"idle\":%d,"
            "\"time\":%lld}\n", opt.concurrency, opt.duration_s, opt.idle,
            (long long)time(NULL));
