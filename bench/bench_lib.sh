@@ -4,6 +4,9 @@
 #   bench_parse_args NAME "$@"   BUILD_DIR [OUTPUT] [-- options...] into
 #                                BENCH_BUILD, BENCH_OUTPUT (default
 #                                var/bench/NAME-<date>.jsonl), BENCH_ARGS
+#   bench_need WHO BIN... -- TOOL...
+#                                exits 1 naming the first BIN that is not
+#                                built or TOOL not on PATH
 #   bench_free_port              prints a free loopback TCP port
 #   bench_wait_for SECS CMD...   runs CMD every 0.1 s until it succeeds,
 #                                at most SECS seconds
@@ -25,6 +28,23 @@
 bench_usage() {
     printf 'usage: %s BUILD_DIR [OUTPUT] [-- options...]\n' "$0" >&2
     exit 2
+}
+
+bench_need() {
+    local who=$1 bin
+    shift
+    while [[ $# -gt 0 && $1 != -- ]]; do
+        [[ -x $1 ]] || { printf '%s: %s is not built\n' "$who" "$1" >&2; exit 1; }
+        shift
+    done
+    [[ $# -gt 0 ]] && shift
+    for bin in "$@"; do
+        command -v "$bin" >/dev/null 2>&1 || {
+            printf '%s: %s not found (scripts/deps installs it)\n' "$who" \
+                "$bin" >&2
+            exit 1
+        }
+    done
 }
 
 bench_parse_args() {

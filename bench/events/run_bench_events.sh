@@ -30,22 +30,12 @@ readonly RABBIT=$ROOT/tests/indexer/rabbit_private.sh
 # shellcheck source=bench/bench_lib.sh
 . "$ROOT/bench/bench_lib.sh"
 
-die() {
-    printf 'run_bench_events: %s\n' "$*" >&2
-    exit 1
-}
-
 bench_parse_args bench_events "$@"
 reviewd=$BENCH_BUILD/services/reviewd/reviewd
 indexer=$BENCH_BUILD/services/indexer/kh-indexer
 bench=$BENCH_BUILD/bench/events/bench_events
-for bin in "$reviewd" "$indexer" "$bench" "$RABBIT"; do
-    [[ -x $bin ]] || die "$bin is not built"
-done
-for tool in redis-server redis-cli psql python3; do
-    command -v "$tool" >/dev/null 2>&1 ||
-        die "$tool not found (scripts/deps installs it)"
-done
+bench_need run_bench_events "$reviewd" "$indexer" "$bench" "$RABBIT" -- \
+    redis-server redis-cli psql python3
 
 dir=$ROOT/var/bench/events-$$
 mkdir -p "$dir" "$(dirname "$BENCH_OUTPUT")"

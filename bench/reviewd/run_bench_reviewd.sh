@@ -30,17 +30,8 @@ build=$BENCH_BUILD
 output=$BENCH_OUTPUT
 reviewd=$build/services/reviewd/reviewd
 bench=${BENCH_REVIEWD:-$build/bench/reviewd/bench_reviewd}
-for bin in "$reviewd" "$bench"; do
-    [[ -x $bin ]] || { printf 'run_bench_reviewd: %s is not built\n' \
-        "$bin" >&2; exit 1; }
-done
-for tool in redis-server redis-cli psql pgbench python3; do
-    command -v "$tool" >/dev/null 2>&1 || {
-        printf 'run_bench_reviewd: %s not found (scripts/deps installs it)\n' \
-            "$tool" >&2
-        exit 1
-    }
-done
+bench_need run_bench_reviewd "$reviewd" "$bench" -- \
+    redis-server redis-cli psql pgbench python3
 
 dir=$ROOT/var/bench/reviewd-$$
 mkdir -p "$dir" "$(dirname "$output")"
