@@ -21,7 +21,7 @@
 //     (plus HEAD wherever GET is), a HEAD that does not answer like its
 //     GET, an unknown path that is not a JSON 404.
 // Every request has a 10 s bound; the whole run takes a few seconds.
-import { createHmac } from "node:crypto";
+import { createHmac, randomInt } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import Ajv2020 from "ajv/dist/2020.js";
@@ -242,7 +242,9 @@ async function call(opId, want, { id, query = "", token: tok, body,
 
 // ---- the cases ----------------------------------------------------------
 
-const MISSING = "9223372036854775807";
+// An id no row has: ids start at a random offset far below, and a random
+// one keeps the lock keys of two runs on one Redis apart.
+const MISSING = `8${String(randomInt(1e12)).padStart(12, "0")}000001`;
 const big = { "Content-Length": "1048577" };
 
 async function documents() {
