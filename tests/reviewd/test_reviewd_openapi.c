@@ -6,7 +6,8 @@
  * (tools/openapi-check/check.mjs: yaml, then ajv's draft 2020-12
  * validator): every operation, error cases included, each answer's
  * status, required headers and body against the schema, every listed
- * 2xx and 4xx produced, 405's Allow per path.  This program gives it what
+ * 2xx and 4xx produced with each error code it may carry (holding
+ * reviewd's Redis locks by hand for LOCK_BUSY), 405's Allow per path.  This program gives it what
  * the other reviewd tests get from rvt_kit: a fresh database with ids at
  * a random offset, a real reviewd on the stack's Redis, and at the end a
  * SIGTERM that must make reviewd exit 0 (under ASan: no leak, no error).
@@ -88,13 +89,14 @@ static void every_operation_answers_as_the_spec_says(void **state)
     const char *check = required_env("OPENAPI_CHECK");
     const char *spec = required_env("OPENAPI_SPEC");
     const char *const argv[] = {node, check, spec, NULL};
-    char port[48], out[700];
-    const char *const env[] = {port, "JWT_SECRET=" RVT_SECRET, NULL};
+    char port[48], redis[300], out[700];
+    const char *const env[] = {port, redis, "JWT_SECRET=" RVT_SECRET, NULL};
     int status = 0;
     pid_t pid;
 
     (void)state;
     snprintf(port, sizeof(port), "REVIEWD_PORT=%d", srv.port);
+    snprintf(redis, sizeof(redis), "REDIS_URL=%s", testkit_redis_url());
     snprintf(out, sizeof(out), "%s/openapi-check.out", srv.dir);
     pid = rvt_spawn(node, argv, env, out);
     assert_true(pid > 0);

@@ -1,7 +1,8 @@
 // tools/openapi-check/check.mjs: runs every operation of docs/openapi.yaml
 // against a running reviewd and checks each answer against the spec.
 //
-//   node check.mjs SPEC   (env: REVIEWD_PORT, JWT_SECRET)
+//   node check.mjs SPEC   (env: REVIEWD_PORT, JWT_SECRET, REDIS_URL: the
+//                          Redis that reviewd locks in)
 //
 // Why a script of its own: the spec is the contract clients code against,
 // so the check reads it the way a client generator would (yaml, then
@@ -15,6 +16,7 @@
 //     body that does not match the listed response's schema (for errors
 //     that includes which codes each status may carry);
 //   - a 2xx or 4xx the spec lists for an operation that no request here
+//     produced, or an error code a listed 4xx may carry that no request
 //     produced (5xx need a failing dependency: described, not run), or an
 //     operation never called;
 //   - a path whose 405 Allow header is not exactly its methods in the spec
@@ -35,8 +37,10 @@ const RACE_WIDTH = 8;
 const specPath = process.argv[2];
 const port = Number(process.env.REVIEWD_PORT);
 const secret = process.env.JWT_SECRET;
-if (!specPath || !port || !secret) {
-    console.error("usage: REVIEWD_PORT=N JWT_SECRET=S node check.mjs SPEC");
+const redisUrl = process.env.REDIS_URL ? new URL(process.env.REDIS_URL) : null;
+if (!specPath || !port || !secret || redisUrl?.protocol !== "redis:") {
+    console.error("usage: REVIEWD_PORT=N JWT_SECRET=S REDIS_URL=redis://... " +
+                  "node check.mjs SPEC");
     process.exit(2);
 }
 
@@ -92,6 +96,15 @@ for (const [path, item] of Object.entries(spec.paths)) {
     }
 }
 const seen = new Map([...ops.keys()].map((id) => [id, new Set()]));
+// "opId status" -> the error codes seen with it
+const seenCodes = new Map();
+
+// The error codes a response allows (its schema's allOf code const/enum).
+function codesOf(response) {
+    const schema = Object.values(response?.content ?? {})[0]?.schema;
+    const code = schema?.allOf?.[1]?.properties?.code;
+    return code?.const ? [code.const] : (code?.enum ?? []);
+}
 
 // ---- HTTP on a plain socket (so that any method, header and declared
 // length can be sent, and the answer read whole) -------------------------
@@ -140,6 +153,50 @@ function request(method, path, { headers = {}, body, raw } = {}) {
                       body: all.slice(end + 4) });
         });
     });
+}
+
+// ---- Redis: holding one of reviewd's locks by hand (its keys are the
+// contract's names), as tests/reviewd/test_reviewd_locks.c does ---------
+
+function redis(...args) {
+    const db = redisUrl.pathname.slice(1) || "0";
+    const resp = (cmd) => `*${cmd.length}\r\n` + cmd.map(
+        (a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join("");
+    return new Promise((resolve, reject) => {
+        const sock = connect(Number(redisUrl.port || 6379), redisUrl.hostname);
+        const chunks = [];
+        const timer = setTimeout(() => {
+            sock.destroy();
+            reject(new Error(`redis ${args[0]}: no answer`));
+        }, REQUEST_TIMEOUT_MS);
+        sock.on("connect", () => sock.write(
+            resp(["SELECT", db]) + resp(args) + resp(["QUIT"])));
+        sock.on("data", (d) => chunks.push(d));
+        sock.on("error", (e) => {
+            clearTimeout(timer);
+            reject(new Error(`redis ${args[0]}: ${e.message}`));
+        });
+        sock.on("close", () => {
+            clearTimeout(timer);
+            const text = Buffer.concat(chunks).toString();
+            if (text.split("\r\n").some((l) => l.startsWith("-"))) {
+                reject(new Error(`redis ${args.join(" ")}: ${text}`));
+            } else {
+                resolve(text);
+            }
+        });
+    });
+}
+
+// Runs fn while key is held by someone else; then frees the key and the
+// fence counter reviewd keeps beside it.
+async function whileHeld(key, fn) {
+    await redis("SET", key, "openapi-check-holds-it", "PX", "30000");
+    try {
+        await fn();
+    } finally {
+        await redis("DEL", key, `{${key}}:fence`);
+    }
 }
 
 // ---- tokens -------------------------------------------------------------
@@ -237,6 +294,11 @@ async function call(opId, want, { id, query = "", token: tok, body,
     const value = checkResponse(label, res,
                                 ["paths", op.path, op.method, "responses",
                                  String(res.status)]);
+    if (typeof value?.code === "string") {
+        const k = `${opId} ${res.status}`;
+        if (!seenCodes.has(k)) seenCodes.set(k, new Set());
+        seenCodes.get(k).add(value.code);
+    }
     return { res, value };
 }
 
@@ -348,6 +410,9 @@ async function lifecycle(docId) {
     await call("submitDocument", 403, { id: docId, token: dave });
     await call("submitDocument", 400, { id: docId, token: alice,
                                         body: JSON.stringify({ x: 1 }) });
+    await call("submitDocument", 400, { id: docId, token: alice, body: "[" });
+    await whileHeld(`lock:doc:submit:${docId}`, () => call(
+        "submitDocument", 409, { id: docId, token: alice }));
     await call("submitDocument", 415, { id: docId, token: alice, body: "{}",
                                         contentType: "text/plain" });
     await call("submitDocument", 413, { id: docId, token: alice, body: "",
@@ -372,6 +437,9 @@ async function lifecycle(docId) {
     await call("approveReview", 403, { id: reviewId, token: alice });
     await call("approveReview", 400, {
         id: reviewId, token: bob, body: JSON.stringify({ comment: 5 }) });
+    await call("approveReview", 400, { id: reviewId, token: bob, body: "{" });
+    await whileHeld(`lock:doc:review:${reviewId}`, () => call(
+        "approveReview", 409, { id: reviewId, token: bob }));
     await call("approveReview", 415, { id: reviewId, token: bob, body: "{}",
                                        contentType: "text/plain" });
     await call("approveReview", 413, { id: reviewId, token: bob, body: "",
@@ -409,6 +477,8 @@ async function lifecycle(docId) {
     await call("rejectReview", 400, { id: r2, token: carol,
                                       body: JSON.stringify({ comment: "" }) });
     await call("rejectReview", 403, { id: r2, token: dave, body: reason });
+    await whileHeld(`lock:doc:review:${r2}`, () => call(
+        "rejectReview", 409, { id: r2, token: carol, body: reason }));
     await call("rejectReview", 415, { id: r2, token: carol, body: reason,
                                       contentType: "text/html" });
     await call("rejectReview", 413, { id: r2, token: carol, body: "",
@@ -491,8 +561,19 @@ async function shapes(ids) {
 function coverage() {
     for (const [opId, op] of ops) {
         for (const status of op.statuses) {
-            if (Number(status) < 500 && !seen.get(opId).has(status)) {
+            if (Number(status) >= 500) continue;
+            if (!seen.get(opId).has(status)) {
                 fail(`${opId}: the spec lists ${status}, no case produced it`);
+                continue;
+            }
+            const { node } = resolveAt(["paths", op.path, op.method,
+                                        "responses", status]);
+            const got = seenCodes.get(`${opId} ${status}`) ?? new Set();
+            for (const code of codesOf(node)) {
+                if (!got.has(code)) {
+                    fail(`${opId}: the spec lets ${status} carry ${code}, ` +
+                         "no case produced it");
+                }
             }
         }
         if (seen.get(opId).size === 0) fail(`${opId}: never called`);
