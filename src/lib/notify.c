@@ -315,7 +315,9 @@ static void reconnect(dlock__notifier *n)
     }
     n->backoff_us = BACKOFF_MIN_US;
     n->conn = conn;
-    connection_lost(n);   /* every channel: subscribe again */
+    /* Every channel is WANT already (joined since, or reset when the last
+     * connection was lost): serve() subscribes them, and the confirmation
+     * wakes their waiters.  Waking them now would only cost each a try. */
 }
 
 static void *notifier_main(void *arg)
