@@ -30,7 +30,7 @@
  *     least 10 ms apart, doubling up to 1 s; a key without a TTL is tried
  *     with backoff from 50 ms to 10 s; all with jitter.  So a waiter costs
  *     a few round trips per holder TTL, not a steady poll.  A client whose
- *     subscriber cannot be started polls every 100-200 ms instead.
+ *     subscriber cannot be started polls every 150-200 ms instead.
  *   - Errors: with wait_ms > 0 a transport error (DLOCK_UNAVAILABLE,
  *     DLOCK_TIMEOUT) ends the wait at once, and the wait never outlasts
  *     wait_ms.  With wait_ms < 0 the wait rides them out: it tries again

@@ -217,6 +217,8 @@ dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
             s.idle_wakes = 0;
         else if (err == DLOCK_BUSY)
             s.idle_wakes++;
+        if (cancelled(&s))
+            break;
     }
     dlock__notify_leave(s.n, s.w);
     return err;
