@@ -26,7 +26,6 @@
 #ifndef DLOCK_SRC_PATTERN_COMMON_H
 #define DLOCK_SRC_PATTERN_COMMON_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 

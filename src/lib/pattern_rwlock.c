@@ -30,6 +30,9 @@
 #include "token.h"
 
 #define INTENT_MS "1000"
+/* A waiting writer tries again at least this often, renewing its intent
+ * well before INTENT_MS runs out. */
+#define INTENT_RENEW_MS 300
 
 #define LUA_KEEP_READERS                                                   \
     "local function keep_readers()\n"                                      \
@@ -280,6 +283,8 @@ dlock_err dlock_rwlock_acquire(dlock_client *c, const char *name,
             .channel = l->channel,
             .deadline_us = dlock__deadline_after_ms(wait_ms),
             .seed = l->token,
+            .poll_max_ms = l->mode == DLOCK_RWLOCK_WRITE ? INTENT_RENEW_MS
+                                                         : 0,
         }, acquire_once, l, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(c, hint);

@@ -86,6 +86,9 @@ static int64_t busy_interval_us(wait_state *s, int64_t hint_ms)
     int64_t cap = s->w != NULL ? POLL_MAX_US : UNSUBSCRIBED_MAX_US;
     int64_t base;
 
+    if (s->spec->poll_max_ms > 0 && s->spec->poll_max_ms * 1000 < cap)
+        cap = s->spec->poll_max_ms * 1000;
+
     if (hint_ms > 0 && hint_ms < cap / 1000) {
         int64_t floor = doubled(FLOOR_FIRST_US, s->idle_wakes, FLOOR_MAX_US);
 

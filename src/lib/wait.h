@@ -70,6 +70,10 @@ typedef struct dlock__wait {
     /* Non-zero: a transport error ends even an unbounded wait (a fail-open
      * acquire degrades on it instead). */
     int fail_fast;
+    /* The longest sleep without a notification, for a try that must be
+     * repeated to keep something alive (a waiting writer's intent); 0:
+     * the default 10 s. */
+    int64_t poll_max_ms;
 } dlock__wait;
 
 /*
