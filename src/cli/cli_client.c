@@ -4,7 +4,8 @@
  *
  * The library's defaults for timeouts and the pool suit a short-lived tool
  * too (one lock, one connection in use), so only the URL, TLS and the
- * offline start are set here.  Messages never echo the URL, which may
+ * offline start are set here; except for a client that keeps a lease
+ * alive, whose timeouts scale with the lease.  Messages never echo the URL, which may
  * hold a password.
  */
 #include "cli_client.h"
@@ -63,7 +64,8 @@ int cli_client_open(const struct cli_args *a, int start_offline,
     return open_client(a, &opts, out);
 }
 
-int cli_client_open_for_lease(const struct cli_args *a, dlock_client **out)
+int cli_client_open_for_lease(const struct cli_args *a, int start_offline,
+                              dlock_client **out)
 {
     int64_t timeout_ms = a->ttl_ms / 4;
     dlock_client_opts opts;
@@ -75,5 +77,6 @@ int cli_client_open_for_lease(const struct cli_args *a, dlock_client **out)
     dlock_client_opts_init(&opts);
     opts.io_timeout_ms = (int)timeout_ms;
     opts.connect_timeout_ms = (int)timeout_ms;
+    opts.start_offline = start_offline;
     return open_client(a, &opts, out);
 }

@@ -27,12 +27,13 @@ int cli_client_open(const struct cli_args *a, int start_offline,
                     dlock_client **out);
 
 /*
- * As cli_client_open (never offline), for a client that keeps a lease
- * alive by renewing it every ttl/3 (`dlock leader`, `run --every`): its
+ * As cli_client_open, for a client that keeps a lease alive by renewing
+ * it every ttl/3 (`dlock run`, `dlock leader`, `run --every`): its
  * connect and round-trip timeouts are a quarter of a->ttl_ms (at most the
  * library's 5 s default, at least 50 ms), so that one stuck call cannot
  * outlast the time left for the next renewal.
  */
-int cli_client_open_for_lease(const struct cli_args *a, dlock_client **out);
+int cli_client_open_for_lease(const struct cli_args *a, int start_offline,
+                              dlock_client **out);
 
 #endif /* DLOCK_CLI_CLIENT_H */

@@ -11,22 +11,32 @@
 #include "cli_cmd.h"
 #include "cli_exit.h"
 #include "cli_say.h"
+#include "cli_token.h"
+
+#include <stdlib.h>
 
 int cli_cmd_extend(const struct cli_args *a)
 {
     dlock_client *client = NULL;
     dlock_lock *lock = NULL;
+    char token[CLI_TOKEN_MAX], why[160];
     dlock_err err;
-    int code = cli_client_open(a, 0, &client);
+    int code;
 
+    if (cli_token_resolve(a->token, getenv("DLOCK_TOKEN"), stdin, token, why,
+                          sizeof(why)) != 0) {
+        cli_say("%s", why);
+        return CLI_EXIT_USAGE;
+    }
+    code = cli_client_open(a, 0, &client);
     if (code != CLI_EXIT_OK)
         return code;
-    err = dlock_lock_attach(client, a->key, a->token, &lock);
+    err = dlock_lock_attach(client, a->key, token, &lock);
     if (err == DLOCK_OK)
         err = dlock_extend(lock, a->ttl_ms);
     if (err == DLOCK_LOST)
         cli_say("lock %.64s is not held by token %s any more (it expired or "
-                "was taken): not extended", a->key, a->token);
+                "was taken): not extended", a->key, token);
     else if (err != DLOCK_OK)
         cli_say("cannot extend lock %.64s: %s", a->key,
                 dlock_client_errmsg(client));
