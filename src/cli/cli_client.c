@@ -80,3 +80,28 @@ int cli_client_open_for_lease(const struct cli_args *a, int start_offline,
     opts.start_offline = start_offline;
     return open_client(a, &opts, out);
 }
+
+int cli_client_attach_token(const struct cli_args *a, dlock_client **client,
+                            dlock_lock **lock, char token[CLI_TOKEN_MAX])
+{
+    char why[160];
+    dlock_err err;
+    int code;
+
+    *client = NULL;
+    *lock = NULL;
+    if (cli_token_resolve(a->token, getenv("DLOCK_TOKEN"), stdin, token, why,
+                          sizeof(why)) != 0) {
+        cli_say("%s", why);
+        return CLI_EXIT_USAGE;
+    }
+    code = cli_client_open(a, 0, client);
+    if (code != CLI_EXIT_OK)
+        return code;
+    err = dlock_lock_attach(*client, a->key, token, lock);
+    if (err == DLOCK_OK)
+        return CLI_EXIT_OK;
+    cli_say("cannot use that token for lock %.64s: %s", a->key,
+            dlock_client_errmsg(*client));
+    return cli_exit_of(err, CLI_EXIT_BUSY);
+}

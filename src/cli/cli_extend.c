@@ -11,29 +11,20 @@
 #include "cli_cmd.h"
 #include "cli_exit.h"
 #include "cli_say.h"
-#include "cli_token.h"
-
-#include <stdlib.h>
 
 int cli_cmd_extend(const struct cli_args *a)
 {
     dlock_client *client = NULL;
     dlock_lock *lock = NULL;
-    char token[CLI_TOKEN_MAX], why[160];
+    char token[CLI_TOKEN_MAX];
     dlock_err err;
-    int code;
+    const int code = cli_client_attach_token(a, &client, &lock, token);
 
-    if (cli_token_resolve(a->token, getenv("DLOCK_TOKEN"), stdin, token, why,
-                          sizeof(why)) != 0) {
-        cli_say("%s", why);
-        return CLI_EXIT_USAGE;
-    }
-    code = cli_client_open(a, 0, &client);
-    if (code != CLI_EXIT_OK)
+    if (code != CLI_EXIT_OK) {
+        dlock_client_free(client);
         return code;
-    err = dlock_lock_attach(client, a->key, token, &lock);
-    if (err == DLOCK_OK)
-        err = dlock_extend(lock, a->ttl_ms);
+    }
+    err = dlock_extend(lock, a->ttl_ms);
     if (err == DLOCK_LOST)
         cli_say("lock %.64s is not held by token %s any more (it expired or "
                 "was taken): not extended", a->key, token);
