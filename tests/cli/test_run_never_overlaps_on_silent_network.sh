@@ -23,23 +23,30 @@ alive() {
     [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 }
 
-# overlap TTL: one round of the scenario with that --ttl.
+# overlap TTL [stubborn]: one round of the scenario with that --ttl; with
+# "stubborn", the loop ignores SIGTERM and --grace is far longer than the
+# TTL, so only a SIGKILL by the deadline can stop it in time.
 overlap() {
-    local ttl=$1 key dir=$WORK/ttl-$1 holder contender
+    local ttl=$1 mode=${2:-} key holder contender
+    local dir=$WORK/ttl-$ttl$mode
     new_key key
     mkdir -p "$dir"
     # The holder's command: a shell whose child shell loops, writing the
     # time (ns) every 10 ms; the loop's pid is its own ($$ of the inner sh).
-    spawn_bg holder "$DLOCK" run --url "$P_URL" --ttl "$ttl" --grace 10s \
-        "$key" -- sh -c 'sh -c "echo \$\$ >$0/loop.pid
-            while :; do date +%s%N >>$0/holder.log; sleep 0.01; done" &
-            wait' "$dir" >/dev/null 2>"$dir/holder.err"
+    {
+        [ "$mode" = stubborn ] && echo "trap '' TERM"
+        echo "echo \$\$ >'$dir/loop.pid'"
+        echo "while :; do date +%s%N >>'$dir/holder.log'; sleep 0.01; done"
+    } >"$dir/loop.sh"
+    spawn_bg holder "$DLOCK" run --url "$P_URL" --ttl "$ttl" --grace 60s \
+        "$key" -- sh -c 'sh "$0" & wait' "$dir/loop.sh" \
+        >/dev/null 2>"$dir/holder.err"
     wait_for 10 has_some_lines "$dir/holder.log"
     loop=$(cat "$dir/loop.pid")
     # Killed at exit if dlock failed to: a test must not leave it behind.
     BG_PIDS+=("$loop")
     fk_proxy P pause
-    note "ttl $ttl: proxy paused, holder's loop is pid $loop"
+    note "ttl $ttl${mode:+ $mode}: proxy paused, holder's loop is pid $loop"
     # The contender goes straight to Redis and waits for the key.  Its
     # command records when it started and whether the loop still ran.
     spawn_bg contender "$DLOCK" run --url "$R_URL" --ttl "$ttl" \
@@ -56,18 +63,18 @@ overlap() {
     read -r started state <"$dir/contender.start"
     last=$(tail -n 1 "$dir/holder.log")
     [ "$state" = dead ] ||
-        fail "ttl $ttl: the holder's loop (pid $loop) still ran when the" \
+        fail "ttl $ttl${mode:+ $mode}: the holder's loop (pid $loop) still ran when the" \
             "contender's command started; holder said: $(cat "$dir/holder.err")"
     [ "$last" -lt "$started" ] ||
-        fail "ttl $ttl: the holder's loop wrote at $last, after the" \
+        fail "ttl $ttl${mode:+ $mode}: the holder's loop wrote at $last, after the" \
             "contender started at $started"
-    alive "$loop" && fail "ttl $ttl: the loop (pid $loop) still runs"
+    alive "$loop" && fail "ttl $ttl${mode:+ $mode}: the loop (pid $loop) still runs"
     wait_exit "$holder" 20
-    expect_status 76 "$EXIT_STATUS" "ttl $ttl: the holder behind the silent proxy"
+    expect_status 76 "$EXIT_STATUS" "ttl $ttl${mode:+ $mode}: the holder behind the silent proxy"
     wait_exit "$contender" 10
-    expect_status 0 "$EXIT_STATUS" "ttl $ttl: the contender"
+    expect_status 0 "$EXIT_STATUS" "ttl $ttl${mode:+ $mode}: the contender"
     fk_proxy P resume
-    note "ttl $ttl: the loop's last write was $(( (started - last) / 1000000 ))" \
+    note "ttl $ttl${mode:+ $mode}: the loop's last write was $(( (started - last) / 1000000 ))" \
         "ms before the contender's command started"
 }
 
@@ -76,6 +83,7 @@ has_some_lines() {
 }
 
 overlap 2s
+overlap 2s stubborn
 if [ "${DLOCK_TEST_LONG:-0}" = 1 ]; then
     overlap 30s
 else
