@@ -10,7 +10,7 @@
  *   AMQP_URL              required: the broker reviewd's relay publishes to
  *   CONTENT_STORE, MONGO_URL   where reviewd keeps the text: pg (default)
  *                         or mongo, read exactly as reviewd reads them
- *                         (rv_content_env.h)
+ *                         (svc_content_env.h)
  *   KH_EXCHANGE, KH_QUEUE the exchange to bind to and the queue to
  *                         consume (kh.documents, kh.indexer); other names
  *                         let tests share a broker without sharing a queue
@@ -44,7 +44,7 @@
 
 #include "kh_consumer.h"
 #include "kh_store.h"
-#include "rv_log.h"
+#include "svc_log.h"
 
 #define KH_VERSION "0.1.0"
 #define KH_POLL_MS 250
@@ -59,7 +59,7 @@ typedef struct kh_config {
     const char *amqp_url;
     const char *exchange;
     const char *queue;
-    char *mongo_url;      /* malloc'd by rv_content_env_load */
+    char *mongo_url;      /* malloc'd by svc_content_env_load */
     kh_store_opts store;
     int prefetch;
     int retry_ms;
@@ -71,7 +71,7 @@ typedef struct kh_config {
 
 typedef struct kh_indexer {
     kh_config cfg;
-    rv_log *log;
+    svc_log *log;
     kh_consumer *amqp;
     kh_store *store;
     int backoff_ms;
@@ -134,7 +134,7 @@ static int load_config(kh_config *cfg, char *err, size_t errlen)
                                              : KH_QUEUE;
     cfg->store.embed_command = env_str("EMBED_COMMAND");
     cfg->log_file = env_str("KH_LOG_FILE");
-    cfg->log_level = rv_log_level_parse(env_str("KH_LOG_LEVEL") != NULL
+    cfg->log_level = svc_log_level_parse(env_str("KH_LOG_LEVEL") != NULL
                                             ? env_str("KH_LOG_LEVEL")
                                             : "info");
     if (cfg->database_url == NULL || cfg->amqp_url == NULL) {
@@ -160,7 +160,7 @@ static int load_config(kh_config *cfg, char *err, size_t errlen)
                    errlen)) {
         return -1;
     }
-    if (rv_content_env_load(&cfg->store.content_store, &cfg->mongo_url, err,
+    if (svc_content_env_load(&cfg->store.content_store, &cfg->mongo_url, err,
                             errlen) != 0) {
         return -1;
     }
@@ -202,7 +202,7 @@ static int ensure_broker(kh_indexer *ix)
     }
     if (kh_consumer_connect(ix->amqp, KH_AMQP_TIMEOUT_MS) != 0) {
         if (!ix->amqp_down_logged) {
-            rv_log_write(ix->log, RV_LOG_WARN, "amqp_down",
+            svc_log_write(ix->log, SVC_LOG_WARN, "amqp_down",
                          json_pack("{s:s}", "error",
                                    kh_consumer_errmsg(ix->amqp)));
             ix->amqp_down_logged = 1;
@@ -214,7 +214,7 @@ static int ensure_broker(kh_indexer *ix)
     }
     ix->amqp_down_logged = 0;
     ix->backoff_ms = KH_BACKOFF_MIN_MS;
-    rv_log_write(ix->log, RV_LOG_INFO, "consuming",
+    svc_log_write(ix->log, SVC_LOG_INFO, "consuming",
                  json_pack("{s:s,s:s,s:s,s:i}", "queue", ix->cfg.queue,
                            "exchange", ix->cfg.exchange, "binding",
                            KH_BINDING,
@@ -226,7 +226,7 @@ static void log_outcome(kh_indexer *ix, const kh_event *ev,
                         const kh_delivery *d, kh_outcome out, int chunks,
                         double ms, const char *err)
 {
-    rv_log_write(ix->log, out == KH_FAILED ? RV_LOG_WARN : RV_LOG_INFO,
+    svc_log_write(ix->log, out == KH_FAILED ? SVC_LOG_WARN : SVC_LOG_INFO,
                  out == KH_FAILED ? "event_failed" : "event_done",
                  json_pack("{s:s,s:s,s:s,s:i,s:b,s:f,s:s?}", "event_id",
                            ev->event_id, "document_id", ev->document_id,
@@ -247,13 +247,13 @@ static void settle(kh_indexer *ix, const kh_delivery *d, kh_outcome out)
     } else if (ix->drops_left > 0) {
         ix->drops_left--;
         kh_consumer_drop_channel(ix->amqp);
-        rv_log_write(ix->log, RV_LOG_INFO, "test_channel_dropped", NULL);
+        svc_log_write(ix->log, SVC_LOG_INFO, "test_channel_dropped", NULL);
         return;
     } else {
         rc = kh_consumer_ack(ix->amqp, d->tag);
     }
     if (rc != 0) {
-        rv_log_write(ix->log, RV_LOG_WARN, "amqp_settle_failed",
+        svc_log_write(ix->log, SVC_LOG_WARN, "amqp_settle_failed",
                      json_pack("{s:s}", "error",
                                kh_consumer_errmsg(ix->amqp)));
     }
@@ -270,14 +270,14 @@ static void handle(kh_indexer *ix, const kh_delivery *d)
     clock_gettime(CLOCK_MONOTONIC, &start);
     if (kh_event_parse(d->body, d->len, &ev, err, sizeof(err)) != 0) {
         /* It can never succeed: retrying would block the queue. */
-        rv_log_write(ix->log, RV_LOG_ERROR, "event_malformed",
+        svc_log_write(ix->log, SVC_LOG_ERROR, "event_malformed",
                      json_pack("{s:s,s:s}", "message_id", d->message_id,
                                "error", err));
         kh_consumer_ack(ix->amqp, d->tag);
         return;
     }
     if (d->message_id[0] != '\0' && strcmp(d->message_id, ev.event_id) != 0) {
-        rv_log_write(ix->log, RV_LOG_WARN, "message_id_mismatch",
+        svc_log_write(ix->log, SVC_LOG_WARN, "message_id_mismatch",
                      json_pack("{s:s,s:s}", "message_id", d->message_id,
                                "event_id", ev.event_id));
     }
@@ -295,14 +295,14 @@ static void run(kh_indexer *ix)
     while (!stop_requested) {
         if (reopen_requested) {
             reopen_requested = 0;
-            rv_log_reopen(ix->log);
+            svc_log_reopen(ix->log);
         }
         if (!ensure_broker(ix)) {
             continue;
         }
         rc = kh_consumer_next(ix->amqp, KH_POLL_MS, &d);
         if (rc < 0) {
-            rv_log_write(ix->log, RV_LOG_WARN, "amqp_down",
+            svc_log_write(ix->log, SVC_LOG_WARN, "amqp_down",
                          json_pack("{s:s}", "error",
                                    kh_consumer_errmsg(ix->amqp)));
             ix->amqp_down_logged = 1;
@@ -330,14 +330,14 @@ static void indexer_close(kh_indexer *ix)
 {
     kh_consumer_free(ix->amqp);
     kh_store_free(ix->store);
-    rv_log_free(ix->log);
+    svc_log_free(ix->log);
     free(ix->cfg.mongo_url);
 }
 
 /* The log, the consumer and the store.  Returns 0, or -1 with err set. */
 static int indexer_open(kh_indexer *ix, char *err, size_t errlen)
 {
-    ix->log = rv_log_new(ix->cfg.log_file, (rv_log_level)ix->cfg.log_level,
+    ix->log = svc_log_new(ix->cfg.log_file, (svc_log_level)ix->cfg.log_level,
                          err, errlen);
     if (ix->log == NULL) {
         return -1;
@@ -368,7 +368,7 @@ static int serve(void)
     ix.backoff_ms = KH_BACKOFF_MIN_MS;
     ix.drops_left = ix.cfg.drop_acks;
     install_signals();
-    rv_log_write(ix.log, RV_LOG_INFO, "starting",
+    svc_log_write(ix.log, SVC_LOG_INFO, "starting",
                  json_pack("{s:s,s:i,s:i,s:b,s:s}", "version", KH_VERSION,
                            "chunk_target", (int)ix.cfg.store.chunk.target_bytes,
                            "chunk_overlap",
@@ -377,7 +377,7 @@ static int serve(void)
                            "content_store",
                            kh_store_content_where(ix.store)));
     run(&ix);
-    rv_log_write(ix.log, RV_LOG_INFO, "stopped", NULL);
+    svc_log_write(ix.log, SVC_LOG_INFO, "stopped", NULL);
     indexer_close(&ix);
     return 0;
 }

@@ -60,7 +60,7 @@ static int die(const char *msg)
 }
 
 /* Runs the migrations on a connection of its own. */
-static int migrate(rv_db *db, rv_log *log, char *err, size_t errlen)
+static int migrate(rv_db *db, svc_log *log, char *err, size_t errlen)
 {
     rv_conn *c = rv_conn_open(db, 0);
     int applied = 0, version = 0, rc;
@@ -72,7 +72,7 @@ static int migrate(rv_db *db, rv_log *log, char *err, size_t errlen)
     rc = rv_migrate_run(c, log, &applied, &version, err, errlen);
     rv_conn_close(c);
     if (rc == 0) {
-        rv_log_write(log, RV_LOG_INFO, "schema_ready",
+        svc_log_write(log, SVC_LOG_INFO, "schema_ready",
                      json_pack("{s:i,s:i}", "version", version, "applied",
                                applied));
     }
@@ -83,14 +83,14 @@ static int cmd_migrate(void)
 {
     char err[512];
     rv_config cfg;
-    rv_log *log;
+    svc_log *log;
     rv_db *db;
     int rc;
 
     if (rv_config_load(&cfg, RV_NEED_DATABASE, err, sizeof(err)) != 0) {
         return die(err);
     }
-    log = rv_log_new(cfg.log_file, (rv_log_level)cfg.log_level, err,
+    log = svc_log_new(cfg.log_file, (svc_log_level)cfg.log_level, err,
                      sizeof(err));
     db = log != NULL ? rv_db_new(cfg.database_url, rv_queries_stmts,
                                  RV_Q_COUNT, cfg.pg_timeout_s, log)
@@ -100,7 +100,7 @@ static int cmd_migrate(void)
         die(log == NULL || db != NULL ? err : "out of memory");
     }
     rv_db_free(db);
-    rv_log_free(log);
+    svc_log_free(log);
     rv_config_clear(&cfg);
     return rc == 0 ? 0 : 1;
 }
@@ -206,7 +206,7 @@ static void block_signals(sigset_t *set)
 }
 
 /* Waits for SIGTERM or SIGINT, reopening the log on SIGHUP. */
-static int wait_for_stop(const sigset_t *set, rv_log *log)
+static int wait_for_stop(const sigset_t *set, svc_log *log)
 {
     int sig = 0;
 
@@ -217,10 +217,10 @@ static int wait_for_stop(const sigset_t *set, rv_log *log)
         if (sig != SIGHUP) {
             return sig;
         }
-        if (rv_log_reopen(log) != 0) {
-            rv_log_write(log, RV_LOG_ERROR, "log_reopen_failed", NULL);
+        if (svc_log_reopen(log) != 0) {
+            svc_log_write(log, SVC_LOG_ERROR, "log_reopen_failed", NULL);
         } else {
-            rv_log_write(log, RV_LOG_INFO, "log_reopened", NULL);
+            svc_log_write(log, SVC_LOG_INFO, "log_reopened", NULL);
         }
     }
 }
@@ -231,14 +231,14 @@ static void log_listening(rv_app *app, uint16_t port)
     char addr[300];
 
     snprintf(addr, sizeof(addr), "%s:%u", cfg->listen_host, (unsigned)port);
-    rv_log_write(app->log, RV_LOG_INFO, "listening",
+    svc_log_write(app->log, SVC_LOG_INFO, "listening",
                  json_pack("{s:s,s:i,s:i,s:s,s:s,s:s,s:s}", "addr", addr,
                            "port", (int)port, "threads", cfg->threads,
                            "redis", rv_locks_configured(app->locks)
                                         ? rv_locks_endpoint(app->locks)
                                         : "off",
                            "content_store",
-                           cfg->content_store == RV_CONTENT_PG ? "pg"
+                           cfg->content_store == SVC_CONTENT_PG ? "pg"
                                                                : "mongo",
                            "version", RV_VERSION, "dlock", dlock_version()));
 }
@@ -249,7 +249,7 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
 {
     memset(app, 0, sizeof(*app));
     app->cfg = cfg;
-    app->log = rv_log_new(cfg->log_file, (rv_log_level)cfg->log_level, err,
+    app->log = svc_log_new(cfg->log_file, (svc_log_level)cfg->log_level, err,
                           errlen);
     if (app->log == NULL) {
         return -1;
@@ -295,7 +295,7 @@ static void app_close(rv_app *app)
     rv_db_free(app->db);
     rv_content_free(app->content);
     rv_metrics_free(app->metrics);
-    rv_log_free(app->log);
+    svc_log_free(app->log);
 }
 
 static int cmd_serve(void)
@@ -329,12 +329,12 @@ static int cmd_serve(void)
     }
     log_listening(&app, port);
     sig = wait_for_stop(&set, app.log);
-    rv_log_write(app.log, RV_LOG_INFO, "stopping",
+    svc_log_write(app.log, SVC_LOG_INFO, "stopping",
                  json_pack("{s:s,s:i}", "signal", strsignal(sig),
                            "drain_s", cfg.drain_timeout_s));
     rv_http_stop(http, cfg.drain_timeout_s);
     rv_sweeper_stop(sweeper);
-    rv_log_write(app.log, RV_LOG_INFO, "stopped", NULL);
+    svc_log_write(app.log, SVC_LOG_INFO, "stopped", NULL);
     app_close(&app);
     rv_config_clear(&cfg);
     return 0;

@@ -2,19 +2,19 @@
  * rv_amqp.c: the publishing AMQP connection (see rv_amqp.h).
  *
  * The connection itself (URL, bounded connect, login, channel 1, error
- * text with host:port) is rv_amqp_conn.h's, shared with kh-indexer's
+ * text with host:port) is svc_amqp_conn.h's, shared with kh-indexer's
  * consumer; this file adds confirm mode, the exchange, publishing and the
  * confirm wait.  rabbitmq-c's calls block on the socket, so every one is
  * bounded: the connect, the handshake and each RPC (login, channel.open,
- * confirm.select, exchange.declare) by rv_amqp_conn_open's timeout, and
+ * confirm.select, exchange.declare) by svc_amqp_conn_open's timeout, and
  * the confirm wait by its own deadline.  A relay thread stuck on a silent
  * broker would stall the whole outbox, which the bounds prevent.
  * Heartbeats are off: rabbitmq-c sends them only from inside its calls,
  * and the relay instead checks the socket for a close on every round
  * (rv_amqp_alive).
  *
- * State: ac.conn == NULL means closed.  Every failing path goes through
- * rv_amqp_conn_fail or _rpc, which record the message and close, so a
+ * State: the connection is closed until svc_amqp_conn_open.  Every
+ * failing path goes through svc_amqp_conn_fail or _rpc, which record the message and close, so a
  * connection in an unknown protocol state is never used again.  Delivery
  * tags count publishes on this connection from 1, as confirm mode numbers
  * them.
@@ -26,12 +26,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "rv_amqp_conn.h"
+#include "svc_amqp_conn.h"
 
-#define RV_AMQP_CHANNEL RV_AMQP_CONN_CHANNEL
+#define RV_AMQP_CHANNEL SVC_AMQP_CONN_CHANNEL
 
 struct rv_amqp {
-    rv_amqp_conn ac;
+    svc_amqp_conn *ac;             /* the connection, owned */
     char *exchange;
     uint64_t next_tag;              /* the tag the next publish gets */
 };
@@ -44,7 +44,8 @@ rv_amqp *rv_amqp_new(const char *url, const char *exchange)
         return NULL;
     }
     a->exchange = strdup(exchange);
-    if (a->exchange == NULL || rv_amqp_conn_init(&a->ac, url) != 0) {
+    a->ac = svc_amqp_conn_new(url);
+    if (a->exchange == NULL || a->ac == NULL) {
         rv_amqp_free(a);
         return NULL;
     }
@@ -56,7 +57,7 @@ void rv_amqp_free(rv_amqp *a)
     if (a == NULL) {
         return;
     }
-    rv_amqp_conn_clear(&a->ac);
+    svc_amqp_conn_free(a->ac);
     free(a->exchange);
     free(a);
 }
@@ -64,20 +65,20 @@ void rv_amqp_free(rv_amqp *a)
 /* Confirm mode on channel 1, and the durable topic exchange. */
 static int confirm_and_declare(rv_amqp *a)
 {
-    amqp_confirm_select(a->ac.conn, RV_AMQP_CHANNEL);
-    if (rv_amqp_conn_rpc(&a->ac, "confirm.select") != 0) {
+    amqp_confirm_select(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL);
+    if (svc_amqp_conn_rpc(a->ac, "confirm.select") != 0) {
         return -1;
     }
-    amqp_exchange_declare(a->ac.conn, RV_AMQP_CHANNEL,
+    amqp_exchange_declare(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
                           amqp_cstring_bytes(a->exchange),
                           amqp_cstring_bytes("topic"), 0, 1, 0, 0,
                           amqp_empty_table);
-    return rv_amqp_conn_rpc(&a->ac, "exchange.declare");
+    return svc_amqp_conn_rpc(a->ac, "exchange.declare");
 }
 
 int rv_amqp_connect(rv_amqp *a, int timeout_ms)
 {
-    if (rv_amqp_conn_open(&a->ac, timeout_ms) != 0
+    if (svc_amqp_conn_open(a->ac, timeout_ms) != 0
         || confirm_and_declare(a) != 0) {
         return -1;
     }
@@ -87,12 +88,12 @@ int rv_amqp_connect(rv_amqp *a, int timeout_ms)
 
 void rv_amqp_close(rv_amqp *a)
 {
-    rv_amqp_conn_close(&a->ac);
+    svc_amqp_conn_close(a->ac);
 }
 
 int rv_amqp_connected(const rv_amqp *a)
 {
-    return a->ac.conn != NULL;
+    return svc_amqp_conn_is_open(a->ac);
 }
 
 int rv_amqp_publish(rv_amqp *a, const char *routing_key,
@@ -104,8 +105,8 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
     int st;
 
     *tag = 0;
-    if (a->ac.conn == NULL) {
-        rv_amqp_conn_set_err(&a->ac, "publish: not connected");
+    if (!svc_amqp_conn_is_open(a->ac)) {
+        svc_amqp_conn_set_err(a->ac, "publish: not connected");
         return -1;
     }
     memset(&props, 0, sizeof(props));
@@ -117,12 +118,12 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
     props.message_id = amqp_cstring_bytes(message_id);
     bytes.bytes = (void *)body;
     bytes.len = len;
-    st = amqp_basic_publish(a->ac.conn, RV_AMQP_CHANNEL,
+    st = amqp_basic_publish(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
                             amqp_cstring_bytes(a->exchange),
                             amqp_cstring_bytes(routing_key), 0, 0, &props,
                             bytes);
     if (st != AMQP_STATUS_OK) {
-        return rv_amqp_conn_fail(&a->ac, "publish", st);
+        return svc_amqp_conn_fail(a->ac, "publish", st);
     }
     *tag = a->next_tag++;
     return 0;
@@ -171,10 +172,11 @@ static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
     int64_t left = deadline - now_ms();
     int st;
 
-    rv_amqp_conn_timeval(left > 0 ? (int)left : 0, &tv);
-    st = amqp_simple_wait_frame_noblock(a->ac.conn, &f, &tv);
+    svc_amqp_conn_timeval(left > 0 ? (int)left : 0, &tv);
+    st = amqp_simple_wait_frame_noblock(svc_amqp_conn_state(a->ac), &f,
+                                        &tv);
     if (st != AMQP_STATUS_OK) {
-        return rv_amqp_conn_fail(&a->ac, "waiting for confirms", st);
+        return svc_amqp_conn_fail(a->ac, "waiting for confirms", st);
     }
     if (f.frame_type != AMQP_FRAME_METHOD) {
         return 0;
@@ -191,9 +193,9 @@ static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
                RV_AMQP_NACKED);
     } else if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD
                || f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
-        rv_amqp_conn_set_err(&a->ac, "waiting for confirms: closed by the "
+        svc_amqp_conn_set_err(a->ac, "waiting for confirms: closed by the "
                              "broker");
-        rv_amqp_conn_drop(&a->ac);
+        svc_amqp_conn_drop(a->ac);
         return -1;
     }
     return 0;
@@ -206,15 +208,15 @@ int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
     const size_t n = (size_t)(last_tag - first_tag + 1);
 
     while (!all_settled(states, n)) {
-        if (a->ac.conn == NULL) {
-            rv_amqp_conn_set_err(&a->ac, "waiting for confirms: not "
+        if (!svc_amqp_conn_is_open(a->ac)) {
+            svc_amqp_conn_set_err(a->ac, "waiting for confirms: not "
                                  "connected");
             return -1;
         }
         if (read_confirm(a, first_tag, last_tag, states, deadline) != 0) {
             return -1;
         }
-        amqp_maybe_release_buffers(a->ac.conn);
+        amqp_maybe_release_buffers(svc_amqp_conn_state(a->ac));
     }
     return 0;
 }
@@ -225,36 +227,39 @@ int rv_amqp_alive(rv_amqp *a)
     struct timeval zero = {0, 0};
     int st;
 
-    if (a->ac.conn == NULL) {
+    if (!svc_amqp_conn_is_open(a->ac)) {
         return 0;
     }
     /* Nothing is expected between batches: a frame here is the broker
      * closing (connection.close), and an error is a dead socket. */
-    st = amqp_simple_wait_frame_noblock(a->ac.conn, &f, &zero);
+    st = amqp_simple_wait_frame_noblock(svc_amqp_conn_state(a->ac), &f,
+                                        &zero);
     if (st == AMQP_STATUS_TIMEOUT) {
         return 1;
     }
     if (st == AMQP_STATUS_OK) {
-        rv_amqp_conn_set_err(&a->ac, "closed by the broker between "
+        svc_amqp_conn_set_err(a->ac, "closed by the broker between "
                              "batches");
-        rv_amqp_conn_drop(&a->ac);
+        svc_amqp_conn_drop(a->ac);
         return 0;
     }
-    rv_amqp_conn_fail(&a->ac, "idle check", st);
+    svc_amqp_conn_fail(a->ac, "idle check", st);
     return 0;
 }
 
 int rv_amqp_fd(const rv_amqp *a)
 {
-    return a->ac.conn != NULL ? amqp_get_sockfd(a->ac.conn) : -1;
+    amqp_connection_state_t k = svc_amqp_conn_state(a->ac);
+
+    return k != NULL ? amqp_get_sockfd(k) : -1;
 }
 
 const char *rv_amqp_endpoint(const rv_amqp *a)
 {
-    return a->ac.endpoint;
+    return svc_amqp_conn_endpoint(a->ac);
 }
 
 const char *rv_amqp_errmsg(const rv_amqp *a)
 {
-    return a->ac.err;
+    return svc_amqp_conn_errmsg(a->ac);
 }

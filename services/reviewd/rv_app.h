@@ -15,13 +15,13 @@
 #include "rv_config.h"
 #include "rv_db.h"
 #include "rv_locks.h"
-#include "rv_log.h"
+#include "svc_log.h"
 #include "rv_metrics.h"
 #include "rv_monitor.h"
 
 typedef struct rv_app {
     const rv_config *cfg;
-    rv_log *log;
+    svc_log *log;
     rv_metrics *metrics;
     rv_db *db;
     rv_locks *locks;

@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rv_content_env.h"
-#include "rv_log.h"
+#include "svc_content_env.h"
+#include "svc_log.h"
 
 #define RV_JWT_SECRET_MIN 32
 
@@ -165,7 +165,7 @@ static int load_database(rv_config *cfg, int need, char *errbuf,
     if (opts == NULL) {
         char shown[160];
 
-        rv_log_redact_url(v, shown, sizeof(shown));
+        svc_log_redact_url(v, shown, sizeof(shown));
         snprintf(errbuf, errlen, "DATABASE_URL: malformed (%s): %s", shown,
                  pqerr != NULL ? strtok(pqerr, "\n") : "out of memory");
         PQfreemem(pqerr);
@@ -186,7 +186,7 @@ static int load_redis(rv_config *cfg, char *errbuf, size_t errlen)
         && strncmp(v, "unix://", 7) != 0) {
         char shown[160];
 
-        rv_log_redact_url(v, shown, sizeof(shown));
+        svc_log_redact_url(v, shown, sizeof(shown));
         snprintf(errbuf, errlen, "REDIS_URL: expected redis://, rediss:// "
                  "or unix://, got \"%s\"", shown);
         return -1;
@@ -280,7 +280,7 @@ static int load_amqp(rv_config *cfg, char *errbuf, size_t errlen)
     if (rv_config_check_amqp_url(v) != 0) {
         char shown[160];
 
-        rv_log_redact_url(v, shown, sizeof(shown));
+        svc_log_redact_url(v, shown, sizeof(shown));
         snprintf(errbuf, errlen, "AMQP_URL: malformed, expected "
                  "amqp://user:pass@host:port/vhost, got \"%s\"", shown);
         return -1;
@@ -312,7 +312,7 @@ static int load_jwt(rv_config *cfg, int need, char *errbuf, size_t errlen)
 
 static int load_content_store(rv_config *cfg, char *errbuf, size_t errlen)
 {
-    return rv_content_env_load(&cfg->content_store, &cfg->mongo_url, errbuf,
+    return svc_content_env_load(&cfg->content_store, &cfg->mongo_url, errbuf,
                                errlen);
 }
 
@@ -321,9 +321,9 @@ static int load_log(rv_config *cfg, char *errbuf, size_t errlen)
     const char *file = env_value("REVIEWD_LOG_FILE");
     const char *level = env_value("REVIEWD_LOG_LEVEL");
 
-    cfg->log_level = RV_LOG_INFO;
+    cfg->log_level = SVC_LOG_INFO;
     if (level != NULL) {
-        cfg->log_level = rv_log_level_parse(level);
+        cfg->log_level = svc_log_level_parse(level);
         if (cfg->log_level < 0) {
             snprintf(errbuf, errlen, "REVIEWD_LOG_LEVEL: expected debug, "
                      "info, warn or error, got \"%.32s\"", level);

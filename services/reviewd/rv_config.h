@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rv_content_env.h"
+#include "svc_content_env.h"
 
 /* Which settings a sub-command needs (bit set). */
 enum {
@@ -44,7 +44,7 @@ typedef struct rv_config {
     char amqp_exchange[128];
     char *jwt_secret;   /* at least 32 bytes */
     size_t jwt_secret_len;
-    rv_content_kind content_store; /* rv_content_env.h */
+    svc_content_kind content_store; /* svc_content_env.h */
     char *mongo_url;
 
     /* REVIEWD_THREADS: HTTP worker threads, each with its own PostgreSQL

@@ -14,27 +14,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_content_mongo.h"
+#include "svc_content_mongo.h"
 #include "rv_queries.h"
 
 struct rv_content {
-    rv_content_kind kind;
-    rv_mongo_store *mongo; /* RV_CONTENT_MONGO only */
-    /* Calls by outcome (rv_store_rc), and whether the last one reached
+    svc_content_kind kind;
+    svc_mongo_store *mongo; /* SVC_CONTENT_MONGO only */
+    /* Calls by outcome (svc_store_rc), and whether the last one reached
      * the server (1), could not (0), or none was made yet (-1). */
-    atomic_uint_fast64_t outcomes[RV_STORE_ERROR + 1];
+    atomic_uint_fast64_t outcomes[SVC_STORE_ERROR + 1];
     atomic_int reached;
 };
 
 /* Counts one MongoDB outcome; returns rc. */
-static rv_store_rc count(rv_content *s, rv_store_rc rc)
+static svc_store_rc count(rv_content *s, svc_store_rc rc)
 {
     atomic_fetch_add(&s->outcomes[rc], 1);
-    atomic_store(&s->reached, rc != RV_STORE_UNAVAILABLE);
+    atomic_store(&s->reached, rc != SVC_STORE_UNAVAILABLE);
     return rc;
 }
 
-rv_content *rv_content_new(const rv_config *cfg, rv_log *log, char *err,
+rv_content *rv_content_new(const rv_config *cfg, svc_log *log, char *err,
                            size_t errlen)
 {
     char why[512];
@@ -46,19 +46,19 @@ rv_content *rv_content_new(const rv_config *cfg, rv_log *log, char *err,
     }
     s->kind = cfg->content_store;
     atomic_init(&s->reached, -1);
-    if (s->kind != RV_CONTENT_MONGO) {
+    if (s->kind != SVC_CONTENT_MONGO) {
         return s;
     }
-    s->mongo = rv_mongo_store_new(cfg->mongo_url, "reviewd", err, errlen);
+    s->mongo = svc_mongo_store_new(cfg->mongo_url, "reviewd", err, errlen);
     if (s->mongo == NULL) {
         free(s);
         return NULL;
     }
-    if (count(s, rv_mongo_store_ping(s->mongo, why, sizeof(why)))
-        != RV_STORE_OK) {
-        rv_log_write(log, RV_LOG_WARN, "content_store_unavailable",
+    if (count(s, svc_mongo_store_ping(s->mongo, why, sizeof(why)))
+        != SVC_STORE_OK) {
+        svc_log_write(log, SVC_LOG_WARN, "content_store_unavailable",
                      json_pack("{s:s,s:s}", "store",
-                               rv_mongo_store_endpoint(s->mongo), "error",
+                               svc_mongo_store_endpoint(s->mongo), "error",
                                why));
     }
     return s;
@@ -69,26 +69,26 @@ void rv_content_free(rv_content *s)
     if (s == NULL) {
         return;
     }
-    rv_mongo_store_free(s->mongo);
+    svc_mongo_store_free(s->mongo);
     free(s);
 }
 
 const char *rv_content_name(const rv_content *s)
 {
-    return s->kind == RV_CONTENT_MONGO ? "mongo" : "pg";
+    return s->kind == SVC_CONTENT_MONGO ? "mongo" : "pg";
 }
 
 void rv_content_stats_get(const rv_content *s, rv_content_stats *out)
 {
-    out->ok = atomic_load(&s->outcomes[RV_STORE_OK]);
-    out->missing = atomic_load(&s->outcomes[RV_STORE_MISSING]);
-    out->unavailable = atomic_load(&s->outcomes[RV_STORE_UNAVAILABLE]);
-    out->errors = atomic_load(&s->outcomes[RV_STORE_ERROR]);
+    out->ok = atomic_load(&s->outcomes[SVC_STORE_OK]);
+    out->missing = atomic_load(&s->outcomes[SVC_STORE_MISSING]);
+    out->unavailable = atomic_load(&s->outcomes[SVC_STORE_UNAVAILABLE]);
+    out->errors = atomic_load(&s->outcomes[SVC_STORE_ERROR]);
 }
 
 const char *rv_content_state(const rv_content *s, int pg_up)
 {
-    if (s->kind != RV_CONTENT_MONGO) {
+    if (s->kind != SVC_CONTENT_MONGO) {
         return pg_up ? "ok" : "down";
     }
     switch (atomic_load(&s->reached)) {
@@ -102,35 +102,35 @@ const char *rv_content_state(const rv_content *s, int pg_up)
 }
 
 /* Logs a MongoDB failure and sets the reply; returns RV_DB_ABORTED. */
-static rv_db_status store_failed(rv_request *req, rv_store_rc rc,
+static rv_db_status store_failed(rv_request *req, svc_store_rc rc,
                                  const char *doc_id, int version,
                                  const char *why, rv_reply *reply)
 {
     static const char *const events[] = {
-        [RV_STORE_OK] = "content_store_ok",
-        [RV_STORE_MISSING] = "content_missing",
-        [RV_STORE_UNAVAILABLE] = "content_store_unavailable",
-        [RV_STORE_ERROR] = "content_store_error",
+        [SVC_STORE_OK] = "content_store_ok",
+        [SVC_STORE_MISSING] = "content_missing",
+        [SVC_STORE_UNAVAILABLE] = "content_store_unavailable",
+        [SVC_STORE_ERROR] = "content_store_error",
     };
 
-    rv_log_write(req->app->log,
-                 rc == RV_STORE_UNAVAILABLE ? RV_LOG_WARN : RV_LOG_ERROR,
+    svc_log_write(req->app->log,
+                 rc == SVC_STORE_UNAVAILABLE ? SVC_LOG_WARN : SVC_LOG_ERROR,
                  events[rc],
                  json_pack("{s:s,s:s,s:i,s:s}", "request_id",
                            req->request_id, "document_id", doc_id,
                            "version", version, "error", why));
     switch (rc) {
-    case RV_STORE_UNAVAILABLE:
+    case SVC_STORE_UNAVAILABLE:
         rv_reply_error(reply, 503, "CONTENT_UNAVAILABLE",
                        "the content store is unavailable; retry later");
         break;
-    case RV_STORE_MISSING:
+    case SVC_STORE_MISSING:
         rv_reply_error(reply, 500, "CONTENT_MISSING",
                        "the text of this document version is missing from "
                        "the content store");
         break;
-    case RV_STORE_OK:
-    case RV_STORE_ERROR:
+    case SVC_STORE_OK:
+    case SVC_STORE_ERROR:
         rv_reply_error(reply, 500, "CONTENT_STORE_ERROR",
                        "the content store failed");
         break;
@@ -143,15 +143,15 @@ rv_db_status rv_content_put(rv_request *req, rv_conn *c, const char *doc_id,
                             rv_reply *reply)
 {
     char why[512];
-    rv_store_rc rc;
+    svc_store_rc rc;
 
-    if (req->app->content->kind != RV_CONTENT_MONGO) {
+    if (req->app->content->kind != SVC_CONTENT_MONGO) {
         return rv_q_content_put(c, doc_id, content);
     }
     rc = count(req->app->content,
-               rv_mongo_store_put(req->app->content->mongo, doc_id, version,
+               svc_mongo_store_put(req->app->content->mongo, doc_id, version,
                                   content, why, sizeof(why)));
-    return rc == RV_STORE_OK
+    return rc == SVC_STORE_OK
                ? RV_DB_OK
                : store_failed(req, rc, doc_id, version, why, reply);
 }
@@ -163,7 +163,7 @@ rv_db_status rv_content_carry(rv_request *req, rv_conn *c,
     char *text = NULL;
     rv_db_status st;
 
-    if (req->app->content->kind != RV_CONTENT_MONGO) {
+    if (req->app->content->kind != SVC_CONTENT_MONGO) {
         return RV_DB_OK;
     }
     st = rv_content_get(req, c, doc_id, from, &text, reply);
@@ -181,14 +181,14 @@ rv_db_status rv_content_get(rv_request *req, rv_conn *c, const char *doc_id,
     PGresult *res = NULL;
     int found = 0;
     rv_db_status st;
-    rv_store_rc rc;
+    svc_store_rc rc;
 
     *text = NULL;
-    if (req->app->content->kind == RV_CONTENT_MONGO) {
+    if (req->app->content->kind == SVC_CONTENT_MONGO) {
         rc = count(req->app->content,
-                   rv_mongo_store_get(req->app->content->mongo, doc_id,
+                   svc_mongo_store_get(req->app->content->mongo, doc_id,
                                       version, text, why, sizeof(why)));
-        return rc == RV_STORE_OK
+        return rc == SVC_STORE_OK
                    ? RV_DB_OK
                    : store_failed(req, rc, doc_id, version, why, reply);
     }

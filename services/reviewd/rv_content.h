@@ -6,7 +6,7 @@
  * the request's own connection inside its transaction, so a document and
  * its text commit together; the version is not needed.
  *
- * mongo (rv_content_mongo.h): one immutable record per (document id,
+ * mongo (svc_content_mongo.h): one immutable record per (document id,
  * version).  PostgreSQL's kh_document row is the pointer: its committed
  * (id, version) names the one record that holds its text, and a reader
  * fetches exactly that record.  A create or edit runs, inside the
@@ -61,7 +61,7 @@ typedef struct rv_content rv_content;
 /* Builds the store cfg->content_store names; NULL with the reason in err.
  * The MongoDB store is pinged once and an unreachable server is logged,
  * not refused: requests that need it fail with 503 until it answers. */
-rv_content *rv_content_new(const rv_config *cfg, rv_log *log, char *err,
+rv_content *rv_content_new(const rv_config *cfg, svc_log *log, char *err,
                            size_t errlen);
 void rv_content_free(rv_content *s);
 

@@ -14,7 +14,7 @@
 
 #include <libpq-fe.h>
 
-#include "rv_content_mongo.h"
+#include "svc_content_mongo.h"
 
 typedef struct walk {
     PGconn *pg;
@@ -62,14 +62,14 @@ long rv_content_orphans_list(const rv_config *cfg, FILE *out, char *err,
                              size_t errlen)
 {
     walk w = {NULL, out, 0, 0, err, errlen};
-    rv_mongo_store *m;
-    rv_store_rc rc;
+    svc_mongo_store *m;
+    svc_store_rc rc;
 
-    if (cfg->content_store != RV_CONTENT_MONGO) {
+    if (cfg->content_store != SVC_CONTENT_MONGO) {
         snprintf(err, errlen, "content-orphans: CONTENT_STORE is not mongo");
         return -1;
     }
-    m = rv_mongo_store_new(cfg->mongo_url, "reviewd", err, errlen);
+    m = svc_mongo_store_new(cfg->mongo_url, "reviewd", err, errlen);
     if (m == NULL) {
         return -1;
     }
@@ -78,11 +78,11 @@ long rv_content_orphans_list(const rv_config *cfg, FILE *out, char *err,
         snprintf(err, errlen, "content-orphans: DATABASE_URL: %s",
                  PQerrorMessage(w.pg));
         PQfinish(w.pg);
-        rv_mongo_store_free(m);
+        svc_mongo_store_free(m);
         return -1;
     }
-    rc = rv_mongo_store_each(m, check_record, &w, err, errlen);
+    rc = svc_mongo_store_each(m, check_record, &w, err, errlen);
     PQfinish(w.pg);
-    rv_mongo_store_free(m);
-    return rc != RV_STORE_OK || w.failed ? -1 : w.listed;
+    svc_mongo_store_free(m);
+    return rc != SVC_STORE_OK || w.failed ? -1 : w.listed;
 }

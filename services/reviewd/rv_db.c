@@ -32,7 +32,7 @@ struct rv_db {
     const rv_stmt_def *stmts;
     size_t nstmts;
     int timeout_s;
-    rv_log *log;
+    svc_log *log;
     pthread_key_t key;
     atomic_int_fast64_t open;
     atomic_int_fast64_t in_use;
@@ -57,7 +57,7 @@ static void conn_destroy(void *p)
 }
 
 rv_db *rv_db_new(const char *url, const rv_stmt_def *stmts, size_t nstmts,
-                 int timeout_s, rv_log *log)
+                 int timeout_s, svc_log *log)
 {
     rv_db *db = calloc(1, sizeof(*db));
 
@@ -150,7 +150,7 @@ static void log_notice(void *arg, const char *message)
     while (n > 0 && text[n - 1] == '\n') {
         text[--n] = '\0';
     }
-    rv_log_write(db->log, RV_LOG_DEBUG, "postgres_notice",
+    svc_log_write(db->log, SVC_LOG_DEBUG, "postgres_notice",
                  json_pack("{s:s}", "notice", text));
 }
 
@@ -210,7 +210,7 @@ rv_conn *rv_db_thread_conn(rv_db *db)
         return c;
     }
     if (connect_ready(c) != 0) {
-        rv_log_write(db->log, RV_LOG_DEBUG, "postgres_connect_failed",
+        svc_log_write(db->log, SVC_LOG_DEBUG, "postgres_connect_failed",
                      json_pack("{s:s}", "error", c->errmsg));
         return NULL;
     }
@@ -227,7 +227,7 @@ rv_conn *rv_conn_open(rv_db *db, int prepare)
     c->db = db;
     c->prepare = prepare;
     if (connect_ready(c) != 0) {
-        rv_log_write(db->log, RV_LOG_WARN, "postgres_connect_failed",
+        svc_log_write(db->log, SVC_LOG_WARN, "postgres_connect_failed",
                      json_pack("{s:s}", "error", c->errmsg));
         free(c);
         return NULL;

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rv_log.h"
+#include "svc_log.h"
 
 typedef struct rv_db rv_db;
 typedef struct rv_conn rv_conn;
@@ -66,7 +66,7 @@ typedef struct rv_db_stats {
  * Returns NULL on allocation failure.
  */
 rv_db *rv_db_new(const char *url, const rv_stmt_def *stmts, size_t nstmts,
-                 int timeout_s, rv_log *log);
+                 int timeout_s, svc_log *log);
 void rv_db_free(rv_db *db);
 
 /* This thread's connection, connected and prepared, or NULL when

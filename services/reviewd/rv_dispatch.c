@@ -15,7 +15,7 @@
 
 #include "rv_handlers.h"
 #include "rv_idempotency.h"
-#include "rv_json.h"
+#include "svc_json.h"
 
 typedef void (*handler_fn)(rv_request *req, rv_reply *reply);
 
@@ -170,13 +170,13 @@ json_t *rv_body_object(const rv_request *req, int optional,
         }
         return obj;
     }
-    obj = rv_json_parse_object(req->body, req->body_len, detail,
+    obj = svc_json_parse_object(req->body, req->body_len, detail,
                                sizeof(detail));
     if (obj == NULL) {
         rv_reply_error(reply, 400, "INVALID_JSON", detail);
         return NULL;
     }
-    if (rv_json_only_fields(obj, allowed, detail, sizeof(detail)) != 0) {
+    if (svc_json_only_fields(obj, allowed, detail, sizeof(detail)) != 0) {
         rv_reply_error(reply, 400, "INVALID_ARGUMENT", detail);
         json_decref(obj);
         return NULL;

@@ -15,7 +15,7 @@
 
 #include "rv_content.h"
 #include "rv_handlers.h"
-#include "rv_json.h"
+#include "svc_json.h"
 #include "rv_queries.h"
 #include "rv_tx.h"
 #include "rv_views.h"
@@ -40,9 +40,9 @@ static int read_doc_fields(const json_t *body, int required, doc_input *in,
     char detail[160];
     int t, c;
 
-    t = rv_json_string_field(body, "title", 1, RV_TITLE_MAX, 0, &in->title,
+    t = svc_json_string_field(body, "title", 1, RV_TITLE_MAX, 0, &in->title,
                              detail, sizeof(detail));
-    c = t < 0 ? 0 : rv_json_string_field(body, "content", 0, RV_CONTENT_MAX,
+    c = t < 0 ? 0 : svc_json_string_field(body, "content", 0, RV_CONTENT_MAX,
                                          0, &in->content, detail,
                                          sizeof(detail));
     if (t < 0 || c < 0) {

@@ -18,7 +18,7 @@
  *
  * The request path makes no system call of its own beyond the database's
  * and the one write(2) of its log line: request ids come from a counter
- * (new_request_id) and the log line is formatted in place (rv_log_line).
+ * (new_request_id) and the log line is formatted in place (svc_log_line).
  */
 #include "rv_http.h"
 
@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "rv_dispatch.h"
-#include "rv_json.h"
+#include "svc_json.h"
 #include "rv_request.h"
 
 /* A client still sending this far past the cap is not making a mistake. */
@@ -359,31 +359,31 @@ static const char *termination_name(enum MHD_RequestTerminationCode toe)
 }
 
 /* The request's line in the access log, built field by field
- * (rv_log_line): a path that is not UTF-8 is left out of it. */
+ * (svc_log_line): a path that is not UTF-8 is left out of it. */
 static void log_request(http_req *h, double secs,
                         enum MHD_RequestTerminationCode toe)
 {
-    rv_log_line line;
+    svc_log_line line;
 
-    if (!rv_log_line_begin(h->req.app->log, RV_LOG_INFO, "request", &line)) {
+    if (!svc_log_line_begin(h->req.app->log, SVC_LOG_INFO, "request", &line)) {
         return;
     }
-    rv_log_line_str(&line, "request_id", h->req.request_id);
-    rv_log_line_str(&line, "method", h->req.method);
-    rv_log_line_str(&line, "path", h->req.path);
-    rv_log_line_str(&line, "route", rv_router_path_label(h->req.match.path));
-    rv_log_line_int(&line, "status", (long long)h->reply.status);
-    rv_log_line_fixed3(&line, "duration_ms", secs * 1e3);
+    svc_log_line_str(&line, "request_id", h->req.request_id);
+    svc_log_line_str(&line, "method", h->req.method);
+    svc_log_line_str(&line, "path", h->req.path);
+    svc_log_line_str(&line, "route", rv_router_path_label(h->req.match.path));
+    svc_log_line_int(&line, "status", (long long)h->reply.status);
+    svc_log_line_fixed3(&line, "duration_ms", secs * 1e3);
     if (h->req.authenticated) {
-        rv_log_line_str(&line, "user", h->req.who.sub);
+        svc_log_line_str(&line, "user", h->req.who.sub);
     }
     if (h->req.lock_outcome[0] != '\0') {
-        rv_log_line_str(&line, "lock", h->req.lock_outcome);
+        svc_log_line_str(&line, "lock", h->req.lock_outcome);
     }
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
-        rv_log_line_str(&line, "terminated", termination_name(toe));
+        svc_log_line_str(&line, "terminated", termination_name(toe));
     }
-    rv_log_line_end(&line);
+    svc_log_line_end(&line);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn,
@@ -435,7 +435,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     while (n > 0 && msg[n - 1] == '\n') {
         msg[--n] = '\0';
     }
-    rv_log_write(app->log, RV_LOG_DEBUG, "http_server",
+    svc_log_write(app->log, SVC_LOG_DEBUG, "http_server",
                  json_pack("{s:s}", "detail", msg));
 }
 

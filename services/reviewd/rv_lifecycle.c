@@ -28,7 +28,7 @@
 
 #include "rv_handlers.h"
 #include "rv_idempotency.h"
-#include "rv_json.h"
+#include "svc_json.h"
 #include "rv_locks.h"
 #include "rv_queries.h"
 #include "rv_tx.h"
@@ -281,7 +281,7 @@ static void handle_decision(rv_request *req, const char *decision,
     memset(&held, 0, sizeof(held));
     a.decision = decision;
     a.held = &held;
-    rc = rv_json_string_field(body, "comment", comment_required ? 1 : 0,
+    rc = svc_json_string_field(body, "comment", comment_required ? 1 : 0,
                               RV_COMMENT_MAX, !comment_required, &a.comment,
                               detail, sizeof(detail));
     if (rc < 0 || (comment_required && rc == 0)) {

@@ -19,10 +19,10 @@
 struct rv_locks {
     dlock_client *client; /* NULL when REDIS_URL is empty */
     rv_metrics *metrics;
-    rv_log *log;
+    svc_log *log;
 };
 
-rv_locks *rv_locks_new(const rv_config *cfg, rv_log *log, rv_metrics *m,
+rv_locks *rv_locks_new(const rv_config *cfg, svc_log *log, rv_metrics *m,
                        char *errbuf, size_t errlen)
 {
     rv_locks *locks = calloc(1, sizeof(*locks));

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "rv_config.h"
-#include "rv_log.h"
+#include "svc_log.h"
 #include "rv_metrics.h"
 
 typedef struct rv_locks rv_locks;
@@ -43,7 +43,7 @@ typedef struct rv_held {
  * (malformed, bad options) is an error: NULL with "REDIS_URL: ..." in
  * errbuf.  Redis being down is not an error.
  */
-rv_locks *rv_locks_new(const rv_config *cfg, rv_log *log, rv_metrics *m,
+rv_locks *rv_locks_new(const rv_config *cfg, svc_log *log, rv_metrics *m,
                        char *errbuf, size_t errlen);
 void rv_locks_free(rv_locks *locks);
 

@@ -72,7 +72,7 @@ static int checksum_matches(rv_conn *c, const rv_migration *m,
     return same;
 }
 
-static int apply_one(rv_conn *c, const rv_migration *m, rv_log *log)
+static int apply_one(rv_conn *c, const rv_migration *m, svc_log *log)
 {
     char version[16];
     const char *params[] = {version, m->name, m->sql};
@@ -86,14 +86,14 @@ static int apply_one(rv_conn *c, const rv_migration *m, rv_log *log)
                             "md5($3))", 3, params, NULL) != RV_DB_OK) {
         return -1;
     }
-    rv_log_write(log, RV_LOG_INFO, "migration_applied",
+    svc_log_write(log, SVC_LOG_INFO, "migration_applied",
                  json_pack("{s:i,s:s}", "version", m->version, "name",
                            m->name));
     return 0;
 }
 
 /* Applies what is missing; checks what is there. */
-static int apply_missing(rv_conn *c, PGresult *done, rv_log *log,
+static int apply_missing(rv_conn *c, PGresult *done, svc_log *log,
                          int *applied, char *errbuf, size_t errlen)
 {
     size_t i;
@@ -131,7 +131,7 @@ static int highest_version(PGresult *done, int applied_max)
     return v;
 }
 
-int rv_migrate_run(rv_conn *c, rv_log *log, int *applied, int *version,
+int rv_migrate_run(rv_conn *c, svc_log *log, int *applied, int *version,
                    char *errbuf, size_t errlen)
 {
     PGresult *done;
@@ -158,7 +158,7 @@ int rv_migrate_run(rv_conn *c, rv_log *log, int *applied, int *version,
     }
     *version = highest_version(done, known);
     if (*version > known) {
-        rv_log_write(log, RV_LOG_WARN, "schema_newer_than_binary",
+        svc_log_write(log, SVC_LOG_WARN, "schema_newer_than_binary",
                      json_pack("{s:i,s:i}", "database", *version, "binary",
                                known));
     }

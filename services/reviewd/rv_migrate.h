@@ -21,7 +21,7 @@
 #include <stddef.h>
 
 #include "rv_db.h"
-#include "rv_log.h"
+#include "svc_log.h"
 
 typedef struct rv_migration {
     int version;
@@ -38,7 +38,7 @@ extern const size_t rv_migrations_count;
  * how many were new, version the highest version now in the database.
  * Returns 0, or -1 with a message in errbuf (nothing was applied).
  */
-int rv_migrate_run(rv_conn *c, rv_log *log, int *applied, int *version,
+int rv_migrate_run(rv_conn *c, svc_log *log, int *applied, int *version,
                    char *errbuf, size_t errlen);
 
 #endif /* RV_MIGRATE_H */

@@ -18,7 +18,7 @@
 
 struct rv_monitor {
     rv_locks *locks;
-    rv_log *log;
+    svc_log *log;
     int interval_ms;
     atomic_int redis;
     pthread_t thread;
@@ -49,7 +49,7 @@ static void set_state(rv_monitor *mon, atomic_int *slot, const char *dep,
     if (before == (int)now) {
         return;
     }
-    rv_log_write(mon->log, now == RV_DEP_OK ? RV_LOG_INFO : RV_LOG_WARN,
+    svc_log_write(mon->log, now == RV_DEP_OK ? SVC_LOG_INFO : SVC_LOG_WARN,
                  now == RV_DEP_OK ? "dependency_up" : "dependency_down",
                  json_pack("{s:s,s:s,s:s}", "dependency", dep, "target",
                            target, "mode",
@@ -117,7 +117,7 @@ static int init_sync(rv_monitor *mon)
 }
 
 rv_monitor *rv_monitor_start(const rv_config *cfg, rv_locks *locks,
-                             rv_log *log)
+                             svc_log *log)
 {
     rv_monitor *mon = calloc(1, sizeof(*mon));
 

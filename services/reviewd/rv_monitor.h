@@ -17,7 +17,7 @@
 
 #include "rv_config.h"
 #include "rv_locks.h"
-#include "rv_log.h"
+#include "svc_log.h"
 
 typedef struct rv_monitor rv_monitor;
 
@@ -31,7 +31,7 @@ typedef enum rv_dep_state {
 /* Checks once synchronously (so /readyz is right from the first
  * request), then starts the thread.  Returns NULL on failure. */
 rv_monitor *rv_monitor_start(const rv_config *cfg, rv_locks *locks,
-                             rv_log *log);
+                             svc_log *log);
 void rv_monitor_stop(rv_monitor *mon);
 
 rv_dep_state rv_monitor_redis(rv_monitor *mon);

@@ -106,7 +106,7 @@ static void set_state(rv_relay *r, rv_dep_state now, const char *error)
     if (before == (int)now) {
         return;
     }
-    rv_log_write(r->app->log, now == RV_DEP_OK ? RV_LOG_INFO : RV_LOG_WARN,
+    svc_log_write(r->app->log, now == RV_DEP_OK ? SVC_LOG_INFO : SVC_LOG_WARN,
                  now == RV_DEP_OK ? "dependency_up" : "dependency_down",
                  json_pack("{s:s,s:s,s:s?}", "dependency", "amqp", "target",
                            rv_amqp_endpoint(r->amqp), "error", error));
@@ -126,7 +126,7 @@ static int ensure_pg(rv_relay *r)
     }
     if (r->conn == NULL) {
         if (!r->pg_failing) {
-            rv_log_write(r->app->log, RV_LOG_WARN, "relay_postgres_down",
+            svc_log_write(r->app->log, SVC_LOG_WARN, "relay_postgres_down",
                          NULL);
         }
         r->pg_failing = 1;
@@ -138,7 +138,7 @@ static int ensure_pg(rv_relay *r)
 
 static void drop_pg(rv_relay *r)
 {
-    rv_log_write(r->app->log, RV_LOG_WARN, "relay_postgres_error",
+    svc_log_write(r->app->log, SVC_LOG_WARN, "relay_postgres_error",
                  json_pack("{s:s}", "error", rv_conn_errmsg(r->conn)));
     rv_conn_close(r->conn);
     r->conn = NULL;
@@ -352,7 +352,7 @@ static void prune(rv_relay *r)
         return;
     }
     if (strcmp(PQcmdTuples(res), "0") != 0) {
-        rv_log_write(r->app->log, RV_LOG_INFO, "outbox_pruned",
+        svc_log_write(r->app->log, SVC_LOG_INFO, "outbox_pruned",
                      json_pack("{s:s}", "rows", PQcmdTuples(res)));
     }
     PQclear(res);

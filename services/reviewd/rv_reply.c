@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_json.h"
+#include "svc_json.h"
 
 static const char oom_body[] =
     "{\"code\":\"INTERNAL\",\"detail\":\"out of memory\"}";
@@ -28,7 +28,7 @@ void rv_reply_error(rv_reply *reply, unsigned status, const char *code,
     rv_reply_clear(reply);
     reply->status = status;
     reply->code = code;
-    reply->body = rv_json_error_body(code, detail);
+    reply->body = svc_json_error_body(code, detail);
     if (reply->body == NULL) {
         reply_oom(reply);
     }
@@ -38,7 +38,7 @@ void rv_reply_json(rv_reply *reply, unsigned status, json_t *obj)
 {
     rv_reply_clear(reply);
     reply->status = status;
-    reply->body = rv_json_dump_steal(obj);
+    reply->body = svc_json_dump_steal(obj);
     if (reply->body == NULL) {
         reply_oom(reply);
     }

@@ -44,7 +44,7 @@ static void sweep_once(rv_sweeper *sw)
         return;
     }
     if (!sw->failing) {
-        rv_log_write(sw->app->log, RV_LOG_WARN, "idempotency_sweep_failed",
+        svc_log_write(sw->app->log, SVC_LOG_WARN, "idempotency_sweep_failed",
                      json_pack("{s:s}", "error", sw->conn != NULL
                                ? rv_conn_errmsg(sw->conn) : "no connection"));
     }

@@ -35,14 +35,14 @@ void rv_tx_fail(rv_request *req, rv_conn *c, rv_db_status st,
     switch (st) {
     case RV_DB_UNAVAILABLE:
     case RV_DB_RETRY:
-        rv_log_write(req->app->log, RV_LOG_WARN, "postgres_unavailable",
+        svc_log_write(req->app->log, SVC_LOG_WARN, "postgres_unavailable",
                      json_pack("{s:s,s:s}", "request_id", req->request_id,
                                "error", msg));
         rv_reply_error(reply, 503, "UNAVAILABLE",
                        "the database is unavailable; retry later");
         return;
     case RV_DB_CONSTRAINT:
-        rv_log_write(req->app->log, RV_LOG_INFO, "database_guard",
+        svc_log_write(req->app->log, SVC_LOG_INFO, "database_guard",
                      json_pack("{s:s,s:s}", "request_id", req->request_id,
                                "constraint",
                                c != NULL ? rv_conn_constraint(c) : ""));
@@ -55,7 +55,7 @@ void rv_tx_fail(rv_request *req, rv_conn *c, rv_db_status st,
     case RV_DB_ERROR:
         break;
     }
-    rv_log_write(req->app->log, RV_LOG_ERROR, "database_error",
+    svc_log_write(req->app->log, SVC_LOG_ERROR, "database_error",
                  json_pack("{s:s,s:s}", "request_id", req->request_id,
                            "error", msg));
     rv_reply_error(reply, 500, "INTERNAL", "internal database error");

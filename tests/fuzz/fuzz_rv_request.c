@@ -30,7 +30,7 @@
  *     400 query, 415, 400 key), and the answer is the one computed here
  *     independently from the request; a 405 carries Allow;
  *   - the query is refused exactly when jansson refuses one of its
- *     strings, and then exactly when rv_utf8_valid does too;
+ *     strings, and then exactly when svc_utf8_valid does too;
  *   - every error body is a JSON object whose "code" is the reply's code
  *     and whose "detail" is a string, in valid UTF-8;
  *   - a request that passes reaches rv_body_object, which returns an
@@ -49,7 +49,7 @@
 #include "rv_dispatch.h"
 #include "rv_handlers.h"
 #include "rv_idempotency.h"
-#include "rv_json.h"
+#include "svc_json.h"
 
 #define TARGET "rv_request"
 #define INPUT_MAX 65536
@@ -144,8 +144,8 @@ static json_t *collect_query(const char *q, int *dup, int *utf8_ok)
             *dup = 1; /* and, as in rv_http.c, its value goes unread */
             continue;
         }
-        if (!rv_utf8_valid(arg, strlen(arg)) ||
-            !rv_utf8_valid(value, strlen(value)))
+        if (!svc_utf8_valid(arg, strlen(arg)) ||
+            !svc_utf8_valid(value, strlen(value)))
             *utf8_ok = 0;
         v = json_string(value);
         if (v == NULL || json_object_set_new(obj, arg, v) != 0) {
@@ -230,7 +230,7 @@ static void check_error_body(const rv_reply *reply)
 
     if (reply->body == NULL || reply->code == NULL)
         fuzz_fail(TARGET, "status %u without a body or code", reply->status);
-    if (!rv_utf8_valid(reply->body, strlen(reply->body)))
+    if (!svc_utf8_valid(reply->body, strlen(reply->body)))
         fuzz_fail(TARGET, "error body is not UTF-8: %s", reply->body);
     root = json_loads(reply->body, JSON_REJECT_DUPLICATES, &err);
     code = json_string_value(json_object_get(root, "code"));
@@ -319,7 +319,7 @@ static void run_request(fuzz_req *f, rv_app *app)
     if (dup)
         req.query_dup = "dup";
     if ((req.query != NULL) != utf8_ok)
-        fuzz_fail(TARGET, "query %s: jansson says %d, rv_utf8_valid %d",
+        fuzz_fail(TARGET, "query %s: jansson says %d, svc_utf8_valid %d",
                   q, req.query != NULL, utf8_ok);
     if (f->field[5] != NULL)
         declared = strtoll(f->field[5], NULL, 10);

@@ -1,11 +1,11 @@
 /*
- * rv_content_env.c: reading CONTENT_STORE and MONGO_URL (see
- * rv_content_env.h).
+ * svc_content_env.c: reading CONTENT_STORE and MONGO_URL (see
+ * svc_content_env.h).
  *
  * An empty variable counts as unset, as everywhere in reviewd's
  * configuration, so `CONTENT_STORE= reviewd` means the default.
  */
-#include "rv_content_env.h"
+#include "svc_content_env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +25,13 @@ static int mongodb_scheme(const char *url)
            || strncmp(url, "mongodb+srv://", 14) == 0;
 }
 
-int rv_content_env_load(rv_content_kind *kind, char **mongo_url, char *err,
+int svc_content_env_load(svc_content_kind *kind, char **mongo_url, char *err,
                         size_t errlen)
 {
     const char *store = env_value("CONTENT_STORE");
     const char *mongo = env_value("MONGO_URL");
 
-    *kind = RV_CONTENT_PG;
+    *kind = SVC_CONTENT_PG;
     *mongo_url = NULL;
     if (store == NULL || strcmp(store, "pg") == 0) {
         return 0;
@@ -51,6 +51,6 @@ int rv_content_env_load(rv_content_kind *kind, char **mongo_url, char *err,
         snprintf(err, errlen, "MONGO_URL: out of memory");
         return -1;
     }
-    *kind = RV_CONTENT_MONGO;
+    *kind = SVC_CONTENT_MONGO;
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * rv_json.h: strict JSON input and the API's error bodies.
+ * svc_json.h: strict JSON input and the API's error bodies.
  *
  * Request bodies are parsed by jansson with JSON_REJECT_DUPLICATES (a body
  * with "title" twice is ambiguous, so it is refused) and jansson's own
@@ -12,8 +12,8 @@
  * frees; json_t results follow jansson's reference rules as stated.
  * Threads: all functions are reentrant.
  */
-#ifndef RV_JSON_H
-#define RV_JSON_H
+#ifndef SVC_JSON_H
+#define SVC_JSON_H
 
 #include <jansson.h>
 #include <stddef.h>
@@ -23,14 +23,14 @@
  * reference), or NULL with a human message in detail: not JSON, not
  * UTF-8, a duplicate key, \u0000 in a string, or not an object.
  */
-json_t *rv_json_parse_object(const char *body, size_t len, char *detail,
+json_t *svc_json_parse_object(const char *body, size_t len, char *detail,
                              size_t detaillen);
 
 /*
  * Checks that every key of obj is in the NULL-terminated list allowed.
  * Returns 0, or -1 with "unknown field \"x\"" in detail.
  */
-int rv_json_only_fields(const json_t *obj, const char *const *allowed,
+int svc_json_only_fields(const json_t *obj, const char *const *allowed,
                         char *detail, size_t detaillen);
 
 /*
@@ -39,23 +39,23 @@ int rv_json_only_fields(const json_t *obj, const char *const *allowed,
  * 0 when absent, or null and null_ok (then *out is NULL); -1 with a
  * message in detail when it has the wrong type or length.
  */
-int rv_json_string_field(const json_t *obj, const char *name,
+int svc_json_string_field(const json_t *obj, const char *name,
                          size_t min_chars, size_t max_chars, int null_ok,
                          const char **out, char *detail, size_t detaillen);
 
 /* Number of code points in the valid UTF-8 string s. */
-size_t rv_utf8_chars(const char *s);
+size_t svc_utf8_chars(const char *s);
 
 /* Succeeds (1) when s[0..len) is valid UTF-8 without NUL bytes. */
-int rv_utf8_valid(const char *s, size_t len);
+int svc_utf8_valid(const char *s, size_t len);
 
 /*
  * The error body {"code":code,"detail":detail} as malloc'd text, or NULL
  * on allocation failure.
  */
-char *rv_json_error_body(const char *code, const char *detail);
+char *svc_json_error_body(const char *code, const char *detail);
 
 /* json_dumps with the service's flags (compact); steals obj. */
-char *rv_json_dump_steal(json_t *obj);
+char *svc_json_dump_steal(json_t *obj);
 
-#endif /* RV_JSON_H */
+#endif /* SVC_JSON_H */

@@ -1,14 +1,14 @@
 /*
- * rv_amqp_conn.c: the AMQP connection shared by the relay's publisher and
- * kh-indexer's consumer (see rv_amqp_conn.h).
+ * svc_amqp_conn.c: the AMQP connection shared by the relay's publisher and
+ * kh-indexer's consumer (see svc_amqp_conn.h).
  *
- * rv_amqp_conn_open does the steps in the order AMQP requires (socket,
+ * svc_amqp_conn_open does the steps in the order AMQP requires (socket,
  * protocol header and handshake inside amqp_login, channel.open), and
  * stops at the first failure with that step's name in err, so the person
  * on call reads "amqp 127.0.0.1:5672: login: ..." rather than a bare
  * status.
  */
-#include "rv_amqp_conn.h"
+#include "svc_amqp_conn.h"
 
 #include <amqp_tcp_socket.h>
 #include <stdarg.h>
@@ -16,31 +16,67 @@
 #include <stdlib.h>
 #include <string.h>
 
-int rv_amqp_conn_init(rv_amqp_conn *c, const char *url)
+struct svc_amqp_conn {
+    char *url_copy;                 /* amqp_parse_url writes into it */
+    struct amqp_connection_info info;
+    amqp_connection_state_t conn;   /* NULL: closed */
+    char endpoint[300];             /* "host:port" */
+    char err[520];                  /* the last failure, "" after success */
+};
+
+svc_amqp_conn *svc_amqp_conn_new(const char *url)
 {
-    memset(c, 0, sizeof(*c));
+    svc_amqp_conn *c = calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        return NULL;
+    }
     c->url_copy = strdup(url);
     if (c->url_copy == NULL) {
-        return -1;
+        free(c);
+        return NULL;
     }
     amqp_default_connection_info(&c->info);
     if (amqp_parse_url(c->url_copy, &c->info) != AMQP_STATUS_OK) {
-        rv_amqp_conn_clear(c);
-        return -1;
+        svc_amqp_conn_free(c);
+        return NULL;
     }
     snprintf(c->endpoint, sizeof(c->endpoint), "%s:%d", c->info.host,
              c->info.port);
-    return 0;
+    return c;
 }
 
-void rv_amqp_conn_clear(rv_amqp_conn *c)
+void svc_amqp_conn_free(svc_amqp_conn *c)
 {
-    rv_amqp_conn_close(c);
+    if (c == NULL) {
+        return;
+    }
+    svc_amqp_conn_close(c);
     free(c->url_copy);
-    memset(c, 0, sizeof(*c));
+    free(c);
 }
 
-void rv_amqp_conn_set_err(rv_amqp_conn *c, const char *fmt, ...)
+amqp_connection_state_t svc_amqp_conn_state(const svc_amqp_conn *c)
+{
+    return c->conn;
+}
+
+int svc_amqp_conn_is_open(const svc_amqp_conn *c)
+{
+    return c->conn != NULL;
+}
+
+const char *svc_amqp_conn_endpoint(const svc_amqp_conn *c)
+{
+    return c->endpoint;
+}
+
+const char *svc_amqp_conn_errmsg(const svc_amqp_conn *c)
+{
+    return c->err;
+}
+
+void svc_amqp_conn_set_err(svc_amqp_conn *c, const char *fmt, ...)
 {
     char what[400];
     va_list ap;
@@ -52,7 +88,7 @@ void rv_amqp_conn_set_err(rv_amqp_conn *c, const char *fmt, ...)
              what);
 }
 
-void rv_amqp_conn_drop(rv_amqp_conn *c)
+void svc_amqp_conn_drop(svc_amqp_conn *c)
 {
     if (c->conn != NULL) {
         amqp_destroy_connection(c->conn);
@@ -60,34 +96,34 @@ void rv_amqp_conn_drop(rv_amqp_conn *c)
     }
 }
 
-int rv_amqp_conn_fail(rv_amqp_conn *c, const char *what, int status)
+int svc_amqp_conn_fail(svc_amqp_conn *c, const char *what, int status)
 {
-    rv_amqp_conn_set_err(c, "%s: %s", what, amqp_error_string2(status));
-    rv_amqp_conn_drop(c);
+    svc_amqp_conn_set_err(c, "%s: %s", what, amqp_error_string2(status));
+    svc_amqp_conn_drop(c);
     return -1;
 }
 
-int rv_amqp_conn_reply(rv_amqp_conn *c, const char *what,
+int svc_amqp_conn_reply(svc_amqp_conn *c, const char *what,
                        amqp_rpc_reply_t r)
 {
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
         return 0;
     }
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
-        return rv_amqp_conn_fail(c, what, r.library_error);
+        return svc_amqp_conn_fail(c, what, r.library_error);
     }
-    rv_amqp_conn_set_err(c, "%s: refused by the broker (method 0x%08x)",
+    svc_amqp_conn_set_err(c, "%s: refused by the broker (method 0x%08x)",
                          what, (unsigned)r.reply.id);
-    rv_amqp_conn_drop(c);
+    svc_amqp_conn_drop(c);
     return -1;
 }
 
-int rv_amqp_conn_rpc(rv_amqp_conn *c, const char *what)
+int svc_amqp_conn_rpc(svc_amqp_conn *c, const char *what)
 {
-    return rv_amqp_conn_reply(c, what, amqp_get_rpc_reply(c->conn));
+    return svc_amqp_conn_reply(c, what, amqp_get_rpc_reply(c->conn));
 }
 
-void rv_amqp_conn_timeval(int ms, struct timeval *tv)
+void svc_amqp_conn_timeval(int ms, struct timeval *tv)
 {
     tv->tv_sec = ms / 1000;
     tv->tv_usec = (ms % 1000) * 1000;
@@ -95,7 +131,7 @@ void rv_amqp_conn_timeval(int ms, struct timeval *tv)
 
 /* A connection with its socket and timeouts, not yet connected.  Returns
  * the socket, or NULL (out of memory, recorded) with nothing held. */
-static amqp_socket_t *new_connection(rv_amqp_conn *c,
+static amqp_socket_t *new_connection(svc_amqp_conn *c,
                                      const struct timeval *tv)
 {
     amqp_socket_t *sock;
@@ -105,50 +141,50 @@ static amqp_socket_t *new_connection(rv_amqp_conn *c,
     if (sock == NULL
         || amqp_set_handshake_timeout(c->conn, tv) != AMQP_STATUS_OK
         || amqp_set_rpc_timeout(c->conn, tv) != AMQP_STATUS_OK) {
-        rv_amqp_conn_set_err(c, "out of memory");
-        rv_amqp_conn_drop(c);
+        svc_amqp_conn_set_err(c, "out of memory");
+        svc_amqp_conn_drop(c);
         return NULL;
     }
     return sock;
 }
 
-int rv_amqp_conn_open(rv_amqp_conn *c, int timeout_ms)
+int svc_amqp_conn_open(svc_amqp_conn *c, int timeout_ms)
 {
     struct timeval tv;
     amqp_socket_t *sock;
     int st;
 
-    rv_amqp_conn_close(c);
-    rv_amqp_conn_timeval(timeout_ms, &tv);
+    svc_amqp_conn_close(c);
+    svc_amqp_conn_timeval(timeout_ms, &tv);
     sock = new_connection(c, &tv);
     if (sock == NULL) {
         return -1;
     }
     st = amqp_socket_open_noblock(sock, c->info.host, c->info.port, &tv);
     if (st != AMQP_STATUS_OK) {
-        return rv_amqp_conn_fail(c, "connect", st);
+        return svc_amqp_conn_fail(c, "connect", st);
     }
-    if (rv_amqp_conn_reply(c, "login",
+    if (svc_amqp_conn_reply(c, "login",
                            amqp_login(c->conn, c->info.vhost, 1, 131072, 0,
                                       AMQP_SASL_METHOD_PLAIN, c->info.user,
                                       c->info.password)) != 0) {
         return -1;
     }
-    amqp_channel_open(c->conn, RV_AMQP_CONN_CHANNEL);
-    if (rv_amqp_conn_rpc(c, "channel.open") != 0) {
+    amqp_channel_open(c->conn, SVC_AMQP_CONN_CHANNEL);
+    if (svc_amqp_conn_rpc(c, "channel.open") != 0) {
         return -1;
     }
     c->err[0] = '\0';
     return 0;
 }
 
-void rv_amqp_conn_close(rv_amqp_conn *c)
+void svc_amqp_conn_close(svc_amqp_conn *c)
 {
     if (c->conn == NULL) {
         return;
     }
     /* Best effort and bounded by the RPC timeout; the socket goes anyway. */
-    amqp_channel_close(c->conn, RV_AMQP_CONN_CHANNEL, AMQP_REPLY_SUCCESS);
+    amqp_channel_close(c->conn, SVC_AMQP_CONN_CHANNEL, AMQP_REPLY_SUCCESS);
     amqp_connection_close(c->conn, AMQP_REPLY_SUCCESS);
-    rv_amqp_conn_drop(c);
+    svc_amqp_conn_drop(c);
 }

@@ -1,14 +1,14 @@
 /*
- * rv_content_mongo.c: the MongoDB content store (see rv_content_mongo.h).
+ * svc_content_mongo.c: the MongoDB content store (see svc_content_mongo.h).
  *
  * Every call pops a client from the pool, runs one command and pushes the
  * client back.  bson_error_t's domain decides what the caller is told:
  * server selection and stream errors mean the store is unreachable
- * (RV_STORE_UNAVAILABLE); anything the server answered is RV_STORE_ERROR.
+ * (SVC_STORE_UNAVAILABLE); anything the server answered is SVC_STORE_ERROR.
  * The error API is version 2, so server errors are told apart from
  * client ones.
  */
-#include "rv_content_mongo.h"
+#include "svc_content_mongo.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,7 +25,7 @@
 #define RV_MONGO_CONNECT_MS 2000
 #define RV_MONGO_SOCKET_MS 10000
 
-struct rv_mongo_store {
+struct svc_mongo_store {
     mongoc_uri_t *uri;
     mongoc_client_pool_t *pool;
     char db[128];
@@ -50,7 +50,7 @@ static int default_timeout(mongoc_uri_t *uri, const char *option, int ms)
     return mongoc_uri_set_option_as_int32(uri, option, ms) ? 0 : -1;
 }
 
-static void describe_endpoint(rv_mongo_store *m)
+static void describe_endpoint(svc_mongo_store *m)
 {
     const mongoc_host_list_t *h = mongoc_uri_get_hosts(m->uri);
 
@@ -58,11 +58,11 @@ static void describe_endpoint(rv_mongo_store *m)
              h != NULL ? h->host_and_port : "?", m->db, RV_MONGO_COLLECTION);
 }
 
-rv_mongo_store *rv_mongo_store_new(const char *url, const char *appname,
+svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
                                    char *err, size_t errlen)
 {
     bson_error_t error;
-    rv_mongo_store *m;
+    svc_mongo_store *m;
     const char *db;
 
     pthread_once(&mongoc_once, init_mongoc);
@@ -109,11 +109,11 @@ rv_mongo_store *rv_mongo_store_new(const char *url, const char *appname,
     describe_endpoint(m);
     return m;
 fail:
-    rv_mongo_store_free(m);
+    svc_mongo_store_free(m);
     return NULL;
 }
 
-void rv_mongo_store_free(rv_mongo_store *m)
+void svc_mongo_store_free(svc_mongo_store *m)
 {
     if (m == NULL) {
         return;
@@ -123,13 +123,13 @@ void rv_mongo_store_free(rv_mongo_store *m)
     free(m);
 }
 
-const char *rv_mongo_store_endpoint(const rv_mongo_store *m)
+const char *svc_mongo_store_endpoint(const svc_mongo_store *m)
 {
     return m->endpoint;
 }
 
 /* Which rc a libmongoc failure is, with its message into err. */
-static rv_store_rc failure(const rv_mongo_store *m, const char *what,
+static svc_store_rc failure(const svc_mongo_store *m, const char *what,
                            const bson_error_t *error, char *err,
                            size_t errlen)
 {
@@ -139,7 +139,7 @@ static rv_store_rc failure(const rv_mongo_store *m, const char *what,
     snprintf(err, errlen, "mongo %s at %s: %s (domain %u, code %u)", what,
              m->endpoint, error->message, (unsigned)error->domain,
              (unsigned)error->code);
-    return unreachable ? RV_STORE_UNAVAILABLE : RV_STORE_ERROR;
+    return unreachable ? SVC_STORE_UNAVAILABLE : SVC_STORE_ERROR;
 }
 
 /* "<id>:<version>", the record's name in messages. */
@@ -166,7 +166,7 @@ static long long parse_id(const char *doc_id)
 
 /* Makes the unique index on (document_id, version) once per process, so
  * that no two records can claim one version whatever a client does. */
-static rv_store_rc ensure_index(rv_mongo_store *m, mongoc_client_t *client,
+static svc_store_rc ensure_index(svc_mongo_store *m, mongoc_client_t *client,
                                 char *err, size_t errlen)
 {
     bson_error_t error;
@@ -174,7 +174,7 @@ static rv_store_rc ensure_index(rv_mongo_store *m, mongoc_client_t *client,
     int ok;
 
     if (atomic_load(&m->index_ready)) {
-        return RV_STORE_OK;
+        return SVC_STORE_OK;
     }
     cmd = BCON_NEW("createIndexes", BCON_UTF8(RV_MONGO_COLLECTION),
                    "indexes", "[", "{", "key", "{", "document_id",
@@ -183,7 +183,7 @@ static rv_store_rc ensure_index(rv_mongo_store *m, mongoc_client_t *client,
                    "}", "]");
     if (cmd == NULL) {
         snprintf(err, errlen, "mongo createIndexes: out of memory");
-        return RV_STORE_ERROR;
+        return SVC_STORE_ERROR;
     }
     ok = mongoc_client_command_simple(client, m->db, cmd, NULL, NULL, &error);
     bson_destroy(cmd);
@@ -192,11 +192,11 @@ static rv_store_rc ensure_index(rv_mongo_store *m, mongoc_client_t *client,
                        errlen);
     }
     atomic_store(&m->index_ready, 1);
-    return RV_STORE_OK;
+    return SVC_STORE_OK;
 }
 
 /* The collection on a client popped from the pool, or NULL. */
-static mongoc_collection_t *collection(rv_mongo_store *m,
+static mongoc_collection_t *collection(svc_mongo_store *m,
                                        mongoc_client_t **client)
 {
     *client = mongoc_client_pool_pop(m->pool);
@@ -206,7 +206,7 @@ static mongoc_collection_t *collection(rv_mongo_store *m,
     return mongoc_client_get_collection(*client, m->db, RV_MONGO_COLLECTION);
 }
 
-static void release(rv_mongo_store *m, mongoc_client_t *client,
+static void release(svc_mongo_store *m, mongoc_client_t *client,
                     mongoc_collection_t *coll)
 {
     mongoc_collection_destroy(coll);
@@ -216,7 +216,7 @@ static void release(rv_mongo_store *m, mongoc_client_t *client,
 }
 
 /* Frees what a find built, in reverse order; NULLs are fine. */
-static void release_find(rv_mongo_store *m, mongoc_client_t *client,
+static void release_find(svc_mongo_store *m, mongoc_client_t *client,
                          mongoc_collection_t *coll, mongoc_cursor_t *cursor,
                          bson_t *filter, bson_t *opts)
 {
@@ -226,7 +226,7 @@ static void release_find(rv_mongo_store *m, mongoc_client_t *client,
     bson_destroy(opts);
 }
 
-rv_store_rc rv_mongo_store_put(rv_mongo_store *m, const char *doc_id,
+svc_store_rc svc_mongo_store_put(svc_mongo_store *m, const char *doc_id,
                                int version, const char *content, char *err,
                                size_t errlen)
 {
@@ -235,12 +235,12 @@ rv_store_rc rv_mongo_store_put(rv_mongo_store *m, const char *doc_id,
     bson_t *filter = NULL, *update = NULL, *opts = NULL;
     mongoc_client_t *client = NULL;
     mongoc_collection_t *coll = NULL;
-    rv_store_rc rc = RV_STORE_ERROR;
+    svc_store_rc rc = SVC_STORE_ERROR;
     const long long id = parse_id(doc_id);
 
     if (id < 0) {
         snprintf(err, errlen, "mongo put: bad document id \"%s\"", doc_id);
-        return RV_STORE_ERROR;
+        return SVC_STORE_ERROR;
     }
     record_name(key, sizeof(key), id, version);
     filter = record_filter(id, version);
@@ -256,7 +256,7 @@ rv_store_rc rv_mongo_store_put(rv_mongo_store *m, const char *doc_id,
         goto done;
     }
     rc = ensure_index(m, client, err, errlen);
-    if (rc != RV_STORE_OK) {
+    if (rc != SVC_STORE_OK) {
         goto done;
     }
     if (!mongoc_collection_update_one(coll, filter, update, opts, NULL,
@@ -275,7 +275,7 @@ done:
 }
 
 /* Copies the "content" string of a found record into *content. */
-static rv_store_rc take_content(const bson_t *doc, const char *key,
+static svc_store_rc take_content(const bson_t *doc, const char *key,
                                 char **content, char *err, size_t errlen)
 {
     bson_iter_t it;
@@ -285,20 +285,20 @@ static rv_store_rc take_content(const bson_t *doc, const char *key,
     if (!bson_iter_init_find(&it, doc, "content")
         || !BSON_ITER_HOLDS_UTF8(&it)) {
         snprintf(err, errlen, "mongo record %s has no content string", key);
-        return RV_STORE_ERROR;
+        return SVC_STORE_ERROR;
     }
     text = bson_iter_utf8(&it, &len);
     *content = malloc((size_t)len + 1);
     if (*content == NULL) {
         snprintf(err, errlen, "mongo get %s: out of memory", key);
-        return RV_STORE_ERROR;
+        return SVC_STORE_ERROR;
     }
     memcpy(*content, text, len);
     (*content)[len] = '\0';
-    return RV_STORE_OK;
+    return SVC_STORE_OK;
 }
 
-rv_store_rc rv_mongo_store_get(rv_mongo_store *m, const char *doc_id,
+svc_store_rc svc_mongo_store_get(svc_mongo_store *m, const char *doc_id,
                                int version, char **content, char *err,
                                size_t errlen)
 {
@@ -309,13 +309,13 @@ rv_store_rc rv_mongo_store_get(rv_mongo_store *m, const char *doc_id,
     mongoc_client_t *client = NULL;
     mongoc_collection_t *coll = NULL;
     mongoc_cursor_t *cursor = NULL;
-    rv_store_rc rc = RV_STORE_ERROR;
+    svc_store_rc rc = SVC_STORE_ERROR;
     const long long id = parse_id(doc_id);
 
     *content = NULL;
     if (id < 0) {
         snprintf(err, errlen, "mongo get: bad document id \"%s\"", doc_id);
-        return RV_STORE_ERROR;
+        return SVC_STORE_ERROR;
     }
     record_name(key, sizeof(key), id, version);
     filter = record_filter(id, version);
@@ -336,7 +336,7 @@ rv_store_rc rv_mongo_store_get(rv_mongo_store *m, const char *doc_id,
     } else if (cursor != NULL) {
         snprintf(err, errlen, "mongo record %s not found at %s", key,
                  m->endpoint);
-        rc = RV_STORE_MISSING;
+        rc = SVC_STORE_MISSING;
     } else {
         snprintf(err, errlen, "mongo get %s: out of memory", key);
     }
@@ -345,7 +345,7 @@ done:
     return rc;
 }
 
-rv_store_rc rv_mongo_store_each(rv_mongo_store *m,
+svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
                                 int (*each)(long long id, int version,
                                             void *arg),
                                 void *arg, char *err, size_t errlen)
@@ -358,7 +358,7 @@ rv_store_rc rv_mongo_store_each(rv_mongo_store *m,
     mongoc_client_t *client = NULL;
     mongoc_collection_t *coll = NULL;
     mongoc_cursor_t *cursor = NULL;
-    rv_store_rc rc = RV_STORE_OK;
+    svc_store_rc rc = SVC_STORE_OK;
 
     coll = filter != NULL && opts != NULL ? collection(m, &client) : NULL;
     cursor = coll != NULL ? mongoc_collection_find_with_opts(coll, filter,
@@ -366,7 +366,7 @@ rv_store_rc rv_mongo_store_each(rv_mongo_store *m,
                           : NULL;
     if (cursor == NULL) {
         snprintf(err, errlen, "mongo list: out of memory");
-        rc = RV_STORE_ERROR;
+        rc = SVC_STORE_ERROR;
         goto done;
     }
     while (mongoc_cursor_next(cursor, &doc)) {
@@ -378,7 +378,7 @@ rv_store_rc rv_mongo_store_each(rv_mongo_store *m,
             || !BSON_ITER_HOLDS_NUMBER(&version)) {
             snprintf(err, errlen, "mongo list: a record at %s has no "
                      "numeric document_id and version", m->endpoint);
-            rc = RV_STORE_ERROR;
+            rc = SVC_STORE_ERROR;
             goto done;
         }
         /* as_int64: a store may hand int64 back as a double. */
@@ -395,12 +395,12 @@ done:
     return rc;
 }
 
-rv_store_rc rv_mongo_store_ping(rv_mongo_store *m, char *err, size_t errlen)
+svc_store_rc svc_mongo_store_ping(svc_mongo_store *m, char *err, size_t errlen)
 {
     bson_error_t error;
     bson_t *cmd = BCON_NEW("ping", BCON_INT32(1));
     mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
-    rv_store_rc rc = RV_STORE_ERROR;
+    svc_store_rc rc = SVC_STORE_ERROR;
 
     if (cmd == NULL || client == NULL) {
         snprintf(err, errlen, "mongo ping: out of memory");
@@ -408,7 +408,7 @@ rv_store_rc rv_mongo_store_ping(rv_mongo_store *m, char *err, size_t errlen)
                                              &error)) {
         rc = failure(m, "ping", &error, err, errlen);
     } else {
-        rc = RV_STORE_OK;
+        rc = SVC_STORE_OK;
     }
     if (client != NULL) {
         mongoc_client_pool_push(m->pool, client);

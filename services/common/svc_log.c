@@ -1,16 +1,17 @@
 /*
- * rv_log.c: JSON-lines logging for reviewd.
+ * svc_log.c: JSON-lines logging for the services
+ * (reviewd and kh-indexer).
  *
  * Why JSON lines: operators grep by request id and ship logs to a store
  * that indexes fields; one object per line needs no parser rules.  A
  * line is built with jansson (which escapes everything, so a hostile
  * request id or path cannot forge a line), or, for the line of every
- * request, field by field by rv_log_line (escaping as jansson does and
+ * request, field by field by svc_log_line (escaping as jansson does and
  * leaving out what is not UTF-8, the same guarantee for a fraction of the
- * CPU), and written with a single write(2) under a mutex.  The file descriptor is swapped, not closed and
- * reused, on reopen, so a writer never sees a half-switched state.
+ * CPU), and written with a single write(2) under a mutex.  The file
+ * descriptor is swapped, not closed and reused, on reopen, so a writer never sees a half-switched state.
  */
-#include "rv_log.h"
+#include "svc_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,13 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rv_json.h"
+#include "svc_json.h"
 
-struct rv_log {
+struct svc_log {
     pthread_mutex_t mu;
     int fd;            /* 2 for stderr */
     char *path;        /* NULL for stderr */
-    rv_log_level min_level;
+    svc_log_level min_level;
 };
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
@@ -38,10 +39,10 @@ static int open_log_file(const char *path)
     return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 }
 
-rv_log *rv_log_new(const char *path, rv_log_level min_level, char *errbuf,
+svc_log *svc_log_new(const char *path, svc_log_level min_level, char *errbuf,
                    size_t errlen)
 {
-    rv_log *log = calloc(1, sizeof(*log));
+    svc_log *log = calloc(1, sizeof(*log));
 
     if (log == NULL) {
         snprintf(errbuf, errlen, "log: out of memory");
@@ -59,13 +60,13 @@ rv_log *rv_log_new(const char *path, rv_log_level min_level, char *errbuf,
         snprintf(errbuf, errlen, "REVIEWD_LOG_FILE: cannot open %s: %s",
                  path, strerror(errno));
         log->fd = STDERR_FILENO;
-        rv_log_free(log);
+        svc_log_free(log);
         return NULL;
     }
     return log;
 }
 
-void rv_log_free(rv_log *log)
+void svc_log_free(svc_log *log)
 {
     if (log == NULL) {
         return;
@@ -78,7 +79,7 @@ void rv_log_free(rv_log *log)
     free(log);
 }
 
-int rv_log_reopen(rv_log *log)
+int svc_log_reopen(svc_log *log)
 {
     int fd;
     int old;
@@ -98,16 +99,28 @@ int rv_log_reopen(rv_log *log)
     return 0;
 }
 
-void rv_log_timestamp(char *out, size_t outlen)
+/* strftime writes the date and time (it returns 0, and we write "", when
+ * out is too small), then the milliseconds, an unsigned value below 1000,
+ * so no field can outgrow its width: snprintf with a year of any size was
+ * what -O3's -Wformat-truncation rightly doubted. */
+void svc_log_timestamp(char *out, size_t outlen)
 {
     struct timespec ts;
     struct tm tm;
+    size_t n;
 
+    if (outlen == 0) {
+        return;
+    }
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    snprintf(out, outlen, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+    n = strftime(out, outlen, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (n == 0) {
+        out[0] = '\0';
+        return;
+    }
+    snprintf(out + n, outlen - n, ".%03uZ",
+             (unsigned)(ts.tv_nsec / 1000000) % 1000u);
 }
 
 /* Writes all of buf, retrying short writes and EINTR. */
@@ -129,7 +142,7 @@ static void write_fully(int fd, const char *buf, size_t len)
 
 /* Writes text[0..len) and a newline as one line, in one write(2); text
  * has room for the newline at text[len] (its NUL). */
-static void write_line(rv_log *log, char *text, size_t len)
+static void write_line(svc_log *log, char *text, size_t len)
 {
     text[len] = '\n';
     pthread_mutex_lock(&log->mu);
@@ -137,7 +150,7 @@ static void write_line(rv_log *log, char *text, size_t len)
     pthread_mutex_unlock(&log->mu);
 }
 
-void rv_log_write(rv_log *log, rv_log_level level, const char *msg,
+void svc_log_write(svc_log *log, svc_log_level level, const char *msg,
                   json_t *fields)
 {
     char ts[32];
@@ -148,7 +161,7 @@ void rv_log_write(rv_log *log, rv_log_level level, const char *msg,
         json_decref(fields);
         return;
     }
-    rv_log_timestamp(ts, sizeof(ts));
+    svc_log_timestamp(ts, sizeof(ts));
     line = json_pack("{s:s,s:s,s:s}", "ts", ts, "level", level_names[level],
                      "msg", msg);
     if (line == NULL) {
@@ -173,7 +186,7 @@ void rv_log_write(rv_log *log, rv_log_level level, const char *msg,
 /* ---- lines built field by field ------------------------------------------ */
 
 /* Makes room for n more bytes and the final newline; -1 once it failed. */
-static int line_reserve(rv_log_line *line, size_t n)
+static int line_reserve(svc_log_line *line, size_t n)
 {
     size_t cap = line->cap;
     char *p;
@@ -201,7 +214,7 @@ static int line_reserve(rv_log_line *line, size_t n)
     return 0;
 }
 
-static void line_append(rv_log_line *line, const char *s, size_t n)
+static void line_append(svc_log_line *line, const char *s, size_t n)
 {
     if (line_reserve(line, n) == 0) {
         memcpy(line->buf + line->len, s, n);
@@ -209,7 +222,7 @@ static void line_append(rv_log_line *line, const char *s, size_t n)
     }
 }
 
-static void line_literal(rv_log_line *line, const char *s)
+static void line_literal(svc_log_line *line, const char *s)
 {
     line_append(line, s, strlen(s));
 }
@@ -235,7 +248,7 @@ static size_t escape_of(unsigned char c, char esc[6])
 }
 
 /* Appends s as the inside of a JSON string. */
-static void line_escaped(rv_log_line *line, const char *s)
+static void line_escaped(svc_log_line *line, const char *s)
 {
     const char *run = s;
     char esc[6];
@@ -254,15 +267,15 @@ static void line_escaped(rv_log_line *line, const char *s)
 }
 
 /* Appends ,"key": (the key is one of ours, escaped all the same). */
-static void line_key(rv_log_line *line, const char *key)
+static void line_key(svc_log_line *line, const char *key)
 {
     line_literal(line, ",\"");
     line_escaped(line, key);
     line_literal(line, "\":");
 }
 
-int rv_log_line_begin(rv_log *log, rv_log_level level, const char *msg,
-                      rv_log_line *line)
+int svc_log_line_begin(svc_log *log, svc_log_level level, const char *msg,
+                      svc_log_line *line)
 {
     char ts[32];
 
@@ -274,7 +287,7 @@ int rv_log_line_begin(rv_log *log, rv_log_level level, const char *msg,
     line->cap = sizeof(line->inline_buf);
     line->len = 0;
     line->failed = 0;
-    rv_log_timestamp(ts, sizeof(ts));
+    svc_log_timestamp(ts, sizeof(ts));
     line_literal(line, "{\"ts\":\"");
     line_literal(line, ts);
     line_literal(line, "\",\"level\":\"");
@@ -285,9 +298,9 @@ int rv_log_line_begin(rv_log *log, rv_log_level level, const char *msg,
     return 1;
 }
 
-void rv_log_line_str(rv_log_line *line, const char *key, const char *value)
+void svc_log_line_str(svc_log_line *line, const char *key, const char *value)
 {
-    if (value == NULL || !rv_utf8_valid(value, strlen(value))) {
+    if (value == NULL || !svc_utf8_valid(value, strlen(value))) {
         return;
     }
     line_key(line, key);
@@ -296,7 +309,7 @@ void rv_log_line_str(rv_log_line *line, const char *key, const char *value)
     line_literal(line, "\"");
 }
 
-void rv_log_line_int(rv_log_line *line, const char *key, long long value)
+void svc_log_line_int(svc_log_line *line, const char *key, long long value)
 {
     char num[24];
 
@@ -305,7 +318,7 @@ void rv_log_line_int(rv_log_line *line, const char *key, long long value)
     line_literal(line, num);
 }
 
-void rv_log_line_fixed3(rv_log_line *line, const char *key, double value)
+void svc_log_line_fixed3(svc_log_line *line, const char *key, double value)
 {
     char num[48];
 
@@ -318,7 +331,7 @@ void rv_log_line_fixed3(rv_log_line *line, const char *key, double value)
     line_literal(line, num);
 }
 
-void rv_log_line_end(rv_log_line *line)
+void svc_log_line_end(svc_log_line *line)
 {
     line_literal(line, "}");
     if (!line->failed) {
@@ -330,7 +343,7 @@ void rv_log_line_end(rv_log_line *line)
     line->buf = line->inline_buf;
 }
 
-int rv_log_level_parse(const char *text)
+int svc_log_level_parse(const char *text)
 {
     size_t i;
 
@@ -393,7 +406,7 @@ static void redact_query_password(char *out, size_t outlen)
     free(copy);
 }
 
-void rv_log_redact_url(const char *url, char *out, size_t outlen)
+void svc_log_redact_url(const char *url, char *out, size_t outlen)
 {
     const char *auth;
     const char *at;

@@ -1,5 +1,5 @@
 /*
- * rv_json.c: strict JSON parsing and error bodies for reviewd.
+ * svc_json.c: strict JSON parsing and error bodies for the services.
  *
  * jansson already validates UTF-8 inside strings and rejects \u0000
  * unless asked not to (PostgreSQL text cannot hold NUL, so we keep that);
@@ -7,7 +7,7 @@
  * say is whether the whole body was UTF-8 outside strings, so the body is
  * checked first: the error then names the real problem.
  */
-#include "rv_json.h"
+#include "svc_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +62,7 @@ static int utf8_seq_ok(const unsigned char *p, int n)
     return 1;
 }
 
-int rv_utf8_valid(const char *s, size_t len)
+int svc_utf8_valid(const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
@@ -79,7 +79,7 @@ int rv_utf8_valid(const char *s, size_t len)
     return 1;
 }
 
-size_t rv_utf8_chars(const char *s)
+size_t svc_utf8_chars(const char *s)
 {
     size_t n = 0;
 
@@ -91,7 +91,7 @@ size_t rv_utf8_chars(const char *s)
     return n;
 }
 
-json_t *rv_json_parse_object(const char *body, size_t len, char *detail,
+json_t *svc_json_parse_object(const char *body, size_t len, char *detail,
                              size_t detaillen)
 {
     json_error_t err;
@@ -101,7 +101,7 @@ json_t *rv_json_parse_object(const char *body, size_t len, char *detail,
         snprintf(detail, detaillen, "the request body must be a JSON object");
         return NULL;
     }
-    if (!rv_utf8_valid(body, len)) {
+    if (!svc_utf8_valid(body, len)) {
         snprintf(detail, detaillen, "the request body is not valid UTF-8");
         return NULL;
     }
@@ -129,7 +129,7 @@ static int is_allowed(const char *key, const char *const *allowed)
     return 0;
 }
 
-int rv_json_only_fields(const json_t *obj, const char *const *allowed,
+int svc_json_only_fields(const json_t *obj, const char *const *allowed,
                         char *detail, size_t detaillen)
 {
     const char *key;
@@ -145,7 +145,7 @@ int rv_json_only_fields(const json_t *obj, const char *const *allowed,
     return 0;
 }
 
-int rv_json_string_field(const json_t *obj, const char *name,
+int svc_json_string_field(const json_t *obj, const char *name,
                          size_t min_chars, size_t max_chars, int null_ok,
                          const char **out, char *detail, size_t detaillen)
 {
@@ -161,7 +161,7 @@ int rv_json_string_field(const json_t *obj, const char *name,
                  null_ok ? " or null" : "");
         return -1;
     }
-    n = rv_utf8_chars(json_string_value(v));
+    n = svc_utf8_chars(json_string_value(v));
     if (n < min_chars || n > max_chars) {
         snprintf(detail, detaillen, "\"%s\" must be %zu..%zu characters, "
                  "got %zu", name, min_chars, max_chars, n);
@@ -171,7 +171,7 @@ int rv_json_string_field(const json_t *obj, const char *name,
     return 1;
 }
 
-char *rv_json_dump_steal(json_t *obj)
+char *svc_json_dump_steal(json_t *obj)
 {
     char *text;
 
@@ -211,11 +211,11 @@ static void utf8_sanitize(const char *s, char *out, size_t outlen)
     out[o] = '\0';
 }
 
-char *rv_json_error_body(const char *code, const char *detail)
+char *svc_json_error_body(const char *code, const char *detail)
 {
     char clean[512];
 
     utf8_sanitize(detail, clean, sizeof(clean));
-    return rv_json_dump_steal(json_pack("{s:s,s:s}", "code", code, "detail",
+    return svc_json_dump_steal(json_pack("{s:s,s:s}", "code", code, "detail",
                                         clean));
 }
