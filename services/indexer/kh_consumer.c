@@ -202,12 +202,14 @@ int kh_consumer_requeue(kh_consumer *c, uint64_t tag)
     return settle(c, tag, 0);
 }
 
+#ifdef KH_TESTING
 void kh_consumer_drop_channel(kh_consumer *c)
 {
     kh_consumer_close(c);
     svc_amqp_conn_set_err(c->ac, "channel closed before the ack (test "
-                         "hook)");
+                          "hook)");
 }
+#endif
 
 const char *kh_consumer_errmsg(const kh_consumer *c)
 {

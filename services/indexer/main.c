@@ -22,9 +22,11 @@
  *   KH_RETRY_MS           pause before a failed event goes back (1000)
  *   KH_BACKOFF_MAX_MS     cap of the broker reconnect backoff (5000)
  *   KH_LOG_FILE, KH_LOG_LEVEL   JSON-lines log (stderr, info)
- *   KH_TEST_DROP_ACKS=N   tests only: after applying each of the first N
- *                         deliveries, close the channel instead of acking,
- *                         which makes the broker redeliver them
+ *   KH_TEST_DROP_ACKS=N   kh-indexer-testing only (KH_TESTING): after
+ *                         applying each of the first N deliveries, close
+ *                         the channel instead of acking, which makes the
+ *                         broker redeliver them; kh-indexer has no such
+ *                         variable
  *
  * The loop is single-threaded: take a message, apply it in one PostgreSQL
  * transaction (kh_store.h), and only after that commit acknowledge it.  A
@@ -64,7 +66,9 @@ typedef struct kh_config {
     int prefetch;
     int retry_ms;
     int backoff_max_ms;
+#ifdef KH_TESTING
     int drop_acks;
+#endif
     const char *log_file;
     int log_level;
 } kh_config;
@@ -76,7 +80,9 @@ typedef struct kh_indexer {
     kh_store *store;
     int backoff_ms;
     int amqp_down_logged;
+#ifdef KH_TESTING
     int drops_left;
+#endif
 } kh_indexer;
 
 static void on_signal(int sig)
@@ -155,11 +161,15 @@ static int load_config(kh_config *cfg, char *err, size_t errlen)
                    &cfg->store.embed_timeout_ms, err, errlen)
         || env_int("KH_RETRY_MS", 0, 600000, &cfg->retry_ms, err, errlen)
         || env_int("KH_BACKOFF_MAX_MS", 10, 600000, &cfg->backoff_max_ms,
-                   err, errlen)
-        || env_int("KH_TEST_DROP_ACKS", 0, 1000000, &cfg->drop_acks, err,
-                   errlen)) {
+                   err, errlen)) {
         return -1;
     }
+#ifdef KH_TESTING
+    if (env_int("KH_TEST_DROP_ACKS", 0, 1000000, &cfg->drop_acks, err,
+                errlen)) {
+        return -1;
+    }
+#endif
     if (svc_content_env_load(&cfg->store.content_store, &cfg->mongo_url, err,
                             errlen) != 0) {
         return -1;
@@ -235,8 +245,29 @@ static void log_outcome(kh_indexer *ix, const kh_event *ev,
                            "error", out == KH_FAILED ? err : NULL));
 }
 
-/* Settles a delivery after its work: ack, requeue, or (test hook) drop
- * the channel so the broker redelivers. */
+#ifdef KH_TESTING
+/* The test hook of kh-indexer-testing: instead of the first N acks,
+ * close the channel so the broker redelivers.  Returns 1 when it did. */
+static int hook_drop_ack(kh_indexer *ix)
+{
+    if (ix->drops_left <= 0) {
+        return 0;
+    }
+    ix->drops_left--;
+    kh_consumer_drop_channel(ix->amqp);
+    svc_log_write(ix->log, SVC_LOG_INFO, "test_channel_dropped", NULL);
+    return 1;
+}
+#else
+static int hook_drop_ack(kh_indexer *ix)
+{
+    (void)ix;
+    return 0;
+}
+#endif
+
+/* Settles a delivery after its work: ack, requeue, or (test builds only)
+ * drop the channel so the broker redelivers. */
 static void settle(kh_indexer *ix, const kh_delivery *d, kh_outcome out)
 {
     int rc;
@@ -244,10 +275,7 @@ static void settle(kh_indexer *ix, const kh_delivery *d, kh_outcome out)
     if (out == KH_FAILED) {
         sleep_ms(ix->cfg.retry_ms);
         rc = kh_consumer_requeue(ix->amqp, d->tag);
-    } else if (ix->drops_left > 0) {
-        ix->drops_left--;
-        kh_consumer_drop_channel(ix->amqp);
-        svc_log_write(ix->log, SVC_LOG_INFO, "test_channel_dropped", NULL);
+    } else if (hook_drop_ack(ix)) {
         return;
     } else {
         rc = kh_consumer_ack(ix->amqp, d->tag);
@@ -366,7 +394,9 @@ static int serve(void)
         return 1;
     }
     ix.backoff_ms = KH_BACKOFF_MIN_MS;
+#ifdef KH_TESTING
     ix.drops_left = ix.cfg.drop_acks;
+#endif
     install_signals();
     svc_log_write(ix.log, SVC_LOG_INFO, "starting",
                  json_pack("{s:s,s:i,s:i,s:b,s:s}", "version", KH_VERSION,

@@ -377,8 +377,6 @@ static int load_relay(rv_config *cfg, char *e, size_t n)
 
 static int load_tuning(rv_config *cfg, char *e, size_t n)
 {
-    long long hooks = 0;
-
     if (env_int_into("REVIEWD_THREADS", 1, 256, &cfg->threads, e, n)
         || env_int_into("REVIEWD_MAX_CONNECTIONS", 1, 65536,
                         &cfg->max_connections, e, n)
@@ -399,11 +397,19 @@ static int load_tuning(rv_config *cfg, char *e, size_t n)
         || env_int_into("REVIEWD_PG_TIMEOUT_S", 1, 600, &cfg->pg_timeout_s,
                         e, n)
         || env_int_into("REVIEWD_DRAIN_TIMEOUT_S", 0, 600,
-                        &cfg->drain_timeout_s, e, n)
-        || env_int("REVIEWD_TEST_HOOKS", 0, 1, &hooks, e, n)) {
+                        &cfg->drain_timeout_s, e, n)) {
         return -1;
     }
-    cfg->test_hooks = (int)hooks;
+#ifdef REVIEWD_TESTING
+    {
+        long long hooks = 0;
+
+        if (env_int("REVIEWD_TEST_HOOKS", 0, 1, &hooks, e, n)) {
+            return -1;
+        }
+        cfg->test_hooks = (int)hooks;
+    }
+#endif
     return 0;
 }
 

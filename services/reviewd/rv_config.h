@@ -86,11 +86,11 @@ typedef struct rv_config {
     int relay_backoff_max_ms;
     int amqp_timeout_ms;
     int outbox_retention_s;
-    /* REVIEWD_TEST_HOOKS=1 enables the X-Test-Pause-Ms request header that
-     * tests use to stall a request while it holds a lock, and
-     * X-Test-Fail: after-event, which fails a transition right after its
-     * outbox insert (rv_lifecycle.c).  Off in production. */
+#ifdef REVIEWD_TESTING
+    /* REVIEWD_TEST_HOOKS=1 turns on the test hooks (rv_hooks.h); the
+     * field and the variable exist only in test builds. */
     int test_hooks;
+#endif
 } rv_config;
 
 /*

@@ -464,6 +464,11 @@ rv_db_status rv_conn_begin_deferred(rv_conn *c)
     return RV_DB_OK;
 }
 
+rv_db_status rv_conn_send_begin(rv_conn *c)
+{
+    return c->begin_pending ? flush_begin(c) : RV_DB_OK;
+}
+
 rv_db_status rv_conn_commit(rv_conn *c)
 {
     if (c->begin_pending) {

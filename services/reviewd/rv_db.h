@@ -113,6 +113,10 @@ rv_db_status rv_conn_begin(rv_conn *conn);
  * Only for work that reaches the database through those calls.
  */
 rv_db_status rv_conn_begin_deferred(rv_conn *conn);
+/* Sends now a BEGIN that rv_conn_begin_deferred left pending (RV_DB_OK
+ * when none is pending); a broken connection gives RV_DB_RETRY, as the
+ * deferred BEGIN's first statement would. */
+rv_db_status rv_conn_send_begin(rv_conn *conn);
 rv_db_status rv_conn_commit(rv_conn *conn);
 void rv_conn_rollback(rv_conn *conn);
 

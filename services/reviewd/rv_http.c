@@ -209,8 +209,10 @@ static http_req *http_req_new(rv_http *http, struct MHD_Connection *conn,
     h->req.authorization = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
     h->req.content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
     h->req.idempotency_key = header(conn, "Idempotency-Key");
-    h->req.test_pause = header(conn, "X-Test-Pause-Ms");
-    h->req.test_fail = header(conn, "X-Test-Fail");
+#ifdef REVIEWD_TESTING
+    h->req.hook_pause = header(conn, "X-Test-Pause-Ms");
+    h->req.hook_fail = header(conn, "X-Test-Fail");
+#endif
     h->req.query = json_object();
     if (h->req.query != NULL) {
         MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg,

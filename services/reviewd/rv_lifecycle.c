@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "rv_handlers.h"
+#include "rv_hooks.h"
 #include "rv_idempotency.h"
 #include "svc_json.h"
 #include "rv_locks.h"
@@ -47,8 +48,8 @@ typedef struct decide_args {
  * made the change, so an event exists exactly when the change committed
  * (API.md, Events; the relay in rv_relay.c publishes it).  occurred_at is
  * the document's updated_at, which this transaction's now() just set.
- * With REVIEWD_TEST_HOOKS=1, "X-Test-Fail: after-event" fails the work
- * right after the insert, so tests can check that a rolled-back change
+ * In test builds, "X-Test-Fail: after-event" fails the work right after
+ * the insert (rv_hooks.h), so tests can check that a rolled-back change
  * emits nothing.
  */
 static rv_db_status emit_event(const rv_request *req, rv_conn *c,
@@ -59,9 +60,7 @@ static rv_db_status emit_event(const rv_request *req, rv_conn *c,
                                                r->document_version,
                                                req->who.sub, d->updated_at);
 
-    if (st == RV_DB_OK && req->app->cfg->test_hooks
-        && req->test_fail != NULL
-        && strcmp(req->test_fail, "after-event") == 0) {
+    if (st == RV_DB_OK && rv_hook_fail_after_event(req)) {
         return RV_DB_ERROR;
     }
     return st;

@@ -43,8 +43,10 @@ typedef struct rv_request {
     const char *authorization;
     const char *content_type;
     const char *idempotency_key;
-    const char *test_pause;
-    const char *test_fail;  /* X-Test-Fail (REVIEWD_TEST_HOOKS only) */
+#ifdef REVIEWD_TESTING
+    const char *hook_pause;   /* X-Test-Pause-Ms (rv_hooks.h) */
+    const char *hook_fail;    /* X-Test-Fail (rv_hooks.h) */
+#endif
 
     /* Query arguments as a JSON object of strings; query_dup names a
      * parameter given twice (NULL if none). */

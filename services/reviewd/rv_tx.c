@@ -13,13 +13,11 @@
 #include "rv_tx.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
+#include "rv_hooks.h"
 #include "rv_idempotency.h"
 
 #define RV_TX_ATTEMPTS 3
-#define RV_TEST_PAUSE_MAX_MS 60000
 
 typedef enum stage {
     STAGE_BEGIN = 0,
@@ -61,53 +59,15 @@ void rv_tx_fail(rv_request *req, rv_conn *c, rv_db_status st,
     rv_reply_error(reply, 500, "INTERNAL", "internal database error");
 }
 
-/*
- * REVIEWD_TEST_HOOKS=1 only: the X-Test-Pause-Ms header stalls the request
- * inside its transaction, after the Idempotency-Key claim and before the
- * work (so before any row lock), while it holds its Redis lock: tests use
- * it to make a holder outlive its TTL and to catch a request in flight.
- */
-static long test_pause_ms(const rv_request *req)
-{
-    char *end = NULL;
-    long ms;
-
-    if (!req->app->cfg->test_hooks || req->test_pause == NULL) {
-        return 0;
-    }
-    ms = strtol(req->test_pause, &end, 10);
-    if (end == req->test_pause || *end != '\0' || ms <= 0
-        || ms > RV_TEST_PAUSE_MAX_MS) {
-        return 0;
-    }
-    return ms;
-}
-
-static void test_pause(long ms)
-{
-    struct timespec ts;
-
-    if (ms <= 0) {
-        return;
-    }
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (ms % 1000) * 1000000L;
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
 /* One attempt; *at says how far it got.  Returns RV_DB_OK when the
  * transaction committed or a reply was settled inside it. */
 static rv_db_status attempt(rv_request *req, rv_conn *c, rv_tx_work work,
                             void *arg, rv_reply *reply, stage *at)
 {
-    const long pause_ms = test_pause_ms(req);
     rv_db_status st;
 
     *at = STAGE_BEGIN;
-    /* A paused request must stall inside its transaction, where tests
-     * look for it, so then BEGIN goes out at once. */
-    st = pause_ms > 0 ? rv_conn_begin(c) : rv_conn_begin_deferred(c);
+    st = rv_conn_begin_deferred(c);
     if (st != RV_DB_OK) {
         return st;
     }
@@ -121,7 +81,11 @@ static rv_db_status attempt(rv_request *req, rv_conn *c, rv_tx_work work,
             return r > 0 ? RV_DB_OK : st;
         }
     }
-    test_pause(pause_ms);
+    /* Test builds only (rv_hooks.h): X-Test-Pause-Ms stalls here. */
+    st = rv_hook_pause(req, c);
+    if (st != RV_DB_OK) {
+        return st;
+    }
     st = work(req, c, arg, reply);
     if (st == RV_DB_OK && rv_idem_applies(req)) {
         st = rv_idem_store(req, c, reply);

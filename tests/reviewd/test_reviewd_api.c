@@ -86,11 +86,9 @@ static int is_id(const char *s)
 
 static int setup(void **state)
 {
-    const char *const env[] = {"REVIEWD_TEST_HOOKS=1", NULL};
-
     (void)state;
     if (testkit_shared_redis() == NULL || rvt_db_create(&db, "api") != 0
-        || rvt_server_start(&srv, &db, testkit_redis_url(), env,
+        || rvt_server_start(&srv, &db, testkit_redis_url(), NULL,
                             "reviewd_api") != 0
         || rvt_db_offset_ids(&db) != 0) {
         return -1;
