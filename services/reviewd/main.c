@@ -25,15 +25,15 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "rv_app.h"
-#include "rv_auth.h"
-#include "rv_content.h"
-#include "rv_content_orphans.h"
-#include "rv_http.h"
-#include "rv_migrate.h"
-#include "rv_queries.h"
-#include "rv_relay.h"
-#include "rv_sweeper.h"
+#include "core/rv_app.h"
+#include "api/rv_auth.h"
+#include "tx/rv_content.h"
+#include "bg/rv_content_orphans.h"
+#include "http/rv_http.h"
+#include "db/rv_migrate.h"
+#include "db/rv_query.h"
+#include "bg/rv_relay.h"
+#include "bg/rv_sweeper.h"
 
 #define RV_VERSION "0.1.0"
 
@@ -49,7 +49,7 @@ static int usage(FILE *out, int rc)
             "Configuration comes from the environment: LISTEN_ADDR, "
             "DATABASE_URL,\nREDIS_URL, AMQP_URL, JWT_SECRET, CONTENT_STORE "
             "and the REVIEWD_* tuning\nvariables (see "
-            "services/reviewd/rv_config.h).\n");
+            "services/reviewd/core/rv_config.h).\n");
     return rc;
 }
 
@@ -62,7 +62,7 @@ static int die(const char *msg)
 /* Runs the migrations on a connection of its own. */
 static int migrate(rv_db *db, svc_log *log, char *err, size_t errlen)
 {
-    rv_conn *c = rv_conn_open(db, 0);
+    rv_db_conn *c = rv_db_conn_open(db, 0);
     int applied = 0, version = 0, rc;
 
     if (c == NULL) {
@@ -70,7 +70,7 @@ static int migrate(rv_db *db, svc_log *log, char *err, size_t errlen)
         return -1;
     }
     rc = rv_migrate_run(c, log, &applied, &version, err, errlen);
-    rv_conn_close(c);
+    rv_db_conn_close(c);
     if (rc == 0) {
         svc_log_write(log, SVC_LOG_INFO, "schema_ready",
                      json_pack("{s:i,s:i}", "version", version, "applied",
@@ -92,8 +92,8 @@ static int cmd_migrate(void)
     }
     log = svc_log_new(cfg.log_file, (svc_log_level)cfg.log_level, err,
                      sizeof(err));
-    db = log != NULL ? rv_db_new(cfg.database_url, rv_queries_stmts,
-                                 RV_Q_COUNT, cfg.pg_timeout_s, log)
+    db = log != NULL ? rv_db_new(cfg.database_url, rv_query_stmts,
+                                 RV_QUERY_COUNT, cfg.pg_timeout_s, log)
                      : NULL;
     rc = db != NULL ? migrate(db, log, err, sizeof(err)) : -1;
     if (rc != 0) {
@@ -259,7 +259,7 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
         return -1;
     }
     app->metrics = rv_metrics_new();
-    app->db = rv_db_new(cfg->database_url, rv_queries_stmts, RV_Q_COUNT,
+    app->db = rv_db_new(cfg->database_url, rv_query_stmts, RV_QUERY_COUNT,
                         cfg->pg_timeout_s, app->log);
     if (app->metrics == NULL || app->db == NULL) {
         snprintf(err, errlen, "out of memory");

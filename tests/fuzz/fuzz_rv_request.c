@@ -33,7 +33,7 @@
  *     strings, and then exactly when svc_utf8_valid does too;
  *   - every error body is a JSON object whose "code" is the reply's code
  *     and whose "detail" is a string, in valid UTF-8;
- *   - a request that passes reaches rv_body_object, which returns an
+ *   - a request that passes reaches rv_request_body_object, which returns an
  *     object or a 400 (INVALID_JSON or INVALID_ARGUMENT), never else.
  */
 #include <jansson.h>
@@ -46,9 +46,9 @@
 #include <time.h>
 
 #include "fuzz_target.h"
-#include "rv_dispatch.h"
-#include "rv_handlers.h"
-#include "rv_idempotency.h"
+#include "http/rv_dispatch.h"
+#include "handlers/rv_handlers.h"
+#include "tx/rv_idem.h"
 #include "svc_json.h"
 
 #define TARGET "rv_request"
@@ -273,22 +273,23 @@ static unsigned expected_status(const rv_request *req, int64_t declared,
     return 0;
 }
 
-/* Past the checks: the body goes through rv_body_object. */
+/* Past the checks: the body goes through rv_request_body_object. */
 static void check_body_object(const rv_request *req)
 {
     static const char *const allowed[] = {"title", "content", "comment",
                                           NULL};
     rv_reply reply = {0};
-    json_t *obj = rv_body_object(req, 1, allowed, &reply);
+    json_t *obj = rv_request_body_object(req, 1, allowed, &reply);
 
     if (obj == NULL && (reply.status != 400 ||
                         (strcmp(reply.code, "INVALID_JSON") != 0 &&
                          strcmp(reply.code, "INVALID_ARGUMENT") != 0)))
-        fuzz_fail(TARGET, "rv_body_object: %u %s", reply.status, reply.code);
+        fuzz_fail(TARGET, "rv_request_body_object: %u %s", reply.status,
+                  reply.code);
     if (obj == NULL)
         check_error_body(&reply);
     else if (!json_is_object(obj) || reply.status != 0)
-        fuzz_fail(TARGET, "rv_body_object gave a non-object");
+        fuzz_fail(TARGET, "rv_request_body_object gave a non-object");
     json_decref(obj);
     rv_reply_clear(&reply);
 }

@@ -225,7 +225,7 @@ static int reopened(void *arg)
 /*
  * PostgreSQL cuts reviewd's idle connections (a restart, a failover, an
  * idle timeout): the next write on each worker finds its connection dead
- * at the BEGIN it sends with its first statement (rv_conn_begin_deferred),
+ * at the BEGIN it sends with its first statement (rv_db_conn_begin_deferred),
  * when nothing of it has run, so it runs again on a new connection and
  * the client sees 201, never 503.
  */

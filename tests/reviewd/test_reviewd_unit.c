@@ -18,13 +18,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "rv_auth.h"
-#include "rv_config.h"
-#include "rv_dispatch.h"
-#include "rv_idempotency.h"
+#include "api/rv_auth.h"
+#include "core/rv_config.h"
+#include "http/rv_dispatch.h"
+#include "tx/rv_idem.h"
 #include "svc_json.h"
 #include "svc_log.h"
-#include "rv_router.h"
+#include "core/rv_router.h"
 
 #define SECRET "unit-secret-0123456789abcdefghij"
 #define NOW ((int64_t)1800000000)
