@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* Milliseconds since the epoch, formatted by rv_query_format_ms. */
@@ -165,6 +166,37 @@ static const char *nullable(PGresult *res, int row, int col)
     return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
 
+static rv_doc_state doc_state(const char *s)
+{
+    if (strcmp(s, "draft") == 0) {
+        return RV_DOC_DRAFT;
+    }
+    if (strcmp(s, "pending_review") == 0) {
+        return RV_DOC_PENDING_REVIEW;
+    }
+    if (strcmp(s, "approved") == 0) {
+        return RV_DOC_APPROVED;
+    }
+    if (strcmp(s, "rejected") == 0) {
+        return RV_DOC_REJECTED;
+    }
+    return RV_DOC_UNKNOWN;
+}
+
+static rv_review_state review_state(const char *s)
+{
+    if (strcmp(s, "pending") == 0) {
+        return RV_REVIEW_PENDING;
+    }
+    if (strcmp(s, "approved") == 0) {
+        return RV_REVIEW_APPROVED;
+    }
+    if (strcmp(s, "rejected") == 0) {
+        return RV_REVIEW_REJECTED;
+    }
+    return RV_REVIEW_UNKNOWN;
+}
+
 /* Maps row 0 of res (DOC_COLS) into d, which takes res. */
 static void doc_from(PGresult *res, rv_doc *d)
 {
@@ -172,6 +204,7 @@ static void doc_from(PGresult *res, rv_doc *d)
     d->id = PQgetvalue(res, 0, 0);
     d->title = PQgetvalue(res, 0, 1);
     d->status = PQgetvalue(res, 0, 2);
+    d->state = doc_state(d->status);
     d->author = PQgetvalue(res, 0, 3);
     d->version = atoi(PQgetvalue(res, 0, 4));
     d->preview = PQgetvalue(res, 0, 5);
@@ -188,6 +221,7 @@ void rv_query_review_at(PGresult *res, int i, rv_review *r)
     r->document_id = PQgetvalue(res, i, 1);
     r->document_version = atoi(PQgetvalue(res, i, 2));
     r->status = PQgetvalue(res, i, 3);
+    r->state = review_state(r->status);
     r->submitted_by = PQgetvalue(res, i, 4);
     r->reviewer = nullable(res, i, 5);
     r->comment = nullable(res, i, 6);

@@ -53,13 +53,34 @@ enum rv_stmt {
 
 extern const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT];
 
+/* A document's status column, parsed once when the row is read, so
+ * handlers compare states, not strings.  RV_DOC_UNKNOWN is a value the
+ * schema's CHECK constraint would not let in; no transition accepts it. */
+typedef enum rv_doc_state {
+    RV_DOC_UNKNOWN = 0,
+    RV_DOC_DRAFT,
+    RV_DOC_PENDING_REVIEW,
+    RV_DOC_APPROVED,
+    RV_DOC_REJECTED
+} rv_doc_state;
+
+/* A review's status column, as rv_doc_state is the document's. */
+typedef enum rv_review_state {
+    RV_REVIEW_UNKNOWN = 0,
+    RV_REVIEW_PENDING,
+    RV_REVIEW_APPROVED,
+    RV_REVIEW_REJECTED
+} rv_review_state;
+
 /* A document row.  Strings borrow from res; current_review_id is NULL for
- * SQL NULL. */
+ * SQL NULL.  status is the column's text (for the JSON view), state the
+ * same value parsed. */
 typedef struct rv_doc {
     PGresult *res;
     const char *id;
     const char *title;
     const char *status;
+    rv_doc_state state;
     const char *author;
     int version;
     const char *preview;
@@ -77,6 +98,7 @@ typedef struct rv_review {
     const char *document_id;
     int document_version;
     const char *status;
+    rv_review_state state;
     const char *submitted_by;
     const char *reviewer;
     const char *comment;

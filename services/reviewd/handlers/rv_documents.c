@@ -15,6 +15,7 @@
 
 #include "tx/rv_content.h"
 #include "handlers/rv_handlers.h"
+#include "handlers/rv_load.h"
 #include "svc_json.h"
 #include "db/rv_query.h"
 #include "tx/rv_tx.h"
@@ -105,18 +106,12 @@ static rv_db_status get_work(rv_request *req, rv_db_conn *c, void *arg,
                              rv_reply *reply)
 {
     const doc_input *in = arg;
-    char id[24];
+    char id[RV_LOAD_ID_LEN];
     char *content = NULL;
     rv_doc d;
-    int found = 0;
     rv_db_status st;
 
-    rv_request_id_text(req, id, sizeof(id));
-    st = rv_query_doc_get(c, id, 0, &d, &found);
-    if (st != RV_DB_OK || !found) {
-        if (st == RV_DB_OK) {
-            rv_reply_error(reply, 404, "NOT_FOUND", "no such document");
-        }
+    if (!rv_load_document(req, c, 0, id, &d, reply, &st)) {
         return st;
     }
     if (in->with_content) {
@@ -197,24 +192,17 @@ static rv_db_status update_work(rv_request *req, rv_db_conn *c, void *arg,
                                 rv_reply *reply)
 {
     const doc_input *in = arg;
-    char id[24];
+    char id[RV_LOAD_ID_LEN];
     rv_doc d;
-    int found = 0;
     rv_db_status st;
 
-    rv_request_id_text(req, id, sizeof(id));
-    st = rv_query_doc_get(c, id, 1, &d, &found);
-    if (st != RV_DB_OK || !found) {
-        if (st == RV_DB_OK) {
-            rv_reply_error(reply, 404, "NOT_FOUND", "no such document");
-        }
+    if (!rv_load_document(req, c, 1, id, &d, reply, &st)) {
         return st;
     }
     if (strcmp(d.author, req->who.sub) != 0) {
         rv_reply_error(reply, 403, "FORBIDDEN",
                        "only the document's author may edit it");
-    } else if (strcmp(d.status, "draft") != 0
-               && strcmp(d.status, "rejected") != 0) {
+    } else if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
         rv_reply_error(reply, 409, "INVALID_STATE",
                        "only a draft or rejected document can be edited");
     } else {

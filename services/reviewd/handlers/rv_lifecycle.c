@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "handlers/rv_handlers.h"
+#include "handlers/rv_load.h"
 #include "tx/rv_hooks.h"
 #include "tx/rv_idem.h"
 #include "svc_json.h"
@@ -103,19 +104,13 @@ static void run_locked(rv_request *req, const char *key, int64_t ttl_ms,
 static rv_db_status submit_work(rv_request *req, rv_db_conn *c, void *arg,
                                 rv_reply *reply)
 {
-    char id[24];
+    char id[RV_LOAD_ID_LEN];
     rv_doc d, after;
     rv_review r;
-    int found = 0;
     rv_db_status st;
 
     (void)arg;
-    rv_request_id_text(req, id, sizeof(id));
-    st = rv_query_doc_get(c, id, 1, &d, &found);
-    if (st != RV_DB_OK || !found) {
-        if (st == RV_DB_OK) {
-            rv_reply_error(reply, 404, "NOT_FOUND", "no such document");
-        }
+    if (!rv_load_document(req, c, 1, id, &d, reply, &st)) {
         return st;
     }
     if (strcmp(d.author, req->who.sub) != 0) {
@@ -124,7 +119,7 @@ static rv_db_status submit_work(rv_request *req, rv_db_conn *c, void *arg,
         rv_query_doc_clear(&d);
         return RV_DB_OK;
     }
-    if (strcmp(d.status, "draft") != 0 && strcmp(d.status, "rejected") != 0) {
+    if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
         rv_reply_error(reply, 409, "INVALID_STATE", "only a draft or "
                        "rejected document can be submitted");
         rv_query_doc_clear(&d);
@@ -175,8 +170,8 @@ static int may_decide(const rv_request *req, const rv_review *r,
                        "not decide a review of your own document");
         return 0;
     }
-    if (strcmp(r->status, "pending") != 0
-        || strcmp(d->status, "pending_review") != 0
+    if (r->state != RV_REVIEW_PENDING
+        || d->state != RV_DOC_PENDING_REVIEW
         || d->current_review_id == NULL
         || strcmp(d->current_review_id, r->id) != 0) {
         rv_reply_error(reply, 409, "INVALID_STATE",
@@ -230,18 +225,13 @@ static rv_db_status decide_work(rv_request *req, rv_db_conn *c, void *arg,
                                 rv_reply *reply)
 {
     const decide_args *a = arg;
-    char rid[24];
+    char rid[RV_LOAD_ID_LEN];
     rv_review r;
     rv_doc d;
     int found = 0;
     rv_db_status st;
 
-    rv_request_id_text(req, rid, sizeof(rid));
-    st = rv_query_review_get(c, rid, 1, &r, &found);
-    if (st != RV_DB_OK || !found) {
-        if (st == RV_DB_OK) {
-            rv_reply_error(reply, 404, "NOT_FOUND", "no such review");
-        }
+    if (!rv_load_review(req, c, 1, rid, &r, reply, &st)) {
         return st;
     }
     st = rv_query_doc_get(c, r.document_id, 1, &d, &found);

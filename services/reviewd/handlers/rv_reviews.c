@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "handlers/rv_handlers.h"
+#include "handlers/rv_load.h"
 #include "db/rv_query.h"
 #include "tx/rv_tx.h"
 #include "api/rv_views.h"
@@ -145,17 +146,12 @@ void rv_handle_review_list(rv_request *req, rv_reply *reply)
 static rv_db_status get_work(rv_request *req, rv_db_conn *c, void *arg,
                              rv_reply *reply)
 {
-    char id[24];
+    char id[RV_LOAD_ID_LEN];
     rv_review r;
-    int found = 0;
     rv_db_status st;
 
     (void)arg;
-    rv_request_id_text(req, id, sizeof(id));
-    st = rv_query_review_get(c, id, 0, &r, &found);
-    if (st == RV_DB_OK && !found) {
-        rv_reply_error(reply, 404, "NOT_FOUND", "no such review");
-    } else if (st == RV_DB_OK) {
+    if (rv_load_review(req, c, 0, id, &r, reply, &st)) {
         rv_reply_json(reply, 200, rv_view_review(&r));
         rv_query_review_clear(&r);
     }
