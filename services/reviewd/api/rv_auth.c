@@ -418,7 +418,7 @@ int rv_auth_verify(const char *authorization, const unsigned char *secret,
     const char *tok = bearer_token(authorization, detail, detaillen);
     token_cache *cache;
     const cached_token *hit;
-    double exp, nbf;
+    double exp = 0, nbf = 0; /* set by verify_token on success */
     size_t len;
 
     memset(who, 0, sizeof(*who));
