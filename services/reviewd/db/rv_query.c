@@ -166,35 +166,32 @@ static const char *nullable(PGresult *res, int row, int col)
     return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
 
-static rv_doc_state doc_state(const char *s)
-{
-    if (strcmp(s, "draft") == 0) {
-        return RV_DOC_DRAFT;
-    }
-    if (strcmp(s, "pending_review") == 0) {
-        return RV_DOC_PENDING_REVIEW;
-    }
-    if (strcmp(s, "approved") == 0) {
-        return RV_DOC_APPROVED;
-    }
-    if (strcmp(s, "rejected") == 0) {
-        return RV_DOC_REJECTED;
-    }
-    return RV_DOC_UNKNOWN;
-}
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-static rv_review_state review_state(const char *s)
+/* The status columns' values, indexed by their enum (0: unknown). */
+static const char *const doc_states[] = {
+    [RV_DOC_DRAFT] = "draft",
+    [RV_DOC_PENDING_REVIEW] = "pending_review",
+    [RV_DOC_APPROVED] = "approved",
+    [RV_DOC_REJECTED] = "rejected",
+};
+static const char *const review_states[] = {
+    [RV_REVIEW_PENDING] = "pending",
+    [RV_REVIEW_APPROVED] = "approved",
+    [RV_REVIEW_REJECTED] = "rejected",
+};
+
+/* The index of s in names[1..n-1], or 0 (unknown). */
+static int state_of(const char *s, const char *const *names, size_t n)
 {
-    if (strcmp(s, "pending") == 0) {
-        return RV_REVIEW_PENDING;
+    size_t i;
+
+    for (i = 1; i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            return (int)i;
+        }
     }
-    if (strcmp(s, "approved") == 0) {
-        return RV_REVIEW_APPROVED;
-    }
-    if (strcmp(s, "rejected") == 0) {
-        return RV_REVIEW_REJECTED;
-    }
-    return RV_REVIEW_UNKNOWN;
+    return 0;
 }
 
 /* Maps row 0 of res (DOC_COLS) into d, which takes res. */
@@ -204,7 +201,8 @@ static void doc_from(PGresult *res, rv_doc *d)
     d->id = PQgetvalue(res, 0, 0);
     d->title = PQgetvalue(res, 0, 1);
     d->status = PQgetvalue(res, 0, 2);
-    d->state = doc_state(d->status);
+    d->state = (rv_doc_state)state_of(d->status, doc_states,
+                                      COUNT_OF(doc_states));
     d->author = PQgetvalue(res, 0, 3);
     d->version = atoi(PQgetvalue(res, 0, 4));
     d->preview = PQgetvalue(res, 0, 5);
@@ -221,7 +219,8 @@ void rv_query_review_at(PGresult *res, int i, rv_review *r)
     r->document_id = PQgetvalue(res, i, 1);
     r->document_version = atoi(PQgetvalue(res, i, 2));
     r->status = PQgetvalue(res, i, 3);
-    r->state = review_state(r->status);
+    r->state = (rv_review_state)state_of(r->status, review_states,
+                                         COUNT_OF(review_states));
     r->submitted_by = PQgetvalue(res, i, 4);
     r->reviewer = nullable(res, i, 5);
     r->comment = nullable(res, i, 6);
