@@ -1,5 +1,5 @@
 /*
- * main.c: reviewd's entry point and its sub-commands.
+ * rv_main.c: reviewd's entry point and its sub-commands.
  *
  *   reviewd [serve]     run the HTTP service (the default)
  *   reviewd migrate     apply the SQL migrations and exit

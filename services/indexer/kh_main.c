@@ -1,5 +1,5 @@
 /*
- * main.c: kh-indexer, the consumer that turns document.approved events
+ * kh_main.c: kh-indexer, the consumer that turns document.approved events
  * into chunks and full-text index data, exactly once per event.
  *
  *   kh-indexer          run until SIGTERM or SIGINT
@@ -421,7 +421,7 @@ int main(int argc, char **argv)
     }
     if (argc > 1) {
         fprintf(stderr, "usage: kh-indexer [version]\n(configuration comes "
-                "from the environment; see services/indexer/main.c)\n");
+                "from the environment; see services/indexer/kh_main.c)\n");
         return 2;
     }
     return serve();
