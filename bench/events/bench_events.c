@@ -67,7 +67,7 @@
 #include "ev_broker.h"
 #include "ev_proc.h"
 #include "ev_times.h"
-#include "rv_auth.h"
+#include "api/rv_auth.h"
 
 #define WHO "bench_events"
 #define PREP_THREADS 8

@@ -60,7 +60,7 @@
 
 #include "bench_http.h"
 #include "bench_stats.h"
-#include "rv_auth.h"
+#include "api/rv_auth.h"
 #include "soak_proc.h"
 
 #define REQUEST_TIMEOUT_MS 30000
