@@ -62,9 +62,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
+#include "bench_cost.h"
+#include "bench_cpu.h"
+#include "bench_figure.h"
 #include "bench_http.h"
-#include "bench_redis.h"
-#include "bench_stats.h"
+#include "bench_json.h"
+#include "bench_run.h"
+#include "bench_samples.h"
+#include "bench_tool.h"
 #include "api/rv_auth.h"
 #include "db/rv_query.h"
 

@@ -58,8 +58,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "bench_http.h"
-#include "bench_stats.h"
+#include "bench_run.h"
 #include "api/rv_auth.h"
 #include "soak_proc.h"
 

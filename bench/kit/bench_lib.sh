@@ -1,4 +1,4 @@
-# bench/bench_lib.sh: what the benchmarks' run_*.sh scripts share, sourced
+# bench/kit/bench_lib.sh: what the benchmarks' run_*.sh scripts share, sourced
 # by them (bash; they set -euo pipefail first and ROOT to the checkout).
 #
 #   bench_parse_args NAME "$@"   BUILD_DIR [OUTPUT] [-- options...] into

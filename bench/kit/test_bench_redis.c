@@ -17,8 +17,9 @@
 
 #include <cmocka.h>
 
+#include "bench_figure.h"
 #include "bench_redis.h"
-#include "bench_stats.h"
+#include "bench_samples.h"
 
 static void monitor_line_of_a_client_is_split_into_arguments(void **state)
 {

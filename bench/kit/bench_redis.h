@@ -140,18 +140,6 @@ int bench_rb_run(const char *rb_bin, const bench_target *t, pid_t server_pid,
                  int timeout_ms, bench_rb_result *out, char *err,
                  size_t errlen);
 
-/*
- * Runs argv (argv[0] found on PATH) with stdin from /dev/null and stdout
- * and stderr captured together, for at most timeout_ms (then SIGKILL).
- * On 0, *text is the output (NUL-terminated, at most 1 MiB; the caller
- * frees it), *status the wait status and *cpu_us the tool's CPU time.
- * Returns -1 with a message when it could not run or did not finish.
- * Shared by the redis-benchmark runner and the benchmarks' other
- * reference tools (pgbench).
- */
-int bench_tool_run(char **argv, int timeout_ms, char **text, int *status,
-                   int64_t *cpu_us, char *err, size_t errlen);
-
 /* Parsers of redis-benchmark's two output forms, exposed for the
  * self-check.  Both return 0, or -1 when a field is missing. */
 int bench_rb_parse_report(const char *text, bench_rb_result *out);

@@ -76,8 +76,14 @@
 
 #include "dlock/dlock.h"
 
+#include "bench_clock.h"
+#include "bench_cost.h"
+#include "bench_cpu.h"
+#include "bench_figure.h"
+#include "bench_json.h"
 #include "bench_redis.h"
-#include "bench_stats.h"
+#include "bench_run.h"
+#include "bench_samples.h"
 
 #define MAX_THREADS 32
 #define MAX_ERRORS_PER_THREAD 100
