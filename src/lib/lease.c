@@ -83,7 +83,7 @@ dlock__lease_ticket dlock__lease_begin(dlock__lease *l, int64_t ttl_ms,
     if (l->outstanding++ == 0) {
         l->group_ok = 0;
         l->group_min_us = INT64_MAX;
-        l->group_base_us = t.base_hi_us;
+        l->group_base_us = UNKNOWN_BASE;
     }
     /* If this request runs last in Redis, the key lives from (at least)
      * now for ttl_ms: no more than that may be claimed from here on. */
@@ -108,16 +108,18 @@ int dlock__lease_end(dlock__lease *l, const dlock__lease_ticket *t,
 
     pthread_mutex_lock(&l->mu);
     assert(l->outstanding > 0);
-    if (outcome != DLOCK__LEASE_NOT_RUN && cand < l->group_min_us)
-        l->group_min_us = cand;
-    if (outcome == DLOCK__LEASE_GRANTED) {
-        l->group_ok = 1;
-        /* The oldest base of the group: the most conservative. */
+    if (outcome != DLOCK__LEASE_NOT_RUN) {
+        if (cand < l->group_min_us)
+            l->group_min_us = cand;
+        /* The least clock offset among the requests that may have run
+         * last: the most conservative base for the step check. */
         if (t->base_hi_us != UNKNOWN_BASE &&
             (l->group_base_us == UNKNOWN_BASE ||
              t->base_hi_us < l->group_base_us))
             l->group_base_us = t->base_hi_us;
     }
+    if (outcome == DLOCK__LEASE_GRANTED)
+        l->group_ok = 1;
     if (--l->outstanding == 0 && l->group_ok &&
         !atomic_load(&l->lost)) {
         changed = !l->granted || l->until_us != l->group_min_us;

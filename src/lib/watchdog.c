@@ -347,13 +347,29 @@ static int has_work(dlock__watchdog *w)
     return w->orphans != NULL;
 }
 
-/* Sleeps in poll(2) until a reply, a wake-up or next (mu released). */
+/* The earliest renewal due among the watches not in flight. */
+static int64_t next_due(dlock__watchdog *w)
+{
+    int64_t next = DLOCK__FOREVER;
+
+    for (dlock__watch *x = w->head; x != NULL; x = x->next)
+        if (x->renew && !x->done && !x->inflight && x->lock != NULL &&
+            x->next_renew_us < next)
+            next = x->next_renew_us;
+    return next;
+}
+
+/* Sleeps in poll(2) until a reply, a wake-up, the next renewal due or
+ * next (mu released).  Replies read since next was computed may have
+ * scheduled renewals: the list is read again here. */
 static void wait_renewer(dlock__watchdog *w, int64_t next)
 {
     struct pollfd p[2];
     nfds_t n = 1;
     int timeout;
 
+    if (w->conn != NULL && next_due(w) < next)
+        next = next_due(w);
     if (w->fifo != NULL) {
         int64_t expiry = mono_of_boot(w->fifo->expires_us);
 
