@@ -1,5 +1,5 @@
 /*
- * test_lease.c: a lock never claims more than it can know (issue 13).
+ * test_validity.c: a lock never claims more than it can know (issue 13).
  *
  * Each test drives a real redis-server into a fault and checks the local
  * view against Redis:
