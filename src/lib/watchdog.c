@@ -104,7 +104,8 @@ static void drain_wakes(dlock__watchdog *w)
         ;
 }
 
-static void unlink_watch(dlock__watchdog *w, dlock__watch *x)
+/* Takes x off the list of watches (it stays allocated). */
+static void detach_watch(dlock__watchdog *w, dlock__watch *x)
 {
     if (x->prev != NULL)
         x->prev->next = x->next;
@@ -112,6 +113,11 @@ static void unlink_watch(dlock__watchdog *w, dlock__watch *x)
         w->head = x->next;
     if (x->next != NULL)
         x->next->prev = x->prev;
+}
+
+static void unlink_watch(dlock__watchdog *w, dlock__watch *x)
+{
+    detach_watch(w, x);
     dlock__free(x);
 }
 
@@ -648,13 +654,8 @@ void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *x)
     while (x->firing)
         pthread_cond_wait(&w->idle, &w->mu);
     if (x->inflight) {
-        /* The flight frees it; unlink it from the list now. */
-        if (x->prev != NULL)
-            x->prev->next = x->next;
-        else
-            w->head = x->next;
-        if (x->next != NULL)
-            x->next->prev = x->prev;
+        /* The flight frees it; off the list now. */
+        detach_watch(w, x);
         x->lock = NULL;
     } else {
         unlink_watch(w, x);
