@@ -109,6 +109,11 @@ dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,
 dlock_err dlock__client_connect(dlock_client *c, dlock__conn **out,
                                 dlock__msg *m);
 
+/* The same, giving up at deadline_us (clock.h) if that is sooner than the
+ * connect timeout: the renewer never waits past the leases it serves. */
+dlock_err dlock__client_connect_until(dlock_client *c, int64_t deadline_us,
+                                      dlock__conn **out, dlock__msg *m);
+
 /* Absolute deadline of one round trip begun now. */
 int64_t dlock__client_io_deadline(const dlock_client *c);
 

@@ -12,6 +12,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define UNKNOWN_BASE INT64_MIN
@@ -39,15 +40,9 @@ void dlock__lease_init(dlock__lease *l, int64_t ttl_ms)
 {
     pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
 
+    memset(l, 0, sizeof(*l));
     l->mu = init;
-    l->granted = 0;
-    l->until_us = 0;
     l->base_hi_us = UNKNOWN_BASE;
-    l->granted_at_us = 0;
-    l->outstanding = 0;
-    l->group_ok = 0;
-    l->group_min_us = INT64_MAX;
-    l->group_base_us = UNKNOWN_BASE;
     atomic_init(&l->ttl_ms, ttl_ms);
     atomic_init(&l->lost, 0);
 }
@@ -77,14 +72,18 @@ dlock__lease_ticket dlock__lease_begin(dlock__lease *l, int64_t ttl_ms,
 
     t.base_hi_us = skew_hi(skew);
     t.ttl_ms = ttl_ms;
+    t.slot = -1;
     pthread_mutex_lock(&l->mu);
     t.sent_us = dlock__boot_us();
     cand = dlock__lease_until_of(t.sent_us, ttl_ms);
-    if (l->outstanding++ == 0) {
-        l->group_ok = 0;
-        l->group_min_us = INT64_MAX;
-        l->group_base_us = UNKNOWN_BASE;
+    for (int i = 0; i < DLOCK__LEASE_SLOTS && t.slot < 0; i++) {
+        if (l->open_cand[i] == 0) {
+            l->open_cand[i] = cand;
+            t.slot = i;
+        }
     }
+    if (t.slot < 0)
+        l->untracked++;
     /* If this request runs last in Redis, the key lives from (at least)
      * now for ttl_ms: no more than that may be claimed from here on. */
     if (l->granted && cand < l->until_us)
@@ -100,6 +99,24 @@ void dlock__lease_ticket_server_time(dlock__lease_ticket *t,
         t->base_hi_us = server_us - t->sent_us;
 }
 
+/* The least candidate among the requests that may run after one sent at
+ * sent_us: those in flight and those that ended since (mu held). */
+static int64_t least_after(const dlock__lease *l, int64_t sent_us,
+                           int64_t cand)
+{
+    for (int i = 0; i < DLOCK__LEASE_SLOTS; i++) {
+        if (l->open_cand[i] != 0 && l->open_cand[i] < cand)
+            cand = l->open_cand[i];
+        /* The ring keeps the last DLOCK__LEASE_SLOTS endings: more
+         * requests than that ending while one is in flight do not
+         * happen with one owner and one renewer. */
+        if (l->ended_at[i] >= sent_us && l->ended_cand[i] != 0 &&
+            l->ended_cand[i] < cand)
+            cand = l->ended_cand[i];
+    }
+    return cand;
+}
+
 int dlock__lease_end(dlock__lease *l, const dlock__lease_ticket *t,
                      dlock__lease_outcome outcome)
 {
@@ -107,26 +124,25 @@ int dlock__lease_end(dlock__lease *l, const dlock__lease_ticket *t,
     int64_t cand = dlock__lease_until_of(t->sent_us, t->ttl_ms);
 
     pthread_mutex_lock(&l->mu);
-    assert(l->outstanding > 0);
-    if (outcome != DLOCK__LEASE_NOT_RUN) {
-        if (cand < l->group_min_us)
-            l->group_min_us = cand;
-        /* The least clock offset among the requests that may have run
-         * last: the most conservative base for the step check. */
-        if (t->base_hi_us != UNKNOWN_BASE &&
-            (l->group_base_us == UNKNOWN_BASE ||
-             t->base_hi_us < l->group_base_us))
-            l->group_base_us = t->base_hi_us;
-    }
-    if (outcome == DLOCK__LEASE_GRANTED)
-        l->group_ok = 1;
-    if (--l->outstanding == 0 && l->group_ok &&
+    if (t->slot >= 0)
+        l->open_cand[t->slot] = 0;
+    else
+        l->untracked--;
+    assert(l->untracked >= 0);
+    if (outcome == DLOCK__LEASE_GRANTED && l->untracked == 0 &&
         !atomic_load(&l->lost)) {
-        changed = !l->granted || l->until_us != l->group_min_us;
-        l->until_us = l->group_min_us;
-        l->base_hi_us = l->group_base_us;
+        int64_t until = least_after(l, t->sent_us, cand);
+
+        changed = !l->granted || l->until_us != until;
+        l->until_us = until;
+        l->base_hi_us = t->base_hi_us;
         l->granted_at_us = t->sent_us;
         l->granted = 1;
+    }
+    if (outcome != DLOCK__LEASE_NOT_RUN) {
+        l->ended_at[l->ended_next] = dlock__boot_us();
+        l->ended_cand[l->ended_next] = cand;
+        l->ended_next = (l->ended_next + 1) % DLOCK__LEASE_SLOTS;
     }
     pthread_mutex_unlock(&l->mu);
     return changed;

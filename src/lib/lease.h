@@ -15,12 +15,15 @@
  *   - dlock__lease_begin lowers valid_until at once to what the new
  *     request would give if it ran last (an extend to a shorter TTL counts
  *     from the moment it is sent);
- *   - replies are collected per group of overlapping requests, and when
- *     the last of the group ends, valid_until becomes the smallest
- *     candidate among those that succeeded or whose outcome is unknown
- *     (any of them may be the one Redis ran last).
+ *   - a request R that succeeded sets valid_until to the smallest
+ *     candidate among R and every request that may have run after it:
+ *     those still in flight, and those that ended (succeeded or unknown)
+ *     after R was sent.  A request that ended before R was sent ran before
+ *     R and no longer matters.
  * A stale reply therefore never raises validity past what a newer request
- * allows.  Every ticket from dlock__lease_begin must be ended exactly once.
+ * allows, and a steady stream of overlapping requests (an extend loop
+ * beside the watchdog) still moves validity on with each answer.  Every
+ * ticket from dlock__lease_begin must be ended exactly once.
  *
  * Redis expires keys by its own wall clock.  A forward step of that clock
  * shortens every lease at once, and no client can see it before its next
@@ -55,16 +58,25 @@ typedef struct dlock__skew {
     int64_t hi_us;      /* server time - our send time */
 } dlock__skew;
 
+/* Requests of one lease tracked at once (the owner's and the renewer's). */
+#define DLOCK__LEASE_SLOTS 8
+
 typedef struct dlock__lease {
     pthread_mutex_t mu;
     int granted;             /* 0 until the first successful grant */
     int64_t until_us;        /* CLOCK_BOOTTIME; valid while now < until */
     int64_t base_hi_us;      /* skew hi when granted; INT64_MIN: unknown */
     int64_t granted_at_us;
-    int outstanding;         /* tickets begun and not ended */
-    int group_ok;            /* one of the current group succeeded */
-    int64_t group_min_us;    /* least candidate of the current group */
-    int64_t group_base_us;
+    /* Candidates of the requests in flight (slot used when cand != 0);
+     * untracked counts those that found no free slot (then no answer
+     * raises validity until they end). */
+    int64_t open_cand[DLOCK__LEASE_SLOTS];
+    int untracked;
+    /* The last requests that ended and may have run: when, and their
+     * candidates (a ring). */
+    int64_t ended_at[DLOCK__LEASE_SLOTS];
+    int64_t ended_cand[DLOCK__LEASE_SLOTS];
+    int ended_next;
     atomic_llong ttl_ms;     /* the TTL renewals ask for */
     atomic_int lost;
 } dlock__lease;
@@ -74,6 +86,7 @@ typedef struct dlock__lease_ticket {
     int64_t sent_us;
     int64_t ttl_ms;
     int64_t base_hi_us;
+    int slot;               /* in open_cand, or -1 untracked */
 } dlock__lease_ticket;
 
 /* How a request that began with a ticket ended. */

@@ -237,7 +237,6 @@ static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
     l->key = dlock__strdup(key);
     l->fence_key = dlock__malloc(len + sizeof("{}:fence"));
     l->channel = dlock__malloc(len + sizeof(CHANNEL_PREFIX));
-    dlock__lease_init(&l->lease, DEFAULT_TTL_MS);
     if (l->key == NULL || l->fence_key == NULL || l->channel == NULL)
         goto nomem;
     if (has_hash_tag(key))

@@ -48,10 +48,17 @@ struct dlock__watch {
     struct dlock__watch *prev;
 };
 
+/* A request that may run on the server unseen (its connection timed
+ * out), undone by a script that answers 1 once it has undone it.  The
+ * original may still be in flight on its dead connection and run after an
+ * undo that found nothing, so the undo is sent again, with backoff, until
+ * it answers 1 or the TTL the original asked for is over. */
 typedef struct orphan {
     char *cmd;
     size_t len;
     int inflight;
+    int64_t next_send_us;    /* monotonic */
+    int64_t backoff_us;
     int64_t give_up_us;      /* CLOCK_BOOTTIME */
     struct orphan *next;
 } orphan;
@@ -158,9 +165,14 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
     dlock__watch *x = f->watch;
 
     if (f->orphan != NULL) {
-        f->orphan->inflight = 0;
-        if (r != NULL)
-            f->orphan->give_up_us = 0;   /* answered: undone */
+        orphan *o = f->orphan;
+
+        o->inflight = 0;
+        if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+            o->give_up_us = 0;   /* undone */
+        o->next_send_us = dlock__now_us() + o->backoff_us;
+        if (o->backoff_us < 2000000)
+            o->backoff_us *= 2;
     } else if (x->lock == NULL) {
         if (--x->inflight == 0)
             dlock__free(x);   /* detached by unwatch */
@@ -299,9 +311,16 @@ static size_t collect_due(dlock__watchdog *w, char **buf, size_t *len,
         else if (now + 10000 < *next)
             *next = now + 10000;   /* out of memory: try again soon */
     }
-    for (orphan *o = w->orphans; o != NULL; o = o->next)
-        if (!o->inflight && queue_orphan(w, o, buf, len))
+    for (orphan *o = w->orphans; o != NULL; o = o->next) {
+        if (o->inflight)
+            continue;
+        if (o->next_send_us > now) {
+            if (o->next_send_us < *next)
+                *next = o->next_send_us;
+        } else if (queue_orphan(w, o, buf, len)) {
             n++;
+        }
+    }
     return n;
 }
 
@@ -312,15 +331,39 @@ static int oldest_expired(dlock__watchdog *w)
     return w->fifo != NULL && w->fifo->expires_us <= dlock__boot_us();
 }
 
-/* Opens the renewer's connection (mu held on entry and return). */
+/* The earliest end of validity among the locks the renewer serves
+ * (monotonic), or DLOCK__FOREVER. */
+static int64_t earliest_end(dlock__watchdog *w)
+{
+    dlock__skew *skew = dlock__client_skew(w->client);
+    int64_t end = DLOCK__FOREVER;
+
+    for (dlock__watch *x = w->head; x != NULL; x = x->next) {
+        int64_t until;
+
+        if (!x->renew || x->done || x->lock == NULL)
+            continue;
+        until = dlock__lease_until(dlock__lock_lease(x->lock), skew);
+        if (until != 0 && mono_of_boot(until) < end)
+            end = mono_of_boot(until);
+    }
+    return end;
+}
+
+/* Opens the renewer's connection (mu held on entry and return), giving
+ * up when the first lease it serves ends: a connect that takes longer
+ * cannot save it, and the next try may. */
 static void connect_renewer(dlock__watchdog *w)
 {
     dlock__conn *conn = NULL;
     dlock__msg m;
+    int64_t until = earliest_end(w);
     dlock_err err;
 
+    if (until != DLOCK__FOREVER && until < dlock__now_us() + 20000)
+        until = dlock__now_us() + 20000;   /* at least 20 ms */
     pthread_mutex_unlock(&w->mu);
-    err = dlock__client_connect(w->client, &conn, &m);
+    err = dlock__client_connect_until(w->client, until, &conn, &m);
     pthread_mutex_lock(&w->mu);
     if (err == DLOCK_OK)
         w->conn = conn;
@@ -362,6 +405,9 @@ static int64_t next_due(dlock__watchdog *w)
         if (x->renew && !x->done && !x->inflight && x->lock != NULL &&
             x->next_renew_us < next)
             next = x->next_renew_us;
+    for (orphan *o = w->orphans; o != NULL; o = o->next)
+        if (!o->inflight && o->next_send_us < next)
+            next = o->next_send_us;
     return next;
 }
 
@@ -708,6 +754,8 @@ void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
     }
     o->len = (size_t)len;
     o->give_up_us = dlock__boot_us() + ttl_ms * 1000;
+    o->next_send_us = dlock__now_us();
+    o->backoff_us = 50000;
     pthread_mutex_lock(&w->mu);
     o->next = w->orphans;
     w->orphans = o;

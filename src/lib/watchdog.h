@@ -14,7 +14,7 @@
  *            renewer also undoes orphans: a request that may have run
  *            without us seeing the answer (a timed-out acquire or release)
  *            is resolved with the same token by a release sent here until
- *            it is answered or the key's TTL has run out anyway.
+ *            it has undone it or the key's TTL has run out anyway.
  *   timer    wakes at the earliest valid_until of the locks it watches and
  *            marks each lost that is past it, whether or not any reply ever
  *            comes; it runs on_lost callbacks (for losses found by time or
@@ -65,9 +65,11 @@ void dlock__watchdog_recheck(dlock__watchdog *w);
 
 /*
  * Resolves a request that may have run unseen: sends script s (as EVAL,
- * nkeys keys first in argv, copied) on the renewer's connection until it
- * is answered, or for at most ttl_ms (after that the key has expired by
- * itself).  Best effort: out of memory, it is dropped.
+ * nkeys keys first in argv, copied) on the renewer's connection, again
+ * with backoff (50 ms doubling to 2 s) until it answers 1 (undone: the
+ * original may still be on its way on the dead connection, so an answer
+ * of 0 is not the end), or for at most ttl_ms (after that the key has
+ * expired by itself).  Best effort: out of memory, it is dropped.
  */
 void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
                              int nkeys, int argc, const char **argv,

@@ -14,7 +14,9 @@
  *     seen at the next round trip, and shrinks what valid_ms claims;
  *   - 200 watchdog locks on a server slowed by a Lua busy loop: none is
  *     marked lost while Redis still holds it, none is reported held
- *     while Redis does not.
+ *     while Redis does not;
+ *   - an acquire that timed out but ran later leaves no orphan: it is
+ *     released with the same token long before its TTL.
  * Waits are bounded conditions; no test sleeps and hopes.
  */
 #include "itkit.h"
@@ -289,6 +291,64 @@ static void redis_clock_step_shrinks_validity_at_the_next_round_trip(
     testkit_redis_free(r);
 }
 
+typedef struct orphan_check {
+    const char *url;
+    const char *key;
+    char fence_key[TESTKIT_KEY_MAX + 16];
+} orphan_check;
+
+/* The acquire ran on the server (its fence counter moved) and its key is
+ * gone again. */
+static int orphan_undone(void *arg)
+{
+    orphan_check *o = arg;
+
+    return testkit_redis_int(o->url, "EXISTS %s", o->fence_key) == 1 &&
+           testkit_redis_int(o->url, "EXISTS %s", o->key) == 0;
+}
+
+/* The proxy holds the acquire for 700 ms, so the client gives up after
+ * its 300 ms io timeout while the request is still on its way; it then
+ * runs on the server and sets the key for 10 s.  That orphan must be
+ * undone with the same token long before its TTL. */
+static void a_timed_out_acquire_leaves_no_orphan(void **state)
+{
+    testkit_redis *r = private_redis("lease-orphan", 0);
+    char target[64], key[TESTKIT_KEY_MAX];
+    testkit_proxy *p;
+    dlock_client_opts co = itkit_client_opts();
+    dlock_client *c;
+    dlock_acquire_opts o = itkit_acquire_opts(10000, 0);
+    dlock_lock *l = NULL;
+    orphan_check check;
+    dlock_err err;
+
+    (void)state;
+    snprintf(target, sizeof(target), "127.0.0.1:%d", r->port);
+    p = testkit_proxy_start("lease-orphan-proxy", target);
+    TK_EXPECT(p != NULL, "the proxy starts");
+    co.io_timeout_ms = 300;
+    c = itkit_client(p->url, &co);
+    testkit_key(key, "orphan");
+    TK_EXPECT(testkit_proxy_ctl(p, "delay 700") == 0, "delay 700 ms");
+    err = dlock_acquire(c, key, &o, &l);
+    TK_EXPECT(err == DLOCK_TIMEOUT || err == DLOCK_UNAVAILABLE,
+              "the acquire times out, got %s: %s", dlock_errname(err),
+              dlock_client_errmsg(c));
+    TK_EXPECT(testkit_proxy_ctl(p, "delay 0") == 0, "no delay");
+    check.url = r->url;
+    check.key = key;
+    snprintf(check.fence_key, sizeof(check.fence_key), "{%s}:fence", key);
+    TK_EXPECT(testkit_wait_until(orphan_undone, &check, 4000),
+              "the acquire ran and its key was released within 4 s (of a "
+              "10 s TTL): EXISTS key %lld, fence %lld",
+              testkit_redis_int(r->url, "EXISTS %s", key),
+              testkit_redis_int(r->url, "EXISTS %s", check.fence_key));
+    dlock_client_free(c);
+    testkit_proxy_free(p);
+    testkit_redis_free(r);
+}
+
 #define MANY 200
 
 typedef struct slower {
@@ -389,6 +449,7 @@ int main(void)
             redis_clock_step_shrinks_validity_at_the_next_round_trip),
         cmocka_unit_test(
             many_locks_on_a_slow_server_are_renewed_side_by_side),
+        cmocka_unit_test(a_timed_out_acquire_leaves_no_orphan),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
