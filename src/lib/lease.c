@@ -75,6 +75,7 @@ dlock__lease_ticket dlock__lease_begin(dlock__lease *l, int64_t ttl_ms,
     t.slot = -1;
     pthread_mutex_lock(&l->mu);
     t.sent_us = dlock__boot_us();
+    t.seq = ++l->events;
     cand = dlock__lease_until_of(t.sent_us, ttl_ms);
     for (int i = 0; i < DLOCK__LEASE_SLOTS && t.slot < 0; i++) {
         if (l->open_cand[i] == 0) {
@@ -99,9 +100,10 @@ void dlock__lease_ticket_server_time(dlock__lease_ticket *t,
         t->base_hi_us = server_us - t->sent_us;
 }
 
-/* The least candidate among the requests that may run after one sent at
- * sent_us: those in flight and those that ended since (mu held). */
-static int64_t least_after(const dlock__lease *l, int64_t sent_us,
+/* The least candidate among the requests that may run after the one
+ * begun at event seq: those in flight and those that ended since (mu
+ * held). */
+static int64_t least_after(const dlock__lease *l, uint64_t seq,
                            int64_t cand)
 {
     for (int i = 0; i < DLOCK__LEASE_SLOTS; i++) {
@@ -110,7 +112,7 @@ static int64_t least_after(const dlock__lease *l, int64_t sent_us,
         /* The ring keeps the last DLOCK__LEASE_SLOTS endings: more
          * requests than that ending while one is in flight do not
          * happen with one owner and one renewer. */
-        if (l->ended_at[i] >= sent_us && l->ended_cand[i] != 0 &&
+        if (l->ended_at[i] > seq && l->ended_cand[i] != 0 &&
             l->ended_cand[i] < cand)
             cand = l->ended_cand[i];
     }
@@ -131,7 +133,7 @@ int dlock__lease_end(dlock__lease *l, const dlock__lease_ticket *t,
     assert(l->untracked >= 0);
     if (outcome == DLOCK__LEASE_GRANTED && l->untracked == 0 &&
         !atomic_load(&l->lost)) {
-        int64_t until = least_after(l, t->sent_us, cand);
+        int64_t until = least_after(l, t->seq, cand);
 
         changed = !l->granted || l->until_us != until;
         l->until_us = until;
@@ -140,7 +142,7 @@ int dlock__lease_end(dlock__lease *l, const dlock__lease_ticket *t,
         l->granted = 1;
     }
     if (outcome != DLOCK__LEASE_NOT_RUN) {
-        l->ended_at[l->ended_next] = dlock__boot_us();
+        l->ended_at[l->ended_next] = ++l->events;
         l->ended_cand[l->ended_next] = cand;
         l->ended_next = (l->ended_next + 1) % DLOCK__LEASE_SLOTS;
     }

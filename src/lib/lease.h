@@ -72,9 +72,10 @@ typedef struct dlock__lease {
      * raises validity until they end). */
     int64_t open_cand[DLOCK__LEASE_SLOTS];
     int untracked;
-    /* The last requests that ended and may have run: when, and their
-     * candidates (a ring). */
-    int64_t ended_at[DLOCK__LEASE_SLOTS];
+    /* The last requests that ended and may have run: when (in events),
+     * and their candidates (a ring). */
+    uint64_t events;         /* begins and ends, counted: the order */
+    uint64_t ended_at[DLOCK__LEASE_SLOTS];
     int64_t ended_cand[DLOCK__LEASE_SLOTS];
     int ended_next;
     atomic_llong ttl_ms;     /* the TTL renewals ask for */
@@ -87,6 +88,7 @@ typedef struct dlock__lease_ticket {
     int64_t ttl_ms;
     int64_t base_hi_us;
     int slot;               /* in open_cand, or -1 untracked */
+    uint64_t seq;           /* the lease's event count at the begin */
 } dlock__lease_ticket;
 
 /* How a request that began with a ticket ended. */
