@@ -269,22 +269,21 @@ void dlock__client_transport_ok(dlock_client *c)
 dlock_err dlock__client_connect(dlock_client *c, dlock__conn **out,
                                 dlock__msg *m)
 {
-    return dlock__client_connect_until(c, DLOCK__FOREVER, out, m);
+    dlock_err err = dlock__client_connect_until(c, DLOCK__FOREVER, out, m);
+
+    if (atomic_fetch_add(&c->n_connects, 1) > 0)
+        atomic_fetch_add(&c->n_reconnects, 1);
+    return err;
 }
 
 dlock_err dlock__client_connect_until(dlock_client *c, int64_t deadline_us,
                                       dlock__conn **out, dlock__msg *m)
 {
     int64_t deadline = dlock__deadline_after_ms(c->opts.connect_timeout_ms);
-    dlock_err err;
 
     if (deadline_us < deadline)
         deadline = deadline_us;
-    err = dlock__conn_open(&c->ep, &c->cfg, deadline, out, m);
-
-    if (atomic_fetch_add(&c->n_connects, 1) > 0)
-        atomic_fetch_add(&c->n_reconnects, 1);
-    return err;
+    return dlock__conn_open(&c->ep, &c->cfg, deadline, out, m);
 }
 
 void dlock__client_adopt(dlock_client *c, dlock__conn *conn)

@@ -110,7 +110,9 @@ dlock_err dlock__client_connect(dlock_client *c, dlock__conn **out,
                                 dlock__msg *m);
 
 /* The same, giving up at deadline_us (clock.h) if that is sooner than the
- * connect timeout: the renewer never waits past the leases it serves. */
+ * connect timeout: the renewer never waits past the leases it serves.
+ * Not counted in the stats' connects and reconnects (which describe the
+ * application's pool and the probe). */
 dlock_err dlock__client_connect_until(dlock_client *c, int64_t deadline_us,
                                       dlock__conn **out, dlock__msg *m);
 
