@@ -97,8 +97,10 @@ static void silent_network_loses_the_lock_at_valid_until(void **state)
     late = atomic_load(&seen.at_ms) - (paused_ms + valid_at_pause);
     print_message("paused with %lld ms valid; on_lost %lld ms after that\n",
                   (long long)valid_at_pause, (long long)late);
-    TK_EXPECT(late >= -5 && late < 300, "on_lost runs at valid_until (%lld "
-              "ms off; allowed -5..300)", (long long)late);
+    /* 500 ms covers a loaded machine's scheduling; before this library
+     * change the loss came only after the 5 s io timeout. */
+    TK_EXPECT(late >= -5 && late < 500, "on_lost runs at valid_until (%lld "
+              "ms off; allowed -5..500)", (long long)late);
     TK_EXPECT(dlock_lock_lost(l) == 1 && dlock_lock_valid_ms(l) == 0,
               "lost() is 1 and valid_ms() 0 after the loss");
     itkit_pace_ms(300);
