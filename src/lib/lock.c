@@ -560,13 +560,15 @@ static dlock_err validate_opts(const dlock_acquire_opts *o, dlock__msg *m)
     return DLOCK_OK;
 }
 
-/* Arguments of the release script for l, as the watchdog's cleanup takes
- * them: a request that may have run must be undone with the same token. */
+/* A request that timed out was sent and may still run: the watchdog
+ * undoes it with the same token (a release).  Other failures were not
+ * sent (breaker open, connect refused) or are retried with the same token
+ * on a fresh connection by client.c. */
 static void leave_no_orphan(dlock_lock *l, dlock_err err)
 {
     const char *argv[] = {l->key, l->token, l->channel};
 
-    if (outcome_of(err) != DLOCK__LEASE_UNKNOWN)
+    if (err != DLOCK_TIMEOUT)
         return;
     dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
                             &release_script, 1, 3, argv,
@@ -822,8 +824,7 @@ dlock_err dlock_release(dlock_lock *l)
     expired = !l->degraded && dlock__lock_is_lost(l);
     if (!l->degraded) {
         err = release_once(l, m);
-        if (outcome_of(err) == DLOCK__LEASE_UNKNOWN && err != DLOCK_OK)
-            leave_no_orphan(l, err);
+        leave_no_orphan(l, err);
         /* A validity that ran out is a loss whatever Redis says now: the
          * key may have been someone else's in between. */
         if (expired && (err == DLOCK_OK || err == DLOCK_LOST))

@@ -33,8 +33,10 @@
 #include "lease.h"
 #include "lock_internal.h"
 
-/* Most renewals sent in one go; more wait for the next turn of the loop. */
+/* Most requests sent in one go; more wait for the next turn of the loop. */
 #define BATCH_MAX 512
+/* Most orphans kept; past it a timed-out request is left to its TTL. */
+#define ORPHANS_MAX 1024
 
 struct dlock__watch {
     dlock_lock *lock;        /* NULL: detached, freed when out of flight */
@@ -83,6 +85,8 @@ struct dlock__watchdog {
     orphan *orphans;
     flight *fifo, *fifo_tail;
     dlock__conn *conn;        /* the renewer's; only it uses it */
+    int norphans;
+    size_t cap;               /* of the batch buffer being built */
 };
 
 static int64_t mono_of_boot(int64_t boot_us)
@@ -223,21 +227,31 @@ static void prune_orphans(dlock__watchdog *w)
             *link = o->next;
             free(o->cmd);
             dlock__free(o);
+            w->norphans--;
         } else {
             link = &o->next;
         }
     }
 }
 
-/* Appends to *buf (malloc'd); returns 0 when out of memory. */
-static int append(char **buf, size_t *len, const char *cmd, size_t n)
+/* Appends to the batch *buf (malloc'd, w->cap bytes, grown by
+ * doubling); returns 0 when out of memory. */
+static int append(dlock__watchdog *w, char **buf, size_t *len,
+                  const char *cmd, size_t n)
 {
-    char *grown = realloc(*buf, *len + n);
+    if (*len + n > w->cap || *buf == NULL) {
+        size_t cap = w->cap > 0 && *buf != NULL ? w->cap : 4096;
+        char *grown;
 
-    if (grown == NULL)
-        return 0;
-    memcpy(grown + *len, cmd, n);
-    *buf = grown;
+        while (cap < *len + n)
+            cap *= 2;
+        grown = realloc(*buf, cap);
+        if (grown == NULL)
+            return 0;
+        *buf = grown;
+        w->cap = cap;
+    }
+    memcpy(*buf + *len, cmd, n);
     *len += n;
     return 1;
 }
@@ -257,7 +271,7 @@ static int queue_renewal(dlock__watchdog *w, dlock__watch *x, char **buf,
         dlock__free(f);
         return 0;
     }
-    if (!append(buf, len, cmd, (size_t)n)) {
+    if (!append(w, buf, len, cmd, (size_t)n)) {
         free(cmd);
         dlock__lease_end(dlock__lock_lease(x->lock), &f->ticket,
                          DLOCK__LEASE_NOT_RUN);
@@ -278,7 +292,7 @@ static int queue_orphan(dlock__watchdog *w, orphan *o, char **buf,
 {
     flight *f = dlock__calloc(1, sizeof(*f));
 
-    if (f == NULL || !append(buf, len, o->cmd, o->len)) {
+    if (f == NULL || !append(w, buf, len, o->cmd, o->len)) {
         dlock__free(f);
         return 0;
     }
@@ -311,7 +325,7 @@ static size_t collect_due(dlock__watchdog *w, char **buf, size_t *len,
         else if (now + 10000 < *next)
             *next = now + 10000;   /* out of memory: try again soon */
     }
-    for (orphan *o = w->orphans; o != NULL; o = o->next) {
+    for (orphan *o = w->orphans; o != NULL && n < BATCH_MAX; o = o->next) {
         if (o->inflight)
             continue;
         if (o->next_send_us > now) {
@@ -738,6 +752,12 @@ void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
 
     if (argc + 3 > (int)(sizeof(av) / sizeof(*av)))
         return;
+    pthread_mutex_lock(&w->mu);
+    if (w->norphans >= ORPHANS_MAX) {
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
+    pthread_mutex_unlock(&w->mu);
     o = dlock__calloc(1, sizeof(*o));
     if (o == NULL)
         return;
@@ -759,6 +779,7 @@ void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
     pthread_mutex_lock(&w->mu);
     o->next = w->orphans;
     w->orphans = o;
+    w->norphans++;
     pthread_mutex_unlock(&w->mu);
     wake_renewer(w);
 }
