@@ -11,6 +11,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "lease.h"
 
 dlock_err dlock__pattern_check_name(const char *what, const char *name,
                                     dlock__msg *m)
@@ -55,10 +56,7 @@ dlock_err dlock__pattern_check_ms(const char *what, int64_t ms,
 
 int64_t dlock__pattern_valid_until(int64_t sent_us, int64_t ttl_ms)
 {
-    int64_t drift = ttl_ms * 10 + 2000;   /* 1% of the TTL, plus 2 ms */
-    int64_t until = sent_us + ttl_ms * 1000 - drift;
-
-    return until > sent_us ? until : sent_us;
+    return dlock__lease_until_of(sent_us, ttl_ms);
 }
 
 int64_t dlock__pattern_left_ms(int64_t valid_until_us)
@@ -82,22 +80,7 @@ int dlock__pattern_ints(const redisReply *r, size_t n, long long *out)
 
 int dlock__pattern_u64(const redisReply *e, uint64_t *out)
 {
-    char *end;
-    unsigned long long v;
-
-    if (e->type == REDIS_REPLY_INTEGER && e->integer >= 0) {
-        *out = (uint64_t)e->integer;
-        return 1;
-    }
-    if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > 20 ||
-        e->str[0] < '0' || e->str[0] > '9')
-        return 0;
-    errno = 0;
-    v = strtoull(e->str, &end, 10);
-    if (errno != 0 || end != e->str + e->len)
-        return 0;
-    *out = v;
-    return 1;
+    return dlock__fence_of_reply(e, out);
 }
 
 int dlock__pattern_grant(const redisReply *r, int *granted, uint64_t *fence,

@@ -99,9 +99,11 @@ dlock_err dlock__pattern_check_ms(const char *what, int64_t ms,
                                   dlock__msg *m);
 
 /*
- * The monotonic time until which a grant of ttl_ms, whose request left at
- * sent_us, is known valid: sent + ttl minus the core lock's drift
- * allowance (1% of the TTL + 2 ms), so it never overstates.
+ * The time until which a grant of ttl_ms, whose request left at sent_us,
+ * is known valid: the lease module's rule (lease.h: sent + ttl minus the
+ * drift allowance), so it never overstates.  The patterns keep their
+ * times on the monotonic clock (clock.h); the core lock's leases use
+ * CLOCK_BOOTTIME.
  */
 int64_t dlock__pattern_valid_until(int64_t sent_us, int64_t ttl_ms);
 
@@ -112,8 +114,8 @@ int64_t dlock__pattern_left_ms(int64_t valid_until_us);
  * then out[0..n-1] holds them. */
 int dlock__pattern_ints(const redisReply *r, size_t n, long long *out);
 
-/* 1 if e is an integer >= 0 or a decimal string (a fence, a term); then
- * *out holds it. */
+/* 1 if e is a fence or a term by the one wire rule (lease.h,
+ * dlock__fence_of_reply); then *out holds it. */
 int dlock__pattern_u64(const redisReply *e, uint64_t *out);
 
 /* Reads a {granted, value} answer: {1, fence-or-term} (integer or decimal

@@ -160,7 +160,7 @@ static int nap(wait_state *s, int64_t wake_at, int watch_breaker)
         } else {
             dlock__wait_sleep_until(until);
         }
-        if (watch_breaker && dlock__breaker_allows(&c->breaker))
+        if (watch_breaker && dlock__breaker_allows(dlock__client_breaker(c)))
             return 1;
     }
 }
@@ -208,7 +208,7 @@ dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
             wake_at = dlock__now_us() + busy_interval_us(&s, *hint_ms);
         } else if (rides_out(&s, err)) {
             s.errors++;
-            watch_breaker = !dlock__breaker_allows(&w->client->breaker);
+            watch_breaker = !dlock__breaker_allows(dlock__client_breaker(w->client));
             wake_at = dlock__now_us() + (watch_breaker ? ERROR_MAX_US
                                                        : error_interval_us(&s));
         } else {
