@@ -163,7 +163,6 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
     pthread_t t[READERS];
     dlock_rwlock *writer;
     int64_t released;
-    int quick = 0;
 
     (void)state;
     testkit_key(name, "rw_wake");
@@ -189,14 +188,10 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
                       (long long)(r[i].granted_us - released));
         TK_EXPECT(r[i].granted_us - released < 1000000, "reader %d gets in "
                   "long before the writer's 10 s lease", i);
-        if (r[i].granted_us - released < 40000)
-            quick++;
         dlock_rwlock_release(r[i].lock);
     }
-    /* A poll would come 50..150 ms after the release (they began waiting
-     * 50 ms before it); one message per waiter wakes them all at once. */
-    TK_EXPECT(quick >= 2, "most readers (%d of %d) are woken by the release "
-              "within 40 ms, not by their next poll", quick, READERS);
+    /* The fallback poll follows the writer's remaining lease (10 s, see
+     * wait.c), so a reader in within 1 s was woken by the release. */
     forget(name);
     dlock_client_free(other);
     dlock_client_free(c);
