@@ -313,8 +313,8 @@ static void sha1_hex(const char *body, char out[41])
     unsigned int len = 0;
 
     /* EVP_Digest with SHA-1 cannot fail short of allocation failure inside
-     * OpenSSL; then out stays "" and the server's NOSCRIPT path loads the
-     * script by its body instead. */
+     * OpenSSL; then out stays "" and dlock__client_eval sends the body with
+     * EVAL instead. */
     out[0] = '\0';
     if (EVP_Digest(body, strlen(body), digest, &len, EVP_sha1(), NULL) != 1 ||
         len != 20)
@@ -397,8 +397,9 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
     }
     script_sha(c, s, sha);
     snprintf(nk, sizeof(nk), "%d", nkeys);
-    av[0] = "EVALSHA";
-    av[1] = sha;
+    /* Without a SHA (OpenSSL failed to hash), the body itself. */
+    av[0] = sha[0] != '\0' ? "EVALSHA" : "EVAL";
+    av[1] = sha[0] != '\0' ? sha : s->body;
     av[2] = nk;
     for (int i = 0; i < argc; i++) {
         av[i + 3] = argv[i];

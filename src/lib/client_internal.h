@@ -91,6 +91,8 @@ struct dlock_client {
     atomic_ullong n_renewals;
     atomic_ullong n_locks_lost;
     atomic_ullong n_connects;
+    /* The highest fence or server time seen (fence.h). */
+    atomic_ullong fence_floor;
 };
 
 /*

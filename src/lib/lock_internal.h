@@ -22,10 +22,13 @@ struct dlock_lock {
     dlock_client *client;
     char *key;
     char *fence_key;
+    char *legacy_fence_key;   /* read only, see fence.h */
     char *channel;
     char token[DLOCK_TOKEN_LEN + 1];
     int64_t ttl_ms;
     uint64_t fence;
+    int64_t fence_gap_us;     /* after DLOCK_UNPROVEN: the server's clock
+                               * is this far behind the client's floor */
     atomic_llong valid_until_us;  /* monotonic; 0 = unknown or expired */
     atomic_int lost;
     int degraded;
