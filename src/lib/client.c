@@ -306,6 +306,15 @@ dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,
     return err;
 }
 
+#ifdef DLOCK_TESTING
+static atomic_int sha_fails;
+
+void dlock__client_test_sha_fail(int on)
+{
+    atomic_store(&sha_fails, on);
+}
+#endif
+
 static void sha1_hex(const char *body, char out[41])
 {
     static const char hex[] = "0123456789abcdef";
@@ -316,6 +325,10 @@ static void sha1_hex(const char *body, char out[41])
      * OpenSSL; then out stays "" and dlock__client_eval sends the body with
      * EVAL instead. */
     out[0] = '\0';
+#ifdef DLOCK_TESTING
+    if (atomic_load(&sha_fails))
+        return;
+#endif
     if (EVP_Digest(body, strlen(body), digest, &len, EVP_sha1(), NULL) != 1 ||
         len != 20)
         return;

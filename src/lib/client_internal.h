@@ -149,4 +149,10 @@ int dlock__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
 void dlock__client_transport_failed(dlock_client *c, const dlock__msg *m);
 void dlock__client_transport_ok(dlock_client *c);
 
+#ifdef DLOCK_TESTING
+/* Test hook: while on, computing a script's SHA-1 fails as it would if
+ * OpenSSL could not allocate, for every client of the process. */
+void dlock__client_test_sha_fail(int on);
+#endif
+
 #endif /* DLOCK_SRC_CLIENT_INTERNAL_H */
