@@ -4,13 +4,15 @@
  *
  * An answer that refuses the command is an error, never a degraded grant:
  * a user whose ACL lacks EVALSHA (NOPERM), a script error (the lock's key
- * holds a hash: WRONGTYPE inside the script), and a server out of memory
- * (maxmemory with noeviction: OOM) each come back as an error with no
- * lock.  A stopped server degrades.  One private server, with an ACL user
- * made for the test.
+ * holds a hash: WRONGTYPE inside the script), a server out of memory
+ * (maxmemory with noeviction: OOM) and a replica (READONLY) each come back
+ * as an error with no lock.  A server busy with a long script (BUSY: up,
+ * but unable to run anything) and a stopped server degrade.  One private
+ * server, with an ACL user made for the test.
  */
 #include "itkit.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +112,73 @@ static void out_of_memory_is_an_error(void **state)
     dlock_client_free(c);
 }
 
+static void replica_is_an_error(void **state)
+{
+    fixture *fx = *state;
+    dlock_client *c = itkit_client(fx->server->url, NULL);
+    char key[TESTKIT_KEY_MAX];
+
+    /* A replica of a port where nothing listens: it refuses writes. */
+    ADMIN(fx, "REPLICAOF 127.0.0.1 %d", testkit_free_port());
+    expect_error_not_degraded(c, testkit_key(key, "fo_replica"),
+                              DLOCK_SERVER, "a replica (READONLY)");
+    TK_EXPECT(strstr(dlock_client_errmsg(c), "READONLY") != NULL, "the "
+              "message quotes the server: %s", dlock_client_errmsg(c));
+    ADMIN(fx, "REPLICAOF NO ONE");
+    dlock_client_free(c);
+}
+
+/* Runs a script that never ends, until SCRIPT KILL. */
+static void *busy_script(void *arg)
+{
+    redisReply *r = testkit_redis_cmd(arg, "EVAL %s 0",
+                                      "while true do end");
+
+    if (r != NULL)
+        freeReplyObject(r);
+    return NULL;
+}
+
+static int server_busy(void *arg)
+{
+    redisReply *r = testkit_redis_cmd(arg, "PING");
+    int busy = r != NULL && r->type == REDIS_REPLY_ERROR &&
+               strncmp(r->str, "BUSY", 4) == 0;
+
+    if (r != NULL)
+        freeReplyObject(r);
+    return busy;
+}
+
+static void busy_server_degrades(void **state)
+{
+    fixture *fx = *state;
+    dlock_client *c = itkit_client(fx->server->url, NULL);
+    dlock_acquire_opts o = itkit_acquire_opts(5000, 0);
+    char key[TESTKIT_KEY_MAX];
+    dlock_lock *l = NULL;
+    pthread_t looping;
+    dlock_err err;
+
+    ADMIN(fx, "CONFIG SET busy-reply-threshold 50");
+    TK_EXPECT(pthread_create(&looping, NULL, busy_script,
+                             fx->server->admin_url) == 0, "a thread runs a "
+              "script that never ends");
+    TK_EXPECT(testkit_wait_until(server_busy, fx->server->admin_url, 10000),
+              "the server answers BUSY within 10 s");
+    o.policy = DLOCK_FAIL_OPEN;
+    err = dlock_acquire(c, testkit_key(key, "fo_busy"), &o, &l);
+    ADMIN(fx, "SCRIPT KILL");
+    pthread_join(looping, NULL);
+    TK_EXPECT_ERR(err, DLOCK_OK, c, "a fail-open acquire while the server "
+                  "is BUSY");
+    TK_EXPECT(l != NULL && dlock_lock_degraded(l), "the lock is degraded");
+    TK_EXPECT(strstr(dlock_client_errmsg(c), "BUSY") != NULL, "the message "
+              "says why: %s", dlock_client_errmsg(c));
+    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, c, "release");
+    dlock_client_free(c);
+}
+
 static void unreachable_server_degrades(void **state)
 {
     fixture *fx = *state;
@@ -134,6 +203,8 @@ int main(void)
         cmocka_unit_test(noperm_is_an_error),
         cmocka_unit_test(script_error_is_an_error),
         cmocka_unit_test(out_of_memory_is_an_error),
+        cmocka_unit_test(replica_is_an_error),
+        cmocka_unit_test(busy_server_degrades),
         cmocka_unit_test(unreachable_server_degrades),
     };
 
