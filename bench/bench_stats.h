@@ -3,7 +3,7 @@
  * lines for dlock's benchmark programs.
  *
  * A benchmark here is a program that prints figures, never a test that
- * fails on a slow machine (docs/DESIGN.md, "Measuring").  Every figure is
+ * fails on a slow machine (docs/design.md, "Measuring").  Every figure is
  * printed as one JSON line beside the limit it is compared with, a limit
  * measured in the same run against the same server, so that a figure read
  * on a loaded, shared 2-core machine still means something: the ratio.

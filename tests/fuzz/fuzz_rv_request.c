@@ -26,7 +26,7 @@
  *     path exactly when the Allow header lists it;
  *   - rv_router_parse_id accepts a segment exactly when printing the
  *     result gives the segment back;
- *   - the checks answer in API.md's order (404, 405, 413, 401, 400 id,
+ *   - the checks answer in docs/api.md's order (404, 405, 413, 401, 400 id,
  *     400 query, 415, 400 key), and the answer is the one computed here
  *     independently from the request; a 405 carries Allow;
  *   - the query is refused exactly when jansson refuses one of its

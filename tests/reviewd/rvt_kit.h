@@ -11,7 +11,7 @@
  *     normal and the sanitizer build) never see each other's rows;
  *   - ids that start at a random offset (the identity sequences are
  *     restarted), because lock keys are lock:doc:submit:{id} exactly as
- *     API.md says, and two test runs sharing the stack's Redis must never
+ *     docs/api.md says, and two test runs sharing the stack's Redis must never
  *     contend for the same key;
  *   - reviewd started on port 0 (the kernel picks a free one) with its
  *     JSON log in var/test/<name>-<pid>/reviewd-N.log, found ready by its

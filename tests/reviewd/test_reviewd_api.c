@@ -1,5 +1,5 @@
 /*
- * test_reviewd_api.c: every endpoint and status code of API.md, from the
+ * test_reviewd_api.c: every endpoint and status code of docs/api.md, from the
  * outside.
  *
  * One reviewd runs against a fresh database and the stack's Redis (ids

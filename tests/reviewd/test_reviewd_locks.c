@@ -1,7 +1,7 @@
 /*
  * test_reviewd_locks.c: what the Redis lock does and what it cannot undo.
  *
- * The locks are taken under API.md's key names, so a test can hold one by
+ * The locks are taken under docs/api.md's key names, so a test can hold one by
  * hand in Redis (SET key token PX ttl) and watch reviewd turn requests
  * away with 409 LOCK_BUSY until the TTL ends.  The central case is a
  * holder that outlives its lock: with REVIEWD_TEST_HOOKS=1 the

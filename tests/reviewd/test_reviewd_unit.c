@@ -4,7 +4,7 @@
  * The router, the strict JSON and UTF-8 helpers, token verification, the
  * configuration parsers, the log's URL redaction and the media-type and
  * Idempotency-Key checks decide what the service answers to bad input, so
- * each of them is checked here directly with the inputs API.md names, and
+ * each of them is checked here directly with the inputs docs/api.md names, and
  * the black-box tests then only need to show the wiring.
  */
 #include <setjmp.h>

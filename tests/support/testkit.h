@@ -1,7 +1,7 @@
 /*
  * testkit.h: what every C test of dlock shares.
  *
- * The tests run against real redis-server processes (docs/DESIGN.md), in
+ * The tests run against real redis-server processes (docs/design.md), in
  * parallel with each other, on a shared 2-core machine.  This kit keeps
  * them honest and out of each other's way:
  *
