@@ -44,18 +44,18 @@ typedef enum dlock_doctor_verdict {
 } dlock_doctor_verdict;
 
 typedef struct dlock_doctor_check {
-    const char *name;              /* static: "version", "eviction", ... */
+    const char *name; /* static: "version", "eviction", ... */
     dlock_doctor_verdict verdict;
-    char found[64];                /* what the server said: "7.0.15" */
-    char why[320];                 /* one sentence for people */
+    char found[64]; /* what the server said: "7.0.15" */
+    char why[320];  /* one sentence for people */
 } dlock_doctor_check;
 
 #define DLOCK_DOCTOR_CHECKS 5
 
 typedef struct dlock_doctor_report {
     dlock_doctor_check checks[DLOCK_DOCTOR_CHECKS];
-    int unsafe;                    /* how many checks are UNSAFE */
-    int unknown;                   /* how many are UNKNOWN */
+    int unsafe;  /* how many checks are UNSAFE */
+    int unknown; /* how many are UNKNOWN */
 } dlock_doctor_report;
 
 /*

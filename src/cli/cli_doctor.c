@@ -27,11 +27,14 @@ static int print_text(const dlock_doctor_report *r)
 
         if (printf("%-12s %-8s %s%s%s\n", k->name,
                    dlock_doctor_verdict_name(k->verdict), k->found,
-                   k->found[0] != '\0' ? ": " : "", k->why) < 0)
+                   k->found[0] != '\0' ? ": " : "", k->why)
+            < 0)
             return -1;
     }
     if (printf("verdict: %s\n", r->unsafe + r->unknown == 0
-                   ? "safe for locks" : "NOT safe for locks") < 0)
+                                    ? "safe for locks"
+                                    : "NOT safe for locks")
+        < 0)
         return -1;
     return 0;
 }
@@ -45,17 +48,19 @@ static int print_json(const char *server, const dlock_doctor_report *r)
     for (int i = 0; checks != NULL && i < DLOCK_DOCTOR_CHECKS; i++) {
         const dlock_doctor_check *k = &r->checks[i];
 
-        if (json_array_append_new(checks, json_pack(
-                "{s:s, s:s, s:s, s:s}", "name", k->name, "verdict",
-                dlock_doctor_verdict_name(k->verdict), "found", k->found,
-                "why", k->why)) != 0)
+        if (json_array_append_new(
+                checks,
+                json_pack("{s:s, s:s, s:s, s:s}", "name", k->name, "verdict",
+                          dlock_doctor_verdict_name(k->verdict), "found",
+                          k->found, "why", k->why))
+            != 0)
             goto out;
     }
     if (checks != NULL)
         o = json_pack("{s:s, s:b, s:O}", "server", server, "safe",
                       r->unsafe + r->unknown == 0, "checks", checks);
-    if (o != NULL && json_dumpf(o, stdout, JSON_COMPACT) == 0 &&
-        putchar('\n') != EOF)
+    if (o != NULL && json_dumpf(o, stdout, JSON_COMPACT) == 0
+        && putchar('\n') != EOF)
         rc = 0;
 out:
     if (rc != 0)
@@ -81,8 +86,9 @@ int cli_cmd_doctor(const struct cli_args *a)
         return CLI_EXIT_UNAVAILABLE;
     }
     if ((a->json ? print_json(dlock_client_endpoint(client), &report)
-                 : print_text(&report)) != 0 ||
-        fflush(stdout) != 0)
+                 : print_text(&report))
+            != 0
+        || fflush(stdout) != 0)
         code = CLI_EXIT_INTERNAL;
     else if (report.unsafe + report.unknown > 0)
         code = CLI_EXIT_UNSAFE;

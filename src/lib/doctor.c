@@ -29,8 +29,8 @@ static int info_field(const char *info, const char *field, char *out,
         const char *end = strpbrk(line, "\r\n");
         size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
 
-        if (len > flen && strncmp(line, field, flen) == 0 &&
-            line[flen] == ':') {
+        if (len > flen && strncmp(line, field, flen) == 0
+            && line[flen] == ':') {
             size_t vlen = len - flen - 1;
 
             if (vlen >= outlen)
@@ -83,31 +83,38 @@ static void check_version(const char *info, dlock_doctor_check *k)
         return;
     }
     if (version_number(v) >= version_number(DLOCK_REDIS_MIN_VERSION))
-        judge(k, DLOCK_DOCTOR_SAFE, v, "Redis %s runs the lock scripts "
-              "(%s or later needed)", v, DLOCK_REDIS_MIN_VERSION);
+        judge(k, DLOCK_DOCTOR_SAFE, v,
+              "Redis %s runs the lock scripts "
+              "(%s or later needed)",
+              v, DLOCK_REDIS_MIN_VERSION);
     else
-        judge(k, DLOCK_DOCTOR_UNSAFE, v, "Redis %s is older than %s: the "
+        judge(k, DLOCK_DOCTOR_UNSAFE, v,
+              "Redis %s is older than %s: the "
               "lock scripts read TIME before they write, which needs "
-              "script effects replication", v, DLOCK_REDIS_MIN_VERSION);
+              "script effects replication",
+              v, DLOCK_REDIS_MIN_VERSION);
 }
 
 static void check_eviction(const char *info, dlock_doctor_check *k)
 {
     char policy[48], limit[32];
 
-    if (!info_field(info, "maxmemory_policy", policy, sizeof(policy)) ||
-        !info_field(info, "maxmemory", limit, sizeof(limit))) {
+    if (!info_field(info, "maxmemory_policy", policy, sizeof(policy))
+        || !info_field(info, "maxmemory", limit, sizeof(limit))) {
         unknown(k, "maxmemory_policy");
         return;
     }
     if (strcmp(policy, "noeviction") == 0)
-        judge(k, DLOCK_DOCTOR_SAFE, policy, "a full server refuses new "
+        judge(k, DLOCK_DOCTOR_SAFE, policy,
+              "a full server refuses new "
               "grants rather than evict a held lock");
     else
-        judge(k, DLOCK_DOCTOR_UNSAFE, policy, "maxmemory-policy %s (maxmemory "
+        judge(k, DLOCK_DOCTOR_UNSAFE, policy,
+              "maxmemory-policy %s (maxmemory "
               "%s): when memory is full the server may evict a held lock "
               "(another client then takes it) or a fence counter; set "
-              "noeviction", policy, limit);
+              "noeviction",
+              policy, limit);
 }
 
 static void check_persistence(const char *info, dlock_doctor_check *k)
@@ -119,11 +126,13 @@ static void check_persistence(const char *info, dlock_doctor_check *k)
         return;
     }
     if (strcmp(aof, "1") == 0)
-        judge(k, DLOCK_DOCTOR_SAFE, "aof", "appendonly yes: a restart keeps "
+        judge(k, DLOCK_DOCTOR_SAFE, "aof",
+              "appendonly yes: a restart keeps "
               "held locks and fence counters (appendfsync always loses none "
               "in a crash, everysec up to 1 s)");
     else
-        judge(k, DLOCK_DOCTOR_UNSAFE, "none", "appendonly no: a restart goes "
+        judge(k, DLOCK_DOCTOR_UNSAFE, "none",
+              "appendonly no: a restart goes "
               "back to the last RDB snapshot, or to nothing, and forgets "
               "locks still held (another client can take one in use) and "
               "fence counters; turn on appendonly, or keep a crashed "
@@ -138,9 +147,9 @@ static void check_replicas(const char *info, dlock_doctor_check *k)
     long n, behind = 0;
     long long top, worst_gap = 0, worst_lag = 0;
 
-    if (!info_field(info, "connected_slaves", n_text, sizeof(n_text)) ||
-        !info_field(info, "master_repl_offset", offset_text,
-                    sizeof(offset_text))) {
+    if (!info_field(info, "connected_slaves", n_text, sizeof(n_text))
+        || !info_field(info, "master_repl_offset", offset_text,
+                       sizeof(offset_text))) {
         unknown(k, "connected_slaves");
         return;
     }
@@ -169,14 +178,17 @@ static void check_replicas(const char *info, dlock_doctor_check *k)
     if (n == 0)
         judge(k, DLOCK_DOCTOR_SAFE, "primary", "a primary without replicas");
     else if (behind > 0)
-        judge(k, DLOCK_DOCTOR_UNSAFE, "primary", "%ld of %ld replicas are "
+        judge(k, DLOCK_DOCTOR_UNSAFE, "primary",
+              "%ld of %ld replicas are "
               "not online or lag (up to %lld s, %lld bytes): a failover to "
-              "one would lose the last grants", behind, n, worst_lag,
-              worst_gap);
+              "one would lose the last grants",
+              behind, n, worst_lag, worst_gap);
     else
-        judge(k, DLOCK_DOCTOR_SAFE, "primary", "%ld replica(s) in sync "
+        judge(k, DLOCK_DOCTOR_SAFE, "primary",
+              "%ld replica(s) in sync "
               "(%lld bytes behind at most); replication is asynchronous, "
-              "so a failover may still lose the last grants", n, worst_gap);
+              "so a failover may still lose the last grants",
+              n, worst_gap);
 }
 
 static void check_replication(const char *info, dlock_doctor_check *k)
@@ -190,9 +202,11 @@ static void check_replication(const char *info, dlock_doctor_check *k)
     if (strcmp(role, "master") == 0)
         check_replicas(info, k);
     else
-        judge(k, DLOCK_DOCTOR_UNSAFE, role, "role %s: a replica refuses lock "
+        judge(k, DLOCK_DOCTOR_UNSAFE, role,
+              "role %s: a replica refuses lock "
               "writes (READONLY) and may be behind its primary; point dlock "
-              "at the primary", role);
+              "at the primary",
+              role);
 }
 
 static int64_t wall_us(void)
@@ -216,29 +230,32 @@ static dlock_err check_clock(dlock_client *c, dlock_doctor_check *k,
     after = wall_us();
     if (err != DLOCK_OK)
         return err;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[1]->type != REDIS_REPLY_STRING) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
+        || r->element[0]->type != REDIS_REPLY_STRING
+        || r->element[1]->type != REDIS_REPLY_STRING) {
         freeReplyObject(r);
         judge(k, DLOCK_DOCTOR_UNKNOWN, "", "TIME did not answer two numbers");
         return DLOCK_OK;
     }
-    server = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
-             strtoll(r->element[1]->str, NULL, 10);
+    server = strtoll(r->element[0]->str, NULL, 10) * 1000000
+             + strtoll(r->element[1]->str, NULL, 10);
     freeReplyObject(r);
     offset_ms = (server - (before + after) / 2) / 1000;
     slack_ms = (after - before) / 2000;
     snprintf(found, sizeof(found), "%+" PRId64 "ms", offset_ms);
-    if ((offset_ms < 0 ? -offset_ms : offset_ms) <=
-        DLOCK_DOCTOR_CLOCK_MAX_MS + slack_ms)
-        judge(k, DLOCK_DOCTOR_SAFE, found, "the server's clock is within "
+    if ((offset_ms < 0 ? -offset_ms : offset_ms)
+        <= DLOCK_DOCTOR_CLOCK_MAX_MS + slack_ms)
+        judge(k, DLOCK_DOCTOR_SAFE, found,
+              "the server's clock is within "
               "%d ms of ours (%+" PRId64 " ms, +-%" PRId64 " ms)",
               DLOCK_DOCTOR_CLOCK_MAX_MS, offset_ms, slack_ms);
     else
-        judge(k, DLOCK_DOCTOR_UNSAFE, found, "the server's clock is %" PRId64
+        judge(k, DLOCK_DOCTOR_UNSAFE, found,
+              "the server's clock is %" PRId64
               " ms %s ours: fences come from it and keys expire by it, so "
               "a clock that steps can lower fences or end locks early; run "
-              "NTP on both", offset_ms < 0 ? -offset_ms : offset_ms,
+              "NTP on both",
+              offset_ms < 0 ? -offset_ms : offset_ms,
               offset_ms > 0 ? "ahead of" : "behind");
     return DLOCK_OK;
 }
@@ -261,8 +278,10 @@ dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
     if (err != DLOCK_OK)
         return err;
     if (r->type != REDIS_REPLY_STRING) {
-        err = dlock__msg_set(m, DLOCK_PROTOCOL, "INFO on %s: expected text, "
-                             "got %s", c->ep.desc, dlock__reply_type_name(r));
+        err = dlock__msg_set(m, DLOCK_PROTOCOL,
+                             "INFO on %s: expected text, "
+                             "got %s",
+                             c->ep.desc, dlock__reply_type_name(r));
         freeReplyObject(r);
         return err;
     }
@@ -287,8 +306,8 @@ dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
 const char *dlock_doctor_verdict_name(dlock_doctor_verdict v)
 {
     switch (v) {
-    case DLOCK_DOCTOR_SAFE:    return "safe";
-    case DLOCK_DOCTOR_UNSAFE:  return "unsafe";
+    case DLOCK_DOCTOR_SAFE: return "safe";
+    case DLOCK_DOCTOR_UNSAFE: return "unsafe";
     case DLOCK_DOCTOR_UNKNOWN: return "unknown";
     }
     return "unknown";

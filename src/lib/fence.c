@@ -46,8 +46,9 @@ char *dlock__fence_legacy_key(const char *key)
 int dlock__fence_name_reserved(const char *key)
 {
     return strncmp(key, DLOCK__RESERVED_PREFIX,
-                   sizeof(DLOCK__RESERVED_PREFIX) - 1) == 0 ||
-           dlock__pattern_owns_key(key);
+                   sizeof(DLOCK__RESERVED_PREFIX) - 1)
+               == 0
+           || dlock__pattern_owns_key(key);
 }
 
 uint64_t dlock__fence_parse(const char *s, size_t len)
@@ -73,7 +74,7 @@ void dlock__fence_floor_raise(dlock_client *c, uint64_t seen)
 {
     unsigned long long was = atomic_load(&c->fence_floor);
 
-    while (seen > was &&
-           !atomic_compare_exchange_weak(&c->fence_floor, &was, seen))
+    while (seen > was
+           && !atomic_compare_exchange_weak(&c->fence_floor, &was, seen))
         ;
 }

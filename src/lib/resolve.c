@@ -84,8 +84,8 @@ static dlock_err lookup_new(const char *host, const char *port, lookup **out,
     q->refs = 2;
     ok = pthread_condattr_init(&attr) == 0;
     if (ok) {
-        ok = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
-             pthread_cond_init(&q->done_cv, &attr) == 0;
+        ok = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0
+             && pthread_cond_init(&q->done_cv, &attr) == 0;
         pthread_condattr_destroy(&attr);
     }
     if (ok && pthread_mutex_init(&q->mu, NULL) != 0) {
@@ -94,8 +94,10 @@ static dlock_err lookup_new(const char *host, const char *port, lookup **out,
     }
     if (!ok) {
         dlock__free(q);
-        return dlock__msg_set(m, DLOCK_SYSTEM, "resolving %s: initialising "
-                              "a condition variable", host);
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "resolving %s: initialising "
+                              "a condition variable",
+                              host);
     }
     *out = q;
     return DLOCK_OK;
@@ -103,8 +105,8 @@ static dlock_err lookup_new(const char *host, const char *port, lookup **out,
 
 /* Looks host up on its own thread, waiting until deadline_us at most. */
 static dlock_err lookup_by(const char *host, const char *port,
-                           int64_t deadline_us, struct addrinfo **out,
-                           int *rc, dlock__msg *m)
+                           int64_t deadline_us, struct addrinfo **out, int *rc,
+                           dlock__msg *m)
 {
     int64_t started = dlock__now_us();
     pthread_t thread;
@@ -117,8 +119,10 @@ static dlock_err lookup_by(const char *host, const char *port,
         pthread_cond_destroy(&q->done_cv);
         pthread_mutex_destroy(&q->mu);
         dlock__free(q);
-        return dlock__msg_set(m, DLOCK_SYSTEM, "resolving %s: starting a "
-                              "thread", host);
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "resolving %s: starting a "
+                              "thread",
+                              host);
     }
     pthread_detach(thread);
     pthread_mutex_lock(&q->mu);
@@ -132,8 +136,10 @@ static dlock_err lookup_by(const char *host, const char *port,
         *out = q->res;
         q->res = NULL;
     } else {
-        err = dlock__msg_set(m, DLOCK_TIMEOUT, "resolving %s: no answer "
-                             "after %lld ms", host,
+        err = dlock__msg_set(m, DLOCK_TIMEOUT,
+                             "resolving %s: no answer "
+                             "after %lld ms",
+                             host,
                              (long long)((dlock__now_us() - started) / 1000));
     }
     lookup_drop(q);
@@ -160,9 +166,11 @@ dlock_err dlock__resolve(const char *host, int port, int64_t deadline_us,
     if (rc == 0)
         return DLOCK_OK;
     *out = NULL;
-    return dlock__msg_set(m, rc == EAI_MEMORY ? DLOCK_NOMEM
+    return dlock__msg_set(m,
+                          rc == EAI_MEMORY   ? DLOCK_NOMEM
                           : rc == EAI_SYSTEM ? DLOCK_SYSTEM
-                          : DLOCK_UNAVAILABLE, "resolving %s: %s", host,
+                                             : DLOCK_UNAVAILABLE,
+                          "resolving %s: %s", host,
                           rc == EAI_SYSTEM ? strerror(errno)
                                            : gai_strerror(rc));
 }

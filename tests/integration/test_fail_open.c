@@ -46,8 +46,8 @@ static int teardown(void **state)
 
 /* Runs a command on the private server behind the library's back; it
  * must not fail. */
-#define ADMIN(fx, ...)                                                    \
-    admin_done(testkit_redis_cmd((fx)->server->admin_url, __VA_ARGS__),   \
+#define ADMIN(fx, ...)                                                  \
+    admin_done(testkit_redis_cmd((fx)->server->admin_url, __VA_ARGS__), \
                #__VA_ARGS__)
 
 static void admin_done(redisReply *r, const char *command)
@@ -81,8 +81,10 @@ static void noperm_is_an_error(void **state)
     c = itkit_client(url, NULL);
     expect_error_not_degraded(c, testkit_key(key, "fo_noperm"), DLOCK_AUTH,
                               "a user without EVALSHA (NOPERM)");
-    TK_EXPECT(strstr(dlock_client_errmsg(c), "NOPERM") != NULL, "the message "
-              "quotes the server: %s", dlock_client_errmsg(c));
+    TK_EXPECT(strstr(dlock_client_errmsg(c), "NOPERM") != NULL,
+              "the message "
+              "quotes the server: %s",
+              dlock_client_errmsg(c));
     dlock_client_free(c);
 }
 
@@ -93,7 +95,8 @@ static void script_error_is_an_error(void **state)
     char key[TESTKIT_KEY_MAX];
 
     ADMIN(fx, "HSET %s field value", testkit_key(key, "fo_wrongtype"));
-    expect_error_not_degraded(c, key, DLOCK_SERVER, "a script error "
+    expect_error_not_degraded(c, key, DLOCK_SERVER,
+                              "a script error "
                               "(WRONGTYPE)");
     dlock_client_free(c);
 }
@@ -120,10 +123,12 @@ static void replica_is_an_error(void **state)
 
     /* A replica of a port where nothing listens: it refuses writes. */
     ADMIN(fx, "REPLICAOF 127.0.0.1 %d", testkit_free_port());
-    expect_error_not_degraded(c, testkit_key(key, "fo_replica"),
-                              DLOCK_SERVER, "a replica (READONLY)");
-    TK_EXPECT(strstr(dlock_client_errmsg(c), "READONLY") != NULL, "the "
-              "message quotes the server: %s", dlock_client_errmsg(c));
+    expect_error_not_degraded(c, testkit_key(key, "fo_replica"), DLOCK_SERVER,
+                              "a replica (READONLY)");
+    TK_EXPECT(strstr(dlock_client_errmsg(c), "READONLY") != NULL,
+              "the "
+              "message quotes the server: %s",
+              dlock_client_errmsg(c));
     ADMIN(fx, "REPLICAOF NO ONE");
     dlock_client_free(c);
 }
@@ -131,8 +136,7 @@ static void replica_is_an_error(void **state)
 /* Runs a script that never ends, until SCRIPT KILL. */
 static void *busy_script(void *arg)
 {
-    redisReply *r = testkit_redis_cmd(arg, "EVAL %s 0",
-                                      "while true do end");
+    redisReply *r = testkit_redis_cmd(arg, "EVAL %s 0", "while true do end");
 
     if (r != NULL)
         freeReplyObject(r);
@@ -142,8 +146,8 @@ static void *busy_script(void *arg)
 static int server_busy(void *arg)
 {
     redisReply *r = testkit_redis_cmd(arg, "PING");
-    int busy = r != NULL && r->type == REDIS_REPLY_ERROR &&
-               strncmp(r->str, "BUSY", 4) == 0;
+    int busy = r != NULL && r->type == REDIS_REPLY_ERROR
+               && strncmp(r->str, "BUSY", 4) == 0;
 
     if (r != NULL)
         freeReplyObject(r);
@@ -162,7 +166,9 @@ static void busy_server_degrades(void **state)
 
     ADMIN(fx, "CONFIG SET busy-reply-threshold 50");
     TK_EXPECT(pthread_create(&looping, NULL, busy_script,
-                             fx->server->admin_url) == 0, "a thread runs a "
+                             fx->server->admin_url)
+                  == 0,
+              "a thread runs a "
               "script that never ends");
     TK_EXPECT(testkit_wait_until(server_busy, fx->server->admin_url, 10000),
               "the server answers BUSY within 10 s");
@@ -170,11 +176,14 @@ static void busy_server_degrades(void **state)
     err = dlock_acquire(c, testkit_key(key, "fo_busy"), &o, &l);
     ADMIN(fx, "SCRIPT KILL");
     pthread_join(looping, NULL);
-    TK_EXPECT_ERR(err, DLOCK_OK, c, "a fail-open acquire while the server "
+    TK_EXPECT_ERR(err, DLOCK_OK, c,
+                  "a fail-open acquire while the server "
                   "is BUSY");
     TK_EXPECT(l != NULL && dlock_lock_degraded(l), "the lock is degraded");
-    TK_EXPECT(strstr(dlock_client_errmsg(c), "BUSY") != NULL, "the message "
-              "says why: %s", dlock_client_errmsg(c));
+    TK_EXPECT(strstr(dlock_client_errmsg(c), "BUSY") != NULL,
+              "the message "
+              "says why: %s",
+              dlock_client_errmsg(c));
     TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, c, "release");
     dlock_client_free(c);
 }

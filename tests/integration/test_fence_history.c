@@ -47,21 +47,26 @@ static dlock_err expect_higher_or_refused(dlock_client *c, const char *url,
     dlock_lock *l = NULL;
     dlock_err err = dlock_acquire(c, key, &o, &l);
 
-    TK_EXPECT(err == DLOCK_OK || err == DLOCK_UNPROVEN, "an acquire after "
+    TK_EXPECT(err == DLOCK_OK || err == DLOCK_UNPROVEN,
+              "an acquire after "
               "the counter was lost gives a fence or DLOCK_UNPROVEN, got "
-              "%s: %s", dlock_errname(err), dlock_client_errmsg(c));
+              "%s: %s",
+              dlock_errname(err), dlock_client_errmsg(c));
     if (err == DLOCK_OK) {
-        TK_EXPECT(dlock_lock_fence(l) > last, "the new fence %llu is above "
+        TK_EXPECT(dlock_lock_fence(l) > last,
+                  "the new fence %llu is above "
                   "the last one granted, %llu",
                   (unsigned long long)dlock_lock_fence(l),
                   (unsigned long long)last);
         TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, c, "release");
     } else {
         TK_EXPECT(l == NULL, "a refused acquire hands out no lock");
-        TK_EXPECT(strstr(dlock_client_errmsg(c), "behind") != NULL, "the "
+        TK_EXPECT(strstr(dlock_client_errmsg(c), "behind") != NULL,
+                  "the "
                   "message says the server is behind: %s",
                   dlock_client_errmsg(c));
-        TK_EXPECT(testkit_redis_int(url, "EXISTS %s", key) == 0, "a refused "
+        TK_EXPECT(testkit_redis_int(url, "EXISTS %s", key) == 0,
+                  "a refused "
                   "acquire wrote no lock key");
     }
     return err;
@@ -97,15 +102,18 @@ static void restart_without_persistence_and_clock_behind(void **state)
     TK_EXPECT(testkit_wallclock_set(server->wallclock_file, BEHIND_MS) == 0,
               "its clock is set 60 s behind");
     TK_EXPECT(testkit_redis_restart(server) == 0, "it starts again, empty");
-    TK_EXPECT(testkit_redis_int(server->admin_url, "DBSIZE") == 0, "the "
+    TK_EXPECT(testkit_redis_int(server->admin_url, "DBSIZE") == 0,
+              "the "
               "restart lost every key (no persistence)");
     err = expect_higher_or_refused(c, server->admin_url, key, last, 0);
-    TK_EXPECT(err == DLOCK_UNPROVEN, "with the counter gone and the clock "
+    TK_EXPECT(err == DLOCK_UNPROVEN,
+              "with the counter gone and the clock "
               "60 s behind, no higher fence can be shown: refused");
     started = testkit_now_ms();
     err = expect_higher_or_refused(c, server->admin_url, key, last, 2000);
     took = testkit_now_ms() - started;
-    TK_EXPECT(err == DLOCK_UNPROVEN && took < 1500, "a 2 s budget cannot "
+    TK_EXPECT(err == DLOCK_UNPROVEN && took < 1500,
+              "a 2 s budget cannot "
               "cover a 60 s lag: refused at once, took %lld ms",
               (long long)took);
 
@@ -117,7 +125,7 @@ static void restart_without_persistence_and_clock_behind(void **state)
     err = expect_higher_or_refused(c, server->admin_url, key, last, 10000);
     took = testkit_now_ms() - started;
     TK_EXPECT(err == DLOCK_OK, "an acquire that may wait 10 s waits for the "
-              "clock and gets a higher fence");
+                               "clock and gets a higher fence");
     TK_EXPECT(took >= 1000, "it waited for the clock (%lld ms)",
               (long long)took);
     dlock_client_free(c);
@@ -130,8 +138,8 @@ static long long repl_offset(const char *url)
     redisReply *r = testkit_redis_cmd(url, "INFO replication");
     long long offset = -1;
 
-    if (r != NULL && (r->type == REDIS_REPLY_STRING ||
-                      r->type == REDIS_REPLY_STATUS)) {
+    if (r != NULL
+        && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)) {
         const char *line = strstr(r->str, "master_repl_offset:");
 
         if (line != NULL)
@@ -184,7 +192,8 @@ static void failover_to_a_lagging_replica_with_clock_behind(void **state)
     TK_EXPECT(front != NULL && link != NULL, "two proxies start");
     r = testkit_redis_cmd(replica->admin_url, "REPLICAOF 127.0.0.1 %d",
                           link->port);
-    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "the replica "
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "the replica "
               "follows the primary through the link proxy");
     freeReplyObject(r);
 
@@ -192,34 +201,40 @@ static void failover_to_a_lagging_replica_with_clock_behind(void **state)
     testkit_key(key, "fence_failover");
     grant(c, key);
     servers = (pair){primary->admin_url, replica->admin_url};
-    TK_EXPECT(testkit_wait_until(replica_caught_up, &servers, 10000), "the "
+    TK_EXPECT(testkit_wait_until(replica_caught_up, &servers, 10000),
+              "the "
               "replica has the first grant within 10 s");
 
     TK_EXPECT(testkit_proxy_ctl(link, "pause") == 0, "the replication link "
-              "goes silent");
+                                                     "goes silent");
     grant(c, key);
     last = grant(c, key);
     TK_EXPECT(!replica_caught_up(&servers), "the replica missed the last "
-              "two grants");
-    TK_EXPECT(testkit_redis_clock_step(replica, BEHIND_MS) == 0, "the "
+                                            "two grants");
+    TK_EXPECT(testkit_redis_clock_step(replica, BEHIND_MS) == 0,
+              "the "
               "replica's clock is 60 s behind");
     r = testkit_redis_cmd(replica->admin_url, "REPLICAOF NO ONE");
     TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "the replica is "
-              "promoted");
+                                                          "promoted");
     freeReplyObject(r);
     testkit_proxy_free(link);
-    TK_EXPECT(ctl(front, "target 127.0.0.1:%d", replica->port) == 0 &&
-              testkit_proxy_ctl(front, "reset") == 0, "the client's proxy "
+    TK_EXPECT(ctl(front, "target 127.0.0.1:%d", replica->port) == 0
+                  && testkit_proxy_ctl(front, "reset") == 0,
+              "the client's proxy "
               "fails over to the replica");
     TK_EXPECT(testkit_redis_stop(primary) == 0, "the old primary is gone");
 
-    TK_EXPECT(expect_higher_or_refused(c, replica->admin_url, key, last, 0) ==
-              DLOCK_UNPROVEN, "a stale counter and a clock behind cannot "
+    TK_EXPECT(expect_higher_or_refused(c, replica->admin_url, key, last, 0)
+                  == DLOCK_UNPROVEN,
+              "a stale counter and a clock behind cannot "
               "show a higher fence: refused");
-    TK_EXPECT(testkit_redis_clock_step(replica, 0) == 0, "the replica's "
+    TK_EXPECT(testkit_redis_clock_step(replica, 0) == 0,
+              "the replica's "
               "clock is right again");
-    TK_EXPECT(expect_higher_or_refused(c, replica->admin_url, key, last, 0) ==
-              DLOCK_OK, "with the clock right, the next fence is higher");
+    TK_EXPECT(expect_higher_or_refused(c, replica->admin_url, key, last, 0)
+                  == DLOCK_OK,
+              "with the clock right, the next fence is higher");
     dlock_client_free(c);
     testkit_proxy_free(front);
     testkit_redis_free(replica);

@@ -31,13 +31,15 @@ static void a_fence_counter_name_is_an_independent_lock(void **state)
     x = itkit_acquire(c, key, NULL);
     TK_EXPECT_ERR(dlock_release(x), DLOCK_OK, c, "release x");
     named_like_counter = itkit_acquire(c, counter, NULL);
-    TK_EXPECT(dlock_lock_fence(named_like_counter) > 0, "lock '{x}:fence' "
+    TK_EXPECT(dlock_lock_fence(named_like_counter) > 0,
+              "lock '{x}:fence' "
               "is granted after x was, with a fence of its own");
     x_again = itkit_acquire(c, key, NULL);
     TK_EXPECT(dlock_lock_fence(x_again) > 0, "x is granted while "
-              "'{x}:fence' is held");
+                                             "'{x}:fence' is held");
     TK_EXPECT_ERR(dlock_release(x_again), DLOCK_OK, c, "release x");
-    TK_EXPECT_ERR(dlock_release(named_like_counter), DLOCK_OK, c, "release "
+    TK_EXPECT_ERR(dlock_release(named_like_counter), DLOCK_OK, c,
+                  "release "
                   "'{x}:fence'");
     testkit_forget_lock(url, key);
     testkit_forget_lock(url, counter);
@@ -50,8 +52,9 @@ static void derived_names_are_refused(void **state)
     dlock_client *c = itkit_client(url, NULL);
     const char *names[] = {
         "#dlock:fence:{x}", "#dlock:anything", "{sem:s}:holders",
-        "{sem:s}:fence", "{rw:r}:writer", "{leader:l}", "{leader:l}:term",
-        "{rl:r}", "{once:o}", "{idem:i}",
+        "{sem:s}:fence",    "{rw:r}:writer",   "{leader:l}",
+        "{leader:l}:term",  "{rl:r}",          "{once:o}",
+        "{idem:i}",
     };
     const char *allowed[] = {"{semx}:a", "sem:s", "{x}#dlock:", "dlock:x"};
 
@@ -62,8 +65,9 @@ static void derived_names_are_refused(void **state)
 
         TK_EXPECT_ERR(dlock_acquire(c, names[i], NULL, &l), DLOCK_INVALID, c,
                       names[i]);
-        TK_EXPECT(l == NULL && strstr(dlock_client_errmsg(c), "derives") !=
-                  NULL, "no lock, and the message says why: %s",
+        TK_EXPECT(l == NULL
+                      && strstr(dlock_client_errmsg(c), "derives") != NULL,
+                  "no lock, and the message says why: %s",
                   dlock_client_errmsg(c));
         TK_EXPECT_ERR(dlock_inspect(c, names[i], &info), DLOCK_INVALID, c,
                       "inspecting a derived name");
@@ -94,27 +98,32 @@ static void legacy_counter_is_the_floor_after_an_upgrade(void **state)
     (void)state;
     testkit_key(key, "ns_upgrade");
     r = testkit_redis_cmd(url, "SET {%s}:fence %llu", key, legacy);
-    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "an old version's "
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "an old version's "
               "counter, ahead of the clock");
     freeReplyObject(r);
-    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK &&
-              info.last_fence == legacy, "inspect reports the old counter, "
-              "%llu, got %llu", legacy,
-              (unsigned long long)info.last_fence);
+    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK
+                  && info.last_fence == legacy,
+              "inspect reports the old counter, "
+              "%llu, got %llu",
+              legacy, (unsigned long long)info.last_fence);
     for (unsigned long long i = 1; i <= 2; i++) {
         dlock_lock *l = itkit_acquire(c, key, NULL);
 
-        TK_EXPECT(dlock_lock_fence(l) == legacy + i, "grant %llu after the "
-                  "upgrade has fence %llu, got %llu", i, legacy + i,
-                  (unsigned long long)dlock_lock_fence(l));
+        TK_EXPECT(dlock_lock_fence(l) == legacy + i,
+                  "grant %llu after the "
+                  "upgrade has fence %llu, got %llu",
+                  i, legacy + i, (unsigned long long)dlock_lock_fence(l));
         TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, c, "release");
     }
-    TK_EXPECT(testkit_redis_int(url, "PTTL #dlock:fence:{%s}", key) >
-              (long long)29 * 86400 * 1000, "the new counter expires, "
+    TK_EXPECT(testkit_redis_int(url, "PTTL #dlock:fence:{%s}", key)
+                  > (long long)29 * 86400 * 1000,
+              "the new counter expires, "
               "30 days after the lock's TTL");
     r = testkit_redis_cmd(url, "GET {%s}:fence", key);
-    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STRING &&
-              strtoull(r->str, NULL, 10) == legacy, "the old counter is "
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STRING
+                  && strtoull(r->str, NULL, 10) == legacy,
+              "the old counter is "
               "never written");
     freeReplyObject(r);
     testkit_forget_lock(url, key);

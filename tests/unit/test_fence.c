@@ -49,14 +49,15 @@ static unsigned slot_of(const char *key)
 static void counter_keys_are_reserved_and_share_the_slot(void **state)
 {
     /* Every kind of valid name: no brace, a tag, an opening brace only. */
-    const char *names[] = {"x", "deploy:db", "{t}x", "a{t}b", "x{",
-                           "{x}:fence", "a{b"};
-    const char *want[] = {"#dlock:fence:{x}", "#dlock:fence:{deploy:db}",
+    const char *names[] = {"x",  "deploy:db", "{t}x", "a{t}b",
+                           "x{", "{x}:fence", "a{b"};
+    const char *want[] = {"#dlock:fence:{x}",  "#dlock:fence:{deploy:db}",
                           "#dlock:fence:{t}x", "#dlock:fence:a{t}b",
                           "#dlock:fence:{x{}", "#dlock:fence:{x}:fence",
                           "#dlock:fence:{a{b}"};
-    const char *legacy[] = {"{x}:fence", "{deploy:db}:fence", "{t}x:fence",
-                            "a{t}b:fence", "{x{}:fence", "{x}:fence:fence",
+    const char *legacy[] = {"{x}:fence",  "{deploy:db}:fence",
+                            "{t}x:fence", "a{t}b:fence",
+                            "{x{}:fence", "{x}:fence:fence",
                             "{a{b}:fence"};
 
     (void)state;
@@ -64,15 +65,22 @@ static void counter_keys_are_reserved_and_share_the_slot(void **state)
         char *key = dlock__fence_key(names[i]);
         char *old = dlock__fence_legacy_key(names[i]);
 
-        TK_EXPECT(key != NULL && strcmp(key, want[i]) == 0, "the counter "
-                  "of %s is %s, got %s", names[i], want[i], key);
-        TK_EXPECT(old != NULL && strcmp(old, legacy[i]) == 0, "the legacy "
-                  "counter of %s is %s, got %s", names[i], legacy[i], old);
-        TK_EXPECT(dlock__fence_name_reserved(key), "%s is refused as a lock "
-                  "name", key);
-        TK_EXPECT(slot_of(key) == slot_of(names[i]), "%s shares %s's slot: "
-                  "%u and %u", key, names[i], slot_of(key),
-                  slot_of(names[i]));
+        TK_EXPECT(key != NULL && strcmp(key, want[i]) == 0,
+                  "the counter "
+                  "of %s is %s, got %s",
+                  names[i], want[i], key);
+        TK_EXPECT(old != NULL && strcmp(old, legacy[i]) == 0,
+                  "the legacy "
+                  "counter of %s is %s, got %s",
+                  names[i], legacy[i], old);
+        TK_EXPECT(dlock__fence_name_reserved(key),
+                  "%s is refused as a lock "
+                  "name",
+                  key);
+        TK_EXPECT(slot_of(key) == slot_of(names[i]),
+                  "%s shares %s's slot: "
+                  "%u and %u",
+                  key, names[i], slot_of(key), slot_of(names[i]));
         free(key);
         free(old);
     }
@@ -80,37 +88,43 @@ static void counter_keys_are_reserved_and_share_the_slot(void **state)
 
 static void pattern_and_prefix_names_are_reserved(void **state)
 {
-    const char *reserved[] = {"#dlock:", "#dlock:x", "{sem:a}:holders",
-                              "{rw:a}", "{leader:a}:term", "{rl:a}",
+    const char *reserved[] = {"#dlock:",  "#dlock:x",        "{sem:a}:holders",
+                              "{rw:a}",   "{leader:a}:term", "{rl:a}",
                               "{once:a}", "{idem:a}"};
-    const char *free_names[] = {"#dlock", "dlock:x", "x#dlock:", "{sem}",
-                                "{semaphore:a}", "sem:a", "{x}{sem:a}",
-                                "{Sem:a}"};
+    const char *free_names[] = {"#dlock",     "dlock:x",       "x#dlock:",
+                                "{sem}",      "{semaphore:a}", "sem:a",
+                                "{x}{sem:a}", "{Sem:a}"};
 
     (void)state;
     for (size_t i = 0; i < sizeof(reserved) / sizeof(*reserved); i++)
         TK_EXPECT(dlock__fence_name_reserved(reserved[i]), "%s is reserved",
                   reserved[i]);
     for (size_t i = 0; i < sizeof(free_names) / sizeof(*free_names); i++)
-        TK_EXPECT(!dlock__fence_name_reserved(free_names[i]), "%s is a lock "
-                  "name", free_names[i]);
+        TK_EXPECT(!dlock__fence_name_reserved(free_names[i]),
+                  "%s is a lock "
+                  "name",
+                  free_names[i]);
 }
 
 static void fences_parse_as_redis_writes_them(void **state)
 {
     (void)state;
     TK_EXPECT(dlock__fence_parse("1", 1) == 1, "1");
-    TK_EXPECT(dlock__fence_parse("9223372036854775807", 19) ==
-              9223372036854775807ull, "2^63 - 1");
-    TK_EXPECT(dlock__fence_parse("1764698811123456", 16) ==
-              1764698811123456ull, "server microseconds");
+    TK_EXPECT(dlock__fence_parse("9223372036854775807", 19)
+                  == 9223372036854775807ull,
+              "2^63 - 1");
+    TK_EXPECT(dlock__fence_parse("1764698811123456", 16)
+                  == 1764698811123456ull,
+              "server microseconds");
     TK_EXPECT(dlock__fence_parse("12345678901234567890", 20) == 0,
               "20 digits are not a fence");
-    TK_EXPECT(dlock__fence_parse("0", 1) == 0 &&
-              dlock__fence_parse("012", 3) == 0, "no leading zero");
-    TK_EXPECT(dlock__fence_parse("", 0) == 0 &&
-              dlock__fence_parse("-1", 2) == 0 &&
-              dlock__fence_parse("12a", 3) == 0, "digits only");
+    TK_EXPECT(dlock__fence_parse("0", 1) == 0
+                  && dlock__fence_parse("012", 3) == 0,
+              "no leading zero");
+    TK_EXPECT(dlock__fence_parse("", 0) == 0
+                  && dlock__fence_parse("-1", 2) == 0
+                  && dlock__fence_parse("12a", 3) == 0,
+              "digits only");
 }
 
 #define RAISERS 4
@@ -135,7 +149,8 @@ static void the_floor_only_rises(void **state)
     atomic_init(&c->fence_floor, 0);
     dlock__fence_floor_raise(c, 10);
     dlock__fence_floor_raise(c, 5);
-    TK_EXPECT(dlock__fence_floor(c) == 10, "a lower value does not lower "
+    TK_EXPECT(dlock__fence_floor(c) == 10,
+              "a lower value does not lower "
               "the floor, got %llu",
               (unsigned long long)dlock__fence_floor(c));
     for (int i = 0; i < RAISERS; i++)
@@ -143,7 +158,8 @@ static void the_floor_only_rises(void **state)
                   "a thread starts");
     for (int i = 0; i < RAISERS; i++)
         pthread_join(threads[i], NULL);
-    TK_EXPECT(dlock__fence_floor(c) == (uint64_t)RAISES * RAISERS, "after "
+    TK_EXPECT(dlock__fence_floor(c) == (uint64_t)RAISES * RAISERS,
+              "after "
               "racing raises the floor is their maximum, got %llu",
               (unsigned long long)dlock__fence_floor(c));
     free(c);

@@ -47,11 +47,13 @@ static void an_unknown_name_fails_within_the_deadline(void **state)
 
     (void)state;
     took = testkit_now_ms() - started;
-    TK_EXPECT((err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT) &&
-              res == NULL, "an unknown name fails, got %s: %s",
-              dlock_errname(err), m.text);
-    TK_EXPECT(took < 3000, "within the 1.5 s deadline (+1.5 s), took %lld "
-              "ms", (long long)took);
+    TK_EXPECT((err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT)
+                  && res == NULL,
+              "an unknown name fails, got %s: %s", dlock_errname(err), m.text);
+    TK_EXPECT(took < 3000,
+              "within the 1.5 s deadline (+1.5 s), took %lld "
+              "ms",
+              (long long)took);
 }
 
 int main(void)

@@ -52,9 +52,9 @@ static void scripts_go_by_eval_without_a_sha(void **state)
 
     (void)state;
     TK_EXPECT(server != NULL, "a private redis-server starts");
-    TK_EXPECT(dlock_client_new(server->url, NULL, &c, errbuf,
-                               sizeof(errbuf)) == DLOCK_OK, "a client: %s",
-              errbuf);
+    TK_EXPECT(dlock_client_new(server->url, NULL, &c, errbuf, sizeof(errbuf))
+                  == DLOCK_OK,
+              "a client: %s", errbuf);
     dlock__client_test_sha_fail(1);
     err = dlock_acquire(c, testkit_key(key, "fallback"), NULL, &l);
     TK_EXPECT(err == DLOCK_OK, "acquire without a SHA succeeds, got %s: %s",
@@ -63,10 +63,14 @@ static void scripts_go_by_eval_without_a_sha(void **state)
     dlock__client_test_sha_fail(0);
     TK_EXPECT(err == DLOCK_OK, "release without a SHA succeeds, got %s: %s",
               dlock_errname(err), dlock_client_errmsg(c));
-    TK_EXPECT(calls_of(server->admin_url, "eval") == 2, "both went by EVAL "
-              "(%lld calls)", calls_of(server->admin_url, "eval"));
-    TK_EXPECT(calls_of(server->admin_url, "evalsha") == 0, "none by EVALSHA "
-              "(%lld calls)", calls_of(server->admin_url, "evalsha"));
+    TK_EXPECT(calls_of(server->admin_url, "eval") == 2,
+              "both went by EVAL "
+              "(%lld calls)",
+              calls_of(server->admin_url, "eval"));
+    TK_EXPECT(calls_of(server->admin_url, "evalsha") == 0,
+              "none by EVALSHA "
+              "(%lld calls)",
+              calls_of(server->admin_url, "evalsha"));
     dlock_client_free(c);
     testkit_redis_free(server);
 }
