@@ -168,6 +168,17 @@ typedef struct pair {
     const char *replica;
 } pair;
 
+static int replica_linked(void *arg)
+{
+    redisReply *r = testkit_redis_cmd(arg, "INFO replication");
+    int up = r != NULL && r->str != NULL
+             && strstr(r->str, "master_link_status:up") != NULL;
+
+    if (r != NULL)
+        freeReplyObject(r);
+    return up;
+}
+
 static int replica_caught_up(void *arg)
 {
     const pair *p = arg;
@@ -203,20 +214,27 @@ static void failover_to_a_lagging_replica_with_clock_behind(void **state)
     front = testkit_proxy_start("fence_front", target);
     link = testkit_proxy_start("fence_link", target);
     TK_EXPECT(front != NULL && link != NULL, "two proxies start");
+    /* A full sync at once, not after the diskless sync's 5 s delay. */
+    r = testkit_redis_cmd(primary->admin_url,
+                          "CONFIG SET repl-diskless-sync-delay 0");
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "the primary syncs replicas at once");
+    freeReplyObject(r);
     r = testkit_redis_cmd(replica->admin_url, "REPLICAOF 127.0.0.1 %d",
                           link->port);
     TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
               "the replica "
               "follows the primary through the link proxy");
     freeReplyObject(r);
+    TK_EXPECT(testkit_wait_until(replica_linked, replica->admin_url, 20000),
+              "the replica is in sync with the primary within 20 s");
 
     c = itkit_client(front->url, NULL);
     testkit_key(key, "fence_failover");
     grant(c, key);
     servers = (pair){primary->admin_url, replica->admin_url};
-    TK_EXPECT(testkit_wait_until(replica_caught_up, &servers, 10000),
-              "the "
-              "replica has the first grant within 10 s");
+    TK_EXPECT(testkit_wait_until(replica_caught_up, &servers, 20000),
+              "the replica has the first grant within 20 s");
 
     TK_EXPECT(testkit_proxy_ctl(link, "pause") == 0, "the replication link "
                                                      "goes silent");
