@@ -39,6 +39,8 @@ static const op_entry ops[] = {
     [RV_OP_READYZ] = {rv_handle_readyz, 0, 0},
     [RV_OP_METRICS] = {rv_handle_metrics, 0, 0},
     [RV_OP_SEARCH] = {rv_handle_search, 1, 0},
+    [RV_OP_DOCUMENT_LIST] = {rv_handle_document_list, 1, 0},
+    [RV_OP_DOCUMENT_REVIEWS] = {rv_handle_document_reviews, 1, 0},
 };
 
 int rv_dispatch_is_json(const char *ct)

@@ -5,7 +5,8 @@
  * dispatcher has already routed, authenticated (except the health
  * endpoints) and given a well-formed id, and sets exactly one reply.
  * Handlers live in three files by what they touch: rv_documents.c
- * (create, read, edit), rv_reviews.c (read reviews) and rv_lifecycle.c
+ * (create, read, list, edit), rv_reviews.c (read reviews, a document's
+ * included) and rv_lifecycle.c
  * (submit, approve, reject: the locked state transitions); rv_health.c
  * serves /healthz, /readyz and /metrics, and rv_search.c /v1/search.
  *
@@ -22,6 +23,8 @@ void rv_handle_document_create(rv_request *req, rv_reply *reply);
 void rv_handle_document_get(rv_request *req, rv_reply *reply);
 void rv_handle_document_update(rv_request *req, rv_reply *reply);
 void rv_handle_document_submit(rv_request *req, rv_reply *reply);
+void rv_handle_document_list(rv_request *req, rv_reply *reply);
+void rv_handle_document_reviews(rv_request *req, rv_reply *reply);
 void rv_handle_review_list(rv_request *req, rv_reply *reply);
 void rv_handle_review_get(rv_request *req, rv_reply *reply);
 void rv_handle_review_approve(rv_request *req, rv_reply *reply);

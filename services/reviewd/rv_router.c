@@ -1,7 +1,7 @@
 /*
  * rv_router.c: path and method matching for reviewd.
  *
- * The API has twelve path shapes, so a table of literal segments is
+ * The API has thirteen path shapes, so a table of literal segments is
  * clearer than a general router: each entry is a prefix, whether an {id}
  * segment follows, and an optional verb segment after it.  Matching walks
  * the table once; the method then picks the operation or leaves
@@ -24,13 +24,17 @@ typedef struct route_entry {
 /* ops[] is indexed by rv_method: GET, HEAD, POST, PUT, OTHER. */
 static const route_entry routes[] = {
     {RV_PATH_DOCUMENTS, "/v1/documents", 0, "",
-     {0, 0, RV_OP_DOCUMENT_CREATE, 0, 0}, "POST", "/v1/documents"},
+     {RV_OP_DOCUMENT_LIST, RV_OP_DOCUMENT_LIST, RV_OP_DOCUMENT_CREATE, 0, 0},
+     "GET, HEAD, POST", "/v1/documents"},
     {RV_PATH_DOCUMENT, "/v1/documents/", 1, "",
      {RV_OP_DOCUMENT_GET, RV_OP_DOCUMENT_GET, 0, RV_OP_DOCUMENT_UPDATE, 0},
      "GET, HEAD, PUT", "/v1/documents/{id}"},
     {RV_PATH_DOCUMENT_SUBMIT, "/v1/documents/", 1, "/submit",
      {0, 0, RV_OP_DOCUMENT_SUBMIT, 0, 0}, "POST",
      "/v1/documents/{id}/submit"},
+    {RV_PATH_DOCUMENT_REVIEWS, "/v1/documents/", 1, "/reviews",
+     {RV_OP_DOCUMENT_REVIEWS, RV_OP_DOCUMENT_REVIEWS, 0, 0, 0}, "GET, HEAD",
+     "/v1/documents/{id}/reviews"},
     {RV_PATH_REVIEWS, "/v1/reviews", 0, "",
      {RV_OP_REVIEW_LIST, RV_OP_REVIEW_LIST, 0, 0, 0}, "GET, HEAD",
      "/v1/reviews"},

@@ -335,7 +335,8 @@ static void wrong_methods_are_405_with_allow(void **state)
         const char *method, *path, *allow;
     } cases[] = {
         {"DELETE", "/v1/documents/1", "GET, HEAD, PUT"},
-        {"GET", "/v1/documents", "POST"},
+        {"DELETE", "/v1/documents", "GET, HEAD, POST"},
+        {"POST", "/v1/documents/1/reviews", "GET, HEAD"},
         {"PATCH", "/v1/documents/1", "GET, HEAD, PUT"},
         {"GET", "/v1/documents/1/submit", "POST"},
         {"POST", "/v1/reviews", "GET, HEAD"},
@@ -765,6 +766,94 @@ static void reviews_are_listed_by_id_with_a_next_cursor(void **state)
     }
 }
 
+/* Field key of item i of a list response, or "" when absent or null. */
+static const char *item_field(const rvt_resp *r, size_t i, const char *key)
+{
+    const char *v = json_string_value(json_object_get(
+        json_array_get(json_object_get(r->json, "items"), i), key));
+
+    return v != NULL ? v : "";
+}
+
+static void documents_are_listed_by_author_a_page_at_a_time(void **state)
+{
+    char *erin = rvt_token("erin", "author", 3600);
+    char id[3][24], path[256];
+    rvt_resp r;
+    int i;
+
+    (void)state;
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(rvt_create_doc(PORT, erin, "erin's", id[i]),
+                         0);
+    }
+    rvt_call(PORT, "GET", "/v1/documents?author=erin&limit=2", bob, NULL,
+             NULL, &r);
+    expect(&r, 200, NULL, "the first page of erin's documents");
+    TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 2
+                  && strcmp(item_field(&r, 0, "id"), id[0]) == 0
+                  && strcmp(item_field(&r, 1, "id"), id[1]) == 0
+                  && strcmp(item_field(&r, 1, "author"), "erin") == 0,
+              "erin's first two documents, by id");
+    TK_EXPECT(rvt_field(&r, "next") != NULL
+                  && strcmp(rvt_field(&r, "next"), id[1]) == 0,
+              "next is the last item's id");
+    rvt_resp_free(&r);
+    snprintf(path, sizeof(path), "/v1/documents?author=erin&after=%s", id[1]);
+    rvt_call(PORT, "GET", path, erin, NULL, NULL, &r);
+    expect(&r, 200, NULL, "the second page");
+    TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 1
+                  && strcmp(item_field(&r, 0, "id"), id[2]) == 0
+                  && json_is_null(json_object_get(r.json, "next")),
+              "the third document and no next");
+    rvt_resp_free(&r);
+    call("GET", "/v1/documents?author=nobody-at-all", alice, NULL, 200, NULL);
+    call("GET", "/v1/documents", root, NULL, 200, NULL);
+    static const char *const bad[] = {
+        "/v1/documents?author=", "/v1/documents?limit=0",
+        "/v1/documents?status=draft", "/v1/documents?after=x",
+        "/v1/documents?author=a&author=b", NULL};
+    for (i = 0; bad[i] != NULL; i++) {
+        call("GET", bad[i], erin, NULL, 400, "INVALID_ARGUMENT");
+    }
+    free(erin);
+}
+
+static void a_documents_reviews_are_its_history_oldest_first(void **state)
+{
+    char id[24], rid[24], path[128];
+    rvt_resp r;
+
+    (void)state;
+    assert_int_equal(rvt_create_pending(PORT, dave, id, rid), 0);
+    snprintf(path, sizeof(path), "/v1/reviews/%s/reject", rid);
+    call("POST", path, bob, "{\"comment\":\"Needs sources\"}", 200, NULL);
+    snprintf(path, sizeof(path), "/v1/documents/%s/submit", id);
+    call("POST", path, dave, NULL, 201, NULL);
+    snprintf(path, sizeof(path), "/v1/documents/%s/reviews", id);
+    rvt_call(PORT, "GET", path, alice, NULL, NULL, &r);
+    expect(&r, 200, NULL, "a document's reviews, read by another author");
+    TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 2
+                  && strcmp(item_field(&r, 0, "id"), rid) == 0
+                  && strcmp(item_field(&r, 0, "status"), "rejected") == 0
+                  && strcmp(item_field(&r, 0, "comment"), "Needs sources")
+                         == 0
+                  && strcmp(item_field(&r, 0, "reviewer"), "bob") == 0
+                  && item_field(&r, 0, "fence")[0] != '\0'
+                  && strcmp(item_field(&r, 1, "status"), "pending") == 0
+                  && json_is_null(json_object_get(r.json, "next")),
+              "the rejection with its comment and fence, then the new "
+              "pending review");
+    rvt_resp_free(&r);
+    call("GET", "/v1/documents/9223372036854775807/reviews", bob, NULL, 404,
+         "NOT_FOUND");
+    call("GET", "/v1/documents/0/reviews", bob, NULL, 400,
+         "INVALID_ARGUMENT");
+    snprintf(path, sizeof(path), "/v1/documents/%s/reviews?status=pending",
+             id);
+    call("GET", path, bob, NULL, 400, "INVALID_ARGUMENT");
+}
+
 static void any_role_reads_a_review(void **state)
 {
     char id[24], rid[24], path[128];
@@ -975,6 +1064,8 @@ int main(void)
             reject_needs_a_comment_and_allows_edit_and_resubmit),
         cmocka_unit_test(nobody_decides_a_review_of_their_own_document),
         cmocka_unit_test(reviews_are_listed_by_id_with_a_next_cursor),
+        cmocka_unit_test(documents_are_listed_by_author_a_page_at_a_time),
+        cmocka_unit_test(a_documents_reviews_are_its_history_oldest_first),
         cmocka_unit_test(any_role_reads_a_review),
         cmocka_unit_test(an_idempotent_retry_replays_the_first_response),
         cmocka_unit_test(
