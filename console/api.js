@@ -61,8 +61,8 @@ export class Api {
                             {'Idempotency-Key': newIdempotencyKey()});
     }
 
-    listDocuments(after) {
-        const q = new URLSearchParams({limit: '20'});
+    listDocuments(author, after) {
+        const q = new URLSearchParams({author, limit: '20'});
         if (after) {
             q.set('after', after);
         }

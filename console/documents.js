@@ -23,7 +23,7 @@ export async function renderDocuments(ctx) {
     let next = null;
 
     async function load() {
-        const page = await ctx.api.listDocuments(next);
+        const page = await ctx.api.listDocuments(ctx.claims.sub, next);
         for (const d of page.items) {
             list.appendChild(documentItem(d));
         }

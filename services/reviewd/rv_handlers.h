@@ -8,7 +8,8 @@
  * (create, read, list, edit), rv_reviews.c (read reviews, a document's
  * included) and rv_lifecycle.c
  * (submit, approve, reject: the locked state transitions); rv_health.c
- * serves /healthz, /readyz and /metrics, and rv_search.c /v1/search.
+ * serves /healthz, /readyz and /metrics, rv_search.c /v1/search, and
+ * rv_console.c the console's files and its development sign-in.
  *
  * Threads: a handler runs on the request's worker thread.
  */
@@ -33,6 +34,9 @@ void rv_handle_healthz(rv_request *req, rv_reply *reply);
 void rv_handle_readyz(rv_request *req, rv_reply *reply);
 void rv_handle_metrics(rv_request *req, rv_reply *reply);
 void rv_handle_search(rv_request *req, rv_reply *reply);
+void rv_handle_console(rv_request *req, rv_reply *reply);
+void rv_handle_dev_token_info(rv_request *req, rv_reply *reply);
+void rv_handle_dev_token_issue(rv_request *req, rv_reply *reply);
 
 /* Returns 1 if the caller's role is in roles (RV_ROLE_* bits); otherwise
  * sets 403 FORBIDDEN and returns 0. */

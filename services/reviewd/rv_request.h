@@ -29,6 +29,13 @@ typedef struct rv_reply {
     const char *content_type; /* NULL: application/json */
     const char *allow;        /* Allow header for 405 */
     char location[64];        /* Location header for 201 create, or "" */
+    /* A body that is static data (the console's files): sent as is and
+     * never freed; body stays NULL. */
+    const char *static_body;
+    size_t static_len;
+    const char *cache_control; /* NULL: no-store */
+    const char *etag;          /* ETag header, or NULL */
+    int console_headers;       /* add the console's CSP and friends */
 } rv_reply;
 
 typedef struct rv_request {
@@ -43,6 +50,7 @@ typedef struct rv_request {
     const char *authorization;
     const char *content_type;
     const char *idempotency_key;
+    const char *if_none_match;
     const char *test_pause;
     const char *test_fail;  /* X-Test-Fail (REVIEWD_TEST_HOOKS only) */
 

@@ -316,7 +316,7 @@ static void malformed_ids_are_invalid_argument_and_absent_ones_not_found(
 
 static void unknown_paths_are_not_found(void **state)
 {
-    static const char *const paths[] = {"/", "/v1", "/v2/documents",
+    static const char *const paths[] = {"/nope.js", "/v1", "/v2/documents",
                                         "/v1/documents/1/", "/v1/documents/"
                                         "1/publish", "/v1/reviews/1/x",
                                         "/healthz/x", "/v1//documents",
@@ -1009,6 +1009,53 @@ static void health_endpoints_answer_without_a_token(void **state)
     rvt_resp_free(&r);
 }
 
+static void the_console_is_served_with_its_csp_and_an_etag(void **state)
+{
+    char csp[512], type[128], etag[80], cond[128];
+    const char *const known[] = {cond, NULL};
+    const char *const changed[] = {"If-None-Match: \"x\"", NULL};
+    rvt_resp r;
+
+    (void)state;
+    rvt_http(PORT, "GET", "/", NULL, NULL, 0, &r);
+    TK_EXPECT(r.status == 200 && strstr(r.body, "<script type=\"module\" "
+                                        "src=\"app.js\">") != NULL,
+              "GET / is the console's page, got %d", r.status);
+    TK_EXPECT(rvt_header(&r, "Content-Type", type, sizeof(type)) != NULL
+                  && strcmp(type, "text/html; charset=utf-8") == 0,
+              "the page is HTML");
+    TK_EXPECT(rvt_header(&r, "Content-Security-Policy", csp, sizeof(csp))
+                  != NULL
+                  && strstr(csp, "script-src 'self';") != NULL
+                  && strstr(csp, "unsafe-inline") == NULL,
+              "a CSP without inline script: %s", csp);
+    TK_EXPECT(rvt_header(&r, "ETag", etag, sizeof(etag)) != NULL
+                  && etag[0] == '"',
+              "an entity tag");
+    rvt_resp_free(&r);
+    snprintf(cond, sizeof(cond), "If-None-Match: \"x\", %s", etag);
+    rvt_http(PORT, "GET", "/index.html", known, NULL, 0, &r);
+    TK_EXPECT(r.status == 304 && r.body_len == 0,
+              "a known ETag revalidates to 304, got %d", r.status);
+    rvt_resp_free(&r);
+    rvt_http(PORT, "GET", "/app.js", changed, NULL, 0, &r);
+    TK_EXPECT(r.status == 200 && rvt_header(&r, "Content-Type", type,
+                                            sizeof(type)) != NULL
+                  && strcmp(type, "text/javascript; charset=utf-8") == 0,
+              "a changed ETag gets the script, as JavaScript");
+    rvt_resp_free(&r);
+    call("GET", "/missing.js", NULL, NULL, 404, "NOT_FOUND");
+    call("POST", "/", NULL, NULL, 405, "METHOD_NOT_ALLOWED");
+}
+
+static void dev_login_is_off_by_default(void **state)
+{
+    (void)state;
+    call("GET", "/v1/dev/token", NULL, NULL, 404, "NOT_FOUND");
+    call("POST", "/v1/dev/token", NULL,
+         "{\"sub\":\"mallory\",\"role\":\"admin\"}", 404, "NOT_FOUND");
+}
+
 static void request_ids_are_echoed_or_made(void **state)
 {
     const char *headers[] = {"X-Request-Id: trace-abc-123", NULL};
@@ -1072,6 +1119,8 @@ int main(void)
             an_idempotent_decision_replays_and_refusals_replay_too),
         cmocka_unit_test(malformed_idempotency_keys_are_invalid_argument),
         cmocka_unit_test(request_ids_are_echoed_or_made),
+        cmocka_unit_test(the_console_is_served_with_its_csp_and_an_etag),
+        cmocka_unit_test(dev_login_is_off_by_default),
         cmocka_unit_test(health_endpoints_answer_without_a_token),
     };
 
