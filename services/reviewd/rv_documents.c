@@ -192,15 +192,11 @@ static rv_db_status list_work(rv_request *req, rv_conn *c, void *arg,
 {
     const rv_page_args *a = arg;
     PGresult *res = NULL;
-    rv_db_status st;
+    const rv_db_status st = rv_q_doc_list(c, a->filter, a->after,
+                                          a->limit + 1, &res);
 
     (void)req;
-    st = rv_q_doc_list(c, a->filter, a->after, a->limit + 1, &res);
-    if (st == RV_DB_OK) {
-        rv_reply_json(reply, 200, rv_page_json(res, a->limit, document_row));
-        PQclear(res);
-    }
-    return st;
+    return rv_page_reply(st, res, a->limit, document_row, reply);
 }
 
 /* Any role, like GET /v1/documents/{id}: ?author=alice lists one

@@ -80,7 +80,8 @@ int rv_page_args_read(const rv_request *req, const rv_page_filter *filter,
     return 0;
 }
 
-json_t *rv_page_json(PGresult *res, int limit, rv_page_row_fn row)
+/* {"items": [...], "next": id|null}, or NULL when out of memory. */
+static json_t *page_json(PGresult *res, int limit, rv_page_row_fn row)
 {
     json_t *items = json_array();
     const int rows = PQntuples(res);
@@ -98,4 +99,14 @@ json_t *rv_page_json(PGresult *res, int limit, rv_page_row_fn row)
     }
     return json_pack("{s:o,s:s?}", "items", items, "next",
                      rows > limit ? PQgetvalue(res, shown - 1, 0) : NULL);
+}
+
+rv_db_status rv_page_reply(rv_db_status st, PGresult *res, int limit,
+                           rv_page_row_fn row, rv_reply *reply)
+{
+    if (st == RV_DB_OK) {
+        rv_reply_json(reply, 200, page_json(res, limit, row));
+    }
+    PQclear(res);
+    return st;
 }

@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
+#include "rv_db.h"
 #include "rv_request.h"
 
 #define RV_PAGE_DEFAULT 50
@@ -47,10 +48,12 @@ int rv_page_args_read(const rv_request *req, const rv_page_filter *filter,
 typedef json_t *(*rv_page_row_fn)(PGresult *res, int i);
 
 /*
- * {"items": [...], "next": id|null} from res, which holds up to limit + 1
- * rows whose first column is the id.  Returns a new reference, or NULL
- * when out of memory.  res stays the caller's.
+ * The end of a list's work function: when st is RV_DB_OK, replies 200
+ * with {"items": [...], "next": id|null} from res, which holds up to
+ * limit + 1 rows whose first column is the id (an allocation failure
+ * becomes 500).  Frees res either way and returns st (for rv_tx_read).
  */
-json_t *rv_page_json(PGresult *res, int limit, rv_page_row_fn row);
+rv_db_status rv_page_reply(rv_db_status st, PGresult *res, int limit,
+                           rv_page_row_fn row, rv_reply *reply);
 
 #endif

@@ -37,15 +37,11 @@ static rv_db_status list_work(rv_request *req, rv_conn *c, void *arg,
 {
     const rv_page_args *a = arg;
     PGresult *res = NULL;
-    rv_db_status st;
+    const rv_db_status st = rv_q_review_list(c, a->filter, a->after,
+                                             a->limit + 1, &res);
 
     (void)req;
-    st = rv_q_review_list(c, a->filter, a->after, a->limit + 1, &res);
-    if (st == RV_DB_OK) {
-        rv_reply_json(reply, 200, rv_page_json(res, a->limit, review_row));
-        PQclear(res);
-    }
-    return st;
+    return rv_page_reply(st, res, a->limit, review_row, reply);
 }
 
 void rv_handle_review_list(rv_request *req, rv_reply *reply)
@@ -107,11 +103,7 @@ static rv_db_status document_reviews_work(rv_request *req, rv_conn *c,
     }
     rv_doc_clear(&d);
     st = rv_q_review_list_of_document(c, id, a->after, a->limit + 1, &res);
-    if (st == RV_DB_OK) {
-        rv_reply_json(reply, 200, rv_page_json(res, a->limit, review_row));
-        PQclear(res);
-    }
-    return st;
+    return rv_page_reply(st, res, a->limit, review_row, reply);
 }
 
 void rv_handle_document_reviews(rv_request *req, rv_reply *reply)
