@@ -172,6 +172,8 @@ function makeContext(view, serial) {
             }
             replace(view, ...children);
             const heading = view.querySelector('h1');
+            document.title = heading ? `${heading.textContent} · dlock review console`
+                                     : 'dlock review console';
             if (heading && document.activeElement !== document.getElementById('notice')) {
                 heading.focus();
             }
@@ -187,6 +189,12 @@ let statusStrip;
 
 function boot() {
     document.getElementById('sign-out').addEventListener('click', () => signOut(null));
+    // The skip link moves focus itself: following href="#view" would
+    // change the hash, which is the router's.
+    document.querySelector('.skip').addEventListener('click', (e) => {
+        e.preventDefault();
+        document.getElementById('view').focus();
+    });
     statusStrip = startStatusStrip(document.getElementById('status-list'));
     showShell();
     window.addEventListener('hashchange', route);

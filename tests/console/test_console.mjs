@@ -268,6 +268,11 @@ async function a_reviewer_approves_with_the_keyboard_only() {
     await env.api.pending(env.tokens.dave, title, 'Reached by Tab and Enter.');
     const {bob} = env.pages;
     await go(bob, '#/queue', 'Review queue');
+    await bob.focus('.skip');
+    await bob.keyboard.press('Enter');
+    expect(await bob.evaluate(() => document.activeElement.id === 'view'
+                                    && location.hash === '#/queue'),
+           'the skip link moves focus to the content and leaves the route alone');
     await tabTo(bob, 'the queue link', () => document.activeElement.textContent === 'Keyboard path');
     await bob.keyboard.press('Enter');
     await bob.locator('h1').filter({hasText: `Review: ${title}`}).waitFor();
