@@ -123,6 +123,26 @@ function expect(cond, what) {
 
 // ---- the checks ------------------------------------------------------------
 
+async function dev_login_signs_known_roles_only() {
+    const post = (body) => fetch(`${env.reviewd.base}/v1/dev/token`, {
+        method: 'POST', headers: {'Content-Type': 'application/json'},
+        body: JSON.stringify(body),
+    });
+    for (const body of [{sub: 'x', role: 'root'}, {sub: '', role: 'admin'},
+                        {sub: 'x'}, {sub: 'x', role: 'admin', exp: 1}]) {
+        const res = await post(body);
+        const data = await res.json();
+        expect(res.status === 400 && data.code === 'INVALID_ARGUMENT',
+               `${JSON.stringify(body)} is refused with 400, got ${res.status}`);
+    }
+    const ok = await (await post({sub: 'zoe', role: 'reviewer'})).json();
+    const claims = JSON.parse(Buffer.from(ok.token.split('.')[1], 'base64url'));
+    expect(claims.sub === 'zoe' && claims.role === 'reviewer'
+           && claims.exp === ok.exp && ok.exp - Date.now() / 1000 > 3500,
+           `a one-hour token for zoe as reviewer: ${JSON.stringify(claims)}`);
+    await env.api.call('GET', '/v1/reviews?limit=1', ok.token);
+}
+
 async function create_submit_approve_as_two_users() {
     const title = 'Quarterly report 数据库';
     const alice = await person('alice', 'author');
@@ -363,6 +383,7 @@ async function with_redis_stopped_the_strip_says_degraded_and_approvals_work() {
 // ---- the run ---------------------------------------------------------------
 
 const checks = [
+    dev_login_signs_known_roles_only,
     create_submit_approve_as_two_users,
     two_reviewers_at_once_get_one_success_and_one_clear_conflict,
     a_double_click_decides_once_and_says_so,
