@@ -18,6 +18,30 @@
  * A released lock publishes on the channel "dlock:released:K" so waiters
  * wake at once.
  *
+ * Waiting (wait_ms != 0; the patterns that wait do the same):
+ *   - The wait runs on the calling thread.  Each client has one subscriber
+ *     thread and connection, shared by all its waiters, that only wakes
+ *     them: a release wakes one waiter of each client at once.
+ *   - Load: a waiter tries once, subscribes, and tries again when the
+ *     subscription is confirmed (so a release in between is not missed);
+ *     then it sleeps.  Without a notification it tries again just after
+ *     the holder's TTL runs out (a holder that died), but at least every
+ *     10 s; while a holder keeps renewing a short TTL the tries are at
+ *     least 10 ms apart, doubling up to 1 s; a key without a TTL is tried
+ *     with backoff from 50 ms to 10 s; all with jitter.  So a waiter costs
+ *     a few round trips per holder TTL, not a steady poll.  A client whose
+ *     subscriber cannot be started polls every 150-200 ms instead.
+ *   - Errors: with wait_ms > 0 a transport error (DLOCK_UNAVAILABLE,
+ *     DLOCK_TIMEOUT) ends the wait at once, and the wait never outlasts
+ *     wait_ms.  With wait_ms < 0 the wait rides them out: it tries again
+ *     with backoff (50 ms .. 2 s, jittered), and while the client's breaker
+ *     is open it sleeps until the background probe finds Redis back,
+ *     never spinning on fast failures; it tries again with the same token,
+ *     so an acquire that timed out after the server applied it is ours.
+ *     Any other error (DLOCK_AUTH, DLOCK_SERVER, ...) ends every wait.
+ *     Under DLOCK_FAIL_OPEN a transport error ends even an unbounded wait,
+ *     with a degraded lock.
+ *
  * Fences are 64-bit and strictly increase with every grant of a key: the
  * next fence is max(last + 1, server time in microseconds), so fences keep
  * growing even across a Redis restart that lost the counter.
@@ -78,7 +102,8 @@ typedef struct dlock_acquire_opts {
      * renewed every 10 s, as in Redisson). */
     int64_t ttl_ms;
     /* 0: try once, DLOCK_BUSY at once if held.  > 0: wait up to this many
-     * milliseconds, woken when the holder releases.  < 0: wait forever. */
+     * milliseconds, woken when the holder releases.  < 0: wait forever,
+     * through Redis outages (see "Waiting" at the top of this file). */
     int64_t wait_ms;
     /* Non-zero: the client's background thread renews the lock every
      * ttl/3 until it is released, and marks it lost if renewal fails. */

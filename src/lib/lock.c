@@ -20,9 +20,10 @@
  * does), so dlock_lock_valid_ms never claims more time than the server
  * grants.
  *
- * Waiting: a busy acquire joins the key's release channel (notify.c) and
- * sleeps until woken or until a jittered poll interval runs out, bounded by
- * the holder's remaining TTL, then tries again; see acquire_waiting.
+ * Waiting: a busy acquire waits in the library's one wait loop (wait.h):
+ * woken by the key's release channel, with a fallback timer that follows
+ * the holder's remaining TTL; an unbounded wait rides out transport errors
+ * unless the acquire fails open.
  */
 #include "lock_internal.h"
 
@@ -31,12 +32,11 @@
 
 #include "alloc.h"
 #include "clock.h"
-#include "notify.h"
 #include "token.h"
+#include "wait.h"
 #include "watchdog.h"
 
 #define DEFAULT_TTL_MS 30000
-#define POLL_CAP_MS 200
 #define CHANNEL_PREFIX "dlock:released:"
 
 /*
@@ -276,82 +276,28 @@ static dlock_err try_once(dlock_lock *l, int64_t *holder_ttl_ms,
     return DLOCK_OK;
 }
 
-/* A small per-call generator for poll jitter, seeded from the token: no
- * shared state, and contenders with different tokens spread apart. */
-static uint64_t jitter_next(uint64_t *state)
+/* try_once as a dlock__wait_try_fn. */
+static dlock_err acquire_try(void *arg, int waiting, int64_t *holder_ttl_ms,
+                             dlock__msg *m)
 {
-    uint64_t x = *state;
-
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    return x;
+    (void)waiting;
+    return try_once(arg, holder_ttl_ms, m);
 }
 
-/* How long a waiter sleeps before trying again when no notification comes:
- * just past the holder's TTL if that is sooner than the cap, otherwise
- * between half the cap and the cap. */
-static int64_t poll_interval_us(int64_t holder_ttl_ms, uint64_t *rng)
-{
-    int64_t cap_us = POLL_CAP_MS * 1000;
-
-    if (holder_ttl_ms > 0 && holder_ttl_ms * 1000 < cap_us) {
-        int64_t base = holder_ttl_ms * 1000;
-
-        return base + 500 + (int64_t)(jitter_next(rng) % (uint64_t)(base / 8 +
-                                                                     1000));
-    }
-    return cap_us / 2 + (int64_t)(jitter_next(rng) % (uint64_t)(cap_us / 2));
-}
-
-static void sleep_until(int64_t deadline_us)
-{
-    struct timespec ts = dlock__timespec_of(deadline_us);
-
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-        if (dlock__now_us() >= deadline_us)
-            break;
-}
-
+/* Tries, and while busy waits (wait.h) until deadline_us. */
 static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
-                                 int64_t *holder_ttl_ms, dlock__msg *m)
+                                 dlock_policy policy, int64_t *holder_ttl_ms,
+                                 dlock__msg *m)
 {
-    dlock__notifier *n = NULL;
-    dlock__waiter *w = NULL;
-    uint64_t rng = 0x9e3779b97f4a7c15ull;
-    int joined = 0;
-    dlock_err err;
+    const dlock__wait w = {
+        .client = l->client,
+        .channel = l->channel,
+        .deadline_us = deadline_us,
+        .seed = l->token,
+        .fail_fast = policy == DLOCK_FAIL_OPEN,
+    };
 
-    for (size_t i = 0; i < 16; i++)
-        rng = rng * 31 + (unsigned char)l->token[i];
-    for (;;) {
-        int64_t now, wake_at;
-
-        err = try_once(l, holder_ttl_ms, m);
-        now = dlock__now_us();
-        if (err != DLOCK_BUSY || now >= deadline_us)
-            break;
-        if (!joined) {
-            /* Join, then try again at once: a release between the attempt
-             * above and the join would otherwise go unseen. */
-            joined = 1;
-            n = dlock__client_notifier(l->client);
-            if (n != NULL)
-                dlock__notify_join(n, l->channel, &w);
-            if (w != NULL)
-                continue;
-        }
-        wake_at = now + poll_interval_us(*holder_ttl_ms, &rng);
-        if (wake_at > deadline_us)
-            wake_at = deadline_us;
-        if (w != NULL)
-            dlock__notify_wait(n, w, wake_at);
-        else
-            sleep_until(wake_at);
-    }
-    dlock__notify_leave(n, w);
-    return err;
+    return dlock__wait_run(&w, acquire_try, l, holder_ttl_ms, m);
 }
 
 /* Transport and server failures that a fail-open acquire degrades on. */
@@ -480,7 +426,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
     l->on_lost_arg = opts->on_lost_arg;
     l->watchdog = opts->watchdog;
     err = acquire_waiting(l, dlock__deadline_after_ms(opts->wait_ms),
-                          &holder_ttl, m);
+                          opts->policy, &holder_ttl, m);
     if (err == DLOCK_BUSY) {
         set_busy(c, l, holder_ttl, started, m);
         goto fail;

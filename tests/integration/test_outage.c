@@ -1,7 +1,7 @@
 /*
  * test_outage.c: what callers get while Redis is down, and after.
  *
- * Degradation is a policy (docs/DESIGN.md): a fail-closed acquire answers
+ * Degradation is a policy (docs/design.md): a fail-closed acquire answers
  * DLOCK_UNAVAILABLE, and fast (within the connect timeout); a fail-open
  * acquire answers DLOCK_OK with a degraded lock (fence 0) for callers with
  * a stronger guard below.  After a few consecutive failures the circuit

@@ -3,9 +3,10 @@
  *
  * Readers share, a writer excludes readers and writers, a reader excludes
  * a writer.  A waiting writer stops new readers (so readers cannot starve
- * it) and gets the lock when the readers present leave; a writer's
- * release wakes all the waiting readers at once (their holder's lease was
- * 10 s, and their next poll was 50 ms or more away).  A crashed writer
+ * it, however long it waits) and gets the lock when the readers present
+ * leave; a writer's release wakes all the waiting readers at once (their
+ * holder's lease was 10 s, and their next poll was 50 ms or more away).
+ * A crashed writer
  * blocks only until its lease runs out.  Under 6 threads on 2 clients
  * mixing reads and writes, no writer ever overlaps anyone, and write
  * fences grow.
@@ -131,6 +132,11 @@ static void a_waiting_writer_stops_new_readers(void **state)
               "writer sets its intent");
     TK_EXPECT(try_take(c, name, DLOCK_RWLOCK_READ) == DLOCK_BUSY,
               "a new reader is refused while a writer waits");
+    /* The intent lasts 1 s; the writer's wait must keep renewing it,
+     * though the reader's 10 s lease would let its timer sleep longer. */
+    patkit_work_ms(1500);       /* the reader's work */
+    TK_EXPECT(try_take(c, name, DLOCK_RWLOCK_READ) == DLOCK_BUSY,
+              "a new reader is still refused 1.5 s into the writer's wait");
     released = testkit_now_us();
     TK_EXPECT_ERR(dlock_rwlock_release(reader), DLOCK_OK, c, "releasing");
     pthread_join(thread, NULL);

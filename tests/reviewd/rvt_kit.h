@@ -11,7 +11,7 @@
  *     normal and the sanitizer build) never see each other's rows;
  *   - ids that start at a random offset (the identity sequences are
  *     restarted), because lock keys are lock:doc:submit:{id} exactly as
- *     API.md says, and two test runs sharing the stack's Redis must never
+ *     docs/api.md says, and two test runs sharing the stack's Redis must never
  *     contend for the same key;
  *   - reviewd started on port 0 (the kernel picks a free one) with its
  *     JSON log in var/test/<name>-<pid>/reviewd-N.log, found ready by its
@@ -117,6 +117,22 @@ int rvt_run_reviewd(const char *const *args, const char *const *env,
  */
 pid_t rvt_spawn(const char *bin, const char *const *argv,
                 const char *const *extra_env, const char *out_path);
+
+/* ---- the usual fixture: one database, one reviewd ------------------------ */
+
+/*
+ * Creates the database name, starts reviewd on it as rvt_server_start
+ * does (the server named "reviewd_<name>"), and with offset_ids restarts
+ * the id sequences at a random offset (rvt_db_offset_ids).  Returns 0 or
+ * -1 (the reason on stderr).  The opening of most test programs' setup.
+ */
+int rvt_fixture_start(rvt_db *db, rvt_server *srv, const char *name,
+                      const char *redis_url, const char *const *extra_env,
+                      int offset_ids);
+/* Stops reviewd (rvt_server_stop), removes its folder when it exited 0
+ * and prints its log's tail when not, then drops the database.  Returns
+ * 1 if reviewd exited 0, which a teardown reports. */
+int rvt_fixture_stop(rvt_db *db, rvt_server *srv);
 
 /* The reviewd binary (REVIEWD_BIN, or build/services/reviewd/reviewd). */
 const char *rvt_reviewd_bin(void);

@@ -1,7 +1,7 @@
 /*
  * test_reviewd_locks.c: what the Redis lock does and what it cannot undo.
  *
- * The locks are taken under API.md's key names, so a test can hold one by
+ * The locks are taken under docs/api.md's key names, so a test can hold one by
  * hand in Redis (SET key token PX ttl) and watch reviewd turn requests
  * away with 409 LOCK_BUSY until the TTL ends.  The central case is a
  * holder that outlives its lock: with REVIEWD_TEST_HOOKS=1 the
@@ -43,12 +43,10 @@ static int setup(void **state)
 
     (void)state;
     redis_url = testkit_shared_redis();
-    if (redis_url == NULL || rvt_db_create(&db, "locks") != 0
-        || rvt_db_create(&db_off, "locks_off") != 0
-        || rvt_server_start(&srv, &db, redis_url, env, "reviewd_locks") != 0
-        || rvt_server_start(&srv_off, &db_off, NULL, env_off,
-                            "reviewd_locks") != 0
-        || rvt_db_offset_ids(&db) != 0) {
+    if (redis_url == NULL
+        || rvt_fixture_start(&db, &srv, "locks", redis_url, env, 1) != 0
+        || rvt_fixture_start(&db_off, &srv_off, "locks_off", NULL, env_off,
+                             0) != 0) {
         return -1;
     }
     alice = rvt_token("alice", "author", 3600);
@@ -59,15 +57,10 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    const int clean = rvt_server_stop(&srv);
-    const int clean_off = rvt_server_stop(&srv_off);
+    const int clean = rvt_fixture_stop(&db, &srv);
+    const int clean_off = rvt_fixture_stop(&db_off, &srv_off);
 
     (void)state;
-    if (clean && clean_off) {
-        rvt_server_remove_dir(&srv);
-    }
-    rvt_db_drop(&db);
-    rvt_db_drop(&db_off);
     free(alice);
     free(bob);
     free(carol);

@@ -1,6 +1,6 @@
 /*
  * test_reviewd_readyz.c: /readyz's "amqp" is the outbox relay's real
- * connection state (API.md: ok, down or off; degraded when a configured
+ * connection state (docs/api.md: ok, down or off; degraded when a configured
  * AMQP is down).
  *
  * Each case starts a real reviewd on this test's own database with a

@@ -1,0 +1,108 @@
+/*
+ * rv_reviews.c: reading reviews: one, a page of all of them (the
+ * reviewers' queue, GET /v1/reviews) or a page of one document's (its
+ * history, GET /v1/documents/{id}/reviews).  Pages are keyset pages
+ * (api/rv_pages.h).  A document's history is open to every role, like
+ * the document and its reviews one by one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handlers/rv_handlers.h"
+#include "handlers/rv_load.h"
+#include "api/rv_pages.h"
+#include "db/rv_query.h"
+#include "tx/rv_tx.h"
+#include "api/rv_views.h"
+
+static int status_valid(const char *v)
+{
+    return strcmp(v, "pending") == 0 || strcmp(v, "approved") == 0
+           || strcmp(v, "rejected") == 0;
+}
+
+static const rv_page_filter status_filter = {
+    "status", status_valid, "status must be pending, approved or rejected"};
+
+static json_t *review_row(PGresult *res, int i)
+{
+    rv_review r;
+
+    rv_query_review_at(res, i, &r);
+    return rv_view_review(&r);
+}
+
+static rv_db_status list_work(rv_request *req, rv_db_conn *c, void *arg,
+                              rv_reply *reply)
+{
+    const rv_page_args *a = arg;
+    PGresult *res = NULL;
+    const rv_db_status st = rv_query_review_list(c, a->filter, a->after,
+                                                 a->limit + 1, &res);
+
+    (void)req;
+    return rv_page_reply(st, res, a->limit, review_row, reply);
+}
+
+void rv_handle_review_list(rv_request *req, rv_reply *reply)
+{
+    rv_page_args a;
+
+    if (!rv_request_require_role(req, RV_ROLE_REVIEWER | RV_ROLE_ADMIN,
+                                 reply)) {
+        return;
+    }
+    if (rv_page_args_read(req, &status_filter, &a, reply) == 0) {
+        rv_tx_read(req, list_work, &a, reply);
+    }
+}
+
+static rv_db_status get_work(rv_request *req, rv_db_conn *c, void *arg,
+                             rv_reply *reply)
+{
+    char id[RV_LOAD_ID_LEN];
+    rv_review r;
+    rv_db_status st;
+
+    (void)arg;
+    if (rv_load_review(req, c, 0, id, &r, reply, &st)) {
+        rv_reply_json(reply, 200, rv_view_review(&r));
+        rv_query_review_clear(&r);
+    }
+    return st;
+}
+
+void rv_handle_review_get(rv_request *req, rv_reply *reply)
+{
+    rv_tx_read(req, get_work, NULL, reply);
+}
+
+/* A document's reviews: 404 when the document does not exist, so an
+ * empty page always means "never submitted". */
+static rv_db_status document_reviews_work(rv_request *req, rv_db_conn *c,
+                                          void *arg, rv_reply *reply)
+{
+    const rv_page_args *a = arg;
+    char id[RV_LOAD_ID_LEN];
+    PGresult *res = NULL;
+    rv_doc d;
+    rv_db_status st;
+
+    if (!rv_load_document(req, c, 0, id, &d, reply, &st)) {
+        return st;
+    }
+    rv_query_doc_clear(&d);
+    st = rv_query_review_list_of_document(c, id, a->after, a->limit + 1,
+                                          &res);
+    return rv_page_reply(st, res, a->limit, review_row, reply);
+}
+
+void rv_handle_document_reviews(rv_request *req, rv_reply *reply)
+{
+    rv_page_args a;
+
+    if (rv_page_args_read(req, NULL, &a, reply) == 0) {
+        rv_tx_read(req, document_reviews_work, &a, reply);
+    }
+}
