@@ -25,6 +25,7 @@
 #include "svc_json.h"
 #include "svc_log.h"
 #include "core/rv_router.h"
+#include "handlers/rv_console.h"
 
 #define SECRET "unit-secret-0123456789abcdefghij"
 #define NOW ((int64_t)1800000000)
@@ -300,6 +301,51 @@ static void listen_addresses_parse_host_and_port(void **state)
                                             &port), -1);
 }
 
+static void console_files_match_by_shape_and_exist_when_built_in(
+    void **state)
+{
+    static const char *const not_console[] = {
+        "/app", "/App.js", "/a/b.js", "/.js", "/x.js/", "/x.json",
+        "/x.js.map", "/x%2Ejs", NULL};
+    rv_match m;
+    int i;
+
+    (void)state;
+    rv_router_match("/", RV_METHOD_GET, &m);
+    assert_int_equal(m.op, RV_OP_CONSOLE);
+    rv_router_match("/app.js", RV_METHOD_HEAD, &m);
+    assert_int_equal(m.op, RV_OP_CONSOLE);
+    rv_router_match("/style.css", RV_METHOD_POST, &m);
+    assert_int_equal(m.path, RV_PATH_CONSOLE);
+    assert_int_equal(m.op, RV_OP_NONE);
+    assert_string_equal(rv_router_allow(m.path), "GET, HEAD");
+    for (i = 0; not_console[i] != NULL; i++) {
+        rv_router_match(not_console[i], RV_METHOD_GET, &m);
+        assert_int_equal(m.path, RV_PATH_UNKNOWN);
+    }
+    assert_non_null(rv_console_find("/"));
+    assert_string_equal(rv_console_find("/")->path, "/index.html");
+    assert_string_equal(rv_console_find("/app.js")->content_type,
+                        "text/javascript; charset=utf-8");
+    assert_int_equal(rv_console_find("/app.js")->data[0] != '\0', 1);
+    assert_null(rv_console_find("/missing.js"));
+}
+
+static void dev_login_listens_on_loopback_only(void **state)
+{
+    (void)state;
+    assert_true(rv_config_host_is_loopback("127.0.0.1"));
+    assert_true(rv_config_host_is_loopback("127.8.9.10"));
+    assert_true(rv_config_host_is_loopback("::1"));
+    assert_true(rv_config_host_is_loopback("localhost"));
+    assert_false(rv_config_host_is_loopback("0.0.0.0"));
+    assert_false(rv_config_host_is_loopback("::"));
+    assert_false(rv_config_host_is_loopback("10.0.0.1"));
+    assert_false(rv_config_host_is_loopback("128.0.0.1"));
+    assert_false(rv_config_host_is_loopback("example.com"));
+    assert_false(rv_config_host_is_loopback("127.0.0.1.example.com"));
+}
+
 static void amqp_urls_are_checked_for_form(void **state)
 {
     (void)state;
@@ -379,6 +425,8 @@ int main(void)
         cmocka_unit_test(issued_tokens_verify),
         cmocka_unit_test(listen_addresses_parse_host_and_port),
         cmocka_unit_test(amqp_urls_are_checked_for_form),
+        cmocka_unit_test(console_files_match_by_shape_and_exist_when_built_in),
+        cmocka_unit_test(dev_login_listens_on_loopback_only),
         cmocka_unit_test(logged_urls_never_show_passwords),
         cmocka_unit_test(json_media_type_allows_parameters_but_only_utf8),
         cmocka_unit_test(idempotency_keys_are_1_to_255_visible_ascii),

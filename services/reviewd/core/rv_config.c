@@ -11,6 +11,7 @@
  */
 #include "core/rv_config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <libpq-fe.h>
@@ -413,6 +414,43 @@ static int load_tuning(rv_config *cfg, char *e, size_t n)
     return 0;
 }
 
+int rv_config_host_is_loopback(const char *host)
+{
+    struct in_addr v4;
+    struct in6_addr v6;
+
+    if (strcmp(host, "localhost") == 0) {
+        return 1;
+    }
+    if (inet_pton(AF_INET, host, &v4) == 1) {
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    }
+    return inet_pton(AF_INET6, host, &v6) == 1
+           && memcmp(&v6, &in6addr_loopback, sizeof(v6)) == 0;
+}
+
+/* DEV_LOGIN: 0 or 1, and 1 only on a loopback listener (checked when
+ * serving: `reviewd token` and `migrate` do not listen). */
+static int load_dev_login(rv_config *cfg, int need, char *errbuf,
+                          size_t errlen)
+{
+    long long on = 0;
+
+    if (env_int("DEV_LOGIN", 0, 1, &on, errbuf, errlen) != 0) {
+        return -1;
+    }
+    if (on && (need & RV_NEED_SERVE)
+        && !rv_config_host_is_loopback(cfg->listen_host)) {
+        snprintf(errbuf, errlen, "DEV_LOGIN=1 signs a token for anyone "
+                 "who asks, so it is refused unless LISTEN_ADDR is "
+                 "loopback (127.0.0.1, ::1, localhost); LISTEN_ADDR "
+                 "host is \"%.64s\"", cfg->listen_host);
+        return -1;
+    }
+    cfg->dev_login = (int)on;
+    return 0;
+}
+
 int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen)
 {
     set_defaults(cfg);
@@ -424,7 +462,8 @@ int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen)
         || load_content_store(cfg, errbuf, errlen) != 0
         || load_log(cfg, errbuf, errlen) != 0
         || load_tuning(cfg, errbuf, errlen) != 0
-        || load_relay(cfg, errbuf, errlen) != 0) {
+        || load_relay(cfg, errbuf, errlen) != 0
+        || load_dev_login(cfg, need, errbuf, errlen) != 0) {
         rv_config_clear(cfg);
         return -1;
     }

@@ -91,6 +91,11 @@ typedef struct rv_config {
      * field and the variable exist only in test builds. */
     int test_hooks;
 #endif
+    /* DEV_LOGIN=1 adds POST /v1/dev/token, which signs a token for any
+     * user and role that asks (the console's development sign-in).  Off
+     * by default; rv_config_load refuses it unless LISTEN_ADDR is a
+     * loopback address, so it can never be reached from another host. */
+    int dev_login;
 } rv_config;
 
 /*
@@ -102,6 +107,10 @@ int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen);
 
 /* Frees the strings of cfg and zeroes it. */
 void rv_config_clear(rv_config *cfg);
+
+/* 1 if host (as LISTEN_ADDR gives it) is loopback: "localhost", "::1"
+ * or an IPv4 address in 127.0.0.0/8.  Exposed for unit tests. */
+int rv_config_host_is_loopback(const char *host);
 
 /*
  * Splits "host:port" or "[v6]:port" into host and port.  Returns 0, or -1

@@ -1,5 +1,5 @@
 /*
- * rv_documents.c: create, read and edit documents.
+ * rv_documents.c: create, read, list and edit documents.
  *
  * Create and edit are transactions (rv_tx_run): the document row and its
  * text in the content store commit together (with MongoDB: the version's
@@ -16,6 +16,7 @@
 #include "tx/rv_content.h"
 #include "handlers/rv_handlers.h"
 #include "handlers/rv_load.h"
+#include "api/rv_pages.h"
 #include "svc_json.h"
 #include "db/rv_query.h"
 #include "tx/rv_tx.h"
@@ -159,6 +160,48 @@ void rv_handle_document_get(rv_request *req, rv_reply *reply)
 
     if (read_include(req, &in, reply) == 0) {
         rv_tx_read(req, get_work, &in, reply);
+    }
+}
+
+/* author=: a user id as tokens carry it (sub), 1..255 bytes. */
+static int author_valid(const char *v)
+{
+    const size_t n = strlen(v);
+
+    return n >= 1 && n <= 255;
+}
+
+static const rv_page_filter author_filter = {
+    "author", author_valid, "author must be 1..255 characters"};
+
+static json_t *document_row(PGresult *res, int i)
+{
+    rv_doc d;
+
+    rv_query_doc_at(res, i, &d);
+    return rv_view_document(&d, NULL);
+}
+
+static rv_db_status list_work(rv_request *req, rv_db_conn *c, void *arg,
+                              rv_reply *reply)
+{
+    const rv_page_args *a = arg;
+    PGresult *res = NULL;
+    const rv_db_status st = rv_query_doc_list(c, a->filter, a->after,
+                                              a->limit + 1, &res);
+
+    (void)req;
+    return rv_page_reply(st, res, a->limit, document_row, reply);
+}
+
+/* Any role, like GET /v1/documents/{id}: ?author=alice lists one
+ * author's documents (the console's "your documents"). */
+void rv_handle_document_list(rv_request *req, rv_reply *reply)
+{
+    rv_page_args a;
+
+    if (rv_page_args_read(req, &author_filter, &a, reply) == 0) {
+        rv_tx_read(req, list_work, &a, reply);
     }
 }
 

@@ -37,6 +37,11 @@ static const op_entry ops[] = {
     [RV_OP_READYZ] = {rv_handle_readyz, 0, 0},
     [RV_OP_METRICS] = {rv_handle_metrics, 0, 0},
     [RV_OP_SEARCH] = {rv_handle_search, 1, 0},
+    [RV_OP_DOCUMENT_LIST] = {rv_handle_document_list, 1, 0},
+    [RV_OP_DOCUMENT_REVIEWS] = {rv_handle_document_reviews, 1, 0},
+    [RV_OP_CONSOLE] = {rv_handle_console, 0, 0},
+    [RV_OP_DEV_TOKEN_INFO] = {rv_handle_dev_token_info, 0, 0},
+    [RV_OP_DEV_TOKEN_ISSUE] = {rv_handle_dev_token_issue, 0, 1},
 };
 
 int rv_dispatch_is_json(const char *ct)
