@@ -179,13 +179,76 @@ static char *sign(const char *claims, jwt_alg_t alg, const char *key)
     return tok;
 }
 
-static int verify(const char *tok, rv_identity *who, char *detail)
+/* The policy of these tests: no leeway, so exp and nbf are exact
+ * boundaries, and lifetimes of years allowed (the claims below). */
+static const rv_auth_policy exact = {(const unsigned char *)SECRET,
+                                     sizeof(SECRET) - 1, 0,
+                                     10 * 365 * 86400LL};
+
+/* The service's defaults (rv_config.c). */
+static const rv_auth_policy defaults = {(const unsigned char *)SECRET,
+                                        sizeof(SECRET) - 1, 30, 86400};
+
+static int verify_with(const rv_auth_policy *p, const char *tok,
+                       rv_identity *who, char *detail)
 {
     char header[8300];
 
     snprintf(header, sizeof(header), "Bearer %s", tok);
-    return rv_auth_verify(header, (const unsigned char *)SECRET,
-                          strlen(SECRET), NOW, who, detail, 160);
+    return rv_auth_verify(header, p, NOW, who, detail, 160);
+}
+
+static int verify(const char *tok, rv_identity *who, char *detail)
+{
+    return verify_with(&exact, tok, who, detail);
+}
+
+/* Claims for alice with the given time claims (e.g. "\"exp\":1"). */
+static int verify_times(const rv_auth_policy *p, const char *times)
+{
+    char claims[256];
+    rv_identity who;
+    char detail[160];
+    char *tok;
+    int rc;
+
+    snprintf(claims, sizeof(claims),
+             "{\"sub\":\"alice\",\"role\":\"author\",%s}", times);
+    tok = sign(claims, JWT_ALG_HS256, SECRET);
+    rc = verify_with(p, tok, &who, detail);
+    free(tok);
+    return rc;
+}
+
+static void clocks_may_disagree_by_the_leeway_and_lifetimes_are_bounded(
+    void **state)
+{
+    char times[128];
+
+    (void)state;
+    /* An issuer whose clock is 1 s ahead: nbf one second from now. */
+    snprintf(times, sizeof(times), "\"exp\":%lld,\"nbf\":%lld",
+             (long long)NOW + 3600, (long long)NOW + 1);
+    assert_int_equal(verify_times(&defaults, times), 0);
+    assert_int_equal(verify_times(&exact, times), -1);
+    snprintf(times, sizeof(times), "\"exp\":%lld,\"nbf\":%lld",
+             (long long)NOW + 3600, (long long)NOW + 31);
+    assert_int_equal(verify_times(&defaults, times), -1);
+    /* Expired 10 s ago by our clock: within the leeway; 30 s: not. */
+    snprintf(times, sizeof(times), "\"exp\":%lld", (long long)NOW - 10);
+    assert_int_equal(verify_times(&defaults, times), 0);
+    snprintf(times, sizeof(times), "\"exp\":%lld", (long long)NOW - 30);
+    assert_int_equal(verify_times(&defaults, times), -1);
+    /* A day ahead (and the leeway) is the longest accepted lifetime. */
+    snprintf(times, sizeof(times), "\"exp\":%lld",
+             (long long)NOW + 86400 + 30);
+    assert_int_equal(verify_times(&defaults, times), 0);
+    snprintf(times, sizeof(times), "\"exp\":%lld",
+             (long long)NOW + 86400 + 31);
+    assert_int_equal(verify_times(&defaults, times), -1);
+    assert_int_equal(verify_times(&defaults, "\"exp\":1e300"), -1);
+    assert_int_equal(verify_times(&defaults, "\"exp\":9.2e18"), -1);
+    assert_int_equal(verify_times(&defaults, "\"exp\":-1e300"), -1);
 }
 
 static void tokens_need_hs256_a_future_exp_a_sub_and_a_known_role(
@@ -239,20 +302,20 @@ static void authorization_headers_must_be_bearer_tokens(void **state)
 {
     rv_identity who;
     char detail[160];
-    const unsigned char *k = (const unsigned char *)SECRET;
+    const rv_auth_policy *k = &exact;
 
     (void)state;
-    assert_int_equal(rv_auth_verify(NULL, k, strlen(SECRET), NOW, &who,
-                                    detail, sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify(NULL, k, NOW, &who, detail,
+                                    sizeof(detail)), -1);
     assert_non_null(strstr(detail, "missing"));
-    assert_int_equal(rv_auth_verify("Basic YWxpY2U6eA==", k, strlen(SECRET),
-                                    NOW, &who, detail, sizeof(detail)), -1);
-    assert_int_equal(rv_auth_verify("Bearer ", k, strlen(SECRET), NOW, &who,
+    assert_int_equal(rv_auth_verify("Basic YWxpY2U6eA==", k, NOW, &who,
                                     detail, sizeof(detail)), -1);
-    assert_int_equal(rv_auth_verify("Bearer a.b.c d", k, strlen(SECRET),
-                                    NOW, &who, detail, sizeof(detail)), -1);
-    assert_int_equal(rv_auth_verify("Bearer a.b.c", k, strlen(SECRET), NOW,
-                                    &who, detail, sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Bearer ", k, NOW, &who, detail,
+                                    sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Bearer a.b.c d", k, NOW, &who, detail,
+                                    sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Bearer a.b.c", k, NOW, &who, detail,
+                                    sizeof(detail)), -1);
 }
 
 static void issued_tokens_verify(void **state)
@@ -265,12 +328,10 @@ static void issued_tokens_verify(void **state)
     (void)state;
     assert_non_null(tok);
     snprintf(header, sizeof(header), "Bearer %s", tok);
-    assert_int_equal(rv_auth_verify(header, (const unsigned char *)SECRET,
-                                    strlen(SECRET), NOW, &who, detail,
+    assert_int_equal(rv_auth_verify(header, &exact, NOW, &who, detail,
                                     sizeof(detail)), 0);
     assert_int_equal(who.role, RV_ROLE_REVIEWER);
-    assert_int_equal(rv_auth_verify(header, (const unsigned char *)SECRET,
-                                    strlen(SECRET), NOW + 61, &who, detail,
+    assert_int_equal(rv_auth_verify(header, &exact, NOW + 61, &who, detail,
                                     sizeof(detail)), -1);
     free(tok);
 }
@@ -376,6 +437,8 @@ int main(void)
         cmocka_unit_test(
             tokens_need_hs256_a_future_exp_a_sub_and_a_known_role),
         cmocka_unit_test(authorization_headers_must_be_bearer_tokens),
+        cmocka_unit_test(
+            clocks_may_disagree_by_the_leeway_and_lifetimes_are_bounded),
         cmocka_unit_test(issued_tokens_verify),
         cmocka_unit_test(listen_addresses_parse_host_and_port),
         cmocka_unit_test(amqp_urls_are_checked_for_form),
