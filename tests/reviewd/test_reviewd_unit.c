@@ -392,6 +392,46 @@ static void logged_urls_never_show_passwords(void **state)
     assert_string_equal(out, "redis://h:6379/0");
 }
 
+/* libpq's messages about a connection string, with its password taken
+ * out wherever they show it. */
+static void messages_about_a_url_never_show_its_password(void **state)
+{
+    static const struct {
+        const char *url;
+        const char *message;
+        const char *want;
+    } cases[] = {
+        {"postgresql://al:S3cretPW@[::1/db",
+         "end of string reached when looking for matching \"]\" in IPv6 "
+         "host address in URI: \"postgresql://al:S3cretPW@[::1/db\"",
+         "end of string reached when looking for matching \"]\" in IPv6 "
+         "host address in URI: \"postgresql://al:***@[::1/db\""},
+        /* A '/' in the password: libpq reads "S3" as the port. */
+        {"postgresql://al:S3/cretPW@db.internal/x",
+         "invalid integer value \"S3\" for connection option \"port\"",
+         "invalid integer value \"***\" for connection option \"port\""},
+        {"host=h password S3cretPW",
+         "DATABASE_URL: malformed (host=h password S3cretPW): missing \"=\" "
+         "after \"password\" in connection info string",
+         "DATABASE_URL: malformed (host=h password ***): missing \"=\" "
+         "after \"password\" in connection info string"},
+        {"host=h password = 'S3 cret' dbname=d", "x 'S3 cret' y",
+         "x '***' y"},
+        {"postgresql://h/db?sslmode=x&password=S3%2Fc", "\"S3/c\" S3%2Fc",
+         "\"***\" ***"},
+        {"postgresql://al@h/db", "could not translate host name \"h\"",
+         "could not translate host name \"h\""},
+    };
+    char out[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        svc_log_redact_secrets(cases[i].url, cases[i].message, out,
+                               sizeof(out));
+        assert_string_equal(out, cases[i].want);
+    }
+}
+
 static void json_media_type_allows_parameters_but_only_utf8(void **state)
 {
     (void)state;
@@ -443,6 +483,7 @@ int main(void)
         cmocka_unit_test(listen_addresses_parse_host_and_port),
         cmocka_unit_test(amqp_urls_are_checked_for_form),
         cmocka_unit_test(logged_urls_never_show_passwords),
+        cmocka_unit_test(messages_about_a_url_never_show_its_password),
         cmocka_unit_test(json_media_type_allows_parameters_but_only_utf8),
         cmocka_unit_test(idempotency_keys_are_1_to_255_visible_ascii),
     };

@@ -164,10 +164,15 @@ static int load_database(rv_config *cfg, int need, char *errbuf,
     opts = PQconninfoParse(v, &pqerr);
     if (opts == NULL) {
         char shown[160];
+        char msg[512];
 
+        /* libpq's message may quote the whole URL or a piece of the
+         * password, and the shown URL may still hold a password that
+         * svc_log_redact_url did not recognise: both are scrubbed. */
         svc_log_redact_url(v, shown, sizeof(shown));
-        snprintf(errbuf, errlen, "DATABASE_URL: malformed (%s): %s", shown,
+        snprintf(msg, sizeof(msg), "DATABASE_URL: malformed (%s): %s", shown,
                  pqerr != NULL ? strtok(pqerr, "\n") : "out of memory");
+        svc_log_redact_secrets(v, msg, errbuf, errlen);
         PQfreemem(pqerr);
         return -1;
     }
