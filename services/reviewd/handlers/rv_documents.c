@@ -198,21 +198,6 @@ static rv_db_status apply_edit(rv_request *req, rv_db_conn *c, const char *id,
     return st;
 }
 
-/* Before the row lock: only the author may edit. */
-static rv_db_status update_allowed(rv_request *req, rv_db_conn *c, void *arg,
-                                   rv_reply *reply)
-{
-    char id[RV_LOAD_ID_LEN];
-    rv_doc d;
-    rv_db_status st;
-
-    (void)arg;
-    if (rv_load_own_document(req, c, 0, "edit", id, &d, reply, &st)) {
-        rv_query_doc_clear(&d);
-    }
-    return st;
-}
-
 /* Edit: owner only, in draft or rejected, version + 1. */
 static rv_db_status update_work(rv_request *req, rv_db_conn *c, void *arg,
                                 rv_reply *reply)
@@ -244,7 +229,8 @@ void rv_handle_document_update(rv_request *req, rv_reply *reply)
         return;
     }
     if (read_doc_fields(body, 0, &in, reply) == 0) {
-        rv_tx_read(req, update_allowed, NULL, reply);
+        /* Before the row lock: only the author may edit. */
+        rv_tx_read(req, rv_load_check_author, (void *)"edit", reply);
     }
     if (reply->status == 0) {
         rv_tx_run(req, update_work, &in, reply);

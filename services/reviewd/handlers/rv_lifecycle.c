@@ -82,8 +82,9 @@ typedef struct locked_op {
     const char *key;     /* the Redis lock's name */
     int64_t ttl_ms;
     rv_tx_work allowed;  /* plain reads: sets reply to refuse (403, 404) */
+    void *allowed_arg;
     rv_tx_work work;     /* in the transaction, under both locks */
-    void *arg;           /* for both */
+    void *arg;
 } locked_op;
 
 /*
@@ -106,7 +107,7 @@ static rv_db_status before_lock(rv_request *req, rv_db_conn *c, void *arg,
             return r > 0 ? RV_DB_OK : st;
         }
     }
-    return op->allowed(req, c, op->arg, reply);
+    return op->allowed(req, c, op->allowed_arg, reply);
 }
 
 /* Checks who may act, takes the lock, runs the work in a transaction,
@@ -128,21 +129,6 @@ static void run_locked(rv_request *req, const locked_op *op, rv_held *held,
     req->lock_outcome = rv_metrics_lock_label(held->outcome);
     rv_tx_run(req, op->work, op->arg, reply);
     rv_locks_release(req->app->locks, held);
-}
-
-/* Before the lock: only the document's author may submit it. */
-static rv_db_status submit_allowed(rv_request *req, rv_db_conn *c, void *arg,
-                                   rv_reply *reply)
-{
-    char id[RV_LOAD_ID_LEN];
-    rv_doc d;
-    rv_db_status st;
-
-    (void)arg;
-    if (rv_load_own_document(req, c, 0, "submit", id, &d, reply, &st)) {
-        rv_query_doc_clear(&d);
-    }
-    return st;
 }
 
 /* Submit: the owner moves a draft or rejected document to review. */
@@ -186,8 +172,9 @@ void rv_handle_document_submit(rv_request *req, rv_reply *reply)
     static const char *const none[] = {NULL};
     char key[64];
     rv_held held;
-    locked_op op = {key, req->app->cfg->submit_lock_ttl_ms, submit_allowed,
-                    submit_work, NULL};
+    locked_op op = {key, req->app->cfg->submit_lock_ttl_ms,
+                    rv_load_check_author, (void *)"submit", submit_work,
+                    NULL};
     json_t *body = rv_request_body_object(req, 1, none, reply);
 
     if (body == NULL) {
@@ -300,7 +287,7 @@ static void handle_decision(rv_request *req, const char *decision,
     decide_args a;
     rv_held held;
     locked_op op = {key, req->app->cfg->review_lock_ttl_ms, decide_allowed,
-                    decide_work, &a};
+                    NULL, decide_work, &a};
     json_t *body;
     int rc;
 

@@ -54,6 +54,19 @@ int rv_load_own_document(const rv_request *req, rv_db_conn *c, int lock,
     return 0;
 }
 
+rv_db_status rv_load_check_author(rv_request *req, rv_db_conn *c, void *verb,
+                                  rv_reply *reply)
+{
+    char id[RV_LOAD_ID_LEN];
+    rv_doc d;
+    rv_db_status st;
+
+    if (rv_load_own_document(req, c, 0, verb, id, &d, reply, &st)) {
+        rv_query_doc_clear(&d);
+    }
+    return st;
+}
+
 int rv_load_decidable(const rv_request *req, rv_db_conn *c, int lock,
                       char id[RV_LOAD_ID_LEN], rv_review *r, rv_doc *d,
                       rv_reply *reply, rv_db_status *st)

@@ -59,6 +59,15 @@ int rv_load_own_document(const rv_request *req, rv_db_conn *c, int lock,
                          rv_reply *reply, rv_db_status *st);
 
 /*
+ * The check before a lock of an operation only the author may do, as an
+ * rv_tx_work for rv_tx_read: arg is the verb for the 403's detail
+ * ("edit", "submit").  Sets 404 or 403 on reply, or leaves reply unset
+ * when the caller is the author; returns the database status.
+ */
+rv_db_status rv_load_check_author(rv_request *req, rv_db_conn *c, void *verb,
+                                  rv_reply *reply);
+
+/*
  * rv_load_review, then the review's document (FOR UPDATE too when lock:
  * review first, then document, rv_query.c's order), and then the
  * four-eyes rule: a caller who submitted the review or wrote the document
