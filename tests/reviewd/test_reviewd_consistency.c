@@ -32,7 +32,7 @@
 #include "testkit.h"
 
 #define READERS 3
-#define EDITS 300
+#define EDITS 120
 
 static rvt_db db;
 static rvt_server srv;
