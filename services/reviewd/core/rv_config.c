@@ -165,10 +165,15 @@ static int load_database(rv_config *cfg, int need, char *errbuf,
     opts = PQconninfoParse(v, &pqerr);
     if (opts == NULL) {
         char shown[160];
+        char msg[512];
 
+        /* libpq's message may quote the whole URL or a piece of the
+         * password, and the shown URL may still hold a password that
+         * svc_log_redact_url did not recognise: both are scrubbed. */
         svc_log_redact_url(v, shown, sizeof(shown));
-        snprintf(errbuf, errlen, "DATABASE_URL: malformed (%s): %s", shown,
+        snprintf(msg, sizeof(msg), "DATABASE_URL: malformed (%s): %s", shown,
                  pqerr != NULL ? strtok(pqerr, "\n") : "out of memory");
+        svc_log_redact_secrets(v, msg, errbuf, errlen);
         PQfreemem(pqerr);
         return -1;
     }
@@ -352,6 +357,8 @@ static void set_defaults(rv_config *cfg)
     cfg->redis_check_ms = 1000;
     cfg->redis_timeout_ms = 1000;
     cfg->pg_timeout_s = 5;
+    cfg->jwt_leeway_s = 30;
+    cfg->jwt_max_lifetime_s = 86400;
     cfg->drain_timeout_s = 10;
     cfg->relay_batch = 100;
     cfg->relay_sweep_ms = 1000;
@@ -398,7 +405,11 @@ static int load_tuning(rv_config *cfg, char *e, size_t n)
         || env_int_into("REVIEWD_PG_TIMEOUT_S", 1, 600, &cfg->pg_timeout_s,
                         e, n)
         || env_int_into("REVIEWD_DRAIN_TIMEOUT_S", 0, 600,
-                        &cfg->drain_timeout_s, e, n)) {
+                        &cfg->drain_timeout_s, e, n)
+        || env_i64_into("REVIEWD_JWT_LEEWAY_S", 0, 300, &cfg->jwt_leeway_s,
+                        e, n)
+        || env_i64_into("REVIEWD_JWT_MAX_LIFETIME_S", 1, 365 * 86400,
+                        &cfg->jwt_max_lifetime_s, e, n)) {
         return -1;
     }
 #ifdef REVIEWD_TESTING

@@ -44,6 +44,11 @@ typedef struct rv_config {
     char amqp_exchange[128];
     char *jwt_secret;   /* at least 32 bytes */
     size_t jwt_secret_len;
+    /* REVIEWD_JWT_LEEWAY_S: the clock skew allowed on a token's exp and
+     * nbf (30, at most 300); REVIEWD_JWT_MAX_LIFETIME_S: how far ahead a
+     * token's exp may be (86400, a day).  rv_auth.h has the rules. */
+    int64_t jwt_leeway_s;
+    int64_t jwt_max_lifetime_s;
     svc_content_kind content_store; /* svc_content_env.h */
     char *mongo_url;
 

@@ -81,10 +81,18 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
         "request_hash = sha256(convert_to($5, 'UTF8')) "
         "FROM kh_idempotency WHERE user_sub = $1 AND method = $2 "
         "AND path = $3 AND key = $4 AND expires_at > now()", 5},
+    /* The key's scope as one 64-bit advisory key: the first 64 bits of
+     * the SHA-256 of the scope written unambiguously (a JSON array), with
+     * the top bit set.  Single-bigint keys are a space apart from the
+     * relay's (int, int) key, and the top bit keeps them off every
+     * positive bigint key (the migrations' "kh_migr"), so no user's key
+     * can collide with the relay's or the migrations' lock, and two
+     * users' keys collide only by a 63-bit chance. */
     [RV_QUERY_IDEM_TRY_LOCK] = {"idem_try_lock",
-        "SELECT pg_try_advisory_xact_lock(1263028548, "
-        "hashtext($1 || chr(10) || $2 || chr(10) || $3 || chr(10) || $4))",
-        4},
+        "SELECT pg_try_advisory_xact_lock((('x' || left(encode(sha256("
+        "convert_to(json_build_array($1::text, $2::text, $3::text, "
+        "$4::text)::text, 'UTF8')), 'hex'), 16))::bit(64) "
+        "| x'8000000000000000')::bigint)", 4},
     [RV_QUERY_IDEM_STORE] = {"idem_store",
         "INSERT INTO kh_idempotency (user_sub, method, path, key, "
         "request_hash, status_code, response_body, expires_at) "
@@ -96,8 +104,14 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
         "response_body = EXCLUDED.response_body, "
         "created_at = now(), expires_at = EXCLUDED.expires_at "
         "WHERE kh_idempotency.expires_at <= now()", 8},
+    /* At most $1 expired rows per statement (rv_sweeper.c says why);
+     * the outer expiry check keeps a row that an upsert revived after
+     * the inner scan saw it. */
     [RV_QUERY_IDEM_SWEEP] = {"idem_sweep",
-        "DELETE FROM kh_idempotency WHERE expires_at <= now()", 0},
+        "DELETE FROM kh_idempotency WHERE ctid = ANY (ARRAY("
+        "SELECT ctid FROM kh_idempotency WHERE expires_at <= now() "
+        "ORDER BY expires_at LIMIT $1::integer)) AND expires_at <= now()",
+        1},
     /* The outbox (sql/0004_outbox.sql); the payload is API.md's event. */
     [RV_QUERY_OUTBOX_INSERT] = {"outbox_insert",
         "WITH e AS (SELECT gen_random_uuid() AS id) "
