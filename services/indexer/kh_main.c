@@ -22,6 +22,10 @@
  *   KH_RETRY_MS           pause before a failed event goes back (1000)
  *   KH_BACKOFF_MAX_MS     cap of the broker reconnect backoff (5000)
  *   KH_LOG_FILE, KH_LOG_LEVEL   JSON-lines log (stderr, info)
+ *   AMQP_CACERT, AMQP_CERT, AMQP_KEY   TLS for an amqps:// AMQP_URL: the
+ *                         CA file the broker is verified against (the
+ *                         system's store without it) and an optional
+ *                         client certificate (svc_amqp_conn.h)
  *   KH_TEST_DROP_ACKS=N   kh-indexer-testing only (KH_TESTING): after
  *                         applying each of the first N deliveries, close
  *                         the channel instead of acking, which makes the
@@ -46,6 +50,7 @@
 
 #include "kh_consumer.h"
 #include "kh_store.h"
+#include "svc_amqp_conn.h"
 #include "svc_log.h"
 
 #define KH_VERSION "0.1.0"
@@ -61,6 +66,7 @@ typedef struct kh_config {
     const char *amqp_url;
     const char *exchange;
     const char *queue;
+    svc_amqp_tls tls;     /* AMQP_CACERT, AMQP_CERT, AMQP_KEY */
     char *mongo_url;      /* malloc'd by svc_content_env_load */
     kh_store_opts store;
     int prefetch;
@@ -170,8 +176,9 @@ static int load_config(kh_config *cfg, char *err, size_t errlen)
         return -1;
     }
 #endif
-    if (svc_content_env_load(&cfg->store.content_store, &cfg->mongo_url, err,
-                            errlen) != 0) {
+    if (svc_amqp_tls_load(&cfg->tls, err, errlen) != 0
+        || svc_content_env_load(&cfg->store.content_store, &cfg->mongo_url,
+                                err, errlen) != 0) {
         return -1;
     }
     cfg->store.mongo_url = cfg->mongo_url;
@@ -371,7 +378,8 @@ static int indexer_open(kh_indexer *ix, char *err, size_t errlen)
         return -1;
     }
     ix->amqp = kh_consumer_new(ix->cfg.amqp_url, ix->cfg.exchange,
-                               ix->cfg.queue, ix->cfg.prefetch);
+                               ix->cfg.queue, ix->cfg.prefetch,
+                               &ix->cfg.tls);
     if (ix->amqp == NULL) {
         snprintf(err, errlen, "AMQP_URL does not parse, or out of memory");
         return -1;
