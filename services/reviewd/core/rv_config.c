@@ -378,6 +378,8 @@ static void set_defaults(rv_config *cfg)
     cfg->relay_backoff_max_ms = 5000;
     cfg->amqp_timeout_ms = 5000;
     cfg->outbox_retention_s = 7 * 86400;
+    cfg->orphan_grace_s = 3600;
+    cfg->orphan_sweep_s = 3600;
 }
 
 static int load_relay(rv_config *cfg, char *e, size_t n)
@@ -393,6 +395,10 @@ static int load_relay(rv_config *cfg, char *e, size_t n)
                    || env_int_into("REVIEWD_OUTBOX_RETENTION_S", 1,
                                    365 * 86400, &cfg->outbox_retention_s, e,
                                    n)
+                   || env_int_into("REVIEWD_ORPHAN_GRACE_S", 0, 365 * 86400,
+                                   &cfg->orphan_grace_s, e, n)
+                   || env_int_into("REVIEWD_ORPHAN_SWEEP_S", 0, 365 * 86400,
+                                   &cfg->orphan_sweep_s, e, n)
                ? -1 : 0;
 }
 

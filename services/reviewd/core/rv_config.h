@@ -97,6 +97,12 @@ typedef struct rv_config {
     int relay_backoff_max_ms;
     int amqp_timeout_ms;
     int outbox_retention_s;
+    /* MongoDB orphans (bg/rv_content_orphans.h): REVIEWD_ORPHAN_GRACE_S,
+     * the age below which an orphaned record is kept, as possibly a
+     * request's still in flight (3600); REVIEWD_ORPHAN_SWEEP_S, how often
+     * the server deletes the older ones (3600; 0: never). */
+    int orphan_grace_s;
+    int orphan_sweep_s;
 #ifdef REVIEWD_TESTING
     /* REVIEWD_TEST_HOOKS=1 turns on the test hooks (rv_hooks.h); the
      * field and the variable exist only in test builds. */
