@@ -16,12 +16,12 @@
  *     sent again), and for every document the test consumer must see the
  *     last copy of its submitted event before the first copy of its
  *     approved one;
- *   - amqps with the test CA, before any consumer (4, 5): a reviewd that
- *     relays over amqps:// (AMQP_CACERT = the test CA) and declares the
+ *   - events before any consumer (5): a reviewd that declares the
  *     indexer's queue (REVIEWD_AMQP_QUEUES) takes five approvals while no
  *     consumer has ever connected; once the outbox says they were sent, a
- *     kh-indexer consuming over amqps:// starts, and all five documents
- *     get indexed;
+ *     kh-indexer starts, and all five documents get indexed;
+ *   - amqps with the test CA (4): the same, with the relay publishing and
+ *     kh-indexer consuming over amqps:// (AMQP_CACERT = the test CA);
  *   - amqps with a wrong CA (4): a reviewd given another CA never
  *     connects: /readyz keeps amqp "down", and its log says the TLS
  *     handshake was refused because the peer's certificate did not
@@ -271,37 +271,54 @@ static int approve_docs(fixture *f, int port, char (*docs)[24], int n)
     return 0;
 }
 
-static void amqps_events_before_any_consumer_reach_the_indexer(void **state)
+/* Five approvals while no consumer has ever connected, then a kh-indexer
+ * on url (with the test CA for amqps://) indexes them all.  what names
+ * the exchange and queue. */
+static void early_events_reach_a_late_indexer(fixture *f, const char *url,
+                                              const char *what)
 {
-    fixture *f = *state;
-    char exchange[64], queue[64], e_ex[100], e_q[160], e_amqp[200];
+    char exchange[64], queue[80], e_ex[100], e_q[160], e_amqp[200];
     char e_ca[600], k_ex[100], k_q[100], docs[EARLY_DOCS][24];
     const char *const env[] = {e_amqp, e_ex, e_q, e_ca,
                                "REVIEWD_LOG_FILE=@log", NULL};
     const char *const ix_env[] = {k_ex, k_q, e_ca, NULL};
     docs_wait w = {f, docs, EARLY_DOCS};
 
-    own_name(exchange, sizeof(exchange), "early");
-    own_name(queue, sizeof(queue), "early.q");
+    own_name(exchange, sizeof(exchange), what);
+    snprintf(queue, sizeof(queue), "%s.q", exchange);
     snprintf(e_ex, sizeof(e_ex), "REVIEWD_AMQP_EXCHANGE=%s", exchange);
     snprintf(e_q, sizeof(e_q), "REVIEWD_AMQP_QUEUES=%s:document.approved",
              queue);
-    snprintf(e_amqp, sizeof(e_amqp), "AMQP_URL=%s", f->rabbit.tls_url);
+    snprintf(e_amqp, sizeof(e_amqp), "AMQP_URL=%s", url);
     snprintf(e_ca, sizeof(e_ca), "AMQP_CACERT=%s/ca.pem", f->rabbit.tls_dir);
     snprintf(k_ex, sizeof(k_ex), "KH_EXCHANGE=%s", exchange);
     snprintf(k_q, sizeof(k_q), "KH_QUEUE=%s", queue);
     assert_int_equal(rvt_server_start(&f->relay, &f->db, testkit_redis_url(),
                                       env, "evt-delivery"), 0);
     TK_EXPECT(rvt_wait_ready(f->relay.port, "ok", NULL, WAIT_MS),
-              "reviewd connects to the broker over TLS with the test CA");
+              "reviewd connects to the broker at %s", url);
     assert_int_equal(approve_docs(f, f->relay.port, docs, EARLY_DOCS), 0);
     TK_EXPECT(evt_db_wait_outbox_empty(&f->db, WAIT_MS),
               "the relay publishes the approvals (no consumer yet)");
-    assert_int_equal(evt_indexer_start(&f->ix, &f->db, f->rabbit.tls_url,
-                                       ix_env, "evt-delivery"), 0);
+    assert_int_equal(evt_indexer_start(&f->ix, &f->db, url, ix_env,
+                                       "evt-delivery"), 0);
     TK_EXPECT(testkit_wait_until(all_docs_indexed, &w, WAIT_MS),
-              "kh-indexer, consuming over TLS, indexes all %d documents "
-              "approved before it first connected", EARLY_DOCS);
+              "kh-indexer, consuming from %s, indexes all %d documents "
+              "approved before it first connected", url, EARLY_DOCS);
+}
+
+static void events_before_any_consumer_reach_the_indexer(void **state)
+{
+    fixture *f = *state;
+
+    early_events_reach_a_late_indexer(f, f->rabbit.url, "early");
+}
+
+static void amqps_with_the_test_ca_publishes_and_consumes(void **state)
+{
+    fixture *f = *state;
+
+    early_events_reach_a_late_indexer(f, f->rabbit.tls_url, "tls");
 }
 
 static int log_says_refused(void *arg)
@@ -345,7 +362,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         CASE(nack_mid_batch_keeps_per_document_order),
-        CASE(amqps_events_before_any_consumer_reach_the_indexer),
+        CASE(events_before_any_consumer_reach_the_indexer),
+        CASE(amqps_with_the_test_ca_publishes_and_consumes),
         CASE(amqps_with_a_wrong_ca_is_refused),
     };
 
