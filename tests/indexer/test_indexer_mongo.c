@@ -252,45 +252,43 @@ static int delete_record(const char *doc_id, int version)
     return ok ? 0 : -1;
 }
 
-/* Writes record (doc_id, version) as reviewd does (svc_content_mongo.c). */
-static int put_record(const char *doc_id, int version, const char *text)
+/* Inserts doc (then destroyed) into the records.  0 or -1. */
+static int insert_record(bson_t *doc)
 {
     bson_error_t error;
-    bson_t *doc = BCON_NEW("document_id",
-                           BCON_INT64(strtoll(doc_id, NULL, 10)), "version",
-                           BCON_INT32(version), "content", BCON_UTF8(text));
     mongoc_collection_t *coll = records();
-    const bool ok = mongoc_collection_insert_one(coll, doc, NULL, NULL,
-                                                 &error);
+    const bool ok = doc != NULL
+                    && mongoc_collection_insert_one(coll, doc, NULL, NULL,
+                                                    &error);
 
     if (!ok) {
-        fprintf(stderr, "mongo: insert: %s\n", error.message);
+        fprintf(stderr, "mongo: insert: %s\n",
+                doc != NULL ? error.message : "out of memory");
     }
     bson_destroy(doc);
     mongoc_collection_destroy(coll);
     return ok ? 0 : -1;
 }
 
+/* Writes record (doc_id, version) as reviewd does (svc_content_mongo.c). */
+static int put_record(const char *doc_id, int version, const char *text)
+{
+    return insert_record(BCON_NEW("document_id",
+                                  BCON_INT64(strtoll(doc_id, NULL, 10)),
+                                  "version", BCON_INT32(version), "content",
+                                  BCON_UTF8(text)));
+}
+
 /* Writes an orphan-to-be record (doc_id, version) as reviewd does, its
  * written_at age_s seconds in the past. */
 static int put_aged_record(long long doc_id, int version, long age_s)
 {
-    bson_error_t error;
     const int64_t at = ((int64_t)time(NULL) - age_s) * 1000;
-    bson_t *doc = BCON_NEW("document_id", BCON_INT64(doc_id), "version",
-                           BCON_INT32(version), "content",
-                           BCON_UTF8("orphaned text"), "written_at",
-                           BCON_DATE_TIME(at));
-    mongoc_collection_t *coll = records();
-    const bool ok = mongoc_collection_insert_one(coll, doc, NULL, NULL,
-                                                 &error);
 
-    if (!ok) {
-        fprintf(stderr, "mongo: insert: %s\n", error.message);
-    }
-    bson_destroy(doc);
-    mongoc_collection_destroy(coll);
-    return ok ? 0 : -1;
+    return insert_record(BCON_NEW("document_id", BCON_INT64(doc_id),
+                                  "version", BCON_INT32(version), "content",
+                                  BCON_UTF8("orphaned text"), "written_at",
+                                  BCON_DATE_TIME(at)));
 }
 
 /* How many records (doc_id, any version) exist, or -1. */
