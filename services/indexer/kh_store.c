@@ -399,13 +399,15 @@ kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev,
         return run_ok(s, "release", "RELEASE SAVEPOINT kh_event", 0, NULL,
                       err, errlen) == 0 ? out : KH_FAILED;
     }
-    /* A duplicate wrote nothing; a failure must leave nothing.  If even
+    /* A duplicate wrote nothing; a failure must leave nothing.  The
+     * savepoint is released too, so a batch never stacks them.  If even
      * the rollback to the savepoint fails, the transaction is lost and
      * the commit will say so. */
     if (out == KH_FAILED) {
         *chunks = 0;
     }
-    PQclear(PQexec(s->pg, "ROLLBACK TO SAVEPOINT kh_event"));
+    PQclear(PQexec(s->pg, "ROLLBACK TO SAVEPOINT kh_event; "
+                          "RELEASE SAVEPOINT kh_event"));
     return out;
 }
 
