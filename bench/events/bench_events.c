@@ -41,8 +41,9 @@
  * (the HTTP request from its scheduled time, no limit); open.events_per_s
  * against the offered rate; open.commit_to_indexed p50/p99 (no limit: no
  * other program does kh-indexer's work); burst.relay.events_per_s against
- * the batched limit; burst.indexer.events_per_s against the relay's
- * drain.  Every figure's errors field counts approvals that failed or
+ * the batched limit; open.indexer.events_per_s (kh-indexer's rate over the
+ * open loop's events) against the offered rate; burst.indexer.events_per_s
+ * against the relay's drain.  Every figure's errors field counts approvals that failed or
  * whose event was missing at that point; duplicates are reported in the
  * run lines.  A benchmark never fails on a slow machine: the exit status
  * is 0 when every phase ran.
@@ -725,6 +726,8 @@ static void figures(const ev_limit *l, double relay_cpu_us)
     snprintf(offered, sizeof(offered), "the offered load, %d/s", opt.rate);
     rate_figure("open.events_per_s", 0, n_open, AT_RECV, opt.rate, offered,
                 NAN);
+    rate_figure("open.indexer.events_per_s", 0, n_open, AT_INDEXED,
+                opt.rate, offered, NAN);
     rate_figure("burst.relay.events_per_s", n_open, n_all, AT_RECV,
                 l->batch_per_s,
                 "rabbitmq-c: persistent publishes, confirms per batch of 100",

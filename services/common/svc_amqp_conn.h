@@ -19,7 +19,13 @@
  *     goes through svc_amqp_conn_fail (or _rpc), which records the message
  *     and drops the connection, so a connection in an unknown protocol state is never
  *     used again; the owner connects afresh later;
- *   - the error text always names the endpoint: "amqp host:port: what: why".
+ *   - the error text always names the endpoint: "amqp host:port: what: why";
+ *   - an amqps:// URL is TLS or nothing: rabbitmq-c's OpenSSL socket,
+ *     the peer's chain verified against svc_amqp_tls's CA file (or the
+ *     system's CAs when none is given) and its name against the URL's
+ *     host; a client certificate is presented when one is configured.  A
+ *     broker that fails the check is refused at connect ("tls handshake:
+ *     ..."), and no credentials are sent to it.  amqp:// stays plain.
  *
  * Ownership: the owner holds the opaque svc_amqp_conn from
  * svc_amqp_conn_new until svc_amqp_conn_free.  It reaches rabbitmq-c's
@@ -31,6 +37,7 @@
 #define SVC_AMQP_CONN_H
 
 #include <amqp.h>
+#include <stddef.h>
 #include <sys/time.h>
 
 /* The one channel each connection uses. */
@@ -38,10 +45,26 @@
 
 typedef struct svc_amqp_conn svc_amqp_conn;
 
-/* A connection to url (amqp://user:pass@host:port/vhost), closed until
- * svc_amqp_conn_open.  Returns NULL on allocation failure or a URL that
- * does not parse. */
-svc_amqp_conn *svc_amqp_conn_new(const char *url);
+/* The TLS settings of an amqps:// connection, read by both services from
+ * the same variables (svc_amqp_tls_load): AMQP_CACERT, the PEM file of
+ * the CA(s) that must have signed the broker's certificate ("" : the
+ * system's store); AMQP_CERT and AMQP_KEY, the client certificate and its
+ * key, both or neither ("": none). */
+typedef struct svc_amqp_tls {
+    char cacert[512];
+    char cert[512];
+    char key[512];
+} svc_amqp_tls;
+
+/* Reads AMQP_CACERT, AMQP_CERT and AMQP_KEY into *t and checks that each
+ * file given can be read.  Returns 0, or -1 with "AMQP_...: why" in err. */
+int svc_amqp_tls_load(svc_amqp_tls *t, char *err, size_t errlen);
+
+/* A connection to url (amqp[s]://user:pass@host:port/vhost), closed until
+ * svc_amqp_conn_open.  tls (copied; NULL means no CA file and no client
+ * certificate) is used only for amqps:// URLs.  Returns NULL on
+ * allocation failure or a URL that does not parse. */
+svc_amqp_conn *svc_amqp_conn_new(const char *url, const svc_amqp_tls *tls);
 /* Closes (politely when still up) and frees c; NULL does nothing. */
 void svc_amqp_conn_free(svc_amqp_conn *c);
 

@@ -347,13 +347,15 @@ done:
 
 svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
                                 int (*each)(long long id, int version,
+                                            long long written_at,
                                             void *arg),
                                 void *arg, char *err, size_t errlen)
 {
     bson_error_t error;
     bson_t *filter = bson_new();
     bson_t *opts = BCON_NEW("projection", "{", "document_id", BCON_INT32(1),
-                            "version", BCON_INT32(1), "}");
+                            "version", BCON_INT32(1), "written_at",
+                            BCON_INT32(1), "}");
     const bson_t *doc = NULL;
     mongoc_client_t *client = NULL;
     mongoc_collection_t *coll = NULL;
@@ -370,7 +372,8 @@ svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
         goto done;
     }
     while (mongoc_cursor_next(cursor, &doc)) {
-        bson_iter_t id, version;
+        bson_iter_t id, version, at;
+        long long written_at = -1;
 
         if (!bson_iter_init_find(&id, doc, "document_id")
             || !BSON_ITER_HOLDS_NUMBER(&id)
@@ -381,9 +384,13 @@ svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
             rc = SVC_STORE_ERROR;
             goto done;
         }
+        if (bson_iter_init_find(&at, doc, "written_at")
+            && BSON_ITER_HOLDS_DATE_TIME(&at)) {
+            written_at = bson_iter_date_time(&at);
+        }
         /* as_int64: a store may hand int64 back as a double. */
         if (each(bson_iter_as_int64(&id), (int)bson_iter_as_int64(&version),
-                 arg) != 0) {
+                 written_at, arg) != 0) {
             goto done;
         }
     }
@@ -392,6 +399,44 @@ svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
     }
 done:
     release_find(m, client, coll, cursor, filter, opts);
+    return rc;
+}
+
+svc_store_rc svc_mongo_store_delete_older(svc_mongo_store *m, long long id,
+                                        int version, long long before_ms,
+                                        int *deleted, char *err,
+                                        size_t errlen)
+{
+    char key[64];
+    bson_error_t error;
+    bson_t reply;
+    bson_iter_t it;
+    bson_t *filter = BCON_NEW("document_id", BCON_INT64(id), "version",
+                              BCON_INT32(version), "written_at", "{", "$lt",
+                              BCON_DATE_TIME(before_ms), "}");
+    mongoc_client_t *client = NULL;
+    mongoc_collection_t *coll = filter != NULL ? collection(m, &client)
+                                               : NULL;
+    svc_store_rc rc = SVC_STORE_ERROR;
+
+    *deleted = 0;
+    record_name(key, sizeof(key), id, version);
+    bson_init(&reply);
+    if (coll == NULL) {
+        snprintf(err, errlen, "mongo delete %s: out of memory", key);
+    } else if (!mongoc_collection_delete_one(coll, filter, NULL, &reply,
+                                             &error)) {
+        char what[96];
+
+        snprintf(what, sizeof(what), "delete %s", key);
+        rc = failure(m, what, &error, err, errlen);
+    } else {
+        *deleted = bson_iter_init_find(&it, &reply, "deletedCount")
+                   && bson_iter_as_int64(&it) > 0;
+        rc = SVC_STORE_OK;
+    }
+    bson_destroy(&reply);
+    release_find(m, client, coll, NULL, filter, NULL);
     return rc;
 }
 

@@ -64,12 +64,23 @@ svc_store_rc svc_mongo_store_get(svc_mongo_store *m, const char *doc_id,
                                int version, char **content, char *err,
                                size_t errlen);
 
-/* Calls each(document id, version, arg) for every record, in no set
- * order, until it returns non-zero (then SVC_STORE_OK is still returned). */
+/* Calls each(document id, version, written_at, arg) for every record, in
+ * no set order, until it returns non-zero (then SVC_STORE_OK is still
+ * returned).  written_at is the record's write time in ms since the
+ * epoch, or -1 when the record has none. */
 svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
                                 int (*each)(long long id, int version,
+                                            long long written_at,
                                             void *arg),
                                 void *arg, char *err, size_t errlen);
+/* Deletes the record (id, version) if it was written before before_ms
+ * (ms since the epoch): a record rewritten since (svc_mongo_store_put
+ * sets written_at again) is left alone.  *deleted is set to 1 if it went,
+ * 0 if not.  Acknowledged by the server before it returns. */
+svc_store_rc svc_mongo_store_delete_older(svc_mongo_store *m, long long id,
+                                        int version, long long before_ms,
+                                        int *deleted, char *err,
+                                        size_t errlen);
 
 /* Sends "ping"; SVC_STORE_OK when the server answered. */
 svc_store_rc svc_mongo_store_ping(svc_mongo_store *m, char *err, size_t errlen);

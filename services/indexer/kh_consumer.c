@@ -38,7 +38,8 @@ struct kh_consumer {
 };
 
 kh_consumer *kh_consumer_new(const char *url, const char *exchange,
-                             const char *queue, int prefetch)
+                             const char *queue, int prefetch,
+                             const svc_amqp_tls *tls)
 {
     kh_consumer *c = calloc(1, sizeof(*c));
 
@@ -47,7 +48,7 @@ kh_consumer *kh_consumer_new(const char *url, const char *exchange,
     }
     c->exchange = strdup(exchange);
     c->queue = strdup(queue);
-    c->ac = svc_amqp_conn_new(url);
+    c->ac = svc_amqp_conn_new(url, tls);
     if (c->exchange == NULL || c->queue == NULL || c->ac == NULL) {
         kh_consumer_free(c);
         return NULL;

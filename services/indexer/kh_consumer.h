@@ -42,10 +42,13 @@ typedef struct kh_delivery {
 
 /* exchange and queue are KH_EXCHANGE and KH_QUEUE unless configured
  * otherwise (tests sharing one broker use names of their own); all three
- * strings are copied.  Returns NULL on allocation failure or a URL that
+ * strings are copied, and so is tls (used for amqps:// only; NULL: no CA
+ * file or client certificate, svc_amqp_conn.h).  Returns NULL on allocation failure or a URL that
  * does not parse. */
+struct svc_amqp_tls;
 kh_consumer *kh_consumer_new(const char *url, const char *exchange,
-                             const char *queue, int prefetch);
+                             const char *queue, int prefetch,
+                             const struct svc_amqp_tls *tls);
 void kh_consumer_free(kh_consumer *c);
 
 /* Connects and starts consuming within timeout_ms.  Returns 0 or -1. */

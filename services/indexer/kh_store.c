@@ -375,28 +375,64 @@ static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
     return rc == 0 ? KH_INDEXED : KH_FAILED;
 }
 
+int kh_store_batch_begin(kh_store *s, char *err, size_t errlen)
+{
+    if (ensure_connected(s, err, errlen) != 0
+        || run_ok(s, "begin", "BEGIN", 0, NULL, err, errlen) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev,
+                                int *chunks, char *err, size_t errlen)
+{
+    kh_outcome out;
+
+    *chunks = 0;
+    if (run_ok(s, "savepoint", "SAVEPOINT kh_event", 0, NULL, err, errlen)
+        != 0) {
+        return KH_FAILED;
+    }
+    out = apply_in_tx(s, ev, chunks, err, errlen);
+    if (out == KH_INDEXED || out == KH_STALE) {
+        return run_ok(s, "release", "RELEASE SAVEPOINT kh_event", 0, NULL,
+                      err, errlen) == 0 ? out : KH_FAILED;
+    }
+    /* A duplicate wrote nothing; a failure must leave nothing.  The
+     * savepoint is released too, so a batch never stacks them.  If even
+     * the rollback to the savepoint fails, the transaction is lost and
+     * the commit will say so. */
+    if (out == KH_FAILED) {
+        *chunks = 0;
+    }
+    PQclear(PQexec(s->pg, "ROLLBACK TO SAVEPOINT kh_event; "
+                          "RELEASE SAVEPOINT kh_event"));
+    return out;
+}
+
+int kh_store_batch_commit(kh_store *s, char *err, size_t errlen)
+{
+    if (run_ok(s, "commit", "COMMIT", 0, NULL, err, errlen) != 0) {
+        PQclear(PQexec(s->pg, "ROLLBACK"));
+        return -1;
+    }
+    return 0;
+}
+
 kh_outcome kh_store_apply(kh_store *s, const kh_event *ev, int *chunks,
                           char *err, size_t errlen)
 {
     kh_outcome out;
 
     *chunks = 0;
-    if (ensure_connected(s, err, errlen) != 0
-        || run_ok(s, "begin", "BEGIN", 0, NULL, err, errlen) != 0) {
+    if (kh_store_batch_begin(s, err, errlen) != 0) {
         return KH_FAILED;
     }
-    out = apply_in_tx(s, ev, chunks, err, errlen);
-    if (out == KH_INDEXED || out == KH_STALE) {
-        if (run_ok(s, "commit", "COMMIT", 0, NULL, err, errlen) != 0) {
-            *chunks = 0;
-            return KH_FAILED; /* redelivery finds out what happened */
-        }
-        return out;
-    }
-    /* A duplicate wrote nothing; a failure must leave nothing. */
-    PQclear(PQexec(s->pg, "ROLLBACK"));
-    if (out == KH_FAILED) {
+    out = kh_store_batch_apply(s, ev, chunks, err, errlen);
+    if (kh_store_batch_commit(s, err, errlen) != 0) {
         *chunks = 0;
+        return KH_FAILED; /* redelivery finds out what happened */
     }
     return out;
 }

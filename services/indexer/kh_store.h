@@ -80,11 +80,27 @@ void kh_store_free(kh_store *s);
 const char *kh_store_content_where(const kh_store *s);
 
 /*
- * Applies ev as described above.  *chunks receives the number of chunks
- * written (0 unless KH_INDEXED).  On KH_FAILED, err says what failed.
+ * Applies ev as described above, in a transaction of its own.  *chunks
+ * receives the number of chunks written (0 unless KH_INDEXED).  On
+ * KH_FAILED, err says what failed.
  */
 kh_outcome kh_store_apply(kh_store *s, const kh_event *ev, int *chunks,
                           char *err, size_t errlen);
+
+/*
+ * The same work for several events in ONE transaction, which is what
+ * lets the indexer keep up with a busy relay (a commit per event costs a
+ * WAL flush each).  kh_store_batch_begin opens it (0, or -1 with err);
+ * kh_store_batch_apply applies one event inside a savepoint, so a
+ * failed event is undone alone and the others stay; kh_store_batch_commit
+ * commits (0) or, failing, rolls everything back (-1, err set): every
+ * event of the batch must then be treated as KH_FAILED.  The caller acks
+ * a batch's messages only after its commit, as for kh_store_apply.
+ */
+int kh_store_batch_begin(kh_store *s, char *err, size_t errlen);
+kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev,
+                                int *chunks, char *err, size_t errlen);
+int kh_store_batch_commit(kh_store *s, char *err, size_t errlen);
 
 /*
  * Parses an event body (JSON) into ev.  Returns 0, or -1 with err set when

@@ -44,7 +44,7 @@ static int usage(FILE *out, int rc)
             "       reviewd migrate\n"
             "       reviewd token --sub SUB --role author|reviewer|admin "
             "[--ttl SECONDS]\n"
-            "       reviewd content-orphans\n"
+            "       reviewd content-orphans [--delete]\n"
             "       reviewd version\n"
             "Configuration comes from the environment: LISTEN_ADDR, "
             "DATABASE_URL,\nREDIS_URL, AMQP_URL, JWT_SECRET, CONTENT_STORE "
@@ -105,23 +105,27 @@ static int cmd_migrate(void)
     return rc == 0 ? 0 : 1;
 }
 
-/* Lists MongoDB content records no row points at (rv_content_orphans.h);
+/* Lists MongoDB content records no row points at (rv_content_orphans.h)
+ * and, with --delete, deletes those older than REVIEWD_ORPHAN_GRACE_S;
  * exits 0 whether or not any were found. */
-static int cmd_content_orphans(void)
+static int cmd_content_orphans(int do_delete)
 {
     char err[512];
     rv_config cfg;
-    long n;
+    rv_orphans_result res;
+    int rc;
 
     if (rv_config_load(&cfg, RV_NEED_DATABASE, err, sizeof(err)) != 0) {
         return die(err);
     }
-    n = rv_content_orphans_list(&cfg, stdout, err, sizeof(err));
+    rc = rv_content_orphans_run(&cfg, do_delete, stdout, &res, err,
+                                sizeof(err));
     rv_config_clear(&cfg);
-    if (n < 0) {
+    if (rc != 0) {
         return die(err);
     }
-    fprintf(stderr, "reviewd: %ld orphaned content record(s)\n", n);
+    fprintf(stderr, "reviewd: %ld orphaned content record(s), %ld "
+            "deleted\n", res.listed, res.deleted);
     return 0;
 }
 
@@ -291,11 +295,19 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
             return -1;
         }
     }
+    if (cfg->content_store == SVC_CONTENT_MONGO && cfg->orphan_sweep_s > 0) {
+        app->orphans = rv_orphan_sweeper_start(app);
+        if (app->orphans == NULL) {
+            snprintf(err, errlen, "cannot start the content orphan sweep");
+            return -1;
+        }
+    }
     return 0;
 }
 
 static void app_close(rv_app *app)
 {
+    rv_orphan_sweeper_stop(app->orphans);
     rv_relay_stop(app->relay);
     rv_monitor_stop(app->monitor);
     rv_locks_free(app->locks);
@@ -358,7 +370,11 @@ int main(int argc, char **argv)
         return cmd_migrate();
     }
     if (strcmp(cmd, "content-orphans") == 0 && argc == 2) {
-        return cmd_content_orphans();
+        return cmd_content_orphans(0);
+    }
+    if (strcmp(cmd, "content-orphans") == 0 && argc == 3
+        && strcmp(argv[2], "--delete") == 0) {
+        return cmd_content_orphans(1);
     }
     if (strcmp(cmd, "token") == 0) {
         return cmd_token(argc, argv);

@@ -681,7 +681,39 @@ static int spawn_boot(evt_rabbit *r)
     return 0;
 }
 
-int evt_rabbit_begin(evt_rabbit *r, const char *name)
+/* The node's TLS listener: a fourth free port and the test PKI
+ * (tls_certs.sh) beside the node's folder, passed to rabbit_private.sh
+ * through the environment (so a restart keeps the listener). */
+static int prepare_tls(evt_rabbit *r, const char *base)
+{
+    char cmd[1400], port[16];
+    int i;
+
+    for (i = 0; i < 20 && r->tls_port <= 0; i++) {
+        const int p = testkit_free_port();
+
+        if (p > 0 && p != r->amqp_port && p != r->dist_port
+            && p != r->epmd_port) {
+            r->tls_port = p;
+        }
+    }
+    snprintf(r->tls_dir, sizeof(r->tls_dir), "%s/tls", base);
+    snprintf(cmd, sizeof(cmd), "'%s/tests/indexer/tls_certs.sh' '%s' >&2",
+             testkit_source_dir(), r->tls_dir);
+    if (r->tls_port <= 0 || system(cmd) != 0) {
+        fprintf(stderr, "evt: no TLS port, or tls_certs.sh %s failed\n",
+                r->tls_dir);
+        return -1;
+    }
+    snprintf(r->tls_url, sizeof(r->tls_url),
+             "amqps://dlock:dlock@localhost:%d/%%2f", r->tls_port);
+    snprintf(port, sizeof(port), "%d", r->tls_port);
+    return setenv("RABBIT_TLS_PORT", port, 1) != 0
+                   || setenv("RABBIT_TLS_DIR", r->tls_dir, 1) != 0
+               ? -1 : 0;
+}
+
+static int rabbit_begin(evt_rabbit *r, const char *name, int tls)
 {
     char base[400], own[128];
 
@@ -704,7 +736,20 @@ int evt_rabbit_begin(evt_rabbit *r, const char *name)
         fprintf(stderr, "evt: mkdir %s: %s\n", r->dir, strerror(errno));
         return -1;
     }
+    if (tls && prepare_tls(r, base) != 0) {
+        return -1;
+    }
     return start_guardian(r) != 0 ? -1 : spawn_boot(r);
+}
+
+int evt_rabbit_begin(evt_rabbit *r, const char *name)
+{
+    return rabbit_begin(r, name, 0);
+}
+
+int evt_rabbit_begin_tls(evt_rabbit *r, const char *name)
+{
+    return rabbit_begin(r, name, 1);
 }
 
 int evt_rabbit_wait_booted(evt_rabbit *r)

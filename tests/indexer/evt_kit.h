@@ -152,6 +152,9 @@ typedef struct evt_rabbit {
     char script[512];     /* tests/indexer/rabbit_private.sh */
     int amqp_port, dist_port, epmd_port;
     char url[128];        /* amqp://dlock:dlock@127.0.0.1:PORT/%2f */
+    int tls_port;         /* evt_rabbit_begin_tls: the TLS listener */
+    char tls_dir[512];    /* its PKI: ca.pem, wrong-ca.pem, server.* */
+    char tls_url[128];    /* amqps://dlock:dlock@localhost:TLS_PORT/%2f */
     pid_t guardian;       /* stops the node if the test dies */
     pid_t booting;        /* the start script while it runs */
     int guard_fd;         /* the guardian's pipe; closing it = "stop" */
@@ -168,6 +171,11 @@ int evt_rabbit_start(evt_rabbit *r, const char *name);
  * boots (14-25 s): evt_rabbit_begin starts the boot and returns at once;
  * evt_rabbit_wait_booted waits for it to end.  Both return 0 or -1. */
 int evt_rabbit_begin(evt_rabbit *r, const char *name);
+/* evt_rabbit_begin with a TLS listener too: makes a test CA, a broker
+ * certificate it signed (localhost, 127.0.0.1) and a wrong CA with
+ * tests/indexer/tls_certs.sh under the node's folder (tls_dir), and sets
+ * tls_port and tls_url. */
+int evt_rabbit_begin_tls(evt_rabbit *r, const char *name);
 int evt_rabbit_wait_booted(evt_rabbit *r);
 /* Graceful stop (data kept).  Returns 0 or -1. */
 int evt_rabbit_stop(evt_rabbit *r);

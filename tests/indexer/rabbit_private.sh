@@ -6,6 +6,11 @@
 #   rabbit_private.sh stop  DIR     graceful stop (the node and its epmd)
 #   rabbit_private.sh kill  DIR     SIGKILL the node (epmd stays)
 #
+# With RABBIT_TLS_PORT and RABBIT_TLS_DIR set at start, the node also
+# listens for AMQP over TLS on 127.0.0.1:RABBIT_TLS_PORT with
+# RABBIT_TLS_DIR/{ca,server}.pem and server.key (tls_certs.sh makes
+# them).
+#
 # Modelled on scripts/stack's RabbitMQ code, and for the same reasons:
 # Debian's rabbitmq-server wrapper switches user and HOME as root, so the
 # scripts in /usr/lib/rabbitmq/bin are called directly with a full
@@ -113,6 +118,16 @@ log.console = false
 log.file.level = warning
 load_definitions = $DIR/definitions.json
 EOF
+    if [[ -n ${RABBIT_TLS_PORT:-} && -n ${RABBIT_TLS_DIR:-} ]]; then
+        cat >>"$DIR/rabbitmq.conf" <<EOF
+listeners.ssl.1 = 127.0.0.1:$RABBIT_TLS_PORT
+ssl_options.cacertfile = $RABBIT_TLS_DIR/ca.pem
+ssl_options.certfile = $RABBIT_TLS_DIR/server.pem
+ssl_options.keyfile = $RABBIT_TLS_DIR/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+EOF
+    fi
     printf '[].\n' >"$DIR/enabled_plugins"
     : >"$DIR/rabbitmq-env.conf"
 }

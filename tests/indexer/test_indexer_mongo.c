@@ -17,7 +17,11 @@
  *     no row for it), covering the text from its first byte to its last;
  *   - an approval whose record is missing fails, is logged with the
  *     document and version, is not recorded as processed and writes no
- *     chunk; once the record is back, the retried event indexes it.
+ *     chunk; once the record is back, the retried event indexes it;
+ *   - MongoDB orphans (records no row points at) older than the grace
+ *     period are deleted by `reviewd content-orphans --delete` and by the
+ *     server's periodic sweep (REVIEWD_ORPHAN_SWEEP_S), younger ones and
+ *     a document's own records are kept.
  *
  * Every wait is bounded (30 s) so a hang fails instead of blocking CTest.
  */
@@ -35,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mongoc/mongoc.h>
@@ -247,23 +252,60 @@ static int delete_record(const char *doc_id, int version)
     return ok ? 0 : -1;
 }
 
-/* Writes record (doc_id, version) as reviewd does (svc_content_mongo.c). */
-static int put_record(const char *doc_id, int version, const char *text)
+/* Inserts doc (then destroyed) into the records.  0 or -1. */
+static int insert_record(bson_t *doc)
 {
     bson_error_t error;
-    bson_t *doc = BCON_NEW("document_id",
-                           BCON_INT64(strtoll(doc_id, NULL, 10)), "version",
-                           BCON_INT32(version), "content", BCON_UTF8(text));
     mongoc_collection_t *coll = records();
-    const bool ok = mongoc_collection_insert_one(coll, doc, NULL, NULL,
-                                                 &error);
+    const bool ok = doc != NULL
+                    && mongoc_collection_insert_one(coll, doc, NULL, NULL,
+                                                    &error);
 
     if (!ok) {
-        fprintf(stderr, "mongo: insert: %s\n", error.message);
+        fprintf(stderr, "mongo: insert: %s\n",
+                doc != NULL ? error.message : "out of memory");
     }
     bson_destroy(doc);
     mongoc_collection_destroy(coll);
     return ok ? 0 : -1;
+}
+
+/* Writes record (doc_id, version) as reviewd does (svc_content_mongo.c). */
+static int put_record(const char *doc_id, int version, const char *text)
+{
+    return insert_record(BCON_NEW("document_id",
+                                  BCON_INT64(strtoll(doc_id, NULL, 10)),
+                                  "version", BCON_INT32(version), "content",
+                                  BCON_UTF8(text)));
+}
+
+/* Writes an orphan-to-be record (doc_id, version) as reviewd does, its
+ * written_at age_s seconds in the past. */
+static int put_aged_record(long long doc_id, int version, long age_s)
+{
+    const int64_t at = ((int64_t)time(NULL) - age_s) * 1000;
+
+    return insert_record(BCON_NEW("document_id", BCON_INT64(doc_id),
+                                  "version", BCON_INT32(version), "content",
+                                  BCON_UTF8("orphaned text"), "written_at",
+                                  BCON_DATE_TIME(at)));
+}
+
+/* How many records (doc_id, any version) exist, or -1. */
+static long long record_count(long long doc_id)
+{
+    bson_error_t error;
+    bson_t *filter = BCON_NEW("document_id", BCON_INT64(doc_id));
+    mongoc_collection_t *coll = records();
+    const int64_t n = mongoc_collection_count_documents(coll, filter, NULL,
+                                                        NULL, NULL, &error);
+
+    if (n < 0) {
+        fprintf(stderr, "mongo: count: %s\n", error.message);
+    }
+    bson_destroy(filter);
+    mongoc_collection_destroy(coll);
+    return n;
 }
 
 /* ---- set-up ------------------------------------------------------------ */
@@ -522,12 +564,93 @@ static void a_missing_record_fails_the_event_until_it_is_back(void **state)
     expect_chunks_hold(id, 1, text);
 }
 
+/* ---- MongoDB orphans -------------------------------------------------- */
+
+#define GRACE_ENV "REVIEWD_ORPHAN_GRACE_S=600"
+
+/* Document ids far above any this test's reviewd hands out. */
+static long long orphan_id(int k)
+{
+    return 7000000000000LL + (long long)getpid() * 10 + k;
+}
+
+static void orphans_past_the_grace_period_are_deleted_by_the_command(
+    void **state)
+{
+    char dburl[600], murl[300], out[4096], line[96], id[24];
+    const char *const args[] = {"content-orphans", "--delete", NULL};
+    const char *const env[] = {dburl, "CONTENT_STORE=mongo", murl, GRACE_ENV,
+                               NULL};
+
+    (void)state;
+    create("kept", "a document's own record is never an orphan", id);
+    assert_int_equal(put_aged_record(orphan_id(0), 1, 7200), 0);
+    assert_int_equal(put_aged_record(orphan_id(1), 1, 5), 0);
+    snprintf(dburl, sizeof(dburl), "DATABASE_URL=%s", db.url);
+    snprintf(murl, sizeof(murl), "MONGO_URL=%s", mongo.url);
+    TK_EXPECT(rvt_run_reviewd(args, env, out, sizeof(out)) == 0,
+              "content-orphans --delete exits 0: %s", out);
+    snprintf(line, sizeof(line), "%lld 1 no_row deleted\n", orphan_id(0));
+    TK_EXPECT(strstr(out, line) != NULL, "the two-hour-old orphan is "
+              "listed as deleted: %s", out);
+    snprintf(line, sizeof(line), "%lld 1 no_row kept\n", orphan_id(1));
+    TK_EXPECT(strstr(out, line) != NULL, "the five-second-old orphan is "
+              "listed as kept: %s", out);
+    TK_EXPECT(record_count(orphan_id(0)) == 0, "the old orphan is gone");
+    TK_EXPECT(record_count(orphan_id(1)) == 1, "the young orphan stays");
+    TK_EXPECT(record_count(strtoll(id, NULL, 10)) == 1,
+              "the document's own record stays");
+}
+
+static int swept_logged(void *arg)
+{
+    return rvt_server_log_has(arg, "\"msg\":\"content_orphans_swept\"");
+}
+
+typedef struct gone_wait {
+    long long id;
+} gone_wait;
+
+static int record_gone(void *arg)
+{
+    return record_count(((const gone_wait *)arg)->id) == 0;
+}
+
+static void the_server_sweeps_old_orphans_periodically(void **state)
+{
+    char murl[300];
+    const char *const env[] = {"CONTENT_STORE=mongo", murl, GRACE_ENV,
+                               "REVIEWD_ORPHAN_SWEEP_S=1",
+                               "REVIEWD_LOG_FILE=@log", NULL};
+    gone_wait old = {orphan_id(2)};
+    rvt_server sweeper;
+
+    (void)state;
+    assert_int_equal(put_aged_record(orphan_id(2), 1, 7200), 0);
+    assert_int_equal(put_aged_record(orphan_id(3), 1, 5), 0);
+    snprintf(murl, sizeof(murl), "MONGO_URL=%s", mongo.url);
+    assert_int_equal(rvt_server_start(&sweeper, &db, testkit_redis_url(),
+                                      env, "indexer_mongo_sweep"), 0);
+    TK_EXPECT(testkit_wait_until(record_gone, &old, WAIT_MS),
+              "the server's sweep deletes the two-hour-old orphan");
+    TK_EXPECT(testkit_wait_until(
+                  swept_logged, &sweeper,
+                  WAIT_MS),
+              "the log says content_orphans_swept");
+    TK_EXPECT(record_count(orphan_id(3)) == 1, "the young orphan stays");
+    TK_EXPECT(rvt_server_stop(&sweeper), "the sweeping reviewd exits 0");
+    rvt_server_remove_dir(&sweeper);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(
             an_approved_document_is_indexed_from_its_mongo_record),
         cmocka_unit_test(a_missing_record_fails_the_event_until_it_is_back),
+        cmocka_unit_test(
+            orphans_past_the_grace_period_are_deleted_by_the_command),
+        cmocka_unit_test(the_server_sweeps_old_orphans_periodically),
     };
 
     srand((unsigned)getpid() ^ (unsigned)testkit_now_us());

@@ -4,7 +4,8 @@
 # Usage: test_no_test_hooks.sh REVIEWD KH_INDEXER REVIEWD_TESTING
 #                              KH_INDEXER_TESTING
 #
-# The hooks (X-Test-Pause-Ms, X-Test-Fail, REVIEWD_TEST_HOOKS in reviewd;
+# The hooks (X-Test-Pause-Ms, X-Test-Fail, REVIEWD_TEST_HOOKS and
+# REVIEWD_TEST_NACK_PUBLISH in reviewd;
 # KH_TEST_DROP_ACKS and kh_consumer_drop_channel in kh-indexer) are
 # compiled only with REVIEWD_TESTING / KH_TESTING (see
 # docs/architecture.md).  A hook's switch is a string the binary must
@@ -17,7 +18,7 @@ if [ $# -ne 4 ]; then
     exit 2
 fi
 reviewd=$1 indexer=$2 reviewd_testing=$3 indexer_testing=$4
-rv_hooks=(X-Test-Pause-Ms X-Test-Fail REVIEWD_TEST_HOOKS)
+rv_hooks=(X-Test-Pause-Ms X-Test-Fail REVIEWD_TEST_HOOKS REVIEWD_TEST_NACK_PUBLISH)
 kh_hooks=(KH_TEST_DROP_ACKS kh_consumer_drop_channel)
 failed=0
 

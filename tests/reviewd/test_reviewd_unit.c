@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "api/rv_auth.h"
+#include "bg/rv_amqp.h"
 #include "core/rv_config.h"
 #include "http/rv_dispatch.h"
 #include "tx/rv_idem.h"
@@ -419,6 +420,29 @@ static void amqp_urls_are_checked_for_form(void **state)
     assert_int_equal(rv_config_check_amqp_url("amqp://h /"), -1);
 }
 
+static void relay_queue_bindings_match_like_rabbitmq_topics(void **state)
+{
+    (void)state;
+    assert_true(rv_amqp_topic_match("document.approved",
+                                    "document.approved"));
+    assert_false(rv_amqp_topic_match("document.approved",
+                                     "document.rejected"));
+    assert_true(rv_amqp_topic_match("document.*", "document.approved"));
+    assert_false(rv_amqp_topic_match("document.*", "document"));
+    assert_false(rv_amqp_topic_match("*", "document.approved"));
+    assert_true(rv_amqp_topic_match("#", "document.approved"));
+    assert_true(rv_amqp_topic_match("document.#", "document"));
+    assert_true(rv_amqp_topic_match("#.approved", "document.approved"));
+    assert_false(rv_amqp_topic_match("#.approved", "document.rejected"));
+    assert_int_equal(rv_amqp_queues_check("kh.indexer:document.approved"),
+                     0);
+    assert_int_equal(rv_amqp_queues_check("a:#,b:document.*"), 0);
+    assert_int_equal(rv_amqp_queues_check(""), 0);
+    assert_int_equal(rv_amqp_queues_check("kh.indexer"), -1);
+    assert_int_equal(rv_amqp_queues_check(":document.approved"), -1);
+    assert_int_equal(rv_amqp_queues_check("q:"), -1);
+}
+
 static void logged_urls_never_show_passwords(void **state)
 {
     char out[256];
@@ -530,6 +554,7 @@ int main(void)
         cmocka_unit_test(amqp_urls_are_checked_for_form),
         cmocka_unit_test(console_files_match_by_shape_and_exist_when_built_in),
         cmocka_unit_test(dev_login_listens_on_loopback_only),
+        cmocka_unit_test(relay_queue_bindings_match_like_rabbitmq_topics),
         cmocka_unit_test(logged_urls_never_show_passwords),
         cmocka_unit_test(messages_about_a_url_never_show_its_password),
         cmocka_unit_test(json_media_type_allows_parameters_but_only_utf8),

@@ -13,6 +13,15 @@
  * and the relay instead checks the socket for a close on every round
  * (rv_amqp_alive).
  *
+ * Unroutable events: RabbitMQ acks a message that matched no queue, so a
+ * confirm alone does not say it reached anyone.  The queues the relay
+ * publishes for (REVIEWD_AMQP_QUEUES) are declared durable and bound on
+ * every connect, which keeps events published before the consumer first
+ * started; and messages those bindings cover go out mandatory, so if the
+ * queue is gone the broker sends basic.return (then the ack) and the
+ * wait reports RV_AMQP_RETURNED: the relay keeps the row unsent.  Other
+ * routing keys (no configured consumer needs them) go out as before.
+ *
  * State: the connection is closed until svc_amqp_conn_open.  Every
  * failing path goes through svc_amqp_conn_fail or _rpc, which record the message and close, so a
  * connection in an unknown protocol state is never used again.  Delivery
@@ -33,10 +42,83 @@
 struct rv_amqp {
     svc_amqp_conn *ac;             /* the connection, owned */
     char *exchange;
+    char *queue_spec;               /* split in place into the two below */
+    const char *queue[RV_AMQP_MAX_QUEUES];
+    const char *binding[RV_AMQP_MAX_QUEUES];
+    int nqueues;
     uint64_t next_tag;              /* the tag the next publish gets */
 };
 
-rv_amqp *rv_amqp_new(const char *url, const char *exchange)
+/* The word after the one at s (of length w): past its dot, or the end. */
+static const char *next_word(const char *s, size_t w)
+{
+    return s[w] == '.' ? s + w + 1 : s + w;
+}
+
+int rv_amqp_topic_match(const char *p, const char *k)
+{
+    const size_t pw = strcspn(p, "."), kw = strcspn(k, ".");
+
+    if (p[0] == '\0') {
+        return k[0] == '\0';
+    }
+    if (pw == 1 && p[0] == '#') {
+        /* '#' takes no word, or one word and stays. */
+        return rv_amqp_topic_match(next_word(p, pw), k)
+               || (k[0] != '\0'
+                   && rv_amqp_topic_match(p, next_word(k, kw)));
+    }
+    if (k[0] == '\0') {
+        return 0;
+    }
+    if (!(pw == 1 && p[0] == '*') && (pw != kw || memcmp(p, k, pw) != 0)) {
+        return 0;
+    }
+    return rv_amqp_topic_match(next_word(p, pw), next_word(k, kw));
+}
+
+/* Splits spec ("q:key,q:key", written into) into a's queue list.  0, or
+ * -1 if an entry lacks its queue or key, or there are too many. */
+static int split_queues(rv_amqp *a, char *spec)
+{
+    char *save = NULL, *item;
+
+    for (item = strtok_r(spec, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(item, ':');
+
+        if (colon == NULL || colon == item || colon[1] == '\0'
+            || a->nqueues == RV_AMQP_MAX_QUEUES) {
+            return -1;
+        }
+        *colon = '\0';
+        a->queue[a->nqueues] = item;
+        a->binding[a->nqueues++] = colon + 1;
+    }
+    return 0;
+}
+
+int rv_amqp_queues_check(const char *queues)
+{
+    rv_amqp probe;
+    char *copy;
+    int rc;
+
+    if (queues == NULL || queues[0] == '\0') {
+        return 0;
+    }
+    copy = strdup(queues);
+    if (copy == NULL) {
+        return -1;
+    }
+    memset(&probe, 0, sizeof(probe));
+    rc = split_queues(&probe, copy);
+    free(copy);
+    return rc;
+}
+
+rv_amqp *rv_amqp_new(const char *url, const char *exchange,
+                     const svc_amqp_tls *tls, const char *queues)
 {
     rv_amqp *a = calloc(1, sizeof(*a));
 
@@ -44,8 +126,10 @@ rv_amqp *rv_amqp_new(const char *url, const char *exchange)
         return NULL;
     }
     a->exchange = strdup(exchange);
-    a->ac = svc_amqp_conn_new(url);
-    if (a->exchange == NULL || a->ac == NULL) {
+    a->queue_spec = strdup(queues != NULL ? queues : "");
+    a->ac = svc_amqp_conn_new(url, tls);
+    if (a->exchange == NULL || a->queue_spec == NULL || a->ac == NULL
+        || split_queues(a, a->queue_spec) != 0) {
         rv_amqp_free(a);
         return NULL;
     }
@@ -59,10 +143,35 @@ void rv_amqp_free(rv_amqp *a)
     }
     svc_amqp_conn_free(a->ac);
     free(a->exchange);
+    free(a->queue_spec);
     free(a);
 }
 
-/* Confirm mode on channel 1, and the durable topic exchange. */
+/* The configured durable queues, each bound to the exchange with its key
+ * (the same declaration as kh-indexer's, so either may come first). */
+static int declare_queues(rv_amqp *a)
+{
+    amqp_connection_state_t k = svc_amqp_conn_state(a->ac);
+    int i;
+
+    for (i = 0; i < a->nqueues; i++) {
+        amqp_queue_declare(k, RV_AMQP_CHANNEL,
+                           amqp_cstring_bytes(a->queue[i]), 0, 1, 0, 0,
+                           amqp_empty_table);
+        if (svc_amqp_conn_rpc(a->ac, "queue.declare") != 0) {
+            return -1;
+        }
+        amqp_queue_bind(k, RV_AMQP_CHANNEL, amqp_cstring_bytes(a->queue[i]),
+                        amqp_cstring_bytes(a->exchange),
+                        amqp_cstring_bytes(a->binding[i]), amqp_empty_table);
+        if (svc_amqp_conn_rpc(a->ac, "queue.bind") != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Confirm mode on channel 1, the durable topic exchange, the queues. */
 static int confirm_and_declare(rv_amqp *a)
 {
     amqp_confirm_select(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL);
@@ -73,7 +182,23 @@ static int confirm_and_declare(rv_amqp *a)
                           amqp_cstring_bytes(a->exchange),
                           amqp_cstring_bytes("topic"), 0, 1, 0, 0,
                           amqp_empty_table);
-    return svc_amqp_conn_rpc(a->ac, "exchange.declare");
+    if (svc_amqp_conn_rpc(a->ac, "exchange.declare") != 0) {
+        return -1;
+    }
+    return declare_queues(a);
+}
+
+/* 1 when a declared queue's binding covers routing_key. */
+static int must_route(const rv_amqp *a, const char *routing_key)
+{
+    int i;
+
+    for (i = 0; i < a->nqueues; i++) {
+        if (rv_amqp_topic_match(a->binding[i], routing_key)) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int rv_amqp_connect(rv_amqp *a, int timeout_ms)
@@ -120,7 +245,8 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
     bytes.len = len;
     st = amqp_basic_publish(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
                             amqp_cstring_bytes(a->exchange),
-                            amqp_cstring_bytes(routing_key), 0, 0, &props,
+                            amqp_cstring_bytes(routing_key),
+                            must_route(a, routing_key), 0, &props,
                             bytes);
     if (st != AMQP_STATUS_OK) {
         return svc_amqp_conn_fail(a->ac, "publish", st);
@@ -163,9 +289,39 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A basic.return's message (header and body follow the method): marks
+ * the returned message, found by its message_id, RV_AMQP_RETURNED before
+ * its ack arrives.  Returns 0 or -1. */
+static int read_return(rv_amqp *a, const char *const *ids,
+                       rv_amqp_confirm *states, size_t n)
+{
+    amqp_message_t msg;
+    const amqp_bytes_t *id = &msg.properties.message_id;
+    size_t i;
+
+    if (svc_amqp_conn_reply(a->ac, "reading a returned message",
+                            amqp_read_message(svc_amqp_conn_state(a->ac),
+                                              RV_AMQP_CHANNEL, &msg, 0))
+        != 0) {
+        return -1;
+    }
+    for (i = 0; i < n && (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG);
+         i++) {
+        if (strlen(ids[i]) == id->len
+            && memcmp(ids[i], id->bytes, id->len) == 0
+            && states[i] == RV_AMQP_PENDING) {
+            states[i] = RV_AMQP_RETURNED;
+            break;
+        }
+    }
+    amqp_destroy_message(&msg);
+    return 0;
+}
+
 /* Reads one frame before deadline and applies it.  Returns 0 or -1. */
 static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
-                        rv_amqp_confirm *states, int64_t deadline)
+                        const char *const *ids, rv_amqp_confirm *states,
+                        int64_t deadline)
 {
     amqp_frame_t f;
     struct timeval tv;
@@ -180,6 +336,9 @@ static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
     }
     if (f.frame_type != AMQP_FRAME_METHOD) {
         return 0;
+    }
+    if (f.payload.method.id == AMQP_BASIC_RETURN_METHOD) {
+        return read_return(a, ids, states, (size_t)(last - first + 1));
     }
     if (f.payload.method.id == AMQP_BASIC_ACK_METHOD) {
         const amqp_basic_ack_t *ack = f.payload.method.decoded;
@@ -202,7 +361,8 @@ static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
 }
 
 int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
-                          rv_amqp_confirm *states, int timeout_ms)
+                          const char *const *ids, rv_amqp_confirm *states,
+                          int timeout_ms)
 {
     const int64_t deadline = now_ms() + timeout_ms;
     const size_t n = (size_t)(last_tag - first_tag + 1);
@@ -213,7 +373,8 @@ int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
                                  "connected");
             return -1;
         }
-        if (read_confirm(a, first_tag, last_tag, states, deadline) != 0) {
+        if (read_confirm(a, first_tag, last_tag, ids, states, deadline)
+            != 0) {
             return -1;
         }
         amqp_maybe_release_buffers(svc_amqp_conn_state(a->ac));

@@ -13,7 +13,8 @@
  * channel in an unknown state is never reused.  rv_amqp_errmsg says what
  * failed, with host:port.
  *
- * Ownership: rv_amqp_new copies the URL and the exchange name;
+ * Ownership: rv_amqp_new copies the URL, the exchange name, the TLS
+ * settings and the queue list;
  * rv_amqp_free closes and frees.  Threads: an rv_amqp belongs to one
  * thread.
  */
@@ -29,13 +30,29 @@ typedef struct rv_amqp rv_amqp;
 typedef enum rv_amqp_confirm {
     RV_AMQP_PENDING = 0,
     RV_AMQP_ACKED,
-    RV_AMQP_NACKED
+    RV_AMQP_NACKED,
+    RV_AMQP_RETURNED   /* unroutable: basic.return came before the ack */
 } rv_amqp_confirm;
 
-/* An unconnected publisher for url (amqp://user:pass@host:port/vhost) and
- * exchange.  Returns NULL on allocation failure or a URL that does not
- * parse. */
-rv_amqp *rv_amqp_new(const char *url, const char *exchange);
+/* How many queues REVIEWD_AMQP_QUEUES may name. */
+#define RV_AMQP_MAX_QUEUES 8
+
+/* An unconnected publisher for url (amqp[s]://user:pass@host:port/vhost)
+ * and exchange, with tls (svc_amqp_tls, copied; NULL for none) and
+ * queues, "queue:binding_key,..." (NULL or "": none; binding keys are
+ * topic patterns).  Returns NULL on allocation failure, a URL that does
+ * not parse or a malformed queue list. */
+struct svc_amqp_tls;
+rv_amqp *rv_amqp_new(const char *url, const char *exchange,
+                     const struct svc_amqp_tls *tls, const char *queues);
+
+/* 0 if queues is a well-formed REVIEWD_AMQP_QUEUES value (see above, at
+ * most RV_AMQP_MAX_QUEUES entries), -1 if not.  For the configuration. */
+int rv_amqp_queues_check(const char *queues);
+
+/* 1 if the topic pattern (words split by '.', '*' one word, '#' zero or
+ * more) matches routing_key.  Exposed for unit tests. */
+int rv_amqp_topic_match(const char *pattern, const char *routing_key);
 void rv_amqp_free(rv_amqp *a);
 
 /* Connects as described above within timeout_ms (also the bound of every
@@ -47,8 +64,9 @@ int rv_amqp_connected(const rv_amqp *a);
 
 /*
  * Publishes body[0..len) with routing_key: persistent (delivery mode 2),
- * content_type application/json, message_id as given.  *tag receives the
- * delivery tag.  Returns 0, or -1 (the connection is then closed).
+ * content_type application/json, message_id as given, mandatory when one
+ * of the declared queues binds routing_key.  *tag receives the delivery
+ * tag.  Returns 0, or -1 (the connection is then closed).
  */
 int rv_amqp_publish(rv_amqp *a, const char *routing_key,
                     const char *message_id, const char *body, size_t len,
@@ -56,12 +74,15 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
 
 /*
  * Reads confirms until every tag in first_tag..last_tag is settled or
- * timeout_ms passes; states[tag - first_tag] is set for each.  Returns 0
- * when all are settled, -1 on timeout or a broken connection (then
- * closed; states keeps what was settled before).
+ * timeout_ms passes; states[tag - first_tag] is set for each.  A message
+ * the broker returned is found by its message_id among ids[0..n) (the
+ * message_id of each tag, in tag order) and set RV_AMQP_RETURNED.
+ * Returns 0 when all are settled, -1 on timeout or a broken connection
+ * (then closed; states keeps what was settled before).
  */
 int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
-                          rv_amqp_confirm *states, int timeout_ms);
+                          const char *const *ids, rv_amqp_confirm *states,
+                          int timeout_ms);
 
 /* Checks without blocking whether the broker has closed the connection
  * (a restart, a kill).  Returns 1 if it is still usable, 0 if not (it is

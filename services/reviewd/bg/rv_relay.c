@@ -6,10 +6,13 @@
  *      instance holds it, this one does nothing this round;
  *   2. claim up to REVIEWD_RELAY_BATCH unsent rows in id order, FOR
  *      UPDATE SKIP LOCKED;
- *   3. publish them all (pipelined), then wait for the publisher
- *      confirms;
- *   4. set sent_at on the confirmed prefix of the batch, and commit.
- * Rounds repeat while they come back full, then the thread sleeps in
+ *   3. publish each document's first claimed row (pipelined; a
+ *      document's later rows wait for a later round), then wait for the
+ *      publisher confirms;
+ *   4. set sent_at on the rows the broker acked (and did not return as
+ *      unroutable), and commit.
+ * Rounds repeat while they come back full or left rows for later, then
+ * the thread sleeps in
  * poll(2) on its PostgreSQL socket (LISTEN kh_outbox: the insert trigger
  * NOTIFYs at commit, so an event leaves within milliseconds), on the
  * broker's socket (to see a close at once), and on a pipe that
@@ -36,8 +39,21 @@
  * publishing in id order keeps each document's events in commit order.
  * Delivery is at-least-once, and exactly once without faults: a row is
  * marked only after its confirm, so a failure between publish and commit
- * publishes it again (consumers deduplicate by event_id).  After a nack,
- * the rows from the nacked one on stay unsent and go again next round.
+ * publishes it again (consumers deduplicate by event_id).  A round
+ * publishes at most one row per document, so a nack, a return or a
+ * confirm timeout can only hold back a document's oldest unsent event,
+ * never one published after it: if E1 fails, E2 has not been sent, and
+ * the next round sends E1 again before E2 is ever published.  A consumer
+ * therefore never sees E2 before the last copy of E1.  Rows of other
+ * documents that were acked are marked sent whatever happened to E1 (the
+ * old rule, "the acked prefix", sent E2 of another document again, and
+ * after a nack in the middle re-sent E2 of the same document behind a
+ * retried E1).  A document with several unsent events costs one round
+ * per event, which only a burst on one document ever meets.
+ *
+ * A returned (unroutable) event is a failure too: its queue is gone, so
+ * the relay closes the connection and reconnects after the backoff,
+ * which declares the configured queues again (rv_amqp.h).
  *
  * The broker is connected by this thread, never by start-up, so requests
  * are unaffected when RabbitMQ is down; after a failure the next attempt
@@ -80,16 +96,30 @@ struct rv_relay {
     atomic_ulong publishes;
     atomic_ulong confirms;
     atomic_ulong nacks;
+    atomic_ulong returns;
     atomic_ulong reconnects;
+#ifdef REVIEWD_TESTING
+    /* REVIEWD_TEST_NACK_PUBLISH=N: the Nth publish of this process counts
+     * as nacked whatever the broker said (a broker nack on demand). */
+    uint64_t test_nack_publish;
+#endif
 };
 
-/* One claimed batch. */
+/* One claimed batch: n rows, of which `published` went out (the first
+ * row of each document), row[k] being the claimed row of the kth
+ * publish, ids[k] its event id and states[k] its settlement. */
 typedef struct batch {
     PGresult *rows;
     int n;
+    int published;
     uint64_t first_tag;
+    int *row;
+    const char **ids;
     rv_amqp_confirm *states;
 } batch;
+
+/* The claim's columns (RV_QUERY_OUTBOX_CLAIM). */
+enum { COL_ID, COL_EVENT_ID, COL_ROUTING_KEY, COL_PAYLOAD, COL_DOCUMENT };
 
 static int64_t now_ms(void)
 {
@@ -171,80 +201,136 @@ static int ensure_amqp(rv_relay *r)
     return 1;
 }
 
-/* Publishes every claimed row; 0, or -1 when the connection failed. */
-static int publish_batch(rv_relay *r, batch *b)
+/* The batch's per-publish arrays.  0, or -1 out of memory. */
+static int batch_alloc(batch *b)
 {
-    uint64_t tag = 0;
-    int i;
+    b->row = calloc((size_t)b->n, sizeof(*b->row));
+    b->ids = calloc((size_t)b->n, sizeof(*b->ids));
+    b->states = calloc((size_t)b->n, sizeof(*b->states));
+    return b->row != NULL && b->ids != NULL && b->states != NULL ? 0 : -1;
+}
 
-    for (i = 0; i < b->n; i++) {
-        const char *body = PQgetvalue(b->rows, i, 3);
+static void batch_free(batch *b)
+{
+    PQclear(b->rows);
+    free(b->row);
+    free(b->ids);
+    free(b->states);
+}
 
-        if (rv_amqp_publish(r->amqp, PQgetvalue(b->rows, i, 2),
-                            PQgetvalue(b->rows, i, 1), body,
-                            (size_t)PQgetlength(b->rows, i, 3), &tag)
-            != 0) {
-            return -1;
+/* 1 if an earlier row of the batch (before row i) is of i's document. */
+static int document_taken(const batch *b, int i, long long *seen,
+                          size_t mask)
+{
+    const long long doc = atoll(PQgetvalue(b->rows, i, COL_DOCUMENT));
+    size_t h = (size_t)doc * 0x9E3779B97F4A7C15ull & mask;
+
+    /* Open addressing; ids are positive, 0 marks a free slot. */
+    while (seen[h] != 0) {
+        if (seen[h] == doc) {
+            return 1;
         }
-        if (i == 0) {
-            b->first_tag = tag;
-        }
-        atomic_fetch_add(&r->publishes, 1);
+        h = (h + 1) & mask;
     }
+    seen[h] = doc;
     return 0;
 }
 
-/* "{id,id,...}" of the first n rows, the parameter of outbox_mark_sent. */
-static char *id_array(PGresult *rows, int n)
+/* Publishes the first claimed row of each document; 0, or -1 when the
+ * connection failed (or out of memory). */
+static int publish_batch(rv_relay *r, batch *b)
 {
-    size_t cap = (size_t)n * 21 + 3, len = 0;
-    char *s = malloc(cap);
-    int i;
+    size_t slots = 16;
+    long long *seen;
+    uint64_t tag = 0;
+    int i, rc = 0;
 
+    while (slots < (size_t)b->n * 2) {
+        slots *= 2;
+    }
+    seen = calloc(slots, sizeof(*seen));
+    if (seen == NULL) {
+        return -1;
+    }
+    for (i = 0; i < b->n && rc == 0; i++) {
+        if (document_taken(b, i, seen, slots - 1)) {
+            continue;
+        }
+        rc = rv_amqp_publish(r->amqp, PQgetvalue(b->rows, i, COL_ROUTING_KEY),
+                             PQgetvalue(b->rows, i, COL_EVENT_ID),
+                             PQgetvalue(b->rows, i, COL_PAYLOAD),
+                             (size_t)PQgetlength(b->rows, i, COL_PAYLOAD),
+                             &tag);
+        if (rc == 0) {
+            b->first_tag = b->published == 0 ? tag : b->first_tag;
+            b->row[b->published] = i;
+            b->ids[b->published++] = PQgetvalue(b->rows, i, COL_EVENT_ID);
+            atomic_fetch_add(&r->publishes, 1);
+        }
+    }
+    free(seen);
+    return rc;
+}
+
+/* "{id,id,...}" of the acked publishes, the parameter of
+ * outbox_mark_sent; *n receives how many. */
+static char *acked_ids(const batch *b, int *n)
+{
+    size_t cap = (size_t)b->published * 21 + 3, len = 0;
+    char *s = malloc(cap);
+    int k;
+
+    *n = 0;
     if (s == NULL) {
         return NULL;
     }
     s[len++] = '{';
-    for (i = 0; i < n; i++) {
-        len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? "," : "",
-                                PQgetvalue(rows, i, 0));
+    for (k = 0; k < b->published; k++) {
+        if (b->states[k] == RV_AMQP_ACKED) {
+            len += (size_t)snprintf(s + len, cap - len, "%s%s",
+                                    *n ? "," : "",
+                                    PQgetvalue(b->rows, b->row[k], COL_ID));
+            (*n)++;
+        }
     }
     s[len++] = '}';
     s[len] = '\0';
     return s;
 }
 
-/* Counts the settlements and returns the acked prefix's length. */
-static int acked_prefix(rv_relay *r, const batch *b)
+/* Counts the settlements; returns how many publishes were returned. */
+static int count_settlements(rv_relay *r, const batch *b)
 {
-    int i, prefix = -1;
+    int k, returned = 0;
 
-    for (i = 0; i < b->n; i++) {
-        if (b->states[i] == RV_AMQP_ACKED) {
+    for (k = 0; k < b->published; k++) {
+        if (b->states[k] == RV_AMQP_ACKED) {
             atomic_fetch_add(&r->confirms, 1);
-        } else if (b->states[i] == RV_AMQP_NACKED) {
+        } else if (b->states[k] == RV_AMQP_NACKED) {
             atomic_fetch_add(&r->nacks, 1);
-        }
-        if (b->states[i] != RV_AMQP_ACKED && prefix < 0) {
-            prefix = i;
+        } else if (b->states[k] == RV_AMQP_RETURNED) {
+            atomic_fetch_add(&r->returns, 1);
+            returned++;
         }
     }
-    return prefix < 0 ? b->n : prefix;
+    return returned;
 }
 
-/* Marks the first n rows sent.  Returns the status of the UPDATE. */
-static rv_db_status mark_sent(rv_relay *r, const batch *b, int n)
+/* Marks the acked rows sent; *n receives how many.  Returns the status
+ * of the UPDATE. */
+static rv_db_status mark_sent(rv_relay *r, const batch *b, int *n)
 {
     char *ids;
     const char *params[1];
     rv_db_status st;
 
-    if (n == 0) {
-        return RV_DB_OK;
-    }
-    ids = id_array(b->rows, n);
+    ids = acked_ids(b, n);
     if (ids == NULL) {
         return RV_DB_ERROR;
+    }
+    if (*n == 0) {
+        free(ids);
+        return RV_DB_OK;
     }
     params[0] = ids;
     st = rv_db_conn_exec(r->conn, RV_QUERY_OUTBOX_MARK_SENT, params, NULL);
@@ -279,31 +365,69 @@ static rv_db_status claim(rv_relay *r, batch *b)
     return st;
 }
 
-/* Publishes the claimed batch and marks what was confirmed.  Returns the
- * number of rows marked sent; *pg_failed is set when PostgreSQL failed. */
+#ifdef REVIEWD_TESTING
+/* REVIEWD_TEST_NACK_PUBLISH: turns the chosen publish's settlement into a
+ * nack, as if the broker had sent one. */
+static void test_nack(rv_relay *r, batch *b)
+{
+    const uint64_t before = atomic_load(&r->publishes)
+                            - (uint64_t)b->published;
+    const uint64_t nth = r->test_nack_publish;
+
+    if (nth > before && nth <= before + (uint64_t)b->published) {
+        b->states[nth - before - 1] = RV_AMQP_NACKED;
+    }
+}
+#else
+static void test_nack(rv_relay *r, batch *b)
+{
+    (void)r;
+    (void)b;
+}
+#endif
+
+/* After a return: the queue the event was meant for is gone, so connect
+ * again (which declares it) after the backoff, and say so. */
+static void unroutable(rv_relay *r, int returned)
+{
+    svc_log_write(r->app->log, SVC_LOG_WARN, "event_unroutable",
+                 json_pack("{s:i,s:s}", "events", returned, "action",
+                           "kept unsent; reconnecting to declare the "
+                           "queues"));
+    rv_amqp_close(r->amqp);
+    r->next_attempt_ms = now_ms() + r->backoff_ms;
+}
+
+/* Publishes the claimed batch and marks what was confirmed.  Returns 1
+ * when every publish was acked, else 0; *pg_failed is set when
+ * PostgreSQL failed. */
 static int send_batch(rv_relay *r, batch *b, int *pg_failed)
 {
-    int sent;
+    int returned, marked = 0;
 
-    b->states = calloc((size_t)b->n, sizeof(*b->states));
-    if (b->states == NULL) {
+    if (batch_alloc(b) != 0) {
         return 0;
     }
-    if (publish_batch(r, b) == 0) {
+    if (publish_batch(r, b) == 0 && b->published > 0) {
         rv_amqp_wait_confirms(r->amqp, b->first_tag,
-                              b->first_tag + (uint64_t)b->n - 1, b->states,
+                              b->first_tag + (uint64_t)b->published - 1,
+                              b->ids, b->states,
                               r->app->cfg->amqp_timeout_ms);
     }
+    test_nack(r, b);
     if (!rv_amqp_connected(r->amqp)) {
         set_state(r, RV_DEP_DOWN, rv_amqp_errmsg(r->amqp));
     }
-    sent = acked_prefix(r, b);
-    if (mark_sent(r, b, sent) != RV_DB_OK
+    returned = count_settlements(r, b);
+    if (returned > 0) {
+        unroutable(r, returned);
+    }
+    if (mark_sent(r, b, &marked) != RV_DB_OK
         || rv_db_conn_commit(r->conn) != RV_DB_OK) {
         *pg_failed = 1;
         return 0;
     }
-    return sent;
+    return marked == b->published;
 }
 
 /* One round.  Returns 1 when a full batch went out (more may wait), 0
@@ -311,7 +435,7 @@ static int send_batch(rv_relay *r, batch *b, int *pg_failed)
 static int relay_round(rv_relay *r)
 {
     batch b;
-    int pg_failed = 0, sent = 0;
+    int pg_failed = 0, all_acked = 0;
     rv_db_status st;
 
     memset(&b, 0, sizeof(b));
@@ -321,19 +445,21 @@ static int relay_round(rv_relay *r)
     }
     if (st != RV_DB_OK) {
         rv_db_conn_rollback(r->conn);
-        PQclear(b.rows);
+        batch_free(&b);
         return -1;
     }
     if (b.n > 0) {
-        sent = send_batch(r, &b, &pg_failed);
+        all_acked = send_batch(r, &b, &pg_failed);
     }
     rv_db_conn_rollback(r->conn); /* ends an empty round; no-op after COMMIT */
-    PQclear(b.rows);
-    free(b.states);
+    batch_free(&b);
     if (pg_failed) {
         return -1;
     }
-    return b.n == r->app->cfg->relay_batch && sent == b.n ? 1 : 0;
+    /* More may wait: a full claim, or rows held back behind their
+     * document's earlier row, which is now sent. */
+    return all_acked && (b.n == r->app->cfg->relay_batch
+                         || b.published < b.n) ? 1 : 0;
 }
 
 static void prune(rv_relay *r)
@@ -446,7 +572,20 @@ rv_relay *rv_relay_start(rv_app *app)
     r->backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
     /* "Unknown" first, so the first outcome is logged. */
     atomic_init(&r->state, -1);
-    r->amqp = rv_amqp_new(app->cfg->amqp_url, app->cfg->amqp_exchange);
+#ifdef REVIEWD_TESTING
+    if (getenv("REVIEWD_TEST_NACK_PUBLISH") != NULL) {
+        r->test_nack_publish =
+            strtoull(getenv("REVIEWD_TEST_NACK_PUBLISH"), NULL, 10);
+    }
+#endif
+    r->amqp = rv_amqp_new(app->cfg->amqp_url, app->cfg->amqp_exchange,
+                          &app->cfg->amqp_tls, app->cfg->amqp_queues);
+    if (r->amqp == NULL) {
+        svc_log_write(app->log, SVC_LOG_ERROR, "relay_config",
+                     json_pack("{s:s,s:s}", "error", "AMQP_URL or "
+                               "REVIEWD_AMQP_QUEUES malformed, or out of "
+                               "memory", "queues", app->cfg->amqp_queues));
+    }
     if (r->amqp == NULL || pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         rv_amqp_free(r->amqp);
         free(r);
@@ -499,5 +638,6 @@ void rv_relay_stats_get(rv_relay *r, rv_relay_stats *out)
     out->publishes = atomic_load(&r->publishes);
     out->confirms = atomic_load(&r->confirms);
     out->nacks = atomic_load(&r->nacks);
+    out->returns = atomic_load(&r->returns);
     out->reconnects = atomic_load(&r->reconnects);
 }

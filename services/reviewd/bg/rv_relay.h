@@ -26,6 +26,7 @@ typedef struct rv_relay_stats {
     uint64_t publishes;  /* messages handed to the broker */
     uint64_t confirms;   /* of them, acked by the broker */
     uint64_t nacks;      /* of them, nacked (sent again later) */
+    uint64_t returns;    /* of them, returned unroutable (sent again) */
     uint64_t reconnects; /* broker connections made after the first */
 } rv_relay_stats;
 

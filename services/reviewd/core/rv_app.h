@@ -30,6 +30,9 @@ typedef struct rv_app {
     struct rv_monitor *monitor;
     /* The outbox relay (rv_relay.h); NULL when AMQP_URL is unset. */
     struct rv_relay *relay;
+    /* The MongoDB orphan sweep (rv_content_orphans.h); NULL unless
+     * CONTENT_STORE=mongo and REVIEWD_ORPHAN_SWEEP_S > 0. */
+    struct rv_orphan_sweeper *orphans;
     /* Where document text lives (rv_content.h), chosen by CONTENT_STORE. */
     struct rv_content *content;
     /* Requests between their first byte and their completion callback;

@@ -273,11 +273,32 @@ static int load_exchange(rv_config *cfg, char *errbuf, size_t errlen)
     return 0;
 }
 
+/* REVIEWD_AMQP_QUEUES, defaulting to kh-indexer's queue when the
+ * exchange is its default one too. */
+static int load_queues(rv_config *cfg, char *errbuf, size_t errlen)
+{
+    const char *v = getenv("REVIEWD_AMQP_QUEUES");
+
+    if (v == NULL) {
+        v = strcmp(cfg->amqp_exchange, RV_CONFIG_EXCHANGE) == 0
+                ? RV_CONFIG_QUEUES : "";
+    }
+    if (strlen(v) >= sizeof(cfg->amqp_queues)) {
+        snprintf(errbuf, errlen, "REVIEWD_AMQP_QUEUES: longer than %zu "
+                 "bytes", sizeof(cfg->amqp_queues) - 1);
+        return -1;
+    }
+    snprintf(cfg->amqp_queues, sizeof(cfg->amqp_queues), "%s", v);
+    return 0;
+}
+
 static int load_amqp(rv_config *cfg, char *errbuf, size_t errlen)
 {
     const char *v = env_value("AMQP_URL");
 
-    if (load_exchange(cfg, errbuf, errlen) != 0) {
+    if (load_exchange(cfg, errbuf, errlen) != 0
+        || load_queues(cfg, errbuf, errlen) != 0
+        || svc_amqp_tls_load(&cfg->amqp_tls, errbuf, errlen) != 0) {
         return -1;
     }
     if (v == NULL) {
@@ -365,6 +386,8 @@ static void set_defaults(rv_config *cfg)
     cfg->relay_backoff_max_ms = 5000;
     cfg->amqp_timeout_ms = 5000;
     cfg->outbox_retention_s = 7 * 86400;
+    cfg->orphan_grace_s = 3600;
+    cfg->orphan_sweep_s = 3600;
 }
 
 static int load_relay(rv_config *cfg, char *e, size_t n)
@@ -380,6 +403,10 @@ static int load_relay(rv_config *cfg, char *e, size_t n)
                    || env_int_into("REVIEWD_OUTBOX_RETENTION_S", 1,
                                    365 * 86400, &cfg->outbox_retention_s, e,
                                    n)
+                   || env_int_into("REVIEWD_ORPHAN_GRACE_S", 0, 365 * 86400,
+                                   &cfg->orphan_grace_s, e, n)
+                   || env_int_into("REVIEWD_ORPHAN_SWEEP_S", 0, 365 * 86400,
+                                   &cfg->orphan_sweep_s, e, n)
                ? -1 : 0;
 }
 

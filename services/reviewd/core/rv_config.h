@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "svc_amqp_conn.h"
 #include "svc_content_env.h"
 
 /* Which settings a sub-command needs (bit set). */
@@ -29,6 +30,8 @@ enum {
 };
 
 #define RV_CONFIG_EXCHANGE "kh.documents"
+/* kh-indexer's queue and binding (API.md). */
+#define RV_CONFIG_QUEUES "kh.indexer:document.approved"
 
 typedef struct rv_config {
     /* LISTEN_ADDR, split; port 0 asks the kernel for a free one (tests). */
@@ -42,6 +45,14 @@ typedef struct rv_config {
      * API.md's kh.documents); another name lets a test use a shared broker
      * without its events reaching anyone else's consumers. */
     char amqp_exchange[128];
+    /* AMQP_CACERT, AMQP_CERT, AMQP_KEY: the TLS trust and client
+     * certificate of an amqps:// AMQP_URL (svc_amqp_conn.h). */
+    svc_amqp_tls amqp_tls;
+    /* REVIEWD_AMQP_QUEUES: "queue:binding,...", the durable queues the
+     * relay declares and binds and publishes mandatory for (bg/rv_amqp.h).
+     * Default RV_CONFIG_QUEUES with the default exchange, none with
+     * another exchange; "" for none. */
+    char amqp_queues[512];
     char *jwt_secret;   /* at least 32 bytes */
     size_t jwt_secret_len;
     /* REVIEWD_JWT_LEEWAY_S: the clock skew allowed on a token's exp and
@@ -91,6 +102,12 @@ typedef struct rv_config {
     int relay_backoff_max_ms;
     int amqp_timeout_ms;
     int outbox_retention_s;
+    /* MongoDB orphans (bg/rv_content_orphans.h): REVIEWD_ORPHAN_GRACE_S,
+     * the age below which an orphaned record is kept, as possibly a
+     * request's still in flight (3600); REVIEWD_ORPHAN_SWEEP_S, how often
+     * the server deletes the older ones (3600; 0: never). */
+    int orphan_grace_s;
+    int orphan_sweep_s;
 #ifdef REVIEWD_TESTING
     /* REVIEWD_TEST_HOOKS=1 turns on the test hooks (rv_hooks.h); the
      * field and the variable exist only in test builds. */

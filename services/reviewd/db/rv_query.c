@@ -127,7 +127,8 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
     /* ORDER BY kh_outbox.id, the number: a bare "id" names the text
      * output column, which sorts "10" before "9" and breaks commit order. */
     [RV_QUERY_OUTBOX_CLAIM] = {"outbox_claim",
-        "SELECT id::text, event_id::text, routing_key, payload::text "
+        "SELECT id::text, event_id::text, routing_key, payload::text, "
+        "document_id::text "
         "FROM kh_outbox WHERE sent_at IS NULL ORDER BY kh_outbox.id "
         "LIMIT $1::integer FOR UPDATE SKIP LOCKED", 1},
     [RV_QUERY_OUTBOX_MARK_SENT] = {"outbox_mark_sent",
