@@ -4,7 +4,10 @@
  * One mutex guards the counters; it is never held while a caller waits
  * on the server, so it costs a few hundred nanoseconds per call against a
  * round trip of tens of microseconds at least.  Half-open lets exactly
- * one trial through: `trial` marks it taken until its leave.
+ * one trial through: `trial` marks it taken until its leave.  The cap
+ * applies once the last call failed (failed_in_row > 0) or the breaker
+ * is not closed: a healthy server under a burst (a storm on a row lock)
+ * is never refused, a failing one never holds more than the cap.
  */
 #include "svc_bulkhead.h"
 
@@ -86,7 +89,8 @@ svc_bulkhead_rc svc_bulkhead_enter(svc_bulkhead *b)
     svc_bulkhead_rc rc;
 
     pthread_mutex_lock(&b->mu);
-    if (b->in_flight >= b->max_concurrent) {
+    if (b->in_flight >= b->max_concurrent
+        && (b->failed_in_row > 0 || b->state != SVC_BREAKER_CLOSED)) {
         rc = SVC_BULKHEAD_FULL;
         b->refused_full++;
     } else {

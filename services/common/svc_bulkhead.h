@@ -6,8 +6,10 @@
  * Every blocking call on the dependency is bracketed by
  * svc_bulkhead_enter and svc_bulkhead_leave:
  *   - enter refuses (SVC_BULKHEAD_FULL) when max_concurrent calls are
- *     already waiting on the server: the threads beyond the cap stay free
- *     for the requests that do not need it (and for /healthz);
+ *     already waiting on a server that is failing (the last call could
+ *     not reach it, or the breaker is not closed): the threads beyond the
+ *     cap stay free for the requests that do not need it (and for
+ *     /healthz), while a healthy server under a burst is never refused;
  *   - enter refuses (SVC_BULKHEAD_OPEN) while the breaker is open: after
  *     `failures` calls in a row could not reach the server (refused,
  *     timed out, connection lost), it stays open for open_ms, then lets
