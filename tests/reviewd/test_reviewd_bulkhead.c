@@ -86,6 +86,7 @@ typedef struct client {
     int port;
     const char *path;
     atomic_int *stop;
+    atomic_int *started;  /* clients that have begun their first call */
     int calls;
     int unavailable;      /* 503 with the expected code */
     char other[96];       /* the first other answer, for the message */
@@ -97,6 +98,7 @@ static void *client_run(void *arg)
 {
     client *c = arg;
 
+    atomic_fetch_add(c->started, 1);
     while (!atomic_load(c->stop) && c->calls < MAX_CALLS) {
         const int64_t t0 = testkit_now_ms();
         rvt_resp r;
@@ -117,6 +119,11 @@ static void *client_run(void *arg)
         rvt_resp_free(&r);
     }
     return NULL;
+}
+
+static int all_started(void *arg)
+{
+    return atomic_load((atomic_int *)arg) == CLIENTS;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -165,12 +172,13 @@ typedef struct outage {
 static void survive_outage(const outage *o)
 {
     static client clients[CLIENTS];
-    atomic_int stop = 0;
+    atomic_int stop = 0, started = 0;
     int64_t health[SAMPLES], all[CLIENTS * MAX_CALLS];
     int n = 0, nall = 0, i, unavailable = 0, calls = 0;
     int64_t worst = 0, side_worst = 0;
     char side_bad[96] = "";
     const struct timespec pace = {0, 40 * 1000 * 1000};
+    int64_t until;
 
     for (i = 0; i < CLIENTS; i++) {
         memset(&clients[i], 0, sizeof(clients[i]));
@@ -178,13 +186,17 @@ static void survive_outage(const outage *o)
         clients[i].path = o->busy_path;
         clients[i].want_code = o->busy_code;
         clients[i].stop = &stop;
+        clients[i].started = &started;
         assert_int_equal(pthread_create(&clients[i].thread, NULL, client_run,
                                         &clients[i]), 0);
     }
-    /* Sampling starts at once: the first clients are still waiting out
-     * their budget, which is when a pool without bulkheads is full. */
-    const int64_t until = testkit_now_ms() + OUTAGE_MS;
-
+    /* Sampling starts as soon as every client has begun: the first calls
+     * are still waiting out their budget, which is when a pool without
+     * bulkheads is full.  (Not in the same instant: a connection that
+     * libmicrohttpd accepts in one batch with a blocked request waits
+     * behind it, docs/api.md says so.) */
+    assert_true(testkit_wait_until(all_started, &started, 10000));
+    until = testkit_now_ms() + OUTAGE_MS;
     for (n = 0; n < SAMPLES && testkit_now_ms() < until; n++) {
         health[n] = healthz_ms(o->port);
         if (health[n] < 0) {
@@ -417,7 +429,7 @@ static void postgres_dead_costs_only_its_callers(void **state)
     ms = readyz_ms(srv.port, &status);
     fprintf(stderr, "# /readyz: %d in %d ms\n", status, ms);
     assert_int_equal(status, 503);
-    assert_true(ms < 1500);
+    assert_true(ms < 2500); /* its 1 s bound, and a loaded machine */
 
     assert_int_equal(testkit_proxy_ctl(proxy, "resume"), 0);
     {

@@ -343,7 +343,7 @@ static void set_defaults(rv_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->threads = (int)(cpus > 4 ? (cpus > 32 ? 256 : 8 * cpus) : 32);
     cfg->request_budget_ms = 2000;
-    cfg->readyz_timeout_ms = 300;
+    cfg->readyz_timeout_ms = 1000;
     cfg->breaker_failures = 3;
     cfg->breaker_open_ms = 1000;
     cfg->max_connections = 2048;

@@ -56,7 +56,7 @@ typedef struct rv_config {
      * REVIEWD_REQUEST_BUDGET_MS: the total time a request may wait on its
      * dependencies, every PostgreSQL and MongoDB call of it together
      * (2000).  REVIEWD_READYZ_TIMEOUT_MS: /readyz's own bound on its
-     * PostgreSQL probe (300).  REVIEWD_BREAKER_FAILURES: calls in a row
+     * PostgreSQL probe (1000).  REVIEWD_BREAKER_FAILURES: calls in a row
      * that could not reach a server before its breaker opens (3);
      * REVIEWD_BREAKER_OPEN_MS: how long it stays open before one trial
      * call (1000).  REVIEWD_PG_MAX_CONCURRENT, REVIEWD_MONGO_MAX_CONCURRENT:

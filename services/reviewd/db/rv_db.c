@@ -299,40 +299,56 @@ static void gate_leave(rv_db_conn *c, int entered_here)
     c->gated = 0;
 }
 
-/* Sets the session up: statement timeout, then every prepared
- * statement.  Returns 0 or -1 (errmsg set). */
+static PGresult *next_result(rv_db_conn *c);
+static void end_pipeline(rv_db_conn *c);
+
+/*
+ * Sets the session up: statement timeout, then every prepared statement,
+ * all in one pipeline, so a connection is ready after one round trip
+ * instead of one per statement (a reconnect after an outage, or a worker's
+ * first request, then fits in a short deadline even on a loaded
+ * machine).  Returns 0 or -1 (errmsg set).
+ */
 static int prepare_session(rv_db_conn *c)
 {
+    const size_t n = c->prepare ? c->db->nstmts : 0;
     char sql[128];
-    PGresult *res;
     size_t i;
+    int sent;
 
     snprintf(sql, sizeof(sql), "SET statement_timeout = %d",
              c->db->timeout_s * 1000);
-    res = exec_bounded(c, sql);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        if (!c->broken) {
-            set_error(c, "statement_timeout", PQresultErrorMessage(res));
-        }
-        PQclear(res);
-        return -1;
-    }
-    PQclear(res);
-    for (i = 0; c->prepare && i < c->db->nstmts; i++) {
+    sent = PQenterPipelineMode(c->pg) == 1
+           && PQsendQueryParams(c->pg, sql, 0, NULL, NULL, NULL, NULL, 0)
+                  == 1;
+    for (i = 0; sent && i < n; i++) {
         const rv_stmt_def *s = &c->db->stmts[i];
 
-        res = await_query(c, PQsendPrepare(c->pg, s->name, s->sql,
-                                           s->nparams, NULL));
+        sent = PQsendPrepare(c->pg, s->name, s->sql, s->nparams, NULL) == 1;
+    }
+    if (!sent || PQpipelineSync(c->pg) != 1) {
+        set_error(c, "prepare", PQerrorMessage(c->pg));
+        c->broken = 1;
+        return -1;
+    }
+    for (i = 0; i <= n; i++) {
+        PGresult *res = next_result(c);
+
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
             if (!c->broken) {
-                set_error(c, s->name, PQresultErrorMessage(res));
+                set_error(c, i == 0 ? "statement_timeout"
+                                    : c->db->stmts[i - 1].name,
+                          res != NULL ? PQresultErrorMessage(res)
+                                      : PQerrorMessage(c->pg));
             }
             PQclear(res);
+            c->broken = 1; /* the pipeline is aborted: connect again */
             return -1;
         }
         PQclear(res);
     }
-    return 0;
+    end_pipeline(c);
+    return c->broken ? -1 : 0;
 }
 
 /* Server notices ("relation already exists, skipping") would go to
