@@ -101,7 +101,11 @@ svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
         || default_timeout(m->uri, MONGOC_URI_SOCKETTIMEOUTMS,
                            budget_share(budget_ms, 1, 1,
                                         RV_MONGO_SOCKET_MS)) != 0
-        || !mongoc_uri_set_appname(m->uri, appname)) {
+        || !mongoc_uri_set_appname(m->uri, appname)
+        || (budget_ms > 0
+            && !mongoc_uri_has_option(m->uri, MONGOC_URI_RETRYREADS)
+            && !mongoc_uri_set_option_as_bool(m->uri, MONGOC_URI_RETRYREADS,
+                                              false))) {
         snprintf(err, errlen, "MONGO_URL: cannot set default timeouts or "
                  "the appname");
         goto fail;

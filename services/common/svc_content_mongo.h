@@ -52,8 +52,9 @@ svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
 /* The same, with the timeouts the URL leaves unset derived from a
  * request's budget_ms instead of the defaults above: server selection
  * and connect half of it, a socket read all of it, so one call never
- * outlasts the budget of the request that makes it (budget_ms <= 0: the
- * defaults). */
+ * outlasts the budget of the request that makes it; for the same reason
+ * a read is not retried unless the URL says retryReads (budget_ms <= 0:
+ * the defaults). */
 svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
                                       int budget_ms, char *err,
                                       size_t errlen);
