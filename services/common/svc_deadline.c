@@ -37,6 +37,13 @@ void svc_deadline_restore(int64_t at_ms)
     deadline_ms = at_ms;
 }
 
+void svc_deadline_extend(int ms)
+{
+    if (deadline_ms != 0 && ms > 0) {
+        deadline_ms += ms;
+    }
+}
+
 void svc_deadline_clear(void)
 {
     deadline_ms = 0;

@@ -31,6 +31,10 @@ void svc_deadline_start(int budget_ms);
 int64_t svc_deadline_tighten(int ms);
 void svc_deadline_restore(int64_t at_ms);
 
+/* Moves this thread's deadline ms later, if it has one (a test build's
+ * pause that must not eat the budget). */
+void svc_deadline_extend(int ms);
+
 /* Clears this thread's deadline. */
 void svc_deadline_clear(void);
 
