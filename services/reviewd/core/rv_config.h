@@ -85,7 +85,9 @@ typedef struct rv_config {
      * the lock client (1000), short because a request waits on it. */
     int redis_check_ms;
     int redis_timeout_ms;
-    /* REVIEWD_PG_TIMEOUT_S: connect timeout and statement timeout (5). */
+    /* REVIEWD_PG_TIMEOUT_S: the statement timeout, and the bound on each
+     * PostgreSQL wait of background work (5); a request waits at most
+     * its budget, REVIEWD_REQUEST_BUDGET_MS. */
     int pg_timeout_s;
     /* REVIEWD_DRAIN_TIMEOUT_S: how long SIGTERM waits for in-flight
      * requests (10). */

@@ -64,7 +64,8 @@ typedef struct rv_db_stats {
 /*
  * Creates the factory.  url: a libpq URI or key=value string (copied).
  * stmts/nstmts: the statements every connection prepares (borrowed; a
- * static table).  timeout_s: connect timeout and statement timeout.
+ * static table).  timeout_s: the statement timeout, and the bound on
+ * every wait of a thread without a deadline (svc_deadline.h).
  * Returns NULL on allocation failure.
  */
 rv_db *rv_db_new(const char *url, const rv_stmt_def *stmts, size_t nstmts,
