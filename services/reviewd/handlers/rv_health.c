@@ -116,6 +116,9 @@ static void content_gauges(rv_app *app, rv_metrics_gauges *g)
     g->content_missing = cs.missing;
     g->content_unavailable = cs.unavailable;
     g->content_errors = cs.errors;
+    g->content_breaker_open = cs.bulkhead.state != SVC_BREAKER_CLOSED;
+    g->content_breaker_opens = cs.bulkhead.opened;
+    g->content_refused = cs.bulkhead.refused_open + cs.bulkhead.refused_full;
 }
 
 void rv_handle_metrics(rv_request *req, rv_reply *reply)
@@ -132,6 +135,9 @@ void rv_handle_metrics(rv_request *req, rv_reply *reply)
     g.pg_connects = db.connects;
     g.pg_connect_failures = db.failures;
     g.pg_pool_size = app->cfg->threads;
+    g.pg_breaker_open = db.bulkhead.state != SVC_BREAKER_CLOSED;
+    g.pg_breaker_opens = db.bulkhead.opened;
+    g.pg_refused = db.bulkhead.refused_open + db.bulkhead.refused_full;
     g.http_connections = atomic_load(&app->connections);
     g.http_inflight = atomic_load(&app->inflight);
     g.idem_swept = atomic_load(&app->idem_swept);

@@ -130,6 +130,10 @@ void rv_content_stats_get(const rv_content *s, rv_content_stats *out)
     out->missing = atomic_load(&s->outcomes[SVC_STORE_MISSING]);
     out->unavailable = atomic_load(&s->outcomes[SVC_STORE_UNAVAILABLE]);
     out->errors = atomic_load(&s->outcomes[SVC_STORE_ERROR]);
+    memset(&out->bulkhead, 0, sizeof(out->bulkhead));
+    if (s->bulkhead != NULL) {
+        svc_bulkhead_stats_get(s->bulkhead, &out->bulkhead);
+    }
 }
 
 const char *rv_content_state(const rv_content *s, int pg_up)
