@@ -61,6 +61,23 @@ static void describe_endpoint(svc_mongo_store *m)
 svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
                                    char *err, size_t errlen)
 {
+    return svc_mongo_store_open(url, appname, 0, err, errlen);
+}
+
+/* A share of budget_ms (at least 10 ms), or dflt without a budget. */
+static int budget_share(int budget_ms, int num, int den, int dflt)
+{
+    const int v = budget_ms * num / den;
+
+    if (budget_ms <= 0) {
+        return dflt;
+    }
+    return v >= 10 ? v : 10;
+}
+
+svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
+                                      int budget_ms, char *err, size_t errlen)
+{
     bson_error_t error;
     svc_mongo_store *m;
     const char *db;
@@ -77,12 +94,18 @@ svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
         goto fail;
     }
     if (default_timeout(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                        RV_MONGO_SELECT_MS) != 0
+                        budget_share(budget_ms, 1, 2, RV_MONGO_SELECT_MS)) != 0
         || default_timeout(m->uri, MONGOC_URI_CONNECTTIMEOUTMS,
-                           RV_MONGO_CONNECT_MS) != 0
+                           budget_share(budget_ms, 1, 2,
+                                        RV_MONGO_CONNECT_MS)) != 0
         || default_timeout(m->uri, MONGOC_URI_SOCKETTIMEOUTMS,
-                           RV_MONGO_SOCKET_MS) != 0
-        || !mongoc_uri_set_appname(m->uri, appname)) {
+                           budget_share(budget_ms, 1, 1,
+                                        RV_MONGO_SOCKET_MS)) != 0
+        || !mongoc_uri_set_appname(m->uri, appname)
+        || (budget_ms > 0
+            && !mongoc_uri_has_option(m->uri, MONGOC_URI_RETRYREADS)
+            && !mongoc_uri_set_option_as_bool(m->uri, MONGOC_URI_RETRYREADS,
+                                              false))) {
         snprintf(err, errlen, "MONGO_URL: cannot set default timeouts or "
                  "the appname");
         goto fail;

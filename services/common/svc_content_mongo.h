@@ -49,6 +49,15 @@ typedef enum svc_store_rc {
  */
 svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
                                    char *err, size_t errlen);
+/* The same, with the timeouts the URL leaves unset derived from a
+ * request's budget_ms instead of the defaults above: server selection
+ * and connect half of it, a socket read all of it, so one call never
+ * outlasts the budget of the request that makes it; for the same reason
+ * a read is not retried unless the URL says retryReads (budget_ms <= 0:
+ * the defaults). */
+svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
+                                      int budget_ms, char *err,
+                                      size_t errlen);
 void svc_mongo_store_free(svc_mongo_store *m);
 
 /* Writes the record (doc_id, version) with content, replacing any earlier

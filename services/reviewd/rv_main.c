@@ -279,6 +279,11 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
     if (migrate(app->db, app->log, err, errlen) != 0) {
         return -1;
     }
+    if (rv_db_limit(app->db, cfg->pg_max_concurrent, cfg->breaker_failures,
+                    cfg->breaker_open_ms) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     app->locks = rv_locks_new(cfg, app->log, app->metrics, err, errlen);
     if (app->locks == NULL) {
         return -1;

@@ -368,7 +368,11 @@ static void set_defaults(rv_config *cfg)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
     memset(cfg, 0, sizeof(*cfg));
-    cfg->threads = (int)(cpus > 0 ? 2 * cpus : 2);
+    cfg->threads = (int)(cpus > 4 ? (cpus > 32 ? 256 : 8 * cpus) : 32);
+    cfg->request_budget_ms = 2000;
+    cfg->readyz_timeout_ms = 1000;
+    cfg->breaker_failures = 3;
+    cfg->breaker_open_ms = 1000;
     cfg->max_connections = 2048;
     cfg->connection_timeout_s = 30;
     cfg->submit_lock_ttl_ms = 8000;
@@ -408,6 +412,34 @@ static int load_relay(rv_config *cfg, char *e, size_t n)
                    || env_int_into("REVIEWD_ORPHAN_SWEEP_S", 0, 365 * 86400,
                                    &cfg->orphan_sweep_s, e, n)
                ? -1 : 0;
+}
+
+/* The bulkheads' settings; the caps left unset follow the pool size. */
+static int load_bulkheads(rv_config *cfg, char *e, size_t n)
+{
+    if (env_int_into("REVIEWD_REQUEST_BUDGET_MS", 50, 600000,
+                     &cfg->request_budget_ms, e, n)
+        || env_int_into("REVIEWD_READYZ_TIMEOUT_MS", 10, 60000,
+                        &cfg->readyz_timeout_ms, e, n)
+        || env_int_into("REVIEWD_BREAKER_FAILURES", 1, 1000,
+                        &cfg->breaker_failures, e, n)
+        || env_int_into("REVIEWD_BREAKER_OPEN_MS", 10, 600000,
+                        &cfg->breaker_open_ms, e, n)
+        || env_int_into("REVIEWD_PG_MAX_CONCURRENT", 1, 256,
+                        &cfg->pg_max_concurrent, e, n)
+        || env_int_into("REVIEWD_MONGO_MAX_CONCURRENT", 1, 256,
+                        &cfg->mongo_max_concurrent, e, n)) {
+        return -1;
+    }
+    if (cfg->mongo_max_concurrent == 0) {
+        cfg->mongo_max_concurrent = cfg->threads >= 4 ? cfg->threads / 4 : 1;
+    }
+    if (cfg->pg_max_concurrent == 0) {
+        const int rest = cfg->threads - cfg->mongo_max_concurrent - 2;
+
+        cfg->pg_max_concurrent = rest >= 1 ? rest : 1;
+    }
+    return 0;
 }
 
 static int load_tuning(rv_config *cfg, char *e, size_t n)
@@ -500,6 +532,7 @@ int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen)
         || load_content_store(cfg, errbuf, errlen) != 0
         || load_log(cfg, errbuf, errlen) != 0
         || load_tuning(cfg, errbuf, errlen) != 0
+        || load_bulkheads(cfg, errbuf, errlen) != 0
         || load_relay(cfg, errbuf, errlen) != 0
         || load_dev_login(cfg, need, errbuf, errlen) != 0) {
         rv_config_clear(cfg);

@@ -64,8 +64,27 @@ typedef struct rv_config {
     char *mongo_url;
 
     /* REVIEWD_THREADS: HTTP worker threads, each with its own PostgreSQL
-     * connection.  Default 2 x online CPUs. */
+     * connection.  Default 8 x online CPUs, at least 32: a worker spends
+     * most of a request waiting on PostgreSQL and Redis, not on a CPU, so
+     * the pool is sized for waiting (docs/benchmarks.md). */
     int threads;
+    /* The bulkheads (svc_bulkhead.h, svc_deadline.h).
+     * REVIEWD_REQUEST_BUDGET_MS: the total time a request may wait on its
+     * dependencies, every PostgreSQL and MongoDB call of it together
+     * (2000).  REVIEWD_READYZ_TIMEOUT_MS: /readyz's own bound on its
+     * PostgreSQL probe (1000).  REVIEWD_BREAKER_FAILURES: calls in a row
+     * that could not reach a server before its breaker opens (3);
+     * REVIEWD_BREAKER_OPEN_MS: how long it stays open before one trial
+     * call (1000).  REVIEWD_PG_MAX_CONCURRENT, REVIEWD_MONGO_MAX_CONCURRENT:
+     * calls that may wait on each server at once; by default threads / 4
+     * for MongoDB and the rest but 2 for PostgreSQL, so however the two
+     * fail, two workers stay free. */
+    int request_budget_ms;
+    int readyz_timeout_ms;
+    int breaker_failures;
+    int breaker_open_ms;
+    int pg_max_concurrent;
+    int mongo_max_concurrent;
     /* REVIEWD_MAX_CONNECTIONS: open HTTP connections (default 2048). */
     int max_connections;
     /* REVIEWD_CONNECTION_TIMEOUT_S: idle or slow client cut-off (30). */
@@ -82,7 +101,9 @@ typedef struct rv_config {
      * the lock client (1000), short because a request waits on it. */
     int redis_check_ms;
     int redis_timeout_ms;
-    /* REVIEWD_PG_TIMEOUT_S: connect timeout and statement timeout (5). */
+    /* REVIEWD_PG_TIMEOUT_S: the statement timeout, and the bound on each
+     * PostgreSQL wait of background work (5); a request waits at most
+     * its budget, REVIEWD_REQUEST_BUDGET_MS. */
     int pg_timeout_s;
     /* REVIEWD_DRAIN_TIMEOUT_S: how long SIGTERM waits for in-flight
      * requests (10). */

@@ -289,6 +289,28 @@ static void render_content(textbuf *tb, const rv_metrics_gauges *g)
                  (long long)g->content_errors);
 }
 
+static void render_bulkheads(textbuf *tb, const rv_metrics_gauges *g)
+{
+    render_gauge(tb, "reviewd_pg_breaker_open", "gauge",
+                 "1 while PostgreSQL's circuit breaker is open.",
+                 g->pg_breaker_open);
+    render_gauge(tb, "reviewd_pg_breaker_opens_total", "counter",
+                 "Times PostgreSQL's breaker opened.",
+                 (long long)g->pg_breaker_opens);
+    render_gauge(tb, "reviewd_pg_refused_total", "counter",
+                 "PostgreSQL calls refused at once by the breaker or the "
+                 "concurrency cap.", (long long)g->pg_refused);
+    render_gauge(tb, "reviewd_content_mongo_breaker_open", "gauge",
+                 "1 while MongoDB's circuit breaker is open.",
+                 g->content_breaker_open);
+    render_gauge(tb, "reviewd_content_mongo_breaker_opens_total", "counter",
+                 "Times MongoDB's breaker opened.",
+                 (long long)g->content_breaker_opens);
+    render_gauge(tb, "reviewd_content_mongo_refused_total", "counter",
+                 "MongoDB calls refused at once by the breaker or the "
+                 "concurrency cap.", (long long)g->content_refused);
+}
+
 static void render_gauges(textbuf *tb, const rv_metrics_gauges *g)
 {
     render_gauge(tb, "reviewd_redis_configured", "gauge",
@@ -333,6 +355,7 @@ static void render_gauges(textbuf *tb, const rv_metrics_gauges *g)
                  (long long)g->idem_swept);
     render_outbox(tb, g);
     render_content(tb, g);
+    render_bulkheads(tb, g);
 }
 
 char *rv_metrics_render(rv_metrics *m, const rv_metrics_gauges *g)

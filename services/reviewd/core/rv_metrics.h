@@ -77,6 +77,14 @@ typedef struct rv_metrics_gauges {
     uint64_t content_missing;
     uint64_t content_unavailable;
     uint64_t content_errors;
+    /* The bulkheads (svc_bulkhead.h): breaker open now (0/1), times it
+     * opened, calls refused by the breaker or the cap. */
+    int pg_breaker_open;
+    uint64_t pg_breaker_opens;
+    uint64_t pg_refused;
+    int content_breaker_open;
+    uint64_t content_breaker_opens;
+    uint64_t content_refused;
 } rv_metrics_gauges;
 
 rv_metrics *rv_metrics_new(void);

@@ -18,14 +18,30 @@
  * The thread's connection hangs off a pthread key whose destructor closes
  * it when the MHD worker thread exits (at MHD_stop_daemon), so shutdown
  * closes the pool without a list of threads.
+ *
+ * No call waits longer than the thread's deadline (svc_deadline.h: the
+ * request's budget, or timeout_s for background work): connections are
+ * made with PQconnectStartParams/PQconnectPoll and queries sent on a
+ * non-blocking connection, and every wait is a poll(2) on libpq's socket
+ * bounded by the time left, so a server that stops answering (a dropped
+ * packet, a blackholed host) costs a request its budget and no more.  A
+ * connection that ran out of time is closed: what it was doing is
+ * unknown.  Each blocking call also passes the database's bulkhead
+ * (svc_bulkhead.h, when one is set): a concurrency cap and a circuit
+ * breaker that turn a dead server into an immediate RV_DB_UNAVAILABLE.
  */
 #include "db/rv_db.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "svc_log.h"
+#include "svc_deadline.h"
 
 struct rv_db {
     char *url;
@@ -33,6 +49,7 @@ struct rv_db {
     size_t nstmts;
     int timeout_s;
     svc_log *log;
+    svc_bulkhead *bulkhead; /* NULL: no cap, no breaker */
     pthread_key_t key;
     atomic_int_fast64_t open;
     atomic_int_fast64_t in_use;
@@ -47,6 +64,7 @@ struct rv_db_conn {
     int broken;
     int in_use;
     int begin_pending;  /* rv_db_conn_begin_deferred: BEGIN not sent yet */
+    int gated;          /* inside a bulkhead call (no nested entry) */
     char errmsg[512];
     char constraint[128];
 };
@@ -77,22 +95,35 @@ rv_db *rv_db_new(const char *url, const rv_stmt_def *stmts, size_t nstmts,
     return db;
 }
 
+int rv_db_limit(rv_db *db, int max_concurrent, int failures, int open_ms)
+{
+    db->bulkhead = svc_bulkhead_new("postgres", max_concurrent, failures,
+                                    open_ms);
+    return db->bulkhead != NULL ? 0 : -1;
+}
+
 void rv_db_free(rv_db *db)
 {
     if (db == NULL) {
         return;
     }
     pthread_key_delete(db->key);
+    svc_bulkhead_free(db->bulkhead);
     free(db->url);
     free(db);
 }
 
+/* Keeps "what: msg" as the connection's error.  libpq's messages may
+ * quote the URL or a piece of it: every form of its password is cut out
+ * here, so no caller can leak it. */
 static void set_error(rv_db_conn *c, const char *what, const char *msg)
 {
+    char safe[sizeof(c->errmsg)];
     size_t n;
 
-    snprintf(c->errmsg, sizeof(c->errmsg), "%s: %s", what,
-             msg != NULL ? msg : "unknown error");
+    svc_log_redact_secrets(c->db->url, msg != NULL ? msg : "unknown error",
+                           safe, sizeof(safe));
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s: %s", what, safe);
     n = strlen(c->errmsg);
     while (n > 0 && (c->errmsg[n - 1] == '\n' || c->errmsg[n - 1] == ' ')) {
         c->errmsg[--n] = '\0';
@@ -110,31 +141,220 @@ static void close_pg(rv_db_conn *c)
     c->broken = 0;
 }
 
-/* Sets the session up: statement timeout, then every prepared
- * statement.  Returns 0 or -1 (errmsg set). */
+/* ---- waits bounded by the thread's deadline ---------------------------- */
+
+/* The milliseconds this thread may still wait on the server. */
+static int time_left_ms(const rv_db_conn *c)
+{
+    return svc_deadline_left_ms(c->db->timeout_s * 1000);
+}
+
+static void out_of_time(rv_db_conn *c)
+{
+    set_error(c, "deadline", "PostgreSQL did not answer within the "
+              "request's budget");
+    c->broken = 1;
+}
+
+/* Waits until the socket is readable (or writable, with want_write)
+ * within the time left.  0, or -1 with errmsg set and c broken. */
+static int wait_socket(rv_db_conn *c, int want_write)
+{
+    struct pollfd p;
+    int rc;
+
+    for (;;) {
+        const int left = time_left_ms(c);
+
+        p.fd = PQsocket(c->pg);
+        p.events = (short)(want_write ? POLLIN | POLLOUT : POLLIN);
+        p.revents = 0;
+        if (left == 0 || p.fd < 0) {
+            out_of_time(c);
+            return -1;
+        }
+        rc = poll(&p, 1, left);
+        if (rc > 0) {
+            return 0;
+        }
+        if (rc == 0) {
+            out_of_time(c);
+            return -1;
+        }
+        if (errno != EINTR) {
+            set_error(c, "poll", strerror(errno));
+            c->broken = 1;
+            return -1;
+        }
+    }
+}
+
+/* Reads what arrived; 0, or -1 with the connection broken. */
+static int consume(rv_db_conn *c)
+{
+    if (PQconsumeInput(c->pg) != 1) {
+        set_error(c, "recv", PQerrorMessage(c->pg));
+        c->broken = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* Sends what libpq buffered, within the time left. */
+static int flush_out(rv_db_conn *c)
+{
+    int rc;
+
+    while ((rc = PQflush(c->pg)) == 1) {
+        if (wait_socket(c, 1) != 0 || consume(c) != 0) {
+            return -1;
+        }
+    }
+    if (rc != 0) {
+        set_error(c, "send", PQerrorMessage(c->pg));
+        c->broken = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* The next result of what was sent, waiting within the time left; NULL
+ * after a query's last result, or on failure (c broken). */
+static PGresult *await_result(rv_db_conn *c)
+{
+    if (flush_out(c) != 0) {
+        return NULL;
+    }
+    while (PQisBusy(c->pg)) {
+        if (wait_socket(c, 0) != 0 || consume(c) != 0) {
+            return NULL;
+        }
+    }
+    return PQgetResult(c->pg);
+}
+
+/* PQexec's answer to what was sent: the first failed result, else the
+ * last one; NULL when the connection failed or ran out of time. */
+static PGresult *await_query(rv_db_conn *c, int sent)
+{
+    PGresult *keep = NULL, *r;
+
+    if (!sent) {
+        set_error(c, "send", PQerrorMessage(c->pg));
+        c->broken = 1;
+        return NULL;
+    }
+    while ((r = await_result(c)) != NULL) {
+        if (keep != NULL && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+            PQclear(r);
+            continue;
+        }
+        PQclear(keep);
+        keep = r;
+    }
+    if (c->broken) {
+        PQclear(keep);
+        return NULL;
+    }
+    return keep;
+}
+
+static PGresult *exec_bounded(rv_db_conn *c, const char *sql)
+{
+    return await_query(c, PQsendQuery(c->pg, sql));
+}
+
+/* Enters the database's bulkhead for one blocking call: 0, or -1 with
+ * errmsg set (the caller answers RV_DB_UNAVAILABLE; c is untouched). */
+static int gate_enter(rv_db_conn *c)
+{
+    svc_bulkhead_rc rc;
+
+    if (c->gated) {
+        return 0;
+    }
+    if (time_left_ms(c) == 0) {
+        set_error(c, "deadline", "the request's budget is spent");
+        return -1;
+    }
+    if (c->db->bulkhead == NULL) {
+        c->gated = 1;
+        return 0;
+    }
+    rc = svc_bulkhead_enter(c->db->bulkhead);
+    if (rc != SVC_BULKHEAD_OK) {
+        char why[200];
+
+        svc_bulkhead_describe(c->db->bulkhead, rc, why, sizeof(why));
+        set_error(c, "refused", why);
+        return -1;
+    }
+    c->gated = 2;
+    return 0;
+}
+
+/* Leaves it: the server was reached unless the connection broke. */
+static void gate_leave(rv_db_conn *c, int entered_here)
+{
+    if (!entered_here) {
+        return;
+    }
+    if (c->gated == 2) {
+        svc_bulkhead_leave(c->db->bulkhead, !c->broken);
+    }
+    c->gated = 0;
+}
+
+static PGresult *next_result(rv_db_conn *c);
+static void end_pipeline(rv_db_conn *c);
+
+/*
+ * Sets the session up: statement timeout, then every prepared statement,
+ * all in one pipeline, so a connection is ready after one round trip
+ * instead of one per statement (a reconnect after an outage, or a worker's
+ * first request, then fits in a short deadline even on a loaded
+ * machine).  Returns 0 or -1 (errmsg set).
+ */
 static int prepare_session(rv_db_conn *c)
 {
+    const size_t n = c->prepare ? c->db->nstmts : 0;
     char sql[128];
-    PGresult *res;
     size_t i;
+    int sent;
 
     snprintf(sql, sizeof(sql), "SET statement_timeout = %d",
              c->db->timeout_s * 1000);
-    if (rv_db_conn_exec_sql(c, sql) != RV_DB_OK) {
-        return -1;
-    }
-    for (i = 0; c->prepare && i < c->db->nstmts; i++) {
+    sent = PQenterPipelineMode(c->pg) == 1
+           && PQsendQueryParams(c->pg, sql, 0, NULL, NULL, NULL, NULL, 0)
+                  == 1;
+    for (i = 0; sent && i < n; i++) {
         const rv_stmt_def *s = &c->db->stmts[i];
 
-        res = PQprepare(c->pg, s->name, s->sql, s->nparams, NULL);
+        sent = PQsendPrepare(c->pg, s->name, s->sql, s->nparams, NULL) == 1;
+    }
+    if (!sent || PQpipelineSync(c->pg) != 1) {
+        set_error(c, "prepare", PQerrorMessage(c->pg));
+        c->broken = 1;
+        return -1;
+    }
+    for (i = 0; i <= n; i++) {
+        PGresult *res = next_result(c);
+
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-            set_error(c, s->name, PQresultErrorMessage(res));
+            if (!c->broken) {
+                set_error(c, i == 0 ? "statement_timeout"
+                                    : c->db->stmts[i - 1].name,
+                          res != NULL ? PQresultErrorMessage(res)
+                                      : PQerrorMessage(c->pg));
+            }
             PQclear(res);
+            c->broken = 1; /* the pipeline is aborted: connect again */
             return -1;
         }
         PQclear(res);
     }
-    return 0;
+    end_pipeline(c);
+    return c->broken ? -1 : 0;
 }
 
 /* Server notices ("relation already exists, skipping") would go to
@@ -154,6 +374,27 @@ static void log_notice(void *arg, const char *message)
                  json_pack("{s:s}", "notice", text));
 }
 
+/* Drives PQconnectPoll on c->pg until it is made or failed, within the
+ * time left.  0 when connected, else -1 (errmsg set). */
+static int finish_connect(rv_db_conn *c)
+{
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED) {
+            set_error(c, "connect", PQerrorMessage(c->pg));
+            return -1;
+        }
+        if (wait_socket(c, st == PGRES_POLLING_WRITING) != 0) {
+            set_error(c, "connect", "PostgreSQL did not answer within the "
+                      "request's budget");
+            return -1;
+        }
+        st = PQconnectPoll(c->pg);
+    }
+    return 0;
+}
+
 /* Connects c (DOWN to READY).  Returns 0 or -1 with errmsg set. */
 static int connect_ready(rv_db_conn *c)
 {
@@ -165,7 +406,7 @@ static int connect_ready(rv_db_conn *c)
     close_pg(c);
     snprintf(timeout, sizeof(timeout), "%d", c->db->timeout_s);
     /* dbname comes last: the URL's own settings override our defaults. */
-    c->pg = PQconnectdbParams(keys, vals, 1);
+    c->pg = PQconnectStartParams(keys, vals, 1);
     if (c->pg == NULL) {
         set_error(c, "connect", "out of memory");
         atomic_fetch_add(&c->db->failures, 1);
@@ -173,16 +414,13 @@ static int connect_ready(rv_db_conn *c)
     }
     atomic_fetch_add(&c->db->open, 1);
     PQsetNoticeProcessor(c->pg, log_notice, c->db);
-    if (PQstatus(c->pg) != CONNECTION_OK || prepare_session(c) != 0) {
-        if (PQstatus(c->pg) != CONNECTION_OK) {
-            char why[400];
-
-            /* libpq may quote a piece of the URL: never the password. */
-            svc_log_redact_secrets(c->db->url, PQerrorMessage(c->pg), why,
-                                   sizeof(why));
-            set_error(c, "connect", why);
-        }
+    if (PQstatus(c->pg) == CONNECTION_BAD) {
+        set_error(c, "connect", PQerrorMessage(c->pg));
+    }
+    if (PQstatus(c->pg) == CONNECTION_BAD || finish_connect(c) != 0
+        || PQsetnonblocking(c->pg, 1) != 0 || prepare_session(c) != 0) {
         close_pg(c);
+        c->broken = 1; /* for the bulkhead: the server was not reached */
         atomic_fetch_add(&c->db->failures, 1);
         return -1;
     }
@@ -198,6 +436,7 @@ static int conn_usable(const rv_db_conn *c)
 rv_db_conn *rv_db_thread_conn(rv_db *db)
 {
     rv_db_conn *c = pthread_getspecific(db->key);
+    int rc;
 
     if (c == NULL) {
         c = calloc(1, sizeof(*c));
@@ -214,7 +453,14 @@ rv_db_conn *rv_db_thread_conn(rv_db *db)
     if (conn_usable(c)) {
         return c;
     }
-    if (connect_ready(c) != 0) {
+    if (gate_enter(c) != 0) {
+        svc_log_write(db->log, SVC_LOG_DEBUG, "postgres_connect_refused",
+                     json_pack("{s:s}", "error", c->errmsg));
+        return NULL;
+    }
+    rc = connect_ready(c);
+    gate_leave(c, 1);
+    if (rc != 0) {
         svc_log_write(db->log, SVC_LOG_DEBUG, "postgres_connect_failed",
                      json_pack("{s:s}", "error", c->errmsg));
         return NULL;
@@ -277,6 +523,11 @@ static rv_db_status classify(rv_db_conn *c, PGresult *res)
     const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     const char *cons = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
 
+    if (res == NULL && c->broken) {
+        /* Timed out or lost: errmsg says so already. */
+        c->constraint[0] = '\0';
+        return RV_DB_UNAVAILABLE;
+    }
     set_error(c, state != NULL ? state : "-",
               res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
     c->constraint[0] = '\0';
@@ -326,15 +577,6 @@ typedef struct query {
     const char *const *params;
 } query;
 
-static PGresult *exec_query(PGconn *pg, const query *q)
-{
-    return q->name != NULL
-               ? PQexecPrepared(pg, q->name, q->nparams, q->params, NULL,
-                                NULL, 0)
-               : PQexecParams(pg, q->sql, q->nparams, NULL, q->params, NULL,
-                              NULL, 0);
-}
-
 static int send_query(PGconn *pg, const query *q)
 {
     return q->name != NULL
@@ -345,13 +587,14 @@ static int send_query(PGconn *pg, const query *q)
 }
 
 /* The next result of the pipeline, past the NULL that ends the results
- * of the query before; NULL once the connection failed. */
-static PGresult *next_result(PGconn *pg)
+ * of the query before; NULL once the connection failed or ran out of
+ * time. */
+static PGresult *next_result(rv_db_conn *c)
 {
-    PGresult *r = PQgetResult(pg);
+    PGresult *r = await_result(c);
 
-    if (r == NULL && PQstatus(pg) == CONNECTION_OK) {
-        r = PQgetResult(pg);
+    if (r == NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK) {
+        r = await_result(c);
     }
     return r;
 }
@@ -362,8 +605,8 @@ static void end_pipeline(rv_db_conn *c)
 {
     PGresult *r;
 
-    while (PQstatus(c->pg) == CONNECTION_OK
-           && (r = next_result(c->pg)) != NULL) {
+    while (!c->broken && PQstatus(c->pg) == CONNECTION_OK
+           && (r = next_result(c)) != NULL) {
         const int done = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
 
         PQclear(r);
@@ -371,7 +614,7 @@ static void end_pipeline(rv_db_conn *c)
             break;
         }
     }
-    if (PQexitPipelineMode(c->pg) != 1) {
+    if (c->broken || PQexitPipelineMode(c->pg) != 1) {
         c->broken = 1;
     }
 }
@@ -394,7 +637,7 @@ static rv_db_status exec_after_begin(rv_db_conn *c, const query *q,
         PQexitPipelineMode(c->pg);
         return RV_DB_RETRY;
     }
-    begin = next_result(c->pg);
+    begin = next_result(c);
     if (PQresultStatus(begin) != PGRES_COMMAND_OK) {
         st = classify(c, begin);
         PQclear(begin);
@@ -402,7 +645,7 @@ static rv_db_status exec_after_begin(rv_db_conn *c, const query *q,
         return st == RV_DB_UNAVAILABLE ? RV_DB_RETRY : st;
     }
     PQclear(begin);
-    res = next_result(c->pg);
+    res = next_result(c);
     end_pipeline(c);
     return finish(c, res, out);
 }
@@ -413,19 +656,28 @@ static rv_db_status flush_begin(rv_db_conn *c)
     rv_db_status st;
 
     c->begin_pending = 0;
-    st = finish(c, PQexec(c->pg, "BEGIN"), NULL);
+    st = finish(c, exec_bounded(c, "BEGIN"), NULL);
     return st == RV_DB_UNAVAILABLE ? RV_DB_RETRY : st;
 }
 
 static rv_db_status run_query(rv_db_conn *c, const query *q, PGresult **out)
 {
+    const int entered = !c->gated;
+    rv_db_status st;
+
     if (out != NULL) {
         *out = NULL;
     }
-    if (c->begin_pending) {
-        return exec_after_begin(c, q, out);
+    if (gate_enter(c) != 0) {
+        return RV_DB_UNAVAILABLE;
     }
-    return finish(c, exec_query(c->pg, q), out);
+    if (c->begin_pending) {
+        st = exec_after_begin(c, q, out);
+    } else {
+        st = finish(c, await_query(c, send_query(c->pg, q)), out);
+    }
+    gate_leave(c, entered);
+    return st;
 }
 
 rv_db_status rv_db_conn_exec(rv_db_conn *c, int stmt, const char *const *params,
@@ -439,14 +691,20 @@ rv_db_status rv_db_conn_exec(rv_db_conn *c, int stmt, const char *const *params,
 
 rv_db_status rv_db_conn_exec_sql(rv_db_conn *c, const char *sql)
 {
-    if (c->begin_pending) {
-        const rv_db_status st = flush_begin(c);
+    const int entered = !c->gated;
+    rv_db_status st = RV_DB_OK;
 
-        if (st != RV_DB_OK) {
-            return st;
-        }
+    if (gate_enter(c) != 0) {
+        return RV_DB_UNAVAILABLE;
     }
-    return finish(c, PQexec(c->pg, sql), NULL);
+    if (c->begin_pending) {
+        st = flush_begin(c);
+    }
+    if (st == RV_DB_OK) {
+        st = finish(c, exec_bounded(c, sql), NULL);
+    }
+    gate_leave(c, entered);
+    return st;
 }
 
 rv_db_status rv_db_conn_exec_params(rv_db_conn *c, const char *sql, int nparams,
@@ -471,7 +729,18 @@ rv_db_status rv_db_conn_begin_deferred(rv_db_conn *c)
 
 rv_db_status rv_db_conn_send_begin(rv_db_conn *c)
 {
-    return c->begin_pending ? flush_begin(c) : RV_DB_OK;
+    const int entered = !c->gated;
+    rv_db_status st;
+
+    if (!c->begin_pending) {
+        return RV_DB_OK;
+    }
+    if (gate_enter(c) != 0) {
+        return RV_DB_RETRY; /* nothing was sent */
+    }
+    st = flush_begin(c);
+    gate_leave(c, entered);
+    return st;
 }
 
 rv_db_status rv_db_conn_commit(rv_db_conn *c)
@@ -486,9 +755,11 @@ rv_db_status rv_db_conn_commit(rv_db_conn *c)
 void rv_db_conn_rollback(rv_db_conn *c)
 {
     c->begin_pending = 0;
-    if (c->pg != NULL && PQstatus(c->pg) == CONNECTION_OK
+    if (c->pg != NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK
         && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
-        PQclear(PQexec(c->pg, "ROLLBACK"));
+        /* Outside the bulkhead: it must not be refused, and it is bounded
+         * by the deadline like any other wait. */
+        PQclear(exec_bounded(c, "ROLLBACK"));
     }
 }
 
@@ -513,6 +784,10 @@ void rv_db_stats_get(rv_db *db, rv_db_stats *out)
     out->in_use = atomic_load(&db->in_use);
     out->connects = atomic_load(&db->connects);
     out->failures = atomic_load(&db->failures);
+    memset(&out->bulkhead, 0, sizeof(out->bulkhead));
+    if (db->bulkhead != NULL) {
+        svc_bulkhead_stats_get(db->bulkhead, &out->bulkhead);
+    }
 }
 
 PGconn *rv_db_conn_pg(rv_db_conn *c)

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "svc_bulkhead.h"
 #include "svc_log.h"
 
 typedef struct rv_db rv_db;
@@ -57,17 +58,31 @@ typedef struct rv_db_stats {
     int64_t in_use;     /* connections running a unit of work now */
     uint64_t connects;  /* successful connects since start */
     uint64_t failures;  /* failed connects since start */
+    svc_bulkhead_stats bulkhead; /* zeros without rv_db_limit */
 } rv_db_stats;
 
 /*
  * Creates the factory.  url: a libpq URI or key=value string (copied).
  * stmts/nstmts: the statements every connection prepares (borrowed; a
- * static table).  timeout_s: connect timeout and statement timeout.
+ * static table).  timeout_s: the statement timeout, and the bound on
+ * every wait of a thread without a deadline (svc_deadline.h).
  * Returns NULL on allocation failure.
  */
 rv_db *rv_db_new(const char *url, const rv_stmt_def *stmts, size_t nstmts,
                  int timeout_s, svc_log *log);
 void rv_db_free(rv_db *db);
+
+/*
+ * Puts every blocking call of db's connections (connect, each statement)
+ * behind a bulkhead of its own (svc_bulkhead.h: at most max_concurrent
+ * calls waiting at once, a breaker that opens after `failures`
+ * unreachable calls in a row for open_ms): a refused call returns
+ * RV_DB_UNAVAILABLE (rv_db_thread_conn NULL) at once, errmsg saying why.
+ * Call once, before the threads that use db start.  Returns 0, or -1 out
+ * of memory.  Every wait is also bounded by the calling thread's
+ * deadline (svc_deadline.h), at most timeout_s without one.
+ */
+int rv_db_limit(rv_db *db, int max_concurrent, int failures, int open_ms);
 
 /* This thread's connection, connected and prepared, or NULL when
  * PostgreSQL cannot be reached now (logged, counted). */

@@ -1,9 +1,14 @@
 /*
  * rv_health.c: /healthz, /readyz and /metrics.
  *
- * /healthz says only that the process answers.  /readyz says whether the
- * service can do its work: PostgreSQL is checked live on this worker's
- * own connection (a request would use the same one), Redis comes from the
+ * /healthz says only that the process answers, from memory: it touches
+ * no dependency, and the bulkheads (svc_bulkhead.h: a concurrency cap
+ * per dependency below the worker count) keep workers free to run it
+ * whatever PostgreSQL and MongoDB do.  /readyz says whether the service
+ * can do its work: PostgreSQL is checked live on this worker's own
+ * connection (a request would use the same one) within
+ * REVIEWD_READYZ_TIMEOUT_MS (its breaker, when open, answers "down"
+ * without a probe), Redis comes from the
  * monitor thread's last check, AMQP from the outbox relay's connection
  * state ("off" when AMQP_URL is empty and no relay runs) and a MongoDB
  * content store from its last call (rv_content.h), so the probe never
@@ -16,6 +21,7 @@
 #include <string.h>
 
 #include "core/rv_config.h"
+#include "svc_deadline.h"
 #include "tx/rv_content.h"
 #include "handlers/rv_handlers.h"
 #include "bg/rv_monitor.h"
@@ -28,19 +34,23 @@ void rv_handle_healthz(rv_request *req, rv_reply *reply)
     rv_reply_json(reply, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-static int postgres_up(rv_request *req)
+static int ping_once(rv_request *req)
 {
     rv_db_conn *c = rv_db_thread_conn(req->app->db);
 
-    if (c == NULL) {
-        return 0;
-    }
-    if (rv_db_conn_ping(c) == RV_DB_OK) {
-        return 1;
-    }
-    /* One reconnect: the connection may be stale after a restart. */
-    c = rv_db_thread_conn(req->app->db);
     return c != NULL && rv_db_conn_ping(c) == RV_DB_OK;
+}
+
+/* PostgreSQL answers SELECT 1, within /readyz's own short deadline; one
+ * reconnect, since the connection may be stale after a restart. */
+static int postgres_up(rv_request *req)
+{
+    const int64_t outer =
+        svc_deadline_tighten(req->app->cfg->readyz_timeout_ms);
+    const int up = ping_once(req) || ping_once(req);
+
+    svc_deadline_restore(outer);
+    return up;
 }
 
 void rv_handle_readyz(rv_request *req, rv_reply *reply)
@@ -106,6 +116,9 @@ static void content_gauges(rv_app *app, rv_metrics_gauges *g)
     g->content_missing = cs.missing;
     g->content_unavailable = cs.unavailable;
     g->content_errors = cs.errors;
+    g->content_breaker_open = cs.bulkhead.state != SVC_BREAKER_CLOSED;
+    g->content_breaker_opens = cs.bulkhead.opened;
+    g->content_refused = cs.bulkhead.refused_open + cs.bulkhead.refused_full;
 }
 
 void rv_handle_metrics(rv_request *req, rv_reply *reply)
@@ -122,6 +135,9 @@ void rv_handle_metrics(rv_request *req, rv_reply *reply)
     g.pg_connects = db.connects;
     g.pg_connect_failures = db.failures;
     g.pg_pool_size = app->cfg->threads;
+    g.pg_breaker_open = db.bulkhead.state != SVC_BREAKER_CLOSED;
+    g.pg_breaker_opens = db.bulkhead.opened;
+    g.pg_refused = db.bulkhead.refused_open + db.bulkhead.refused_full;
     g.http_connections = atomic_load(&app->connections);
     g.http_inflight = atomic_load(&app->inflight);
     g.idem_swept = atomic_load(&app->idem_swept);

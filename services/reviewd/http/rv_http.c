@@ -36,6 +36,7 @@
 
 #include "handlers/rv_console.h"
 #include "http/rv_dispatch.h"
+#include "svc_deadline.h"
 #include "svc_json.h"
 #include "api/rv_request.h"
 
@@ -360,7 +361,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     } else {
         h->req.body = h->body != NULL ? h->body : "";
         h->req.body_len = h->len;
+        /* Every dependency call of the request shares one budget. */
+        svc_deadline_start(h->req.app->cfg->request_budget_ms);
         rv_dispatch(&h->req, &h->reply);
+        svc_deadline_clear();
     }
     return respond(conn, h);
 }

@@ -7,6 +7,14 @@
  * way: a log line with the request id, the record and libmongoc's
  * message, and an error reply the client can act on (503: retry later;
  * 500: someone has to look).
+ *
+ * Every MongoDB call passes the store's bulkhead (svc_bulkhead.h): at
+ * most REVIEWD_MONGO_MAX_CONCURRENT calls wait on the server at once and
+ * a breaker fails calls at once while the server is known to be down, so
+ * a dead MongoDB costs the requests that need the text a fast 503
+ * CONTENT_UNAVAILABLE and holds no other worker.  A call is not started
+ * once the request's budget is spent (svc_deadline.h), and libmongoc's
+ * own timeouts are cut from the budget (svc_mongo_store_open).
  */
 #include "tx/rv_content.h"
 
@@ -14,12 +22,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svc_bulkhead.h"
 #include "svc_content_mongo.h"
+#include "svc_deadline.h"
 #include "db/rv_query.h"
 
 struct rv_content {
     svc_content_kind kind;
     svc_mongo_store *mongo; /* SVC_CONTENT_MONGO only */
+    svc_bulkhead *bulkhead; /* SVC_CONTENT_MONGO only */
     /* Calls by outcome (svc_store_rc), and whether the last one reached
      * the server (1), could not (0), or none was made yet (-1). */
     atomic_uint_fast64_t outcomes[SVC_STORE_ERROR + 1];
@@ -32,6 +43,33 @@ static svc_store_rc count(rv_content *s, svc_store_rc rc)
     atomic_fetch_add(&s->outcomes[rc], 1);
     atomic_store(&s->reached, rc != SVC_STORE_UNAVAILABLE);
     return rc;
+}
+
+/* May a call go to MongoDB now?  SVC_STORE_OK (then call leave_store),
+ * or SVC_STORE_UNAVAILABLE with the reason in why: the budget is spent,
+ * the breaker is open or the cap is reached. */
+static svc_store_rc enter_store(rv_content *s, char *why, size_t len)
+{
+    svc_bulkhead_rc rc;
+
+    if (svc_deadline_left_ms(0) == 0) {
+        snprintf(why, len, "mongo: the request's budget is spent");
+        return SVC_STORE_UNAVAILABLE;
+    }
+    rc = svc_bulkhead_enter(s->bulkhead);
+    if (rc != SVC_BULKHEAD_OK) {
+        svc_bulkhead_describe(s->bulkhead, rc, why, len);
+        atomic_fetch_add(&s->outcomes[SVC_STORE_UNAVAILABLE], 1);
+        return SVC_STORE_UNAVAILABLE;
+    }
+    return SVC_STORE_OK;
+}
+
+/* After a call enter_store let through: counts it, tells the breaker. */
+static svc_store_rc leave_store(rv_content *s, svc_store_rc rc)
+{
+    svc_bulkhead_leave(s->bulkhead, rc != SVC_STORE_UNAVAILABLE);
+    return count(s, rc);
 }
 
 rv_content *rv_content_new(const rv_config *cfg, svc_log *log, char *err,
@@ -49,9 +87,16 @@ rv_content *rv_content_new(const rv_config *cfg, svc_log *log, char *err,
     if (s->kind != SVC_CONTENT_MONGO) {
         return s;
     }
-    s->mongo = svc_mongo_store_new(cfg->mongo_url, "reviewd", err, errlen);
-    if (s->mongo == NULL) {
-        free(s);
+    s->mongo = svc_mongo_store_open(cfg->mongo_url, "reviewd",
+                                    cfg->request_budget_ms, err, errlen);
+    s->bulkhead = svc_bulkhead_new("mongo", cfg->mongo_max_concurrent,
+                                   cfg->breaker_failures,
+                                   cfg->breaker_open_ms);
+    if (s->mongo == NULL || s->bulkhead == NULL) {
+        if (s->mongo != NULL) {
+            snprintf(err, errlen, "content store: out of memory");
+        }
+        rv_content_free(s);
         return NULL;
     }
     if (count(s, svc_mongo_store_ping(s->mongo, why, sizeof(why)))
@@ -70,6 +115,7 @@ void rv_content_free(rv_content *s)
         return;
     }
     svc_mongo_store_free(s->mongo);
+    svc_bulkhead_free(s->bulkhead);
     free(s);
 }
 
@@ -84,6 +130,10 @@ void rv_content_stats_get(const rv_content *s, rv_content_stats *out)
     out->missing = atomic_load(&s->outcomes[SVC_STORE_MISSING]);
     out->unavailable = atomic_load(&s->outcomes[SVC_STORE_UNAVAILABLE]);
     out->errors = atomic_load(&s->outcomes[SVC_STORE_ERROR]);
+    memset(&out->bulkhead, 0, sizeof(out->bulkhead));
+    if (s->bulkhead != NULL) {
+        svc_bulkhead_stats_get(s->bulkhead, &out->bulkhead);
+    }
 }
 
 const char *rv_content_state(const rv_content *s, int pg_up)
@@ -148,9 +198,13 @@ rv_db_status rv_content_put(rv_request *req, rv_db_conn *c, const char *doc_id,
     if (req->app->content->kind != SVC_CONTENT_MONGO) {
         return rv_query_content_put(c, doc_id, content);
     }
-    rc = count(req->app->content,
-               svc_mongo_store_put(req->app->content->mongo, doc_id, version,
-                                  content, why, sizeof(why)));
+    rc = enter_store(req->app->content, why, sizeof(why));
+    if (rc == SVC_STORE_OK) {
+        rc = leave_store(req->app->content,
+                         svc_mongo_store_put(req->app->content->mongo, doc_id,
+                                             version, content, why,
+                                             sizeof(why)));
+    }
     return rc == SVC_STORE_OK
                ? RV_DB_OK
                : store_failed(req, rc, doc_id, version, why, reply);
@@ -185,9 +239,13 @@ rv_db_status rv_content_get(rv_request *req, rv_db_conn *c, const char *doc_id,
 
     *text = NULL;
     if (req->app->content->kind == SVC_CONTENT_MONGO) {
-        rc = count(req->app->content,
-                   svc_mongo_store_get(req->app->content->mongo, doc_id,
-                                      version, text, why, sizeof(why)));
+        rc = enter_store(req->app->content, why, sizeof(why));
+        if (rc == SVC_STORE_OK) {
+            rc = leave_store(req->app->content,
+                             svc_mongo_store_get(req->app->content->mongo,
+                                                 doc_id, version, text, why,
+                                                 sizeof(why)));
+        }
         return rc == SVC_STORE_OK
                    ? RV_DB_OK
                    : store_failed(req, rc, doc_id, version, why, reply);

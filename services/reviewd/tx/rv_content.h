@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "core/rv_config.h"
+#include "svc_bulkhead.h"
 #include "db/rv_db.h"
 #include "api/rv_request.h"
 
@@ -74,6 +75,7 @@ typedef struct rv_content_stats {
     uint64_t missing;     /* reads that found no record: CONTENT_MISSING */
     uint64_t unavailable; /* calls that could not reach the server */
     uint64_t errors;      /* calls the server refused, malformed records */
+    svc_bulkhead_stats bulkhead; /* its breaker and cap (zeros for pg) */
 } rv_content_stats;
 
 void rv_content_stats_get(const rv_content *s, rv_content_stats *out);
