@@ -118,12 +118,14 @@ void rv_db_free(rv_db *db)
  * here, so no caller can leak it. */
 static void set_error(rv_db_conn *c, const char *what, const char *msg)
 {
-    char safe[sizeof(c->errmsg)];
+    const int k = snprintf(c->errmsg, sizeof(c->errmsg), "%s: ", what);
     size_t n;
 
-    svc_log_redact_secrets(c->db->url, msg != NULL ? msg : "unknown error",
-                           safe, sizeof(safe));
-    snprintf(c->errmsg, sizeof(c->errmsg), "%s: %s", what, safe);
+    if (k > 0 && (size_t)k < sizeof(c->errmsg)) {
+        svc_log_redact_secrets(c->db->url,
+                               msg != NULL ? msg : "unknown error",
+                               c->errmsg + k, sizeof(c->errmsg) - (size_t)k);
+    }
     n = strlen(c->errmsg);
     while (n > 0 && (c->errmsg[n - 1] == '\n' || c->errmsg[n - 1] == ' ')) {
         c->errmsg[--n] = '\0';
