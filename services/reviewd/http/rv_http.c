@@ -370,22 +370,34 @@ static enum MHD_Result respond(struct MHD_Connection *conn, http_req *h)
     return rc;
 }
 
+/* Adds one header line's length ("Name: value\r\n") to *cls. */
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
+                                    const char *key, const char *value)
+{
+    size_t *n = cls;
+
+    (void)kind;
+    *n += strlen(key) + (value != NULL ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
 /* Our own transport limits, checked on the headers before the route's:
  * answered in JSON, unlike MHD's answers to requests over its pool. */
 static int over_limits(struct MHD_Connection *conn, const char *url,
                        rv_reply *reply)
 {
-    const union MHD_ConnectionInfo *info = MHD_get_connection_info(
-        conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t headers = 0;
 
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header,
+                              &headers);
     if (strlen(url) > RV_URL_MAX) {
         rv_reply_error(reply, 414, "URI_TOO_LONG",
                        "the path is over 8 KiB");
         return 1;
     }
-    if (info != NULL && info->header_size > RV_HEADERS_MAX) {
+    if (headers > RV_HEADERS_MAX) {
         rv_reply_error(reply, 431, "HEADERS_TOO_LARGE",
-                       "the request line and headers are over 16 KiB");
+                       "the headers are over 16 KiB");
         return 1;
     }
     return 0;
@@ -453,6 +465,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         h->req.body_len = h->len;
         rv_dispatch(&h->req, &h->reply);
     }
+    /* The body is done with: its share of the budget is free now, not
+     * when MHD calls on_completed (after the client has the answer). */
+    h->req.body = NULL;
+    h->req.body_len = 0;
+    free(h->body);
+    h->body = NULL;
+    atomic_fetch_sub(&h->http->body_reserved, h->cap);
+    h->cap = 0;
+    h->len = 0;
     return respond(conn, h);
 }
 
