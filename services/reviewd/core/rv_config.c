@@ -344,7 +344,7 @@ static void set_defaults(rv_config *cfg)
     cfg->threads = (int)(cpus > 0 ? 2 * cpus : 2);
     cfg->max_connections = 2048;
     cfg->connection_timeout_s = 30;
-    cfg->max_connections_per_ip = 64;
+    cfg->max_connections_per_ip = 256;
     cfg->header_timeout_s = 10;
     cfg->body_timeout_s = 30;
     cfg->body_buffer_mb = 64;

@@ -55,7 +55,7 @@ typedef struct rv_config {
     /* REVIEWD_CONNECTION_TIMEOUT_S: idle or slow client cut-off (30). */
     int connection_timeout_s;
     /* Connection hygiene (rv_http.c, docs/api.md "Limits"):
-     * REVIEWD_MAX_CONNECTIONS_PER_IP (64): open connections per client
+     * REVIEWD_MAX_CONNECTIONS_PER_IP (256): open connections per client
      * address; REVIEWD_HEADER_TIMEOUT_S (10) and REVIEWD_BODY_TIMEOUT_S
      * (30): absolute deadlines for a request's line and headers and for
      * its body, which no trickle of bytes extends; REVIEWD_BODY_BUFFER_MB

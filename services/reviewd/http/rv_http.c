@@ -17,7 +17,8 @@
  * before the client reads it (a client writing a 1 MiB + 1 body never
  * saw its 413).  Reading the rest keeps the connection, and the answer,
  * intact.  Only a body declared over RV_DISCARD_MAX is answered at once
- * (and may be reset), and one that keeps coming past it is cut off.
+ * (and may be reset), as is one the client holds back until "100
+ * Continue" (Expect), and one that keeps coming past it is cut off.
  *
  * Deadlines (rv_conns.h): a request's line and headers are due
  * REVIEWD_HEADER_TIMEOUT_S after the connection opens or its request
@@ -44,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -403,6 +405,14 @@ static int over_limits(struct MHD_Connection *conn, const char *url,
     return 0;
 }
 
+/* 1 if the client waits for "100 Continue" before sending its body. */
+static int expects_continue(struct MHD_Connection *conn)
+{
+    const char *v = header(conn, MHD_HTTP_HEADER_EXPECT);
+
+    return v != NULL && strcasecmp(v, "100-continue") == 0;
+}
+
 /* Step 1: the headers are in. */
 static enum MHD_Result on_headers(rv_http *http, struct MHD_Connection *conn,
                                   const char *url, const char *method,
@@ -423,8 +433,9 @@ static enum MHD_Result on_headers(rv_http *http, struct MHD_Connection *conn,
         && !rv_dispatch_early(&h->req, declared, &h->reply)) {
         return MHD_YES;
     }
-    if (declared > (int64_t)RV_DISCARD_MAX) {
-        /* Not worth reading: answered now, and MHD closes after it. */
+    if (declared > (int64_t)RV_DISCARD_MAX || expects_continue(conn)) {
+        /* Not worth reading, or not sent until we say so (Expect:
+         * 100-continue): answered now, and MHD closes after it. */
         rv_conn_arm(h->conn, 0);
         return respond(conn, h);
     }
