@@ -405,7 +405,8 @@ static void bodies_over_1_mib_are_413(void **state)
     headers[0] = auth;
     headers[1] = "Content-Type: application/json";
     headers[2] = NULL;
-    /* Declared too large: answered before the body is read. */
+    /* Declared too large: decided on the headers, sent once the body is
+     * read and discarded. */
     memset(body, ' ', 2 * 1048576);
     rvt_http(PORT, "POST", "/v1/documents", headers, body, 2 * 1048576, &r);
     expect(&r, 413, "PAYLOAD_TOO_LARGE", "a 2 MiB body");

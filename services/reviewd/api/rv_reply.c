@@ -44,6 +44,24 @@ void rv_reply_json(rv_reply *reply, unsigned status, json_t *obj)
     }
 }
 
+void rv_reply_location_from_id(rv_reply *reply, const char *prefix)
+{
+    json_t *obj;
+    const char *id;
+
+    reply->location[0] = '\0';
+    if (reply->body == NULL) {
+        return;
+    }
+    obj = json_loads(reply->body, 0, NULL);
+    id = json_string_value(json_object_get(obj, "id"));
+    if (id != NULL && strlen(prefix) + strlen(id) < sizeof(reply->location)) {
+        memcpy(reply->location, prefix, strlen(prefix));
+        memcpy(reply->location + strlen(prefix), id, strlen(id) + 1);
+    }
+    json_decref(obj);
+}
+
 void rv_reply_clear(rv_reply *reply)
 {
     free(reply->body);

@@ -35,6 +35,11 @@ void rv_reply_error(rv_reply *reply, unsigned status, const char *code,
 /* Sets a JSON reply, stealing obj; an allocation failure becomes 500. */
 void rv_reply_json(rv_reply *reply, unsigned status, json_t *obj);
 
+/* Sets Location to prefix + the "id" string of the reply's JSON body
+ * (a replayed 201 names what the first request created); leaves it ""
+ * when the body has no such id. */
+void rv_reply_location_from_id(rv_reply *reply, const char *prefix);
+
 /* Frees the body and resets the reply. */
 void rv_reply_clear(rv_reply *reply);
 

@@ -375,6 +375,10 @@ static void set_defaults(rv_config *cfg)
     cfg->breaker_open_ms = 1000;
     cfg->max_connections = 2048;
     cfg->connection_timeout_s = 30;
+    cfg->max_connections_per_ip = 256;
+    cfg->header_timeout_s = 10;
+    cfg->body_timeout_s = 30;
+    cfg->body_buffer_mb = 64;
     cfg->submit_lock_ttl_ms = 8000;
     cfg->review_lock_ttl_ms = 10000;
     cfg->idempotency_ttl_s = 86400;
@@ -440,6 +444,19 @@ static int load_bulkheads(rv_config *cfg, char *e, size_t n)
         cfg->pg_max_concurrent = rest >= 1 ? rest : 1;
     }
     return 0;
+}
+
+static int load_http(rv_config *cfg, char *e, size_t n)
+{
+    return env_int_into("REVIEWD_MAX_CONNECTIONS_PER_IP", 1, 65536,
+                        &cfg->max_connections_per_ip, e, n)
+                   || env_int_into("REVIEWD_HEADER_TIMEOUT_S", 1, 3600,
+                                   &cfg->header_timeout_s, e, n)
+                   || env_int_into("REVIEWD_BODY_TIMEOUT_S", 1, 3600,
+                                   &cfg->body_timeout_s, e, n)
+                   || env_int_into("REVIEWD_BODY_BUFFER_MB", 1, 65536,
+                                   &cfg->body_buffer_mb, e, n)
+               ? -1 : 0;
 }
 
 static int load_tuning(rv_config *cfg, char *e, size_t n)
@@ -534,6 +551,7 @@ int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen)
         || load_tuning(cfg, errbuf, errlen) != 0
         || load_bulkheads(cfg, errbuf, errlen) != 0
         || load_relay(cfg, errbuf, errlen) != 0
+        || load_http(cfg, errbuf, errlen) != 0
         || load_dev_login(cfg, need, errbuf, errlen) != 0) {
         rv_config_clear(cfg);
         return -1;

@@ -89,6 +89,16 @@ typedef struct rv_config {
     int max_connections;
     /* REVIEWD_CONNECTION_TIMEOUT_S: idle or slow client cut-off (30). */
     int connection_timeout_s;
+    /* Connection hygiene (rv_http.c, docs/api.md "Limits"):
+     * REVIEWD_MAX_CONNECTIONS_PER_IP (256): open connections per client
+     * address; REVIEWD_HEADER_TIMEOUT_S (10) and REVIEWD_BODY_TIMEOUT_S
+     * (30): absolute deadlines for a request's line and headers and for
+     * its body, which no trickle of bytes extends; REVIEWD_BODY_BUFFER_MB
+     * (64): request bodies buffered at once, all connections together. */
+    int max_connections_per_ip;
+    int header_timeout_s;
+    int body_timeout_s;
+    int body_buffer_mb;
     /* REVIEWD_SUBMIT_LOCK_TTL_MS (8000), REVIEWD_REVIEW_LOCK_TTL_MS
      * (10000): the Redis lock TTLs of API.md. */
     int64_t submit_lock_ttl_ms;

@@ -20,28 +20,33 @@ typedef void (*handler_fn)(rv_request *req, rv_reply *reply);
 typedef struct op_entry {
     handler_fn fn;
     int needs_auth;
-    int takes_body; /* a body is read, so its media type matters */
+    int takes_body;  /* a body is read, so its media type matters */
+    int takes_query; /* the handler checks its own query parameters */
 } op_entry;
 
+/* One rule for query parameters on every route (docs/api.md): an
+ * operation that takes none refuses any with 400, as the three that take
+ * some refuse one they do not know. */
 static const op_entry ops[] = {
-    [RV_OP_NONE] = {NULL, 0, 0},
-    [RV_OP_DOCUMENT_CREATE] = {rv_handle_document_create, 1, 1},
-    [RV_OP_DOCUMENT_GET] = {rv_handle_document_get, 1, 0},
-    [RV_OP_DOCUMENT_UPDATE] = {rv_handle_document_update, 1, 1},
-    [RV_OP_DOCUMENT_SUBMIT] = {rv_handle_document_submit, 1, 1},
-    [RV_OP_REVIEW_LIST] = {rv_handle_review_list, 1, 0},
-    [RV_OP_REVIEW_GET] = {rv_handle_review_get, 1, 0},
-    [RV_OP_REVIEW_APPROVE] = {rv_handle_review_approve, 1, 1},
-    [RV_OP_REVIEW_REJECT] = {rv_handle_review_reject, 1, 1},
-    [RV_OP_HEALTHZ] = {rv_handle_healthz, 0, 0},
-    [RV_OP_READYZ] = {rv_handle_readyz, 0, 0},
-    [RV_OP_METRICS] = {rv_handle_metrics, 0, 0},
-    [RV_OP_SEARCH] = {rv_handle_search, 1, 0},
-    [RV_OP_DOCUMENT_LIST] = {rv_handle_document_list, 1, 0},
-    [RV_OP_DOCUMENT_REVIEWS] = {rv_handle_document_reviews, 1, 0},
-    [RV_OP_CONSOLE] = {rv_handle_console, 0, 0},
-    [RV_OP_DEV_TOKEN_INFO] = {rv_handle_dev_token_info, 0, 0},
-    [RV_OP_DEV_TOKEN_ISSUE] = {rv_handle_dev_token_issue, 0, 1},
+    [RV_OP_NONE] = {NULL, 0, 0, 0},
+    [RV_OP_DOCUMENT_CREATE] = {rv_handle_document_create, 1, 1, 0},
+    [RV_OP_DOCUMENT_GET] = {rv_handle_document_get, 1, 0, 1},
+    [RV_OP_DOCUMENT_UPDATE] = {rv_handle_document_update, 1, 1, 0},
+    [RV_OP_DOCUMENT_SUBMIT] = {rv_handle_document_submit, 1, 1, 0},
+    [RV_OP_REVIEW_LIST] = {rv_handle_review_list, 1, 0, 1},
+    [RV_OP_REVIEW_GET] = {rv_handle_review_get, 1, 0, 0},
+    [RV_OP_REVIEW_APPROVE] = {rv_handle_review_approve, 1, 1, 0},
+    [RV_OP_REVIEW_REJECT] = {rv_handle_review_reject, 1, 1, 0},
+    [RV_OP_HEALTHZ] = {rv_handle_healthz, 0, 0, 0},
+    [RV_OP_READYZ] = {rv_handle_readyz, 0, 0, 0},
+    [RV_OP_METRICS] = {rv_handle_metrics, 0, 0, 0},
+    [RV_OP_SEARCH] = {rv_handle_search, 1, 0, 1},
+    [RV_OP_DOCUMENT_LIST] = {rv_handle_document_list, 1, 0, 1},
+    [RV_OP_DOCUMENT_REVIEWS] = {rv_handle_document_reviews, 1, 0, 1},
+    /* The console's files ignore a query string (a browser may add one). */
+    [RV_OP_CONSOLE] = {rv_handle_console, 0, 0, 1},
+    [RV_OP_DEV_TOKEN_INFO] = {rv_handle_dev_token_info, 0, 0, 0},
+    [RV_OP_DEV_TOKEN_ISSUE] = {rv_handle_dev_token_issue, 0, 1, 0},
 };
 
 int rv_dispatch_is_json(const char *ct)
@@ -128,6 +133,12 @@ int rv_dispatch_late(const rv_request *req, rv_reply *reply)
     if (req->query == NULL) {
         rv_reply_error(reply, 400, "INVALID_ARGUMENT",
                        "the query string is not valid UTF-8");
+        return 1;
+    }
+    if (!op->takes_query
+        && (json_object_size(req->query) > 0 || req->query_dup != NULL)) {
+        rv_reply_error(reply, 400, "INVALID_ARGUMENT",
+                       "this operation takes no query parameters");
         return 1;
     }
     if (op->takes_body && req->body_len > 0

@@ -1,17 +1,33 @@
 /*
  * rv_http.c: libmicrohttpd glue: request state, body, responses, access
- * log and metrics.
+ * log and metrics, and the connection hygiene MHD does not give us.
  *
  * libmicrohttpd calls the access handler several times per request:
  *   1. first call (headers complete, *con_cls NULL): we build the request
  *      state, match the route and run the checks that need only headers
- *      (rv_dispatch_early); a failed check is answered at once, before
- *      any body is read (MHD then closes the connection);
- *   2. zero or more calls with body data: appended under the 1 MiB cap;
- *      past the cap the rest is discarded (0.9.75 cannot queue a response
- *      mid-upload) and the answer is 413, and a client that keeps sending
- *      far beyond the cap is cut off;
+ *      (our own URL and header-size limits, then rv_dispatch_early);
+ *   2. zero or more calls with body data: appended under the 1 MiB cap
+ *      and the process-wide body budget (REVIEWD_BODY_BUFFER_MB); past
+ *      the cap, or once a check of step 1 has failed, the rest is read
+ *      and discarded (0.9.75 cannot queue a response mid-upload);
  *   3. a last call with no data: the request is dispatched and answered.
+ * An answer decided in step 1 is sent in step 3, after the body: MHD
+ * closes a connection it answered with request bytes still unread, and
+ * the kernel turns that close into a reset that destroys the answer
+ * before the client reads it (a client writing a 1 MiB + 1 body never
+ * saw its 413).  Reading the rest keeps the connection, and the answer,
+ * intact.  Only a body declared over RV_DISCARD_MAX is answered at once
+ * (and may be reset), as is one the client holds back until "100
+ * Continue" (Expect), and one that keeps coming past it is cut off.
+ *
+ * Deadlines (rv_conns.h): a request's line and headers are due
+ * REVIEWD_HEADER_TIMEOUT_S after the connection opens or its request
+ * line arrives; its body REVIEWD_BODY_TIMEOUT_S after the headers; the
+ * next request on a kept-alive connection within the idle timeout plus
+ * the header timeout after the last answer.  No byte moves a deadline.
+ * MHD's per-address limit (REVIEWD_MAX_CONNECTIONS_PER_IP) keeps one
+ * client from taking every slot.
+ *
  * The completion callback then logs the request, records its metrics and
  * frees its state.  A request is counted in app->inflight from 1 to the
  * completion callback, which is what SIGTERM's drain waits on.
@@ -29,12 +45,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "handlers/rv_console.h"
+#include "http/rv_conns.h"
 #include "http/rv_dispatch.h"
 #include "svc_deadline.h"
 #include "svc_json.h"
@@ -42,8 +60,12 @@
 
 /* A client still sending this far past the cap is not making a mistake. */
 #define RV_DISCARD_MAX (8 * RV_BODY_MAX)
-/* The per-connection pool bounds the request line and headers. */
+/* The per-connection pool bounds the request line and headers; our own
+ * limits below sit under it, so a request over them gets our JSON 414 or
+ * 431 and only one far over them MHD's own HTML answer. */
 #define RV_CONN_MEMORY (32 * 1024)
+#define RV_URL_MAX (8 * 1024)
+#define RV_HEADERS_MAX (16 * 1024)
 
 struct rv_http {
     rv_app *app;
@@ -51,16 +73,26 @@ struct rv_http {
     unsigned char id_prefix[9];     /* random, drawn once at start */
     uint64_t id_key;                /* random: keys the permutation */
     atomic_uint_fast64_t id_next;   /* requests numbered from 1 */
+    rv_conns *conns;                /* open connections, their deadlines */
+    int64_t header_ms;              /* REVIEWD_HEADER_TIMEOUT_S */
+    int64_t body_ms;                /* REVIEWD_BODY_TIMEOUT_S */
+    int64_t idle_ms;                /* REVIEWD_CONNECTION_TIMEOUT_S */
+    size_t body_budget;             /* REVIEWD_BODY_BUFFER_MB, in bytes */
+    atomic_size_t body_reserved;    /* body buffers' capacity, all requests */
 };
 
 /* Per-request state behind MHD's con_cls. */
 typedef struct http_req {
+    rv_http *http;
+    rv_conn *conn;      /* the connection's deadline (NULL: none kept) */
     rv_request req;
     rv_reply reply;
     char *body;
     size_t len;
-    size_t cap;
+    size_t cap;         /* reserved from http->body_budget */
     int too_large;
+    int no_room;        /* the body budget is spent */
+    int decided;        /* reply set before the body: discard, then send */
     size_t discarded;
     struct timespec start;
 } http_req;
@@ -186,6 +218,15 @@ static int64_t declared_length(struct MHD_Connection *conn)
     return (errno != 0 || end == v || n < 0) ? INT64_MAX : (int64_t)n;
 }
 
+/* Our record of an MHD connection (NULL if it could not be made). */
+static rv_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return info != NULL ? info->socket_context : NULL;
+}
+
 static http_req *http_req_new(rv_http *http, struct MHD_Connection *conn,
                               const char *url, const char *method)
 {
@@ -197,6 +238,8 @@ static http_req *http_req_new(rv_http *http, struct MHD_Connection *conn,
         return NULL;
     }
     clock_gettime(CLOCK_MONOTONIC, &h->start);
+    h->http = http;
+    h->conn = conn_of(conn);
     h->req.app = app;
     h->req.method = method;
     h->req.path = url;
@@ -228,19 +271,37 @@ static http_req *http_req_new(rv_http *http, struct MHD_Connection *conn,
 
 static void http_req_free(http_req *h)
 {
+    atomic_fetch_sub(&h->http->body_reserved, h->cap);
     json_decref(h->req.query);
     rv_reply_clear(&h->reply);
     free(h->body);
     free(h);
 }
 
-/* Appends body data, or counts it as discarded past the cap. */
+/* Takes n bytes of the process's body budget; 0 if it is spent. */
+static int reserve(rv_http *http, size_t n)
+{
+    const size_t before = atomic_fetch_add(&http->body_reserved, n);
+
+    if (before + n > http->body_budget) {
+        atomic_fetch_sub(&http->body_reserved, n);
+        return 0;
+    }
+    return 1;
+}
+
+/* Appends body data, or counts it as discarded: past the cap, past the
+ * budget, or after an answer decided on the headers. */
 static void absorb(http_req *h, const char *data, size_t n)
 {
     size_t cap;
     char *p;
 
-    if (h->too_large || n > RV_BODY_MAX - h->len) {
+    if (h->decided || h->too_large || h->no_room) {
+        h->discarded += n;
+        return;
+    }
+    if (n > RV_BODY_MAX - h->len) {
         h->too_large = 1;
         h->discarded += n;
         return;
@@ -250,10 +311,16 @@ static void absorb(http_req *h, const char *data, size_t n)
         while (cap < h->len + n + 1) {
             cap *= 2;
         }
+        if (!reserve(h->http, cap - h->cap)) {
+            h->no_room = 1;
+            h->discarded += n;
+            return;
+        }
         p = realloc(h->body, cap);
         if (p == NULL) {
-            /* Treat like an oversized body: answered 413, never crashed. */
-            h->too_large = 1;
+            /* Answered like a spent budget (503), never crashed. */
+            atomic_fetch_sub(&h->http->body_reserved, cap - h->cap);
+            h->no_room = 1;
             h->discarded += n;
             return;
         }
@@ -330,6 +397,77 @@ static enum MHD_Result respond(struct MHD_Connection *conn, http_req *h)
     return rc;
 }
 
+/* Adds one header line's length ("Name: value\r\n") to *cls. */
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
+                                    const char *key, const char *value)
+{
+    size_t *n = cls;
+
+    (void)kind;
+    *n += strlen(key) + (value != NULL ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+/* Our own transport limits, checked on the headers before the route's:
+ * answered in JSON, unlike MHD's answers to requests over its pool. */
+static int over_limits(struct MHD_Connection *conn, const char *url,
+                       rv_reply *reply)
+{
+    size_t headers = 0;
+
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header,
+                              &headers);
+    if (strlen(url) > RV_URL_MAX) {
+        rv_reply_error(reply, 414, "URI_TOO_LONG",
+                       "the path is over 8 KiB");
+        return 1;
+    }
+    if (headers > RV_HEADERS_MAX) {
+        rv_reply_error(reply, 431, "HEADERS_TOO_LARGE",
+                       "the headers are over 16 KiB");
+        return 1;
+    }
+    return 0;
+}
+
+/* 1 if the client waits for "100 Continue" before sending its body. */
+static int expects_continue(struct MHD_Connection *conn)
+{
+    const char *v = header(conn, MHD_HTTP_HEADER_EXPECT);
+
+    return v != NULL && strcasecmp(v, "100-continue") == 0;
+}
+
+/* Step 1: the headers are in. */
+static enum MHD_Result on_headers(rv_http *http, struct MHD_Connection *conn,
+                                  const char *url, const char *method,
+                                  void **con_cls)
+{
+    http_req *h = http_req_new(http, conn, url, method);
+    int64_t declared;
+
+    if (h == NULL) {
+        return MHD_NO; /* out of memory: drop this connection only */
+    }
+    *con_cls = h;
+    if (!rv_conn_arm(h->conn, rv_conns_now_ms() + http->body_ms)) {
+        return MHD_NO; /* the reaper has answered 408 */
+    }
+    declared = declared_length(conn);
+    if (!over_limits(conn, url, &h->reply)
+        && !rv_dispatch_early(&h->req, declared, &h->reply)) {
+        return MHD_YES;
+    }
+    if (declared > (int64_t)RV_DISCARD_MAX || expects_continue(conn)) {
+        /* Not worth reading, or not sent until we say so (Expect:
+         * 100-continue): answered now, and MHD closes after it. */
+        rv_conn_arm(h->conn, 0);
+        return respond(conn, h);
+    }
+    h->decided = 1; /* sent in step 3, once the body is read */
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version,
@@ -340,24 +478,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
     (void)version;
     if (h == NULL) {
-        h = http_req_new(cls, conn, url, method);
-        if (h == NULL) {
-            return MHD_NO; /* out of memory: drop this connection only */
-        }
-        *con_cls = h;
-        if (rv_dispatch_early(&h->req, declared_length(conn), &h->reply)) {
-            return respond(conn, h);
-        }
-        return MHD_YES;
+        return on_headers(cls, conn, url, method, con_cls);
     }
     if (*upload_data_size > 0) {
         absorb(h, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return h->discarded > RV_DISCARD_MAX ? MHD_NO : MHD_YES;
     }
-    if (h->too_large) {
+    if (!rv_conn_arm(h->conn, 0)) {
+        return MHD_NO; /* the reaper has answered 408 */
+    }
+    if (h->decided) {
+        /* the reply of step 1 */
+    } else if (h->too_large) {
         rv_reply_error(&h->reply, 413, "PAYLOAD_TOO_LARGE",
                        "the request body is over 1 MiB");
+    } else if (h->no_room) {
+        rv_reply_error(&h->reply, 503, "UNAVAILABLE", "too many request "
+                       "bodies in flight; retry later");
     } else {
         h->req.body = h->body != NULL ? h->body : "";
         h->req.body_len = h->len;
@@ -366,6 +504,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         rv_dispatch(&h->req, &h->reply);
         svc_deadline_clear();
     }
+    /* The body is done with: its share of the budget is free now, not
+     * when MHD calls on_completed (after the client has the answer). */
+    h->req.body = NULL;
+    h->req.body_len = 0;
+    free(h->body);
+    h->body = NULL;
+    atomic_fetch_sub(&h->http->body_reserved, h->cap);
+    h->cap = 0;
+    h->len = 0;
     return respond(conn, h);
 }
 
@@ -419,11 +566,15 @@ static void log_request(http_req *h, double secs,
 static void on_completed(void *cls, struct MHD_Connection *conn,
                          void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    rv_app *app = cls;
+    rv_http *http = cls;
+    rv_app *app = http->app;
     http_req *h = *con_cls;
     double secs;
 
-    (void)conn;
+    /* The next request on a kept-alive connection: MHD's idle timeout
+     * for its first byte, then the header timeout for the rest. */
+    rv_conn_arm(conn_of(conn),
+                rv_conns_now_ms() + http->idle_ms + http->header_ms);
     if (h == NULL) {
         return;
     }
@@ -442,15 +593,64 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
                           void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    rv_app *app = cls;
+    rv_http *http = cls;
+    const union MHD_ConnectionInfo *info;
 
-    (void)conn;
-    (void)socket_context;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        atomic_fetch_add(&app->connections, 1);
+        atomic_fetch_add(&http->app->connections, 1);
+        info = MHD_get_connection_info(conn,
+                                       MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context =
+            info == NULL ? NULL
+                         : rv_conns_add(http->conns, info->connect_fd,
+                                        rv_conns_now_ms() + http->header_ms);
     } else {
-        atomic_fetch_sub(&app->connections, 1);
+        /* Called before MHD closes the socket (rv_conns.h). */
+        rv_conns_remove(http->conns, *socket_context);
+        *socket_context = NULL;
+        atomic_fetch_sub(&http->app->connections, 1);
     }
+}
+
+/* The request line is in: its headers are due within the header
+ * timeout (sooner if the connection's own deadline is sooner). */
+static void *on_request_line(void *cls, const char *uri,
+                             struct MHD_Connection *conn)
+{
+    rv_http *http = cls;
+
+    (void)uri;
+    rv_conn_arm_by(conn_of(conn), rv_conns_now_ms() + http->header_ms);
+    return NULL;
+}
+
+/* The reaper's answer to a client past its deadline: a JSON 408 written
+ * straight to the socket (MHD is reading, never writing, in the phases
+ * that have a deadline), then both directions shut, which MHD sees as
+ * the end of the stream and closes the connection. */
+static void on_deadline(void *cls, int fd)
+{
+    static const char body[] =
+        "{\"code\":\"REQUEST_TIMEOUT\",\"detail\":\"the request's headers "
+        "or body did not arrive in time\"}";
+    rv_http *http = cls;
+    char rid[40], msg[512];
+    int n;
+
+    new_request_id(http, rid, sizeof(rid));
+    n = snprintf(msg, sizeof(msg),
+                 "HTTP/1.1 408 Request Timeout\r\n"
+                 "Content-Type: application/json\r\n"
+                 "X-Request-Id: %s\r\nCache-Control: no-store\r\n"
+                 "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                 rid, sizeof(body) - 1, body);
+    if (n > 0 && (size_t)n < sizeof(msg)) {
+        /* Best effort: a client that reads nothing never sees it. */
+        (void)send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    shutdown(fd, SHUT_RDWR);
+    svc_log_write(http->app->log, SVC_LOG_INFO, "http_deadline",
+                  json_pack("{s:s,s:i}", "request_id", rid, "status", 408));
 }
 
 /* MHD's own diagnostics (bad requests, limits) into our log. */
@@ -517,22 +717,36 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
     }
     http->app = app;
     draw_id_prefix(http);
+    http->header_ms = (int64_t)cfg->header_timeout_s * 1000;
+    http->body_ms = (int64_t)cfg->body_timeout_s * 1000;
+    http->idle_ms = (int64_t)cfg->connection_timeout_s * 1000;
+    http->body_budget = (size_t)cfg->body_buffer_mb * 1024 * 1024;
+    atomic_init(&http->body_reserved, 0);
+    http->conns = rv_conns_new(on_deadline, http, errbuf, errlen);
+    if (http->conns == NULL) {
+        free(http);
+        return NULL;
+    }
     http->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, http,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RV_CONN_MEMORY,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, app,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, app,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
+        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, http,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, app,
         MHD_OPTION_END);
     if (http->daemon == NULL) {
         snprintf(errbuf, errlen, "LISTEN_ADDR: cannot listen on %s:%u "
                  "(in use, or not a local address)", cfg->listen_host,
                  (unsigned)cfg->listen_port);
+        rv_conns_free(http->conns);
         free(http);
         return NULL;
     }
@@ -561,5 +775,6 @@ void rv_http_stop(rv_http *http, int drain_s)
         nanosleep(&pause, NULL);
     }
     MHD_stop_daemon(http->daemon);
+    rv_conns_free(http->conns);
     free(http);
 }

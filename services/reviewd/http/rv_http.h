@@ -4,10 +4,13 @@
  * libmicrohttpd runs an epoll loop in each of REVIEWD_THREADS worker
  * threads (MHD_USE_EPOLL_INTERNAL_THREAD with a thread pool); a request is
  * handled start to end on the thread that accepted it, which is why each
- * worker can own its PostgreSQL connection.  Limits are MHD's own: the
- * connection limit (REVIEWD_MAX_CONNECTIONS), the idle/slow-client timeout
- * (REVIEWD_CONNECTION_TIMEOUT_S), and a per-connection memory pool that
- * bounds headers; the body is accumulated here under the 1 MiB cap.
+ * worker can own its PostgreSQL connection.  Limits: MHD's connection
+ * limit (REVIEWD_MAX_CONNECTIONS) and per-address limit
+ * (REVIEWD_MAX_CONNECTIONS_PER_IP), its idle timeout
+ * (REVIEWD_CONNECTION_TIMEOUT_S) and a per-connection memory pool that
+ * bounds headers; ours: absolute deadlines for headers and body
+ * (rv_conns.h), JSON 414/431 under MHD's pool, and the body accumulated
+ * under the 1 MiB cap and the process-wide REVIEWD_BODY_BUFFER_MB.
  *
  * Ownership: rv_http_start / rv_http_stop.  Threads: start and stop are
  * called from main only.

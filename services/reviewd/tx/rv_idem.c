@@ -49,6 +49,11 @@ static void answer_from(rv_request *req, PGresult *res, rv_reply *reply)
     reply->body = strdup(PQgetvalue(res, 0, 1));
     if (reply->body == NULL) {
         rv_reply_error(reply, 500, "INTERNAL", "out of memory");
+        return;
+    }
+    if (reply->status == 201 && req->match.op == RV_OP_DOCUMENT_CREATE) {
+        /* The replay names the document as the first answer did. */
+        rv_reply_location_from_id(reply, "/v1/documents/");
     }
 }
 
