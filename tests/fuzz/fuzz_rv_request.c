@@ -171,6 +171,28 @@ static int allow_lists(const char *allow, const char *method)
 }
 
 /* The router's properties for one path and method. */
+/* The console's files, written out independently of the router: "/" or
+ * "/" + a name of [a-z0-9_-] + ".html", ".js" or ".css". */
+static int console_path(const char *path)
+{
+    const char *dot;
+
+    if (strcmp(path, "/") == 0)
+        return 1;
+    if (path[0] != '/' || path[1] == '\0' || strchr(path + 1, '/') != NULL)
+        return 0;
+    dot = strchr(path + 1, '.');
+    if (dot == NULL || dot == path + 1)
+        return 0;
+    for (const char *c = path + 1; c < dot; c++) {
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+              *c == '_' || *c == '-'))
+            return 0;
+    }
+    return strcmp(dot, ".html") == 0 || strcmp(dot, ".js") == 0 ||
+           strcmp(dot, ".css") == 0;
+}
+
 static void check_route(const char *path, rv_method method,
                         const char *method_name, const rv_match *m)
 {
@@ -181,6 +203,11 @@ static void check_route(const char *path, rv_method method,
     if (m->path == RV_PATH_UNKNOWN) {
         if (m->op != RV_OP_NONE)
             fuzz_fail(TARGET, "unknown path %s has an operation", path);
+        return;
+    }
+    if (m->path == RV_PATH_CONSOLE) {
+        if (!console_path(path))
+            fuzz_fail(TARGET, "%s matched the console's files", path);
         return;
     }
     if ((brace != NULL) != (m->has_id != 0))
