@@ -16,7 +16,9 @@
  *
  *   get     doc_get
  *   cycle   BEGIN doc_insert content_put COMMIT;
+ *           doc_get (who may submit, before the lock);
  *           BEGIN doc_lock review_insert doc_set_status COMMIT;
+ *           review_get doc_get (four eyes, before the lock);
  *           BEGIN review_lock doc_lock review_decide doc_set_status COMMIT
  *
  * The Redis locks, JWT checks, HTTP and JSON are what reviewd adds on top
@@ -344,11 +346,16 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
     fputs("BEGIN;\n", c);
     write_stmt(c, RV_QUERY_DOC_INSERT, ins, "d_");
     write_stmt(c, RV_QUERY_CONTENT_PUT, put, NULL);
-    fputs("COMMIT;\nBEGIN;\n", c);
+    fputs("COMMIT;\n", c);
+    write_stmt(c, RV_QUERY_DOC_GET, doc, NULL);
+    fputs("BEGIN;\n", c);
     write_stmt(c, RV_QUERY_DOC_LOCK, doc, NULL);
     write_stmt(c, RV_QUERY_REVIEW_INSERT, rins, "r_");
     write_stmt(c, RV_QUERY_DOC_SET_STATUS, pend, NULL);
-    fputs("COMMIT;\nBEGIN;\n", c);
+    fputs("COMMIT;\n", c);
+    write_stmt(c, RV_QUERY_REVIEW_GET, rev, NULL);
+    write_stmt(c, RV_QUERY_DOC_GET, doc, NULL);
+    fputs("BEGIN;\n", c);
     write_stmt(c, RV_QUERY_REVIEW_LOCK, rev, NULL);
     write_stmt(c, RV_QUERY_DOC_LOCK, doc, NULL);
     write_stmt(c, RV_QUERY_REVIEW_DECIDE, dec, NULL);

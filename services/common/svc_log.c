@@ -435,3 +435,184 @@ void svc_log_redact_url(const char *url, char *out, size_t outlen)
     append(out, outlen, &used, at, strlen(at));
     redact_query_password(out, outlen);
 }
+
+/* ---- the password of a connection string, wherever a message shows it --- */
+
+#define SECRETS_MAX 8
+
+/* The forms of one password that a message may show. */
+typedef struct secrets {
+    char *s[SECRETS_MAX];
+    size_t n;
+    int failed; /* out of memory */
+} secrets;
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Adds p[0..len) and, when it holds '%', its percent-decoded form. */
+static void secrets_add(secrets *z, const char *p, size_t len)
+{
+    char *copy;
+    size_t i, o = 0;
+
+    if (len == 0 || z->n + 2 > SECRETS_MAX) {
+        return;
+    }
+    copy = strndup(p, len);
+    if (copy == NULL) {
+        z->failed = 1;
+        return;
+    }
+    z->s[z->n++] = copy;
+    if (memchr(p, '%', len) == NULL) {
+        return;
+    }
+    copy = strndup(p, len);
+    if (copy == NULL) {
+        z->failed = 1;
+        return;
+    }
+    for (i = 0; i < len; i++) {
+        const int hi = i + 2 < len ? hex_value(p[i + 1]) : -1;
+        const int lo = i + 2 < len ? hex_value(p[i + 2]) : -1;
+
+        if (p[i] == '%' && hi >= 0 && lo >= 0) {
+            copy[o++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            copy[o++] = p[i];
+        }
+    }
+    copy[o] = '\0';
+    z->s[z->n++] = copy;
+}
+
+/* A URI's user:password@: from the first ':' after "://" to the last
+ * '@' (a '/' or '?' in the password must not end it early). */
+static void secrets_userinfo(secrets *z, const char *url)
+{
+    const char *auth = strstr(url, "://");
+    const char *at;
+    const char *colon;
+
+    if (auth == NULL) {
+        return;
+    }
+    auth += 3;
+    at = strrchr(auth, '@');
+    colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    if (colon != NULL) {
+        secrets_add(z, colon + 1, (size_t)(at - colon - 1));
+    }
+}
+
+/* Every "password" keyword or parameter: its value, quoted or a word,
+ * after an optional '=' with spaces around it. */
+static void secrets_keywords(secrets *z, const char *url)
+{
+    const char *p = url;
+
+    while ((p = strstr(p, "password")) != NULL) {
+        const int starts = p == url || strchr(" \t?&", p[-1]) != NULL;
+        const char *v = p + strlen("password");
+        size_t len;
+
+        p = v;
+        if (!starts || strchr(" \t=", *v) == NULL || *v == '\0') {
+            continue;
+        }
+        v += strspn(v, " \t");
+        v += *v == '=';
+        v += strspn(v, " \t");
+        if (*v == '\'') {
+            v++;
+            len = strcspn(v, "'");
+        } else {
+            len = strcspn(v, " \t&#");
+        }
+        secrets_add(z, v, len);
+    }
+}
+
+/* The length of the form of a password that text starts with, or 0. */
+static size_t secret_at(const secrets *z, const char *text)
+{
+    size_t i, best = 0;
+
+    for (i = 0; i < z->n; i++) {
+        const size_t len = strlen(z->s[i]);
+
+        if (len > best && strncmp(text, z->s[i], len) == 0) {
+            best = len;
+        }
+    }
+    return best;
+}
+
+/* 1 if p[0..len) is a piece of a form of the password. */
+static int secret_piece(const secrets *z, const char *p, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i < z->n && len > 0; i++) {
+        if (memmem(z->s[i], strlen(z->s[i]), p, len) != NULL) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void redact_with(const secrets *z, const char *text, char *out,
+                        size_t outlen)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    while (*text != '\0') {
+        const size_t hit = secret_at(z, text);
+        const char *close = text[0] == '"' ? strchr(text + 1, '"') : NULL;
+
+        if (hit > 0) {
+            append(out, outlen, &used, "***", 3);
+            text += hit;
+        } else if (close != NULL
+                   && secret_piece(z, text + 1, (size_t)(close - text - 1))) {
+            append(out, outlen, &used, "\"***\"", 5);
+            text = close + 1;
+        } else {
+            append(out, outlen, &used, text, 1);
+            text++;
+        }
+    }
+}
+
+void svc_log_redact_secrets(const char *url, const char *text, char *out,
+                            size_t outlen)
+{
+    secrets z;
+    size_t i;
+
+    if (outlen == 0) {
+        return;
+    }
+    memset(&z, 0, sizeof(z));
+    secrets_userinfo(&z, url != NULL ? url : "");
+    secrets_keywords(&z, url != NULL ? url : "");
+    if (z.failed) {
+        snprintf(out, outlen, "(message withheld: out of memory)");
+    } else {
+        redact_with(&z, text != NULL ? text : "", out, outlen);
+    }
+    for (i = 0; i < z.n; i++) {
+        free(z.s[i]);
+    }
+}

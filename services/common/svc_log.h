@@ -111,6 +111,23 @@ int svc_log_level_parse(const char *text);
  */
 void svc_log_redact_url(const char *url, char *out, size_t outlen);
 
+/*
+ * Copies text (a message about url, such as libpq's) into out (size
+ * outlen) with url's password taken out wherever it shows: every
+ * occurrence of the password as url writes it (a URI's user:password@,
+ * ?password=, a key=value string's password, also with spaces around the
+ * '=' or none) and percent-decoded, becomes "***", and so does every
+ * double-quoted fragment of text that is a piece of one of them.  libpq
+ * quotes the part of a connection string it could not use, which can be
+ * the whole URI or a piece of the password (a '/' in it makes libpq read
+ * what follows the ':' as a port: 'invalid integer value "S3" for
+ * connection option "port"').  Redacts too much rather than too little.
+ * Always NUL-terminates; if memory runs out, out says so and holds
+ * nothing of text.
+ */
+void svc_log_redact_secrets(const char *url, const char *text, char *out,
+                            size_t outlen);
+
 /* Formats the current time as "2026-12-02T10:00:00.123Z" into out
  * (at least 25 bytes). */
 void svc_log_timestamp(char *out, size_t outlen);

@@ -171,6 +171,13 @@ static int cmd_token(int argc, char **argv)
     if (rv_config_load(&cfg, RV_NEED_JWT, err, sizeof(err)) != 0) {
         return die(err);
     }
+    if (ttl > cfg.jwt_max_lifetime_s) {
+        snprintf(err, sizeof(err), "--ttl %lld is over "
+                 "REVIEWD_JWT_MAX_LIFETIME_S (%lld): reviewd would refuse "
+                 "the token", ttl, (long long)cfg.jwt_max_lifetime_s);
+        rv_config_clear(&cfg);
+        return die(err);
+    }
     token = rv_auth_issue((const unsigned char *)cfg.jwt_secret,
                           cfg.jwt_secret_len, sub, role,
                           (int64_t)time(NULL), (int64_t)ttl);

@@ -5,7 +5,10 @@
  *   acquire  if the key holds our token (a retried call that had succeeded)
  *            it is ours; if it holds another, answer busy with its PTTL;
  *            else set it with PX ttl and advance the fence to
- *            max(last + 1, server microseconds), in the same step.
+ *            max(last + 1, server microseconds), in the same step, but
+ *            only if that is above the client's floor (fence.h): a fence
+ *            is never granted that this client cannot show is higher than
+ *            every fence and server time it has seen.
  *   release  delete only if the key still holds our token, then publish on
  *            the key's channel so one waiter per client wakes at once.
  *   extend   PEXPIRE only if the key still holds our token.
@@ -38,6 +41,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "fence.h"
 #include "lock_fair.h"
 #include "token.h"
 #include "wait.h"
@@ -54,30 +58,59 @@
 /*
  * Fences are handled as decimal strings, never as Lua numbers: Lua's
  * numbers are doubles, exact only to 2^53, and a fence must stay exact to
- * 2^63.  Server time in microseconds is built as a string, compared with the
- * stored counter by length and then digit by digit (both have no leading
- * zeros), and INCR does the +1 in Redis's 64-bit integers.
+ * 2^63.  Strings without leading zeros compare by length and then digit by
+ * digit (gt), and inc adds one digit-wise.
+ *
+ * KEYS: the lock, its fence counter, the legacy counter (read only; see
+ * fence.h).  ARGV: token, ttl ms, the client's floor, the counter's TTL ms.
+ * The next fence is max(last + 1, server microseconds), last being the
+ * larger of the two counters; it is granted only if it is above the floor
+ * (the highest fence or server time the client has seen), else nothing is
+ * written and the answer is {2, now}: the server's clock is behind what
+ * this client saw and its counter cannot show a higher number.  Every
+ * answer carries now, the server's microseconds, for the floor.
  */
+#define LUA_DECIMALS                                                       \
+    "local function dec(v)\n"                                              \
+    "  if type(v) == 'string' and #v <= 19 and v:find('^[1-9]%d*$') then\n"\
+    "    return v\n"                                                       \
+    "  end\n"                                                              \
+    "end\n"                                                                \
+    "local function gt(a, b)\n"                                            \
+    "  return #a > #b or (#a == #b and a > b)\n"                           \
+    "end\n"
+
 static const dlock__script acquire_script = {
     "acquire",
-    "local holder = redis.call('GET', KEYS[1])\n"
-    "if holder == ARGV[1] then\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  return {1, redis.call('GET', KEYS[2]) or '0'}\n"
-    "end\n"
-    "if holder then\n"
-    "  return {0, redis.call('PTTL', KEYS[1])}\n"
+    LUA_DECIMALS
+    "local function inc(s)\n"
+    "  local i = #s\n"
+    "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n"
+    "  if i == 0 then return '1' .. string.rep('0', #s) end\n"
+    "  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) ..\n"
+    "         string.rep('0', #s - i)\n"
     "end\n"
     "local t = redis.call('TIME')\n"
     "local now = t[1] .. string.format('%06d', tonumber(t[2]))\n"
-    "local last = redis.call('GET', KEYS[2])\n"
-    "if not last or #now > #last or (#now == #last and now > last) then\n"
-    "  redis.call('SET', KEYS[2], now)\n"
-    "else\n"
-    "  redis.call('INCR', KEYS[2])\n"
+    "local holder = redis.call('GET', KEYS[1])\n"
+    "if holder == ARGV[1] then\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  return {1, redis.call('GET', KEYS[2]) or '0', now}\n"
     "end\n"
+    "if holder then\n"
+    "  return {0, redis.call('PTTL', KEYS[1]), now}\n"
+    "end\n"
+    "local last = dec(redis.call('GET', KEYS[2]))\n"
+    "local legacy = dec(redis.pcall('GET', KEYS[3]))\n"
+    "if legacy and (not last or gt(legacy, last)) then last = legacy end\n"
+    "local fence = now\n"
+    "if last and not gt(now, last) then fence = inc(last) end\n"
+    "if #fence > 19 or not gt(fence, ARGV[3]) then\n"
+    "  return {2, now}\n"
+    "end\n"
+    "redis.call('SET', KEYS[2], fence, 'PX', ARGV[4])\n"
     "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-    "return {1, redis.call('GET', KEYS[2])}\n",
+    "return {1, fence, now}\n",
     1,
 };
 
@@ -105,15 +138,20 @@ static const dlock__script extend_script = {
     1,
 };
 
-/* Also reads the fair queue: its length and the first entry's deadline
- * in ms from now (-1 without waiters). */
+/* KEYS: the lock, its fence counter, the legacy counter, the fair queue
+ * and its entries.  Also answers the queue's length and the first entry's
+ * deadline in ms from now (-1 without waiters). */
 static const dlock__script inspect_script = {
     "inspect",
-    "local n = redis.call('ZCARD', KEYS[3])\n"
+    LUA_DECIMALS
+    "local last = dec(redis.call('GET', KEYS[2])) or '0'\n"
+    "local legacy = dec(redis.pcall('GET', KEYS[3]))\n"
+    "if legacy and gt(legacy, last) then last = legacy end\n"
+    "local n = redis.call('ZCARD', KEYS[4])\n"
     "local left = -1\n"
-    "local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+    "local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
     "if head then\n"
-    "  local v = redis.call('HGET', KEYS[4], head) or '0:0'\n"
+    "  local v = redis.call('HGET', KEYS[5], head) or '0:0'\n"
     "  local t = redis.call('TIME')\n"
     "  local now_ms = tonumber(t[1]) * 1000 + "
     "math.floor(tonumber(t[2]) / 1000)\n"
@@ -121,7 +159,7 @@ static const dlock__script inspect_script = {
     "now_ms)\n"
     "end\n"
     "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
-    "        redis.call('GET', KEYS[2]) or '0', n, left}\n",
+    "        last, n, left}\n",
     1,
 };
 
@@ -137,12 +175,15 @@ struct dlock_lock {
     dlock_client *client;
     char *key;
     char *fence_key;
+    char *legacy_fence_key;   /* read only, see fence.h */
     char *channel;
-    char *queue_key;       /* fair locks: the waiters' queue and entries */
+    char *queue_key;          /* fair locks: the waiters' queue, entries */
     char *waiters_key;
-    char token[DLOCK_TOKEN_LEN + 1];
     char grant_channel[sizeof(DLOCK__FAIR_GRANT_PREFIX) + DLOCK_TOKEN_LEN];
+    char token[DLOCK_TOKEN_LEN + 1];
     uint64_t fence;
+    int64_t fence_gap_us;     /* after DLOCK_UNPROVEN: the server's clock
+                               * is this far behind the client's floor */
     dlock__lease lease;
     int degraded;
 
@@ -216,16 +257,6 @@ void dlock_acquire_opts_init(dlock_acquire_opts *o)
     o->policy = DLOCK_FAIL_CLOSED;
 }
 
-/* 1 if key has a non-empty cluster hash tag ({...}), as Redis Cluster
- * defines it: the text between the first '{' and the first '}' after it. */
-static int has_hash_tag(const char *key)
-{
-    const char *open = strchr(key, '{');
-    const char *close = open != NULL ? strchr(open + 1, '}') : NULL;
-
-    return close != NULL && close > open + 1;
-}
-
 static dlock_err check_key(const char *key, dlock__msg *m)
 {
     size_t len;
@@ -237,37 +268,30 @@ static dlock_err check_key(const char *key, dlock__msg *m)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "the lock name is longer than %d bytes",
                               DLOCK_KEY_MAX);
-    /* The fence key must hash to the lock's slot: "{K}:fence" does for any
-     * K without '}', "K:fence" does for any K with a hash tag. */
-    if (!has_hash_tag(key) && strchr(key, '}') != NULL)
+    /* The fence key must hash to the lock's slot: "...{K}" does for any K
+     * without '}', "...K" does for any K with a hash tag. */
+    if (!dlock__fence_has_hash_tag(key) && strchr(key, '}') != NULL)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "lock name \"%.64s\" has a '}' but no "
                               "{hash tag}; its fence counter could not share "
                               "its cluster slot", key);
+    /* Derived keys (fence counters, the patterns' keys) are out of reach. */
+    if (dlock__fence_name_reserved(key))
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "lock name \"%.64s\" begins like a key the "
+                              "library derives (\"" DLOCK__RESERVED_PREFIX
+                              "\" or a pattern's \"{sem:\", \"{rw:\", "
+                              "\"{leader:\", \"{rl:\", \"{once:\", "
+                              "\"{idem:\"); choose another", key);
     return DLOCK_OK;
 }
 
 static void reentrant_unlink(dlock__reentry *r, dlock_lock *l);
 
-/* A key derived from lock name key that shares its cluster slot:
- * "{key}:suffix", or "key:suffix" when key has a hash tag; NULL when out
- * of memory. */
-static char *derived_key(const char *key, const char *suffix)
-{
-    size_t len = strlen(key) + strlen(suffix) + sizeof("{}:");
-    char *out = dlock__malloc(len);
-
-    if (out != NULL)
-        snprintf(out, len, has_hash_tag(key) ? "%s:%s" : "{%s}:%s", key,
-                 suffix);
-    return out;
-}
-
 /* Allocates a lock for key with its derived names; token not yet set. */
 static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
                           dlock__msg *m)
 {
-    size_t len = strlen(key);
     dlock_lock *l = dlock__calloc(1, sizeof(*l));
 
     *out = NULL;
@@ -276,11 +300,13 @@ static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
     l->client = c;
     l->holds = 1;
     l->key = dlock__strdup(key);
-    l->fence_key = derived_key(key, "fence");
-    l->queue_key = derived_key(key, "queue");
-    l->waiters_key = derived_key(key, "waiters");
-    l->channel = dlock__malloc(len + sizeof(CHANNEL_PREFIX));
-    if (l->key == NULL || l->fence_key == NULL || l->channel == NULL ||
+    l->fence_key = dlock__fence_key(key);
+    l->legacy_fence_key = dlock__fence_legacy_key(key);
+    l->queue_key = dlock__fence_derived_key("queue", key);
+    l->waiters_key = dlock__fence_derived_key("waiters", key);
+    l->channel = dlock__malloc(strlen(key) + sizeof(CHANNEL_PREFIX));
+    if (l->key == NULL || l->fence_key == NULL ||
+        l->legacy_fence_key == NULL || l->channel == NULL ||
         l->queue_key == NULL || l->waiters_key == NULL)
         goto nomem;
     sprintf(l->channel, "%s%s", CHANNEL_PREFIX, key);
@@ -304,6 +330,7 @@ void dlock_lock_free(dlock_lock *l)
     dlock__lease_destroy(&l->lease);
     dlock__free(l->key);
     dlock__free(l->fence_key);
+    dlock__free(l->legacy_fence_key);
     dlock__free(l->queue_key);
     dlock__free(l->waiters_key);
     dlock__free(l->channel);
@@ -330,28 +357,44 @@ static dlock__lease_outcome outcome_of(dlock_err err)
     }
 }
 
-/* Reads the acquire script's {1, "fence"} or {0, pttl}. */
-static int acquire_reply(const redisReply *r, int *granted, uint64_t *fence,
-                         long long *pttl)
-{
-    const redisReply *flag, *value;
+/* What one acquire script call answered. */
+typedef struct acquire_answer {
+    int status;        /* 1 granted, 0 busy, 2 fence not provable */
+    uint64_t fence;    /* when granted */
+    long long pttl;    /* when busy */
+    uint64_t now_us;   /* the server's clock */
+} acquire_answer;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+/* Reads the acquire script's {1, fence, now}, {0, pttl, now} or
+ * {2, now}; 0 if the reply is none of these. */
+static int acquire_reply(const redisReply *r, acquire_answer *a)
+{
+    const redisReply *flag, *value, *now;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
         return 0;
     flag = r->element[0];
     value = r->element[1];
-    if (flag->type != REDIS_REPLY_INTEGER)
+    now = r->element[r->elements - 1];
+    if (flag->type != REDIS_REPLY_INTEGER || now->type != REDIS_REPLY_STRING)
         return 0;
-    *granted = flag->integer == 1;
-    if (*granted) {
-        if (value->type != REDIS_REPLY_STRING)
+    a->status = (int)flag->integer;
+    if (!dlock__fence_parse(now->str, now->len, &a->now_us) || a->now_us == 0)
+        return 0;
+    switch (a->status) {
+    case 1:
+        if (r->elements != 3 || value->type != REDIS_REPLY_STRING)
             return 0;
-        return dlock__fence_of_reply(value, fence) && *fence > 0;
+        return dlock__fence_of_reply(value, &a->fence) && a->fence > 0;
+    case 0:
+        if (r->elements != 3 || value->type != REDIS_REPLY_INTEGER)
+            return 0;
+        a->pttl = value->integer;
+        return 1;
+    case 2:
+        return r->elements == 2;
     }
-    if (value->type != REDIS_REPLY_INTEGER)
-        return 0;
-    *pttl = value->integer;
-    return 1;
+    return 0;
 }
 
 /* How long a fair waiter's queue entry should live from now: until its
@@ -368,65 +411,79 @@ static int64_t fair_entry_ms(const dlock_lock *l)
                                     : FAIR_ENTRY_MAX_MS;
 }
 
-/* Runs the acquire script (the fair one for a fair lock; waiting: queue
- * up if busy) and returns its reply. */
-static dlock_err acquire_call(dlock_lock *l, int64_t ttl_ms, int waiting,
-                              redisReply **r, dlock__msg *m)
-{
-    char ttl[24], entry[24], confirm[24];
-    const char *argv[] = {l->key, l->fence_key, l->queue_key, l->waiters_key,
-                          l->token, ttl, waiting ? "1" : "0", entry,
-                          confirm};
-    const char *plain[] = {l->key, l->fence_key, l->token, ttl};
-
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
-    if (!l->fair)
-        return dlock__client_eval(l->client, &acquire_script, 2, 4, plain,
-                                  NULL, r, m);
-    snprintf(entry, sizeof(entry), "%lld", (long long)fair_entry_ms(l));
-    snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
-    return dlock__client_eval(l->client, &dlock__fair_acquire_script, 4, 9,
-                              argv, NULL, r, m);
-}
-
 /* One acquire attempt: DLOCK_OK (held; fence and validity set),
- * DLOCK_BUSY (*holder_ttl_ms set) or an error.  The lease counts from
- * the send time of this very request, which set the TTL it counts (for a
- * fair grant: the confirming request, never the earlier hand-off). */
+ * DLOCK_BUSY (*holder_ttl_ms set), DLOCK_UNPROVEN (l->fence_gap_us set)
+ * or an error.  A fair lock runs the fair script (waiting: queue up if
+ * busy).  The lease counts from the send time of this very request, which
+ * set the TTL it counts (for a fair grant: the confirming request, never
+ * the earlier hand-off). */
 static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                           dlock__msg *m)
 {
-    int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
+    char ttl[24], floor[24], keep[24], entry[24], confirm[24];
+    const char *argv[] = {l->key, l->fence_key, l->legacy_fence_key,
+                          l->token, ttl, floor, keep};
+    const char *fair[] = {l->key, l->fence_key, l->legacy_fence_key,
+                          l->queue_key, l->waiters_key, l->token, ttl, floor,
+                          keep, waiting ? "1" : "0", entry, confirm};
+    const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
+    const uint64_t floor_us = dlock__fence_floor(l->client);
     dlock__lease_ticket t;
+    acquire_answer a = {0};
     redisReply *r;
-    int granted = 0;
-    uint64_t fence = 0;
-    long long pttl = 0;
     dlock_err err;
 
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    snprintf(floor, sizeof(floor), "%llu", (unsigned long long)floor_us);
+    snprintf(keep, sizeof(keep), "%lld",
+             (long long)(ttl_ms + DLOCK__FENCE_KEEP_MS));
+    snprintf(entry, sizeof(entry), "%lld", (long long)fair_entry_ms(l));
+    snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
-    err = acquire_call(l, ttl_ms, waiting, &r, m);
+    if (l->fair)
+        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5,
+                                 12, fair, NULL, &r, m);
+    else
+        err = dlock__client_eval(l->client, &acquire_script, 3, 7, argv,
+                                 NULL, &r, m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
     }
-    if (!acquire_reply(r, &granted, &fence, &pttl)) {
+    if (!acquire_reply(r, &a)) {
         dlock__lease_end(&l->lease, &t, DLOCK__LEASE_UNKNOWN);
         err = dlock__msg_set(m, DLOCK_PROTOCOL, "acquiring lock %.64s on %s: "
-                             "expected {1, fence} or {0, pttl}, got %s",
-                             l->key, dlock_client_endpoint(l->client),
+                             "expected {1, fence, now}, {0, pttl, now} or "
+                             "{2, now}, got %s", l->key,
+                             dlock_client_endpoint(l->client),
                              dlock__reply_type_name(r));
         freeReplyObject(r);
         return err;
     }
     freeReplyObject(r);
-    dlock__lease_end(&l->lease, &t, granted ? DLOCK__LEASE_GRANTED
-                                            : DLOCK__LEASE_NOT_RUN);
-    if (!granted) {
-        *holder_ttl_ms = pttl;
+    dlock__lease_end(&l->lease, &t, a.status == 1 ? DLOCK__LEASE_GRANTED
+                                                  : DLOCK__LEASE_NOT_RUN);
+    dlock__fence_floor_raise(l->client, a.now_us);
+    if (a.status == 0) {
+        *holder_ttl_ms = a.pttl;
         return DLOCK_BUSY;
     }
-    l->fence = fence;
+    if (a.status == 2) {
+        l->fence_gap_us = (int64_t)(floor_us - a.now_us) + 1;
+        return dlock__msg_set(m, DLOCK_UNPROVEN, "acquiring lock %.64s on %s: "
+                              "its fence counter is gone or behind and the "
+                              "server's clock (%llu us) is %lld ms behind the "
+                              "highest fence or time this client has seen "
+                              "(%llu); no fence above it can be shown (a "
+                              "restart without persistence, a failover to a "
+                              "lagging replica, or a clock stepped back?)",
+                              l->key, dlock_client_endpoint(l->client),
+                              (unsigned long long)a.now_us,
+                              (long long)(l->fence_gap_us / 1000),
+                              (unsigned long long)floor_us);
+    }
+    dlock__fence_floor_raise(l->client, a.fence);
+    l->fence = a.fence;
     return DLOCK_OK;
 }
 
@@ -451,15 +508,33 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
         .poll_max_ms = l->fair ? FAIR_ENTRY_MAX_MS / 3 : 0,
     };
 
-    return dlock__wait_run(&w, acquire_try, l, holder_ttl_ms, m);
+    for (;;) {
+        dlock_err err = dlock__wait_run(&w, acquire_try, l, holder_ttl_ms,
+                                        m);
+        int64_t now = dlock__now_us();
+
+        /* No fence above the floor yet: the server's clock passes the
+         * floor in fence_gap_us; wait for that if the budget allows. */
+        if (err != DLOCK_UNPROVEN || now + l->fence_gap_us >= deadline_us)
+            return err;
+        dlock__wait_sleep_until(now + l->fence_gap_us);
+    }
 }
 
-/* Transport and server failures that a fail-open acquire degrades on. */
-static int redis_failed(dlock_err err)
+/*
+ * The failures a fail-open acquire degrades on: Redis could not be reached
+ * or did not answer in time.  DLOCK_UNAVAILABLE is a refused, reset or
+ * unreachable connection, a failed name lookup, the open breaker, or a
+ * server that answered LOADING or BUSY (conn.c, dlock__reply_error: it is
+ * up but cannot run anything yet); DLOCK_TIMEOUT is no answer in time.
+ * An answer that refuses the command (AUTH, NOPERM, OOM, READONLY, a
+ * script error, WRONGTYPE), a reply we cannot read, a TLS failure or an
+ * unprovable fence is an error: degrading would hide a fault that waiting
+ * does not mend.
+ */
+static int redis_unreachable(dlock_err err)
 {
-    return err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT ||
-           err == DLOCK_PROTOCOL || err == DLOCK_TLS || err == DLOCK_SERVER ||
-           err == DLOCK_AUTH;
+    return err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT;
 }
 
 int dlock__lock_mark_lost(dlock_lock *l)
@@ -598,17 +673,31 @@ static dlock_err validate_opts(const dlock_acquire_opts *o, dlock__msg *m)
  * undoes it with the same token (a release).  Other failures were not
  * sent (breaker open, connect refused) or are retried with the same token
  * on a fresh connection by client.c. */
+static void leave_no_orphan(dlock_lock *l, dlock_err err);
+
+/* The fair release's floor and counter keep, as decimal strings. */
+static void fair_release_args(dlock_lock *l, char floor[24], char keep[24])
+{
+    snprintf(floor, 24, "%llu",
+             (unsigned long long)dlock__fence_floor(l->client));
+    snprintf(keep, 24, "%lld", (long long)(dlock__lease_ttl_ms(&l->lease) +
+                                           DLOCK__FENCE_KEEP_MS));
+}
+
 static void leave_no_orphan(dlock_lock *l, dlock_err err)
 {
     const char *argv[] = {l->key, l->token, l->channel};
-    const char *fair[] = {l->key, l->fence_key, l->queue_key, l->waiters_key,
-                          l->token, l->channel, DLOCK__FAIR_GRANT_PREFIX};
+    char floor[24], keep[24];
+    const char *fair[] = {l->key, l->fence_key, l->legacy_fence_key,
+                          l->queue_key, l->waiters_key, l->token, l->channel,
+                          DLOCK__FAIR_GRANT_PREFIX, floor, keep};
 
     if (err != DLOCK_TIMEOUT)
         return;
+    fair_release_args(l, floor, keep);
     if (l->fair)
         dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
-                                &dlock__fair_release_script, 4, 7, fair,
+                                &dlock__fair_release_script, 5, 10, fair,
                                 dlock__lease_ttl_ms(&l->lease));
     else
         dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
@@ -622,12 +711,15 @@ static void leave_no_orphan(dlock_lock *l, dlock_err err)
 static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
 {
     const char *argv[] = {l->key, l->token, l->channel};
-    const char *fair[] = {l->key, l->fence_key, l->queue_key, l->waiters_key,
-                          l->token, l->channel, DLOCK__FAIR_GRANT_PREFIX};
+    char floor[24], keep[24];
+    const char *fair[] = {l->key, l->fence_key, l->legacy_fence_key,
+                          l->queue_key, l->waiters_key, l->token, l->channel,
+                          DLOCK__FAIR_GRANT_PREFIX, floor, keep};
 
+    fair_release_args(l, floor, keep);
     if (l->fair)
-        return dlock__client_eval(l->client, &dlock__fair_release_script, 4,
-                                  7, fair, NULL, r, m);
+        return dlock__client_eval(l->client, &dlock__fair_release_script, 5,
+                                  10, fair, NULL, r, m);
     return dlock__client_eval(l->client, &release_script, 1, 3, argv, NULL,
                               r, m);
 }
@@ -708,7 +800,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
     if (err != DLOCK_OK)
         leave_no_orphan(l, err);
     if (err != DLOCK_OK && opts->policy == DLOCK_FAIL_OPEN &&
-        redis_failed(err)) {
+        redis_unreachable(err)) {
         /* The message keeps the reason, for the caller's log. */
         l->degraded = 1;
         l->fence = 0;
@@ -1059,10 +1151,10 @@ dlock_err dlock_inspect(dlock_client *c, const char *key,
     if (err != DLOCK_OK)
         return err;
     {
-        const char *argv[] = {l->key, l->fence_key, l->queue_key,
-                              l->waiters_key};
+        const char *argv[] = {l->key, l->fence_key, l->legacy_fence_key,
+                              l->queue_key, l->waiters_key};
 
-        err = dlock__client_eval(c, &inspect_script, 4, 4, argv, NULL, &r, m);
+        err = dlock__client_eval(c, &inspect_script, 5, 5, argv, NULL, &r, m);
     }
     if (err == DLOCK_OK) {
         err = parse_inspect(r, info);

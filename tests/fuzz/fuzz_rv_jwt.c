@@ -18,15 +18,18 @@
  *   - soundness: a token verifies only if it was signed with HMAC-SHA256
  *     and the right secret, its header is a JSON object whose "alg" is
  *     exactly "HS256", and its claims, read here with jansson, have a
- *     numeric exp > now, no nbf or a numeric one <= now, a sub of 1..255
- *     bytes and a known role; and then who is that sub and role;
+ *     numeric exp with now < exp + LEEWAY and exp - LEEWAY <= now +
+ *     MAX_LIFETIME, no nbf or a numeric one with nbf - LEEWAY <= now, a
+ *     sub of 1..255 bytes and a known role; and then who is that sub and
+ *     role;
  *   - completeness: a canonical HS256 header, the right secret and such
  *     claims must verify;
  *   - the raw input never verifies (the secret is random per process);
  *   - a refusal always says why (detail) and leaves who empty;
  *   - checking the same token again (a hit in rv_auth.c's cache of
  *     verified tokens) gives the same answer and identity;
- *   - rv_auth_issue's own tokens verify for their lifetime and not after.
+ *   - rv_auth_issue's own tokens verify for their lifetime (and the
+ *     leeway) and not after.
  */
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -43,6 +46,8 @@
 #define TARGET "rv_jwt"
 #define INPUT_MAX 4096
 #define NOW ((int64_t)1700000000)
+#define LEEWAY 30
+#define MAX_LIFETIME 86400
 
 static unsigned char secret[32];
 static const unsigned char wrong[] = "not-the-secret-of-this-service!!";
@@ -132,8 +137,10 @@ static int claims_acceptable(const char *claims, size_t n, rv_identity *who)
     double exp_t = 0, nbf_t = 0;
     int ok = json_is_object(c) &&
              numeric(json_object_get(c, "exp"), &exp_t) &&
-             exp_t > (double)NOW &&
-             (nbf == NULL || (numeric(nbf, &nbf_t) && nbf_t <= (double)NOW)) &&
+             exp_t + LEEWAY > (double)NOW &&
+             exp_t - LEEWAY <= (double)NOW + MAX_LIFETIME &&
+             (nbf == NULL ||
+              (numeric(nbf, &nbf_t) && nbf_t - LEEWAY <= (double)NOW)) &&
              sub != NULL && sub[0] != '\0' && strlen(sub) <= RV_SUB_MAX &&
              role != NULL && rv_auth_role_parse(role) != RV_ROLE_NONE;
 
@@ -159,9 +166,11 @@ static int header_is_hs256(const char *head, size_t n)
 
 static int verify(const char *authorization, int64_t now, rv_identity *who)
 {
+    const rv_auth_policy policy = {secret, sizeof(secret), LEEWAY,
+                                   MAX_LIFETIME};
     char detail[160] = "";
-    const int rc = rv_auth_verify(authorization, secret, sizeof(secret), now,
-                                  who, detail, sizeof(detail));
+    const int rc = rv_auth_verify(authorization, &policy, now, who, detail,
+                                  sizeof(detail));
 
     if (rc != 0 && (detail[0] == '\0' || who->sub[0] != '\0' ||
                     who->role != RV_ROLE_NONE))
@@ -229,8 +238,8 @@ static void check_issued(const uint8_t *data, size_t size)
     if (header == NULL)
         abort();
     sprintf(header, "Bearer %s", tok);
-    ok_now = verify(header, NOW + 59, &who);
-    ok_later = verify(header, NOW + 60, &who);
+    ok_now = verify(header, NOW + 59 + LEEWAY, &who);
+    ok_later = verify(header, NOW + 60 + LEEWAY, &who);
     if (ok_now != (rv_auth_role_parse(role) != RV_ROLE_NONE) || ok_later)
         fuzz_fail(TARGET, "issued token for %s: now %d, at exp %d", role,
                   ok_now, ok_later);

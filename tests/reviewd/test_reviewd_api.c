@@ -309,7 +309,7 @@ static void malformed_ids_are_invalid_argument_and_absent_ones_not_found(
 
 static void unknown_paths_are_not_found(void **state)
 {
-    static const char *const paths[] = {"/", "/v1", "/v2/documents",
+    static const char *const paths[] = {"/nope.js", "/v1", "/v2/documents",
                                         "/v1/documents/1/", "/v1/documents/"
                                         "1/publish", "/v1/reviews/1/x",
                                         "/healthz/x", "/v1//documents",
@@ -328,7 +328,8 @@ static void wrong_methods_are_405_with_allow(void **state)
         const char *method, *path, *allow;
     } cases[] = {
         {"DELETE", "/v1/documents/1", "GET, HEAD, PUT"},
-        {"GET", "/v1/documents", "POST"},
+        {"DELETE", "/v1/documents", "GET, HEAD, POST"},
+        {"POST", "/v1/documents/1/reviews", "GET, HEAD"},
         {"PATCH", "/v1/documents/1", "GET, HEAD, PUT"},
         {"GET", "/v1/documents/1/submit", "POST"},
         {"POST", "/v1/reviews", "GET, HEAD"},
@@ -482,7 +483,7 @@ static void bad_tokens_are_unauthenticated(void **state)
 
     (void)state;
     call("GET", "/v1/documents/1", NULL, NULL, 401, "UNAUTHENTICATED");
-    tok = rvt_token("alice", "author", -10);
+    tok = rvt_token("alice", "author", -300); /* past the leeway */
     call("GET", "/v1/documents/1", tok, NULL, 401, "UNAUTHENTICATED");
     free(tok);
     call("GET", "/v1/documents/1", "not.a.jwt", NULL, 401,
@@ -758,6 +759,94 @@ static void reviews_are_listed_by_id_with_a_next_cursor(void **state)
     }
 }
 
+/* Field key of item i of a list response, or "" when absent or null. */
+static const char *item_field(const rvt_resp *r, size_t i, const char *key)
+{
+    const char *v = json_string_value(json_object_get(
+        json_array_get(json_object_get(r->json, "items"), i), key));
+
+    return v != NULL ? v : "";
+}
+
+static void documents_are_listed_by_author_a_page_at_a_time(void **state)
+{
+    char *erin = rvt_token("erin", "author", 3600);
+    char id[3][24], path[256];
+    rvt_resp r;
+    int i;
+
+    (void)state;
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(rvt_create_doc(PORT, erin, "erin's", id[i]),
+                         0);
+    }
+    rvt_call(PORT, "GET", "/v1/documents?author=erin&limit=2", bob, NULL,
+             NULL, &r);
+    expect(&r, 200, NULL, "the first page of erin's documents");
+    TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 2
+                  && strcmp(item_field(&r, 0, "id"), id[0]) == 0
+                  && strcmp(item_field(&r, 1, "id"), id[1]) == 0
+                  && strcmp(item_field(&r, 1, "author"), "erin") == 0,
+              "erin's first two documents, by id");
+    TK_EXPECT(rvt_field(&r, "next") != NULL
+                  && strcmp(rvt_field(&r, "next"), id[1]) == 0,
+              "next is the last item's id");
+    rvt_resp_free(&r);
+    snprintf(path, sizeof(path), "/v1/documents?author=erin&after=%s", id[1]);
+    rvt_call(PORT, "GET", path, erin, NULL, NULL, &r);
+    expect(&r, 200, NULL, "the second page");
+    TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 1
+                  && strcmp(item_field(&r, 0, "id"), id[2]) == 0
+                  && json_is_null(json_object_get(r.json, "next")),
+              "the third document and no next");
+    rvt_resp_free(&r);
+    call("GET", "/v1/documents?author=nobody-at-all", alice, NULL, 200, NULL);
+    call("GET", "/v1/documents", root, NULL, 200, NULL);
+    static const char *const bad[] = {
+        "/v1/documents?author=", "/v1/documents?limit=0",
+        "/v1/documents?status=draft", "/v1/documents?after=x",
+        "/v1/documents?author=a&author=b", NULL};
+    for (i = 0; bad[i] != NULL; i++) {
+        call("GET", bad[i], erin, NULL, 400, "INVALID_ARGUMENT");
+    }
+    free(erin);
+}
+
+static void a_documents_reviews_are_its_history_oldest_first(void **state)
+{
+    char id[24], rid[24], path[128];
+    rvt_resp r;
+
+    (void)state;
+    assert_int_equal(rvt_create_pending(PORT, dave, id, rid), 0);
+    snprintf(path, sizeof(path), "/v1/reviews/%s/reject", rid);
+    call("POST", path, bob, "{\"comment\":\"Needs sources\"}", 200, NULL);
+    snprintf(path, sizeof(path), "/v1/documents/%s/submit", id);
+    call("POST", path, dave, NULL, 201, NULL);
+    snprintf(path, sizeof(path), "/v1/documents/%s/reviews", id);
+    rvt_call(PORT, "GET", path, alice, NULL, NULL, &r);
+    expect(&r, 200, NULL, "a document's reviews, read by another author");
+    TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 2
+                  && strcmp(item_field(&r, 0, "id"), rid) == 0
+                  && strcmp(item_field(&r, 0, "status"), "rejected") == 0
+                  && strcmp(item_field(&r, 0, "comment"), "Needs sources")
+                         == 0
+                  && strcmp(item_field(&r, 0, "reviewer"), "bob") == 0
+                  && item_field(&r, 0, "fence")[0] != '\0'
+                  && strcmp(item_field(&r, 1, "status"), "pending") == 0
+                  && json_is_null(json_object_get(r.json, "next")),
+              "the rejection with its comment and fence, then the new "
+              "pending review");
+    rvt_resp_free(&r);
+    call("GET", "/v1/documents/9223372036854775807/reviews", bob, NULL, 404,
+         "NOT_FOUND");
+    call("GET", "/v1/documents/0/reviews", bob, NULL, 400,
+         "INVALID_ARGUMENT");
+    snprintf(path, sizeof(path), "/v1/documents/%s/reviews?status=pending",
+             id);
+    call("GET", path, bob, NULL, 400, "INVALID_ARGUMENT");
+}
+
 static void any_role_reads_a_review(void **state)
 {
     char id[24], rid[24], path[128];
@@ -913,6 +1002,53 @@ static void health_endpoints_answer_without_a_token(void **state)
     rvt_resp_free(&r);
 }
 
+static void the_console_is_served_with_its_csp_and_an_etag(void **state)
+{
+    char csp[512], type[128], etag[80], cond[128];
+    const char *const known[] = {cond, NULL};
+    const char *const changed[] = {"If-None-Match: \"x\"", NULL};
+    rvt_resp r;
+
+    (void)state;
+    rvt_http(PORT, "GET", "/", NULL, NULL, 0, &r);
+    TK_EXPECT(r.status == 200 && strstr(r.body, "<script type=\"module\" "
+                                        "src=\"app.js\">") != NULL,
+              "GET / is the console's page, got %d", r.status);
+    TK_EXPECT(rvt_header(&r, "Content-Type", type, sizeof(type)) != NULL
+                  && strcmp(type, "text/html; charset=utf-8") == 0,
+              "the page is HTML");
+    TK_EXPECT(rvt_header(&r, "Content-Security-Policy", csp, sizeof(csp))
+                  != NULL
+                  && strstr(csp, "script-src 'self';") != NULL
+                  && strstr(csp, "unsafe-inline") == NULL,
+              "a CSP without inline script: %s", csp);
+    TK_EXPECT(rvt_header(&r, "ETag", etag, sizeof(etag)) != NULL
+                  && etag[0] == '"',
+              "an entity tag");
+    rvt_resp_free(&r);
+    snprintf(cond, sizeof(cond), "If-None-Match: \"x\", %s", etag);
+    rvt_http(PORT, "GET", "/index.html", known, NULL, 0, &r);
+    TK_EXPECT(r.status == 304 && r.body_len == 0,
+              "a known ETag revalidates to 304, got %d", r.status);
+    rvt_resp_free(&r);
+    rvt_http(PORT, "GET", "/app.js", changed, NULL, 0, &r);
+    TK_EXPECT(r.status == 200 && rvt_header(&r, "Content-Type", type,
+                                            sizeof(type)) != NULL
+                  && strcmp(type, "text/javascript; charset=utf-8") == 0,
+              "a changed ETag gets the script, as JavaScript");
+    rvt_resp_free(&r);
+    call("GET", "/missing.js", NULL, NULL, 404, "NOT_FOUND");
+    call("POST", "/", NULL, NULL, 405, "METHOD_NOT_ALLOWED");
+}
+
+static void dev_login_is_off_by_default(void **state)
+{
+    (void)state;
+    call("GET", "/v1/dev/token", NULL, NULL, 404, "NOT_FOUND");
+    call("POST", "/v1/dev/token", NULL,
+         "{\"sub\":\"mallory\",\"role\":\"admin\"}", 404, "NOT_FOUND");
+}
+
 static void request_ids_are_echoed_or_made(void **state)
 {
     const char *headers[] = {"X-Request-Id: trace-abc-123", NULL};
@@ -968,12 +1104,16 @@ int main(void)
             reject_needs_a_comment_and_allows_edit_and_resubmit),
         cmocka_unit_test(nobody_decides_a_review_of_their_own_document),
         cmocka_unit_test(reviews_are_listed_by_id_with_a_next_cursor),
+        cmocka_unit_test(documents_are_listed_by_author_a_page_at_a_time),
+        cmocka_unit_test(a_documents_reviews_are_its_history_oldest_first),
         cmocka_unit_test(any_role_reads_a_review),
         cmocka_unit_test(an_idempotent_retry_replays_the_first_response),
         cmocka_unit_test(
             an_idempotent_decision_replays_and_refusals_replay_too),
         cmocka_unit_test(malformed_idempotency_keys_are_invalid_argument),
         cmocka_unit_test(request_ids_are_echoed_or_made),
+        cmocka_unit_test(the_console_is_served_with_its_csp_and_an_etag),
+        cmocka_unit_test(dev_login_is_off_by_default),
         cmocka_unit_test(health_endpoints_answer_without_a_token),
     };
 

@@ -60,7 +60,7 @@ static int setup(void **state)
     tokens[0] = rvt_token("alice", "author", 3600);
     tokens[1] = rvt_token("bob", "reviewer", 3600);
     tokens[2] = rvt_token("root", "admin", 3600);
-    tokens[3] = rvt_token("alice", "author", -5);
+    tokens[3] = rvt_token("alice", "author", -300); /* past the leeway */
     for (i = 0; i < 4; i++) {
         if (rvt_create_pending(srv.port, tokens[0], ids[2 * i],
                                ids[2 * i + 1]) != 0) {

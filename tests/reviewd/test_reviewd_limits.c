@@ -330,7 +330,7 @@ static void bad_settings_stop_start_up_with_one_line_naming_them(
     static const char *const serve[] = {"serve", NULL};
     const char *secret = "JWT_SECRET=" RVT_SECRET;
     struct {
-        const char *env[4];
+        const char *env[5];
         const char *want;
     } cases[] = {
         {{secret, NULL}, "DATABASE_URL"},
@@ -345,6 +345,9 @@ static void bad_settings_stop_start_up_with_one_line_naming_them(
         {{env_db, secret, "LISTEN_ADDR=nowhere", NULL}, "LISTEN_ADDR"},
         {{env_db, secret, "REVIEWD_THREADS=0", NULL}, "REVIEWD_THREADS"},
         {{env_db, secret, "CONTENT_STORE=s3", NULL}, "CONTENT_STORE"},
+        {{env_db, secret, "DEV_LOGIN=yes", NULL}, "DEV_LOGIN"},
+        {{env_db, secret, "LISTEN_ADDR=0.0.0.0:0", "DEV_LOGIN=1", NULL},
+         "DEV_LOGIN=1 signs a token for anyone who asks"},
         {{env_db, secret, "CONTENT_STORE=mongo", NULL}, "MONGO_URL"},
         {{"DATABASE_URL=postgresql://dlock:dlock@127.0.0.1:1/x", secret,
           NULL}, "DATABASE_URL"},

@@ -234,8 +234,11 @@ static int advisory_held(void *arg)
 {
     advisory_wait *w = arg;
 
+    /* A single-bigint key (objsubid 1) with the top bit set (the high
+     * half, classid, at least 2^31): the idempotency keys' own space. */
     return rvt_sql_int(w->db, "SELECT count(*) FROM pg_locks WHERE locktype"
-                       " = 'advisory' AND classid = 1263028548 AND granted")
+                       " = 'advisory' AND objsubid = 1 AND classid::text::"
+                       "bigint >= 2147483648 AND granted")
            > 0;
 }
 

@@ -25,6 +25,7 @@
 #include "svc_json.h"
 #include "svc_log.h"
 #include "core/rv_router.h"
+#include "handlers/rv_console.h"
 
 #define SECRET "unit-secret-0123456789abcdefghij"
 #define NOW ((int64_t)1800000000)
@@ -179,13 +180,76 @@ static char *sign(const char *claims, jwt_alg_t alg, const char *key)
     return tok;
 }
 
-static int verify(const char *tok, rv_identity *who, char *detail)
+/* The policy of these tests: no leeway, so exp and nbf are exact
+ * boundaries, and lifetimes of years allowed (the claims below). */
+static const rv_auth_policy exact = {(const unsigned char *)SECRET,
+                                     sizeof(SECRET) - 1, 0,
+                                     10 * 365 * 86400LL};
+
+/* The service's defaults (rv_config.c). */
+static const rv_auth_policy defaults = {(const unsigned char *)SECRET,
+                                        sizeof(SECRET) - 1, 30, 86400};
+
+static int verify_with(const rv_auth_policy *p, const char *tok,
+                       rv_identity *who, char *detail)
 {
     char header[8300];
 
     snprintf(header, sizeof(header), "Bearer %s", tok);
-    return rv_auth_verify(header, (const unsigned char *)SECRET,
-                          strlen(SECRET), NOW, who, detail, 160);
+    return rv_auth_verify(header, p, NOW, who, detail, 160);
+}
+
+static int verify(const char *tok, rv_identity *who, char *detail)
+{
+    return verify_with(&exact, tok, who, detail);
+}
+
+/* Claims for alice with the given time claims (e.g. "\"exp\":1"). */
+static int verify_times(const rv_auth_policy *p, const char *times)
+{
+    char claims[256];
+    rv_identity who;
+    char detail[160];
+    char *tok;
+    int rc;
+
+    snprintf(claims, sizeof(claims),
+             "{\"sub\":\"alice\",\"role\":\"author\",%s}", times);
+    tok = sign(claims, JWT_ALG_HS256, SECRET);
+    rc = verify_with(p, tok, &who, detail);
+    free(tok);
+    return rc;
+}
+
+static void clocks_may_disagree_by_the_leeway_and_lifetimes_are_bounded(
+    void **state)
+{
+    char times[128];
+
+    (void)state;
+    /* An issuer whose clock is 1 s ahead: nbf one second from now. */
+    snprintf(times, sizeof(times), "\"exp\":%lld,\"nbf\":%lld",
+             (long long)NOW + 3600, (long long)NOW + 1);
+    assert_int_equal(verify_times(&defaults, times), 0);
+    assert_int_equal(verify_times(&exact, times), -1);
+    snprintf(times, sizeof(times), "\"exp\":%lld,\"nbf\":%lld",
+             (long long)NOW + 3600, (long long)NOW + 31);
+    assert_int_equal(verify_times(&defaults, times), -1);
+    /* Expired 10 s ago by our clock: within the leeway; 30 s: not. */
+    snprintf(times, sizeof(times), "\"exp\":%lld", (long long)NOW - 10);
+    assert_int_equal(verify_times(&defaults, times), 0);
+    snprintf(times, sizeof(times), "\"exp\":%lld", (long long)NOW - 30);
+    assert_int_equal(verify_times(&defaults, times), -1);
+    /* A day ahead (and the leeway) is the longest accepted lifetime. */
+    snprintf(times, sizeof(times), "\"exp\":%lld",
+             (long long)NOW + 86400 + 30);
+    assert_int_equal(verify_times(&defaults, times), 0);
+    snprintf(times, sizeof(times), "\"exp\":%lld",
+             (long long)NOW + 86400 + 31);
+    assert_int_equal(verify_times(&defaults, times), -1);
+    assert_int_equal(verify_times(&defaults, "\"exp\":1e300"), -1);
+    assert_int_equal(verify_times(&defaults, "\"exp\":9.2e18"), -1);
+    assert_int_equal(verify_times(&defaults, "\"exp\":-1e300"), -1);
 }
 
 static void tokens_need_hs256_a_future_exp_a_sub_and_a_known_role(
@@ -239,20 +303,20 @@ static void authorization_headers_must_be_bearer_tokens(void **state)
 {
     rv_identity who;
     char detail[160];
-    const unsigned char *k = (const unsigned char *)SECRET;
+    const rv_auth_policy *k = &exact;
 
     (void)state;
-    assert_int_equal(rv_auth_verify(NULL, k, strlen(SECRET), NOW, &who,
-                                    detail, sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify(NULL, k, NOW, &who, detail,
+                                    sizeof(detail)), -1);
     assert_non_null(strstr(detail, "missing"));
-    assert_int_equal(rv_auth_verify("Basic YWxpY2U6eA==", k, strlen(SECRET),
-                                    NOW, &who, detail, sizeof(detail)), -1);
-    assert_int_equal(rv_auth_verify("Bearer ", k, strlen(SECRET), NOW, &who,
+    assert_int_equal(rv_auth_verify("Basic YWxpY2U6eA==", k, NOW, &who,
                                     detail, sizeof(detail)), -1);
-    assert_int_equal(rv_auth_verify("Bearer a.b.c d", k, strlen(SECRET),
-                                    NOW, &who, detail, sizeof(detail)), -1);
-    assert_int_equal(rv_auth_verify("Bearer a.b.c", k, strlen(SECRET), NOW,
-                                    &who, detail, sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Bearer ", k, NOW, &who, detail,
+                                    sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Bearer a.b.c d", k, NOW, &who, detail,
+                                    sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Bearer a.b.c", k, NOW, &who, detail,
+                                    sizeof(detail)), -1);
 }
 
 static void issued_tokens_verify(void **state)
@@ -265,12 +329,10 @@ static void issued_tokens_verify(void **state)
     (void)state;
     assert_non_null(tok);
     snprintf(header, sizeof(header), "Bearer %s", tok);
-    assert_int_equal(rv_auth_verify(header, (const unsigned char *)SECRET,
-                                    strlen(SECRET), NOW, &who, detail,
+    assert_int_equal(rv_auth_verify(header, &exact, NOW, &who, detail,
                                     sizeof(detail)), 0);
     assert_int_equal(who.role, RV_ROLE_REVIEWER);
-    assert_int_equal(rv_auth_verify(header, (const unsigned char *)SECRET,
-                                    strlen(SECRET), NOW + 61, &who, detail,
+    assert_int_equal(rv_auth_verify(header, &exact, NOW + 61, &who, detail,
                                     sizeof(detail)), -1);
     free(tok);
 }
@@ -298,6 +360,51 @@ static void listen_addresses_parse_host_and_port(void **state)
                                             &port), -1);
     assert_int_equal(rv_config_parse_listen("::1:80", host, sizeof(host),
                                             &port), -1);
+}
+
+static void console_files_match_by_shape_and_exist_when_built_in(
+    void **state)
+{
+    static const char *const not_console[] = {
+        "/app", "/App.js", "/a/b.js", "/.js", "/x.js/", "/x.json",
+        "/x.js.map", "/x%2Ejs", NULL};
+    rv_match m;
+    int i;
+
+    (void)state;
+    rv_router_match("/", RV_METHOD_GET, &m);
+    assert_int_equal(m.op, RV_OP_CONSOLE);
+    rv_router_match("/app.js", RV_METHOD_HEAD, &m);
+    assert_int_equal(m.op, RV_OP_CONSOLE);
+    rv_router_match("/style.css", RV_METHOD_POST, &m);
+    assert_int_equal(m.path, RV_PATH_CONSOLE);
+    assert_int_equal(m.op, RV_OP_NONE);
+    assert_string_equal(rv_router_allow(m.path), "GET, HEAD");
+    for (i = 0; not_console[i] != NULL; i++) {
+        rv_router_match(not_console[i], RV_METHOD_GET, &m);
+        assert_int_equal(m.path, RV_PATH_UNKNOWN);
+    }
+    assert_non_null(rv_console_find("/"));
+    assert_string_equal(rv_console_find("/")->path, "/index.html");
+    assert_string_equal(rv_console_find("/app.js")->content_type,
+                        "text/javascript; charset=utf-8");
+    assert_int_equal(rv_console_find("/app.js")->data[0] != '\0', 1);
+    assert_null(rv_console_find("/missing.js"));
+}
+
+static void dev_login_listens_on_loopback_only(void **state)
+{
+    (void)state;
+    assert_true(rv_config_host_is_loopback("127.0.0.1"));
+    assert_true(rv_config_host_is_loopback("127.8.9.10"));
+    assert_true(rv_config_host_is_loopback("::1"));
+    assert_true(rv_config_host_is_loopback("localhost"));
+    assert_false(rv_config_host_is_loopback("0.0.0.0"));
+    assert_false(rv_config_host_is_loopback("::"));
+    assert_false(rv_config_host_is_loopback("10.0.0.1"));
+    assert_false(rv_config_host_is_loopback("128.0.0.1"));
+    assert_false(rv_config_host_is_loopback("example.com"));
+    assert_false(rv_config_host_is_loopback("127.0.0.1.example.com"));
 }
 
 static void amqp_urls_are_checked_for_form(void **state)
@@ -329,6 +436,46 @@ static void logged_urls_never_show_passwords(void **state)
     assert_null(strstr(out, "s3cret"));
     svc_log_redact_url("redis://h:6379/0", out, sizeof(out));
     assert_string_equal(out, "redis://h:6379/0");
+}
+
+/* libpq's messages about a connection string, with its password taken
+ * out wherever they show it. */
+static void messages_about_a_url_never_show_its_password(void **state)
+{
+    static const struct {
+        const char *url;
+        const char *message;
+        const char *want;
+    } cases[] = {
+        {"postgresql://al:S3cretPW@[::1/db",
+         "end of string reached when looking for matching \"]\" in IPv6 "
+         "host address in URI: \"postgresql://al:S3cretPW@[::1/db\"",
+         "end of string reached when looking for matching \"]\" in IPv6 "
+         "host address in URI: \"postgresql://al:***@[::1/db\""},
+        /* A '/' in the password: libpq reads "S3" as the port. */
+        {"postgresql://al:S3/cretPW@db.internal/x",
+         "invalid integer value \"S3\" for connection option \"port\"",
+         "invalid integer value \"***\" for connection option \"port\""},
+        {"host=h password S3cretPW",
+         "DATABASE_URL: malformed (host=h password S3cretPW): missing \"=\" "
+         "after \"password\" in connection info string",
+         "DATABASE_URL: malformed (host=h password ***): missing \"=\" "
+         "after \"password\" in connection info string"},
+        {"host=h password = 'S3 cret' dbname=d", "x 'S3 cret' y",
+         "x '***' y"},
+        {"postgresql://h/db?sslmode=x&password=S3%2Fc", "\"S3/c\" S3%2Fc",
+         "\"***\" ***"},
+        {"postgresql://al@h/db", "could not translate host name \"h\"",
+         "could not translate host name \"h\""},
+    };
+    char out[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        svc_log_redact_secrets(cases[i].url, cases[i].message, out,
+                               sizeof(out));
+        assert_string_equal(out, cases[i].want);
+    }
 }
 
 static void json_media_type_allows_parameters_but_only_utf8(void **state)
@@ -376,10 +523,15 @@ int main(void)
         cmocka_unit_test(
             tokens_need_hs256_a_future_exp_a_sub_and_a_known_role),
         cmocka_unit_test(authorization_headers_must_be_bearer_tokens),
+        cmocka_unit_test(
+            clocks_may_disagree_by_the_leeway_and_lifetimes_are_bounded),
         cmocka_unit_test(issued_tokens_verify),
         cmocka_unit_test(listen_addresses_parse_host_and_port),
         cmocka_unit_test(amqp_urls_are_checked_for_form),
+        cmocka_unit_test(console_files_match_by_shape_and_exist_when_built_in),
+        cmocka_unit_test(dev_login_listens_on_loopback_only),
         cmocka_unit_test(logged_urls_never_show_passwords),
+        cmocka_unit_test(messages_about_a_url_never_show_its_password),
         cmocka_unit_test(json_media_type_allows_parameters_but_only_utf8),
         cmocka_unit_test(idempotency_keys_are_1_to_255_visible_ascii),
     };

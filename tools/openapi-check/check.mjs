@@ -494,7 +494,7 @@ async function lifecycle(docId) {
     await call("rejectReview", 409, { id: r2, token: bob, body: reason });
 }
 
-async function lists() {
+async function lists(docId) {
     const page = await call("listReviews", 200, {
         token: bob, query: "?status=approved&limit=1" });
     await call("listReviews", 200, { token: root, query: "?limit=1" + (
@@ -506,6 +506,24 @@ async function lists() {
     await call("listReviews", 400, { token: bob, query: "?limit=1&limit=2" });
     await call("listReviews", 401, {});
     await call("listReviews", 403, { token: alice });
+
+    const mine = await call("listDocuments", 200, {
+        token: bob, query: "?author=alice&limit=1" });
+    if (mine.value?.items?.[0]?.author !== "alice") {
+        fail(`listDocuments: author=alice gave ${mine.res.body}`);
+    }
+    await call("listDocuments", 200, { token: dave, query: "?limit=1" + (
+        mine.value?.next ? `&after=${mine.value.next}` : "") });
+    await call("listDocuments", 400, { token: bob, query: "?author=" });
+    await call("listDocuments", 400, { token: bob, query: "?status=draft" });
+    await call("listDocuments", 401, {});
+
+    await call("listDocumentReviews", 200, { id: docId, token: dave });
+    await call("listDocumentReviews", 400, { id: docId, token: dave,
+                                             query: "?limit=201" });
+    await call("listDocumentReviews", 400, { id: "abc", token: dave });
+    await call("listDocumentReviews", 401, { id: docId });
+    await call("listDocumentReviews", 404, { id: MISSING, token: dave });
 
     await call("search", 200, { token: alice, query: "?q=runbook&limit=5" });
     await call("search", 400, { token: alice });
@@ -583,7 +601,7 @@ function coverage() {
 try {
     const docId = await documents();
     await lifecycle(docId);
-    await lists();
+    await lists(docId);
     const review = (await call("listReviews", 200, { token: bob }))
         .value?.items?.[0]?.id;
     await shapes({ doc: docId, review });

@@ -137,24 +137,35 @@ static int numeric_date(const json_t *v, double *out)
     return -1;
 }
 
-/* The rules on the times, once exp and nbf (-INFINITY: none) are read. */
-static int times_valid(double exp, double nbf, int64_t now, char *detail,
-                       size_t detaillen)
+/* The rules on the times (rv_auth.h), once exp and nbf (-INFINITY: none)
+ * are read.  In doubles: a NumericDate may be real, and 1e300 must compare
+ * as the huge number it is, not wrap. */
+static int times_valid(const rv_auth_policy *p, double exp, double nbf,
+                       int64_t now, char *detail, size_t detaillen)
 {
-    if (exp <= (double)now) {
+    const double leeway = (double)p->leeway_s;
+
+    if (exp + leeway <= (double)now) {
         snprintf(detail, detaillen, "the token has expired");
         return -1;
     }
-    if (nbf > (double)now) {
+    if (nbf - leeway > (double)now) {
         snprintf(detail, detaillen, "the token is not valid yet (\"nbf\")");
+        return -1;
+    }
+    if (exp - leeway > (double)now + (double)p->max_lifetime_s) {
+        snprintf(detail, detaillen, "the token's \"exp\" is more than %lld s "
+                 "ahead (the longest lifetime accepted)",
+                 (long long)p->max_lifetime_s);
         return -1;
     }
     return 0;
 }
 
 /* Reads exp and nbf (their types checked) and applies times_valid. */
-static int check_times(const json_t *claims, int64_t now, double *exp_out,
-                       double *nbf_out, char *detail, size_t detaillen)
+static int check_times(const rv_auth_policy *p, const json_t *claims,
+                       int64_t now, double *exp_out, double *nbf_out,
+                       char *detail, size_t detaillen)
 {
     const json_t *exp = json_object_get(claims, "exp");
     const json_t *nbf = json_object_get(claims, "nbf");
@@ -168,7 +179,7 @@ static int check_times(const json_t *claims, int64_t now, double *exp_out,
         /* Not a date: refused like a future one, after the expiry. */
         *nbf_out = INFINITY;
     }
-    return times_valid(*exp_out, *nbf_out, now, detail, detaillen);
+    return times_valid(p, *exp_out, *nbf_out, now, detail, detaillen);
 }
 
 static int check_identity(const json_t *claims, rv_identity *who,
@@ -372,17 +383,17 @@ static void cache_store(token_cache *c, const char *tok, size_t len,
 /* ---- verification ---------------------------------------------------------- */
 
 /* The full check of a bearer token; on success also its exp and nbf. */
-static int verify_token(const char *tok, const unsigned char *secret,
-                        size_t secret_len, int64_t now, rv_identity *who,
-                        double *exp, double *nbf, char *detail,
-                        size_t detaillen)
+static int verify_token(const char *tok, const rv_auth_policy *p,
+                        int64_t now, rv_identity *who, double *exp,
+                        double *nbf, char *detail, size_t detaillen)
 {
     jwt_t *jwt = NULL;
     json_t *header = NULL, *claims = NULL;
     const char *alg;
     int rc = -1;
 
-    if (jwt_decode(&jwt, tok, secret, (int)secret_len) != 0 || jwt == NULL) {
+    if (jwt_decode(&jwt, tok, p->secret, (int)p->secret_len) != 0
+        || jwt == NULL) {
         snprintf(detail, detaillen, "invalid token (malformed or bad "
                  "signature)");
         return -1;
@@ -400,7 +411,7 @@ static int verify_token(const char *tok, const unsigned char *secret,
         snprintf(detail, detaillen, "the token must be signed with HS256");
         goto done;
     }
-    if (check_times(claims, now, exp, nbf, detail, detaillen) == 0
+    if (check_times(p, claims, now, exp, nbf, detail, detaillen) == 0
         && check_identity(claims, who, detail, detaillen) == 0) {
         rc = 0;
     }
@@ -411,9 +422,9 @@ done:
     return rc;
 }
 
-int rv_auth_verify(const char *authorization, const unsigned char *secret,
-                   size_t secret_len, int64_t now, rv_identity *who,
-                   char *detail, size_t detaillen)
+int rv_auth_verify(const char *authorization, const rv_auth_policy *policy,
+                   int64_t now, rv_identity *who, char *detail,
+                   size_t detaillen)
 {
     const char *tok = bearer_token(authorization, detail, detaillen);
     token_cache *cache;
@@ -426,17 +437,18 @@ int rv_auth_verify(const char *authorization, const unsigned char *secret,
         return -1;
     }
     len = strlen(tok);
-    cache = thread_cache(secret, secret_len);
+    cache = thread_cache(policy->secret, policy->secret_len);
     hit = cache_find(cache, tok, len);
     if (hit != NULL) {
-        if (times_valid(hit->exp, hit->nbf, now, detail, detaillen) != 0) {
+        if (times_valid(policy, hit->exp, hit->nbf, now, detail, detaillen)
+            != 0) {
             return -1;
         }
         *who = hit->who;
         return 0;
     }
-    if (verify_token(tok, secret, secret_len, now, who, &exp, &nbf, detail,
-                     detaillen) != 0) {
+    if (verify_token(tok, policy, now, who, &exp, &nbf, detail, detaillen)
+        != 0) {
         memset(who, 0, sizeof(*who));
         return -1;
     }

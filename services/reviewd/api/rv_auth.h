@@ -3,9 +3,14 @@
  *
  * A request proves who it is with "Authorization: Bearer <JWT>" signed
  * with JWT_SECRET.  Verification accepts exactly alg "HS256" (never
- * "none", never another algorithm chosen by the token), requires "exp" in
- * the future, "sub" a non-empty string of at most 255 bytes, and "role"
- * one of author, reviewer, admin; "nbf", when present, must have passed.
+ * "none", never another algorithm chosen by the token), requires "sub" a
+ * non-empty string of at most 255 bytes and "role" one of author,
+ * reviewer, admin, and checks the times against the policy's clock-skew
+ * allowance (leeway) L and maximum lifetime M:
+ *   - "exp" is required: refused from exp + L on;
+ *   - "nbf", when present: refused before nbf - L;
+ *   - "exp" more than M + L seconds ahead is refused too, so a token made
+ *     to last for ever ("exp": 1e300) is not a key that never expires.
  * Anything else is a 401 whose detail says which rule failed, without
  * echoing the token.
  *
@@ -33,14 +38,23 @@ typedef struct rv_identity {
     rv_role role;
 } rv_identity;
 
+/* What a token is checked against: the key, and the rules on its times
+ * (REVIEWD_JWT_LEEWAY_S, REVIEWD_JWT_MAX_LIFETIME_S). */
+typedef struct rv_auth_policy {
+    const unsigned char *secret; /* borrowed */
+    size_t secret_len;
+    int64_t leeway_s;            /* clock skew allowed on exp and nbf */
+    int64_t max_lifetime_s;      /* how far ahead exp may be */
+} rv_auth_policy;
+
 /*
- * Verifies the value of an Authorization header (NULL when absent).
- * now: the current Unix time, injectable for tests.  Returns 0 and fills
- * who, or -1 with the reason in detail.
+ * Verifies the value of an Authorization header (NULL when absent)
+ * against policy.  now: the current Unix time, injectable for tests.
+ * Returns 0 and fills who, or -1 with the reason in detail.
  */
-int rv_auth_verify(const char *authorization, const unsigned char *secret,
-                   size_t secret_len, int64_t now, rv_identity *who,
-                   char *detail, size_t detaillen);
+int rv_auth_verify(const char *authorization, const rv_auth_policy *policy,
+                   int64_t now, rv_identity *who, char *detail,
+                   size_t detaillen);
 
 /*
  * Signs a token for sub and role valid for ttl_s seconds from now (a

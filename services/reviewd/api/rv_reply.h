@@ -10,6 +10,7 @@
 #define RV_REPLY_H
 
 #include <jansson.h>
+#include <stddef.h>
 
 typedef struct rv_reply {
     unsigned status;   /* 0 until a handler sets it */
@@ -18,6 +19,13 @@ typedef struct rv_reply {
     const char *content_type; /* NULL: application/json */
     const char *allow;        /* Allow header for 405 */
     char location[64];        /* Location header for 201 create, or "" */
+    /* A body that is static data (the console's files): sent as is and
+     * never freed; body stays NULL. */
+    const char *static_body;
+    size_t static_len;
+    const char *cache_control; /* NULL: no-store */
+    const char *etag;          /* ETag header, or NULL */
+    int console_headers;       /* add the console's CSP and friends */
 } rv_reply;
 
 /* Sets an error reply {"code","detail"}. */

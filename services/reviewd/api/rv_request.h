@@ -36,6 +36,7 @@ typedef struct rv_request {
     const char *authorization;
     const char *content_type;
     const char *idempotency_key;
+    const char *if_none_match;
 #ifdef REVIEWD_TESTING
     const char *hook_pause;   /* X-Test-Pause-Ms (rv_hooks.h) */
     const char *hook_fail;    /* X-Test-Fail (rv_hooks.h) */

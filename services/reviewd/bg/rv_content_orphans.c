@@ -15,6 +15,7 @@
 #include <libpq-fe.h>
 
 #include "svc_content_mongo.h"
+#include "svc_log.h"
 
 typedef struct walk {
     PGconn *pg;
@@ -75,8 +76,11 @@ long rv_content_orphans_list(const rv_config *cfg, FILE *out, char *err,
     }
     w.pg = PQconnectdb(cfg->database_url);
     if (PQstatus(w.pg) != CONNECTION_OK) {
-        snprintf(err, errlen, "content-orphans: DATABASE_URL: %s",
-                 PQerrorMessage(w.pg));
+        char why[512];
+
+        svc_log_redact_secrets(cfg->database_url, PQerrorMessage(w.pg), why,
+                               sizeof(why));
+        snprintf(err, errlen, "content-orphans: DATABASE_URL: %s", why);
         PQfinish(w.pg);
         svc_mongo_store_free(m);
         return -1;

@@ -5,15 +5,26 @@
  * stopping it never waits out the interval.  It connects lazily and
  * reconnects after a failure on its next round; a failure is logged once
  * per outage, not every round.
+ *
+ * A round deletes in batches of RV_SWEEP_BATCH rows, one statement each,
+ * until a batch finds fewer: one DELETE over a backlog (a day of keys
+ * after an outage of the sweep, or a burst of traffic) would run into the
+ * statement timeout, roll back, and fail again every round for ever,
+ * while a batch stays far under it whatever the backlog.  A stop request
+ * is seen between batches.
  */
 #include "bg/rv_sweeper.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "db/rv_query.h"
+
+/* Rows deleted per statement: milliseconds of work each. */
+#define RV_SWEEP_BATCH 1000
 
 struct rv_sweeper {
     rv_app *app;
@@ -25,21 +36,50 @@ struct rv_sweeper {
     int stopping;
 };
 
+static int stop_requested(rv_sweeper *sw)
+{
+    int stopping;
+
+    pthread_mutex_lock(&sw->mu);
+    stopping = sw->stopping;
+    pthread_mutex_unlock(&sw->mu);
+    return stopping;
+}
+
+/* Deletes one batch; *deleted is how many rows it took. */
+static rv_db_status sweep_batch(rv_sweeper *sw, unsigned long *deleted)
+{
+    char limit[16];
+    const char *params[] = {limit};
+    PGresult *res = NULL;
+    rv_db_status st;
+
+    *deleted = 0;
+    snprintf(limit, sizeof(limit), "%d", RV_SWEEP_BATCH);
+    st = rv_db_conn_exec(sw->conn, RV_QUERY_IDEM_SWEEP, params, &res);
+    if (st == RV_DB_OK) {
+        *deleted = strtoul(PQcmdTuples(res), NULL, 10);
+        atomic_fetch_add(&sw->app->idem_swept, *deleted);
+        PQclear(res);
+    }
+    return st;
+}
+
 static void sweep_once(rv_sweeper *sw)
 {
-    PGresult *res = NULL;
     rv_db_status st = RV_DB_UNAVAILABLE;
+    unsigned long deleted = RV_SWEEP_BATCH;
 
     if (sw->conn == NULL) {
         sw->conn = rv_db_conn_open(sw->app->db, 1);
     }
     if (sw->conn != NULL) {
-        st = rv_db_conn_exec(sw->conn, RV_QUERY_IDEM_SWEEP, NULL, &res);
+        do {
+            st = sweep_batch(sw, &deleted);
+        } while (st == RV_DB_OK && deleted == RV_SWEEP_BATCH
+                 && !stop_requested(sw));
     }
     if (st == RV_DB_OK) {
-        atomic_fetch_add(&sw->app->idem_swept,
-                         strtoul(PQcmdTuples(res), NULL, 10));
-        PQclear(res);
         sw->failing = 0;
         return;
     }

@@ -3,10 +3,10 @@
  *
  * Records are ignored once expired (every look-up filters on expires_at),
  * so the sweep is only about space: a thread with its own PostgreSQL
- * connection deletes expired rows every REVIEWD_SWEEP_INTERVAL_S.  It is
- * also the place where issue 5's outbox relay will run beside it, with
- * the same start/stop shape.  Several instances may sweep at once; the
- * DELETE is idempotent.
+ * connection deletes expired rows every REVIEWD_SWEEP_INTERVAL_S, in
+ * bounded batches, so a backlog of any size drains under the statement
+ * timeout.  Several instances may sweep at once; the DELETE is
+ * idempotent.
  *
  * Ownership: rv_sweeper_start / rv_sweeper_stop (wakes and joins the
  * thread, closes its connection).

@@ -11,6 +11,7 @@
  */
 #include "core/rv_config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <libpq-fe.h>
@@ -164,10 +165,15 @@ static int load_database(rv_config *cfg, int need, char *errbuf,
     opts = PQconninfoParse(v, &pqerr);
     if (opts == NULL) {
         char shown[160];
+        char msg[512];
 
+        /* libpq's message may quote the whole URL or a piece of the
+         * password, and the shown URL may still hold a password that
+         * svc_log_redact_url did not recognise: both are scrubbed. */
         svc_log_redact_url(v, shown, sizeof(shown));
-        snprintf(errbuf, errlen, "DATABASE_URL: malformed (%s): %s", shown,
+        snprintf(msg, sizeof(msg), "DATABASE_URL: malformed (%s): %s", shown,
                  pqerr != NULL ? strtok(pqerr, "\n") : "out of memory");
+        svc_log_redact_secrets(v, msg, errbuf, errlen);
         PQfreemem(pqerr);
         return -1;
     }
@@ -351,6 +357,8 @@ static void set_defaults(rv_config *cfg)
     cfg->redis_check_ms = 1000;
     cfg->redis_timeout_ms = 1000;
     cfg->pg_timeout_s = 5;
+    cfg->jwt_leeway_s = 30;
+    cfg->jwt_max_lifetime_s = 86400;
     cfg->drain_timeout_s = 10;
     cfg->relay_batch = 100;
     cfg->relay_sweep_ms = 1000;
@@ -397,7 +405,11 @@ static int load_tuning(rv_config *cfg, char *e, size_t n)
         || env_int_into("REVIEWD_PG_TIMEOUT_S", 1, 600, &cfg->pg_timeout_s,
                         e, n)
         || env_int_into("REVIEWD_DRAIN_TIMEOUT_S", 0, 600,
-                        &cfg->drain_timeout_s, e, n)) {
+                        &cfg->drain_timeout_s, e, n)
+        || env_i64_into("REVIEWD_JWT_LEEWAY_S", 0, 300, &cfg->jwt_leeway_s,
+                        e, n)
+        || env_i64_into("REVIEWD_JWT_MAX_LIFETIME_S", 1, 365 * 86400,
+                        &cfg->jwt_max_lifetime_s, e, n)) {
         return -1;
     }
 #ifdef REVIEWD_TESTING
@@ -413,6 +425,43 @@ static int load_tuning(rv_config *cfg, char *e, size_t n)
     return 0;
 }
 
+int rv_config_host_is_loopback(const char *host)
+{
+    struct in_addr v4;
+    struct in6_addr v6;
+
+    if (strcmp(host, "localhost") == 0) {
+        return 1;
+    }
+    if (inet_pton(AF_INET, host, &v4) == 1) {
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    }
+    return inet_pton(AF_INET6, host, &v6) == 1
+           && memcmp(&v6, &in6addr_loopback, sizeof(v6)) == 0;
+}
+
+/* DEV_LOGIN: 0 or 1, and 1 only on a loopback listener (checked when
+ * serving: `reviewd token` and `migrate` do not listen). */
+static int load_dev_login(rv_config *cfg, int need, char *errbuf,
+                          size_t errlen)
+{
+    long long on = 0;
+
+    if (env_int("DEV_LOGIN", 0, 1, &on, errbuf, errlen) != 0) {
+        return -1;
+    }
+    if (on && (need & RV_NEED_SERVE)
+        && !rv_config_host_is_loopback(cfg->listen_host)) {
+        snprintf(errbuf, errlen, "DEV_LOGIN=1 signs a token for anyone "
+                 "who asks, so it is refused unless LISTEN_ADDR is "
+                 "loopback (127.0.0.1, ::1, localhost); LISTEN_ADDR "
+                 "host is \"%.64s\"", cfg->listen_host);
+        return -1;
+    }
+    cfg->dev_login = (int)on;
+    return 0;
+}
+
 int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen)
 {
     set_defaults(cfg);
@@ -424,7 +473,8 @@ int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen)
         || load_content_store(cfg, errbuf, errlen) != 0
         || load_log(cfg, errbuf, errlen) != 0
         || load_tuning(cfg, errbuf, errlen) != 0
-        || load_relay(cfg, errbuf, errlen) != 0) {
+        || load_relay(cfg, errbuf, errlen) != 0
+        || load_dev_login(cfg, need, errbuf, errlen) != 0) {
         rv_config_clear(cfg);
         return -1;
     }

@@ -44,6 +44,11 @@ typedef struct rv_config {
     char amqp_exchange[128];
     char *jwt_secret;   /* at least 32 bytes */
     size_t jwt_secret_len;
+    /* REVIEWD_JWT_LEEWAY_S: the clock skew allowed on a token's exp and
+     * nbf (30, at most 300); REVIEWD_JWT_MAX_LIFETIME_S: how far ahead a
+     * token's exp may be (86400, a day).  rv_auth.h has the rules. */
+    int64_t jwt_leeway_s;
+    int64_t jwt_max_lifetime_s;
     svc_content_kind content_store; /* svc_content_env.h */
     char *mongo_url;
 
@@ -91,6 +96,11 @@ typedef struct rv_config {
      * field and the variable exist only in test builds. */
     int test_hooks;
 #endif
+    /* DEV_LOGIN=1 adds POST /v1/dev/token, which signs a token for any
+     * user and role that asks (the console's development sign-in).  Off
+     * by default; rv_config_load refuses it unless LISTEN_ADDR is a
+     * loopback address, so it can never be reached from another host. */
+    int dev_login;
 } rv_config;
 
 /*
@@ -102,6 +112,10 @@ int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen);
 
 /* Frees the strings of cfg and zeroes it. */
 void rv_config_clear(rv_config *cfg);
+
+/* 1 if host (as LISTEN_ADDR gives it) is loopback: "localhost", "::1"
+ * or an IPv4 address in 127.0.0.0/8.  Exposed for unit tests. */
+int rv_config_host_is_loopback(const char *host);
 
 /*
  * Splits "host:port" or "[v6]:port" into host and port.  Returns 0, or -1

@@ -1,9 +1,12 @@
 /*
  * rv_router.c: path and method matching for reviewd.
  *
- * The API has twelve path shapes, so a table of literal segments is
+ * The API has fifteen path shapes, so a table of literal segments is
  * clearer than a general router: each entry is a prefix, whether an {id}
- * segment follows, and an optional verb segment after it.  Matching walks
+ * segment follows, and an optional verb segment after it.  The console's
+ * files are one more shape, "/" plus a name ending in .html, .js or .css
+ * (the names rv_embed_console.cmake accepts); whether such a file exists
+ * is the console handler's question, answered with 404.  Matching walks
  * the table once; the method then picks the operation or leaves
  * RV_OP_NONE for a 405 with the entry's Allow list.
  */
@@ -24,13 +27,23 @@ typedef struct route_entry {
 /* ops[] is indexed by rv_method: GET, HEAD, POST, PUT, OTHER. */
 static const route_entry routes[] = {
     {RV_PATH_DOCUMENTS, "/v1/documents", 0, "",
-     {0, 0, RV_OP_DOCUMENT_CREATE, 0, 0}, "POST", "/v1/documents"},
+     {RV_OP_DOCUMENT_LIST, RV_OP_DOCUMENT_LIST, RV_OP_DOCUMENT_CREATE, 0, 0},
+     "GET, HEAD, POST", "/v1/documents"},
     {RV_PATH_DOCUMENT, "/v1/documents/", 1, "",
      {RV_OP_DOCUMENT_GET, RV_OP_DOCUMENT_GET, 0, RV_OP_DOCUMENT_UPDATE, 0},
      "GET, HEAD, PUT", "/v1/documents/{id}"},
     {RV_PATH_DOCUMENT_SUBMIT, "/v1/documents/", 1, "/submit",
      {0, 0, RV_OP_DOCUMENT_SUBMIT, 0, 0}, "POST",
      "/v1/documents/{id}/submit"},
+    {RV_PATH_DOCUMENT_REVIEWS, "/v1/documents/", 1, "/reviews",
+     {RV_OP_DOCUMENT_REVIEWS, RV_OP_DOCUMENT_REVIEWS, 0, 0, 0}, "GET, HEAD",
+     "/v1/documents/{id}/reviews"},
+    {RV_PATH_DEV_TOKEN, "/v1/dev/token", 0, "",
+     {RV_OP_DEV_TOKEN_INFO, RV_OP_DEV_TOKEN_INFO, RV_OP_DEV_TOKEN_ISSUE, 0,
+      0}, "GET, HEAD, POST", "/v1/dev/token"},
+    /* "/" only here; the console's other files by console_file_shape. */
+    {RV_PATH_CONSOLE, "/", 0, "", {RV_OP_CONSOLE, RV_OP_CONSOLE, 0, 0, 0},
+     "GET, HEAD", "/{console file}"},
     {RV_PATH_REVIEWS, "/v1/reviews", 0, "",
      {RV_OP_REVIEW_LIST, RV_OP_REVIEW_LIST, 0, 0, 0}, "GET, HEAD",
      "/v1/reviews"},
@@ -112,6 +125,25 @@ static int entry_matches(const route_entry *e, const char *path, rv_match *m)
     return 1;
 }
 
+/* "/name.html", "/name.js" or "/name.css", name of [a-z0-9_-]. */
+static int console_file_shape(const char *path)
+{
+    static const char *const exts[] = {".html", ".js", ".css"};
+    const size_t name = strspn(path + 1, "abcdefghijklmnopqrstuvwxyz"
+                                         "0123456789_-");
+    size_t i;
+
+    if (path[0] != '/' || name == 0) {
+        return 0;
+    }
+    for (i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+        if (strcmp(path + 1 + name, exts[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void rv_router_match(const char *path, rv_method method, rv_match *m)
 {
     size_t i;
@@ -126,6 +158,10 @@ void rv_router_match(const char *path, rv_method method, rv_match *m)
         m->has_id = 0;
         m->id_ok = 0;
         m->id = 0;
+    }
+    if (console_file_shape(path)) {
+        rv_router_match("/", method, m);
+        return;
     }
     m->path = RV_PATH_UNKNOWN;
     m->op = RV_OP_NONE;

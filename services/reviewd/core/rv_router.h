@@ -32,6 +32,9 @@ typedef enum rv_path {
     RV_PATH_READYZ,          /* /readyz */
     RV_PATH_METRICS,         /* /metrics */
     RV_PATH_SEARCH,          /* /v1/search */
+    RV_PATH_DOCUMENT_REVIEWS, /* /v1/documents/{id}/reviews */
+    RV_PATH_CONSOLE,         /* / and /{name}.html|.js|.css */
+    RV_PATH_DEV_TOKEN,       /* /v1/dev/token (DEV_LOGIN=1 only) */
     RV_PATH_COUNT
 } rv_path;
 
@@ -59,7 +62,12 @@ typedef enum rv_op {
     RV_OP_HEALTHZ,
     RV_OP_READYZ,
     RV_OP_METRICS,
-    RV_OP_SEARCH
+    RV_OP_SEARCH,
+    RV_OP_DOCUMENT_LIST,
+    RV_OP_DOCUMENT_REVIEWS,
+    RV_OP_CONSOLE,
+    RV_OP_DEV_TOKEN_INFO,
+    RV_OP_DEV_TOKEN_ISSUE
 } rv_op;
 
 typedef struct rv_match {

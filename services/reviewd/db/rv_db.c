@@ -175,7 +175,12 @@ static int connect_ready(rv_db_conn *c)
     PQsetNoticeProcessor(c->pg, log_notice, c->db);
     if (PQstatus(c->pg) != CONNECTION_OK || prepare_session(c) != 0) {
         if (PQstatus(c->pg) != CONNECTION_OK) {
-            set_error(c, "connect", PQerrorMessage(c->pg));
+            char why[400];
+
+            /* libpq may quote a piece of the URL: never the password. */
+            svc_log_redact_secrets(c->db->url, PQerrorMessage(c->pg), why,
+                                   sizeof(why));
+            set_error(c, "connect", why);
         }
         close_pg(c);
         atomic_fetch_add(&c->db->failures, 1);

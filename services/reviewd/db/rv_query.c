@@ -81,10 +81,18 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
         "request_hash = sha256(convert_to($5, 'UTF8')) "
         "FROM kh_idempotency WHERE user_sub = $1 AND method = $2 "
         "AND path = $3 AND key = $4 AND expires_at > now()", 5},
+    /* The key's scope as one 64-bit advisory key: the first 64 bits of
+     * the SHA-256 of the scope written unambiguously (a JSON array), with
+     * the top bit set.  Single-bigint keys are a space apart from the
+     * relay's (int, int) key, and the top bit keeps them off every
+     * positive bigint key (the migrations' "kh_migr"), so no user's key
+     * can collide with the relay's or the migrations' lock, and two
+     * users' keys collide only by a 63-bit chance. */
     [RV_QUERY_IDEM_TRY_LOCK] = {"idem_try_lock",
-        "SELECT pg_try_advisory_xact_lock(1263028548, "
-        "hashtext($1 || chr(10) || $2 || chr(10) || $3 || chr(10) || $4))",
-        4},
+        "SELECT pg_try_advisory_xact_lock((('x' || left(encode(sha256("
+        "convert_to(json_build_array($1::text, $2::text, $3::text, "
+        "$4::text)::text, 'UTF8')), 'hex'), 16))::bit(64) "
+        "| x'8000000000000000')::bigint)", 4},
     [RV_QUERY_IDEM_STORE] = {"idem_store",
         "INSERT INTO kh_idempotency (user_sub, method, path, key, "
         "request_hash, status_code, response_body, expires_at) "
@@ -96,8 +104,14 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
         "response_body = EXCLUDED.response_body, "
         "created_at = now(), expires_at = EXCLUDED.expires_at "
         "WHERE kh_idempotency.expires_at <= now()", 8},
+    /* At most $1 expired rows per statement (rv_sweeper.c says why);
+     * the outer expiry check keeps a row that an upsert revived after
+     * the inner scan saw it. */
     [RV_QUERY_IDEM_SWEEP] = {"idem_sweep",
-        "DELETE FROM kh_idempotency WHERE expires_at <= now()", 0},
+        "DELETE FROM kh_idempotency WHERE ctid = ANY (ARRAY("
+        "SELECT ctid FROM kh_idempotency WHERE expires_at <= now() "
+        "ORDER BY expires_at LIMIT $1::integer)) AND expires_at <= now()",
+        1},
     /* The outbox (sql/0004_outbox.sql); the payload is API.md's event. */
     [RV_QUERY_OUTBOX_INSERT] = {"outbox_insert",
         "WITH e AS (SELECT gen_random_uuid() AS id) "
@@ -144,6 +158,19 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
         "substr(content, greatest(1, strpos(lower(content), lower($3)) - 60), "
         "200), round(rank::numeric, 6)::text FROM hits "
         "ORDER BY hits.rank DESC, hits.document_id LIMIT $2::integer", 3},
+    /* Lists for the console (GET /v1/documents, .../{id}/reviews): the
+     * author's walks kh_document_author_id (sql/0006), a document's
+     * reviews the (document_id, id) unique index. */
+    [RV_QUERY_DOC_LIST] = {"doc_list",
+        "SELECT " DOC_COLS " FROM kh_document d WHERE d.id > $1::bigint "
+        "ORDER BY d.id LIMIT $2::integer", 2},
+    [RV_QUERY_DOC_LIST_AUTHOR] = {"doc_list_author",
+        "SELECT " DOC_COLS " FROM kh_document d WHERE d.author = $3 "
+        "AND d.id > $1::bigint ORDER BY d.id LIMIT $2::integer", 3},
+    [RV_QUERY_REVIEW_LIST_DOCUMENT] = {"review_list_document",
+        "SELECT " REVIEW_COLS " FROM kh_document_review r "
+        "WHERE r.document_id = $3::bigint AND r.id > $1::bigint "
+        "ORDER BY r.id LIMIT $2::integer", 3},
 };
 
 void rv_query_format_ms(const char *ms_text, char out[64])
@@ -194,21 +221,21 @@ static int state_of(const char *s, const char *const *names, size_t n)
     return 0;
 }
 
-/* Maps row 0 of res (DOC_COLS) into d, which takes res. */
-static void doc_from(PGresult *res, rv_doc *d)
+/* Maps row i of res (DOC_COLS) into d; d->res is res. */
+void rv_query_doc_at(PGresult *res, int i, rv_doc *d)
 {
     d->res = res;
-    d->id = PQgetvalue(res, 0, 0);
-    d->title = PQgetvalue(res, 0, 1);
-    d->status = PQgetvalue(res, 0, 2);
+    d->id = PQgetvalue(res, i, 0);
+    d->title = PQgetvalue(res, i, 1);
+    d->status = PQgetvalue(res, i, 2);
     d->state = (rv_doc_state)state_of(d->status, doc_states,
                                       COUNT_OF(doc_states));
-    d->author = PQgetvalue(res, 0, 3);
-    d->version = atoi(PQgetvalue(res, 0, 4));
-    d->preview = PQgetvalue(res, 0, 5);
-    d->current_review_id = nullable(res, 0, 6);
-    rv_query_format_ms(PQgetvalue(res, 0, 7), d->created_at);
-    rv_query_format_ms(PQgetvalue(res, 0, 8), d->updated_at);
+    d->author = PQgetvalue(res, i, 3);
+    d->version = atoi(PQgetvalue(res, i, 4));
+    d->preview = PQgetvalue(res, i, 5);
+    d->current_review_id = nullable(res, i, 6);
+    rv_query_format_ms(PQgetvalue(res, i, 7), d->created_at);
+    rv_query_format_ms(PQgetvalue(res, i, 8), d->updated_at);
 }
 
 void rv_query_review_at(PGresult *res, int i, rv_review *r)
@@ -264,7 +291,7 @@ static rv_db_status doc_one(rv_db_conn *c, int stmt, const char *const *params,
     if (found != NULL) {
         *found = 1;
     }
-    doc_from(res, out);
+    rv_query_doc_at(res, 0, out);
     return RV_DB_OK;
 }
 
@@ -380,16 +407,41 @@ rv_db_status rv_query_review_decide(rv_db_conn *c, const char *id,
     return review_one(c, RV_QUERY_REVIEW_DECIDE, params, out, found);
 }
 
+/* A list statement whose parameters are after, limit and one more
+ * ($3, when extra is not NULL). */
+static rv_db_status list_exec(rv_db_conn *c, int stmt, const char *after,
+                              int limit, const char *extra, PGresult **out)
+{
+    char lim[16];
+    const char *params[] = {after, lim, extra};
+
+    snprintf(lim, sizeof(lim), "%d", limit);
+    return rv_db_conn_exec(c, stmt, params, out);
+}
+
 rv_db_status rv_query_review_list(rv_db_conn *c, const char *status,
                               const char *after, int limit, PGresult **out)
 {
-    char lim[16];
-    const char *params[] = {after, lim, status};
+    return list_exec(c, status != NULL ? RV_QUERY_REVIEW_LIST_STATUS
+                                       : RV_QUERY_REVIEW_LIST,
+                     after, limit, status, out);
+}
 
-    snprintf(lim, sizeof(lim), "%d", limit);
-    return rv_db_conn_exec(c, status != NULL ? RV_QUERY_REVIEW_LIST_STATUS
-                                          : RV_QUERY_REVIEW_LIST,
-                        params, out);
+rv_db_status rv_query_review_list_of_document(rv_db_conn *c,
+                                              const char *doc_id,
+                                              const char *after, int limit,
+                                              PGresult **out)
+{
+    return list_exec(c, RV_QUERY_REVIEW_LIST_DOCUMENT, after, limit, doc_id,
+                     out);
+}
+
+rv_db_status rv_query_doc_list(rv_db_conn *c, const char *author,
+                               const char *after, int limit, PGresult **out)
+{
+    return list_exec(c, author != NULL ? RV_QUERY_DOC_LIST_AUTHOR
+                                       : RV_QUERY_DOC_LIST,
+                     after, limit, author, out);
 }
 
 rv_db_status rv_query_outbox_insert(rv_db_conn *c, const char *type,

@@ -48,6 +48,9 @@ enum rv_stmt {
     RV_QUERY_OUTBOX_PRUNE,
     RV_QUERY_OUTBOX_BACKLOG,
     RV_QUERY_SEARCH,
+    RV_QUERY_DOC_LIST,
+    RV_QUERY_DOC_LIST_AUTHOR,
+    RV_QUERY_REVIEW_LIST_DOCUMENT,
     RV_QUERY_COUNT
 };
 
@@ -153,6 +156,21 @@ rv_db_status rv_query_review_list(rv_db_conn *c, const char *status,
                               const char *after, int limit, PGresult **out);
 /* Points r at row i of a list result (r does not own res). */
 void rv_query_review_at(PGresult *res, int i, rv_review *r);
+/* The reviews of document doc_id with id > after, ordered by id (its
+ * history, oldest first), at most limit rows; read with
+ * rv_query_review_at. */
+rv_db_status rv_query_review_list_of_document(rv_db_conn *c,
+                                              const char *doc_id,
+                                              const char *after, int limit,
+                                              PGresult **out);
+/* Documents with id > after (author NULL: anyone's), ordered by id, at
+ * most limit rows; *out holds them all (read with rv_query_doc_at). */
+rv_db_status rv_query_doc_list(rv_db_conn *c, const char *author,
+                               const char *after, int limit,
+                               PGresult **out);
+/* Points d at row i of a list result (d does not own res: never
+ * rv_doc_clear it). */
+void rv_query_doc_at(PGresult *res, int i, rv_doc *d);
 
 /*
  * Inserts the outbox row of one state change (sql/0004_outbox.sql) in the

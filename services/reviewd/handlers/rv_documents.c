@@ -1,13 +1,19 @@
 /*
- * rv_documents.c: create, read and edit documents.
+ * rv_documents.c: create, read, list and edit documents.
  *
  * Create and edit are transactions (rv_tx_run): the document row and its
  * text in the content store commit together (with MongoDB: the version's
  * text is written just before the commit, rv_content.h).  An edit locks
  * the row (FOR UPDATE), so it cannot interleave with a submit of the same
- * document:
- * either the edit sees "draft" and bumps the version before the submit
- * reads it, or it sees "pending_review" and is refused with 409.
+ * document: either the edit sees "draft" and bumps the version before the
+ * submit reads it, or it sees "pending_review" and is refused with 409.
+ * Who may edit is checked first on a plain read, so a caller who is not
+ * the author gets 403 without ever holding the row lock (and making the
+ * author's own edit or submit wait); the row-locked read checks again.
+ *
+ * A read with ?include=content reads the row and its text in one snapshot
+ * (rv_tx_snapshot): two statements each with a snapshot of its own could
+ * show version 3's row with version 4's text, committed in between.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +22,7 @@
 #include "tx/rv_content.h"
 #include "handlers/rv_handlers.h"
 #include "handlers/rv_load.h"
+#include "api/rv_pages.h"
 #include "svc_json.h"
 #include "db/rv_query.h"
 #include "tx/rv_tx.h"
@@ -157,8 +164,55 @@ void rv_handle_document_get(rv_request *req, rv_reply *reply)
 {
     doc_input in = {NULL, NULL, 0};
 
-    if (read_include(req, &in, reply) == 0) {
+    if (read_include(req, &in, reply) != 0) {
+        return;
+    }
+    if (in.with_content) {
+        rv_tx_snapshot(req, get_work, &in, reply);
+    } else {
         rv_tx_read(req, get_work, &in, reply);
+    }
+}
+
+/* author=: a user id as tokens carry it (sub), 1..255 bytes. */
+static int author_valid(const char *v)
+{
+    const size_t n = strlen(v);
+
+    return n >= 1 && n <= 255;
+}
+
+static const rv_page_filter author_filter = {
+    "author", author_valid, "author must be 1..255 characters"};
+
+static json_t *document_row(PGresult *res, int i)
+{
+    rv_doc d;
+
+    rv_query_doc_at(res, i, &d);
+    return rv_view_document(&d, NULL);
+}
+
+static rv_db_status list_work(rv_request *req, rv_db_conn *c, void *arg,
+                              rv_reply *reply)
+{
+    const rv_page_args *a = arg;
+    PGresult *res = NULL;
+    const rv_db_status st = rv_query_doc_list(c, a->filter, a->after,
+                                              a->limit + 1, &res);
+
+    (void)req;
+    return rv_page_reply(st, res, a->limit, document_row, reply);
+}
+
+/* Any role, like GET /v1/documents/{id}: ?author=alice lists one
+ * author's documents (the console's "your documents"). */
+void rv_handle_document_list(rv_request *req, rv_reply *reply)
+{
+    rv_page_args a;
+
+    if (rv_page_args_read(req, &author_filter, &a, reply) == 0) {
+        rv_tx_read(req, list_work, &a, reply);
     }
 }
 
@@ -196,13 +250,10 @@ static rv_db_status update_work(rv_request *req, rv_db_conn *c, void *arg,
     rv_doc d;
     rv_db_status st;
 
-    if (!rv_load_document(req, c, 1, id, &d, reply, &st)) {
+    if (!rv_load_own_document(req, c, 1, "edit", id, &d, reply, &st)) {
         return st;
     }
-    if (strcmp(d.author, req->who.sub) != 0) {
-        rv_reply_error(reply, 403, "FORBIDDEN",
-                       "only the document's author may edit it");
-    } else if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
+    if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
         rv_reply_error(reply, 409, "INVALID_STATE",
                        "only a draft or rejected document can be edited");
     } else {
@@ -221,6 +272,10 @@ void rv_handle_document_update(rv_request *req, rv_reply *reply)
         return;
     }
     if (read_doc_fields(body, 0, &in, reply) == 0) {
+        /* Before the row lock: only the author may edit. */
+        rv_tx_read(req, rv_load_check_author, (void *)"edit", reply);
+    }
+    if (reply->status == 0) {
         rv_tx_run(req, update_work, &in, reply);
     }
     json_decref(body);

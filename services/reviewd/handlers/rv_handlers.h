@@ -5,9 +5,11 @@
  * dispatcher has already routed, authenticated (except the health
  * endpoints) and given a well-formed id, and sets exactly one reply.
  * Handlers live in three files by what they touch: rv_documents.c
- * (create, read, edit), rv_reviews.c (read reviews) and rv_lifecycle.c
+ * (create, read, list, edit), rv_reviews.c (read reviews, a document's
+ * included) and rv_lifecycle.c
  * (submit, approve, reject: the locked state transitions); rv_health.c
- * serves /healthz, /readyz and /metrics, and rv_search.c /v1/search.
+ * serves /healthz, /readyz and /metrics, rv_search.c /v1/search, and
+ * rv_console.c the console's files and its development sign-in.
  *
  * Threads: a handler runs on the request's worker thread.
  */
@@ -22,6 +24,8 @@ void rv_handle_document_create(rv_request *req, rv_reply *reply);
 void rv_handle_document_get(rv_request *req, rv_reply *reply);
 void rv_handle_document_update(rv_request *req, rv_reply *reply);
 void rv_handle_document_submit(rv_request *req, rv_reply *reply);
+void rv_handle_document_list(rv_request *req, rv_reply *reply);
+void rv_handle_document_reviews(rv_request *req, rv_reply *reply);
 void rv_handle_review_list(rv_request *req, rv_reply *reply);
 void rv_handle_review_get(rv_request *req, rv_reply *reply);
 void rv_handle_review_approve(rv_request *req, rv_reply *reply);
@@ -30,5 +34,8 @@ void rv_handle_healthz(rv_request *req, rv_reply *reply);
 void rv_handle_readyz(rv_request *req, rv_reply *reply);
 void rv_handle_metrics(rv_request *req, rv_reply *reply);
 void rv_handle_search(rv_request *req, rv_reply *reply);
+void rv_handle_console(rv_request *req, rv_reply *reply);
+void rv_handle_dev_token_info(rv_request *req, rv_reply *reply);
+void rv_handle_dev_token_issue(rv_request *req, rv_reply *reply);
 
 #endif /* RV_HANDLERS_H */

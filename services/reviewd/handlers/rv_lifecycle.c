@@ -2,18 +2,27 @@
  * rv_lifecycle.c: submit, approve and reject, the review lifecycle.
  *
  * Defence in depth, as API.md's concurrency contract says:
+ *   0. before any lock, who may act is decided from the JWT and a plain
+ *      read (rv_load.h): a caller who is not the document's author
+ *      (submit) or who wrote or submitted it (four eyes, approve and
+ *      reject) gets 403 at once and never holds the Redis lock or a row
+ *      lock, so repeating someone else's request cannot turn the rightful
+ *      caller away with 409;
  *   1. the Redis lock (lock:doc:submit:{document_id}, TTL 8 s, or
  *      lock:doc:review:{review_id}, TTL 10 s), taken without waiting,
  *      turns a concurrent duplicate away at once with 409 LOCK_BUSY;
  *   2. under it, one PostgreSQL transaction locks the rows (review first,
- *      then document), checks the state and writes; a request that lost
- *      the race sees the new state and gets 409 INVALID_STATE;
+ *      then document), checks again who may act and the state, and
+ *      writes; a request that lost the race sees the new state and gets
+ *      409 INVALID_STATE;
  *   3. the schema's constraints (one pending review per document, one
  *      decision per review, four eyes) refuse whatever slipped past both.
  * The lock is an optimisation and a fast refusal; correctness rests on 2
  * and 3, which is why a lock that Redis cannot grant (down, off, or an
  * expired TTL under a paused holder) never makes a second decision
  * possible: the decided review's status is checked under the row lock.
+ * Step 0 reads outside the transaction, so it can only refuse early,
+ * never allow: what it saw is checked again under the row lock.
  *
  * The document's state machine, moved only here:
  *   draft | rejected --submit--> pending_review (a new pending review)
@@ -67,28 +76,50 @@ static rv_db_status emit_event(const rv_request *req, rv_db_conn *c,
     return st;
 }
 
-/*
- * Takes the lock, runs work in a transaction, releases.  The
- * Idempotency-Key look-up comes first so a replay is answered without
- * the lock (the claim inside the transaction is the authoritative
- * check).
- */
-static void run_locked(rv_request *req, const char *key, int64_t ttl_ms,
-                       rv_tx_work work, void *arg, rv_held *held,
-                       rv_reply *reply)
-{
-    if (rv_idem_applies(req)) {
-        rv_db_conn *c = rv_db_thread_conn(req->app->db);
-        rv_db_status st = RV_DB_UNAVAILABLE;
+/* One locked operation: its Redis lock, the check before the lock and
+ * the work under it. */
+typedef struct locked_op {
+    const char *key;     /* the Redis lock's name */
+    int64_t ttl_ms;
+    rv_tx_work allowed;  /* plain reads: sets reply to refuse (403, 404) */
+    void *allowed_arg;
+    rv_tx_work work;     /* in the transaction, under both locks */
+    void *arg;
+} locked_op;
 
-        if (c == NULL || rv_idem_lookup(req, c, reply, &st) != 0) {
-            if (c == NULL || st != RV_DB_OK) {
-                rv_tx_fail(req, c, st, reply);
-            }
-            return;
+/*
+ * Before any lock, on plain reads: a stored Idempotency-Key answer first
+ * (a replay needs no lock; the claim inside the transaction is the
+ * authoritative check), then op->allowed.  Run by rv_tx_read, so a
+ * connection that a PostgreSQL restart broke is made again and the reads
+ * run once more.
+ */
+static rv_db_status before_lock(rv_request *req, rv_db_conn *c, void *arg,
+                                rv_reply *reply)
+{
+    const locked_op *op = arg;
+
+    if (rv_idem_applies(req)) {
+        rv_db_status st = RV_DB_OK;
+        const int r = rv_idem_lookup(req, c, reply, &st);
+
+        if (r != 0) {
+            return r > 0 ? RV_DB_OK : st;
         }
     }
-    if (rv_locks_acquire(req->app->locks, key, ttl_ms, held)
+    return op->allowed(req, c, op->allowed_arg, reply);
+}
+
+/* Checks who may act, takes the lock, runs the work in a transaction,
+ * releases. */
+static void run_locked(rv_request *req, const locked_op *op, rv_held *held,
+                       rv_reply *reply)
+{
+    rv_tx_read(req, before_lock, (void *)op, reply);
+    if (reply->status != 0) {
+        return;
+    }
+    if (rv_locks_acquire(req->app->locks, op->key, op->ttl_ms, held)
         == RV_LOCK_BUSY) {
         req->lock_outcome = "busy";
         rv_reply_error(reply, 409, "LOCK_BUSY", "another request is "
@@ -96,7 +127,7 @@ static void run_locked(rv_request *req, const char *key, int64_t ttl_ms,
         return;
     }
     req->lock_outcome = rv_metrics_lock_label(held->outcome);
-    rv_tx_run(req, work, arg, reply);
+    rv_tx_run(req, op->work, op->arg, reply);
     rv_locks_release(req->app->locks, held);
 }
 
@@ -110,14 +141,8 @@ static rv_db_status submit_work(rv_request *req, rv_db_conn *c, void *arg,
     rv_db_status st;
 
     (void)arg;
-    if (!rv_load_document(req, c, 1, id, &d, reply, &st)) {
+    if (!rv_load_own_document(req, c, 1, "submit", id, &d, reply, &st)) {
         return st;
-    }
-    if (strcmp(d.author, req->who.sub) != 0) {
-        rv_reply_error(reply, 403, "FORBIDDEN",
-                       "only the document's author may submit it");
-        rv_query_doc_clear(&d);
-        return RV_DB_OK;
     }
     if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
         rv_reply_error(reply, 409, "INVALID_STATE", "only a draft or "
@@ -147,6 +172,9 @@ void rv_handle_document_submit(rv_request *req, rv_reply *reply)
     static const char *const none[] = {NULL};
     char key[64];
     rv_held held;
+    locked_op op = {key, req->app->cfg->submit_lock_ttl_ms,
+                    rv_load_check_author, (void *)"submit", submit_work,
+                    NULL};
     json_t *body = rv_request_body_object(req, 1, none, reply);
 
     if (body == NULL) {
@@ -155,21 +183,13 @@ void rv_handle_document_submit(rv_request *req, rv_reply *reply)
     json_decref(body);
     snprintf(key, sizeof(key), "lock:doc:submit:%lld",
              (long long)req->match.id);
-    run_locked(req, key, req->app->cfg->submit_lock_ttl_ms, submit_work,
-               NULL, &held, reply);
+    run_locked(req, &op, &held, reply);
 }
 
-/* The state check of a decision, under both row locks: 1 if allowed,
- * else the reply is set. */
-static int may_decide(const rv_request *req, const rv_review *r,
-                      const rv_doc *d, rv_reply *reply)
+/* The state check of a decision, under both row locks (four eyes was
+ * checked by rv_load_decidable): 1 if allowed, else the reply is set. */
+static int may_decide(const rv_review *r, const rv_doc *d, rv_reply *reply)
 {
-    if (strcmp(r->submitted_by, req->who.sub) == 0
-        || strcmp(d->author, req->who.sub) == 0) {
-        rv_reply_error(reply, 403, "FORBIDDEN", "four-eyes rule: you may "
-                       "not decide a review of your own document");
-        return 0;
-    }
     if (r->state != RV_REVIEW_PENDING
         || d->state != RV_DOC_PENDING_REVIEW
         || d->current_review_id == NULL
@@ -221,6 +241,23 @@ static rv_db_status write_decision(rv_request *req, rv_db_conn *c,
     return st;
 }
 
+/* Before the lock: four eyes, on plain reads. */
+static rv_db_status decide_allowed(rv_request *req, rv_db_conn *c, void *arg,
+                                   rv_reply *reply)
+{
+    char rid[RV_LOAD_ID_LEN];
+    rv_review r;
+    rv_doc d;
+    rv_db_status st;
+
+    (void)arg;
+    if (rv_load_decidable(req, c, 0, rid, &r, &d, reply, &st)) {
+        rv_query_doc_clear(&d);
+        rv_query_review_clear(&r);
+    }
+    return st;
+}
+
 static rv_db_status decide_work(rv_request *req, rv_db_conn *c, void *arg,
                                 rv_reply *reply)
 {
@@ -228,22 +265,15 @@ static rv_db_status decide_work(rv_request *req, rv_db_conn *c, void *arg,
     char rid[RV_LOAD_ID_LEN];
     rv_review r;
     rv_doc d;
-    int found = 0;
     rv_db_status st;
 
-    if (!rv_load_review(req, c, 1, rid, &r, reply, &st)) {
+    if (!rv_load_decidable(req, c, 1, rid, &r, &d, reply, &st)) {
         return st;
     }
-    st = rv_query_doc_get(c, r.document_id, 1, &d, &found);
-    if (st == RV_DB_OK && !found) {
-        st = RV_DB_ERROR; /* a foreign key makes this impossible */
+    if (may_decide(&r, &d, reply)) {
+        st = write_decision(req, c, a, &d, reply);
     }
-    if (st == RV_DB_OK) {
-        if (may_decide(req, &r, &d, reply)) {
-            st = write_decision(req, c, a, &d, reply);
-        }
-        rv_query_doc_clear(&d);
-    }
+    rv_query_doc_clear(&d);
     rv_query_review_clear(&r);
     return st;
 }
@@ -256,6 +286,8 @@ static void handle_decision(rv_request *req, const char *decision,
     char key[64];
     decide_args a;
     rv_held held;
+    locked_op op = {key, req->app->cfg->review_lock_ttl_ms, decide_allowed,
+                    NULL, decide_work, &a};
     json_t *body;
     int rc;
 
@@ -282,8 +314,7 @@ static void handle_decision(rv_request *req, const char *decision,
     }
     snprintf(key, sizeof(key), "lock:doc:review:%lld",
              (long long)req->match.id);
-    run_locked(req, key, req->app->cfg->review_lock_ttl_ms, decide_work, &a,
-               &held, reply);
+    run_locked(req, &op, &held, reply);
     json_decref(body);
 }
 

@@ -1,11 +1,18 @@
 /*
  * rv_load.h: the opening every work function shares: the row the path
- * names, or 404.
+ * names, or 404, and who may change it, or 403.
  *
  * A handler's work function (run by rv_tx_run or rv_tx_read) first reads
  * the document or review whose id is in the path, optionally FOR UPDATE,
  * and answers 404 NOT_FOUND when there is none.  One helper per row type
  * keeps that answer the same everywhere.
+ *
+ * Who may act is checked twice (API.md, the order of the checks): once
+ * from a plain read before any lock, Redis or row, so that a caller who
+ * may not act is refused with 403 and never holds a lock the rightful
+ * caller needs; and again on the row-locked read inside the transaction,
+ * which is the last word.  The same helper answers both times, so the two
+ * checks cannot drift apart.
  *
  *   if (!rv_load_document(req, c, 1, id, &d, reply, &st)) {
  *       return st;
@@ -40,5 +47,35 @@ int rv_load_document(const rv_request *req, rv_db_conn *c, int lock,
 int rv_load_review(const rv_request *req, rv_db_conn *c, int lock,
                    char id[RV_LOAD_ID_LEN], rv_review *r, rv_reply *reply,
                    rv_db_status *st);
+
+/*
+ * rv_load_document, and then only its author may go on: when the caller
+ * is not the author, 403 FORBIDDEN ("only the document's author may
+ * <verb> it") is set, the row is cleared and 0 is returned with *st
+ * RV_DB_OK.  Edit and submit check ownership, not the role.
+ */
+int rv_load_own_document(const rv_request *req, rv_db_conn *c, int lock,
+                         const char *verb, char id[RV_LOAD_ID_LEN], rv_doc *d,
+                         rv_reply *reply, rv_db_status *st);
+
+/*
+ * The check before a lock of an operation only the author may do, as an
+ * rv_tx_work for rv_tx_read: arg is the verb for the 403's detail
+ * ("edit", "submit").  Sets 404 or 403 on reply, or leaves reply unset
+ * when the caller is the author; returns the database status.
+ */
+rv_db_status rv_load_check_author(rv_request *req, rv_db_conn *c, void *verb,
+                                  rv_reply *reply);
+
+/*
+ * rv_load_review, then the review's document (FOR UPDATE too when lock:
+ * review first, then document, rv_query.c's order), and then the
+ * four-eyes rule: a caller who submitted the review or wrote the document
+ * gets 403 FORBIDDEN and 0, with both rows cleared and *st RV_DB_OK.  On
+ * 1 both rows are the caller's.
+ */
+int rv_load_decidable(const rv_request *req, rv_db_conn *c, int lock,
+                      char id[RV_LOAD_ID_LEN], rv_review *r, rv_doc *d,
+                      rv_reply *reply, rv_db_status *st);
 
 #endif /* RV_LOAD_H */

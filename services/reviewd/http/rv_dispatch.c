@@ -37,6 +37,11 @@ static const op_entry ops[] = {
     [RV_OP_READYZ] = {rv_handle_readyz, 0, 0},
     [RV_OP_METRICS] = {rv_handle_metrics, 0, 0},
     [RV_OP_SEARCH] = {rv_handle_search, 1, 0},
+    [RV_OP_DOCUMENT_LIST] = {rv_handle_document_list, 1, 0},
+    [RV_OP_DOCUMENT_REVIEWS] = {rv_handle_document_reviews, 1, 0},
+    [RV_OP_CONSOLE] = {rv_handle_console, 0, 0},
+    [RV_OP_DEV_TOKEN_INFO] = {rv_handle_dev_token_info, 0, 0},
+    [RV_OP_DEV_TOKEN_ISSUE] = {rv_handle_dev_token_issue, 0, 1},
 };
 
 int rv_dispatch_is_json(const char *ct)
@@ -78,6 +83,10 @@ int rv_dispatch_is_json(const char *ct)
 int rv_dispatch_early(rv_request *req, int64_t declared_len,
                       rv_reply *reply)
 {
+    const rv_config *cfg = req->app->cfg;
+    const rv_auth_policy policy = {
+        (const unsigned char *)cfg->jwt_secret, cfg->jwt_secret_len,
+        cfg->jwt_leeway_s, cfg->jwt_max_lifetime_s};
     char detail[160];
 
     if (req->match.path == RV_PATH_UNKNOWN) {
@@ -98,9 +107,7 @@ int rv_dispatch_early(rv_request *req, int64_t declared_len,
     if (!ops[req->match.op].needs_auth) {
         return 0;
     }
-    if (rv_auth_verify(req->authorization,
-                       (const unsigned char *)req->app->cfg->jwt_secret,
-                       req->app->cfg->jwt_secret_len, (int64_t)time(NULL),
+    if (rv_auth_verify(req->authorization, &policy, (int64_t)time(NULL),
                        &req->who, detail, sizeof(detail)) != 0) {
         rv_reply_error(reply, 401, "UNAUTHENTICATED", detail);
         return 1;

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "handlers/rv_console.h"
 #include "http/rv_dispatch.h"
 #include "svc_json.h"
 #include "api/rv_request.h"
@@ -209,6 +210,7 @@ static http_req *http_req_new(rv_http *http, struct MHD_Connection *conn,
     h->req.authorization = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
     h->req.content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
     h->req.idempotency_key = header(conn, "Idempotency-Key");
+    h->req.if_none_match = header(conn, MHD_HTTP_HEADER_IF_NONE_MATCH);
 #ifdef REVIEWD_TESTING
     h->req.hook_pause = header(conn, "X-Test-Pause-Ms");
     h->req.hook_fail = header(conn, "X-Test-Fail");
@@ -268,6 +270,19 @@ static enum MHD_Result add_header(struct MHD_Response *r, const char *name,
     return MHD_add_response_header(r, name, value);
 }
 
+/* The console's headers (rv_console.c says why each). */
+static void add_console_headers(struct MHD_Response *r,
+                                const rv_reply *reply)
+{
+    add_header(r, "Content-Security-Policy", RV_CONSOLE_CSP);
+    add_header(r, "X-Content-Type-Options", "nosniff");
+    add_header(r, "Referrer-Policy", "no-referrer");
+    add_header(r, "X-Frame-Options", "DENY");
+    if (reply->etag != NULL) {
+        add_header(r, MHD_HTTP_HEADER_ETAG, reply->etag);
+    }
+}
+
 /* Queues h->reply; the body moves to MHD. */
 static enum MHD_Result respond(struct MHD_Connection *conn, http_req *h)
 {
@@ -281,6 +296,10 @@ static enum MHD_Result respond(struct MHD_Connection *conn, http_req *h)
     if (reply->body != NULL) {
         r = MHD_create_response_from_buffer(strlen(reply->body), reply->body,
                                             MHD_RESPMEM_MUST_FREE);
+    } else if (reply->static_body != NULL) {
+        r = MHD_create_response_from_buffer(reply->static_len,
+                                            (void *)reply->static_body,
+                                            MHD_RESPMEM_PERSISTENT);
     } else {
         r = MHD_create_response_from_buffer(0, (char *)"",
                                             MHD_RESPMEM_PERSISTENT);
@@ -293,7 +312,12 @@ static enum MHD_Result respond(struct MHD_Connection *conn, http_req *h)
                reply->content_type != NULL ? reply->content_type
                                            : "application/json");
     add_header(r, "X-Request-Id", h->req.request_id);
-    add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
+               reply->cache_control != NULL ? reply->cache_control
+                                            : "no-store");
+    if (reply->console_headers) {
+        add_console_headers(r, reply);
+    }
     if (reply->allow != NULL) {
         add_header(r, MHD_HTTP_HEADER_ALLOW, reply->allow);
     }

@@ -10,10 +10,12 @@
  * in the same transaction as the request's effect, so either both commit
  * or neither does, and a crash can never leave an effect without its
  * record or a record claiming an effect that rolled back.  Inside that
- * transaction pg_try_advisory_xact_lock on the key's scope makes a
- * concurrent twin fail fast (409) instead of waiting, and it is released
- * by the commit that makes the record visible.  A cheap look-up before
- * the Redis lock answers replays without taking the lock at all.
+ * transaction pg_try_advisory_xact_lock on the key's scope (a 64-bit key
+ * of its own, rv_query.c, so keys collide neither with each other nor
+ * with the relay's lock) makes a concurrent twin fail fast (409) instead
+ * of waiting, and it is released by the commit that makes the record
+ * visible.  A cheap look-up before the checks and the Redis lock answers
+ * replays without taking the lock at all.
  *
  * What is recorded: every answer the handler reached inside the
  * transaction (2xx, and 403, 404, 409 INVALID_STATE, which a retry would

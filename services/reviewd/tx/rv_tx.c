@@ -137,8 +137,26 @@ void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply)
     }
 }
 
-void rv_tx_read(rv_request *req, rv_tx_work work, void *arg,
-                rv_reply *reply)
+/* work inside one read-only snapshot; ended with ROLLBACK, which for a
+ * transaction that wrote nothing is the same as COMMIT and cannot fail
+ * a reply that the work already set. */
+static rv_db_status in_snapshot(rv_request *req, rv_db_conn *c,
+                                rv_tx_work work, void *arg, rv_reply *reply)
+{
+    rv_db_status st = rv_db_conn_exec_sql(
+        c, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+
+    if (st == RV_DB_OK) {
+        st = work(req, c, arg, reply);
+    }
+    rv_db_conn_rollback(c);
+    return st;
+}
+
+/* rv_tx_read and rv_tx_snapshot: a second try on a new connection when
+ * the first one broke. */
+static void read_twice(rv_request *req, int snapshot, rv_tx_work work,
+                       void *arg, rv_reply *reply)
 {
     rv_db_conn *c = NULL;
     rv_db_status st = RV_DB_UNAVAILABLE;
@@ -151,7 +169,8 @@ void rv_tx_read(rv_request *req, rv_tx_work work, void *arg,
             break;
         }
         rv_db_conn_begin_use(c);
-        st = work(req, c, arg, reply);
+        st = snapshot ? in_snapshot(req, c, work, arg, reply)
+                      : work(req, c, arg, reply);
         rv_db_conn_end_use(c);
         if (st != RV_DB_UNAVAILABLE) {
             break;
@@ -160,4 +179,16 @@ void rv_tx_read(rv_request *req, rv_tx_work work, void *arg,
     if (st != RV_DB_OK) {
         rv_tx_fail(req, c, st, reply);
     }
+}
+
+void rv_tx_read(rv_request *req, rv_tx_work work, void *arg,
+                rv_reply *reply)
+{
+    read_twice(req, 0, work, arg, reply);
+}
+
+void rv_tx_snapshot(rv_request *req, rv_tx_work work, void *arg,
+                    rv_reply *reply)
+{
+    read_twice(req, 1, work, arg, reply);
 }

@@ -35,10 +35,23 @@ void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply);
 
 /*
  * Runs a read-only look-up outside a transaction with the same error
- * mapping (and one reconnect), for GETs.
+ * mapping, for GETs and for the checks before a lock.  A connection found
+ * broken (a PostgreSQL restart: RV_DB_UNAVAILABLE) is made again and the
+ * work runs once more, which is safe because it only reads.  Each
+ * statement sees a snapshot of its own.
  */
 void rv_tx_read(rv_request *req, rv_tx_work work, void *arg,
                 rv_reply *reply);
+
+/*
+ * rv_tx_read, but every statement of the work sees one snapshot: the work
+ * runs inside one REPEATABLE READ, READ ONLY transaction, so rows read by
+ * two statements belong to the same committed state (a document and its
+ * text, never version 3's row with version 4's text).  Costs a BEGIN and
+ * a ROLLBACK round trip more than rv_tx_read.
+ */
+void rv_tx_snapshot(rv_request *req, rv_tx_work work, void *arg,
+                    rv_reply *reply);
 
 /* Maps a failed status to its reply (503, 409 or 500) and logs it. */
 void rv_tx_fail(rv_request *req, rv_db_conn *c, rv_db_status st,

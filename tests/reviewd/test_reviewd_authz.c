@@ -1,0 +1,279 @@
+/*
+ * test_reviewd_authz.c: who may act is decided before any lock.
+ *
+ * docs/api.md's check order puts ownership and four eyes (403) before the
+ * state and the locks (409).  Before the fix, submit took the Redis lock
+ * lock:doc:submit:{id} before it read the document, so any signed-in user
+ * who repeated POST /v1/documents/{victim}/submit held the owner's lock:
+ * the owner got 409 LOCK_BUSY, and so did the attacker, instead of 403;
+ * an edit took the row lock (FOR UPDATE) before its owner check, so a
+ * stranger's PUT waited behind, and made wait, the owner's own work.
+ *
+ *   - eight attacker connections repeat submit on alice's document while
+ *     alice submits it (and a reviewer rejects it) twenty times: every
+ *     one of alice's submits is 201, every attacker answer 403;
+ *   - with the Redis key held by hand, a stranger's submit and the
+ *     author's own approve are 403 (not 409 LOCK_BUSY);
+ *   - with the document's row locked by another transaction, a stranger's
+ *     PUT and submit are 403 at once (before: they waited on the row lock
+ *     until the statement timeout and answered 503).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rvt_kit.h"
+#include "testkit.h"
+
+#define ATTACKERS 8
+#define ROUNDS 20
+#define TOKEN_BY_HAND "00000000000000000000000000000bad"
+
+static rvt_db db;
+static rvt_server srv;
+static char *alice, *mallory, *bob;
+static const char *redis_url;
+
+static int setup(void **state)
+{
+    /* A statement timeout of 3 s: a request that waited on a row lock
+     * would answer 503 after it, well inside the HTTP client's wait. */
+    const char *const env[] = {"REVIEWD_PG_TIMEOUT_S=3", NULL};
+
+    (void)state;
+    redis_url = testkit_shared_redis();
+    if (redis_url == NULL
+        || rvt_fixture_start(&db, &srv, "authz", redis_url, env, 1) != 0) {
+        return -1;
+    }
+    alice = rvt_token("alice", "author", 3600);
+    mallory = rvt_token("mallory", "author", 3600);
+    bob = rvt_token("bob", "reviewer", 3600);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    const int clean = rvt_fixture_stop(&db, &srv);
+
+    (void)state;
+    free(alice);
+    free(mallory);
+    free(bob);
+    return clean ? 0 : -1;
+}
+
+static void expect_status(rvt_resp *r, int status, const char *code,
+                          const char *what)
+{
+    const char *got = rvt_field(r, "code");
+
+    TK_EXPECT(r->status == status, "%s answers %d, got %d: %s", what, status,
+              r->status, r->body != NULL ? r->body : "(no body)");
+    if (code != NULL) {
+        TK_EXPECT(got != NULL && strcmp(got, code) == 0, "%s gives %s, got %s",
+                  what, code, got != NULL ? got : "(none)");
+    }
+}
+
+/* ---- eight attackers against the owner ---------------------------------- */
+
+typedef struct attack {
+    char path[128];
+    atomic_int stop;
+    atomic_int forbidden;  /* 403 answers */
+    atomic_int other;      /* anything else */
+    char first_other[160]; /* the first such answer, for the message */
+    pthread_mutex_t mu;
+} attack;
+
+static void *attacker_main(void *arg)
+{
+    attack *a = arg;
+    rvt_resp r;
+
+    while (!atomic_load(&a->stop)) {
+        rvt_call(srv.port, "POST", a->path, mallory, NULL, NULL, &r);
+        if (r.status == 403) {
+            atomic_fetch_add(&a->forbidden, 1);
+        } else if (atomic_fetch_add(&a->other, 1) == 0) {
+            pthread_mutex_lock(&a->mu);
+            snprintf(a->first_other, sizeof(a->first_other), "%d %.120s",
+                     r.status, r.body != NULL ? r.body : "");
+            pthread_mutex_unlock(&a->mu);
+        }
+        rvt_resp_free(&r);
+    }
+    return NULL;
+}
+
+/* One round: alice submits (201), bob rejects (200).  Returns the
+ * submit's status; the reject's failures count as the round failing. */
+static int owner_round(const char *doc_path, char *why, size_t whylen)
+{
+    char path[128];
+    rvt_resp r;
+    int status;
+
+    rvt_call(srv.port, "POST", doc_path, alice, NULL, NULL, &r);
+    status = r.status;
+    if (status != 201) {
+        snprintf(why, whylen, "submit %d %.120s", r.status,
+                 r.body != NULL ? r.body : "");
+        rvt_resp_free(&r);
+        return status;
+    }
+    snprintf(path, sizeof(path), "/v1/reviews/%s/reject",
+             rvt_field(&r, "review.id"));
+    rvt_resp_free(&r);
+    rvt_call(srv.port, "POST", path, bob, "{\"comment\":\"again\"}", NULL,
+             &r);
+    if (r.status != 200) {
+        snprintf(why, whylen, "reject %d %.120s", r.status,
+                 r.body != NULL ? r.body : "");
+        status = -r.status;
+    }
+    rvt_resp_free(&r);
+    return status;
+}
+
+static void attackers_never_hold_the_owners_submit_lock(void **state)
+{
+    char doc[24], why[200] = "";
+    pthread_t t[ATTACKERS];
+    attack a;
+    int ok = 0;
+
+    (void)state;
+    assert_int_equal(rvt_create_doc(srv.port, alice, "victim", doc), 0);
+    memset(&a, 0, sizeof(a));
+    pthread_mutex_init(&a.mu, NULL);
+    snprintf(a.path, sizeof(a.path), "/v1/documents/%s/submit", doc);
+    for (int i = 0; i < ATTACKERS; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, attacker_main, &a), 0);
+    }
+    for (int i = 0; i < ROUNDS; i++) {
+        if (owner_round(a.path, why, sizeof(why)) == 201) {
+            ok++;
+        } else {
+            fprintf(stderr, "round %d: %s\n", i, why);
+        }
+    }
+    atomic_store(&a.stop, 1);
+    for (int i = 0; i < ATTACKERS; i++) {
+        pthread_join(t[i], NULL);
+    }
+    TK_EXPECT(ok == ROUNDS, "the owner's submit succeeded %d times in %d "
+              "under %d attackers (last failure: %s)", ok, ROUNDS, ATTACKERS,
+              why);
+    TK_EXPECT(atomic_load(&a.other) == 0 && atomic_load(&a.forbidden) > 0,
+              "the attackers got 403 %d times and something else %d times "
+              "(first: %s)", atomic_load(&a.forbidden),
+              atomic_load(&a.other), a.first_other);
+    pthread_mutex_destroy(&a.mu);
+}
+
+/* ---- 403 before 409 LOCK_BUSY ------------------------------------------- */
+
+static void a_held_redis_lock_still_answers_strangers_403(void **state)
+{
+    char doc[24], rid[24], key[96], path[128];
+    rvt_resp r;
+
+    (void)state;
+    assert_int_equal(rvt_create_pending(srv.port, alice, doc, rid), 0);
+    snprintf(key, sizeof(key), "lock:doc:submit:%s", doc);
+    freeReplyObject(testkit_redis_cmd(redis_url, "SET %s %s PX 30000", key,
+                                      TOKEN_BY_HAND));
+    snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
+    rvt_call(srv.port, "POST", path, mallory, NULL, NULL, &r);
+    expect_status(&r, 403, "FORBIDDEN", "a stranger's submit while the "
+                  "submit lock is held");
+    rvt_resp_free(&r);
+    testkit_forget_lock(redis_url, key);
+
+    /* Four eyes: alice may not decide her own document's review, lock
+     * or no lock.  Her token's role is author, so an admin alice. */
+    snprintf(key, sizeof(key), "lock:doc:review:%s", rid);
+    freeReplyObject(testkit_redis_cmd(redis_url, "SET %s %s PX 30000", key,
+                                      TOKEN_BY_HAND));
+    {
+        char *alice_admin = rvt_token("alice", "admin", 3600);
+
+        snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
+        rvt_call(srv.port, "POST", path, alice_admin, NULL, NULL, &r);
+        expect_status(&r, 403, "FORBIDDEN", "the author's own approve while "
+                      "the review lock is held");
+        rvt_resp_free(&r);
+        free(alice_admin);
+    }
+    rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
+    expect_status(&r, 409, "LOCK_BUSY", "a reviewer who may decide, while "
+                  "the lock is held");
+    rvt_resp_free(&r);
+    testkit_forget_lock(redis_url, key);
+    rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
+    expect_status(&r, 200, NULL, "the reviewer once the lock is free");
+    rvt_resp_free(&r);
+}
+
+/* ---- 403 before the row lock -------------------------------------------- */
+
+static void a_locked_row_still_answers_strangers_403_at_once(void **state)
+{
+    char doc[24], sql[160], path[128];
+    rvt_resp r;
+    int64_t t0;
+
+    (void)state;
+    assert_int_equal(rvt_create_doc(srv.port, alice, "locked", doc), 0);
+    /* The test's own connection holds the row, as a long submit or edit
+     * of the owner would. */
+    snprintf(sql, sizeof(sql), "BEGIN; SELECT id FROM kh_document WHERE id "
+             "= %s FOR UPDATE", doc);
+    assert_int_equal(rvt_sql(&db, sql, NULL, 0), 0);
+    snprintf(path, sizeof(path), "/v1/documents/%s", doc);
+    t0 = testkit_now_ms();
+    rvt_call(srv.port, "PUT", path, mallory, "{\"title\":\"mine\"}", NULL,
+             &r);
+    expect_status(&r, 403, "FORBIDDEN", "a stranger's edit of a locked row");
+    rvt_resp_free(&r);
+    snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
+    rvt_call(srv.port, "POST", path, mallory, NULL, NULL, &r);
+    expect_status(&r, 403, "FORBIDDEN", "a stranger's submit of a locked "
+                  "row");
+    rvt_resp_free(&r);
+    /* Under the 3 s statement timeout a wait on the row lock shows. */
+    TK_EXPECT(testkit_now_ms() - t0 < 2500, "both answered without waiting "
+              "for the row lock (took %lld ms)",
+              (long long)(testkit_now_ms() - t0));
+    assert_int_equal(rvt_sql(&db, "ROLLBACK", NULL, 0), 0);
+    snprintf(path, sizeof(path), "/v1/documents/%s", doc);
+    rvt_call(srv.port, "PUT", path, alice, "{\"title\":\"still mine\"}", NULL,
+             &r);
+    expect_status(&r, 200, NULL, "the owner's edit once the row is free");
+    TK_EXPECT(r.json != NULL
+                  && json_integer_value(json_object_get(r.json, "version"))
+                         == 2,
+              "the owner's edit is the only one: version 2");
+    rvt_resp_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(attackers_never_hold_the_owners_submit_lock),
+        cmocka_unit_test(a_held_redis_lock_still_answers_strangers_403),
+        cmocka_unit_test(a_locked_row_still_answers_strangers_403_at_once),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,238 @@
+/*
+ * test_reviewd_consistency.c: answers that must agree with themselves,
+ * locks that must not collide, and token times.
+ *
+ *   - GET ?include=content shows one committed state: under a storm of
+ *     edits whose text names the version it makes ("v7" is version 7's
+ *     text), no answer pairs one version's row with another's text
+ *     (before: the row and the text were two statements, two snapshots);
+ *   - an Idempotency-Key's advisory lock is not the 32-bit hashtext of its
+ *     scope in the relay's class id any more: a session holding that old
+ *     key (which any colliding key, or the relay, would hold) does not
+ *     turn a keyed POST away with 409 (test_reviewd_locks.c sees the
+ *     new key, a single bigint with the top bit set, while it is held);
+ *   - tokens on the wire: an nbf 1 s ahead (an issuer's clock ahead of
+ *     ours) is accepted, an exp of 1e300 is refused.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jwt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rvt_kit.h"
+#include "testkit.h"
+
+#define READERS 3
+#define EDITS 120
+
+static rvt_db db;
+static rvt_server srv;
+static char *alice;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (rvt_fixture_start(&db, &srv, "consistency", NULL, NULL, 1) != 0) {
+        return -1;
+    }
+    alice = rvt_token("alice", "author", 3600);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    const int clean = rvt_fixture_stop(&db, &srv);
+
+    (void)state;
+    free(alice);
+    return clean ? 0 : -1;
+}
+
+static void expect_status(rvt_resp *r, int status, const char *what)
+{
+    TK_EXPECT(r->status == status, "%s answers %d, got %d: %s", what, status,
+              r->status, r->body != NULL ? r->body : "(no body)");
+}
+
+/* ---- one snapshot --------------------------------------------------------- */
+
+typedef struct reads {
+    char path[128];
+    atomic_int stop;
+    atomic_int reads;
+    atomic_int mixed;   /* text of another version than the row's */
+    atomic_int failed;  /* not a 200 */
+    char example[200];
+    pthread_mutex_t mu;
+} reads;
+
+static void note(reads *s, const char *what, const rvt_resp *r)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->example[0] == '\0') {
+        snprintf(s->example, sizeof(s->example), "%s: %d %.150s", what,
+                 r->status, r->body != NULL ? r->body : "");
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *reader_main(void *arg)
+{
+    reads *s = arg;
+    rvt_resp r;
+
+    while (!atomic_load(&s->stop)) {
+        const char *content;
+        char want[32];
+
+        rvt_call(srv.port, "GET", s->path, alice, NULL, NULL, &r);
+        content = rvt_field(&r, "content");
+        if (r.status != 200 || content == NULL) {
+            atomic_fetch_add(&s->failed, 1);
+            note(s, "failed", &r);
+        } else {
+            snprintf(want, sizeof(want), "v%lld",
+                     (long long)json_integer_value(
+                         json_object_get(r.json, "version")));
+            if (strcmp(content, want) != 0) {
+                atomic_fetch_add(&s->mixed, 1);
+                note(s, "mixed", &r);
+            }
+        }
+        atomic_fetch_add(&s->reads, 1);
+        rvt_resp_free(&r);
+    }
+    return NULL;
+}
+
+static void include_content_reads_one_version_under_an_edit_storm(
+    void **state)
+{
+    char doc[24], path[128], body[64];
+    pthread_t t[READERS];
+    reads s;
+    rvt_resp r;
+    int edits = 0;
+
+    (void)state;
+    rvt_call(srv.port, "POST", "/v1/documents", alice,
+             "{\"title\":\"storm\",\"content\":\"v1\"}", NULL, &r);
+    expect_status(&r, 201, "create");
+    snprintf(doc, sizeof(doc), "%s", rvt_field(&r, "id"));
+    rvt_resp_free(&r);
+    memset(&s, 0, sizeof(s));
+    pthread_mutex_init(&s.mu, NULL);
+    snprintf(s.path, sizeof(s.path), "/v1/documents/%s?include=content",
+             doc);
+    for (int i = 0; i < READERS; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, reader_main, &s), 0);
+    }
+    snprintf(path, sizeof(path), "/v1/documents/%s", doc);
+    for (int v = 2; v <= EDITS + 1; v++) {
+        snprintf(body, sizeof(body), "{\"content\":\"v%d\"}", v);
+        rvt_call(srv.port, "PUT", path, alice, body, NULL, &r);
+        edits += r.status == 200;
+        rvt_resp_free(&r);
+    }
+    atomic_store(&s.stop, 1);
+    for (int i = 0; i < READERS; i++) {
+        pthread_join(t[i], NULL);
+    }
+    TK_EXPECT(edits == EDITS, "every edit succeeded (%d of %d)", edits,
+              EDITS);
+    TK_EXPECT(atomic_load(&s.reads) >= 100, "the readers read %d times",
+              atomic_load(&s.reads));
+    TK_EXPECT(atomic_load(&s.mixed) == 0 && atomic_load(&s.failed) == 0,
+              "%d of %d reads mixed two versions, %d failed (first: %s)",
+              atomic_load(&s.mixed), atomic_load(&s.reads),
+              atomic_load(&s.failed), s.example);
+    pthread_mutex_destroy(&s.mu);
+}
+
+/* ---- the idempotency lock's key space ------------------------------------ */
+
+static void old_key_space_collisions_do_not_refuse_a_keyed_post(void **state)
+{
+    char doc[24], path[128], sql[512];
+    rvt_resp r;
+
+    (void)state;
+    assert_int_equal(rvt_create_doc(srv.port, alice, "idem-space", doc), 0);
+    snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
+    /* The key the old scheme gave this request's scope, held by another
+     * session: what a colliding user key, or the relay, would hold. */
+    snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock(1263028548, "
+             "hashtext('alice' || chr(10) || 'POST' || chr(10) || '%s' || "
+             "chr(10) || 'space-key'))", path);
+    assert_int_equal(rvt_sql(&db, sql, NULL, 0), 0);
+    rvt_call(srv.port, "POST", path, alice, NULL, "space-key", &r);
+    expect_status(&r, 201, "a keyed submit whose old 32-bit key is held");
+    rvt_resp_free(&r);
+    assert_int_equal(rvt_sql(&db, "SELECT pg_advisory_unlock_all()", NULL,
+                             0), 0);
+}
+
+/* ---- token times on the wire --------------------------------------------- */
+
+static char *token_with_times(const char *times)
+{
+    char claims[256];
+    jwt_t *jwt = NULL;
+    char *tok = NULL;
+
+    snprintf(claims, sizeof(claims),
+             "{\"sub\":\"alice\",\"role\":\"author\",%s}", times);
+    if (jwt_new(&jwt) == 0 && jwt_add_grants_json(jwt, claims) == 0
+        && jwt_set_alg(jwt, JWT_ALG_HS256, (const unsigned char *)RVT_SECRET,
+                       (int)strlen(RVT_SECRET)) == 0) {
+        tok = jwt_encode_str(jwt);
+    }
+    jwt_free(jwt);
+    return tok;
+}
+
+static void tokens_allow_clock_skew_but_not_forever(void **state)
+{
+    char times[128], doc[24], path[64];
+    char *tok;
+    rvt_resp r;
+
+    (void)state;
+    assert_int_equal(rvt_create_doc(srv.port, alice, "times", doc), 0);
+    snprintf(path, sizeof(path), "/v1/documents/%s", doc);
+    snprintf(times, sizeof(times), "\"exp\":%lld,\"nbf\":%lld",
+             (long long)time(NULL) + 600, (long long)time(NULL) + 1);
+    tok = token_with_times(times);
+    assert_non_null(tok);
+    rvt_call(srv.port, "GET", path, tok, NULL, NULL, &r);
+    expect_status(&r, 200, "a token whose nbf is 1 s ahead");
+    rvt_resp_free(&r);
+    free(tok);
+    tok = token_with_times("\"exp\":1e300");
+    assert_non_null(tok);
+    rvt_call(srv.port, "GET", path, tok, NULL, NULL, &r);
+    expect_status(&r, 401, "a token with exp 1e300");
+    rvt_resp_free(&r);
+    free(tok);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(
+            include_content_reads_one_version_under_an_edit_storm),
+        cmocka_unit_test(old_key_space_collisions_do_not_refuse_a_keyed_post),
+        cmocka_unit_test(tokens_allow_clock_skew_but_not_forever),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
