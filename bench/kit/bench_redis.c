@@ -727,8 +727,9 @@ int bench_rb_parse_csv(const char *text, bench_rb_result *out)
 /* Builds redis-benchmark's argv into argv (caller's array of cap), with
  * numbers formatted into bufs.  Returns the count, or -1 if cap is small. */
 static int build_rb_argv(const char *rb_bin, const bench_target *t,
-                         int clients, long requests, const bench_cmd *cmd,
-                         char bufs[4][32], char **argv, int cap)
+                         int clients, int pipeline, long requests,
+                         const bench_cmd *cmd, char bufs[5][32], char **argv,
+                         int cap)
 {
     int n = 0;
 
@@ -752,7 +753,12 @@ static int build_rb_argv(const char *rb_bin, const bench_target *t,
     argv[n++] = bufs[2];
     argv[n++] = "-n";
     argv[n++] = bufs[3];
-    if (clients != 1) {
+    if (pipeline > 1) {
+        snprintf(bufs[4], 32, "%d", pipeline);
+        argv[n++] = "-P";
+        argv[n++] = bufs[4];
+    }
+    if (clients != 1 || pipeline > 1) {
         argv[n++] = "--csv";
     }
     if (n + cmd->argc + 1 > cap) {
@@ -787,13 +793,25 @@ int bench_rb_run(const char *rb_bin, const bench_target *t, pid_t server_pid,
                  int timeout_ms, bench_rb_result *out, char *err,
                  size_t errlen)
 {
-    char bufs[4][32];
+    return bench_rb_run_pipelined(rb_bin, t, server_pid, clients, 1,
+                                  requests, cmd, timeout_ms, out, err,
+                                  errlen);
+}
+
+int bench_rb_run_pipelined(const char *rb_bin, const bench_target *t,
+                           pid_t server_pid, int clients, int pipeline,
+                           long requests, const bench_cmd *cmd,
+                           int timeout_ms, bench_rb_result *out, char *err,
+                           size_t errlen)
+{
+    char bufs[5][32];
     char *argv[BENCH_CMD_MAX_ARGS + 16];
     memset(out, 0, sizeof(*out));
     out->p999_us = NAN;
     out->clients = clients;
+    out->pipeline = pipeline;
     out->requests = requests;
-    if (build_rb_argv(rb_bin, t, clients, requests, cmd, bufs, argv,
+    if (build_rb_argv(rb_bin, t, clients, pipeline, requests, cmd, bufs, argv,
                       (int)(sizeof(argv) / sizeof(argv[0]))) < 0) {
         snprintf(err, errlen, "command has too many arguments");
         return -1;
@@ -807,7 +825,8 @@ int bench_rb_run(const char *rb_bin, const bench_target *t, pid_t server_pid,
     out->server_cpu_us = server_cpu0 < 0 || server_cpu1 < 0
                              ? -1 : server_cpu1 - server_cpu0;
     if (rc == 0) {
-        rc = parse_rb_output(text, status, clients, out, err, errlen);
+        rc = parse_rb_output(text, status, pipeline > 1 ? 0 : clients, out,
+                             err, errlen);
     }
     free(text);
     return rc;

@@ -124,6 +124,7 @@ typedef struct bench_rb_result {
     double p999_us;        /* NAN when not measured (--csv runs) */
     long requests;
     int clients;
+    int pipeline;          /* -P; 1 without */
     int64_t rb_cpu_us;     /* redis-benchmark's own CPU time */
     int64_t server_cpu_us; /* the server's CPU during the run, or -1 */
 } bench_rb_result;
@@ -139,6 +140,15 @@ int bench_rb_run(const char *rb_bin, const bench_target *t, pid_t server_pid,
                  int clients, long requests, const bench_cmd *cmd,
                  int timeout_ms, bench_rb_result *out, char *err,
                  size_t errlen);
+
+/* The same with `-P pipeline` (always --csv when pipeline > 1): one
+ * connection can carry pipeline requests at a time, the limit a client
+ * that coalesces its threads' commands could reach. */
+int bench_rb_run_pipelined(const char *rb_bin, const bench_target *t,
+                           pid_t server_pid, int clients, int pipeline,
+                           long requests, const bench_cmd *cmd,
+                           int timeout_ms, bench_rb_result *out, char *err,
+                           size_t errlen);
 
 /* Parsers of redis-benchmark's two output forms, exposed for the
  * self-check.  Both return 0, or -1 when a field is missing. */

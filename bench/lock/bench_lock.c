@@ -17,7 +17,12 @@
  *       and ".polite" (a releaser waits until another thread holds the lock
  *       before trying again, so every grant is a hand-off to a woken
  *       waiter).  regrant_share says how often the free-for-all gave the
- *       lock straight back to the thread that released it.
+ *       lock straight back to the thread that released it.  Run once
+ *       more with ".fair" (opts.fair, the free-for-all loop: the hot loop
+ *       of a releaser that re-contends at once), where the release hands
+ *       the key to the first queued waiter inside Redis.  Each hand-off
+ *       run also reports the waits (an acquire call's duration): mean and
+ *       max, against the fair ideal (N - 1) x (hold + release + acquire).
  *
  * The limit.  libdlock's acquire and release are each one EVALSHA round
  * trip.  The run learns those exact commands from MONITOR while libdlock
@@ -218,8 +223,8 @@ static int capture_commands(bench_run *run)
 static void print_limit(const char *op, const bench_rb_result *r)
 {
     printf("{\"kind\":\"limit\",\"op\":\"%s\",\"tool\":\"redis-benchmark\","
-           "\"clients\":%d,\"requests\":%ld,\"rps\":", op, r->clients,
-           r->requests);
+           "\"clients\":%d,\"pipeline\":%d,\"requests\":%ld,\"rps\":", op,
+           r->clients, r->pipeline, r->requests);
     bench_json_number(stdout, r->rps);
     printf(",\"p50_us\":");
     bench_json_number(stdout, r->p50_us);
@@ -239,25 +244,34 @@ static void print_limit(const char *op, const bench_rb_result *r)
  * connections each.  The acquire runs first: its first call takes the
  * replay key with the captured token, and the release replay's first call
  * deletes it again, so each measurement leaves the key as it found it. */
-static int measure_limit(bench_run *run, int clients, bench_limit *out)
+static int measure_limit_pipelined(bench_run *run, int clients,
+                                   int pipeline, bench_limit *out)
 {
-    const long n = clients == 1 ? run->o.pairs : run->o.rb_requests;
+    const long n = clients == 1 && pipeline == 1 ? run->o.pairs
+                                                 : run->o.rb_requests;
     const int timeout_ms = 120000;
 
-    if (bench_rb_run(run->o.rb_bin, &run->target, run->server.pid, clients,
-                     n, &run->acquire_cmd, timeout_ms, &out->acquire,
-                     run->err, sizeof(run->err)) != 0 ||
-        bench_rb_run(run->o.rb_bin, &run->target, run->server.pid, clients,
-                     n, &run->release_cmd, timeout_ms, &out->release,
-                     run->err, sizeof(run->err)) != 0) {
+    if (bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
+                               clients, pipeline, n, &run->acquire_cmd,
+                               timeout_ms, &out->acquire, run->err,
+                               sizeof(run->err)) != 0 ||
+        bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
+                               clients, pipeline, n, &run->release_cmd,
+                               timeout_ms, &out->release, run->err,
+                               sizeof(run->err)) != 0) {
         return -1;
     }
     print_limit("acquire", &out->acquire);
     print_limit("release", &out->release);
-    progress("limit -c %d: acquire %.0f/s p50 %.1f us, release %.0f/s "
-             "p50 %.1f us", clients, out->acquire.rps, out->acquire.p50_us,
-             out->release.rps, out->release.p50_us);
+    progress("limit -c %d -P %d: acquire %.0f/s p50 %.1f us, release %.0f/s "
+             "p50 %.1f us", clients, pipeline, out->acquire.rps,
+             out->acquire.p50_us, out->release.rps, out->release.p50_us);
     return 0;
+}
+
+static int measure_limit(bench_run *run, int clients, bench_limit *out)
+{
+    return measure_limit_pipelined(run, clients, 1, out);
 }
 
 /* ------------------------------------------------------------------------
@@ -553,16 +567,23 @@ static int measure_tput(bench_run *run, int nthreads, tput_result *out)
     return 0;
 }
 
+/* pipeline > 1: the figure against the `-c 1 -P pipeline` limit. */
 static void report_tput(bench_run *run, int nthreads, const tput_result *r,
-                        const bench_limit *l)
+                        const bench_limit *l, int pipeline)
 {
     char name[64];
     char from[128];
     bench_figure f;
 
-    snprintf(name, sizeof(name), "tput.%dthreads", nthreads);
-    snprintf(from, sizeof(from), "redis-benchmark -c %d: "
-             "1 / (1/rps(acquire) + 1/rps(release))", l->acquire.clients);
+    snprintf(name, sizeof(name), "tput.%dthreads%s", nthreads,
+             pipeline > 1 ? ".vs_pipelined" : "");
+    if (pipeline > 1)
+        snprintf(from, sizeof(from), "redis-benchmark -c 1 -P %d: "
+                 "1 / (1/rps(acquire) + 1/rps(release))", pipeline);
+    else
+        snprintf(from, sizeof(from), "redis-benchmark -c %d: "
+                 "1 / (1/rps(acquire) + 1/rps(release))",
+                 l->acquire.clients);
     bench_figure_init(&f, name, "pairs/s", BENCH_HIGHER_IS_BETTER);
     f.value = r->seconds > 0 ? (double)r->pairs / r->seconds : NAN;
     f.limit = pair_rate(l);
@@ -578,7 +599,7 @@ static void report_tput(bench_run *run, int nthreads, const tput_result *r,
  * here unless given). */
 static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
 {
-    bench_limit measured;
+    bench_limit measured, pipelined;
     tput_result r;
     const bench_limit *l = given;
 
@@ -588,10 +609,17 @@ static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
         }
         l = &measured;
     }
+    if (nthreads > 1 &&
+        measure_limit_pipelined(run, 1, nthreads, &pipelined) != 0) {
+        return -1;
+    }
     if (measure_tput(run, nthreads, &r) != 0) {
         return -1;
     }
-    report_tput(run, nthreads, &r, l);
+    report_tput(run, nthreads, &r, l, 1);
+    if (nthreads > 1) {
+        report_tput(run, nthreads, &r, &pipelined, nthreads);
+    }
     progress("%d threads: %.0f pairs/s (%ld errors)", nthreads,
              (double)r.pairs / r.seconds, r.errors);
     return r.errors >= (long)nthreads * MAX_ERRORS_PER_THREAD ? -1 : 0;
@@ -631,6 +659,10 @@ typedef struct handoff_shared {
     int64_t *hold_ns;         /* per grant: time held */
     int *holder;              /* per grant: the thread's index */
     int polite;
+    int fair;                 /* opts.fair */
+    atomic_llong wait_sum_ns; /* acquire calls that got the lock */
+    atomic_llong wait_max_ns;
+    atomic_long waits;
     pthread_mutex_t grant_mu; /* with grant_cv: "grants moved on" */
     pthread_cond_t grant_cv;
     atomic_long grants;
@@ -715,6 +747,19 @@ static void handoff_hold(handoff_shared *h, int index, dlock_lock *lock,
     }
 }
 
+/* Adds one successful acquire call's duration to the wait figures. */
+static void handoff_note_wait(handoff_shared *h, int64_t ns)
+{
+    long long max = atomic_load(&h->wait_max_ns);
+
+    atomic_fetch_add(&h->wait_sum_ns, ns);
+    atomic_fetch_add(&h->waits, 1);
+    while (ns > max &&
+           !atomic_compare_exchange_weak(&h->wait_max_ns, &max, ns)) {
+        continue;
+    }
+}
+
 static void *handoff_thread(void *arg)
 {
     const handoff_worker *w = arg;
@@ -722,13 +767,16 @@ static void *handoff_thread(void *arg)
     dlock_acquire_opts ao;
 
     acquire_opts(h->run, h->run->o.wait_ms, &ao);
+    ao.fair = h->fair;
     while (bench_clock_ns() < h->deadline_ns &&
            atomic_load(&h->errors) < MAX_ERRORS_PER_THREAD) {
         dlock_lock *lock = NULL;
+        const int64_t t_call = bench_clock_ns();
         const dlock_err rc = dlock_acquire(h->run->client, h->key, &ao,
                                            &lock);
         const int64_t t_acq = bench_clock_ns();
         if (rc == DLOCK_OK) {
+            handoff_note_wait(h, t_acq - t_call);
             handoff_hold(h, w->index, lock, t_acq);
         } else if (rc == DLOCK_BUSY) {
             atomic_fetch_add(&h->timeouts, 1);
@@ -773,7 +821,7 @@ static int collect_handoff(const handoff_shared *h, handoff_result *out)
     return 0;
 }
 
-static int handoff_init(bench_run *run, int nthreads, int polite,
+static int handoff_init(bench_run *run, int nthreads, int polite, int fair,
                         handoff_shared *h)
 {
     pthread_condattr_t attr;
@@ -781,8 +829,9 @@ static int handoff_init(bench_run *run, int nthreads, int polite,
     memset(h, 0, sizeof(*h));
     h->run = run;
     h->polite = polite;
+    h->fair = fair;
     snprintf(h->key, sizeof(h->key), "%s:handoff:%d:%s", run->prefix,
-             nthreads, polite ? "polite" : "ffa");
+             nthreads, fair ? "fair" : polite ? "polite" : "ffa");
     /* At most one grant per hold time, with room to spare. */
     h->cap = (size_t)run->o.duration_ms * 1000 /
              (size_t)run->o.hold_us * 2 + 1024;
@@ -875,10 +924,39 @@ static void report_handoff_gap(bench_run *run, const char *name, double q,
     bench_table_add(&run->table, stdout, &f);
 }
 
+/* The waits of one hand-off run: mean and max of the acquire calls that
+ * got the lock, against the fair ideal. */
+static void report_handoff_waits(bench_run *run, int nthreads,
+                                 const char *mode, const handoff_shared *h,
+                                 const handoff_result *r)
+{
+    const double cycle_us = r->hold_mean_us + run->c1.release.p50_us +
+                            run->c1.acquire.p50_us;
+    const long waits = atomic_load(&h->waits);
+    char name[2][64];
+    bench_figure f;
+
+    snprintf(name[0], sizeof(name[0]), "handoff.%dwaiters%s.wait.mean",
+             nthreads, mode);
+    snprintf(name[1], sizeof(name[1]), "handoff.%dwaiters%s.wait.max",
+             nthreads, mode);
+    for (int i = 0; i < 2; i++) {
+        bench_figure_init(&f, name[i], "us", BENCH_LOWER_IS_BETTER);
+        f.value = i == 0 ? (waits ? (double)atomic_load(&h->wait_sum_ns) /
+                                        (double)waits / 1000 : NAN)
+                         : (double)atomic_load(&h->wait_max_ns) / 1000;
+        f.limit = (nthreads - 1) * cycle_us;
+        f.limit_from = "fair ideal: (N - 1) x (measured mean hold + "
+                       "redis-benchmark -c 1 p50(release) + p50(acquire))";
+        f.n = waits;
+        bench_table_add(&run->table, stdout, &f);
+    }
+}
+
 static void report_handoff(bench_run *run, int nthreads,
                            const handoff_shared *h, const handoff_result *r)
 {
-    const char *mode = h->polite ? ".polite" : "";
+    const char *mode = h->fair ? ".fair" : h->polite ? ".polite" : "";
     char name[3][64];
 
     snprintf(name[0], sizeof(name[0]), "handoff.%dwaiters%s.rate", nthreads,
@@ -894,6 +972,7 @@ static void report_handoff(bench_run *run, int nthreads,
     report_handoff_gap(run, name[2], 0.99, run->c1.acquire.p99_us,
                        "redis-benchmark -c 1: p99(acquire), one round trip",
                        r);
+    report_handoff_waits(run, nthreads, mode, h, r);
 }
 
 /* Says on stderr what the hand-off did, and keeps any failure in err. */
@@ -901,9 +980,11 @@ static void note_handoff(bench_run *run, int nthreads,
                          const handoff_shared *h, const handoff_result *r)
 {
     progress("%d waiters%s: %ld grants (%ld to the previous holder), gap "
-             "p50 %.1f us, %ld wait timeouts, %ld errors, %ld overlaps",
-             nthreads, h->polite ? " (polite)" : "", r->grants, r->regrants,
-             bench_samples_quantile_us(&r->gaps, 0.5),
+             "p50 %.1f us, max wait %.1f ms, %ld wait timeouts, %ld errors, "
+             "%ld overlaps", nthreads,
+             h->fair ? " (fair)" : h->polite ? " (polite)" : "", r->grants,
+             r->regrants, bench_samples_quantile_us(&r->gaps, 0.5),
+             (double)atomic_load(&h->wait_max_ns) / 1e6,
              atomic_load(&h->timeouts), atomic_load(&h->errors),
              atomic_load(&h->overlaps));
     if (atomic_load(&h->overlaps) > 0) {
@@ -915,13 +996,13 @@ static void note_handoff(bench_run *run, int nthreads,
     }
 }
 
-static int bench_handoff(bench_run *run, int nthreads, int polite)
+static int bench_handoff(bench_run *run, int nthreads, int polite, int fair)
 {
     handoff_shared h;
     handoff_result r;
 
     memset(&r, 0, sizeof(r));
-    if (handoff_init(run, nthreads, polite, &h) != 0) {
+    if (handoff_init(run, nthreads, polite, fair, &h) != 0) {
         handoff_free(&h);
         return -1;
     }
@@ -1013,8 +1094,12 @@ static int run_phases(bench_run *run)
     }
     progress("(c) hand-off, %d us holds, %d ms each", run->o.hold_us,
              run->o.duration_ms);
-    if (bench_handoff(run, 4, 0) != 0 || bench_handoff(run, 16, 0) != 0 ||
-        bench_handoff(run, 4, 1) != 0 || bench_handoff(run, 16, 1) != 0) {
+    if (bench_handoff(run, 4, 0, 0) != 0 ||
+        bench_handoff(run, 16, 0, 0) != 0 ||
+        bench_handoff(run, 4, 1, 0) != 0 ||
+        bench_handoff(run, 16, 1, 0) != 0 ||
+        bench_handoff(run, 4, 0, 1) != 0 ||
+        bench_handoff(run, 16, 0, 1) != 0) {
         return -1;
     }
     return 0;

@@ -98,6 +98,30 @@
  * act on its deadline; only a fence checked by the protected resource keeps
  * a paused holder's late writes out.
  *
+ * Fair locks (opts.fair).  Waiters are served first come, first served,
+ * across processes, and the hand-off happens inside the server:
+ *   #dlock:queue:{K}    the waiters: a sorted set of tokens, by arrival;
+ *   #dlock:waiters:{K}  a hash, token -> "deadline_ms:confirm_ms" (server
+ *                       time).
+ * A busy fair acquire that will wait joins the queue (or refreshes its
+ * entry's deadline: at most 30 s ahead, the waiter's own deadline if
+ * sooner, renewed by its fallback tries).  The fair release deletes the
+ * key and, in the same script, sets it to the first waiter whose entry is
+ * still live (entries past their deadline, of waiters that died or gave
+ * up, are dropped), with a new fence by the core rule and a PX of that
+ * waiter's confirm window, and publishes on "dlock:granted:TOKEN", the
+ * waiter's own channel.  The woken waiter confirms with one round trip
+ * (its acquire finds its own token: it sets the full TTL and reads the
+ * fence); a waiter that never confirms (paused, dead) loses the grant when
+ * the confirm window runs out, and the next waiter's fallback try takes
+ * the free key in its turn.  The waiter's validity starts at the send time
+ * of the confirming request, never earlier, so it cannot overstate: the
+ * TTL it counts was set by that very request.  A free key with waiters
+ * queued is taken only by the first of them; a fair try that will not wait
+ * never jumps the queue.  A wait that ends without the lock leaves the
+ * queue (and passes on a grant that arrived meanwhile).  Every party on a
+ * key must use fair mode: a plain acquire does not look at the queue.
+ *
  * States of a dlock_lock, and what moves it:
  *   HELD      after dlock_acquire returns DLOCK_OK; valid_ms() > 0.
  *   DEGRADED  after a fail-open acquire while Redis could not be reached
@@ -191,10 +215,17 @@ typedef struct dlock_acquire_opts {
      * watchdog: at valid_until at the latest). */
     dlock_lost_fn on_lost;
     void *on_lost_arg;
+    /* Non-zero: a fair lock ("Fair locks" at the top of this file): waiters
+     * queue in Redis and the release hands the lock to the first live one. */
+    int fair;
+    /* Fair locks: how long a waiter that was handed the lock has to
+     * confirm it before the grant lapses and the next waiter's turn
+     * comes.  0: min(TTL, 2 s). */
+    int64_t fair_confirm_ms;
 } dlock_acquire_opts;
 
 /* Fills opts with the defaults: TTL 30 s, no wait, no watchdog, not
- * reentrant, fail closed, no callback. */
+ * reentrant, fail closed, no callback, not fair. */
 DLOCK_API void dlock_acquire_opts_init(dlock_acquire_opts *opts);
 
 /*
@@ -291,6 +322,9 @@ typedef struct dlock_lock_info {
     uint64_t last_fence;   /* last fence granted (the larger of the
                             * counter and the legacy one), 0 if never */
     char token[DLOCK_TOKEN_LEN + 1]; /* the holder's token, "" if free */
+    int64_t waiters;       /* fair waiters queued (live or not yet dropped) */
+    int64_t next_waiter_ms; /* ms until the first waiter's entry lapses;
+                             * -1 without waiters */
 } dlock_lock_info;
 
 /* Reads the state of the lock named key in one round trip. */

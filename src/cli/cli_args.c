@@ -34,6 +34,7 @@ enum option_id {
     OPT_EVERY,
     OPT_LEADER,
     OPT_TOKEN,
+    OPT_FAIR,
     OPT_COUNT
 };
 
@@ -66,6 +67,7 @@ static const struct option long_options[] = {
     {"every", required_argument, NULL, LONG_ONLY(OPT_EVERY)},
     {"leader", no_argument, NULL, LONG_ONLY(OPT_LEADER)},
     {"token", required_argument, NULL, LONG_ONLY(OPT_TOKEN)},
+    {"fair", no_argument, NULL, LONG_ONLY(OPT_FAIR)},
     {NULL, 0, NULL, 0},
 };
 
@@ -86,7 +88,8 @@ struct command_spec {
 static const struct command_spec commands[CLI_CMD_COUNT] = {
     [CLI_CMD_RUN] = {"run", COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT) |
                      BIT(OPT_GRACE) | BIT(OPT_CONFLICT_EXIT_CODE) |
-                     BIT(OPT_FAIL_OPEN) | BIT(OPT_QUIET) | BIT(OPT_EVERY),
+                     BIT(OPT_FAIL_OPEN) | BIT(OPT_QUIET) | BIT(OPT_EVERY) |
+                     BIT(OPT_FAIR),
                      OPERANDS_KEY_COMMAND},
     [CLI_CMD_ACQUIRE] = {"acquire", COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT),
                          OPERANDS_KEY},
@@ -102,7 +105,7 @@ static const struct command_spec commands[CLI_CMD_COUNT] = {
 };
 
 /* What `run --every` refuses: each only means something for one run. */
-#define NOT_WITH_EVERY (BIT(OPT_WAIT) | BIT(OPT_FAIL_OPEN) | \
+#define NOT_WITH_EVERY (BIT(OPT_WAIT) | BIT(OPT_FAIL_OPEN) | BIT(OPT_FAIR) | \
                         BIT(OPT_CONFLICT_EXIT_CODE))
 
 int cli_command_find(const char *name)
@@ -229,6 +232,7 @@ static int set_option(struct cli_args *a, int id, const char *v,
     case OPT_JSON: a->json = 1; return 0;
     case OPT_LEADER: a->leader = 1; return 0;
     case OPT_TOKEN: a->token = v; return 0;
+    case OPT_FAIR: a->fair = 1; return 0;
     default: break;
     }
     return set_valued(a, id, v, why, whylen);

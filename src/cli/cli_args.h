@@ -57,6 +57,7 @@ struct cli_args {
     int quiet;                /* --quiet */
     int json;                 /* --json */
     int leader;               /* status --leader: KEY names a role */
+    int fair;                 /* run --fair: first come, first served */
 
     const char *key;          /* KEY */
     const char *token;        /* TOKEN, for release and extend: NULL when

@@ -90,6 +90,7 @@ static int run_acquire(struct run *r)
     opts.ttl_ms = a->ttl_ms;
     opts.wait_ms = a->wait_ms;
     opts.watchdog = 1;
+    opts.fair = a->fair;
     opts.policy = a->fail_open ? DLOCK_FAIL_OPEN : DLOCK_FAIL_CLOSED;
     opts.on_lost = on_lost;
     opts.on_lost_arg = &r->wakeup;

@@ -7,6 +7,11 @@
  *   held: yes
  *   ttl_ms: 28341
  *   last_fence: 1764698811123456
+ *   waiters: 2
+ *   next_waiter_ms: 29410
+ * waiters counts a fair lock's queue (run --fair); next_waiter_ms, shown
+ * only with waiters, is how long the first waiter's entry still lives
+ * unless it tries again (an entry that lapses is skipped).
  * --json prints the same as one object, {"key": ..., "held": true,
  * "ttl_ms": ..., "last_fence": ...}, built with jansson so that any key is
  * escaped correctly; a key that is not UTF-8 cannot be a JSON string, so
@@ -49,8 +54,12 @@ static int is_utf8(const char *text)
 static int print_text(const char *key, const dlock_lock_info *info)
 {
     if (printf("key: %s\nheld: %s\nttl_ms: %" PRId64 "\n"
-               "last_fence: %" PRIu64 "\n", key, info->held ? "yes" : "no",
-               info->ttl_ms, info->last_fence) < 0)
+               "last_fence: %" PRIu64 "\nwaiters: %" PRId64 "\n", key,
+               info->held ? "yes" : "no", info->ttl_ms, info->last_fence,
+               info->waiters) < 0)
+        return -1;
+    if (info->waiters > 0 &&
+        printf("next_waiter_ms: %" PRId64 "\n", info->next_waiter_ms) < 0)
         return -1;
     return 0;
 }
@@ -73,10 +82,12 @@ static int print_object(json_t *o, const char *what, const char *name)
 
 static int print_json(const char *key, const dlock_lock_info *info)
 {
-    json_t *o = json_pack("{s:s, s:b, s:I, s:I}", "key", key,
+    json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I}", "key", key,
                           "held", info->held, "ttl_ms",
                           (json_int_t)info->ttl_ms, "last_fence",
-                          (json_int_t)info->last_fence);
+                          (json_int_t)info->last_fence, "waiters",
+                          (json_int_t)info->waiters, "next_waiter_ms",
+                          (json_int_t)info->next_waiter_ms);
 
     return print_object(o, "lock", key);
 }

@@ -33,6 +33,20 @@ static char *derived(const char *prefix, const char *key, const char *suffix)
     return out;
 }
 
+char *dlock__fence_derived_key(const char *kind, const char *key)
+{
+    size_t len = sizeof(DLOCK__RESERVED_PREFIX) + strlen(kind) + 2;
+    char *prefix = dlock__malloc(len);
+    char *out;
+
+    if (prefix == NULL)
+        return NULL;
+    snprintf(prefix, len, "%s%s:", DLOCK__RESERVED_PREFIX, kind);
+    out = derived(prefix, key, "");
+    dlock__free(prefix);
+    return out;
+}
+
 char *dlock__fence_key(const char *key)
 {
     return derived(DLOCK__RESERVED_PREFIX "fence:", key, "");

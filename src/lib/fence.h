@@ -47,6 +47,12 @@ int dlock__fence_has_hash_tag(const char *key);
 /* The fence counter key of lock key, malloc'd; NULL when out of memory. */
 char *dlock__fence_key(const char *key);
 
+/* Another key derived from lock key, in the reserved namespace and key's
+ * cluster slot: "#dlock:<kind>:{K}" (or "#dlock:<kind>:K" with a hash
+ * tag); malloc'd, NULL when out of memory.  The fair lock's queue uses
+ * it. */
+char *dlock__fence_derived_key(const char *kind, const char *key);
+
 /* The counter key of versions before the reserved prefix ("{K}:fence" or
  * "K:fence"), malloc'd; NULL when out of memory.  Read, never written. */
 char *dlock__fence_legacy_key(const char *key);

@@ -42,12 +42,18 @@
 #include "alloc.h"
 #include "clock.h"
 #include "fence.h"
+#include "lock_fair.h"
 #include "token.h"
 #include "wait.h"
 #include "watchdog.h"
 
 #define DEFAULT_TTL_MS 30000
 #define CHANNEL_PREFIX "dlock:released:"
+/* Fair locks: a queue entry lives at most this long past the waiter's
+ * last try (its fallback tries come at least three times as often), and a
+ * grant waits this long at most for the waiter to confirm it. */
+#define FAIR_ENTRY_MAX_MS 30000
+#define FAIR_CONFIRM_MS 2000
 
 /*
  * Fences are handled as decimal strings, never as Lua numbers: Lua's
@@ -132,20 +138,34 @@ static const dlock__script extend_script = {
     1,
 };
 
-/* KEYS: the lock, its fence counter, the legacy counter. */
+/* KEYS: the lock, its fence counter, the legacy counter, the fair queue
+ * and its entries.  Also answers the queue's length and the first entry's
+ * deadline in ms from now (-1 without waiters). */
 static const dlock__script inspect_script = {
     "inspect",
     LUA_DECIMALS
     "local last = dec(redis.call('GET', KEYS[2])) or '0'\n"
     "local legacy = dec(redis.pcall('GET', KEYS[3]))\n"
     "if legacy and gt(legacy, last) then last = legacy end\n"
+    "local n = redis.call('ZCARD', KEYS[4])\n"
+    "local left = -1\n"
+    "local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "if head then\n"
+    "  local v = redis.call('HGET', KEYS[5], head) or '0:0'\n"
+    "  local t = redis.call('TIME')\n"
+    "  local now_ms = tonumber(t[1]) * 1000 + "
+    "math.floor(tonumber(t[2]) / 1000)\n"
+    "  left = math.max(0, (tonumber(string.match(v, '^(%d+)')) or 0) - "
+    "now_ms)\n"
+    "end\n"
     "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
-    "        last}\n",
+    "        last, n, left}\n",
     1,
 };
 
 static const dlock__script *const core_scripts[] = {
-    &acquire_script, &release_script, &extend_script, &inspect_script, NULL,
+    &acquire_script, &release_script, &extend_script, &inspect_script,
+    &dlock__fair_acquire_script, &dlock__fair_release_script, NULL,
 };
 
 /* The lock object.  key, fence_key, channel and token are written once
@@ -157,6 +177,9 @@ struct dlock_lock {
     char *fence_key;
     char *legacy_fence_key;   /* read only, see fence.h */
     char *channel;
+    char *queue_key;          /* fair locks: the waiters' queue, entries */
+    char *waiters_key;
+    char grant_channel[sizeof(DLOCK__FAIR_GRANT_PREFIX) + DLOCK_TOKEN_LEN];
     char token[DLOCK_TOKEN_LEN + 1];
     uint64_t fence;
     int64_t fence_gap_us;     /* after DLOCK_UNPROVEN: the server's clock
@@ -172,6 +195,10 @@ struct dlock_lock {
     dlock_lost_fn on_lost;
     void *on_lost_arg;
     dlock__watch *watch;   /* the watchdog's entry, or NULL */
+
+    int fair;
+    int64_t confirm_ms;    /* fair: the grant's confirm window */
+    int64_t wait_deadline_us; /* fair: when the wait ends (queue entries) */
 };
 
 /* The reentrant locks a client holds, listed through lock->rnext. */
@@ -275,9 +302,12 @@ static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
     l->key = dlock__strdup(key);
     l->fence_key = dlock__fence_key(key);
     l->legacy_fence_key = dlock__fence_legacy_key(key);
+    l->queue_key = dlock__fence_derived_key("queue", key);
+    l->waiters_key = dlock__fence_derived_key("waiters", key);
     l->channel = dlock__malloc(strlen(key) + sizeof(CHANNEL_PREFIX));
     if (l->key == NULL || l->fence_key == NULL ||
-        l->legacy_fence_key == NULL || l->channel == NULL)
+        l->legacy_fence_key == NULL || l->channel == NULL ||
+        l->queue_key == NULL || l->waiters_key == NULL)
         goto nomem;
     sprintf(l->channel, "%s%s", CHANNEL_PREFIX, key);
     dlock__lease_init(&l->lease, DEFAULT_TTL_MS);
@@ -301,6 +331,8 @@ void dlock_lock_free(dlock_lock *l)
     dlock__free(l->key);
     dlock__free(l->fence_key);
     dlock__free(l->legacy_fence_key);
+    dlock__free(l->queue_key);
+    dlock__free(l->waiters_key);
     dlock__free(l->channel);
     dlock__free(l);
 }
@@ -365,15 +397,35 @@ static int acquire_reply(const redisReply *r, acquire_answer *a)
     return 0;
 }
 
+/* How long a fair waiter's queue entry should live from now: until its
+ * wait ends (plus a second for the round trip), at most
+ * FAIR_ENTRY_MAX_MS. */
+static int64_t fair_entry_ms(const dlock_lock *l)
+{
+    int64_t left;
+
+    if (l->wait_deadline_us == DLOCK__FOREVER)
+        return FAIR_ENTRY_MAX_MS;
+    left = (l->wait_deadline_us - dlock__now_us()) / 1000 + 1000;
+    return left < FAIR_ENTRY_MAX_MS ? (left > 0 ? left : 1)
+                                    : FAIR_ENTRY_MAX_MS;
+}
+
 /* One acquire attempt: DLOCK_OK (held; fence and validity set),
  * DLOCK_BUSY (*holder_ttl_ms set), DLOCK_UNPROVEN (l->fence_gap_us set)
- * or an error. */
-static dlock_err try_once(dlock_lock *l, int64_t *holder_ttl_ms,
+ * or an error.  A fair lock runs the fair script (waiting: queue up if
+ * busy).  The lease counts from the send time of this very request, which
+ * set the TTL it counts (for a fair grant: the confirming request, never
+ * the earlier hand-off). */
+static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                           dlock__msg *m)
 {
-    char ttl[24], floor[24], keep[24];
+    char ttl[24], floor[24], keep[24], entry[24], confirm[24];
     const char *argv[] = {l->key, l->fence_key, l->legacy_fence_key,
                           l->token, ttl, floor, keep};
+    const char *fair[] = {l->key, l->fence_key, l->legacy_fence_key,
+                          l->queue_key, l->waiters_key, l->token, ttl, floor,
+                          keep, waiting ? "1" : "0", entry, confirm};
     const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
     const uint64_t floor_us = dlock__fence_floor(l->client);
     dlock__lease_ticket t;
@@ -385,9 +437,15 @@ static dlock_err try_once(dlock_lock *l, int64_t *holder_ttl_ms,
     snprintf(floor, sizeof(floor), "%llu", (unsigned long long)floor_us);
     snprintf(keep, sizeof(keep), "%lld",
              (long long)(ttl_ms + DLOCK__FENCE_KEEP_MS));
+    snprintf(entry, sizeof(entry), "%lld", (long long)fair_entry_ms(l));
+    snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
-    err = dlock__client_eval(l->client, &acquire_script, 3, 7, argv, NULL,
-                             &r, m);
+    if (l->fair)
+        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5,
+                                 12, fair, NULL, &r, m);
+    else
+        err = dlock__client_eval(l->client, &acquire_script, 3, 7, argv,
+                                 NULL, &r, m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
@@ -433,8 +491,7 @@ static dlock_err try_once(dlock_lock *l, int64_t *holder_ttl_ms,
 static dlock_err acquire_try(void *arg, int waiting, int64_t *holder_ttl_ms,
                              dlock__msg *m)
 {
-    (void)waiting;
-    return try_once(arg, holder_ttl_ms, m);
+    return try_once(arg, waiting, holder_ttl_ms, m);
 }
 
 /* Tries, and while busy waits (wait.h) until deadline_us. */
@@ -444,10 +501,11 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
 {
     const dlock__wait w = {
         .client = l->client,
-        .channel = l->channel,
+        .channel = l->fair ? l->grant_channel : l->channel,
         .deadline_us = deadline_us,
         .seed = l->token,
         .fail_fast = policy == DLOCK_FAIL_OPEN,
+        .poll_max_ms = l->fair ? FAIR_ENTRY_MAX_MS / 3 : 0,
     };
 
     for (;;) {
@@ -586,8 +644,21 @@ static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
                    (long long)((dlock__now_us() - started_us) / 1000));
 }
 
+/* A fair grant's confirm window: the caller's, else min(TTL, 2 s). */
+static int64_t fair_confirm_ms(const dlock_acquire_opts *o)
+{
+    const int64_t ttl = o->ttl_ms > 0 ? o->ttl_ms : DEFAULT_TTL_MS;
+
+    if (o->fair_confirm_ms > 0)
+        return o->fair_confirm_ms < ttl ? o->fair_confirm_ms : ttl;
+    return FAIR_CONFIRM_MS < ttl ? FAIR_CONFIRM_MS : ttl;
+}
+
 static dlock_err validate_opts(const dlock_acquire_opts *o, dlock__msg *m)
 {
+    if (o->fair_confirm_ms < 0)
+        return dlock__msg_set(m, DLOCK_INVALID, "fair confirm window %lld ms "
+                              "is negative", (long long)o->fair_confirm_ms);
     if (o->ttl_ms < 0 || o->ttl_ms > (int64_t)1000 * 86400 * 365)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "lock TTL %lld ms is not 1 ms..1 year",
@@ -602,15 +673,67 @@ static dlock_err validate_opts(const dlock_acquire_opts *o, dlock__msg *m)
  * undoes it with the same token (a release).  Other failures were not
  * sent (breaker open, connect refused) or are retried with the same token
  * on a fresh connection by client.c. */
+static void leave_no_orphan(dlock_lock *l, dlock_err err);
+
+/* The fair release's floor and counter keep, as decimal strings. */
+static void fair_release_args(dlock_lock *l, char floor[24], char keep[24])
+{
+    snprintf(floor, 24, "%llu",
+             (unsigned long long)dlock__fence_floor(l->client));
+    snprintf(keep, 24, "%lld", (long long)(dlock__lease_ttl_ms(&l->lease) +
+                                           DLOCK__FENCE_KEEP_MS));
+}
+
 static void leave_no_orphan(dlock_lock *l, dlock_err err)
 {
     const char *argv[] = {l->key, l->token, l->channel};
+    char floor[24], keep[24];
+    const char *fair[] = {l->key, l->fence_key, l->legacy_fence_key,
+                          l->queue_key, l->waiters_key, l->token, l->channel,
+                          DLOCK__FAIR_GRANT_PREFIX, floor, keep};
 
     if (err != DLOCK_TIMEOUT)
         return;
-    dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
-                            &release_script, 1, 3, argv,
-                            dlock__lease_ttl_ms(&l->lease));
+    fair_release_args(l, floor, keep);
+    if (l->fair)
+        dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
+                                &dlock__fair_release_script, 5, 10, fair,
+                                dlock__lease_ttl_ms(&l->lease));
+    else
+        dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
+                                &release_script, 1, 3, argv,
+                                dlock__lease_ttl_ms(&l->lease));
+}
+
+/* Runs the release script (the fair one for a fair lock: it also leaves
+ * the queue and hands the key to the next waiter) and returns its
+ * reply. */
+static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
+{
+    const char *argv[] = {l->key, l->token, l->channel};
+    char floor[24], keep[24];
+    const char *fair[] = {l->key, l->fence_key, l->legacy_fence_key,
+                          l->queue_key, l->waiters_key, l->token, l->channel,
+                          DLOCK__FAIR_GRANT_PREFIX, floor, keep};
+
+    fair_release_args(l, floor, keep);
+    if (l->fair)
+        return dlock__client_eval(l->client, &dlock__fair_release_script, 5,
+                                  10, fair, NULL, r, m);
+    return dlock__client_eval(l->client, &release_script, 1, 3, argv, NULL,
+                              r, m);
+}
+
+/* A fair wait that ended without the lock leaves the queue, and passes on
+ * a grant that reached us meanwhile.  Best effort: an entry left behind
+ * lapses at its deadline (the wait's end) and is skipped. */
+static void fair_leave(dlock_lock *l)
+{
+    dlock__msg scratch; /* the caller's message says why the wait ended */
+    redisReply *r = NULL;
+
+    if (release_call(l, &r, &scratch) == DLOCK_OK)
+        freeReplyObject(r);
 }
 
 /* Registers a held lock with the watchdog: renewals if asked for, and the
@@ -659,8 +782,17 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
                                                         : DEFAULT_TTL_MS);
     l->on_lost = opts->on_lost;
     l->on_lost_arg = opts->on_lost_arg;
-    err = acquire_waiting(l, dlock__deadline_after_ms(opts->wait_ms),
-                          opts->policy, &holder_ttl, m);
+    l->fair = opts->fair != 0;
+    l->confirm_ms = fair_confirm_ms(opts);
+    l->wait_deadline_us = dlock__deadline_after_ms(opts->wait_ms);
+    if (l->fair)
+        snprintf(l->grant_channel, sizeof(l->grant_channel), "%s%s",
+                 DLOCK__FAIR_GRANT_PREFIX, l->token);
+    err = acquire_waiting(l, l->wait_deadline_us, opts->policy, &holder_ttl,
+                          m);
+    if (l->fair && opts->wait_ms != 0 && err != DLOCK_OK &&
+        err != DLOCK_TIMEOUT)
+        fair_leave(l);
     if (err == DLOCK_BUSY) {
         set_busy(c, l, holder_ttl, started, m);
         goto fail;
@@ -759,10 +891,8 @@ long long dlock__lock_renew_command(dlock_lock *l, char **cmd,
 /* Runs the release script; DLOCK_OK, DLOCK_LOST or a transport error. */
 static dlock_err release_once(dlock_lock *l, dlock__msg *m)
 {
-    const char *argv[] = {l->key, l->token, l->channel};
     redisReply *r;
-    dlock_err err = dlock__client_eval(l->client, &release_script, 1, 3,
-                                       argv, NULL, &r, m);
+    dlock_err err = release_call(l, &r, m);
 
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "release of lock %.64s", l->key);
@@ -980,8 +1110,12 @@ static dlock_err parse_inspect(const redisReply *r, dlock_lock_info *info)
 {
     const redisReply *tok, *ttl, *fence;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
+        r->element[3]->type != REDIS_REPLY_INTEGER ||
+        r->element[4]->type != REDIS_REPLY_INTEGER)
         return DLOCK_PROTOCOL;
+    info->waiters = r->element[3]->integer;
+    info->next_waiter_ms = r->element[4]->integer;
     tok = r->element[0];
     ttl = r->element[1];
     fence = r->element[2];
@@ -1017,15 +1151,16 @@ dlock_err dlock_inspect(dlock_client *c, const char *key,
     if (err != DLOCK_OK)
         return err;
     {
-        const char *argv[] = {l->key, l->fence_key, l->legacy_fence_key};
+        const char *argv[] = {l->key, l->fence_key, l->legacy_fence_key,
+                              l->queue_key, l->waiters_key};
 
-        err = dlock__client_eval(c, &inspect_script, 3, 3, argv, NULL, &r, m);
+        err = dlock__client_eval(c, &inspect_script, 5, 5, argv, NULL, &r, m);
     }
     if (err == DLOCK_OK) {
         err = parse_inspect(r, info);
         if (err != DLOCK_OK)
             dlock__msg_set(m, err, "inspecting lock %.64s on %s: expected "
-                           "{token, pttl, fence}, got %s", key,
+                           "{token, pttl, fence, waiters, next}, got %s", key,
                            dlock_client_endpoint(c),
                            dlock__reply_type_name(r));
         freeReplyObject(r);

@@ -1,0 +1,154 @@
+/*
+ * lock_fair.c: the fair lock's two scripts (see lock_fair.h for their
+ * arguments and answers, dlock/lock.h "Fair locks" for the behaviour).
+ *
+ * The queue is a sorted set scored by arrival (the last score + 1), so
+ * ZRANGE 0 0 is the first waiter; beside it a hash holds each entry's
+ * deadline and confirm window in server milliseconds ("deadline:confirm").
+ * An entry past its deadline belongs to a waiter that died or gave up and
+ * is dropped when it reaches the head.  Both keys expire a minute after
+ * the latest deadline written, so an abandoned queue does not stay.
+ *
+ * The hand-off is done by the release script itself: it grants the key to
+ * the first live waiter with a new fence by the core's rule (the next
+ * fence is max(last + 1, server microseconds), kept as decimal strings;
+ * see lock.c) and a PX of the waiter's confirm window, then publishes on
+ * the waiter's own channel.  Only the waiter's confirming acquire sets
+ * the full TTL, so a waiter that cannot confirm holds the key for the
+ * short window only.  The release also nudges the next waiter (an empty
+ * message on its channel): its try then learns the confirm window as the
+ * holder's TTL, so if the grant lapses it comes for the key at once
+ * rather than at the old holder's TTL.
+ */
+#include "lock_fair.h"
+
+/* Lua: the core's fence rule (lock.c's acquire script, kept in step):
+ * next_fence(floor, keep) returns the next fence as a decimal string,
+ * max(last + 1, server microseconds) with last the larger of the counter
+ * (KEYS[2]) and the legacy counter (KEYS[3], read only), and writes it
+ * with PX keep; or nil, writing nothing, when that fence would not be
+ * above floor (the server's clock is behind what the client saw).  now is
+ * the server's microseconds, for the client's floor. */
+#define NEXT_FENCE_LUA \
+    "local function dec(v)\n" \
+    "  if type(v) == 'string' and #v <= 19 and v:find('^[1-9]%d*$') then\n" \
+    "    return v\n" \
+    "  end\n" \
+    "end\n" \
+    "local function gt(a, b)\n" \
+    "  return #a > #b or (#a == #b and a > b)\n" \
+    "end\n" \
+    "local function inc(s)\n" \
+    "  local i = #s\n" \
+    "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n" \
+    "  if i == 0 then return '1' .. string.rep('0', #s) end\n" \
+    "  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) ..\n" \
+    "         string.rep('0', #s - i)\n" \
+    "end\n" \
+    "local t0 = redis.call('TIME')\n" \
+    "local now = t0[1] .. string.format('%06d', tonumber(t0[2]))\n" \
+    "local now_ms = tonumber(t0[1]) * 1000 + " \
+    "math.floor(tonumber(t0[2]) / 1000)\n" \
+    "local function next_fence(floor, keep)\n" \
+    "  local last = dec(redis.call('GET', KEYS[2]))\n" \
+    "  local legacy = dec(redis.pcall('GET', KEYS[3]))\n" \
+    "  if legacy and (not last or gt(legacy, last)) then last = legacy end\n" \
+    "  local fence = now\n" \
+    "  if last and not gt(now, last) then fence = inc(last) end\n" \
+    "  if #fence > 19 or not gt(fence, floor) then return nil end\n" \
+    "  redis.call('SET', KEYS[2], fence, 'PX', keep)\n" \
+    "  return fence\n" \
+    "end\n"
+
+/* Lua: leave(who) drops a queue entry; entry(who) reads its deadline and
+ * confirm window (0, 0 if none). */
+#define QUEUE_LUA \
+    "local function leave(who)\n" \
+    "  redis.call('ZREM', KEYS[4], who)\n" \
+    "  redis.call('HDEL', KEYS[5], who)\n" \
+    "end\n" \
+    "local function entry(who)\n" \
+    "  local v = redis.call('HGET', KEYS[5], who)\n" \
+    "  if not v then return 0, 0 end\n" \
+    "  local d, c = string.match(v, '^(%d+):(%d+)$')\n" \
+    "  return tonumber(d) or 0, tonumber(c) or 0\n" \
+    "end\n"
+
+const dlock__script dlock__fair_acquire_script = {
+    "fair.acquire",
+    NEXT_FENCE_LUA QUEUE_LUA
+    "local me = ARGV[1]\n"
+    "local holder = redis.call('GET', KEYS[1])\n"
+    "if holder == me then\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  leave(me)\n"
+    "  return {1, redis.call('GET', KEYS[2]) or '0', now}\n"
+    "end\n"
+    "if not holder then\n"
+    "  local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "  while head and head ~= me and entry(head) < now_ms do\n"
+    "    leave(head)\n"
+    "    head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "  end\n"
+    "  if not head or head == me then\n"
+    "    local fence = next_fence(ARGV[3], ARGV[4])\n"
+    "    if not fence then return {2, now} end\n"
+    "    redis.call('SET', KEYS[1], me, 'PX', ARGV[2])\n"
+    "    leave(me)\n"
+    "    return {1, fence, now}\n"
+    "  end\n"
+    "end\n"
+    "if ARGV[5] == '1' then\n"
+    "  if not redis.call('ZSCORE', KEYS[4], me) then\n"
+    "    local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')\n"
+    "    local seq = last[2] and tonumber(last[2]) + 1 or 1\n"
+    "    redis.call('ZADD', KEYS[4], seq, me)\n"
+    "  end\n"
+    "  local deadline = now_ms + tonumber(ARGV[6])\n"
+    "  redis.call('HSET', KEYS[5], me, deadline .. ':' .. ARGV[7])\n"
+    "  local keep = tonumber(ARGV[6]) + 60000\n"
+    "  if redis.call('PTTL', KEYS[4]) < keep then\n"
+    "    redis.call('PEXPIRE', KEYS[4], keep)\n"
+    "    redis.call('PEXPIRE', KEYS[5], keep)\n"
+    "  end\n"
+    "end\n"
+    "if holder then\n"
+    "  return {0, redis.call('PTTL', KEYS[1]), now}\n"
+    "end\n"
+    "return {0, 0, now}\n",
+    1,
+};
+
+/* A grant whose fence cannot be shown above the releaser's floor is not
+ * made: the key is left free and the plain channel told, so the waiters'
+ * own acquires (each with its own floor) decide. */
+const dlock__script dlock__fair_release_script = {
+    "fair.release",
+    NEXT_FENCE_LUA QUEUE_LUA
+    "local mine = redis.call('GET', KEYS[1]) == ARGV[1]\n"
+    "leave(ARGV[1])\n"
+    "if not mine then\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "while head do\n"
+    "  local deadline, confirm = entry(head)\n"
+    "  if deadline >= now_ms and confirm > 0 then\n"
+    "    local fence = next_fence(ARGV[4], ARGV[5])\n"
+    "    if not fence then break end\n"
+    "    leave(head)\n"
+    "    redis.call('SET', KEYS[1], head, 'PX', confirm)\n"
+    "    redis.call('PUBLISH', ARGV[3] .. head, fence)\n"
+    "    local nxt = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "    if nxt then redis.call('PUBLISH', ARGV[3] .. nxt, '') end\n"
+    "    return 1\n"
+    "  end\n"
+    "  leave(head)\n"
+    "  head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "end\n"
+    "if head then redis.call('PUBLISH', ARGV[3] .. head, '') end\n"
+    "redis.call('PUBLISH', ARGV[2], '')\n"
+    "return 1\n",
+    1,
+};
