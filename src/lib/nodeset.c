@@ -152,9 +152,10 @@ const char *dlock__nodeset_desc(dlock__nodeset *ns, int i)
     return n != NULL ? n->ep.desc : "?";
 }
 
-/* Borrows a connection of n, opening one when the pool lends a slot. */
+/* Borrows a connection of n, opening one when the pool lends a slot;
+ * *reused says whether it had been used before. */
 static dlock_err borrow(dlock__nodeset *ns, dlock__node *n,
-                        int64_t deadline_us, dlock__conn **conn,
+                        int64_t deadline_us, dlock__conn **conn, int *reused,
                         dlock__msg *m)
 {
     dlock_err err = dlock__pool_borrow(&n->pool, deadline_us, conn);
@@ -162,6 +163,7 @@ static dlock_err borrow(dlock__nodeset *ns, dlock__node *n,
     if (err != DLOCK_OK)
         return dlock__msg_set(m, err, "waiting for a connection to %s",
                               n->ep.desc);
+    *reused = *conn != NULL;
     if (*conn != NULL)
         return DLOCK_OK;
     err = dlock__conn_open(&n->ep, ns->cfg, deadline_us, conn, m);
@@ -234,7 +236,7 @@ dlock_err dlock__nodeset_call_after(dlock__nodeset *ns, int i,
     dlock__node *n = node_at(ns, i);
     dlock__conn *c = NULL;
     char raw[64];
-    int broken;
+    int broken, reused = 0;
     dlock_err err;
 
     *reply = NULL;
@@ -247,19 +249,26 @@ dlock_err dlock__nodeset_call_after(dlock__nodeset *ns, int i,
                  first);
         first = raw;
     }
-    err = borrow(ns, n, deadline_us, &c, m);
-    if (err != DLOCK_OK)
-        return err;
-    err = send_both(c, n->ep.desc, first, argc, argv, lens, deadline_us, m);
-    if (err == DLOCK_OK)
-        err = dlock__conn_recv(c, deadline_us, reply, m);
-    broken = dlock__conn_broken(c);
-    dlock__pool_return(&n->pool, c);
-    if (broken) {
+    for (int attempt = 0;; attempt++) {
+        err = borrow(ns, n, deadline_us, &c, &reused, m);
+        if (err != DLOCK_OK)
+            return err;
+        err = send_both(c, n->ep.desc, first, argc, argv, lens, deadline_us,
+                        m);
+        if (err == DLOCK_OK)
+            err = dlock__conn_recv(c, deadline_us, reply, m);
+        broken = dlock__conn_broken(c);
+        dlock__pool_return(&n->pool, c);
+        if (!broken)
+            return err;
         /* The other idle connections likely died with this one. */
         dlock__pool_drop_idle(&n->pool);
+        /* An idle connection that the server closed (a restart, an idle
+         * timeout) gets one more try on a fresh one; a timeout does not,
+         * as the server may be merely slow. */
+        if (attempt > 0 || !reused || err != DLOCK_UNAVAILABLE)
+            return err;
     }
-    return err;
 }
 
 dlock_err dlock__nodeset_connect(dlock__nodeset *ns, int i,

@@ -70,7 +70,11 @@ const char *dlock__nodeset_desc(dlock__nodeset *ns, int i);
 
 /* Runs one command on server i, all before deadline_us (see
  * dlock__conn_call).  A server error comes back as a reply of type
- * REDIS_REPLY_ERROR, not as an error code.  *reply is the caller's. */
+ * REDIS_REPLY_ERROR, not as an error code.  *reply is the caller's.  When
+ * an idle pooled connection turns out closed by the server, the command
+ * is sent once more on a fresh connection: send only commands that are
+ * safe to repeat (every caller's are: reads, and scripts idempotent by
+ * token). */
 dlock_err dlock__nodeset_call(dlock__nodeset *ns, int i, int argc,
                               const char **argv, const size_t *lens,
                               int64_t deadline_us, redisReply **reply,

@@ -1,0 +1,307 @@
+/*
+ * test_redlock_masters.c: Redlock (src/lib/redlock.c) over five private
+ * redis-server processes on loopback, started, stopped and paused by pid
+ * through testkit.
+ *
+ *   - 8 threads take one lock 40 times each: never two inside at once,
+ *     every grant's fence above the one before;
+ *   - with 2 of 5 masters killed, the lock is still granted, and the
+ *     release names both dead masters;
+ *   - with 3 of 5 killed, acquire fails closed with DLOCK_UNAVAILABLE
+ *     within the per-node timeout, naming the three;
+ *   - restarted masters take part again (the key is set on all five);
+ *   - a SIGSTOPped master does not hold an acquire past the per-node
+ *     timeout.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "redlock.h"
+#include "scalekit.h"
+#include "testkit.h"
+#include "token.h"
+
+#define MASTERS 5
+#define TTL_MS 3000
+#define NODE_TIMEOUT_MS 300
+
+static testkit_redis *servers[MASTERS];
+static dlock__deployment deployment;
+static dlock__conn_cfg cfg;
+static dlock__redlock redlock;
+static uint64_t last_fence;
+
+static int setup(void **state)
+{
+    char url[1024] = "redlock://";
+    dlock__msg m;
+
+    (void)state;
+    for (int i = 0; i < MASTERS; i++) {
+        char name[32];
+        testkit_redis_opts opts = {.name = name};
+        size_t at = strlen(url);
+
+        snprintf(name, sizeof(name), "redlock%d", i);
+        servers[i] = testkit_redis_start(&opts);
+        if (servers[i] == NULL)
+            return -1;
+        snprintf(url + at, sizeof(url) - at, "%s127.0.0.1:%d", i ? "," : "",
+                 servers[i]->port);
+    }
+    scalekit_deployment(url, &deployment);
+    dlock__msg_clear(&m);
+    return dlock__redlock_init(&redlock, &deployment, &cfg, 8, &m) ==
+                   DLOCK_OK
+               ? 0
+               : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock__redlock_destroy(&redlock);
+    dlock__deployment_clear(&deployment);
+    for (int i = 0; i < MASTERS; i++)
+        testkit_redis_free(servers[i]);
+    return 0;
+}
+
+/* The algorithm's random delay between rounds (not a wait for a
+ * condition). */
+static void retry_pause(int64_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000,
+                          .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Acquires key for token, retrying after random delays for up to 20 s. */
+static dlock_err acquire(const char *key, const char *token,
+                         int64_t *validity, uint64_t *fence, dlock__msg *m)
+{
+    const int64_t give_up = testkit_now_ms() + 20000;
+    char fence_key[300];
+    dlock_err err;
+
+    snprintf(fence_key, sizeof(fence_key), "%s:fence", key);
+    for (;;) {
+        dlock__msg_clear(m);
+        err = dlock__redlock_acquire(&redlock, key, fence_key, token, TTL_MS,
+                                     NODE_TIMEOUT_MS, validity, fence, m);
+        if (err != DLOCK_BUSY || testkit_now_ms() > give_up)
+            return err;
+        retry_pause(dlock__redlock_retry_delay_ms(20));
+    }
+}
+
+typedef struct shared {
+    const char *key;
+    atomic_int inside;
+    atomic_int overlaps;
+    atomic_int fence_regressions;
+    atomic_int failures;
+    uint64_t fence;    /* guarded by the lock under test */
+    long counter;      /* guarded by the lock under test */
+} shared;
+
+static void *contender(void *arg)
+{
+    shared *s = arg;
+
+    for (int i = 0; i < 40; i++) {
+        char token[DLOCK_TOKEN_LEN + 1];
+        int64_t validity;
+        uint64_t fence;
+        dlock__msg m;
+
+        if (dlock__token_new(token, &m) != DLOCK_OK ||
+            acquire(s->key, token, &validity, &fence, &m) != DLOCK_OK) {
+            fprintf(stderr, "acquire failed: %s\n", m.text);
+            atomic_fetch_add(&s->failures, 1);
+            continue;
+        }
+        if (atomic_exchange(&s->inside, 1) != 0)
+            atomic_fetch_add(&s->overlaps, 1);
+        if (fence <= s->fence)
+            atomic_fetch_add(&s->fence_regressions, 1);
+        s->fence = fence;
+        s->counter++;
+        atomic_store(&s->inside, 0);
+        (void)dlock__redlock_release(&redlock, s->key, token,
+                                     NODE_TIMEOUT_MS, &m);
+    }
+    return NULL;
+}
+
+static void eight_threads_never_overlap_and_fences_grow(void **state)
+{
+    shared s = {.key = "t:redlock:exclusion"};
+    pthread_t threads[8];
+    const int64_t start = testkit_now_ms();
+
+    (void)state;
+    for (int i = 0; i < 8; i++)
+        TK_EXPECT(pthread_create(&threads[i], NULL, contender, &s) == 0,
+                  "thread %d starts", i);
+    for (int i = 0; i < 8; i++)
+        pthread_join(threads[i], NULL);
+    printf("# redlock: 320 grants over 5 masters by 8 threads in %" PRId64
+           " ms, last fence %" PRIu64 "\n", testkit_now_ms() - start,
+           s.fence);
+    TK_EXPECT(atomic_load(&s.failures) == 0, "every acquire succeeded");
+    TK_EXPECT(atomic_load(&s.overlaps) == 0, "no two holders at once, "
+              "saw %d", atomic_load(&s.overlaps));
+    TK_EXPECT(s.counter == 320, "320 increments, got %ld", s.counter);
+    TK_EXPECT(atomic_load(&s.fence_regressions) == 0 && s.fence >= 320,
+              "each fence above the last (last %" PRIu64 ")", s.fence);
+    last_fence = s.fence;
+}
+
+static void two_of_five_down_still_grants(void **state)
+{
+    char token[DLOCK_TOKEN_LEN + 1], port1[16], port3[16];
+    int64_t validity;
+    uint64_t fence;
+    dlock__msg m;
+
+    (void)state;
+    TK_EXPECT(testkit_redis_stop(servers[1]) == 0 &&
+              testkit_redis_stop(servers[3]) == 0, "two masters stop");
+    TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK, "a token");
+    TK_EXPECT(acquire("t:redlock:exclusion", token, &validity, &fence, &m) ==
+              DLOCK_OK, "3 of 5 grant: %s", m.text);
+    TK_EXPECT(validity > 0 && validity < TTL_MS, "validity %" PRId64,
+              validity);
+    TK_EXPECT(fence > last_fence, "the fence (%" PRIu64 ") is above every "
+              "earlier one (%" PRIu64 ") with two masters gone", fence,
+              last_fence);
+    last_fence = fence;
+    dlock__msg_clear(&m);
+    TK_EXPECT(dlock__redlock_release(&redlock, "t:redlock:exclusion", token,
+                                     NODE_TIMEOUT_MS, &m) ==
+              DLOCK_UNAVAILABLE, "release reports the masters it missed");
+    snprintf(port1, sizeof(port1), ":%d refused", servers[1]->port);
+    snprintf(port3, sizeof(port3), ":%d refused", servers[3]->port);
+    TK_EXPECT(strstr(m.text, "2 of 5 nodes:") != NULL &&
+              strstr(m.text, port1) != NULL && strstr(m.text, port3) != NULL,
+              "the message names both: %s", m.text);
+    printf("# redlock: release with 2 of 5 down: %s\n", m.text);
+}
+
+static void three_of_five_down_fails_closed_in_time(void **state)
+{
+    char token[DLOCK_TOKEN_LEN + 1];
+    int64_t validity, start, took;
+    uint64_t fence;
+    dlock__msg m;
+    dlock_err err;
+
+    (void)state;
+    TK_EXPECT(testkit_redis_stop(servers[4]) == 0, "a third master stops");
+    TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK, "a token");
+    start = testkit_now_ms();
+    err = dlock__redlock_acquire(&redlock, "t:redlock:minority", NULL, token,
+                                 TTL_MS, NODE_TIMEOUT_MS, &validity, &fence,
+                                 &m);
+    took = testkit_now_ms() - start;
+    printf("# redlock: 3 of 5 down: %s after %" PRId64 " ms: %s\n",
+           dlock_errname(err), took, m.text);
+    TK_EXPECT(err == DLOCK_UNAVAILABLE && validity == 0, "fail-closed, got "
+              "%s", dlock_errname(err));
+    TK_EXPECT(strstr(m.text, "3 of 5 nodes:") != NULL, "the three are named: "
+              "%s", m.text);
+    /* Two rounds (the acquire and the clean-up release), each bounded by
+     * the per-node timeout; slack for a loaded machine. */
+    TK_EXPECT(took < 2 * NODE_TIMEOUT_MS + 1500, "within the per-node "
+              "timeouts, took %" PRId64 " ms", took);
+}
+
+static int key_is(int i, const char *key, const char *token)
+{
+    redisReply *r = testkit_redis_cmd(servers[i]->url, "GET %s", key);
+    int same = r != NULL && r->type == REDIS_REPLY_STRING &&
+               strcmp(r->str, token) == 0;
+
+    freeReplyObject(r);
+    return same;
+}
+
+static void restarted_masters_rejoin(void **state)
+{
+    char token[DLOCK_TOKEN_LEN + 1];
+    int64_t validity;
+    uint64_t fence;
+    dlock__msg m;
+
+    (void)state;
+    TK_EXPECT(testkit_redis_restart(servers[1]) == 0 &&
+              testkit_redis_restart(servers[3]) == 0 &&
+              testkit_redis_restart(servers[4]) == 0, "the three restart");
+    TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK, "a token");
+    TK_EXPECT(acquire("t:redlock:rejoin", token, &validity, &fence, &m) ==
+              DLOCK_OK, "granted: %s", m.text);
+    for (int i = 0; i < MASTERS; i++)
+        TK_EXPECT(key_is(i, "t:redlock:rejoin", token), "master %d holds "
+                  "the key again", i);
+    TK_EXPECT(dlock__redlock_release(&redlock, "t:redlock:rejoin", token,
+                                     NODE_TIMEOUT_MS, &m) == DLOCK_OK,
+              "released on all five: %s", m.text);
+}
+
+static void stopped_master_costs_only_the_node_timeout(void **state)
+{
+    char token[DLOCK_TOKEN_LEN + 1];
+    int64_t validity, start, took;
+    uint64_t fence;
+    dlock__msg m;
+    dlock_err err;
+
+    (void)state;
+    TK_EXPECT(testkit_redis_pause(servers[2]) == 0, "master 2 is stopped");
+    TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK, "a token");
+    start = testkit_now_ms();
+    err = dlock__redlock_acquire(&redlock, "t:redlock:paused", NULL, token,
+                                 TTL_MS, NODE_TIMEOUT_MS, &validity, &fence,
+                                 &m);
+    took = testkit_now_ms() - start;
+    printf("# redlock: acquire with one master SIGSTOPped: %s in %" PRId64
+           " ms (per-node timeout %d ms)\n", dlock_errname(err), took,
+           NODE_TIMEOUT_MS);
+    TK_EXPECT(err == DLOCK_OK, "4 of 5 grant: %s", m.text);
+    TK_EXPECT(took < NODE_TIMEOUT_MS + 700, "the stopped master cost at "
+              "most the per-node timeout, took %" PRId64 " ms", took);
+    TK_EXPECT(validity > TTL_MS - NODE_TIMEOUT_MS - 800, "validity %" PRId64
+              " counts the wait", validity);
+    dlock__msg_clear(&m);
+    err = dlock__redlock_release(&redlock, "t:redlock:paused", token,
+                                 NODE_TIMEOUT_MS, &m);
+    TK_EXPECT(testkit_redis_resume(servers[2]) == 0, "master 2 resumes");
+    TK_EXPECT(err == DLOCK_UNAVAILABLE && strstr(m.text, "timed out"),
+              "the release names the stopped master: %s", m.text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(eight_threads_never_overlap_and_fences_grow),
+        cmocka_unit_test(two_of_five_down_still_grants),
+        cmocka_unit_test(three_of_five_down_fails_closed_in_time),
+        cmocka_unit_test(restarted_masters_rejoin),
+        cmocka_unit_test(stopped_master_costs_only_the_node_timeout),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
