@@ -8,7 +8,11 @@
  *   - a wrong map entry is corrected by the MOVED it causes;
  *   - a slot migration: while the slot is MIGRATING, a moved key is read
  *     through ASK from the importing master; once the slot is assigned,
- *     MOVED sends the client there for good; then the slot goes back.
+ *     MOVED sends the client there for good; then the slot goes back;
+ *   - failovers: CLUSTER FAILOVER on a replica, then a master killed by
+ *     its pid file: writes to a key of the failed master's slots resume on
+ *     the promoted replica, the time is printed, and scripts/stack up
+ *     cluster brings the killed node back.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +22,8 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -246,6 +252,123 @@ static void slot_migration_is_followed_by_ask_then_moved(void **state)
     TK_EXPECT(get_key(key, "moving") == from, "and back again");
 }
 
+typedef struct replica_probe {
+    int master_port;
+    int port;
+} replica_probe;
+
+/* Succeeds once the master lists a replica whose replication link is up
+ * (after a failover the old master takes a moment to become one). */
+static int has_synced_replica(void *arg)
+{
+    replica_probe *p = arg;
+    char id[64], url[64];
+    redisReply *r;
+    const char *colon = NULL;
+
+    node_id(p->master_port, id, sizeof(id));
+    r = testkit_redis_cmd(scalekit_node_url(p->master_port, url,
+                                            sizeof(url)),
+                          "CLUSTER REPLICAS %s", id);
+    /* "<id> 127.0.0.1:18415@18425 slave <master id> ..." */
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0)
+        colon = strchr(r->element[0]->str, ':');
+    p->port = colon != NULL ? atoi(colon + 1) : -1;
+    freeReplyObject(r);
+    if (p->port <= 0)
+        return 0;
+    r = testkit_redis_cmd(scalekit_node_url(p->port, url, sizeof(url)),
+                          "INFO replication");
+    colon = r != NULL && r->type == REDIS_REPLY_STRING
+                ? strstr(r->str, "master_link_status:up")
+                : NULL;
+    freeReplyObject(r);
+    return colon != NULL;
+}
+
+/* The port of a synced replica of the master on port master_port. */
+static int replica_of(int master_port)
+{
+    replica_probe p = {.master_port = master_port};
+
+    TK_EXPECT(testkit_wait_until(has_synced_replica, &p, 30000),
+              "master %d has a synced replica", master_port);
+    return p.port;
+}
+
+typedef struct write_probe {
+    const char *key;
+    int old_node;
+    int node;
+} write_probe;
+
+/* Succeeds once a SET of the probe's key is acknowledged by a master other
+ * than the old one. */
+static int write_moved_on(void *arg)
+{
+    write_probe *w = arg;
+    const char *argv[] = {"SET", w->key, "after"};
+    redisReply *r = NULL;
+    dlock__msg m;
+    dlock_err err = dlock__cluster_call(&cluster, w->key, strlen(w->key), 3,
+                                        argv, NULL,
+                                        dlock__deadline_after_ms(1000), &r,
+                                        &w->node, &m);
+    int ok = err == DLOCK_OK && r->type == REDIS_REPLY_STATUS &&
+             w->node != w->old_node;
+
+    freeReplyObject(r);
+    return ok;
+}
+
+/* Fails over the master of key (by CLUSTER FAILOVER on its replica, or by
+ * killing it) and waits for writes to move on; returns the time taken. */
+static int64_t fail_over(const char *key, int kill_master)
+{
+    write_probe w = {.key = key};
+    int master_port, replica_port;
+    int64_t start;
+    char url[64];
+
+    set_key(key, "before");
+    w.old_node = dlock__cluster_slot_node(&cluster,
+                                          dlock__cluster_keyslot(key,
+                                                                 strlen(key)));
+    master_port = port_of(w.old_node);
+    replica_port = replica_of(master_port);
+    start = testkit_now_ms();
+    if (kill_master) {
+        TK_EXPECT(scalekit_signal_node("cluster", master_port, SIGKILL) > 0,
+                  "master %d is killed", master_port);
+    } else {
+        redisReply *r = testkit_redis_cmd(
+            scalekit_node_url(replica_port, url, sizeof(url)),
+            "CLUSTER FAILOVER");
+
+        TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+                  "CLUSTER FAILOVER on %d", replica_port);
+        freeReplyObject(r);
+    }
+    TK_EXPECT(testkit_wait_until(write_moved_on, &w, 30000), "writes to %s "
+              "resume on another master", key);
+    TK_EXPECT(port_of(w.node) == replica_port, "the replica %d took over, "
+              "writes went to %d", replica_port, port_of(w.node));
+    return testkit_now_ms() - start;
+}
+
+static void failovers_are_followed(void **state)
+{
+    int64_t manual, killed;
+
+    (void)state;
+    manual = fail_over("t:{failover}:a", 0);
+    killed = fail_over("t:{failover}:a", 1);
+    printf("# cluster: writes resumed %" PRId64 " ms after CLUSTER FAILOVER, "
+           "%" PRId64 " ms after a master was killed\n", manual, killed);
+    TK_EXPECT(scalekit_group_url("cluster") != NULL, "the killed node "
+              "comes back");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +376,7 @@ int main(void)
         cmocka_unit_test(keys_over_all_slots_go_to_their_masters),
         cmocka_unit_test(a_wrong_map_entry_is_corrected_by_moved),
         cmocka_unit_test(slot_migration_is_followed_by_ask_then_moved),
+        cmocka_unit_test(failovers_are_followed),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -7,6 +7,8 @@
  *   - the master is killed (SIGKILL by its pid file): the subscriber hears
  *     +switch-master, discovery then names a replica promoted to master,
  *     and the time from the kill to each is printed;
+ *   - commands through the client's router (deploy.c) resume on the new
+ *     master by themselves, and the time from the kill is printed;
  *   - scripts/stack up sentinel brings the old master back as a replica,
  *     and discovery still names the new master.
  */
@@ -19,9 +21,11 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
+#include "deploy.h"
 #include "scalekit.h"
 #include "sentinel.h"
 #include "testkit.h"
@@ -111,9 +115,28 @@ static int names_another_master(void *arg)
     return rd->new_port != rd->old_port;
 }
 
+/* Succeeds once a SET through the router is acknowledged. */
+static int write_succeeds(void *arg)
+{
+    dlock__deploy *dp = arg;
+    const char *argv[] = {"SET", "t:sentinel:k", "v"};
+    redisReply *r = NULL;
+    dlock__msg m;
+    dlock_err err = dlock__deploy_call(dp, argv[1], strlen(argv[1]), 3, argv,
+                                       NULL, 1,
+                                       dlock__deadline_after_ms(1000), &r,
+                                       &m);
+    int ok = err == DLOCK_OK && r->type == REDIS_REPLY_STATUS;
+
+    freeReplyObject(r);
+    return ok;
+}
+
 static void killed_master_is_replaced_and_followed(void **state)
 {
     rediscovery rd = {0};
+    dlock__deploy *dp = NULL;
+    int64_t resumed;
     dlock__conn *sub = NULL;
     char host[256];
     int port = 0;
@@ -123,6 +146,10 @@ static void killed_master_is_replaced_and_followed(void **state)
     (void)state;
     rd.old_port = discover();
     dlock__msg_clear(&m);
+    TK_EXPECT(dlock__deploy_new(&deployment, &cfg, 4,
+                                dlock__deadline_after_ms(5000), &dp, &m) ==
+              DLOCK_OK, "the router finds the master: %s", m.text);
+    TK_EXPECT(write_succeeds(dp), "a write before the failover");
     TK_EXPECT(dlock__sentinel_subscribe(&sentinel,
                                         dlock__deadline_after_ms(5000), &sub,
                                         &m) == DLOCK_OK,
@@ -141,12 +168,21 @@ static void killed_master_is_replaced_and_followed(void **state)
     TK_EXPECT(testkit_wait_until(names_another_master, &rd, 30000),
               "discovery names a new master");
     found = testkit_now_ms() - killed;
+    TK_EXPECT(testkit_wait_until(write_succeeds, dp, 30000), "writes "
+              "through the router resume");
+    resumed = testkit_now_ms() - killed;
+    TK_EXPECT(strstr(dlock__deploy_server(dp, NULL, 0), ":") != NULL &&
+              atoi(strrchr(dlock__deploy_server(dp, NULL, 0), ':') + 1) ==
+                  port, "the router uses the new master, %s",
+              dlock__deploy_server(dp, NULL, 0));
+    TK_EXPECT(atomic_load(&dp->failovers) == 1, "one failover followed");
+    dlock__deploy_free(dp);
     TK_EXPECT(rd.new_port == port && role_of(port, "master"), "discovery "
               "agrees with the switch (%d, %d) and ROLE says master",
               rd.new_port, port);
     printf("# sentinel: master killed; +switch-master after %" PRId64 " ms, "
-           "new master %d verified after %" PRId64 " ms\n", heard, port,
-           found);
+           "new master %d verified after %" PRId64 " ms, writes resumed "
+           "after %" PRId64 " ms\n", heard, port, found, resumed);
 }
 
 static void old_master_returns_as_a_replica(void **state)
