@@ -41,9 +41,10 @@ static dlock_err set_master(dlock__deploy *dp, const char *host, int port,
     if (err != DLOCK_OK)
         return err;
     pthread_mutex_lock(&dp->mu);
-    if (dp->master >= 0 && dp->master != index)
+    if (dp->last_master >= 0 && dp->last_master != index)
         atomic_fetch_add(&dp->failovers, 1);
     dp->master = index;
+    dp->last_master = index;
     pthread_mutex_unlock(&dp->mu);
     return DLOCK_OK;
 }
@@ -152,8 +153,12 @@ dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
         err = current_master(dp, deadline_us, &index, m);
         if (err != DLOCK_OK)
             return err;
-        return dlock__nodeset_connect(&dp->masters, index, deadline_us, out,
-                                      m);
+        err = dlock__nodeset_connect(&dp->masters, index, deadline_us, out,
+                                     m);
+        /* A master that cannot be reached is looked for again next time. */
+        if (err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT)
+            master_failed(dp, index);
+        return err;
     case DLOCK__CLUSTER:
         index = dlock__cluster_slot_node(&dp->cluster, 0);
         return dlock__nodeset_connect(&dp->cluster.nodes, index, deadline_us,
@@ -165,6 +170,23 @@ dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
     return dlock__msg_set(m, DLOCK_INVALID, "a %s deployment has no one "
                           "server to subscribe to",
                           dlock__deploy_kind_name(dp->kind));
+}
+
+void dlock__deploy_master_failed(dlock__deploy *dp)
+{
+    int index;
+
+    if (dp->kind != DLOCK__SENTINEL)
+        return;
+    pthread_mutex_lock(&dp->mu);
+    index = dp->master;
+    pthread_mutex_unlock(&dp->mu);
+    master_failed(dp, index);
+}
+
+int dlock__deploy_is_readonly(const redisReply *reply)
+{
+    return is_readonly(reply);
 }
 
 const char *dlock__deploy_server(dlock__deploy *dp, const char *key,
@@ -281,6 +303,7 @@ dlock_err dlock__deploy_new(const dlock__deployment *d,
         return dlock__msg_set(m, DLOCK_NOMEM, "allocating a deployment");
     dp->kind = d->kind;
     dp->master = -1;
+    dp->last_master = -1;
     if (pthread_mutex_init(&dp->mu, NULL) != 0) {
         dlock__free(dp);
         return dlock__msg_set(m, DLOCK_SYSTEM, "creating a mutex");

@@ -46,6 +46,7 @@ typedef struct dlock__deploy {
     dlock__nodeset masters;       /* every master found so far */
     pthread_mutex_t mu;           /* guards master */
     int master;                   /* index in masters; -1: look again */
+    int last_master;              /* the last one set, for failovers */
     atomic_ullong failovers;      /* masters switched to after the first */
     pthread_t watcher;
     int watching;
@@ -89,6 +90,15 @@ dlock_err dlock__deploy_call(dlock__deploy *dp, const char *key,
  * master, or to any cluster master (PUBLISH travels the whole cluster). */
 dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
                                 dlock__conn **out, dlock__msg *m);
+
+/* Tells a Sentinel deployment that the current master refused a write
+ * (READONLY) or could not be reached: the next command or connection
+ * looks for the master again.  No-op for other kinds. */
+void dlock__deploy_master_failed(dlock__deploy *dp);
+
+/* 1 if reply is an error that says the server is not (or no longer) a
+ * writable master: READONLY or MASTERDOWN.  The command did not run. */
+int dlock__deploy_is_readonly(const redisReply *reply);
 
 /* "host:port" of the server that serves key (key NULL: any), for
  * messages; "?" when none is known. */
