@@ -201,22 +201,35 @@ static void two_of_five_down_still_grants(void **state)
     printf("# redlock: release with 2 of 5 down: %s\n", m.text);
 }
 
+/* One acquire round of key without a fence, timed; *took_ms is how long
+ * it took, token the owner it used. */
+static dlock_err timed_acquire(const char *key, char *token,
+                               int64_t *validity, int64_t *took_ms,
+                               dlock__msg *m)
+{
+    int64_t start;
+    uint64_t fence;
+    dlock_err err;
+
+    TK_EXPECT(dlock__token_new(token, m) == DLOCK_OK, "a token");
+    dlock__msg_clear(m);
+    start = testkit_now_ms();
+    err = dlock__redlock_acquire(&redlock, key, NULL, token, TTL_MS,
+                                 NODE_TIMEOUT_MS, validity, &fence, m);
+    *took_ms = testkit_now_ms() - start;
+    return err;
+}
+
 static void three_of_five_down_fails_closed_in_time(void **state)
 {
     char token[DLOCK_TOKEN_LEN + 1];
-    int64_t validity, start, took;
-    uint64_t fence;
+    int64_t validity, took;
     dlock__msg m;
     dlock_err err;
 
     (void)state;
     TK_EXPECT(testkit_redis_stop(servers[4]) == 0, "a third master stops");
-    TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK, "a token");
-    start = testkit_now_ms();
-    err = dlock__redlock_acquire(&redlock, "t:redlock:minority", NULL, token,
-                                 TTL_MS, NODE_TIMEOUT_MS, &validity, &fence,
-                                 &m);
-    took = testkit_now_ms() - start;
+    err = timed_acquire("t:redlock:minority", token, &validity, &took, &m);
     printf("# redlock: 3 of 5 down: %s after %" PRId64 " ms: %s\n",
            dlock_errname(err), took, m.text);
     TK_EXPECT(err == DLOCK_UNAVAILABLE && validity == 0, "fail-closed, got "
@@ -264,19 +277,13 @@ static void restarted_masters_rejoin(void **state)
 static void stopped_master_costs_only_the_node_timeout(void **state)
 {
     char token[DLOCK_TOKEN_LEN + 1];
-    int64_t validity, start, took;
-    uint64_t fence;
+    int64_t validity, took;
     dlock__msg m;
     dlock_err err;
 
     (void)state;
     TK_EXPECT(testkit_redis_pause(servers[2]) == 0, "master 2 is stopped");
-    TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK, "a token");
-    start = testkit_now_ms();
-    err = dlock__redlock_acquire(&redlock, "t:redlock:paused", NULL, token,
-                                 TTL_MS, NODE_TIMEOUT_MS, &validity, &fence,
-                                 &m);
-    took = testkit_now_ms() - start;
+    err = timed_acquire("t:redlock:paused", token, &validity, &took, &m);
     printf("# redlock: acquire with one master SIGSTOPped: %s in %" PRId64
            " ms (per-node timeout %d ms)\n", dlock_errname(err), took,
            NODE_TIMEOUT_MS);
