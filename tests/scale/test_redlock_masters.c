@@ -3,8 +3,9 @@
  * redis-server processes on loopback, started, stopped and paused by pid
  * through testkit.
  *
- *   - 8 threads take one lock 40 times each: never two inside at once,
- *     every grant's fence above the one before;
+ *   - 4 processes of 8 threads take one lock 10 times each: never two
+ *     inside at once, every grant's fence above the one before (the
+ *     check lives in shared memory);
  *   - with 2 of 5 masters killed, the lock is still granted, and the
  *     release names both dead masters;
  *   - with 3 of 5 killed, acquire fails closed with DLOCK_UNAVAILABLE
@@ -24,7 +25,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "redlock.h"
@@ -35,6 +39,9 @@
 #define MASTERS 5
 #define TTL_MS 3000
 #define NODE_TIMEOUT_MS 300
+#define PROCESSES 4
+#define THREADS 8
+#define GRANTS_PER_THREAD 4
 
 static testkit_redis *servers[MASTERS];
 static dlock__deployment deployment;
@@ -103,7 +110,7 @@ static dlock_err acquire(const char *key, const char *token,
                                      NODE_TIMEOUT_MS, validity, fence, m);
         if (err != DLOCK_BUSY || testkit_now_ms() > give_up)
             return err;
-        retry_pause(dlock__redlock_retry_delay_ms(20));
+        retry_pause(dlock__redlock_retry_delay_ms(100));
     }
 }
 
@@ -121,7 +128,7 @@ static void *contender(void *arg)
 {
     shared *s = arg;
 
-    for (int i = 0; i < 40; i++) {
+    for (int i = 0; i < GRANTS_PER_THREAD; i++) {
         char token[DLOCK_TOKEN_LEN + 1];
         int64_t validity;
         uint64_t fence;
@@ -146,28 +153,79 @@ static void *contender(void *arg)
     return NULL;
 }
 
-static void eight_threads_never_overlap_and_fences_grow(void **state)
+/* One process's part: 8 threads on its own Redlock client. */
+static void run_threads(shared *s)
 {
-    shared s = {.key = "t:redlock:exclusion"};
-    pthread_t threads[8];
+    pthread_t threads[THREADS];
+
+    for (int i = 0; i < THREADS; i++) {
+        if (pthread_create(&threads[i], NULL, contender, s) != 0) {
+            atomic_fetch_add(&s->failures, GRANTS_PER_THREAD);
+            threads[i] = 0;
+        }
+    }
+    for (int i = 0; i < THREADS; i++) {
+        if (threads[i] != 0)
+            pthread_join(threads[i], NULL);
+    }
+}
+
+/* A child process: a Redlock client of its own (the parent's pools and
+ * connections are not for it), its threads, then _exit. */
+static void child(shared *s)
+{
+    dlock__msg m;
+
+    if (dlock__redlock_init(&redlock, &deployment, &cfg, THREADS, &m) !=
+        DLOCK_OK) {
+        atomic_fetch_add(&s->failures, THREADS * GRANTS_PER_THREAD);
+        _exit(1);
+    }
+    run_threads(s);
+    dlock__redlock_destroy(&redlock);
+    _exit(0);
+}
+
+static void processes_never_overlap_and_fences_grow(void **state)
+{
+    shared *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     const int64_t start = testkit_now_ms();
+    const long total = (long)PROCESSES * THREADS * GRANTS_PER_THREAD;
+    pid_t pids[PROCESSES - 1];
 
     (void)state;
-    for (int i = 0; i < 8; i++)
-        TK_EXPECT(pthread_create(&threads[i], NULL, contender, &s) == 0,
-                  "thread %d starts", i);
-    for (int i = 0; i < 8; i++)
-        pthread_join(threads[i], NULL);
-    printf("# redlock: 320 grants over 5 masters by 8 threads in %" PRId64
-           " ms, last fence %" PRIu64 "\n", testkit_now_ms() - start,
-           s.fence);
-    TK_EXPECT(atomic_load(&s.failures) == 0, "every acquire succeeded");
-    TK_EXPECT(atomic_load(&s.overlaps) == 0, "no two holders at once, "
-              "saw %d", atomic_load(&s.overlaps));
-    TK_EXPECT(s.counter == 320, "320 increments, got %ld", s.counter);
-    TK_EXPECT(atomic_load(&s.fence_regressions) == 0 && s.fence >= 320,
-              "each fence above the last (last %" PRIu64 ")", s.fence);
-    last_fence = s.fence;
+    TK_EXPECT(s != MAP_FAILED, "shared memory for the checks");
+    memset(s, 0, sizeof(*s));
+    s->key = "t:redlock:exclusion";
+    fflush(NULL);
+    for (int i = 0; i < PROCESSES - 1; i++) {
+        pids[i] = fork();
+        TK_EXPECT(pids[i] >= 0, "process %d starts", i);
+        if (pids[i] == 0)
+            child(s);
+    }
+    run_threads(s);
+    for (int i = 0; i < PROCESSES - 1; i++) {
+        int status = 0;
+
+        TK_EXPECT(waitpid(pids[i], &status, 0) == pids[i] &&
+                  WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "process %d exits cleanly", i);
+    }
+    printf("# redlock: %ld grants over 5 masters by %d processes x %d "
+           "threads in %" PRId64 " ms, last fence %" PRIu64 "\n", total,
+           PROCESSES, THREADS, testkit_now_ms() - start, s->fence);
+    TK_EXPECT(atomic_load(&s->failures) == 0, "every acquire succeeded");
+    TK_EXPECT(atomic_load(&s->overlaps) == 0, "no two holders at once, "
+              "saw %d", atomic_load(&s->overlaps));
+    TK_EXPECT(s->counter == total, "%ld increments, got %ld", total,
+              s->counter);
+    TK_EXPECT(atomic_load(&s->fence_regressions) == 0 &&
+              s->fence >= (uint64_t)total,
+              "each fence above the last (last %" PRIu64 ")", s->fence);
+    last_fence = s->fence;
+    munmap(s, sizeof(*s));
 }
 
 static void two_of_five_down_still_grants(void **state)
@@ -303,7 +361,7 @@ static void stopped_master_costs_only_the_node_timeout(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(eight_threads_never_overlap_and_fences_grow),
+        cmocka_unit_test(processes_never_overlap_and_fences_grow),
         cmocka_unit_test(two_of_five_down_still_grants),
         cmocka_unit_test(three_of_five_down_fails_closed_in_time),
         cmocka_unit_test(restarted_masters_rejoin),
