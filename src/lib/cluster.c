@@ -527,15 +527,16 @@ int dlock__cluster_slot_node(dlock__cluster *c, unsigned slot)
 static dlock_err follow(dlock__cluster *c, const dlock__redirect *r,
                         int asked, int *target, dlock__msg *m)
 {
+    const dlock__endpoint *asked_ep = dlock__nodeset_endpoint(&c->nodes,
+                                                              asked);
     const char *host = r->host;
-    char asked_host[256];
     dlock_err err;
 
-    if (host[0] == '\0') {
-        snprintf(asked_host, sizeof(asked_host), "%s",
-                 c->nodes.nodes[asked]->ep.host);
-        host = asked_host;
-    }
+    if (host[0] == '\0' && asked_ep != NULL)
+        host = asked_ep->host;
+    if (host[0] == '\0')
+        return dlock__msg_set(m, DLOCK_PROTOCOL, "a redirection to slot %d "
+                              "names no host", r->slot);
     err = dlock__nodeset_add(&c->nodes, &c->template_ep, host, r->port,
                              target, m);
     if (err != DLOCK_OK || r->kind != DLOCK__REDIRECT_MOVED)

@@ -145,6 +145,13 @@ static dlock__node *node_at(dlock__nodeset *ns, int i)
     return n;
 }
 
+const dlock__endpoint *dlock__nodeset_endpoint(dlock__nodeset *ns, int i)
+{
+    dlock__node *n = node_at(ns, i);
+
+    return n != NULL ? &n->ep : NULL;
+}
+
 const char *dlock__nodeset_desc(dlock__nodeset *ns, int i)
 {
     dlock__node *n = node_at(ns, i);

@@ -68,6 +68,9 @@ int dlock__nodeset_count(dlock__nodeset *ns);
 /* "host:port" of server i (stable for the set's life). */
 const char *dlock__nodeset_desc(dlock__nodeset *ns, int i);
 
+/* Server i's endpoint (stable for the set's life), or NULL. */
+const dlock__endpoint *dlock__nodeset_endpoint(dlock__nodeset *ns, int i);
+
 /* Runs one command on server i, all before deadline_us (see
  * dlock__conn_call).  A server error comes back as a reply of type
  * REDIS_REPLY_ERROR, not as an error code.  *reply is the caller's.  When

@@ -195,7 +195,7 @@ static void ok_reply(int port, const char *fmt, const char *a,
 
 static int port_of(int node)
 {
-    return cluster.nodes.nodes[node]->ep.port;
+    return dlock__nodeset_endpoint(&cluster.nodes, node)->port;
 }
 
 /* Moves key (alone in its slot) from master `from` to master `to`; with
