@@ -9,6 +9,7 @@
  */
 #include "nodeset.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +277,42 @@ dlock_err dlock__nodeset_call_after(dlock__nodeset *ns, int i,
         if (attempt > 0 || !reused || err != DLOCK_UNAVAILABLE)
             return err;
     }
+}
+
+int dlock__nodeset_take_idle(dlock__nodeset *ns, int i, dlock__conn **conn)
+{
+    dlock__node *n = node_at(ns, i);
+
+    *conn = NULL;
+    if (n == NULL || dlock__pool_borrow(&n->pool, 0, conn) != DLOCK_OK)
+        return 0;
+    if (*conn == NULL) {
+        /* A free slot, not an idle connection: give it back. */
+        dlock__pool_return(&n->pool, NULL);
+        return 0;
+    }
+    return 1;
+}
+
+void dlock__nodeset_put(dlock__nodeset *ns, int i, dlock__conn *conn,
+                        int discard)
+{
+    dlock__node *n = node_at(ns, i);
+
+    assert(n != NULL);
+    if (discard) {
+        dlock__conn_free(conn);
+        conn = NULL;
+    }
+    dlock__pool_return(&n->pool, conn);
+}
+
+void dlock__nodeset_drop_idle(dlock__nodeset *ns, int i)
+{
+    dlock__node *n = node_at(ns, i);
+
+    if (n != NULL)
+        dlock__pool_drop_idle(&n->pool);
 }
 
 dlock_err dlock__nodeset_connect(dlock__nodeset *ns, int i,

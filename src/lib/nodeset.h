@@ -92,6 +92,21 @@ dlock_err dlock__nodeset_call_after(dlock__nodeset *ns, int i,
                                     int64_t deadline_us, redisReply **reply,
                                     dlock__msg *m);
 
+/* Lends an idle connection of server i without waiting and without
+ * connecting: 1 and *conn when one is idle, else 0 (*conn NULL).  It must
+ * come back through dlock__nodeset_put.  For callers that multiplex
+ * several servers with poll(2) (redlock.c). */
+int dlock__nodeset_take_idle(dlock__nodeset *ns, int i, dlock__conn **conn);
+
+/* Gives back a connection lent by dlock__nodeset_take_idle; with discard
+ * (a reply that may still come, or a broken stream) it is closed. */
+void dlock__nodeset_put(dlock__nodeset *ns, int i, dlock__conn *conn,
+                        int discard);
+
+/* Closes server i's idle connections (they likely died with one that
+ * was found closed). */
+void dlock__nodeset_drop_idle(dlock__nodeset *ns, int i);
+
 /* Opens a connection of its own to server i (for a subscriber), which the
  * caller frees with dlock__conn_free. */
 dlock_err dlock__nodeset_connect(dlock__nodeset *ns, int i,

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -241,6 +242,25 @@ static void failure_reason(dlock_err err, const dlock__msg *msg,
         snprintf(res->why, sizeof(res->why), "failed (%.120s)", msg->text);
 }
 
+/* Judges one master's reply (or failure) into res. */
+static void judge_reply(dlock_err err, const dlock__msg *msg,
+                        const redisReply *reply, dlock__redlock_judge judge,
+                        dlock__node_result *res)
+{
+    res->err = err;
+    if (err != DLOCK_OK) {
+        failure_reason(err, msg, res);
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+        res->err = DLOCK_SERVER;
+        snprintf(res->why, sizeof(res->why), "answered %.120s", reply->str);
+    } else {
+        judge(reply, res);
+        if (res->vote == DLOCK__VOTE_FAILED && res->why[0] == '\0')
+            snprintf(res->why, sizeof(res->why), "answered %s",
+                     dlock__reply_type_name(reply));
+    }
+}
+
 static void *run_job(void *arg)
 {
     job *j = arg;
@@ -251,23 +271,139 @@ static void *run_job(void *arg)
     dlock__msg_clear(&msg);
     err = dlock__nodeset_call(&j->r->nodes, j->index, j->argc, j->argv,
                               j->lens, j->deadline_us, &reply, &msg);
-    j->res->err = err;
-    if (err != DLOCK_OK) {
-        failure_reason(err, &msg, j->res);
-    } else if (reply->type == REDIS_REPLY_ERROR) {
-        j->res->err = DLOCK_SERVER;
-        snprintf(j->res->why, sizeof(j->res->why), "answered %.120s",
-                 reply->str);
-    } else {
-        j->judge(reply, j->res);
-        if (j->res->vote == DLOCK__VOTE_FAILED && j->res->why[0] == '\0')
-            snprintf(j->res->why, sizeof(j->res->why), "answered %s",
-                     dlock__reply_type_name(reply));
-    }
+    judge_reply(err, &msg, reply, j->judge, j->res);
     freeReplyObject(reply);
     return NULL;
 }
 
+/* An idle connection that the server closed (a restart) says the other
+ * idle ones are dead too: they are dropped, and the master is tried again
+ * on a fresh connection, as nodeset.c does for one call. */
+static int stale(dlock__redlock *r, int i, dlock_err err)
+{
+    if (err != DLOCK_UNAVAILABLE)
+        return 0;
+    dlock__nodeset_drop_idle(&r->nodes, i);
+    return 1;
+}
+
+/* The masters with an idle connection get the command on it at once;
+ * their replies are read with poll(2) below.  handled[i] says master i
+ * needs no thread (sent, or failed in the sending). */
+static void send_on_idle(dlock__redlock *r, const char *cmd, size_t len,
+                         int64_t deadline_us, dlock__conn **conns,
+                         int *handled, dlock__redlock_judge judge,
+                         dlock__node_result *res)
+{
+    for (int i = 0; i < r->n; i++) {
+        dlock__msg msg;
+        dlock_err err;
+
+        if (!dlock__nodeset_take_idle(&r->nodes, i, &conns[i]))
+            continue;
+        handled[i] = 1;
+        dlock__msg_clear(&msg);
+        err = dlock__conn_send(conns[i], cmd, len, deadline_us, &msg);
+        if (err != DLOCK_OK) {
+            dlock__nodeset_put(&r->nodes, i, conns[i], 1);
+            conns[i] = NULL;
+            if (stale(r, i, err))
+                handled[i] = 0; /* a thread tries a fresh connection */
+            else
+                judge_reply(err, &msg, NULL, judge, &res[i]);
+        }
+    }
+}
+
+/* Reads the replies of the masters in conns until all came or
+ * deadline_us; those still silent then are timed out and their
+ * connections closed (a late reply would desynchronise them). */
+static void read_replies(dlock__redlock *r, dlock__conn **conns,
+                         int64_t deadline_us, int *handled,
+                         dlock__redlock_judge judge, dlock__node_result *res)
+{
+    for (;;) {
+        struct pollfd fds[DLOCK__NODES_MAX];
+        int who[DLOCK__NODES_MAX], nfds = 0, buffered = 0;
+
+        for (int i = 0; i < r->n; i++) {
+            if (conns[i] == NULL)
+                continue;
+            buffered |= dlock__conn_buffered(conns[i]);
+            fds[nfds] = (struct pollfd){.fd = dlock__conn_fd(conns[i]),
+                                        .events = POLLIN};
+            who[nfds++] = i;
+        }
+        if (nfds == 0)
+            return;
+        if (!buffered &&
+            (dlock__now_us() >= deadline_us ||
+             poll(fds, (nfds_t)nfds, dlock__ms_left(deadline_us)) <= 0))
+            break;
+        for (int k = 0; k < nfds; k++) {
+            const int i = who[k];
+            redisReply *reply = NULL;
+            dlock__msg msg;
+            dlock_err err;
+
+            if (!dlock__conn_buffered(conns[i]) && !(fds[k].revents))
+                continue;
+            dlock__msg_clear(&msg);
+            err = dlock__conn_recv(conns[i], 0, &reply, &msg);
+            if (err == DLOCK_OK && reply == NULL)
+                continue; /* part of a reply: wait for the rest */
+            dlock__nodeset_put(&r->nodes, i, conns[i], err != DLOCK_OK);
+            conns[i] = NULL;
+            if (err != DLOCK_OK && stale(r, i, err))
+                handled[i] = 0;
+            else
+                judge_reply(err, &msg, reply, judge, &res[i]);
+            freeReplyObject(reply);
+        }
+    }
+    for (int i = 0; i < r->n; i++) {
+        if (conns[i] == NULL)
+            continue;
+        res[i].err = DLOCK_TIMEOUT;
+        snprintf(res[i].why, sizeof(res[i].why), "timed out");
+        dlock__nodeset_put(&r->nodes, i, conns[i], 1);
+        conns[i] = NULL;
+    }
+}
+
+/* Starts a thread for every master not yet handled; returns how many
+ * could not be started (those are FAILED). */
+static int start_threads(dlock__redlock *r, job *jobs, pthread_t *threads,
+                         int *started, int *handled, int argc,
+                         const char **argv, const size_t *lens,
+                         int64_t deadline_us, dlock__redlock_judge judge,
+                         dlock__node_result *res)
+{
+    int failed = 0;
+
+    for (int i = 0; i < r->n; i++) {
+        if (handled[i])
+            continue;
+        handled[i] = 1;
+        jobs[i] = (job){r, i, argc, argv, lens, deadline_us, judge, &res[i]};
+        if (dlock__thread_start(&threads[i], run_job, &jobs[i]) == 0) {
+            started[i] = 1;
+            continue;
+        }
+        failed++;
+        res[i].err = DLOCK_SYSTEM;
+        snprintf(res[i].why, sizeof(res[i].why), "not tried (no thread)");
+    }
+    return failed;
+}
+
+/*
+ * A round: the command goes at once on the idle connection of every
+ * master that has one, and their replies are read together with poll(2);
+ * a master without one (the first round, or after a failure) gets a
+ * thread that connects and calls, since connecting blocks.  Everything is
+ * bounded by deadline_us.
+ */
 dlock_err dlock__redlock_round(dlock__redlock *r, int argc,
                                const char **argv, const size_t *lens,
                                int64_t deadline_us, dlock__redlock_judge judge,
@@ -275,25 +411,29 @@ dlock_err dlock__redlock_round(dlock__redlock *r, int argc,
 {
     job jobs[DLOCK__NODES_MAX];
     pthread_t threads[DLOCK__NODES_MAX];
-    int started[DLOCK__NODES_MAX] = {0};
+    dlock__conn *conns[DLOCK__NODES_MAX] = {0};
+    int started[DLOCK__NODES_MAX] = {0}, handled[DLOCK__NODES_MAX] = {0};
     int failed_to_start = 0;
+    char *cmd = NULL;
+    int len;
 
-    for (int i = 0; i < r->n; i++) {
+    for (int i = 0; i < r->n; i++)
         memset(&res[i], 0, sizeof(res[i]));
-        jobs[i] = (job){r, i, argc, argv, lens, deadline_us, judge, &res[i]};
-        /* The last master runs on the calling thread: one thread fewer. */
-        if (i == r->n - 1)
-            break;
-        if (dlock__thread_start(&threads[i], run_job, &jobs[i]) == 0) {
-            started[i] = 1;
-        } else {
-            failed_to_start++;
-            res[i].err = DLOCK_SYSTEM;
-            snprintf(res[i].why, sizeof(res[i].why), "not tried (no thread)");
-        }
-    }
-    run_job(&jobs[r->n - 1]);
-    for (int i = 0; i < r->n - 1; i++) {
+    len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    if (len < 0)
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting a Redlock round");
+    send_on_idle(r, cmd, (size_t)len, deadline_us, conns, handled, judge,
+                 res);
+    free(cmd); /* hiredis allocates with malloc */
+    failed_to_start += start_threads(r, jobs, threads, started, handled,
+                                     argc, argv, lens, deadline_us, judge,
+                                     res);
+    read_replies(r, conns, deadline_us, handled, judge, res);
+    /* Masters whose idle connection turned out closed while reading. */
+    failed_to_start += start_threads(r, jobs, threads, started, handled,
+                                     argc, argv, lens, deadline_us, judge,
+                                     res);
+    for (int i = 0; i < r->n; i++) {
         if (started[i])
             pthread_join(threads[i], NULL);
     }
