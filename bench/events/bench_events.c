@@ -62,12 +62,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
+#include "bench_cpu.h"
+#include "bench_figure.h"
 #include "bench_http.h"
-#include "bench_stats.h"
+#include "bench_json.h"
+#include "bench_run.h"
+#include "bench_samples.h"
 #include "ev_broker.h"
 #include "ev_proc.h"
 #include "ev_times.h"
-#include "rv_auth.h"
+#include "api/rv_auth.h"
 
 #define WHO "bench_events"
 #define PREP_THREADS 8

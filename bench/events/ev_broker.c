@@ -12,6 +12,7 @@
  */
 #include "ev_broker.h"
 
+#include "bench_clock.h"
 #include "ev_parse.h"
 
 #include <amqp.h>

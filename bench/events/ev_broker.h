@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bench_stats.h"
+#include "bench_samples.h"
 
 typedef struct ev_receipt {
     long long doc_id;

@@ -7,7 +7,7 @@
 #
 # It builds nothing (point it at an optimised tree, e.g. the default
 # RelWithDebInfo build/) and starts, for the run only, the servers
-# bench_events needs (bench/bench_lib.sh), so the figures neither disturb
+# bench_events needs (bench/kit/bench_lib.sh), so the figures neither disturb
 # the tests on the stack's servers nor are disturbed by them:
 #   - the stack's PostgreSQL (scripts/stack up postgres), with a database
 #     of the run's own (evbench_<pid>, dropped at the end);
@@ -27,8 +27,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 readonly ROOT
 readonly RABBIT=$ROOT/tests/indexer/rabbit_private.sh
-# shellcheck source=bench/bench_lib.sh
-. "$ROOT/bench/bench_lib.sh"
+# shellcheck source=bench/kit/bench_lib.sh
+. "$ROOT/bench/kit/bench_lib.sh"
 
 bench_parse_args bench_events "$@"
 reviewd=$BENCH_BUILD/services/reviewd/reviewd

@@ -55,8 +55,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
+#include "bench_cost.h"
+#include "bench_figure.h"
+#include "bench_json.h"
 #include "bench_redis.h"
-#include "bench_stats.h"
+#include "bench_run.h"
+#include "bench_samples.h"
 #include "dlock/patterns.h"
 
 /* leader.tick's period: long enough that the tick prepare claims is

@@ -11,7 +11,7 @@
  *
  * and, right after each, the limit: pgbench with C clients running the
  * SQL the handlers run, taken from reviewd's own statement table
- * (rv_queries_stmts, so the text cannot drift), prepared (-M prepared, as
+ * (rv_query_stmts, so the text cannot drift), prepared (-M prepared, as
  * reviewd prepares them), in the same transactions:
  *
  *   get     doc_get
@@ -62,11 +62,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
+#include "bench_cost.h"
+#include "bench_cpu.h"
+#include "bench_figure.h"
 #include "bench_http.h"
-#include "bench_redis.h"
-#include "bench_stats.h"
-#include "rv_auth.h"
-#include "rv_queries.h"
+#include "bench_json.h"
+#include "bench_run.h"
+#include "bench_samples.h"
+#include "bench_tool.h"
+#include "api/rv_auth.h"
+#include "db/rv_query.h"
 
 #define SEED_DOCS 200
 #define SAMPLES_PER_THREAD 400000
@@ -289,7 +295,7 @@ static int run_phase(int cycle, result *r)
 static void write_stmt(FILE *f, int s, const char *const *vars,
                        const char *gset)
 {
-    const char *p = rv_queries_stmts[s].sql;
+    const char *p = rv_query_stmts[s].sql;
 
     while (*p != '\0') {
         if (*p == '$' && p[1] >= '1' && p[1] <= '9') {
@@ -334,19 +340,19 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
         return -1;
     }
     fputs("\\set id random(:lo, :hi)\n", g);
-    write_stmt(g, RV_Q_DOC_GET, get_vars, NULL);
+    write_stmt(g, RV_QUERY_DOC_GET, get_vars, NULL);
     fputs("BEGIN;\n", c);
-    write_stmt(c, RV_Q_DOC_INSERT, ins, "d_");
-    write_stmt(c, RV_Q_CONTENT_PUT, put, NULL);
+    write_stmt(c, RV_QUERY_DOC_INSERT, ins, "d_");
+    write_stmt(c, RV_QUERY_CONTENT_PUT, put, NULL);
     fputs("COMMIT;\nBEGIN;\n", c);
-    write_stmt(c, RV_Q_DOC_LOCK, doc, NULL);
-    write_stmt(c, RV_Q_REVIEW_INSERT, rins, "r_");
-    write_stmt(c, RV_Q_DOC_SET_STATUS, pend, NULL);
+    write_stmt(c, RV_QUERY_DOC_LOCK, doc, NULL);
+    write_stmt(c, RV_QUERY_REVIEW_INSERT, rins, "r_");
+    write_stmt(c, RV_QUERY_DOC_SET_STATUS, pend, NULL);
     fputs("COMMIT;\nBEGIN;\n", c);
-    write_stmt(c, RV_Q_REVIEW_LOCK, rev, NULL);
-    write_stmt(c, RV_Q_DOC_LOCK, doc, NULL);
-    write_stmt(c, RV_Q_REVIEW_DECIDE, dec, NULL);
-    write_stmt(c, RV_Q_DOC_SET_STATUS, appr, NULL);
+    write_stmt(c, RV_QUERY_REVIEW_LOCK, rev, NULL);
+    write_stmt(c, RV_QUERY_DOC_LOCK, doc, NULL);
+    write_stmt(c, RV_QUERY_REVIEW_DECIDE, dec, NULL);
+    write_stmt(c, RV_QUERY_DOC_SET_STATUS, appr, NULL);
     fputs("COMMIT;\n", c);
     fclose(g);
     fclose(c);

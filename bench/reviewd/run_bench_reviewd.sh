@@ -22,8 +22,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 readonly ROOT
-# shellcheck source=bench/bench_lib.sh
-. "$ROOT/bench/bench_lib.sh"
+# shellcheck source=bench/kit/bench_lib.sh
+. "$ROOT/bench/kit/bench_lib.sh"
 
 bench_parse_args bench_reviewd "$@"
 build=$BENCH_BUILD

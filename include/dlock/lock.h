@@ -18,16 +18,68 @@
  * A released lock publishes on the channel "dlock:released:K" so waiters
  * wake at once.
  *
+ * Waiting (wait_ms != 0; the patterns that wait do the same):
+ *   - The wait runs on the calling thread.  Each client has one subscriber
+ *     thread and connection, shared by all its waiters, that only wakes
+ *     them: a release wakes one waiter of each client at once.
+ *   - Load: a waiter tries once, subscribes, and tries again when the
+ *     subscription is confirmed (so a release in between is not missed);
+ *     then it sleeps.  Without a notification it tries again just after
+ *     the holder's TTL runs out (a holder that died), but at least every
+ *     10 s; while a holder keeps renewing a short TTL the tries are at
+ *     least 10 ms apart, doubling up to 1 s; a key without a TTL is tried
+ *     with backoff from 50 ms to 10 s; all with jitter.  So a waiter costs
+ *     a few round trips per holder TTL, not a steady poll.  A client whose
+ *     subscriber cannot be started polls every 150-200 ms instead.
+ *   - Errors: with wait_ms > 0 a transport error (DLOCK_UNAVAILABLE,
+ *     DLOCK_TIMEOUT) ends the wait at once, and the wait never outlasts
+ *     wait_ms.  With wait_ms < 0 the wait rides them out: it tries again
+ *     with backoff (50 ms .. 2 s, jittered), and while the client's breaker
+ *     is open it sleeps until the background probe finds Redis back,
+ *     never spinning on fast failures; it tries again with the same token,
+ *     so an acquire that timed out after the server applied it is ours.
+ *     Any other error (DLOCK_AUTH, DLOCK_SERVER, ...) ends every wait.
+ *     Under DLOCK_FAIL_OPEN a transport error ends even an unbounded wait,
+ *     with a degraded lock.
+ *
  * Fences are 64-bit and strictly increase with every grant of a key: the
  * next fence is max(last + 1, server time in microseconds), so fences keep
  * growing even across a Redis restart that lost the counter.
+ *
+ * Validity.  Each held lock has valid_until = the moment its last
+ * successful acquire, extend or renewal was *sent* + its TTL - a drift
+ * allowance (1% of the TTL + 2 ms), on CLOCK_BOOTTIME (which keeps counting
+ * while the host is suspended).  An extend racing a watchdog renewal counts
+ * the shorter of the two until both have answered, so a stale answer never
+ * raises it.  At valid_until the lock is LOST by itself, whether or not any
+ * answer ever comes: lost() is 1 from then on and on_lost runs once.
+ *
+ * What dlock_lock_valid_ms promises, and what it needs.  It never exceeds
+ * the time Redis will keep our key, provided that
+ *   - the Redis host's wall clock (by which Redis expires keys) does not
+ *     step forward by more than the drift allowance between two round
+ *     trips of this client that read the server's clock (extends and
+ *     watchdog renewals do; so does dlock_client_new).  A forward step is
+ *     seen at the next such round trip and shrinks every lock of the client
+ *     by it (a lock past its shrunken end is LOST); before that round trip
+ *     nobody can see it.  A backward step only makes keys live longer;
+ *   - our clock and the server's run at rates within the drift allowance;
+ *   - the key is not removed behind our back (DEL, eviction under a
+ *     maxmemory-policy other than noeviction, a failover to a replica that
+ *     missed the write, a restart without persistence).  Such a loss is
+ *     seen at the next renewal, extend or release, not before.
+ * A process that is paused (SIGSTOP, a long GC, a swapped-out page) cannot
+ * act on its deadline; only a fence checked by the protected resource keeps
+ * a paused holder's late writes out.
  *
  * States of a dlock_lock, and what moves it:
  *   HELD      after dlock_acquire returns DLOCK_OK; valid_ms() > 0.
  *   DEGRADED  after a fail-open acquire while Redis was unavailable: no key
  *             exists, fence is 0; the caller relies on a stronger guard.
- *   LOST      the watchdog or an extend found our token gone, or the TTL ran
- *             out without renewal; lost() is 1.  Terminal.
+ *   LOST      valid_until passed (no renewal reached Redis in time, or a
+ *             step of the server's clock cut it short), or a renewal,
+ *             extend or release found our token gone; lost() is 1.
+ *             Terminal.
  *   (freed)   dlock_release or dlock_lock_free; the pointer is invalid.
  *
  * Lifetime: dlock_acquire creates a dlock_lock; dlock_release releases it in
@@ -35,11 +87,16 @@
  * talking to Redis (the key then expires by its TTL).  Both accept NULL.
  *
  * Threads: a dlock_lock belongs to the thread that holds it and must not be
- * used by two threads at once; the watchdog thread only reads and marks it
- * under the client's lock.  The lost callback runs on the client's
- * background thread: it may read the lock (lost, key, fence) and signal
- * other threads, but must not release, extend or free the lock, nor call
- * anything that waits on Redis.
+ * used by two threads at once; the client's background threads only renew
+ * it and mark it lost (its validity is behind its own mutex).  Renewals run
+ * on a thread and a connection of their own, never behind the
+ * application's pool, breaker probes or callbacks.  The lost callback runs
+ * once, on the thread that found the loss first: the client's timer thread
+ * (validity ran out, or a renewal found the token gone), or the owner's
+ * thread inside dlock_extend, dlock_release or a reentrant dlock_acquire.
+ * It may read the lock (lost, key, fence) and signal other threads, but
+ * must not release, extend or free the lock, nor call anything that waits
+ * on Redis.
  */
 #ifndef DLOCK_LOCK_H
 #define DLOCK_LOCK_H
@@ -69,8 +126,8 @@ typedef enum dlock_policy {
     DLOCK_FAIL_OPEN = 1
 } dlock_policy;
 
-/* Called once, on the client's background thread, when a held lock is found
- * lost.  See the thread rules at the top of this file. */
+/* Called once when a held lock is found lost, on the thread that found it.
+ * See the thread rules at the top of this file. */
 typedef void (*dlock_lost_fn)(dlock_lock *lock, void *arg);
 
 typedef struct dlock_acquire_opts {
@@ -78,18 +135,22 @@ typedef struct dlock_acquire_opts {
      * renewed every 10 s, as in Redisson). */
     int64_t ttl_ms;
     /* 0: try once, DLOCK_BUSY at once if held.  > 0: wait up to this many
-     * milliseconds, woken when the holder releases.  < 0: wait forever. */
+     * milliseconds, woken when the holder releases.  < 0: wait forever,
+     * through Redis outages (see "Waiting" at the top of this file). */
     int64_t wait_ms;
     /* Non-zero: the client's background thread renews the lock every
      * ttl/3 until it is released, and marks it lost if renewal fails. */
     int watchdog;
     /* Non-zero: the same thread acquiring the same key on the same client
      * again gets the lock it already holds with its hold count raised; each
-     * release lowers the count and the last one releases in Redis. */
+     * release lowers the count and the last one releases in Redis.  A lock
+     * whose validity ran out is not re-entered: its loss is reported and
+     * the key is acquired afresh through Redis. */
     int reentrant;
     /* What to do when Redis is unavailable. */
     dlock_policy policy;
-    /* Optional, with watchdog: called when the lock is found lost. */
+    /* Optional: called once when the lock is found lost (with or without
+     * watchdog: at valid_until at the latest). */
     dlock_lost_fn on_lost;
     void *on_lost_arg;
 } dlock_acquire_opts;
@@ -99,7 +160,9 @@ typedef struct dlock_acquire_opts {
 DLOCK_API void dlock_acquire_opts_init(dlock_acquire_opts *opts);
 
 /*
- * Takes the lock named key (1..DLOCK_KEY_MAX bytes, copied).
+ * Takes the lock named key (1..DLOCK_KEY_MAX bytes, copied).  A request
+ * that timed out may still run on the server: then the library releases
+ * it with the same token in the background, so it leaves no orphan.
  *
  * opts may be NULL for the defaults.  out receives the lock, or NULL.
  * Returns DLOCK_OK (held, or degraded under DLOCK_FAIL_OPEN: then
@@ -117,18 +180,26 @@ DLOCK_API dlock_err dlock_acquire(dlock_client *client, const char *key,
  * and frees the lock object whatever the outcome.
  * Returns DLOCK_OK (we held it until now), DLOCK_LOST (it had expired or been
  * taken: nothing was deleted), DLOCK_UNAVAILABLE (Redis unreachable: the key
- * expires by its TTL), or another transport error.  For a reentrant lock
+ * expires by its TTL, and the library keeps sending the release with the
+ * same token in the background until it is answered or the TTL is over),
+ * or another transport error.  A lock whose validity ran out is reported
+ * DLOCK_LOST even if its key had not yet expired.  For a reentrant lock
  * held more than once, lowers the hold count and returns DLOCK_OK without a
- * round trip.  A degraded lock is freed and DLOCK_OK returned.
+ * round trip while its validity is known positive, DLOCK_LOST once it is
+ * not.  A degraded lock is freed and DLOCK_OK returned.
  */
 DLOCK_API dlock_err dlock_release(dlock_lock *lock);
 
 /*
  * Sets the lock's TTL to ttl_ms from now (0: the TTL it was acquired with;
  * for a lock from dlock_lock_attach, whose TTL is unknown, 30 s),
- * if the stored token is still ours.  Returns DLOCK_OK, DLOCK_LOST (and marks
- * the lock lost), DLOCK_STATE for a degraded or lost lock, or a transport
- * error (then the lock may still be held until its old TTL runs out).
+ * if the stored token is still ours, and moves the watchdog's next renewal
+ * to a third of that TTL from now.  Returns DLOCK_OK, DLOCK_LOST (the token
+ * is gone or the lock's validity had already run out: the lock is marked
+ * lost and on_lost runs here if nothing had found the loss before),
+ * DLOCK_STATE for a degraded lock or one already marked lost, or a
+ * transport error (then the lock may still be held until its old validity
+ * runs out; an extend to a shorter TTL counts from the moment it was sent).
  */
 DLOCK_API dlock_err dlock_extend(dlock_lock *lock, int64_t ttl_ms);
 
@@ -146,17 +217,18 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
 DLOCK_API dlock_err dlock_lock_attach(dlock_client *client, const char *key,
                             const char *token, dlock_lock **out);
 
-/* Milliseconds the lock is still known to be valid, measured from the last
- * acquire, extend or renewal minus the time since (a local, conservative
- * clock: it never overstates).  0 when lost or expired; INT64_MAX when
- * degraded. */
+/* Milliseconds until valid_until (see "Validity" at the top of this file
+ * for exactly what it promises and needs).  0 when lost or expired;
+ * INT64_MAX when degraded. */
 DLOCK_API int64_t dlock_lock_valid_ms(const dlock_lock *lock);
 
 /* The fencing token of this grant (> 0), or 0 for a degraded or attached
  * lock. */
 DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);
 
-/* 1 once the lock has been found lost, else 0. */
+/* 1 once the lock is lost: its validity ran out (checked at each call,
+ * whether or not anything else noticed) or its token was found gone; else
+ * 0.  Always 0 for a degraded lock. */
 DLOCK_API int dlock_lock_lost(const dlock_lock *lock);
 
 /* 1 for a lock granted under DLOCK_FAIL_OPEN without Redis, else 0. */

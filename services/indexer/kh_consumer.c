@@ -2,18 +2,18 @@
  * kh_consumer.c: the consuming AMQP connection (see kh_consumer.h).
  *
  * The connection itself (URL, bounded connect, login, channel 1, error
- * text with host:port) is reviewd's rv_amqp_conn.h, compiled in and
- * shared with the relay's publisher; this file adds the queue topology,
+ * text with host:port) is svc_amqp_conn.h from svc_common, shared with
+ * reviewd's relay publisher; this file adds the queue topology,
  * consuming and acks.  Every rabbitmq-c call that can block is bounded:
- * the connect, the handshake and the RPCs by rv_amqp_conn_open's timeout,
+ * the connect, the handshake and the RPCs by svc_amqp_conn_open's timeout,
  * and waiting for a message by amqp_consume_message's timeout, so the
  * indexer notices a stop request or a dead broker within a bounded time.
  * Heartbeats are off (rabbitmq-c sends them only from inside its calls);
  * a broker that stops or is killed closes the socket, and the next read
  * fails.
  *
- * State: ac.conn == NULL means closed, and every failure goes through
- * rv_amqp_conn_fail or _rpc, so a connection in an unknown protocol state
+ * State: the connection is closed until svc_amqp_conn_open, and every
+ * failure goes through svc_amqp_conn_fail or _rpc, so a connection in an unknown protocol state
  * is never used again.  The envelope of the last delivery is ours until
  * the next call, whatever happened to the connection meanwhile: its
  * memory is its own, not the connection's.
@@ -24,12 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_amqp_conn.h"
+#include "svc_amqp_conn.h"
 
-#define KH_CHANNEL RV_AMQP_CONN_CHANNEL
+#define KH_CHANNEL SVC_AMQP_CONN_CHANNEL
 
 struct kh_consumer {
-    rv_amqp_conn ac;
+    svc_amqp_conn *ac;             /* the connection, owned */
     char *exchange;
     char *queue;
     int prefetch;
@@ -47,8 +47,8 @@ kh_consumer *kh_consumer_new(const char *url, const char *exchange,
     }
     c->exchange = strdup(exchange);
     c->queue = strdup(queue);
-    if (c->exchange == NULL || c->queue == NULL
-        || rv_amqp_conn_init(&c->ac, url) != 0) {
+    c->ac = svc_amqp_conn_new(url);
+    if (c->exchange == NULL || c->queue == NULL || c->ac == NULL) {
         kh_consumer_free(c);
         return NULL;
     }
@@ -70,7 +70,7 @@ void kh_consumer_free(kh_consumer *c)
         return;
     }
     kh_consumer_close(c);
-    rv_amqp_conn_clear(&c->ac);
+    svc_amqp_conn_free(c->ac);
     free(c->exchange);
     free(c->queue);
     free(c);
@@ -80,38 +80,38 @@ void kh_consumer_free(kh_consumer *c)
  * declared on every connect (declarations are idempotent). */
 static int declare_and_consume(kh_consumer *c)
 {
-    amqp_connection_state_t k = c->ac.conn;
+    amqp_connection_state_t k = svc_amqp_conn_state(c->ac);
 
     amqp_exchange_declare(k, KH_CHANNEL, amqp_cstring_bytes(c->exchange),
                           amqp_cstring_bytes("topic"), 0, 1, 0, 0,
                           amqp_empty_table);
-    if (rv_amqp_conn_rpc(&c->ac, "exchange.declare") != 0) {
+    if (svc_amqp_conn_rpc(c->ac, "exchange.declare") != 0) {
         return -1;
     }
     amqp_queue_declare(k, KH_CHANNEL, amqp_cstring_bytes(c->queue), 0, 1, 0,
                        0, amqp_empty_table);
-    if (rv_amqp_conn_rpc(&c->ac, "queue.declare") != 0) {
+    if (svc_amqp_conn_rpc(c->ac, "queue.declare") != 0) {
         return -1;
     }
     amqp_queue_bind(k, KH_CHANNEL, amqp_cstring_bytes(c->queue),
                     amqp_cstring_bytes(c->exchange),
                     amqp_cstring_bytes(KH_BINDING), amqp_empty_table);
-    if (rv_amqp_conn_rpc(&c->ac, "queue.bind") != 0) {
+    if (svc_amqp_conn_rpc(c->ac, "queue.bind") != 0) {
         return -1;
     }
     amqp_basic_qos(k, KH_CHANNEL, 0, (uint16_t)c->prefetch, 0);
-    if (rv_amqp_conn_rpc(&c->ac, "basic.qos") != 0) {
+    if (svc_amqp_conn_rpc(c->ac, "basic.qos") != 0) {
         return -1;
     }
     amqp_basic_consume(k, KH_CHANNEL, amqp_cstring_bytes(c->queue),
                        amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
-    return rv_amqp_conn_rpc(&c->ac, "basic.consume");
+    return svc_amqp_conn_rpc(c->ac, "basic.consume");
 }
 
 int kh_consumer_connect(kh_consumer *c, int timeout_ms)
 {
     kh_consumer_close(c);
-    return rv_amqp_conn_open(&c->ac, timeout_ms) == 0
+    return svc_amqp_conn_open(c->ac, timeout_ms) == 0
                    && declare_and_consume(c) == 0
                ? 0 : -1;
 }
@@ -119,12 +119,12 @@ int kh_consumer_connect(kh_consumer *c, int timeout_ms)
 void kh_consumer_close(kh_consumer *c)
 {
     release_envelope(c);
-    rv_amqp_conn_close(&c->ac);
+    svc_amqp_conn_close(c->ac);
 }
 
 int kh_consumer_connected(const kh_consumer *c)
 {
-    return c->ac.conn != NULL;
+    return svc_amqp_conn_is_open(c->ac);
 }
 
 static void fill_delivery(const amqp_envelope_t *env, kh_delivery *d)
@@ -149,13 +149,13 @@ int kh_consumer_next(kh_consumer *c, int timeout_ms, kh_delivery *d)
 
     memset(d, 0, sizeof(*d));
     release_envelope(c);
-    if (c->ac.conn == NULL) {
-        rv_amqp_conn_set_err(&c->ac, "consume: not connected");
+    if (!svc_amqp_conn_is_open(c->ac)) {
+        svc_amqp_conn_set_err(c->ac, "consume: not connected");
         return -1;
     }
-    amqp_maybe_release_buffers(c->ac.conn);
-    rv_amqp_conn_timeval(timeout_ms, &tv);
-    r = amqp_consume_message(c->ac.conn, &c->env, &tv, 0);
+    amqp_maybe_release_buffers(svc_amqp_conn_state(c->ac));
+    svc_amqp_conn_timeval(timeout_ms, &tv);
+    r = amqp_consume_message(svc_amqp_conn_state(c->ac), &c->env, &tv, 0);
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
         c->have_env = 1;
         fill_delivery(&c->env, d);
@@ -168,26 +168,28 @@ int kh_consumer_next(kh_consumer *c, int timeout_ms, kh_delivery *d)
     /* Anything else (a channel or connection close from the broker, a
      * dead socket, an unexpected frame) ends this connection. */
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
-        return rv_amqp_conn_fail(&c->ac, "consume", r.library_error);
+        return svc_amqp_conn_fail(c->ac, "consume", r.library_error);
     }
-    rv_amqp_conn_set_err(&c->ac, "consume: closed by the broker (method "
+    svc_amqp_conn_set_err(c->ac, "consume: closed by the broker (method "
                          "0x%08x)", (unsigned)r.reply.id);
-    rv_amqp_conn_drop(&c->ac);
+    svc_amqp_conn_drop(c->ac);
     return -1;
 }
 
 static int settle(kh_consumer *c, uint64_t tag, int ack)
 {
     const char *what = ack ? "ack" : "reject";
+    amqp_connection_state_t k;
     int st;
 
-    if (c->ac.conn == NULL) {
-        rv_amqp_conn_set_err(&c->ac, "%s: not connected", what);
+    if (!svc_amqp_conn_is_open(c->ac)) {
+        svc_amqp_conn_set_err(c->ac, "%s: not connected", what);
         return -1;
     }
-    st = ack ? amqp_basic_ack(c->ac.conn, KH_CHANNEL, tag, 0)
-             : amqp_basic_reject(c->ac.conn, KH_CHANNEL, tag, 1);
-    return st == AMQP_STATUS_OK ? 0 : rv_amqp_conn_fail(&c->ac, what, st);
+    k = svc_amqp_conn_state(c->ac);
+    st = ack ? amqp_basic_ack(k, KH_CHANNEL, tag, 0)
+             : amqp_basic_reject(k, KH_CHANNEL, tag, 1);
+    return st == AMQP_STATUS_OK ? 0 : svc_amqp_conn_fail(c->ac, what, st);
 }
 
 int kh_consumer_ack(kh_consumer *c, uint64_t tag)
@@ -200,14 +202,16 @@ int kh_consumer_requeue(kh_consumer *c, uint64_t tag)
     return settle(c, tag, 0);
 }
 
+#ifdef KH_TESTING
 void kh_consumer_drop_channel(kh_consumer *c)
 {
     kh_consumer_close(c);
-    rv_amqp_conn_set_err(&c->ac, "channel closed before the ack (test "
-                         "hook)");
+    svc_amqp_conn_set_err(c->ac, "channel closed before the ack (test "
+                          "hook)");
 }
+#endif
 
 const char *kh_consumer_errmsg(const kh_consumer *c)
 {
-    return c->ac.err;
+    return svc_amqp_conn_errmsg(c->ac);
 }

@@ -64,9 +64,12 @@ int kh_consumer_next(kh_consumer *c, int timeout_ms, kh_delivery *d);
 int kh_consumer_ack(kh_consumer *c, uint64_t tag);
 int kh_consumer_requeue(kh_consumer *c, uint64_t tag);
 
+#ifdef KH_TESTING
 /* Closes channel 1 without acknowledging what is outstanding, then the
- * connection: the broker redelivers.  For the redelivery test hook. */
+ * connection: the broker redelivers.  The redelivery test hook; it exists
+ * only in test builds (KH_TESTING). */
 void kh_consumer_drop_channel(kh_consumer *c);
+#endif
 
 const char *kh_consumer_errmsg(const kh_consumer *c);
 

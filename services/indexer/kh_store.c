@@ -10,7 +10,7 @@
  * it.  With pg it is joined to the document row.  With mongo the row is
  * read first (FOR SHARE), and only once it is known to be approved at the
  * event's version is record (id, version) fetched through reviewd's own
- * MongoDB module (rv_content_mongo.c): that record is immutable once the
+ * MongoDB module (svc_content_mongo.c): that record is immutable once the
  * row points at it (rv_content.h), so the row lock and the record agree.
  * A record that is missing, malformed or unreachable fails the event
  * (KH_FAILED, rolled back, retried later) and is never indexed as an
@@ -25,13 +25,13 @@
 #include <string.h>
 
 #include "kh_embed.h"
-#include "rv_content_mongo.h"
+#include "svc_content_mongo.h"
 
 struct kh_store {
     char *url;
     kh_store_opts opts;
     PGconn *pg;
-    rv_mongo_store *mongo; /* NULL: the text is in kh_document_content */
+    svc_mongo_store *mongo; /* NULL: the text is in kh_document_content */
 };
 
 typedef struct doc_row {
@@ -100,8 +100,8 @@ kh_store *kh_store_new(const char *url, const kh_store_opts *opts,
     }
     s->opts = *opts;
     s->opts.mongo_url = NULL; /* borrowed only during this call */
-    if (opts->content_store == RV_CONTENT_MONGO) {
-        s->mongo = rv_mongo_store_new(opts->mongo_url, "kh-indexer", err,
+    if (opts->content_store == SVC_CONTENT_MONGO) {
+        s->mongo = svc_mongo_store_new(opts->mongo_url, "kh-indexer", err,
                                       errlen);
         if (s->mongo == NULL) {
             kh_store_free(s);
@@ -117,14 +117,14 @@ void kh_store_free(kh_store *s)
         return;
     }
     PQfinish(s->pg);
-    rv_mongo_store_free(s->mongo);
+    svc_mongo_store_free(s->mongo);
     free(s->url);
     free(s);
 }
 
 const char *kh_store_content_where(const kh_store *s)
 {
-    return s->mongo != NULL ? rv_mongo_store_endpoint(s->mongo)
+    return s->mongo != NULL ? svc_mongo_store_endpoint(s->mongo)
                             : "kh_document_content";
 }
 
@@ -237,18 +237,18 @@ static int load_text(kh_store *s, const kh_event *ev, doc_row *d, char *err,
                      size_t errlen)
 {
     char why[512];
-    rv_store_rc rc;
+    svc_store_rc rc;
 
     if (s->mongo == NULL) {
         return 0;
     }
-    rc = rv_mongo_store_get(s->mongo, ev->document_id, d->version,
+    rc = svc_mongo_store_get(s->mongo, ev->document_id, d->version,
                             &d->owned, why, sizeof(why));
-    if (rc != RV_STORE_OK) {
+    if (rc != SVC_STORE_OK) {
         snprintf(err, errlen, "content of document %s version %d %s: %s",
                  ev->document_id, d->version,
-                 rc == RV_STORE_MISSING ? "missing"
-                 : rc == RV_STORE_UNAVAILABLE ? "unavailable" : "unreadable",
+                 rc == SVC_STORE_MISSING ? "missing"
+                 : rc == SVC_STORE_UNAVAILABLE ? "unavailable" : "unreadable",
                  why);
         return -1;
     }

@@ -23,7 +23,7 @@
  * effect is exactly once although delivery is at least once.
  *
  * The text is read from the store reviewd writes it to, named by the
- * same CONTENT_STORE and MONGO_URL (rv_content_env.h): kh_document_content
+ * same CONTENT_STORE and MONGO_URL (svc_content_env.h): kh_document_content
  * for pg, joined to the row in step 2; for mongo, the record (document
  * id, version) once step 2 has found the row approved at that version.
  * A MongoDB record that is missing (deleted, or lost with a restored
@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "kh_chunk.h"
-#include "rv_content_env.h"
+#include "svc_content_env.h"
 
 typedef struct kh_store kh_store;
 
@@ -63,8 +63,8 @@ typedef struct kh_store_opts {
     const char *embed_command; /* NULL: no embeddings */
     int embed_timeout_ms;
     int pg_timeout_s;          /* connect and statement timeout */
-    rv_content_kind content_store;
-    const char *mongo_url;     /* with RV_CONTENT_MONGO */
+    svc_content_kind content_store;
+    const char *mongo_url;     /* with SVC_CONTENT_MONGO */
 } kh_store_opts;
 
 /* url: a libpq URI (copied); opts: copied (embed_command is borrowed and

@@ -33,6 +33,7 @@ enum option_id {
     OPT_JSON,
     OPT_EVERY,
     OPT_LEADER,
+    OPT_TOKEN,
     OPT_COUNT
 };
 
@@ -64,6 +65,7 @@ static const struct option long_options[] = {
     {"json", no_argument, NULL, LONG_ONLY(OPT_JSON)},
     {"every", required_argument, NULL, LONG_ONLY(OPT_EVERY)},
     {"leader", no_argument, NULL, LONG_ONLY(OPT_LEADER)},
+    {"token", required_argument, NULL, LONG_ONLY(OPT_TOKEN)},
     {NULL, 0, NULL, 0},
 };
 
@@ -87,8 +89,10 @@ static const struct command_spec commands[CLI_CMD_COUNT] = {
                      OPERANDS_KEY_COMMAND},
     [CLI_CMD_ACQUIRE] = {"acquire", COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT),
                          OPERANDS_KEY},
-    [CLI_CMD_RELEASE] = {"release", COMMON, OPERANDS_KEY_TOKEN},
-    [CLI_CMD_EXTEND] = {"extend", COMMON | BIT(OPT_TTL), OPERANDS_KEY_TOKEN},
+    [CLI_CMD_RELEASE] = {"release", COMMON | BIT(OPT_TOKEN),
+                         OPERANDS_KEY_TOKEN},
+    [CLI_CMD_EXTEND] = {"extend", COMMON | BIT(OPT_TTL) | BIT(OPT_TOKEN),
+                        OPERANDS_KEY_TOKEN},
     [CLI_CMD_STATUS] = {"status", COMMON | BIT(OPT_JSON) | BIT(OPT_LEADER),
                         OPERANDS_KEY},
     [CLI_CMD_LEADER] = {"leader", COMMON | BIT(OPT_TTL) | BIT(OPT_GRACE) |
@@ -222,6 +226,7 @@ static int set_option(struct cli_args *a, int id, const char *v,
     case OPT_QUIET: a->quiet = 1; return 0;
     case OPT_JSON: a->json = 1; return 0;
     case OPT_LEADER: a->leader = 1; return 0;
+    case OPT_TOKEN: a->token = v; return 0;
     default: break;
     }
     return set_valued(a, id, v, why, whylen);
@@ -331,12 +336,16 @@ static int parse_operands(const struct command_spec *spec, int n,
     a->key = rest[0];
     if (spec->operands == OPERANDS_KEY_COMMAND)
         return parse_run_command(rest + 1, n - 1, a, why, whylen);
-    if (n < wanted)
-        return fail(why, whylen, "missing TOKEN after KEY");
+    /* TOKEN may be left out: it then comes from DLOCK_TOKEN (cli_token.h),
+     * which the command reads, since parsing only reads argv. */
     if (n > wanted)
         return fail(why, whylen, "unexpected argument '%s'", rest[wanted]);
-    if (spec->operands == OPERANDS_KEY_TOKEN)
+    if (spec->operands == OPERANDS_KEY_TOKEN && n == 2) {
+        if (a->token != NULL)
+            return fail(why, whylen, "TOKEN given twice (--token and "
+                        "'%s')", rest[1]);
         a->token = rest[1];
+    }
     return 0;
 }
 

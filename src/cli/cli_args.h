@@ -58,7 +58,8 @@ struct cli_args {
     int leader;               /* status --leader: KEY names a role */
 
     const char *key;          /* KEY */
-    const char *token;        /* TOKEN, for release and extend */
+    const char *token;        /* TOKEN, for release and extend: NULL when
+                               * not given, "-" for stdin (cli_token.h) */
     char **command;           /* run, leader: COMMAND [ARGS], NULL-ended */
 };
 

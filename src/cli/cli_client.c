@@ -4,7 +4,8 @@
  *
  * The library's defaults for timeouts and the pool suit a short-lived tool
  * too (one lock, one connection in use), so only the URL, TLS and the
- * offline start are set here.  Messages never echo the URL, which may
+ * offline start are set here; except for a client that keeps a lease
+ * alive, whose timeouts scale with the lease.  Messages never echo the URL, which may
  * hold a password.
  */
 #include "cli_client.h"
@@ -63,7 +64,8 @@ int cli_client_open(const struct cli_args *a, int start_offline,
     return open_client(a, &opts, out);
 }
 
-int cli_client_open_for_lease(const struct cli_args *a, dlock_client **out)
+int cli_client_open_for_lease(const struct cli_args *a, int start_offline,
+                              dlock_client **out)
 {
     int64_t timeout_ms = a->ttl_ms / 4;
     dlock_client_opts opts;
@@ -75,5 +77,31 @@ int cli_client_open_for_lease(const struct cli_args *a, dlock_client **out)
     dlock_client_opts_init(&opts);
     opts.io_timeout_ms = (int)timeout_ms;
     opts.connect_timeout_ms = (int)timeout_ms;
+    opts.start_offline = start_offline;
     return open_client(a, &opts, out);
+}
+
+int cli_client_attach_token(const struct cli_args *a, dlock_client **client,
+                            dlock_lock **lock, char token[CLI_TOKEN_MAX])
+{
+    char why[160];
+    dlock_err err;
+    int code;
+
+    *client = NULL;
+    *lock = NULL;
+    if (cli_token_resolve(a->token, getenv("DLOCK_TOKEN"), stdin, token, why,
+                          sizeof(why)) != 0) {
+        cli_say("%s", why);
+        return CLI_EXIT_USAGE;
+    }
+    code = cli_client_open(a, 0, client);
+    if (code != CLI_EXIT_OK)
+        return code;
+    err = dlock_lock_attach(*client, a->key, token, lock);
+    if (err == DLOCK_OK)
+        return CLI_EXIT_OK;
+    cli_say("cannot use that token for lock %.64s: %s", a->key,
+            dlock_client_errmsg(*client));
+    return cli_exit_of(err, CLI_EXIT_BUSY);
 }

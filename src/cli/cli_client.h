@@ -10,6 +10,7 @@
 #define DLOCK_CLI_CLIENT_H
 
 #include "cli_args.h"
+#include "cli_token.h"
 #include "dlock/dlock.h"
 
 /* The URL to use: a->url, else $REDIS_URL (when set and not empty), else
@@ -27,12 +28,23 @@ int cli_client_open(const struct cli_args *a, int start_offline,
                     dlock_client **out);
 
 /*
- * As cli_client_open (never offline), for a client that keeps a lease
- * alive by renewing it every ttl/3 (`dlock leader`, `run --every`): its
+ * As cli_client_open, for a client that keeps a lease alive by renewing
+ * it every ttl/3 (`dlock run`, `dlock leader`, `run --every`): its
  * connect and round-trip timeouts are a quarter of a->ttl_ms (at most the
  * library's 5 s default, at least 50 ms), so that one stuck call cannot
  * outlast the time left for the next renewal.
  */
-int cli_client_open_for_lease(const struct cli_args *a, dlock_client **out);
+int cli_client_open_for_lease(const struct cli_args *a, int start_offline,
+                              dlock_client **out);
+
+/*
+ * For release and extend: finds the token (cli_token.h: the operand,
+ * stdin or $DLOCK_TOKEN) into token, connects (cli_client_open) and
+ * attaches the token to a->key.  Returns 0 with *client and *lock set;
+ * else the exit code, said on stderr, with *lock NULL and *client set or
+ * NULL (the caller frees both).
+ */
+int cli_client_attach_token(const struct cli_args *a, dlock_client **client,
+                            dlock_lock **lock, char token[CLI_TOKEN_MAX]);
 
 #endif /* DLOCK_CLI_CLIENT_H */

@@ -14,7 +14,7 @@
 
 static const char *const names[CLI_ENV_VARS] = {
     "DLOCK_KEY", "DLOCK_TOKEN", "DLOCK_FENCE", "DLOCK_DEGRADED",
-    "DLOCK_TERM", "DLOCK_TICK",
+    "DLOCK_TERM", "DLOCK_TICK", "DLOCK_VALID_UNTIL", "DLOCK_VALID_UNTIL_FILE",
 };
 
 /* Whether entry ("NAME=value") sets one of our names. */
@@ -70,38 +70,60 @@ fail:
     return -1;
 }
 
-int cli_env_build(struct cli_env *env, char *const *base, const char *key,
-                  const char *token, uint64_t fence, int degraded)
+/* Appends the deadline's variables to vars (n so far, room for two
+ * more); text holds DLOCK_VALID_UNTIL's digits.  Returns the new n. */
+static size_t add_deadline(struct cli_env_var *vars, size_t n,
+                           const struct cli_env_deadline *d, char *text,
+                           size_t textlen)
 {
-    char fence_text[24];
-    const struct cli_env_var vars[] = {
+    if (d == NULL)
+        return n;
+    if (d->epoch_ms >= 0) {
+        snprintf(text, textlen, "%" PRId64, d->epoch_ms);
+        vars[n++] = (struct cli_env_var){"DLOCK_VALID_UNTIL", text};
+    }
+    if (d->file != NULL)
+        vars[n++] = (struct cli_env_var){"DLOCK_VALID_UNTIL_FILE", d->file};
+    return n;
+}
+
+int cli_env_build(struct cli_env *env, char *const *base, const char *key,
+                  const char *token, uint64_t fence, int degraded,
+                  const struct cli_env_deadline *deadline)
+{
+    char fence_text[24], until_text[24];
+    struct cli_env_var vars[CLI_ENV_VARS] = {
         {"DLOCK_KEY", key},
         {"DLOCK_TOKEN", token != NULL ? token : ""},
         {"DLOCK_FENCE", fence_text},
         {"DLOCK_DEGRADED", degraded ? "1" : "0"},
     };
+    size_t n = add_deadline(vars, 4, deadline, until_text,
+                            sizeof(until_text));
 
     snprintf(fence_text, sizeof(fence_text), "%" PRIu64, fence);
-    return cli_env_build_vars(env, base, vars, sizeof(vars) / sizeof(*vars));
+    return cli_env_build_vars(env, base, vars, n);
 }
 
 int cli_env_build_leader(struct cli_env *env, char *const *base,
-                         const char *key, uint64_t term, int64_t tick)
+                         const char *key, uint64_t term, int64_t tick,
+                         const struct cli_env_deadline *deadline)
 {
-    char term_text[24], tick_text[24];
-    const struct cli_env_var vars[] = {
+    char term_text[24], tick_text[24], until_text[24];
+    struct cli_env_var vars[CLI_ENV_VARS] = {
         {"DLOCK_KEY", key},
         {"DLOCK_TERM", term_text},
         {"DLOCK_FENCE", term_text},
         {"DLOCK_DEGRADED", "0"},
-        {"DLOCK_TICK", tick_text},
     };
-    const size_t n = sizeof(vars) / sizeof(*vars);
+    size_t n = 4;
 
     snprintf(term_text, sizeof(term_text), "%" PRIu64, term);
     snprintf(tick_text, sizeof(tick_text), "%" PRId64, tick);
-    /* DLOCK_TICK is last, so leaving it out is a shorter list. */
-    return cli_env_build_vars(env, base, vars, tick >= 0 ? n : n - 1);
+    if (tick >= 0)
+        vars[n++] = (struct cli_env_var){"DLOCK_TICK", tick_text};
+    n = add_deadline(vars, n, deadline, until_text, sizeof(until_text));
+    return cli_env_build_vars(env, base, vars, n);
 }
 
 void cli_env_free(struct cli_env *env)

@@ -8,6 +8,16 @@
  *   DLOCK_FENCE     the fencing token of this grant, 0 when degraded;
  *   DLOCK_DEGRADED  1 when --fail-open ran the command without the lock,
  *                   else 0.
+ * Both kinds also get, when the lease has a deadline (not a degraded
+ * --fail-open run):
+ *   DLOCK_VALID_UNTIL       the lease's safe-until deadline when the
+ *                           command started, in epoch milliseconds of
+ *                           this host's clock: past it, another node may
+ *                           hold the lock, and the command has been
+ *                           killed by then;
+ *   DLOCK_VALID_UNTIL_FILE  a file holding the same number, rewritten as
+ *                           renewals move the deadline (and 0 once the
+ *                           lock is lost), for long commands to re-read.
  * `dlock leader` and `dlock run --every` run under a leadership instead,
  * whose owner token stays private, and set:
  *   DLOCK_KEY, DLOCK_DEGRADED=0;
@@ -30,7 +40,7 @@
 #include <stdint.h>
 
 /* How many DLOCK_* names there are (see above). */
-#define CLI_ENV_VARS 6
+#define CLI_ENV_VARS 8
 
 struct cli_env {
     char **envp;               /* NULL-terminated, for execve */
@@ -53,21 +63,30 @@ struct cli_env_var {
 int cli_env_build_vars(struct cli_env *env, char *const *base,
                        const struct cli_env_var *vars, size_t n);
 
+/* The lease's deadline for DLOCK_VALID_UNTIL and DLOCK_VALID_UNTIL_FILE:
+ * epoch_ms < 0 leaves out the first, file NULL the second. */
+struct cli_env_deadline {
+    int64_t epoch_ms;
+    const char *file;
+};
+
 /*
  * `dlock run`'s environment: DLOCK_KEY, DLOCK_TOKEN (token may be NULL
- * for an empty one), DLOCK_FENCE and DLOCK_DEGRADED.  As
- * cli_env_build_vars.
+ * for an empty one), DLOCK_FENCE and DLOCK_DEGRADED, and the deadline's
+ * variables (deadline may be NULL for none).  As cli_env_build_vars.
  */
 int cli_env_build(struct cli_env *env, char *const *base, const char *key,
-                  const char *token, uint64_t fence, int degraded);
+                  const char *token, uint64_t fence, int degraded,
+                  const struct cli_env_deadline *deadline);
 
 /*
  * The environment of a command run under a leadership: DLOCK_KEY,
- * DLOCK_TERM and DLOCK_FENCE (both term), DLOCK_DEGRADED=0, and
- * DLOCK_TICK when tick >= 0.  As cli_env_build_vars.
+ * DLOCK_TERM and DLOCK_FENCE (both term), DLOCK_DEGRADED=0, DLOCK_TICK
+ * when tick >= 0, and the deadline's variables.  As cli_env_build_vars.
  */
 int cli_env_build_leader(struct cli_env *env, char *const *base,
-                         const char *key, uint64_t term, int64_t tick);
+                         const char *key, uint64_t term, int64_t tick,
+                         const struct cli_env_deadline *deadline);
 
 /* Frees what the builders made; safe on an empty env. */
 void cli_env_free(struct cli_env *env);

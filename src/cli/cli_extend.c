@@ -16,17 +16,18 @@ int cli_cmd_extend(const struct cli_args *a)
 {
     dlock_client *client = NULL;
     dlock_lock *lock = NULL;
+    char token[CLI_TOKEN_MAX];
     dlock_err err;
-    int code = cli_client_open(a, 0, &client);
+    const int code = cli_client_attach_token(a, &client, &lock, token);
 
-    if (code != CLI_EXIT_OK)
+    if (code != CLI_EXIT_OK) {
+        dlock_client_free(client);
         return code;
-    err = dlock_lock_attach(client, a->key, a->token, &lock);
-    if (err == DLOCK_OK)
-        err = dlock_extend(lock, a->ttl_ms);
+    }
+    err = dlock_extend(lock, a->ttl_ms);
     if (err == DLOCK_LOST)
         cli_say("lock %.64s is not held by token %s any more (it expired or "
-                "was taken): not extended", a->key, a->token);
+                "was taken): not extended", a->key, token);
     else if (err != DLOCK_OK)
         cli_say("cannot extend lock %.64s: %s", a->key,
                 dlock_client_errmsg(client));

@@ -25,15 +25,18 @@
 #include "cli_say.h"
 
 /* LEADING: runs the command; returns 1 to go on campaigning, 0 when
- * dlock should exit with *code. */
-static int lead_once(struct cli_role *r, int *code)
+ * dlock should exit with *code.  *lost_term is the term whose command was
+ * stopped for a lost or expiring lease. */
+static int lead_once(struct cli_role *r, int *code, uint64_t *lost_term)
 {
+    const uint64_t term = dlock_leader_term(r->leader);
     struct cli_outcome out;
 
-    *code = cli_role_run_command(r, dlock_leader_term(r->leader), -1, &out);
+    *code = cli_role_run_command(r, term, -1, &out);
     if (*code != CLI_EXIT_OK || r->stop_signal != 0)
         return 0;
     if (out.lost) {
+        *lost_term = term;
         if (!r->a->quiet)
             cli_say("leader of %.64s: campaigning again", r->a->key);
         return 1;
@@ -42,13 +45,34 @@ static int lead_once(struct cli_role *r, int *code)
     return 0;
 }
 
+/*
+ * Whether the term whose command was stopped (the lease was running out)
+ * has not recovered: the library still counts this node as leader until
+ * the lease's last millisecond, but the command must not start again on a
+ * lease that is about to end.  Once a renewal brings the lease back above
+ * half the TTL, the same term may run the command again.
+ */
+static int lease_still_failing(const struct cli_role *r, uint64_t lost_term)
+{
+    return lost_term != 0 && dlock_leader_term(r->leader) == lost_term &&
+           dlock_leader_valid_ms(r->leader) <= r->a->ttl_ms / 2;
+}
+
 static int campaign_and_lead(struct cli_role *r)
 {
+    uint64_t lost_term = 0;
     int code = CLI_EXIT_OK;
 
     while (r->stop_signal == 0) {
+        if (dlock_leader_is_leader(r->leader) &&
+            lease_still_failing(r, lost_term)) {
+            /* on_lost wakes us when the lease ends; a renewal does not. */
+            if (cli_role_wait(r, r->a->ttl_ms / 6 + 1) != 0)
+                return CLI_EXIT_INTERNAL;
+            continue;
+        }
         if (dlock_leader_is_leader(r->leader)) {
-            if (!lead_once(r, &code))
+            if (!lead_once(r, &code, &lost_term))
                 return code;
             continue;
         }

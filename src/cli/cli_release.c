@@ -17,17 +17,18 @@ int cli_cmd_release(const struct cli_args *a)
 {
     dlock_client *client = NULL;
     dlock_lock *lock = NULL;
+    char token[CLI_TOKEN_MAX];
     dlock_err err;
-    int code = cli_client_open(a, 0, &client);
+    const int code = cli_client_attach_token(a, &client, &lock, token);
 
-    if (code != CLI_EXIT_OK)
+    if (code != CLI_EXIT_OK) {
+        dlock_client_free(client);
         return code;
-    err = dlock_lock_attach(client, a->key, a->token, &lock);
-    if (err == DLOCK_OK)
-        err = dlock_release(lock);
+    }
+    err = dlock_release(lock);
     if (err == DLOCK_LOST)
         cli_say("lock %.64s is not held by token %s any more (it expired or "
-                "was taken): nothing released", a->key, a->token);
+                "was taken): nothing released", a->key, token);
     else if (err != DLOCK_OK)
         cli_say("cannot release lock %.64s: %s", a->key,
                 dlock_client_errmsg(client));

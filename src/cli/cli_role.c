@@ -21,7 +21,6 @@
 #include "cli_env.h"
 #include "cli_exit.h"
 #include "cli_say.h"
-#include "cli_spawn.h"
 
 /* How many event bytes are read per turn; the rest wait for the next. */
 #define EVENTS_PER_TURN 64
@@ -84,7 +83,7 @@ int cli_role_open(struct cli_role *r, const struct cli_args *a)
         return CLI_EXIT_INTERNAL;
     }
     cli_wakeup_block_signals(&old);
-    code = cli_client_open_for_lease(a, &r->client);
+    code = cli_client_open_for_lease(a, 0, &r->client);
     if (code == CLI_EXIT_OK)
         code = start_candidate(r);
     cli_wakeup_restore_mask(&old);
@@ -135,6 +134,29 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The leadership one command runs under, for the supervisor: lost when
+ * this node no longer leads, or leads in a later term (the command's
+ * term ended in between, and another node may have led meanwhile). */
+struct term_lease {
+    dlock_leader *leader;
+    uint64_t term;
+};
+
+static int term_lost(void *arg)
+{
+    const struct term_lease *t = arg;
+
+    return !dlock_leader_is_leader(t->leader) ||
+           dlock_leader_term(t->leader) != t->term;
+}
+
+static int64_t term_valid_ms(void *arg)
+{
+    const struct term_lease *t = arg;
+
+    return term_lost(arg) ? 0 : dlock_leader_valid_ms(t->leader);
+}
+
 /* "tick N of KEY (term T)" or "leader of KEY (term T)". */
 static void run_label(char *buf, size_t len, const char *key, uint64_t term,
                       int64_t tick)
@@ -165,34 +187,46 @@ int cli_role_run_command(struct cli_role *r, uint64_t term, int64_t tick,
                          struct cli_outcome *out)
 {
     const struct cli_args *a = r->a;
+    struct term_lease tl = {r->leader, term};
+    struct cli_lease lease = {
+        .ttl_ms = a->ttl_ms,
+        .valid_ms = term_valid_ms,
+        .lost = term_lost,
+        .arg = &tl,
+    };
     struct cli_supervision s = {
         .wakeup = &r->wakeup,
+        .lease = &lease,
         .grace_ms = a->grace_ms,
         .key = a->key,
         .command = a->command[0],
         .held = "leadership of",
         .stop_on_signal = 1,
     };
-    char label[160];
+    char label[160], file[CLI_DEADLINE_PATH_MAX];
+    struct cli_env_deadline deadline = {
+        cli_valid_until_epoch_ms(term_valid_ms(&tl)), NULL};
     struct cli_env env;
     int64_t started;
     int code;
 
     memset(out, 0, sizeof(*out));
     run_label(label, sizeof(label), a->key, term, tick);
-    if (cli_env_build_leader(&env, environ, a->key, term, tick) != 0) {
+    if (cli_deadline_file_make(file) == 0)
+        deadline.file = lease.valid_until_file = file;
+    if (cli_env_build_leader(&env, environ, a->key, term, tick,
+                             &deadline) != 0) {
         cli_say("%s: cannot start '%s': out of memory", label, s.command);
+        cli_deadline_file_remove(file);
         return CLI_EXIT_INTERNAL;
     }
     started = now_ms();
-    code = cli_spawn(a->command, env.envp, &s.child);
+    s.started_label = a->quiet ? NULL : label;
+    code = cli_supervise_command(&s, a->command, env.envp, out);
     cli_env_free(&env);
+    cli_deadline_file_remove(file);
     if (code != 0)
         return code;
-    if (!a->quiet)
-        cli_say("%s: '%s' started (pid %d)", label, s.command, (int)s.child);
-    if (cli_supervise(&s, out) != 0)
-        return CLI_EXIT_INTERNAL;
     if (!a->quiet || out->lost)
         say_ended(label, &s, out, now_ms() - started);
     if (out->stop_signal != 0)

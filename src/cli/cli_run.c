@@ -6,22 +6,28 @@
  *   1. Connect with SIGINT/TERM/HUP/CHLD blocked, so the library's
  *      background threads inherit a mask that keeps our handlers off them
  *      (cli_wakeup.h).  With --fail-open, a server that does not answer is
- *      not an error yet: the client starts offline.
+ *      not an error yet: the client starts offline.  The round-trip and
+ *      connect timeouts scale with the lease (cli_client.h), so a renewal
+ *      stuck on a silent network gives up while the lease still holds.
  *   2. Acquire with the watchdog on (renewal every ttl/3), and an on_lost
  *      callback that only posts CLI_WAKE_LOST to the self-pipe: the
  *      callback runs on the library's thread, which may not wait on
  *      anything, so the main thread does the stopping.  Until the command
  *      runs, signals keep their default actions: Ctrl-C during --wait just
  *      ends dlock, and a lock taken then expires by its TTL.
- *   3. Catch the signals, start the command with DLOCK_KEY, DLOCK_TOKEN,
- *      DLOCK_FENCE and DLOCK_DEGRADED in its environment, and supervise it
- *      (cli_supervise.h) until it ends.
+ *   3. Catch the signals, start the command in a process group of its own
+ *      with DLOCK_KEY, DLOCK_TOKEN, DLOCK_FENCE, DLOCK_DEGRADED,
+ *      DLOCK_VALID_UNTIL and DLOCK_VALID_UNTIL_FILE in its environment,
+ *      and supervise it (cli_supervise.h) until it and everything it
+ *      started have ended: the whole group is killed by the lease's
+ *      deadline at the latest, whether or not a renewal ever answers.
  *   4. Release, still catching signals so that a late SIGTERM cannot cut
  *      the release short, and exit with the command's status, or 76 when
  *      the lock was lost while it ran.
  * The wakeup pipe outlives the client, because the watchdog may post to it
  * until the lock is released and the client's threads are stopped.
  */
+#include <stdint.h>
 #include <unistd.h>
 
 #include "cli_client.h"
@@ -29,7 +35,6 @@
 #include "cli_env.h"
 #include "cli_exit.h"
 #include "cli_say.h"
-#include "cli_spawn.h"
 #include "cli_supervise.h"
 #include "cli_wakeup.h"
 
@@ -39,7 +44,21 @@ struct run {
     dlock_lock *lock;
     struct cli_wakeup wakeup;
     struct cli_env env;
+    struct cli_lease lease;
+    char valid_until_file[CLI_DEADLINE_PATH_MAX];
 };
+
+/* The lease as the supervisor sees it: the library's own conservative
+ * validity, and its lost flag, read by the main thread at every turn. */
+static int64_t lock_valid_ms(void *arg)
+{
+    return dlock_lock_valid_ms(arg);
+}
+
+static int lock_lost(void *arg)
+{
+    return dlock_lock_lost(arg);
+}
 
 /* On the library's watchdog thread: only wake the main thread. */
 static void on_lost(dlock_lock *lock, void *arg)
@@ -54,7 +73,7 @@ static int run_connect(struct run *r)
     int code;
 
     cli_wakeup_block_signals(&old);
-    code = cli_client_open(r->a, r->a->fail_open, &r->client);
+    code = cli_client_open_for_lease(r->a, r->a->fail_open, &r->client);
     cli_wakeup_restore_mask(&old);
     return code;
 }
@@ -94,10 +113,20 @@ static int run_acquire(struct run *r)
 static int run_prepare_env(struct run *r)
 {
     const int degraded = dlock_lock_degraded(r->lock);
+    struct cli_env_deadline deadline = {
+        cli_valid_until_epoch_ms(dlock_lock_valid_ms(r->lock)), NULL};
 
+    r->lease = (struct cli_lease){
+        .ttl_ms = r->a->ttl_ms,
+        .valid_ms = lock_valid_ms,
+        .lost = lock_lost,
+        .arg = r->lock,
+    };
+    if (!degraded && cli_deadline_file_make(r->valid_until_file) == 0)
+        deadline.file = r->lease.valid_until_file = r->valid_until_file;
     if (cli_env_build(&r->env, environ, r->a->key,
                       degraded ? NULL : dlock_lock_token(r->lock),
-                      dlock_lock_fence(r->lock), degraded) != 0) {
+                      dlock_lock_fence(r->lock), degraded, &deadline) != 0) {
         cli_say("cannot start '%s': out of memory", r->a->command[0]);
         return CLI_EXIT_INTERNAL;
     }
@@ -110,6 +139,7 @@ static int run_command(struct run *r, struct cli_outcome *out)
 {
     struct cli_supervision s = {
         .wakeup = &r->wakeup,
+        .lease = &r->lease,
         .grace_ms = r->a->grace_ms,
         .key = r->a->key,
         .command = r->a->command[0],
@@ -122,11 +152,9 @@ static int run_command(struct run *r, struct cli_outcome *out)
         out->lost = 1;
         return CLI_EXIT_LOST;
     }
-    code = cli_spawn(r->a->command, r->env.envp, &s.child);
+    code = cli_supervise_command(&s, r->a->command, r->env.envp, out);
     if (code != 0)
         return code;
-    if (cli_supervise(&s, out) != 0)
-        return CLI_EXIT_INTERNAL;
     return cli_exit_of_wait_status(out->wait_status);
 }
 
@@ -190,6 +218,7 @@ int cli_cmd_run(const struct cli_args *a)
 done:
     dlock_lock_free(r.lock);
     cli_env_free(&r.env);
+    cli_deadline_file_remove(r.valid_until_file);
     dlock_client_free(r.client);
     cli_wakeup_close(&r.wakeup);
     return code;

@@ -2,7 +2,7 @@
  * cli_spawn.c: fork, execvpe, and the exec-status pipe (cli_spawn.h).
  *
  * Between fork and exec the child runs only async-signal-safe calls:
- * close, prctl, getppid, execvpe (glibc's PATH search allocates nothing),
+ * close, setpgid, prctl, getppid, execvpe (glibc's PATH search allocates nothing),
  * write, _exit.
  *
  * The command must never run on without its lock being renewed, and only
@@ -34,7 +34,11 @@ static void child_exec(int status_fd, pid_t parent, char *const argv[],
 {
     int err;
 
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+    /* Its own group before the exec: the parent learns that the exec
+     * happened only after this, so the group exists once cli_spawn
+     * returns. */
+    if (setpgid(0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
+        getppid() != parent)
         _exit(CLI_EXIT_INTERNAL);
     execvpe(argv[0], argv, envp);
     err = errno;

@@ -1,10 +1,15 @@
 /*
- * cli_spawn.h: starts `dlock run`'s command.
+ * cli_spawn.h: starts the command of `dlock run`, `dlock leader` and
+ * `run --every`.
  *
- * fork and execvpe, like flock(1): the command stays in dlock's process
- * group and session, so a terminal's Ctrl-C reaches it directly and job
- * control treats the pair as one job.  The kernel kills the command if
- * dlock dies without reaping it (PR_SET_PDEATHSIG; see cli_spawn.c).  Whether the exec worked is learned
+ * fork and execvpe, into a process group of its own whose id is the
+ * command's pid, so that dlock can stop everything the command started
+ * (a shell's children and theirs) with one kill(-pgid): a lock that is
+ * lost must not leave a grandchild working without it.  The command stays
+ * in dlock's session; dlock forwards the signals it gets (cli_supervise.h)
+ * and the guardian (cli_guard.h) kills the group should dlock die.  The
+ * kernel also kills the command itself if dlock dies without reaping it
+ * (PR_SET_PDEATHSIG; see cli_spawn.c).  Whether the exec worked is learned
  * through a close-on-exec pipe: the child writes errno to it only when
  * execvpe fails, so the parent reads EOF on success or the reason on
  * failure, and can say "no such command" itself instead of the child

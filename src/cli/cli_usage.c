@@ -85,19 +85,27 @@ static const char *const texts[CLI_CMD_COUNT] = {
         "\n"
         "exit status: 0 acquired, 75 busy, 69 Redis unavailable, 64 usage.\n",
     [CLI_CMD_RELEASE] =
-        "usage: dlock release [options] KEY TOKEN\n"
+        "usage: dlock release [options] KEY [TOKEN]\n"
         "\n"
         "Releases KEY if TOKEN still holds it; otherwise deletes nothing.\n"
+        "TOKEN '-' (or --token -) reads it from stdin; without TOKEN it\n"
+        "comes from $DLOCK_TOKEN, so it need not show in ps.\n"
+        "\n"
+        "options:\n"
+        "      --token T            TOKEN as an option ('-': stdin)\n"
         "\n"
         "exit status: 0 released, 76 not held by TOKEN any more,\n"
         "69 Redis unavailable, 64 usage.\n",
     [CLI_CMD_EXTEND] =
-        "usage: dlock extend [options] KEY TOKEN\n"
+        "usage: dlock extend [options] KEY [TOKEN]\n"
         "\n"
         "Sets the TTL of KEY to --ttl from now, if TOKEN still holds it.\n"
+        "TOKEN '-' (or --token -) reads it from stdin; without TOKEN it\n"
+        "comes from $DLOCK_TOKEN, so it need not show in ps.\n"
         "\n"
         "options:\n"
         "  -t, --ttl D              the new TTL (default 30s)\n"
+        "      --token T            TOKEN as an option ('-': stdin)\n"
         "\n"
         "exit status: 0 extended, 76 not held by TOKEN any more,\n"
         "69 Redis unavailable, 64 usage.\n",

@@ -7,8 +7,9 @@
  *   - the signal handlers for SIGINT, SIGTERM, SIGHUP (to be forwarded to
  *     the command, or for `dlock leader` and `run --every` to stop) and
  *     SIGCHLD (the command may have ended): the byte is the signal number,
- *     with CLI_WAKE_TERMINAL added when a terminal sent it to the whole
- *     process group (the command has it already);
+ *     with CLI_WAKE_TERMINAL added when a terminal sent it to dlock's
+ *     process group (the command, in a group of its own, does not get
+ *     it, so the supervisor forwards it all the same);
  *   - the lock's on_lost callback, on the library's watchdog thread, or a
  *     leadership's on_lost: the byte is CLI_WAKE_LOST;
  *   - a leadership's on_gained, on the candidate's thread: the byte is
@@ -70,9 +71,9 @@ int cli_wakeup_drain(const struct cli_wakeup *w, unsigned char *events,
  * the signal number to w, and saves the dispositions they replace in w.
  * SIGINT and SIGHUP that the kernel sent on a terminal's behalf (si_code
  * SI_KERNEL) are posted with CLI_WAKE_TERMINAL added: the terminal sent
- * them to the whole foreground process group, the command included, so
- * they must not be forwarded (that would deliver each twice), but a loop
- * with no command running must still see them.  A signal that was
+ * them to dlock's foreground process group.  The command runs in a group
+ * of its own (cli_spawn.h), so the supervisor forwards them whatever the
+ * mark; cli_wakeup_stop_signal reads through it.  A signal that was
  * ignored when dlock started (nohup's SIGHUP, a background job's SIGINT)
  * stays ignored, as a shell keeps it, so the command inherits the same
  * immunity it would have had without dlock.  Returns 0, or -1 with errno

@@ -24,12 +24,89 @@
 #include <openssl/evp.h>
 
 #include "alloc.h"
-#include "dlock/dlock.h"
-#include "watchdog.h"
 #include "clock.h"
+#include "dlock/dlock.h"
+#include "lease.h"
 #include "lock_internal.h"
 #include "notify.h"
+#include "prober.h"
 #include "tls.h"
+#include "watchdog.h"
+
+struct dlock_client {
+    dlock__endpoint ep;
+    dlock_client_opts opts;   /* its strings point at owned copies */
+    dlock__conn_cfg cfg;
+    SSL_CTX *tls;
+    dlock__pool pool;
+    int pool_ready;
+    dlock__breaker breaker;
+    dlock__skew skew;
+
+    pthread_mutex_t scripts_mu;
+    int nscripts;
+    struct {
+        const dlock__script *script;
+        char sha[41];
+    } scripts[DLOCK__MAX_SCRIPTS];
+
+    pthread_key_t tkey;
+    int tkey_ready;
+    pthread_mutex_t tstates_mu;
+    dlock__tstate *tstates;
+
+    dlock__watchdog *watchdog; /* renewals and the validity timer */
+    dlock__prober *prober;     /* breaker probes */
+    dlock__reentry *reentry;   /* held reentrant locks (lock.c's) */
+    dlock__notifier *notifier; /* subscriber for waiters, started lazily */
+    pthread_mutex_t notifier_mu;
+
+    pthread_mutex_t last_error_mu;
+    char last_error[DLOCK_ERRMSG_MAX]; /* the last transport failure */
+
+    atomic_ullong n_commands;
+    atomic_ullong n_transport_errors;
+    atomic_ullong n_reconnects;
+    atomic_ullong n_fast_fails;
+    atomic_ullong n_renewals;
+    atomic_ullong n_locks_lost;
+    atomic_ullong n_connects;
+};
+
+dlock__watchdog *dlock__client_watchdog(dlock_client *c)
+{
+    return c->watchdog;
+}
+
+dlock__reentry *dlock__client_reentry(dlock_client *c)
+{
+    return c->reentry;
+}
+
+dlock__skew *dlock__client_skew(dlock_client *c)
+{
+    return &c->skew;
+}
+
+dlock__breaker *dlock__client_breaker(dlock_client *c)
+{
+    return &c->breaker;
+}
+
+const dlock_client_opts *dlock__client_opts(const dlock_client *c)
+{
+    return &c->opts;
+}
+
+void dlock__client_count_renewal(dlock_client *c)
+{
+    atomic_fetch_add(&c->n_renewals, 1);
+}
+
+void dlock__client_count_lost(dlock_client *c)
+{
+    atomic_fetch_add(&c->n_locks_lost, 1);
+}
 
 void dlock_client_opts_init(dlock_client_opts *o)
 {
@@ -181,7 +258,7 @@ void dlock__client_transport_failed(dlock_client *c, const dlock__msg *m)
         pthread_mutex_unlock(&c->last_error_mu);
     }
     if (dlock__breaker_failure(&c->breaker))
-        dlock__watchdog_kick(c->bg);
+        dlock__prober_kick(c->prober);
 }
 
 void dlock__client_transport_ok(dlock_client *c)
@@ -192,12 +269,21 @@ void dlock__client_transport_ok(dlock_client *c)
 dlock_err dlock__client_connect(dlock_client *c, dlock__conn **out,
                                 dlock__msg *m)
 {
-    int64_t deadline = dlock__deadline_after_ms(c->opts.connect_timeout_ms);
-    dlock_err err = dlock__conn_open(&c->ep, &c->cfg, deadline, out, m);
+    dlock_err err = dlock__client_connect_until(c, DLOCK__FOREVER, out, m);
 
     if (atomic_fetch_add(&c->n_connects, 1) > 0)
         atomic_fetch_add(&c->n_reconnects, 1);
     return err;
+}
+
+dlock_err dlock__client_connect_until(dlock_client *c, int64_t deadline_us,
+                                      dlock__conn **out, dlock__msg *m)
+{
+    int64_t deadline = dlock__deadline_after_ms(c->opts.connect_timeout_ms);
+
+    if (deadline_us < deadline)
+        deadline = deadline_us;
+    return dlock__conn_open(&c->ep, &c->cfg, deadline, out, m);
 }
 
 void dlock__client_adopt(dlock_client *c, dlock__conn *conn)
@@ -348,8 +434,8 @@ static void script_sha(dlock_client *c, const dlock__script *s, char sha[41])
     pthread_mutex_unlock(&c->scripts_mu);
 }
 
-static dlock_err script_load(dlock_client *c, const dlock__script *s,
-                             dlock__msg *m)
+dlock_err dlock__client_script_load(dlock_client *c, const dlock__script *s,
+                                    dlock__msg *m)
 {
     const char *argv[] = {"SCRIPT", "LOAD", s->body};
     redisReply *r;
@@ -415,7 +501,7 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
         /* The server lost its script cache (restart, SCRIPT FLUSH). */
         freeReplyObject(*reply);
         *reply = NULL;
-        err = script_load(c, s, m);
+        err = dlock__client_script_load(c, s, m);
         if (err != DLOCK_OK)
             goto out;
     }
@@ -447,29 +533,26 @@ dlock__notifier *dlock__client_notifier(dlock_client *c)
     return n;
 }
 
-/* Connects, PINGs and loads the core scripts. */
+/* Connects, reads the server's clock (the first sample of its offset:
+ * lease.h) and loads the core scripts. */
 static dlock_err warm_up(dlock_client *c, dlock__msg *m)
 {
-    int64_t rtt;
-    dlock_err err = DLOCK_OK;
+    const char *argv[] = {"TIME"};
+    int64_t sent = dlock__boot_us();
+    redisReply *r;
+    dlock_err err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
 
-    (void)rtt;
-    {
-        const char *argv[] = {"PING"};
-        redisReply *r;
-
-        err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
-        if (err != DLOCK_OK)
-            return dlock__msg_wrap(m, err, "warm-up PING");
-        if (r->type == REDIS_REPLY_ERROR)
-            err = dlock__reply_error(r, "warm-up PING", c->ep.desc, m);
-        freeReplyObject(r);
-        if (err != DLOCK_OK)
-            return err;
-    }
-    for (int i = 0; dlock__core_scripts[i] != NULL && err == DLOCK_OK; i++)
-        err = script_load(c, dlock__core_scripts[i], m);
-    return err;
+    if (err != DLOCK_OK)
+        return dlock__msg_wrap(m, err, "warm-up TIME");
+    if (r->type == REDIS_REPLY_ERROR)
+        err = dlock__reply_error(r, "warm-up TIME", c->ep.desc, m);
+    else
+        dlock__skew_sample(&c->skew, sent, dlock__boot_us(),
+                           dlock__server_time_us(r, 0));
+    freeReplyObject(r);
+    if (err != DLOCK_OK)
+        return err;
+    return dlock__lock_load_scripts(c, m);
 }
 
 static dlock_err init_sync(dlock_client *c, dlock__msg *m)
@@ -477,8 +560,7 @@ static dlock_err init_sync(dlock_client *c, dlock__msg *m)
     if (pthread_mutex_init(&c->last_error_mu, NULL) != 0 ||
         pthread_mutex_init(&c->scripts_mu, NULL) != 0 ||
         pthread_mutex_init(&c->tstates_mu, NULL) != 0 ||
-        pthread_mutex_init(&c->notifier_mu, NULL) != 0 ||
-        pthread_mutex_init(&c->reentrant_mu, NULL) != 0)
+        pthread_mutex_init(&c->notifier_mu, NULL) != 0)
         return dlock__msg_set(m, DLOCK_SYSTEM, "initialising mutexes");
     if (pthread_key_create(&c->tkey, tstate_destroy) != 0)
         return dlock__msg_set(m, DLOCK_SYSTEM, "creating a thread key (at "
@@ -522,9 +604,13 @@ static dlock_err build(dlock_client *c, const char *url,
     c->pool_ready = 1;
     dlock__breaker_init(&c->breaker, c->opts.breaker_threshold);
     err = init_sync(c, m);
+    if (err == DLOCK_OK)
+        err = dlock__reentry_new(&c->reentry, m);
+    if (err == DLOCK_OK)
+        err = dlock__prober_new(c, &c->prober, m);
     if (err != DLOCK_OK)
         return err;
-    return dlock__watchdog_new(c, &c->bg, m);
+    return dlock__watchdog_new(c, &c->watchdog, m);
 }
 
 dlock_err dlock_client_new(const char *url, const dlock_client_opts *opts,
@@ -543,14 +629,15 @@ dlock_err dlock_client_new(const char *url, const dlock_client_opts *opts,
         err = dlock__msg_set(&m, DLOCK_NOMEM, "allocating a client");
         goto fail;
     }
+    dlock__skew_init(&c->skew);
     err = build(c, url, opts, &m);
     if (err == DLOCK_OK)
         err = warm_up(c, &m);
-    if (err != DLOCK_OK && c->opts.start_offline && c->bg != NULL &&
+    if (err != DLOCK_OK && c->opts.start_offline && c->watchdog != NULL &&
         err != DLOCK_NOMEM && err != DLOCK_INVALID && err != DLOCK_AUTH) {
         /* Start with the breaker open; the probe connects later. */
         dlock__breaker_trip(&c->breaker);
-        dlock__watchdog_kick(c->bg);
+        dlock__prober_kick(c->prober);
         err = DLOCK_OK;
     }
     if (err != DLOCK_OK)
@@ -568,8 +655,10 @@ void dlock_client_free(dlock_client *c)
 {
     if (c == NULL)
         return;
-    dlock__watchdog_free(c->bg);
+    dlock__watchdog_free(c->watchdog);
+    dlock__prober_free(c->prober);
     dlock__notifier_free(c->notifier);
+    dlock__reentry_free(c->reentry);
     if (c->pool_ready)
         dlock__pool_destroy(&c->pool);
     dlock__tls_ctx_free(c->tls);
@@ -585,8 +674,8 @@ void dlock_client_free(dlock_client *c)
         pthread_mutex_destroy(&c->scripts_mu);
         pthread_mutex_destroy(&c->tstates_mu);
         pthread_mutex_destroy(&c->notifier_mu);
-        pthread_mutex_destroy(&c->reentrant_mu);
     }
+    dlock__skew_destroy(&c->skew);
     dlock__endpoint_clear(&c->ep);
     free_opt_strings(&c->opts);
     dlock__free(c);

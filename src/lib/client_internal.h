@@ -43,6 +43,8 @@ typedef struct dlock__script {
 
 typedef struct dlock__watchdog dlock__watchdog;
 typedef struct dlock__notifier dlock__notifier;
+typedef struct dlock__reentry dlock__reentry;
+typedef struct dlock__skew dlock__skew;
 
 /* What each thread keeps per client: the last message and busy TTL. */
 typedef struct dlock__tstate {
@@ -53,45 +55,26 @@ typedef struct dlock__tstate {
     struct dlock_client *client;
 } dlock__tstate;
 
-struct dlock_client {
-    dlock__endpoint ep;
-    dlock_client_opts opts;   /* its strings point at owned copies */
-    dlock__conn_cfg cfg;
-    SSL_CTX *tls;
-    dlock__pool pool;
-    int pool_ready;
-    dlock__breaker breaker;
+/*
+ * The client's parts, each owned by its own module and reached through
+ * these accessors (the struct is client.c's): the watchdog (renewals and
+ * the validity timer, watchdog.h), the registry of reentrant locks
+ * (lock.c), the server clock's offset (lease.h), the breaker and the
+ * options.  Each lives as long as the client.
+ */
+dlock__watchdog *dlock__client_watchdog(dlock_client *c);
+dlock__reentry *dlock__client_reentry(dlock_client *c);
+dlock__skew *dlock__client_skew(dlock_client *c);
+dlock__breaker *dlock__client_breaker(dlock_client *c);
+const dlock_client_opts *dlock__client_opts(const dlock_client *c);
 
-    pthread_mutex_t scripts_mu;
-    int nscripts;
-    struct {
-        const dlock__script *script;
-        char sha[41];
-    } scripts[DLOCK__MAX_SCRIPTS];
+/* Counts a renewal, or a lock found lost, in the client's stats. */
+void dlock__client_count_renewal(dlock_client *c);
+void dlock__client_count_lost(dlock_client *c);
 
-    pthread_key_t tkey;
-    int tkey_ready;
-    pthread_mutex_t tstates_mu;
-    dlock__tstate *tstates;
-
-    dlock__watchdog *bg;            /* watchdog and breaker probe thread */
-    dlock__notifier *notifier; /* subscriber for waiters, started lazily */
-    pthread_mutex_t notifier_mu;
-
-    pthread_mutex_t reentrant_mu;
-    dlock_lock *reentrant;     /* held reentrant locks, list via lock->rnext */
-
-    pthread_mutex_t last_error_mu;
-    char last_error[DLOCK_ERRMSG_MAX]; /* the last transport failure */
-
-    atomic_ullong n_commands;
-    atomic_ullong n_transport_errors;
-    atomic_ullong n_reconnects;
-    atomic_ullong n_fast_fails;
-    atomic_ullong n_renewals;
-    atomic_ullong n_locks_lost;
-    atomic_ullong n_connects;
-};
+/* Loads script s on the server (SCRIPT LOAD), through the pool. */
+dlock_err dlock__client_script_load(dlock_client *c, const dlock__script *s,
+                                    dlock__msg *m);
 
 /*
  * The calling thread's message buffer for this client, emptied; NULL if it
@@ -125,6 +108,13 @@ dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,
  * the probe), with the connect timeout. */
 dlock_err dlock__client_connect(dlock_client *c, dlock__conn **out,
                                 dlock__msg *m);
+
+/* The same, giving up at deadline_us (clock.h) if that is sooner than the
+ * connect timeout: the renewer never waits past the leases it serves.
+ * Not counted in the stats' connects and reconnects (which describe the
+ * application's pool and the probe). */
+dlock_err dlock__client_connect_until(dlock_client *c, int64_t deadline_us,
+                                      dlock__conn **out, dlock__msg *m);
 
 /* Absolute deadline of one round trip begun now. */
 int64_t dlock__client_io_deadline(const dlock_client *c);

@@ -15,28 +15,34 @@
  *
  * Fences are decimal strings inside the scripts so they stay exact to 2^63.
  *
- * Validity is tracked on the local monotonic clock from the moment each
- * request left, minus a drift allowance (1% of the TTL + 2 ms, as Redlock
- * does), so dlock_lock_valid_ms never claims more time than the server
- * grants.
+ * Validity is the lease's (lease.h): from the moment each request left,
+ * on CLOCK_BOOTTIME, minus a drift allowance, ordered between an extend and
+ * a racing renewal, and shrunk when a round trip shows the server's clock
+ * stepped forward.  Once it runs out the lock is LOST, whoever notices
+ * first: the watchdog's timer, or dlock_extend, dlock_release or a
+ * reentrant acquire on the owner's thread.  Whoever marks it runs on_lost,
+ * once.  Nothing is decided locally while validity is not known positive:
+ * a reentrant re-entry or inner release of a lock whose validity ran out
+ * reports the loss (and re-entry takes the key afresh through Redis).
  *
- * Waiting: a busy acquire joins the key's release channel (notify.c) and
- * sleeps until woken or until a jittered poll interval runs out, bounded by
- * the holder's remaining TTL, then tries again; see acquire_waiting.
+ * Waiting: a busy acquire waits in the library's one wait loop (wait.h):
+ * woken by the key's release channel, with a fallback timer that follows
+ * the holder's remaining TTL; an unbounded wait rides out transport errors
+ * unless the acquire fails open.
  */
 #include "lock_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "clock.h"
-#include "notify.h"
 #include "token.h"
+#include "wait.h"
 #include "watchdog.h"
 
 #define DEFAULT_TTL_MS 30000
-#define POLL_CAP_MS 200
 #define CHANNEL_PREFIX "dlock:released:"
 
 /*
@@ -80,11 +86,14 @@ static const dlock__script release_script = {
     1,
 };
 
+/* Answers {1, seconds, microseconds} of the server's TIME (for the clock
+ * step check, lease.h) or 0. */
 static const dlock__script extend_script = {
     "extend",
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  return 1\n"
+    "  local t = redis.call('TIME')\n"
+    "  return {1, t[1], t[2]}\n"
     "end\n"
     "return 0\n",
     1,
@@ -97,9 +106,81 @@ static const dlock__script inspect_script = {
     1,
 };
 
-const dlock__script *const dlock__core_scripts[] = {
+static const dlock__script *const core_scripts[] = {
     &acquire_script, &release_script, &extend_script, &inspect_script, NULL,
 };
+
+/* The lock object.  key, fence_key, channel and token are written once
+ * before the lock is published to the watchdog, read-only after.  The
+ * lease is thread-safe.  holds and rnext belong to the registry's mutex. */
+struct dlock_lock {
+    dlock_client *client;
+    char *key;
+    char *fence_key;
+    char *channel;
+    char token[DLOCK_TOKEN_LEN + 1];
+    uint64_t fence;
+    dlock__lease lease;
+    int degraded;
+
+    int reentrant;
+    pthread_t owner;
+    int holds;
+    struct dlock_lock *rnext;
+
+    dlock_lost_fn on_lost;
+    void *on_lost_arg;
+    dlock__watch *watch;   /* the watchdog's entry, or NULL */
+};
+
+/* The reentrant locks a client holds, listed through lock->rnext. */
+struct dlock__reentry {
+    pthread_mutex_t mu;
+    dlock_lock *head;
+};
+
+dlock_err dlock__lock_load_scripts(dlock_client *c, dlock__msg *m)
+{
+    dlock_err err = DLOCK_OK;
+
+    for (int i = 0; core_scripts[i] != NULL && err == DLOCK_OK; i++)
+        err = dlock__client_script_load(c, core_scripts[i], m);
+    return err;
+}
+
+dlock_err dlock__reentry_new(dlock__reentry **out, dlock__msg *m)
+{
+    dlock__reentry *r = dlock__calloc(1, sizeof(*r));
+
+    *out = NULL;
+    if (r == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating the reentrant "
+                              "lock registry");
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        dlock__free(r);
+        return dlock__msg_set(m, DLOCK_SYSTEM, "initialising a mutex");
+    }
+    *out = r;
+    return DLOCK_OK;
+}
+
+void dlock__reentry_free(dlock__reentry *r)
+{
+    if (r == NULL)
+        return;
+    pthread_mutex_destroy(&r->mu);
+    dlock__free(r);
+}
+
+dlock__lease *dlock__lock_lease(dlock_lock *l)
+{
+    return &l->lease;
+}
+
+int dlock__lock_has_callback(const dlock_lock *l)
+{
+    return l->on_lost != NULL;
+}
 
 void dlock_acquire_opts_init(dlock_acquire_opts *o)
 {
@@ -139,7 +220,7 @@ static dlock_err check_key(const char *key, dlock__msg *m)
     return DLOCK_OK;
 }
 
-static void reentrant_unlink(dlock_client *c, dlock_lock *l);
+static void reentrant_unlink(dlock__reentry *r, dlock_lock *l);
 
 /* Allocates a lock for key with its derived names; token not yet set. */
 static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
@@ -163,8 +244,7 @@ static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
     else
         sprintf(l->fence_key, "{%s}:fence", key);
     sprintf(l->channel, "%s%s", CHANNEL_PREFIX, key);
-    atomic_init(&l->valid_until_us, 0);
-    atomic_init(&l->lost, 0);
+    dlock__lease_init(&l->lease, DEFAULT_TTL_MS);
     *out = l;
     return DLOCK_OK;
 nomem:
@@ -176,42 +256,36 @@ void dlock_lock_free(dlock_lock *l)
 {
     if (l == NULL)
         return;
-    /* watched belongs to the watchdog's mutex: unwatch checks it there. */
-    if (l->watchdog)
-        dlock__watchdog_unwatch(l->client->bg, l);
+    /* After unwatch, no watchdog thread touches the lock again. */
+    if (l->watch != NULL)
+        dlock__watchdog_unwatch(dlock__client_watchdog(l->client), l->watch);
     if (l->reentrant)
-        reentrant_unlink(l->client, l);
+        reentrant_unlink(dlock__client_reentry(l->client), l);
+    dlock__lease_destroy(&l->lease);
     dlock__free(l->key);
     dlock__free(l->fence_key);
     dlock__free(l->channel);
     dlock__free(l);
 }
 
-static int64_t drift_us(int64_t ttl_ms)
+static dlock__skew *skew_of(const dlock_lock *l)
 {
-    return ttl_ms * 10 + 2000;   /* 1% of the TTL, plus 2 ms */
+    return dlock__client_skew(l->client);
 }
 
-static void set_valid_from(dlock_lock *l, int64_t sent_us, int64_t ttl_ms)
+/* What a transport error says about whether the request ran. */
+static dlock__lease_outcome outcome_of(dlock_err err)
 {
-    int64_t until = sent_us + ttl_ms * 1000 - drift_us(ttl_ms);
-
-    atomic_store(&l->valid_until_us, until > sent_us ? until : sent_us);
-}
-
-/* Parses a fence given as a decimal string; 0 if it is not one. */
-static uint64_t parse_fence(const char *s, size_t len)
-{
-    uint64_t value = 0;
-
-    if (len == 0 || len > 19)
-        return 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return 0;
-        value = value * 10 + (uint64_t)(s[i] - '0');
+    switch (err) {
+    case DLOCK_OK:
+        return DLOCK__LEASE_GRANTED;
+    case DLOCK_NOMEM:
+    case DLOCK_INVALID:
+        return DLOCK__LEASE_NOT_RUN;
+    default:
+        /* A timeout or a dead connection may have run it. */
+        return DLOCK__LEASE_UNKNOWN;
     }
-    return value;
 }
 
 /* Reads the acquire script's {1, "fence"} or {0, pttl}. */
@@ -230,8 +304,7 @@ static int acquire_reply(const redisReply *r, int *granted, uint64_t *fence,
     if (*granted) {
         if (value->type != REDIS_REPLY_STRING)
             return 0;
-        *fence = parse_fence(value->str, value->len);
-        return *fence > 0;
+        return dlock__fence_of_reply(value, fence) && *fence > 0;
     }
     if (value->type != REDIS_REPLY_INTEGER)
         return 0;
@@ -246,112 +319,64 @@ static dlock_err try_once(dlock_lock *l, int64_t *holder_ttl_ms,
 {
     char ttl[24];
     const char *argv[] = {l->key, l->fence_key, l->token, ttl};
-    int64_t sent = dlock__now_us();
+    int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
+    dlock__lease_ticket t;
     redisReply *r;
     int granted = 0;
     uint64_t fence = 0;
     long long pttl = 0;
     dlock_err err;
 
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     err = dlock__client_eval(l->client, &acquire_script, 2, 4, argv, NULL,
                              &r, m);
-    if (err != DLOCK_OK)
+    if (err != DLOCK_OK) {
+        dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
+    }
     if (!acquire_reply(r, &granted, &fence, &pttl)) {
+        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_UNKNOWN);
         err = dlock__msg_set(m, DLOCK_PROTOCOL, "acquiring lock %.64s on %s: "
                              "expected {1, fence} or {0, pttl}, got %s",
-                             l->key, l->client->ep.desc,
+                             l->key, dlock_client_endpoint(l->client),
                              dlock__reply_type_name(r));
         freeReplyObject(r);
         return err;
     }
     freeReplyObject(r);
+    dlock__lease_end(&l->lease, &t, granted ? DLOCK__LEASE_GRANTED
+                                            : DLOCK__LEASE_NOT_RUN);
     if (!granted) {
         *holder_ttl_ms = pttl;
         return DLOCK_BUSY;
     }
     l->fence = fence;
-    set_valid_from(l, sent, l->ttl_ms);
     return DLOCK_OK;
 }
 
-/* A small per-call generator for poll jitter, seeded from the token: no
- * shared state, and contenders with different tokens spread apart. */
-static uint64_t jitter_next(uint64_t *state)
+/* try_once as a dlock__wait_try_fn. */
+static dlock_err acquire_try(void *arg, int waiting, int64_t *holder_ttl_ms,
+                             dlock__msg *m)
 {
-    uint64_t x = *state;
-
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    return x;
+    (void)waiting;
+    return try_once(arg, holder_ttl_ms, m);
 }
 
-/* How long a waiter sleeps before trying again when no notification comes:
- * just past the holder's TTL if that is sooner than the cap, otherwise
- * between half the cap and the cap. */
-static int64_t poll_interval_us(int64_t holder_ttl_ms, uint64_t *rng)
-{
-    int64_t cap_us = POLL_CAP_MS * 1000;
-
-    if (holder_ttl_ms > 0 && holder_ttl_ms * 1000 < cap_us) {
-        int64_t base = holder_ttl_ms * 1000;
-
-        return base + 500 + (int64_t)(jitter_next(rng) % (uint64_t)(base / 8 +
-                                                                     1000));
-    }
-    return cap_us / 2 + (int64_t)(jitter_next(rng) % (uint64_t)(cap_us / 2));
-}
-
-static void sleep_until(int64_t deadline_us)
-{
-    struct timespec ts = dlock__timespec_of(deadline_us);
-
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-        if (dlock__now_us() >= deadline_us)
-            break;
-}
-
+/* Tries, and while busy waits (wait.h) until deadline_us. */
 static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
-                                 int64_t *holder_ttl_ms, dlock__msg *m)
+                                 dlock_policy policy, int64_t *holder_ttl_ms,
+                                 dlock__msg *m)
 {
-    dlock__notifier *n = NULL;
-    dlock__waiter *w = NULL;
-    uint64_t rng = 0x9e3779b97f4a7c15ull;
-    int joined = 0;
-    dlock_err err;
+    const dlock__wait w = {
+        .client = l->client,
+        .channel = l->channel,
+        .deadline_us = deadline_us,
+        .seed = l->token,
+        .fail_fast = policy == DLOCK_FAIL_OPEN,
+    };
 
-    for (size_t i = 0; i < 16; i++)
-        rng = rng * 31 + (unsigned char)l->token[i];
-    for (;;) {
-        int64_t now, wake_at;
-
-        err = try_once(l, holder_ttl_ms, m);
-        now = dlock__now_us();
-        if (err != DLOCK_BUSY || now >= deadline_us)
-            break;
-        if (!joined) {
-            /* Join, then try again at once: a release between the attempt
-             * above and the join would otherwise go unseen. */
-            joined = 1;
-            n = dlock__client_notifier(l->client);
-            if (n != NULL)
-                dlock__notify_join(n, l->channel, &w);
-            if (w != NULL)
-                continue;
-        }
-        wake_at = now + poll_interval_us(*holder_ttl_ms, &rng);
-        if (wake_at > deadline_us)
-            wake_at = deadline_us;
-        if (w != NULL)
-            dlock__notify_wait(n, w, wake_at);
-        else
-            sleep_until(wake_at);
-    }
-    dlock__notify_leave(n, w);
-    return err;
+    return dlock__wait_run(&w, acquire_try, l, holder_ttl_ms, m);
 }
 
 /* Transport and server failures that a fail-open acquire degrades on. */
@@ -362,59 +387,97 @@ static int redis_failed(dlock_err err)
            err == DLOCK_AUTH;
 }
 
+int dlock__lock_mark_lost(dlock_lock *l)
+{
+    if (!dlock__lease_mark_lost(&l->lease))
+        return 0;
+    dlock__client_count_lost(l->client);
+    return 1;
+}
+
+void dlock__lock_fire_lost(dlock_lock *l)
+{
+    if (l->on_lost != NULL)
+        l->on_lost(l, l->on_lost_arg);
+}
+
+int dlock__lock_is_lost(dlock_lock *l)
+{
+    return dlock__lease_lost(&l->lease, skew_of(l));
+}
+
+/* The owner's thread found the loss: mark it and, if it was first, run
+ * on_lost here (the lock is still alive: the owner is inside a call). */
+static void lost_found(dlock_lock *l)
+{
+    if (dlock__lock_mark_lost(l))
+        dlock__lock_fire_lost(l);
+}
+
 /* The reentrant lock this thread already holds on key, with its hold count
- * raised, or NULL. */
+ * raised, or NULL.  A lock whose validity ran out is not re-entered: its
+ * loss is reported (on_lost) and the caller takes the key afresh. */
 static dlock_lock *reenter(dlock_client *c, const char *key)
 {
-    dlock_lock *found = NULL;
+    dlock__reentry *r = dlock__client_reentry(c);
+    dlock_lock *found = NULL, *expired = NULL;
 
-    pthread_mutex_lock(&c->reentrant_mu);
-    for (dlock_lock *l = c->reentrant; l != NULL; l = l->rnext) {
-        if (pthread_equal(l->owner, pthread_self()) &&
-            strcmp(l->key, key) == 0 && !atomic_load(&l->lost)) {
-            l->holds++;
-            found = l;
-            break;
+    pthread_mutex_lock(&r->mu);
+    for (dlock_lock *l = r->head; l != NULL; l = l->rnext) {
+        if (!pthread_equal(l->owner, pthread_self()) ||
+            strcmp(l->key, key) != 0)
+            continue;
+        if (dlock__lock_is_lost(l)) {
+            expired = l;
+            continue;
         }
+        l->holds++;
+        found = l;
+        break;
     }
-    pthread_mutex_unlock(&c->reentrant_mu);
+    pthread_mutex_unlock(&r->mu);
+    if (found == NULL && expired != NULL)
+        lost_found(expired);
     return found;
 }
 
 static void reentrant_add(dlock_client *c, dlock_lock *l)
 {
-    pthread_mutex_lock(&c->reentrant_mu);
+    dlock__reentry *r = dlock__client_reentry(c);
+
+    pthread_mutex_lock(&r->mu);
     l->reentrant = 1;
     l->owner = pthread_self();
-    l->rnext = c->reentrant;
-    c->reentrant = l;
-    pthread_mutex_unlock(&c->reentrant_mu);
+    l->rnext = r->head;
+    r->head = l;
+    pthread_mutex_unlock(&r->mu);
 }
 
-/* Takes l off the client's list of reentrant locks (if it is there). */
-static void reentrant_unlink(dlock_client *c, dlock_lock *l)
+/* Takes l off the registry (if it is there). */
+static void reentrant_unlink(dlock__reentry *r, dlock_lock *l)
 {
     dlock_lock **link;
 
-    pthread_mutex_lock(&c->reentrant_mu);
-    link = &c->reentrant;
+    pthread_mutex_lock(&r->mu);
+    link = &r->head;
     while (*link != NULL && *link != l)
         link = &(*link)->rnext;
     if (*link == l)
         *link = l->rnext;
-    pthread_mutex_unlock(&c->reentrant_mu);
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* Lowers the hold count; returns 1 if the lock is still held after. */
-static int reentrant_drop(dlock_client *c, dlock_lock *l)
+static int reentrant_drop(dlock_lock *l)
 {
+    dlock__reentry *r = dlock__client_reentry(l->client);
     int still_held;
 
-    pthread_mutex_lock(&c->reentrant_mu);
+    pthread_mutex_lock(&r->mu);
     still_held = --l->holds > 0;
-    pthread_mutex_unlock(&c->reentrant_mu);
+    pthread_mutex_unlock(&r->mu);
     if (!still_held)
-        reentrant_unlink(c, l);
+        reentrant_unlink(r, l);
     return still_held;
 }
 
@@ -427,7 +490,7 @@ static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
         t->busy_ttl_ms = holder_ttl_ms;
     dlock__msg_set(m, DLOCK_BUSY, "lock %.64s on %s is held by another owner "
                    "for %lld more ms (waited %lld ms)", l->key,
-                   c->ep.desc, (long long)holder_ttl_ms,
+                   dlock_client_endpoint(c), (long long)holder_ttl_ms,
                    (long long)((dlock__now_us() - started_us) / 1000));
 }
 
@@ -441,6 +504,31 @@ static dlock_err validate_opts(const dlock_acquire_opts *o, dlock__msg *m)
         return dlock__msg_set(m, DLOCK_INVALID, "unknown failure policy %d",
                               (int)o->policy);
     return DLOCK_OK;
+}
+
+/* A request that timed out was sent and may still run: the watchdog
+ * undoes it with the same token (a release).  Other failures were not
+ * sent (breaker open, connect refused) or are retried with the same token
+ * on a fresh connection by client.c. */
+static void leave_no_orphan(dlock_lock *l, dlock_err err)
+{
+    const char *argv[] = {l->key, l->token, l->channel};
+
+    if (err != DLOCK_TIMEOUT)
+        return;
+    dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
+                            &release_script, 1, 3, argv,
+                            dlock__lease_ttl_ms(&l->lease));
+}
+
+/* Registers a held lock with the watchdog: renewals if asked for, and the
+ * timer that marks it lost at valid_until when it has a callback. */
+static dlock_err watch(dlock_lock *l, int renew, dlock__msg *m)
+{
+    if (!renew && l->on_lost == NULL)
+        return DLOCK_OK;
+    return dlock__watchdog_watch(dlock__client_watchdog(l->client), l, renew,
+                                 &l->watch, m);
 }
 
 dlock_err dlock_acquire(dlock_client *c, const char *key,
@@ -475,16 +563,18 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
         err = dlock__token_new(l->token, m);
     if (err != DLOCK_OK)
         goto fail;
-    l->ttl_ms = opts->ttl_ms > 0 ? opts->ttl_ms : DEFAULT_TTL_MS;
+    dlock__lease_set_ttl_ms(&l->lease, opts->ttl_ms > 0 ? opts->ttl_ms
+                                                        : DEFAULT_TTL_MS);
     l->on_lost = opts->on_lost;
     l->on_lost_arg = opts->on_lost_arg;
-    l->watchdog = opts->watchdog;
     err = acquire_waiting(l, dlock__deadline_after_ms(opts->wait_ms),
-                          &holder_ttl, m);
+                          opts->policy, &holder_ttl, m);
     if (err == DLOCK_BUSY) {
         set_busy(c, l, holder_ttl, started, m);
         goto fail;
     }
+    if (err != DLOCK_OK)
+        leave_no_orphan(l, err);
     if (err != DLOCK_OK && opts->policy == DLOCK_FAIL_OPEN &&
         redis_failed(err)) {
         /* The message keeps the reason, for the caller's log. */
@@ -493,12 +583,12 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
         *out = l;
         return DLOCK_OK;
     }
+    if (err == DLOCK_OK)
+        err = watch(l, opts->watchdog, m);
     if (err != DLOCK_OK)
         goto fail;
     if (opts->reentrant)
         reentrant_add(c, l);
-    if (opts->watchdog)
-        dlock__watchdog_watch(c->bg, l);
     dlock__msg_clear(m);
     *out = l;
     return DLOCK_OK;
@@ -507,71 +597,186 @@ fail:
     return err;
 }
 
-int dlock__lock_mark_lost(dlock_lock *l)
+/* Reads the extend script's {1, seconds, microseconds} or 0 into *held
+ * and *server_us; 0 if the reply has another shape. */
+static int extend_reply(const redisReply *r, int *held, int64_t *server_us)
 {
-    int was = 0;
-
-    if (!atomic_compare_exchange_strong(&l->lost, &was, 1))
+    *server_us = 0;
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *held = r->integer == 1;
+        return 1;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[0]->integer != 1)
         return 0;
-    atomic_store(&l->valid_until_us, 0);
-    atomic_fetch_add(&l->client->n_locks_lost, 1);
+    *held = 1;
+    *server_us = dlock__server_time_us(r, 1);
     return 1;
 }
 
-/* Runs a compare-and-act script (release or extend) answering 1 or 0. */
-static dlock_err token_script(dlock_lock *l, const dlock__script *s,
-                              const char *arg, dlock__msg *m)
+dlock_err dlock__lock_renew_reply(dlock_lock *l, dlock__lease_ticket *t,
+                                  const redisReply *r, int64_t recv_us,
+                                  int *marked)
 {
-    const char *argv[] = {l->key, l->token, arg};
+    int held = 0;
+    int64_t server_us;
+
+    *marked = 0;
+    if (r == NULL) {
+        dlock__lease_end(&l->lease, t, DLOCK__LEASE_UNKNOWN);
+        return DLOCK_TIMEOUT;
+    }
+    if (r->type == REDIS_REPLY_ERROR || !extend_reply(r, &held, &server_us)) {
+        dlock__lease_end(&l->lease, t, r->type == REDIS_REPLY_ERROR
+                                           ? DLOCK__LEASE_NOT_RUN
+                                           : DLOCK__LEASE_UNKNOWN);
+        return r->type == REDIS_REPLY_ERROR ? DLOCK_SERVER : DLOCK_PROTOCOL;
+    }
+    if (!held) {
+        dlock__lease_end(&l->lease, t, DLOCK__LEASE_NOT_RUN);
+        *marked = dlock__lock_mark_lost(l);
+        return DLOCK_LOST;
+    }
+    if (server_us > 0) {
+        dlock__skew_sample(skew_of(l), t->sent_us, recv_us, server_us);
+        dlock__lease_ticket_server_time(t, server_us);
+    }
+    dlock__lease_end(&l->lease, t, DLOCK__LEASE_GRANTED);
+    return DLOCK_OK;
+}
+
+long long dlock__lock_renew_command(dlock_lock *l, char **cmd,
+                                    dlock__lease_ticket *t)
+{
+    char ttl[24];
+    int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
+    const char *argv[] = {"EVAL", extend_script.body, "1", l->key, l->token,
+                          ttl};
+    int len;
+
+    *cmd = NULL;
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    len = redisFormatCommandArgv(cmd, 6, argv, NULL);
+    if (len < 0 || *cmd == NULL)
+        return -1;
+    *t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
+    return len;
+}
+
+/* Runs the release script; DLOCK_OK, DLOCK_LOST or a transport error. */
+static dlock_err release_once(dlock_lock *l, dlock__msg *m)
+{
+    const char *argv[] = {l->key, l->token, l->channel};
     redisReply *r;
-    dlock_err err = dlock__client_eval(l->client, s, 1, 3, argv, NULL, &r, m);
+    dlock_err err = dlock__client_eval(l->client, &release_script, 1, 3,
+                                       argv, NULL, &r, m);
 
     if (err != DLOCK_OK)
-        return dlock__msg_wrap(m, err, "%s of lock %.64s", s->name, l->key);
+        return dlock__msg_wrap(m, err, "release of lock %.64s", l->key);
     if (r->type != REDIS_REPLY_INTEGER) {
-        err = dlock__msg_set(m, DLOCK_PROTOCOL, "%s of lock %.64s on %s: "
-                             "expected an integer, got %s", s->name, l->key,
-                             l->client->ep.desc, dlock__reply_type_name(r));
+        err = dlock__msg_set(m, DLOCK_PROTOCOL, "release of lock %.64s on %s: "
+                             "expected an integer, got %s", l->key,
+                             dlock_client_endpoint(l->client),
+                             dlock__reply_type_name(r));
     } else if (r->integer != 1) {
-        err = dlock__msg_set(m, DLOCK_LOST, "%s of lock %.64s on %s: the "
-                             "key no longer holds our token (expired or "
-                             "taken)", s->name, l->key, l->client->ep.desc);
+        err = dlock__msg_set(m, DLOCK_LOST, "release of lock %.64s on %s: "
+                             "the key no longer holds our token (expired or "
+                             "taken)", l->key,
+                             dlock_client_endpoint(l->client));
     }
     freeReplyObject(r);
     return err;
 }
 
-dlock_err dlock__lock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
+/* Runs the extend script for ttl_ms through the pool: DLOCK_OK (lease
+ * renewed), DLOCK_LOST (marked; on_lost run if this call marked it) or a
+ * transport error (the lease keeps its old end, or an earlier one). */
+static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
 {
     char ttl[24];
-    int64_t sent = dlock__now_us();
+    const char *argv[] = {l->key, l->token, ttl};
+    dlock__lease_ticket t;
+    redisReply *r;
+    int marked = 0;
     dlock_err err;
 
     snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
-    err = token_script(l, &extend_script, ttl, m);
+    t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
+    err = dlock__client_eval(l->client, &extend_script, 1, 3, argv, NULL,
+                             &r, m);
+    if (err != DLOCK_OK) {
+        dlock__lease_end(&l->lease, &t, outcome_of(err));
+        return dlock__msg_wrap(m, err, "extend of lock %.64s", l->key);
+    }
+    err = dlock__lock_renew_reply(l, &t, r, dlock__boot_us(), &marked);
+    if (err == DLOCK_LOST)
+        dlock__msg_set(m, DLOCK_LOST, "extend of lock %.64s on %s: the key "
+                       "no longer holds our token (expired or taken)",
+                       l->key, dlock_client_endpoint(l->client));
+    else if (err != DLOCK_OK)
+        dlock__msg_set(m, DLOCK_PROTOCOL, "extend of lock %.64s on %s: "
+                       "expected {1, time} or 0, got %s", l->key,
+                       dlock_client_endpoint(l->client),
+                       dlock__reply_type_name(r));
+    freeReplyObject(r);
+    if (marked)
+        dlock__lock_fire_lost(l);
     if (err == DLOCK_OK)
-        set_valid_from(l, sent, ttl_ms);
+        dlock__watchdog_recheck(dlock__client_watchdog(l->client));
+    return err == DLOCK_SERVER ? DLOCK_PROTOCOL : err;
+}
+
+/* The loss as the owner reports it: marks the lock and runs on_lost if
+ * this is the first to know. */
+static dlock_err report_lost(dlock_lock *l, const char *what, dlock__msg *m)
+{
+    lost_found(l);
+    return dlock__msg_set(m, DLOCK_LOST, "%s of lock %.64s: its validity ran "
+                          "out (no renewal reached %s in time)", what, l->key,
+                          dlock_client_endpoint(l->client));
+}
+
+/* Inner release of a reentrant lock held more than once: local only while
+ * validity is known positive, else asked of Redis. */
+static dlock_err release_inner(dlock_lock *l, dlock__msg *m)
+{
+    dlock_err err = DLOCK_OK;
+
+    if (dlock__lease_marked(&l->lease))
+        err = dlock__msg_set(m, DLOCK_LOST, "release of lock %.64s: it was "
+                             "lost", l->key);
+    else if (dlock__lock_is_lost(l))
+        err = report_lost(l, "release", m);
+    reentrant_drop(l);
     return err;
 }
 
 dlock_err dlock_release(dlock_lock *l)
 {
-    dlock_client *c;
     dlock__msg *m;
     dlock_err err = DLOCK_OK;
+    int expired;
 
     if (l == NULL)
         return DLOCK_OK;
-    c = l->client;
-    m = dlock__client_begin(c);
-    if (l->reentrant && reentrant_drop(c, l))
-        return DLOCK_OK;
-    if (l->watchdog)
-        dlock__watchdog_unwatch(c->bg, l);
+    m = dlock__client_begin(l->client);
+    if (l->reentrant && l->holds > 1)
+        return release_inner(l, m);
+    if (l->watch != NULL) {
+        dlock__watchdog_unwatch(dlock__client_watchdog(l->client), l->watch);
+        l->watch = NULL;
+    }
+    expired = !l->degraded && dlock__lock_is_lost(l);
     if (!l->degraded) {
-        err = token_script(l, &release_script, l->channel, m);
-        if (err == DLOCK_OK && atomic_load(&l->lost))
-            err = DLOCK_OK; /* it came back to us: released all the same */
+        err = release_once(l, m);
+        leave_no_orphan(l, err);
+        /* A validity that ran out is a loss whatever Redis says now: the
+         * key may have been someone else's in between. */
+        if (expired && (err == DLOCK_OK || err == DLOCK_LOST))
+            err = report_lost(l, "release", m);
+        else if (err == DLOCK_LOST)
+            lost_found(l);
     }
     dlock_lock_free(l);
     return err;
@@ -588,16 +793,23 @@ dlock_err dlock_extend(dlock_lock *l, int64_t ttl_ms)
     if (ttl_ms < 0)
         return dlock__msg_set(m, DLOCK_INVALID, "extend by %lld ms",
                               (long long)ttl_ms);
-    if (l->degraded || atomic_load(&l->lost))
+    if (l->degraded)
         return dlock__msg_set(m, DLOCK_STATE, "extend of lock %.64s: it is "
-                              "%s", l->key, l->degraded ? "degraded" : "lost");
+                              "degraded", l->key);
+    if (dlock__lease_marked(&l->lease))
+        return dlock__msg_set(m, DLOCK_STATE, "extend of lock %.64s: it is "
+                              "lost", l->key);
+    if (dlock__lock_is_lost(l))
+        return report_lost(l, "extend", m);
     if (ttl_ms == 0)
-        ttl_ms = l->ttl_ms;
-    err = dlock__lock_renew(l, ttl_ms, m);
-    if (err == DLOCK_LOST)
-        dlock__lock_mark_lost(l);
-    else if (err == DLOCK_OK)
-        l->ttl_ms = ttl_ms;
+        ttl_ms = dlock__lease_ttl_ms(&l->lease);
+    err = renew_now(l, ttl_ms, m);
+    if (err == DLOCK_OK) {
+        dlock__lease_set_ttl_ms(&l->lease, ttl_ms);
+        if (l->watch != NULL)
+            dlock__watchdog_reschedule(dlock__client_watchdog(l->client),
+                                       l->watch);
+    }
     return err;
 }
 
@@ -626,20 +838,17 @@ dlock_err dlock_lock_attach(dlock_client *c, const char *key,
         (*out)->token[i] = (ch >= 'A' && ch <= 'F') ? (char)(ch + 32) : ch;
     }
     (*out)->token[DLOCK_TOKEN_LEN] = '\0';
-    (*out)->ttl_ms = DEFAULT_TTL_MS;
     return DLOCK_OK;
 }
 
-int64_t dlock_lock_valid_ms(const dlock_lock *l)
+
+int64_t dlock_lock_valid_ms(const dlock_lock *cl)
 {
-    int64_t left;
+    dlock_lock *l = (dlock_lock *)cl; /* the lease's mutex is not const */
 
     if (l->degraded)
         return INT64_MAX;
-    if (atomic_load(&l->lost))
-        return 0;
-    left = atomic_load(&l->valid_until_us) - dlock__now_us();
-    return left > 0 ? left / 1000 : 0;
+    return dlock__lease_left_us(&l->lease, skew_of(l)) / 1000;
 }
 
 uint64_t dlock_lock_fence(const dlock_lock *l)
@@ -647,9 +856,11 @@ uint64_t dlock_lock_fence(const dlock_lock *l)
     return l->fence;
 }
 
-int dlock_lock_lost(const dlock_lock *l)
+int dlock_lock_lost(const dlock_lock *cl)
 {
-    return atomic_load(&l->lost);
+    dlock_lock *l = (dlock_lock *)cl;
+
+    return !l->degraded && dlock__lock_is_lost(l);
 }
 
 int dlock_lock_degraded(const dlock_lock *l)
@@ -688,7 +899,8 @@ static dlock_err parse_inspect(const redisReply *r, dlock_lock_info *info)
     info->held = ttl->integer != -2;
     info->ttl_ms = ttl->integer >= 0 ? ttl->integer
                                      : (ttl->integer == -1 ? -1 : 0);
-    info->last_fence = parse_fence(fence->str, fence->len);
+    if (!dlock__fence_of_reply(fence, &info->last_fence))
+        info->last_fence = 0;
     snprintf(info->token, sizeof(info->token), "%.*s",
              (int)(tok->len > DLOCK_TOKEN_LEN ? DLOCK_TOKEN_LEN : tok->len),
              tok->str);
@@ -721,7 +933,8 @@ dlock_err dlock_inspect(dlock_client *c, const char *key,
         err = parse_inspect(r, info);
         if (err != DLOCK_OK)
             dlock__msg_set(m, err, "inspecting lock %.64s on %s: expected "
-                           "{token, pttl, fence}, got %s", key, c->ep.desc,
+                           "{token, pttl, fence}, got %s", key,
+                           dlock_client_endpoint(c),
                            dlock__reply_type_name(r));
         freeReplyObject(r);
     }

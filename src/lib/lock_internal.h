@@ -1,62 +1,65 @@
 /*
- * lock_internal.h: the dlock_lock object, shared by lock.c and watchdog.c.
+ * lock_internal.h: what lock.c lets the watchdog and the client see of a
+ * dlock_lock.
  *
- * Field ownership: key, fence_key, channel and token are written once by
- * the acquiring thread before the lock is published to the watchdog and
- * are read-only after.  valid_until_us and lost are atomics: the watchdog
- * writes them, the owner reads them.  The watchdog links (watched, renewing,
- * next_renew_us, wnext, wprev) belong to the watchdog's mutex.  holds and
- * rnext belong to the client's reentrant_mu.
+ * The struct itself is lock.c's.  The watchdog renews a lock through the
+ * two renewal calls below (it formats the request, sends it on its own
+ * connection and hands the reply back), and reports a loss it found by
+ * time through dlock__lock_mark_lost and dlock__lock_fire_lost.
  */
 #ifndef DLOCK_SRC_LOCK_INTERNAL_H
 #define DLOCK_SRC_LOCK_INTERNAL_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "client_internal.h"
 #include "dlock/lock.h"
+#include "lease.h"
 
-struct dlock_lock {
-    dlock_client *client;
-    char *key;
-    char *fence_key;
-    char *channel;
-    char token[DLOCK_TOKEN_LEN + 1];
-    int64_t ttl_ms;
-    uint64_t fence;
-    atomic_llong valid_until_us;  /* monotonic; 0 = unknown or expired */
-    atomic_int lost;
-    int degraded;
+/* The lock's lease (its validity); lives as long as the lock. */
+dlock__lease *dlock__lock_lease(dlock_lock *lock);
 
-    int reentrant;
-    pthread_t owner;
-    int holds;
-    struct dlock_lock *rnext;
-
-    dlock_lost_fn on_lost;
-    void *on_lost_arg;
-    int watchdog;
-    int watched;
-    int renewing;
-    int64_t next_renew_us;
-    struct dlock_lock *wnext;
-    struct dlock_lock *wprev;
-};
-
-/* The scripts the client loads at warm-up, NULL-terminated. */
-extern const dlock__script *const dlock__core_scripts[];
+/* 1 if the lock has an on_lost callback. */
+int dlock__lock_has_callback(const dlock_lock *lock);
 
 /*
- * Runs the extend script for lock with ttl_ms: returns DLOCK_OK (still ours,
- * TTL reset; valid_until_us updated from the time the request left),
- * DLOCK_LOST (the token is gone), or a transport error.  Used by
- * dlock_extend and the watchdog; does not mark the lock lost.
+ * Formats the renewal request of lock (an EVAL of the extend script with
+ * the lease's TTL) into *cmd, allocated with malloc (free it with free), and
+ * begins its lease ticket in *ticket.  Returns the length, or -1 when out of
+ * memory (then no ticket was begun).
  */
-dlock_err dlock__lock_renew(dlock_lock *lock, int64_t ttl_ms, dlock__msg *m);
+long long dlock__lock_renew_command(dlock_lock *lock, char **cmd,
+                                    dlock__lease_ticket *ticket);
 
-/* Marks the lock lost (once) and counts it; returns 1 if this call did. */
+/*
+ * Ends the renewal that *ticket began with its reply r (NULL: no answer)
+ * received at recv_us (dlock__boot_us).  Returns DLOCK_OK (renewed),
+ * DLOCK_LOST (the token is gone: the lock is marked lost, and the return
+ * tells whether this call marked it through *marked), or DLOCK_PROTOCOL /
+ * DLOCK_SERVER / DLOCK_TIMEOUT (no renewal).
+ */
+dlock_err dlock__lock_renew_reply(dlock_lock *lock,
+                                  dlock__lease_ticket *ticket,
+                                  const redisReply *r, int64_t recv_us,
+                                  int *marked);
+
+/* Marks the lock lost and counts it; returns 1 for the one call that did
+ * (that caller then runs dlock__lock_fire_lost). */
 int dlock__lock_mark_lost(dlock_lock *lock);
+
+/* Runs the lock's on_lost callback, if it has one. */
+void dlock__lock_fire_lost(dlock_lock *lock);
+
+/* 1 if the lock is lost by its lease (marked, or its validity ran out). */
+int dlock__lock_is_lost(dlock_lock *lock);
+
+/* The client's registry of reentrant locks (owned by the client, created
+ * and freed through these calls; its contents are lock.c's). */
+typedef struct dlock__reentry dlock__reentry;
+dlock_err dlock__reentry_new(dlock__reentry **out, dlock__msg *m);
+void dlock__reentry_free(dlock__reentry *r);
+
+/* Loads the core lock's scripts on the client's server (warm-up). */
+dlock_err dlock__lock_load_scripts(dlock_client *c, dlock__msg *m);
 
 #endif /* DLOCK_SRC_LOCK_INTERNAL_H */

@@ -315,7 +315,9 @@ static void reconnect(dlock__notifier *n)
     }
     n->backoff_us = BACKOFF_MIN_US;
     n->conn = conn;
-    connection_lost(n);   /* every channel: subscribe again */
+    /* Every channel is WANT already (joined since, or reset when the last
+     * connection was lost): serve() subscribes them, and the confirmation
+     * wakes their waiters.  Waking them now would only cost each a try. */
 }
 
 static void *notifier_main(void *arg)
@@ -405,24 +407,36 @@ static channel *join_channel(dlock__notifier *n, const char *name)
     return ch;
 }
 
+/* A condition variable on the monotonic clock, as dlock__notify_wait's
+ * deadlines are.  Returns 0 or an errno value. */
+static int monotonic_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t attr;
+    int rc = pthread_condattr_init(&attr);
+
+    if (rc != 0)
+        return rc;
+    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(cv, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc;
+}
+
 dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
-                             dlock__waiter **out)
+                             dlock__waiter **out, int *subscribed)
 {
     dlock__waiter *w = dlock__calloc(1, sizeof(*w));
-    pthread_condattr_t attr;
     channel *ch;
 
     *out = NULL;
+    *subscribed = 0;
     if (w == NULL)
         return DLOCK_NOMEM;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    if (pthread_cond_init(&w->cv, &attr) != 0) {
-        pthread_condattr_destroy(&attr);
+    if (monotonic_cond_init(&w->cv) != 0) {
         dlock__free(w);
         return DLOCK_SYSTEM;
     }
-    pthread_condattr_destroy(&attr);
     pthread_mutex_lock(&n->mu);
     ch = join_channel(n, name);
     if (ch == NULL) {
@@ -439,6 +453,7 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
         ch->head = w;
     ch->tail = w;
     ch->refs++;
+    *subscribed = ch->state == SUBSCRIBED;
     pthread_mutex_unlock(&n->mu);
     poke(n);
     *out = w;

@@ -12,8 +12,8 @@
  * subscriber connection, wake every waiter of the channel: a release that
  * happened before the subscription took effect would otherwise be missed,
  * so each waiter tries again once it is subscribed.  Waiters also wake at
- * their own deadline, which the lock code bounds with a jittered poll
- * interval: the fallback if a notification is lost.
+ * their own deadline, which the wait loop (wait.h) sets from the holder's
+ * remaining TTL: the fallback for a holder that dies without releasing.
  *
  * A waiter that was woken but leaves without waiting again passes its
  * wake-up to the next waiter, so no notification is swallowed.
@@ -36,9 +36,16 @@ dlock_err dlock__notifier_new(dlock_client *c, dlock__notifier **out);
 /* Stops the thread and frees everything; no waiter may remain. */
 void dlock__notifier_free(dlock__notifier *n);
 
-/* Joins channel; *out is NULL on allocation failure (the caller polls). */
+/*
+ * Joins channel; *out is NULL on failure (the caller polls).  *subscribed
+ * is 1 if the channel was already subscribed: releases from now on wake
+ * the waiter, but one since the caller's last try was missed, so it tries
+ * again at once.  0: the SUBSCRIBE confirmation (or a lost connection)
+ * will wake it, and that try covers the gap.  Returns DLOCK_OK,
+ * DLOCK_NOMEM or DLOCK_SYSTEM.
+ */
 dlock_err dlock__notify_join(dlock__notifier *n, const char *channel,
-                             dlock__waiter **out);
+                             dlock__waiter **out, int *subscribed);
 
 /* Waits until woken or deadline_us; returns 1 if woken, 0 on deadline. */
 int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,

@@ -1,15 +1,6 @@
 /*
- * pattern_common.c: names, validity, replies and waiting for the pattern
- * modules (see pattern_common.h).
- *
- * The waiting loop is the core lock's (lock.c, acquire_waiting) made
- * generic: attempt, and while busy join the object's channel once, try
- * again at once (a release between the attempt and the join would be
- * missed otherwise), then sleep until woken or until a jittered poll
- * interval runs out.  The interval is just past the holder's remaining
- * time when that is below the cap, otherwise between half the cap and the
- * cap, so a crashed holder is replaced soon after its TTL and a lost
- * notification costs at most one cap.
+ * pattern_common.c: names, validity and replies for the pattern modules
+ * (see pattern_common.h).  Waiting is wait.c's, shared with the core lock.
  */
 #include "pattern_common.h"
 
@@ -20,9 +11,7 @@
 
 #include "alloc.h"
 #include "clock.h"
-#include "notify.h"
-
-#define POLL_CAP_MS 200
+#include "lease.h"
 
 dlock_err dlock__pattern_check_name(const char *what, const char *name,
                                     dlock__msg *m)
@@ -67,10 +56,7 @@ dlock_err dlock__pattern_check_ms(const char *what, int64_t ms,
 
 int64_t dlock__pattern_valid_until(int64_t sent_us, int64_t ttl_ms)
 {
-    int64_t drift = ttl_ms * 10 + 2000;   /* 1% of the TTL, plus 2 ms */
-    int64_t until = sent_us + ttl_ms * 1000 - drift;
-
-    return until > sent_us ? until : sent_us;
+    return dlock__lease_until_of(sent_us, ttl_ms);
 }
 
 int64_t dlock__pattern_left_ms(int64_t valid_until_us)
@@ -94,22 +80,7 @@ int dlock__pattern_ints(const redisReply *r, size_t n, long long *out)
 
 int dlock__pattern_u64(const redisReply *e, uint64_t *out)
 {
-    char *end;
-    unsigned long long v;
-
-    if (e->type == REDIS_REPLY_INTEGER && e->integer >= 0) {
-        *out = (uint64_t)e->integer;
-        return 1;
-    }
-    if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > 20 ||
-        e->str[0] < '0' || e->str[0] > '9')
-        return 0;
-    errno = 0;
-    v = strtoull(e->str, &end, 10);
-    if (errno != 0 || end != e->str + e->len)
-        return 0;
-    *out = v;
-    return 1;
+    return dlock__fence_of_reply(e, out);
 }
 
 int dlock__pattern_grant(const redisReply *r, int *granted, uint64_t *fence,
@@ -143,95 +114,4 @@ void dlock__pattern_set_busy_ttl(dlock_client *c, int64_t ttl_ms)
 
     if (t != NULL)
         t->busy_ttl_ms = ttl_ms;
-}
-
-/* xorshift64: per-call jitter with no shared state. */
-static uint64_t jitter_next(uint64_t *state)
-{
-    uint64_t x = *state;
-
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    return x;
-}
-
-static uint64_t jitter_seed(const char *seed)
-{
-    uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-    for (size_t i = 0; seed != NULL && seed[i] != '\0' && i < 16; i++)
-        rng = rng * 31 + (unsigned char)seed[i];
-    return rng != 0 ? rng : 1;
-}
-
-/* How long to sleep before trying again when no notification comes. */
-static int64_t poll_interval_us(int64_t hint_ms, uint64_t *rng)
-{
-    int64_t cap_us = POLL_CAP_MS * 1000;
-
-    if (hint_ms > 0 && hint_ms * 1000 < cap_us) {
-        int64_t base = hint_ms * 1000;
-
-        return base + 500 + (int64_t)(jitter_next(rng) %
-                                      (uint64_t)(base / 8 + 1000));
-    }
-    return cap_us / 2 + (int64_t)(jitter_next(rng) % (uint64_t)(cap_us / 2));
-}
-
-void dlock__pattern_sleep_until(int64_t deadline_us)
-{
-    struct timespec ts = dlock__timespec_of(deadline_us);
-
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-        if (dlock__now_us() >= deadline_us)
-            break;
-}
-
-static int cancelled(const atomic_int *cancel)
-{
-    return cancel != NULL && atomic_load(cancel) != 0;
-}
-
-dlock_err dlock__pattern_wait(dlock_client *c, const char *channel,
-                              int64_t deadline_us, const char *seed,
-                              dlock__attempt_fn attempt, void *arg,
-                              const atomic_int *cancel, int64_t *hint_ms,
-                              dlock__msg *m)
-{
-    dlock__notifier *n = NULL;
-    dlock__waiter *w = NULL;
-    uint64_t rng = jitter_seed(seed);
-    int joined = 0;
-    dlock_err err;
-
-    for (;;) {
-        int64_t now = dlock__now_us(), wake_at;
-        int will_wait = now < deadline_us && !cancelled(cancel);
-
-        *hint_ms = 0;
-        err = attempt(arg, will_wait, hint_ms, m);
-        now = dlock__now_us();
-        if (err != DLOCK_BUSY || now >= deadline_us || cancelled(cancel))
-            break;
-        if (!joined) {
-            /* Join, then try again at once: see the top of this file. */
-            joined = 1;
-            n = dlock__client_notifier(c);
-            if (n != NULL)
-                dlock__notify_join(n, channel, &w);
-            if (w != NULL)
-                continue;
-        }
-        wake_at = now + poll_interval_us(*hint_ms, &rng);
-        if (wake_at > deadline_us)
-            wake_at = deadline_us;
-        if (w != NULL)
-            dlock__notify_wait(n, w, wake_at);
-        else
-            dlock__pattern_sleep_until(wake_at);
-    }
-    dlock__notify_leave(n, w);
-    return err;
 }

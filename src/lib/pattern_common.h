@@ -15,10 +15,10 @@
  * braces) all of an object's keys hash to one slot.  Its wake-up channel
  * is "dlock:KIND:NAME".
  *
- * Waiting: dlock__pattern_wait runs an attempt until it stops answering
- * DLOCK_BUSY or the deadline passes, sleeping between attempts on the
- * object's channel (notify.h) with a bounded, jittered poll as the
- * fallback, exactly as the core lock waits.  Scripts that wake everyone
+ * Waiting: every pattern that waits runs its attempts through
+ * dlock__wait_run (wait.h), the core lock's wait loop, woken on the
+ * object's channel with a fallback that follows the holder's remaining
+ * time.  Scripts that wake everyone
  * (a finished single-flight, a released write lock) publish one message
  * per registered waiter, because a message wakes one waiter per client;
  * the Lua helper DLOCK__LUA_WAKE does that.
@@ -26,11 +26,11 @@
 #ifndef DLOCK_SRC_PATTERN_COMMON_H
 #define DLOCK_SRC_PATTERN_COMMON_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "client_internal.h"
+#include "wait.h"
 
 /* Longest TTL, lease or wait accepted by the patterns: one year. */
 #define DLOCK__PATTERN_MAX_MS ((int64_t)1000 * 86400 * 365)
@@ -99,9 +99,11 @@ dlock_err dlock__pattern_check_ms(const char *what, int64_t ms,
                                   dlock__msg *m);
 
 /*
- * The monotonic time until which a grant of ttl_ms, whose request left at
- * sent_us, is known valid: sent + ttl minus the core lock's drift
- * allowance (1% of the TTL + 2 ms), so it never overstates.
+ * The time until which a grant of ttl_ms, whose request left at sent_us,
+ * is known valid: the lease module's rule (lease.h: sent + ttl minus the
+ * drift allowance), so it never overstates.  The patterns keep their
+ * times on the monotonic clock (clock.h); the core lock's leases use
+ * CLOCK_BOOTTIME.
  */
 int64_t dlock__pattern_valid_until(int64_t sent_us, int64_t ttl_ms);
 
@@ -112,8 +114,8 @@ int64_t dlock__pattern_left_ms(int64_t valid_until_us);
  * then out[0..n-1] holds them. */
 int dlock__pattern_ints(const redisReply *r, size_t n, long long *out);
 
-/* 1 if e is an integer >= 0 or a decimal string (a fence, a term); then
- * *out holds it. */
+/* 1 if e is a fence or a term by the one wire rule (lease.h,
+ * dlock__fence_of_reply); then *out holds it. */
 int dlock__pattern_u64(const redisReply *e, uint64_t *out);
 
 /* Reads a {granted, value} answer: {1, fence-or-term} (integer or decimal
@@ -133,34 +135,5 @@ dlock_err dlock__pattern_bad_reply(dlock_client *c, const char *what,
  * a DLOCK_BUSY).
  */
 void dlock__pattern_set_busy_ttl(dlock_client *c, int64_t ttl_ms);
-
-/*
- * One attempt of a waiting call.  waiting is 1 when a DLOCK_BUSY answer
- * will be followed by a wait (the script should register as a waiter), 0
- * for a last or only try.  On DLOCK_BUSY, *hint_ms is how long the holder
- * keeps what we want (<= 0: unknown); the poll is bounded by it.  Any
- * other return ends the wait with that code.
- */
-typedef dlock_err (*dlock__attempt_fn)(void *arg, int waiting,
-                                       int64_t *hint_ms, dlock__msg *m);
-
-/*
- * Runs attempt(arg, ...) until it returns something other than DLOCK_BUSY
- * or deadline_us (clock.h) has passed.  Between attempts it waits on
- * channel (woken by a PUBLISH from the holder's release) for at most a
- * jittered poll interval bounded by the hint.  seed spreads the jitter of
- * contenders (their tokens).  cancel, when not NULL, ends the wait with
- * DLOCK_BUSY once it reads non-zero (checked after every wake-up).
- * *hint_ms receives the last hint.  Returns the attempt's last answer.
- */
-dlock_err dlock__pattern_wait(dlock_client *c, const char *channel,
-                              int64_t deadline_us, const char *seed,
-                              dlock__attempt_fn attempt, void *arg,
-                              const atomic_int *cancel, int64_t *hint_ms,
-                              dlock__msg *m);
-
-/* Sleeps until deadline_us on the monotonic clock (a scheduled delay, such
- * as a rate limiter's reserved slot; not a wait for a condition). */
-void dlock__pattern_sleep_until(int64_t deadline_us);
 
 #endif /* DLOCK_SRC_PATTERN_COMMON_H */

@@ -322,7 +322,7 @@ dlock_err dlock_leader_new(dlock_client *c, const char *name,
 
 /* ---- the scripts ------------------------------------------------------- */
 
-/* One campaign attempt (a dlock__attempt_fn). */
+/* One campaign attempt (a dlock__wait_try_fn). */
 static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
                                dlock__msg *m)
 {
@@ -419,9 +419,13 @@ static void wait_or_stop(dlock_leader *l, int64_t deadline_us)
 static void run_standby(dlock_leader *l, dlock__msg *m)
 {
     int64_t hint = 0;
-    dlock_err err = dlock__pattern_wait(l->client, l->channel,
-                                        DLOCK__FOREVER, l->token,
-                                        campaign_once, l, &l->stop, &hint, m);
+    dlock_err err = dlock__wait_run(&(const dlock__wait){
+        .client = l->client,
+        .channel = l->channel,
+        .deadline_us = DLOCK__FOREVER,
+        .seed = l->token,
+        .cancel = &l->stop,
+    }, campaign_once, l, &hint, m);
 
     if (err == DLOCK_OK) {
         call_back(l, l->on_gained, current_term(l));
@@ -577,9 +581,12 @@ dlock_err dlock_leader_campaign(dlock_leader *l, int64_t wait_ms)
     err = refuse_if_started(l, "campaign", m);
     if (err != DLOCK_OK)
         return err;
-    err = dlock__pattern_wait(l->client, l->channel,
-                              dlock__deadline_after_ms(wait_ms), l->token,
-                              campaign_once, l, NULL, &hint, m);
+    err = dlock__wait_run(&(const dlock__wait){
+        .client = l->client,
+        .channel = l->channel,
+        .deadline_us = dlock__deadline_after_ms(wait_ms),
+        .seed = l->token,
+    }, campaign_once, l, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(l->client, hint);
         return dlock__msg_set(m, DLOCK_BUSY, "leader %.64s on %s: another "

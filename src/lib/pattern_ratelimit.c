@@ -236,7 +236,7 @@ dlock_err dlock_ratelimit_wait(dlock_ratelimit *rl, int64_t cost,
     /* The slot is wait_us after the server decided, and the answer came
      * after that: sleeping from its arrival never ends before the slot. */
     if (res->wait_us > 0)
-        dlock__pattern_sleep_until(answered + res->wait_us);
+        dlock__wait_sleep_until(answered + res->wait_us);
     return DLOCK_OK;
 }
 

@@ -209,9 +209,12 @@ dlock_err dlock__record_claim(dlock__record *r, int64_t ttl_ms,
         return dlock__msg_set(m, DLOCK_STATE, "%s %.64s was claimed already",
                               r->what, r->name);
     r->ttl_ms = ttl_ms;
-    err = dlock__pattern_wait(r->client, r->channel,
-                              dlock__deadline_after_ms(wait_ms), r->token,
-                              claim_once, r, NULL, &hint, m);
+    err = dlock__wait_run(&(const dlock__wait){
+        .client = r->client,
+        .channel = r->channel,
+        .deadline_us = dlock__deadline_after_ms(wait_ms),
+        .seed = r->token,
+    }, claim_once, r, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(r->client, hint);
         return dlock__msg_set(m, DLOCK_BUSY, "%s %.64s on %s is in progress "

@@ -30,6 +30,9 @@
 #include "token.h"
 
 #define INTENT_MS "1000"
+/* A waiting writer tries again at least this often, renewing its intent
+ * well before INTENT_MS runs out. */
+#define INTENT_RENEW_MS 300
 
 #define LUA_KEEP_READERS                                                   \
     "local function keep_readers()\n"                                      \
@@ -204,7 +207,7 @@ static dlock_err rwlock_new(dlock_client *c, const char *name,
     return DLOCK_OK;
 }
 
-/* One acquire attempt (a dlock__attempt_fn). */
+/* One acquire attempt (a dlock__wait_try_fn). */
 static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
                               dlock__msg *m)
 {
@@ -275,9 +278,14 @@ dlock_err dlock_rwlock_acquire(dlock_client *c, const char *name,
         return err;
     err = dlock__token_new(l->token, m);
     if (err == DLOCK_OK)
-        err = dlock__pattern_wait(c, l->channel,
-                                  dlock__deadline_after_ms(wait_ms), l->token,
-                                  acquire_once, l, NULL, &hint, m);
+        err = dlock__wait_run(&(const dlock__wait){
+            .client = c,
+            .channel = l->channel,
+            .deadline_us = dlock__deadline_after_ms(wait_ms),
+            .seed = l->token,
+            .poll_max_ms = l->mode == DLOCK_RWLOCK_WRITE ? INTENT_RENEW_MS
+                                                         : 0,
+        }, acquire_once, l, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(c, hint);
         dlock__msg_set(m, DLOCK_BUSY, "rwlock %.64s on %s: a %s lock is "

@@ -165,7 +165,7 @@ nomem:
     return dlock__msg_set(m, DLOCK_NOMEM, "allocating semaphore %.64s", name);
 }
 
-/* One acquire attempt (a dlock__attempt_fn). */
+/* One acquire attempt (a dlock__wait_try_fn). */
 static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
                               dlock__msg *m)
 {
@@ -225,9 +225,12 @@ dlock_err dlock_semaphore_acquire(dlock_semaphore *s, int64_t ttl_ms,
     p->ttl_ms = ttl_ms;
     err = dlock__token_new(p->token, m);
     if (err == DLOCK_OK)
-        err = dlock__pattern_wait(s->client, s->channel,
-                                  dlock__deadline_after_ms(wait_ms), p->token,
-                                  acquire_once, p, NULL, &hint, m);
+        err = dlock__wait_run(&(const dlock__wait){
+            .client = s->client,
+            .channel = s->channel,
+            .deadline_us = dlock__deadline_after_ms(wait_ms),
+            .seed = p->token,
+        }, acquire_once, p, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(s->client, hint);
         dlock__msg_set(m, DLOCK_BUSY, "semaphore %.64s on %s: all %d permits "

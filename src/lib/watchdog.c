@@ -1,173 +1,577 @@
 /*
- * watchdog.c: lock renewal and breaker probing on one thread (watchdog.h).
+ * watchdog.c: the renewer and the timer (see watchdog.h).
  *
- * The thread sleeps on a condition variable (CLOCK_MONOTONIC) until the
- * earliest of: a watched lock's next renewal, the next probe while the
- * breaker is open, or a kick.  It renews one lock at a time outside the
- * mutex; a lock under renewal has renewing = 1, and unwatch waits for it.
+ * State, all under mu: the list of watches, the FIFO of requests in flight
+ * on the renewer's connection (replies come back in the order sent), and
+ * the list of orphans to undo.  A watch whose lock is unwatched while one
+ * of its renewals is in flight is detached (lock = NULL) and freed when
+ * that request leaves the FIFO; so unwatch never waits on Redis.
  *
- * Renewal outcomes:
- *   still ours     valid until t0 + ttl - drift, next renewal at t0 + ttl/3;
- *   token gone     lost at once, callback;
- *   no answer      retried every ttl/10 (at least 10 ms) until the known
- *                  validity runs out, then lost: without an answer we cannot
- *                  claim the lock, and the holder must stop.
+ * Renewer loop: open the connection when there is work; send everything
+ * due; wait (poll) for replies, the next due time or a wake-up on the
+ * pipe; apply each reply under mu; when the oldest request in flight has
+ * outlived its lock's validity, replace the connection (its requests end
+ * as "unknown": they may have run).  Renewal times are on CLOCK_MONOTONIC
+ * (poll and condition variables), validity on CLOCK_BOOTTIME (lease.h).
+ *
+ * Timer loop: sleep on a condition variable until the earliest validity
+ * end among live watches; mark each lock past it lost; run pending
+ * callbacks with the watch flagged firing (unwatch waits for that flag).
  */
 #include "watchdog.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "clock.h"
+#include "lease.h"
+#include "lock_internal.h"
+
+/* Most requests sent in one go; more wait for the next turn of the loop. */
+#define BATCH_MAX 512
+/* Most orphans kept; past it a timed-out request is left to its TTL. */
+#define ORPHANS_MAX 1024
+
+struct dlock__watch {
+    dlock_lock *lock;        /* NULL: detached, freed when out of flight */
+    int renew;
+    int inflight;
+    int done;                /* lost: neither renewed nor timed again */
+    int fire_pending;        /* a renewal marked it lost: run on_lost */
+    int firing;
+    int64_t next_renew_us;   /* monotonic */
+    struct dlock__watch *next;
+    struct dlock__watch *prev;
+};
+
+/* A request that may run on the server unseen (its connection timed
+ * out), undone by a script that answers 1 once it has undone it.  The
+ * original may still be in flight on its dead connection and run after an
+ * undo that found nothing, so the undo is sent again, with backoff, until
+ * it answers 1 or the TTL the original asked for is over. */
+typedef struct orphan {
+    char *cmd;
+    size_t len;
+    int inflight;
+    int64_t next_send_us;    /* monotonic */
+    int64_t backoff_us;
+    int64_t give_up_us;      /* CLOCK_BOOTTIME */
+    struct orphan *next;
+} orphan;
+
+typedef struct flight {
+    dlock__watch *watch;     /* NULL for an orphan's release */
+    orphan *orphan;
+    dlock__lease_ticket ticket;
+    int64_t expires_us;      /* CLOCK_BOOTTIME: after it, no answer helps */
+    struct flight *next;
+} flight;
 
 struct dlock__watchdog {
     dlock_client *client;
     pthread_mutex_t mu;
-    pthread_cond_t wake;      /* the thread waits here */
-    pthread_cond_t renewed;   /* unwatch waits here for a renewal to end */
-    pthread_t thread;
+    pthread_cond_t timer_wake;
+    pthread_cond_t idle;      /* a callback ended */
+    pthread_t renewer, timer;
+    int wake_fd[2];           /* wakes the renewer's poll */
     int stop;
-    int kicked;
-    int64_t next_probe_us;
-    dlock_lock *head;
+    dlock__watch *head;
+    orphan *orphans;
+    flight *fifo, *fifo_tail;
+    dlock__conn *conn;        /* the renewer's; only it uses it */
+    int norphans;
+    size_t cap;               /* of the batch buffer being built */
 };
 
-/* The earliest watched lock due by now, or NULL; *next gets the earliest
- * future due time. */
-static dlock_lock *due_lock(dlock__watchdog *w, int64_t now, int64_t *next)
+static int64_t mono_of_boot(int64_t boot_us)
 {
-    for (dlock_lock *l = w->head; l != NULL; l = l->wnext) {
-        if (l->renewing)
-            continue;
-        if (l->next_renew_us <= now)
-            return l;
-        if (l->next_renew_us < *next)
-            *next = l->next_renew_us;
-    }
-    return NULL;
+    int64_t left = boot_us - dlock__boot_us();
+
+    if (boot_us == INT64_MAX)
+        return DLOCK__FOREVER;
+    return dlock__now_us() + (left > 0 ? left : 0);
 }
 
-static void unlink_lock(dlock__watchdog *w, dlock_lock *l)
+static void wake_renewer(dlock__watchdog *w)
 {
-    if (l->wprev != NULL)
-        l->wprev->wnext = l->wnext;
+    char b = 1;
+
+    /* A full pipe already holds a wake-up. */
+    if (write(w->wake_fd[1], &b, 1) < 0 && errno != EAGAIN)
+        return;
+}
+
+static void drain_wakes(dlock__watchdog *w)
+{
+    char buf[64];
+
+    while (read(w->wake_fd[0], buf, sizeof(buf)) > 0)
+        ;
+}
+
+/* Takes x off the list of watches (it stays allocated). */
+static void detach_watch(dlock__watchdog *w, dlock__watch *x)
+{
+    if (x->prev != NULL)
+        x->prev->next = x->next;
     else
-        w->head = l->wnext;
-    if (l->wnext != NULL)
-        l->wnext->wprev = l->wprev;
-    l->wnext = l->wprev = NULL;
-    l->watched = 0;
+        w->head = x->next;
+    if (x->next != NULL)
+        x->next->prev = x->prev;
 }
 
-static int64_t retry_interval_us(const dlock_lock *l)
+static void unlink_watch(dlock__watchdog *w, dlock__watch *x)
 {
-    int64_t us = l->ttl_ms * 100;   /* ttl / 10, in microseconds */
+    detach_watch(w, x);
+    dlock__free(x);
+}
+
+static int64_t retry_interval_us(int64_t ttl_ms)
+{
+    int64_t us = ttl_ms * 100;   /* ttl / 10, in microseconds */
 
     return us < 10000 ? 10000 : us;
 }
 
-/* Renews l outside the mutex (held on entry and on return). */
-static void renew_one(dlock__watchdog *w, dlock_lock *l)
-{
-    dlock__msg m;
-    dlock_err err;
-    int lost = 0;
+/* --- the renewer ------------------------------------------------------ */
 
-    l->renewing = 1;
-    pthread_mutex_unlock(&w->mu);
-    err = dlock__lock_renew(l, l->ttl_ms, &m);
-    if (err == DLOCK_OK) {
-        atomic_fetch_add(&w->client->n_renewals, 1);
-    } else if (err == DLOCK_LOST ||
-               dlock__now_us() >= atomic_load(&l->valid_until_us)) {
-        lost = dlock__lock_mark_lost(l);
-    }
-    if (lost && l->on_lost != NULL)
-        l->on_lost(l, l->on_lost_arg);
-    pthread_mutex_lock(&w->mu);
-    if (err == DLOCK_OK)
-        l->next_renew_us = dlock__now_us() + l->ttl_ms * 1000 / 3;
+static void fifo_push(dlock__watchdog *w, flight *f)
+{
+    f->next = NULL;
+    if (w->fifo_tail != NULL)
+        w->fifo_tail->next = f;
     else
-        l->next_renew_us = dlock__now_us() + retry_interval_us(l);
-    if (atomic_load(&l->lost) && l->watched)
-        unlink_lock(w, l);
-    l->renewing = 0;
-    pthread_cond_broadcast(&w->renewed);
+        w->fifo = f;
+    w->fifo_tail = f;
 }
 
-/* Connects and PINGs; on success closes the breaker and keeps the
- * connection for the pool. */
-static void probe(dlock__watchdog *w)
+static flight *fifo_pop(dlock__watchdog *w)
 {
-    dlock_client *c = w->client;
-    dlock__conn *conn = NULL;
-    dlock__msg m;
-    const char *argv[] = {"PING"};
-    redisReply *r = NULL;
-    dlock_err err = dlock__client_connect(c, &conn, &m);
+    flight *f = w->fifo;
 
-    if (err == DLOCK_OK)
-        err = dlock__conn_call(conn, 1, argv, NULL,
-                               dlock__client_io_deadline(c), &r, &m);
-    if (err == DLOCK_OK && r->type != REDIS_REPLY_ERROR) {
-        dlock__client_transport_ok(c);
-        dlock__client_adopt(c, conn);
-        conn = NULL;
+    if (f != NULL) {
+        w->fifo = f->next;
+        if (w->fifo == NULL)
+            w->fifo_tail = NULL;
     }
-    if (r != NULL)
-        freeReplyObject(r);
-    dlock__conn_free(conn);
+    return f;
 }
 
-/* Probes if the breaker is open and a probe is due (or was asked for by a
- * kick); updates *next. */
-static void maybe_probe(dlock__watchdog *w, int kicked, int64_t *next)
+/* Ends one request in flight with reply r (NULL: none will come). */
+static void land(dlock__watchdog *w, flight *f, const redisReply *r)
+{
+    dlock__watch *x = f->watch;
+
+    if (f->orphan != NULL) {
+        orphan *o = f->orphan;
+
+        o->inflight = 0;
+        if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+            o->give_up_us = 0;   /* undone */
+        o->next_send_us = dlock__now_us() + o->backoff_us;
+        if (o->backoff_us < 2000000)
+            o->backoff_us *= 2;
+    } else if (x->lock == NULL) {
+        if (--x->inflight == 0)
+            dlock__free(x);   /* detached by unwatch */
+    } else {
+        int marked = 0;
+        dlock_lock *l = x->lock;
+        dlock_err err = dlock__lock_renew_reply(l, &f->ticket, r,
+                                                dlock__boot_us(), &marked);
+        int64_t ttl = dlock__lease_ttl_ms(dlock__lock_lease(l));
+
+        x->inflight = 0;
+        if (err == DLOCK_OK) {
+            dlock__client_count_renewal(w->client);
+            x->next_renew_us = dlock__now_us() + ttl * 1000 / 3;
+        } else {
+            x->next_renew_us = dlock__now_us() + retry_interval_us(ttl);
+        }
+        if (err == DLOCK_LOST) {
+            x->done = 1;
+            x->fire_pending = marked && dlock__lock_has_callback(l);
+        }
+        pthread_cond_signal(&w->timer_wake);
+    }
+    dlock__free(f);
+}
+
+/* Drops the connection: its requests may have run, or may never. */
+static void drop_conn(dlock__watchdog *w)
+{
+    flight *f;
+
+    while ((f = fifo_pop(w)) != NULL)
+        land(w, f, NULL);
+    dlock__conn_free(w->conn);
+    w->conn = NULL;
+}
+
+/* Drops orphans that were answered or whose TTL has run out. */
+static void prune_orphans(dlock__watchdog *w)
+{
+    orphan **link = &w->orphans;
+    int64_t now = dlock__boot_us();
+
+    while (*link != NULL) {
+        orphan *o = *link;
+
+        if (!o->inflight && o->give_up_us <= now) {
+            *link = o->next;
+            free(o->cmd);
+            dlock__free(o);
+            w->norphans--;
+        } else {
+            link = &o->next;
+        }
+    }
+}
+
+/* Appends to the batch *buf (malloc'd, w->cap bytes, grown by
+ * doubling); returns 0 when out of memory. */
+static int append(dlock__watchdog *w, char **buf, size_t *len,
+                  const char *cmd, size_t n)
+{
+    if (*len + n > w->cap || *buf == NULL) {
+        size_t cap = w->cap > 0 && *buf != NULL ? w->cap : 4096;
+        char *grown;
+
+        while (cap < *len + n)
+            cap *= 2;
+        grown = realloc(*buf, cap);
+        if (grown == NULL)
+            return 0;
+        *buf = grown;
+        w->cap = cap;
+    }
+    memcpy(*buf + *len, cmd, n);
+    *len += n;
+    return 1;
+}
+
+/* Queues a flight for x, appending its request to *buf. */
+static int queue_renewal(dlock__watchdog *w, dlock__watch *x, char **buf,
+                         size_t *len)
+{
+    flight *f = dlock__calloc(1, sizeof(*f));
+    char *cmd = NULL;
+    long long n;
+
+    if (f == NULL)
+        return 0;
+    n = dlock__lock_renew_command(x->lock, &cmd, &f->ticket);
+    if (n < 0) {
+        dlock__free(f);
+        return 0;
+    }
+    if (!append(w, buf, len, cmd, (size_t)n)) {
+        free(cmd);
+        dlock__lease_end(dlock__lock_lease(x->lock), &f->ticket,
+                         DLOCK__LEASE_NOT_RUN);
+        dlock__free(f);
+        return 0;
+    }
+    free(cmd);
+    f->watch = x;
+    f->expires_us = dlock__lease_until(dlock__lock_lease(x->lock),
+                                       dlock__client_skew(w->client));
+    x->inflight = 1;
+    fifo_push(w, f);
+    return 1;
+}
+
+static int queue_orphan(dlock__watchdog *w, orphan *o, char **buf,
+                        size_t *len)
+{
+    flight *f = dlock__calloc(1, sizeof(*f));
+
+    if (f == NULL || !append(w, buf, len, o->cmd, o->len)) {
+        dlock__free(f);
+        return 0;
+    }
+    f->orphan = o;
+    f->expires_us = o->give_up_us;
+    o->inflight = 1;
+    fifo_push(w, f);
+    return 1;
+}
+
+/* Builds the requests due now into *buf; *next gets the next due time. */
+static size_t collect_due(dlock__watchdog *w, char **buf, size_t *len,
+                          int64_t *next)
 {
     int64_t now = dlock__now_us();
+    size_t n = 0;
 
-    if (dlock__breaker_allows(&w->client->breaker))
-        return;
-    if (kicked || now >= w->next_probe_us) {
-        pthread_mutex_unlock(&w->mu);
-        probe(w);
-        pthread_mutex_lock(&w->mu);
-        w->next_probe_us = dlock__now_us() +
-                           (int64_t)w->client->opts.breaker_probe_ms * 1000;
+    for (dlock__watch *x = w->head; x != NULL && n < BATCH_MAX; x = x->next) {
+        if (!x->renew || x->done || x->inflight || x->lock == NULL)
+            continue;
+        if (x->next_renew_us > now) {
+            if (x->next_renew_us < *next)
+                *next = x->next_renew_us;
+            continue;
+        }
+        if (dlock__lock_is_lost(x->lock))
+            continue;   /* the timer marks it */
+        if (queue_renewal(w, x, buf, len))
+            n++;
+        else if (now + 10000 < *next)
+            *next = now + 10000;   /* out of memory: try again soon */
     }
-    if (!dlock__breaker_allows(&w->client->breaker) &&
-        w->next_probe_us < *next)
-        *next = w->next_probe_us;
+    for (orphan *o = w->orphans; o != NULL && n < BATCH_MAX; o = o->next) {
+        if (o->inflight)
+            continue;
+        if (o->next_send_us > now) {
+            if (o->next_send_us < *next)
+                *next = o->next_send_us;
+        } else if (queue_orphan(w, o, buf, len)) {
+            n++;
+        }
+    }
+    return n;
 }
 
-static void *watchdog_main(void *arg)
+/* The earliest expiry of the requests in flight that are still worth an
+ * answer; the connection is replaced when the oldest outlives its own. */
+static int oldest_expired(dlock__watchdog *w)
+{
+    return w->fifo != NULL && w->fifo->expires_us <= dlock__boot_us();
+}
+
+/* The earliest end of validity among the locks the renewer serves
+ * (monotonic), or DLOCK__FOREVER. */
+static int64_t earliest_end(dlock__watchdog *w)
+{
+    dlock__skew *skew = dlock__client_skew(w->client);
+    int64_t end = DLOCK__FOREVER;
+
+    for (dlock__watch *x = w->head; x != NULL; x = x->next) {
+        int64_t until;
+
+        if (!x->renew || x->done || x->lock == NULL)
+            continue;
+        until = dlock__lease_until(dlock__lock_lease(x->lock), skew);
+        if (until != 0 && mono_of_boot(until) < end)
+            end = mono_of_boot(until);
+    }
+    return end;
+}
+
+/* Opens the renewer's connection (mu held on entry and return), giving
+ * up when the first lease it serves ends: a connect that takes longer
+ * cannot save it, and the next try may. */
+static void connect_renewer(dlock__watchdog *w)
+{
+    dlock__conn *conn = NULL;
+    dlock__msg m;
+    int64_t until = earliest_end(w);
+    dlock_err err;
+
+    if (until != DLOCK__FOREVER && until < dlock__now_us() + 20000)
+        until = dlock__now_us() + 20000;   /* at least 20 ms */
+    pthread_mutex_unlock(&w->mu);
+    err = dlock__client_connect_until(w->client, until, &conn, &m);
+    pthread_mutex_lock(&w->mu);
+    if (err == DLOCK_OK)
+        w->conn = conn;
+}
+
+/* Reads every reply that has arrived (mu held). */
+static void read_replies(dlock__watchdog *w)
+{
+    while (w->conn != NULL && w->fifo != NULL) {
+        redisReply *r = NULL;
+        dlock__msg m;
+        dlock_err err = dlock__conn_recv(w->conn, 0, &r, &m);
+
+        if (err != DLOCK_OK) {
+            drop_conn(w);
+            return;
+        }
+        if (r == NULL)
+            return;
+        land(w, fifo_pop(w), r);
+        freeReplyObject(r);
+    }
+}
+
+static int has_work(dlock__watchdog *w)
+{
+    for (dlock__watch *x = w->head; x != NULL; x = x->next)
+        if (x->renew && !x->done && x->lock != NULL)
+            return 1;
+    return w->orphans != NULL;
+}
+
+/* The earliest renewal due among the watches not in flight. */
+static int64_t next_due(dlock__watchdog *w)
+{
+    int64_t next = DLOCK__FOREVER;
+
+    for (dlock__watch *x = w->head; x != NULL; x = x->next)
+        if (x->renew && !x->done && !x->inflight && x->lock != NULL &&
+            x->next_renew_us < next)
+            next = x->next_renew_us;
+    for (orphan *o = w->orphans; o != NULL; o = o->next)
+        if (!o->inflight && o->next_send_us < next)
+            next = o->next_send_us;
+    return next;
+}
+
+/* Sleeps in poll(2) until a reply, a wake-up, the next renewal due or
+ * next (mu released).  Replies read since next was computed may have
+ * scheduled renewals: the list is read again here. */
+static void wait_renewer(dlock__watchdog *w, int64_t next)
+{
+    struct pollfd p[2];
+    nfds_t n = 1;
+    int timeout;
+
+    if (w->conn != NULL && next_due(w) < next)
+        next = next_due(w);
+    if (w->fifo != NULL) {
+        int64_t expiry = mono_of_boot(w->fifo->expires_us);
+
+        if (expiry < next)
+            next = expiry;
+    }
+    timeout = dlock__ms_left(next);
+    p[0].fd = w->wake_fd[0];
+    p[0].events = POLLIN;
+    if (w->conn != NULL && w->fifo != NULL) {
+        if (dlock__conn_buffered(w->conn))
+            timeout = 0;
+        p[1].fd = dlock__conn_fd(w->conn);
+        p[1].events = POLLIN;
+        n = 2;
+    }
+    pthread_mutex_unlock(&w->mu);
+    poll(p, n, timeout);
+    drain_wakes(w);
+    pthread_mutex_lock(&w->mu);
+}
+
+static void *renewer_main(void *arg)
 {
     dlock__watchdog *w = arg;
 
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         int64_t next = DLOCK__FOREVER;
-        int kicked = w->kicked;
-        dlock_lock *l;
-        struct timespec ts;
+        char *buf = NULL;
+        size_t len = 0;
 
-        w->kicked = 0;
-        maybe_probe(w, kicked, &next);
+        prune_orphans(w);
+        if (w->conn == NULL && has_work(w))
+            connect_renewer(w);
+        if (w->conn == NULL && has_work(w))
+            next = dlock__now_us() + 100000;   /* retry the connect */
+        if (w->conn != NULL && collect_due(w, &buf, &len, &next) > 0) {
+            dlock__msg m;
+            dlock__conn *conn = w->conn;
+            int64_t deadline = mono_of_boot(w->fifo_tail->expires_us);
+
+            pthread_mutex_unlock(&w->mu);
+            /* Only this thread frees the connection. */
+            if (dlock__conn_send(conn, buf, len, deadline, &m) != DLOCK_OK)
+                len = 0;
+            pthread_mutex_lock(&w->mu);
+            if (len == 0)
+                drop_conn(w);
+        }
+        free(buf);
+        read_replies(w);
+        if (oldest_expired(w))
+            drop_conn(w);
         if (w->stop)
             break;
-        l = due_lock(w, dlock__now_us(), &next);
-        if (l != NULL) {
-            renew_one(w, l);
+        wait_renewer(w, next);
+        read_replies(w);
+    }
+    if (w->conn != NULL)
+        drop_conn(w);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* --- the timer -------------------------------------------------------- */
+
+/* Runs x's callback with mu released; x stays linked while firing. */
+static void fire(dlock__watchdog *w, dlock__watch *x)
+{
+    x->firing = 1;
+    pthread_mutex_unlock(&w->mu);
+    dlock__lock_fire_lost(x->lock);
+    pthread_mutex_lock(&w->mu);
+    x->firing = 0;
+    pthread_cond_broadcast(&w->idle);
+}
+
+/* Marks what is past its validity, fires one pending callback; returns 1
+ * if it fired (the list may have changed), else 0 with *next set. */
+static int timer_pass(dlock__watchdog *w, int64_t *next)
+{
+    dlock__skew *skew = dlock__client_skew(w->client);
+
+    for (dlock__watch *x = w->head; x != NULL; x = x->next) {
+        dlock__lease *lease;
+        int64_t until;
+
+        if (x->lock == NULL || x->firing)
+            continue;
+        if (x->fire_pending) {
+            x->fire_pending = 0;
+            fire(w, x);
+            return 1;
+        }
+        if (x->done)
+            continue;
+        lease = dlock__lock_lease(x->lock);
+        if (dlock__lease_lost(lease, skew)) {
+            x->done = 1;
+            if (dlock__lock_mark_lost(x->lock) &&
+                dlock__lock_has_callback(x->lock)) {
+                fire(w, x);
+                return 1;
+            }
             continue;
         }
-        if (w->kicked)
+        until = dlock__lease_until(lease, skew);
+        if (until != 0 && mono_of_boot(until) < *next)
+            *next = mono_of_boot(until);
+    }
+    return 0;
+}
+
+static void *timer_main(void *arg)
+{
+    dlock__watchdog *w = arg;
+
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        int64_t next = DLOCK__FOREVER;
+        struct timespec ts;
+
+        if (timer_pass(w, &next))
             continue;
+        /* Wake a little after the deadline, never before it. */
+        if (next != DLOCK__FOREVER)
+            next += 200;
         ts = dlock__timespec_of(next);
-        pthread_cond_timedwait(&w->wake, &w->mu, &ts);
+        pthread_cond_timedwait(&w->timer_wake, &w->mu, &ts);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
 }
+
+/* --- the interface ---------------------------------------------------- */
 
 static int init_cond(pthread_cond_t *cv)
 {
@@ -176,44 +580,80 @@ static int init_cond(pthread_cond_t *cv)
 
     if (pthread_condattr_init(&attr) != 0)
         return -1;
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    rc = pthread_cond_init(cv, &attr);
+    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(cv, &attr);
     pthread_condattr_destroy(&attr);
     return rc == 0 ? 0 : -1;
+}
+
+static dlock_err init_sync(dlock__watchdog *w, dlock__msg *m)
+{
+    if (pthread_mutex_init(&w->mu, NULL) != 0)
+        return dlock__msg_set(m, DLOCK_SYSTEM, "initialising a mutex");
+    if (init_cond(&w->timer_wake) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        return dlock__msg_set(m, DLOCK_SYSTEM, "initialising a condition");
+    }
+    if (init_cond(&w->idle) != 0) {
+        pthread_cond_destroy(&w->timer_wake);
+        pthread_mutex_destroy(&w->mu);
+        return dlock__msg_set(m, DLOCK_SYSTEM, "initialising a condition");
+    }
+    if (pipe2(w->wake_fd, O_NONBLOCK | O_CLOEXEC) != 0) {
+        pthread_cond_destroy(&w->idle);
+        pthread_cond_destroy(&w->timer_wake);
+        pthread_mutex_destroy(&w->mu);
+        return dlock__msg_set(m, DLOCK_SYSTEM, "creating the watchdog's "
+                              "wake-up pipe: %s", strerror(errno));
+    }
+    return DLOCK_OK;
+}
+
+static void destroy_sync(dlock__watchdog *w)
+{
+    close(w->wake_fd[0]);
+    close(w->wake_fd[1]);
+    pthread_cond_destroy(&w->idle);
+    pthread_cond_destroy(&w->timer_wake);
+    pthread_mutex_destroy(&w->mu);
 }
 
 dlock_err dlock__watchdog_new(dlock_client *c, dlock__watchdog **out,
                               dlock__msg *m)
 {
     dlock__watchdog *w = dlock__calloc(1, sizeof(*w));
+    dlock_err err;
     int rc;
 
     *out = NULL;
     if (w == NULL)
         return dlock__msg_set(m, DLOCK_NOMEM, "allocating the watchdog");
     w->client = c;
-    if (pthread_mutex_init(&w->mu, NULL) != 0)
-        goto fail_mutex;
-    if (init_cond(&w->wake) != 0)
-        goto fail_wake;
-    if (init_cond(&w->renewed) != 0)
-        goto fail_renewed;
-    rc = dlock__thread_start(&w->thread, watchdog_main, w);
+    err = init_sync(w, m);
+    if (err != DLOCK_OK) {
+        dlock__free(w);
+        return err;
+    }
+    rc = dlock__thread_start(&w->renewer, renewer_main, w);
+    if (rc == 0) {
+        rc = dlock__thread_start(&w->timer, timer_main, w);
+        if (rc != 0) {
+            pthread_mutex_lock(&w->mu);
+            w->stop = 1;
+            pthread_mutex_unlock(&w->mu);
+            wake_renewer(w);
+            pthread_join(w->renewer, NULL);
+        }
+    }
     if (rc != 0) {
-        pthread_cond_destroy(&w->renewed);
-        errno = rc;
-        goto fail_renewed;
+        destroy_sync(w);
+        dlock__free(w);
+        return dlock__msg_set(m, DLOCK_SYSTEM, "starting the watchdog's "
+                              "threads: %s", strerror(rc));
     }
     *out = w;
     return DLOCK_OK;
-fail_renewed:
-    pthread_cond_destroy(&w->wake);
-fail_wake:
-    pthread_mutex_destroy(&w->mu);
-fail_mutex:
-    dlock__free(w);
-    return dlock__msg_set(m, DLOCK_SYSTEM, "starting the watchdog thread: %s",
-                          strerror(errno));
 }
 
 void dlock__watchdog_free(dlock__watchdog *w)
@@ -222,45 +662,124 @@ void dlock__watchdog_free(dlock__watchdog *w)
         return;
     pthread_mutex_lock(&w->mu);
     w->stop = 1;
-    pthread_cond_signal(&w->wake);
+    pthread_cond_signal(&w->timer_wake);
     pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    pthread_cond_destroy(&w->renewed);
-    pthread_cond_destroy(&w->wake);
-    pthread_mutex_destroy(&w->mu);
+    wake_renewer(w);
+    pthread_join(w->renewer, NULL);
+    pthread_join(w->timer, NULL);
+    while (w->head != NULL)
+        unlink_watch(w, w->head);
+    while (w->orphans != NULL) {
+        orphan *o = w->orphans;
+
+        w->orphans = o->next;
+        free(o->cmd);
+        dlock__free(o);
+    }
+    destroy_sync(w);
     dlock__free(w);
 }
 
-void dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *l)
+dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
+                                int renew, dlock__watch **out, dlock__msg *m)
 {
+    dlock__watch *x = dlock__calloc(1, sizeof(*x));
+    int64_t ttl = dlock__lease_ttl_ms(dlock__lock_lease(lock));
+
+    *out = NULL;
+    if (x == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating the watchdog's "
+                              "entry for a lock");
+    x->lock = lock;
+    x->renew = renew;
     pthread_mutex_lock(&w->mu);
-    l->next_renew_us = dlock__now_us() + l->ttl_ms * 1000 / 3;
-    l->wprev = NULL;
-    l->wnext = w->head;
+    x->next_renew_us = dlock__now_us() + ttl * 1000 / 3;
+    x->next = w->head;
     if (w->head != NULL)
-        w->head->wprev = l;
-    w->head = l;
-    l->watched = 1;
-    pthread_cond_signal(&w->wake);
+        w->head->prev = x;
+    w->head = x;
+    pthread_cond_signal(&w->timer_wake);
     pthread_mutex_unlock(&w->mu);
+    if (renew)
+        wake_renewer(w);
+    *out = x;
+    return DLOCK_OK;
 }
 
-void dlock__watchdog_unwatch(dlock__watchdog *w, dlock_lock *l)
+void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *x)
 {
-    pthread_mutex_lock(&w->mu);
-    while (l->renewing)
-        pthread_cond_wait(&w->renewed, &w->mu);
-    if (l->watched)
-        unlink_lock(w, l);
-    pthread_mutex_unlock(&w->mu);
-}
-
-void dlock__watchdog_kick(dlock__watchdog *w)
-{
-    if (w == NULL)
+    if (x == NULL)
         return;
     pthread_mutex_lock(&w->mu);
-    w->kicked = 1;
-    pthread_cond_signal(&w->wake);
+    while (x->firing)
+        pthread_cond_wait(&w->idle, &w->mu);
+    if (x->inflight) {
+        /* The flight frees it; off the list now. */
+        detach_watch(w, x);
+        x->lock = NULL;
+    } else {
+        unlink_watch(w, x);
+    }
     pthread_mutex_unlock(&w->mu);
+}
+
+void dlock__watchdog_reschedule(dlock__watchdog *w, dlock__watch *x)
+{
+    pthread_mutex_lock(&w->mu);
+    if (x->lock != NULL)
+        x->next_renew_us = dlock__now_us() +
+            dlock__lease_ttl_ms(dlock__lock_lease(x->lock)) * 1000 / 3;
+    pthread_cond_signal(&w->timer_wake);
+    pthread_mutex_unlock(&w->mu);
+    wake_renewer(w);
+}
+
+void dlock__watchdog_recheck(dlock__watchdog *w)
+{
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_signal(&w->timer_wake);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
+                             int nkeys, int argc, const char **argv,
+                             int64_t ttl_ms)
+{
+    const char *av[8];
+    char nk[16];
+    orphan *o;
+    int len;
+
+    if (argc + 3 > (int)(sizeof(av) / sizeof(*av)))
+        return;
+    pthread_mutex_lock(&w->mu);
+    if (w->norphans >= ORPHANS_MAX) {
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
+    pthread_mutex_unlock(&w->mu);
+    o = dlock__calloc(1, sizeof(*o));
+    if (o == NULL)
+        return;
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    av[0] = "EVAL";
+    av[1] = s->body;
+    av[2] = nk;
+    for (int i = 0; i < argc; i++)
+        av[i + 3] = argv[i];
+    len = redisFormatCommandArgv(&o->cmd, argc + 3, av, NULL);
+    if (len < 0 || o->cmd == NULL) {
+        dlock__free(o);
+        return;
+    }
+    o->len = (size_t)len;
+    o->give_up_us = dlock__boot_us() + ttl_ms * 1000;
+    o->next_send_us = dlock__now_us();
+    o->backoff_us = 50000;
+    pthread_mutex_lock(&w->mu);
+    o->next = w->orphans;
+    w->orphans = o;
+    w->norphans++;
+    pthread_mutex_unlock(&w->mu);
+    wake_renewer(w);
 }

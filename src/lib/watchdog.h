@@ -1,19 +1,31 @@
 /*
- * watchdog.h: the client's background thread.
+ * watchdog.h: what keeps a client's held locks honest while their owners
+ * are busy elsewhere.
  *
- * One thread per client does the two jobs that must happen while callers
- * are busy elsewhere: it renews watchdog locks at about a third of their
- * TTL (Redisson's 30 s lease renewed every 10 s is the reference shape),
- * and while the circuit breaker is open it probes the server (connect and
- * PING every breaker_probe_ms) so the breaker closes soon after Redis is
- * back.
+ * Two threads per client, each with one job, so that nothing one does can
+ * delay the other:
+ *   renewer  renews watchdog locks at a third of their TTL on its own
+ *            connection (never the application's pool).  Renewals are
+ *            pipelined: every lock that is due is sent at once, and replies
+ *            are read as they come, so 200 locks on a slow server are
+ *            renewed side by side, not one after another.  A request is
+ *            worth waiting for only until its lock's validity ends; when
+ *            the oldest one outlives that, the connection is replaced.  The
+ *            renewer also undoes orphans: a request that may have run
+ *            without us seeing the answer (a timed-out acquire or release)
+ *            is resolved with the same token by a release sent here until
+ *            it has undone it or the key's TTL has run out anyway.
+ *   timer    wakes at the earliest valid_until of the locks it watches and
+ *            marks each lost that is past it, whether or not any reply ever
+ *            comes; it runs on_lost callbacks (for losses found by time or
+ *            by a renewal's answer).
+ * Breaker probes run on a third thread (prober.h).
  *
- * A lock whose renewal finds the token gone, or that could not be renewed
- * before its known validity ran out, is marked lost and its callback runs,
- * on this thread.  Renewal happens outside the watchdog's mutex; a lock
- * being renewed is flagged, and dlock__watchdog_unwatch waits for that
- * renewal (and callback) to finish, so a released lock is never touched
- * afterwards.
+ * A lock is registered with dlock__watchdog_watch (renew = 0 registers it
+ * only with the timer, for a lock with a callback and no renewal).  After
+ * dlock__watchdog_unwatch returns, neither thread touches the lock again;
+ * unwatch never waits on the network, only on a callback of that lock that
+ * is running.
  *
  * Threads: every function is thread-safe, except that dlock__watchdog_free
  * must be the last call.
@@ -22,22 +34,45 @@
 #define DLOCK_SRC_WATCHDOG_H
 
 #include "client_internal.h"
-#include "lock_internal.h"
 
-/* Starts the thread.  Returns DLOCK_OK, DLOCK_NOMEM or DLOCK_SYSTEM. */
+typedef struct dlock__watch dlock__watch;
+
+/* Starts both threads.  Returns DLOCK_OK, DLOCK_NOMEM or DLOCK_SYSTEM. */
 dlock_err dlock__watchdog_new(dlock_client *c, dlock__watchdog **out,
                               dlock__msg *m);
 
-/* Stops and joins the thread; NULL is fine. */
+/* Stops and joins the threads, drops orphans not yet undone; NULL is
+ * fine. */
 void dlock__watchdog_free(dlock__watchdog *w);
 
-/* Starts renewing lock (first renewal at ttl/3 from now). */
-void dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock);
+/* Registers lock (held, its lease granted); *out is the handle for the
+ * calls below.  Returns DLOCK_OK or DLOCK_NOMEM. */
+dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
+                                int renew, dlock__watch **out,
+                                dlock__msg *m);
 
-/* Stops renewing lock; returns once no renewal of it is under way. */
-void dlock__watchdog_unwatch(dlock__watchdog *w, dlock_lock *lock);
+/* Forgets the lock; see the top of this file.  NULL is fine. */
+void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *watch);
 
-/* Wakes the thread to start probing (the breaker just opened). */
-void dlock__watchdog_kick(dlock__watchdog *w);
+/* The lock's lease changed under its owner (dlock_extend): the next
+ * renewal is a third of the new TTL from now, and the timer re-reads the
+ * lock's validity. */
+void dlock__watchdog_reschedule(dlock__watchdog *w, dlock__watch *watch);
+
+/* Validity may have shrunk (a step of the server's clock was seen): the
+ * timer re-reads every lock's validity. */
+void dlock__watchdog_recheck(dlock__watchdog *w);
+
+/*
+ * Resolves a request that may have run unseen: sends script s (as EVAL,
+ * nkeys keys first in argv, copied) on the renewer's connection, again
+ * with backoff (50 ms doubling to 2 s) until it answers 1 (undone: the
+ * original may still be on its way on the dead connection, so an answer
+ * of 0 is not the end), or for at most ttl_ms (after that the key has
+ * expired by itself).  Best effort: out of memory, it is dropped.
+ */
+void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
+                             int nkeys, int argc, const char **argv,
+                             int64_t ttl_ms);
 
 #endif /* DLOCK_SRC_WATCHDOG_H */

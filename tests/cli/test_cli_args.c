@@ -206,9 +206,26 @@ static void token_commands_take_key_and_token(void **state)
     TK_EXPECT(strcmp(a.token, "ab12") == 0, "extend gets TOKEN");
 }
 
+static void token_may_be_an_option_or_left_out(void **state)
+{
+    static const char *const no_token[] = {"release", "job", NULL};
+    static const char *const option[] = {"extend", "--token", "-", "job",
+                                         NULL};
+    static const char *const twice[] = {"release", "--token", "a", "job",
+                                        "b", NULL};
+    struct line l;
+    struct cli_args a;
+
+    (void)state;
+    parse_ok(CLI_CMD_RELEASE, no_token, &l, &a);
+    TK_EXPECT(a.token == NULL, "no TOKEN parses, for DLOCK_TOKEN");
+    parse_ok(CLI_CMD_EXTEND, option, &l, &a);
+    TK_EXPECT(strcmp(a.token, "-") == 0, "--token - asks for stdin");
+    parse_refused(CLI_CMD_RELEASE, twice, "TOKEN given twice");
+}
+
 static void other_commands_refuse_what_they_do_not_use(void **state)
 {
-    static const char *const release_no_token[] = {"release", "job", NULL};
     static const char *const release_extra[] = {"release", "job", "t", "x",
                                                 NULL};
     static const char *const release_ttl[] = {"release", "--ttl", "1s",
@@ -221,7 +238,6 @@ static void other_commands_refuse_what_they_do_not_use(void **state)
                                                    NULL};
 
     (void)state;
-    parse_refused(CLI_CMD_RELEASE, release_no_token, "missing TOKEN");
     parse_refused(CLI_CMD_RELEASE, release_extra, "unexpected argument 'x'");
     parse_refused(CLI_CMD_RELEASE, release_ttl,
                   "--ttl is not used by 'release'");
@@ -342,6 +358,7 @@ int main(void)
         cmocka_unit_test(run_leaves_the_commands_options_alone),
         cmocka_unit_test(run_usage_errors_are_refused),
         cmocka_unit_test(token_commands_take_key_and_token),
+        cmocka_unit_test(token_may_be_an_option_or_left_out),
         cmocka_unit_test(other_commands_refuse_what_they_do_not_use),
         cmocka_unit_test(help_skips_the_operand_checks),
         cmocka_unit_test(status_takes_json_after_the_key),

@@ -44,7 +44,7 @@ static void lock_variables_are_added(void **state)
 
     (void)state;
     TK_EXPECT(cli_env_build(&env, base, "job", "0123456789abcdef0123456789ab"
-                            "cdef", 42, 0) == 0, "the environment is built");
+                            "cdef", 42, 0, NULL) == 0, "the environment is built");
     TK_EXPECT(strcmp(env.envp[0], "PATH=/bin") == 0 &&
               strcmp(env.envp[1], "HOME=/root") == 0,
               "the caller's variables come first, unchanged");
@@ -69,7 +69,7 @@ static void outer_lock_variables_are_replaced_not_doubled(void **state)
     struct cli_env env;
 
     (void)state;
-    TK_EXPECT(cli_env_build(&env, base, "inner", "t", 8, 0) == 0,
+    TK_EXPECT(cli_env_build(&env, base, "inner", "t", 8, 0, NULL) == 0,
               "the environment is built");
     TK_EXPECT(count_prefix(env.envp, "DLOCK_KEY=") == 1 &&
               count_prefix(env.envp, "DLOCK_FENCE=") == 1 &&
@@ -92,7 +92,7 @@ static void degraded_lock_has_empty_token_and_fence_zero(void **state)
     struct cli_env env;
 
     (void)state;
-    TK_EXPECT(cli_env_build(&env, base, "job", NULL, 0, 1) == 0,
+    TK_EXPECT(cli_env_build(&env, base, "job", NULL, 0, 1, NULL) == 0,
               "the environment is built");
     TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TOKEN"), "") == 0,
               "DLOCK_TOKEN is empty");
@@ -110,7 +110,7 @@ static void leadership_gives_term_as_fence_and_tick(void **state)
     struct cli_env env;
 
     (void)state;
-    TK_EXPECT(cli_env_build_leader(&env, base, "role", 17, 99) == 0,
+    TK_EXPECT(cli_env_build_leader(&env, base, "role", 17, 99, NULL) == 0,
               "the environment is built");
     TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TERM"), "17") == 0 &&
               strcmp(value_of(env.envp, "DLOCK_FENCE"), "17") == 0,
@@ -134,12 +134,41 @@ static void leadership_without_tick_has_no_dlock_tick(void **state)
     struct cli_env env;
 
     (void)state;
-    TK_EXPECT(cli_env_build_leader(&env, base, "role", 3, -1) == 0,
+    TK_EXPECT(cli_env_build_leader(&env, base, "role", 3, -1, NULL) == 0,
               "the environment is built");
     TK_EXPECT(value_of(env.envp, "DLOCK_TICK") == NULL,
               "no DLOCK_TICK outside run --every, not even an outer one");
     TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TERM"), "3") == 0,
               "DLOCK_TERM=3");
+    cli_env_free(&env);
+}
+
+static void deadline_is_exported_and_outer_one_replaced(void **state)
+{
+    char *base[] = {"DLOCK_VALID_UNTIL=1", "DLOCK_VALID_UNTIL_FILE=/old",
+                    NULL};
+    const struct cli_env_deadline d = {1790000000123, "/run/x/valid_until"};
+    const struct cli_env_deadline file_only = {-1, "/f"};
+    struct cli_env env;
+
+    (void)state;
+    TK_EXPECT(cli_env_build(&env, base, "job", "t", 1, 0, &d) == 0,
+              "the environment is built");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_VALID_UNTIL"),
+                     "1790000000123") == 0 &&
+              count_prefix(env.envp, "DLOCK_VALID_UNTIL=") == 1,
+              "one DLOCK_VALID_UNTIL, the deadline in epoch ms");
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_VALID_UNTIL_FILE"),
+                     "/run/x/valid_until") == 0 &&
+              count_prefix(env.envp, "DLOCK_VALID_UNTIL_FILE=") == 1,
+              "one DLOCK_VALID_UNTIL_FILE, ours");
+    cli_env_free(&env);
+    TK_EXPECT(cli_env_build_leader(&env, base, "role", 3, 7, &file_only) ==
+              0, "the leader's environment is built");
+    TK_EXPECT(value_of(env.envp, "DLOCK_VALID_UNTIL") == NULL &&
+              strcmp(value_of(env.envp, "DLOCK_VALID_UNTIL_FILE"), "/f") == 0
+              && strcmp(value_of(env.envp, "DLOCK_TICK"), "7") == 0,
+              "no deadline number when unbounded; the file and tick stay");
     cli_env_free(&env);
 }
 
@@ -163,6 +192,7 @@ int main(void)
         cmocka_unit_test(degraded_lock_has_empty_token_and_fence_zero),
         cmocka_unit_test(leadership_gives_term_as_fence_and_tick),
         cmocka_unit_test(leadership_without_tick_has_no_dlock_tick),
+        cmocka_unit_test(deadline_is_exported_and_outer_one_replaced),
         cmocka_unit_test(too_many_variables_are_refused),
     };
 

@@ -1,21 +1,21 @@
 /*
  * fuzz_rv_body.c: fuzz target for reviewd's JSON input and its UTF-8
- * rules (rv_json.c): the body parser, the field checks, the character
+ * rules (svc_json.c): the body parser, the field checks, the character
  * counts that limits such as the 200-character title are measured in,
  * and the error bodies that quote hostile text back.
  *
  * The input is a request body.  Properties checked on every input:
- *   - rv_utf8_valid agrees with an independent decoder written from
+ *   - svc_utf8_valid agrees with an independent decoder written from
  *     RFC 3629 (code point ranges, not byte patterns; fuzz_utf8.h), and
  *     with jansson's json_stringn on every input without NUL bytes;
- *   - rv_json_parse_object accepts only valid UTF-8 that jansson reads as
+ *   - svc_json_parse_object accepts only valid UTF-8 that jansson reads as
  *     one object without duplicate keys; what it accepts dumps and
  *     re-parses to an equal object; what it refuses comes with a detail;
- *   - for each string field, rv_utf8_chars gives the decoder's count of
- *     code points, and rv_json_string_field accepts it for a range
+ *   - for each string field, svc_utf8_chars gives the decoder's count of
+ *     code points, and svc_json_string_field accepts it for a range
  *     exactly when that count is inside, returning the string itself;
- *   - rv_json_only_fields refuses exactly when a key is not allowed;
- *   - rv_json_error_body quotes any detail (the input, as text) as a JSON
+ *   - svc_json_only_fields refuses exactly when a key is not allowed;
+ *   - svc_json_error_body quotes any detail (the input, as text) as a JSON
  *     object in valid UTF-8, unchanged when the detail was valid UTF-8
  *     and short enough to fit.
  */
@@ -27,11 +27,11 @@
 
 #include "fuzz_target.h"
 #include "fuzz_utf8.h"
-#include "rv_json.h"
+#include "svc_json.h"
 
 #define TARGET "rv_body"
 #define INPUT_MAX 65536
-/* What rv_json_error_body quotes unchanged (its buffer, less slack). */
+/* What svc_json_error_body quotes unchanged (its buffer, less slack). */
 #define QUOTE_MAX 500
 
 /* Code points in s[0..n), or -1 if it is not valid UTF-8 without NUL. */
@@ -54,17 +54,17 @@ static long decoded_chars(const char *s, size_t n)
 static void check_utf8(const char *s, size_t n)
 {
     const long chars = decoded_chars(s, n);
-    const int valid = rv_utf8_valid(s, n);
+    const int valid = svc_utf8_valid(s, n);
     json_t *js;
 
     if (valid != (chars >= 0))
-        fuzz_fail(TARGET, "rv_utf8_valid %d, decoder %ld on %zu bytes",
+        fuzz_fail(TARGET, "svc_utf8_valid %d, decoder %ld on %zu bytes",
                   valid, chars, n);
     if (memchr(s, '\0', n) != NULL)
         return;
     js = json_stringn(s, n);
     if ((js != NULL) != valid)
-        fuzz_fail(TARGET, "rv_utf8_valid %d, jansson %d", valid, js != NULL);
+        fuzz_fail(TARGET, "svc_utf8_valid %d, jansson %d", valid, js != NULL);
     json_decref(js);
 }
 
@@ -78,10 +78,10 @@ static void check_string_field(const json_t *obj, const char *key,
     char detail[256];
     int rc;
 
-    if (chars < 0 || rv_utf8_chars(s) != (size_t)chars)
-        fuzz_fail(TARGET, "\"%s\": rv_utf8_chars %zu, decoder %ld", key,
-                  rv_utf8_chars(s), chars);
-    rc = rv_json_string_field(obj, key, 1, 200, 0, &out, detail,
+    if (chars < 0 || svc_utf8_chars(s) != (size_t)chars)
+        fuzz_fail(TARGET, "\"%s\": svc_utf8_chars %zu, decoder %ld", key,
+                  svc_utf8_chars(s), chars);
+    rc = svc_json_string_field(obj, key, 1, 200, 0, &out, detail,
                               sizeof(detail));
     if (rc != ((chars >= 1 && chars <= 200) ? 1 : -1))
         fuzz_fail(TARGET, "\"%s\" of %ld characters: string_field %d", key,
@@ -107,13 +107,13 @@ static void check_fields(const json_t *obj)
             unknown = 1;
         if (json_is_string(v))
             check_string_field(obj, key, v);
-        else if (rv_json_string_field(obj, key, 0, 10, json_is_null(v),
+        else if (svc_json_string_field(obj, key, 0, 10, json_is_null(v),
                                       &out, detail, sizeof(detail)) !=
                  (json_is_null(v) ? 0 : -1))
             fuzz_fail(TARGET, "\"%s\" of type %d accepted as a string", key,
                       (int)json_typeof(v));
     }
-    if ((rv_json_only_fields(obj, allowed, detail, sizeof(detail)) != 0) !=
+    if ((svc_json_only_fields(obj, allowed, detail, sizeof(detail)) != 0) !=
         unknown)
         fuzz_fail(TARGET, "only_fields disagrees (unknown %d)", unknown);
 }
@@ -121,7 +121,7 @@ static void check_fields(const json_t *obj)
 static void check_parse(const char *body, size_t n)
 {
     char detail[256] = "";
-    json_t *obj = rv_json_parse_object(body, n, detail, sizeof(detail));
+    json_t *obj = svc_json_parse_object(body, n, detail, sizeof(detail));
     json_t *again;
     char *text;
 
@@ -130,7 +130,7 @@ static void check_parse(const char *body, size_t n)
             fuzz_fail(TARGET, "refused without a detail");
         return;
     }
-    if (!json_is_object(obj) || !rv_utf8_valid(body, n))
+    if (!json_is_object(obj) || !svc_utf8_valid(body, n))
         fuzz_fail(TARGET, "accepted a non-object or non-UTF-8 body");
     check_fields(obj);
     text = json_dumps(obj, JSON_COMPACT);
@@ -153,15 +153,15 @@ static void check_error_body(const char *body, size_t n)
 
     if (detail == NULL)
         abort();
-    text = rv_json_error_body("INVALID_ARGUMENT", detail);
-    if (text == NULL || !rv_utf8_valid(text, strlen(text)))
+    text = svc_json_error_body("INVALID_ARGUMENT", detail);
+    if (text == NULL || !svc_utf8_valid(text, strlen(text)))
         fuzz_fail(TARGET, "error body missing or not UTF-8");
     root = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
     quoted = json_string_value(json_object_get(root, "detail"));
     if (quoted == NULL)
         fuzz_fail(TARGET, "error body without detail: %s", text);
     if (strlen(detail) <= QUOTE_MAX &&
-        rv_utf8_valid(detail, strlen(detail)) && strcmp(quoted, detail) != 0)
+        svc_utf8_valid(detail, strlen(detail)) && strcmp(quoted, detail) != 0)
         fuzz_fail(TARGET, "valid detail changed in the error body");
     json_decref(root);
     free(text);

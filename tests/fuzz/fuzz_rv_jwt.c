@@ -38,7 +38,7 @@
 #include <sys/random.h>
 
 #include "fuzz_target.h"
-#include "rv_auth.h"
+#include "api/rv_auth.h"
 
 #define TARGET "rv_jwt"
 #define INPUT_MAX 4096

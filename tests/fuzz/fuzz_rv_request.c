@@ -30,10 +30,10 @@
  *     400 query, 415, 400 key), and the answer is the one computed here
  *     independently from the request; a 405 carries Allow;
  *   - the query is refused exactly when jansson refuses one of its
- *     strings, and then exactly when rv_utf8_valid does too;
+ *     strings, and then exactly when svc_utf8_valid does too;
  *   - every error body is a JSON object whose "code" is the reply's code
  *     and whose "detail" is a string, in valid UTF-8;
- *   - a request that passes reaches rv_body_object, which returns an
+ *   - a request that passes reaches rv_request_body_object, which returns an
  *     object or a 400 (INVALID_JSON or INVALID_ARGUMENT), never else.
  */
 #include <jansson.h>
@@ -46,10 +46,10 @@
 #include <time.h>
 
 #include "fuzz_target.h"
-#include "rv_dispatch.h"
-#include "rv_handlers.h"
-#include "rv_idempotency.h"
-#include "rv_json.h"
+#include "http/rv_dispatch.h"
+#include "handlers/rv_handlers.h"
+#include "tx/rv_idem.h"
+#include "svc_json.h"
 
 #define TARGET "rv_request"
 #define INPUT_MAX 65536
@@ -144,8 +144,8 @@ static json_t *collect_query(const char *q, int *dup, int *utf8_ok)
             *dup = 1; /* and, as in rv_http.c, its value goes unread */
             continue;
         }
-        if (!rv_utf8_valid(arg, strlen(arg)) ||
-            !rv_utf8_valid(value, strlen(value)))
+        if (!svc_utf8_valid(arg, strlen(arg)) ||
+            !svc_utf8_valid(value, strlen(value)))
             *utf8_ok = 0;
         v = json_string(value);
         if (v == NULL || json_object_set_new(obj, arg, v) != 0) {
@@ -230,7 +230,7 @@ static void check_error_body(const rv_reply *reply)
 
     if (reply->body == NULL || reply->code == NULL)
         fuzz_fail(TARGET, "status %u without a body or code", reply->status);
-    if (!rv_utf8_valid(reply->body, strlen(reply->body)))
+    if (!svc_utf8_valid(reply->body, strlen(reply->body)))
         fuzz_fail(TARGET, "error body is not UTF-8: %s", reply->body);
     root = json_loads(reply->body, JSON_REJECT_DUPLICATES, &err);
     code = json_string_value(json_object_get(root, "code"));
@@ -273,22 +273,23 @@ static unsigned expected_status(const rv_request *req, int64_t declared,
     return 0;
 }
 
-/* Past the checks: the body goes through rv_body_object. */
+/* Past the checks: the body goes through rv_request_body_object. */
 static void check_body_object(const rv_request *req)
 {
     static const char *const allowed[] = {"title", "content", "comment",
                                           NULL};
     rv_reply reply = {0};
-    json_t *obj = rv_body_object(req, 1, allowed, &reply);
+    json_t *obj = rv_request_body_object(req, 1, allowed, &reply);
 
     if (obj == NULL && (reply.status != 400 ||
                         (strcmp(reply.code, "INVALID_JSON") != 0 &&
                          strcmp(reply.code, "INVALID_ARGUMENT") != 0)))
-        fuzz_fail(TARGET, "rv_body_object: %u %s", reply.status, reply.code);
+        fuzz_fail(TARGET, "rv_request_body_object: %u %s", reply.status,
+                  reply.code);
     if (obj == NULL)
         check_error_body(&reply);
     else if (!json_is_object(obj) || reply.status != 0)
-        fuzz_fail(TARGET, "rv_body_object gave a non-object");
+        fuzz_fail(TARGET, "rv_request_body_object gave a non-object");
     json_decref(obj);
     rv_reply_clear(&reply);
 }
@@ -319,7 +320,7 @@ static void run_request(fuzz_req *f, rv_app *app)
     if (dup)
         req.query_dup = "dup";
     if ((req.query != NULL) != utf8_ok)
-        fuzz_fail(TARGET, "query %s: jansson says %d, rv_utf8_valid %d",
+        fuzz_fail(TARGET, "query %s: jansson says %d, svc_utf8_valid %d",
                   q, req.query != NULL, utf8_ok);
     if (f->field[5] != NULL)
         declared = strtoll(f->field[5], NULL, 10);

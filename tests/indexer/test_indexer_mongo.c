@@ -247,7 +247,7 @@ static int delete_record(const char *doc_id, int version)
     return ok ? 0 : -1;
 }
 
-/* Writes record (doc_id, version) as reviewd does (rv_content_mongo.c). */
+/* Writes record (doc_id, version) as reviewd does (svc_content_mongo.c). */
 static int put_record(const char *doc_id, int version, const char *text)
 {
     bson_error_t error;

@@ -4,11 +4,13 @@
  * A waiter must be woken by the holder's release (a notification on the
  * key's channel) and get the lock within a few milliseconds, not at its
  * next poll.  The holder's TTL is 10 s, so expiry cannot explain a quick
- * grant; the library also polls as a fallback, every 100-200 ms, so a
- * single quick grant could be a lucky poll.  The test therefore hands the
- * lock over 7 times and requires the median hand-off under 25 ms (a poll
- * alone gives that less than 1% of the time) and every one under 200 ms
- * (generous, for a loaded 2-core machine).
+ * grant; the library's fallback timer (wait.c) follows that TTL, and a
+ * client without a subscriber would poll every 100-200 ms, so a single
+ * quick grant could be a lucky poll.  The test therefore hands the lock
+ * over 7 times and requires the median hand-off under 25 ms (a poll alone
+ * gives that less than 1% of the time) and every one under 200 ms
+ * (generous, for a loaded 2-core machine).  test_wait_quiet.c counts what
+ * waiting costs the server.
  *
  * A wait with a deadline must end with DLOCK_BUSY at the deadline: not
  * much earlier, not much later ([wait, wait + 150 ms]).  After a BUSY,

@@ -3,9 +3,10 @@
  *
  * Readers share, a writer excludes readers and writers, a reader excludes
  * a writer.  A waiting writer stops new readers (so readers cannot starve
- * it) and gets the lock when the readers present leave; a writer's
- * release wakes all the waiting readers at once (their holder's lease was
- * 10 s, and their next poll was 50 ms or more away).  A crashed writer
+ * it, however long it waits) and gets the lock when the readers present
+ * leave; a writer's release wakes all the waiting readers at once (their
+ * holder's lease was 10 s, and their next poll was 50 ms or more away).
+ * A crashed writer
  * blocks only until its lease runs out.  Under 6 threads on 2 clients
  * mixing reads and writes, no writer ever overlaps anyone, and write
  * fences grow.
@@ -131,6 +132,11 @@ static void a_waiting_writer_stops_new_readers(void **state)
               "writer sets its intent");
     TK_EXPECT(try_take(c, name, DLOCK_RWLOCK_READ) == DLOCK_BUSY,
               "a new reader is refused while a writer waits");
+    /* The intent lasts 1 s; the writer's wait must keep renewing it,
+     * though the reader's 10 s lease would let its timer sleep longer. */
+    patkit_work_ms(1500);       /* the reader's work */
+    TK_EXPECT(try_take(c, name, DLOCK_RWLOCK_READ) == DLOCK_BUSY,
+              "a new reader is still refused 1.5 s into the writer's wait");
     released = testkit_now_us();
     TK_EXPECT_ERR(dlock_rwlock_release(reader), DLOCK_OK, c, "releasing");
     pthread_join(thread, NULL);
@@ -157,7 +163,6 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
     pthread_t t[READERS];
     dlock_rwlock *writer;
     int64_t released;
-    int quick = 0;
 
     (void)state;
     testkit_key(name, "rw_wake");
@@ -183,14 +188,10 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
                       (long long)(r[i].granted_us - released));
         TK_EXPECT(r[i].granted_us - released < 1000000, "reader %d gets in "
                   "long before the writer's 10 s lease", i);
-        if (r[i].granted_us - released < 40000)
-            quick++;
         dlock_rwlock_release(r[i].lock);
     }
-    /* A poll would come 50..150 ms after the release (they began waiting
-     * 50 ms before it); one message per waiter wakes them all at once. */
-    TK_EXPECT(quick >= 2, "most readers (%d of %d) are woken by the release "
-              "within 40 ms, not by their next poll", quick, READERS);
+    /* The fallback poll follows the writer's remaining lease (10 s, see
+     * wait.c), so a reader in within 1 s was woken by the release. */
     forget(name);
     dlock_client_free(other);
     dlock_client_free(c);

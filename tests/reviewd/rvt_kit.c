@@ -504,6 +504,33 @@ void rvt_server_remove_dir(const rvt_server *s)
     }
 }
 
+int rvt_fixture_start(rvt_db *db, rvt_server *srv, const char *name,
+                      const char *redis_url, const char *const *extra_env,
+                      int offset_ids)
+{
+    char srv_name[96];
+
+    snprintf(srv_name, sizeof(srv_name), "reviewd_%s", name);
+    if (rvt_db_create(db, name) != 0
+        || rvt_server_start(srv, db, redis_url, extra_env, srv_name) != 0) {
+        return -1;
+    }
+    return offset_ids ? rvt_db_offset_ids(db) : 0;
+}
+
+int rvt_fixture_stop(rvt_db *db, rvt_server *srv)
+{
+    const int clean = rvt_server_stop(srv);
+
+    if (clean) {
+        rvt_server_remove_dir(srv);
+    } else {
+        rvt_server_log_tail(srv);
+    }
+    rvt_db_drop(db);
+    return clean;
+}
+
 int rvt_server_log_has(const rvt_server *s, const char *text)
 {
     char *log = read_file(s->log);

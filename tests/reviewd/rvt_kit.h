@@ -118,6 +118,22 @@ int rvt_run_reviewd(const char *const *args, const char *const *env,
 pid_t rvt_spawn(const char *bin, const char *const *argv,
                 const char *const *extra_env, const char *out_path);
 
+/* ---- the usual fixture: one database, one reviewd ------------------------ */
+
+/*
+ * Creates the database name, starts reviewd on it as rvt_server_start
+ * does (the server named "reviewd_<name>"), and with offset_ids restarts
+ * the id sequences at a random offset (rvt_db_offset_ids).  Returns 0 or
+ * -1 (the reason on stderr).  The opening of most test programs' setup.
+ */
+int rvt_fixture_start(rvt_db *db, rvt_server *srv, const char *name,
+                      const char *redis_url, const char *const *extra_env,
+                      int offset_ids);
+/* Stops reviewd (rvt_server_stop), removes its folder when it exited 0
+ * and prints its log's tail when not, then drops the database.  Returns
+ * 1 if reviewd exited 0, which a teardown reports. */
+int rvt_fixture_stop(rvt_db *db, rvt_server *srv);
+
 /* The reviewd binary (REVIEWD_BIN, or build/services/reviewd/reviewd). */
 const char *rvt_reviewd_bin(void);
 

@@ -86,13 +86,10 @@ static int is_id(const char *s)
 
 static int setup(void **state)
 {
-    const char *const env[] = {"REVIEWD_TEST_HOOKS=1", NULL};
-
     (void)state;
-    if (testkit_shared_redis() == NULL || rvt_db_create(&db, "api") != 0
-        || rvt_server_start(&srv, &db, testkit_redis_url(), env,
-                            "reviewd_api") != 0
-        || rvt_db_offset_ids(&db) != 0) {
+    if (testkit_shared_redis() == NULL
+        || rvt_fixture_start(&db, &srv, "api", testkit_redis_url(), NULL, 1)
+               != 0) {
         return -1;
     }
     alice = rvt_token("alice", "author", 3600);
@@ -105,13 +102,9 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    const int clean = rvt_server_stop(&srv);
+    const int clean = rvt_fixture_stop(&db, &srv);
 
     (void)state;
-    if (clean) {
-        rvt_server_remove_dir(&srv);
-    }
-    rvt_db_drop(&db);
     free(alice);
     free(dave);
     free(bob);

@@ -52,10 +52,9 @@ static int setup(void **state)
     seed = s != NULL ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
     fprintf(stderr, "fuzz seed %llu (RVT_FUZZ_SEED to replay)\n",
             (unsigned long long)seed);
-    if (testkit_shared_redis() == NULL || rvt_db_create(&db, "fuzz") != 0
-        || rvt_server_start(&srv, &db, testkit_redis_url(), env,
-                            "reviewd_fuzz") != 0
-        || rvt_db_offset_ids(&db) != 0) {
+    if (testkit_shared_redis() == NULL
+        || rvt_fixture_start(&db, &srv, "fuzz", testkit_redis_url(), env, 1)
+               != 0) {
         return -1;
     }
     tokens[0] = rvt_token("alice", "author", 3600);
@@ -73,14 +72,10 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    const int clean = rvt_server_stop(&srv);
+    const int clean = rvt_fixture_stop(&db, &srv);
     int i;
 
     (void)state;
-    if (clean) {
-        rvt_server_remove_dir(&srv);
-    }
-    rvt_db_drop(&db);
     for (i = 0; i < 4; i++) {
         free(tokens[i]);
     }

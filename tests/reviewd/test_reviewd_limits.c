@@ -46,8 +46,7 @@ static int setup(void **state)
         "REVIEWD_PG_TIMEOUT_S=2", "REVIEWD_LOG_FILE=@log", NULL};
 
     (void)state;
-    if (rvt_db_create(&db, "limits") != 0
-        || rvt_server_start(&srv, &db, NULL, env, "reviewd_limits") != 0) {
+    if (rvt_fixture_start(&db, &srv, "limits", NULL, env, 0) != 0) {
         return -1;
     }
     snprintf(env_db, sizeof(env_db), "DATABASE_URL=%s", db.url);
@@ -57,13 +56,9 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    const int clean = rvt_server_stop(&srv);
+    const int clean = rvt_fixture_stop(&db, &srv);
 
     (void)state;
-    if (clean) {
-        rvt_server_remove_dir(&srv);
-    }
-    rvt_db_drop(&db);
     free(alice);
     return clean ? 0 : -1;
 }
@@ -225,7 +220,7 @@ static int reopened(void *arg)
 /*
  * PostgreSQL cuts reviewd's idle connections (a restart, a failover, an
  * idle timeout): the next write on each worker finds its connection dead
- * at the BEGIN it sends with its first statement (rv_conn_begin_deferred),
+ * at the BEGIN it sends with its first statement (rv_db_conn_begin_deferred),
  * when nothing of it has run, so it runs again on a new connection and
  * the client sees 201, never 503.
  */

@@ -43,12 +43,10 @@ static int setup(void **state)
 
     (void)state;
     redis_url = testkit_shared_redis();
-    if (redis_url == NULL || rvt_db_create(&db, "locks") != 0
-        || rvt_db_create(&db_off, "locks_off") != 0
-        || rvt_server_start(&srv, &db, redis_url, env, "reviewd_locks") != 0
-        || rvt_server_start(&srv_off, &db_off, NULL, env_off,
-                            "reviewd_locks") != 0
-        || rvt_db_offset_ids(&db) != 0) {
+    if (redis_url == NULL
+        || rvt_fixture_start(&db, &srv, "locks", redis_url, env, 1) != 0
+        || rvt_fixture_start(&db_off, &srv_off, "locks_off", NULL, env_off,
+                             0) != 0) {
         return -1;
     }
     alice = rvt_token("alice", "author", 3600);
@@ -59,15 +57,10 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    const int clean = rvt_server_stop(&srv);
-    const int clean_off = rvt_server_stop(&srv_off);
+    const int clean = rvt_fixture_stop(&db, &srv);
+    const int clean_off = rvt_fixture_stop(&db_off, &srv_off);
 
     (void)state;
-    if (clean && clean_off) {
-        rvt_server_remove_dir(&srv);
-    }
-    rvt_db_drop(&db);
-    rvt_db_drop(&db_off);
     free(alice);
     free(bob);
     free(carol);

@@ -158,9 +158,8 @@ static int setup(void **state)
     env[1] = url_env;
     mongoc_init();
     peek = mongoc_client_new(mongo.url);
-    if (peek == NULL || rvt_db_create(&db, "mongo") != 0
-        || rvt_server_start(&srv, &db, redis_url, env, "reviewd_mongo") != 0
-        || rvt_db_offset_ids(&db) != 0) {
+    if (peek == NULL
+        || rvt_fixture_start(&db, &srv, "mongo", redis_url, env, 1) != 0) {
         return -1;
     }
     alice = rvt_token("alice", "author", 3600);
@@ -170,15 +169,9 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    const int clean = rvt_server_stop(&srv);
+    const int clean = rvt_fixture_stop(&db, &srv);
 
     (void)state;
-    if (clean) {
-        rvt_server_remove_dir(&srv);
-    } else {
-        rvt_server_log_tail(&srv);
-    }
-    rvt_db_drop(&db);
     mongoc_client_destroy(peek);
     mongoc_cleanup();
     rvt_mongo_close(&mongo, clean);

@@ -45,9 +45,8 @@ static int setup(void **state)
 
     (void)state;
     redis = testkit_redis_start(&opts);
-    if (redis == NULL || rvt_db_create(&db, "storm") != 0
-        || rvt_server_start(&srv, &db, redis->url, env, "reviewd_storm")
-               != 0) {
+    if (redis == NULL
+        || rvt_fixture_start(&db, &srv, "storm", redis->url, env, 0) != 0) {
         return -1;
     }
     alice = rvt_token("alice", "author", 3600);
@@ -58,13 +57,9 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    const int clean = rvt_server_stop(&srv);
+    const int clean = rvt_fixture_stop(&db, &srv);
 
     (void)state;
-    if (clean) {
-        rvt_server_remove_dir(&srv);
-    }
-    rvt_db_drop(&db);
     testkit_redis_free(redis);
     free(alice);
     free(bob);

@@ -18,13 +18,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "rv_auth.h"
-#include "rv_config.h"
-#include "rv_dispatch.h"
-#include "rv_idempotency.h"
-#include "rv_json.h"
-#include "rv_log.h"
-#include "rv_router.h"
+#include "api/rv_auth.h"
+#include "core/rv_config.h"
+#include "http/rv_dispatch.h"
+#include "tx/rv_idem.h"
+#include "svc_json.h"
+#include "svc_log.h"
+#include "core/rv_router.h"
 
 #define SECRET "unit-secret-0123456789abcdefghij"
 #define NOW ((int64_t)1800000000)
@@ -90,39 +90,39 @@ static void bodies_must_be_one_utf8_json_object_without_duplicates(
     json_t *o;
 
     (void)state;
-    o = rv_json_parse_object("{\"a\":1}", 7, detail, sizeof(detail));
+    o = svc_json_parse_object("{\"a\":1}", 7, detail, sizeof(detail));
     assert_non_null(o);
     json_decref(o);
-    assert_null(rv_json_parse_object("", 0, detail, sizeof(detail)));
-    assert_null(rv_json_parse_object("[1]", 3, detail, sizeof(detail)));
-    assert_null(rv_json_parse_object("\"x\"", 3, detail, sizeof(detail)));
-    assert_null(rv_json_parse_object("{\"a\":1,\"a\":2}", 13, detail,
+    assert_null(svc_json_parse_object("", 0, detail, sizeof(detail)));
+    assert_null(svc_json_parse_object("[1]", 3, detail, sizeof(detail)));
+    assert_null(svc_json_parse_object("\"x\"", 3, detail, sizeof(detail)));
+    assert_null(svc_json_parse_object("{\"a\":1,\"a\":2}", 13, detail,
                                      sizeof(detail)));
-    assert_null(rv_json_parse_object("{\"a\":\"\xff\"}", 9, detail,
+    assert_null(svc_json_parse_object("{\"a\":\"\xff\"}", 9, detail,
                                      sizeof(detail)));
     assert_non_null(strstr(detail, "UTF-8"));
-    assert_null(rv_json_parse_object("{\"a\":\"\\u0000\"}", 14, detail,
+    assert_null(svc_json_parse_object("{\"a\":\"\\u0000\"}", 14, detail,
                                      sizeof(detail)));
-    assert_null(rv_json_parse_object("{\"a\":\"\\ud800\"}", 14, detail,
+    assert_null(svc_json_parse_object("{\"a\":\"\\ud800\"}", 14, detail,
                                      sizeof(detail)));
-    assert_null(rv_json_parse_object("{} {}", 5, detail, sizeof(detail)));
-    assert_null(rv_json_parse_object("{\"a\":1} x", 9, detail,
+    assert_null(svc_json_parse_object("{} {}", 5, detail, sizeof(detail)));
+    assert_null(svc_json_parse_object("{\"a\":1} x", 9, detail,
                                      sizeof(detail)));
-    assert_null(rv_json_parse_object("{\"a\":123456789012345678901234}", 30,
+    assert_null(svc_json_parse_object("{\"a\":123456789012345678901234}", 30,
                                      detail, sizeof(detail)));
 }
 
 static void utf8_rules_follow_rfc_3629(void **state)
 {
     (void)state;
-    assert_true(rv_utf8_valid("h\xc3\xa9llo", 6));
-    assert_true(rv_utf8_valid("\xf0\x9f\x98\x80", 4));
-    assert_false(rv_utf8_valid("\xc0\xaf", 2));         /* overlong */
-    assert_false(rv_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
-    assert_false(rv_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
-    assert_false(rv_utf8_valid("\xe2\x82", 2));         /* truncated */
-    assert_false(rv_utf8_valid("a\0b", 3));
-    assert_int_equal(rv_utf8_chars("h\xc3\xa9\xf0\x9f\x98\x80"), 3);
+    assert_true(svc_utf8_valid("h\xc3\xa9llo", 6));
+    assert_true(svc_utf8_valid("\xf0\x9f\x98\x80", 4));
+    assert_false(svc_utf8_valid("\xc0\xaf", 2));         /* overlong */
+    assert_false(svc_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+    assert_false(svc_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+    assert_false(svc_utf8_valid("\xe2\x82", 2));         /* truncated */
+    assert_false(svc_utf8_valid("a\0b", 3));
+    assert_int_equal(svc_utf8_chars("h\xc3\xa9\xf0\x9f\x98\x80"), 3);
 }
 
 static void fields_are_checked_for_type_and_length_in_characters(
@@ -135,15 +135,15 @@ static void fields_are_checked_for_type_and_length_in_characters(
                           "n", 1);
 
     (void)state;
-    assert_int_equal(rv_json_string_field(o, "title", 1, 3, 0, &v, detail,
+    assert_int_equal(svc_json_string_field(o, "title", 1, 3, 0, &v, detail,
                                           sizeof(detail)), 1);
-    assert_int_equal(rv_json_string_field(o, "title", 1, 2, 0, &v, detail,
+    assert_int_equal(svc_json_string_field(o, "title", 1, 2, 0, &v, detail,
                                           sizeof(detail)), -1);
-    assert_int_equal(rv_json_string_field(o, "n", 0, 9, 0, &v, detail,
+    assert_int_equal(svc_json_string_field(o, "n", 0, 9, 0, &v, detail,
                                           sizeof(detail)), -1);
-    assert_int_equal(rv_json_string_field(o, "absent", 0, 9, 0, &v, detail,
+    assert_int_equal(svc_json_string_field(o, "absent", 0, 9, 0, &v, detail,
                                           sizeof(detail)), 0);
-    assert_int_equal(rv_json_only_fields(o, allowed, detail,
+    assert_int_equal(svc_json_only_fields(o, allowed, detail,
                                          sizeof(detail)), -1);
     assert_non_null(strstr(detail, "\"n\""));
     json_decref(o);
@@ -151,7 +151,7 @@ static void fields_are_checked_for_type_and_length_in_characters(
 
 static void error_bodies_stay_valid_json_for_hostile_details(void **state)
 {
-    char *body = rv_json_error_body("INVALID_ARGUMENT", "bad \xff\xfe \"x\"");
+    char *body = svc_json_error_body("INVALID_ARGUMENT", "bad \xff\xfe \"x\"");
     json_t *o;
 
     (void)state;
@@ -317,17 +317,17 @@ static void logged_urls_never_show_passwords(void **state)
     char out[256];
 
     (void)state;
-    rv_log_redact_url("postgresql://dlock:s3cret@127.0.0.1:5432/db", out,
+    svc_log_redact_url("postgresql://dlock:s3cret@127.0.0.1:5432/db", out,
                       sizeof(out));
     assert_string_equal(out, "postgresql://dlock:***@127.0.0.1:5432/db");
-    rv_log_redact_url("redis://:p@h:1/0", out, sizeof(out));
+    svc_log_redact_url("redis://:p@h:1/0", out, sizeof(out));
     assert_string_equal(out, "redis://:***@h:1/0");
-    rv_log_redact_url("host=h password=s3cret dbname=d", out, sizeof(out));
+    svc_log_redact_url("host=h password=s3cret dbname=d", out, sizeof(out));
     assert_string_equal(out, "host=h password=*** dbname=d");
-    rv_log_redact_url("postgresql://h/db?password=s3cret&x=1", out,
+    svc_log_redact_url("postgresql://h/db?password=s3cret&x=1", out,
                       sizeof(out));
     assert_null(strstr(out, "s3cret"));
-    rv_log_redact_url("redis://h:6379/0", out, sizeof(out));
+    svc_log_redact_url("redis://h:6379/0", out, sizeof(out));
     assert_string_equal(out, "redis://h:6379/0");
 }
 

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_auth.h"
+#include "api/rv_auth.h"
 
 #define SECRET "cache-secret-0123456789abcdefghi"
 #define OTHER "other-secret-0123456789abcdefghi"

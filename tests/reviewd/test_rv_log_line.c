@@ -1,8 +1,8 @@
 /*
  * test_rv_log_line.c: the access log's lines built field by field
- * (rv_log_line, rv_log.c) are whole JSON objects that say what was given.
+ * (svc_log_line, svc_log.c) are whole JSON objects that say what was given.
  *
- * rv_log_line replaces jansson on the path of every request, so it must
+ * svc_log_line replaces jansson on the path of every request, so it must
  * keep jansson's guarantees: a hostile request id or path can neither
  * break a line nor forge another, a value that is not UTF-8 is left out
  * rather than written raw, a long line is written whole, and lines from
@@ -22,11 +22,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rv_log.h"
+#include "svc_log.h"
 
 typedef struct fixture {
     char path[64];
-    rv_log *log;
+    svc_log *log;
 } fixture;
 
 static int open_log(void **state)
@@ -36,11 +36,11 @@ static int open_log(void **state)
     int fd;
 
     assert_non_null(f);
-    snprintf(f->path, sizeof(f->path), "/tmp/rv_log_line_XXXXXX");
+    snprintf(f->path, sizeof(f->path), "/tmp/svc_log_line_XXXXXX");
     fd = mkstemp(f->path);
     assert_true(fd >= 0);
     close(fd);
-    f->log = rv_log_new(f->path, RV_LOG_INFO, err, sizeof(err));
+    f->log = svc_log_new(f->path, SVC_LOG_INFO, err, sizeof(err));
     assert_non_null(f->log);
     *state = f;
     return 0;
@@ -50,7 +50,7 @@ static int close_log(void **state)
 {
     fixture *f = *state;
 
-    rv_log_free(f->log);
+    svc_log_free(f->log);
     unlink(f->path);
     free(f);
     return 0;
@@ -89,16 +89,16 @@ static const char *str(const json_t *o, const char *key)
 static void fields_come_after_ts_level_and_msg_in_order(void **state)
 {
     fixture *f = *state;
-    rv_log_line line;
+    svc_log_line line;
     json_t *got[2];
     FILE *fp;
     char raw[512];
 
-    assert_true(rv_log_line_begin(f->log, RV_LOG_INFO, "request", &line));
-    rv_log_line_str(&line, "request_id", "abc");
-    rv_log_line_int(&line, "status", 201);
-    rv_log_line_fixed3(&line, "duration_ms", 1.23456);
-    rv_log_line_end(&line);
+    assert_true(svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
+    svc_log_line_str(&line, "request_id", "abc");
+    svc_log_line_int(&line, "status", 201);
+    svc_log_line_fixed3(&line, "duration_ms", 1.23456);
+    svc_log_line_end(&line);
     assert_int_equal(read_lines(f, got, 2), 1);
     assert_string_equal(str(got[0], "level"), "info");
     assert_string_equal(str(got[0], "msg"), "request");
@@ -124,14 +124,14 @@ static void hostile_strings_come_back_as_they_were_sent(void **state)
         "\x01\x1f\b\f\r\t", "caf\xc3\xa9 \xe6\x96\x87 \xf0\x9f\x98\x80",
         "\x7f", "", NULL};
     fixture *f = *state;
-    rv_log_line line;
+    svc_log_line line;
     json_t *got[8];
     int i;
 
     for (i = 0; values[i] != NULL; i++) {
-        assert_true(rv_log_line_begin(f->log, RV_LOG_INFO, "request", &line));
-        rv_log_line_str(&line, "path", values[i]);
-        rv_log_line_end(&line);
+        assert_true(svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
+        svc_log_line_str(&line, "path", values[i]);
+        svc_log_line_end(&line);
     }
     assert_int_equal(read_lines(f, got, 8), i);
     for (i = 0; values[i] != NULL; i++) {
@@ -146,15 +146,15 @@ static void a_value_that_is_not_utf8_is_left_out(void **state)
     static const char *const bad[] = {"\xff", "ab\xc3", "\xed\xa0\x80",
                                       "\xc0\xaf", NULL};
     fixture *f = *state;
-    rv_log_line line;
+    svc_log_line line;
     json_t *got[4];
     int i;
 
     for (i = 0; bad[i] != NULL; i++) {
-        assert_true(rv_log_line_begin(f->log, RV_LOG_INFO, "request", &line));
-        rv_log_line_str(&line, "path", bad[i]);
-        rv_log_line_int(&line, "status", 404);
-        rv_log_line_end(&line);
+        assert_true(svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
+        svc_log_line_str(&line, "path", bad[i]);
+        svc_log_line_int(&line, "status", 404);
+        svc_log_line_end(&line);
     }
     assert_int_equal(read_lines(f, got, 4), 4);
     for (i = 0; i < 4; i++) {
@@ -169,9 +169,9 @@ static void a_line_longer_than_its_inline_buffer_is_written_whole(
     void **state)
 {
     fixture *f = *state;
-    const size_t n = 5 * RV_LOG_LINE_INLINE;
+    const size_t n = 5 * SVC_LOG_LINE_INLINE;
     char *path = malloc(n + 1);
-    rv_log_line line;
+    svc_log_line line;
     json_t *got[1];
 
     assert_non_null(path);
@@ -179,10 +179,10 @@ static void a_line_longer_than_its_inline_buffer_is_written_whole(
         path[i] = i % 7 == 0 ? '"' : (char)('a' + i % 26);
     }
     path[n] = '\0';
-    assert_true(rv_log_line_begin(f->log, RV_LOG_INFO, "request", &line));
-    rv_log_line_str(&line, "path", path);
-    rv_log_line_str(&line, "after", "end");
-    rv_log_line_end(&line);
+    assert_true(svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
+    svc_log_line_str(&line, "path", path);
+    svc_log_line_str(&line, "after", "end");
+    svc_log_line_end(&line);
     assert_int_equal(read_lines(f, got, 1), 1);
     assert_string_equal(str(got[0], "path"), path);
     assert_string_equal(str(got[0], "after"), "end");
@@ -193,18 +193,18 @@ static void a_line_longer_than_its_inline_buffer_is_written_whole(
 static void a_level_below_the_minimum_writes_nothing(void **state)
 {
     fixture *f = *state;
-    rv_log_line line;
+    svc_log_line line;
     json_t *got[1];
 
-    assert_false(rv_log_line_begin(f->log, RV_LOG_DEBUG, "noise", &line));
-    assert_false(rv_log_line_begin(NULL, RV_LOG_ERROR, "noise", &line));
+    assert_false(svc_log_line_begin(f->log, SVC_LOG_DEBUG, "noise", &line));
+    assert_false(svc_log_line_begin(NULL, SVC_LOG_ERROR, "noise", &line));
     assert_int_equal(read_lines(f, got, 1), 0);
 }
 
 enum { THREADS = 4, LINES = 500 };
 
 typedef struct writer {
-    rv_log *log;
+    svc_log *log;
     int id;
 } writer;
 
@@ -218,12 +218,12 @@ static void *write_many(void *p)
     memset(value, 'a' + w->id, sizeof(value) - 1);
     value[sizeof(value) - 1] = '\0';
     for (int i = 0; i < LINES; i++) {
-        rv_log_line line;
+        svc_log_line line;
 
-        if (rv_log_line_begin(w->log, RV_LOG_INFO, "request", &line)) {
-            rv_log_line_int(&line, "thread", w->id);
-            rv_log_line_str(&line, "path", value);
-            rv_log_line_end(&line);
+        if (svc_log_line_begin(w->log, SVC_LOG_INFO, "request", &line)) {
+            svc_log_line_int(&line, "thread", w->id);
+            svc_log_line_str(&line, "path", value);
+            svc_log_line_end(&line);
         }
     }
     return NULL;

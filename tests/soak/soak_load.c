@@ -58,9 +58,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
 #include "bench_http.h"
-#include "bench_stats.h"
-#include "rv_auth.h"
+#include "bench_run.h"
+#include "api/rv_auth.h"
 #include "soak_proc.h"
 
 #define REQUEST_TIMEOUT_MS 30000

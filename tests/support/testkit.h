@@ -162,6 +162,11 @@ typedef struct testkit_redis_opts {
     const char *acl_pass;
     /* appendonly yes (fsync everysec), so a restart keeps the data. */
     int appendonly;
+    /* Run the server under the wall-clock shim (dlock_test_wallclock.c):
+     * its CLOCK_REALTIME is shifted by the offset in r->wallclock_file
+     * (made at 0 here), which testkit_redis_clock_step changes while the
+     * server runs.  Key expiry and TIME follow it. */
+    int wallclock;
 } testkit_redis_opts;
 
 /* Certificates that testkit_redis_start makes with the openssl command when
@@ -198,6 +203,7 @@ typedef struct testkit_redis {
     char requirepass[128];
     char acl_user[64];
     char acl_pass[128];
+    char wallclock_file[600];   /* with opts.wallclock: the offset file */
 } testkit_redis;
 
 /*
@@ -225,8 +231,55 @@ int testkit_redis_resume(testkit_redis *r);
 /* Stops the server, removes its folder and frees r.  NULL is fine. */
 void testkit_redis_free(testkit_redis *r);
 
+/* With opts.wallclock: sets the server's wall clock to run offset_ms
+ * milliseconds away from the host's (absolute, not added to the last
+ * step; negative is behind).  Takes effect at the server's next clock
+ * reading.  Returns 0 or -1. */
+int testkit_redis_clock_step(testkit_redis *r, int64_t offset_ms);
+
 /* A port on 127.0.0.1 that nothing listens on right now (bound to port 0,
  * read back, closed), or -1. */
 int testkit_free_port(void);
+
+/* ---- faults: wall-clock offsets and a pausable proxy ------------------ */
+
+/* The shim's path: <build>/tests/support/libdlock_test_wallclock.so. */
+const char *testkit_wallclock_shim(void);
+
+/*
+ * Writes offset_ms into the 8-byte offset file read by the wall-clock shim
+ * (creating it if needed), with one atomic store through a shared mapping
+ * so a running process sees the old or the new value, never a mix.
+ * Returns 0, or -1 with the reason on stderr.
+ */
+int testkit_wallclock_set(const char *file, int64_t offset_ms);
+
+/* A running dlock-test-proxy (dlock_test_proxy.c). */
+typedef struct testkit_proxy {
+    pid_t pid;              /* 0 once stopped */
+    int port;               /* listens on 127.0.0.1:port */
+    char dir[400];          /* var/test/<name>-<pid>/ */
+    char control[600];      /* its control socket */
+    char url[700];          /* redis://127.0.0.1:port/0 */
+} testkit_proxy;
+
+/*
+ * Starts a proxy on a free loopback port forwarding to target
+ * ("HOST:PORT"), in var/test/<name>-<pid>/, and waits until it is ready.
+ * The proxy dies with the calling thread (PR_SET_PDEATHSIG).  Returns it,
+ * or NULL with the reason on stderr.
+ */
+testkit_proxy *testkit_proxy_start(const char *name, const char *target);
+
+/*
+ * Sends one control command and waits for its answer: "pause", "resume",
+ * "reset", "delay MS", "target HOST:PORT", "stats".  The command has taken
+ * effect when this returns 0; -1 means it was refused or the proxy could
+ * not be reached (message on stderr).
+ */
+int testkit_proxy_ctl(testkit_proxy *p, const char *command);
+
+/* SIGTERM, waits for exit, removes its folder and frees p.  NULL is fine. */
+void testkit_proxy_free(testkit_proxy *p);
 
 #endif /* DLOCK_TESTKIT_H */

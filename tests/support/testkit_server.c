@@ -309,6 +309,10 @@ static pid_t spawn_server(const testkit_redis *r)
             close(fd);
         }
     }
+    if (r->opts.wallclock &&
+        (setenv("LD_PRELOAD", testkit_wallclock_shim(), 1) != 0 ||
+         setenv("DLOCK_TEST_WALLCLOCK_FILE", r->wallclock_file, 1) != 0))
+        _exit(126);
     execlp("redis-server", "redis-server", r->conf, (char *)NULL);
     _exit(127);
 }
@@ -403,7 +407,11 @@ static int prepare_dir(testkit_redis *r)
     snprintf(r->conf, sizeof(r->conf), "%s/redis.conf", r->dir);
     snprintf(r->log, sizeof(r->log), "%s/redis.log", r->dir);
     snprintf(r->unix_path, sizeof(r->unix_path), "%s/redis.sock", r->dir);
-    return 0;
+    if (!r->opts.wallclock)
+        return 0;
+    snprintf(r->wallclock_file, sizeof(r->wallclock_file), "%s/wallclock",
+             r->dir);
+    return testkit_wallclock_set(r->wallclock_file, 0);
 }
 
 testkit_redis *testkit_redis_start(const testkit_redis_opts *opts)
@@ -449,6 +457,16 @@ int testkit_redis_stop(testkit_redis *r)
     if (testkit_wait_until(server_gone, r, STOP_TIMEOUT_MS))
         return 0;
     return -1;
+}
+
+int testkit_redis_clock_step(testkit_redis *r, int64_t offset_ms)
+{
+    if (r == NULL || !r->opts.wallclock) {
+        fprintf(stderr, "testkit: clock step on a server started without "
+                "opts.wallclock\n");
+        return -1;
+    }
+    return testkit_wallclock_set(r->wallclock_file, offset_ms);
 }
 
 int testkit_redis_restart(testkit_redis *r)

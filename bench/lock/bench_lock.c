@@ -1,0 +1,1157 @@
+/*
+ * bench_lock.c: the core lock benchmark.  How fast libdlock's acquire and
+ * release are, as ratios against what the same Redis server does for the
+ * very same commands when redis-benchmark sends them.
+ *
+ * One run, against one fresh private redis-server (or --url):
+ *   (a) seq.*: sequential acquire+release pairs on one thread, p50, p99
+ *       and p99.9 of the pair, its mean, and p50 of acquire and release
+ *       alone;
+ *   (b) tput.Nthreads: pairs/s with 1, 8 and 32 threads, each thread on
+ *       its own key, for a fixed time;
+ *   (c) handoff.Nwaiters.*: 4 and 16 threads on one key, each holding it
+ *       ~1 ms then releasing, for a fixed time: acquisitions/s, and the
+ *       gap from a release's return to the next successful acquire's
+ *       return.  Run twice: as the issue asks (a releaser loops straight
+ *       into its next acquire, so it races the waiter its release woke),
+ *       and ".polite" (a releaser waits until another thread holds the lock
+ *       before trying again, so every grant is a hand-off to a woken
+ *       waiter).  regrant_share says how often the free-for-all gave the
+ *       lock straight back to the thread that released it.
+ *
+ * The limit.  libdlock's acquire and release are each one EVALSHA round
+ * trip.  The run learns those exact commands from MONITOR while libdlock
+ * makes one acquire and one release, then has redis-benchmark replay each
+ * one, alone, with -c 1 (latency) and with -c 8 and -c 32 (throughput):
+ *   - a sequential pair can be no faster than one acquire round trip plus
+ *     one release round trip, so the pair's limit is p50(acquire) +
+ *     p50(release) at -c 1 (p99 and p99.9 likewise: an approximation, as
+ *     percentiles do not add exactly).  redis-benchmark's percentiles come
+ *     from a histogram with 8 us buckets at this size, so the p50 limit is
+ *     rounded up to a bucket's edge; the pair's mean is therefore also
+ *     compared with 1/R_a + 1/R_r at -c 1 (R the replayed requests/s, one
+ *     over the mean round trip), which has no such rounding;
+ *   - a pair costs the server one acquire and one release, so with R_a and
+ *     R_r the replayed rates (requests/s), the most pairs per second is
+ *     1 / (1/R_a + 1/R_r): the time per pair is the sum of the times per
+ *     command.  That is the limit of (b) at the same number of clients
+ *     (-c 1 for one thread, -c 8 for 8, -c 32 for 32);
+ *   - a hand-off can be no faster than one acquire round trip after the
+ *     release returns (the release notification leaves the server in the
+ *     same event-loop turn as the release's reply), so the gap's limit is
+ *     p50 (p99) of the acquire at -c 1; and a holder cycle is no shorter
+ *     than hold + release + acquire round trips, so the rate's limit is
+ *     1 / (mean measured hold + p50(release) + p50(acquire)).
+ * redis-benchmark replays the acquire on one fixed key, so every call after
+ * the first finds the key held and gets the script's "busy" answer, and the
+ * release replay finds the token gone after the first call.  Those are
+ * still one EVALSHA round trip of the same script with the same arguments,
+ * which is what the limit needs; the busy path skips the writes, so if
+ * anything the server does less per replayed call than per grant, which can
+ * only make the limit stricter.  redis-benchmark is a client too, with its
+ * own cost per request, so a ratio a little past the limit means libdlock's
+ * client path is leaner than redis-benchmark's, not that it beat the server.
+ *
+ * Output: JSON lines on stdout (kind "run", "command", "limit", "figure",
+ * "summary"); progress and the final table for people on stderr.  A figure
+ * has name, value, unit, limit, ratio = value / limit, target saying which
+ * way is better and the issue's goal when there is one, and what the
+ * figure cost: this process's and the server's CPU, and libdlock's round
+ * trips, per operation.  Nothing here fails on a slow machine: the exit
+ * status is 0 whenever the figures were measured, met or not.
+ *
+ * Keys are "bench:<pid>:...", so a run against a shared server (--url)
+ * never touches anyone else's keys.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlock/dlock.h"
+
+#include "bench_clock.h"
+#include "bench_cost.h"
+#include "bench_cpu.h"
+#include "bench_figure.h"
+#include "bench_json.h"
+#include "bench_redis.h"
+#include "bench_run.h"
+#include "bench_samples.h"
+
+#define MAX_THREADS 32
+#define MAX_ERRORS_PER_THREAD 100
+
+typedef struct bench_opts {
+    const char *url;          /* NULL: start a private server */
+    const char *workdir;
+    const char *server_bin;
+    const char *rb_bin;
+    long pairs;
+    long warmup;
+    long rb_requests;
+    int duration_ms;
+    int hold_us;
+    int ttl_ms;
+    int wait_ms;
+} bench_opts;
+
+/* What redis-benchmark measured for both commands at one client count. */
+typedef struct bench_limit {
+    bench_rb_result acquire;
+    bench_rb_result release;
+} bench_limit;
+
+typedef struct bench_run {
+    bench_opts o;
+    bench_server server;      /* pid 0 with --url */
+    bench_target target;
+    dlock_client *client;
+    bench_cmd acquire_cmd;
+    bench_cmd release_cmd;
+    bench_limit c1;
+    bench_table table;
+    char prefix[48];          /* "bench:<pid>" */
+    char err[2048];
+} bench_run;
+
+/* ------------------------------------------------------------------------
+ * Small helpers */
+
+#define progress(...) bench_progress("bench_lock", __VA_ARGS__)
+
+static void acquire_opts(const bench_run *run, int64_t wait_ms,
+                         dlock_acquire_opts *ao)
+{
+    dlock_acquire_opts_init(ao);
+    ao->ttl_ms = run->o.ttl_ms;
+    ao->wait_ms = wait_ms;
+}
+
+/* The time per pair is the sum of the times per command. */
+static double pair_rate(const bench_limit *l)
+{
+    return 1.0 / (1.0 / l->acquire.rps + 1.0 / l->release.rps);
+}
+
+/* libdlock's round trips so far: the commands its client has sent. */
+static uint64_t client_round_trips(const bench_run *run)
+{
+    dlock_client_stats st;
+
+    dlock_client_stats_get(run->client, &st);
+    return st.commands;
+}
+
+static void cost_begin(const bench_run *run, bench_cost *c)
+{
+    bench_cost_begin(c, run->server.pid, client_round_trips(run));
+}
+
+static void cost_end(const bench_run *run, bench_cost *c)
+{
+    bench_cost_end(c, run->server.pid, client_round_trips(run));
+}
+
+/* ------------------------------------------------------------------------
+ * Learning the commands, measuring the limit */
+
+static void print_command(const char *op, const bench_cmd *cmd)
+{
+    printf("{\"kind\":\"command\",\"op\":\"%s\",\"argv\":[", op);
+    for (int i = 0; i < cmd->argc; i++) {
+        if (i) {
+            putchar(',');
+        }
+        bench_json_string(stdout, cmd->argv[i]);
+    }
+    printf("]}\n");
+}
+
+/* Runs one acquire and one release through libdlock with a MONITOR tap
+ * open, and keeps the EVALSHA each of them sent. */
+static int capture_commands(bench_run *run)
+{
+    char key[96];
+    bench_monitor *mon = NULL;
+    dlock_acquire_opts ao;
+    dlock_lock *lock = NULL;
+
+    snprintf(key, sizeof(key), "%s:replay", run->prefix);
+    if (bench_monitor_open(&run->target, &mon, run->err,
+                           sizeof(run->err)) != 0) {
+        return -1;
+    }
+    acquire_opts(run, 0, &ao);
+    dlock_err rc = dlock_acquire(run->client, key, &ao, &lock);
+    if (rc != DLOCK_OK) {
+        snprintf(run->err, sizeof(run->err), "acquire %s for MONITOR: %s",
+                 key, dlock_client_errmsg(run->client));
+        bench_monitor_close(mon);
+        return -1;
+    }
+    int ok = bench_monitor_find_evalsha(mon, key, 2000, &run->acquire_cmd,
+                                        run->err, sizeof(run->err)) == 0;
+    rc = dlock_release(lock);
+    if (ok && rc != DLOCK_OK) {
+        snprintf(run->err, sizeof(run->err), "release %s for MONITOR: %s",
+                 key, dlock_client_errmsg(run->client));
+        ok = 0;
+    }
+    ok = ok && bench_monitor_find_evalsha(mon, key, 2000, &run->release_cmd,
+                                          run->err, sizeof(run->err)) == 0;
+    bench_monitor_close(mon);
+    if (!ok) {
+        return -1;
+    }
+    print_command("acquire", &run->acquire_cmd);
+    print_command("release", &run->release_cmd);
+    return 0;
+}
+
+static void print_limit(const char *op, const bench_rb_result *r)
+{
+    printf("{\"kind\":\"limit\",\"op\":\"%s\",\"tool\":\"redis-benchmark\","
+           "\"clients\":%d,\"requests\":%ld,\"rps\":", op, r->clients,
+           r->requests);
+    bench_json_number(stdout, r->rps);
+    printf(",\"p50_us\":");
+    bench_json_number(stdout, r->p50_us);
+    printf(",\"p99_us\":");
+    bench_json_number(stdout, r->p99_us);
+    printf(",\"p999_us\":");
+    bench_json_number(stdout, r->p999_us);
+    printf(",\"rb_cpu_us_per_op\":");
+    bench_json_number(stdout, bench_per_op(r->rb_cpu_us, r->requests));
+    printf(",\"server_cpu_us_per_op\":");
+    bench_json_number(stdout, bench_per_op(r->server_cpu_us, r->requests));
+    printf("}\n");
+    fflush(stdout);
+}
+
+/* Replays the acquire then the release with redis-benchmark, clients
+ * connections each.  The acquire runs first: its first call takes the
+ * replay key with the captured token, and the release replay's first call
+ * deletes it again, so each measurement leaves the key as it found it. */
+static int measure_limit(bench_run *run, int clients, bench_limit *out)
+{
+    const long n = clients == 1 ? run->o.pairs : run->o.rb_requests;
+    const int timeout_ms = 120000;
+
+    if (bench_rb_run(run->o.rb_bin, &run->target, run->server.pid, clients,
+                     n, &run->acquire_cmd, timeout_ms, &out->acquire,
+                     run->err, sizeof(run->err)) != 0 ||
+        bench_rb_run(run->o.rb_bin, &run->target, run->server.pid, clients,
+                     n, &run->release_cmd, timeout_ms, &out->release,
+                     run->err, sizeof(run->err)) != 0) {
+        return -1;
+    }
+    print_limit("acquire", &out->acquire);
+    print_limit("release", &out->release);
+    progress("limit -c %d: acquire %.0f/s p50 %.1f us, release %.0f/s "
+             "p50 %.1f us", clients, out->acquire.rps, out->acquire.p50_us,
+             out->release.rps, out->release.p50_us);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * (a) Sequential pairs */
+
+typedef struct seq_samples {
+    bench_samples pair;
+    bench_samples acquire;
+    bench_samples release;
+} seq_samples;
+
+/* One timed acquire + release on key; adds the three durations to s when
+ * s is not NULL.  Returns DLOCK_OK or the first failure. */
+static dlock_err timed_pair(bench_run *run, const char *key,
+                            const dlock_acquire_opts *ao, seq_samples *s)
+{
+    dlock_lock *lock = NULL;
+    const int64_t t0 = bench_clock_ns();
+    dlock_err rc = dlock_acquire(run->client, key, ao, &lock);
+    const int64_t t1 = bench_clock_ns();
+
+    if (rc != DLOCK_OK) {
+        return rc;
+    }
+    rc = dlock_release(lock);
+    const int64_t t2 = bench_clock_ns();
+    if (rc == DLOCK_OK && s != NULL) {
+        bench_samples_add(&s->pair, t2 - t0);
+        bench_samples_add(&s->acquire, t1 - t0);
+        bench_samples_add(&s->release, t2 - t1);
+    }
+    return rc;
+}
+
+/* Runs n pairs on key; returns the number that failed, or -1 (with the
+ * message in run->err) when failures pile up. */
+static long run_pairs(bench_run *run, const char *key, long n,
+                      seq_samples *s)
+{
+    dlock_acquire_opts ao;
+    long errors = 0;
+
+    acquire_opts(run, 0, &ao);
+    for (long i = 0; i < n; i++) {
+        const dlock_err rc = timed_pair(run, key, &ao, s);
+        if (rc == DLOCK_OK) {
+            continue;
+        }
+        if (++errors == 1) {
+            snprintf(run->err, sizeof(run->err), "pair on %s: %s: %s", key,
+                     dlock_errname(rc), dlock_client_errmsg(run->client));
+        }
+        if (errors >= MAX_ERRORS_PER_THREAD) {
+            return -1;
+        }
+    }
+    return errors;
+}
+
+static void add_latency_figure(bench_run *run, const char *name,
+                               double value, double limit, const char *from,
+                               double goal, long long n,
+                               const bench_cost *cost, double mean_us)
+{
+    bench_figure f;
+
+    bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
+    f.value = value;
+    f.limit = limit;
+    f.limit_from = from;
+    f.goal = goal;
+    f.n = n;
+    if (cost != NULL) {
+        f.errors = 0;
+        bench_cost_apply(cost, n, &f);
+    }
+    if (!isnan(mean_us)) {
+        f.extra_key[0] = "mean_us";
+        f.extra_value[0] = mean_us;
+    }
+    bench_table_add(&run->table, stdout, &f);
+}
+
+static void report_sequential(bench_run *run, seq_samples *s,
+                              const bench_cost *cost)
+{
+    const bench_rb_result *a = &run->c1.acquire;
+    const bench_rb_result *r = &run->c1.release;
+    const long long n = (long long)s->pair.n;
+
+    bench_samples_sort(&s->pair);
+    bench_samples_sort(&s->acquire);
+    bench_samples_sort(&s->release);
+    add_latency_figure(run, "seq.pair.p50",
+                       bench_samples_quantile_us(&s->pair, 0.50),
+                       a->p50_us + r->p50_us,
+                       "redis-benchmark -c 1: p50(acquire) + p50(release)",
+                       1.2, n, cost, bench_samples_mean_us(&s->pair));
+    add_latency_figure(run, "seq.pair.p99",
+                       bench_samples_quantile_us(&s->pair, 0.99),
+                       a->p99_us + r->p99_us,
+                       "redis-benchmark -c 1: p99(acquire) + p99(release)",
+                       NAN, n, cost, NAN);
+    add_latency_figure(run, "seq.pair.p99.9",
+                       bench_samples_quantile_us(&s->pair, 0.999),
+                       a->p999_us + r->p999_us,
+                       "redis-benchmark -c 1: p99.9(acquire) + "
+                       "p99.9(release)", NAN, n, cost, NAN);
+    /* redis-benchmark reports percentiles from a histogram whose buckets
+     * are 8 us wide near one round trip, so a p50 limit is the upper edge
+     * of its bucket.  Its requests/s at -c 1 is exact and is one over the
+     * mean round trip, which gives a limit without that rounding. */
+    add_latency_figure(run, "seq.pair.mean", bench_samples_mean_us(&s->pair),
+                       1e6 / a->rps + 1e6 / r->rps,
+                       "redis-benchmark -c 1: 1/rps(acquire) + "
+                       "1/rps(release), the mean round trips", NAN, n, NULL,
+                       NAN);
+    add_latency_figure(run, "seq.acquire.p50",
+                       bench_samples_quantile_us(&s->acquire, 0.50),
+                       a->p50_us, "redis-benchmark -c 1: p50(acquire)", NAN,
+                       n, NULL, NAN);
+    add_latency_figure(run, "seq.release.p50",
+                       bench_samples_quantile_us(&s->release, 0.50),
+                       r->p50_us, "redis-benchmark -c 1: p50(release)", NAN,
+                       n, NULL, NAN);
+}
+
+static int bench_sequential(bench_run *run)
+{
+    char key[96];
+    seq_samples s;
+    bench_cost cost;
+    const size_t cap = (size_t)run->o.pairs;
+
+    snprintf(key, sizeof(key), "%s:seq", run->prefix);
+    memset(&s, 0, sizeof(s));
+    if (bench_samples_init(&s.pair, cap) != 0 ||
+        bench_samples_init(&s.acquire, cap) != 0 ||
+        bench_samples_init(&s.release, cap) != 0) {
+        snprintf(run->err, sizeof(run->err), "out of memory");
+        bench_samples_free(&s.pair);
+        bench_samples_free(&s.acquire);
+        return -1;
+    }
+    /* Any failed pair makes the run stop: a sequential latency with holes
+     * in it would not be the figure it claims to be. */
+    long errors = run_pairs(run, key, run->o.warmup, NULL);
+    if (errors == 0) {
+        cost_begin(run, &cost);
+        errors = run_pairs(run, key, run->o.pairs, &s);
+        cost_end(run, &cost);
+    }
+    if (errors == 0) {
+        report_sequential(run, &s, &cost);
+    }
+    bench_samples_free(&s.pair);
+    bench_samples_free(&s.acquire);
+    bench_samples_free(&s.release);
+    return errors == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------
+ * (b) Throughput: threads on distinct keys */
+
+/* Holds the workers until every one exists, so that they start together
+ * and the clock starts when they do. */
+typedef struct tput_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int open;                 /* 1: go; -1: give up (a thread failed) */
+    int64_t deadline_ns;
+} tput_gate;
+
+typedef struct tput_worker {
+    bench_run *run;
+    tput_gate *gate;
+    char key[96];
+    long pairs;
+    long errors;
+    int64_t end_ns;
+    char errmsg[DLOCK_ERRMSG_MAX];
+} tput_worker;
+
+/* Waits for the gate; returns the deadline, or 0 when told to give up. */
+static int64_t tput_gate_wait(tput_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    while (g->open == 0) {
+        pthread_cond_wait(&g->cond, &g->mu);
+    }
+    const int64_t deadline = g->open > 0 ? g->deadline_ns : 0;
+    pthread_mutex_unlock(&g->mu);
+    return deadline;
+}
+
+static void tput_gate_open(tput_gate *g, int how, int64_t deadline_ns)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = how;
+    g->deadline_ns = deadline_ns;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void *tput_thread(void *arg)
+{
+    tput_worker *w = arg;
+    dlock_acquire_opts ao;
+
+    acquire_opts(w->run, 0, &ao);
+    const int64_t deadline = tput_gate_wait(w->gate);
+    while (bench_clock_ns() < deadline &&
+           w->errors < MAX_ERRORS_PER_THREAD) {
+        dlock_lock *lock = NULL;
+        dlock_err rc = dlock_acquire(w->run->client, w->key, &ao, &lock);
+        if (rc == DLOCK_OK) {
+            rc = dlock_release(lock);
+        }
+        if (rc == DLOCK_OK) {
+            w->pairs++;
+        } else if (w->errors++ == 0) {
+            snprintf(w->errmsg, sizeof(w->errmsg), "%s: %s",
+                     dlock_errname(rc), dlock_client_errmsg(w->run->client));
+        }
+    }
+    w->end_ns = bench_clock_ns();
+    return NULL;
+}
+
+typedef struct tput_result {
+    long pairs;
+    long errors;
+    double seconds;
+    bench_cost cost;
+} tput_result;
+
+/* Starts nthreads workers, opens the gate at *start_ns and joins them;
+ * returns the number started. */
+static int run_tput_threads(bench_run *run, tput_worker *w, int nthreads,
+                            int64_t *start_ns)
+{
+    pthread_t tid[MAX_THREADS];
+    tput_gate gate = { .open = 0 };
+    int started = 0;
+
+    pthread_mutex_init(&gate.mu, NULL);
+    pthread_cond_init(&gate.cond, NULL);
+    for (int i = 0; i < nthreads; i++) {
+        w[i].run = run;
+        w[i].gate = &gate;
+        snprintf(w[i].key, sizeof(w[i].key), "%s:tput:%d:%d", run->prefix,
+                 nthreads, i);
+        if (pthread_create(&tid[i], NULL, tput_thread, &w[i]) != 0) {
+            break;
+        }
+        started++;
+    }
+    *start_ns = bench_clock_ns();
+    tput_gate_open(&gate, started == nthreads ? 1 : -1,
+                   *start_ns + (int64_t)run->o.duration_ms * 1000000);
+    for (int i = 0; i < started; i++) {
+        pthread_join(tid[i], NULL);
+    }
+    pthread_cond_destroy(&gate.cond);
+    pthread_mutex_destroy(&gate.mu);
+    return started;
+}
+
+static int measure_tput(bench_run *run, int nthreads, tput_result *out)
+{
+    tput_worker w[MAX_THREADS];
+    int64_t start = 0;
+
+    memset(w, 0, sizeof(w));
+    memset(out, 0, sizeof(*out));
+    cost_begin(run, &out->cost);
+    const int started = run_tput_threads(run, w, nthreads, &start);
+    cost_end(run, &out->cost);
+    if (started != nthreads) {
+        snprintf(run->err, sizeof(run->err), "pthread_create failed");
+        return -1;
+    }
+    int64_t end = start;
+    for (int i = 0; i < nthreads; i++) {
+        out->pairs += w[i].pairs;
+        out->errors += w[i].errors;
+        end = w[i].end_ns > end ? w[i].end_ns : end;
+        if (w[i].errors > 0 && run->err[0] == '\0') {
+            snprintf(run->err, sizeof(run->err), "%s", w[i].errmsg);
+        }
+    }
+    out->seconds = (double)(end - start) / 1e9;
+    return 0;
+}
+
+static void report_tput(bench_run *run, int nthreads, const tput_result *r,
+                        const bench_limit *l)
+{
+    char name[64];
+    char from[128];
+    bench_figure f;
+
+    snprintf(name, sizeof(name), "tput.%dthreads", nthreads);
+    snprintf(from, sizeof(from), "redis-benchmark -c %d: "
+             "1 / (1/rps(acquire) + 1/rps(release))", l->acquire.clients);
+    bench_figure_init(&f, name, "pairs/s", BENCH_HIGHER_IS_BETTER);
+    f.value = r->seconds > 0 ? (double)r->pairs / r->seconds : NAN;
+    f.limit = pair_rate(l);
+    f.limit_from = from;
+    f.goal = nthreads == 32 ? 0.70 : NAN;
+    f.n = r->pairs;
+    f.errors = r->errors;
+    bench_cost_apply(&r->cost, r->pairs, &f);
+    bench_table_add(&run->table, stdout, &f);
+}
+
+/* Measures nthreads against the limit at clients connections (measured
+ * here unless given). */
+static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
+{
+    bench_limit measured;
+    tput_result r;
+    const bench_limit *l = given;
+
+    if (l == NULL) {
+        if (measure_limit(run, nthreads, &measured) != 0) {
+            return -1;
+        }
+        l = &measured;
+    }
+    if (measure_tput(run, nthreads, &r) != 0) {
+        return -1;
+    }
+    report_tput(run, nthreads, &r, l);
+    progress("%d threads: %.0f pairs/s (%ld errors)", nthreads,
+             (double)r.pairs / r.seconds, r.errors);
+    return r.errors >= (long)nthreads * MAX_ERRORS_PER_THREAD ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * (c) Hand-off: waiters on one key */
+
+/*
+ * Grants are numbered in the order they happen: a thread takes its number
+ * while it holds the lock, so grant g+1's number is taken after grant g's
+ * release reached the server.  The gap of grant g+1 is then its acquire's
+ * return minus grant g's release's return, both on CLOCK_MONOTONIC.  If
+ * the releasing thread is descheduled between its release returning and
+ * reading the clock, a gap comes out small or negative; it is kept as
+ * measured.  holders counts threads inside the critical section, as a
+ * check that the lock excluded; holder records which thread got each
+ * grant, to tell a hand-off to a waiter from the releaser taking the key
+ * straight back.
+ *
+ * Two modes.  In the free-for-all one (the issue's), a thread that
+ * releases loops straight into its next acquire, so it races the waiter
+ * that the release woke, and it usually wins: it is already running, the
+ * waiter has two thread wake-ups to go.  In the polite one, a thread that
+ * released waits (on grant_cv, bounded by the deadline) until another
+ * thread holds the lock before it tries again, so every grant is a real
+ * hand-off to a woken waiter, which is the path the design promises costs
+ * about one round trip.
+ */
+typedef struct handoff_shared {
+    bench_run *run;
+    char key[96];
+    int64_t deadline_ns;
+    size_t cap;
+    int64_t *acq_ns;          /* per grant: the acquire's return */
+    int64_t *rel_ns;          /* per grant: the release's return, 0 if bad */
+    int64_t *hold_ns;         /* per grant: time held */
+    int *holder;              /* per grant: the thread's index */
+    int polite;
+    pthread_mutex_t grant_mu; /* with grant_cv: "grants moved on" */
+    pthread_cond_t grant_cv;
+    atomic_long grants;
+    atomic_int holders;
+    atomic_long overlaps;
+    atomic_long timeouts;
+    atomic_long errors;
+    pthread_mutex_t err_mu;
+    char errmsg[DLOCK_ERRMSG_MAX];
+} handoff_shared;
+
+typedef struct handoff_worker {
+    handoff_shared *h;
+    int index;
+} handoff_worker;
+
+static void handoff_note_error(handoff_shared *h, dlock_err rc)
+{
+    if (atomic_fetch_add(&h->errors, 1) != 0) {
+        return;
+    }
+    pthread_mutex_lock(&h->err_mu);
+    snprintf(h->errmsg, sizeof(h->errmsg), "%s: %s", dlock_errname(rc),
+             dlock_client_errmsg(h->run->client));
+    pthread_mutex_unlock(&h->err_mu);
+}
+
+/* In polite mode: waits until a grant after g exists, or the deadline. */
+static void handoff_wait_for_next(handoff_shared *h, long g)
+{
+    const struct timespec until = {
+        .tv_sec = (time_t)(h->deadline_ns / 1000000000),
+        .tv_nsec = (long)(h->deadline_ns % 1000000000),
+    };
+
+    pthread_mutex_lock(&h->grant_mu);
+    while (atomic_load(&h->grants) <= g + 1 &&
+           pthread_cond_timedwait(&h->grant_cv, &h->grant_mu, &until) == 0) {
+        continue;
+    }
+    pthread_mutex_unlock(&h->grant_mu);
+}
+
+/* Tells polite releasers that grant g was taken. */
+static void handoff_announce(handoff_shared *h)
+{
+    pthread_mutex_lock(&h->grant_mu);
+    pthread_cond_broadcast(&h->grant_cv);
+    pthread_mutex_unlock(&h->grant_mu);
+}
+
+/* Holds the lock for the configured time and releases it, recording the
+ * grant's times. */
+static void handoff_hold(handoff_shared *h, int index, dlock_lock *lock,
+                         int64_t t_acq)
+{
+    const long g = atomic_fetch_add(&h->grants, 1);
+
+    if (h->polite) {
+        handoff_announce(h);
+    }
+
+    if (atomic_fetch_add(&h->holders, 1) != 0) {
+        atomic_fetch_add(&h->overlaps, 1);
+    }
+    bench_sleep_ns((int64_t)h->run->o.hold_us * 1000);
+    const int64_t t_held = bench_clock_ns();
+    atomic_fetch_sub(&h->holders, 1);
+    const dlock_err rc = dlock_release(lock);
+    const int64_t t_rel = bench_clock_ns();
+    if (rc != DLOCK_OK) {
+        handoff_note_error(h, rc);
+    }
+    if ((size_t)g < h->cap) {
+        h->acq_ns[g] = t_acq;
+        h->hold_ns[g] = t_held - t_acq;
+        h->rel_ns[g] = rc == DLOCK_OK ? t_rel : 0;
+        h->holder[g] = index;
+    }
+    if (h->polite) {
+        handoff_wait_for_next(h, g);
+    }
+}
+
+static void *handoff_thread(void *arg)
+{
+    const handoff_worker *w = arg;
+    handoff_shared *h = w->h;
+    dlock_acquire_opts ao;
+
+    acquire_opts(h->run, h->run->o.wait_ms, &ao);
+    while (bench_clock_ns() < h->deadline_ns &&
+           atomic_load(&h->errors) < MAX_ERRORS_PER_THREAD) {
+        dlock_lock *lock = NULL;
+        const dlock_err rc = dlock_acquire(h->run->client, h->key, &ao,
+                                           &lock);
+        const int64_t t_acq = bench_clock_ns();
+        if (rc == DLOCK_OK) {
+            handoff_hold(h, w->index, lock, t_acq);
+        } else if (rc == DLOCK_BUSY) {
+            atomic_fetch_add(&h->timeouts, 1);
+        } else {
+            handoff_note_error(h, rc);
+        }
+    }
+    return NULL;
+}
+
+typedef struct handoff_result {
+    long grants;              /* acquired before the deadline */
+    long regrants;            /* of which by the previous holder */
+    bench_samples gaps;
+    double hold_mean_us;
+    bench_cost cost;
+} handoff_result;
+
+/* Turns the per-grant times into gaps and counts, over the grants whose
+ * acquire returned before the deadline. */
+static int collect_handoff(const handoff_shared *h, handoff_result *out)
+{
+    const long total = atomic_load(&h->grants);
+    const size_t n = (size_t)total < h->cap ? (size_t)total : h->cap;
+    double hold_sum = 0;
+
+    if (bench_samples_init(&out->gaps, n) != 0) {
+        return -1;
+    }
+    for (size_t g = 0; g < n && h->acq_ns[g] < h->deadline_ns; g++) {
+        out->grants++;
+        hold_sum += (double)h->hold_ns[g];
+        if (g == 0 || h->rel_ns[g - 1] == 0) {
+            continue;
+        }
+        bench_samples_add(&out->gaps, h->acq_ns[g] - h->rel_ns[g - 1]);
+        out->regrants += h->holder[g] == h->holder[g - 1];
+    }
+    out->hold_mean_us = out->grants ? hold_sum / (double)out->grants / 1000
+                                    : NAN;
+    bench_samples_sort(&out->gaps);
+    return 0;
+}
+
+static int handoff_init(bench_run *run, int nthreads, int polite,
+                        handoff_shared *h)
+{
+    pthread_condattr_t attr;
+
+    memset(h, 0, sizeof(*h));
+    h->run = run;
+    h->polite = polite;
+    snprintf(h->key, sizeof(h->key), "%s:handoff:%d:%s", run->prefix,
+             nthreads, polite ? "polite" : "ffa");
+    /* At most one grant per hold time, with room to spare. */
+    h->cap = (size_t)run->o.duration_ms * 1000 /
+             (size_t)run->o.hold_us * 2 + 1024;
+    h->acq_ns = calloc(h->cap, sizeof(*h->acq_ns));
+    h->rel_ns = calloc(h->cap, sizeof(*h->rel_ns));
+    h->hold_ns = calloc(h->cap, sizeof(*h->hold_ns));
+    h->holder = calloc(h->cap, sizeof(*h->holder));
+    pthread_mutex_init(&h->err_mu, NULL);
+    pthread_mutex_init(&h->grant_mu, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->grant_cv, &attr);
+    pthread_condattr_destroy(&attr);
+    if (h->acq_ns == NULL || h->rel_ns == NULL || h->hold_ns == NULL ||
+        h->holder == NULL) {
+        snprintf(run->err, sizeof(run->err), "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static void handoff_free(handoff_shared *h)
+{
+    free(h->acq_ns);
+    free(h->rel_ns);
+    free(h->hold_ns);
+    free(h->holder);
+    pthread_mutex_destroy(&h->err_mu);
+    pthread_mutex_destroy(&h->grant_mu);
+    pthread_cond_destroy(&h->grant_cv);
+}
+
+static int run_handoff_threads(handoff_shared *h, int nthreads)
+{
+    pthread_t tid[MAX_THREADS];
+    handoff_worker w[MAX_THREADS];
+    int started = 0;
+
+    h->deadline_ns = bench_clock_ns() +
+                     (int64_t)h->run->o.duration_ms * 1000000;
+    for (int i = 0; i < nthreads; i++) {
+        w[i] = (handoff_worker){ .h = h, .index = i };
+        if (pthread_create(&tid[i], NULL, handoff_thread, &w[i]) != 0) {
+            break;
+        }
+        started++;
+    }
+    for (int i = 0; i < started; i++) {
+        pthread_join(tid[i], NULL);
+    }
+    return started == nthreads ? 0 : -1;
+}
+
+static void report_handoff_rate(bench_run *run, const char *name,
+                                const handoff_shared *h,
+                                const handoff_result *r)
+{
+    const bench_rb_result *a = &run->c1.acquire;
+    const bench_rb_result *rel = &run->c1.release;
+    bench_figure f;
+
+    bench_figure_init(&f, name, "acq/s", BENCH_HIGHER_IS_BETTER);
+    f.value = (double)r->grants / (run->o.duration_ms / 1000.0);
+    f.limit = 1e6 / (r->hold_mean_us + rel->p50_us + a->p50_us);
+    f.limit_from = "1 / (measured mean hold + redis-benchmark -c 1 "
+                   "p50(release) + p50(acquire))";
+    f.n = r->grants;
+    f.errors = atomic_load(&h->errors) + atomic_load(&h->overlaps);
+    bench_cost_apply(&r->cost, r->grants, &f);
+    f.extra_key[0] = "regrant_share";
+    f.extra_value[0] = r->gaps.n ? (double)r->regrants / (double)r->gaps.n
+                                 : NAN;
+    f.extra_key[1] = "wait_timeouts";
+    f.extra_value[1] = (double)atomic_load(&h->timeouts);
+    bench_table_add(&run->table, stdout, &f);
+}
+
+static void report_handoff_gap(bench_run *run, const char *name, double q,
+                               double limit, const char *from,
+                               const handoff_result *r)
+{
+    bench_figure f;
+
+    bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
+    f.value = bench_samples_quantile_us(&r->gaps, q);
+    f.limit = limit;
+    f.limit_from = from;
+    f.abs_goal = q == 0.50 ? 1000 : NAN;
+    f.n = (long long)r->gaps.n;
+    bench_table_add(&run->table, stdout, &f);
+}
+
+static void report_handoff(bench_run *run, int nthreads,
+                           const handoff_shared *h, const handoff_result *r)
+{
+    const char *mode = h->polite ? ".polite" : "";
+    char name[3][64];
+
+    snprintf(name[0], sizeof(name[0]), "handoff.%dwaiters%s.rate", nthreads,
+             mode);
+    snprintf(name[1], sizeof(name[1]), "handoff.%dwaiters%s.gap.p50",
+             nthreads, mode);
+    snprintf(name[2], sizeof(name[2]), "handoff.%dwaiters%s.gap.p99",
+             nthreads, mode);
+    report_handoff_rate(run, name[0], h, r);
+    report_handoff_gap(run, name[1], 0.50, run->c1.acquire.p50_us,
+                       "redis-benchmark -c 1: p50(acquire), one round trip",
+                       r);
+    report_handoff_gap(run, name[2], 0.99, run->c1.acquire.p99_us,
+                       "redis-benchmark -c 1: p99(acquire), one round trip",
+                       r);
+}
+
+/* Says on stderr what the hand-off did, and keeps any failure in err. */
+static void note_handoff(bench_run *run, int nthreads,
+                         const handoff_shared *h, const handoff_result *r)
+{
+    progress("%d waiters%s: %ld grants (%ld to the previous holder), gap "
+             "p50 %.1f us, %ld wait timeouts, %ld errors, %ld overlaps",
+             nthreads, h->polite ? " (polite)" : "", r->grants, r->regrants,
+             bench_samples_quantile_us(&r->gaps, 0.5),
+             atomic_load(&h->timeouts), atomic_load(&h->errors),
+             atomic_load(&h->overlaps));
+    if (atomic_load(&h->overlaps) > 0) {
+        snprintf(run->err, sizeof(run->err), "hand-off on %s: %ld grants "
+                 "overlapped another holder: the lock did not exclude",
+                 h->key, atomic_load(&h->overlaps));
+    } else if (atomic_load(&h->errors) > 0) {
+        snprintf(run->err, sizeof(run->err), "%s", h->errmsg);
+    }
+}
+
+static int bench_handoff(bench_run *run, int nthreads, int polite)
+{
+    handoff_shared h;
+    handoff_result r;
+
+    memset(&r, 0, sizeof(r));
+    if (handoff_init(run, nthreads, polite, &h) != 0) {
+        handoff_free(&h);
+        return -1;
+    }
+    cost_begin(run, &r.cost);
+    int rc = run_handoff_threads(&h, nthreads);
+    cost_end(run, &r.cost);
+    if (rc == 0 && collect_handoff(&h, &r) != 0) {
+        snprintf(run->err, sizeof(run->err), "out of memory");
+        rc = -1;
+    }
+    if (rc == 0) {
+        report_handoff(run, nthreads, &h, &r);
+        note_handoff(run, nthreads, &h, &r);
+    }
+    bench_samples_free(&r.gaps);
+    handoff_free(&h);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * The run */
+
+/* Prints the run line; returns the CPU pressure it reported. */
+static double print_run_header(const bench_run *run, const char *phase)
+{
+    char version[64];
+    char load[128];
+    const double pressure = bench_cpu_pressure();
+
+    bench_server_version(&run->target, version, sizeof(version));
+    bench_loadavg(load, sizeof(load));
+    printf("{\"kind\":\"run\",\"phase\":\"%s\",\"bench\":\"bench_lock\","
+           "\"dlock_version\":", phase);
+    bench_json_string(stdout, dlock_version());
+    printf(",\"redis_version\":");
+    bench_json_string(stdout, version);
+    printf(",\"server\":");
+    bench_json_string(stdout, run->server.pid ? "private" : run->target.url);
+    printf(",\"online_cpus\":%ld,\"loadavg\":", sysconf(_SC_NPROCESSORS_ONLN));
+    bench_json_string(stdout, load);
+    printf(",\"cpu_pressure_some_avg10\":");
+    bench_json_number(stdout, pressure);
+    printf(",\"pairs\":%ld,\"warmup\":%ld,\"rb_requests\":%ld,"
+           "\"duration_ms\":%d,\"hold_us\":%d,\"ttl_ms\":%d,\"wait_ms\":%d,"
+           "\"time\":%lld}\n", run->o.pairs, run->o.warmup,
+           run->o.rb_requests, run->o.duration_ms, run->o.hold_us,
+           run->o.ttl_ms, run->o.wait_ms, (long long)time(NULL));
+    fflush(stdout);
+    return pressure;
+}
+
+static int connect_client(bench_run *run)
+{
+    dlock_client_opts co;
+    char errbuf[DLOCK_ERRMSG_MAX];
+
+    dlock_client_opts_init(&co);
+    co.pool_size = MAX_THREADS;
+    const dlock_err rc = dlock_client_new(run->target.url, &co, &run->client,
+                                          errbuf, sizeof(errbuf));
+    if (rc != DLOCK_OK) {
+        snprintf(run->err, sizeof(run->err), "dlock_client_new(%s): %s",
+                 run->target.url, errbuf);
+        return -1;
+    }
+    return 0;
+}
+
+/* The measurements, in an order that keeps each figure next to its limit
+ * in time, so that load from other work on the machine hits both alike. */
+static int run_phases(bench_run *run)
+{
+    if (capture_commands(run) != 0) {
+        return -1;
+    }
+    progress("limit at -c 1 (%ld requests per command)", run->o.pairs);
+    if (measure_limit(run, 1, &run->c1) != 0) {
+        return -1;
+    }
+    progress("(a) %ld sequential pairs after %ld warm-up", run->o.pairs,
+             run->o.warmup);
+    if (bench_sequential(run) != 0) {
+        return -1;
+    }
+    progress("(b) throughput, %d ms per thread count", run->o.duration_ms);
+    if (bench_tput(run, 1, &run->c1) != 0 || bench_tput(run, 8, NULL) != 0 ||
+        bench_tput(run, 32, NULL) != 0) {
+        return -1;
+    }
+    progress("(c) hand-off, %d us holds, %d ms each", run->o.hold_us,
+             run->o.duration_ms);
+    if (bench_handoff(run, 4, 0) != 0 || bench_handoff(run, 16, 0) != 0 ||
+        bench_handoff(run, 4, 1) != 0 || bench_handoff(run, 16, 1) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int setup_target(bench_run *run)
+{
+    if (run->o.url != NULL) {
+        return bench_target_parse(run->o.url, &run->target, run->err,
+                                  sizeof(run->err));
+    }
+    if (bench_server_start(&run->server, run->o.server_bin, run->o.workdir,
+                           run->err, sizeof(run->err)) != 0) {
+        return -1;
+    }
+    run->target = run->server.target;
+    progress("private redis-server pid %d on %s", (int)run->server.pid,
+             run->target.url);
+    return 0;
+}
+
+static void usage(FILE *out)
+{
+    fputs("usage: bench_lock [options]\n"
+          "  --url URL           benchmark this server instead of starting a"
+          " private one\n"
+          "                      (e.g. the stack's redis://127.0.0.1:16379/0)"
+          "\n"
+          "  --workdir DIR       folder for the private server (var/bench)\n"
+          "  --redis-server BIN  redis-server to start (redis-server)\n"
+          "  --redis-benchmark BIN  (redis-benchmark)\n"
+          "  --pairs N           sequential pairs, and -c 1 requests (20000)"
+          "\n"
+          "  --warmup N          pairs before timing (2000)\n"
+          "  --rb-requests N     requests per multi-client redis-benchmark"
+          " run (50000)\n"
+          "  --duration-ms MS    per thread count and hand-off run (3000)\n"
+          "  --hold-us US        hand-off hold time (1000)\n"
+          "  --ttl-ms MS         lock TTL (10000)\n"
+          "  --wait-ms MS        hand-off acquire wait bound (2000)\n",
+          out);
+}
+
+/* Parses a positive number for option name; exits on a bad one. */
+static long parse_positive(const char *name, const char *s)
+{
+    return bench_parse_long("bench_lock", name, s, 1, INT_MAX);
+}
+
+static void parse_args(int argc, char **argv, bench_opts *o)
+{
+    static const struct option longopts[] = {
+        { "url", required_argument, NULL, 'u' },
+        { "workdir", required_argument, NULL, 'w' },
+        { "redis-server", required_argument, NULL, 'S' },
+        { "redis-benchmark", required_argument, NULL, 'B' },
+        { "pairs", required_argument, NULL, 'n' },
+        { "warmup", required_argument, NULL, 'W' },
+        { "rb-requests", required_argument, NULL, 'r' },
+        { "duration-ms", required_argument, NULL, 'd' },
+        { "hold-us", required_argument, NULL, 'H' },
+        { "ttl-ms", required_argument, NULL, 't' },
+        { "wait-ms", required_argument, NULL, 'T' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    *o = (bench_opts){
+        .workdir = "var/bench", .server_bin = "redis-server",
+        .rb_bin = "redis-benchmark", .pairs = 20000, .warmup = 2000,
+        .rb_requests = 50000, .duration_ms = 3000, .hold_us = 1000,
+        .ttl_ms = 10000, .wait_ms = 2000,
+    };
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'u': o->url = optarg; break;
+        case 'w': o->workdir = optarg; break;
+        case 'S': o->server_bin = optarg; break;
+        case 'B': o->rb_bin = optarg; break;
+        case 'n': o->pairs = parse_positive("--pairs", optarg); break;
+        case 'W': o->warmup = parse_positive("--warmup", optarg); break;
+        case 'r':
+            o->rb_requests = parse_positive("--rb-requests", optarg);
+            break;
+        case 'd':
+            o->duration_ms = (int)parse_positive("--duration-ms", optarg);
+            break;
+        case 'H': o->hold_us = (int)parse_positive("--hold-us", optarg); break;
+        case 't': o->ttl_ms = (int)parse_positive("--ttl-ms", optarg); break;
+        case 'T': o->wait_ms = (int)parse_positive("--wait-ms", optarg); break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); exit(2);
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        exit(2);
+    }
+}
+
+/* Above this CPU pressure at the start, other work was competing for the
+ * CPUs enough to move the ratios (see docs/benchmarks.md). */
+#define CONTENDED_PRESSURE 25.0
+
+int main(int argc, char **argv)
+{
+    static bench_run run;
+    int rc = 1;
+    double pressure = NAN;
+
+    parse_args(argc, argv, &run.o);
+    snprintf(run.prefix, sizeof(run.prefix), "bench:%d", (int)getpid());
+    /* The private server is forked before any thread exists. */
+    if (setup_target(&run) == 0 && connect_client(&run) == 0) {
+        pressure = print_run_header(&run, "start");
+        rc = run_phases(&run) == 0 ? 0 : 1;
+        print_run_header(&run, "end");
+    }
+    if (rc != 0 || run.err[0] != '\0') {
+        fprintf(stderr, "bench_lock: %s\n", run.err);
+    }
+    if (run.table.n > 0) {
+        fputc('\n', stderr);
+        bench_table_print(&run.table, stderr);
+    }
+    const int contended = pressure > CONTENDED_PRESSURE;
+    if (contended) {
+        fprintf(stderr, "bench_lock: WARNING: CPU pressure was %.0f%% when "
+                "the run started: other work competed for the CPUs, so "
+                "these ratios are not reliable\n", pressure);
+    }
+    printf("{\"kind\":\"summary\",\"figures\":%d,\"complete\":%s,"
+           "\"contended\":%s}\n", run.table.n, rc == 0 ? "true" : "false",
+           contended ? "true" : "false");
+    dlock_client_free(run.client);
+    bench_cmd_free(&run.acquire_cmd);
+    bench_cmd_free(&run.release_cmd);
+    bench_server_stop(&run.server);
+    return rc;
+}

@@ -1,0 +1,91 @@
+/*
+ * svc_amqp_conn.h: the part of an AMQP 0-9-1 client connection
+ * (rabbitmq-c) that reviewd's publisher and kh-indexer's consumer share:
+ * the URL, a bounded connect and login, channel 1, and what failed.
+ *
+ * reviewd's outbox publisher and kh-indexer's consumer each own one
+ * svc_amqp_conn (part of svc_common) and add only what is theirs on
+ * top: confirm mode and publishing, or the queue topology, consuming and
+ * acks.  What they share, and what this module guarantees:
+ *   - every rabbitmq-c call that can block is bounded by the one timeout
+ *     given to svc_amqp_conn_open: the socket connect by
+ *     amqp_socket_open_noblock, the handshake and every later RPC (login,
+ *     channel.open and whatever the owner sends afterwards) by
+ *     amqp_set_handshake_timeout / amqp_set_rpc_timeout.  A thread stuck
+ *     on a silent broker would stall the outbox or the indexer.
+ *     Heartbeats are off: rabbitmq-c sends them only from inside its
+ *     calls, so the owners watch the socket instead;
+ *   - state: svc_amqp_conn_state() == NULL means closed.  Every failure
+ *     goes through svc_amqp_conn_fail (or _rpc), which records the message
+ *     and drops the connection, so a connection in an unknown protocol state is never
+ *     used again; the owner connects afresh later;
+ *   - the error text always names the endpoint: "amqp host:port: what: why".
+ *
+ * Ownership: the owner holds the opaque svc_amqp_conn from
+ * svc_amqp_conn_new until svc_amqp_conn_free.  It reaches rabbitmq-c's
+ * connection only through svc_amqp_conn_state (borrowed, never freed by
+ * the owner) and the failure text through svc_amqp_conn_errmsg.
+ * Threads: one thread, the owner's.
+ */
+#ifndef SVC_AMQP_CONN_H
+#define SVC_AMQP_CONN_H
+
+#include <amqp.h>
+#include <sys/time.h>
+
+/* The one channel each connection uses. */
+#define SVC_AMQP_CONN_CHANNEL 1
+
+typedef struct svc_amqp_conn svc_amqp_conn;
+
+/* A connection to url (amqp://user:pass@host:port/vhost), closed until
+ * svc_amqp_conn_open.  Returns NULL on allocation failure or a URL that
+ * does not parse. */
+svc_amqp_conn *svc_amqp_conn_new(const char *url);
+/* Closes (politely when still up) and frees c; NULL does nothing. */
+void svc_amqp_conn_free(svc_amqp_conn *c);
+
+/* rabbitmq-c's connection, for the owner's own calls on
+ * SVC_AMQP_CONN_CHANNEL, or NULL while closed.  Borrowed: valid until the
+ * next svc_amqp_conn_ call that can close (open, close, drop, fail, rpc,
+ * reply); never freed by the caller. */
+amqp_connection_state_t svc_amqp_conn_state(const svc_amqp_conn *c);
+/* 1 while connected, 0 when closed. */
+int svc_amqp_conn_is_open(const svc_amqp_conn *c);
+/* "host:port", for logs and /readyz. */
+const char *svc_amqp_conn_endpoint(const svc_amqp_conn *c);
+/* The last failure ("amqp host:port: what: why"), "" after success;
+ * borrowed, valid until the next call on c. */
+const char *svc_amqp_conn_errmsg(const svc_amqp_conn *c);
+
+/*
+ * Closes any earlier connection, then connects within timeout_ms (which
+ * also bounds every later RPC on this connection), logs in with the URL's
+ * credentials and vhost, and opens SVC_AMQP_CONN_CHANNEL.  Returns 0 (err
+ * is then ""), or -1 with err set and the connection closed.
+ */
+int svc_amqp_conn_open(svc_amqp_conn *c, int timeout_ms);
+/* Best-effort channel.close and connection.close, bounded by the RPC
+ * timeout, then drops the socket.  Nothing to do when closed. */
+void svc_amqp_conn_close(svc_amqp_conn *c);
+/* Drops the connection without talking to the broker. */
+void svc_amqp_conn_drop(svc_amqp_conn *c);
+
+/* Records "amqp host:port: <fmt...>" as the failure. */
+__attribute__((format(printf, 2, 3)))
+void svc_amqp_conn_set_err(svc_amqp_conn *c, const char *fmt, ...);
+/* Records "what: <rabbitmq-c's text for status>", drops the connection
+ * and returns -1. */
+int svc_amqp_conn_fail(svc_amqp_conn *c, const char *what, int status);
+/* 0 if the last RPC on the connection succeeded; otherwise records why
+ * (a library error, or the broker's refusal with its method id), drops
+ * the connection and returns -1. */
+int svc_amqp_conn_rpc(svc_amqp_conn *c, const char *what);
+/* The same for a reply a call returned directly (amqp_login). */
+int svc_amqp_conn_reply(svc_amqp_conn *c, const char *what,
+                       amqp_rpc_reply_t r);
+
+/* ms as a struct timeval, for rabbitmq-c's timeouts. */
+void svc_amqp_conn_timeval(int ms, struct timeval *tv);
+
+#endif /* SVC_AMQP_CONN_H */

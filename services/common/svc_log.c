@@ -1,0 +1,437 @@
+/*
+ * svc_log.c: JSON-lines logging for the services
+ * (reviewd and kh-indexer).
+ *
+ * Why JSON lines: operators grep by request id and ship logs to a store
+ * that indexes fields; one object per line needs no parser rules.  A
+ * line is built with jansson (which escapes everything, so a hostile
+ * request id or path cannot forge a line), or, for the line of every
+ * request, field by field by svc_log_line (escaping as jansson does and
+ * leaving out what is not UTF-8, the same guarantee for a fraction of the
+ * CPU), and written with a single write(2) under a mutex.  The file
+ * descriptor is swapped, not closed and reused, on reopen, so a writer never sees a half-switched state.
+ */
+#include "svc_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "svc_json.h"
+
+struct svc_log {
+    pthread_mutex_t mu;
+    int fd;            /* 2 for stderr */
+    char *path;        /* NULL for stderr */
+    svc_log_level min_level;
+};
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+static int open_log_file(const char *path)
+{
+    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+}
+
+svc_log *svc_log_new(const char *path, svc_log_level min_level, char *errbuf,
+                   size_t errlen)
+{
+    svc_log *log = calloc(1, sizeof(*log));
+
+    if (log == NULL) {
+        snprintf(errbuf, errlen, "log: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&log->mu, NULL);
+    log->fd = STDERR_FILENO;
+    log->min_level = min_level;
+    if (path == NULL || path[0] == '\0') {
+        return log;
+    }
+    log->path = strdup(path);
+    log->fd = log->path != NULL ? open_log_file(path) : -1;
+    if (log->fd < 0) {
+        snprintf(errbuf, errlen, "REVIEWD_LOG_FILE: cannot open %s: %s",
+                 path, strerror(errno));
+        log->fd = STDERR_FILENO;
+        svc_log_free(log);
+        return NULL;
+    }
+    return log;
+}
+
+void svc_log_free(svc_log *log)
+{
+    if (log == NULL) {
+        return;
+    }
+    if (log->fd != STDERR_FILENO && log->fd >= 0) {
+        close(log->fd);
+    }
+    pthread_mutex_destroy(&log->mu);
+    free(log->path);
+    free(log);
+}
+
+int svc_log_reopen(svc_log *log)
+{
+    int fd;
+    int old;
+
+    if (log == NULL || log->path == NULL) {
+        return 0;
+    }
+    fd = open_log_file(log->path);
+    if (fd < 0) {
+        return -1;
+    }
+    pthread_mutex_lock(&log->mu);
+    old = log->fd;
+    log->fd = fd;
+    pthread_mutex_unlock(&log->mu);
+    close(old);
+    return 0;
+}
+
+/* strftime writes the date and time (it returns 0, and we write "", when
+ * out is too small), then the milliseconds, an unsigned value below 1000,
+ * so no field can outgrow its width: snprintf with a year of any size was
+ * what -O3's -Wformat-truncation rightly doubted. */
+void svc_log_timestamp(char *out, size_t outlen)
+{
+    struct timespec ts;
+    struct tm tm;
+    size_t n;
+
+    if (outlen == 0) {
+        return;
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    n = strftime(out, outlen, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (n == 0) {
+        out[0] = '\0';
+        return;
+    }
+    snprintf(out + n, outlen - n, ".%03uZ",
+             (unsigned)(ts.tv_nsec / 1000000) % 1000u);
+}
+
+/* Writes all of buf, retrying short writes and EINTR. */
+static void write_fully(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        const ssize_t n = write(fd, buf, len);
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Writes text[0..len) and a newline as one line, in one write(2); text
+ * has room for the newline at text[len] (its NUL). */
+static void write_line(svc_log *log, char *text, size_t len)
+{
+    text[len] = '\n';
+    pthread_mutex_lock(&log->mu);
+    write_fully(log->fd, text, len + 1);
+    pthread_mutex_unlock(&log->mu);
+}
+
+void svc_log_write(svc_log *log, svc_log_level level, const char *msg,
+                  json_t *fields)
+{
+    char ts[32];
+    json_t *line;
+    char *text;
+
+    if (log == NULL || level < log->min_level) {
+        json_decref(fields);
+        return;
+    }
+    svc_log_timestamp(ts, sizeof(ts));
+    line = json_pack("{s:s,s:s,s:s}", "ts", ts, "level", level_names[level],
+                     "msg", msg);
+    if (line == NULL) {
+        json_decref(fields);
+        return;
+    }
+    if (json_is_object(fields)) {
+        json_object_update_missing(line, fields);
+    }
+    json_decref(fields);
+    text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER
+                                | JSON_REAL_PRECISION(6));
+    json_decref(line);
+    if (text == NULL) {
+        return;
+    }
+    /* json_dumps leaves room for the newline: it overwrites the NUL. */
+    write_line(log, text, strlen(text));
+    free(text);
+}
+
+/* ---- lines built field by field ------------------------------------------ */
+
+/* Makes room for n more bytes and the final newline; -1 once it failed. */
+static int line_reserve(svc_log_line *line, size_t n)
+{
+    size_t cap = line->cap;
+    char *p;
+
+    if (line->failed) {
+        return -1;
+    }
+    if (line->len + n + 1 <= line->cap) {
+        return 0;
+    }
+    while (cap < line->len + n + 1) {
+        cap *= 2;
+    }
+    p = malloc(cap);
+    if (p == NULL) {
+        line->failed = 1;
+        return -1;
+    }
+    memcpy(p, line->buf, line->len);
+    if (line->buf != line->inline_buf) {
+        free(line->buf);
+    }
+    line->buf = p;
+    line->cap = cap;
+    return 0;
+}
+
+static void line_append(svc_log_line *line, const char *s, size_t n)
+{
+    if (line_reserve(line, n) == 0) {
+        memcpy(line->buf + line->len, s, n);
+        line->len += n;
+    }
+}
+
+static void line_literal(svc_log_line *line, const char *s)
+{
+    line_append(line, s, strlen(s));
+}
+
+/* The escape of c (a quote, a backslash or a control character) as
+ * jansson writes it, into esc; returns its length. */
+static size_t escape_of(unsigned char c, char esc[6])
+{
+    static const char hex[] = "0123456789abcdef";
+    static const char shorts[] = "\"\"\\\\\bb\ff\nn\rr\tt";
+
+    esc[0] = '\\';
+    for (size_t i = 0; shorts[i] != '\0'; i += 2) {
+        if ((unsigned char)shorts[i] == c) {
+            esc[1] = shorts[i + 1];
+            return 2;
+        }
+    }
+    memcpy(esc + 1, "u00", 3);
+    esc[4] = hex[c >> 4];
+    esc[5] = hex[c & 15];
+    return 6;
+}
+
+/* Appends s as the inside of a JSON string. */
+static void line_escaped(svc_log_line *line, const char *s)
+{
+    const char *run = s;
+    char esc[6];
+
+    for (; *s != '\0'; s++) {
+        const unsigned char c = (unsigned char)*s;
+
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            continue;
+        }
+        line_append(line, run, (size_t)(s - run));
+        line_append(line, esc, escape_of(c, esc));
+        run = s + 1;
+    }
+    line_append(line, run, (size_t)(s - run));
+}
+
+/* Appends ,"key": (the key is one of ours, escaped all the same). */
+static void line_key(svc_log_line *line, const char *key)
+{
+    line_literal(line, ",\"");
+    line_escaped(line, key);
+    line_literal(line, "\":");
+}
+
+int svc_log_line_begin(svc_log *log, svc_log_level level, const char *msg,
+                      svc_log_line *line)
+{
+    char ts[32];
+
+    if (log == NULL || level < log->min_level) {
+        return 0;
+    }
+    line->log = log;
+    line->buf = line->inline_buf;
+    line->cap = sizeof(line->inline_buf);
+    line->len = 0;
+    line->failed = 0;
+    svc_log_timestamp(ts, sizeof(ts));
+    line_literal(line, "{\"ts\":\"");
+    line_literal(line, ts);
+    line_literal(line, "\",\"level\":\"");
+    line_literal(line, level_names[level]);
+    line_literal(line, "\",\"msg\":\"");
+    line_escaped(line, msg);
+    line_literal(line, "\"");
+    return 1;
+}
+
+void svc_log_line_str(svc_log_line *line, const char *key, const char *value)
+{
+    if (value == NULL || !svc_utf8_valid(value, strlen(value))) {
+        return;
+    }
+    line_key(line, key);
+    line_literal(line, "\"");
+    line_escaped(line, value);
+    line_literal(line, "\"");
+}
+
+void svc_log_line_int(svc_log_line *line, const char *key, long long value)
+{
+    char num[24];
+
+    snprintf(num, sizeof(num), "%lld", value);
+    line_key(line, key);
+    line_literal(line, num);
+}
+
+void svc_log_line_fixed3(svc_log_line *line, const char *key, double value)
+{
+    char num[48];
+
+    /* JSON has no NaN or infinity, and a duration is never that long. */
+    if (!isfinite(value) || fabs(value) > 1e15) {
+        value = 0;
+    }
+    snprintf(num, sizeof(num), "%.3f", value);
+    line_key(line, key);
+    line_literal(line, num);
+}
+
+void svc_log_line_end(svc_log_line *line)
+{
+    line_literal(line, "}");
+    if (!line->failed) {
+        write_line(line->log, line->buf, line->len);
+    }
+    if (line->buf != line->inline_buf) {
+        free(line->buf);
+    }
+    line->buf = line->inline_buf;
+}
+
+int svc_log_level_parse(const char *text)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
+        if (strcmp(text, level_names[i]) == 0) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* Appends n bytes of src to out (capacity outlen, length *used). */
+static void append(char *out, size_t outlen, size_t *used, const char *src,
+                   size_t n)
+{
+    if (*used + 1 >= outlen) {
+        return;
+    }
+    if (n > outlen - 1 - *used) {
+        n = outlen - 1 - *used;
+    }
+    memcpy(out + *used, src, n);
+    *used += n;
+    out[*used] = '\0';
+}
+
+/* Copies s to out with the value of "password=" (a libpq key=value
+ * string) replaced by "***". */
+static void redact_keyword(const char *s, char *out, size_t outlen)
+{
+    const char *p = strstr(s, "password=");
+    size_t used = 0;
+
+    out[0] = '\0';
+    if (p == NULL) {
+        append(out, outlen, &used, s, strlen(s));
+        return;
+    }
+    p += strlen("password=");
+    append(out, outlen, &used, s, (size_t)(p - s));
+    append(out, outlen, &used, "***", 3);
+    p += strcspn(p, " &");
+    append(out, outlen, &used, p, strlen(p));
+}
+
+/* A URI may also carry ?password=... in its query string. */
+static void redact_query_password(char *out, size_t outlen)
+{
+    char *copy;
+
+    if (strstr(out, "password=") == NULL) {
+        return;
+    }
+    copy = strdup(out);
+    if (copy == NULL) {
+        out[0] = '\0';
+        return;
+    }
+    redact_keyword(copy, out, outlen);
+    free(copy);
+}
+
+void svc_log_redact_url(const char *url, char *out, size_t outlen)
+{
+    const char *auth;
+    const char *at;
+    const char *colon;
+    size_t used = 0;
+
+    if (outlen == 0) {
+        return;
+    }
+    out[0] = '\0';
+    url = url != NULL ? url : "";
+    auth = strstr(url, "://");
+    if (auth == NULL) {
+        redact_keyword(url, out, outlen);
+        return;
+    }
+    auth += 3;
+    at = auth + strcspn(auth, "@/?#");
+    colon = memchr(auth, ':', (size_t)(at - auth));
+    if (*at != '@' || colon == NULL) {
+        redact_keyword(url, out, outlen);
+        return;
+    }
+    append(out, outlen, &used, url, (size_t)(colon + 1 - url));
+    append(out, outlen, &used, "***", 3);
+    append(out, outlen, &used, at, strlen(at));
+    redact_query_password(out, outlen);
+}

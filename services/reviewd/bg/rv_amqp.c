@@ -1,0 +1,265 @@
+/*
+ * rv_amqp.c: the publishing AMQP connection (see rv_amqp.h).
+ *
+ * The connection itself (URL, bounded connect, login, channel 1, error
+ * text with host:port) is svc_amqp_conn.h's, shared with kh-indexer's
+ * consumer; this file adds confirm mode, the exchange, publishing and the
+ * confirm wait.  rabbitmq-c's calls block on the socket, so every one is
+ * bounded: the connect, the handshake and each RPC (login, channel.open,
+ * confirm.select, exchange.declare) by svc_amqp_conn_open's timeout, and
+ * the confirm wait by its own deadline.  A relay thread stuck on a silent
+ * broker would stall the whole outbox, which the bounds prevent.
+ * Heartbeats are off: rabbitmq-c sends them only from inside its calls,
+ * and the relay instead checks the socket for a close on every round
+ * (rv_amqp_alive).
+ *
+ * State: the connection is closed until svc_amqp_conn_open.  Every
+ * failing path goes through svc_amqp_conn_fail or _rpc, which record the message and close, so a
+ * connection in an unknown protocol state is never used again.  Delivery
+ * tags count publishes on this connection from 1, as confirm mode numbers
+ * them.
+ */
+#include "bg/rv_amqp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "svc_amqp_conn.h"
+
+#define RV_AMQP_CHANNEL SVC_AMQP_CONN_CHANNEL
+
+struct rv_amqp {
+    svc_amqp_conn *ac;             /* the connection, owned */
+    char *exchange;
+    uint64_t next_tag;              /* the tag the next publish gets */
+};
+
+rv_amqp *rv_amqp_new(const char *url, const char *exchange)
+{
+    rv_amqp *a = calloc(1, sizeof(*a));
+
+    if (a == NULL) {
+        return NULL;
+    }
+    a->exchange = strdup(exchange);
+    a->ac = svc_amqp_conn_new(url);
+    if (a->exchange == NULL || a->ac == NULL) {
+        rv_amqp_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void rv_amqp_free(rv_amqp *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    svc_amqp_conn_free(a->ac);
+    free(a->exchange);
+    free(a);
+}
+
+/* Confirm mode on channel 1, and the durable topic exchange. */
+static int confirm_and_declare(rv_amqp *a)
+{
+    amqp_confirm_select(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL);
+    if (svc_amqp_conn_rpc(a->ac, "confirm.select") != 0) {
+        return -1;
+    }
+    amqp_exchange_declare(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
+                          amqp_cstring_bytes(a->exchange),
+                          amqp_cstring_bytes("topic"), 0, 1, 0, 0,
+                          amqp_empty_table);
+    return svc_amqp_conn_rpc(a->ac, "exchange.declare");
+}
+
+int rv_amqp_connect(rv_amqp *a, int timeout_ms)
+{
+    if (svc_amqp_conn_open(a->ac, timeout_ms) != 0
+        || confirm_and_declare(a) != 0) {
+        return -1;
+    }
+    a->next_tag = 1;
+    return 0;
+}
+
+void rv_amqp_close(rv_amqp *a)
+{
+    svc_amqp_conn_close(a->ac);
+}
+
+int rv_amqp_connected(const rv_amqp *a)
+{
+    return svc_amqp_conn_is_open(a->ac);
+}
+
+int rv_amqp_publish(rv_amqp *a, const char *routing_key,
+                    const char *message_id, const char *body, size_t len,
+                    uint64_t *tag)
+{
+    amqp_basic_properties_t props;
+    amqp_bytes_t bytes;
+    int st;
+
+    *tag = 0;
+    if (!svc_amqp_conn_is_open(a->ac)) {
+        svc_amqp_conn_set_err(a->ac, "publish: not connected");
+        return -1;
+    }
+    memset(&props, 0, sizeof(props));
+    props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG
+                   | AMQP_BASIC_DELIVERY_MODE_FLAG
+                   | AMQP_BASIC_MESSAGE_ID_FLAG;
+    props.content_type = amqp_cstring_bytes("application/json");
+    props.delivery_mode = 2; /* persistent */
+    props.message_id = amqp_cstring_bytes(message_id);
+    bytes.bytes = (void *)body;
+    bytes.len = len;
+    st = amqp_basic_publish(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
+                            amqp_cstring_bytes(a->exchange),
+                            amqp_cstring_bytes(routing_key), 0, 0, &props,
+                            bytes);
+    if (st != AMQP_STATUS_OK) {
+        return svc_amqp_conn_fail(a->ac, "publish", st);
+    }
+    *tag = a->next_tag++;
+    return 0;
+}
+
+/* Marks tags settled by one ack or nack (multiple: every tag up to it). */
+static void settle(rv_amqp_confirm *states, uint64_t first, uint64_t last,
+                   uint64_t tag, int multiple, rv_amqp_confirm how)
+{
+    uint64_t t;
+    const uint64_t from = multiple ? first : tag;
+
+    for (t = from; t <= tag && t <= last; t++) {
+        if (t >= first && states[t - first] == RV_AMQP_PENDING) {
+            states[t - first] = how;
+        }
+    }
+}
+
+static int all_settled(const rv_amqp_confirm *states, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (states[i] == RV_AMQP_PENDING) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads one frame before deadline and applies it.  Returns 0 or -1. */
+static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
+                        rv_amqp_confirm *states, int64_t deadline)
+{
+    amqp_frame_t f;
+    struct timeval tv;
+    int64_t left = deadline - now_ms();
+    int st;
+
+    svc_amqp_conn_timeval(left > 0 ? (int)left : 0, &tv);
+    st = amqp_simple_wait_frame_noblock(svc_amqp_conn_state(a->ac), &f,
+                                        &tv);
+    if (st != AMQP_STATUS_OK) {
+        return svc_amqp_conn_fail(a->ac, "waiting for confirms", st);
+    }
+    if (f.frame_type != AMQP_FRAME_METHOD) {
+        return 0;
+    }
+    if (f.payload.method.id == AMQP_BASIC_ACK_METHOD) {
+        const amqp_basic_ack_t *ack = f.payload.method.decoded;
+
+        settle(states, first, last, ack->delivery_tag, ack->multiple,
+               RV_AMQP_ACKED);
+    } else if (f.payload.method.id == AMQP_BASIC_NACK_METHOD) {
+        const amqp_basic_nack_t *nack = f.payload.method.decoded;
+
+        settle(states, first, last, nack->delivery_tag, nack->multiple,
+               RV_AMQP_NACKED);
+    } else if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD
+               || f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        svc_amqp_conn_set_err(a->ac, "waiting for confirms: closed by the "
+                             "broker");
+        svc_amqp_conn_drop(a->ac);
+        return -1;
+    }
+    return 0;
+}
+
+int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
+                          rv_amqp_confirm *states, int timeout_ms)
+{
+    const int64_t deadline = now_ms() + timeout_ms;
+    const size_t n = (size_t)(last_tag - first_tag + 1);
+
+    while (!all_settled(states, n)) {
+        if (!svc_amqp_conn_is_open(a->ac)) {
+            svc_amqp_conn_set_err(a->ac, "waiting for confirms: not "
+                                 "connected");
+            return -1;
+        }
+        if (read_confirm(a, first_tag, last_tag, states, deadline) != 0) {
+            return -1;
+        }
+        amqp_maybe_release_buffers(svc_amqp_conn_state(a->ac));
+    }
+    return 0;
+}
+
+int rv_amqp_alive(rv_amqp *a)
+{
+    amqp_frame_t f;
+    struct timeval zero = {0, 0};
+    int st;
+
+    if (!svc_amqp_conn_is_open(a->ac)) {
+        return 0;
+    }
+    /* Nothing is expected between batches: a frame here is the broker
+     * closing (connection.close), and an error is a dead socket. */
+    st = amqp_simple_wait_frame_noblock(svc_amqp_conn_state(a->ac), &f,
+                                        &zero);
+    if (st == AMQP_STATUS_TIMEOUT) {
+        return 1;
+    }
+    if (st == AMQP_STATUS_OK) {
+        svc_amqp_conn_set_err(a->ac, "closed by the broker between "
+                             "batches");
+        svc_amqp_conn_drop(a->ac);
+        return 0;
+    }
+    svc_amqp_conn_fail(a->ac, "idle check", st);
+    return 0;
+}
+
+int rv_amqp_fd(const rv_amqp *a)
+{
+    amqp_connection_state_t k = svc_amqp_conn_state(a->ac);
+
+    return k != NULL ? amqp_get_sockfd(k) : -1;
+}
+
+const char *rv_amqp_endpoint(const rv_amqp *a)
+{
+    return svc_amqp_conn_endpoint(a->ac);
+}
+
+const char *rv_amqp_errmsg(const rv_amqp *a)
+{
+    return svc_amqp_conn_errmsg(a->ac);
+}

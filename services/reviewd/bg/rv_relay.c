@@ -1,0 +1,503 @@
+/*
+ * rv_relay.c: the outbox relay thread (see rv_relay.h).
+ *
+ * One round, in one PostgreSQL transaction on the relay's own connection:
+ *   1. pg_try_advisory_xact_lock on the relay key; if another reviewd
+ *      instance holds it, this one does nothing this round;
+ *   2. claim up to REVIEWD_RELAY_BATCH unsent rows in id order, FOR
+ *      UPDATE SKIP LOCKED;
+ *   3. publish them all (pipelined), then wait for the publisher
+ *      confirms;
+ *   4. set sent_at on the confirmed prefix of the batch, and commit.
+ * Rounds repeat while they come back full, then the thread sleeps in
+ * poll(2) on its PostgreSQL socket (LISTEN kh_outbox: the insert trigger
+ * NOTIFYs at commit, so an event leaves within milliseconds), on the
+ * broker's socket (to see a close at once), and on a pipe that
+ * rv_relay_stop writes to; at the latest it wakes after
+ * REVIEWD_RELAY_SWEEP_MS, the fallback for a notification that came
+ * while this instance could not act on it.
+ *
+ * Why one relay at a time (the advisory lock) rather than claims spread
+ * over instances: with SKIP LOCKED alone, instance A may claim rows 1-100
+ * while B claims 101-200, and if a document has events in both batches,
+ * B can publish the later one first.  Claiming only each document's
+ * oldest unsent row would also keep the order, but costs a correlated
+ * sub-query per row and a round per event of a busy document.  The
+ * advisory lock is transaction-scoped, so a relay that dies (crash, kill,
+ * lost connection) drops it with its session, and another instance takes
+ * over on its next NOTIFY (every instance LISTENs, the holder included, so
+ * a NOTIFY that arrives while another instance holds the lock is acted on
+ * by the holder once its round ends) or sweep.  SKIP LOCKED stays as a
+ * second guard, against a claim run by hand.  One publisher with
+ * pipelined confirms moves thousands of events a second
+ * (docs/benchmarks.md), far above the rate of human approvals.
+ *
+ * Id order is commit order per document (sql/0004_outbox.sql), so
+ * publishing in id order keeps each document's events in commit order.
+ * Delivery is at-least-once, and exactly once without faults: a row is
+ * marked only after its confirm, so a failure between publish and commit
+ * publishes it again (consumers deduplicate by event_id).  After a nack,
+ * the rows from the nacked one on stay unsent and go again next round.
+ *
+ * The broker is connected by this thread, never by start-up, so requests
+ * are unaffected when RabbitMQ is down; after a failure the next attempt
+ * waits 100 ms, doubling up to REVIEWD_RELAY_BACKOFF_MAX_MS.  An outage is
+ * logged once when it starts and once when it ends.  Sent rows older than
+ * REVIEWD_OUTBOX_RETENTION_S are deleted once a minute.
+ */
+#include "bg/rv_relay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bg/rv_amqp.h"
+#include "db/rv_query.h"
+
+#define RV_RELAY_BACKOFF_MIN_MS 100
+#define RV_RELAY_PRUNE_EVERY_MS 60000
+
+struct rv_relay {
+    rv_app *app;
+    rv_amqp *amqp;
+    rv_db_conn *conn;          /* LISTENing; NULL until connected */
+    int wake[2];            /* rv_relay_stop writes to wake[1] */
+    pthread_t thread;
+    atomic_int stopping;
+    atomic_int state;       /* rv_dep_state */
+    int ever_connected;
+    int pg_failing;
+    int backoff_ms;
+    int64_t next_attempt_ms;
+    int64_t next_prune_ms;
+    atomic_ulong publishes;
+    atomic_ulong confirms;
+    atomic_ulong nacks;
+    atomic_ulong reconnects;
+};
+
+/* One claimed batch. */
+typedef struct batch {
+    PGresult *rows;
+    int n;
+    uint64_t first_tag;
+    rv_amqp_confirm *states;
+} batch;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void set_state(rv_relay *r, rv_dep_state now, const char *error)
+{
+    const int before = atomic_exchange(&r->state, (int)now);
+
+    if (before == (int)now) {
+        return;
+    }
+    svc_log_write(r->app->log, now == RV_DEP_OK ? SVC_LOG_INFO : SVC_LOG_WARN,
+                 now == RV_DEP_OK ? "dependency_up" : "dependency_down",
+                 json_pack("{s:s,s:s,s:s?}", "dependency", "amqp", "target",
+                           rv_amqp_endpoint(r->amqp), "error", error));
+}
+
+/* The relay's own PostgreSQL connection, LISTENing on kh_outbox. */
+static int ensure_pg(rv_relay *r)
+{
+    if (r->conn != NULL) {
+        return 0;
+    }
+    r->conn = rv_db_conn_open(r->app->db, 1);
+    if (r->conn != NULL && rv_db_conn_exec_sql(r->conn, "LISTEN kh_outbox")
+                               != RV_DB_OK) {
+        rv_db_conn_close(r->conn);
+        r->conn = NULL;
+    }
+    if (r->conn == NULL) {
+        if (!r->pg_failing) {
+            svc_log_write(r->app->log, SVC_LOG_WARN, "relay_postgres_down",
+                         NULL);
+        }
+        r->pg_failing = 1;
+        return -1;
+    }
+    r->pg_failing = 0;
+    return 0;
+}
+
+static void drop_pg(rv_relay *r)
+{
+    svc_log_write(r->app->log, SVC_LOG_WARN, "relay_postgres_error",
+                 json_pack("{s:s}", "error", rv_db_conn_errmsg(r->conn)));
+    rv_db_conn_close(r->conn);
+    r->conn = NULL;
+}
+
+/* Connects to the broker when it is time to try.  Returns 1 if connected. */
+static int ensure_amqp(rv_relay *r)
+{
+    const rv_config *cfg = r->app->cfg;
+
+    if (rv_amqp_connected(r->amqp)) {
+        return 1;
+    }
+    if (now_ms() < r->next_attempt_ms) {
+        return 0;
+    }
+    if (rv_amqp_connect(r->amqp, cfg->amqp_timeout_ms) != 0) {
+        set_state(r, RV_DEP_DOWN, rv_amqp_errmsg(r->amqp));
+        r->next_attempt_ms = now_ms() + r->backoff_ms;
+        r->backoff_ms = r->backoff_ms * 2 > cfg->relay_backoff_max_ms
+                            ? cfg->relay_backoff_max_ms : r->backoff_ms * 2;
+        return 0;
+    }
+    if (r->ever_connected) {
+        atomic_fetch_add(&r->reconnects, 1);
+    }
+    r->ever_connected = 1;
+    r->backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
+    set_state(r, RV_DEP_OK, NULL);
+    return 1;
+}
+
+/* Publishes every claimed row; 0, or -1 when the connection failed. */
+static int publish_batch(rv_relay *r, batch *b)
+{
+    uint64_t tag = 0;
+    int i;
+
+    for (i = 0; i < b->n; i++) {
+        const char *body = PQgetvalue(b->rows, i, 3);
+
+        if (rv_amqp_publish(r->amqp, PQgetvalue(b->rows, i, 2),
+                            PQgetvalue(b->rows, i, 1), body,
+                            (size_t)PQgetlength(b->rows, i, 3), &tag)
+            != 0) {
+            return -1;
+        }
+        if (i == 0) {
+            b->first_tag = tag;
+        }
+        atomic_fetch_add(&r->publishes, 1);
+    }
+    return 0;
+}
+
+/* "{id,id,...}" of the first n rows, the parameter of outbox_mark_sent. */
+static char *id_array(PGresult *rows, int n)
+{
+    size_t cap = (size_t)n * 21 + 3, len = 0;
+    char *s = malloc(cap);
+    int i;
+
+    if (s == NULL) {
+        return NULL;
+    }
+    s[len++] = '{';
+    for (i = 0; i < n; i++) {
+        len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? "," : "",
+                                PQgetvalue(rows, i, 0));
+    }
+    s[len++] = '}';
+    s[len] = '\0';
+    return s;
+}
+
+/* Counts the settlements and returns the acked prefix's length. */
+static int acked_prefix(rv_relay *r, const batch *b)
+{
+    int i, prefix = -1;
+
+    for (i = 0; i < b->n; i++) {
+        if (b->states[i] == RV_AMQP_ACKED) {
+            atomic_fetch_add(&r->confirms, 1);
+        } else if (b->states[i] == RV_AMQP_NACKED) {
+            atomic_fetch_add(&r->nacks, 1);
+        }
+        if (b->states[i] != RV_AMQP_ACKED && prefix < 0) {
+            prefix = i;
+        }
+    }
+    return prefix < 0 ? b->n : prefix;
+}
+
+/* Marks the first n rows sent.  Returns the status of the UPDATE. */
+static rv_db_status mark_sent(rv_relay *r, const batch *b, int n)
+{
+    char *ids;
+    const char *params[1];
+    rv_db_status st;
+
+    if (n == 0) {
+        return RV_DB_OK;
+    }
+    ids = id_array(b->rows, n);
+    if (ids == NULL) {
+        return RV_DB_ERROR;
+    }
+    params[0] = ids;
+    st = rv_db_conn_exec(r->conn, RV_QUERY_OUTBOX_MARK_SENT, params, NULL);
+    free(ids);
+    return st;
+}
+
+/* Claims the batch inside the open transaction; b->n = 0 when another
+ * relay holds the lock or nothing is unsent. */
+static rv_db_status claim(rv_relay *r, batch *b)
+{
+    char limit[16];
+    const char *params[] = {limit};
+    PGresult *res = NULL;
+    rv_db_status st;
+    int locked;
+
+    st = rv_db_conn_exec(r->conn, RV_QUERY_OUTBOX_TRY_LOCK, NULL, &res);
+    if (st != RV_DB_OK) {
+        return st;
+    }
+    locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (!locked) {
+        return RV_DB_OK;
+    }
+    snprintf(limit, sizeof(limit), "%d", r->app->cfg->relay_batch);
+    st = rv_db_conn_exec(r->conn, RV_QUERY_OUTBOX_CLAIM, params, &b->rows);
+    if (st == RV_DB_OK) {
+        b->n = PQntuples(b->rows);
+    }
+    return st;
+}
+
+/* Publishes the claimed batch and marks what was confirmed.  Returns the
+ * number of rows marked sent; *pg_failed is set when PostgreSQL failed. */
+static int send_batch(rv_relay *r, batch *b, int *pg_failed)
+{
+    int sent;
+
+    b->states = calloc((size_t)b->n, sizeof(*b->states));
+    if (b->states == NULL) {
+        return 0;
+    }
+    if (publish_batch(r, b) == 0) {
+        rv_amqp_wait_confirms(r->amqp, b->first_tag,
+                              b->first_tag + (uint64_t)b->n - 1, b->states,
+                              r->app->cfg->amqp_timeout_ms);
+    }
+    if (!rv_amqp_connected(r->amqp)) {
+        set_state(r, RV_DEP_DOWN, rv_amqp_errmsg(r->amqp));
+    }
+    sent = acked_prefix(r, b);
+    if (mark_sent(r, b, sent) != RV_DB_OK
+        || rv_db_conn_commit(r->conn) != RV_DB_OK) {
+        *pg_failed = 1;
+        return 0;
+    }
+    return sent;
+}
+
+/* One round.  Returns 1 when a full batch went out (more may wait), 0
+ * when there is nothing more to do now, -1 after a PostgreSQL failure. */
+static int relay_round(rv_relay *r)
+{
+    batch b;
+    int pg_failed = 0, sent = 0;
+    rv_db_status st;
+
+    memset(&b, 0, sizeof(b));
+    st = rv_db_conn_begin(r->conn);
+    if (st == RV_DB_OK) {
+        st = claim(r, &b);
+    }
+    if (st != RV_DB_OK) {
+        rv_db_conn_rollback(r->conn);
+        PQclear(b.rows);
+        return -1;
+    }
+    if (b.n > 0) {
+        sent = send_batch(r, &b, &pg_failed);
+    }
+    rv_db_conn_rollback(r->conn); /* ends an empty round; no-op after COMMIT */
+    PQclear(b.rows);
+    free(b.states);
+    if (pg_failed) {
+        return -1;
+    }
+    return b.n == r->app->cfg->relay_batch && sent == b.n ? 1 : 0;
+}
+
+static void prune(rv_relay *r)
+{
+    char secs[16];
+    const char *params[] = {secs};
+    PGresult *res = NULL;
+
+    if (now_ms() < r->next_prune_ms) {
+        return;
+    }
+    r->next_prune_ms = now_ms() + RV_RELAY_PRUNE_EVERY_MS;
+    snprintf(secs, sizeof(secs), "%d", r->app->cfg->outbox_retention_s);
+    if (rv_db_conn_exec(r->conn, RV_QUERY_OUTBOX_PRUNE, params, &res)
+        != RV_DB_OK) {
+        drop_pg(r);
+        return;
+    }
+    if (strcmp(PQcmdTuples(res), "0") != 0) {
+        svc_log_write(r->app->log, SVC_LOG_INFO, "outbox_pruned",
+                     json_pack("{s:s}", "rows", PQcmdTuples(res)));
+    }
+    PQclear(res);
+}
+
+/* Reads what woke us: notifications (consumed; any of them means "look
+ * again", which the next round does anyway) and a broker close. */
+static void absorb_wakeups(rv_relay *r, const struct pollfd *p, int n)
+{
+    char buf[64];
+    PGnotify *note;
+
+    if (p[0].revents & POLLIN) {
+        while (read(r->wake[0], buf, sizeof(buf)) > 0) {
+        }
+    }
+    if (r->conn != NULL && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+        PGconn *pg = rv_db_conn_pg(r->conn);
+
+        if (!PQconsumeInput(pg)) {
+            drop_pg(r);
+        } else {
+            while ((note = PQnotifies(pg)) != NULL) {
+                PQfreemem(note);
+            }
+        }
+    }
+    if (n > 2 && (p[2].revents & (POLLIN | POLLERR | POLLHUP))
+        && !rv_amqp_alive(r->amqp)) {
+        set_state(r, RV_DEP_DOWN, rv_amqp_errmsg(r->amqp));
+    }
+}
+
+/* Sleeps until a notification, the broker's socket, a stop request, the
+ * next reconnect attempt or the sweep interval, whichever comes first. */
+static void wait_for_work(rv_relay *r)
+{
+    struct pollfd p[3];
+    int n = 2, timeout = r->app->cfg->relay_sweep_ms;
+    const int64_t until_attempt = r->next_attempt_ms - now_ms();
+
+    if (!rv_amqp_connected(r->amqp) && until_attempt < timeout) {
+        timeout = until_attempt > 0 ? (int)until_attempt : 0;
+    }
+    memset(p, 0, sizeof(p));
+    p[0].fd = r->wake[0];
+    p[0].events = POLLIN;
+    p[1].fd = r->conn != NULL ? PQsocket(rv_db_conn_pg(r->conn)) : -1;
+    p[1].events = POLLIN;
+    if (rv_amqp_connected(r->amqp)) {
+        p[2].fd = rv_amqp_fd(r->amqp);
+        p[2].events = POLLIN;
+        n = 3;
+    }
+    if (poll(p, (nfds_t)n, timeout) > 0) {
+        absorb_wakeups(r, p, n);
+    }
+}
+
+static void *relay_main(void *arg)
+{
+    rv_relay *r = arg;
+    int rc;
+
+    while (!atomic_load(&r->stopping)) {
+        if (ensure_pg(r) == 0 && ensure_amqp(r)) {
+            do {
+                rc = relay_round(r);
+            } while (rc == 1 && !atomic_load(&r->stopping));
+            if (rc < 0) {
+                drop_pg(r);
+            }
+        }
+        if (r->conn != NULL) {
+            prune(r);
+        }
+        wait_for_work(r);
+    }
+    return NULL;
+}
+
+rv_relay *rv_relay_start(rv_app *app)
+{
+    rv_relay *r = calloc(1, sizeof(*r));
+
+    if (r == NULL) {
+        return NULL;
+    }
+    r->app = app;
+    r->backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
+    /* "Unknown" first, so the first outcome is logged. */
+    atomic_init(&r->state, -1);
+    r->amqp = rv_amqp_new(app->cfg->amqp_url, app->cfg->amqp_exchange);
+    if (r->amqp == NULL || pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        rv_amqp_free(r->amqp);
+        free(r);
+        return NULL;
+    }
+    if (pthread_create(&r->thread, NULL, relay_main, r) != 0) {
+        close(r->wake[0]);
+        close(r->wake[1]);
+        rv_amqp_free(r->amqp);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void rv_relay_stop(rv_relay *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    atomic_store(&r->stopping, 1);
+    if (write(r->wake[1], "x", 1) < 0) {
+        /* The pipe is full, so the thread is being woken anyway. */
+    }
+    pthread_join(r->thread, NULL);
+    rv_db_conn_close(r->conn);
+    rv_amqp_free(r->amqp);
+    close(r->wake[0]);
+    close(r->wake[1]);
+    free(r);
+}
+
+rv_dep_state rv_relay_state(rv_relay *r)
+{
+    int s;
+
+    if (r == NULL) {
+        return RV_DEP_OFF;
+    }
+    s = atomic_load(&r->state);
+    return s < 0 ? RV_DEP_DOWN : (rv_dep_state)s;
+}
+
+void rv_relay_stats_get(rv_relay *r, rv_relay_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (r == NULL) {
+        return;
+    }
+    out->publishes = atomic_load(&r->publishes);
+    out->confirms = atomic_load(&r->confirms);
+    out->nacks = atomic_load(&r->nacks);
+    out->reconnects = atomic_load(&r->reconnects);
+}

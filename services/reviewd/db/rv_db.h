@@ -1,0 +1,140 @@
+/*
+ * rv_db.h: PostgreSQL connections for reviewd, one per thread.
+ *
+ * Each HTTP worker thread owns one libpq connection, made on its first
+ * request and kept for the thread's life, so a request never waits for a
+ * pooled connection and a transaction never crosses threads.  Every
+ * connection prepares the service's statements once (the table comes
+ * from rv_query.c) and runs them with PQexecPrepared.  A connection
+ * that breaks (server restart, network) is closed and made again on the
+ * next use; rv_db_thread_conn then returns NULL while PostgreSQL cannot
+ * be reached, and the caller answers 503.
+ *
+ * Errors are classified for the caller (rv_db_status) so handlers decide
+ * on "unavailable", "retry the transaction" or "constraint" without
+ * reading SQLSTATEs themselves.
+ *
+ * Ownership: rv_db_new creates the factory; rv_db_free frees it after
+ * every thread that used it has exited (a thread's connection is closed by
+ * the thread-exit destructor).  rv_db_conn_open/rv_db_conn_close make
+ * connections owned by the caller (the sweeper, `reviewd migrate`).
+ * PGresults returned through out-parameters belong to the caller
+ * (PQclear).
+ *
+ * Threads: an rv_db is shared; an rv_db_conn belongs to one thread.
+ */
+#ifndef RV_DB_H
+#define RV_DB_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "svc_log.h"
+
+typedef struct rv_db rv_db;
+typedef struct rv_db_conn rv_db_conn;
+
+typedef enum rv_db_status {
+    RV_DB_OK = 0,
+    RV_DB_UNAVAILABLE, /* connection lost or refused, or a timeout: 503 */
+    RV_DB_RETRY,       /* deadlock or serialization failure: run again */
+    RV_DB_CONSTRAINT,  /* a constraint said no (class 23) */
+    RV_DB_ERROR,       /* anything else: a bug or a broken schema */
+    RV_DB_ABORTED      /* the work set its own reply: roll back, keep it */
+} rv_db_status;
+
+/* One prepared statement: its name, its SQL and its parameter count. */
+typedef struct rv_stmt_def {
+    const char *name;
+    const char *sql;
+    int nparams;
+} rv_stmt_def;
+
+/* Pool use, for /metrics. */
+typedef struct rv_db_stats {
+    int64_t open;       /* connections open now */
+    int64_t in_use;     /* connections running a unit of work now */
+    uint64_t connects;  /* successful connects since start */
+    uint64_t failures;  /* failed connects since start */
+} rv_db_stats;
+
+/*
+ * Creates the factory.  url: a libpq URI or key=value string (copied).
+ * stmts/nstmts: the statements every connection prepares (borrowed; a
+ * static table).  timeout_s: connect timeout and statement timeout.
+ * Returns NULL on allocation failure.
+ */
+rv_db *rv_db_new(const char *url, const rv_stmt_def *stmts, size_t nstmts,
+                 int timeout_s, svc_log *log);
+void rv_db_free(rv_db *db);
+
+/* This thread's connection, connected and prepared, or NULL when
+ * PostgreSQL cannot be reached now (logged, counted). */
+rv_db_conn *rv_db_thread_conn(rv_db *db);
+
+/* A connection owned by the caller (NULL when unreachable); close it with
+ * rv_db_conn_close.  prepare = 0 skips the prepared statements, for the
+ * migrations that create the tables they name. */
+rv_db_conn *rv_db_conn_open(rv_db *db, int prepare);
+void rv_db_conn_close(rv_db_conn *conn);
+
+/* Marks the connection as running a unit of work (for the in_use gauge);
+ * rv_db_conn_end_use undoes it. */
+void rv_db_conn_begin_use(rv_db_conn *conn);
+void rv_db_conn_end_use(rv_db_conn *conn);
+
+/*
+ * Runs prepared statement number stmt (an index into the table) with text
+ * parameters (NULL entries are SQL NULL).  On RV_DB_OK *out (when not
+ * NULL) receives the result; otherwise *out is NULL and rv_db_conn_errmsg
+ * says why.
+ */
+rv_db_status rv_db_conn_exec(rv_db_conn *conn, int stmt,
+                             const char *const *params,
+                          PGresult **out);
+
+/* Runs a parameterless SQL string (BEGIN, COMMIT, a migration). */
+rv_db_status rv_db_conn_exec_sql(rv_db_conn *conn, const char *sql);
+
+/* Runs SQL with text parameters without preparing it (migrations). */
+rv_db_status rv_db_conn_exec_params(rv_db_conn *conn, const char *sql,
+                                    int nparams,
+                                 const char *const *params, PGresult **out);
+
+/* BEGIN / COMMIT / ROLLBACK.  Rollback is best-effort and never fails. */
+rv_db_status rv_db_conn_begin(rv_db_conn *conn);
+
+/*
+ * BEGIN without a round trip of its own: it is sent in one pipeline with
+ * the transaction's first rv_db_conn_exec or rv_db_conn_exec_params (or alone,
+ * before an rv_db_conn_exec_sql or at commit if nothing ran).  Always
+ * RV_DB_OK.  If the connection fails before the server began the
+ * transaction, that first call returns RV_DB_RETRY (nothing ran, so the
+ * work may run again on a new connection), never RV_DB_UNAVAILABLE.
+ * Only for work that reaches the database through those calls.
+ */
+rv_db_status rv_db_conn_begin_deferred(rv_db_conn *conn);
+/* Sends now a BEGIN that rv_db_conn_begin_deferred left pending (RV_DB_OK
+ * when none is pending); a broken connection gives RV_DB_RETRY, as the
+ * deferred BEGIN's first statement would. */
+rv_db_status rv_db_conn_send_begin(rv_db_conn *conn);
+rv_db_status rv_db_conn_commit(rv_db_conn *conn);
+void rv_db_conn_rollback(rv_db_conn *conn);
+
+/* The last error on conn (SQLSTATE and message), for logs. */
+const char *rv_db_conn_errmsg(const rv_db_conn *conn);
+
+/* The constraint named by the last RV_DB_CONSTRAINT error, or "". */
+const char *rv_db_conn_constraint(const rv_db_conn *conn);
+
+/* Succeeds (RV_DB_OK) if the server answers "SELECT 1" now. */
+rv_db_status rv_db_conn_ping(rv_db_conn *conn);
+
+void rv_db_stats_get(rv_db *db, rv_db_stats *out);
+
+/* The libpq connection under conn (NULL when closed), for LISTEN/NOTIFY:
+ * the outbox relay polls its socket and reads PQnotifies.  Borrowed. */
+PGconn *rv_db_conn_pg(rv_db_conn *conn);
+
+#endif /* RV_DB_H */

@@ -1,0 +1,298 @@
+/*
+ * rv_lifecycle.c: submit, approve and reject, the review lifecycle.
+ *
+ * Defence in depth, as API.md's concurrency contract says:
+ *   1. the Redis lock (lock:doc:submit:{document_id}, TTL 8 s, or
+ *      lock:doc:review:{review_id}, TTL 10 s), taken without waiting,
+ *      turns a concurrent duplicate away at once with 409 LOCK_BUSY;
+ *   2. under it, one PostgreSQL transaction locks the rows (review first,
+ *      then document), checks the state and writes; a request that lost
+ *      the race sees the new state and gets 409 INVALID_STATE;
+ *   3. the schema's constraints (one pending review per document, one
+ *      decision per review, four eyes) refuse whatever slipped past both.
+ * The lock is an optimisation and a fast refusal; correctness rests on 2
+ * and 3, which is why a lock that Redis cannot grant (down, off, or an
+ * expired TTL under a paused holder) never makes a second decision
+ * possible: the decided review's status is checked under the row lock.
+ *
+ * The document's state machine, moved only here:
+ *   draft | rejected --submit--> pending_review (a new pending review)
+ *   pending_review --approve--> approved   (the review: approved)
+ *   pending_review --reject---> rejected   (the review: rejected)
+ * Each transition inserts its outbox row (document.submitted / .approved
+ * / .rejected) in the same transaction: see emit_event().
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handlers/rv_handlers.h"
+#include "handlers/rv_load.h"
+#include "tx/rv_hooks.h"
+#include "tx/rv_idem.h"
+#include "svc_json.h"
+#include "core/rv_locks.h"
+#include "db/rv_query.h"
+#include "tx/rv_tx.h"
+#include "api/rv_views.h"
+
+#define RV_COMMENT_MAX 2000
+
+typedef struct decide_args {
+    const char *decision;  /* "approved" or "rejected" */
+    const char *comment;   /* NULL: none */
+    const rv_held *held;   /* the lock: its fence, 0 when degraded */
+} decide_args;
+
+/*
+ * The outbox: inserts the event row on c, inside the transaction that
+ * made the change, so an event exists exactly when the change committed
+ * (API.md, Events; the relay in rv_relay.c publishes it).  occurred_at is
+ * the document's updated_at, which this transaction's now() just set.
+ * In test builds, "X-Test-Fail: after-event" fails the work right after
+ * the insert (rv_hooks.h), so tests can check that a rolled-back change
+ * emits nothing.
+ */
+static rv_db_status emit_event(const rv_request *req, rv_db_conn *c,
+                               const char *type, const rv_doc *d,
+                               const rv_review *r)
+{
+    const rv_db_status st = rv_query_outbox_insert(c, type, d->id, r->id,
+                                               r->document_version,
+                                               req->who.sub, d->updated_at);
+
+    if (st == RV_DB_OK && rv_hook_fail_after_event(req)) {
+        return RV_DB_ERROR;
+    }
+    return st;
+}
+
+/*
+ * Takes the lock, runs work in a transaction, releases.  The
+ * Idempotency-Key look-up comes first so a replay is answered without
+ * the lock (the claim inside the transaction is the authoritative
+ * check).
+ */
+static void run_locked(rv_request *req, const char *key, int64_t ttl_ms,
+                       rv_tx_work work, void *arg, rv_held *held,
+                       rv_reply *reply)
+{
+    if (rv_idem_applies(req)) {
+        rv_db_conn *c = rv_db_thread_conn(req->app->db);
+        rv_db_status st = RV_DB_UNAVAILABLE;
+
+        if (c == NULL || rv_idem_lookup(req, c, reply, &st) != 0) {
+            if (c == NULL || st != RV_DB_OK) {
+                rv_tx_fail(req, c, st, reply);
+            }
+            return;
+        }
+    }
+    if (rv_locks_acquire(req->app->locks, key, ttl_ms, held)
+        == RV_LOCK_BUSY) {
+        req->lock_outcome = "busy";
+        rv_reply_error(reply, 409, "LOCK_BUSY", "another request is "
+                       "changing this right now; retry later");
+        return;
+    }
+    req->lock_outcome = rv_metrics_lock_label(held->outcome);
+    rv_tx_run(req, work, arg, reply);
+    rv_locks_release(req->app->locks, held);
+}
+
+/* Submit: the owner moves a draft or rejected document to review. */
+static rv_db_status submit_work(rv_request *req, rv_db_conn *c, void *arg,
+                                rv_reply *reply)
+{
+    char id[RV_LOAD_ID_LEN];
+    rv_doc d, after;
+    rv_review r;
+    rv_db_status st;
+
+    (void)arg;
+    if (!rv_load_document(req, c, 1, id, &d, reply, &st)) {
+        return st;
+    }
+    if (strcmp(d.author, req->who.sub) != 0) {
+        rv_reply_error(reply, 403, "FORBIDDEN",
+                       "only the document's author may submit it");
+        rv_query_doc_clear(&d);
+        return RV_DB_OK;
+    }
+    if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
+        rv_reply_error(reply, 409, "INVALID_STATE", "only a draft or "
+                       "rejected document can be submitted");
+        rv_query_doc_clear(&d);
+        return RV_DB_OK;
+    }
+    st = rv_query_review_insert(c, id, d.version, req->who.sub, &r);
+    rv_query_doc_clear(&d);
+    if (st != RV_DB_OK) {
+        return st;
+    }
+    st = rv_query_doc_set_status(c, id, "pending_review", r.id, &after);
+    if (st == RV_DB_OK) {
+        st = emit_event(req, c, "document.submitted", &after, &r);
+        if (st == RV_DB_OK) {
+            rv_reply_json(reply, 201, rv_view_decision(&after, &r));
+        }
+        rv_query_doc_clear(&after);
+    }
+    rv_query_review_clear(&r);
+    return st;
+}
+
+void rv_handle_document_submit(rv_request *req, rv_reply *reply)
+{
+    static const char *const none[] = {NULL};
+    char key[64];
+    rv_held held;
+    json_t *body = rv_request_body_object(req, 1, none, reply);
+
+    if (body == NULL) {
+        return;
+    }
+    json_decref(body);
+    snprintf(key, sizeof(key), "lock:doc:submit:%lld",
+             (long long)req->match.id);
+    run_locked(req, key, req->app->cfg->submit_lock_ttl_ms, submit_work,
+               NULL, &held, reply);
+}
+
+/* The state check of a decision, under both row locks: 1 if allowed,
+ * else the reply is set. */
+static int may_decide(const rv_request *req, const rv_review *r,
+                      const rv_doc *d, rv_reply *reply)
+{
+    if (strcmp(r->submitted_by, req->who.sub) == 0
+        || strcmp(d->author, req->who.sub) == 0) {
+        rv_reply_error(reply, 403, "FORBIDDEN", "four-eyes rule: you may "
+                       "not decide a review of your own document");
+        return 0;
+    }
+    if (r->state != RV_REVIEW_PENDING
+        || d->state != RV_DOC_PENDING_REVIEW
+        || d->current_review_id == NULL
+        || strcmp(d->current_review_id, r->id) != 0) {
+        rv_reply_error(reply, 409, "INVALID_STATE",
+                       "this review has already been decided");
+        return 0;
+    }
+    return 1;
+}
+
+/* Writes the decision: the review, then the document's status. */
+static rv_db_status write_decision(rv_request *req, rv_db_conn *c,
+                                   const decide_args *a, const rv_doc *d,
+                                   rv_reply *reply)
+{
+    char rid[24];
+    char fence[24];
+    rv_review decided;
+    rv_doc after;
+    int found = 0;
+    rv_db_status st;
+
+    rv_request_id_text(req, rid, sizeof(rid));
+    snprintf(fence, sizeof(fence), "%llu",
+             (unsigned long long)a->held->fence);
+    st = rv_query_review_decide(c, rid, a->decision, req->who.sub, a->comment,
+                            a->held->fence > 0 ? fence : NULL, &decided,
+                            &found);
+    if (st != RV_DB_OK || !found) {
+        if (st == RV_DB_OK) {
+            rv_reply_error(reply, 409, "INVALID_STATE",
+                           "this review has already been decided");
+        }
+        return st;
+    }
+    st = rv_query_doc_set_status(c, d->id, a->decision, NULL, &after);
+    if (st == RV_DB_OK) {
+        st = emit_event(req, c, strcmp(a->decision, "approved") == 0
+                                    ? "document.approved"
+                                    : "document.rejected",
+                        &after, &decided);
+        if (st == RV_DB_OK) {
+            rv_reply_json(reply, 200, rv_view_decision(&after, &decided));
+        }
+        rv_query_doc_clear(&after);
+    }
+    rv_query_review_clear(&decided);
+    return st;
+}
+
+static rv_db_status decide_work(rv_request *req, rv_db_conn *c, void *arg,
+                                rv_reply *reply)
+{
+    const decide_args *a = arg;
+    char rid[RV_LOAD_ID_LEN];
+    rv_review r;
+    rv_doc d;
+    int found = 0;
+    rv_db_status st;
+
+    if (!rv_load_review(req, c, 1, rid, &r, reply, &st)) {
+        return st;
+    }
+    st = rv_query_doc_get(c, r.document_id, 1, &d, &found);
+    if (st == RV_DB_OK && !found) {
+        st = RV_DB_ERROR; /* a foreign key makes this impossible */
+    }
+    if (st == RV_DB_OK) {
+        if (may_decide(req, &r, &d, reply)) {
+            st = write_decision(req, c, a, &d, reply);
+        }
+        rv_query_doc_clear(&d);
+    }
+    rv_query_review_clear(&r);
+    return st;
+}
+
+static void handle_decision(rv_request *req, const char *decision,
+                            int comment_required, rv_reply *reply)
+{
+    static const char *const fields[] = {"comment", NULL};
+    char detail[160];
+    char key[64];
+    decide_args a;
+    rv_held held;
+    json_t *body;
+    int rc;
+
+    if (!rv_request_require_role(req, RV_ROLE_REVIEWER | RV_ROLE_ADMIN,
+                                 reply)) {
+        return;
+    }
+    body = rv_request_body_object(req, !comment_required, fields, reply);
+    if (body == NULL) {
+        return;
+    }
+    memset(&a, 0, sizeof(a));
+    memset(&held, 0, sizeof(held));
+    a.decision = decision;
+    a.held = &held;
+    rc = svc_json_string_field(body, "comment", comment_required ? 1 : 0,
+                              RV_COMMENT_MAX, !comment_required, &a.comment,
+                              detail, sizeof(detail));
+    if (rc < 0 || (comment_required && rc == 0)) {
+        rv_reply_error(reply, 400, "INVALID_ARGUMENT",
+                       rc < 0 ? detail : "\"comment\" is required");
+        json_decref(body);
+        return;
+    }
+    snprintf(key, sizeof(key), "lock:doc:review:%lld",
+             (long long)req->match.id);
+    run_locked(req, key, req->app->cfg->review_lock_ttl_ms, decide_work, &a,
+               &held, reply);
+    json_decref(body);
+}
+
+void rv_handle_review_approve(rv_request *req, rv_reply *reply)
+{
+    handle_decision(req, "approved", 0, reply);
+}
+
+void rv_handle_review_reject(rv_request *req, rv_reply *reply)
+{
+    handle_decision(req, "rejected", 1, reply);
+}

@@ -1,0 +1,163 @@
+/*
+ * rv_tx.c: the transaction runner (see rv_tx.h).
+ *
+ * Stages of one attempt, and what a failure at each one allows:
+ *   BEGIN     nothing was sent: reconnect and try again (once)
+ *   WORK      rolled back: retry on deadlock/serialization only
+ *   COMMIT    the outcome is unknown if the connection broke: never retry
+ * BEGIN is deferred (rv_db_conn_begin_deferred): it goes out with the first
+ * statement, one round trip for both, and a connection that fails before
+ * the server began the transaction comes back from that statement as
+ * RV_DB_RETRY, so it is still reconnected and tried again.
+ */
+#include "tx/rv_tx.h"
+
+#include <stdio.h>
+
+#include "tx/rv_hooks.h"
+#include "tx/rv_idem.h"
+
+#define RV_TX_ATTEMPTS 3
+
+typedef enum stage {
+    STAGE_BEGIN = 0,
+    STAGE_WORK,
+    STAGE_COMMIT
+} stage;
+
+void rv_tx_fail(rv_request *req, rv_db_conn *c, rv_db_status st,
+                rv_reply *reply)
+{
+    const char *msg = c != NULL ? rv_db_conn_errmsg(c) : "no connection";
+
+    switch (st) {
+    case RV_DB_UNAVAILABLE:
+    case RV_DB_RETRY:
+        svc_log_write(req->app->log, SVC_LOG_WARN, "postgres_unavailable",
+                     json_pack("{s:s,s:s}", "request_id", req->request_id,
+                               "error", msg));
+        rv_reply_error(reply, 503, "UNAVAILABLE",
+                       "the database is unavailable; retry later");
+        return;
+    case RV_DB_CONSTRAINT:
+        svc_log_write(req->app->log, SVC_LOG_INFO, "database_guard",
+                     json_pack("{s:s,s:s}", "request_id", req->request_id,
+                               "constraint",
+                               c != NULL ? rv_db_conn_constraint(c) : ""));
+        rv_reply_error(reply, 409, "INVALID_STATE",
+                       "the change conflicts with the current state");
+        return;
+    case RV_DB_ABORTED:
+        return;
+    case RV_DB_OK:
+    case RV_DB_ERROR:
+        break;
+    }
+    svc_log_write(req->app->log, SVC_LOG_ERROR, "database_error",
+                 json_pack("{s:s,s:s}", "request_id", req->request_id,
+                           "error", msg));
+    rv_reply_error(reply, 500, "INTERNAL", "internal database error");
+}
+
+/* One attempt; *at says how far it got.  Returns RV_DB_OK when the
+ * transaction committed or a reply was settled inside it. */
+static rv_db_status attempt(rv_request *req, rv_db_conn *c, rv_tx_work work,
+                            void *arg, rv_reply *reply, stage *at)
+{
+    rv_db_status st;
+
+    *at = STAGE_BEGIN;
+    st = rv_db_conn_begin_deferred(c);
+    if (st != RV_DB_OK) {
+        return st;
+    }
+    *at = STAGE_WORK;
+    if (rv_idem_applies(req)) {
+        const int r = rv_idem_claim(req, c, reply, &st);
+
+        if (r != 0) {
+            /* A replay, 422 or busy: nothing to keep either way. */
+            rv_db_conn_rollback(c);
+            return r > 0 ? RV_DB_OK : st;
+        }
+    }
+    /* Test builds only (rv_hooks.h): X-Test-Pause-Ms stalls here. */
+    st = rv_hook_pause(req, c);
+    if (st != RV_DB_OK) {
+        return st;
+    }
+    st = work(req, c, arg, reply);
+    if (st == RV_DB_OK && rv_idem_applies(req)) {
+        st = rv_idem_store(req, c, reply);
+    }
+    if (st != RV_DB_OK) {
+        return st;
+    }
+    *at = STAGE_COMMIT;
+    return rv_db_conn_commit(c);
+}
+
+/* Whether a failed attempt may run again. */
+static int may_retry(rv_db_status st, stage at, int n)
+{
+    if (n + 1 >= RV_TX_ATTEMPTS) {
+        return 0;
+    }
+    if (st == RV_DB_RETRY) {
+        return 1;
+    }
+    return st == RV_DB_UNAVAILABLE && at == STAGE_BEGIN && n == 0;
+}
+
+void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply)
+{
+    rv_db_conn *c = NULL;
+    rv_db_status st = RV_DB_UNAVAILABLE;
+    stage at = STAGE_BEGIN;
+    int n;
+
+    for (n = 0; n < RV_TX_ATTEMPTS; n++) {
+        c = rv_db_thread_conn(req->app->db);
+        if (c == NULL) {
+            st = RV_DB_UNAVAILABLE;
+            break;
+        }
+        rv_db_conn_begin_use(c);
+        st = attempt(req, c, work, arg, reply, &at);
+        if (st != RV_DB_OK) {
+            rv_db_conn_rollback(c);
+        }
+        rv_db_conn_end_use(c);
+        if (st == RV_DB_OK || !may_retry(st, at, n)) {
+            break;
+        }
+    }
+    if (st != RV_DB_OK) {
+        rv_tx_fail(req, c, st, reply);
+    }
+}
+
+void rv_tx_read(rv_request *req, rv_tx_work work, void *arg,
+                rv_reply *reply)
+{
+    rv_db_conn *c = NULL;
+    rv_db_status st = RV_DB_UNAVAILABLE;
+    int n;
+
+    for (n = 0; n < 2; n++) {
+        c = rv_db_thread_conn(req->app->db);
+        if (c == NULL) {
+            st = RV_DB_UNAVAILABLE;
+            break;
+        }
+        rv_db_conn_begin_use(c);
+        st = work(req, c, arg, reply);
+        rv_db_conn_end_use(c);
+        if (st != RV_DB_UNAVAILABLE) {
+            break;
+        }
+    }
+    if (st != RV_DB_OK) {
+        rv_tx_fail(req, c, st, reply);
+    }
+}

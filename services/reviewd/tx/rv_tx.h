@@ -1,0 +1,47 @@
+/*
+ * rv_tx.h: one unit of work in one PostgreSQL transaction.
+ *
+ * Every handler that reads or writes state runs its work through
+ * rv_tx_run, which owns the transaction's shape so the handlers do not
+ * repeat it: this thread's connection, BEGIN, the Idempotency-Key claim,
+ * the work, the idempotency record, COMMIT; and on failure ROLLBACK and a
+ * decision.  Deadlocks and serialization failures are retried (at most
+ * three attempts); a connection found broken at BEGIN (a PostgreSQL
+ * restart) is made again once; a COMMIT whose outcome is unknown is never
+ * retried, since the work may have committed.  What cannot be retried
+ * becomes 503 UNAVAILABLE (PostgreSQL unreachable), 409 INVALID_STATE (a
+ * constraint refused the write: the database guard won a race) or 500.
+ *
+ * Threads: runs on the request's thread with that thread's connection.
+ */
+#ifndef RV_TX_H
+#define RV_TX_H
+
+#include "db/rv_db.h"
+#include "api/rv_request.h"
+
+/*
+ * The work: runs inside the transaction and either sets reply and
+ * returns RV_DB_OK (then the transaction commits, also for a 4xx reply
+ * that wrote nothing), or returns the failed statement's status (then it
+ * rolls back and reply is replaced).
+ */
+typedef rv_db_status (*rv_tx_work)(rv_request *req, rv_db_conn *c, void *arg,
+                                   rv_reply *reply);
+
+/* Runs work(req, conn, arg, reply) as described above; reply is always
+ * set when it returns. */
+void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply);
+
+/*
+ * Runs a read-only look-up outside a transaction with the same error
+ * mapping (and one reconnect), for GETs.
+ */
+void rv_tx_read(rv_request *req, rv_tx_work work, void *arg,
+                rv_reply *reply);
+
+/* Maps a failed status to its reply (503, 409 or 500) and logs it. */
+void rv_tx_fail(rv_request *req, rv_db_conn *c, rv_db_status st,
+                rv_reply *reply);
+
+#endif /* RV_TX_H */
