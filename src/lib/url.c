@@ -565,3 +565,32 @@ void dlock__deployment_clear(dlock__deployment *d)
     dlock__free(d->master_name);
     memset(d, 0, sizeof(*d));
 }
+
+/* Copies src (may be NULL) into *dst; 0 when out of memory. */
+static int copy_string(char **dst, const char *src)
+{
+    *dst = src != NULL ? dlock__strdup(src) : NULL;
+    return src == NULL || *dst != NULL;
+}
+
+dlock_err dlock__endpoint_copy(dlock__endpoint *dst,
+                               const dlock__endpoint *src, dlock__msg *m)
+{
+    *dst = *src;
+    if (copy_string(&dst->host, src->host) &&
+        copy_string(&dst->path, src->path) &&
+        copy_string(&dst->user, src->user) &&
+        copy_string(&dst->password, src->password))
+        return DLOCK_OK;
+    /* The pointers not yet copied are still src's: forget them first. */
+    if (dst->host == src->host)
+        dst->host = NULL;
+    if (dst->path == src->path)
+        dst->path = NULL;
+    if (dst->user == src->user)
+        dst->user = NULL;
+    if (dst->password == src->password)
+        dst->password = NULL;
+    dlock__endpoint_clear(dst);
+    return dlock__msg_set(m, DLOCK_NOMEM, "copying an endpoint");
+}

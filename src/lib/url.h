@@ -56,6 +56,11 @@ dlock_err dlock__url_parse(const char *url, dlock__endpoint *ep,
 /* Frees what ep owns and zeroes it; safe on a zeroed endpoint. */
 void dlock__endpoint_clear(dlock__endpoint *ep);
 
+/* Makes dst a deep copy of src.  On failure dst holds nothing to free.
+ * Returns DLOCK_OK or DLOCK_NOMEM. */
+dlock_err dlock__endpoint_copy(dlock__endpoint *dst,
+                               const dlock__endpoint *src, dlock__msg *m);
+
 typedef enum dlock__deploy_kind {
     DLOCK__SINGLE = 0,    /* redis://, rediss://, unix://: one server */
     DLOCK__SENTINEL = 1,  /* nodes are sentinels; master_name is set */
