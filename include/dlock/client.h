@@ -98,7 +98,11 @@ DLOCK_API void dlock_client_opts_init(dlock_client_opts *opts);
  *      rediss+sentinel://): the master that the sentinels name, checked
  *      with ROLE and followed through failovers (docs/deployments.md).
  *      Credentials and TLS apply to the sentinels and the master alike.
- *      redis+cluster:// and redlock:// URLs are refused (not served yet).
+ *      redlock://host:port,host:port,host:port[/db] (and redlocks://):
+ *      3 or more independent masters, locks granted by a majority with a
+ *      majority fence; dlock_acquire, dlock_extend and dlock_release
+ *      only (no watchdog, no reentrancy, no patterns yet).
+ *      redis+cluster:// URLs are refused (not served yet).
  *      User and password are percent-decoded; IPv6 hosts go in brackets.
  * opts: may be NULL for all defaults.
  * out: receives the client, or NULL on failure.

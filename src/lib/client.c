@@ -551,13 +551,26 @@ dlock__notifier *dlock__client_notifier(dlock_client *c)
 
 /* Connects, reads the server's clock (the first sample of its offset:
  * lease.h) and loads the core scripts. */
+struct dlock__redlock *dlock__client_redlock(dlock_client *c)
+{
+    return c->deploy != NULL && c->deploy->kind == DLOCK__REDLOCK
+               ? &c->deploy->redlock
+               : NULL;
+}
+
 static dlock_err warm_up(dlock_client *c, dlock__msg *m)
 {
     const char *argv[] = {"TIME"};
     int64_t sent = dlock__boot_us();
     redisReply *r;
-    dlock_err err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
+    dlock_err err;
 
+    /* Redlock masters have no one clock to sample and load their scripts
+     * with EVAL: a majority that answers is the warm-up. */
+    if (dlock__client_redlock(c) != NULL)
+        return dlock__redlock_ping(dlock__client_redlock(c),
+                                   c->opts.connect_timeout_ms, m);
+    err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "warm-up TIME");
     if (r->type == REDIS_REPLY_ERROR)
@@ -600,22 +613,24 @@ static dlock_err parse_url(dlock_client *c, const char *url,
 
     if (err != DLOCK_OK)
         return err;
-    if (d->kind == DLOCK__CLUSTER || d->kind == DLOCK__REDLOCK)
-        return dlock__msg_set(m, DLOCK_INVALID, "%s URLs are not served by "
-                              "this libdlock yet (docs/deployments.md): "
-                              "use redis://, rediss://, unix:// or "
-                              "redis+sentinel://",
-                              d->kind == DLOCK__CLUSTER ? "redis+cluster://"
-                                                        : "redlock://");
+    if (d->kind == DLOCK__CLUSTER)
+        return dlock__msg_set(m, DLOCK_INVALID, "redis+cluster:// URLs are "
+                              "not served by this libdlock yet "
+                              "(docs/deployments.md): use redis://, "
+                              "rediss://, unix://, redis+sentinel:// or "
+                              "redlock://");
     if (d->kind == DLOCK__SINGLE) {
         c->ep = d->nodes[0];
         memset(&d->nodes[0], 0, sizeof(d->nodes[0]));
         return DLOCK_OK;
     }
     err = dlock__endpoint_copy(&c->ep, &d->nodes[0], m);
-    if (err == DLOCK_OK)
+    if (err == DLOCK_OK && d->kind == DLOCK__SENTINEL)
         snprintf(c->ep.desc, sizeof(c->ep.desc), "Sentinel master %.100s "
                  "via %d sentinels", d->master_name, d->nnodes);
+    else if (err == DLOCK_OK)
+        snprintf(c->ep.desc, sizeof(c->ep.desc), "Redlock over %d masters",
+                 d->nnodes);
     return err;
 }
 
@@ -666,7 +681,7 @@ static dlock_err build_with(dlock_client *c, const char *url,
             return err;
         c->cfg.tls = c->tls;
     }
-    if (d->kind == DLOCK__SENTINEL) {
+    if (d->kind == DLOCK__SENTINEL || d->kind == DLOCK__REDLOCK) {
         err = dlock__deploy_new(d, &c->cfg, c->opts.pool_size,
                                 dlock__deadline_after_ms(
                                     c->opts.connect_timeout_ms),

@@ -598,6 +598,33 @@ dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
     return err;
 }
 
+/* +PONG: YES. */
+static void judge_pong(const redisReply *reply, dlock__node_result *res)
+{
+    if (reply->type == REDIS_REPLY_STATUS && strcmp(reply->str, "PONG") == 0)
+        res->vote = DLOCK__VOTE_YES;
+}
+
+dlock_err dlock__redlock_ping(dlock__redlock *r, int64_t node_timeout_ms,
+                              dlock__msg *m)
+{
+    dlock__node_result res[DLOCK__NODES_MAX];
+    const char *descs[DLOCK__NODES_MAX];
+    const char *argv[] = {"PING"};
+    int64_t validity;
+    dlock_err err;
+
+    err = dlock__redlock_round(r, 1, argv, NULL,
+                               dlock__deadline_after_ms(node_timeout_ms),
+                               judge_pong, res, m);
+    if (err != DLOCK_OK)
+        return err;
+    /* A majority of PONGs is all a round needs; the TTL is irrelevant. */
+    return dlock__redlock_decide(res, r->n, dlock__redlock_descs(r, descs),
+                                 "PING of the Redlock masters", INT32_MAX,
+                                 0, &validity, m);
+}
+
 dlock_err dlock__redlock_extend(dlock__redlock *r, const char *key,
                                 const char *token, int64_t ttl_ms,
                                 int64_t node_timeout_ms, int64_t *validity_ms,

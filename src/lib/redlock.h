@@ -148,6 +148,12 @@ dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
                                  int64_t *validity_ms, uint64_t *fence,
                                  dlock__msg *m);
 
+/* PINGs every master at once, each bounded by node_timeout_ms:
+ * DLOCK_OK when a majority answered, else DLOCK_UNAVAILABLE naming the
+ * masters that did not (the client's warm-up). */
+dlock_err dlock__redlock_ping(dlock__redlock *r, int64_t node_timeout_ms,
+                              dlock__msg *m);
+
 /* Renews key on every master where token holds it; DLOCK_OK with
  * *validity_ms when a majority renewed, else as dlock__redlock_decide
  * (DLOCK_BUSY there means: lost on too many masters, so LOST is returned
