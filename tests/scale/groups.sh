@@ -18,7 +18,9 @@ up)
     mkdir -p "$ROOT/var/stack"
     : >"$MARK"
     for group in sentinel cluster; do
-        if ! "$ROOT/scripts/stack" status "$group" >/dev/null 2>&1; then
+        # A bare env lists the groups of which any node runs.
+        if ! "$ROOT/scripts/stack" env | grep -qi "^export ${group}_URL="
+        then
             printf '%s\n' "$group" >>"$MARK"
         fi
         "$ROOT/scripts/stack" up "$group"

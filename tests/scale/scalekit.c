@@ -41,7 +41,10 @@ const char *scalekit_group_url(const char *group)
     FILE *p;
     int found = 0;
 
-    snprintf(line, sizeof(line), "status %.40s >/dev/null", group);
+    /* A bare env lists the groups of which any node runs: one that is
+     * only slow to answer is still not ours to stop. */
+    snprintf(line, sizeof(line), "env | grep -qi '^export %.40s_URL='",
+             group);
     if (started_group[0] == '\0' && stack(line) != 0)
         snprintf(started_group, sizeof(started_group), "%s", group);
     snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' up %s >&2 && "
