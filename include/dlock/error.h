@@ -52,7 +52,12 @@ typedef enum dlock_err {
     /* An operating-system call failed (getrandom, threads, sockets). */
     DLOCK_SYSTEM = 11,
     /* The call is not allowed in the object's current state. */
-    DLOCK_STATE = 12
+    DLOCK_STATE = 12,
+    /* No lock was granted: the server could not show a fence above every
+     * fence and server time this client has seen (its counter was lost or
+     * is stale, and its clock is behind).  Try again later, and check the
+     * server (dlock doctor): see docs/guarantees.md. */
+    DLOCK_UNPROVEN = 13
 } dlock_err;
 
 /*

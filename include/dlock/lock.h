@@ -10,13 +10,21 @@
  * that a protected resource can use to refuse writes from an older grant.
  *
  * Redis keys, for a lock named K:
- *   K            the lock: the owner token, with the TTL (PEXPIRE).
- *   {K}:fence    the last fence granted for K, without TTL (it must outlive
- *                the lock so fences keep growing); when K has a cluster hash
- *                tag already, K:fence instead.  Either way the counter sits in
- *                K's hash slot.
- * A released lock publishes on the channel "dlock:released:K" so waiters
- * wake at once.
+ *   K                  the lock: the owner token, with the TTL (PEXPIRE).
+ *   #dlock:fence:{K}   the last fence granted for K (#dlock:fence:K when K
+ *                      has a cluster hash tag already), so the counter sits
+ *                      in K's hash slot.  It expires 30 days after the
+ *                      lock's TTL from its last grant; the next fence then
+ *                      comes from the server's clock, 30 days on.
+ *   {K}:fence          the counter of earlier versions (K:fence with a
+ *                      hash tag): read by acquire, never written, so an
+ *                      upgrade never lowers a fence.  It is an ordinary
+ *                      lock name now, independent of K.
+ * Lock names that begin with "#dlock:" (keys the library derives) or with
+ * a pattern's "{sem:", "{rw:", "{leader:", "{rl:", "{once:" or "{idem:"
+ * are refused (DLOCK_INVALID), so no lock can reach a counter or another
+ * object's keys.  A released lock publishes on the channel
+ * "dlock:released:K" so waiters wake at once.
  *
  * Waiting (wait_ms != 0; the patterns that wait do the same):
  *   - The wait runs on the calling thread.  Each client has one subscriber
@@ -38,13 +46,31 @@
  *     is open it sleeps until the background probe finds Redis back,
  *     never spinning on fast failures; it tries again with the same token,
  *     so an acquire that timed out after the server applied it is ours.
- *     Any other error (DLOCK_AUTH, DLOCK_SERVER, ...) ends every wait.
+ *     Any other error (DLOCK_AUTH, DLOCK_SERVER, ...) ends every wait;
+ *     DLOCK_UNPROVEN waits for the server's clock when wait_ms covers the
+ *     gap (see fences below).
  *     Under DLOCK_FAIL_OPEN a transport error ends even an unbounded wait,
  *     with a degraded lock.
  *
- * Fences are 64-bit and strictly increase with every grant of a key: the
- * next fence is max(last + 1, server time in microseconds), so fences keep
- * growing even across a Redis restart that lost the counter.
+ * The scripts need Redis 5.0 or later (they read TIME before they write,
+ * which needs script effects replication, the default since 5.0); `dlock
+ * doctor` checks this and the settings below.
+ *
+ * Fences are 64-bit.  The next fence of K is max(last + 1, server time in
+ * microseconds), last being K's counter, and it is granted only if it is
+ * above this client's floor: the highest fence and the highest server time
+ * any reply has shown this dlock_client.  When it is not (the server lost
+ * the counter or has a stale one, and its clock is behind what this client
+ * saw: a restart without persistence, a failover to a lagging replica, a
+ * clock stepped back), nothing is written and the acquire waits until the
+ * server's clock passes the floor if its wait_ms allows, else answers
+ * DLOCK_UNPROVEN.  What is proven: every fence this client is granted for
+ * any key is above every fence and server time it has seen.  What is not:
+ * another client's grants are unknown to this one, and a fresh client
+ * (a new process) has no floor; across clients, fences are higher only
+ * while the server keeps its counters (appendonly, noeviction; a failover
+ * only to a replica that has every grant, for example with WAIT) or its
+ * clock never goes back.  See docs/guarantees.md.
  *
  * Validity.  Each held lock has valid_until = the moment its last
  * successful acquire, extend or renewal was *sent* + its TTL - a drift
@@ -74,8 +100,9 @@
  *
  * States of a dlock_lock, and what moves it:
  *   HELD      after dlock_acquire returns DLOCK_OK; valid_ms() > 0.
- *   DEGRADED  after a fail-open acquire while Redis was unavailable: no key
- *             exists, fence is 0; the caller relies on a stronger guard.
+ *   DEGRADED  after a fail-open acquire while Redis could not be reached
+ *             (see dlock_policy): no key exists, fence is 0; the caller
+ *             relies on a stronger guard.
  *   LOST      valid_until passed (no renewal reached Redis in time, or a
  *             step of the server's clock cut it short), or a renewal,
  *             extend or release found our token gone; lost() is 1.
@@ -118,9 +145,20 @@ typedef struct dlock_lock dlock_lock;
 /* An owner token: 128 random bits as 32 lower-case hex digits. */
 #define DLOCK_TOKEN_LEN 32
 
-/* What an acquire does when Redis cannot be reached. */
+/*
+ * What an acquire does when Redis cannot be reached.  "Cannot be reached"
+ * is exactly: the acquire failed with DLOCK_UNAVAILABLE (connection
+ * refused, reset or unreachable, the host name does not resolve, the
+ * circuit breaker is open, or the server answered LOADING or BUSY: up but
+ * unable to run anything yet) or DLOCK_TIMEOUT (no answer in time).  Every
+ * other failure is returned as it is under either policy, never degraded:
+ * an answer that refuses the command (DLOCK_AUTH: NOAUTH, WRONGPASS,
+ * NOPERM; DLOCK_SERVER: OOM, READONLY, a script error, WRONGTYPE, ...), a
+ * reply that is not Redis's (DLOCK_PROTOCOL), a TLS failure, DLOCK_BUSY,
+ * DLOCK_UNPROVEN, DLOCK_INVALID, DLOCK_NOMEM, DLOCK_SYSTEM.
+ */
 typedef enum dlock_policy {
-    /* Return DLOCK_UNAVAILABLE (the default). */
+    /* Return the error (the default). */
     DLOCK_FAIL_CLOSED = 0,
     /* Return DLOCK_OK with a degraded lock (dlock_lock_degraded is 1). */
     DLOCK_FAIL_OPEN = 1
@@ -165,12 +203,15 @@ DLOCK_API void dlock_acquire_opts_init(dlock_acquire_opts *opts);
  * it with the same token in the background, so it leaves no orphan.
  *
  * opts may be NULL for the defaults.  out receives the lock, or NULL.
- * Returns DLOCK_OK (held, or degraded under DLOCK_FAIL_OPEN: then
- * dlock_client_errmsg says why Redis could not be used), DLOCK_BUSY
+ * Returns DLOCK_OK (held, or degraded under DLOCK_FAIL_OPEN when Redis
+ * could not be reached: then dlock_client_errmsg says why), DLOCK_BUSY
  * (held by someone else and no wait, or the wait ran out: then
  * dlock_client_busy_ttl_ms says how long the holder's TTL still runs),
- * DLOCK_UNAVAILABLE, DLOCK_TIMEOUT, DLOCK_INVALID, DLOCK_NOMEM, or another
- * transport error.  Costs one round trip when the key is free.
+ * DLOCK_UNPROVEN (no fence above this client's floor could be shown, see
+ * above; nothing was written), DLOCK_UNAVAILABLE, DLOCK_TIMEOUT,
+ * DLOCK_AUTH, DLOCK_SERVER, DLOCK_INVALID (an empty, too long or reserved
+ * name), DLOCK_NOMEM, or another transport error.  Costs one round trip
+ * when the key is free.
  */
 DLOCK_API dlock_err dlock_acquire(dlock_client *client, const char *key,
                         const dlock_acquire_opts *opts, dlock_lock **out);
@@ -222,8 +263,9 @@ DLOCK_API dlock_err dlock_lock_attach(dlock_client *client, const char *key,
  * INT64_MAX when degraded. */
 DLOCK_API int64_t dlock_lock_valid_ms(const dlock_lock *lock);
 
-/* The fencing token of this grant (> 0), or 0 for a degraded or attached
- * lock. */
+/* The fencing token of this grant (> 0; above every fence and server time
+ * this client had seen, see the top of this file), or 0 for a degraded or
+ * attached lock. */
 DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);
 
 /* 1 once the lock is lost: its validity ran out (checked at each call,
@@ -246,7 +288,8 @@ DLOCK_API int dlock_lock_holds(const dlock_lock *lock);
 typedef struct dlock_lock_info {
     int held;              /* 1 if the key exists */
     int64_t ttl_ms;        /* remaining TTL; -1 without TTL; 0 if free */
-    uint64_t last_fence;   /* last fence granted, 0 if never */
+    uint64_t last_fence;   /* last fence granted (the larger of the
+                            * counter and the legacy one), 0 if never */
     char token[DLOCK_TOKEN_LEN + 1]; /* the holder's token, "" if free */
 } dlock_lock_info;
 

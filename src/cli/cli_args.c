@@ -73,7 +73,8 @@ static const struct option long_options[] = {
 enum operands {
     OPERANDS_KEY,           /* KEY */
     OPERANDS_KEY_TOKEN,     /* KEY TOKEN */
-    OPERANDS_KEY_COMMAND    /* KEY [--] COMMAND [ARGS...] */
+    OPERANDS_KEY_COMMAND,   /* KEY [--] COMMAND [ARGS...] */
+    OPERANDS_URL            /* [URL], the same as --url */
 };
 
 struct command_spec {
@@ -97,6 +98,7 @@ static const struct command_spec commands[CLI_CMD_COUNT] = {
                         OPERANDS_KEY},
     [CLI_CMD_LEADER] = {"leader", COMMON | BIT(OPT_TTL) | BIT(OPT_GRACE) |
                         BIT(OPT_QUIET), OPERANDS_KEY_COMMAND},
+    [CLI_CMD_DOCTOR] = {"doctor", COMMON | BIT(OPT_JSON), OPERANDS_URL},
 };
 
 /* What `run --every` refuses: each only means something for one run. */
@@ -329,6 +331,16 @@ static int parse_operands(const struct command_spec *spec, int n,
 {
     const int wanted = spec->operands == OPERANDS_KEY_TOKEN ? 2 : 1;
 
+    if (spec->operands == OPERANDS_URL) {
+        if (n > 1)
+            return fail(why, whylen, "unexpected argument '%s'", rest[1]);
+        if (n == 1 && a->url != NULL)
+            return fail(why, whylen, "give the URL once: as --url or as "
+                        "the operand");
+        if (n == 1)
+            a->url = rest[0];
+        return 0;
+    }
     if (n < 1)
         return fail(why, whylen, "missing KEY");
     if (rest[0][0] == '\0')

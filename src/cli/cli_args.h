@@ -29,6 +29,7 @@ enum cli_command {
     CLI_CMD_EXTEND,
     CLI_CMD_STATUS,
     CLI_CMD_LEADER,
+    CLI_CMD_DOCTOR,
     CLI_CMD_COUNT
 };
 

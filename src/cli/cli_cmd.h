@@ -33,4 +33,7 @@ int cli_cmd_status(const struct cli_args *a);
 /* dlock leader: run COMMAND while this node leads KEY (cli_leader.c). */
 int cli_cmd_leader(const struct cli_args *a);
 
+/* dlock doctor: is the server safe for locks (cli_doctor.c). */
+int cli_cmd_doctor(const struct cli_args *a);
+
 #endif /* DLOCK_CLI_CMD_H */

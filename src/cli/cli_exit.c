@@ -24,6 +24,7 @@ int cli_exit_of(dlock_err err, int busy_code)
     case DLOCK_AUTH:
     case DLOCK_PROTOCOL:
     case DLOCK_SERVER:
+    case DLOCK_UNPROVEN:
         return CLI_EXIT_UNAVAILABLE;
     case DLOCK_INVALID:
         return CLI_EXIT_USAGE;

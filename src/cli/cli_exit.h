@@ -24,6 +24,8 @@ enum {
     CLI_EXIT_INTERNAL = 70,    /* a failure of ours or of the OS */
     CLI_EXIT_BUSY = 75,        /* someone else holds the lock */
     CLI_EXIT_LOST = 76,        /* our token is gone */
+    CLI_EXIT_UNSAFE = 78,      /* doctor: the server is not safe for locks
+                                * (EX_CONFIG) */
     /* Like a shell: a command that could not be run. */
     CLI_EXIT_NOEXEC = 126,     /* found but not executable */
     CLI_EXIT_NOTFOUND = 127,   /* not found on PATH */

@@ -27,6 +27,7 @@ static const cli_handler handlers[CLI_CMD_COUNT] = {
     [CLI_CMD_EXTEND] = cli_cmd_extend,
     [CLI_CMD_STATUS] = cli_cmd_status,
     [CLI_CMD_LEADER] = cli_cmd_leader,
+    [CLI_CMD_DOCTOR] = cli_cmd_doctor,
 };
 
 static int print_version(void)
@@ -47,7 +48,7 @@ static int print_help(int argc, char **argv)
     command = cli_command_find(argv[2]);
     if (command < 0 || argc > 3) {
         cli_say("help: no command '%s' (commands: run acquire release "
-                "extend status leader)", argv[2]);
+                "extend status leader doctor)", argv[2]);
         return CLI_EXIT_USAGE;
     }
     cli_usage_print(stdout, (enum cli_command)command);

@@ -17,12 +17,14 @@ static const char overview[] =
     "  release  give back KEY by its token\n"
     "  extend   renew KEY by its token\n"
     "  status   show whether KEY is held, its TTL and its last fence\n"
+    "  doctor   check that a Redis server is safe for locks\n"
     "  help     show the help of a command: dlock help run\n"
     "\n"
     "Redis: --url URL, else $REDIS_URL, else redis://127.0.0.1:6379.\n"
     "\n"
     "exit status: 0 done (run: the command's own status), 64 usage error,\n"
-    "69 Redis unavailable, 70 internal error, 75 lock busy, 76 lock lost.\n"
+    "69 Redis unavailable, 70 internal error, 75 lock busy, 76 lock lost,\n"
+    "78 doctor found the server unsafe.\n"
     "\n"
     "dlock --version prints the version; man dlock has the details.\n";
 
@@ -125,6 +127,20 @@ static const char *const texts[CLI_CMD_COUNT] = {
         "      --json               print one JSON object instead\n"
         "\n"
         "exit status: 0 (held or not), 69 Redis unavailable, 64 usage.\n",
+    [CLI_CMD_DOCTOR] =
+        "usage: dlock doctor [options] [URL]\n"
+        "\n"
+        "Checks the server at URL (or --url, $REDIS_URL) for what locks\n"
+        "need, one line each: its version (5.0.0 or later), eviction\n"
+        "(maxmemory-policy noeviction), persistence (appendonly yes),\n"
+        "replication (a primary, replicas in sync) and its clock (within\n"
+        "1 s of ours), saying which are unsafe and why.\n"
+        "\n"
+        "options:\n"
+        "      --json               print one JSON object instead\n"
+        "\n"
+        "exit status: 0 all safe, 78 something unsafe or unknown,\n"
+        "69 Redis unavailable, 64 usage.\n",
     [CLI_CMD_LEADER] =
         "usage: dlock leader [options] KEY [--] COMMAND [ARGS...]\n"
         "\n"

@@ -73,6 +73,8 @@ struct dlock_client {
     atomic_ullong n_renewals;
     atomic_ullong n_locks_lost;
     atomic_ullong n_connects;
+    /* The highest fence or server time seen (fence.h). */
+    atomic_ullong fence_floor;
 };
 
 dlock__watchdog *dlock__client_watchdog(dlock_client *c)
@@ -93,6 +95,11 @@ dlock__skew *dlock__client_skew(dlock_client *c)
 dlock__breaker *dlock__client_breaker(dlock_client *c)
 {
     return &c->breaker;
+}
+
+atomic_ullong *dlock__client_fence_floor(dlock_client *c)
+{
+    return &c->fence_floor;
 }
 
 const dlock_client_opts *dlock__client_opts(const dlock_client *c)
@@ -408,6 +415,15 @@ dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,
     return err;
 }
 
+#ifdef DLOCK_TESTING
+static atomic_int sha_fails;
+
+void dlock__client_test_sha_fail(int on)
+{
+    atomic_store(&sha_fails, on);
+}
+#endif
+
 static void sha1_hex(const char *body, char out[41])
 {
     static const char hex[] = "0123456789abcdef";
@@ -415,9 +431,13 @@ static void sha1_hex(const char *body, char out[41])
     unsigned int len = 0;
 
     /* EVP_Digest with SHA-1 cannot fail short of allocation failure inside
-     * OpenSSL; then out stays "" and the server's NOSCRIPT path loads the
-     * script by its body instead. */
+     * OpenSSL; then out stays "" and dlock__client_eval sends the body with
+     * EVAL instead. */
     out[0] = '\0';
+#ifdef DLOCK_TESTING
+    if (atomic_load(&sha_fails))
+        return;
+#endif
     if (EVP_Digest(body, strlen(body), digest, &len, EVP_sha1(), NULL) != 1 ||
         len != 20)
         return;
@@ -499,8 +519,9 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
     }
     script_sha(c, s, sha);
     snprintf(nk, sizeof(nk), "%d", nkeys);
-    av[0] = "EVALSHA";
-    av[1] = sha;
+    /* Without a SHA (OpenSSL failed to hash), the body itself. */
+    av[0] = sha[0] != '\0' ? "EVALSHA" : "EVAL";
+    av[1] = sha[0] != '\0' ? sha : s->body;
     av[2] = nk;
     for (int i = 0; i < argc; i++) {
         av[i + 3] = argv[i];

@@ -80,6 +80,10 @@ void dlock__client_count_lost(dlock_client *c);
 dlock_err dlock__client_script_load(dlock_client *c, const dlock__script *s,
                                     dlock__msg *m);
 
+/* The highest fence or server time any reply has shown this client (the
+ * fence floor, fence.h); read and raised atomically. */
+atomic_ullong *dlock__client_fence_floor(dlock_client *c);
+
 /*
  * The calling thread's message buffer for this client, emptied; NULL if it
  * could not be allocated (then messages are dropped and dlock_client_errmsg
@@ -140,5 +144,11 @@ int dlock__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
  * fast-fail message quotes. */
 void dlock__client_transport_failed(dlock_client *c, const dlock__msg *m);
 void dlock__client_transport_ok(dlock_client *c);
+
+#ifdef DLOCK_TESTING
+/* Test hook: while on, computing a script's SHA-1 fails as it would if
+ * OpenSSL could not allocate, for every client of the process. */
+void dlock__client_test_sha_fail(int on);
+#endif
 
 #endif /* DLOCK_SRC_CLIENT_INTERNAL_H */

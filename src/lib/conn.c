@@ -27,6 +27,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "resolve.h"
 #include "tls.h"
 
 struct dlock__conn {
@@ -234,7 +235,13 @@ static int connect_addr(const struct sockaddr *addr, socklen_t alen,
             close(fd);
             return -1;
         }
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) != 0) {
+            *err = dlock__msg_set(m, DLOCK_SYSTEM, "connect to %s: reading "
+                                  "its outcome (SO_ERROR): %s", desc,
+                                  strerror(errno));
+            close(fd);
+            return -1;
+        }
         if (soerr != 0) {
             *err = dlock__msg_set(m, DLOCK_UNAVAILABLE, "connect to %s: %s",
                                   desc, strerror(soerr));
@@ -263,27 +270,17 @@ static int connect_unix(const dlock__endpoint *ep, int64_t deadline_us,
                         deadline_us, ep->desc, err, m);
 }
 
-/* Resolves the host and tries each address in turn until one connects.
- * getaddrinfo has no timeout; a numeric host (the usual case for Redis)
- * resolves without any lookup. */
+/* Resolves the host (resolve.c: by the deadline) and tries each address
+ * in turn until one connects. */
 static int connect_tcp(const dlock__endpoint *ep, const dlock__conn_cfg *cfg,
                        int64_t deadline_us, dlock_err *err, dlock__msg *m)
 {
-    struct addrinfo hints, *res = NULL, *ai;
-    char port[8];
-    int rc, fd = -1;
+    struct addrinfo *res = NULL, *ai;
+    int fd = -1;
 
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(port, sizeof(port), "%d", ep->port);
-    rc = getaddrinfo(ep->host, port, &hints, &res);
-    if (rc != 0) {
-        *err = dlock__msg_set(m, rc == EAI_MEMORY ? DLOCK_NOMEM
-                              : DLOCK_UNAVAILABLE, "resolving %s: %s",
-                              ep->host, gai_strerror(rc));
+    *err = dlock__resolve(ep->host, ep->port, deadline_us, &res, m);
+    if (*err != DLOCK_OK)
         return -1;
-    }
     for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
         fd = connect_addr(ai->ai_addr, ai->ai_addrlen, ai->ai_family,
                           deadline_us, ep->desc, err, m);
@@ -624,10 +621,11 @@ static int error_is(const redisReply *r, const char *prefix)
 dlock_err dlock__reply_error(const redisReply *r, const char *what,
                              const char *server, dlock__msg *m)
 {
-    static const char *const unavailable[] = {
-        "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN",
-        "READONLY", "NOREPLICAS",
-    };
+    /* Up but unable to run anything yet: loading its data set, or busy
+     * with a long script.  Every other error reply (READONLY, MASTERDOWN,
+     * OOM, a script error, ...) refuses the command: DLOCK_SERVER, which a
+     * fail-open acquire does not degrade on (lock.c, redis_unreachable). */
+    static const char *const unavailable[] = {"LOADING", "BUSY"};
     static const char *const auth[] = {"NOAUTH", "WRONGPASS", "NOPERM"};
     dlock_err code = DLOCK_SERVER;
     int shown = r->len > 200 ? 200 : (int)r->len;

@@ -96,9 +96,10 @@ int64_t dlock__conn_last_used(const dlock__conn *conn);
 
 /*
  * Turns an error reply into a code and a message "<what> on <server>:
- * <server's text>".  LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN and
- * READONLY mean the server cannot serve locks now: DLOCK_UNAVAILABLE.
- * NOAUTH, WRONGPASS and NOPERM: DLOCK_AUTH.  Anything else: DLOCK_SERVER.
+ * <server's text>".  LOADING and BUSY mean the server is up but cannot run
+ * anything yet: DLOCK_UNAVAILABLE, like a server that cannot be reached.
+ * NOAUTH, WRONGPASS and NOPERM: DLOCK_AUTH.  Anything else (READONLY,
+ * MASTERDOWN, OOM, a script error, ...) refuses the command: DLOCK_SERVER.
  */
 dlock_err dlock__reply_error(const redisReply *reply, const char *what,
                              const char *server, dlock__msg *m);

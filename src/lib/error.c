@@ -24,6 +24,8 @@ const char *dlock_strerror(dlock_err err)
     case DLOCK_SERVER:      return "redis returned an error";
     case DLOCK_SYSTEM:      return "operating system call failed";
     case DLOCK_STATE:       return "not allowed in the current state";
+    case DLOCK_UNPROVEN:    return "redis cannot prove the next fence is "
+                                   "higher than every earlier one";
     }
     return "unknown dlock error";
 }
@@ -44,6 +46,7 @@ const char *dlock_errname(dlock_err err)
     case DLOCK_SERVER:      return "DLOCK_SERVER";
     case DLOCK_SYSTEM:      return "DLOCK_SYSTEM";
     case DLOCK_STATE:       return "DLOCK_STATE";
+    case DLOCK_UNPROVEN:    return "DLOCK_UNPROVEN";
     }
     return "DLOCK_UNKNOWN";
 }

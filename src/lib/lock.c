@@ -5,7 +5,10 @@
  *   acquire  if the key holds our token (a retried call that had succeeded)
  *            it is ours; if it holds another, answer busy with its PTTL;
  *            else set it with PX ttl and advance the fence to
- *            max(last + 1, server microseconds), in the same step.
+ *            max(last + 1, server microseconds), in the same step, but
+ *            only if that is above the client's floor (fence.h): a fence
+ *            is never granted that this client cannot show is higher than
+ *            every fence and server time it has seen.
  *   release  delete only if the key still holds our token, then publish on
  *            the key's channel so one waiter per client wakes at once.
  *   extend   PEXPIRE only if the key still holds our token.
@@ -38,6 +41,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "fence.h"
 #include "redlock.h"
 #include "token.h"
 #include "wait.h"
@@ -49,30 +53,59 @@
 /*
  * Fences are handled as decimal strings, never as Lua numbers: Lua's
  * numbers are doubles, exact only to 2^53, and a fence must stay exact to
- * 2^63.  Server time in microseconds is built as a string, compared with the
- * stored counter by length and then digit by digit (both have no leading
- * zeros), and INCR does the +1 in Redis's 64-bit integers.
+ * 2^63.  Strings without leading zeros compare by length and then digit by
+ * digit (gt), and inc adds one digit-wise.
+ *
+ * KEYS: the lock, its fence counter, the legacy counter (read only; see
+ * fence.h).  ARGV: token, ttl ms, the client's floor, the counter's TTL ms.
+ * The next fence is max(last + 1, server microseconds), last being the
+ * larger of the two counters; it is granted only if it is above the floor
+ * (the highest fence or server time the client has seen), else nothing is
+ * written and the answer is {2, now}: the server's clock is behind what
+ * this client saw and its counter cannot show a higher number.  Every
+ * answer carries now, the server's microseconds, for the floor.
  */
+#define LUA_DECIMALS                                                       \
+    "local function dec(v)\n"                                              \
+    "  if type(v) == 'string' and #v <= 19 and v:find('^[1-9]%d*$') then\n"\
+    "    return v\n"                                                       \
+    "  end\n"                                                              \
+    "end\n"                                                                \
+    "local function gt(a, b)\n"                                            \
+    "  return #a > #b or (#a == #b and a > b)\n"                           \
+    "end\n"
+
 static const dlock__script acquire_script = {
     "acquire",
-    "local holder = redis.call('GET', KEYS[1])\n"
-    "if holder == ARGV[1] then\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  return {1, redis.call('GET', KEYS[2]) or '0'}\n"
-    "end\n"
-    "if holder then\n"
-    "  return {0, redis.call('PTTL', KEYS[1])}\n"
+    LUA_DECIMALS
+    "local function inc(s)\n"
+    "  local i = #s\n"
+    "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n"
+    "  if i == 0 then return '1' .. string.rep('0', #s) end\n"
+    "  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) ..\n"
+    "         string.rep('0', #s - i)\n"
     "end\n"
     "local t = redis.call('TIME')\n"
     "local now = t[1] .. string.format('%06d', tonumber(t[2]))\n"
-    "local last = redis.call('GET', KEYS[2])\n"
-    "if not last or #now > #last or (#now == #last and now > last) then\n"
-    "  redis.call('SET', KEYS[2], now)\n"
-    "else\n"
-    "  redis.call('INCR', KEYS[2])\n"
+    "local holder = redis.call('GET', KEYS[1])\n"
+    "if holder == ARGV[1] then\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  return {1, redis.call('GET', KEYS[2]) or '0', now}\n"
     "end\n"
+    "if holder then\n"
+    "  return {0, redis.call('PTTL', KEYS[1]), now}\n"
+    "end\n"
+    "local last = dec(redis.call('GET', KEYS[2]))\n"
+    "local legacy = dec(redis.pcall('GET', KEYS[3]))\n"
+    "if legacy and (not last or gt(legacy, last)) then last = legacy end\n"
+    "local fence = now\n"
+    "if last and not gt(now, last) then fence = inc(last) end\n"
+    "if #fence > 19 or not gt(fence, ARGV[3]) then\n"
+    "  return {2, now}\n"
+    "end\n"
+    "redis.call('SET', KEYS[2], fence, 'PX', ARGV[4])\n"
     "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-    "return {1, redis.call('GET', KEYS[2])}\n",
+    "return {1, fence, now}\n",
     1,
 };
 
@@ -100,10 +133,15 @@ static const dlock__script extend_script = {
     1,
 };
 
+/* KEYS: the lock, its fence counter, the legacy counter. */
 static const dlock__script inspect_script = {
     "inspect",
+    LUA_DECIMALS
+    "local last = dec(redis.call('GET', KEYS[2])) or '0'\n"
+    "local legacy = dec(redis.pcall('GET', KEYS[3]))\n"
+    "if legacy and gt(legacy, last) then last = legacy end\n"
     "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
-    "        redis.call('GET', KEYS[2]) or '0'}\n",
+    "        last}\n",
     1,
 };
 
@@ -118,9 +156,12 @@ struct dlock_lock {
     dlock_client *client;
     char *key;
     char *fence_key;
+    char *legacy_fence_key;   /* read only, see fence.h */
     char *channel;
     char token[DLOCK_TOKEN_LEN + 1];
     uint64_t fence;
+    int64_t fence_gap_us;     /* after DLOCK_UNPROVEN: the server's clock
+                               * is this far behind the client's floor */
     dlock__lease lease;
     int degraded;
 
@@ -190,16 +231,6 @@ void dlock_acquire_opts_init(dlock_acquire_opts *o)
     o->policy = DLOCK_FAIL_CLOSED;
 }
 
-/* 1 if key has a non-empty cluster hash tag ({...}), as Redis Cluster
- * defines it: the text between the first '{' and the first '}' after it. */
-static int has_hash_tag(const char *key)
-{
-    const char *open = strchr(key, '{');
-    const char *close = open != NULL ? strchr(open + 1, '}') : NULL;
-
-    return close != NULL && close > open + 1;
-}
-
 static dlock_err check_key(const char *key, dlock__msg *m)
 {
     size_t len;
@@ -211,13 +242,21 @@ static dlock_err check_key(const char *key, dlock__msg *m)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "the lock name is longer than %d bytes",
                               DLOCK_KEY_MAX);
-    /* The fence key must hash to the lock's slot: "{K}:fence" does for any
-     * K without '}', "K:fence" does for any K with a hash tag. */
-    if (!has_hash_tag(key) && strchr(key, '}') != NULL)
+    /* The fence key must hash to the lock's slot: "...{K}" does for any K
+     * without '}', "...K" does for any K with a hash tag. */
+    if (!dlock__fence_has_hash_tag(key) && strchr(key, '}') != NULL)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "lock name \"%.64s\" has a '}' but no "
                               "{hash tag}; its fence counter could not share "
                               "its cluster slot", key);
+    /* Derived keys (fence counters, the patterns' keys) are out of reach. */
+    if (dlock__fence_name_reserved(key))
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "lock name \"%.64s\" begins like a key the "
+                              "library derives (\"" DLOCK__RESERVED_PREFIX
+                              "\" or a pattern's \"{sem:\", \"{rw:\", "
+                              "\"{leader:\", \"{rl:\", \"{once:\", "
+                              "\"{idem:\"); choose another", key);
     return DLOCK_OK;
 }
 
@@ -227,7 +266,6 @@ static void reentrant_unlink(dlock__reentry *r, dlock_lock *l);
 static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
                           dlock__msg *m)
 {
-    size_t len = strlen(key);
     dlock_lock *l = dlock__calloc(1, sizeof(*l));
 
     *out = NULL;
@@ -236,14 +274,12 @@ static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
     l->client = c;
     l->holds = 1;
     l->key = dlock__strdup(key);
-    l->fence_key = dlock__malloc(len + sizeof("{}:fence"));
-    l->channel = dlock__malloc(len + sizeof(CHANNEL_PREFIX));
-    if (l->key == NULL || l->fence_key == NULL || l->channel == NULL)
+    l->fence_key = dlock__fence_key(key);
+    l->legacy_fence_key = dlock__fence_legacy_key(key);
+    l->channel = dlock__malloc(strlen(key) + sizeof(CHANNEL_PREFIX));
+    if (l->key == NULL || l->fence_key == NULL ||
+        l->legacy_fence_key == NULL || l->channel == NULL)
         goto nomem;
-    if (has_hash_tag(key))
-        sprintf(l->fence_key, "%s:fence", key);
-    else
-        sprintf(l->fence_key, "{%s}:fence", key);
     sprintf(l->channel, "%s%s", CHANNEL_PREFIX, key);
     dlock__lease_init(&l->lease, DEFAULT_TTL_MS);
     *out = l;
@@ -265,6 +301,7 @@ void dlock_lock_free(dlock_lock *l)
     dlock__lease_destroy(&l->lease);
     dlock__free(l->key);
     dlock__free(l->fence_key);
+    dlock__free(l->legacy_fence_key);
     dlock__free(l->channel);
     dlock__free(l);
 }
@@ -289,32 +326,46 @@ static dlock__lease_outcome outcome_of(dlock_err err)
     }
 }
 
-/* Reads the acquire script's {1, "fence"} or {0, pttl}. */
-static int acquire_reply(const redisReply *r, int *granted, uint64_t *fence,
-                         long long *pttl)
-{
-    const redisReply *flag, *value;
+/* What one acquire script call answered. */
+typedef struct acquire_answer {
+    int status;        /* 1 granted, 0 busy, 2 fence not provable */
+    uint64_t fence;    /* when granted */
+    long long pttl;    /* when busy */
+    uint64_t now_us;   /* the server's clock */
+} acquire_answer;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+/* Reads the acquire script's {1, fence, now}, {0, pttl, now} or
+ * {2, now}; 0 if the reply is none of these. */
+static int acquire_reply(const redisReply *r, acquire_answer *a)
+{
+    const redisReply *flag, *value, *now;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
         return 0;
     flag = r->element[0];
     value = r->element[1];
-    if (flag->type != REDIS_REPLY_INTEGER)
+    now = r->element[r->elements - 1];
+    if (flag->type != REDIS_REPLY_INTEGER || now->type != REDIS_REPLY_STRING)
         return 0;
-    *granted = flag->integer == 1;
-    if (*granted) {
-        if (value->type != REDIS_REPLY_STRING)
+    a->status = (int)flag->integer;
+    if (!dlock__fence_parse(now->str, now->len, &a->now_us) || a->now_us == 0)
+        return 0;
+    switch (a->status) {
+    case 1:
+        if (r->elements != 3 || value->type != REDIS_REPLY_STRING)
             return 0;
-        return dlock__fence_of_reply(value, fence) && *fence > 0;
+        return dlock__fence_of_reply(value, &a->fence) && a->fence > 0;
+    case 0:
+        if (r->elements != 3 || value->type != REDIS_REPLY_INTEGER)
+            return 0;
+        a->pttl = value->integer;
+        return 1;
+    case 2:
+        return r->elements == 2;
     }
-    if (value->type != REDIS_REPLY_INTEGER)
-        return 0;
-    *pttl = value->integer;
-    return 1;
+    return 0;
 }
 
-/* One acquire attempt: DLOCK_OK (held; fence and validity set),
- * DLOCK_BUSY (*holder_ttl_ms set) or an error. */
 /*
  * Redlock (redlock:// URLs, src/lib/redlock.c).  Acquire, extend and
  * release run as rounds on every master at once, each master bounded by a
@@ -376,46 +427,69 @@ static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
     return err;
 }
 
+/* One acquire attempt: DLOCK_OK (held; fence and validity set),
+ * DLOCK_BUSY (*holder_ttl_ms set), DLOCK_UNPROVEN (l->fence_gap_us set)
+ * or an error. */
 static dlock_err try_once(dlock_lock *l, int64_t *holder_ttl_ms,
                           dlock__msg *m)
 {
-    char ttl[24];
-    const char *argv[] = {l->key, l->fence_key, l->token, ttl};
-    int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
+    char ttl[24], floor[24], keep[24];
+    const char *argv[] = {l->key, l->fence_key, l->legacy_fence_key,
+                          l->token, ttl, floor, keep};
+    const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
+    const uint64_t floor_us = dlock__fence_floor(l->client);
     dlock__lease_ticket t;
+    acquire_answer a = {0};
     redisReply *r;
-    int granted = 0;
-    uint64_t fence = 0;
-    long long pttl = 0;
     dlock_err err;
 
     if (redlock_of(l) != NULL)
         return redlock_try_once(l, holder_ttl_ms, m);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    snprintf(floor, sizeof(floor), "%llu", (unsigned long long)floor_us);
+    snprintf(keep, sizeof(keep), "%lld",
+             (long long)(ttl_ms + DLOCK__FENCE_KEEP_MS));
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
-    err = dlock__client_eval(l->client, &acquire_script, 2, 4, argv, NULL,
+    err = dlock__client_eval(l->client, &acquire_script, 3, 7, argv, NULL,
                              &r, m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
     }
-    if (!acquire_reply(r, &granted, &fence, &pttl)) {
+    if (!acquire_reply(r, &a)) {
         dlock__lease_end(&l->lease, &t, DLOCK__LEASE_UNKNOWN);
         err = dlock__msg_set(m, DLOCK_PROTOCOL, "acquiring lock %.64s on %s: "
-                             "expected {1, fence} or {0, pttl}, got %s",
-                             l->key, dlock_client_endpoint(l->client),
+                             "expected {1, fence, now}, {0, pttl, now} or "
+                             "{2, now}, got %s", l->key,
+                             dlock_client_endpoint(l->client),
                              dlock__reply_type_name(r));
         freeReplyObject(r);
         return err;
     }
     freeReplyObject(r);
-    dlock__lease_end(&l->lease, &t, granted ? DLOCK__LEASE_GRANTED
-                                            : DLOCK__LEASE_NOT_RUN);
-    if (!granted) {
-        *holder_ttl_ms = pttl;
+    dlock__lease_end(&l->lease, &t, a.status == 1 ? DLOCK__LEASE_GRANTED
+                                                  : DLOCK__LEASE_NOT_RUN);
+    dlock__fence_floor_raise(l->client, a.now_us);
+    if (a.status == 0) {
+        *holder_ttl_ms = a.pttl;
         return DLOCK_BUSY;
     }
-    l->fence = fence;
+    if (a.status == 2) {
+        l->fence_gap_us = (int64_t)(floor_us - a.now_us) + 1;
+        return dlock__msg_set(m, DLOCK_UNPROVEN, "acquiring lock %.64s on %s: "
+                              "its fence counter is gone or behind and the "
+                              "server's clock (%llu us) is %lld ms behind the "
+                              "highest fence or time this client has seen "
+                              "(%llu); no fence above it can be shown (a "
+                              "restart without persistence, a failover to a "
+                              "lagging replica, or a clock stepped back?)",
+                              l->key, dlock_client_endpoint(l->client),
+                              (unsigned long long)a.now_us,
+                              (long long)(l->fence_gap_us / 1000),
+                              (unsigned long long)floor_us);
+    }
+    dlock__fence_floor_raise(l->client, a.fence);
+    l->fence = a.fence;
     return DLOCK_OK;
 }
 
@@ -440,15 +514,33 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
         .fail_fast = policy == DLOCK_FAIL_OPEN,
     };
 
-    return dlock__wait_run(&w, acquire_try, l, holder_ttl_ms, m);
+    for (;;) {
+        dlock_err err = dlock__wait_run(&w, acquire_try, l, holder_ttl_ms,
+                                        m);
+        int64_t now = dlock__now_us();
+
+        /* No fence above the floor yet: the server's clock passes the
+         * floor in fence_gap_us; wait for that if the budget allows. */
+        if (err != DLOCK_UNPROVEN || now + l->fence_gap_us >= deadline_us)
+            return err;
+        dlock__wait_sleep_until(now + l->fence_gap_us);
+    }
 }
 
-/* Transport and server failures that a fail-open acquire degrades on. */
-static int redis_failed(dlock_err err)
+/*
+ * The failures a fail-open acquire degrades on: Redis could not be reached
+ * or did not answer in time.  DLOCK_UNAVAILABLE is a refused, reset or
+ * unreachable connection, a failed name lookup, the open breaker, or a
+ * server that answered LOADING or BUSY (conn.c, dlock__reply_error: it is
+ * up but cannot run anything yet); DLOCK_TIMEOUT is no answer in time.
+ * An answer that refuses the command (AUTH, NOPERM, OOM, READONLY, a
+ * script error, WRONGTYPE), a reply we cannot read, a TLS failure or an
+ * unprovable fence is an error: degrading would hide a fault that waiting
+ * does not mend.
+ */
+static int redis_unreachable(dlock_err err)
 {
-    return err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT ||
-           err == DLOCK_PROTOCOL || err == DLOCK_TLS || err == DLOCK_SERVER ||
-           err == DLOCK_AUTH;
+    return err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT;
 }
 
 int dlock__lock_mark_lost(dlock_lock *l)
@@ -647,7 +739,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
     if (err != DLOCK_OK)
         leave_no_orphan(l, err);
     if (err != DLOCK_OK && opts->policy == DLOCK_FAIL_OPEN &&
-        redis_failed(err)) {
+        redis_unreachable(err)) {
         /* The message keeps the reason, for the caller's log. */
         l->degraded = 1;
         l->fence = 0;
@@ -1004,9 +1096,9 @@ dlock_err dlock_inspect(dlock_client *c, const char *key,
     if (err != DLOCK_OK)
         return err;
     {
-        const char *argv[] = {l->key, l->fence_key};
+        const char *argv[] = {l->key, l->fence_key, l->legacy_fence_key};
 
-        err = dlock__client_eval(c, &inspect_script, 2, 2, argv, NULL, &r, m);
+        err = dlock__client_eval(c, &inspect_script, 3, 3, argv, NULL, &r, m);
     }
     if (err == DLOCK_OK) {
         err = parse_inspect(r, info);

@@ -4,6 +4,7 @@
  */
 #include "pattern_common.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,24 @@ dlock_err dlock__pattern_check_name(const char *what, const char *name,
     return DLOCK_OK;
 }
 
+const char *const dlock__pattern_kinds[] = {
+    "sem", "rw", "leader", "rl", "once", "idem", NULL,
+};
+
+int dlock__pattern_owns_key(const char *key)
+{
+    if (key[0] != '{')
+        return 0;
+    for (size_t i = 0; dlock__pattern_kinds[i] != NULL; i++) {
+        size_t n = strlen(dlock__pattern_kinds[i]);
+
+        if (strncmp(key + 1, dlock__pattern_kinds[i], n) == 0 &&
+            key[n + 1] == ':')
+            return 1;
+    }
+    return 0;
+}
+
 char *dlock__pattern_key(const char *kind, const char *name,
                          const char *suffix)
 {
@@ -32,6 +51,8 @@ char *dlock__pattern_key(const char *kind, const char *name,
 
     if (key != NULL)
         snprintf(key, len, "{%s:%s}%s", kind, name, suffix);
+    /* A kind missing from the table would make keys a lock could reach. */
+    assert(key == NULL || dlock__pattern_owns_key(key));
     return key;
 }
 

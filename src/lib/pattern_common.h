@@ -86,7 +86,19 @@
 dlock_err dlock__pattern_check_name(const char *what, const char *name,
                                     dlock__msg *m);
 
-/* "{kind:name}suffix", allocated; NULL when out of memory. */
+/*
+ * The kinds of pattern object, NULL-terminated: "sem", "rw", "leader",
+ * "rl", "once", "idem".  Every pattern key begins with "{kind:", so a lock
+ * name that begins so is refused (dlock__pattern_owns_key): a core lock can
+ * never reach a semaphore's holders or a leader's lease.
+ */
+extern const char *const dlock__pattern_kinds[];
+
+/* 1 if key begins with "{kind:" for one of the kinds above, else 0. */
+int dlock__pattern_owns_key(const char *key);
+
+/* "{kind:name}suffix", allocated; NULL when out of memory.  kind is one of
+ * dlock__pattern_kinds. */
 char *dlock__pattern_key(const char *kind, const char *name,
                          const char *suffix);
 

@@ -49,7 +49,7 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null
     done
     for key in "${KEYS_USED[@]}"; do
-        rcli DEL "$key" "{$key}:fence" >/dev/null 2>&1
+        rcli DEL "$key" "#dlock:fence:{$key}" "{$key}:fence" >/dev/null 2>&1
     done
     rm -rf "$WORK"
 }

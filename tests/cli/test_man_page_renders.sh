@@ -23,14 +23,14 @@ for section in NAME SYNOPSIS DESCRIPTION COMMANDS OPTIONS ENVIRONMENT \
     "EXIT STATUS" EXAMPLES "SEE ALSO"; do
     grep -q "^$section" "$WORK/page" || fail "no $section section"
 done
-for code in 64 69 70 75 76; do
+for code in 64 69 70 75 76 78; do
     grep -Eq "^ +$code( |$)" "$WORK/page" || fail "EXIT STATUS lists $code"
 done
-for word in run acquire release extend status leader; do
+for word in run acquire release extend status leader doctor; do
     grep -q "dlock $word" "$WORK/page" || fail "the manual covers dlock $word"
 done
 # Every long option that `dlock help` shows is in the manual.
-for cmd in run acquire release extend status leader; do
+for cmd in run acquire release extend status leader doctor; do
     for opt in $(dl help "$cmd" | grep -o -- '--[a-z-]*' | sort -u); do
         grep -q -- "$opt" "$WORK/page" || fail "the manual has $opt ($cmd)"
     done

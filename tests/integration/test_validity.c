@@ -341,7 +341,7 @@ static void a_timed_out_acquire_leaves_no_orphan(void **state)
     TK_EXPECT(testkit_proxy_ctl(p, "delay 0") == 0, "no delay");
     check.url = r->url;
     check.key = key;
-    snprintf(check.fence_key, sizeof(check.fence_key), "{%s}:fence", key);
+    snprintf(check.fence_key, sizeof(check.fence_key), "#dlock:fence:{%s}", key);
     TK_EXPECT(testkit_wait_until(orphan_undone, &check, 4000),
               "the acquire ran and its key was released within 4 s (of a "
               "10 s TTL): EXISTS key %lld, fence %lld",

@@ -138,7 +138,8 @@ long long testkit_redis_int(const char *url, const char *fmt, ...);
 /* 1 if the server at url answers PING with PONG within 1 s. */
 int testkit_redis_ping(const char *url);
 
-/* Deletes a lock's key and its fence counter ({key}:fence), to leave the
+/* Deletes a lock's key and its fence counters (#dlock:fence:{key}, and the
+ * legacy {key}:fence), for a key without a hash tag, to leave the
  * shared server tidy. */
 void testkit_forget_lock(const char *url, const char *key);
 

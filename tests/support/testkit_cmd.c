@@ -237,7 +237,8 @@ int testkit_redis_ping(const char *url)
 
 void testkit_forget_lock(const char *url, const char *key)
 {
-    redisReply *r = testkit_redis_cmd(url, "DEL %s {%s}:fence", key, key);
+    redisReply *r = testkit_redis_cmd(url, "DEL %s #dlock:fence:{%s} "
+                                      "{%s}:fence", key, key, key);
 
     if (r != NULL)
         freeReplyObject(r);

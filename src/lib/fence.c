@@ -1,0 +1,67 @@
+/*
+ * fence.c: fence counter keys, reserved names and the client's fence floor
+ * (see fence.h).
+ */
+#include "fence.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "pattern_common.h"
+
+int dlock__fence_has_hash_tag(const char *key)
+{
+    const char *open = strchr(key, '{');
+    const char *close = open != NULL ? strchr(open + 1, '}') : NULL;
+
+    return close != NULL && close > open + 1;
+}
+
+/* prefix + K, or prefix + "{K}" when K has no hash tag; then suffix. */
+static char *derived(const char *prefix, const char *key, const char *suffix)
+{
+    size_t len = strlen(prefix) + strlen(key) + strlen(suffix) + 3;
+    char *out = dlock__malloc(len);
+
+    if (out == NULL)
+        return NULL;
+    if (dlock__fence_has_hash_tag(key))
+        snprintf(out, len, "%s%s%s", prefix, key, suffix);
+    else
+        snprintf(out, len, "%s{%s}%s", prefix, key, suffix);
+    return out;
+}
+
+char *dlock__fence_key(const char *key)
+{
+    return derived(DLOCK__RESERVED_PREFIX "fence:", key, "");
+}
+
+char *dlock__fence_legacy_key(const char *key)
+{
+    return derived("", key, ":fence");
+}
+
+int dlock__fence_name_reserved(const char *key)
+{
+    return strncmp(key, DLOCK__RESERVED_PREFIX,
+                   sizeof(DLOCK__RESERVED_PREFIX) - 1)
+               == 0
+           || dlock__pattern_owns_key(key);
+}
+
+uint64_t dlock__fence_floor(dlock_client *c)
+{
+    return atomic_load(dlock__client_fence_floor(c));
+}
+
+void dlock__fence_floor_raise(dlock_client *c, uint64_t seen)
+{
+    atomic_ullong *floor = dlock__client_fence_floor(c);
+    unsigned long long was = atomic_load(floor);
+
+    while (seen > was
+           && !atomic_compare_exchange_weak(floor, &was, seen))
+        ;
+}

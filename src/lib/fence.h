@@ -1,0 +1,65 @@
+/*
+ * fence.h: where a lock's fence counter lives, which names are reserved,
+ * and the highest fence a client has seen.
+ *
+ * Derived keys.  A lock named K keeps its last fence in
+ *     #dlock:fence:{K}      (K without a cluster hash tag)
+ *     #dlock:fence:K        (K with one; its tag is then the key's first)
+ * so the counter shares K's cluster slot, and no lock name can reach it:
+ * names that begin with DLOCK__RESERVED_PREFIX are refused, as are names
+ * that begin like a pattern's keys ("{sem:", "{rw:", ...; see
+ * pattern_common.c).  Before this layout the counter was "{K}:fence" (or
+ * "K:fence"), a valid lock name; acquire still reads that legacy key and
+ * takes the larger of the two, so an upgrade never lowers a fence, and
+ * never writes it.
+ *
+ * The floor.  Each client keeps the highest fence and the highest server
+ * time (TIME, in microseconds) it has seen in any reply; an acquire sends
+ * it, and the script refuses to grant a fence that is not above it (see
+ * lock.c).  Fences are server microseconds or a counter just past them,
+ * so the floor only stops a grant when the server's clock is behind what
+ * this client saw before and its counter cannot show a higher number: a
+ * restart that lost the counter, a failover to a replica that missed the
+ * last grants, or a clock stepped back.
+ *
+ * Threads: the floor is one atomic per client; everything here may be
+ * called from any thread.
+ */
+#ifndef DLOCK_SRC_FENCE_H
+#define DLOCK_SRC_FENCE_H
+
+#include <stdint.h>
+
+#include "client_internal.h"
+
+/* Lock names may not begin with this; derived keys do. */
+#define DLOCK__RESERVED_PREFIX "#dlock:"
+
+/* How long a fence counter outlives its last grant: 30 days past the
+ * lock's TTL.  After that the clock (server microseconds, 30 days on)
+ * is far above the expired counter. */
+#define DLOCK__FENCE_KEEP_MS ((int64_t)30 * 86400 * 1000)
+
+/* 1 if key has a non-empty cluster hash tag ({...}), as Redis Cluster
+ * defines it: the text between the first '{' and the first '}' after it. */
+int dlock__fence_has_hash_tag(const char *key);
+
+/* The fence counter key of lock key, malloc'd; NULL when out of memory. */
+char *dlock__fence_key(const char *key);
+
+/* The counter key of versions before the reserved prefix ("{K}:fence" or
+ * "K:fence"), malloc'd; NULL when out of memory.  Read, never written. */
+char *dlock__fence_legacy_key(const char *key);
+
+/* 1 if a lock name would reach a key the library derives (it begins with
+ * the reserved prefix or with a pattern's "{kind:"), else 0. */
+int dlock__fence_name_reserved(const char *key);
+
+
+/* The client's floor: the highest fence or server time it has seen. */
+uint64_t dlock__fence_floor(dlock_client *c);
+
+/* Raises the client's floor to seen if that is higher. */
+void dlock__fence_floor_raise(dlock_client *c, uint64_t seen);
+
+#endif /* DLOCK_SRC_FENCE_H */

@@ -1,0 +1,160 @@
+/*
+ * test_fence.c: fence counter keys, reserved names and the floor
+ * (src/lib/fence.c).
+ *
+ * The counter must sit in the lock's cluster slot (the slot is computed
+ * here as Redis Cluster does: CRC16 of the hash tag, or of the whole key,
+ * mod 16384), must be a name no lock may take, and the legacy name must be
+ * exactly what earlier versions wrote.  Fences parse only as Redis and the
+ * scripts write them (no sign, no leading zero, at most 19 digits), and the
+ * floor only ever rises, also under concurrent raises.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fence.h"
+#include "testkit.h"
+
+static uint16_t crc16(const char *s, size_t len)
+{
+    uint16_t crc = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((unsigned char)s[i] << 8);
+        for (int bit = 0; bit < 8; bit++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021)
+                                 : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+/* The Redis Cluster slot of key. */
+static unsigned slot_of(const char *key)
+{
+    const char *open = strchr(key, '{');
+    const char *close = open != NULL ? strchr(open + 1, '}') : NULL;
+
+    if (close != NULL && close > open + 1)
+        return crc16(open + 1, (size_t)(close - open - 1)) % 16384;
+    return crc16(key, strlen(key)) % 16384;
+}
+
+static void counter_keys_are_reserved_and_share_the_slot(void **state)
+{
+    /* Every kind of valid name: no brace, a tag, an opening brace only. */
+    const char *names[] = {"x",  "deploy:db", "{t}x", "a{t}b",
+                           "x{", "{x}:fence", "a{b"};
+    const char *want[] = {"#dlock:fence:{x}",  "#dlock:fence:{deploy:db}",
+                          "#dlock:fence:{t}x", "#dlock:fence:a{t}b",
+                          "#dlock:fence:{x{}", "#dlock:fence:{x}:fence",
+                          "#dlock:fence:{a{b}"};
+    const char *legacy[] = {"{x}:fence",  "{deploy:db}:fence",
+                            "{t}x:fence", "a{t}b:fence",
+                            "{x{}:fence", "{x}:fence:fence",
+                            "{a{b}:fence"};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+        char *key = dlock__fence_key(names[i]);
+        char *old = dlock__fence_legacy_key(names[i]);
+
+        TK_EXPECT(key != NULL && strcmp(key, want[i]) == 0,
+                  "the counter "
+                  "of %s is %s, got %s",
+                  names[i], want[i], key);
+        TK_EXPECT(old != NULL && strcmp(old, legacy[i]) == 0,
+                  "the legacy "
+                  "counter of %s is %s, got %s",
+                  names[i], legacy[i], old);
+        TK_EXPECT(dlock__fence_name_reserved(key),
+                  "%s is refused as a lock "
+                  "name",
+                  key);
+        TK_EXPECT(slot_of(key) == slot_of(names[i]),
+                  "%s shares %s's slot: "
+                  "%u and %u",
+                  key, names[i], slot_of(key), slot_of(names[i]));
+        free(key);
+        free(old);
+    }
+}
+
+static void pattern_and_prefix_names_are_reserved(void **state)
+{
+    const char *reserved[] = {"#dlock:",  "#dlock:x",        "{sem:a}:holders",
+                              "{rw:a}",   "{leader:a}:term", "{rl:a}",
+                              "{once:a}", "{idem:a}"};
+    const char *free_names[] = {"#dlock",     "dlock:x",       "x#dlock:",
+                                "{sem}",      "{semaphore:a}", "sem:a",
+                                "{x}{sem:a}", "{Sem:a}"};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(reserved) / sizeof(*reserved); i++)
+        TK_EXPECT(dlock__fence_name_reserved(reserved[i]), "%s is reserved",
+                  reserved[i]);
+    for (size_t i = 0; i < sizeof(free_names) / sizeof(*free_names); i++)
+        TK_EXPECT(!dlock__fence_name_reserved(free_names[i]),
+                  "%s is a lock "
+                  "name",
+                  free_names[i]);
+}
+
+#define RAISERS 4
+#define RAISES 20000
+
+static void *raise_many(void *arg)
+{
+    dlock_client *c = arg;
+
+    for (uint64_t i = 1; i <= RAISES; i++)
+        dlock__fence_floor_raise(c, i * RAISERS);
+    return NULL;
+}
+
+static void the_floor_only_rises(void **state)
+{
+    dlock_client *c = NULL;
+    char why[DLOCK_ERRMSG_MAX];
+    pthread_t threads[RAISERS];
+
+    (void)state;
+    TK_EXPECT(dlock_client_new(testkit_shared_redis(), NULL, &c, why,
+                               sizeof(why)) == DLOCK_OK,
+              "a client: %s", why);
+    /* A fresh client has seen no fence: its floor starts at 0. */
+    dlock__fence_floor_raise(c, 10);
+    dlock__fence_floor_raise(c, 10);
+    dlock__fence_floor_raise(c, 5);
+    TK_EXPECT(dlock__fence_floor(c) == 10,
+              "a lower value does not lower "
+              "the floor, got %llu",
+              (unsigned long long)dlock__fence_floor(c));
+    for (int i = 0; i < RAISERS; i++)
+        TK_EXPECT(pthread_create(&threads[i], NULL, raise_many, c) == 0,
+                  "a thread starts");
+    for (int i = 0; i < RAISERS; i++)
+        pthread_join(threads[i], NULL);
+    TK_EXPECT(dlock__fence_floor(c) == (uint64_t)RAISES * RAISERS,
+              "after "
+              "racing raises the floor is their maximum, got %llu",
+              (unsigned long long)dlock__fence_floor(c));
+    dlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(counter_keys_are_reserved_and_share_the_slot),
+        cmocka_unit_test(pattern_and_prefix_names_are_reserved),
+        cmocka_unit_test(the_floor_only_rises),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
