@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_stats.h"
+#include "bench_clock.h"
+#include "bench_samples.h"
 #include "clock.h"
 #include "deploy.h"
 #include "redlock.h"
