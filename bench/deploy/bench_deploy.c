@@ -124,32 +124,28 @@ static void report(result *r, bench_samples *s, int64_t elapsed_ns,
     fflush(stdout);
 }
 
-/* One pair through the router: SET NX PX, then compare-and-delete. */
-static int routed_pair(dlock__deploy *dp, const char *key)
-{
-    const char *set[] = {"SET", key, "tok", "NX", "PX", "10000"};
-    const char *del[] = {"EVAL", release_lua, "1", key, "tok"};
-    redisReply *r;
-    dlock__msg m;
-    int ok;
+/* Runs one command for key on the deployment under test. */
+typedef dlock_err (*call_fn)(void *target, const char *key, int argc,
+                             const char **argv, redisReply **r,
+                             dlock__msg *m);
 
-    if (dlock__deploy_call(dp, key, strlen(key), 6, set, NULL, 1,
-                           dlock__deadline_after_ms(5000), &r, &m) !=
-        DLOCK_OK)
-        return -1;
-    ok = r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
-    if (dlock__deploy_call(dp, key, strlen(key), 5, del, NULL, 1,
-                           dlock__deadline_after_ms(5000), &r, &m) !=
-        DLOCK_OK)
-        return -1;
-    ok = ok && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    freeReplyObject(r);
-    return ok ? 0 : -1;
+static dlock_err call_routed(void *target, const char *key, int argc,
+                             const char **argv, redisReply **r, dlock__msg *m)
+{
+    return dlock__deploy_call(target, key, strlen(key), argc, argv, NULL, 1,
+                              dlock__deadline_after_ms(5000), r, m);
 }
 
-/* The same pair on one server, through a one-node set. */
-static int single_pair(dlock__nodeset *ns, const char *key)
+static dlock_err call_single(void *target, const char *key, int argc,
+                             const char **argv, redisReply **r, dlock__msg *m)
+{
+    (void)key;
+    return dlock__nodeset_call(target, 0, argc, argv, NULL,
+                               dlock__deadline_after_ms(5000), r, m);
+}
+
+/* One pair: SET NX PX, then compare-and-delete; 0 when both did it. */
+static int pair(call_fn call, void *target, const char *key)
 {
     const char *set[] = {"SET", key, "tok", "NX", "PX", "10000"};
     const char *del[] = {"EVAL", release_lua, "1", key, "tok"};
@@ -157,15 +153,11 @@ static int single_pair(dlock__nodeset *ns, const char *key)
     dlock__msg m;
     int ok;
 
-    if (dlock__nodeset_call(ns, 0, 6, set, NULL,
-                            dlock__deadline_after_ms(5000), &r, &m) !=
-        DLOCK_OK)
+    if (call(target, key, 6, set, &r, &m) != DLOCK_OK)
         return -1;
     ok = r->type == REDIS_REPLY_STATUS;
     freeReplyObject(r);
-    if (dlock__nodeset_call(ns, 0, 5, del, NULL,
-                            dlock__deadline_after_ms(5000), &r, &m) !=
-        DLOCK_OK)
+    if (call(target, key, 5, del, &r, &m) != DLOCK_OK)
         return -1;
     ok = ok && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     freeReplyObject(r);
@@ -226,8 +218,8 @@ static int run(result *r, const char *url, int nodes_for_limit, kind k,
         int64_t t0 = bench_clock_ns();
 
         snprintf(key, sizeof(key), "b:{%d}:lock", i % 1000);
-        failed += (k == SINGLE    ? single_pair(&ns, key)
-                   : k == ROUTED ? routed_pair(dp, key)
+        failed += (k == SINGLE    ? pair(call_single, &ns, key)
+                   : k == ROUTED ? pair(call_routed, dp, key)
                                  : redlock_pair(&rl, key)) != 0;
         bench_samples_add(&s, bench_clock_ns() - t0);
     }
