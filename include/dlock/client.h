@@ -94,6 +94,15 @@ DLOCK_API void dlock_client_opts_init(dlock_client_opts *opts);
  * url: redis://[user:pass@]host[:port][/db]  (default port 6379, db 0)
  *      rediss://... the same over TLS
  *      unix:///path/to/redis.sock[?db=N]
+ *      redis+sentinel://host:port,host:port,.../MASTER[?db=N]  (and
+ *      rediss+sentinel://): the master that the sentinels name, checked
+ *      with ROLE and followed through failovers (docs/deployments.md).
+ *      Credentials and TLS apply to the sentinels and the master alike.
+ *      redlock://host:port,host:port,host:port[/db] (and redlocks://):
+ *      3 or more independent masters, locks granted by a majority with a
+ *      majority fence; dlock_acquire, dlock_extend and dlock_release
+ *      only (no watchdog, no reentrancy, no patterns yet).
+ *      redis+cluster:// URLs are refused (not served yet).
  *      User and password are percent-decoded; IPv6 hosts go in brackets.
  * opts: may be NULL for all defaults.
  * out: receives the client, or NULL on failure.

@@ -25,6 +25,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "deploy.h"
 #include "dlock/dlock.h"
 #include "lease.h"
 #include "lock_internal.h"
@@ -59,6 +60,7 @@ struct dlock_client {
     dlock__prober *prober;     /* breaker probes */
     dlock__reentry *reentry;   /* held reentrant locks (lock.c's) */
     dlock__notifier *notifier; /* subscriber for waiters, started lazily */
+    dlock__deploy *deploy;     /* a Sentinel deployment; NULL: one server */
     pthread_mutex_t notifier_mu;
 
     pthread_mutex_t last_error_mu;
@@ -290,6 +292,8 @@ dlock_err dlock__client_connect_until(dlock_client *c, int64_t deadline_us,
 
     if (deadline_us < deadline)
         deadline = deadline_us;
+    if (c->deploy != NULL)
+        return dlock__deploy_connect(c->deploy, deadline, out, m);
     return dlock__conn_open(&c->ep, &c->cfg, deadline, out, m);
 }
 
@@ -368,6 +372,18 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
         atomic_fetch_add(&c->n_commands, 1);
         err = dlock__conn_call(conn, argc, argv, lens,
                                dlock__client_io_deadline(c), reply, m);
+        if (err == DLOCK_OK && c->deploy != NULL && attempt == 0 &&
+            dlock__deploy_is_readonly(*reply)) {
+            /* A demoted master refused the command, which did not run:
+             * find the master again and send it there, on a connection
+             * of its own (the idle ones go to the old server). */
+            freeReplyObject(*reply);
+            *reply = NULL;
+            dlock__pool_return(&c->pool, conn);
+            dlock__pool_drop_idle(&c->pool);
+            dlock__deploy_master_failed(c->deploy);
+            continue;
+        }
         if (err == DLOCK_OK) {
             dlock__pool_return(&c->pool, conn);
             dlock__client_transport_ok(c);
@@ -556,13 +572,26 @@ dlock__notifier *dlock__client_notifier(dlock_client *c)
 
 /* Connects, reads the server's clock (the first sample of its offset:
  * lease.h) and loads the core scripts. */
+struct dlock__redlock *dlock__client_redlock(dlock_client *c)
+{
+    return c->deploy != NULL && c->deploy->kind == DLOCK__REDLOCK
+               ? &c->deploy->redlock
+               : NULL;
+}
+
 static dlock_err warm_up(dlock_client *c, dlock__msg *m)
 {
     const char *argv[] = {"TIME"};
     int64_t sent = dlock__boot_us();
     redisReply *r;
-    dlock_err err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
+    dlock_err err;
 
+    /* Redlock masters have no one clock to sample and load their scripts
+     * with EVAL: a majority that answers is the warm-up. */
+    if (dlock__client_redlock(c) != NULL)
+        return dlock__redlock_ping(dlock__client_redlock(c),
+                                   c->opts.connect_timeout_ms, m);
+    err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "warm-up TIME");
     if (r->type == REDIS_REPLY_ERROR)
@@ -591,8 +620,62 @@ static dlock_err init_sync(dlock_client *c, dlock__msg *m)
 }
 
 /* Everything that can fail before the warm-up. */
+/*
+ * Parses url into d and c->ep.  A single server's endpoint moves into
+ * c->ep; for a Sentinel deployment c->ep is the first sentinel's, named
+ * after the deployment in messages, and d keeps the rest for
+ * dlock__deploy_new.  Cluster and Redlock URLs parse but are not served
+ * yet, and are refused here.
+ */
+static dlock_err parse_url(dlock_client *c, const char *url,
+                           dlock__deployment *d, dlock__msg *m)
+{
+    dlock_err err = dlock__url_parse_deployment(url, d, m);
+
+    if (err != DLOCK_OK)
+        return err;
+    if (d->kind == DLOCK__CLUSTER)
+        return dlock__msg_set(m, DLOCK_INVALID, "redis+cluster:// URLs are "
+                              "not served by this libdlock yet "
+                              "(docs/deployments.md): use redis://, "
+                              "rediss://, unix://, redis+sentinel:// or "
+                              "redlock://");
+    if (d->kind == DLOCK__SINGLE) {
+        c->ep = d->nodes[0];
+        memset(&d->nodes[0], 0, sizeof(d->nodes[0]));
+        return DLOCK_OK;
+    }
+    err = dlock__endpoint_copy(&c->ep, &d->nodes[0], m);
+    if (err == DLOCK_OK && d->kind == DLOCK__SENTINEL)
+        snprintf(c->ep.desc, sizeof(c->ep.desc), "Sentinel master %.100s "
+                 "via %d sentinels", d->master_name, d->nnodes);
+    else if (err == DLOCK_OK)
+        snprintf(c->ep.desc, sizeof(c->ep.desc), "Redlock over %d masters",
+                 d->nnodes);
+    return err;
+}
+
+static dlock_err build_with(dlock_client *c, const char *url,
+                            const dlock_client_opts *opts,
+                            dlock__deployment *d, dlock__msg *m);
+
 static dlock_err build(dlock_client *c, const char *url,
                        const dlock_client_opts *opts, dlock__msg *m)
+{
+    dlock__deployment *d = dlock__calloc(1, sizeof(*d));
+    dlock_err err;
+
+    if (d == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating a deployment");
+    err = build_with(c, url, opts, d, m);
+    dlock__deployment_clear(d);
+    dlock__free(d);
+    return err;
+}
+
+static dlock_err build_with(dlock_client *c, const char *url,
+                            const dlock_client_opts *opts,
+                            dlock__deployment *d, dlock__msg *m)
 {
     dlock_err err;
 
@@ -604,7 +687,7 @@ static dlock_err build(dlock_client *c, const char *url,
     if (err == DLOCK_OK)
         err = copy_opt_strings(&c->opts, m);
     if (err == DLOCK_OK)
-        err = dlock__url_parse(url, &c->ep, m);
+        err = parse_url(c, url, d, m);
     if (err != DLOCK_OK)
         return err;
     c->cfg.keepalive_s = c->opts.keepalive_s;
@@ -618,6 +701,14 @@ static dlock_err build(dlock_client *c, const char *url,
         if (err != DLOCK_OK)
             return err;
         c->cfg.tls = c->tls;
+    }
+    if (d->kind == DLOCK__SENTINEL || d->kind == DLOCK__REDLOCK) {
+        err = dlock__deploy_new(d, &c->cfg, c->opts.pool_size,
+                                dlock__deadline_after_ms(
+                                    c->opts.connect_timeout_ms),
+                                &c->deploy, m);
+        if (err != DLOCK_OK)
+            return err;
     }
     err = dlock__pool_init(&c->pool, c->opts.pool_size);
     if (err != DLOCK_OK)
@@ -682,6 +773,7 @@ void dlock_client_free(dlock_client *c)
     dlock__reentry_free(c->reentry);
     if (c->pool_ready)
         dlock__pool_destroy(&c->pool);
+    dlock__deploy_free(c->deploy);
     dlock__tls_ctx_free(c->tls);
     if (c->tkey_ready) {
         pthread_key_delete(c->tkey);

@@ -43,6 +43,7 @@
 #include "clock.h"
 #include "fence.h"
 #include "lock_fair.h"
+#include "redlock.h"
 #include "token.h"
 #include "wait.h"
 #include "watchdog.h"
@@ -411,6 +412,67 @@ static int64_t fair_entry_ms(const dlock_lock *l)
                                     : FAIR_ENTRY_MAX_MS;
 }
 
+/*
+ * Redlock (redlock:// URLs, src/lib/redlock.c).  Acquire, extend and
+ * release run as rounds on every master at once, each master bounded by a
+ * per-node timeout of a tenth of the TTL (at least 5 ms, at most the I/O
+ * timeout); the fence is the majority fence of redlock.h.  The lease
+ * records each round like a single request: begun before the round,
+ * granted when a majority granted it, so validity is measured from the
+ * round's start.  The watchdog's renewer and the reentrant table work on
+ * one server's connection, so Redlock locks are taken without them
+ * (dlock_acquire refuses those options) and renewed with dlock_extend.
+ */
+static dlock__redlock *redlock_of(const dlock_lock *l)
+{
+    return dlock__client_redlock(l->client);
+}
+
+static int64_t redlock_node_timeout_ms(const dlock_lock *l, int64_t ttl_ms)
+{
+    return dlock__redlock_node_timeout_ms(
+        ttl_ms, 5, dlock__client_opts(l->client)->io_timeout_ms);
+}
+
+static dlock_err redlock_try_once(dlock_lock *l, int64_t *holder_ttl_ms,
+                                  dlock__msg *m)
+{
+    int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease), validity = 0;
+    dlock__lease_ticket t = dlock__lease_begin(&l->lease, ttl_ms, NULL);
+    uint64_t fence = 0;
+    dlock_err err;
+
+    err = dlock__redlock_acquire(redlock_of(l), l->key, l->fence_key,
+                                 l->token, ttl_ms,
+                                 redlock_node_timeout_ms(l, ttl_ms),
+                                 &validity, &fence, m);
+    /* A failed round deleted what it set, on every master. */
+    dlock__lease_end(&l->lease, &t, err == DLOCK_OK ? DLOCK__LEASE_GRANTED
+                                                    : DLOCK__LEASE_NOT_RUN);
+    if (err == DLOCK_BUSY)
+        *holder_ttl_ms = ttl_ms / 10;
+    if (err != DLOCK_OK)
+        return err;
+    l->fence = fence;
+    return DLOCK_OK;
+}
+
+static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
+{
+    dlock__lease_ticket t = dlock__lease_begin(&l->lease, ttl_ms, NULL);
+    int64_t validity = 0;
+    dlock_err err;
+
+    err = dlock__redlock_extend(redlock_of(l), l->key, l->token, ttl_ms,
+                                redlock_node_timeout_ms(l, ttl_ms),
+                                &validity, m);
+    dlock__lease_end(&l->lease, &t, err == DLOCK_OK ? DLOCK__LEASE_GRANTED
+                                                    : DLOCK__LEASE_NOT_RUN);
+    if (err == DLOCK_LOST && dlock__lock_mark_lost(l))
+        dlock__lock_fire_lost(l);
+    return err;
+}
+
 /* One acquire attempt: DLOCK_OK (held; fence and validity set),
  * DLOCK_BUSY (*holder_ttl_ms set), DLOCK_UNPROVEN (l->fence_gap_us set)
  * or an error.  A fair lock runs the fair script (waiting: queue up if
@@ -433,6 +495,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     redisReply *r;
     dlock_err err;
 
+    if (redlock_of(l) != NULL)
+        return redlock_try_once(l, holder_ttl_ms, m);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
     snprintf(floor, sizeof(floor), "%llu", (unsigned long long)floor_us);
     snprintf(keep, sizeof(keep), "%lld",
@@ -692,7 +756,8 @@ static void leave_no_orphan(dlock_lock *l, dlock_err err)
                           l->queue_key, l->waiters_key, l->token, l->channel,
                           DLOCK__FAIR_GRANT_PREFIX, floor, keep};
 
-    if (err != DLOCK_TIMEOUT)
+    /* A Redlock round that failed has deleted its keys already. */
+    if (err != DLOCK_TIMEOUT || redlock_of(l) != NULL)
         return;
     fair_release_args(l, floor, keep);
     if (l->fair)
@@ -766,6 +831,13 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
     err = check_key(key, m);
     if (err == DLOCK_OK)
         err = validate_opts(opts, m);
+    if (err == DLOCK_OK && dlock__client_redlock(c) != NULL &&
+        (opts->watchdog || opts->reentrant || opts->fair))
+        err = dlock__msg_set(m, DLOCK_INVALID, "a lock on %s cannot use "
+                             "the watchdog, be reentrant or fair yet: take "
+                             "it without them and renew it with "
+                             "dlock_extend",
+                             dlock_client_endpoint(c));
     if (err != DLOCK_OK)
         return err;
     if (opts->reentrant) {
@@ -892,7 +964,13 @@ long long dlock__lock_renew_command(dlock_lock *l, char **cmd,
 static dlock_err release_once(dlock_lock *l, dlock__msg *m)
 {
     redisReply *r;
-    dlock_err err = release_call(l, &r, m);
+    dlock_err err;
+
+    if (redlock_of(l) != NULL)
+        return dlock__redlock_release(
+            redlock_of(l), l->key, l->token,
+            redlock_node_timeout_ms(l, dlock__lease_ttl_ms(&l->lease)), m);
+    err = release_call(l, &r, m);
 
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "release of lock %.64s", l->key);
@@ -923,6 +1001,8 @@ static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
     int marked = 0;
     dlock_err err;
 
+    if (redlock_of(l) != NULL)
+        return redlock_renew(l, ttl_ms, m);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     err = dlock__client_eval(l->client, &extend_script, 1, 3, argv, NULL,

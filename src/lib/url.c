@@ -6,6 +6,12 @@
  * authority or socket path, optional /db, optional query.  Each part is
  * checked where it is cut, so a message can say which part is wrong.  It is
  * a fuzz target (tests/fuzz/fuzz_url.c): no input may crash it or leak.
+ *
+ * A deployment URL (Sentinel, Cluster, Redlock) is cut the same way, with
+ * a comma-separated list where the authority was; each server of the list
+ * becomes a complete endpoint of its own (its copy of the user, password,
+ * transport and db), so every module that connects to one server keeps
+ * working on one dlock__endpoint.
  */
 #include "url.h"
 
@@ -101,15 +107,15 @@ static dlock_err parse_userinfo(const char *s, size_t len,
                           &ep->password, m);
 }
 
-/* Parses "host[:port]" or "[v6]:port". */
-static dlock_err parse_authority(const char *s, size_t len,
+/* Parses "host[:port]" or "[v6]:port"; the port defaults to default_port. */
+static dlock_err parse_authority(const char *s, size_t len, int default_port,
                                  dlock__endpoint *ep, dlock__msg *m)
 {
     const char *host = s;
     size_t hlen;
     const char *rest;
 
-    ep->port = 6379;
+    ep->port = default_port;
     if (len > 0 && s[0] == '[') {
         const char *close = memchr(s, ']', len);
 
@@ -171,23 +177,86 @@ static dlock_err parse_query(const char *s, size_t len, dlock__endpoint *ep,
     return DLOCK_OK;
 }
 
-/* Cuts the scheme; sets ep->transport and returns the length of the
- * scheme with "://", or 0 for an unknown scheme. */
-static size_t parse_scheme(const char *url, dlock__endpoint *ep)
+typedef struct scheme {
+    const char *prefix;   /* with "://" */
+    dlock__deploy_kind kind;
+    dlock__transport transport;
+} scheme;
+
+static const scheme schemes[] = {
+    {"redis://", DLOCK__SINGLE, DLOCK__TCP},
+    {"rediss://", DLOCK__SINGLE, DLOCK__TLS},
+    {"unix://", DLOCK__SINGLE, DLOCK__UNIX},
+    {"redis+sentinel://", DLOCK__SENTINEL, DLOCK__TCP},
+    {"rediss+sentinel://", DLOCK__SENTINEL, DLOCK__TLS},
+    {"redis+cluster://", DLOCK__CLUSTER, DLOCK__TCP},
+    {"rediss+cluster://", DLOCK__CLUSTER, DLOCK__TLS},
+    {"redlock://", DLOCK__REDLOCK, DLOCK__TCP},
+    {"redlocks://", DLOCK__REDLOCK, DLOCK__TLS},
+};
+
+/* The scheme url starts with, or NULL. */
+static const scheme *find_scheme(const char *url)
 {
-    if (strncasecmp(url, "redis://", 8) == 0) {
-        ep->transport = DLOCK__TCP;
-        return 8;
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        if (strncasecmp(url, schemes[i].prefix,
+                        strlen(schemes[i].prefix)) == 0)
+            return &schemes[i];
     }
-    if (strncasecmp(url, "rediss://", 9) == 0) {
-        ep->transport = DLOCK__TLS;
-        return 9;
+    return NULL;
+}
+
+/* Checks what every URL must be: not empty, not too long, printable ASCII
+ * without spaces, with a known scheme.  Sets *len and *sc. */
+static dlock_err check_text(const char *url, size_t *len, const scheme **sc,
+                            dlock__msg *m)
+{
+    if (url == NULL || url[0] == '\0')
+        return dlock__msg_set(m, DLOCK_INVALID, "the Redis URL is empty");
+    *len = strnlen(url, DLOCK__URL_MAX + 1);
+    if (*len > DLOCK__URL_MAX)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "the Redis URL is longer than %d bytes",
+                              DLOCK__URL_MAX);
+    *sc = find_scheme(url);
+    if (*sc == NULL)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "the Redis URL must start with redis://, "
+                              "rediss://, unix://, redis+sentinel://, "
+                              "redis+cluster:// or redlock://");
+    for (size_t i = 0; i < *len; i++) {
+        unsigned char ch = (unsigned char)url[i];
+
+        if (ch <= ' ' || ch >= 0x7f)
+            return dlock__msg_set(m, DLOCK_INVALID,
+                                  "the Redis URL has a space or control "
+                                  "character at offset %zu", i);
     }
-    if (strncasecmp(url, "unix://", 7) == 0) {
-        ep->transport = DLOCK__UNIX;
-        return 7;
+    return DLOCK_OK;
+}
+
+/* Cuts the userinfo off rest[0..*len), which ends at the last '@' before
+ * the first '/' or '?', so a stray '@' later in the URL cannot cut the
+ * host; decodes it into ep and advances *rest and *len past it. */
+static dlock_err cut_userinfo(const char **rest, size_t *len,
+                              dlock__endpoint *ep, dlock__msg *m)
+{
+    const char *at = NULL;
+    dlock_err err;
+
+    for (size_t i = 0; i < *len && (*rest)[i] != '/' && (*rest)[i] != '?';
+         i++) {
+        if ((*rest)[i] == '@')
+            at = *rest + i;
     }
-    return 0;
+    if (at == NULL)
+        return DLOCK_OK;
+    err = parse_userinfo(*rest, (size_t)(at - *rest), ep, m);
+    if (err != DLOCK_OK)
+        return err;
+    *len -= (size_t)(at - *rest) + 1;
+    *rest = at + 1;
+    return DLOCK_OK;
 }
 
 static void describe(dlock__endpoint *ep)
@@ -221,7 +290,7 @@ static dlock_err parse_location(const char *s, size_t len,
         const char *slash = memchr(s, '/', loclen);
         size_t alen = slash ? (size_t)(slash - s) : loclen;
 
-        err = parse_authority(s, alen, ep, m);
+        err = parse_authority(s, alen, 6379, ep, m);
         if (err != DLOCK_OK)
             return err;
         if (slash != NULL && loclen - alen > 1 &&
@@ -239,46 +308,27 @@ static dlock_err parse_location(const char *s, size_t len,
 dlock_err dlock__url_parse(const char *url, dlock__endpoint *ep,
                            dlock__msg *m)
 {
-    size_t len, skip;
-    const char *rest, *at = NULL;
+    size_t len;
+    const scheme *sc = NULL;
+    const char *rest;
     dlock_err err;
 
     memset(ep, 0, sizeof(*ep));
-    if (url == NULL || url[0] == '\0')
-        return dlock__msg_set(m, DLOCK_INVALID, "the Redis URL is empty");
-    len = strnlen(url, DLOCK__URL_MAX + 1);
-    if (len > DLOCK__URL_MAX)
+    err = check_text(url, &len, &sc, m);
+    if (err != DLOCK_OK)
+        return err;
+    if (sc->kind != DLOCK__SINGLE)
         return dlock__msg_set(m, DLOCK_INVALID,
-                              "the Redis URL is longer than %d bytes",
-                              DLOCK__URL_MAX);
-    skip = parse_scheme(url, ep);
-    if (skip == 0)
-        return dlock__msg_set(m, DLOCK_INVALID,
-                              "the Redis URL must start with redis://, "
-                              "rediss:// or unix://");
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)url[i];
-
-        if (ch <= ' ' || ch >= 0x7f)
-            return dlock__msg_set(m, DLOCK_INVALID,
-                                  "the Redis URL has a space or control "
-                                  "character at offset %zu", i);
-    }
-    rest = url + skip;
-    len -= skip;
-    /* The userinfo ends at the last '@' before the first '/' or '?', so a
-     * stray '@' later in the URL cannot cut the host. */
-    for (size_t i = 0; i < len && rest[i] != '/' && rest[i] != '?'; i++) {
-        if (rest[i] == '@')
-            at = rest + i;
-    }
-    if (at != NULL) {
-        err = parse_userinfo(rest, (size_t)(at - rest), ep, m);
-        if (err != DLOCK_OK)
-            goto fail;
-        len -= (size_t)(at - rest) + 1;
-        rest = at + 1;
-    }
+                              "a %s URL names several servers (a %s "
+                              "deployment), where one server is expected: "
+                              "use redis://, rediss:// or unix://",
+                              sc->prefix, dlock__deploy_kind_name(sc->kind));
+    ep->transport = sc->transport;
+    rest = url + strlen(sc->prefix);
+    len -= strlen(sc->prefix);
+    err = cut_userinfo(&rest, &len, ep, m);
+    if (err != DLOCK_OK)
+        goto fail;
     err = parse_location(rest, len, ep, m);
     if (err != DLOCK_OK)
         goto fail;
@@ -300,4 +350,247 @@ void dlock__endpoint_clear(dlock__endpoint *ep)
         dlock__free(ep->password);
     }
     memset(ep, 0, sizeof(*ep));
+}
+
+const char *dlock__deploy_kind_name(dlock__deploy_kind kind)
+{
+    switch (kind) {
+    case DLOCK__SINGLE:
+        return "single-server";
+    case DLOCK__SENTINEL:
+        return "Sentinel";
+    case DLOCK__CLUSTER:
+        return "Cluster";
+    case DLOCK__REDLOCK:
+        return "Redlock";
+    }
+    return "unknown";
+}
+
+static int is_master_name_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+}
+
+/* Parses the path of a deployment URL, s[0..len) after its '/': the
+ * Sentinel master name, or the db of the others ("" is none). */
+static dlock_err parse_deployment_path(const char *s, size_t len,
+                                       dlock__deployment *d,
+                                       dlock__endpoint *shared,
+                                       dlock__msg *m)
+{
+    if (d->kind != DLOCK__SENTINEL) {
+        if (len > 0 && !parse_int(s, len, 0, 2147483647L, &shared->db))
+            return dlock__msg_set(m, DLOCK_INVALID,
+                                  "the URL's path must be a database "
+                                  "number, as in redlock://h1,h2,h3/2");
+        return DLOCK_OK;
+    }
+    if (len == 0)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "a Sentinel URL needs the master's name as "
+                              "its path, as in redis+sentinel://h1,h2,h3/"
+                              "mymaster");
+    if (len > DLOCK__MASTER_NAME_MAX)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "the URL's master name is longer than %d "
+                              "bytes", DLOCK__MASTER_NAME_MAX);
+    for (size_t i = 0; i < len; i++) {
+        if (!is_master_name_char(s[i]))
+            return dlock__msg_set(m, DLOCK_INVALID,
+                                  "the URL's master name may hold only "
+                                  "letters, digits, '-', '_' and '.'");
+    }
+    d->master_name = dlock__strndup(s, len);
+    if (d->master_name == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "copying the master name");
+    return DLOCK_OK;
+}
+
+/* Cuts the comma-separated server list s[0..len) into d->nodes. */
+static dlock_err parse_node_list(const char *s, size_t len,
+                                 dlock__deployment *d, dlock__msg *m)
+{
+    const int default_port = d->kind == DLOCK__SENTINEL ? 26379 : 6379;
+
+    for (;;) {
+        const char *comma = memchr(s, ',', len);
+        size_t plen = comma ? (size_t)(comma - s) : len;
+        dlock_err err;
+
+        if (d->nnodes == DLOCK__NODES_MAX)
+            return dlock__msg_set(m, DLOCK_INVALID,
+                                  "the URL names more than %d servers",
+                                  DLOCK__NODES_MAX);
+        if (plen == 0)
+            return dlock__msg_set(m, DLOCK_INVALID,
+                                  "the URL's server list has an empty "
+                                  "entry (server %d)", d->nnodes + 1);
+        err = parse_authority(s, plen, default_port, &d->nodes[d->nnodes],
+                              m);
+        d->nnodes++;
+        if (err != DLOCK_OK)
+            return dlock__msg_wrap(m, err, "server %d of the URL",
+                                   d->nnodes);
+        if (comma == NULL)
+            return DLOCK_OK;
+        len -= plen + 1;
+        s = comma + 1;
+    }
+}
+
+/* Gives node ep its copy of what every node shares, and its description. */
+static dlock_err complete_node(dlock__deployment *d, dlock__endpoint *ep,
+                               const dlock__endpoint *shared, dlock__msg *m)
+{
+    ep->transport = shared->transport;
+    /* A sentinel has no databases: the db is the master's (d->db). */
+    ep->db = d->kind == DLOCK__SENTINEL ? 0 : shared->db;
+    if (shared->user != NULL) {
+        ep->user = dlock__strdup(shared->user);
+        if (ep->user == NULL)
+            return dlock__msg_set(m, DLOCK_NOMEM, "copying the user name");
+    }
+    if (shared->password != NULL) {
+        ep->password = dlock__strdup(shared->password);
+        if (ep->password == NULL)
+            return dlock__msg_set(m, DLOCK_NOMEM, "copying the password");
+    }
+    describe(ep);
+    return DLOCK_OK;
+}
+
+/* Refuses what the kind of deployment cannot serve: a server named twice
+ * (it would count twice towards a Redlock majority), too few Redlock
+ * masters, a cluster database other than 0. */
+static dlock_err check_deployment(const dlock__deployment *d, int db,
+                                  dlock__msg *m)
+{
+    for (int i = 0; i < d->nnodes; i++) {
+        for (int j = 0; j < i; j++) {
+            if (d->nodes[i].port == d->nodes[j].port &&
+                strcasecmp(d->nodes[i].host, d->nodes[j].host) == 0)
+                return dlock__msg_set(m, DLOCK_INVALID,
+                                      "the URL names %s twice",
+                                      d->nodes[i].desc);
+        }
+    }
+    if (d->kind == DLOCK__REDLOCK && d->nnodes < DLOCK__REDLOCK_MIN)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "a Redlock URL needs at least %d independent "
+                              "masters, not %d", DLOCK__REDLOCK_MIN,
+                              d->nnodes);
+    if (d->kind == DLOCK__CLUSTER && db != 0)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "a Redis Cluster has only database 0, not %d",
+                              db);
+    return DLOCK_OK;
+}
+
+/* Parses what follows the scheme and userinfo of a deployment URL. */
+static dlock_err parse_deployment_rest(const char *s, size_t len,
+                                       dlock__deployment *d,
+                                       dlock__endpoint *shared,
+                                       dlock__msg *m)
+{
+    const char *query = memchr(s, '?', len);
+    size_t loclen = query ? (size_t)(query - s) : len;
+    const char *slash = memchr(s, '/', loclen);
+    size_t alen = slash ? (size_t)(slash - s) : loclen;
+    dlock_err err;
+
+    err = parse_node_list(s, alen, d, m);
+    if (err != DLOCK_OK)
+        return err;
+    if (slash != NULL) {
+        err = parse_deployment_path(slash + 1, loclen - alen - 1, d, shared,
+                                    m);
+    } else if (d->kind == DLOCK__SENTINEL) {
+        err = parse_deployment_path("", 0, d, shared, m);
+    }
+    if (err != DLOCK_OK)
+        return err;
+    if (query != NULL) {
+        err = parse_query(query + 1, len - loclen - 1, shared, m);
+        if (err != DLOCK_OK)
+            return err;
+    }
+    /* The duplicate check names a node by its description. */
+    for (int i = 0; i < d->nnodes; i++)
+        describe(&d->nodes[i]);
+    return check_deployment(d, shared->db, m);
+}
+
+dlock_err dlock__url_parse_deployment(const char *url, dlock__deployment *d,
+                                      dlock__msg *m)
+{
+    dlock__endpoint shared;
+    const scheme *sc = NULL;
+    const char *rest;
+    size_t len;
+    dlock_err err;
+
+    memset(d, 0, sizeof(*d));
+    memset(&shared, 0, sizeof(shared));
+    err = check_text(url, &len, &sc, m);
+    if (err != DLOCK_OK)
+        return err;
+    d->kind = sc->kind;
+    if (sc->kind == DLOCK__SINGLE) {
+        err = dlock__url_parse(url, &d->nodes[0], m);
+        d->nnodes = err == DLOCK_OK ? 1 : 0;
+        d->db = d->nodes[0].db;
+        return err;
+    }
+    shared.transport = sc->transport;
+    rest = url + strlen(sc->prefix);
+    len -= strlen(sc->prefix);
+    err = cut_userinfo(&rest, &len, &shared, m);
+    if (err == DLOCK_OK)
+        err = parse_deployment_rest(rest, len, d, &shared, m);
+    d->db = shared.db;
+    for (int i = 0; i < d->nnodes && err == DLOCK_OK; i++)
+        err = complete_node(d, &d->nodes[i], &shared, m);
+    dlock__endpoint_clear(&shared);
+    if (err != DLOCK_OK)
+        dlock__deployment_clear(d);
+    return err;
+}
+
+void dlock__deployment_clear(dlock__deployment *d)
+{
+    for (int i = 0; i < DLOCK__NODES_MAX; i++)
+        dlock__endpoint_clear(&d->nodes[i]);
+    dlock__free(d->master_name);
+    memset(d, 0, sizeof(*d));
+}
+
+/* Copies src (may be NULL) into *dst; 0 when out of memory. */
+static int copy_string(char **dst, const char *src)
+{
+    *dst = src != NULL ? dlock__strdup(src) : NULL;
+    return src == NULL || *dst != NULL;
+}
+
+dlock_err dlock__endpoint_copy(dlock__endpoint *dst,
+                               const dlock__endpoint *src, dlock__msg *m)
+{
+    *dst = *src;
+    if (copy_string(&dst->host, src->host) &&
+        copy_string(&dst->path, src->path) &&
+        copy_string(&dst->user, src->user) &&
+        copy_string(&dst->password, src->password))
+        return DLOCK_OK;
+    /* The pointers not yet copied are still src's: forget them first. */
+    if (dst->host == src->host)
+        dst->host = NULL;
+    if (dst->path == src->path)
+        dst->path = NULL;
+    if (dst->user == src->user)
+        dst->user = NULL;
+    if (dst->password == src->password)
+        dst->password = NULL;
+    dlock__endpoint_clear(dst);
+    return dlock__msg_set(m, DLOCK_NOMEM, "copying an endpoint");
 }

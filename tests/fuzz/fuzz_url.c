@@ -23,6 +23,14 @@
  *      DLOCK_TESTING library), and each must give DLOCK_NOMEM and an empty
  *      endpoint, without a leak.
  *
+ * The same four checks hold for dlock__url_parse_deployment (Sentinel,
+ * Cluster and Redlock URLs), node by node: every node is a well-formed TCP
+ * or TLS endpoint with the deployment's credentials, no two nodes are the
+ * same server, a Sentinel deployment has a master name, and the canonical
+ * form (nodes listed, master name or db explicit) parses to the same
+ * deployment.  A single-server URL must give the same endpoint from both
+ * parsers, and a deployment URL must be refused by dlock__url_parse.
+ *
  * Inputs longer than DLOCK__URL_MAX + 16 bytes are skipped: the parser
  * refuses them by length before looking at them, which the seed corpus
  * covers once.  An embedded NUL ends the URL, as it would in a C string.
@@ -30,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "alloc.h"
 #include "fuzz_target.h"
@@ -133,6 +142,28 @@ static int all_alnum(const char *s, size_t len)
     return 1;
 }
 
+/* Check 2 for the deployment parser: no node's description and no message
+ * shows the marker. */
+static void check_deployment_hides_password(const char *variant,
+                                            const char *marker)
+{
+    static dlock__deployment d;
+    dlock__msg m = {{0}};
+
+    if (dlock__url_parse_deployment(variant, &d, &m) != DLOCK_OK) {
+        if (strstr(m.text, marker) != NULL)
+            fuzz_fail(TARGET, "\"%s\" shows the password of \"%s\"",
+                      m.text, variant);
+        return;
+    }
+    for (int i = 0; i < d.nnodes; i++) {
+        if (strstr(d.nodes[i].desc, marker) != NULL)
+            fuzz_fail(TARGET, "node \"%s\" shows the password of \"%s\"",
+                      d.nodes[i].desc, variant);
+    }
+    dlock__deployment_clear(&d);
+}
+
 /*
  * Check 2.  When the password is letters and digits (so that which ones
  * cannot change how the URL parses), the URL is parsed again with the
@@ -163,6 +194,7 @@ static void check_message_hides_password(const char *url)
         fuzz_fail(TARGET, "\"%s\" shows the password of \"%s\"", shown,
                   variant);
     dlock__endpoint_clear(&ep);
+    check_deployment_hides_password(variant, marker);
 }
 
 /* Appends s percent-encoded (all but unreserved characters). */
@@ -273,6 +305,137 @@ static void check_allocation_failures(const char *url)
     }
 }
 
+/* Check 1 for a deployment, success side. */
+static void check_deployment_accepted(const dlock__deployment *d,
+                                      const char *url)
+{
+    if (d->nnodes < 1 || d->nnodes > DLOCK__NODES_MAX)
+        fuzz_fail(TARGET, "%d nodes for \"%s\"", d->nnodes, url);
+    if ((d->kind == DLOCK__SENTINEL) != (d->master_name != NULL))
+        fuzz_fail(TARGET, "kind %d with master name %s for \"%s\"",
+                  (int)d->kind, d->master_name ? "set" : "unset", url);
+    if (d->kind == DLOCK__REDLOCK && d->nnodes < DLOCK__REDLOCK_MIN)
+        fuzz_fail(TARGET, "a Redlock of %d nodes for \"%s\"", d->nnodes,
+                  url);
+    if (d->kind == DLOCK__SINGLE && d->nnodes != 1)
+        fuzz_fail(TARGET, "a single server with %d nodes", d->nnodes);
+    for (int i = 0; i < d->nnodes; i++) {
+        const dlock__endpoint *a = &d->nodes[i];
+
+        check_accepted(a, url);
+        if (d->kind != DLOCK__SINGLE &&
+            (a->transport == DLOCK__UNIX ||
+             !same_string(a->user, d->nodes[0].user) ||
+             !same_string(a->password, d->nodes[0].password) ||
+             a->transport != d->nodes[0].transport))
+            fuzz_fail(TARGET, "node %d of \"%s\" differs from node 0 in "
+                      "what the URL shares", i, url);
+        for (int j = 0; j < i; j++) {
+            if (a->port == d->nodes[j].port &&
+                strcasecmp(a->host, d->nodes[j].host) == 0)
+                fuzz_fail(TARGET, "\"%s\" names %s twice", url, a->desc);
+        }
+    }
+    for (int i = d->nnodes; i < DLOCK__NODES_MAX; i++) {
+        if (d->nodes[i].host != NULL)
+            fuzz_fail(TARGET, "node %d beyond nnodes is set", i);
+    }
+}
+
+static int same_deployment(const dlock__deployment *a,
+                           const dlock__deployment *b)
+{
+    if (a->kind != b->kind || a->nnodes != b->nnodes || a->db != b->db ||
+        !same_string(a->master_name, b->master_name))
+        return 0;
+    for (int i = 0; i < a->nnodes; i++) {
+        if (!same_endpoint(&a->nodes[i], &b->nodes[i]))
+            return 0;
+    }
+    return 1;
+}
+
+/* Writes a multi-node deployment back as a URL in canonical form. */
+static void canonical_deployment(const dlock__deployment *d, char *out)
+{
+    static const char *const schemes[][2] = {
+        {"", ""}, {"redis+sentinel://", "rediss+sentinel://"},
+        {"redis+cluster://", "rediss+cluster://"},
+        {"redlock://", "redlocks://"},
+    };
+    const dlock__endpoint *n0 = &d->nodes[0];
+    size_t at = (size_t)sprintf(out, "%s",
+                                schemes[d->kind][n0->transport == DLOCK__TLS]);
+
+    if (n0->user != NULL)
+        at = put_encoded(out, at, n0->user);
+    if (n0->password != NULL) {
+        out[at++] = ':';
+        at = put_encoded(out, at, n0->password);
+    }
+    if (n0->user != NULL || n0->password != NULL)
+        out[at++] = '@';
+    for (int i = 0; i < d->nnodes; i++) {
+        const dlock__endpoint *n = &d->nodes[i];
+        const int bracket = strchr(n->host, ':') != NULL || n->host[0] == '[';
+
+        at += (size_t)sprintf(out + at, "%s%s%s%s:%d", i ? "," : "",
+                              bracket ? "[" : "", n->host,
+                              bracket ? "]" : "", n->port);
+    }
+    if (d->kind == DLOCK__SENTINEL)
+        sprintf(out + at, "/%s?db=%d", d->master_name, d->db);
+    else
+        sprintf(out + at, "/%d", d->db);
+}
+
+/* Checks 1, 3 and 4 for the deployment parser. */
+static void check_deployment(const char *url)
+{
+    static dlock__deployment d, again;
+    static char canon[CANON_MAX];
+    dlock__endpoint ep;
+    dlock__msg m = {{0}};
+    dlock_err err = dlock__url_parse_deployment(url, &d, &m);
+
+    if (err != DLOCK_OK) {
+        if (err != DLOCK_INVALID && err != DLOCK_NOMEM)
+            fuzz_fail(TARGET, "\"%s\" gave %s", url, dlock_errname(err));
+        if (d.nnodes != 0 || d.master_name != NULL || d.nodes[0].host ||
+            m.text[0] == '\0')
+            fuzz_fail(TARGET, "refused \"%s\" left state or no message",
+                      url);
+        return;
+    }
+    check_deployment_accepted(&d, url);
+    if (d.kind != DLOCK__SINGLE) {
+        if (dlock__url_parse(url, &ep, &m) != DLOCK_INVALID)
+            fuzz_fail(TARGET, "the single-server parser took \"%s\"", url);
+        canonical_deployment(&d, canon);
+        if (strlen(canon) <= DLOCK__URL_MAX) {
+            if (dlock__url_parse_deployment(canon, &again, &m) != DLOCK_OK)
+                fuzz_fail(TARGET, "\"%s\" was accepted, its canonical "
+                          "form \"%s\" refused: %s", url, canon, m.text);
+            if (!same_deployment(&d, &again))
+                fuzz_fail(TARGET, "\"%s\" and \"%s\" differ", url, canon);
+            dlock__deployment_clear(&again);
+        }
+    }
+    dlock__deployment_clear(&d);
+    dlock__alloc_fail_nth(0);
+    if (dlock__url_parse_deployment(url, &d, &m) != DLOCK_OK)
+        fuzz_fail(TARGET, "\"%s\" parsed once and not twice", url);
+    dlock__deployment_clear(&d);
+    for (long n = 1, all = dlock__alloc_count(); n <= all; n++) {
+        dlock__alloc_fail_nth(n);
+        err = dlock__url_parse_deployment(url, &d, &m);
+        dlock__alloc_fail_nth(0);
+        if (err != DLOCK_NOMEM || d.nnodes != 0 || d.nodes[0].host != NULL)
+            fuzz_fail(TARGET, "\"%s\" with allocation %ld failing gave %s",
+                      url, n, dlock_errname(err));
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static char url[INPUT_MAX + 1];
@@ -285,6 +448,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(url, data, size);
     url[size] = '\0';
     check_message_hides_password(url);
+    check_deployment(url);
     err = dlock__url_parse(url, &ep, &m);
     if (err != DLOCK_OK) {
         check_refused(&ep, err, &m, url);

@@ -189,12 +189,14 @@ static int load_redis(rv_config *cfg, char *errbuf, size_t errlen)
         return 0;
     }
     if (strncmp(v, "redis://", 8) != 0 && strncmp(v, "rediss://", 9) != 0
-        && strncmp(v, "unix://", 7) != 0) {
+        && strncmp(v, "unix://", 7) != 0
+        && strncmp(v, "redis+sentinel://", 17) != 0
+        && strncmp(v, "rediss+sentinel://", 18) != 0) {
         char shown[160];
 
         svc_log_redact_url(v, shown, sizeof(shown));
-        snprintf(errbuf, errlen, "REDIS_URL: expected redis://, rediss:// "
-                 "or unix://, got \"%s\"", shown);
+        snprintf(errbuf, errlen, "REDIS_URL: expected redis://, rediss://, "
+                 "unix:// or redis+sentinel://, got \"%s\"", shown);
         return -1;
     }
     return dup_into(&cfg->redis_url, v, "REDIS_URL", errbuf, errlen);

@@ -1,0 +1,210 @@
+/*
+ * test_sentinel_locks.c: the public API on a Sentinel URL, on
+ * scripts/stack's sentinel group (a master, two replicas, three
+ * sentinels).
+ *
+ *   - dlock_client_new takes redis+sentinel://.../dlock, and a lock with
+ *     its watchdog is taken, renewed and released on the master;
+ *   - 4 threads share one lock without overlap;
+ *   - the master is killed (SIGKILL by its pid file): locking resumes on
+ *     the promoted replica by itself, and the time from the kill to the
+ *     first new grant is printed; scripts/stack up sentinel then brings
+ *     the old master back as a replica;
+ *   - Cluster URLs are refused with a message that says they are not
+ *     served yet (docs/deployments.md).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock/dlock.h"
+#include "scalekit.h"
+#include "testkit.h"
+
+static const char *url;
+static dlock_client *client;
+
+static int setup(void **state)
+{
+    dlock_client_opts o;
+    char err[512];
+
+    (void)state;
+    url = scalekit_group_url("sentinel");
+    if (url == NULL)
+        return -1;
+    dlock_client_opts_init(&o);
+    o.connect_timeout_ms = 1000;
+    o.io_timeout_ms = 1000;
+    if (dlock_client_new(url, &o, &client, err, sizeof(err)) != DLOCK_OK) {
+        fprintf(stderr, "dlock_client_new(%s): %s\n", url, err);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(client);
+    scalekit_group_done();
+    return 0;
+}
+
+static void a_lock_is_taken_renewed_and_released(void **state)
+{
+    dlock_acquire_opts o;
+    dlock_lock *l = NULL;
+
+    (void)state;
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 3000;
+    o.watchdog = 1;
+    TK_EXPECT(dlock_acquire(client, "t:sentinel:first", &o, &l) == DLOCK_OK,
+              "acquired: %s", dlock_client_errmsg(client));
+    TK_EXPECT(dlock_extend(l, 3000) == DLOCK_OK, "extended: %s",
+              dlock_client_errmsg(client));
+    TK_EXPECT(dlock_lock_valid_ms(l) > 0, "valid");
+    TK_EXPECT(dlock_release(l) == DLOCK_OK, "released: %s",
+              dlock_client_errmsg(client));
+}
+
+typedef struct shared {
+    atomic_int inside;
+    atomic_int overlaps;
+    atomic_int failures;
+    long counter;
+} shared;
+
+static void *contender(void *arg)
+{
+    shared *s = arg;
+    dlock_acquire_opts o;
+
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 5000;
+    o.wait_ms = 20000;
+    for (int i = 0; i < 50; i++) {
+        dlock_lock *l = NULL;
+
+        if (dlock_acquire(client, "t:sentinel:exclusion", &o, &l) !=
+            DLOCK_OK) {
+            atomic_fetch_add(&s->failures, 1);
+            continue;
+        }
+        if (atomic_exchange(&s->inside, 1) != 0)
+            atomic_fetch_add(&s->overlaps, 1);
+        s->counter++;
+        atomic_store(&s->inside, 0);
+        (void)dlock_release(l);
+    }
+    return NULL;
+}
+
+static void threads_share_a_lock_without_overlap(void **state)
+{
+    shared s = {0};
+    pthread_t t[4];
+
+    (void)state;
+    for (int i = 0; i < 4; i++)
+        TK_EXPECT(pthread_create(&t[i], NULL, contender, &s) == 0,
+                  "thread %d", i);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    TK_EXPECT(atomic_load(&s.failures) == 0 &&
+              atomic_load(&s.overlaps) == 0 && s.counter == 200,
+              "200 grants, no overlap (failures %d, overlaps %d, %ld)",
+              atomic_load(&s.failures), atomic_load(&s.overlaps), s.counter);
+}
+
+static int master_port(void)
+{
+    char sentinel[64];
+    const char *list = strstr(url, "://") + 3;
+    redisReply *r;
+    int port = -1;
+
+    snprintf(sentinel, sizeof(sentinel), "redis://%.*s/0",
+             (int)strcspn(list, ",/"), list);
+    r = testkit_redis_cmd(sentinel, "SENTINEL GET-MASTER-ADDR-BY-NAME dlock");
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        port = atoi(r->element[1]->str);
+    freeReplyObject(r);
+    return port;
+}
+
+/* Succeeds once a new lock is granted (and released). */
+static int granted(void *arg)
+{
+    dlock_acquire_opts o;
+    dlock_lock *l = NULL;
+
+    (void)arg;
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 3000;
+    if (dlock_acquire(client, "t:sentinel:after", &o, &l) != DLOCK_OK)
+        return 0;
+    (void)dlock_release(l);
+    return 1;
+}
+
+static void locking_resumes_after_the_master_is_killed(void **state)
+{
+    int old = master_port(), now;
+    int64_t killed, resumed;
+
+    (void)state;
+    TK_EXPECT(old > 0, "the sentinels name a master");
+    TK_EXPECT(granted(NULL), "a grant before the failover: %s",
+              dlock_client_errmsg(client));
+    TK_EXPECT(scalekit_signal_node("sentinel", old, SIGKILL) > 0,
+              "master %d is killed", old);
+    killed = testkit_now_ms();
+    TK_EXPECT(testkit_wait_until(granted, NULL, 30000), "locking resumes: "
+              "%s", dlock_client_errmsg(client));
+    resumed = testkit_now_ms() - killed;
+    now = master_port();
+    printf("# sentinel: locking resumed %" PRId64 " ms after master %d was "
+           "killed (new master %d)\n", resumed, old, now);
+    TK_EXPECT(now > 0 && now != old, "a new master (%d)", now);
+    TK_EXPECT(scalekit_group_url("sentinel") != NULL, "the old master "
+              "comes back as a replica");
+    TK_EXPECT(granted(NULL), "and locking goes on: %s",
+              dlock_client_errmsg(client));
+}
+
+static void unserved_deployments_are_refused_clearly(void **state)
+{
+    const char *url_c = "redis+cluster://127.0.0.1:1,127.0.0.1:2";
+    dlock_client *c = NULL;
+    char err[512] = "";
+
+    (void)state;
+    TK_EXPECT(dlock_client_new(url_c, NULL, &c, err, sizeof(err)) ==
+              DLOCK_INVALID && c == NULL, "%s is refused", url_c);
+    TK_EXPECT(strstr(err, "not served") != NULL, "the message says so: %s",
+              err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_lock_is_taken_renewed_and_released),
+        cmocka_unit_test(threads_share_a_lock_without_overlap),
+        cmocka_unit_test(locking_resumes_after_the_master_is_killed),
+        cmocka_unit_test(unserved_deployments_are_refused_clearly),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
