@@ -268,16 +268,34 @@ static void check_error_body(const rv_reply *reply)
     json_decref(root);
 }
 
+/* The operations anyone may call without a token (docs/api.md): the
+ * probes, the console's files and the development sign-in. */
+static int op_is_open(rv_op op)
+{
+    return op == RV_OP_HEALTHZ || op == RV_OP_READYZ || op == RV_OP_METRICS ||
+           op == RV_OP_CONSOLE || op == RV_OP_DEV_TOKEN_INFO ||
+           op == RV_OP_DEV_TOKEN_ISSUE;
+}
+
+/* The operations that read query parameters (docs/api.md's rule: every
+ * other one refuses any with 400). */
+static int op_takes_query(rv_op op)
+{
+    return op == RV_OP_DOCUMENT_GET || op == RV_OP_REVIEW_LIST ||
+           op == RV_OP_SEARCH || op == RV_OP_DOCUMENT_LIST ||
+           op == RV_OP_DOCUMENT_REVIEWS || op == RV_OP_CONSOLE;
+}
+
 /* What the checks must answer, computed without them: 0 for "passes". */
 static unsigned expected_status(const rv_request *req, int64_t declared,
                                 int token_ok, int query_ok)
 {
     const rv_op op = req->match.op;
-    const int open = op == RV_OP_HEALTHZ || op == RV_OP_READYZ ||
-                     op == RV_OP_METRICS;
+    const int open = op_is_open(op);
     const int takes_body = op == RV_OP_DOCUMENT_CREATE ||
         op == RV_OP_DOCUMENT_UPDATE || op == RV_OP_DOCUMENT_SUBMIT ||
-        op == RV_OP_REVIEW_APPROVE || op == RV_OP_REVIEW_REJECT;
+        op == RV_OP_REVIEW_APPROVE || op == RV_OP_REVIEW_REJECT ||
+        op == RV_OP_DEV_TOKEN_ISSUE;
 
     if (req->match.path == RV_PATH_UNKNOWN)
         return 404;
@@ -290,6 +308,9 @@ static unsigned expected_status(const rv_request *req, int64_t declared,
     if (req->match.has_id && !req->match.id_ok)
         return 400;
     if (!query_ok)
+        return 400;
+    if (!op_takes_query(op) &&
+        (json_object_size(req->query) > 0 || req->query_dup != NULL))
         return 400;
     if (takes_body && req->body_len > 0 &&
         !rv_dispatch_is_json(req->content_type))
@@ -366,9 +387,7 @@ static void run_request(fuzz_req *f, rv_app *app)
         fuzz_fail(TARGET, "405 without Allow");
     if (want != 0)
         check_error_body(&reply);
-    else if (req.authenticated != !(req.match.op == RV_OP_HEALTHZ ||
-                                    req.match.op == RV_OP_READYZ ||
-                                    req.match.op == RV_OP_METRICS))
+    else if (req.authenticated != !op_is_open(req.match.op))
         fuzz_fail(TARGET, "passed with authenticated %d", req.authenticated);
     if (want == 0)
         check_body_object(&req);
@@ -393,6 +412,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     cfg.jwt_secret = (char *)secret;
     cfg.jwt_secret_len = sizeof(secret);
+    /* reviewd's defaults (rv_config.c): tokens expired 60 s ago stay
+     * expired past the leeway; 600 s tokens are within the lifetime. */
+    cfg.jwt_leeway_s = 30;
+    cfg.jwt_max_lifetime_s = 86400;
     app.cfg = &cfg;
     split_input(data, size, &f);
     run_request(&f, &app);

@@ -129,11 +129,14 @@ static int entry_matches(const route_entry *e, const char *path, rv_match *m)
 static int console_file_shape(const char *path)
 {
     static const char *const exts[] = {".html", ".js", ".css"};
-    const size_t name = strspn(path + 1, "abcdefghijklmnopqrstuvwxyz"
-                                         "0123456789_-");
-    size_t i;
+    size_t name, i;
 
-    if (path[0] != '/' || name == 0) {
+    /* An empty path has no byte after its first: test before reading. */
+    if (path[0] != '/') {
+        return 0;
+    }
+    name = strspn(path + 1, "abcdefghijklmnopqrstuvwxyz0123456789_-");
+    if (name == 0) {
         return 0;
     }
     for (i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
