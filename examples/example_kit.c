@@ -54,9 +54,10 @@ dlock_client *ex_client(const char *url)
     o.connect_timeout_ms = 2000;
     o.io_timeout_ms = 1000;
     if (dlock_client_new(url, &o, &c, errbuf, sizeof(errbuf)) != DLOCK_OK) {
-        fprintf(stderr, "cannot connect to %s: %s\n(start it with "
-                "scripts/stack up redis, or pass --redis URL)\n", url,
-                errbuf);
+        fprintf(stderr,
+                "cannot connect to %s: %s\n(start it with "
+                "scripts/stack up redis, or pass --redis URL)\n",
+                url, errbuf);
         exit(2);
     }
     return c;
@@ -151,8 +152,8 @@ int ex_wait_all(int n, const pid_t *pids)
     for (int i = 0; i < n; i++) {
         int status;
 
-        if (waitpid(pids[i], &status, 0) != pids[i] || !WIFEXITED(status) ||
-            WEXITSTATUS(status) != 0)
+        if (waitpid(pids[i], &status, 0) != pids[i] || !WIFEXITED(status)
+            || WEXITSTATUS(status) != 0)
             failed++;
     }
     return failed;

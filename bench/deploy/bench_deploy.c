@@ -52,21 +52,21 @@ static char *group_url(const char *group, const char *var)
     const char *src = getenv("DLOCK_SOURCE_DIR");
     FILE *p;
 
-    snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' up %s >&2 && "
-             "'%s/scripts/stack' env %s", src ? src : ".", group,
-             src ? src : ".", group);
+    snprintf(cmd, sizeof(cmd),
+             "'%s/scripts/stack' up %s >&2 && "
+             "'%s/scripts/stack' env %s",
+             src ? src : ".", group, src ? src : ".", group);
     p = popen(cmd, "r");
     out[0] = '\0';
     while (p != NULL && fgets(line, sizeof(line), p) != NULL) {
         size_t j = 0, n = strlen(var);
 
-        if (strncmp(line, "export ", 7) != 0 ||
-            strncmp(line + 7, var, n) != 0 || line[7 + n] != '=')
+        if (strncmp(line, "export ", 7) != 0 || strncmp(line + 7, var, n) != 0
+            || line[7 + n] != '=')
             continue;
-        for (const char *c = line + 8 + n; *c && *c != '\n'; c++) {
+        for (const char *c = line + 8 + n; *c && *c != '\n'; c++)
             if (*c != '\\' && j + 1 < sizeof(url[0]))
                 out[j++] = *c;
-        }
         out[j] = '\0';
     }
     if (p == NULL || pclose(p) != 0 || out[0] == '\0')
@@ -81,8 +81,10 @@ static double ping_rate(int port)
     double rate = 0;
     FILE *p;
 
-    snprintf(cmd, sizeof(cmd), "redis-benchmark -h 127.0.0.1 -p %d -c 1 "
-             "-n 5000 -q -t ping_mbulk 2>/dev/null", port);
+    snprintf(cmd, sizeof(cmd),
+             "redis-benchmark -h 127.0.0.1 -p %d -c 1 "
+             "-n 5000 -q -t ping_mbulk 2>/dev/null",
+             port);
     p = popen(cmd, "r");
     /* "PING_MBULK: 12345.68 requests per second, p50=..."; the progress
      * lines carry "rps=" instead. */
@@ -112,22 +114,21 @@ static double limit_of(const dlock__deployment *d, int nodes)
     return slowest / 2;
 }
 
-static void report(result *r, bench_samples *s, int64_t elapsed_ns,
-                   int pairs)
+static void report(result *r, bench_samples *s, int64_t elapsed_ns, int pairs)
 {
     bench_samples_sort(s);
     r->pairs_per_s = pairs / (elapsed_ns / 1e9);
     r->p50_us = bench_samples_quantile_us(s, 0.5);
     printf("{\"kind\":\"figure\",\"bench\":\"deploy\",\"deployment\":\"%s\","
            "\"pairs_per_s\":%.0f,\"p50_us\":%.0f,\"limit_pairs_per_s\":"
-           "%.0f}\n", r->name, r->pairs_per_s, r->p50_us, r->limit_per_s);
+           "%.0f}\n",
+           r->name, r->pairs_per_s, r->p50_us, r->limit_per_s);
     fflush(stdout);
 }
 
 /* Runs one command for key on the deployment under test. */
 typedef dlock_err (*call_fn)(void *target, const char *key, int argc,
-                             const char **argv, redisReply **r,
-                             dlock__msg *m);
+                             const char **argv, redisReply **r, dlock__msg *m);
 
 static dlock_err call_routed(void *target, const char *key, int argc,
                              const char **argv, redisReply **r, dlock__msg *m)
@@ -171,10 +172,10 @@ static int redlock_pair(dlock__redlock *rl, const char *key)
     dlock__msg m;
 
     if (dlock__redlock_acquire(rl, key, NULL, "tok", 10000, 50, &validity,
-                               &fence, &m) != DLOCK_OK)
+                               &fence, &m)
+        != DLOCK_OK)
         return -1;
-    return dlock__redlock_release(rl, key, "tok", 50, &m) == DLOCK_OK ? 0
-                                                                      : -1;
+    return dlock__redlock_release(rl, key, "tok", 50, &m) == DLOCK_OK ? 0 : -1;
 }
 
 typedef enum kind { SINGLE, ROUTED, REDLOCK } kind;
@@ -202,11 +203,12 @@ static int run(result *r, const char *url, int nodes_for_limit, kind k,
         return -1;
     if (k == SINGLE) {
         dlock__nodeset_init(&ns, &cfg, 1, &m);
-        dlock__nodeset_add(&ns, &d.nodes[0], d.nodes[0].host,
-                           d.nodes[0].port, &index, &m);
-    } else if (k == ROUTED &&
-               dlock__deploy_new(&d, &cfg, 1, dlock__deadline_after_ms(10000),
-                                 &dp, &m) != DLOCK_OK) {
+        dlock__nodeset_add(&ns, &d.nodes[0], d.nodes[0].host, d.nodes[0].port,
+                           &index, &m);
+    } else if (k == ROUTED
+               && dlock__deploy_new(&d, &cfg, 1,
+                                    dlock__deadline_after_ms(10000), &dp, &m)
+                      != DLOCK_OK) {
         fprintf(stderr, "bench_deploy: %s: %s\n", r->name, m.text);
         return -1;
     } else if (k == REDLOCK) {
@@ -218,9 +220,10 @@ static int run(result *r, const char *url, int nodes_for_limit, kind k,
         int64_t t0 = bench_clock_ns();
 
         snprintf(key, sizeof(key), "b:{%d}:lock", i % 1000);
-        failed += (k == SINGLE    ? pair(call_single, &ns, key)
+        failed += (k == SINGLE   ? pair(call_single, &ns, key)
                    : k == ROUTED ? pair(call_routed, dp, key)
-                                 : redlock_pair(&rl, key)) != 0;
+                                 : redlock_pair(&rl, key))
+                  != 0;
         bench_samples_add(&s, bench_clock_ns() - t0);
     }
     report(r, &s, bench_clock_ns() - start, pairs);
@@ -241,7 +244,7 @@ int main(int argc, char **argv)
 {
     int pairs = 2000;
     result rs[] = {
-        {.name = "single"}, {.name = "sentinel"}, {.name = "cluster"},
+        {.name = "single"},    {.name = "sentinel"},  {.name = "cluster"},
         {.name = "redlock-3"}, {.name = "redlock-5"},
     };
 
@@ -251,18 +254,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_deploy [--pairs N]\n");
         return 2;
     }
-    if (run(&rs[0], group_url("redis", "REDIS_URL"), 1, SINGLE, pairs) ||
-        run(&rs[1], group_url("sentinel", "SENTINEL_URL"), 3, ROUTED,
-            pairs) ||
-        run(&rs[2], group_url("cluster", "CLUSTER_URL"), 3, ROUTED, pairs) ||
-        run(&rs[3], group_url("redlock", "REDLOCK_URL"), 3, REDLOCK,
-            pairs) ||
-        run(&rs[4], group_url("redlock", "REDLOCK_URL"), 5, REDLOCK, pairs))
+    if (run(&rs[0], group_url("redis", "REDIS_URL"), 1, SINGLE, pairs)
+        || run(&rs[1], group_url("sentinel", "SENTINEL_URL"), 3, ROUTED, pairs)
+        || run(&rs[2], group_url("cluster", "CLUSTER_URL"), 3, ROUTED, pairs)
+        || run(&rs[3], group_url("redlock", "REDLOCK_URL"), 3, REDLOCK, pairs)
+        || run(&rs[4], group_url("redlock", "REDLOCK_URL"), 5, REDLOCK, pairs))
         return 1;
     printf("\n| deployment | pairs/s | p50 (us) | limit (pairs/s) |\n"
            "| --- | ---: | ---: | ---: |\n");
     for (size_t i = 0; i < sizeof(rs) / sizeof(rs[0]); i++)
-        printf("| %s | %.0f | %.0f | %.0f |\n", rs[i].name,
-               rs[i].pairs_per_s, rs[i].p50_us, rs[i].limit_per_s);
+        printf("| %s | %.0f | %.0f | %.0f |\n", rs[i].name, rs[i].pairs_per_s,
+               rs[i].p50_us, rs[i].limit_per_s);
     return 0;
 }

@@ -97,8 +97,8 @@ typedef struct options {
     int limit_batch;
 } options;
 
-static options opt = {NULL, NULL, NULL, NULL, "", "var/bench", 200, 15,
-                      2000, 32, 2000, 20000};
+static options opt = {NULL, NULL, NULL, NULL, "",   "var/bench",
+                      200,  15,   2000, 32,   2000, 20000};
 
 /* The run's state, kept here and passed to nothing else: main owns it. */
 static char secret[65];
@@ -151,20 +151,21 @@ static int start_reviewd(ev_proc *p, const char *tag, int relay, int *port)
     snprintf(env[3], sizeof(env[3]), "REDIS_URL=%s", opt.redis);
     snprintf(env[4], sizeof(env[4]), "AMQP_URL=%s", relay ? opt.amqp : "");
     snprintf(env[5], sizeof(env[5]), "REVIEWD_LOG_FILE=%s", log);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 6; i++)
         envp[i] = env[i];
-    }
     envp[6] = NULL;
     if (ev_proc_start(p, relay ? "reviewd (relay)" : "reviewd (no relay)",
-                      argv, envp, log, out, err, sizeof(err)) != 0
-        || ev_proc_wait_log(p, "\"msg\":\"listening\"", START_TIMEOUT_MS,
-                            line, sizeof(line), err, sizeof(err)) != 0) {
+                      argv, envp, log, out, err, sizeof(err))
+            != 0
+        || ev_proc_wait_log(p, "\"msg\":\"listening\"", START_TIMEOUT_MS, line,
+                            sizeof(line), err, sizeof(err))
+               != 0) {
         bench_progress(WHO, "%s", err);
         return -1;
     }
     *port = listening_port(line);
-    bench_progress(WHO, "reviewd %s pid %ld on port %d%s", tag,
-                   (long)p->pid, *port, relay ? " with its relay" : "");
+    bench_progress(WHO, "reviewd %s pid %ld on port %d%s", tag, (long)p->pid,
+                   *port, relay ? " with its relay" : "");
     return *port > 0 ? 0 : -1;
 }
 
@@ -181,10 +182,11 @@ static int start_indexer(void)
     snprintf(env[1], sizeof(env[1]), "AMQP_URL=%s", opt.amqp);
     snprintf(env[2], sizeof(env[2]), "KH_LOG_FILE=%s", log);
     if (ev_proc_start(&svc_ix, "kh-indexer", argv, envp, log, out, err,
-                      sizeof(err)) != 0
-        || ev_proc_wait_log(&svc_ix, "\"msg\":\"consuming\"",
-                            START_TIMEOUT_MS, line, sizeof(line), err,
-                            sizeof(err)) != 0) {
+                      sizeof(err))
+            != 0
+        || ev_proc_wait_log(&svc_ix, "\"msg\":\"consuming\"", START_TIMEOUT_MS,
+                            line, sizeof(line), err, sizeof(err))
+               != 0) {
         bench_progress(WHO, "%s", err);
         return -1;
     }
@@ -200,11 +202,10 @@ static long long pg_number(const char *sql)
     PGresult *res = PQexec(pg, sql);
     long long v = -1;
 
-    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
         v = atoll(PQgetvalue(res, 0, 0));
-    } else {
+    else
         bench_progress(WHO, "query failed: %s: %s", sql, PQerrorMessage(pg));
-    }
     PQclear(res);
     return v;
 }
@@ -217,9 +218,8 @@ static int wait_count(const char *what, const char *sql, long long want)
 
     while (bench_clock_ns() < deadline) {
         have = pg_number(sql);
-        if (have >= want) {
+        if (have >= want)
             return 0;
-        }
         bench_sleep_ns(50 * 1000000LL);
     }
     bench_progress(WHO, "%s: %lld of %lld after %d s", what, have, want,
@@ -236,9 +236,8 @@ static int wait_outbox_empty(void)
     const int64_t deadline = bench_clock_ns() + DRAIN_TIMEOUT_MS * 1000000LL;
 
     while (bench_clock_ns() < deadline) {
-        if (pg_number(backlog_sql) == 0) {
+        if (pg_number(backlog_sql) == 0)
             return 0;
-        }
         bench_sleep_ns(50 * 1000000LL);
     }
     bench_progress(WHO, "the outbox did not drain in %d s",
@@ -256,18 +255,18 @@ static int wait_receipts(size_t want)
 
     while (bench_clock_ns() < deadline && bench_clock_ns() < stall) {
         ev_consumer_receipts(consumer, &n);
-        if (n >= want) {
+        if (n >= want)
             return 0;
-        }
         if (n != last) {
             last = n;
             stall = bench_clock_ns() + STALL_TIMEOUT_MS * 1000000LL;
         }
         bench_sleep_ns(20 * 1000000LL);
     }
-    bench_progress(WHO, "received %zu of %zu events (%zu bodies without a "
-                   "document id) before giving up%s%s", n, want,
-                   ev_consumer_unparsed(consumer),
+    bench_progress(WHO,
+                   "received %zu of %zu events (%zu bodies without a "
+                   "document id) before giving up%s%s",
+                   n, want, ev_consumer_unparsed(consumer),
                    ev_consumer_errmsg(consumer)[0] != '\0' ? "; consumer: "
                                                            : "",
                    ev_consumer_errmsg(consumer));
@@ -282,7 +281,8 @@ static long long json_id(const char *body, const char *key)
     const char *p = body != NULL ? strstr(body, key) : NULL;
 
     return p != NULL && p[strlen(key)] >= '0' && p[strlen(key)] <= '9'
-               ? atoll(p + strlen(key)) : -1;
+               ? atoll(p + strlen(key))
+               : -1;
 }
 
 /* Creates and submits the document of slot s. */
@@ -299,15 +299,14 @@ static int prepare_slot(bench_http *h, ev_slot *s, size_t i)
              "paragraph, so that the chunker has a boundary to find.\"}",
              i, i);
     if (bench_http_request(h, "POST", "/v1/documents", author_token, body,
-                           &resp) != 201
-        || (s->doc_id = json_id(resp, "\"id\":\"")) < 0) {
+                           &resp)
+            != 201
+        || (s->doc_id = json_id(resp, "\"id\":\"")) < 0)
         return -1;
-    }
     snprintf(path, sizeof(path), "/v1/documents/%lld/submit", s->doc_id);
     if (bench_http_request(h, "POST", path, author_token, NULL, &resp) != 201
-        || (s->review_id = json_id(resp, "\"review\":{\"id\":\"")) < 0) {
+        || (s->review_id = json_id(resp, "\"review\":{\"id\":\"")) < 0)
         return -1;
-    }
     return 0;
 }
 
@@ -326,10 +325,10 @@ typedef struct sender {
     pthread_t thread;
     int index;
     int stride;
-    size_t from, to;        /* the slots [from, to) */
+    size_t from, to; /* the slots [from, to) */
     int port;
-    int mode;               /* 0 prepare, 1 open loop, 2 closed loop */
-    int64_t t0_ns;          /* open loop: the schedule's start */
+    int mode;      /* 0 prepare, 1 open loop, 2 closed loop */
+    int64_t t0_ns; /* open loop: the schedule's start */
     int64_t period_ns;
     long long errors;
     bench_http h;
@@ -359,16 +358,14 @@ static void *sender_main(void *arg)
         if (w->mode == 0) {
             rc = prepare_slot(&w->h, s, i);
         } else {
-            if (w->mode == 1) {
+            if (w->mode == 1)
                 wait_schedule(w, s, i);
-            }
             s->sent_us = now_us();
             rc = approve(&w->h, s);
             s->resp_us = now_us();
         }
-        if (rc != 0) {
+        if (rc != 0)
             w->errors++;
-        }
     }
     bench_http_close(&w->h);
     return NULL;
@@ -376,17 +373,15 @@ static void *sender_main(void *arg)
 
 /* Runs n senders over slots [from, to) in mode; returns the errors, or
  * -1 when a thread could not start. */
-static long long run_senders(int n, int port, int mode, size_t from,
-                             size_t to)
+static long long run_senders(int n, int port, int mode, size_t from, size_t to)
 {
     sender *w = calloc((size_t)n, sizeof(*w));
     const int64_t t0 = bench_clock_ns() + 300 * 1000000LL;
     long long errors = 0;
     int i, started = 0;
 
-    if (w == NULL) {
+    if (w == NULL)
         return -1;
-    }
     for (i = 0; i < n; i++) {
         w[i].index = i;
         w[i].stride = n;
@@ -397,9 +392,8 @@ static long long run_senders(int n, int port, int mode, size_t from,
         w[i].period_ns = 1000000000LL / opt.rate;
         bench_http_init(&w[i].h, port, HTTP_TIMEOUT_MS);
         bench_http_connect(&w[i].h); /* a failure retries on first use */
-        if (pthread_create(&w[i].thread, NULL, sender_main, &w[i]) != 0) {
+        if (pthread_create(&w[i].thread, NULL, sender_main, &w[i]) != 0)
             break;
-        }
         started++;
     }
     for (i = 0; i < started; i++) {
@@ -416,8 +410,9 @@ static void print_run(const char *when)
 {
     bench_print_run_start("events", when);
     printf(",\"rate\":%d,\"duration_s\":%d,\"burst\":%d,\"threads\":%d,"
-           "\"time\":%lld}\n", opt.rate, opt.duration_s, opt.burst,
-           opt.threads, (long long)time(NULL));
+           "\"time\":%lld}\n",
+           opt.rate, opt.duration_s, opt.burst, opt.threads,
+           (long long)time(NULL));
     fflush(stdout);
 }
 
@@ -455,9 +450,14 @@ static int64_t span_us(const ev_slot *s, span which)
     switch (which) {
     case SPAN_COMMIT_TO_PUBLISH: to = s->recv_us; break;
     case SPAN_COMMIT_TO_SENT: to = s->outbox_sent_us; break;
-    case SPAN_SCHEDULE_TO_PUBLISH: from = s->sched_us; to = s->recv_us;
+    case SPAN_SCHEDULE_TO_PUBLISH:
+        from = s->sched_us;
+        to = s->recv_us;
         break;
-    case SPAN_APPROVE: from = s->sched_us; to = s->resp_us; break;
+    case SPAN_APPROVE:
+        from = s->sched_us;
+        to = s->resp_us;
+        break;
     case SPAN_COMMIT_TO_INDEXED: to = s->indexed_us; break;
     }
     return from > 0 && to > 0 ? to - from : 0;
@@ -474,17 +474,15 @@ static void latency_figures(const char *name, span which, size_t from,
     long long missing = 0;
     size_t i;
 
-    if (bench_samples_init(&s, to - from) != 0) {
+    if (bench_samples_init(&s, to - from) != 0)
         return;
-    }
     for (i = from; i < to; i++) {
         const int64_t us = span_us(&slots[i], which);
 
-        if (us > 0) {
+        if (us > 0)
             bench_samples_add(&s, us * 1000);
-        } else {
+        else
             missing++;
-        }
     }
     bench_samples_sort(&s);
     for (int q = 0; q < 2; q++) {
@@ -499,7 +497,6 @@ static void latency_figures(const char *name, span which, size_t from,
     }
     bench_samples_free(&s);
 }
-
 
 /* A moment in a slot's timeline that rates are taken over. */
 typedef enum moment { AT_RECV, AT_OUTBOX_SENT, AT_INDEXED } moment;
@@ -527,9 +524,8 @@ static double spread_rate(size_t from, size_t to, moment m, long long *n)
     *n = 0;
     for (i = from; i < to; i++) {
         at = moment_us(&slots[i], m);
-        if (at <= 0) {
+        if (at <= 0)
             continue;
-        }
         lo = at < lo ? at : lo;
         hi = at > hi ? at : hi;
         (*n)++;
@@ -551,9 +547,8 @@ static void rate_figure(const char *name, size_t from, size_t to, moment m,
     f.limit_from = limit_from;
     f.n = n;
     f.errors = (long long)(to - from) - n;
-    if (!isnan(server_cpu_us) && n > 0) {
+    if (!isnan(server_cpu_us) && n > 0)
         f.server_cpu_us_per_op = server_cpu_us / (double)n;
-    }
     if (m == AT_RECV) {
         long long by_sent;
 
@@ -576,8 +571,8 @@ static void print_delivery(const char *phase, size_t from, size_t to)
     }
     printf("{\"kind\":\"delivery\",\"phase\":\"%s\",\"approvals\":%zu,"
            "\"failed\":%lld,\"duplicates\":%lld,\"never_received\":%lld,"
-           "\"consumer_dropped\":%zu,\"consumer_unparsed\":%zu}\n", phase,
-           to - from, failed, dup, lost, ev_consumer_dropped(consumer),
+           "\"consumer_dropped\":%zu,\"consumer_unparsed\":%zu}\n",
+           phase, to - from, failed, dup, lost, ev_consumer_dropped(consumer),
            ev_consumer_unparsed(consumer));
     fflush(stdout);
 }
@@ -589,13 +584,12 @@ static double lateness_p99_us(void)
     double v = NAN;
     size_t i;
 
-    if (bench_samples_init(&s, n_open) != 0) {
+    if (bench_samples_init(&s, n_open) != 0)
         return NAN;
-    }
     for (i = 0; i < n_open; i++) {
         if (slots[i].sent_us > 0 && slots[i].sched_us > 0) {
-            bench_samples_add(&s, (slots[i].sent_us - slots[i].sched_us)
-                                      * 1000);
+            bench_samples_add(&s,
+                              (slots[i].sent_us - slots[i].sched_us) * 1000);
         }
     }
     bench_samples_sort(&s);
@@ -629,9 +623,8 @@ static char *sample_body(void)
                                "ORDER BY id DESC LIMIT 1");
     char *body = NULL;
 
-    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
         body = strdup(PQgetvalue(res, 0, 0));
-    }
     PQclear(res);
     return body;
 }
@@ -648,8 +641,8 @@ static int phase_limit(ev_limit *l)
     }
     bench_progress(WHO, "limit: %d confirmed one by one, %d in batches",
                    opt.limit_each, opt.limit_batch);
-    rc = ev_limit_measure(opt.amqp, body, opt.limit_each, opt.limit_batch,
-                          100, l, err, sizeof(err));
+    rc = ev_limit_measure(opt.amqp, body, opt.limit_each, opt.limit_batch, 100,
+                          l, err, sizeof(err));
     free(body);
     if (rc != 0) {
         bench_progress(WHO, "limit: %s", err);
@@ -664,17 +657,13 @@ static int phase_open(void)
 {
     long long errors;
 
-    bench_progress(WHO, "open loop: %zu approvals at %d/s", n_open,
-                   opt.rate);
+    bench_progress(WHO, "open loop: %zu approvals at %d/s", n_open, opt.rate);
     errors = run_senders(opt.threads, port_a, 1, 0, n_open);
-    if (errors != 0) {
+    if (errors != 0)
         bench_progress(WHO, "open loop: %lld approvals failed", errors);
-    }
     if (errors < 0 || wait_receipts(n_open - (size_t)errors) != 0
-        || wait_count("indexed", indexed_sql, (long long)n_open - errors)
-               != 0) {
+        || wait_count("indexed", indexed_sql, (long long)n_open - errors) != 0)
         return -1;
-    }
     return 0;
 }
 
@@ -697,9 +686,8 @@ static int phase_burst(double *relay_cpu_us)
     bench_progress(WHO, "burst: %lld events wait; starting reviewd A",
                    pg_number(backlog_sql));
     if (start_reviewd(&svc_a, "a", 1, &port_a) != 0
-        || wait_receipts(n_all) != 0) {
+        || wait_receipts(n_all) != 0)
         return -1;
-    }
     cpu = bench_cpu_pid_us(svc_a.pid);
     *relay_cpu_us = cpu >= 0 ? (double)cpu : NAN;
     return wait_count("indexed", indexed_sql, (long long)n_all);
@@ -716,8 +704,8 @@ static void figures(const ev_limit *l, double relay_cpu_us)
 
     latency_figures("open.commit_to_publish", SPAN_COMMIT_TO_PUBLISH, 0,
                     n_open, l50, l99, confirm);
-    latency_figures("open.commit_to_sent", SPAN_COMMIT_TO_SENT, 0, n_open,
-                    l50, l99, confirm);
+    latency_figures("open.commit_to_sent", SPAN_COMMIT_TO_SENT, 0, n_open, l50,
+                    l99, confirm);
     latency_figures("open.schedule_to_publish", SPAN_SCHEDULE_TO_PUBLISH, 0,
                     n_open, l50, l99, confirm);
     latency_figures("open.approve", SPAN_APPROVE, 0, n_open, NAN, NAN, NULL);
@@ -726,8 +714,8 @@ static void figures(const ev_limit *l, double relay_cpu_us)
     snprintf(offered, sizeof(offered), "the offered load, %d/s", opt.rate);
     rate_figure("open.events_per_s", 0, n_open, AT_RECV, opt.rate, offered,
                 NAN);
-    rate_figure("open.indexer.events_per_s", 0, n_open, AT_INDEXED,
-                opt.rate, offered, NAN);
+    rate_figure("open.indexer.events_per_s", 0, n_open, AT_INDEXED, opt.rate,
+                offered, NAN);
     rate_figure("burst.relay.events_per_s", n_open, n_all, AT_RECV,
                 l->batch_per_s,
                 "rabbitmq-c: persistent publishes, confirms per batch of 100",
@@ -751,12 +739,19 @@ static int int_arg(const char *name, long min, long max)
 
 static int parse_args(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"reviewd", 1, 0, 'r'}, {"indexer", 1, 0, 'x'}, {"pg", 1, 0, 'g'},
-        {"amqp", 1, 0, 'a'}, {"redis", 1, 0, 'R'}, {"workdir", 1, 0, 'w'},
-        {"rate", 1, 0, 'q'}, {"duration", 1, 0, 'd'}, {"burst", 1, 0, 'b'},
-        {"threads", 1, 0, 't'}, {"limit-each", 1, 0, 'e'},
-        {"limit-batch", 1, 0, 'B'}, {0, 0, 0, 0}};
+    static const struct option longs[] = {{"reviewd", 1, 0, 'r'},
+                                          {"indexer", 1, 0, 'x'},
+                                          {"pg", 1, 0, 'g'},
+                                          {"amqp", 1, 0, 'a'},
+                                          {"redis", 1, 0, 'R'},
+                                          {"workdir", 1, 0, 'w'},
+                                          {"rate", 1, 0, 'q'},
+                                          {"duration", 1, 0, 'd'},
+                                          {"burst", 1, 0, 'b'},
+                                          {"threads", 1, 0, 't'},
+                                          {"limit-each", 1, 0, 'e'},
+                                          {"limit-batch", 1, 0, 'B'},
+                                          {0, 0, 0, 0}};
     int c;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -771,15 +766,17 @@ static int parse_args(int argc, char **argv)
         case 'd': opt.duration_s = int_arg("--duration", 1, 3600); break;
         case 'b': opt.burst = int_arg("--burst", 2, 1000000); break;
         case 't': opt.threads = int_arg("--threads", 1, 1024); break;
-        case 'e': opt.limit_each = int_arg("--limit-each", 1, 10000000);
-            break;
-        case 'B': opt.limit_batch = int_arg("--limit-batch", 1, 10000000);
+        case 'e': opt.limit_each = int_arg("--limit-each", 1, 10000000); break;
+        case 'B':
+            opt.limit_batch = int_arg("--limit-batch", 1, 10000000);
             break;
         default: return -1;
         }
     }
     return opt.reviewd != NULL && opt.indexer != NULL && opt.pg != NULL
-                   && opt.amqp != NULL ? 0 : -1;
+                   && opt.amqp != NULL
+               ? 0
+               : -1;
 }
 
 /* Secret, tokens, clocks, database and slots. */
@@ -791,18 +788,15 @@ static int setup(void)
 
     if (f == NULL || fread(raw, 1, sizeof(raw), f) != sizeof(raw)) {
         bench_progress(WHO, "cannot read /dev/urandom");
-        if (f != NULL) {
+        if (f != NULL)
             fclose(f);
-        }
         return -1;
     }
     fclose(f);
-    for (size_t i = 0; i < sizeof(raw); i++) {
+    for (size_t i = 0; i < sizeof(raw); i++)
         snprintf(secret + 2 * i, 3, "%02x", raw[i]);
-    }
-    author_token = rv_auth_issue((const unsigned char *)secret,
-                                 strlen(secret), "alice", "author", now,
-                                 7200);
+    author_token = rv_auth_issue((const unsigned char *)secret, strlen(secret),
+                                 "alice", "author", now, 7200);
     reviewer_token = rv_auth_issue((const unsigned char *)secret,
                                    strlen(secret), "bob", "reviewer", now,
                                    7200);
@@ -816,7 +810,8 @@ static int setup(void)
         return -1;
     }
     return author_token != NULL && reviewer_token != NULL && slots != NULL
-               ? 0 : -1;
+               ? 0
+               : -1;
 }
 
 static int start_services(void)
@@ -824,13 +819,10 @@ static int start_services(void)
     char err[600];
 
     if (start_reviewd(&svc_a, "a", 1, &port_a) != 0
-        || start_reviewd(&svc_b, "b", 0, &port_b) != 0
-        || start_indexer() != 0) {
+        || start_reviewd(&svc_b, "b", 0, &port_b) != 0 || start_indexer() != 0)
         return -1;
-    }
-    consumer = ev_consumer_start(opt.amqp, "kh.documents",
-                                 "document.approved", n_all * 2, err,
-                                 sizeof(err));
+    consumer = ev_consumer_start(opt.amqp, "kh.documents", "document.approved",
+                                 n_all * 2, err, sizeof(err));
     if (consumer == NULL) {
         bench_progress(WHO, "test consumer: %s", err);
         return -1;
@@ -845,8 +837,8 @@ static int collect(void)
     size_t nr;
 
     r = ev_consumer_receipts(consumer, &nr);
-    if (ev_times_collect(pg, svc_ix.log, slots, n_all, r, nr, err,
-                         sizeof(err)) != 0) {
+    if (ev_times_collect(pg, svc_ix.log, slots, n_all, r, nr, err, sizeof(err))
+        != 0) {
         bench_progress(WHO, "collecting times: %s", err);
         return -1;
     }
@@ -874,9 +866,9 @@ int main(int argc, char **argv)
     memset(&limit, 0, sizeof(limit));
     if (parse_args(argc, argv) != 0) {
         fprintf(stderr, "usage: bench_events --reviewd BIN --indexer BIN "
-                "--pg URL --amqp URL [--redis URL] [--workdir DIR] "
-                "[--rate N] [--duration S] [--burst N] [--threads N] "
-                "[--limit-each N] [--limit-batch N]\n");
+                        "--pg URL --amqp URL [--redis URL] [--workdir DIR] "
+                        "[--rate N] [--duration S] [--burst N] [--threads N] "
+                        "[--limit-each N] [--limit-batch N]\n");
         return 2;
     }
     if (setup() == 0 && start_services() == 0) {
@@ -890,8 +882,8 @@ int main(int argc, char **argv)
         print_run("end");
     }
     bench_table_print(&table, stderr);
-    printf("{\"kind\":\"summary\",\"figures\":%d,\"complete\":%s}\n",
-           table.n, rc == 0 ? "true" : "false");
+    printf("{\"kind\":\"summary\",\"figures\":%d,\"complete\":%s}\n", table.n,
+           rc == 0 ? "true" : "false");
     bench_samples_free(&limit.each_lat);
     teardown();
     return rc == 0 ? 0 : 1;

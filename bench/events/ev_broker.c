@@ -39,7 +39,7 @@ struct ev_consumer {
     atomic_size_t n;
     atomic_size_t dropped;
     atomic_size_t unparsed;
-    atomic_int failed;      /* set (release) once err is written */
+    atomic_int failed; /* set (release) once err is written */
     char err[400];
 };
 
@@ -61,15 +61,16 @@ static void ms_to_tv(int ms, struct timeval *tv)
 static int rpc_ok(const char *what, amqp_rpc_reply_t r, char *err,
                   size_t errlen)
 {
-    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+    if (r.reply_type == AMQP_RESPONSE_NORMAL)
         return 0;
-    }
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
         snprintf(err, errlen, "amqp %s: %s", what,
                  amqp_error_string2(r.library_error));
     } else {
-        snprintf(err, errlen, "amqp %s: refused by the broker (method "
-                 "0x%08x)", what, (unsigned)r.reply.id);
+        snprintf(err, errlen,
+                 "amqp %s: refused by the broker (method "
+                 "0x%08x)",
+                 what, (unsigned)r.reply.id);
     }
     return -1;
 }
@@ -101,34 +102,32 @@ static amqp_connection_state_t open_conn(const char *url, char *err,
     amqp_set_rpc_timeout(conn, &tv);
     st = amqp_socket_open_noblock(sock, info.host, info.port, &tv);
     if (st != AMQP_STATUS_OK) {
-        snprintf(err, errlen, "amqp connect %s:%d: %s", info.host,
-                 info.port, amqp_error_string2(st));
+        snprintf(err, errlen, "amqp connect %s:%d: %s", info.host, info.port,
+                 amqp_error_string2(st));
         goto fail;
     }
-    if (rpc_ok("login", amqp_login(conn, info.vhost, 1, 131072, 0,
-                                   AMQP_SASL_METHOD_PLAIN, info.user,
-                                   info.password), err, errlen) != 0) {
+    if (rpc_ok("login",
+               amqp_login(conn, info.vhost, 1, 131072, 0,
+                          AMQP_SASL_METHOD_PLAIN, info.user, info.password),
+               err, errlen)
+        != 0)
         goto fail;
-    }
     amqp_channel_open(conn, EV_CHANNEL);
-    if (rpc_ok("channel.open", amqp_get_rpc_reply(conn), err, errlen) != 0) {
+    if (rpc_ok("channel.open", amqp_get_rpc_reply(conn), err, errlen) != 0)
         goto fail;
-    }
     free(copy);
     return conn;
 fail:
-    if (conn != NULL) {
+    if (conn != NULL)
         amqp_destroy_connection(conn);
-    }
     free(copy);
     return NULL;
 }
 
 static void close_conn(amqp_connection_state_t conn)
 {
-    if (conn == NULL) {
+    if (conn == NULL)
         return;
-    }
     amqp_channel_close(conn, EV_CHANNEL, AMQP_REPLY_SUCCESS);
     amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
     amqp_destroy_connection(conn);
@@ -174,9 +173,8 @@ static void *consume_main(void *arg)
         amqp_maybe_release_buffers(c->conn);
         r = amqp_consume_message(c->conn, &env, &tv, 0);
         if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
-            && r.library_error == AMQP_STATUS_TIMEOUT) {
+            && r.library_error == AMQP_STATUS_TIMEOUT)
             continue;
-        }
         if (r.reply_type != AMQP_RESPONSE_NORMAL) {
             rpc_ok("consume", r, c->err, sizeof(c->err));
             atomic_store_explicit(&c->failed, 1, memory_order_release);
@@ -195,15 +193,14 @@ static int subscribe(ev_consumer *c, const char *exchange,
     amqp_queue_declare_ok_t *q;
     amqp_bytes_t name;
 
-    if (declare_exchange(c->conn, exchange, c->err, sizeof(c->err)) != 0) {
+    if (declare_exchange(c->conn, exchange, c->err, sizeof(c->err)) != 0)
         return -1;
-    }
     q = amqp_queue_declare(c->conn, EV_CHANNEL, amqp_empty_bytes, 0, 0, 1, 1,
                            amqp_empty_table);
     if (rpc_ok("queue.declare", amqp_get_rpc_reply(c->conn), c->err,
-               sizeof(c->err)) != 0) {
+               sizeof(c->err))
+        != 0)
         return -1;
-    }
     name = amqp_bytes_malloc_dup(q->queue);
     if (name.bytes == NULL) {
         snprintf(c->err, sizeof(c->err), "amqp: out of memory");
@@ -212,7 +209,8 @@ static int subscribe(ev_consumer *c, const char *exchange,
     amqp_queue_bind(c->conn, EV_CHANNEL, name, amqp_cstring_bytes(exchange),
                     amqp_cstring_bytes(binding_key), amqp_empty_table);
     if (rpc_ok("queue.bind", amqp_get_rpc_reply(c->conn), c->err,
-               sizeof(c->err)) == 0) {
+               sizeof(c->err))
+        == 0) {
         amqp_basic_consume(c->conn, EV_CHANNEL, name, amqp_empty_bytes, 0, 1,
                            1, amqp_empty_table);
     }
@@ -224,8 +222,8 @@ static int subscribe(ev_consumer *c, const char *exchange,
 }
 
 ev_consumer *ev_consumer_start(const char *url, const char *exchange,
-                               const char *binding_key, size_t cap,
-                               char *err, size_t errlen)
+                               const char *binding_key, size_t cap, char *err,
+                               size_t errlen)
 {
     ev_consumer *c = calloc(1, sizeof(*c));
 
@@ -236,9 +234,8 @@ ev_consumer *ev_consumer_start(const char *url, const char *exchange,
     }
     c->cap = cap;
     c->conn = open_conn(url, c->err, sizeof(c->err));
-    if (c->conn == NULL || subscribe(c, exchange, binding_key) != 0) {
+    if (c->conn == NULL || subscribe(c, exchange, binding_key) != 0)
         goto fail;
-    }
     if (pthread_create(&c->thread, NULL, consume_main, c) != 0) {
         snprintf(c->err, sizeof(c->err), "consumer: pthread_create failed");
         goto fail;
@@ -276,9 +273,8 @@ const char *ev_consumer_errmsg(ev_consumer *c)
 
 void ev_consumer_free(ev_consumer *c)
 {
-    if (c == NULL) {
+    if (c == NULL)
         return;
-    }
     if (c->started) {
         atomic_store(&c->stop, 1);
         pthread_join(c->thread, NULL);
@@ -295,8 +291,8 @@ typedef struct publisher {
     char exchange[64];
     amqp_bytes_t body;
     amqp_basic_properties_t props;
-    uint64_t next_tag;      /* the tag the next publish gets */
-    uint64_t acked;         /* every tag up to this one is confirmed */
+    uint64_t next_tag; /* the tag the next publish gets */
+    uint64_t acked;    /* every tag up to this one is confirmed */
     char *err;
     size_t errlen;
 } publisher;
@@ -336,12 +332,13 @@ static int await_confirms(publisher *p)
                      amqp_error_string2(st));
             return -1;
         }
-        if (f.frame_type != AMQP_FRAME_METHOD) {
+        if (f.frame_type != AMQP_FRAME_METHOD)
             continue;
-        }
         if (f.payload.method.id != AMQP_BASIC_ACK_METHOD) {
-            snprintf(p->err, p->errlen, "amqp: expected basic.ack, got "
-                     "method 0x%08x", (unsigned)f.payload.method.id);
+            snprintf(p->err, p->errlen,
+                     "amqp: expected basic.ack, got "
+                     "method 0x%08x",
+                     (unsigned)f.payload.method.id);
             return -1;
         }
         const amqp_basic_ack_t *ack = f.payload.method.decoded;
@@ -361,18 +358,17 @@ static int publisher_setup(publisher *p)
 
     amqp_confirm_select(p->conn, EV_CHANNEL);
     if (rpc_ok("confirm.select", amqp_get_rpc_reply(p->conn), p->err,
-               p->errlen) != 0
-        || declare_exchange(p->conn, p->exchange, p->err, p->errlen) != 0) {
+               p->errlen)
+            != 0
+        || declare_exchange(p->conn, p->exchange, p->err, p->errlen) != 0)
         return -1;
-    }
     amqp_queue_declare(p->conn, EV_CHANNEL, name, 0, 1, 0, 0,
                        amqp_empty_table);
-    if (rpc_ok("queue.declare", amqp_get_rpc_reply(p->conn), p->err,
-               p->errlen) != 0) {
+    if (rpc_ok("queue.declare", amqp_get_rpc_reply(p->conn), p->err, p->errlen)
+        != 0)
         return -1;
-    }
-    amqp_queue_bind(p->conn, EV_CHANNEL, name, name,
-                    amqp_cstring_bytes("#"), amqp_empty_table);
+    amqp_queue_bind(p->conn, EV_CHANNEL, name, name, amqp_cstring_bytes("#"),
+                    amqp_empty_table);
     return rpc_ok("queue.bind", amqp_get_rpc_reply(p->conn), p->err,
                   p->errlen);
 }
@@ -395,9 +391,8 @@ static int run_each(publisher *p, ev_limit *out)
     for (i = 0; i < out->each_n; i++) {
         const int64_t t0 = bench_clock_ns();
 
-        if (publish_one(p) != 0 || await_confirms(p) != 0) {
+        if (publish_one(p) != 0 || await_confirms(p) != 0)
             return -1;
-        }
         bench_samples_add(&out->each_lat, bench_clock_ns() - t0);
     }
     out->each_per_s = (double)out->each_n * 1e9
@@ -412,14 +407,11 @@ static int run_batches(publisher *p, ev_limit *out)
     int i;
 
     while (sent < out->batch_n) {
-        for (i = 0; i < out->batch && sent < out->batch_n; i++, sent++) {
-            if (publish_one(p) != 0) {
+        for (i = 0; i < out->batch && sent < out->batch_n; i++, sent++)
+            if (publish_one(p) != 0)
                 return -1;
-            }
-        }
-        if (await_confirms(p) != 0) {
+        if (await_confirms(p) != 0)
             return -1;
-        }
     }
     out->batch_per_s = (double)out->batch_n * 1e9
                        / (double)(bench_clock_ns() - start);
@@ -455,9 +447,8 @@ int ev_limit_measure(const char *url, const char *body, long long each_n,
     p.next_tag = 1;
     p.conn = open_conn(url, err, errlen);
     if (p.conn != NULL && publisher_setup(&p) == 0 && run_each(&p, out) == 0
-        && run_batches(&p, out) == 0) {
+        && run_batches(&p, out) == 0)
         rc = 0;
-    }
     if (p.conn != NULL) {
         publisher_teardown(&p);
         close_conn(p.conn);

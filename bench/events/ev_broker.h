@@ -34,7 +34,7 @@
 
 typedef struct ev_receipt {
     long long doc_id;
-    int64_t at_us;      /* CLOCK_REALTIME, microseconds */
+    int64_t at_us; /* CLOCK_REALTIME, microseconds */
 } ev_receipt;
 
 typedef struct ev_consumer ev_consumer;
@@ -46,8 +46,8 @@ typedef struct ev_consumer ev_consumer;
  * Returns the consumer, or NULL with err set.
  */
 ev_consumer *ev_consumer_start(const char *url, const char *exchange,
-                               const char *binding_key, size_t cap,
-                               char *err, size_t errlen);
+                               const char *binding_key, size_t cap, char *err,
+                               size_t errlen);
 
 /* Receipts recorded so far; *n is their number (acquire order). */
 const ev_receipt *ev_consumer_receipts(ev_consumer *c, size_t *n);
@@ -65,11 +65,11 @@ void ev_consumer_free(ev_consumer *c);
 
 typedef struct ev_limit {
     long long each_n;
-    double each_per_s;          /* one publish, then its confirm */
-    bench_samples each_lat;     /* publish-to-confirm, per message */
+    double each_per_s;      /* one publish, then its confirm */
+    bench_samples each_lat; /* publish-to-confirm, per message */
     long long batch_n;
     int batch;
-    double batch_per_s;         /* batch publishes, then their confirms */
+    double batch_per_s; /* batch publishes, then their confirms */
 } ev_limit;
 
 /*

@@ -23,9 +23,8 @@ long long ev_parse_doc_id(const char *p, size_t len)
     long long id = 0;
     int digits = 0;
 
-    if (k == NULL) {
+    if (k == NULL)
         return -1;
-    }
     /* json_build_object writes "key" : value, with spaces. */
     for (k += sizeof(key) - 1;
          k < end && (*k == ' ' || *k == ':' || *k == '"'); k++) {
@@ -45,17 +44,15 @@ int64_t ev_parse_ts(const char *ts)
 
     memset(&tm, 0, sizeof(tm));
     rest = strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (rest == NULL) {
+    if (rest == NULL)
         return -1;
-    }
     if (*rest == '.') {
         for (rest++; *rest >= '0' && *rest <= '9' && digits < 3; rest++) {
             ms = ms * 10 + (*rest - '0');
             digits++;
         }
-        for (; digits < 3; digits++) {
+        for (; digits < 3; digits++)
             ms *= 10;
-        }
     }
     return *rest == 'Z' ? (int64_t)timegm(&tm) * 1000000 + ms * 1000 : -1;
 }
@@ -68,21 +65,18 @@ static int field(const char *line, const char *key, char *out, size_t len)
 
     snprintf(pat, sizeof(pat), "\"%s\":\"", key);
     p = strstr(line, pat);
-    if (p == NULL) {
+    if (p == NULL)
         return -1;
-    }
     p += strlen(pat);
     end = strchr(p, '"');
-    if (end == NULL || (size_t)(end - p) >= len) {
+    if (end == NULL || (size_t)(end - p) >= len)
         return -1;
-    }
     memcpy(out, p, (size_t)(end - p));
     out[end - p] = '\0';
     return 0;
 }
 
-int ev_parse_indexed_line(const char *line, long long *doc_id,
-                          int64_t *at_us)
+int ev_parse_indexed_line(const char *line, long long *doc_id, int64_t *at_us)
 {
     char ts[64], doc[32], outcome[32];
     int64_t at;
@@ -92,14 +86,12 @@ int ev_parse_indexed_line(const char *line, long long *doc_id,
         || field(line, "outcome", outcome, sizeof(outcome)) != 0
         || strcmp(outcome, "indexed") != 0
         || field(line, "ts", ts, sizeof(ts)) != 0
-        || field(line, "document_id", doc, sizeof(doc)) != 0) {
+        || field(line, "document_id", doc, sizeof(doc)) != 0)
         return 0;
-    }
     id = ev_parse_doc_id(line, strlen(line));
     at = ev_parse_ts(ts);
-    if (id < 0 || at < 0 || atoll(doc) != id) {
+    if (id < 0 || at < 0 || atoll(doc) != id)
         return 0;
-    }
     *doc_id = id;
     *at_us = at;
     return 1;

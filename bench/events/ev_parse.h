@@ -30,7 +30,6 @@ int64_t ev_parse_ts(const char *ts);
  * *doc_id and *at_us (its ts) and returns 1; returns 0 for any other
  * line, leaving both alone.
  */
-int ev_parse_indexed_line(const char *line, long long *doc_id,
-                          int64_t *at_us);
+int ev_parse_indexed_line(const char *line, long long *doc_id, int64_t *at_us);
 
 #endif /* EV_PARSE_H */

@@ -36,10 +36,8 @@ static void child_exec(char *const argv[], const char *const env[],
     int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     size_t i;
 
-    if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0
-        || dup2(fd, STDERR_FILENO) < 0) {
+    if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
         _exit(127);
-    }
     for (i = 0; env[i] != NULL; i++) {
         if (putenv((char *)env[i]) != 0) {
             fprintf(stderr, "ev_proc: putenv %s failed\n", env[i]);
@@ -73,9 +71,8 @@ int ev_proc_start(ev_proc *p, const char *name, char *const argv[],
         snprintf(err, errlen, "%s: fork: %s", name, strerror(errno));
         return -1;
     }
-    if (pid == 0) {
+    if (pid == 0)
         child_exec(argv, env, out_path);
-    }
     p->pid = pid;
     return 0;
 }
@@ -97,9 +94,8 @@ static int log_has(const char *path, const char *needle, char *line,
     char buf[4096];
     int found = 0;
 
-    if (f == NULL) {
+    if (f == NULL)
         return 0;
-    }
     while (!found && fgets(buf, sizeof(buf), f) != NULL) {
         if (strstr(buf, needle) != NULL) {
             snprintf(line, linelen, "%s", buf);
@@ -116,13 +112,13 @@ int ev_proc_wait_log(ev_proc *p, const char *needle, int timeout_ms,
     int waited;
 
     for (waited = 0; waited <= timeout_ms; waited += EV_POLL_MS) {
-        if (log_has(p->log, needle, line, linelen)) {
+        if (log_has(p->log, needle, line, linelen))
             return 0;
-        }
         if (exited(p)) {
-            snprintf(err, errlen, "%s (pid %ld) exited before logging %s; "
-                     "see %s and its output file", p->name, (long)p->pid,
-                     needle, p->log);
+            snprintf(err, errlen,
+                     "%s (pid %ld) exited before logging %s; "
+                     "see %s and its output file",
+                     p->name, (long)p->pid, needle, p->log);
             p->pid = 0;
             return -1;
         }
@@ -137,9 +133,8 @@ int ev_proc_stop(ev_proc *p, int timeout_ms)
 {
     int waited;
 
-    if (p->pid <= 0) {
+    if (p->pid <= 0)
         return 0;
-    }
     kill(p->pid, SIGTERM);
     for (waited = 0; waited < timeout_ms; waited += EV_POLL_MS) {
         if (exited(p)) {

@@ -20,9 +20,9 @@
 #include <sys/types.h>
 
 typedef struct ev_proc {
-    pid_t pid;              /* 0 while not running */
+    pid_t pid; /* 0 while not running */
     char name[32];
-    char log[512];          /* the service's JSON log */
+    char log[512]; /* the service's JSON log */
 } ev_proc;
 
 /*

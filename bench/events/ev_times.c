@@ -41,11 +41,11 @@ static ev_slot *find(const id_index *ix, size_t n, ev_slot *slots,
 static int collect_outbox(PGconn *pg, const id_index *ix, size_t n,
                           ev_slot *slots, char *err, size_t errlen)
 {
-    PGresult *res = PQexec(pg,
-        "SELECT document_id,"
-        " (extract(epoch FROM created_at) * 1e6)::bigint,"
-        " coalesce((extract(epoch FROM sent_at) * 1e6)::bigint, 0)"
-        " FROM kh_outbox WHERE routing_key = 'document.approved'");
+    PGresult *res = PQexec(
+        pg, "SELECT document_id,"
+            " (extract(epoch FROM created_at) * 1e6)::bigint,"
+            " coalesce((extract(epoch FROM sent_at) * 1e6)::bigint, 0)"
+            " FROM kh_outbox WHERE routing_key = 'document.approved'");
     int i;
 
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -73,12 +73,10 @@ static void collect_receipts(const id_index *ix, size_t n, ev_slot *slots,
     for (i = 0; i < nr; i++) {
         ev_slot *s = find(ix, n, slots, r[i].doc_id);
 
-        if (s == NULL) {
+        if (s == NULL)
             continue;
-        }
-        if (s->recv_count++ == 0) {
+        if (s->recv_count++ == 0)
             s->recv_us = r[i].at_us;
-        }
     }
 }
 
@@ -97,13 +95,11 @@ static int collect_indexed(const char *path, const id_index *ix, size_t n,
     while (fgets(line, sizeof(line), f) != NULL) {
         ev_slot *s;
 
-        if (!ev_parse_indexed_line(line, &doc, &at)) {
+        if (!ev_parse_indexed_line(line, &doc, &at))
             continue;
-        }
         s = find(ix, n, slots, doc);
-        if (s != NULL && s->indexed_us == 0) {
+        if (s != NULL && s->indexed_us == 0)
             s->indexed_us = at;
-        }
     }
     fclose(f);
     return 0;

@@ -35,11 +35,11 @@
 typedef struct ev_slot {
     long long doc_id;
     long long review_id;
-    int status;             /* the approval's HTTP status, 0: not sent */
+    int status; /* the approval's HTTP status, 0: not sent */
     int64_t sched_us, sent_us, resp_us;
     int64_t created_us, outbox_sent_us;
-    int64_t recv_us;        /* the first receipt */
-    int recv_count;         /* receipts; above 1 is a duplicate */
+    int64_t recv_us; /* the first receipt */
+    int recv_count;  /* receipts; above 1 is a duplicate */
     int64_t indexed_us;
 } ev_slot;
 

@@ -62,11 +62,14 @@ static void doc_id_is_not_read_past_the_given_length(void **state)
     /* Cut inside the key, and just before the id's digit: what lies
      * beyond the length must not be read. */
     assert_int_equal(ev_parse_doc_id(outbox_body,
-                                     (size_t)(key - outbox_body) + 6), -1);
+                                     (size_t)(key - outbox_body) + 6),
+                     -1);
     assert_int_equal(ev_parse_doc_id(outbox_body,
-                                     (size_t)(digit - outbox_body)), -1);
+                                     (size_t)(digit - outbox_body)),
+                     -1);
     assert_int_equal(ev_parse_doc_id(outbox_body,
-                                     (size_t)(digit - outbox_body) + 1), 3);
+                                     (size_t)(digit - outbox_body) + 1),
+                     3);
 }
 
 static void ts_is_utc_microseconds(void **state)

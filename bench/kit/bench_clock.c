@@ -22,7 +22,6 @@ void bench_sleep_ns(int64_t ns)
         .tv_nsec = (long)(ns % 1000000000),
     };
 
-    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
         continue;
-    }
 }

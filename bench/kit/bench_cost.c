@@ -10,9 +10,8 @@
 
 double bench_per_op(int64_t cpu_us, long long ops)
 {
-    if (cpu_us < 0 || ops <= 0) {
+    if (cpu_us < 0 || ops <= 0)
         return NAN;
-    }
     return (double)cpu_us / (double)ops;
 }
 
@@ -29,7 +28,8 @@ void bench_cost_end(bench_cost *c, pid_t server_pid, uint64_t trips_now)
 
     c->cpu_us = bench_cpu_self_us() - c->cpu_us;
     c->server_cpu_us = server < 0 || c->server_cpu_us < 0
-                           ? -1 : server - c->server_cpu_us;
+                           ? -1
+                           : server - c->server_cpu_us;
     c->trips = trips_now - c->trips;
 }
 

@@ -15,21 +15,19 @@ int64_t bench_cpu_self_us(void)
     struct rusage ru;
 
     getrusage(RUSAGE_SELF, &ru);
-    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
-           ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000
+           + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
 }
 
 int64_t bench_cpu_pid_us(pid_t pid)
 {
-    if (pid <= 0) {
+    if (pid <= 0)
         return -1;
-    }
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
     char buf[1024];
     const size_t len = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
@@ -39,11 +37,12 @@ int64_t bench_cpu_pid_us(pid_t pid)
     const char *p = strrchr(buf, ')');
     unsigned long long utime = 0;
     unsigned long long stime = 0;
-    if (p == NULL ||
-        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-               &utime, &stime) != 2) {
+    if (p == NULL
+        || sscanf(p + 1,
+                  " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                  &utime, &stime)
+               != 2)
         return -1;
-    }
     const long hz = sysconf(_SC_CLK_TCK);
     return (int64_t)((utime + stime) * 1000000ULL / (unsigned long long)hz);
 }
@@ -59,9 +58,8 @@ int64_t bench_cpu_machine_us(void)
                    &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
         fclose(f);
     }
-    if (n != 8) {
+    if (n != 8)
         return -1;
-    }
     /* user nice system idle iowait irq softirq steal: all but idle and
      * iowait is busy. */
     const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
@@ -75,9 +73,8 @@ double bench_cpu_pressure(void)
     double some = NAN;
 
     if (f != NULL) {
-        if (fscanf(f, "some avg10=%lf", &some) != 1) {
+        if (fscanf(f, "some avg10=%lf", &some) != 1)
             some = NAN;
-        }
         fclose(f);
     }
     return some;
@@ -89,9 +86,8 @@ const char *bench_loadavg(char *buf, size_t len)
 
     snprintf(buf, len, "?");
     if (f != NULL) {
-        if (fgets(buf, (int)len, f) != NULL) {
+        if (fgets(buf, (int)len, f) != NULL)
             buf[strcspn(buf, "\n")] = '\0';
-        }
         fclose(f);
     }
     return buf;

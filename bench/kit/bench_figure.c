@@ -29,29 +29,24 @@ void bench_figure_init(bench_figure *f, const char *name, const char *unit,
 
 double bench_figure_ratio(const bench_figure *f)
 {
-    if (isnan(f->value) || isnan(f->limit) || f->limit == 0) {
+    if (isnan(f->value) || isnan(f->limit) || f->limit == 0)
         return NAN;
-    }
     return f->value / f->limit;
 }
 
 int bench_figure_met(const bench_figure *f)
 {
-    if (!isnan(f->abs_goal)) {
+    if (!isnan(f->abs_goal))
         return isnan(f->value) ? 0 : f->value < f->abs_goal;
-    }
-    if (isnan(f->goal)) {
+    if (isnan(f->goal))
         return -1;
-    }
     const double r = bench_figure_ratio(f);
-    if (isnan(r)) {
+    if (isnan(r))
         return 0;
-    }
     return f->better == BENCH_LOWER_IS_BETTER ? r <= f->goal : r >= f->goal;
 }
 
-const char *bench_figure_target(const bench_figure *f, char *buf,
-                                size_t len)
+const char *bench_figure_target(const bench_figure *f, char *buf, size_t len)
 {
     if (!isnan(f->abs_goal)) {
         snprintf(buf, len, "value < %.0f %s", f->abs_goal, f->unit);
@@ -95,20 +90,16 @@ void bench_figure_print(FILE *out, const bench_figure *f)
         fputs(",\"limit_from\":", out);
         bench_json_string(out, f->limit_from);
     }
-    if (f->n >= 0) {
+    if (f->n >= 0)
         fprintf(out, ",\"n\":%lld", f->n);
-    }
-    if (f->errors >= 0) {
+    if (f->errors >= 0)
         fprintf(out, ",\"errors\":%lld", f->errors);
-    }
     print_number_field(out, "client_cpu_us_per_op", f->client_cpu_us_per_op);
     print_number_field(out, "server_cpu_us_per_op", f->server_cpu_us_per_op);
     print_number_field(out, "round_trips_per_op", f->round_trips_per_op);
-    for (int i = 0; i < 2; i++) {
-        if (f->extra_key[i] != NULL) {
+    for (int i = 0; i < 2; i++)
+        if (f->extra_key[i] != NULL)
             print_number_field(out, f->extra_key[i], f->extra_value[i]);
-        }
-    }
     fputs("}\n", out);
     fflush(out);
 }
@@ -117,9 +108,8 @@ void bench_table_add(bench_table *t, FILE *out, const bench_figure *f)
 {
     bench_figure_print(out, f);
     const int cap = (int)(sizeof(t->rows) / sizeof(t->rows[0]));
-    if (t->n == cap) {
+    if (t->n == cap)
         return;
-    }
     t->rows[t->n] = *f;
     snprintf(t->names[t->n], sizeof(t->names[t->n]), "%s", f->name);
     t->rows[t->n].name = t->names[t->n];
@@ -141,7 +131,9 @@ void bench_table_print(const bench_table *t, FILE *out)
         fprintf(out, "%-33s %10.1f %10.1f %-7s %6.2f  %-16s %s\n", f->name,
                 f->value, f->limit, f->unit, bench_figure_ratio(f),
                 goal[0] ? goal : "-",
-                met < 0 ? "-" : met ? "yes" : "NO");
+                met < 0 ? "-"
+                : met   ? "yes"
+                        : "NO");
     }
     fflush(out);
 }

@@ -38,15 +38,15 @@ typedef struct bench_figure {
     double value;
     const char *unit;
     double limit;
-    const char *limit_from;       /* how the limit was obtained */
+    const char *limit_from; /* how the limit was obtained */
     bench_better better;
-    double goal;                  /* target on the ratio, or NAN */
-    double abs_goal;              /* target on the value, or NAN */
-    long long n;                  /* operations measured, or -1 */
-    long long errors;             /* failed operations, or -1 */
-    double client_cpu_us_per_op;  /* this process's CPU per operation */
-    double server_cpu_us_per_op;  /* redis-server's CPU per operation */
-    double round_trips_per_op;    /* libdlock's round trips per operation */
+    double goal;                 /* target on the ratio, or NAN */
+    double abs_goal;             /* target on the value, or NAN */
+    long long n;                 /* operations measured, or -1 */
+    long long errors;            /* failed operations, or -1 */
+    double client_cpu_us_per_op; /* this process's CPU per operation */
+    double server_cpu_us_per_op; /* redis-server's CPU per operation */
+    double round_trips_per_op;   /* libdlock's round trips per operation */
     /* Up to two more named numbers for diagnosis (key NULL: none). */
     const char *extra_key[2];
     double extra_value[2];
@@ -64,8 +64,7 @@ int bench_figure_met(const bench_figure *f);
 
 /* The target as text ("ratio <= 1.20", "value < 1000 us"), or "" when the
  * figure has none.  Written into buf, which is returned. */
-const char *bench_figure_target(const bench_figure *f, char *buf,
-                                size_t len);
+const char *bench_figure_target(const bench_figure *f, char *buf, size_t len);
 
 /* Prints f as one JSON line:
  * {"kind":"figure","name":...,"value":...,"unit":...,"limit":...,

@@ -37,8 +37,7 @@ void bench_http_init(bench_http *h, int port, int timeout_ms)
 
 static void set_timeouts(int fd, int timeout_ms)
 {
-    const struct timeval tv = {timeout_ms / 1000,
-                               (timeout_ms % 1000) * 1000};
+    const struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
 
     if (timeout_ms > 0) {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -54,9 +53,8 @@ int bench_http_connect(bench_http *h)
     bench_http_close(h);
     h->len = 0;
     h->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (h->fd < 0) {
+    if (h->fd < 0)
         return -1;
-    }
     setsockopt(h->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     set_timeouts(h->fd, h->timeout_ms);
     memset(&a, 0, sizeof(a));
@@ -76,26 +74,22 @@ int bench_http_connect(bench_http *h)
 
 void bench_http_close(bench_http *h)
 {
-    if (h->fd >= 0) {
+    if (h->fd >= 0)
         close(h->fd);
-    }
     h->fd = -1;
 }
 
 int bench_http_send(bench_http *h, const char *p, size_t n)
 {
-    if (h->fd < 0) {
+    if (h->fd < 0)
         return -1;
-    }
     while (n > 0) {
         const ssize_t w = send(h->fd, p, n, MSG_NOSIGNAL);
 
-        if (w < 0 && errno == EINTR) {
+        if (w < 0 && errno == EINTR)
             continue;
-        }
-        if (w <= 0) {
+        if (w <= 0)
             return -1;
-        }
         p += w;
         n -= (size_t)w;
     }
@@ -110,14 +104,12 @@ static int complete_response(bench_http *h, const char **body)
     const char *cl;
     long clen;
 
-    if (end == NULL) {
+    if (end == NULL)
         return 0;
-    }
     cl = strcasestr(h->buf, "\r\nContent-Length:");
     clen = cl != NULL && cl < end ? atol(cl + 17) : 0;
-    if ((size_t)(end + 4 - h->buf) + (size_t)clen > h->len) {
+    if ((size_t)(end + 4 - h->buf) + (size_t)clen > h->len)
         return 0;
-    }
     *body = end + 4;
     return h->len > 12 ? atoi(h->buf + 9) : -1;
 }
@@ -128,17 +120,15 @@ static void close_if_asked(bench_http *h, const char *body)
 {
     const char *c = strcasestr(h->buf, "\r\nConnection: close");
 
-    if (c != NULL && c < body) {
+    if (c != NULL && c < body)
         bench_http_close(h);
-    }
 }
 
 int bench_http_read(bench_http *h, const char **body)
 {
     h->len = 0;
-    if (h->fd < 0) {
+    if (h->fd < 0)
         return -1;
-    }
     for (;;) {
         ssize_t got;
         int status;
@@ -149,16 +139,13 @@ int bench_http_read(bench_http *h, const char **body)
             close_if_asked(h, *body);
             return status;
         }
-        if (h->len + 1 >= sizeof(h->buf)) {
+        if (h->len + 1 >= sizeof(h->buf))
             return -1;
-        }
         got = recv(h->fd, h->buf + h->len, sizeof(h->buf) - h->len - 1, 0);
-        if (got < 0 && errno == EINTR) {
+        if (got < 0 && errno == EINTR)
             continue;
-        }
-        if (got <= 0) {
+        if (got <= 0)
             return -1;
-        }
         h->len += (size_t)got;
     }
 }
@@ -170,25 +157,22 @@ int bench_http_request(bench_http *h, const char *method, const char *path,
     char req[8192];
     int n, attempt, status = -1;
 
-    n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: bench\r\n"
-                 "%s%s%s%sContent-Length: %zu\r\n\r\n%s", method, path,
-                 token != NULL ? "Authorization: Bearer " : "",
+    n = snprintf(req, sizeof(req),
+                 "%s %s HTTP/1.1\r\nHost: bench\r\n"
+                 "%s%s%s%sContent-Length: %zu\r\n\r\n%s",
+                 method, path, token != NULL ? "Authorization: Bearer " : "",
                  token != NULL ? token : "", token != NULL ? "\r\n" : "",
                  body != NULL ? "Content-Type: application/json\r\n" : "",
                  body != NULL ? strlen(body) : 0, body != NULL ? body : "");
-    if (n < 0 || (size_t)n >= sizeof(req)) {
+    if (n < 0 || (size_t)n >= sizeof(req))
         return -1;
-    }
     for (attempt = 0; attempt < 2 && status < 0; attempt++) {
-        if (h->fd < 0 && bench_http_connect(h) != 0) {
+        if (h->fd < 0 && bench_http_connect(h) != 0)
             return -1;
-        }
-        if (bench_http_send(h, req, (size_t)n) == 0) {
+        if (bench_http_send(h, req, (size_t)n) == 0)
             status = bench_http_read(h, resp_body);
-        }
-        if (status < 0) {
+        if (status < 0)
             bench_http_close(h);
-        }
     }
     return status;
 }

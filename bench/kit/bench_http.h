@@ -24,10 +24,10 @@
 #define BENCH_HTTP_BUF 65536
 
 typedef struct bench_http {
-    int fd;             /* -1 while not connected */
-    int port;           /* 127.0.0.1:port */
-    int timeout_ms;     /* send and receive timeout; 0: none */
-    size_t len;         /* bytes of the last response in buf */
+    int fd;         /* -1 while not connected */
+    int port;       /* 127.0.0.1:port */
+    int timeout_ms; /* send and receive timeout; 0: none */
+    size_t len;     /* bytes of the last response in buf */
     char buf[BENCH_HTTP_BUF];
 } bench_http;
 

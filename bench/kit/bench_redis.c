@@ -65,7 +65,8 @@ static int parse_tcp_url(const char *rest, bench_target *t, char *err,
                          size_t errlen)
 {
     if (strchr(rest, '@') != NULL) {
-        snprintf(err, errlen, "credentials in the URL are not supported: "
+        snprintf(err, errlen,
+                 "credentials in the URL are not supported: "
                  "benchmark a private, local server");
         return -1;
     }
@@ -99,13 +100,12 @@ int bench_target_parse(const char *url, bench_target *t, char *err,
         return -1;
     }
     snprintf(t->url, sizeof(t->url), "%s", url);
-    if (strncmp(url, "unix://", 7) == 0) {
+    if (strncmp(url, "unix://", 7) == 0)
         return parse_unix_url(url + 7, t, err, errlen);
-    }
-    if (strncmp(url, "redis://", 8) == 0) {
+    if (strncmp(url, "redis://", 8) == 0)
         return parse_tcp_url(url + 8, t, err, errlen);
-    }
-    snprintf(err, errlen, "URL must be redis://host:port/db or "
+    snprintf(err, errlen,
+             "URL must be redis://host:port/db or "
              "unix:///path (rediss:// is not benchmarked)");
     return -1;
 }
@@ -117,9 +117,8 @@ static redisContext *connect_target(const bench_target *t, int timeout_ms)
         .tv_usec = (timeout_ms % 1000) * 1000,
     };
 
-    if (t->unix_path[0] != '\0') {
+    if (t->unix_path[0] != '\0')
         return redisConnectUnixWithTimeout(t->unix_path, tv);
-    }
     return redisConnectWithTimeout(t->host, t->port, tv);
 }
 
@@ -143,26 +142,25 @@ void bench_server_version(const bench_target *t, char *buf, size_t len)
     redisFree(c);
 }
 
-int bench_script_load(const bench_target *t, const char *script,
-                      char sha[41], char *err, size_t errlen)
+int bench_script_load(const bench_target *t, const char *script, char sha[41],
+                      char *err, size_t errlen)
 {
     redisContext *c = connect_target(t, 2000);
 
     if (c == NULL || c->err) {
-        snprintf(err, errlen, "SCRIPT LOAD: cannot connect to %s: %s",
-                 t->url, c ? c->errstr : "out of memory");
+        snprintf(err, errlen, "SCRIPT LOAD: cannot connect to %s: %s", t->url,
+                 c ? c->errstr : "out of memory");
         redisFree(c);
         return -1;
     }
     redisReply *r = redisCommand(c, "SCRIPT LOAD %s", script);
-    const int ok = r != NULL && r->type == REDIS_REPLY_STRING &&
-                   r->len == 40;
+    const int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
     if (ok) {
         memcpy(sha, r->str, 40);
         sha[40] = '\0';
     } else {
         snprintf(err, errlen, "SCRIPT LOAD on %s: %s", t->url,
-                 r == NULL ? c->errstr
+                 r == NULL                      ? c->errstr
                  : r->type == REDIS_REPLY_ERROR ? r->str
                                                 : "not a 40-digit SHA-1");
     }
@@ -184,37 +182,32 @@ static int make_dirs(const char *path)
         return -1;
     }
     for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') {
+        if (*p != '/')
             continue;
-        }
         *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
             return -1;
-        }
         *p = '/';
     }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
         return -1;
-    }
     return 0;
 }
 
 /* A loopback port that was free a moment ago (the kernel's choice). */
 static int pick_free_port(void)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET };
+    struct sockaddr_in a = {.sin_family = AF_INET};
     socklen_t alen = sizeof(a);
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-    if (fd < 0) {
+    if (fd < 0)
         return -1;
-    }
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &alen) == 0) {
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0
+        && getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
         port = ntohs(a.sin_port);
-    }
     close(fd);
     return port;
 }
@@ -239,18 +232,33 @@ static pid_t spawn_server(const char *server_bin, const char *dir, int port)
     char portbuf[16];
     snprintf(portbuf, sizeof(portbuf), "%d", port);
     char *const argv[] = {
-        (char *)server_bin, "--port", portbuf, "--bind", "127.0.0.1",
-        "--save", "", "--appendonly", "no", "--dir", (char *)dir,
-        "--logfile", "redis.log", "--daemonize", "no",
-        "--unixsocket", "", "--databases", "16", NULL,
+        (char *)server_bin,
+        "--port",
+        portbuf,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        (char *)dir,
+        "--logfile",
+        "redis.log",
+        "--daemonize",
+        "no",
+        "--unixsocket",
+        "",
+        "--databases",
+        "16",
+        NULL,
     };
     const pid_t parent = getpid();
     const pid_t pid = fork();
 
     if (pid == 0) {
-        if (getppid() != parent) {
+        if (getppid() != parent)
             _exit(127);
-        }
         exec_server_child(server_bin, argv);
     }
     return pid;
@@ -264,8 +272,8 @@ static int server_answers(const bench_target *t)
 
     if (c != NULL && !c->err) {
         redisReply *r = redisCommand(c, "PING");
-        ok = r != NULL && r->type == REDIS_REPLY_STATUS &&
-             strcmp(r->str, "PONG") == 0;
+        ok = r != NULL && r->type == REDIS_REPLY_STATUS
+             && strcmp(r->str, "PONG") == 0;
         freeReplyObject(r);
     }
     redisFree(c);
@@ -276,8 +284,8 @@ static int server_answers(const bench_target *t)
  * (0, the child still running). */
 static int wait_server_ready(bench_server *s)
 {
-    const int64_t deadline = bench_clock_ns() +
-                             (int64_t)SERVER_START_MS * 1000000;
+    const int64_t deadline = bench_clock_ns()
+                             + (int64_t)SERVER_START_MS * 1000000;
 
     while (bench_clock_ns() < deadline) {
         int status;
@@ -285,9 +293,8 @@ static int wait_server_ready(bench_server *s)
             s->pid = 0;
             return 0;
         }
-        if (server_answers(&s->target)) {
+        if (server_answers(&s->target))
             return 1;
-        }
         bench_sleep_ns(10 * 1000000);
     }
     return 0;
@@ -303,13 +310,10 @@ static void report_log_tail(const bench_server *s, const char *prefix,
 
     snprintf(path, sizeof(path), "%s/redis.log", s->dir);
     FILE *f = fopen(path, "r");
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        snprintf(last, sizeof(last), "%.*s", (int)strcspn(line, "\n"),
-                 line);
-    }
-    if (f != NULL) {
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        snprintf(last, sizeof(last), "%.*s", (int)strcspn(line, "\n"), line);
+    if (f != NULL)
         fclose(f);
-    }
     snprintf(err, errlen, "%s; its log (%s) ends: %s", prefix, path, last);
 }
 
@@ -319,8 +323,7 @@ int bench_server_start(bench_server *s, const char *server_bin,
     memset(s, 0, sizeof(*s));
     snprintf(s->dir, sizeof(s->dir), "%s/redis-%d", workdir, (int)getpid());
     if (make_dirs(s->dir) != 0) {
-        snprintf(err, errlen, "cannot create %s: %s", s->dir,
-                 strerror(errno));
+        snprintf(err, errlen, "cannot create %s: %s", s->dir, strerror(errno));
         return -1;
     }
     /* The port is free when picked but may be taken before redis-server
@@ -342,12 +345,11 @@ int bench_server_start(bench_server *s, const char *server_bin,
             snprintf(err, errlen, "fork: %s", strerror(errno));
             return -1;
         }
-        if (wait_server_ready(s)) {
+        if (wait_server_ready(s))
             return 0;
-        }
         if (s->pid != 0) {
-            report_log_tail(s, "redis-server did not answer PING in 10 s",
-                            err, errlen);
+            report_log_tail(s, "redis-server did not answer PING in 10 s", err,
+                            errlen);
             bench_server_stop(s);
             return -1;
         }
@@ -364,9 +366,8 @@ static int reap_within(pid_t pid, int ms)
     do {
         int status;
         const pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid || (r < 0 && errno == ECHILD)) {
+        if (r == pid || (r < 0 && errno == ECHILD))
             return 1;
-        }
         bench_sleep_ns(5 * 1000000);
     } while (bench_clock_ns() < deadline);
     return 0;
@@ -374,9 +375,8 @@ static int reap_within(pid_t pid, int ms)
 
 void bench_server_stop(bench_server *s)
 {
-    if (s->pid <= 0) {
+    if (s->pid <= 0)
         return;
-    }
     kill(s->pid, SIGTERM);
     const int clean = reap_within(s->pid, SERVER_STOP_MS);
     if (!clean) {
@@ -397,9 +397,8 @@ void bench_server_stop(bench_server *s)
 
 void bench_cmd_free(bench_cmd *c)
 {
-    for (int i = 0; i < c->argc; i++) {
+    for (int i = 0; i < c->argc; i++)
         free(c->argv[i]);
-    }
     memset(c, 0, sizeof(*c));
 }
 
@@ -409,11 +408,10 @@ const char *bench_cmd_format(const bench_cmd *c, char *buf, size_t len)
 
     buf[0] = '\0';
     for (int i = 0; i < c->argc && used < len; i++) {
-        const int w = snprintf(buf + used, len - used, "%s%s",
-                               i ? " " : "", c->argv[i]);
-        if (w < 0) {
+        const int w = snprintf(buf + used, len - used, "%s%s", i ? " " : "",
+                               c->argv[i]);
+        if (w < 0)
             break;
-        }
         used += (size_t)w;
     }
     return buf;
@@ -422,15 +420,12 @@ const char *bench_cmd_format(const bench_cmd *c, char *buf, size_t len)
 /* The value of one hex digit, or -1. */
 static int hex_value(char ch)
 {
-    if (ch >= '0' && ch <= '9') {
+    if (ch >= '0' && ch <= '9')
         return ch - '0';
-    }
-    if (ch >= 'a' && ch <= 'f') {
+    if (ch >= 'a' && ch <= 'f')
         return ch - 'a' + 10;
-    }
-    if (ch >= 'A' && ch <= 'F') {
+    if (ch >= 'A' && ch <= 'F')
         return ch - 'A' + 10;
-    }
     return -1;
 }
 
@@ -452,14 +447,12 @@ static int decode_escape(const char **pp)
     case 'x': {
         const int hi = hex_value(p[1]);
         const int lo = hi < 0 ? -1 : hex_value(p[2]);
-        if (lo < 0) {
+        if (lo < 0)
             return -1;
-        }
         *pp = p + 3;
         return hi * 16 + lo;
     }
-    default:
-        return -1;
+    default: return -1;
     }
     *pp = p + 1;
     return ch;
@@ -482,9 +475,8 @@ static char *parse_quoted(const char **pp)
             free(out);
             return NULL;
         }
-        if (ch == '\\') {
+        if (ch == '\\')
             ch = decode_escape(&p);
-        }
         if (ch < 0) {
             free(out);
             return NULL;
@@ -496,19 +488,17 @@ static char *parse_quoted(const char **pp)
     return out;
 }
 
-int bench_monitor_parse_line(const char *line, bench_cmd *out,
-                             int *from_lua)
+int bench_monitor_parse_line(const char *line, bench_cmd *out, int *from_lua)
 {
     memset(out, 0, sizeof(*out));
     const char *open = strchr(line, '[');
     const char *close = open ? strchr(open, ']') : NULL;
-    if (close == NULL || close[1] != ' ') {
+    if (close == NULL || close[1] != ' ')
         return -1;
-    }
     /* "[db client]": the client is "lua" for commands a script ran. */
     const char *space = memchr(open, ' ', (size_t)(close - open));
-    *from_lua = space != NULL && close - space - 1 == 3 &&
-                strncmp(space + 1, "lua", 3) == 0;
+    *from_lua = space != NULL && close - space - 1 == 3
+                && strncmp(space + 1, "lua", 3) == 0;
     const char *p = close + 2;
     while (*p == '"') {
         if (out->argc == BENCH_CMD_MAX_ARGS) {
@@ -521,9 +511,8 @@ int bench_monitor_parse_line(const char *line, bench_cmd *out,
             return -1;
         }
         out->argv[out->argc++] = arg;
-        if (*p == ' ') {
+        if (*p == ' ')
             p++;
-        }
     }
     if (out->argc == 0 || *p != '\0') {
         bench_cmd_free(out);
@@ -536,8 +525,8 @@ struct bench_monitor {
     redisContext *c;
 };
 
-int bench_monitor_open(const bench_target *t, bench_monitor **out,
-                       char *err, size_t errlen)
+int bench_monitor_open(const bench_target *t, bench_monitor **out, char *err,
+                       size_t errlen)
 {
     *out = NULL;
     bench_monitor *m = calloc(1, sizeof(*m));
@@ -553,8 +542,8 @@ int bench_monitor_open(const bench_target *t, bench_monitor **out,
         return -1;
     }
     redisReply *r = redisCommand(m->c, "MONITOR");
-    const int ok = r != NULL && r->type == REDIS_REPLY_STATUS &&
-                   strcmp(r->str, "OK") == 0;
+    const int ok = r != NULL && r->type == REDIS_REPLY_STATUS
+                   && strcmp(r->str, "OK") == 0;
     if (!ok) {
         snprintf(err, errlen, "MONITOR on %s: %s", t->url,
                  r && r->type == REDIS_REPLY_ERROR ? r->str : m->c->errstr);
@@ -571,8 +560,8 @@ int bench_monitor_open(const bench_target *t, bench_monitor **out,
 /* Whether cmd is a client's EVALSHA whose first key is key. */
 static int is_evalsha_on(const bench_cmd *cmd, const char *key)
 {
-    return cmd->argc >= 4 && strcasecmp(cmd->argv[0], "EVALSHA") == 0 &&
-           atoi(cmd->argv[2]) >= 1 && strcmp(cmd->argv[3], key) == 0;
+    return cmd->argc >= 4 && strcasecmp(cmd->argv[0], "EVALSHA") == 0
+           && atoi(cmd->argv[2]) >= 1 && strcmp(cmd->argv[3], key) == 0;
 }
 
 /* Reads one MONITOR line with the time left until deadline; returns the
@@ -580,18 +569,16 @@ static int is_evalsha_on(const bench_cmd *cmd, const char *key)
 static redisReply *read_monitor_line(bench_monitor *m, int64_t deadline)
 {
     const int64_t left_us = (deadline - bench_clock_ns()) / 1000;
-    if (left_us <= 0) {
+    if (left_us <= 0)
         return NULL;
-    }
     const struct timeval tv = {
         .tv_sec = (time_t)(left_us / 1000000),
         .tv_usec = (suseconds_t)(left_us % 1000000),
     };
     redisSetTimeout(m->c, tv);
     void *reply = NULL;
-    if (redisGetReply(m->c, &reply) != REDIS_OK) {
+    if (redisGetReply(m->c, &reply) != REDIS_OK)
         return NULL;
-    }
     return reply;
 }
 
@@ -605,30 +592,28 @@ int bench_monitor_find_evalsha(bench_monitor *m, const char *key,
     for (;;) {
         redisReply *r = read_monitor_line(m, deadline);
         if (r == NULL) {
-            snprintf(err, errlen, "no EVALSHA on key %s in the MONITOR feed "
-                     "within %d ms (%s)", key, timeout_ms,
-                     m->c->err ? m->c->errstr : "timeout");
+            snprintf(err, errlen,
+                     "no EVALSHA on key %s in the MONITOR feed "
+                     "within %d ms (%s)",
+                     key, timeout_ms, m->c->err ? m->c->errstr : "timeout");
             return -1;
         }
         int from_lua = 0;
-        const int parsed = r->type == REDIS_REPLY_STATUS &&
-                           bench_monitor_parse_line(r->str, out,
-                                                    &from_lua) == 0;
+        const int parsed = r->type == REDIS_REPLY_STATUS
+                           && bench_monitor_parse_line(r->str, out, &from_lua)
+                                  == 0;
         freeReplyObject(r);
-        if (parsed && !from_lua && is_evalsha_on(out, key)) {
+        if (parsed && !from_lua && is_evalsha_on(out, key))
             return 0;
-        }
-        if (parsed) {
+        if (parsed)
             bench_cmd_free(out);
-        }
     }
 }
 
 void bench_monitor_close(bench_monitor *m)
 {
-    if (m == NULL) {
+    if (m == NULL)
         return;
-    }
     redisFree(m->c);
     free(m);
 }
@@ -641,15 +626,15 @@ void bench_monitor_close(bench_monitor *m)
 static int parse_latency_summary(const char *text, bench_rb_result *out)
 {
     const char *p = strstr(text, "latency summary (msec):");
-    if (p == NULL) {
+    if (p == NULL)
         return -1;
-    }
     p = strstr(p, "max");
     double avg, min, p50, p95, p99, max;
-    if (p == NULL || sscanf(p + 3, "%lf %lf %lf %lf %lf %lf", &avg, &min,
-                            &p50, &p95, &p99, &max) != 6) {
+    if (p == NULL
+        || sscanf(p + 3, "%lf %lf %lf %lf %lf %lf", &avg, &min, &p50, &p95,
+                  &p99, &max)
+               != 6)
         return -1;
-    }
     out->p50_us = p50 * 1000;
     out->p99_us = p99 * 1000;
     return 0;
@@ -660,14 +645,13 @@ static int parse_latency_summary(const char *text, bench_rb_result *out)
 static int parse_p999(const char *text, bench_rb_result *out)
 {
     const char *p = strstr(text, "Latency by percentile distribution:");
-    if (p == NULL) {
+    if (p == NULL)
         return -1;
-    }
     p = strchr(p, '\n');
     while (p != NULL && p[1] != '\n' && p[1] != '\0') {
         double pct, ms;
-        if (sscanf(p + 1, "%lf%% <= %lf milliseconds", &pct, &ms) == 2 &&
-            pct >= 99.9) {
+        if (sscanf(p + 1, "%lf%% <= %lf milliseconds", &pct, &ms) == 2
+            && pct >= 99.9) {
             out->p999_us = ms * 1000;
             return 0;
         }
@@ -679,14 +663,12 @@ static int parse_p999(const char *text, bench_rb_result *out)
 int bench_rb_parse_report(const char *text, bench_rb_result *out)
 {
     const char *p = strstr(text, "throughput summary:");
-    if (p == NULL ||
-        sscanf(p, "throughput summary: %lf requests per second",
-               &out->rps) != 1) {
+    if (p == NULL
+        || sscanf(p, "throughput summary: %lf requests per second", &out->rps)
+               != 1)
         return -1;
-    }
-    if (parse_latency_summary(text, out) != 0) {
+    if (parse_latency_summary(text, out) != 0)
         return -1;
-    }
     return parse_p999(text, out);
 }
 
@@ -698,24 +680,20 @@ int bench_rb_parse_csv(const char *text, bench_rb_result *out)
      * right, where the seven numbers are. */
     const char *row = strstr(text, "\"max_latency_ms\"");
     row = row ? strchr(row, '\n') : NULL;
-    if (row == NULL) {
+    if (row == NULL)
         return -1;
-    }
     row++;
     const char *end = strchr(row, '\n');
-    if (end == NULL) {
+    if (end == NULL)
         end = row + strlen(row);
-    }
     double v[7];
     const char *p = end;
     for (int i = 6; i >= 0; i--) {
         /* Step back over ,"number" to the comma before it. */
-        while (p > row && *p != ',') {
+        while (p > row && *p != ',')
             p--;
-        }
-        if (p == row || sscanf(p, ",\"%lf\"", &v[i]) != 1) {
+        if (p == row || sscanf(p, ",\"%lf\"", &v[i]) != 1)
             return -1;
-        }
         p--;
     }
     out->rps = v[0];
@@ -758,15 +736,12 @@ static int build_rb_argv(const char *rb_bin, const bench_target *t,
         argv[n++] = "-P";
         argv[n++] = bufs[4];
     }
-    if (clients != 1 || pipeline > 1) {
+    if (clients != 1 || pipeline > 1)
         argv[n++] = "--csv";
-    }
-    if (n + cmd->argc + 1 > cap) {
+    if (n + cmd->argc + 1 > cap)
         return -1;
-    }
-    for (int i = 0; i < cmd->argc; i++) {
+    for (int i = 0; i < cmd->argc; i++)
         argv[n++] = cmd->argv[i];
-    }
     argv[n] = NULL;
     return n;
 }
@@ -777,12 +752,13 @@ static int parse_rb_output(const char *text, int status, int clients,
 {
     const int parsed = clients == 1 ? bench_rb_parse_report(text, out)
                                     : bench_rb_parse_csv(text, out);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || parsed != 0 ||
-        strstr(text, "Error from server") != NULL) {
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || parsed != 0
+        || strstr(text, "Error from server") != NULL) {
         const size_t len = strlen(text);
-        snprintf(err, errlen, "redis-benchmark (status %d) gave an "
-                 "unexpected report; it ends: %s", status,
-                 len > 300 ? text + len - 300 : text);
+        snprintf(err, errlen,
+                 "redis-benchmark (status %d) gave an "
+                 "unexpected report; it ends: %s",
+                 status, len > 300 ? text + len - 300 : text);
         return -1;
     }
     return 0;
@@ -793,16 +769,14 @@ int bench_rb_run(const char *rb_bin, const bench_target *t, pid_t server_pid,
                  int timeout_ms, bench_rb_result *out, char *err,
                  size_t errlen)
 {
-    return bench_rb_run_pipelined(rb_bin, t, server_pid, clients, 1,
-                                  requests, cmd, timeout_ms, out, err,
-                                  errlen);
+    return bench_rb_run_pipelined(rb_bin, t, server_pid, clients, 1, requests,
+                                  cmd, timeout_ms, out, err, errlen);
 }
 
 int bench_rb_run_pipelined(const char *rb_bin, const bench_target *t,
                            pid_t server_pid, int clients, int pipeline,
-                           long requests, const bench_cmd *cmd,
-                           int timeout_ms, bench_rb_result *out, char *err,
-                           size_t errlen)
+                           long requests, const bench_cmd *cmd, int timeout_ms,
+                           bench_rb_result *out, char *err, size_t errlen)
 {
     char bufs[5][32];
     char *argv[BENCH_CMD_MAX_ARGS + 16];
@@ -812,18 +786,20 @@ int bench_rb_run_pipelined(const char *rb_bin, const bench_target *t,
     out->pipeline = pipeline;
     out->requests = requests;
     if (build_rb_argv(rb_bin, t, clients, pipeline, requests, cmd, bufs, argv,
-                      (int)(sizeof(argv) / sizeof(argv[0]))) < 0) {
+                      (int)(sizeof(argv) / sizeof(argv[0])))
+        < 0) {
         snprintf(err, errlen, "command has too many arguments");
         return -1;
     }
     const int64_t server_cpu0 = bench_cpu_pid_us(server_pid);
     char *text = NULL;
     int status = 0;
-    int rc = bench_tool_run(argv, timeout_ms, &text, &status,
-                            &out->rb_cpu_us, err, errlen);
+    int rc = bench_tool_run(argv, timeout_ms, &text, &status, &out->rb_cpu_us,
+                            err, errlen);
     const int64_t server_cpu1 = bench_cpu_pid_us(server_pid);
     out->server_cpu_us = server_cpu0 < 0 || server_cpu1 < 0
-                             ? -1 : server_cpu1 - server_cpu0;
+                             ? -1
+                             : server_cpu1 - server_cpu0;
     if (rc == 0) {
         rc = parse_rb_output(text, status, pipeline > 1 ? 0 : clients, out,
                              err, errlen);

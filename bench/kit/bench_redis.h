@@ -29,11 +29,11 @@
 
 /* Where the benchmarked server listens. */
 typedef struct bench_target {
-    char host[256];        /* "" for a unix socket */
+    char host[256]; /* "" for a unix socket */
     int port;
-    char unix_path[256];   /* "" for TCP */
+    char unix_path[256]; /* "" for TCP */
     int db;
-    char url[600];         /* the same server as a libdlock URL */
+    char url[600]; /* the same server as a libdlock URL */
 } bench_target;
 
 /*
@@ -46,8 +46,8 @@ int bench_target_parse(const char *url, bench_target *t, char *err,
 
 /* A redis-server this program started. */
 typedef struct bench_server {
-    pid_t pid;             /* 0 when not running */
-    char dir[512];         /* its working folder (log inside) */
+    pid_t pid;     /* 0 when not running */
+    char dir[512]; /* its working folder (log inside) */
     bench_target target;
 } bench_server;
 
@@ -72,8 +72,8 @@ void bench_server_version(const bench_target *t, char *buf, size_t len);
  * Loads script (SCRIPT LOAD) on the server at t and writes its SHA-1, 40
  * hex digits and a NUL, into sha.  Returns 0, or -1 with a message in err.
  */
-int bench_script_load(const bench_target *t, const char *script,
-                      char sha[41], char *err, size_t errlen);
+int bench_script_load(const bench_target *t, const char *script, char sha[41],
+                      char *err, size_t errlen);
 
 #define BENCH_CMD_MAX_ARGS 32
 
@@ -92,8 +92,8 @@ const char *bench_cmd_format(const bench_cmd *c, char *buf, size_t len);
 typedef struct bench_monitor bench_monitor;
 
 /* Connects to t and sends MONITOR.  Returns 0, or -1 with a message. */
-int bench_monitor_open(const bench_target *t, bench_monitor **out,
-                       char *err, size_t errlen);
+int bench_monitor_open(const bench_target *t, bench_monitor **out, char *err,
+                       size_t errlen);
 
 /*
  * Reads the MONITOR feed until a line shows a client (not a Lua script)
@@ -113,15 +113,14 @@ void bench_monitor_close(bench_monitor *m);
  * "k" "v"") into out; from_lua is set to 1 when a script sent it.  Returns
  * 0, or -1 when the line is not in that form.  Exposed for the self-check.
  */
-int bench_monitor_parse_line(const char *line, bench_cmd *out,
-                             int *from_lua);
+int bench_monitor_parse_line(const char *line, bench_cmd *out, int *from_lua);
 
 /* What one redis-benchmark run measured. */
 typedef struct bench_rb_result {
-    double rps;            /* requests per second */
+    double rps; /* requests per second */
     double p50_us;
     double p99_us;
-    double p999_us;        /* NAN when not measured (--csv runs) */
+    double p999_us; /* NAN when not measured (--csv runs) */
     long requests;
     int clients;
     int pipeline;          /* -P; 1 without */
@@ -146,9 +145,8 @@ int bench_rb_run(const char *rb_bin, const bench_target *t, pid_t server_pid,
  * that coalesces its threads' commands could reach. */
 int bench_rb_run_pipelined(const char *rb_bin, const bench_target *t,
                            pid_t server_pid, int clients, int pipeline,
-                           long requests, const bench_cmd *cmd,
-                           int timeout_ms, bench_rb_result *out, char *err,
-                           size_t errlen);
+                           long requests, const bench_cmd *cmd, int timeout_ms,
+                           bench_rb_result *out, char *err, size_t errlen);
 
 /* Parsers of redis-benchmark's two output forms, exposed for the
  * self-check.  Both return 0, or -1 when a field is missing. */

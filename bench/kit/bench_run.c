@@ -18,8 +18,8 @@ void bench_print_run_start(const char *bench, const char *when)
     char load[128];
 
     printf("{\"kind\":\"run\",\"bench\":\"%s\",\"when\":\"%s\","
-           "\"online_cpus\":%ld,\"loadavg\":", bench, when,
-           sysconf(_SC_NPROCESSORS_ONLN));
+           "\"online_cpus\":%ld,\"loadavg\":",
+           bench, when, sysconf(_SC_NPROCESSORS_ONLN));
     bench_json_string(stdout, bench_loadavg(load, sizeof(load)));
     printf(",\"cpu_pressure_some_avg10\":");
     bench_json_number(stdout, bench_cpu_pressure());

@@ -12,9 +12,8 @@ int bench_samples_init(bench_samples *s, size_t cap)
 {
     memset(s, 0, sizeof(*s));
     s->v = malloc((cap ? cap : 1) * sizeof(*s->v));
-    if (s->v == NULL) {
+    if (s->v == NULL)
         return -1;
-    }
     s->cap = cap;
     return 0;
 }
@@ -30,9 +29,8 @@ void bench_samples_add(bench_samples *s, int64_t ns)
 
 void bench_samples_merge(bench_samples *s, const bench_samples *from)
 {
-    for (size_t i = 0; i < from->n; i++) {
+    for (size_t i = 0; i < from->n; i++)
         bench_samples_add(s, from->v[i]);
-    }
     s->dropped += from->dropped;
 }
 
@@ -51,30 +49,25 @@ void bench_samples_sort(bench_samples *s)
 
 double bench_samples_quantile_us(const bench_samples *s, double q)
 {
-    if (s->n == 0) {
+    if (s->n == 0)
         return NAN;
-    }
     /* Nearest rank: the smallest sample with at least q of all at or
      * below it. */
     size_t rank = (size_t)ceil(q * (double)s->n);
-    if (rank < 1) {
+    if (rank < 1)
         rank = 1;
-    }
-    if (rank > s->n) {
+    if (rank > s->n)
         rank = s->n;
-    }
     return (double)s->v[rank - 1] / 1000.0;
 }
 
 double bench_samples_mean_us(const bench_samples *s)
 {
-    if (s->n == 0) {
+    if (s->n == 0)
         return NAN;
-    }
     double sum = 0;
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; i < s->n; i++)
         sum += (double)s->v[i];
-    }
     return sum / (double)s->n / 1000.0;
 }
 

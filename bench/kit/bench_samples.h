@@ -17,10 +17,10 @@
 #include <stdint.h>
 
 typedef struct bench_samples {
-    int64_t *v;       /* nanoseconds */
+    int64_t *v; /* nanoseconds */
     size_t n;
     size_t cap;
-    size_t dropped;   /* samples that did not fit in cap */
+    size_t dropped; /* samples that did not fit in cap */
 } bench_samples;
 
 /* Allocates room for cap samples.  Returns 0, or -1 when out of memory. */

@@ -36,27 +36,24 @@ static char *read_all(int fd, int64_t deadline, int *timed_out)
     *timed_out = 0;
     while (buf != NULL) {
         const int64_t left_ms = (deadline - bench_clock_ns()) / 1000000;
-        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (left_ms <= 0 || poll(&pfd, 1, (int)left_ms) == 0) {
             *timed_out = 1;
             break;
         }
         char chunk[4096];
         const ssize_t r = read(fd, chunk, sizeof(chunk));
-        if (r < 0 && errno == EINTR) {
+        if (r < 0 && errno == EINTR)
             continue;
-        }
-        if (r <= 0) {
+        if (r <= 0)
             break;
-        }
         const size_t take = n + (size_t)r > OUTPUT_MAX ? OUTPUT_MAX - n
                                                        : (size_t)r;
         memcpy(buf + n, chunk, take);
         n += take;
     }
-    if (buf != NULL) {
+    if (buf != NULL)
         buf[n] = '\0';
-    }
     return buf;
 }
 
@@ -65,13 +62,12 @@ static char *read_all(int fd, int64_t deadline, int *timed_out)
 static pid_t spawn_captured(char **argv, int *fd)
 {
     int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) {
+    if (pipe2(p, O_CLOEXEC) != 0)
         return -1;
-    }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null",
-                                     O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY,
+                                     0);
     posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&fa, p[1], STDERR_FILENO);
     pid_t pid;
@@ -93,15 +89,13 @@ static int64_t reap_with_cpu(pid_t pid, int kill_first, int *status)
 {
     struct rusage ru;
 
-    if (kill_first) {
+    if (kill_first)
         kill(pid, SIGKILL);
-    }
     memset(&ru, 0, sizeof(ru));
-    while (wait4(pid, status, 0, &ru) < 0 && errno == EINTR) {
+    while (wait4(pid, status, 0, &ru) < 0 && errno == EINTR)
         continue;
-    }
-    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
-           ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000
+           + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
 }
 
 int bench_tool_run(char **argv, int timeout_ms, char **text, int *status,

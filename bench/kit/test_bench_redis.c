@@ -28,11 +28,12 @@ static void monitor_line_of_a_client_is_split_into_arguments(void **state)
     (void)state;
 
     assert_int_equal(bench_monitor_parse_line(
-        "1764698511.123456 [0 127.0.0.1:40112] \"EVALSHA\" "
-        "\"34dae8cf9cbcf10b2da4c9ed634a8140f7e450a4\" \"2\" "
-        "\"bench:1:replay\" \"{bench:1:replay}:fence\" "
-        "\"0123456789abcdef0123456789abcdef\" \"10000\"", &cmd, &from_lua),
-        0);
+                         "1764698511.123456 [0 127.0.0.1:40112] \"EVALSHA\" "
+                         "\"34dae8cf9cbcf10b2da4c9ed634a8140f7e450a4\" \"2\" "
+                         "\"bench:1:replay\" \"{bench:1:replay}:fence\" "
+                         "\"0123456789abcdef0123456789abcdef\" \"10000\"",
+                         &cmd, &from_lua),
+                     0);
     assert_int_equal(from_lua, 0);
     assert_int_equal(cmd.argc, 7);
     assert_string_equal(cmd.argv[0], "EVALSHA");
@@ -48,9 +49,12 @@ static void monitor_line_with_escapes_is_decoded(void **state)
     int from_lua;
     (void)state;
 
-    assert_int_equal(bench_monitor_parse_line(
-        "1.000001 [3 unix:/tmp/r.sock] \"SET\" \"a\\\"b\\\\c\" "
-        "\"\\x00\\xff\\n\"", &cmd, &from_lua), 0);
+    assert_int_equal(
+        bench_monitor_parse_line(
+            "1.000001 [3 unix:/tmp/r.sock] \"SET\" \"a\\\"b\\\\c\" "
+            "\"\\x00\\xff\\n\"",
+            &cmd, &from_lua),
+        0);
     assert_int_equal(cmd.argc, 3);
     assert_string_equal(cmd.argv[1], "a\"b\\c");
     /* "\x00" ends the C string: only check the first byte. */
@@ -64,9 +68,11 @@ static void monitor_line_from_a_script_is_marked_lua(void **state)
     int from_lua = 0;
     (void)state;
 
-    assert_int_equal(bench_monitor_parse_line(
-        "1764698511.123500 [0 lua] \"SET\" \"bench:1:replay\" \"tok\"",
-        &cmd, &from_lua), 0);
+    assert_int_equal(
+        bench_monitor_parse_line(
+            "1764698511.123500 [0 lua] \"SET\" \"bench:1:replay\" \"tok\"",
+            &cmd, &from_lua),
+        0);
     assert_int_equal(from_lua, 1);
     bench_cmd_free(&cmd);
 }
@@ -78,10 +84,13 @@ static void line_that_is_not_monitor_output_is_refused(void **state)
     (void)state;
 
     assert_int_equal(bench_monitor_parse_line("OK", &cmd, &from_lua), -1);
-    assert_int_equal(bench_monitor_parse_line(
-        "1.0 [0 127.0.0.1:1] \"unterminated", &cmd, &from_lua), -1);
-    assert_int_equal(bench_monitor_parse_line(
-        "1.0 [0 127.0.0.1:1] \"bad\\q\"", &cmd, &from_lua), -1);
+    assert_int_equal(
+        bench_monitor_parse_line("1.0 [0 127.0.0.1:1] \"unterminated", &cmd,
+                                 &from_lua),
+        -1);
+    assert_int_equal(bench_monitor_parse_line("1.0 [0 127.0.0.1:1] \"bad\\q\"",
+                                              &cmd, &from_lua),
+                     -1);
     assert_int_equal(cmd.argc, 0);
 }
 
@@ -128,13 +137,16 @@ static void rb_csv_gives_rate_and_percentiles(void **state)
     (void)state;
 
     memset(&r, 0, sizeof(r));
-    assert_int_equal(bench_rb_parse_csv(
-        "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\","
-        "\"p50_latency_ms\",\"p95_latency_ms\",\"p99_latency_ms\","
-        "\"max_latency_ms\"\n"
-        "\"EVALSHA 34da 2 bench:k {bench:k}:fence tok 10000\",\"21915.41\","
-        "\"0.935\",\"0.192\",\"0.759\",\"1.975\",\"4.471\",\"29.423\"\n",
-        &r), 0);
+    assert_int_equal(
+        bench_rb_parse_csv(
+            "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\","
+            "\"p50_latency_ms\",\"p95_latency_ms\",\"p99_latency_ms\","
+            "\"max_latency_ms\"\n"
+            "\"EVALSHA 34da 2 bench:k {bench:k}:fence tok "
+            "10000\",\"21915.41\","
+            "\"0.935\",\"0.192\",\"0.759\",\"1.975\",\"4.471\",\"29.423\"\n",
+            &r),
+        0);
     assert_float_equal(r.rps, 21915.41, 1e-6);
     assert_float_equal(r.p50_us, 759.0, 1e-6);
     assert_float_equal(r.p99_us, 4471.0, 1e-6);
@@ -145,9 +157,11 @@ static void rb_output_without_a_summary_is_refused(void **state)
     bench_rb_result r;
     (void)state;
 
-    assert_int_equal(bench_rb_parse_report(
-        "Could not connect to Redis at 127.0.0.1:1: Connection refused\n",
-        &r), -1);
+    assert_int_equal(
+        bench_rb_parse_report(
+            "Could not connect to Redis at 127.0.0.1:1: Connection refused\n",
+            &r),
+        -1);
     assert_int_equal(bench_rb_parse_csv("\"test\",\"rps\"\n", &r), -1);
 }
 
@@ -158,19 +172,23 @@ static void urls_of_local_servers_are_parsed_and_passwords_refused(
     char err[256];
     (void)state;
 
-    assert_int_equal(bench_target_parse("redis://127.0.0.1:16379/2", &t,
-                                        err, sizeof(err)), 0);
+    assert_int_equal(bench_target_parse("redis://127.0.0.1:16379/2", &t, err,
+                                        sizeof(err)),
+                     0);
     assert_string_equal(t.host, "127.0.0.1");
     assert_int_equal(t.port, 16379);
     assert_int_equal(t.db, 2);
     assert_int_equal(bench_target_parse("unix:///tmp/r.sock?db=3", &t, err,
-                                        sizeof(err)), 0);
+                                        sizeof(err)),
+                     0);
     assert_string_equal(t.unix_path, "/tmp/r.sock");
     assert_int_equal(t.db, 3);
     assert_int_equal(bench_target_parse("redis://u:p@127.0.0.1", &t, err,
-                                        sizeof(err)), -1);
+                                        sizeof(err)),
+                     -1);
     assert_int_equal(bench_target_parse("rediss://127.0.0.1", &t, err,
-                                        sizeof(err)), -1);
+                                        sizeof(err)),
+                     -1);
 }
 
 static void quantile_is_the_nearest_rank(void **state)
@@ -179,9 +197,8 @@ static void quantile_is_the_nearest_rank(void **state)
     (void)state;
 
     assert_int_equal(bench_samples_init(&s, 4), 0);
-    for (int i = 100; i >= 1; i--) {
+    for (int i = 100; i >= 1; i--)
         bench_samples_add(&s, (int64_t)i * 1000);
-    }
     assert_int_equal(s.n, 4);
     assert_int_equal(s.dropped, 96);
     bench_samples_sort(&s);

@@ -94,7 +94,7 @@
 #define MAX_ERRORS_PER_THREAD 100
 
 typedef struct bench_opts {
-    const char *url;          /* NULL: start a private server */
+    const char *url; /* NULL: start a private server */
     const char *workdir;
     const char *server_bin;
     const char *rb_bin;
@@ -115,14 +115,14 @@ typedef struct bench_limit {
 
 typedef struct bench_run {
     bench_opts o;
-    bench_server server;      /* pid 0 with --url */
+    bench_server server; /* pid 0 with --url */
     bench_target target;
     dlock_client *client;
     bench_cmd acquire_cmd;
     bench_cmd release_cmd;
     bench_limit c1;
     bench_table table;
-    char prefix[48];          /* "bench:<pid>" */
+    char prefix[48]; /* "bench:<pid>" */
     char err[2048];
 } bench_run;
 
@@ -171,9 +171,8 @@ static void print_command(const char *op, const bench_cmd *cmd)
 {
     printf("{\"kind\":\"command\",\"op\":\"%s\",\"argv\":[", op);
     for (int i = 0; i < cmd->argc; i++) {
-        if (i) {
+        if (i)
             putchar(',');
-        }
         bench_json_string(stdout, cmd->argv[i]);
     }
     printf("]}\n");
@@ -189,32 +188,33 @@ static int capture_commands(bench_run *run)
     dlock_lock *lock = NULL;
 
     snprintf(key, sizeof(key), "%s:replay", run->prefix);
-    if (bench_monitor_open(&run->target, &mon, run->err,
-                           sizeof(run->err)) != 0) {
+    if (bench_monitor_open(&run->target, &mon, run->err, sizeof(run->err))
+        != 0)
         return -1;
-    }
     acquire_opts(run, 0, &ao);
     dlock_err rc = dlock_acquire(run->client, key, &ao, &lock);
     if (rc != DLOCK_OK) {
-        snprintf(run->err, sizeof(run->err), "acquire %s for MONITOR: %s",
-                 key, dlock_client_errmsg(run->client));
+        snprintf(run->err, sizeof(run->err), "acquire %s for MONITOR: %s", key,
+                 dlock_client_errmsg(run->client));
         bench_monitor_close(mon);
         return -1;
     }
     int ok = bench_monitor_find_evalsha(mon, key, 2000, &run->acquire_cmd,
-                                        run->err, sizeof(run->err)) == 0;
+                                        run->err, sizeof(run->err))
+             == 0;
     rc = dlock_release(lock);
     if (ok && rc != DLOCK_OK) {
-        snprintf(run->err, sizeof(run->err), "release %s for MONITOR: %s",
-                 key, dlock_client_errmsg(run->client));
+        snprintf(run->err, sizeof(run->err), "release %s for MONITOR: %s", key,
+                 dlock_client_errmsg(run->client));
         ok = 0;
     }
-    ok = ok && bench_monitor_find_evalsha(mon, key, 2000, &run->release_cmd,
-                                          run->err, sizeof(run->err)) == 0;
+    ok = ok
+         && bench_monitor_find_evalsha(mon, key, 2000, &run->release_cmd,
+                                       run->err, sizeof(run->err))
+                == 0;
     bench_monitor_close(mon);
-    if (!ok) {
+    if (!ok)
         return -1;
-    }
     print_command("acquire", &run->acquire_cmd);
     print_command("release", &run->release_cmd);
     return 0;
@@ -223,8 +223,8 @@ static int capture_commands(bench_run *run)
 static void print_limit(const char *op, const bench_rb_result *r)
 {
     printf("{\"kind\":\"limit\",\"op\":\"%s\",\"tool\":\"redis-benchmark\","
-           "\"clients\":%d,\"pipeline\":%d,\"requests\":%ld,\"rps\":", op,
-           r->clients, r->pipeline, r->requests);
+           "\"clients\":%d,\"pipeline\":%d,\"requests\":%ld,\"rps\":",
+           op, r->clients, r->pipeline, r->requests);
     bench_json_number(stdout, r->rps);
     printf(",\"p50_us\":");
     bench_json_number(stdout, r->p50_us);
@@ -244,8 +244,8 @@ static void print_limit(const char *op, const bench_rb_result *r)
  * connections each.  The acquire runs first: its first call takes the
  * replay key with the captured token, and the release replay's first call
  * deletes it again, so each measurement leaves the key as it found it. */
-static int measure_limit_pipelined(bench_run *run, int clients,
-                                   int pipeline, bench_limit *out)
+static int measure_limit_pipelined(bench_run *run, int clients, int pipeline,
+                                   bench_limit *out)
 {
     const long n = clients == 1 && pipeline == 1 ? run->o.pairs
                                                  : run->o.rb_requests;
@@ -254,18 +254,20 @@ static int measure_limit_pipelined(bench_run *run, int clients,
     if (bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
                                clients, pipeline, n, &run->acquire_cmd,
                                timeout_ms, &out->acquire, run->err,
-                               sizeof(run->err)) != 0 ||
-        bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
-                               clients, pipeline, n, &run->release_cmd,
-                               timeout_ms, &out->release, run->err,
-                               sizeof(run->err)) != 0) {
+                               sizeof(run->err))
+            != 0
+        || bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
+                                  clients, pipeline, n, &run->release_cmd,
+                                  timeout_ms, &out->release, run->err,
+                                  sizeof(run->err))
+               != 0)
         return -1;
-    }
     print_limit("acquire", &out->acquire);
     print_limit("release", &out->release);
     progress("limit -c %d -P %d: acquire %.0f/s p50 %.1f us, release %.0f/s "
-             "p50 %.1f us", clients, pipeline, out->acquire.rps,
-             out->acquire.p50_us, out->release.rps, out->release.p50_us);
+             "p50 %.1f us",
+             clients, pipeline, out->acquire.rps, out->acquire.p50_us,
+             out->release.rps, out->release.p50_us);
     return 0;
 }
 
@@ -293,9 +295,8 @@ static dlock_err timed_pair(bench_run *run, const char *key,
     dlock_err rc = dlock_acquire(run->client, key, ao, &lock);
     const int64_t t1 = bench_clock_ns();
 
-    if (rc != DLOCK_OK) {
+    if (rc != DLOCK_OK)
         return rc;
-    }
     rc = dlock_release(lock);
     const int64_t t2 = bench_clock_ns();
     if (rc == DLOCK_OK && s != NULL) {
@@ -308,8 +309,7 @@ static dlock_err timed_pair(bench_run *run, const char *key,
 
 /* Runs n pairs on key; returns the number that failed, or -1 (with the
  * message in run->err) when failures pile up. */
-static long run_pairs(bench_run *run, const char *key, long n,
-                      seq_samples *s)
+static long run_pairs(bench_run *run, const char *key, long n, seq_samples *s)
 {
     dlock_acquire_opts ao;
     long errors = 0;
@@ -317,24 +317,22 @@ static long run_pairs(bench_run *run, const char *key, long n,
     acquire_opts(run, 0, &ao);
     for (long i = 0; i < n; i++) {
         const dlock_err rc = timed_pair(run, key, &ao, s);
-        if (rc == DLOCK_OK) {
+        if (rc == DLOCK_OK)
             continue;
-        }
         if (++errors == 1) {
             snprintf(run->err, sizeof(run->err), "pair on %s: %s: %s", key,
                      dlock_errname(rc), dlock_client_errmsg(run->client));
         }
-        if (errors >= MAX_ERRORS_PER_THREAD) {
+        if (errors >= MAX_ERRORS_PER_THREAD)
             return -1;
-        }
     }
     return errors;
 }
 
-static void add_latency_figure(bench_run *run, const char *name,
-                               double value, double limit, const char *from,
-                               double goal, long long n,
-                               const bench_cost *cost, double mean_us)
+static void add_latency_figure(bench_run *run, const char *name, double value,
+                               double limit, const char *from, double goal,
+                               long long n, const bench_cost *cost,
+                               double mean_us)
 {
     bench_figure f;
 
@@ -379,7 +377,8 @@ static void report_sequential(bench_run *run, seq_samples *s,
                        bench_samples_quantile_us(&s->pair, 0.999),
                        a->p999_us + r->p999_us,
                        "redis-benchmark -c 1: p99.9(acquire) + "
-                       "p99.9(release)", NAN, n, cost, NAN);
+                       "p99.9(release)",
+                       NAN, n, cost, NAN);
     /* redis-benchmark reports percentiles from a histogram whose buckets
      * are 8 us wide near one round trip, so a p50 limit is the upper edge
      * of its bucket.  Its requests/s at -c 1 is exact and is one over the
@@ -387,16 +386,16 @@ static void report_sequential(bench_run *run, seq_samples *s,
     add_latency_figure(run, "seq.pair.mean", bench_samples_mean_us(&s->pair),
                        1e6 / a->rps + 1e6 / r->rps,
                        "redis-benchmark -c 1: 1/rps(acquire) + "
-                       "1/rps(release), the mean round trips", NAN, n, NULL,
-                       NAN);
+                       "1/rps(release), the mean round trips",
+                       NAN, n, NULL, NAN);
     add_latency_figure(run, "seq.acquire.p50",
-                       bench_samples_quantile_us(&s->acquire, 0.50),
-                       a->p50_us, "redis-benchmark -c 1: p50(acquire)", NAN,
-                       n, NULL, NAN);
+                       bench_samples_quantile_us(&s->acquire, 0.50), a->p50_us,
+                       "redis-benchmark -c 1: p50(acquire)", NAN, n, NULL,
+                       NAN);
     add_latency_figure(run, "seq.release.p50",
-                       bench_samples_quantile_us(&s->release, 0.50),
-                       r->p50_us, "redis-benchmark -c 1: p50(release)", NAN,
-                       n, NULL, NAN);
+                       bench_samples_quantile_us(&s->release, 0.50), r->p50_us,
+                       "redis-benchmark -c 1: p50(release)", NAN, n, NULL,
+                       NAN);
 }
 
 static int bench_sequential(bench_run *run)
@@ -408,9 +407,9 @@ static int bench_sequential(bench_run *run)
 
     snprintf(key, sizeof(key), "%s:seq", run->prefix);
     memset(&s, 0, sizeof(s));
-    if (bench_samples_init(&s.pair, cap) != 0 ||
-        bench_samples_init(&s.acquire, cap) != 0 ||
-        bench_samples_init(&s.release, cap) != 0) {
+    if (bench_samples_init(&s.pair, cap) != 0
+        || bench_samples_init(&s.acquire, cap) != 0
+        || bench_samples_init(&s.release, cap) != 0) {
         snprintf(run->err, sizeof(run->err), "out of memory");
         bench_samples_free(&s.pair);
         bench_samples_free(&s.acquire);
@@ -424,9 +423,8 @@ static int bench_sequential(bench_run *run)
         errors = run_pairs(run, key, run->o.pairs, &s);
         cost_end(run, &cost);
     }
-    if (errors == 0) {
+    if (errors == 0)
         report_sequential(run, &s, &cost);
-    }
     bench_samples_free(&s.pair);
     bench_samples_free(&s.acquire);
     bench_samples_free(&s.release);
@@ -441,7 +439,7 @@ static int bench_sequential(bench_run *run)
 typedef struct tput_gate {
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    int open;                 /* 1: go; -1: give up (a thread failed) */
+    int open; /* 1: go; -1: give up (a thread failed) */
     int64_t deadline_ns;
 } tput_gate;
 
@@ -459,9 +457,8 @@ typedef struct tput_worker {
 static int64_t tput_gate_wait(tput_gate *g)
 {
     pthread_mutex_lock(&g->mu);
-    while (g->open == 0) {
+    while (g->open == 0)
         pthread_cond_wait(&g->cond, &g->mu);
-    }
     const int64_t deadline = g->open > 0 ? g->deadline_ns : 0;
     pthread_mutex_unlock(&g->mu);
     return deadline;
@@ -483,18 +480,16 @@ static void *tput_thread(void *arg)
 
     acquire_opts(w->run, 0, &ao);
     const int64_t deadline = tput_gate_wait(w->gate);
-    while (bench_clock_ns() < deadline &&
-           w->errors < MAX_ERRORS_PER_THREAD) {
+    while (bench_clock_ns() < deadline && w->errors < MAX_ERRORS_PER_THREAD) {
         dlock_lock *lock = NULL;
         dlock_err rc = dlock_acquire(w->run->client, w->key, &ao, &lock);
-        if (rc == DLOCK_OK) {
+        if (rc == DLOCK_OK)
             rc = dlock_release(lock);
-        }
         if (rc == DLOCK_OK) {
             w->pairs++;
         } else if (w->errors++ == 0) {
-            snprintf(w->errmsg, sizeof(w->errmsg), "%s: %s",
-                     dlock_errname(rc), dlock_client_errmsg(w->run->client));
+            snprintf(w->errmsg, sizeof(w->errmsg), "%s: %s", dlock_errname(rc),
+                     dlock_client_errmsg(w->run->client));
         }
     }
     w->end_ns = bench_clock_ns();
@@ -514,7 +509,7 @@ static int run_tput_threads(bench_run *run, tput_worker *w, int nthreads,
                             int64_t *start_ns)
 {
     pthread_t tid[MAX_THREADS];
-    tput_gate gate = { .open = 0 };
+    tput_gate gate = {.open = 0};
     int started = 0;
 
     pthread_mutex_init(&gate.mu, NULL);
@@ -524,17 +519,15 @@ static int run_tput_threads(bench_run *run, tput_worker *w, int nthreads,
         w[i].gate = &gate;
         snprintf(w[i].key, sizeof(w[i].key), "%s:tput:%d:%d", run->prefix,
                  nthreads, i);
-        if (pthread_create(&tid[i], NULL, tput_thread, &w[i]) != 0) {
+        if (pthread_create(&tid[i], NULL, tput_thread, &w[i]) != 0)
             break;
-        }
         started++;
     }
     *start_ns = bench_clock_ns();
     tput_gate_open(&gate, started == nthreads ? 1 : -1,
                    *start_ns + (int64_t)run->o.duration_ms * 1000000);
-    for (int i = 0; i < started; i++) {
+    for (int i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
-    }
     pthread_cond_destroy(&gate.cond);
     pthread_mutex_destroy(&gate.mu);
     return started;
@@ -559,9 +552,8 @@ static int measure_tput(bench_run *run, int nthreads, tput_result *out)
         out->pairs += w[i].pairs;
         out->errors += w[i].errors;
         end = w[i].end_ns > end ? w[i].end_ns : end;
-        if (w[i].errors > 0 && run->err[0] == '\0') {
+        if (w[i].errors > 0 && run->err[0] == '\0')
             snprintf(run->err, sizeof(run->err), "%s", w[i].errmsg);
-        }
     }
     out->seconds = (double)(end - start) / 1e9;
     return 0;
@@ -578,10 +570,13 @@ static void report_tput(bench_run *run, int nthreads, const tput_result *r,
     snprintf(name, sizeof(name), "tput.%dthreads%s", nthreads,
              pipeline > 1 ? ".vs_pipelined" : "");
     if (pipeline > 1)
-        snprintf(from, sizeof(from), "redis-benchmark -c 1 -P %d: "
-                 "1 / (1/rps(acquire) + 1/rps(release))", pipeline);
+        snprintf(from, sizeof(from),
+                 "redis-benchmark -c 1 -P %d: "
+                 "1 / (1/rps(acquire) + 1/rps(release))",
+                 pipeline);
     else
-        snprintf(from, sizeof(from), "redis-benchmark -c %d: "
+        snprintf(from, sizeof(from),
+                 "redis-benchmark -c %d: "
                  "1 / (1/rps(acquire) + 1/rps(release))",
                  l->acquire.clients);
     bench_figure_init(&f, name, "pairs/s", BENCH_HIGHER_IS_BETTER);
@@ -604,22 +599,18 @@ static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
     const bench_limit *l = given;
 
     if (l == NULL) {
-        if (measure_limit(run, nthreads, &measured) != 0) {
+        if (measure_limit(run, nthreads, &measured) != 0)
             return -1;
-        }
         l = &measured;
     }
-    if (nthreads > 1 &&
-        measure_limit_pipelined(run, 1, nthreads, &pipelined) != 0) {
+    if (nthreads > 1
+        && measure_limit_pipelined(run, 1, nthreads, &pipelined) != 0)
         return -1;
-    }
-    if (measure_tput(run, nthreads, &r) != 0) {
+    if (measure_tput(run, nthreads, &r) != 0)
         return -1;
-    }
     report_tput(run, nthreads, &r, l, 1);
-    if (nthreads > 1) {
+    if (nthreads > 1)
         report_tput(run, nthreads, &r, &pipelined, nthreads);
-    }
     progress("%d threads: %.0f pairs/s (%ld errors)", nthreads,
              (double)r.pairs / r.seconds, r.errors);
     return r.errors >= (long)nthreads * MAX_ERRORS_PER_THREAD ? -1 : 0;
@@ -654,10 +645,10 @@ typedef struct handoff_shared {
     char key[96];
     int64_t deadline_ns;
     size_t cap;
-    int64_t *acq_ns;          /* per grant: the acquire's return */
-    int64_t *rel_ns;          /* per grant: the release's return, 0 if bad */
-    int64_t *hold_ns;         /* per grant: time held */
-    int *holder;              /* per grant: the thread's index */
+    int64_t *acq_ns;  /* per grant: the acquire's return */
+    int64_t *rel_ns;  /* per grant: the release's return, 0 if bad */
+    int64_t *hold_ns; /* per grant: time held */
+    int *holder;      /* per grant: the thread's index */
     int polite;
     int fair;                 /* opts.fair */
     atomic_llong wait_sum_ns; /* acquire calls that got the lock */
@@ -681,9 +672,8 @@ typedef struct handoff_worker {
 
 static void handoff_note_error(handoff_shared *h, dlock_err rc)
 {
-    if (atomic_fetch_add(&h->errors, 1) != 0) {
+    if (atomic_fetch_add(&h->errors, 1) != 0)
         return;
-    }
     pthread_mutex_lock(&h->err_mu);
     snprintf(h->errmsg, sizeof(h->errmsg), "%s: %s", dlock_errname(rc),
              dlock_client_errmsg(h->run->client));
@@ -699,10 +689,9 @@ static void handoff_wait_for_next(handoff_shared *h, long g)
     };
 
     pthread_mutex_lock(&h->grant_mu);
-    while (atomic_load(&h->grants) <= g + 1 &&
-           pthread_cond_timedwait(&h->grant_cv, &h->grant_mu, &until) == 0) {
+    while (atomic_load(&h->grants) <= g + 1
+           && pthread_cond_timedwait(&h->grant_cv, &h->grant_mu, &until) == 0)
         continue;
-    }
     pthread_mutex_unlock(&h->grant_mu);
 }
 
@@ -721,30 +710,26 @@ static void handoff_hold(handoff_shared *h, int index, dlock_lock *lock,
 {
     const long g = atomic_fetch_add(&h->grants, 1);
 
-    if (h->polite) {
+    if (h->polite)
         handoff_announce(h);
-    }
 
-    if (atomic_fetch_add(&h->holders, 1) != 0) {
+    if (atomic_fetch_add(&h->holders, 1) != 0)
         atomic_fetch_add(&h->overlaps, 1);
-    }
     bench_sleep_ns((int64_t)h->run->o.hold_us * 1000);
     const int64_t t_held = bench_clock_ns();
     atomic_fetch_sub(&h->holders, 1);
     const dlock_err rc = dlock_release(lock);
     const int64_t t_rel = bench_clock_ns();
-    if (rc != DLOCK_OK) {
+    if (rc != DLOCK_OK)
         handoff_note_error(h, rc);
-    }
     if ((size_t)g < h->cap) {
         h->acq_ns[g] = t_acq;
         h->hold_ns[g] = t_held - t_acq;
         h->rel_ns[g] = rc == DLOCK_OK ? t_rel : 0;
         h->holder[g] = index;
     }
-    if (h->polite) {
+    if (h->polite)
         handoff_wait_for_next(h, g);
-    }
 }
 
 /* Adds one successful acquire call's duration to the wait figures. */
@@ -754,10 +739,9 @@ static void handoff_note_wait(handoff_shared *h, int64_t ns)
 
     atomic_fetch_add(&h->wait_sum_ns, ns);
     atomic_fetch_add(&h->waits, 1);
-    while (ns > max &&
-           !atomic_compare_exchange_weak(&h->wait_max_ns, &max, ns)) {
+    while (ns > max
+           && !atomic_compare_exchange_weak(&h->wait_max_ns, &max, ns))
         continue;
-    }
 }
 
 static void *handoff_thread(void *arg)
@@ -768,12 +752,11 @@ static void *handoff_thread(void *arg)
 
     acquire_opts(h->run, h->run->o.wait_ms, &ao);
     ao.fair = h->fair;
-    while (bench_clock_ns() < h->deadline_ns &&
-           atomic_load(&h->errors) < MAX_ERRORS_PER_THREAD) {
+    while (bench_clock_ns() < h->deadline_ns
+           && atomic_load(&h->errors) < MAX_ERRORS_PER_THREAD) {
         dlock_lock *lock = NULL;
         const int64_t t_call = bench_clock_ns();
-        const dlock_err rc = dlock_acquire(h->run->client, h->key, &ao,
-                                           &lock);
+        const dlock_err rc = dlock_acquire(h->run->client, h->key, &ao, &lock);
         const int64_t t_acq = bench_clock_ns();
         if (rc == DLOCK_OK) {
             handoff_note_wait(h, t_acq - t_call);
@@ -788,8 +771,8 @@ static void *handoff_thread(void *arg)
 }
 
 typedef struct handoff_result {
-    long grants;              /* acquired before the deadline */
-    long regrants;            /* of which by the previous holder */
+    long grants;   /* acquired before the deadline */
+    long regrants; /* of which by the previous holder */
     bench_samples gaps;
     double hold_mean_us;
     bench_cost cost;
@@ -803,15 +786,13 @@ static int collect_handoff(const handoff_shared *h, handoff_result *out)
     const size_t n = (size_t)total < h->cap ? (size_t)total : h->cap;
     double hold_sum = 0;
 
-    if (bench_samples_init(&out->gaps, n) != 0) {
+    if (bench_samples_init(&out->gaps, n) != 0)
         return -1;
-    }
     for (size_t g = 0; g < n && h->acq_ns[g] < h->deadline_ns; g++) {
         out->grants++;
         hold_sum += (double)h->hold_ns[g];
-        if (g == 0 || h->rel_ns[g - 1] == 0) {
+        if (g == 0 || h->rel_ns[g - 1] == 0)
             continue;
-        }
         bench_samples_add(&out->gaps, h->acq_ns[g] - h->rel_ns[g - 1]);
         out->regrants += h->holder[g] == h->holder[g - 1];
     }
@@ -830,11 +811,13 @@ static int handoff_init(bench_run *run, int nthreads, int polite, int fair,
     h->run = run;
     h->polite = polite;
     h->fair = fair;
-    snprintf(h->key, sizeof(h->key), "%s:handoff:%d:%s", run->prefix,
-             nthreads, fair ? "fair" : polite ? "polite" : "ffa");
+    snprintf(h->key, sizeof(h->key), "%s:handoff:%d:%s", run->prefix, nthreads,
+             fair     ? "fair"
+             : polite ? "polite"
+                      : "ffa");
     /* At most one grant per hold time, with room to spare. */
-    h->cap = (size_t)run->o.duration_ms * 1000 /
-             (size_t)run->o.hold_us * 2 + 1024;
+    h->cap = (size_t)run->o.duration_ms * 1000 / (size_t)run->o.hold_us * 2
+             + 1024;
     h->acq_ns = calloc(h->cap, sizeof(*h->acq_ns));
     h->rel_ns = calloc(h->cap, sizeof(*h->rel_ns));
     h->hold_ns = calloc(h->cap, sizeof(*h->hold_ns));
@@ -845,8 +828,8 @@ static int handoff_init(bench_run *run, int nthreads, int polite, int fair,
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&h->grant_cv, &attr);
     pthread_condattr_destroy(&attr);
-    if (h->acq_ns == NULL || h->rel_ns == NULL || h->hold_ns == NULL ||
-        h->holder == NULL) {
+    if (h->acq_ns == NULL || h->rel_ns == NULL || h->hold_ns == NULL
+        || h->holder == NULL) {
         snprintf(run->err, sizeof(run->err), "out of memory");
         return -1;
     }
@@ -870,18 +853,16 @@ static int run_handoff_threads(handoff_shared *h, int nthreads)
     handoff_worker w[MAX_THREADS];
     int started = 0;
 
-    h->deadline_ns = bench_clock_ns() +
-                     (int64_t)h->run->o.duration_ms * 1000000;
+    h->deadline_ns = bench_clock_ns()
+                     + (int64_t)h->run->o.duration_ms * 1000000;
     for (int i = 0; i < nthreads; i++) {
-        w[i] = (handoff_worker){ .h = h, .index = i };
-        if (pthread_create(&tid[i], NULL, handoff_thread, &w[i]) != 0) {
+        w[i] = (handoff_worker){.h = h, .index = i};
+        if (pthread_create(&tid[i], NULL, handoff_thread, &w[i]) != 0)
             break;
-        }
         started++;
     }
-    for (int i = 0; i < started; i++) {
+    for (int i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
-    }
     return started == nthreads ? 0 : -1;
 }
 
@@ -930,8 +911,8 @@ static void report_handoff_waits(bench_run *run, int nthreads,
                                  const char *mode, const handoff_shared *h,
                                  const handoff_result *r)
 {
-    const double cycle_us = r->hold_mean_us + run->c1.release.p50_us +
-                            run->c1.acquire.p50_us;
+    const double cycle_us = r->hold_mean_us + run->c1.release.p50_us
+                            + run->c1.acquire.p50_us;
     const long waits = atomic_load(&h->waits);
     char name[2][64];
     bench_figure f;
@@ -942,8 +923,9 @@ static void report_handoff_waits(bench_run *run, int nthreads,
              nthreads, mode);
     for (int i = 0; i < 2; i++) {
         bench_figure_init(&f, name[i], "us", BENCH_LOWER_IS_BETTER);
-        f.value = i == 0 ? (waits ? (double)atomic_load(&h->wait_sum_ns) /
-                                        (double)waits / 1000 : NAN)
+        f.value = i == 0 ? (waits ? (double)atomic_load(&h->wait_sum_ns)
+                                        / (double)waits / 1000
+                                  : NAN)
                          : (double)atomic_load(&h->wait_max_ns) / 1000;
         f.limit = (nthreads - 1) * cycle_us;
         f.limit_from = "fair ideal: (N - 1) x (measured mean hold + "
@@ -961,10 +943,10 @@ static void report_handoff(bench_run *run, int nthreads,
 
     snprintf(name[0], sizeof(name[0]), "handoff.%dwaiters%s.rate", nthreads,
              mode);
-    snprintf(name[1], sizeof(name[1]), "handoff.%dwaiters%s.gap.p50",
-             nthreads, mode);
-    snprintf(name[2], sizeof(name[2]), "handoff.%dwaiters%s.gap.p99",
-             nthreads, mode);
+    snprintf(name[1], sizeof(name[1]), "handoff.%dwaiters%s.gap.p50", nthreads,
+             mode);
+    snprintf(name[2], sizeof(name[2]), "handoff.%dwaiters%s.gap.p99", nthreads,
+             mode);
     report_handoff_rate(run, name[0], h, r);
     report_handoff_gap(run, name[1], 0.50, run->c1.acquire.p50_us,
                        "redis-benchmark -c 1: p50(acquire), one round trip",
@@ -976,19 +958,23 @@ static void report_handoff(bench_run *run, int nthreads,
 }
 
 /* Says on stderr what the hand-off did, and keeps any failure in err. */
-static void note_handoff(bench_run *run, int nthreads,
-                         const handoff_shared *h, const handoff_result *r)
+static void note_handoff(bench_run *run, int nthreads, const handoff_shared *h,
+                         const handoff_result *r)
 {
     progress("%d waiters%s: %ld grants (%ld to the previous holder), gap "
              "p50 %.1f us, max wait %.1f ms, %ld wait timeouts, %ld errors, "
-             "%ld overlaps", nthreads,
-             h->fair ? " (fair)" : h->polite ? " (polite)" : "", r->grants,
-             r->regrants, bench_samples_quantile_us(&r->gaps, 0.5),
+             "%ld overlaps",
+             nthreads,
+             h->fair     ? " (fair)"
+             : h->polite ? " (polite)"
+                         : "",
+             r->grants, r->regrants, bench_samples_quantile_us(&r->gaps, 0.5),
              (double)atomic_load(&h->wait_max_ns) / 1e6,
              atomic_load(&h->timeouts), atomic_load(&h->errors),
              atomic_load(&h->overlaps));
     if (atomic_load(&h->overlaps) > 0) {
-        snprintf(run->err, sizeof(run->err), "hand-off on %s: %ld grants "
+        snprintf(run->err, sizeof(run->err),
+                 "hand-off on %s: %ld grants "
                  "overlapped another holder: the lock did not exclude",
                  h->key, atomic_load(&h->overlaps));
     } else if (atomic_load(&h->errors) > 0) {
@@ -1035,7 +1021,8 @@ static double print_run_header(const bench_run *run, const char *phase)
     bench_server_version(&run->target, version, sizeof(version));
     bench_loadavg(load, sizeof(load));
     printf("{\"kind\":\"run\",\"phase\":\"%s\",\"bench\":\"bench_lock\","
-           "\"dlock_version\":", phase);
+           "\"dlock_version\":",
+           phase);
     bench_json_string(stdout, dlock_version());
     printf(",\"redis_version\":");
     bench_json_string(stdout, version);
@@ -1047,9 +1034,10 @@ static double print_run_header(const bench_run *run, const char *phase)
     bench_json_number(stdout, pressure);
     printf(",\"pairs\":%ld,\"warmup\":%ld,\"rb_requests\":%ld,"
            "\"duration_ms\":%d,\"hold_us\":%d,\"ttl_ms\":%d,\"wait_ms\":%d,"
-           "\"time\":%lld}\n", run->o.pairs, run->o.warmup,
-           run->o.rb_requests, run->o.duration_ms, run->o.hold_us,
-           run->o.ttl_ms, run->o.wait_ms, (long long)time(NULL));
+           "\"time\":%lld}\n",
+           run->o.pairs, run->o.warmup, run->o.rb_requests, run->o.duration_ms,
+           run->o.hold_us, run->o.ttl_ms, run->o.wait_ms,
+           (long long)time(NULL));
     fflush(stdout);
     return pressure;
 }
@@ -1075,33 +1063,27 @@ static int connect_client(bench_run *run)
  * in time, so that load from other work on the machine hits both alike. */
 static int run_phases(bench_run *run)
 {
-    if (capture_commands(run) != 0) {
+    if (capture_commands(run) != 0)
         return -1;
-    }
     progress("limit at -c 1 (%ld requests per command)", run->o.pairs);
-    if (measure_limit(run, 1, &run->c1) != 0) {
+    if (measure_limit(run, 1, &run->c1) != 0)
         return -1;
-    }
     progress("(a) %ld sequential pairs after %ld warm-up", run->o.pairs,
              run->o.warmup);
-    if (bench_sequential(run) != 0) {
+    if (bench_sequential(run) != 0)
         return -1;
-    }
     progress("(b) throughput, %d ms per thread count", run->o.duration_ms);
-    if (bench_tput(run, 1, &run->c1) != 0 || bench_tput(run, 8, NULL) != 0 ||
-        bench_tput(run, 32, NULL) != 0) {
+    if (bench_tput(run, 1, &run->c1) != 0 || bench_tput(run, 8, NULL) != 0
+        || bench_tput(run, 32, NULL) != 0)
         return -1;
-    }
     progress("(c) hand-off, %d us holds, %d ms each", run->o.hold_us,
              run->o.duration_ms);
-    if (bench_handoff(run, 4, 0, 0) != 0 ||
-        bench_handoff(run, 16, 0, 0) != 0 ||
-        bench_handoff(run, 4, 1, 0) != 0 ||
-        bench_handoff(run, 16, 1, 0) != 0 ||
-        bench_handoff(run, 4, 0, 1) != 0 ||
-        bench_handoff(run, 16, 0, 1) != 0) {
+    if (bench_handoff(run, 4, 0, 0) != 0 || bench_handoff(run, 16, 0, 0) != 0
+        || bench_handoff(run, 4, 1, 0) != 0
+        || bench_handoff(run, 16, 1, 0) != 0
+        || bench_handoff(run, 4, 0, 1) != 0
+        || bench_handoff(run, 16, 0, 1) != 0)
         return -1;
-    }
     return 0;
 }
 
@@ -1112,9 +1094,9 @@ static int setup_target(bench_run *run)
                                   sizeof(run->err));
     }
     if (bench_server_start(&run->server, run->o.server_bin, run->o.workdir,
-                           run->err, sizeof(run->err)) != 0) {
+                           run->err, sizeof(run->err))
+        != 0)
         return -1;
-    }
     run->target = run->server.target;
     progress("private redis-server pid %d on %s", (int)run->server.pid,
              run->target.url);
@@ -1152,25 +1134,31 @@ static long parse_positive(const char *name, const char *s)
 static void parse_args(int argc, char **argv, bench_opts *o)
 {
     static const struct option longopts[] = {
-        { "url", required_argument, NULL, 'u' },
-        { "workdir", required_argument, NULL, 'w' },
-        { "redis-server", required_argument, NULL, 'S' },
-        { "redis-benchmark", required_argument, NULL, 'B' },
-        { "pairs", required_argument, NULL, 'n' },
-        { "warmup", required_argument, NULL, 'W' },
-        { "rb-requests", required_argument, NULL, 'r' },
-        { "duration-ms", required_argument, NULL, 'd' },
-        { "hold-us", required_argument, NULL, 'H' },
-        { "ttl-ms", required_argument, NULL, 't' },
-        { "wait-ms", required_argument, NULL, 'T' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+        {"url", required_argument, NULL, 'u'},
+        {"workdir", required_argument, NULL, 'w'},
+        {"redis-server", required_argument, NULL, 'S'},
+        {"redis-benchmark", required_argument, NULL, 'B'},
+        {"pairs", required_argument, NULL, 'n'},
+        {"warmup", required_argument, NULL, 'W'},
+        {"rb-requests", required_argument, NULL, 'r'},
+        {"duration-ms", required_argument, NULL, 'd'},
+        {"hold-us", required_argument, NULL, 'H'},
+        {"ttl-ms", required_argument, NULL, 't'},
+        {"wait-ms", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     *o = (bench_opts){
-        .workdir = "var/bench", .server_bin = "redis-server",
-        .rb_bin = "redis-benchmark", .pairs = 20000, .warmup = 2000,
-        .rb_requests = 50000, .duration_ms = 3000, .hold_us = 1000,
-        .ttl_ms = 10000, .wait_ms = 2000,
+        .workdir = "var/bench",
+        .server_bin = "redis-server",
+        .rb_bin = "redis-benchmark",
+        .pairs = 20000,
+        .warmup = 2000,
+        .rb_requests = 50000,
+        .duration_ms = 3000,
+        .hold_us = 1000,
+        .ttl_ms = 10000,
+        .wait_ms = 2000,
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -1218,21 +1206,23 @@ int main(int argc, char **argv)
         rc = run_phases(&run) == 0 ? 0 : 1;
         print_run_header(&run, "end");
     }
-    if (rc != 0 || run.err[0] != '\0') {
+    if (rc != 0 || run.err[0] != '\0')
         fprintf(stderr, "bench_lock: %s\n", run.err);
-    }
     if (run.table.n > 0) {
         fputc('\n', stderr);
         bench_table_print(&run.table, stderr);
     }
     const int contended = pressure > CONTENDED_PRESSURE;
     if (contended) {
-        fprintf(stderr, "bench_lock: WARNING: CPU pressure was %.0f%% when "
+        fprintf(stderr,
+                "bench_lock: WARNING: CPU pressure was %.0f%% when "
                 "the run started: other work competed for the CPUs, so "
-                "these ratios are not reliable\n", pressure);
+                "these ratios are not reliable\n",
+                pressure);
     }
     printf("{\"kind\":\"summary\",\"figures\":%d,\"complete\":%s,"
-           "\"contended\":%s}\n", run.table.n, rc == 0 ? "true" : "false",
+           "\"contended\":%s}\n",
+           run.table.n, rc == 0 ? "true" : "false",
            contended ? "true" : "false");
     dlock_client_free(run.client);
     bench_cmd_free(&run.acquire_cmd);

@@ -108,8 +108,8 @@ static int prepare_floor(bench_ctx *x)
     char sha[41];
 
     memset(&x->floor_cmd, 0, sizeof(x->floor_cmd));
-    if (bench_script_load(&x->target, "return 1", sha, x->err,
-                          sizeof(x->err)) != 0)
+    if (bench_script_load(&x->target, "return 1", sha, x->err, sizeof(x->err))
+        != 0)
         return -1;
     x->floor_cmd.argc = 3;
     x->floor_cmd.argv[0] = strdup("EVALSHA");
@@ -128,22 +128,23 @@ static int prepare_floor(bench_ctx *x)
  * from other work on the shared machine hits both about equally. */
 static int measure_floor(bench_ctx *x, const char *before)
 {
-    if (bench_rb_run(x->o.rb_bin, &x->target, x->server.pid, 1,
-                     x->o.ops * 2, &x->floor_cmd, 120000, &x->floor, x->err,
-                     sizeof(x->err)) != 0)
+    if (bench_rb_run(x->o.rb_bin, &x->target, x->server.pid, 1, x->o.ops * 2,
+                     &x->floor_cmd, 120000, &x->floor, x->err, sizeof(x->err))
+        != 0)
         return -1;
     printf("{\"kind\":\"limit\",\"op\":\"evalsha_return_1\",\"for\":");
     bench_json_string(stdout, before);
     printf(",\"tool\":\"redis-benchmark\",\"clients\":1,\"requests\":%ld,"
-           "\"rps\":", x->floor.requests);
+           "\"rps\":",
+           x->floor.requests);
     bench_json_number(stdout, x->floor.rps);
     printf(",\"p50_us\":");
     bench_json_number(stdout, x->floor.p50_us);
     printf(",\"p99_us\":");
     bench_json_number(stdout, x->floor.p99_us);
     printf("}\n");
-    progress("%-22s floor: EVALSHA \"return 1\" p50 %5.1f us %8.0f/s",
-             before, x->floor.p50_us, x->floor.rps);
+    progress("%-22s floor: EVALSHA \"return 1\" p50 %5.1f us %8.0f/s", before,
+             x->floor.p50_us, x->floor.rps);
     return 0;
 }
 
@@ -275,8 +276,7 @@ static dlock_err idem_first(bench_ctx *x, long i)
 
 static dlock_err idem_abort_free(bench_ctx *x, long i)
 {
-    dlock_err err = x->idem != NULL ? dlock_idem_abort(x->idem)
-                                    : DLOCK_STATE;
+    dlock_err err = x->idem != NULL ? dlock_idem_abort(x->idem) : DLOCK_STATE;
 
     (void)i;
     dlock_idem_free(x->idem);
@@ -307,8 +307,8 @@ static dlock_err idem_free_step(bench_ctx *x, long i)
 /* After idem.begin_done: the record must have been replayed (DONE). */
 static dlock_err idem_done_free(bench_ctx *x, long i)
 {
-    const int done = x->idem != NULL &&
-                     dlock_idem_status(x->idem) == DLOCK_IDEM_DONE;
+    const int done = x->idem != NULL
+                     && dlock_idem_status(x->idem) == DLOCK_IDEM_DONE;
 
     idem_free_step(x, i);
     return done ? DLOCK_OK : DLOCK_STATE;
@@ -331,8 +331,8 @@ static dlock_err once_read(bench_ctx *x, long i)
 /* After once.begin_done: the flight must have had its value (DONE). */
 static dlock_err once_done_free(bench_ctx *x, long i)
 {
-    const int done = x->once != NULL &&
-                     dlock_once_status(x->once) == DLOCK_ONCE_DONE;
+    const int done = x->once != NULL
+                     && dlock_once_status(x->once) == DLOCK_ONCE_DONE;
 
     (void)i;
     dlock_once_free(x->once);
@@ -417,25 +417,30 @@ static int prepare(bench_ctx *x)
     lo.ttl_ms = 60000;
     dlock_once_opts_init(&oo);
     oo.keep_ms = 600000;
-    ok = dlock_semaphore_new(x->client, indexed_key(x, "sem", 0), 4,
-                             &x->sem) == DLOCK_OK &&
-         dlock_ratelimit_new(x->client, indexed_key(x, "rl", 0), 1000000,
-                             1000, 1000000, &x->rl) == DLOCK_OK &&
-         dlock_leader_new(x->client, indexed_key(x, "leader", 0), &lo,
-                          &x->leader) == DLOCK_OK &&
-         dlock_leader_new(x->client, indexed_key(x, "leader", 0), &lo,
-                          &x->standby) == DLOCK_OK &&
-         dlock_leader_campaign(x->leader, 0) == DLOCK_OK &&
-         dlock_leader_tick(x->leader, TICK_PERIOD_MS, NULL) == DLOCK_OK &&
-         dlock_idem_begin(x->client, indexed_key(x, "idem-c", 0), 10000,
-                          &done) == DLOCK_OK;
+    ok = dlock_semaphore_new(x->client, indexed_key(x, "sem", 0), 4, &x->sem)
+             == DLOCK_OK
+         && dlock_ratelimit_new(x->client, indexed_key(x, "rl", 0), 1000000,
+                                1000, 1000000, &x->rl)
+                == DLOCK_OK
+         && dlock_leader_new(x->client, indexed_key(x, "leader", 0), &lo,
+                             &x->leader)
+                == DLOCK_OK
+         && dlock_leader_new(x->client, indexed_key(x, "leader", 0), &lo,
+                             &x->standby)
+                == DLOCK_OK
+         && dlock_leader_campaign(x->leader, 0) == DLOCK_OK
+         && dlock_leader_tick(x->leader, TICK_PERIOD_MS, NULL) == DLOCK_OK
+         && dlock_idem_begin(x->client, indexed_key(x, "idem-c", 0), 10000,
+                             &done)
+                == DLOCK_OK;
     if (ok) {
-        ok = dlock_idem_complete(done, "receipt-0123456789", 18, 600000) ==
-             DLOCK_OK;
+        ok = dlock_idem_complete(done, "receipt-0123456789", 18, 600000)
+             == DLOCK_OK;
         dlock_idem_free(done);
     }
-    if (ok && dlock_once_begin(x->client, indexed_key(x, "once", 0), &oo,
-                               &flight) == DLOCK_OK) {
+    if (ok
+        && dlock_once_begin(x->client, indexed_key(x, "once", 0), &oo, &flight)
+               == DLOCK_OK) {
         ok = dlock_once_complete(flight, "config v2", 9) == DLOCK_OK;
         dlock_once_free(flight);
     }
@@ -485,20 +490,22 @@ static int setup(bench_ctx *x)
     char errbuf[DLOCK_ERRMSG_MAX] = "";
 
     if (x->o.url != NULL) {
-        if (bench_target_parse(x->o.url, &x->target, x->err,
-                               sizeof(x->err)) != 0)
+        if (bench_target_parse(x->o.url, &x->target, x->err, sizeof(x->err))
+            != 0)
             return -1;
     } else {
         /* Forked before any thread exists (bench_redis.h). */
         if (bench_server_start(&x->server, x->o.server_bin, x->o.workdir,
-                               x->err, sizeof(x->err)) != 0)
+                               x->err, sizeof(x->err))
+            != 0)
             return -1;
         x->target = x->server.target;
         progress("private redis-server pid %d on %s", (int)x->server.pid,
                  x->target.url);
     }
     if (dlock_client_new(x->target.url, NULL, &x->client, errbuf,
-                         sizeof(errbuf)) != DLOCK_OK) {
+                         sizeof(errbuf))
+        != DLOCK_OK) {
         snprintf(x->err, sizeof(x->err), "client: %.480s", errbuf);
         return -1;
     }
@@ -529,7 +536,8 @@ static void usage(FILE *out)
           "  --redis-server BIN     (redis-server)\n"
           "  --redis-benchmark BIN  (redis-benchmark)\n"
           "  --workdir DIR          folder for the private server "
-          "(var/bench)\n", out);
+          "(var/bench)\n",
+          out);
 }
 
 static void parse_args(int argc, char **argv, opts *o)

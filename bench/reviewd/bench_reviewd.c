@@ -91,8 +91,7 @@ typedef struct options {
     const char *pgbench;
 } options;
 
-static options opt = {0, 0, NULL, NULL, 10, 16, 1000, "var/bench",
-                      "pgbench"};
+static options opt = {0, 0, NULL, NULL, 10, 16, 1000, "var/bench", "pgbench"};
 static char *author_token, *reviewer_token;
 static long long seed_lo, seed_hi;
 
@@ -101,9 +100,8 @@ static int json_id(const char *body, const char *key, char *out)
 {
     const char *p = strstr(body, key);
 
-    if (p == NULL) {
+    if (p == NULL)
         return -1;
-    }
     p += strlen(key);
     snprintf(out, 24, "%.*s", (int)strspn(p, "0123456789"), p);
     return out[0] != '\0' ? 0 : -1;
@@ -112,7 +110,7 @@ static int json_id(const char *body, const char *key, char *out)
 /* ---- the HTTP phases ----------------------------------------------------- */
 
 typedef struct phase {
-    int cycle;              /* 0: get, 1: create->submit->approve */
+    int cycle; /* 0: get, 1: create->submit->approve */
     int64_t deadline_ns;
     atomic_llong ops;
     atomic_llong errors;
@@ -121,8 +119,8 @@ typedef struct phase {
 typedef struct worker {
     phase *ph;
     unsigned seed;
-    bench_samples req;      /* per request */
-    bench_samples cyc;      /* per cycle */
+    bench_samples req; /* per request */
+    bench_samples cyc; /* per cycle */
 } worker;
 
 static int64_t timed(bench_http *h, bench_samples *s, const char *method,
@@ -130,8 +128,7 @@ static int64_t timed(bench_http *h, bench_samples *s, const char *method,
                      int want, const char **resp)
 {
     const int64_t t0 = bench_clock_ns();
-    const int status = bench_http_request(h, method, path, token, body,
-                                          resp);
+    const int status = bench_http_request(h, method, path, token, body, resp);
 
     bench_samples_add(s, bench_clock_ns() - t0);
     return status == want ? 0 : -1;
@@ -155,20 +152,19 @@ static int one_cycle(worker *w, bench_http *h)
 
     if (timed(h, &w->req, "POST", "/v1/documents", author_token,
               "{\"title\":\"bench\",\"content\":\"A document to review.\"}",
-              201, &resp) != 0
-        || json_id(resp, "\"id\":\"", doc) != 0) {
+              201, &resp)
+            != 0
+        || json_id(resp, "\"id\":\"", doc) != 0)
         return -1;
-    }
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
     if (timed(h, &w->req, "POST", path, author_token, NULL, 201, &resp) != 0
-        || json_id(resp, "\"review\":{\"id\":\"", rev) != 0) {
+        || json_id(resp, "\"review\":{\"id\":\"", rev) != 0)
         return -1;
-    }
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rev);
-    if (timed(h, &w->req, "POST", path, reviewer_token,
-              "{\"comment\":\"ok\"}", 200, &resp) != 0) {
+    if (timed(h, &w->req, "POST", path, reviewer_token, "{\"comment\":\"ok\"}",
+              200, &resp)
+        != 0)
         return -1;
-    }
     bench_samples_add(&w->cyc, bench_clock_ns() - t0);
     return 0;
 }
@@ -194,14 +190,14 @@ static void *worker_main(void *arg)
 }
 
 typedef struct result {
-    double rate;            /* operations (requests or cycles) per second */
+    double rate; /* operations (requests or cycles) per second */
     long long ops;
     long long errors;
     bench_samples req;
     bench_samples cyc;
-    double cpu_us_per_op;   /* reviewd's CPU per operation */
-    double self_cpu_us_per_op;     /* this load generator's */
-    double machine_cpu_us_per_op;  /* all CPUs of the machine */
+    double cpu_us_per_op;         /* reviewd's CPU per operation */
+    double self_cpu_us_per_op;    /* this load generator's */
+    double machine_cpu_us_per_op; /* all CPUs of the machine */
 } result;
 
 /* CPU per operation between two readings of one CPU clock; NAN when
@@ -234,9 +230,8 @@ static int start_workers(phase *ph, worker *w, pthread_t *t)
         w[i].seed = (unsigned)(i * 7919 + 1);
         if (bench_samples_init(&w[i].req, SAMPLES_PER_THREAD) != 0
             || bench_samples_init(&w[i].cyc, SAMPLES_PER_THREAD / 3) != 0
-            || pthread_create(&t[i], NULL, worker_main, &w[i]) != 0) {
+            || pthread_create(&t[i], NULL, worker_main, &w[i]) != 0)
             return i;
-        }
     }
     return opt.concurrency;
 }
@@ -283,8 +278,10 @@ static int run_phase(int cycle, result *r)
     free(w);
     free(t);
     if (started < opt.concurrency) {
-        fprintf(stderr, "bench_reviewd: could only start %d of %d "
-                "workers\n", started, opt.concurrency);
+        fprintf(stderr,
+                "bench_reviewd: could only start %d of %d "
+                "workers\n",
+                started, opt.concurrency);
         return -1;
     }
     return 0;
@@ -307,11 +304,10 @@ static void write_stmt(FILE *f, int s, const char *const *vars,
             fputc(*p++, f);
         }
     }
-    if (gset != NULL) {
+    if (gset != NULL)
         fprintf(f, " \\gset %s\n", gset);
-    } else {
+    else
         fputs(";\n", f);
-    }
 }
 
 static int write_scripts(char *get_path, char *cycle_path, size_t len)
@@ -333,12 +329,10 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
     g = fopen(get_path, "w");
     c = fopen(cycle_path, "w");
     if (g == NULL || c == NULL) {
-        if (g != NULL) {
+        if (g != NULL)
             fclose(g);
-        }
-        if (c != NULL) {
+        if (c != NULL)
             fclose(c);
-        }
         return -1;
     }
     fputs("\\set id random(:lo, :hi)\n", g);
@@ -368,12 +362,12 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
 
 /* What one pgbench run measured: the limit of one phase. */
 typedef struct limit {
-    double tps;             /* NAN when the run gave no limit */
+    double tps; /* NAN when the run gave no limit */
     long long processed;
-    long long failed;       /* failed transactions (pgbench 15 counts) */
-    double tool_cpu_us_per_tx;     /* pgbench's own CPU per transaction */
-    double machine_cpu_us_per_tx;  /* all CPUs of the machine */
-    bench_samples lat;      /* per transaction (script run), from -l */
+    long long failed;             /* failed transactions (pgbench 15 counts) */
+    double tool_cpu_us_per_tx;    /* pgbench's own CPU per transaction */
+    double machine_cpu_us_per_tx; /* all CPUs of the machine */
+    bench_samples lat;            /* per transaction (script run), from -l */
 } limit;
 
 /* Reads pgbench's per-transaction logs (prefix.*: "client_id
@@ -385,21 +379,18 @@ static int read_pgbench_logs(const char *prefix, limit *out)
     glob_t g;
 
     snprintf(pattern, sizeof(pattern), "%s.*", prefix);
-    if (glob(pattern, 0, NULL, &g) != 0) {
+    if (glob(pattern, 0, NULL, &g) != 0)
         return -1;
-    }
     for (size_t i = 0; i < g.gl_pathc; i++) {
         FILE *f = fopen(g.gl_pathv[i], "r");
         long long client, xact, us;
 
         while (f != NULL
                && fscanf(f, "%lld %lld %lld %*[^\n]", &client, &xact, &us)
-                      == 3) {
+                      == 3)
             bench_samples_add(&out->lat, us * 1000);
-        }
-        if (f != NULL) {
+        if (f != NULL)
             fclose(f);
-        }
         unlink(g.gl_pathv[i]);
     }
     globfree(&g);
@@ -421,7 +412,8 @@ static int parse_pgbench_report(const char *text, int status, limit *out)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 && p != NULL
                    && out->processed > 0 && out->failed == 0
                    && strstr(text, "aborted") == NULL
-               ? 0 : -1;
+               ? 0
+               : -1;
 }
 
 /* Runs pgbench on script with the handlers' values bound as variables;
@@ -430,13 +422,44 @@ static void pgbench_run(const char *script, const char *name, limit *out)
 {
     char c[16], t[16], lo[40], hi[40], prefix[620], logopt[640], err[512];
     char *argv[] = {
-        (char *)opt.pgbench, "-n", "-M", "prepared", "-c", c, "-j", "2",
-        "-T", t, "-f", (char *)script, "-D", lo, "-D", hi,
-        "-D", "title=bench", "-D", "author=alice",
-        "-D", "content=A document to review.", "-D", "version=1",
-        "-D", "reviewer=bob", "-D", "comment=ok",
-        "-D", "st_pending=pending_review", "-D", "st_approved=approved",
-        "-D", "fence=1796000000000000", "-l", logopt, (char *)opt.pg, NULL,
+        (char *)opt.pgbench,
+        "-n",
+        "-M",
+        "prepared",
+        "-c",
+        c,
+        "-j",
+        "2",
+        "-T",
+        t,
+        "-f",
+        (char *)script,
+        "-D",
+        lo,
+        "-D",
+        hi,
+        "-D",
+        "title=bench",
+        "-D",
+        "author=alice",
+        "-D",
+        "content=A document to review.",
+        "-D",
+        "version=1",
+        "-D",
+        "reviewer=bob",
+        "-D",
+        "comment=ok",
+        "-D",
+        "st_pending=pending_review",
+        "-D",
+        "st_approved=approved",
+        "-D",
+        "fence=1796000000000000",
+        "-l",
+        logopt,
+        (char *)opt.pg,
+        NULL,
     };
     char *text = NULL;
     int status = 0;
@@ -456,7 +479,8 @@ static void pgbench_run(const char *script, const char *name, limit *out)
     }
     const int64_t machine0 = bench_cpu_machine_us();
     if (bench_tool_run(argv, (opt.duration_s + 60) * 1000, &text, &status,
-                       &cpu_us, err, sizeof(err)) != 0) {
+                       &cpu_us, err, sizeof(err))
+        != 0) {
         fprintf(stderr, "bench_reviewd: pgbench %s: %s\n", name, err);
         return;
     }
@@ -467,9 +491,11 @@ static void pgbench_run(const char *script, const char *name, limit *out)
                                               out->processed);
     if (read_pgbench_logs(prefix, out) != 0 || whole != 0) {
         const size_t len = strlen(text);
-        fprintf(stderr, "bench_reviewd: pgbench %s gave no limit (status "
-                "%d, %lld failed); it printed: %s\n", name, status,
-                out->failed, len > 600 ? text + len - 600 : text);
+        fprintf(stderr,
+                "bench_reviewd: pgbench %s gave no limit (status "
+                "%d, %lld failed); it printed: %s\n",
+                name, status, out->failed,
+                len > 600 ? text + len - 600 : text);
         out->tps = NAN;
     }
     free(text);
@@ -478,7 +504,8 @@ static void pgbench_run(const char *script, const char *name, limit *out)
 static void print_limit(const char *name, const limit *l)
 {
     printf("{\"kind\":\"limit\",\"phase\":\"%s\",\"tool\":\"pgbench\","
-           "\"clients\":%d,\"tps\":", name, opt.concurrency);
+           "\"clients\":%d,\"tps\":",
+           name, opt.concurrency);
     bench_json_number(stdout, l->tps);
     printf(",\"processed\":%lld,\"failed\":%lld,\"p50_us\":", l->processed,
            l->failed);
@@ -503,14 +530,11 @@ static long rss_kb(int pid)
 
     snprintf(path, sizeof(path), "/proc/%d/status", pid);
     f = fopen(path, "r");
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (strncmp(line, "VmRSS:", 6) == 0) {
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "VmRSS:", 6) == 0)
             kb = atol(line + 6);
-        }
-    }
     fclose(f);
     return kb;
 }
@@ -525,20 +549,18 @@ static double rss_with_idle(int n, int *opened)
     int i;
 
     *opened = 0;
-    if (h == NULL) {
+    if (h == NULL)
         return NAN;
-    }
     for (i = 0; i < n; i++) {
         bench_http_init(&h[i], opt.port, 0);
         if (bench_http_request(&h[i], "GET", "/healthz", author_token, NULL,
-                               &body) == 200) {
+                               &body)
+            == 200)
             (*opened)++;
-        }
     }
     mb = (double)rss_kb(opt.pid) / 1024.0;
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++)
         bench_http_close(&h[i]);
-    }
     free(h);
     return mb;
 }
@@ -568,8 +590,8 @@ static void rate_figure(const char *name, const result *r, const limit *l,
 
 /* The q-quantile of s against the same quantile of l's transactions
  * (l NULL: no limit), with the issue's absolute target when not NAN. */
-static void latency_figure(const char *name, const bench_samples *s,
-                           double q, const limit *l, double abs_goal_us)
+static void latency_figure(const char *name, const bench_samples *s, double q,
+                           const limit *l, double abs_goal_us)
 {
     bench_figure f;
 
@@ -601,8 +623,10 @@ static void rss_figure(void)
     f.extra_value[0] = before;
     bench_table_add(&table, stdout, &f);
     if (opened < opt.idle) {
-        fprintf(stderr, "bench_reviewd: only %d of %d idle connections were "
-                "served\n", opened, opt.idle);
+        fprintf(stderr,
+                "bench_reviewd: only %d of %d idle connections were "
+                "served\n",
+                opened, opt.idle);
     }
 }
 
@@ -611,8 +635,8 @@ static void print_run(const char *when)
 {
     bench_print_run_start("reviewd", when);
     printf(",\"concurrency\":%d,\"duration_s\":%d,\"idle\":%d,"
-           "\"time\":%lld}\n", opt.concurrency, opt.duration_s, opt.idle,
-           (long long)time(NULL));
+           "\"time\":%lld}\n",
+           opt.concurrency, opt.duration_s, opt.idle, (long long)time(NULL));
     fflush(stdout);
 }
 
@@ -625,16 +649,16 @@ static int seed_documents(void)
 
     bench_http_init(&h, opt.port, 0);
     for (i = 0; i < SEED_DOCS; i++) {
-        if (bench_http_request(&h, "POST", "/v1/documents", author_token,
-                       "{\"title\":\"seed\",\"content\":\"Seeded text.\"}",
-                       &body) != 201
+        if (bench_http_request(
+                &h, "POST", "/v1/documents", author_token,
+                "{\"title\":\"seed\",\"content\":\"Seeded text.\"}", &body)
+                != 201
             || json_id(body, "\"id\":\"", id) != 0) {
             bench_http_close(&h);
             return -1;
         }
-        if (i == 0) {
+        if (i == 0)
             seed_lo = atoll(id);
-        }
         seed_hi = atoll(id);
     }
     bench_http_close(&h);
@@ -651,10 +675,11 @@ static int int_arg(const char *name, long min, long max)
 static int parse_args(int argc, char **argv)
 {
     static const struct option longs[] = {
-        {"port", 1, 0, 'p'}, {"pid", 1, 0, 'P'}, {"secret", 1, 0, 's'},
-        {"pg", 1, 0, 'g'}, {"duration", 1, 0, 'd'},
-        {"concurrency", 1, 0, 'c'}, {"idle", 1, 0, 'i'},
-        {"workdir", 1, 0, 'w'}, {"pgbench", 1, 0, 'b'}, {0, 0, 0, 0}};
+        {"port", 1, 0, 'p'},     {"pid", 1, 0, 'P'},
+        {"secret", 1, 0, 's'},   {"pg", 1, 0, 'g'},
+        {"duration", 1, 0, 'd'}, {"concurrency", 1, 0, 'c'},
+        {"idle", 1, 0, 'i'},     {"workdir", 1, 0, 'w'},
+        {"pgbench", 1, 0, 'b'},  {0, 0, 0, 0}};
     int c = getopt_long(argc, argv, "", longs, NULL);
 
     for (; c != -1; c = getopt_long(argc, argv, "", longs, NULL)) {
@@ -671,10 +696,10 @@ static int parse_args(int argc, char **argv)
         default: return -1;
         }
     }
-    return opt.port > 0 && opt.pid > 0 && opt.secret != NULL
-                   && opt.pg != NULL && opt.concurrency > 0
-                   && opt.duration_s > 0
-               ? 0 : -1;
+    return opt.port > 0 && opt.pid > 0 && opt.secret != NULL && opt.pg != NULL
+                   && opt.concurrency > 0 && opt.duration_s > 0
+               ? 0
+               : -1;
 }
 
 static void raise_fd_limit(void)
@@ -731,7 +756,8 @@ int main(int argc, char **argv)
     const int64_t now = (int64_t)time(NULL);
 
     if (parse_args(argc, argv) != 0) {
-        fprintf(stderr, "usage: bench_reviewd --port P --pid PID --secret S "
+        fprintf(stderr,
+                "usage: bench_reviewd --port P --pid PID --secret S "
                 "--pg CONNINFO [--duration S] [--concurrency N] [--idle N] "
                 "[--workdir DIR] [--pgbench BIN]\n");
         return 2;
@@ -741,14 +767,14 @@ int main(int argc, char **argv)
                                  strlen(opt.secret), "alice", "author", now,
                                  3600);
     reviewer_token = rv_auth_issue((const unsigned char *)opt.secret,
-                                   strlen(opt.secret), "bob", "reviewer",
-                                   now, 3600);
-    if (author_token == NULL || reviewer_token == NULL
-        || seed_documents() != 0
+                                   strlen(opt.secret), "bob", "reviewer", now,
+                                   3600);
+    if (author_token == NULL || reviewer_token == NULL || seed_documents() != 0
         || write_scripts(get_sql, cycle_sql, sizeof(get_sql)) != 0) {
-        fprintf(stderr, "bench_reviewd: cannot seed documents on port %d "
-                "or write the pgbench scripts in %s\n", opt.port,
-                opt.workdir);
+        fprintf(stderr,
+                "bench_reviewd: cannot seed documents on port %d "
+                "or write the pgbench scripts in %s\n",
+                opt.port, opt.workdir);
         return 1;
     }
     print_run("start");
@@ -757,8 +783,8 @@ int main(int argc, char **argv)
     rss_figure();
     print_run("end");
     bench_table_print(&table, stderr);
-    printf("{\"kind\":\"summary\",\"figures\":%d,\"complete\":%s}\n",
-           table.n, get_rc == 0 && cycle_rc == 0 ? "true" : "false");
+    printf("{\"kind\":\"summary\",\"figures\":%d,\"complete\":%s}\n", table.n,
+           get_rc == 0 && cycle_rc == 0 ? "true" : "false");
     free(author_token);
     free(reviewer_token);
     return get_rc == 0 && cycle_rc == 0 ? 0 : 1;

@@ -34,8 +34,8 @@ typedef struct run {
 typedef struct instance {
     run *run;
     dlock_client *client;
-    char config[128];       /* what this thread uses: stale at first */
-    char fetched[128];      /* the origin's answer, if this thread led */
+    char config[128];  /* what this thread uses: stale at first */
+    char fetched[128]; /* the origin's answer, if this thread led */
 } instance;
 
 /* The origin: slow, and it logs every request it serves. */
@@ -67,13 +67,14 @@ static void *refresh(void *arg)
     o.wait_ms = 5000;
     o.keep_ms = 10000;
     ex_sleep_until_wall(in->run->start_wall_us);
-    if (dlock_once_do(in->client, in->run->flight, &o, fetch_config, in,
-                      NULL, &fl) == DLOCK_OK) {
+    if (dlock_once_do(in->client, in->run->flight, &o, fetch_config, in, NULL,
+                      &fl)
+        == DLOCK_OK) {
         const char *v = dlock_once_value(fl, &len);
 
         snprintf(in->config, sizeof(in->config), "%.*s", (int)len, v);
         dlock_once_free(fl);
-    }   /* else: keep using the old configuration */
+    } /* else: keep using the old configuration */
     snprintf(line, sizeof(line), "%s\n", in->config);
     if (write(in->run->out_fd, line, strlen(line)) < 0)
         perror("write");
@@ -118,17 +119,19 @@ static int check(const run *r, char **seen, size_t n, size_t expected)
     if (n != expected)
         failures += ex_fail("%zu threads answer, got %zu", expected, n);
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(seen[i], seen[0]) != 0 ||
-            strncmp(seen[i], "version 2", 9) != 0) {
+        if (strcmp(seen[i], seen[0]) != 0
+            || strncmp(seen[i], "version 2", 9) != 0) {
             failures += ex_fail("every thread has the new version: \"%s\" "
-                                "and \"%s\"", seen[0], seen[i]);
+                                "and \"%s\"",
+                                seen[0], seen[i]);
             break;
         }
     }
-    if (n > 0 && nreq == 1 &&
-        strstr(requests[0], strstr(seen[0], "=") + 1) == NULL)
+    if (n > 0 && nreq == 1
+        && strstr(requests[0], strstr(seen[0], "=") + 1) == NULL)
         failures += ex_fail("the value \"%s\" came from the logged fetch "
-                            "\"%s\"", seen[0], requests[0]);
+                            "\"%s\"",
+                            seen[0], requests[0]);
     if (n > 0)
         printf("all see: %s\n", seen[0]);
     free(requests);
@@ -147,8 +150,7 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof(r));
     r.url = ex_redis_url(argc, argv);
     r.threads = (int)ex_opt_long(argc, argv, "--threads", 5);
-    snprintf(r.flight, sizeof(r.flight), "example:config:%ld",
-             (long)getpid());
+    snprintf(r.flight, sizeof(r.flight), "example:config:%ld", (long)getpid());
     ex_tmpdir("config", dir);
     snprintf(r.origin_log, sizeof(r.origin_log), "%s/origin.log", dir);
     pids = calloc((size_t)procs, sizeof(*pids));
@@ -169,7 +171,6 @@ int main(int argc, char **argv)
     free(seen);
     free(pids);
     ex_rmdir(dir);
-    puts(failures == 0 ? "PASS: one refresh, everyone has its value"
-                       : "FAIL");
+    puts(failures == 0 ? "PASS: one refresh, everyone has its value" : "FAIL");
     return failures == 0 ? 0 : 1;
 }

@@ -87,8 +87,8 @@ static int store_write_fenced(int fd, long stock, uint64_t fence)
     int refused = 0;
 
     flock(fd, LOCK_EX);
-    if (fence != 0 && store_read(fd, &old_stock, &old_fence) == 0 &&
-        fence < old_fence)
+    if (fence != 0 && store_read(fd, &old_stock, &old_fence) == 0
+        && fence < old_fence)
         refused = 1;
     else
         store_put(fd, stock, fence);
@@ -120,7 +120,7 @@ static void sell_one(const run *r, int fd, uint64_t fence, tally *t)
         t->negative++;
     if (stock <= 0)
         return;
-    usleep(300);            /* the slow part of a sale: payment, audit */
+    usleep(300); /* the slow part of a sale: payment, audit */
     if (store_write_fenced(fd, stock - 1, fence) != 0) {
         t->refused++;
         return;
@@ -160,8 +160,8 @@ static int worker(int index, void *arg)
     }
     close(fd);
     dlock_client_free(c);
-    printf("  worker %d: %d attempts, %d sold, %d refused, %d errors\n",
-           index, mine, t.sold, t.refused, t.errors);
+    printf("  worker %d: %d attempts, %d sold, %d refused, %d errors\n", index,
+           mine, t.sold, t.refused, t.errors);
     return t.errors > 0 || t.negative > 0 || t.refused > 0 ? 1 : 0;
 }
 
@@ -202,7 +202,8 @@ static int check(const run *r, int worker_failures)
     }
     if (worker_failures > 0)
         failures += ex_fail("%d workers saw errors, refused writes or a "
-                            "negative stock", worker_failures);
+                            "negative stock",
+                            worker_failures);
     if ((long)sold != r->stock)
         failures += ex_fail("exactly %ld sold, got %zu", r->stock, sold);
     if (left != 0)
@@ -238,8 +239,8 @@ int main(int argc, char **argv)
     if (pids == NULL)
         return 2;
     printf("%d processes, %d attempts on a stock of %ld, %s\n", r.procs,
-           r.attempts, r.stock, r.use_lock ? "with the lock and fencing"
-                                           : "WITHOUT the lock");
+           r.attempts, r.stock,
+           r.use_lock ? "with the lock and fencing" : "WITHOUT the lock");
     r.start_wall_us = ex_wall_us() + 300000;
     ex_spawn(r.procs, worker, &r, pids);
     worker_failures = ex_wait_all(r.procs, pids);

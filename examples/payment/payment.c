@@ -28,7 +28,7 @@ typedef struct run {
     char order_key[128];
     char ledger[300];
     int threads;
-    int results_fd;      /* write end of the results pipe */
+    int results_fd; /* write end of the results pipe */
     int64_t start_wall_us;
 } run;
 
@@ -116,12 +116,13 @@ static int check(const run *r, char **answers, size_t n, int expected)
     for (size_t i = 0; i < n; i++) {
         if (strcmp(answers[i], answers[0]) != 0) {
             failures += ex_fail("every request gets the same receipt: "
-                                "\"%s\" and \"%s\"", answers[0], answers[i]);
+                                "\"%s\" and \"%s\"",
+                                answers[0], answers[i]);
             break;
         }
     }
-    if (n > 0 && ncharges == 1 &&
-        strstr(charges[0], answers[0] + strlen("paid charge=")) == NULL)
+    if (n > 0 && ncharges == 1
+        && strstr(charges[0], answers[0] + strlen("paid charge=")) == NULL)
         failures += ex_fail("the receipt \"%s\" names the charge \"%s\"",
                             answers[0], charges[0]);
     if (n > 0)

@@ -52,9 +52,9 @@ static void log_event(const run *r, const char *what, int64_t tick,
 {
     char line[256];
 
-    snprintf(line, sizeof(line), "%s tick=%" PRId64 " pid=%ld term=%" PRIu64
-             " at_ms=%" PRId64, what, tick, (long)getpid(), term,
-             ex_now_us() / 1000);
+    snprintf(line, sizeof(line),
+             "%s tick=%" PRId64 " pid=%ld term=%" PRIu64 " at_ms=%" PRId64,
+             what, tick, (long)getpid(), term, ex_now_us() / 1000);
     ex_append_line(r->log, line);
 }
 
@@ -78,8 +78,8 @@ static int scheduler(int index, void *arg)
     o.ttl_ms = r->ttl_ms;
     o.on_gained = on_gained;
     o.arg = r;
-    if (dlock_leader_new(c, r->role, &o, &l) != DLOCK_OK ||
-        dlock_leader_start(l) != DLOCK_OK) {
+    if (dlock_leader_new(c, r->role, &o, &l) != DLOCK_OK
+        || dlock_leader_start(l) != DLOCK_OK) {
         fprintf(stderr, "leader: %s\n", dlock_client_errmsg(c));
         return 2;
     }
@@ -88,14 +88,14 @@ static int scheduler(int index, void *arg)
         dlock_err err;
 
         if (dlock_leader_wait(l, 1, 100) != DLOCK_OK)
-            continue;               /* standby */
+            continue; /* standby */
         err = dlock_leader_tick(l, r->tick_ms, &t);
         if (err == DLOCK_OK)
             log_event(r, "tick", t.tick, dlock_leader_term(l));
         if (err == DLOCK_OK || err == DLOCK_BUSY)
-            ex_work_ms(t.next_in_ms + 5);   /* until the next tick */
+            ex_work_ms(t.next_in_ms + 5); /* until the next tick */
     }
-    dlock_leader_stop(l);   /* resigns: a clean exit hands over at once */
+    dlock_leader_stop(l); /* resigns: a clean exit hands over at once */
     dlock_leader_free(l);
     dlock_client_free(c);
     return 0;
@@ -104,7 +104,7 @@ static int scheduler(int index, void *arg)
 /* ---- reading the run log ------------------------------------------------ */
 
 typedef struct event {
-    int tick_event;         /* 1: tick, 0: gained */
+    int tick_event; /* 1: tick, 0: gained */
     int64_t tick;
     long pid;
     uint64_t term;
@@ -130,7 +130,8 @@ static int parse_events(const char *path, event **out, size_t *n)
         unsigned long long term;
 
         if (sscanf(lines[i], "%15s tick=%lld pid=%ld term=%llu at_ms=%lld",
-                   what, &tick, &ev[i].pid, &term, &at) != 5) {
+                   what, &tick, &ev[i].pid, &term, &at)
+            != 5) {
             free(lines);
             free(ev);
             return -1;
@@ -184,16 +185,17 @@ static void check_ticks(const event *ev, size_t n, long killed,
                 gained_at = e->at_ms;
                 v->takeover_ms = e->at_ms - kill_ms;
                 if (e->term <= killed_term)
-                    v->failures += ex_fail("the new leader's term %" PRIu64
-                                           " is above the killed one's %"
-                                           PRIu64, e->term, killed_term);
+                    v->failures += ex_fail(
+                        "the new leader's term %" PRIu64
+                        " is above the killed one's %" PRIu64,
+                        e->term, killed_term);
             }
             continue;
         }
         if (e->tick <= last)
             v->failures += ex_fail("tick %" PRId64 " ran twice or out of "
-                                   "order (after %" PRId64 ")", e->tick,
-                                   last);
+                                   "order (after %" PRId64 ")",
+                                   e->tick, last);
         if (e->pid == killed && e->at_ms > kill_ms)
             v->failures += ex_fail("the killed process ran tick %" PRId64,
                                    e->tick);
@@ -201,7 +203,8 @@ static void check_ticks(const event *ev, size_t n, long killed,
             killed_term = e->term;
         if (last >= 0 && e->tick != last + 1 && e->pid == runner)
             v->failures += ex_fail("tick %" PRId64 " was skipped by a "
-                                   "leader that kept leading", last + 1);
+                                   "leader that kept leading",
+                                   last + 1);
         if (last >= 0 && e->pid != runner)
             v->skipped += e->tick - last - 1;
         if (e->at_ms <= kill_ms)
@@ -225,12 +228,12 @@ static int check(const run *r, long killed, int64_t kill_ms, int seconds)
         return ex_fail("cannot read the run log %s", r->log);
     check_ticks(ev, n, killed, kill_ms, &v);
     free(ev);
-    printf("ticks run: %" PRId64 " before the kill, %" PRId64 " after; %"
-           PRId64 " skipped during the takeover\n", v.before, v.after,
-           v.skipped);
+    printf("ticks run: %" PRId64 " before the kill, %" PRId64
+           " after; %" PRId64 " skipped during the takeover\n",
+           v.before, v.after, v.skipped);
     printf("takeover %" PRId64 " ms after the kill (TTL %" PRId64 " ms); "
-           "first new tick at +%" PRId64 " ms\n", v.takeover_ms, r->ttl_ms,
-           v.first_tick_ms);
+           "first new tick at +%" PRId64 " ms\n",
+           v.takeover_ms, r->ttl_ms, v.first_tick_ms);
     if (v.before < 2)
         v.failures += ex_fail("ticks ran before the kill, got %" PRId64,
                               v.before);
@@ -238,8 +241,8 @@ static int check(const run *r, long killed, int64_t kill_ms, int seconds)
         v.failures += ex_fail("another process takes over within one TTL "
                               "(%" PRId64 " ms + 300), took %" PRId64,
                               r->ttl_ms, v.takeover_ms);
-    if (v.first_tick_ms < 0 ||
-        v.first_tick_ms > v.takeover_ms + r->tick_ms + 100)
+    if (v.first_tick_ms < 0
+        || v.first_tick_ms > v.takeover_ms + r->tick_ms + 100)
         v.failures += ex_fail("the new leader runs the next tick within one "
                               "period of taking over");
     if (v.before + v.after + v.skipped < seconds * 1000 / r->tick_ms - 2)
@@ -270,8 +273,8 @@ int main(int argc, char **argv)
     if (pids == NULL)
         return 2;
     printf("%d schedulers, a %" PRId64 " ms tick, lease %" PRId64 " ms, for "
-           "%d s; the leader is killed at %" PRId64 " ms\n", procs,
-           r.tick_ms, r.ttl_ms, seconds, kill_at);
+           "%d s; the leader is killed at %" PRId64 " ms\n",
+           procs, r.tick_ms, r.ttl_ms, seconds, kill_at);
     started = ex_now_us();
     ex_spawn(procs, scheduler, &r, pids);
     ex_work_ms(kill_at);

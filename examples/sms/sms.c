@@ -39,8 +39,8 @@ static int sender(int index, void *arg)
     dlock_ratelimit *rl;
     int sent = 0, errors = 0;
 
-    if (dlock_ratelimit_new(c, r->name, r->rate, 1000, r->burst, &rl) !=
-        DLOCK_OK)
+    if (dlock_ratelimit_new(c, r->name, r->rate, 1000, r->burst, &rl)
+        != DLOCK_OK)
         return 2;
     ex_sleep_until_wall(r->start_wall_us);
     for (;;) {
@@ -53,7 +53,7 @@ static int sender(int index, void *arg)
             continue;
         }
         if (ex_wall_us() >= r->end_wall_us)
-            break;          /* the slot came after the run: not sent */
+            break; /* the slot came after the run: not sent */
         len = snprintf(line, sizeof(line), "%" PRId64 "\n",
                        res.server_time_us + res.wait_us);
         if (write(r->out_fd, line, (size_t)len) != len)
@@ -74,8 +74,7 @@ static int by_time(const void *a, const void *b)
 }
 
 /* The most slots in any window [t, t + window_us) that starts at a slot. */
-static size_t busiest_window(const int64_t *slots, size_t n,
-                             int64_t window_us)
+static size_t busiest_window(const int64_t *slots, size_t n, int64_t window_us)
 {
     size_t most = 0;
 
@@ -128,9 +127,11 @@ int main(int argc, char **argv)
     qsort(slots, n, sizeof(*slots), by_time);
     most = busiest_window(slots, n, 1000000);
     target = (double)r.rate * seconds;
-    printf("sent %zu (target %.0f, %+.1f%%); busiest second: %zu (limit %"
-           PRId64 ")\n", n, target, 100.0 * ((double)n - target) / target,
-           most, r.rate + r.burst);
+    printf(
+        "sent %zu (target %.0f, %+.1f%%); busiest second: %zu (limit %" PRId64
+        ")\n",
+        n, target, 100.0 * ((double)n - target) / target, most,
+        r.rate + r.burst);
     if ((double)n < target * 0.95 || (double)n > target * 1.05)
         failures += ex_fail("sent within 5%% of %.0f, got %zu", target, n);
     if ((int64_t)most > r.rate + r.burst)

@@ -114,8 +114,10 @@ DLOCK_API void dlock_client_opts_init(dlock_client_opts *opts);
  * DLOCK_TIMEOUT, DLOCK_TLS, DLOCK_AUTH, DLOCK_PROTOCOL, DLOCK_SERVER,
  * DLOCK_SYSTEM or DLOCK_NOMEM.
  */
-DLOCK_API dlock_err dlock_client_new(const char *url, const dlock_client_opts *opts,
-                           dlock_client **out, char *errbuf, size_t errlen);
+DLOCK_API dlock_err dlock_client_new(const char *url,
+                                     const dlock_client_opts *opts,
+                                     dlock_client **out, char *errbuf,
+                                     size_t errlen);
 
 /*
  * Stops the background threads, closes every connection and frees the
@@ -161,19 +163,19 @@ DLOCK_API dlock_breaker_state dlock_client_breaker(const dlock_client *client);
 
 /* Counters since the client was created, for metrics.  A snapshot. */
 typedef struct dlock_client_stats {
-    uint64_t commands;        /* round trips sent */
-    uint64_t transport_errors;/* connects or round trips that failed */
-    uint64_t reconnects;      /* connections opened after the first */
-    uint64_t breaker_opens;   /* times the breaker opened */
-    uint64_t fast_fails;      /* calls refused by the open breaker */
-    uint64_t renewals;        /* successful watchdog renewals */
-    uint64_t locks_lost;      /* locks the watchdog found gone */
-    int pool_open;            /* connections open now */
-    int pool_in_use;          /* connections lent out now */
+    uint64_t commands;         /* round trips sent */
+    uint64_t transport_errors; /* connects or round trips that failed */
+    uint64_t reconnects;       /* connections opened after the first */
+    uint64_t breaker_opens;    /* times the breaker opened */
+    uint64_t fast_fails;       /* calls refused by the open breaker */
+    uint64_t renewals;         /* successful watchdog renewals */
+    uint64_t locks_lost;       /* locks the watchdog found gone */
+    int pool_open;             /* connections open now */
+    int pool_in_use;           /* connections lent out now */
 } dlock_client_stats;
 
 DLOCK_API void dlock_client_stats_get(const dlock_client *client,
-                            dlock_client_stats *out);
+                                      dlock_client_stats *out);
 
 /* A description of the endpoint, such as "127.0.0.1:6379" or
  * "unix:/run/redis.sock", for logs.  Borrowed for the client's life. */

@@ -245,7 +245,8 @@ DLOCK_API void dlock_acquire_opts_init(dlock_acquire_opts *opts);
  * when the key is free.
  */
 DLOCK_API dlock_err dlock_acquire(dlock_client *client, const char *key,
-                        const dlock_acquire_opts *opts, dlock_lock **out);
+                                  const dlock_acquire_opts *opts,
+                                  dlock_lock **out);
 
 /*
  * Releases the lock if the stored token is still ours, wakes one waiter,
@@ -287,7 +288,7 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
  * or a token that is not DLOCK_TOKEN_LEN hex digits) or DLOCK_NOMEM.
  */
 DLOCK_API dlock_err dlock_lock_attach(dlock_client *client, const char *key,
-                            const char *token, dlock_lock **out);
+                                      const char *token, dlock_lock **out);
 
 /* Milliseconds until valid_until (see "Validity" at the top of this file
  * for exactly what it promises and needs).  0 when lost or expired;
@@ -317,19 +318,19 @@ DLOCK_API int dlock_lock_holds(const dlock_lock *lock);
 
 /* What Redis says about a lock name, for inspection (dlock status). */
 typedef struct dlock_lock_info {
-    int held;              /* 1 if the key exists */
-    int64_t ttl_ms;        /* remaining TTL; -1 without TTL; 0 if free */
-    uint64_t last_fence;   /* last fence granted (the larger of the
+    int held;            /* 1 if the key exists */
+    int64_t ttl_ms;      /* remaining TTL; -1 without TTL; 0 if free */
+    uint64_t last_fence; /* last fence granted (the larger of the
                             * counter and the legacy one), 0 if never */
     char token[DLOCK_TOKEN_LEN + 1]; /* the holder's token, "" if free */
-    int64_t waiters;       /* fair waiters queued (live or not yet dropped) */
+    int64_t waiters;        /* fair waiters queued (live or not yet dropped) */
     int64_t next_waiter_ms; /* ms until the first waiter's entry lapses;
                              * -1 without waiters */
 } dlock_lock_info;
 
 /* Reads the state of the lock named key in one round trip. */
 DLOCK_API dlock_err dlock_inspect(dlock_client *client, const char *key,
-                        dlock_lock_info *info);
+                                  dlock_lock_info *info);
 
 /*
  * Scoped form: acquires key with opts, runs fn(lock, arg) while holding it,
@@ -339,9 +340,9 @@ DLOCK_API dlock_err dlock_inspect(dlock_client *client, const char *key,
  * ran, so fn's writes may have raced with another holder).
  */
 DLOCK_API dlock_err dlock_with(dlock_client *client, const char *key,
-                     const dlock_acquire_opts *opts,
-                     int (*fn)(dlock_lock *lock, void *arg), void *arg,
-                     int *fn_result);
+                               const dlock_acquire_opts *opts,
+                               int (*fn)(dlock_lock *lock, void *arg),
+                               void *arg, int *fn_result);
 
 /*
  * For DLOCK_GUARD: releases *slot if it is not NULL and sets it to NULL.

@@ -152,8 +152,8 @@ typedef int (*dlock_once_fn)(void *arg, const void **value, size_t *len);
  */
 DLOCK_API dlock_err dlock_once_do(dlock_client *client, const char *name,
                                   const dlock_once_opts *opts,
-                                  dlock_once_fn fn, void *arg,
-                                  int *fn_result, dlock_once **out);
+                                  dlock_once_fn fn, void *arg, int *fn_result,
+                                  dlock_once **out);
 
 #ifdef __cplusplus
 }

@@ -27,12 +27,12 @@
 #include <string.h>
 
 struct svc_amqp_conn {
-    char *url_copy;                 /* amqp_parse_url writes into it */
+    char *url_copy; /* amqp_parse_url writes into it */
     struct amqp_connection_info info;
-    svc_amqp_tls tls;               /* used when info.ssl */
-    amqp_connection_state_t conn;   /* NULL: closed */
-    char endpoint[300];             /* "host:port" */
-    char err[520];                  /* the last failure, "" after success */
+    svc_amqp_tls tls;             /* used when info.ssl */
+    amqp_connection_state_t conn; /* NULL: closed */
+    char endpoint[300];           /* "host:port" */
+    char err[520];                /* the last failure, "" after success */
 };
 
 /* One setting: the variable's value, which must name a readable file,
@@ -44,9 +44,8 @@ static int tls_file(const char *name, char *out, size_t len, char *err,
     FILE *f;
 
     out[0] = '\0';
-    if (v == NULL || v[0] == '\0') {
+    if (v == NULL || v[0] == '\0')
         return 0;
-    }
     if (strlen(v) >= len) {
         snprintf(err, errlen, "%s: longer than %zu bytes", name, len - 1);
         return -1;
@@ -66,11 +65,11 @@ int svc_amqp_tls_load(svc_amqp_tls *t, char *err, size_t errlen)
     memset(t, 0, sizeof(*t));
     if (tls_file("AMQP_CACERT", t->cacert, sizeof(t->cacert), err, errlen)
         || tls_file("AMQP_CERT", t->cert, sizeof(t->cert), err, errlen)
-        || tls_file("AMQP_KEY", t->key, sizeof(t->key), err, errlen)) {
+        || tls_file("AMQP_KEY", t->key, sizeof(t->key), err, errlen))
         return -1;
-    }
     if ((t->cert[0] == '\0') != (t->key[0] == '\0')) {
-        snprintf(err, errlen, "AMQP_CERT and AMQP_KEY: give both or "
+        snprintf(err, errlen,
+                 "AMQP_CERT and AMQP_KEY: give both or "
                  "neither");
         return -1;
     }
@@ -81,17 +80,15 @@ svc_amqp_conn *svc_amqp_conn_new(const char *url, const svc_amqp_tls *tls)
 {
     svc_amqp_conn *c = calloc(1, sizeof(*c));
 
-    if (c == NULL) {
+    if (c == NULL)
         return NULL;
-    }
     c->url_copy = strdup(url);
     if (c->url_copy == NULL) {
         free(c);
         return NULL;
     }
-    if (tls != NULL) {
+    if (tls != NULL)
         c->tls = *tls;
-    }
     amqp_default_connection_info(&c->info);
     if (amqp_parse_url(c->url_copy, &c->info) != AMQP_STATUS_OK) {
         svc_amqp_conn_free(c);
@@ -104,9 +101,8 @@ svc_amqp_conn *svc_amqp_conn_new(const char *url, const svc_amqp_tls *tls)
 
 void svc_amqp_conn_free(svc_amqp_conn *c)
 {
-    if (c == NULL) {
+    if (c == NULL)
         return;
-    }
     svc_amqp_conn_close(c);
     free(c->url_copy);
     free(c);
@@ -140,8 +136,7 @@ void svc_amqp_conn_set_err(svc_amqp_conn *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    snprintf(c->err, sizeof(c->err), "amqp %.100s: %.400s", c->endpoint,
-             what);
+    snprintf(c->err, sizeof(c->err), "amqp %.100s: %.400s", c->endpoint, what);
 }
 
 void svc_amqp_conn_drop(svc_amqp_conn *c)
@@ -159,17 +154,14 @@ int svc_amqp_conn_fail(svc_amqp_conn *c, const char *what, int status)
     return -1;
 }
 
-int svc_amqp_conn_reply(svc_amqp_conn *c, const char *what,
-                       amqp_rpc_reply_t r)
+int svc_amqp_conn_reply(svc_amqp_conn *c, const char *what, amqp_rpc_reply_t r)
 {
-    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+    if (r.reply_type == AMQP_RESPONSE_NORMAL)
         return 0;
-    }
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
         return svc_amqp_conn_fail(c, what, r.library_error);
-    }
-    svc_amqp_conn_set_err(c, "%s: refused by the broker (method 0x%08x)",
-                         what, (unsigned)r.reply.id);
+    svc_amqp_conn_set_err(c, "%s: refused by the broker (method 0x%08x)", what,
+                          (unsigned)r.reply.id);
     svc_amqp_conn_drop(c);
     return -1;
 }
@@ -194,20 +186,24 @@ static int configure_tls(svc_amqp_conn *c, amqp_socket_t *sock)
 
     if (t->cacert[0] != '\0') {
         if (amqp_ssl_socket_set_cacert(sock, t->cacert) != AMQP_STATUS_OK) {
-            svc_amqp_conn_set_err(c, "tls: CA file %s: not a PEM "
-                                  "certificate", t->cacert);
+            svc_amqp_conn_set_err(c,
+                                  "tls: CA file %s: not a PEM "
+                                  "certificate",
+                                  t->cacert);
             return -1;
         }
     } else if (SSL_CTX_set_default_verify_paths(
-                   amqp_ssl_socket_get_context(sock)) != 1) {
+                   amqp_ssl_socket_get_context(sock))
+               != 1) {
         svc_amqp_conn_set_err(c, "tls: no CA file and no system store");
         return -1;
     }
     if (t->cert[0] != '\0'
-        && amqp_ssl_socket_set_key(sock, t->cert, t->key)
-               != AMQP_STATUS_OK) {
-        svc_amqp_conn_set_err(c, "tls: client certificate %s or key %s "
-                              "unusable", t->cert, t->key);
+        && amqp_ssl_socket_set_key(sock, t->cert, t->key) != AMQP_STATUS_OK) {
+        svc_amqp_conn_set_err(c,
+                              "tls: client certificate %s or key %s "
+                              "unusable",
+                              t->cert, t->key);
         return -1;
     }
     amqp_ssl_socket_set_verify_peer(sock, 1);
@@ -249,22 +245,19 @@ static int connect_failed(svc_amqp_conn *c, int status)
     char why[256] = "";
     const unsigned long e = ERR_peek_last_error();
 
-    if (!c->info.ssl || (status != AMQP_STATUS_SSL_ERROR
-                         && status != AMQP_STATUS_SSL_CONNECTION_FAILED
-                         && status != AMQP_STATUS_SSL_PEER_VERIFY_FAILED
-                         && status
-                                != AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED)) {
+    if (!c->info.ssl
+        || (status != AMQP_STATUS_SSL_ERROR
+            && status != AMQP_STATUS_SSL_CONNECTION_FAILED
+            && status != AMQP_STATUS_SSL_PEER_VERIFY_FAILED
+            && status != AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED))
         return svc_amqp_conn_fail(c, "connect", status);
-    }
-    if (e != 0) {
+    if (e != 0)
         ERR_error_string_n(e, why, sizeof(why));
-    }
     ERR_clear_error();
     svc_amqp_conn_set_err(c, "tls handshake refused (CA %s): %s%s%s",
                           c->tls.cacert[0] != '\0' ? c->tls.cacert
                                                    : "system store",
-                          amqp_error_string2(status), why[0] ? ": " : "",
-                          why);
+                          amqp_error_string2(status), why[0] ? ": " : "", why);
     svc_amqp_conn_drop(c);
     return -1;
 }
@@ -278,32 +271,28 @@ int svc_amqp_conn_open(svc_amqp_conn *c, int timeout_ms)
     svc_amqp_conn_close(c);
     svc_amqp_conn_timeval(timeout_ms, &tv);
     sock = new_connection(c, &tv);
-    if (sock == NULL) {
+    if (sock == NULL)
         return -1;
-    }
     st = amqp_socket_open_noblock(sock, c->info.host, c->info.port, &tv);
-    if (st != AMQP_STATUS_OK) {
+    if (st != AMQP_STATUS_OK)
         return connect_failed(c, st);
-    }
     if (svc_amqp_conn_reply(c, "login",
-                           amqp_login(c->conn, c->info.vhost, 1, 131072, 0,
-                                      AMQP_SASL_METHOD_PLAIN, c->info.user,
-                                      c->info.password)) != 0) {
+                            amqp_login(c->conn, c->info.vhost, 1, 131072, 0,
+                                       AMQP_SASL_METHOD_PLAIN, c->info.user,
+                                       c->info.password))
+        != 0)
         return -1;
-    }
     amqp_channel_open(c->conn, SVC_AMQP_CONN_CHANNEL);
-    if (svc_amqp_conn_rpc(c, "channel.open") != 0) {
+    if (svc_amqp_conn_rpc(c, "channel.open") != 0)
         return -1;
-    }
     c->err[0] = '\0';
     return 0;
 }
 
 void svc_amqp_conn_close(svc_amqp_conn *c)
 {
-    if (c->conn == NULL) {
+    if (c->conn == NULL)
         return;
-    }
     /* Best effort and bounded by the RPC timeout; the socket goes anyway. */
     amqp_channel_close(c->conn, SVC_AMQP_CONN_CHANNEL, AMQP_REPLY_SUCCESS);
     amqp_connection_close(c->conn, AMQP_REPLY_SUCCESS);

@@ -95,8 +95,8 @@ void svc_amqp_conn_close(svc_amqp_conn *c);
 void svc_amqp_conn_drop(svc_amqp_conn *c);
 
 /* Records "amqp host:port: <fmt...>" as the failure. */
-__attribute__((format(printf, 2, 3)))
-void svc_amqp_conn_set_err(svc_amqp_conn *c, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void svc_amqp_conn_set_err(
+    svc_amqp_conn *c, const char *fmt, ...);
 /* Records "what: <rabbitmq-c's text for status>", drops the connection
  * and returns -1. */
 int svc_amqp_conn_fail(svc_amqp_conn *c, const char *what, int status);
@@ -106,7 +106,7 @@ int svc_amqp_conn_fail(svc_amqp_conn *c, const char *what, int status);
 int svc_amqp_conn_rpc(svc_amqp_conn *c, const char *what);
 /* The same for a reply a call returned directly (amqp_login). */
 int svc_amqp_conn_reply(svc_amqp_conn *c, const char *what,
-                       amqp_rpc_reply_t r);
+                        amqp_rpc_reply_t r);
 
 /* ms as a struct timeval, for rabbitmq-c's timeouts. */
 void svc_amqp_conn_timeval(int ms, struct timeval *tv);

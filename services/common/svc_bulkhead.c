@@ -20,14 +20,14 @@
 struct svc_bulkhead {
     char name[32];
     int max_concurrent;
-    int failures;           /* in a row that open the breaker */
+    int failures; /* in a row that open the breaker */
     int open_ms;
     pthread_mutex_t mu;
     svc_breaker_state state;
     int in_flight;
     int failed_in_row;
-    int trial;              /* half-open: the trial call is out */
-    int64_t open_until_ms;  /* open: when the next trial may go */
+    int trial;             /* half-open: the trial call is out */
+    int64_t open_until_ms; /* open: when the next trial may go */
     uint64_t opened;
     uint64_t refused_open;
     uint64_t refused_full;
@@ -38,9 +38,8 @@ svc_bulkhead *svc_bulkhead_new(const char *name, int max_concurrent,
 {
     svc_bulkhead *b = calloc(1, sizeof(*b));
 
-    if (b == NULL) {
+    if (b == NULL)
         return NULL;
-    }
     if (pthread_mutex_init(&b->mu, NULL) != 0) {
         free(b);
         return NULL;
@@ -54,9 +53,8 @@ svc_bulkhead *svc_bulkhead_new(const char *name, int max_concurrent,
 
 void svc_bulkhead_free(svc_bulkhead *b)
 {
-    if (b == NULL) {
+    if (b == NULL)
         return;
-    }
     pthread_mutex_destroy(&b->mu);
     free(b);
 }
@@ -65,21 +63,17 @@ void svc_bulkhead_free(svc_bulkhead *b)
 static svc_bulkhead_rc breaker_admits(svc_bulkhead *b)
 {
     switch (b->state) {
-    case SVC_BREAKER_CLOSED:
-        return SVC_BULKHEAD_OK;
+    case SVC_BREAKER_CLOSED: return SVC_BULKHEAD_OK;
     case SVC_BREAKER_OPEN:
-        if (svc_deadline_now_ms() < b->open_until_ms) {
+        if (svc_deadline_now_ms() < b->open_until_ms)
             return SVC_BULKHEAD_OPEN;
-        }
         b->state = SVC_BREAKER_HALF_OPEN;
         b->trial = 0;
         break;
-    case SVC_BREAKER_HALF_OPEN:
-        break;
+    case SVC_BREAKER_HALF_OPEN: break;
     }
-    if (b->trial) {
+    if (b->trial)
         return SVC_BULKHEAD_OPEN;
-    }
     b->trial = 1;
     return SVC_BULKHEAD_OK;
 }
@@ -95,11 +89,10 @@ svc_bulkhead_rc svc_bulkhead_enter(svc_bulkhead *b)
         b->refused_full++;
     } else {
         rc = breaker_admits(b);
-        if (rc == SVC_BULKHEAD_OK) {
+        if (rc == SVC_BULKHEAD_OK)
             b->in_flight++;
-        } else {
+        else
             b->refused_open++;
-        }
     }
     pthread_mutex_unlock(&b->mu);
     return rc;
@@ -108,9 +101,8 @@ svc_bulkhead_rc svc_bulkhead_enter(svc_bulkhead *b)
 /* Under mu: opens the breaker for open_ms. */
 static void trip(svc_bulkhead *b)
 {
-    if (b->state != SVC_BREAKER_OPEN) {
+    if (b->state != SVC_BREAKER_OPEN)
         b->opened++;
-    }
     b->state = SVC_BREAKER_OPEN;
     b->trial = 0;
     b->open_until_ms = svc_deadline_now_ms() + b->open_ms;
@@ -119,9 +111,8 @@ static void trip(svc_bulkhead *b)
 void svc_bulkhead_leave(svc_bulkhead *b, int reached)
 {
     pthread_mutex_lock(&b->mu);
-    if (b->in_flight > 0) {
+    if (b->in_flight > 0)
         b->in_flight--;
-    }
     if (reached) {
         b->failed_in_row = 0;
         b->state = SVC_BREAKER_CLOSED;
@@ -130,9 +121,8 @@ void svc_bulkhead_leave(svc_bulkhead *b, int reached)
         b->failed_in_row++;
         if (b->state == SVC_BREAKER_HALF_OPEN
             || (b->state == SVC_BREAKER_CLOSED
-                && b->failed_in_row >= b->failures)) {
+                && b->failed_in_row >= b->failures))
             trip(b);
-        }
     }
     pthread_mutex_unlock(&b->mu);
 }
@@ -151,12 +141,9 @@ void svc_bulkhead_stats_get(svc_bulkhead *b, svc_bulkhead_stats *out)
 const char *svc_breaker_state_name(svc_breaker_state s)
 {
     switch (s) {
-    case SVC_BREAKER_CLOSED:
-        return "closed";
-    case SVC_BREAKER_OPEN:
-        return "open";
-    case SVC_BREAKER_HALF_OPEN:
-        return "half_open";
+    case SVC_BREAKER_CLOSED: return "closed";
+    case SVC_BREAKER_OPEN: return "open";
+    case SVC_BREAKER_HALF_OPEN: return "half_open";
     }
     return "unknown";
 }
@@ -169,11 +156,15 @@ void svc_bulkhead_describe(svc_bulkhead *b, svc_bulkhead_rc rc, char *buf,
     pthread_mutex_lock(&b->mu);
     wait_ms = b->open_until_ms - svc_deadline_now_ms();
     if (rc == SVC_BULKHEAD_FULL) {
-        snprintf(buf, len, "%s: %d calls are waiting on the server already "
-                 "(the cap)", b->name, b->max_concurrent);
+        snprintf(buf, len,
+                 "%s: %d calls are waiting on the server already "
+                 "(the cap)",
+                 b->name, b->max_concurrent);
     } else {
-        snprintf(buf, len, "%s: circuit breaker open (%d failures in a "
-                 "row; next trial in %lld ms)", b->name, b->failed_in_row,
+        snprintf(buf, len,
+                 "%s: circuit breaker open (%d failures in a "
+                 "row; next trial in %lld ms)",
+                 b->name, b->failed_in_row,
                  (long long)(wait_ms > 0 ? wait_ms : 0));
     }
     pthread_mutex_unlock(&b->mu);

@@ -45,10 +45,10 @@ typedef enum svc_breaker_state {
 /* What /metrics shows. */
 typedef struct svc_bulkhead_stats {
     svc_breaker_state state;
-    int64_t in_flight;      /* calls waiting on the server now */
-    uint64_t opened;        /* times the breaker opened */
-    uint64_t refused_open;  /* calls refused by the open breaker */
-    uint64_t refused_full;  /* calls refused by the cap */
+    int64_t in_flight;     /* calls waiting on the server now */
+    uint64_t opened;       /* times the breaker opened */
+    uint64_t refused_open; /* calls refused by the open breaker */
+    uint64_t refused_full; /* calls refused by the cap */
 } svc_bulkhead_stats;
 
 /* max_concurrent >= 1, failures >= 1, open_ms >= 1.  NULL when out of

@@ -26,23 +26,25 @@ static int mongodb_scheme(const char *url)
 }
 
 int svc_content_env_load(svc_content_kind *kind, char **mongo_url, char *err,
-                        size_t errlen)
+                         size_t errlen)
 {
     const char *store = env_value("CONTENT_STORE");
     const char *mongo = env_value("MONGO_URL");
 
     *kind = SVC_CONTENT_PG;
     *mongo_url = NULL;
-    if (store == NULL || strcmp(store, "pg") == 0) {
+    if (store == NULL || strcmp(store, "pg") == 0)
         return 0;
-    }
     if (strcmp(store, "mongo") != 0) {
-        snprintf(err, errlen, "CONTENT_STORE: expected pg or mongo, got "
-                 "\"%.32s\"", store);
+        snprintf(err, errlen,
+                 "CONTENT_STORE: expected pg or mongo, got "
+                 "\"%.32s\"",
+                 store);
         return -1;
     }
     if (mongo == NULL || !mongodb_scheme(mongo)) {
-        snprintf(err, errlen, "MONGO_URL: required with CONTENT_STORE="
+        snprintf(err, errlen,
+                 "MONGO_URL: required with CONTENT_STORE="
                  "mongo (mongodb://host:port/db)");
         return -1;
     }

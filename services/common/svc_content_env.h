@@ -32,6 +32,6 @@ typedef enum svc_content_kind {
  * *mongo_url is then NULL.
  */
 int svc_content_env_load(svc_content_kind *kind, char **mongo_url, char *err,
-                        size_t errlen);
+                         size_t errlen);
 
 #endif /* SVC_CONTENT_ENV_H */

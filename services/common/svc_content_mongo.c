@@ -44,9 +44,8 @@ static void init_mongoc(void)
 /* Sets a timeout option the URL does not give; 0 when it was set. */
 static int default_timeout(mongoc_uri_t *uri, const char *option, int ms)
 {
-    if (mongoc_uri_get_option_as_int32(uri, option, 0) != 0) {
+    if (mongoc_uri_get_option_as_int32(uri, option, 0) != 0)
         return 0;
-    }
     return mongoc_uri_set_option_as_int32(uri, option, ms) ? 0 : -1;
 }
 
@@ -59,7 +58,7 @@ static void describe_endpoint(svc_mongo_store *m)
 }
 
 svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
-                                   char *err, size_t errlen)
+                                     char *err, size_t errlen)
 {
     return svc_mongo_store_open(url, appname, 0, err, errlen);
 }
@@ -69,9 +68,8 @@ static int budget_share(int budget_ms, int num, int den, int dflt)
 {
     const int v = budget_ms * num / den;
 
-    if (budget_ms <= 0) {
+    if (budget_ms <= 0)
         return dflt;
-    }
     return v >= 10 ? v : 10;
 }
 
@@ -94,26 +92,27 @@ svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
         goto fail;
     }
     if (default_timeout(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                        budget_share(budget_ms, 1, 2, RV_MONGO_SELECT_MS)) != 0
+                        budget_share(budget_ms, 1, 2, RV_MONGO_SELECT_MS))
+            != 0
         || default_timeout(m->uri, MONGOC_URI_CONNECTTIMEOUTMS,
-                           budget_share(budget_ms, 1, 2,
-                                        RV_MONGO_CONNECT_MS)) != 0
+                           budget_share(budget_ms, 1, 2, RV_MONGO_CONNECT_MS))
+               != 0
         || default_timeout(m->uri, MONGOC_URI_SOCKETTIMEOUTMS,
-                           budget_share(budget_ms, 1, 1,
-                                        RV_MONGO_SOCKET_MS)) != 0
+                           budget_share(budget_ms, 1, 1, RV_MONGO_SOCKET_MS))
+               != 0
         || !mongoc_uri_set_appname(m->uri, appname)
         || (budget_ms > 0
             && !mongoc_uri_has_option(m->uri, MONGOC_URI_RETRYREADS)
             && !mongoc_uri_set_option_as_bool(m->uri, MONGOC_URI_RETRYREADS,
                                               false))) {
-        snprintf(err, errlen, "MONGO_URL: cannot set default timeouts or "
+        snprintf(err, errlen,
+                 "MONGO_URL: cannot set default timeouts or "
                  "the appname");
         goto fail;
     }
     db = mongoc_uri_get_database(m->uri);
-    if (db == NULL || *db == '\0') {
+    if (db == NULL || *db == '\0')
         db = RV_MONGO_DEFAULT_DB;
-    }
     if (strlen(db) >= sizeof(m->db)) {
         snprintf(err, errlen, "MONGO_URL: database name too long");
         goto fail;
@@ -138,9 +137,8 @@ fail:
 
 void svc_mongo_store_free(svc_mongo_store *m)
 {
-    if (m == NULL) {
+    if (m == NULL)
         return;
-    }
     mongoc_client_pool_destroy(m->pool);
     mongoc_uri_destroy(m->uri);
     free(m);
@@ -153,8 +151,8 @@ const char *svc_mongo_store_endpoint(const svc_mongo_store *m)
 
 /* Which rc a libmongoc failure is, with its message into err. */
 static svc_store_rc failure(const svc_mongo_store *m, const char *what,
-                           const bson_error_t *error, char *err,
-                           size_t errlen)
+                            const bson_error_t *error, char *err,
+                            size_t errlen)
 {
     const int unreachable = error->domain == MONGOC_ERROR_SERVER_SELECTION
                             || error->domain == MONGOC_ERROR_STREAM;
@@ -190,18 +188,17 @@ static long long parse_id(const char *doc_id)
 /* Makes the unique index on (document_id, version) once per process, so
  * that no two records can claim one version whatever a client does. */
 static svc_store_rc ensure_index(svc_mongo_store *m, mongoc_client_t *client,
-                                char *err, size_t errlen)
+                                 char *err, size_t errlen)
 {
     bson_error_t error;
     bson_t *cmd;
     int ok;
 
-    if (atomic_load(&m->index_ready)) {
+    if (atomic_load(&m->index_ready))
         return SVC_STORE_OK;
-    }
-    cmd = BCON_NEW("createIndexes", BCON_UTF8(RV_MONGO_COLLECTION),
-                   "indexes", "[", "{", "key", "{", "document_id",
-                   BCON_INT32(1), "version", BCON_INT32(1), "}", "name",
+    cmd = BCON_NEW("createIndexes", BCON_UTF8(RV_MONGO_COLLECTION), "indexes",
+                   "[", "{", "key", "{", "document_id", BCON_INT32(1),
+                   "version", BCON_INT32(1), "}", "name",
                    BCON_UTF8("document_version"), "unique", BCON_BOOL(true),
                    "}", "]");
     if (cmd == NULL) {
@@ -223,9 +220,8 @@ static mongoc_collection_t *collection(svc_mongo_store *m,
                                        mongoc_client_t **client)
 {
     *client = mongoc_client_pool_pop(m->pool);
-    if (*client == NULL) {
+    if (*client == NULL)
         return NULL;
-    }
     return mongoc_client_get_collection(*client, m->db, RV_MONGO_COLLECTION);
 }
 
@@ -233,9 +229,8 @@ static void release(svc_mongo_store *m, mongoc_client_t *client,
                     mongoc_collection_t *coll)
 {
     mongoc_collection_destroy(coll);
-    if (client != NULL) {
+    if (client != NULL)
         mongoc_client_pool_push(m->pool, client);
-    }
 }
 
 /* Frees what a find built, in reverse order; NULLs are fine. */
@@ -250,8 +245,8 @@ static void release_find(svc_mongo_store *m, mongoc_client_t *client,
 }
 
 svc_store_rc svc_mongo_store_put(svc_mongo_store *m, const char *doc_id,
-                               int version, const char *content, char *err,
-                               size_t errlen)
+                                 int version, const char *content, char *err,
+                                 size_t errlen)
 {
     char key[64];
     bson_error_t error;
@@ -268,20 +263,19 @@ svc_store_rc svc_mongo_store_put(svc_mongo_store *m, const char *doc_id,
     record_name(key, sizeof(key), id, version);
     filter = record_filter(id, version);
     /* written_at is wall-clock time, for a person reading the records. */
-    update = BCON_NEW("$set", "{", "content", BCON_UTF8(content),
-                      "written_at",
+    update = BCON_NEW("$set", "{", "content", BCON_UTF8(content), "written_at",
                       BCON_DATE_TIME((int64_t)time(NULL) * 1000), "}");
     opts = BCON_NEW("upsert", BCON_BOOL(true));
     coll = filter != NULL && update != NULL && opts != NULL
-               ? collection(m, &client) : NULL;
+               ? collection(m, &client)
+               : NULL;
     if (coll == NULL) {
         snprintf(err, errlen, "mongo put %s: out of memory", key);
         goto done;
     }
     rc = ensure_index(m, client, err, errlen);
-    if (rc != SVC_STORE_OK) {
+    if (rc != SVC_STORE_OK)
         goto done;
-    }
     if (!mongoc_collection_update_one(coll, filter, update, opts, NULL,
                                       &error)) {
         char what[96];
@@ -299,7 +293,7 @@ done:
 
 /* Copies the "content" string of a found record into *content. */
 static svc_store_rc take_content(const bson_t *doc, const char *key,
-                                char **content, char *err, size_t errlen)
+                                 char **content, char *err, size_t errlen)
 {
     bson_iter_t it;
     uint32_t len = 0;
@@ -322,8 +316,8 @@ static svc_store_rc take_content(const bson_t *doc, const char *key,
 }
 
 svc_store_rc svc_mongo_store_get(svc_mongo_store *m, const char *doc_id,
-                               int version, char **content, char *err,
-                               size_t errlen)
+                                 int version, char **content, char *err,
+                                 size_t errlen)
 {
     char key[64];
     bson_error_t error;
@@ -369,10 +363,9 @@ done:
 }
 
 svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
-                                int (*each)(long long id, int version,
-                                            long long written_at,
-                                            void *arg),
-                                void *arg, char *err, size_t errlen)
+                                  int (*each)(long long id, int version,
+                                              long long written_at, void *arg),
+                                  void *arg, char *err, size_t errlen)
 {
     bson_error_t error;
     bson_t *filter = bson_new();
@@ -386,9 +379,9 @@ svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
     svc_store_rc rc = SVC_STORE_OK;
 
     coll = filter != NULL && opts != NULL ? collection(m, &client) : NULL;
-    cursor = coll != NULL ? mongoc_collection_find_with_opts(coll, filter,
-                                                             opts, NULL)
-                          : NULL;
+    cursor = coll != NULL
+                 ? mongoc_collection_find_with_opts(coll, filter, opts, NULL)
+                 : NULL;
     if (cursor == NULL) {
         snprintf(err, errlen, "mongo list: out of memory");
         rc = SVC_STORE_ERROR;
@@ -402,33 +395,33 @@ svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
             || !BSON_ITER_HOLDS_NUMBER(&id)
             || !bson_iter_init_find(&version, doc, "version")
             || !BSON_ITER_HOLDS_NUMBER(&version)) {
-            snprintf(err, errlen, "mongo list: a record at %s has no "
-                     "numeric document_id and version", m->endpoint);
+            snprintf(err, errlen,
+                     "mongo list: a record at %s has no "
+                     "numeric document_id and version",
+                     m->endpoint);
             rc = SVC_STORE_ERROR;
             goto done;
         }
         if (bson_iter_init_find(&at, doc, "written_at")
-            && BSON_ITER_HOLDS_DATE_TIME(&at)) {
+            && BSON_ITER_HOLDS_DATE_TIME(&at))
             written_at = bson_iter_date_time(&at);
-        }
         /* as_int64: a store may hand int64 back as a double. */
         if (each(bson_iter_as_int64(&id), (int)bson_iter_as_int64(&version),
-                 written_at, arg) != 0) {
+                 written_at, arg)
+            != 0)
             goto done;
-        }
     }
-    if (mongoc_cursor_error(cursor, &error)) {
+    if (mongoc_cursor_error(cursor, &error))
         rc = failure(m, "list", &error, err, errlen);
-    }
 done:
     release_find(m, client, coll, cursor, filter, opts);
     return rc;
 }
 
 svc_store_rc svc_mongo_store_delete_older(svc_mongo_store *m, long long id,
-                                        int version, long long before_ms,
-                                        int *deleted, char *err,
-                                        size_t errlen)
+                                          int version, long long before_ms,
+                                          int *deleted, char *err,
+                                          size_t errlen)
 {
     char key[64];
     bson_error_t error;
@@ -438,8 +431,7 @@ svc_store_rc svc_mongo_store_delete_older(svc_mongo_store *m, long long id,
                               BCON_INT32(version), "written_at", "{", "$lt",
                               BCON_DATE_TIME(before_ms), "}");
     mongoc_client_t *client = NULL;
-    mongoc_collection_t *coll = filter != NULL ? collection(m, &client)
-                                               : NULL;
+    mongoc_collection_t *coll = filter != NULL ? collection(m, &client) : NULL;
     svc_store_rc rc = SVC_STORE_ERROR;
 
     *deleted = 0;
@@ -470,17 +462,15 @@ svc_store_rc svc_mongo_store_ping(svc_mongo_store *m, char *err, size_t errlen)
     mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
     svc_store_rc rc = SVC_STORE_ERROR;
 
-    if (cmd == NULL || client == NULL) {
+    if (cmd == NULL || client == NULL)
         snprintf(err, errlen, "mongo ping: out of memory");
-    } else if (!mongoc_client_command_simple(client, m->db, cmd, NULL, NULL,
-                                             &error)) {
+    else if (!mongoc_client_command_simple(client, m->db, cmd, NULL, NULL,
+                                           &error))
         rc = failure(m, "ping", &error, err, errlen);
-    } else {
+    else
         rc = SVC_STORE_OK;
-    }
-    if (client != NULL) {
+    if (client != NULL)
         mongoc_client_pool_push(m->pool, client);
-    }
     bson_destroy(cmd);
     return rc;
 }

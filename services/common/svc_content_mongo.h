@@ -48,7 +48,7 @@ typedef enum svc_store_rc {
  * reason in err.
  */
 svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
-                                   char *err, size_t errlen);
+                                     char *err, size_t errlen);
 /* The same, with the timeouts the URL leaves unset derived from a
  * request's budget_ms instead of the defaults above: server selection
  * and connect half of it, a socket read all of it, so one call never
@@ -56,43 +56,42 @@ svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
  * a read is not retried unless the URL says retryReads (budget_ms <= 0:
  * the defaults). */
 svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
-                                      int budget_ms, char *err,
-                                      size_t errlen);
+                                      int budget_ms, char *err, size_t errlen);
 void svc_mongo_store_free(svc_mongo_store *m);
 
 /* Writes the record (doc_id, version) with content, replacing any earlier
  * one at that key (an orphan of a rolled-back transaction, see
  * reviewd's content module).  Acknowledged by the server before it returns. */
 svc_store_rc svc_mongo_store_put(svc_mongo_store *m, const char *doc_id,
-                               int version, const char *content, char *err,
-                               size_t errlen);
+                                 int version, const char *content, char *err,
+                                 size_t errlen);
 
 /* Reads the record (doc_id, version): on SVC_STORE_OK *content is a
  * malloc'ed copy of its text, else NULL. */
 svc_store_rc svc_mongo_store_get(svc_mongo_store *m, const char *doc_id,
-                               int version, char **content, char *err,
-                               size_t errlen);
+                                 int version, char **content, char *err,
+                                 size_t errlen);
 
 /* Calls each(document id, version, written_at, arg) for every record, in
  * no set order, until it returns non-zero (then SVC_STORE_OK is still
  * returned).  written_at is the record's write time in ms since the
  * epoch, or -1 when the record has none. */
 svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
-                                int (*each)(long long id, int version,
-                                            long long written_at,
-                                            void *arg),
-                                void *arg, char *err, size_t errlen);
+                                  int (*each)(long long id, int version,
+                                              long long written_at, void *arg),
+                                  void *arg, char *err, size_t errlen);
 /* Deletes the record (id, version) if it was written before before_ms
  * (ms since the epoch): a record rewritten since (svc_mongo_store_put
  * sets written_at again) is left alone.  *deleted is set to 1 if it went,
  * 0 if not.  Acknowledged by the server before it returns. */
 svc_store_rc svc_mongo_store_delete_older(svc_mongo_store *m, long long id,
-                                        int version, long long before_ms,
-                                        int *deleted, char *err,
-                                        size_t errlen);
+                                          int version, long long before_ms,
+                                          int *deleted, char *err,
+                                          size_t errlen);
 
 /* Sends "ping"; SVC_STORE_OK when the server answered. */
-svc_store_rc svc_mongo_store_ping(svc_mongo_store *m, char *err, size_t errlen);
+svc_store_rc svc_mongo_store_ping(svc_mongo_store *m, char *err,
+                                  size_t errlen);
 
 /* "host:port/db.collection", for log lines. */
 const char *svc_mongo_store_endpoint(const svc_mongo_store *m);

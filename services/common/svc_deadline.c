@@ -26,9 +26,8 @@ int64_t svc_deadline_tighten(int ms)
     const int64_t before = deadline_ms;
     const int64_t at = svc_deadline_now_ms() + (ms > 0 ? ms : 0);
 
-    if (before == 0 || at < before) {
+    if (before == 0 || at < before)
         deadline_ms = at;
-    }
     return before;
 }
 
@@ -39,9 +38,8 @@ void svc_deadline_restore(int64_t at_ms)
 
 void svc_deadline_extend(int ms)
 {
-    if (deadline_ms != 0 && ms > 0) {
+    if (deadline_ms != 0 && ms > 0)
         deadline_ms += ms;
-    }
 }
 
 void svc_deadline_clear(void)
@@ -53,15 +51,12 @@ int svc_deadline_left_ms(int cap_ms)
 {
     int64_t left;
 
-    if (deadline_ms == 0) {
+    if (deadline_ms == 0)
         return cap_ms > 0 ? cap_ms : -1;
-    }
     left = deadline_ms - svc_deadline_now_ms();
-    if (left < 0) {
+    if (left < 0)
         left = 0;
-    }
-    if (cap_ms > 0 && left > cap_ms) {
+    if (cap_ms > 0 && left > cap_ms)
         left = cap_ms;
-    }
     return (int)left;
 }

@@ -24,14 +24,14 @@
  * UTF-8, a duplicate key, \u0000 in a string, or not an object.
  */
 json_t *svc_json_parse_object(const char *body, size_t len, char *detail,
-                             size_t detaillen);
+                              size_t detaillen);
 
 /*
  * Checks that every key of obj is in the NULL-terminated list allowed.
  * Returns 0, or -1 with "unknown field \"x\"" in detail.
  */
 int svc_json_only_fields(const json_t *obj, const char *const *allowed,
-                        char *detail, size_t detaillen);
+                         char *detail, size_t detaillen);
 
 /*
  * Reads obj[name] as a string of min_chars..max_chars characters.
@@ -40,8 +40,8 @@ int svc_json_only_fields(const json_t *obj, const char *const *allowed,
  * message in detail when it has the wrong type or length.
  */
 int svc_json_string_field(const json_t *obj, const char *name,
-                         size_t min_chars, size_t max_chars, int null_ok,
-                         const char **out, char *detail, size_t detaillen);
+                          size_t min_chars, size_t max_chars, int null_ok,
+                          const char **out, char *detail, size_t detaillen);
 
 /* Number of code points in the valid UTF-8 string s. */
 size_t svc_utf8_chars(const char *s);

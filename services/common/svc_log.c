@@ -27,8 +27,8 @@
 
 struct svc_log {
     pthread_mutex_t mu;
-    int fd;            /* 2 for stderr */
-    char *path;        /* NULL for stderr */
+    int fd;     /* 2 for stderr */
+    char *path; /* NULL for stderr */
     svc_log_level min_level;
 };
 
@@ -40,7 +40,7 @@ static int open_log_file(const char *path)
 }
 
 svc_log *svc_log_new(const char *path, svc_log_level min_level, char *errbuf,
-                   size_t errlen)
+                     size_t errlen)
 {
     svc_log *log = calloc(1, sizeof(*log));
 
@@ -51,14 +51,13 @@ svc_log *svc_log_new(const char *path, svc_log_level min_level, char *errbuf,
     pthread_mutex_init(&log->mu, NULL);
     log->fd = STDERR_FILENO;
     log->min_level = min_level;
-    if (path == NULL || path[0] == '\0') {
+    if (path == NULL || path[0] == '\0')
         return log;
-    }
     log->path = strdup(path);
     log->fd = log->path != NULL ? open_log_file(path) : -1;
     if (log->fd < 0) {
-        snprintf(errbuf, errlen, "REVIEWD_LOG_FILE: cannot open %s: %s",
-                 path, strerror(errno));
+        snprintf(errbuf, errlen, "REVIEWD_LOG_FILE: cannot open %s: %s", path,
+                 strerror(errno));
         log->fd = STDERR_FILENO;
         svc_log_free(log);
         return NULL;
@@ -68,12 +67,10 @@ svc_log *svc_log_new(const char *path, svc_log_level min_level, char *errbuf,
 
 void svc_log_free(svc_log *log)
 {
-    if (log == NULL) {
+    if (log == NULL)
         return;
-    }
-    if (log->fd != STDERR_FILENO && log->fd >= 0) {
+    if (log->fd != STDERR_FILENO && log->fd >= 0)
         close(log->fd);
-    }
     pthread_mutex_destroy(&log->mu);
     free(log->path);
     free(log);
@@ -84,13 +81,11 @@ int svc_log_reopen(svc_log *log)
     int fd;
     int old;
 
-    if (log == NULL || log->path == NULL) {
+    if (log == NULL || log->path == NULL)
         return 0;
-    }
     fd = open_log_file(log->path);
-    if (fd < 0) {
+    if (fd < 0)
         return -1;
-    }
     pthread_mutex_lock(&log->mu);
     old = log->fd;
     log->fd = fd;
@@ -109,9 +104,8 @@ void svc_log_timestamp(char *out, size_t outlen)
     struct tm tm;
     size_t n;
 
-    if (outlen == 0) {
+    if (outlen == 0)
         return;
-    }
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     n = strftime(out, outlen, "%Y-%m-%dT%H:%M:%S", &tm);
@@ -129,12 +123,10 @@ static void write_fully(int fd, const char *buf, size_t len)
     while (len > 0) {
         const ssize_t n = write(fd, buf, len);
 
-        if (n < 0 && errno == EINTR) {
+        if (n < 0 && errno == EINTR)
             continue;
-        }
-        if (n <= 0) {
+        if (n <= 0)
             return;
-        }
         buf += n;
         len -= (size_t)n;
     }
@@ -151,7 +143,7 @@ static void write_line(svc_log *log, char *text, size_t len)
 }
 
 void svc_log_write(svc_log *log, svc_log_level level, const char *msg,
-                  json_t *fields)
+                   json_t *fields)
 {
     char ts[32];
     json_t *line;
@@ -168,16 +160,14 @@ void svc_log_write(svc_log *log, svc_log_level level, const char *msg,
         json_decref(fields);
         return;
     }
-    if (json_is_object(fields)) {
+    if (json_is_object(fields))
         json_object_update_missing(line, fields);
-    }
     json_decref(fields);
     text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER
                                 | JSON_REAL_PRECISION(6));
     json_decref(line);
-    if (text == NULL) {
+    if (text == NULL)
         return;
-    }
     /* json_dumps leaves room for the newline: it overwrites the NUL. */
     write_line(log, text, strlen(text));
     free(text);
@@ -191,24 +181,20 @@ static int line_reserve(svc_log_line *line, size_t n)
     size_t cap = line->cap;
     char *p;
 
-    if (line->failed) {
+    if (line->failed)
         return -1;
-    }
-    if (line->len + n + 1 <= line->cap) {
+    if (line->len + n + 1 <= line->cap)
         return 0;
-    }
-    while (cap < line->len + n + 1) {
+    while (cap < line->len + n + 1)
         cap *= 2;
-    }
     p = malloc(cap);
     if (p == NULL) {
         line->failed = 1;
         return -1;
     }
     memcpy(p, line->buf, line->len);
-    if (line->buf != line->inline_buf) {
+    if (line->buf != line->inline_buf)
         free(line->buf);
-    }
     line->buf = p;
     line->cap = cap;
     return 0;
@@ -256,9 +242,8 @@ static void line_escaped(svc_log_line *line, const char *s)
     for (; *s != '\0'; s++) {
         const unsigned char c = (unsigned char)*s;
 
-        if (c >= 0x20 && c != '"' && c != '\\') {
+        if (c >= 0x20 && c != '"' && c != '\\')
             continue;
-        }
         line_append(line, run, (size_t)(s - run));
         line_append(line, esc, escape_of(c, esc));
         run = s + 1;
@@ -275,13 +260,12 @@ static void line_key(svc_log_line *line, const char *key)
 }
 
 int svc_log_line_begin(svc_log *log, svc_log_level level, const char *msg,
-                      svc_log_line *line)
+                       svc_log_line *line)
 {
     char ts[32];
 
-    if (log == NULL || level < log->min_level) {
+    if (log == NULL || level < log->min_level)
         return 0;
-    }
     line->log = log;
     line->buf = line->inline_buf;
     line->cap = sizeof(line->inline_buf);
@@ -300,9 +284,8 @@ int svc_log_line_begin(svc_log *log, svc_log_level level, const char *msg,
 
 void svc_log_line_str(svc_log_line *line, const char *key, const char *value)
 {
-    if (value == NULL || !svc_utf8_valid(value, strlen(value))) {
+    if (value == NULL || !svc_utf8_valid(value, strlen(value)))
         return;
-    }
     line_key(line, key);
     line_literal(line, "\"");
     line_escaped(line, value);
@@ -323,9 +306,8 @@ void svc_log_line_fixed3(svc_log_line *line, const char *key, double value)
     char num[48];
 
     /* JSON has no NaN or infinity, and a duration is never that long. */
-    if (!isfinite(value) || fabs(value) > 1e15) {
+    if (!isfinite(value) || fabs(value) > 1e15)
         value = 0;
-    }
     snprintf(num, sizeof(num), "%.3f", value);
     line_key(line, key);
     line_literal(line, num);
@@ -334,12 +316,10 @@ void svc_log_line_fixed3(svc_log_line *line, const char *key, double value)
 void svc_log_line_end(svc_log_line *line)
 {
     line_literal(line, "}");
-    if (!line->failed) {
+    if (!line->failed)
         write_line(line->log, line->buf, line->len);
-    }
-    if (line->buf != line->inline_buf) {
+    if (line->buf != line->inline_buf)
         free(line->buf);
-    }
     line->buf = line->inline_buf;
 }
 
@@ -347,11 +327,9 @@ int svc_log_level_parse(const char *text)
 {
     size_t i;
 
-    for (i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
-        if (strcmp(text, level_names[i]) == 0) {
+    for (i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+        if (strcmp(text, level_names[i]) == 0)
             return (int)i;
-        }
-    }
     return -1;
 }
 
@@ -359,12 +337,10 @@ int svc_log_level_parse(const char *text)
 static void append(char *out, size_t outlen, size_t *used, const char *src,
                    size_t n)
 {
-    if (*used + 1 >= outlen) {
+    if (*used + 1 >= outlen)
         return;
-    }
-    if (n > outlen - 1 - *used) {
+    if (n > outlen - 1 - *used)
         n = outlen - 1 - *used;
-    }
     memcpy(out + *used, src, n);
     *used += n;
     out[*used] = '\0';
@@ -394,9 +370,8 @@ static void redact_query_password(char *out, size_t outlen)
 {
     char *copy;
 
-    if (strstr(out, "password=") == NULL) {
+    if (strstr(out, "password=") == NULL)
         return;
-    }
     copy = strdup(out);
     if (copy == NULL) {
         out[0] = '\0';
@@ -413,9 +388,8 @@ void svc_log_redact_url(const char *url, char *out, size_t outlen)
     const char *colon;
     size_t used = 0;
 
-    if (outlen == 0) {
+    if (outlen == 0)
         return;
-    }
     out[0] = '\0';
     url = url != NULL ? url : "";
     auth = strstr(url, "://");
@@ -449,12 +423,10 @@ typedef struct secrets {
 
 static int hex_value(char c)
 {
-    if (c >= '0' && c <= '9') {
+    if (c >= '0' && c <= '9')
         return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
+    if (c >= 'a' && c <= 'f')
         return c - 'a' + 10;
-    }
     return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
@@ -464,18 +436,16 @@ static void secrets_add(secrets *z, const char *p, size_t len)
     char *copy;
     size_t i, o = 0;
 
-    if (len == 0 || z->n + 2 > SECRETS_MAX) {
+    if (len == 0 || z->n + 2 > SECRETS_MAX)
         return;
-    }
     copy = strndup(p, len);
     if (copy == NULL) {
         z->failed = 1;
         return;
     }
     z->s[z->n++] = copy;
-    if (memchr(p, '%', len) == NULL) {
+    if (memchr(p, '%', len) == NULL)
         return;
-    }
     copy = strndup(p, len);
     if (copy == NULL) {
         z->failed = 1;
@@ -504,15 +474,13 @@ static void secrets_userinfo(secrets *z, const char *url)
     const char *at;
     const char *colon;
 
-    if (auth == NULL) {
+    if (auth == NULL)
         return;
-    }
     auth += 3;
     at = strrchr(auth, '@');
     colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-    if (colon != NULL) {
+    if (colon != NULL)
         secrets_add(z, colon + 1, (size_t)(at - colon - 1));
-    }
 }
 
 /* Every "password" keyword or parameter: its value, quoted or a word,
@@ -527,9 +495,8 @@ static void secrets_keywords(secrets *z, const char *url)
         size_t len;
 
         p = v;
-        if (!starts || strchr(" \t=", *v) == NULL || *v == '\0') {
+        if (!starts || strchr(" \t=", *v) == NULL || *v == '\0')
             continue;
-        }
         v += strspn(v, " \t");
         v += *v == '=';
         v += strspn(v, " \t");
@@ -551,9 +518,8 @@ static size_t secret_at(const secrets *z, const char *text)
     for (i = 0; i < z->n; i++) {
         const size_t len = strlen(z->s[i]);
 
-        if (len > best && strncmp(text, z->s[i], len) == 0) {
+        if (len > best && strncmp(text, z->s[i], len) == 0)
             best = len;
-        }
     }
     return best;
 }
@@ -563,11 +529,9 @@ static int secret_piece(const secrets *z, const char *p, size_t len)
 {
     size_t i;
 
-    for (i = 0; i < z->n && len > 0; i++) {
-        if (memmem(z->s[i], strlen(z->s[i]), p, len) != NULL) {
+    for (i = 0; i < z->n && len > 0; i++)
+        if (memmem(z->s[i], strlen(z->s[i]), p, len) != NULL)
             return 1;
-        }
-    }
     return 0;
 }
 
@@ -601,18 +565,15 @@ void svc_log_redact_secrets(const char *url, const char *text, char *out,
     secrets z;
     size_t i;
 
-    if (outlen == 0) {
+    if (outlen == 0)
         return;
-    }
     memset(&z, 0, sizeof(z));
     secrets_userinfo(&z, url != NULL ? url : "");
     secrets_keywords(&z, url != NULL ? url : "");
-    if (z.failed) {
+    if (z.failed)
         snprintf(out, outlen, "(message withheld: out of memory)");
-    } else {
+    else
         redact_with(&z, text != NULL ? text : "", out, outlen);
-    }
-    for (i = 0; i < z.n; i++) {
+    for (i = 0; i < z.n; i++)
         free(z.s[i]);
-    }
 }

@@ -37,7 +37,7 @@ typedef struct svc_log svc_log;
  * writes why to errbuf.
  */
 svc_log *svc_log_new(const char *path, svc_log_level min_level, char *errbuf,
-                   size_t errlen);
+                     size_t errlen);
 
 /* Closes the file (never stderr) and frees the log.  NULL is fine. */
 void svc_log_free(svc_log *log);
@@ -52,7 +52,7 @@ int svc_log_reopen(svc_log *log);
  * so json_pack(...) can be passed directly.  A NULL log writes nothing.
  */
 void svc_log_write(svc_log *log, svc_log_level level, const char *msg,
-                  json_t *fields);
+                   json_t *fields);
 
 /*
  * A line built field by field: the object svc_log_write would write, made
@@ -75,7 +75,7 @@ void svc_log_write(svc_log *log, svc_log_level level, const char *msg,
 
 typedef struct svc_log_line {
     svc_log *log;
-    char *buf;      /* inline_buf, or a heap copy once it outgrew it */
+    char *buf; /* inline_buf, or a heap copy once it outgrew it */
     size_t len;
     size_t cap;
     int failed;
@@ -85,7 +85,7 @@ typedef struct svc_log_line {
 /* Starts a line.  Returns 1, or 0 when the level is filtered out (or the
  * log is NULL): then no other svc_log_line_ call is needed. */
 int svc_log_line_begin(svc_log *log, svc_log_level level, const char *msg,
-                      svc_log_line *line);
+                       svc_log_line *line);
 
 /* Appends "key":"value" (value escaped; left out if not UTF-8). */
 void svc_log_line_str(svc_log_line *line, const char *key, const char *value);

@@ -46,12 +46,10 @@ static int paragraph_end(const unsigned char *t, size_t len, size_t e)
  * without a following space. */
 static int cjk_stop_before(const unsigned char *t, size_t e)
 {
-    if (e < 3) {
+    if (e < 3)
         return 0;
-    }
-    if (t[e - 3] == 0xE3 && t[e - 2] == 0x80 && t[e - 1] == 0x82) {
+    if (t[e - 3] == 0xE3 && t[e - 2] == 0x80 && t[e - 1] == 0x82)
         return 1;
-    }
     return t[e - 3] == 0xEF && t[e - 2] == 0xBC
            && (t[e - 1] == 0x81 || t[e - 1] == 0x9F);
 }
@@ -61,9 +59,8 @@ static int sentence_end(const unsigned char *t, size_t len, size_t e)
     const unsigned char last = e > 0 ? t[e - 1] : 0;
 
     if ((last == '.' || last == '!' || last == '?') && e < len
-        && is_space(t[e])) {
+        && is_space(t[e]))
         return 1;
-    }
     return cjk_stop_before(t, e);
 }
 
@@ -81,11 +78,9 @@ static size_t last_end(const unsigned char *t, size_t len, size_t lo,
 {
     size_t e;
 
-    for (e = hi; e >= lo && e > 0; e--) {
-        if (rule(t, len, e)) {
+    for (e = hi; e >= lo && e > 0; e--)
+        if (rule(t, len, e))
             return e;
-        }
-    }
     return 0;
 }
 
@@ -94,23 +89,19 @@ static size_t last_end(const unsigned char *t, size_t len, size_t lo,
 static size_t choose_end(const unsigned char *t, size_t len, size_t pos,
                          size_t target)
 {
-    static const end_rule rules[] = {paragraph_end, sentence_end,
-                                     space_end};
+    static const end_rule rules[] = {paragraph_end, sentence_end, space_end};
     const size_t hi = pos + target;
     const size_t lo = pos + target / 2;
     size_t i, e;
 
     for (i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
         e = last_end(t, len, lo, hi, rules[i]);
-        if (e != 0) {
+        if (e != 0)
             return e;
-        }
     }
-    for (e = hi; e + 3 >= hi && e > pos; e--) {
-        if (char_boundary(t, len, e)) {
+    for (e = hi; e + 3 >= hi && e > pos; e--)
+        if (char_boundary(t, len, e))
             return e;
-        }
-    }
     return hi; /* not UTF-8 here: any cut is as good as another */
 }
 
@@ -121,9 +112,8 @@ static int push_span(kh_chunk_span **spans, size_t *count, size_t *cap,
         const size_t ncap = *cap != 0 ? *cap * 2 : 8;
         kh_chunk_span *p = realloc(*spans, ncap * sizeof(*p));
 
-        if (p == NULL) {
+        if (p == NULL)
             return -1;
-        }
         *spans = p;
         *cap = ncap;
     }
@@ -142,9 +132,8 @@ int kh_chunk_split(const char *text, size_t len, const kh_chunk_opts *opts,
 
     *spans = NULL;
     *count = 0;
-    if (target < KH_CHUNK_TARGET_MIN || opts->overlap_bytes >= target / 2) {
+    if (target < KH_CHUNK_TARGET_MIN || opts->overlap_bytes >= target / 2)
         return -1;
-    }
     while (pos < len) {
         end = len - pos <= target ? len : choose_end(t, len, pos, target);
         if (push_span(spans, count, &cap, pos, end - pos) != 0) {
@@ -153,13 +142,11 @@ int kh_chunk_split(const char *text, size_t len, const kh_chunk_opts *opts,
             *count = 0;
             return -1;
         }
-        if (end == len) {
+        if (end == len)
             break;
-        }
         next = end - opts->overlap_bytes;
-        while (next < end && !char_boundary(t, len, next)) {
+        while (next < end && !char_boundary(t, len, next))
             next++;
-        }
         pos = next;
     }
     return 0;

@@ -29,7 +29,7 @@
 #define KH_CHANNEL SVC_AMQP_CONN_CHANNEL
 
 struct kh_consumer {
-    svc_amqp_conn *ac;             /* the connection, owned */
+    svc_amqp_conn *ac; /* the connection, owned */
     char *exchange;
     char *queue;
     int prefetch;
@@ -43,9 +43,8 @@ kh_consumer *kh_consumer_new(const char *url, const char *exchange,
 {
     kh_consumer *c = calloc(1, sizeof(*c));
 
-    if (c == NULL) {
+    if (c == NULL)
         return NULL;
-    }
     c->exchange = strdup(exchange);
     c->queue = strdup(queue);
     c->ac = svc_amqp_conn_new(url, tls);
@@ -67,9 +66,8 @@ static void release_envelope(kh_consumer *c)
 
 void kh_consumer_free(kh_consumer *c)
 {
-    if (c == NULL) {
+    if (c == NULL)
         return;
-    }
     kh_consumer_close(c);
     svc_amqp_conn_free(c->ac);
     free(c->exchange);
@@ -86,24 +84,20 @@ static int declare_and_consume(kh_consumer *c)
     amqp_exchange_declare(k, KH_CHANNEL, amqp_cstring_bytes(c->exchange),
                           amqp_cstring_bytes("topic"), 0, 1, 0, 0,
                           amqp_empty_table);
-    if (svc_amqp_conn_rpc(c->ac, "exchange.declare") != 0) {
+    if (svc_amqp_conn_rpc(c->ac, "exchange.declare") != 0)
         return -1;
-    }
-    amqp_queue_declare(k, KH_CHANNEL, amqp_cstring_bytes(c->queue), 0, 1, 0,
-                       0, amqp_empty_table);
-    if (svc_amqp_conn_rpc(c->ac, "queue.declare") != 0) {
+    amqp_queue_declare(k, KH_CHANNEL, amqp_cstring_bytes(c->queue), 0, 1, 0, 0,
+                       amqp_empty_table);
+    if (svc_amqp_conn_rpc(c->ac, "queue.declare") != 0)
         return -1;
-    }
     amqp_queue_bind(k, KH_CHANNEL, amqp_cstring_bytes(c->queue),
                     amqp_cstring_bytes(c->exchange),
                     amqp_cstring_bytes(KH_BINDING), amqp_empty_table);
-    if (svc_amqp_conn_rpc(c->ac, "queue.bind") != 0) {
+    if (svc_amqp_conn_rpc(c->ac, "queue.bind") != 0)
         return -1;
-    }
     amqp_basic_qos(k, KH_CHANNEL, 0, (uint16_t)c->prefetch, 0);
-    if (svc_amqp_conn_rpc(c->ac, "basic.qos") != 0) {
+    if (svc_amqp_conn_rpc(c->ac, "basic.qos") != 0)
         return -1;
-    }
     amqp_basic_consume(k, KH_CHANNEL, amqp_cstring_bytes(c->queue),
                        amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
     return svc_amqp_conn_rpc(c->ac, "basic.consume");
@@ -114,7 +108,8 @@ int kh_consumer_connect(kh_consumer *c, int timeout_ms)
     kh_consumer_close(c);
     return svc_amqp_conn_open(c->ac, timeout_ms) == 0
                    && declare_and_consume(c) == 0
-               ? 0 : -1;
+               ? 0
+               : -1;
 }
 
 void kh_consumer_close(kh_consumer *c)
@@ -163,16 +158,16 @@ int kh_consumer_next(kh_consumer *c, int timeout_ms, kh_delivery *d)
         return 1;
     }
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
-        && r.library_error == AMQP_STATUS_TIMEOUT) {
+        && r.library_error == AMQP_STATUS_TIMEOUT)
         return 0;
-    }
     /* Anything else (a channel or connection close from the broker, a
      * dead socket, an unexpected frame) ends this connection. */
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
         return svc_amqp_conn_fail(c->ac, "consume", r.library_error);
-    }
-    svc_amqp_conn_set_err(c->ac, "consume: closed by the broker (method "
-                         "0x%08x)", (unsigned)r.reply.id);
+    svc_amqp_conn_set_err(c->ac,
+                          "consume: closed by the broker (method "
+                          "0x%08x)",
+                          (unsigned)r.reply.id);
     svc_amqp_conn_drop(c->ac);
     return -1;
 }
@@ -208,7 +203,7 @@ void kh_consumer_drop_channel(kh_consumer *c)
 {
     kh_consumer_close(c);
     svc_amqp_conn_set_err(c->ac, "channel closed before the ack (test "
-                          "hook)");
+                                 "hook)");
 }
 #endif
 

@@ -35,9 +35,9 @@ typedef struct kh_consumer kh_consumer;
 typedef struct kh_delivery {
     uint64_t tag;
     int redelivered;
-    const char *body;     /* borrowed until the next kh_consumer_* call */
+    const char *body; /* borrowed until the next kh_consumer_* call */
     size_t len;
-    char message_id[64];  /* "" when the message has none */
+    char message_id[64]; /* "" when the message has none */
 } kh_delivery;
 
 /* exchange and queue are KH_EXCHANGE and KH_QUEUE unless configured

@@ -29,8 +29,8 @@ extern char **environ;
 
 typedef struct child_io {
     pid_t pid;
-    int in_fd;   /* the command's stdin, ours to write; -1 when closed */
-    int out_fd;  /* the command's stdout, ours to read; -1 at EOF */
+    int in_fd;  /* the command's stdin, ours to write; -1 when closed */
+    int out_fd; /* the command's stdout, ours to read; -1 at EOF */
     const char *text;
     size_t len;
     size_t written;
@@ -98,9 +98,8 @@ static int spawn_child(const char *command, child_io *io, char *err,
     io->out_fd = out[0];
     fcntl(io->in_fd, F_SETFL, O_NONBLOCK);
     fcntl(io->out_fd, F_SETFL, O_NONBLOCK);
-    if (io->len == 0) {
+    if (io->len == 0)
         close_fd(&io->in_fd);
-    }
     return 0;
 }
 
@@ -111,13 +110,10 @@ static void feed(child_io *io)
     const ssize_t n = write(io->in_fd, io->text + io->written,
                             io->len - io->written);
 
-    if (n > 0) {
+    if (n > 0)
         io->written += (size_t)n;
-    }
-    if ((n < 0 && errno != EAGAIN && errno != EINTR)
-        || io->written == io->len) {
+    if ((n < 0 && errno != EAGAIN && errno != EINTR) || io->written == io->len)
         close_fd(&io->in_fd);
-    }
 }
 
 /* Reads what is there; returns -1 when the output passes the cap. */
@@ -131,16 +127,13 @@ static int drain(child_io *io)
         close_fd(&io->out_fd);
         return 0;
     }
-    if (n < 0) {
+    if (n < 0)
         return 0;
-    }
-    if (io->out_len + (size_t)n > KH_EMBED_OUTPUT_MAX) {
+    if (io->out_len + (size_t)n > KH_EMBED_OUTPUT_MAX)
         return -1;
-    }
     p = realloc(io->out, io->out_len + (size_t)n + 1);
-    if (p == NULL) {
+    if (p == NULL)
         return -1;
-    }
     memcpy(p + io->out_len, buf, (size_t)n);
     io->out = p;
     io->out_len += (size_t)n;
@@ -174,11 +167,9 @@ static int exchange(child_io *io, int timeout_ms, char *err, size_t errlen)
             snprintf(err, errlen, "poll: %s", strerror(errno));
             return -1;
         }
-        if (n == 2 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+        if (n == 2 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP)))
             feed(io);
-        }
-        if ((p[0].revents & (POLLIN | POLLHUP | POLLERR))
-            && drain(io) != 0) {
+        if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && drain(io) != 0) {
             snprintf(err, errlen, "EMBED_COMMAND: output over %d bytes",
                      KH_EMBED_OUTPUT_MAX);
             return -1;
@@ -193,9 +184,8 @@ static int reap(pid_t pid, int kill_it)
 {
     int status = 0;
 
-    if (kill_it) {
+    if (kill_it)
         kill(-pid, SIGKILL);
-    }
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     return status;
@@ -210,9 +200,8 @@ int kh_embed_run(const char *command, const char *text, size_t len,
 
     *vec = NULL;
     *dim = 0;
-    if (spawn_child(command, &io, err, errlen) != 0) {
+    if (spawn_child(command, &io, err, errlen) != 0)
         return -1;
-    }
     rc = exchange(&io, timeout_ms, err, errlen);
     close_fd(&io.in_fd);
     close_fd(&io.out_fd);
@@ -224,8 +213,8 @@ int kh_embed_run(const char *command, const char *text, size_t len,
         rc = -1;
     }
     if (rc == 0) {
-        rc = kh_embed_parse(io.out != NULL ? io.out : "", io.out_len, vec,
-                            dim, err, errlen);
+        rc = kh_embed_parse(io.out != NULL ? io.out : "", io.out_len, vec, dim,
+                            err, errlen);
     }
     free(io.out);
     return rc;
@@ -239,9 +228,8 @@ static int is_separator(char c)
 /* Skips separators and one pair of brackets' ends. */
 static size_t skip_separators(const char *s, size_t i, size_t len)
 {
-    while (i < len && (is_separator(s[i]) || s[i] == '[' || s[i] == ']')) {
+    while (i < len && (is_separator(s[i]) || s[i] == '[' || s[i] == ']'))
         i++;
-    }
     return i;
 }
 
@@ -262,9 +250,8 @@ int kh_embed_parse(const char *out, size_t len, float **vec, size_t *dim,
 
     *vec = NULL;
     *dim = 0;
-    if (memchr(out, '\0', len) != NULL) {
+    if (memchr(out, '\0', len) != NULL)
         return parse_fail(NULL, err, errlen, "NUL byte in the output", "", 0);
-    }
     while (i < len) {
         char *end = NULL;
         const float f = strtof(out + i, &end);
@@ -277,17 +264,15 @@ int kh_embed_parse(const char *out, size_t len, float **vec, size_t *dim,
         if (n == cap) {
             float *p = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
 
-            if (p == NULL) {
+            if (p == NULL)
                 return parse_fail(v, err, errlen, "out of memory", "", 0);
-            }
             v = p;
         }
         v[n++] = f;
         i = skip_separators(out, (size_t)(end - out), len);
     }
-    if (n == 0) {
+    if (n == 0)
         return parse_fail(v, err, errlen, "no number printed", out, len);
-    }
     *vec = v;
     *dim = n;
     return 0;
@@ -299,9 +284,8 @@ char *kh_embed_pg_array(const float *vec, size_t dim)
     char *s = malloc(cap);
     size_t len = 0, i;
 
-    if (s == NULL) {
+    if (s == NULL)
         return NULL;
-    }
     s[len++] = '{';
     for (i = 0; i < dim; i++) {
         len += (size_t)snprintf(s + len, cap - len, "%s%.9g", i ? "," : "",

@@ -74,8 +74,8 @@ typedef struct kh_config {
     const char *amqp_url;
     const char *exchange;
     const char *queue;
-    svc_amqp_tls tls;     /* AMQP_CACERT, AMQP_CERT, AMQP_KEY */
-    char *mongo_url;      /* malloc'd by svc_content_env_load */
+    svc_amqp_tls tls; /* AMQP_CACERT, AMQP_CERT, AMQP_KEY */
+    char *mongo_url;  /* malloc'd by svc_content_env_load */
     kh_store_opts store;
     int prefetch;
     int batch;
@@ -95,7 +95,7 @@ typedef struct kh_indexer {
     svc_log *log;
     kh_consumer *amqp;
     kh_store *store;
-    kh_item *items;       /* cfg.batch of them, for handle_batch */
+    kh_item *items; /* cfg.batch of them, for handle_batch */
     int backoff_ms;
     int amqp_down_logged;
 #ifdef KH_TESTING
@@ -105,11 +105,10 @@ typedef struct kh_indexer {
 
 static void on_signal(int sig)
 {
-    if (sig == SIGHUP) {
+    if (sig == SIGHUP)
         reopen_requested = 1;
-    } else {
+    else
         stop_requested = 1;
-    }
 }
 
 static int env_int(const char *name, long lo, long hi, int *out, char *err,
@@ -119,14 +118,15 @@ static int env_int(const char *name, long lo, long hi, int *out, char *err,
     char *end = NULL;
     long n;
 
-    if (v == NULL || v[0] == '\0') {
+    if (v == NULL || v[0] == '\0')
         return 0;
-    }
     errno = 0;
     n = strtol(v, &end, 10);
     if (errno != 0 || *end != '\0' || n < lo || n > hi) {
-        snprintf(err, errlen, "%s: expected an integer in %ld..%ld, got "
-                 "\"%.32s\"", name, lo, hi, v);
+        snprintf(err, errlen,
+                 "%s: expected an integer in %ld..%ld, got "
+                 "\"%.32s\"",
+                 name, lo, hi, v);
         return -1;
     }
     *out = (int)n;
@@ -155,50 +155,48 @@ static int load_config(kh_config *cfg, char *err, size_t errlen)
     cfg->amqp_url = env_str("AMQP_URL");
     cfg->exchange = env_str("KH_EXCHANGE") != NULL ? env_str("KH_EXCHANGE")
                                                    : KH_EXCHANGE;
-    cfg->queue = env_str("KH_QUEUE") != NULL ? env_str("KH_QUEUE")
-                                             : KH_QUEUE;
+    cfg->queue = env_str("KH_QUEUE") != NULL ? env_str("KH_QUEUE") : KH_QUEUE;
     cfg->store.embed_command = env_str("EMBED_COMMAND");
     cfg->log_file = env_str("KH_LOG_FILE");
-    cfg->log_level = svc_log_level_parse(env_str("KH_LOG_LEVEL") != NULL
-                                            ? env_str("KH_LOG_LEVEL")
-                                            : "info");
+    cfg->log_level = svc_log_level_parse(
+        env_str("KH_LOG_LEVEL") != NULL ? env_str("KH_LOG_LEVEL") : "info");
     if (cfg->database_url == NULL || cfg->amqp_url == NULL) {
-        snprintf(err, errlen, "%s: required", cfg->database_url == NULL
-                 ? "DATABASE_URL" : "AMQP_URL");
+        snprintf(err, errlen, "%s: required",
+                 cfg->database_url == NULL ? "DATABASE_URL" : "AMQP_URL");
         return -1;
     }
     if (cfg->log_level < 0) {
-        snprintf(err, errlen, "KH_LOG_LEVEL: expected debug, info, warn or "
+        snprintf(err, errlen,
+                 "KH_LOG_LEVEL: expected debug, info, warn or "
                  "error");
         return -1;
     }
-    if (env_int("KH_CHUNK_TARGET", KH_CHUNK_TARGET_MIN, 1000000, &target,
-                err, errlen)
+    if (env_int("KH_CHUNK_TARGET", KH_CHUNK_TARGET_MIN, 1000000, &target, err,
+                errlen)
         || env_int("KH_CHUNK_OVERLAP", 0, 499999, &overlap, err, errlen)
         || env_int("KH_PREFETCH", 1, 65535, &cfg->prefetch, err, errlen)
         || env_int("KH_BATCH", 1, 10000, &cfg->batch, err, errlen)
         || env_int("KH_EMBED_TIMEOUT_MS", 10, 600000,
                    &cfg->store.embed_timeout_ms, err, errlen)
         || env_int("KH_RETRY_MS", 0, 600000, &cfg->retry_ms, err, errlen)
-        || env_int("KH_BACKOFF_MAX_MS", 10, 600000, &cfg->backoff_max_ms,
-                   err, errlen)) {
+        || env_int("KH_BACKOFF_MAX_MS", 10, 600000, &cfg->backoff_max_ms, err,
+                   errlen))
         return -1;
-    }
 #ifdef KH_TESTING
-    if (env_int("KH_TEST_DROP_ACKS", 0, 1000000, &cfg->drop_acks, err,
-                errlen)) {
+    if (env_int("KH_TEST_DROP_ACKS", 0, 1000000, &cfg->drop_acks, err, errlen))
         return -1;
-    }
 #endif
     if (svc_amqp_tls_load(&cfg->tls, err, errlen) != 0
         || svc_content_env_load(&cfg->store.content_store, &cfg->mongo_url,
-                                err, errlen) != 0) {
+                                err, errlen)
+               != 0)
         return -1;
-    }
     cfg->store.mongo_url = cfg->mongo_url;
     if (overlap >= target / 2) {
-        snprintf(err, errlen, "KH_CHUNK_OVERLAP: must be below half of "
-                 "KH_CHUNK_TARGET (%d)", target);
+        snprintf(err, errlen,
+                 "KH_CHUNK_OVERLAP: must be below half of "
+                 "KH_CHUNK_TARGET (%d)",
+                 target);
         return -1;
     }
     cfg->store.chunk.target_bytes = (size_t)target;
@@ -228,42 +226,40 @@ static double elapsed_ms(const struct timespec *since)
  * when connected. */
 static int ensure_broker(kh_indexer *ix)
 {
-    if (kh_consumer_connected(ix->amqp)) {
+    if (kh_consumer_connected(ix->amqp))
         return 1;
-    }
     if (kh_consumer_connect(ix->amqp, KH_AMQP_TIMEOUT_MS) != 0) {
         if (!ix->amqp_down_logged) {
             svc_log_write(ix->log, SVC_LOG_WARN, "amqp_down",
-                         json_pack("{s:s}", "error",
-                                   kh_consumer_errmsg(ix->amqp)));
+                          json_pack("{s:s}", "error",
+                                    kh_consumer_errmsg(ix->amqp)));
             ix->amqp_down_logged = 1;
         }
         sleep_ms(ix->backoff_ms);
         ix->backoff_ms = ix->backoff_ms * 2 > ix->cfg.backoff_max_ms
-                             ? ix->cfg.backoff_max_ms : ix->backoff_ms * 2;
+                             ? ix->cfg.backoff_max_ms
+                             : ix->backoff_ms * 2;
         return 0;
     }
     ix->amqp_down_logged = 0;
     ix->backoff_ms = KH_BACKOFF_MIN_MS;
     svc_log_write(ix->log, SVC_LOG_INFO, "consuming",
-                 json_pack("{s:s,s:s,s:s,s:i}", "queue", ix->cfg.queue,
-                           "exchange", ix->cfg.exchange, "binding",
-                           KH_BINDING,
-                           "prefetch", ix->cfg.prefetch));
+                  json_pack("{s:s,s:s,s:s,s:i}", "queue", ix->cfg.queue,
+                            "exchange", ix->cfg.exchange, "binding",
+                            KH_BINDING, "prefetch", ix->cfg.prefetch));
     return 1;
 }
 
-static void log_outcome(kh_indexer *ix, const kh_event *ev,
-                        int redelivered, kh_outcome out, int chunks,
-                        double ms, const char *err)
+static void log_outcome(kh_indexer *ix, const kh_event *ev, int redelivered,
+                        kh_outcome out, int chunks, double ms, const char *err)
 {
     svc_log_write(ix->log, out == KH_FAILED ? SVC_LOG_WARN : SVC_LOG_INFO,
-                 out == KH_FAILED ? "event_failed" : "event_done",
-                 json_pack("{s:s,s:s,s:s,s:i,s:b,s:f,s:s?}", "event_id",
-                           ev->event_id, "document_id", ev->document_id,
-                           "outcome", kh_outcome_name(out), "chunks", chunks,
-                           "redelivered", redelivered, "ms", ms,
-                           "error", out == KH_FAILED ? err : NULL));
+                  out == KH_FAILED ? "event_failed" : "event_done",
+                  json_pack("{s:s,s:s,s:s,s:i,s:b,s:f,s:s?}", "event_id",
+                            ev->event_id, "document_id", ev->document_id,
+                            "outcome", kh_outcome_name(out), "chunks", chunks,
+                            "redelivered", redelivered, "ms", ms, "error",
+                            out == KH_FAILED ? err : NULL));
 }
 
 #ifdef KH_TESTING
@@ -271,9 +267,8 @@ static void log_outcome(kh_indexer *ix, const kh_event *ev,
  * close the channel so the broker redelivers.  Returns 1 when it did. */
 static int hook_drop_ack(kh_indexer *ix)
 {
-    if (ix->drops_left <= 0) {
+    if (ix->drops_left <= 0)
         return 0;
-    }
     ix->drops_left--;
     kh_consumer_drop_channel(ix->amqp);
     svc_log_write(ix->log, SVC_LOG_INFO, "test_channel_dropped", NULL);
@@ -309,14 +304,14 @@ static int drop_malformed(kh_indexer *ix, const kh_delivery *d, kh_event *ev)
         if (d->message_id[0] != '\0'
             && strcmp(d->message_id, ev->event_id) != 0) {
             svc_log_write(ix->log, SVC_LOG_WARN, "message_id_mismatch",
-                         json_pack("{s:s,s:s}", "message_id", d->message_id,
-                                   "event_id", ev->event_id));
+                          json_pack("{s:s,s:s}", "message_id", d->message_id,
+                                    "event_id", ev->event_id));
         }
         return 0;
     }
     svc_log_write(ix->log, SVC_LOG_ERROR, "event_malformed",
-                 json_pack("{s:s,s:s}", "message_id", d->message_id,
-                           "error", err));
+                  json_pack("{s:s,s:s}", "message_id", d->message_id, "error",
+                            err));
     kh_consumer_ack(ix->amqp, d->tag);
     return 1;
 }
@@ -333,10 +328,8 @@ static void apply_one(kh_indexer *ix, const kh_delivery *d, kh_item *it,
     it->redelivered = d->redelivered;
     it->err[0] = '\0';
     it->chunks = 0;
-    if (!*open) {
-        *open = kh_store_batch_begin(ix->store, it->err, sizeof(it->err))
-                == 0;
-    }
+    if (!*open)
+        *open = kh_store_batch_begin(ix->store, it->err, sizeof(it->err)) == 0;
     it->out = *open ? kh_store_batch_apply(ix->store, &it->ev, &it->chunks,
                                            it->err, sizeof(it->err))
                     : KH_FAILED;
@@ -370,21 +363,19 @@ static void settle_batch(kh_indexer *ix, const kh_item *items, int n)
                     items[i].chunks, items[i].ms, items[i].err);
         failed += items[i].out == KH_FAILED;
     }
-    if (failed > 0) {
+    if (failed > 0)
         sleep_ms(ix->cfg.retry_ms);
-    }
     for (i = 0; i < n; i++) {
-        if (items[i].out == KH_FAILED) {
+        if (items[i].out == KH_FAILED)
             rc = kh_consumer_requeue(ix->amqp, items[i].tag);
-        } else if (hook_drop_ack(ix)) {
+        else if (hook_drop_ack(ix))
             return;
-        } else {
+        else
             rc = kh_consumer_ack(ix->amqp, items[i].tag);
-        }
         if (rc != 0) {
             svc_log_write(ix->log, SVC_LOG_WARN, "amqp_settle_failed",
-                         json_pack("{s:s}", "error",
-                                   kh_consumer_errmsg(ix->amqp)));
+                          json_pack("{s:s}", "error",
+                                    kh_consumer_errmsg(ix->amqp)));
             return;
         }
     }
@@ -405,13 +396,11 @@ static void handle_batch(kh_indexer *ix, kh_delivery *d)
             apply_one(ix, d, it, &open);
             n++;
         }
-        if (n < ix->cfg.batch) {
+        if (n < ix->cfg.batch)
             rc = kh_consumer_next(ix->amqp, 0, d);
-        }
     } while (n < ix->cfg.batch && rc > 0);
-    if (open && kh_store_batch_commit(ix->store, err, sizeof(err)) != 0) {
+    if (open && kh_store_batch_commit(ix->store, err, sizeof(err)) != 0)
         batch_lost(ix->items, n, err);
-    }
     settle_batch(ix, ix->items, n);
 }
 
@@ -425,14 +414,13 @@ static void run(kh_indexer *ix)
             reopen_requested = 0;
             svc_log_reopen(ix->log);
         }
-        if (!ensure_broker(ix)) {
+        if (!ensure_broker(ix))
             continue;
-        }
         rc = kh_consumer_next(ix->amqp, KH_POLL_MS, &d);
         if (rc < 0) {
             svc_log_write(ix->log, SVC_LOG_WARN, "amqp_down",
-                         json_pack("{s:s}", "error",
-                                   kh_consumer_errmsg(ix->amqp)));
+                          json_pack("{s:s}", "error",
+                                    kh_consumer_errmsg(ix->amqp)));
             ix->amqp_down_logged = 1;
         } else if (rc > 0) {
             handle_batch(ix, &d);
@@ -467,21 +455,18 @@ static void indexer_close(kh_indexer *ix)
 static int indexer_open(kh_indexer *ix, char *err, size_t errlen)
 {
     ix->log = svc_log_new(ix->cfg.log_file, (svc_log_level)ix->cfg.log_level,
-                         err, errlen);
-    if (ix->log == NULL) {
+                          err, errlen);
+    if (ix->log == NULL)
         return -1;
-    }
     ix->amqp = kh_consumer_new(ix->cfg.amqp_url, ix->cfg.exchange,
-                               ix->cfg.queue, ix->cfg.prefetch,
-                               &ix->cfg.tls);
+                               ix->cfg.queue, ix->cfg.prefetch, &ix->cfg.tls);
     if (ix->amqp == NULL) {
         snprintf(err, errlen, "AMQP_URL does not parse, or out of memory");
         return -1;
     }
     /* More than the prefetch limit can never be waiting at once. */
-    if (ix->cfg.batch > ix->cfg.prefetch) {
+    if (ix->cfg.batch > ix->cfg.prefetch)
         ix->cfg.batch = ix->cfg.prefetch;
-    }
     ix->items = calloc((size_t)ix->cfg.batch, sizeof(*ix->items));
     if (ix->items == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -509,14 +494,13 @@ static int serve(void)
     ix.drops_left = ix.cfg.drop_acks;
 #endif
     install_signals();
-    svc_log_write(ix.log, SVC_LOG_INFO, "starting",
-                 json_pack("{s:s,s:i,s:i,s:b,s:s}", "version", KH_VERSION,
-                           "chunk_target", (int)ix.cfg.store.chunk.target_bytes,
-                           "chunk_overlap",
-                           (int)ix.cfg.store.chunk.overlap_bytes, "embed",
-                           ix.cfg.store.embed_command != NULL,
-                           "content_store",
-                           kh_store_content_where(ix.store)));
+    svc_log_write(
+        ix.log, SVC_LOG_INFO, "starting",
+        json_pack("{s:s,s:i,s:i,s:b,s:s}", "version", KH_VERSION,
+                  "chunk_target", (int)ix.cfg.store.chunk.target_bytes,
+                  "chunk_overlap", (int)ix.cfg.store.chunk.overlap_bytes,
+                  "embed", ix.cfg.store.embed_command != NULL, "content_store",
+                  kh_store_content_where(ix.store)));
     run(&ix);
     svc_log_write(ix.log, SVC_LOG_INFO, "stopped", NULL);
     indexer_close(&ix);
@@ -525,13 +509,15 @@ static int serve(void)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && (strcmp(argv[1], "version") == 0
-                      || strcmp(argv[1], "--version") == 0)) {
+    if (argc == 2
+        && (strcmp(argv[1], "version") == 0
+            || strcmp(argv[1], "--version") == 0)) {
         printf("kh-indexer %s\n", KH_VERSION);
         return 0;
     }
     if (argc > 1) {
-        fprintf(stderr, "usage: kh-indexer [version]\n(configuration comes "
+        fprintf(stderr,
+                "usage: kh-indexer [version]\n(configuration comes "
                 "from the environment; see services/indexer/kh_main.c)\n");
         return 2;
     }

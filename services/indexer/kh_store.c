@@ -41,7 +41,7 @@ typedef struct doc_row {
     const char *title;
     const char *content;
     size_t content_len;
-    char *owned;        /* the text when it came from MongoDB */
+    char *owned; /* the text when it came from MongoDB */
 } doc_row;
 
 static const char claim_sql[] =
@@ -73,26 +73,21 @@ static const char count_sql[] =
 const char *kh_outcome_name(kh_outcome outcome)
 {
     switch (outcome) {
-    case KH_INDEXED:
-        return "indexed";
-    case KH_STALE:
-        return "stale";
-    case KH_DUPLICATE:
-        return "duplicate";
-    case KH_FAILED:
-        break;
+    case KH_INDEXED: return "indexed";
+    case KH_STALE: return "stale";
+    case KH_DUPLICATE: return "duplicate";
+    case KH_FAILED: break;
     }
     return "failed";
 }
 
-kh_store *kh_store_new(const char *url, const kh_store_opts *opts,
-                       char *err, size_t errlen)
+kh_store *kh_store_new(const char *url, const kh_store_opts *opts, char *err,
+                       size_t errlen)
 {
     kh_store *s = calloc(1, sizeof(*s));
 
-    if (s != NULL) {
+    if (s != NULL)
         s->url = strdup(url);
-    }
     if (s == NULL || s->url == NULL) {
         snprintf(err, errlen, "store: out of memory");
         free(s);
@@ -102,7 +97,7 @@ kh_store *kh_store_new(const char *url, const kh_store_opts *opts,
     s->opts.mongo_url = NULL; /* borrowed only during this call */
     if (opts->content_store == SVC_CONTENT_MONGO) {
         s->mongo = svc_mongo_store_new(opts->mongo_url, "kh-indexer", err,
-                                      errlen);
+                                       errlen);
         if (s->mongo == NULL) {
             kh_store_free(s);
             return NULL;
@@ -113,9 +108,8 @@ kh_store *kh_store_new(const char *url, const kh_store_opts *opts,
 
 void kh_store_free(kh_store *s)
 {
-    if (s == NULL) {
+    if (s == NULL)
         return;
-    }
     PQfinish(s->pg);
     svc_mongo_store_free(s->mongo);
     free(s->url);
@@ -135,9 +129,8 @@ static void set_err(char *err, size_t errlen, const char *what,
 
     snprintf(err, errlen, "%s: %s", what, msg != NULL ? msg : "?");
     n = strlen(err);
-    while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' ')) {
+    while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
         err[--n] = '\0';
-    }
 }
 
 /* Connects when there is no usable connection.  Returns 0 or -1. */
@@ -149,9 +142,8 @@ static int ensure_connected(kh_store *s, char *err, size_t errlen)
     const char *vals[] = {timeout, "kh-indexer", s->url, NULL};
     PGresult *res;
 
-    if (s->pg != NULL && PQstatus(s->pg) == CONNECTION_OK) {
+    if (s->pg != NULL && PQstatus(s->pg) == CONNECTION_OK)
         return 0;
-    }
     PQfinish(s->pg);
     snprintf(timeout, sizeof(timeout), "%d", s->opts.pg_timeout_s);
     s->pg = PQconnectdbParams(keys, vals, 1);
@@ -176,16 +168,14 @@ static int ensure_connected(kh_store *s, char *err, size_t errlen)
 
 /* Runs one statement; returns the result (caller clears) or NULL with
  * err set. */
-static PGresult *run(kh_store *s, const char *what, const char *sql,
-                     int n, const char *const *params, char *err,
-                     size_t errlen)
+static PGresult *run(kh_store *s, const char *what, const char *sql, int n,
+                     const char *const *params, char *err, size_t errlen)
 {
     PGresult *res = PQexecParams(s->pg, sql, n, NULL, params, NULL, NULL, 0);
     const ExecStatusType st = PQresultStatus(res);
 
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return res;
-    }
     set_err(err, errlen, what,
             res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(s->pg));
     PQclear(res);
@@ -210,9 +200,8 @@ static int load_doc(kh_store *s, const kh_event *ev, doc_row *d, int *found,
 
     memset(d, 0, sizeof(*d));
     d->res = run(s, "read document", sql, 1, params, err, errlen);
-    if (d->res == NULL) {
+    if (d->res == NULL)
         return -1;
-    }
     *found = PQntuples(d->res) == 1;
     if (*found) {
         d->status = PQgetvalue(d->res, 0, 0);
@@ -239,16 +228,16 @@ static int load_text(kh_store *s, const kh_event *ev, doc_row *d, char *err,
     char why[512];
     svc_store_rc rc;
 
-    if (s->mongo == NULL) {
+    if (s->mongo == NULL)
         return 0;
-    }
-    rc = svc_mongo_store_get(s->mongo, ev->document_id, d->version,
-                            &d->owned, why, sizeof(why));
+    rc = svc_mongo_store_get(s->mongo, ev->document_id, d->version, &d->owned,
+                             why, sizeof(why));
     if (rc != SVC_STORE_OK) {
         snprintf(err, errlen, "content of document %s version %d %s: %s",
                  ev->document_id, d->version,
-                 rc == SVC_STORE_MISSING ? "missing"
-                 : rc == SVC_STORE_UNAVAILABLE ? "unavailable" : "unreadable",
+                 rc == SVC_STORE_MISSING       ? "missing"
+                 : rc == SVC_STORE_UNAVAILABLE ? "unavailable"
+                                               : "unreadable",
                  why);
         return -1;
     }
@@ -266,14 +255,12 @@ static int embed_chunk(const kh_store *s, const char *text, size_t len,
     size_t dim = 0;
 
     *out = NULL;
-    if (s->opts.embed_command == NULL) {
+    if (s->opts.embed_command == NULL)
         return 0;
-    }
     if (kh_embed_run(s->opts.embed_command, text, len,
                      s->opts.embed_timeout_ms, &vec, &dim, err, errlen)
-        != 0) {
+        != 0)
         return -1;
-    }
     *out = kh_embed_pg_array(vec, dim);
     free(vec);
     if (*out == NULL) {
@@ -300,8 +287,10 @@ static int insert_chunk(kh_store *s, const kh_event *ev, const doc_row *d,
     snprintf(version, sizeof(version), "%d", d->version);
     snprintf(offset, sizeof(offset), "%zu", span->offset);
     if (embed_chunk(s, text, span->length, &embedding, err, errlen) == 0) {
-        const char *params[] = {ev->document_id, idx, version, text,
-                                offset, d->title, embedding, ev->event_id};
+        const char *params[] = {ev->document_id, idx,
+                                version,         text,
+                                offset,          d->title,
+                                embedding,       ev->event_id};
 
         rc = run_ok(s, "insert chunk", insert_sql, 8, params, err, errlen);
     }
@@ -320,15 +309,14 @@ static int replace_chunks(kh_store *s, const kh_event *ev, const doc_row *d,
     char count[24];
     int rc = 0;
 
-    if (kh_chunk_split(d->content, d->content_len, &s->opts.chunk, &spans,
-                       &n) != 0) {
+    if (kh_chunk_split(d->content, d->content_len, &s->opts.chunk, &spans, &n)
+        != 0) {
         snprintf(err, errlen, "chunking: bad options or out of memory");
         return -1;
     }
     rc = run_ok(s, "delete chunks", delete_sql, 1, del, err, errlen);
-    for (i = 0; rc == 0 && i < n; i++) {
+    for (i = 0; rc == 0 && i < n; i++)
         rc = insert_chunk(s, ev, d, i, &spans[i], err, errlen);
-    }
     free(spans);
     if (rc == 0) {
         const char *params[] = {ev->event_id, count};
@@ -350,27 +338,24 @@ static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
     doc_row d;
     int fresh, found = 0, rc;
 
-    if (res == NULL) {
+    if (res == NULL)
         return KH_FAILED;
-    }
     fresh = PQntuples(res) == 1;
     PQclear(res);
-    if (!fresh) {
+    if (!fresh)
         return KH_DUPLICATE;
-    }
-    if (load_doc(s, ev, &d, &found, err, errlen) != 0) {
+    if (load_doc(s, ev, &d, &found, err, errlen) != 0)
         return KH_FAILED;
-    }
     if (!found || strcmp(d.status, "approved") != 0
         || d.version != ev->document_version) {
         doc_clear(&d);
-        return run_ok(s, "record stale", stale_sql, 1, stale, err, errlen)
-                       == 0 ? KH_STALE : KH_FAILED;
+        return run_ok(s, "record stale", stale_sql, 1, stale, err, errlen) == 0
+                   ? KH_STALE
+                   : KH_FAILED;
     }
     rc = load_text(s, ev, &d, err, errlen);
-    if (rc == 0) {
+    if (rc == 0)
         rc = replace_chunks(s, ev, &d, chunks, err, errlen);
-    }
     doc_clear(&d);
     return rc == 0 ? KH_INDEXED : KH_FAILED;
 }
@@ -378,34 +363,34 @@ static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
 int kh_store_batch_begin(kh_store *s, char *err, size_t errlen)
 {
     if (ensure_connected(s, err, errlen) != 0
-        || run_ok(s, "begin", "BEGIN", 0, NULL, err, errlen) != 0) {
+        || run_ok(s, "begin", "BEGIN", 0, NULL, err, errlen) != 0)
         return -1;
-    }
     return 0;
 }
 
-kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev,
-                                int *chunks, char *err, size_t errlen)
+kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev, int *chunks,
+                                char *err, size_t errlen)
 {
     kh_outcome out;
 
     *chunks = 0;
     if (run_ok(s, "savepoint", "SAVEPOINT kh_event", 0, NULL, err, errlen)
-        != 0) {
+        != 0)
         return KH_FAILED;
-    }
     out = apply_in_tx(s, ev, chunks, err, errlen);
     if (out == KH_INDEXED || out == KH_STALE) {
-        return run_ok(s, "release", "RELEASE SAVEPOINT kh_event", 0, NULL,
-                      err, errlen) == 0 ? out : KH_FAILED;
+        return run_ok(s, "release", "RELEASE SAVEPOINT kh_event", 0, NULL, err,
+                      errlen)
+                       == 0
+                   ? out
+                   : KH_FAILED;
     }
     /* A duplicate wrote nothing; a failure must leave nothing.  The
      * savepoint is released too, so a batch never stacks them.  If even
      * the rollback to the savepoint fails, the transaction is lost and
      * the commit will say so. */
-    if (out == KH_FAILED) {
+    if (out == KH_FAILED)
         *chunks = 0;
-    }
     PQclear(PQexec(s->pg, "ROLLBACK TO SAVEPOINT kh_event; "
                           "RELEASE SAVEPOINT kh_event"));
     return out;
@@ -426,9 +411,8 @@ kh_outcome kh_store_apply(kh_store *s, const kh_event *ev, int *chunks,
     kh_outcome out;
 
     *chunks = 0;
-    if (kh_store_batch_begin(s, err, errlen) != 0) {
+    if (kh_store_batch_begin(s, err, errlen) != 0)
         return KH_FAILED;
-    }
     out = kh_store_batch_apply(s, ev, chunks, err, errlen);
     if (kh_store_batch_commit(s, err, errlen) != 0) {
         *chunks = 0;
@@ -442,18 +426,16 @@ static int uuid_shaped(const char *s)
 {
     size_t i;
 
-    if (strlen(s) != 36) {
+    if (strlen(s) != 36)
         return 0;
-    }
     for (i = 0; i < 36; i++) {
         const int dash = i == 8 || i == 13 || i == 18 || i == 23;
         const char c = s[i];
 
         if (dash ? c != '-'
                  : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
-                     || (c >= 'A' && c <= 'F'))) {
+                     || (c >= 'A' && c <= 'F')))
             return 0;
-        }
     }
     return 1;
 }
@@ -462,14 +444,11 @@ static int canonical_id(const char *s)
 {
     size_t i, n = strlen(s);
 
-    if (n == 0 || n > 19 || s[0] == '0') {
+    if (n == 0 || n > 19 || s[0] == '0')
         return 0;
-    }
-    for (i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') {
+    for (i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
             return 0;
-        }
-    }
     return n < 19 || strcmp(s, "9223372036854775807") <= 0;
 }
 
@@ -488,12 +467,14 @@ int kh_event_parse(const char *body, size_t len, kh_event *ev, char *err,
         return -1;
     }
     if (json_unpack_ex(obj, &jerr, 0, "{s:s,s:s,s:s,s:I}", "event_id", &id,
-                       "type", &type, "document_id", &doc,
-                       "document_version", &version) != 0) {
+                       "type", &type, "document_id", &doc, "document_version",
+                       &version)
+        != 0) {
         snprintf(err, errlen, "event: %s", jerr.text);
     } else if (!uuid_shaped(id) || strcmp(type, "document.approved") != 0
                || !canonical_id(doc) || version < 1 || version > INT32_MAX) {
-        snprintf(err, errlen, "event: malformed event_id, type, "
+        snprintf(err, errlen,
+                 "event: malformed event_id, type, "
                  "document_id or document_version");
     } else {
         snprintf(ev->event_id, sizeof(ev->event_id), "%s", id);

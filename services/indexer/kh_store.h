@@ -45,10 +45,10 @@ typedef struct kh_store kh_store;
 
 /* What applying an event did. */
 typedef enum kh_outcome {
-    KH_INDEXED = 0,  /* chunks replaced, event recorded */
-    KH_STALE,        /* recorded; the document is not at that approval */
-    KH_DUPLICATE,    /* seen before: nothing done */
-    KH_FAILED        /* rolled back; retry later (err says why) */
+    KH_INDEXED = 0, /* chunks replaced, event recorded */
+    KH_STALE,       /* recorded; the document is not at that approval */
+    KH_DUPLICATE,   /* seen before: nothing done */
+    KH_FAILED       /* rolled back; retry later (err says why) */
 } kh_outcome;
 
 /* One document.approved event, as API.md's Events section defines it. */
@@ -62,17 +62,17 @@ typedef struct kh_store_opts {
     kh_chunk_opts chunk;
     const char *embed_command; /* NULL: no embeddings */
     int embed_timeout_ms;
-    int pg_timeout_s;          /* connect and statement timeout */
+    int pg_timeout_s; /* connect and statement timeout */
     svc_content_kind content_store;
-    const char *mongo_url;     /* with SVC_CONTENT_MONGO */
+    const char *mongo_url; /* with SVC_CONTENT_MONGO */
 } kh_store_opts;
 
 /* url: a libpq URI (copied); opts: copied (embed_command is borrowed and
  * must outlive the store; mongo_url is used only during the call).
  * Connects to nothing yet.  Returns NULL with the reason in err on
  * allocation failure or a MONGO_URL that libmongoc refuses. */
-kh_store *kh_store_new(const char *url, const kh_store_opts *opts,
-                       char *err, size_t errlen);
+kh_store *kh_store_new(const char *url, const kh_store_opts *opts, char *err,
+                       size_t errlen);
 void kh_store_free(kh_store *s);
 
 /* Where the text is read from: "kh_document_content", or MongoDB's
@@ -98,8 +98,8 @@ kh_outcome kh_store_apply(kh_store *s, const kh_event *ev, int *chunks,
  * a batch's messages only after its commit, as for kh_store_apply.
  */
 int kh_store_batch_begin(kh_store *s, char *err, size_t errlen);
-kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev,
-                                int *chunks, char *err, size_t errlen);
+kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev, int *chunks,
+                                char *err, size_t errlen);
 int kh_store_batch_commit(kh_store *s, char *err, size_t errlen);
 
 /*

@@ -73,8 +73,8 @@ static int migrate(rv_db *db, svc_log *log, char *err, size_t errlen)
     rv_db_conn_close(c);
     if (rc == 0) {
         svc_log_write(log, SVC_LOG_INFO, "schema_ready",
-                     json_pack("{s:i,s:i}", "version", version, "applied",
-                               applied));
+                      json_pack("{s:i,s:i}", "version", version, "applied",
+                                applied));
     }
     return rc;
 }
@@ -87,18 +87,16 @@ static int cmd_migrate(void)
     rv_db *db;
     int rc;
 
-    if (rv_config_load(&cfg, RV_NEED_DATABASE, err, sizeof(err)) != 0) {
+    if (rv_config_load(&cfg, RV_NEED_DATABASE, err, sizeof(err)) != 0)
         return die(err);
-    }
     log = svc_log_new(cfg.log_file, (svc_log_level)cfg.log_level, err,
-                     sizeof(err));
+                      sizeof(err));
     db = log != NULL ? rv_db_new(cfg.database_url, rv_query_stmts,
                                  RV_QUERY_COUNT, cfg.pg_timeout_s, log)
                      : NULL;
     rc = db != NULL ? migrate(db, log, err, sizeof(err)) : -1;
-    if (rc != 0) {
+    if (rc != 0)
         die(log == NULL || db != NULL ? err : "out of memory");
-    }
     rv_db_free(db);
     svc_log_free(log);
     rv_config_clear(&cfg);
@@ -115,17 +113,17 @@ static int cmd_content_orphans(int do_delete)
     rv_orphans_result res;
     int rc;
 
-    if (rv_config_load(&cfg, RV_NEED_DATABASE, err, sizeof(err)) != 0) {
+    if (rv_config_load(&cfg, RV_NEED_DATABASE, err, sizeof(err)) != 0)
         return die(err);
-    }
     rc = rv_content_orphans_run(&cfg, do_delete, stdout, &res, err,
                                 sizeof(err));
     rv_config_clear(&cfg);
-    if (rc != 0) {
+    if (rc != 0)
         return die(err);
-    }
-    fprintf(stderr, "reviewd: %ld orphaned content record(s), %ld "
-            "deleted\n", res.listed, res.deleted);
+    fprintf(stderr,
+            "reviewd: %ld orphaned content record(s), %ld "
+            "deleted\n",
+            res.listed, res.deleted);
     return 0;
 }
 
@@ -144,15 +142,15 @@ static int token_args(int argc, char **argv, const char **sub,
             char *end = NULL;
 
             *ttl = strtoll(argv[i + 1], &end, 10);
-            if (*end != '\0' || end == argv[i + 1]) {
+            if (*end != '\0' || end == argv[i + 1])
                 return -1;
-            }
         } else {
             return -1;
         }
     }
     return i == argc && *sub != NULL && (*sub)[0] != '\0' && *role != NULL
-               ? 0 : -1;
+               ? 0
+               : -1;
 }
 
 static int cmd_token(int argc, char **argv)
@@ -163,32 +161,29 @@ static int cmd_token(int argc, char **argv)
     rv_config cfg;
     char *token;
 
-    if (token_args(argc, argv, &sub, &role, &ttl) != 0) {
+    if (token_args(argc, argv, &sub, &role, &ttl) != 0)
         return usage(stderr, 2);
-    }
-    if (rv_auth_role_parse(role) == RV_ROLE_NONE) {
+    if (rv_auth_role_parse(role) == RV_ROLE_NONE)
         return die("--role must be author, reviewer or admin");
-    }
-    if (strlen(sub) > RV_SUB_MAX) {
+    if (strlen(sub) > RV_SUB_MAX)
         return die("--sub is longer than 255 bytes");
-    }
-    if (rv_config_load(&cfg, RV_NEED_JWT, err, sizeof(err)) != 0) {
+    if (rv_config_load(&cfg, RV_NEED_JWT, err, sizeof(err)) != 0)
         return die(err);
-    }
     if (ttl > cfg.jwt_max_lifetime_s) {
-        snprintf(err, sizeof(err), "--ttl %lld is over "
+        snprintf(err, sizeof(err),
+                 "--ttl %lld is over "
                  "REVIEWD_JWT_MAX_LIFETIME_S (%lld): reviewd would refuse "
-                 "the token", ttl, (long long)cfg.jwt_max_lifetime_s);
+                 "the token",
+                 ttl, (long long)cfg.jwt_max_lifetime_s);
         rv_config_clear(&cfg);
         return die(err);
     }
     token = rv_auth_issue((const unsigned char *)cfg.jwt_secret,
-                          cfg.jwt_secret_len, sub, role,
-                          (int64_t)time(NULL), (int64_t)ttl);
+                          cfg.jwt_secret_len, sub, role, (int64_t)time(NULL),
+                          (int64_t)ttl);
     rv_config_clear(&cfg);
-    if (token == NULL) {
+    if (token == NULL)
         return die("token: signing failed");
-    }
     printf("%s\n", token);
     free(token);
     return 0;
@@ -222,17 +217,14 @@ static int wait_for_stop(const sigset_t *set, svc_log *log)
     int sig = 0;
 
     for (;;) {
-        if (sigwait(set, &sig) != 0) {
+        if (sigwait(set, &sig) != 0)
             continue;
-        }
-        if (sig != SIGHUP) {
+        if (sig != SIGHUP)
             return sig;
-        }
-        if (svc_log_reopen(log) != 0) {
+        if (svc_log_reopen(log) != 0)
             svc_log_write(log, SVC_LOG_ERROR, "log_reopen_failed", NULL);
-        } else {
+        else
             svc_log_write(log, SVC_LOG_INFO, "log_reopened", NULL);
-        }
     }
 }
 
@@ -243,15 +235,16 @@ static void log_listening(rv_app *app, uint16_t port)
 
     snprintf(addr, sizeof(addr), "%s:%u", cfg->listen_host, (unsigned)port);
     svc_log_write(app->log, SVC_LOG_INFO, "listening",
-                 json_pack("{s:s,s:i,s:i,s:s,s:s,s:s,s:s}", "addr", addr,
-                           "port", (int)port, "threads", cfg->threads,
-                           "redis", rv_locks_configured(app->locks)
-                                        ? rv_locks_endpoint(app->locks)
-                                        : "off",
-                           "content_store",
-                           cfg->content_store == SVC_CONTENT_PG ? "pg"
-                                                               : "mongo",
-                           "version", RV_VERSION, "dlock", dlock_version()));
+                  json_pack("{s:s,s:i,s:i,s:s,s:s,s:s,s:s}", "addr", addr,
+                            "port", (int)port, "threads", cfg->threads,
+                            "redis",
+                            rv_locks_configured(app->locks)
+                                ? rv_locks_endpoint(app->locks)
+                                : "off",
+                            "content_store",
+                            cfg->content_store == SVC_CONTENT_PG ? "pg"
+                                                                 : "mongo",
+                            "version", RV_VERSION, "dlock", dlock_version()));
 }
 
 /* Builds everything but the HTTP server; on failure errbuf says why. */
@@ -261,14 +254,12 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
     memset(app, 0, sizeof(*app));
     app->cfg = cfg;
     app->log = svc_log_new(cfg->log_file, (svc_log_level)cfg->log_level, err,
-                          errlen);
-    if (app->log == NULL) {
+                           errlen);
+    if (app->log == NULL)
         return -1;
-    }
     app->content = rv_content_new(cfg, app->log, err, errlen);
-    if (app->content == NULL) {
+    if (app->content == NULL)
         return -1;
-    }
     app->metrics = rv_metrics_new();
     app->db = rv_db_new(cfg->database_url, rv_query_stmts, RV_QUERY_COUNT,
                         cfg->pg_timeout_s, app->log);
@@ -276,18 +267,17 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (migrate(app->db, app->log, err, errlen) != 0) {
+    if (migrate(app->db, app->log, err, errlen) != 0)
         return -1;
-    }
     if (rv_db_limit(app->db, cfg->pg_max_concurrent, cfg->breaker_failures,
-                    cfg->breaker_open_ms) != 0) {
+                    cfg->breaker_open_ms)
+        != 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     app->locks = rv_locks_new(cfg, app->log, app->metrics, err, errlen);
-    if (app->locks == NULL) {
+    if (app->locks == NULL)
         return -1;
-    }
     app->monitor = rv_monitor_start(cfg, app->locks, app->log);
     if (app->monitor == NULL) {
         snprintf(err, errlen, "cannot start the health monitor");
@@ -335,9 +325,8 @@ static int cmd_serve(void)
 
     block_signals(&set);
     raise_fd_limit();
-    if (rv_config_load(&cfg, RV_NEED_SERVE, err, sizeof(err)) != 0) {
+    if (rv_config_load(&cfg, RV_NEED_SERVE, err, sizeof(err)) != 0)
         return die(err);
-    }
     if (app_open(&app, &cfg, err, sizeof(err)) == 0) {
         sweeper = rv_sweeper_start(&app);
         http = sweeper != NULL ? rv_http_start(&app, &port, err, sizeof(err))
@@ -345,7 +334,8 @@ static int cmd_serve(void)
     }
     if (http == NULL) {
         die(sweeper == NULL && app.monitor != NULL
-                ? "cannot start the idempotency sweep" : err);
+                ? "cannot start the idempotency sweep"
+                : err);
         rv_sweeper_stop(sweeper);
         app_close(&app);
         rv_config_clear(&cfg);
@@ -354,8 +344,8 @@ static int cmd_serve(void)
     log_listening(&app, port);
     sig = wait_for_stop(&set, app.log);
     svc_log_write(app.log, SVC_LOG_INFO, "stopping",
-                 json_pack("{s:s,s:i}", "signal", strsignal(sig),
-                           "drain_s", cfg.drain_timeout_s));
+                  json_pack("{s:s,s:i}", "signal", strsignal(sig), "drain_s",
+                            cfg.drain_timeout_s));
     rv_http_stop(http, cfg.drain_timeout_s);
     rv_sweeper_stop(sweeper);
     svc_log_write(app.log, SVC_LOG_INFO, "stopped", NULL);
@@ -368,29 +358,23 @@ int main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : "serve";
 
-    if (strcmp(cmd, "serve") == 0 && argc <= 2) {
+    if (strcmp(cmd, "serve") == 0 && argc <= 2)
         return cmd_serve();
-    }
-    if (strcmp(cmd, "migrate") == 0 && argc == 2) {
+    if (strcmp(cmd, "migrate") == 0 && argc == 2)
         return cmd_migrate();
-    }
-    if (strcmp(cmd, "content-orphans") == 0 && argc == 2) {
+    if (strcmp(cmd, "content-orphans") == 0 && argc == 2)
         return cmd_content_orphans(0);
-    }
     if (strcmp(cmd, "content-orphans") == 0 && argc == 3
-        && strcmp(argv[2], "--delete") == 0) {
+        && strcmp(argv[2], "--delete") == 0)
         return cmd_content_orphans(1);
-    }
-    if (strcmp(cmd, "token") == 0) {
+    if (strcmp(cmd, "token") == 0)
         return cmd_token(argc, argv);
-    }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("reviewd %s (libdlock %s)\n", RV_VERSION, dlock_version());
         return 0;
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0
-        || strcmp(cmd, "-h") == 0) {
+        || strcmp(cmd, "-h") == 0)
         return usage(stdout, 0);
-    }
     return usage(stderr, 2);
 }

@@ -20,8 +20,9 @@
 static int print_grant(const dlock_lock *lock, int64_t ttl_ms)
 {
     if (printf("token=%s fence=%" PRIu64 " ttl_ms=%" PRId64 "\n",
-               dlock_lock_token(lock), dlock_lock_fence(lock), ttl_ms) < 0 ||
-        fflush(stdout) != 0)
+               dlock_lock_token(lock), dlock_lock_fence(lock), ttl_ms)
+            < 0
+        || fflush(stdout) != 0)
         return -1;
     return 0;
 }

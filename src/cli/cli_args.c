@@ -42,9 +42,9 @@ enum option_id {
 #define LONG_ONLY(id) (256 + (id))
 
 /* The options every subcommand takes: help and how to reach Redis. */
-#define COMMON (BIT(OPT_HELP) | BIT(OPT_URL) | BIT(OPT_TLS_CA) | \
-                BIT(OPT_TLS_CERT) | BIT(OPT_TLS_KEY) | \
-                BIT(OPT_TLS_SERVER_NAME))
+#define COMMON                                                          \
+    (BIT(OPT_HELP) | BIT(OPT_URL) | BIT(OPT_TLS_CA) | BIT(OPT_TLS_CERT) \
+     | BIT(OPT_TLS_KEY) | BIT(OPT_TLS_SERVER_NAME))
 
 /* The short options, for every subcommand; the mask decides the rest. */
 static const char short_options[] = ":hu:t:w:E:q";
@@ -73,10 +73,10 @@ static const struct option long_options[] = {
 
 /* What follows the options. */
 enum operands {
-    OPERANDS_KEY,           /* KEY */
-    OPERANDS_KEY_TOKEN,     /* KEY TOKEN */
-    OPERANDS_KEY_COMMAND,   /* KEY [--] COMMAND [ARGS...] */
-    OPERANDS_URL            /* [URL], the same as --url */
+    OPERANDS_KEY,         /* KEY */
+    OPERANDS_KEY_TOKEN,   /* KEY TOKEN */
+    OPERANDS_KEY_COMMAND, /* KEY [--] COMMAND [ARGS...] */
+    OPERANDS_URL          /* [URL], the same as --url */
 };
 
 struct command_spec {
@@ -86,10 +86,10 @@ struct command_spec {
 };
 
 static const struct command_spec commands[CLI_CMD_COUNT] = {
-    [CLI_CMD_RUN] = {"run", COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT) |
-                     BIT(OPT_GRACE) | BIT(OPT_CONFLICT_EXIT_CODE) |
-                     BIT(OPT_FAIL_OPEN) | BIT(OPT_QUIET) | BIT(OPT_EVERY) |
-                     BIT(OPT_FAIR),
+    [CLI_CMD_RUN] = {"run",
+                     COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT) | BIT(OPT_GRACE)
+                         | BIT(OPT_CONFLICT_EXIT_CODE) | BIT(OPT_FAIL_OPEN)
+                         | BIT(OPT_QUIET) | BIT(OPT_EVERY) | BIT(OPT_FAIR),
                      OPERANDS_KEY_COMMAND},
     [CLI_CMD_ACQUIRE] = {"acquire", COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT),
                          OPERANDS_KEY},
@@ -99,14 +99,17 @@ static const struct command_spec commands[CLI_CMD_COUNT] = {
                         OPERANDS_KEY_TOKEN},
     [CLI_CMD_STATUS] = {"status", COMMON | BIT(OPT_JSON) | BIT(OPT_LEADER),
                         OPERANDS_KEY},
-    [CLI_CMD_LEADER] = {"leader", COMMON | BIT(OPT_TTL) | BIT(OPT_GRACE) |
-                        BIT(OPT_QUIET), OPERANDS_KEY_COMMAND},
+    [CLI_CMD_LEADER] = {"leader",
+                        COMMON | BIT(OPT_TTL) | BIT(OPT_GRACE)
+                            | BIT(OPT_QUIET),
+                        OPERANDS_KEY_COMMAND},
     [CLI_CMD_DOCTOR] = {"doctor", COMMON | BIT(OPT_JSON), OPERANDS_URL},
 };
 
 /* What `run --every` refuses: each only means something for one run. */
-#define NOT_WITH_EVERY (BIT(OPT_WAIT) | BIT(OPT_FAIL_OPEN) | BIT(OPT_FAIR) | \
-                        BIT(OPT_CONFLICT_EXIT_CODE))
+#define NOT_WITH_EVERY                                  \
+    (BIT(OPT_WAIT) | BIT(OPT_FAIL_OPEN) | BIT(OPT_FAIR) \
+     | BIT(OPT_CONFLICT_EXIT_CODE))
 
 int cli_command_find(const char *name)
 {
@@ -179,46 +182,55 @@ static int parse_exit_code(const char *text, int *code)
 }
 
 /* Durations and numbers, checked for their option's range. */
-static int set_valued(struct cli_args *a, int id, const char *v,
-                      char *why, size_t whylen)
+static int set_valued(struct cli_args *a, int id, const char *v, char *why,
+                      size_t whylen)
 {
     const char *name = long_name_of(id);
 
     switch (id) {
     case OPT_TTL:
         if (cli_duration_parse(v, &a->ttl_ms) != 0 || a->ttl_ms == 0)
-            return fail(why, whylen, "--%s '%s' is not a duration above 0 "
-                        "(such as 500ms, 30s, 5m, 1h)", name, v);
+            return fail(why, whylen,
+                        "--%s '%s' is not a duration above 0 "
+                        "(such as 500ms, 30s, 5m, 1h)",
+                        name, v);
         return 0;
     case OPT_WAIT:
         if (cli_duration_parse_wait(v, &a->wait_ms) != 0)
-            return fail(why, whylen, "--%s '%s' is not a duration (such as "
-                        "0, 10s, 5m) or 'forever'", name, v);
+            return fail(why, whylen,
+                        "--%s '%s' is not a duration (such as "
+                        "0, 10s, 5m) or 'forever'",
+                        name, v);
         return 0;
     case OPT_EVERY:
         if (cli_duration_parse(v, &a->every_ms) != 0 || a->every_ms == 0)
-            return fail(why, whylen, "--%s '%s' is not a duration above 0 "
-                        "(such as 1s, 5m, 1h)", name, v);
+            return fail(why, whylen,
+                        "--%s '%s' is not a duration above 0 "
+                        "(such as 1s, 5m, 1h)",
+                        name, v);
         return 0;
     case OPT_GRACE:
         if (cli_duration_parse(v, &a->grace_ms) != 0)
-            return fail(why, whylen, "--%s '%s' is not a duration (such as "
-                        "500ms, 5s)", name, v);
+            return fail(why, whylen,
+                        "--%s '%s' is not a duration (such as "
+                        "500ms, 5s)",
+                        name, v);
         return 0;
     case OPT_CONFLICT_EXIT_CODE:
         if (parse_exit_code(v, &a->busy_exit) != 0)
-            return fail(why, whylen, "--%s '%s' is not an exit code "
-                        "0..255", name, v);
+            return fail(why, whylen,
+                        "--%s '%s' is not an exit code "
+                        "0..255",
+                        name, v);
         return 0;
-    default:
-        break;
+    default: break;
     }
     return fail(why, whylen, "internal: option --%s has no parser", name);
 }
 
 /* Stores the option id with value v (NULL for flags) into a. */
-static int set_option(struct cli_args *a, int id, const char *v,
-                      char *why, size_t whylen)
+static int set_option(struct cli_args *a, int id, const char *v, char *why,
+                      size_t whylen)
 {
     switch (id) {
     case OPT_HELP: a->help = 1; return 0;
@@ -271,10 +283,9 @@ static int parse_options(const struct command_spec *spec, int argc,
     /* "+" stops at the first operand: the rest of a run line is the
      * command's own. */
     snprintf(optstring, sizeof(optstring), "%s%s",
-             spec->operands == OPERANDS_KEY_COMMAND ? "+" : "",
-             short_options);
-    optind = 0;     /* GNU: start over, also for a second parse */
-    opterr = 0;     /* we word the messages ourselves */
+             spec->operands == OPERANDS_KEY_COMMAND ? "+" : "", short_options);
+    optind = 0; /* GNU: start over, also for a second parse */
+    opterr = 0; /* we word the messages ourselves */
     for (;;) {
         const int c = getopt_long(argc, argv, optstring, long_options, NULL);
         const int id = option_of(c);
@@ -294,8 +305,8 @@ static int parse_options(const struct command_spec *spec, int argc,
 }
 
 /* run --every takes none of the options that only suit a single run. */
-static int check_every(const struct cli_args *a, unsigned given,
-                       char *why, size_t whylen)
+static int check_every(const struct cli_args *a, unsigned given, char *why,
+                       size_t whylen)
 {
     const unsigned clash = given & NOT_WITH_EVERY;
 
@@ -309,8 +320,8 @@ static int check_every(const struct cli_args *a, unsigned given,
 }
 
 /* KEY [--] COMMAND [ARGS...] */
-static int parse_run_command(char **rest, int n, struct cli_args *a,
-                             char *why, size_t whylen)
+static int parse_run_command(char **rest, int n, struct cli_args *a, char *why,
+                             size_t whylen)
 {
     int skip = 0;
 
@@ -319,7 +330,8 @@ static int parse_run_command(char **rest, int n, struct cli_args *a,
     else if (n > 0 && rest[0][0] == '-')
         /* Most likely an option after KEY; running "--ttl" would not be
          * what anyone meant. */
-        return fail(why, whylen, "options go before KEY; put -- between "
+        return fail(why, whylen,
+                    "options go before KEY; put -- between "
                     "KEY and a command that starts with '-' (got '%s')",
                     rest[0]);
     if (n - skip < 1)
@@ -329,9 +341,8 @@ static int parse_run_command(char **rest, int n, struct cli_args *a,
 }
 
 /* The operands after the options: argv[optind..argc-1]. */
-static int parse_operands(const struct command_spec *spec, int n,
-                          char **rest, struct cli_args *a, char *why,
-                          size_t whylen)
+static int parse_operands(const struct command_spec *spec, int n, char **rest,
+                          struct cli_args *a, char *why, size_t whylen)
 {
     const int wanted = spec->operands == OPERANDS_KEY_TOKEN ? 2 : 1;
 
@@ -339,7 +350,8 @@ static int parse_operands(const struct command_spec *spec, int n,
         if (n > 1)
             return fail(why, whylen, "unexpected argument '%s'", rest[1]);
         if (n == 1 && a->url != NULL)
-            return fail(why, whylen, "give the URL once: as --url or as "
+            return fail(why, whylen,
+                        "give the URL once: as --url or as "
                         "the operand");
         if (n == 1)
             a->url = rest[0];
@@ -358,8 +370,10 @@ static int parse_operands(const struct command_spec *spec, int n,
         return fail(why, whylen, "unexpected argument '%s'", rest[wanted]);
     if (spec->operands == OPERANDS_KEY_TOKEN && n == 2) {
         if (a->token != NULL)
-            return fail(why, whylen, "TOKEN given twice (--token and "
-                        "'%s')", rest[1]);
+            return fail(why, whylen,
+                        "TOKEN given twice (--token and "
+                        "'%s')",
+                        rest[1]);
         a->token = rest[1];
     }
     return 0;

@@ -40,29 +40,29 @@ enum cli_command {
 
 struct cli_args {
     enum cli_command which;
-    int help;                 /* --help: print the subcommand's usage */
+    int help; /* --help: print the subcommand's usage */
 
-    const char *url;          /* --url, or NULL: see cli_client_url */
-    const char *tls_ca_file;  /* --tls-ca */
-    const char *tls_cert_file;/* --tls-cert */
-    const char *tls_key_file; /* --tls-key */
+    const char *url;             /* --url, or NULL: see cli_client_url */
+    const char *tls_ca_file;     /* --tls-ca */
+    const char *tls_cert_file;   /* --tls-cert */
+    const char *tls_key_file;    /* --tls-key */
     const char *tls_server_name; /* --tls-server-name */
 
-    int64_t ttl_ms;           /* --ttl; CLI_DEFAULT_TTL_MS */
-    int64_t wait_ms;          /* --wait; 0 = do not wait, -1 = forever */
-    int64_t grace_ms;         /* --grace; CLI_DEFAULT_GRACE_MS */
-    int64_t every_ms;         /* run --every: the tick; 0 = run once */
-    int busy_exit;            /* --conflict-exit-code; 75 */
-    int fail_open;            /* --fail-open */
-    int quiet;                /* --quiet */
-    int json;                 /* --json */
-    int leader;               /* status --leader: KEY names a role */
-    int fair;                 /* run --fair: first come, first served */
+    int64_t ttl_ms;   /* --ttl; CLI_DEFAULT_TTL_MS */
+    int64_t wait_ms;  /* --wait; 0 = do not wait, -1 = forever */
+    int64_t grace_ms; /* --grace; CLI_DEFAULT_GRACE_MS */
+    int64_t every_ms; /* run --every: the tick; 0 = run once */
+    int busy_exit;    /* --conflict-exit-code; 75 */
+    int fail_open;    /* --fail-open */
+    int quiet;        /* --quiet */
+    int json;         /* --json */
+    int leader;       /* status --leader: KEY names a role */
+    int fair;         /* run --fair: first come, first served */
 
-    const char *key;          /* KEY */
-    const char *token;        /* TOKEN, for release and extend: NULL when
+    const char *key;   /* KEY */
+    const char *token; /* TOKEN, for release and extend: NULL when
                                * not given, "-" for stdin (cli_token.h) */
-    char **command;           /* run, leader: COMMAND [ARGS], NULL-ended */
+    char **command;    /* run, leader: COMMAND [ARGS], NULL-ended */
 };
 
 /* The subcommand named name, or -1 if there is none. */

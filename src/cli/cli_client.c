@@ -91,7 +91,8 @@ int cli_client_attach_token(const struct cli_args *a, dlock_client **client,
     *client = NULL;
     *lock = NULL;
     if (cli_token_resolve(a->token, getenv("DLOCK_TOKEN"), stdin, token, why,
-                          sizeof(why)) != 0) {
+                          sizeof(why))
+        != 0) {
         cli_say("%s", why);
         return CLI_EXIT_USAGE;
     }

@@ -23,11 +23,7 @@ struct unit {
 
 /* Suffixes are matched exactly, so their order does not matter. */
 static const struct unit units[] = {
-    {"ms", 1},
-    {"s", 1000},
-    {"", 1000},
-    {"m", 60 * 1000},
-    {"h", 3600 * 1000},
+    {"ms", 1}, {"s", 1000}, {"", 1000}, {"m", 60 * 1000}, {"h", 3600 * 1000},
 };
 
 static int is_digit(char c)

@@ -13,8 +13,8 @@
 #include <string.h>
 
 static const char *const names[CLI_ENV_VARS] = {
-    "DLOCK_KEY", "DLOCK_TOKEN", "DLOCK_FENCE", "DLOCK_DEGRADED",
-    "DLOCK_TERM", "DLOCK_TICK", "DLOCK_VALID_UNTIL", "DLOCK_VALID_UNTIL_FILE",
+    "DLOCK_KEY",  "DLOCK_TOKEN", "DLOCK_FENCE",       "DLOCK_DEGRADED",
+    "DLOCK_TERM", "DLOCK_TICK",  "DLOCK_VALID_UNTIL", "DLOCK_VALID_UNTIL_FILE",
 };
 
 /* Whether entry ("NAME=value") sets one of our names. */
@@ -98,8 +98,7 @@ int cli_env_build(struct cli_env *env, char *const *base, const char *key,
         {"DLOCK_FENCE", fence_text},
         {"DLOCK_DEGRADED", degraded ? "1" : "0"},
     };
-    size_t n = add_deadline(vars, 4, deadline, until_text,
-                            sizeof(until_text));
+    size_t n = add_deadline(vars, 4, deadline, until_text, sizeof(until_text));
 
     snprintf(fence_text, sizeof(fence_text), "%" PRIu64, fence);
     return cli_env_build_vars(env, base, vars, n);

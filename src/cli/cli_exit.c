@@ -12,26 +12,20 @@
 int cli_exit_of(dlock_err err, int busy_code)
 {
     switch (err) {
-    case DLOCK_OK:
-        return CLI_EXIT_OK;
-    case DLOCK_BUSY:
-        return busy_code;
-    case DLOCK_LOST:
-        return CLI_EXIT_LOST;
+    case DLOCK_OK: return CLI_EXIT_OK;
+    case DLOCK_BUSY: return busy_code;
+    case DLOCK_LOST: return CLI_EXIT_LOST;
     case DLOCK_UNAVAILABLE:
     case DLOCK_TIMEOUT:
     case DLOCK_TLS:
     case DLOCK_AUTH:
     case DLOCK_PROTOCOL:
     case DLOCK_SERVER:
-    case DLOCK_UNPROVEN:
-        return CLI_EXIT_UNAVAILABLE;
-    case DLOCK_INVALID:
-        return CLI_EXIT_USAGE;
+    case DLOCK_UNPROVEN: return CLI_EXIT_UNAVAILABLE;
+    case DLOCK_INVALID: return CLI_EXIT_USAGE;
     case DLOCK_NOMEM:
     case DLOCK_SYSTEM:
-    case DLOCK_STATE:
-        return CLI_EXIT_INTERNAL;
+    case DLOCK_STATE: return CLI_EXIT_INTERNAL;
     }
     return CLI_EXIT_INTERNAL;
 }

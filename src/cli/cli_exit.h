@@ -27,8 +27,8 @@ enum {
     CLI_EXIT_UNSAFE = 78,      /* doctor: the server is not safe for locks
                                 * (EX_CONFIG) */
     /* Like a shell: a command that could not be run. */
-    CLI_EXIT_NOEXEC = 126,     /* found but not executable */
-    CLI_EXIT_NOTFOUND = 127,   /* not found on PATH */
+    CLI_EXIT_NOEXEC = 126,   /* found but not executable */
+    CLI_EXIT_NOTFOUND = 127, /* not found on PATH */
     /* Like a shell: a command killed by signal N exits 128 + N. */
     CLI_EXIT_SIGNAL_BASE = 128
 };

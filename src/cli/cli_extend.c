@@ -27,7 +27,8 @@ int cli_cmd_extend(const struct cli_args *a)
     err = dlock_extend(lock, a->ttl_ms);
     if (err == DLOCK_LOST)
         cli_say("lock %.64s is not held by token %s any more (it expired or "
-                "was taken): not extended", a->key, token);
+                "was taken): not extended",
+                a->key, token);
     else if (err != DLOCK_OK)
         cli_say("cannot extend lock %.64s: %s", a->key,
                 dlock_client_errmsg(client));

@@ -119,7 +119,7 @@ static __attribute__((noreturn)) void guardian_main(int fd)
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n != (ssize_t)sizeof(m)) {
-            guardian_kill(pgid);        /* dlock is gone */
+            guardian_kill(pgid); /* dlock is gone */
             _exit(0);
         }
         if (m.kind == MSG_GROUP)

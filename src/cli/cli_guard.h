@@ -32,9 +32,9 @@
 #include <sys/types.h>
 
 struct cli_guard {
-    pid_t pid;             /* the guardian, 0 when none */
-    int fd;                /* write end of its pipe, -1 when none */
-    int64_t deadline_ns;   /* the last deadline sent (0: none) */
+    pid_t pid;           /* the guardian, 0 when none */
+    int fd;              /* write end of its pipe, -1 when none */
+    int64_t deadline_ns; /* the last deadline sent (0: none) */
 };
 
 /* Forks the guardian.  Returns 0, or -1 with errno (g is then empty and

@@ -54,8 +54,8 @@ static int lead_once(struct cli_role *r, int *code, uint64_t *lost_term)
  */
 static int lease_still_failing(const struct cli_role *r, uint64_t lost_term)
 {
-    return lost_term != 0 && dlock_leader_term(r->leader) == lost_term &&
-           dlock_leader_valid_ms(r->leader) <= r->a->ttl_ms / 2;
+    return lost_term != 0 && dlock_leader_term(r->leader) == lost_term
+           && dlock_leader_valid_ms(r->leader) <= r->a->ttl_ms / 2;
 }
 
 static int campaign_and_lead(struct cli_role *r)
@@ -64,8 +64,8 @@ static int campaign_and_lead(struct cli_role *r)
     int code = CLI_EXIT_OK;
 
     while (r->stop_signal == 0) {
-        if (dlock_leader_is_leader(r->leader) &&
-            lease_still_failing(r, lost_term)) {
+        if (dlock_leader_is_leader(r->leader)
+            && lease_still_failing(r, lost_term)) {
             /* on_lost wakes us when the lease ends; a renewal does not. */
             if (cli_role_wait(r, r->a->ttl_ms / 6 + 1) != 0)
                 return CLI_EXIT_INTERNAL;

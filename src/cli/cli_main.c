@@ -21,12 +21,9 @@
 typedef int (*cli_handler)(const struct cli_args *a);
 
 static const cli_handler handlers[CLI_CMD_COUNT] = {
-    [CLI_CMD_RUN] = cli_cmd_run,
-    [CLI_CMD_ACQUIRE] = cli_cmd_acquire,
-    [CLI_CMD_RELEASE] = cli_cmd_release,
-    [CLI_CMD_EXTEND] = cli_cmd_extend,
-    [CLI_CMD_STATUS] = cli_cmd_status,
-    [CLI_CMD_LEADER] = cli_cmd_leader,
+    [CLI_CMD_RUN] = cli_cmd_run,         [CLI_CMD_ACQUIRE] = cli_cmd_acquire,
+    [CLI_CMD_RELEASE] = cli_cmd_release, [CLI_CMD_EXTEND] = cli_cmd_extend,
+    [CLI_CMD_STATUS] = cli_cmd_status,   [CLI_CMD_LEADER] = cli_cmd_leader,
     [CLI_CMD_DOCTOR] = cli_cmd_doctor,
 };
 
@@ -48,7 +45,8 @@ static int print_help(int argc, char **argv)
     command = cli_command_find(argv[2]);
     if (command < 0 || argc > 3) {
         cli_say("help: no command '%s' (commands: run acquire release "
-                "extend status leader doctor)", argv[2]);
+                "extend status leader doctor)",
+                argv[2]);
         return CLI_EXIT_USAGE;
     }
     cli_usage_print(stdout, (enum cli_command)command);

@@ -28,7 +28,8 @@ int cli_cmd_release(const struct cli_args *a)
     err = dlock_release(lock);
     if (err == DLOCK_LOST)
         cli_say("lock %.64s is not held by token %s any more (it expired or "
-                "was taken): nothing released", a->key, token);
+                "was taken): nothing released",
+                a->key, token);
     else if (err != DLOCK_OK)
         cli_say("cannot release lock %.64s: %s", a->key,
                 dlock_client_errmsg(client));

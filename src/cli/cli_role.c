@@ -105,9 +105,9 @@ int cli_role_wait(struct cli_role *r, int64_t timeout_ms)
 {
     struct pollfd pfd = {.fd = r->wakeup.read_fd, .events = POLLIN};
     unsigned char events[EVENTS_PER_TURN];
-    const int timeout = timeout_ms < 0 ? -1
+    const int timeout = timeout_ms < 0           ? -1
                         : timeout_ms > INT32_MAX ? INT32_MAX
-                        : (int)timeout_ms;
+                                                 : (int)timeout_ms;
     int n;
 
     if (poll(&pfd, 1, timeout) < 0 && errno != EINTR) {
@@ -146,8 +146,8 @@ static int term_lost(void *arg)
 {
     const struct term_lease *t = arg;
 
-    return !dlock_leader_is_leader(t->leader) ||
-           dlock_leader_term(t->leader) != t->term;
+    return !dlock_leader_is_leader(t->leader)
+           || dlock_leader_term(t->leader) != t->term;
 }
 
 static int64_t term_valid_ms(void *arg)
@@ -176,8 +176,8 @@ static void say_ended(const char *label, const struct cli_supervision *s,
 
     if (WIFSIGNALED(st))
         cli_say("%s: '%s' (pid %d) was killed by signal %d after %" PRId64
-                " ms", label, s->command, (int)s->child, WTERMSIG(st),
-                took_ms);
+                " ms",
+                label, s->command, (int)s->child, WTERMSIG(st), took_ms);
     else
         cli_say("%s: '%s' (pid %d) exited %d after %" PRId64 " ms", label,
                 s->command, (int)s->child, WEXITSTATUS(st), took_ms);
@@ -204,8 +204,9 @@ int cli_role_run_command(struct cli_role *r, uint64_t term, int64_t tick,
         .stop_on_signal = 1,
     };
     char label[160], file[CLI_DEADLINE_PATH_MAX];
-    struct cli_env_deadline deadline = {
-        cli_valid_until_epoch_ms(term_valid_ms(&tl)), NULL};
+    struct cli_env_deadline deadline = {cli_valid_until_epoch_ms(
+                                            term_valid_ms(&tl)),
+                                        NULL};
     struct cli_env env;
     int64_t started;
     int code;
@@ -214,8 +215,8 @@ int cli_role_run_command(struct cli_role *r, uint64_t term, int64_t tick,
     run_label(label, sizeof(label), a->key, term, tick);
     if (cli_deadline_file_make(file) == 0)
         deadline.file = lease.valid_until_file = file;
-    if (cli_env_build_leader(&env, environ, a->key, term, tick,
-                             &deadline) != 0) {
+    if (cli_env_build_leader(&env, environ, a->key, term, tick, &deadline)
+        != 0) {
         cli_say("%s: cannot start '%s': out of memory", label, s.command);
         cli_deadline_file_remove(file);
         return CLI_EXIT_INTERNAL;

@@ -33,9 +33,9 @@ struct cli_role {
     dlock_client *client;
     dlock_leader *leader;
     struct cli_wakeup wakeup;
-    int started;          /* the candidate's thread runs */
-    int stop_signal;      /* SIGINT/TERM/HUP received: end the loop */
-    int gained;           /* CLI_WAKE_GAINED read since the last clear */
+    int started;     /* the candidate's thread runs */
+    int stop_signal; /* SIGINT/TERM/HUP received: end the loop */
+    int gained;      /* CLI_WAKE_GAINED read since the last clear */
 };
 
 /*

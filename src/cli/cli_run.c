@@ -114,8 +114,9 @@ static int run_acquire(struct run *r)
 static int run_prepare_env(struct run *r)
 {
     const int degraded = dlock_lock_degraded(r->lock);
-    struct cli_env_deadline deadline = {
-        cli_valid_until_epoch_ms(dlock_lock_valid_ms(r->lock)), NULL};
+    struct cli_env_deadline deadline = {cli_valid_until_epoch_ms(
+                                            dlock_lock_valid_ms(r->lock)),
+                                        NULL};
 
     r->lease = (struct cli_lease){
         .ttl_ms = r->a->ttl_ms,
@@ -127,7 +128,8 @@ static int run_prepare_env(struct run *r)
         deadline.file = r->lease.valid_until_file = r->valid_until_file;
     if (cli_env_build(&r->env, environ, r->a->key,
                       degraded ? NULL : dlock_lock_token(r->lock),
-                      dlock_lock_fence(r->lock), degraded, &deadline) != 0) {
+                      dlock_lock_fence(r->lock), degraded, &deadline)
+        != 0) {
         cli_say("cannot start '%s': out of memory", r->a->command[0]);
         return CLI_EXIT_INTERNAL;
     }
@@ -160,8 +162,7 @@ static int run_command(struct run *r, struct cli_outcome *out)
 }
 
 /* Releases the lock and decides the final exit code. */
-static int run_release(struct run *r, const struct cli_outcome *out,
-                       int code)
+static int run_release(struct run *r, const struct cli_outcome *out, int code)
 {
     dlock_err err = dlock_release(r->lock);
 
@@ -170,8 +171,8 @@ static int run_release(struct run *r, const struct cli_outcome *out,
         return CLI_EXIT_LOST;
     if (err == DLOCK_LOST) {
         cli_say("lock %.64s was gone when '%s' ended (exit %d): its work may "
-                "have overlapped another holder's", r->a->key,
-                r->a->command[0], code);
+                "have overlapped another holder's",
+                r->a->key, r->a->command[0], code);
         return CLI_EXIT_LOST;
     }
     if (err != DLOCK_OK)

@@ -48,7 +48,7 @@
 
 struct every {
     struct cli_role role;
-    int failing;          /* the last ask failed (said once) */
+    int failing; /* the last ask failed (said once) */
 };
 
 static int64_t now_ms(void)
@@ -131,15 +131,15 @@ static int ask(struct every *e, int64_t *wake_ms)
                 dlock_client_errmsg(e->role.client));
         return CLI_EXIT_USAGE;
     }
-    *wake_ms = now_ms() + (a->every_ms < RETRY_MAX_MS ? a->every_ms
-                                                       : RETRY_MAX_MS);
+    *wake_ms = now_ms()
+               + (a->every_ms < RETRY_MAX_MS ? a->every_ms : RETRY_MAX_MS);
     return CLI_EXIT_OK;
 }
 
 static int every_loop(struct every *e)
 {
     struct cli_role *r = &e->role;
-    int64_t wake_ms = 0;          /* ask at once */
+    int64_t wake_ms = 0; /* ask at once */
     int code = CLI_EXIT_OK;
 
     while (r->stop_signal == 0 && code == CLI_EXIT_OK) {

@@ -37,8 +37,8 @@ static void child_exec(int status_fd, pid_t parent, char *const argv[],
     /* Its own group before the exec: the parent learns that the exec
      * happened only after this, so the group exists once cli_spawn
      * returns. */
-    if (setpgid(0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
-        getppid() != parent)
+    if (setpgid(0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0
+        || getppid() != parent)
         _exit(CLI_EXIT_INTERNAL);
     execvpe(argv[0], argv, envp);
     err = errno;

@@ -54,12 +54,13 @@ static int is_utf8(const char *text)
 static int print_text(const char *key, const dlock_lock_info *info)
 {
     if (printf("key: %s\nheld: %s\nttl_ms: %" PRId64 "\n"
-               "last_fence: %" PRIu64 "\nwaiters: %" PRId64 "\n", key,
-               info->held ? "yes" : "no", info->ttl_ms, info->last_fence,
-               info->waiters) < 0)
+               "last_fence: %" PRIu64 "\nwaiters: %" PRId64 "\n",
+               key, info->held ? "yes" : "no", info->ttl_ms, info->last_fence,
+               info->waiters)
+        < 0)
         return -1;
-    if (info->waiters > 0 &&
-        printf("next_waiter_ms: %" PRId64 "\n", info->next_waiter_ms) < 0)
+    if (info->waiters > 0
+        && printf("next_waiter_ms: %" PRId64 "\n", info->next_waiter_ms) < 0)
         return -1;
     return 0;
 }
@@ -74,20 +75,19 @@ static int print_object(json_t *o, const char *what, const char *name)
         cli_say("cannot print %s %.64s as JSON: out of memory", what, name);
         return -1;
     }
-    rc = json_dumpf(o, stdout, JSON_COMPACT) == 0 && putchar('\n') != EOF
-             ? 0 : -1;
+    rc = json_dumpf(o, stdout, JSON_COMPACT) == 0 && putchar('\n') != EOF ? 0
+                                                                          : -1;
     json_decref(o);
     return rc;
 }
 
 static int print_json(const char *key, const dlock_lock_info *info)
 {
-    json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I}", "key", key,
-                          "held", info->held, "ttl_ms",
-                          (json_int_t)info->ttl_ms, "last_fence",
-                          (json_int_t)info->last_fence, "waiters",
-                          (json_int_t)info->waiters, "next_waiter_ms",
-                          (json_int_t)info->next_waiter_ms);
+    json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I}", "key", key, "held",
+                          info->held, "ttl_ms", (json_int_t)info->ttl_ms,
+                          "last_fence", (json_int_t)info->last_fence,
+                          "waiters", (json_int_t)info->waiters,
+                          "next_waiter_ms", (json_int_t)info->next_waiter_ms);
 
     return print_object(o, "lock", key);
 }
@@ -95,9 +95,10 @@ static int print_json(const char *key, const dlock_lock_info *info)
 static int print_leader_text(const char *role, const dlock_leader_info *in)
 {
     if (printf("role: %s\nheld: %s\nleader: %s\nterm: %" PRIu64 "\n"
-               "ttl_ms: %" PRId64 "\nlast_term: %" PRIu64 "\n", role,
-               in->held ? "yes" : "no", in->id, in->term, in->ttl_ms,
-               in->last_term) < 0)
+               "ttl_ms: %" PRId64 "\nlast_term: %" PRIu64 "\n",
+               role, in->held ? "yes" : "no", in->id, in->term, in->ttl_ms,
+               in->last_term)
+        < 0)
         return -1;
     return 0;
 }
@@ -127,8 +128,9 @@ static int status_leader(const struct cli_args *a, dlock_client *client)
         return cli_exit_of(err, CLI_EXIT_BUSY);
     }
     if ((a->json ? print_leader_json(a->key, &info)
-                 : print_leader_text(a->key, &info)) != 0 ||
-        fflush(stdout) != 0)
+                 : print_leader_text(a->key, &info))
+            != 0
+        || fflush(stdout) != 0)
         return CLI_EXIT_INTERNAL;
     return CLI_EXIT_OK;
 }
@@ -159,8 +161,9 @@ int cli_cmd_status(const struct cli_args *a)
                 dlock_client_errmsg(client));
         code = cli_exit_of(err, CLI_EXIT_BUSY);
     } else if ((a->json ? print_json(a->key, &info)
-                        : print_text(a->key, &info)) != 0 ||
-               fflush(stdout) != 0) {
+                        : print_text(a->key, &info))
+                   != 0
+               || fflush(stdout) != 0) {
         code = CLI_EXIT_INTERNAL;
     }
     dlock_client_free(client);

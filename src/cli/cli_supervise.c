@@ -59,13 +59,13 @@ struct loop {
     struct cli_guard guard;
     int timer_fd;
     int child_done;
-    int stopping;                  /* SIGTERM sent */
-    int killed;                    /* SIGKILL sent */
-    int64_t kill_at;               /* boot ns of SIGKILL, 0: none */
-    int64_t kill_by;               /* lease's SIGKILL deadline, 0: none */
-    int64_t stop_at;               /* lease's SIGTERM deadline, 0: none */
-    int64_t next_sample;           /* boot ns of the next lease look */
-    int64_t file_ms;               /* what the deadline file says */
+    int stopping;        /* SIGTERM sent */
+    int killed;          /* SIGKILL sent */
+    int64_t kill_at;     /* boot ns of SIGKILL, 0: none */
+    int64_t kill_by;     /* lease's SIGKILL deadline, 0: none */
+    int64_t stop_at;     /* lease's SIGTERM deadline, 0: none */
+    int64_t next_sample; /* boot ns of the next lease look */
+    int64_t file_ms;     /* what the deadline file says */
 };
 
 int64_t cli_valid_until_epoch_ms(int64_t valid_ms)
@@ -95,8 +95,8 @@ static int signal_descendants(pid_t parent, pid_t skip, int sig, int depth)
 
     if (depth > TREE_DEPTH_MAX)
         return 0;
-    snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children",
-             (long)parent, (long)parent);
+    snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", (long)parent,
+             (long)parent);
     f = fopen(path, "re");
     if (f == NULL)
         return 0;
@@ -118,8 +118,7 @@ static int signal_all(struct loop *l, int sig)
 {
     const int in_group = kill(-l->s->child, sig) == 0;
 
-    return signal_descendants(getpid(), l->guard.pid, sig, 0) > 0 ||
-           in_group;
+    return signal_descendants(getpid(), l->guard.pid, sig, 0) > 0 || in_group;
 }
 
 static int anything_left(struct loop *l)
@@ -161,8 +160,8 @@ static void send_kill(struct loop *l, int64_t now)
 {
     if (!l->killed)
         cli_say("'%s' (pid %d) or its process group is still running after "
-                "it was told to stop: sending SIGKILL", l->s->command,
-                (int)l->s->child);
+                "it was told to stop: sending SIGKILL",
+                l->s->command, (int)l->s->child);
     l->killed = 1;
     signal_all(l, SIGKILL);
     l->kill_at = now + KILL_REPEAT_MS * NS_PER_MS;
@@ -226,8 +225,9 @@ static void stop_lost(struct loop *l, const char *why)
     if (left > l->s->grace_ms)
         left = l->s->grace_ms;
     cli_say("%s %.64s %s: stopping '%s' (pid %d) and its process group "
-            "with SIGTERM, SIGKILL within %" PRId64 " ms", what, l->s->key,
-            why, l->s->command, (int)l->s->child, left > 0 ? left : 0);
+            "with SIGTERM, SIGKILL within %" PRId64 " ms",
+            what, l->s->key, why, l->s->command, (int)l->s->child,
+            left > 0 ? left : 0);
     signal_all(l, SIGTERM);
     arm_kill(l);
 }
@@ -252,8 +252,9 @@ static int64_t sample_every_ms(int64_t ttl_ms)
 {
     const int64_t every = ttl_ms / 6;
 
-    return every < SAMPLE_MIN_MS ? SAMPLE_MIN_MS
-         : every > SAMPLE_MAX_MS ? SAMPLE_MAX_MS : every;
+    return every < SAMPLE_MIN_MS   ? SAMPLE_MIN_MS
+           : every > SAMPLE_MAX_MS ? SAMPLE_MAX_MS
+                                   : every;
 }
 
 /* Looks at the lease and moves the deadlines; stops when it is over. */
@@ -280,8 +281,9 @@ static void sample_lease(struct loop *l)
     l->stop_at = l->kill_by - stop_window_ms(l) * NS_PER_MS;
     cli_guard_deadline(&l->guard, l->kill_by);
     epoch = cli_valid_until_epoch_ms(valid);
-    if (valid > 0 && (epoch > l->file_ms + FILE_SLACK_MS ||
-                      epoch < l->file_ms - FILE_SLACK_MS))
+    if (valid > 0
+        && (epoch > l->file_ms + FILE_SLACK_MS
+            || epoch < l->file_ms - FILE_SLACK_MS))
         write_deadline_file(l, epoch);
     if (valid <= 0)
         stop_lost(l, "ran out (its lease could not be renewed)");
@@ -304,7 +306,8 @@ static void handle_stop_signal(struct loop *l, int sig)
     if (!l->s->stop_on_signal || l->stopping)
         return;
     cli_say("got signal %d: stopping '%s' (pid %d), SIGKILL after %" PRId64
-            " ms", sig, l->s->command, (int)l->s->child, l->s->grace_ms);
+            " ms",
+            sig, l->s->command, (int)l->s->child, l->s->grace_ms);
     arm_kill(l);
 }
 
@@ -326,8 +329,8 @@ static void stop_leftovers(struct loop *l)
     if (l->stopping || !anything_left(l))
         return;
     cli_say("'%s' (pid %d) ended and left processes running: stopping them "
-            "with SIGTERM, SIGKILL after %" PRId64 " ms", l->s->command,
-            (int)l->s->child, l->s->grace_ms);
+            "with SIGTERM, SIGKILL after %" PRId64 " ms",
+            l->s->command, (int)l->s->child, l->s->grace_ms);
     signal_all(l, SIGTERM);
     arm_kill(l);
 }
@@ -374,21 +377,19 @@ static int wait_turn(struct loop *l)
     uint64_t expirations;
     int n;
 
-    if (arm_timer(l, next_wake(l)) != 0 ||
-        (poll(pfd, 2, -1) < 0 && errno != EINTR)) {
+    if (arm_timer(l, next_wake(l)) != 0
+        || (poll(pfd, 2, -1) < 0 && errno != EINTR)) {
         cli_say("waiting for '%s': %s", l->s->command, strerror(errno));
         return -1;
     }
-    if (read(l->timer_fd, &expirations, sizeof(expirations)) < 0 &&
-        errno != EAGAIN && errno != EINTR) {
-        cli_say("waiting for '%s': timer: %s", l->s->command,
-                strerror(errno));
+    if (read(l->timer_fd, &expirations, sizeof(expirations)) < 0
+        && errno != EAGAIN && errno != EINTR) {
+        cli_say("waiting for '%s': timer: %s", l->s->command, strerror(errno));
         return -1;
     }
     n = cli_wakeup_drain(l->s->wakeup, events, sizeof(events));
     if (n < 0) {
-        cli_say("waiting for '%s': read: %s", l->s->command,
-                strerror(errno));
+        cli_say("waiting for '%s': read: %s", l->s->command, strerror(errno));
         return -1;
     }
     for (int i = 0; i < n; i++)
@@ -419,9 +420,8 @@ static int turn(struct loop *l)
 static void kill_and_reap(struct loop *l)
 {
     signal_all(l, SIGKILL);
-    while (!l->child_done &&
-           waitpid(l->s->child, &l->out->wait_status, 0) < 0 &&
-           errno == EINTR)
+    while (!l->child_done && waitpid(l->s->child, &l->out->wait_status, 0) < 0
+           && errno == EINTR)
         continue;
 }
 
@@ -452,8 +452,8 @@ int cli_supervise_command(struct cli_supervision *s, char *const argv[],
     l.file_ms = -1;
     /* Orphans of the command become ours, to kill and to reap. */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-        cli_say("warning: cannot become the subreaper of '%s': %s",
-                argv[0], strerror(errno));
+        cli_say("warning: cannot become the subreaper of '%s': %s", argv[0],
+                strerror(errno));
     l.timer_fd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
     if (l.timer_fd < 0 || cli_guard_start(&l.guard) != 0) {
         cli_say("cannot start '%s': %s", argv[0], strerror(errno));
@@ -469,8 +469,8 @@ int cli_supervise_command(struct cli_supervision *s, char *const argv[],
     if (code == CLI_EXIT_OK) {
         cli_guard_watch(&l.guard, s->child);
         if (s->started_label != NULL)
-            cli_say("%s: '%s' started (pid %d)", s->started_label,
-                    s->command, (int)s->child);
+            cli_say("%s: '%s' started (pid %d)", s->started_label, s->command,
+                    (int)s->child);
         code = supervise(&l);
     }
     cli_guard_stop(&l.guard);

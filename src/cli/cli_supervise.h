@@ -75,10 +75,10 @@ struct cli_supervision {
 };
 
 struct cli_outcome {
-    int wait_status;               /* the command's, from waitpid */
-    int lost;                      /* the lock was lost (or ran out)
+    int wait_status; /* the command's, from waitpid */
+    int lost;        /* the lock was lost (or ran out)
                                     * while it ran */
-    int stop_signal;               /* the last SIGINT/TERM/HUP dlock got
+    int stop_signal; /* the last SIGINT/TERM/HUP dlock got
                                     * while it ran, else 0 */
 };
 

@@ -32,7 +32,8 @@ static int from_stdin(FILE *in, char buf[CLI_TOKEN_MAX], char *why,
         return -1;
     }
     if (strchr(line, '\n') == NULL && !feof(in)) {
-        snprintf(why, whylen, "TOKEN '-': the line on stdin is too long "
+        snprintf(why, whylen,
+                 "TOKEN '-': the line on stdin is too long "
                  "for a token");
         return -1;
     }
@@ -58,7 +59,8 @@ int cli_token_resolve(const char *operand, const char *env_value, FILE *in,
     }
     if (env_value != NULL && take(env_value, strlen(env_value), buf) == 0)
         return 0;
-    snprintf(why, whylen, "missing TOKEN: give it after KEY, '-' to read "
+    snprintf(why, whylen,
+             "missing TOKEN: give it after KEY, '-' to read "
              "it from stdin, or set DLOCK_TOKEN");
     return -1;
 }

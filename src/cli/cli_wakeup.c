@@ -16,7 +16,10 @@
 #include <unistd.h>
 
 static const int caught_signals[CLI_WAKE_SIGNALS] = {
-    SIGINT, SIGTERM, SIGHUP, SIGCHLD,
+    SIGINT,
+    SIGTERM,
+    SIGHUP,
+    SIGCHLD,
 };
 
 /* The pipe's write end for the signal handlers, or -1.  See the top. */
@@ -78,8 +81,8 @@ int cli_wakeup_drain(const struct cli_wakeup *w, unsigned char *events,
 /* Whether a signal came from a terminal to the whole process group. */
 static int sent_by_terminal(int sig, const siginfo_t *info)
 {
-    return sig != SIGCHLD && sig != SIGTERM && info != NULL &&
-           info->si_code == SI_KERNEL;
+    return sig != SIGCHLD && sig != SIGTERM && info != NULL
+           && info->si_code == SI_KERNEL;
 }
 
 static void on_signal(int sig, siginfo_t *info, void *context)
@@ -90,7 +93,8 @@ static void on_signal(int sig, siginfo_t *info, void *context)
     if (fd < 0)
         return;
     post_byte(fd, (unsigned char)(sent_by_terminal(sig, info)
-                                  ? sig | CLI_WAKE_TERMINAL : sig));
+                                      ? sig | CLI_WAKE_TERMINAL
+                                      : sig));
 }
 
 int cli_wakeup_stop_signal(unsigned char event)

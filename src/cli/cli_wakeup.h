@@ -47,7 +47,7 @@ struct cli_wakeup {
     int write_fd;
     /* The dispositions the catch replaced, restored by the release. */
     struct sigaction saved[CLI_WAKE_SIGNALS];
-    int caught;            /* 1 between catch and release */
+    int caught; /* 1 between catch and release */
 };
 
 /* Opens the pipe.  Returns 0, or -1 with errno set (both fds are -1). */

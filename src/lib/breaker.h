@@ -21,10 +21,10 @@
 
 typedef struct dlock__breaker {
     int threshold;
-    atomic_int failures;        /* consecutive transport failures */
-    atomic_int open;            /* 1 while open */
-    atomic_llong opened_at_us;  /* monotonic time it last opened */
-    atomic_ullong opens;        /* times it opened */
+    atomic_int failures;       /* consecutive transport failures */
+    atomic_int open;           /* 1 while open */
+    atomic_llong opened_at_us; /* monotonic time it last opened */
+    atomic_ullong opens;       /* times it opened */
 } dlock__breaker;
 
 void dlock__breaker_init(dlock__breaker *b, int threshold);

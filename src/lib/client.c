@@ -36,7 +36,7 @@
 
 struct dlock_client {
     dlock__endpoint ep;
-    dlock_client_opts opts;   /* its strings point at owned copies */
+    dlock_client_opts opts; /* its strings point at owned copies */
     dlock__conn_cfg cfg;
     SSL_CTX *tls;
     dlock__pool pool;
@@ -144,14 +144,14 @@ static dlock_err normalise_opts(dlock_client_opts *o, dlock__msg *m)
         o->breaker_threshold = 3;
     if (o->breaker_probe_ms == 0)
         o->breaker_probe_ms = 500;
-    if (o->connect_timeout_ms < 0 || o->io_timeout_ms < 0 ||
-        o->breaker_threshold < 0 || o->breaker_probe_ms < 0)
+    if (o->connect_timeout_ms < 0 || o->io_timeout_ms < 0
+        || o->breaker_threshold < 0 || o->breaker_probe_ms < 0)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "client timeouts and breaker settings must "
                               "not be negative");
     if (o->pool_size < 1 || o->pool_size > 1024)
-        return dlock__msg_set(m, DLOCK_INVALID,
-                              "pool_size %d is not 1..1024", o->pool_size);
+        return dlock__msg_set(m, DLOCK_INVALID, "pool_size %d is not 1..1024",
+                              o->pool_size);
     return DLOCK_OK;
 }
 
@@ -159,8 +159,9 @@ static dlock_err normalise_opts(dlock_client_opts *o, dlock__msg *m)
 static dlock_err copy_opt_strings(dlock_client_opts *o, dlock__msg *m)
 {
     const char **fields[] = {
-        &o->username, &o->password, &o->tls_ca_file, &o->tls_ca_dir,
-        &o->tls_cert_file, &o->tls_key_file, &o->tls_server_name,
+        &o->username,        &o->password,      &o->tls_ca_file,
+        &o->tls_ca_dir,      &o->tls_cert_file, &o->tls_key_file,
+        &o->tls_server_name,
     };
     size_t n = sizeof(fields) / sizeof(*fields);
 
@@ -328,7 +329,8 @@ static dlock_err fast_fail(dlock_client *c, dlock__msg *m)
     pthread_mutex_unlock(&c->last_error_mu);
     return dlock__msg_set(m, DLOCK_UNAVAILABLE,
                           "circuit breaker open for %s for %lld ms, probing "
-                          "every %d ms; last failure: %s", c->ep.desc,
+                          "every %d ms; last failure: %s",
+                          c->ep.desc,
                           (long long)((dlock__now_us() - since) / 1000),
                           c->opts.breaker_probe_ms,
                           last[0] != '\0' ? last : "(none recorded)");
@@ -356,9 +358,10 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
                                            &conn);
 
         if (err != DLOCK_OK)
-            return dlock__msg_set(m, err, "waiting for one of %d pooled "
-                                  "connections to %s", c->pool.max,
-                                  c->ep.desc);
+            return dlock__msg_set(m, err,
+                                  "waiting for one of %d pooled "
+                                  "connections to %s",
+                                  c->pool.max, c->ep.desc);
         if (conn == NULL) {
             fresh = 1;
             err = dlock__client_connect(c, &conn, m);
@@ -372,8 +375,8 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
         atomic_fetch_add(&c->n_commands, 1);
         err = dlock__conn_call(conn, argc, argv, lens,
                                dlock__client_io_deadline(c), reply, m);
-        if (err == DLOCK_OK && c->deploy != NULL && attempt == 0 &&
-            dlock__deploy_is_readonly(*reply)) {
+        if (err == DLOCK_OK && c->deploy != NULL && attempt == 0
+            && dlock__deploy_is_readonly(*reply)) {
             /* A demoted master refused the command, which did not run:
              * find the master again and send it there, on a connection
              * of its own (the idle ones go to the old server). */
@@ -438,8 +441,8 @@ static void sha1_hex(const char *body, char out[41])
     if (atomic_load(&sha_fails))
         return;
 #endif
-    if (EVP_Digest(body, strlen(body), digest, &len, EVP_sha1(), NULL) != 1 ||
-        len != 20)
+    if (EVP_Digest(body, strlen(body), digest, &len, EVP_sha1(), NULL) != 1
+        || len != 20)
         return;
     for (unsigned int i = 0; i < len; i++) {
         out[2 * i] = hex[digest[i] >> 4];
@@ -480,17 +483,18 @@ dlock_err dlock__client_script_load(dlock_client *c, const dlock__script *s,
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "loading script %s", s->name);
     if (r->type != REDIS_REPLY_STRING || r->len != 40)
-        err = dlock__msg_set(m, DLOCK_PROTOCOL, "SCRIPT LOAD %s on %s: "
-                             "expected a 40-digit SHA, got %s", s->name,
-                             c->ep.desc, dlock__reply_type_name(r));
+        err = dlock__msg_set(m, DLOCK_PROTOCOL,
+                             "SCRIPT LOAD %s on %s: "
+                             "expected a 40-digit SHA, got %s",
+                             s->name, c->ep.desc, dlock__reply_type_name(r));
     freeReplyObject(r);
     return err;
 }
 
 static int is_noscript(const redisReply *r)
 {
-    return r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
-           memcmp(r->str, "NOSCRIPT", 8) == 0;
+    return r->type == REDIS_REPLY_ERROR && r->len >= 8
+           && memcmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
 #define EVAL_STACK_ARGS 16
@@ -607,13 +611,14 @@ static dlock_err warm_up(dlock_client *c, dlock__msg *m)
 
 static dlock_err init_sync(dlock_client *c, dlock__msg *m)
 {
-    if (pthread_mutex_init(&c->last_error_mu, NULL) != 0 ||
-        pthread_mutex_init(&c->scripts_mu, NULL) != 0 ||
-        pthread_mutex_init(&c->tstates_mu, NULL) != 0 ||
-        pthread_mutex_init(&c->notifier_mu, NULL) != 0)
+    if (pthread_mutex_init(&c->last_error_mu, NULL) != 0
+        || pthread_mutex_init(&c->scripts_mu, NULL) != 0
+        || pthread_mutex_init(&c->tstates_mu, NULL) != 0
+        || pthread_mutex_init(&c->notifier_mu, NULL) != 0)
         return dlock__msg_set(m, DLOCK_SYSTEM, "initialising mutexes");
     if (pthread_key_create(&c->tkey, tstate_destroy) != 0)
-        return dlock__msg_set(m, DLOCK_SYSTEM, "creating a thread key (at "
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "creating a thread key (at "
                               "most about 1000 clients per process)");
     c->tkey_ready = 1;
     return DLOCK_OK;
@@ -635,7 +640,8 @@ static dlock_err parse_url(dlock_client *c, const char *url,
     if (err != DLOCK_OK)
         return err;
     if (d->kind == DLOCK__CLUSTER)
-        return dlock__msg_set(m, DLOCK_INVALID, "redis+cluster:// URLs are "
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "redis+cluster:// URLs are "
                               "not served by this libdlock yet "
                               "(docs/deployments.md): use redis://, "
                               "rediss://, unix://, redis+sentinel:// or "
@@ -647,8 +653,10 @@ static dlock_err parse_url(dlock_client *c, const char *url,
     }
     err = dlock__endpoint_copy(&c->ep, &d->nodes[0], m);
     if (err == DLOCK_OK && d->kind == DLOCK__SENTINEL)
-        snprintf(c->ep.desc, sizeof(c->ep.desc), "Sentinel master %.100s "
-                 "via %d sentinels", d->master_name, d->nnodes);
+        snprintf(c->ep.desc, sizeof(c->ep.desc),
+                 "Sentinel master %.100s "
+                 "via %d sentinels",
+                 d->master_name, d->nnodes);
     else if (err == DLOCK_OK)
         snprintf(c->ep.desc, sizeof(c->ep.desc), "Redlock over %d masters",
                  d->nnodes);
@@ -745,8 +753,8 @@ dlock_err dlock_client_new(const char *url, const dlock_client_opts *opts,
     err = build(c, url, opts, &m);
     if (err == DLOCK_OK)
         err = warm_up(c, &m);
-    if (err != DLOCK_OK && c->opts.start_offline && c->watchdog != NULL &&
-        err != DLOCK_NOMEM && err != DLOCK_INVALID && err != DLOCK_AUTH) {
+    if (err != DLOCK_OK && c->opts.start_offline && c->watchdog != NULL
+        && err != DLOCK_NOMEM && err != DLOCK_INVALID && err != DLOCK_AUTH) {
         /* Start with the breaker open; the probe connects later. */
         dlock__breaker_trip(&c->breaker);
         dlock__prober_kick(c->prober);

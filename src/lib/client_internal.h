@@ -32,8 +32,8 @@
 #include "url.h"
 
 typedef struct dlock__script {
-    const char *name;   /* for messages: "acquire", "semaphore.take", ... */
-    const char *body;   /* the Lua source */
+    const char *name; /* for messages: "acquire", "semaphore.take", ... */
+    const char *body; /* the Lua source */
     /* 1 if running the script twice has the effect of running it once, so a
      * call whose connection died mid-way may be sent again. */
     int retry_safe;

@@ -25,38 +25,35 @@
 
 /* CRC16-CCITT (XMODEM), the checksum Redis Cluster takes of keys. */
 static const uint16_t crc16_table[256] = {
-    0x0000, 0x1021, 0x2042, 0x3063, 0x4084, 0x50a5, 0x60c6, 0x70e7,
-    0x8108, 0x9129, 0xa14a, 0xb16b, 0xc18c, 0xd1ad, 0xe1ce, 0xf1ef,
-    0x1231, 0x0210, 0x3273, 0x2252, 0x52b5, 0x4294, 0x72f7, 0x62d6,
-    0x9339, 0x8318, 0xb37b, 0xa35a, 0xd3bd, 0xc39c, 0xf3ff, 0xe3de,
-    0x2462, 0x3443, 0x0420, 0x1401, 0x64e6, 0x74c7, 0x44a4, 0x5485,
-    0xa56a, 0xb54b, 0x8528, 0x9509, 0xe5ee, 0xf5cf, 0xc5ac, 0xd58d,
-    0x3653, 0x2672, 0x1611, 0x0630, 0x76d7, 0x66f6, 0x5695, 0x46b4,
-    0xb75b, 0xa77a, 0x9719, 0x8738, 0xf7df, 0xe7fe, 0xd79d, 0xc7bc,
-    0x48c4, 0x58e5, 0x6886, 0x78a7, 0x0840, 0x1861, 0x2802, 0x3823,
-    0xc9cc, 0xd9ed, 0xe98e, 0xf9af, 0x8948, 0x9969, 0xa90a, 0xb92b,
-    0x5af5, 0x4ad4, 0x7ab7, 0x6a96, 0x1a71, 0x0a50, 0x3a33, 0x2a12,
-    0xdbfd, 0xcbdc, 0xfbbf, 0xeb9e, 0x9b79, 0x8b58, 0xbb3b, 0xab1a,
-    0x6ca6, 0x7c87, 0x4ce4, 0x5cc5, 0x2c22, 0x3c03, 0x0c60, 0x1c41,
-    0xedae, 0xfd8f, 0xcdec, 0xddcd, 0xad2a, 0xbd0b, 0x8d68, 0x9d49,
-    0x7e97, 0x6eb6, 0x5ed5, 0x4ef4, 0x3e13, 0x2e32, 0x1e51, 0x0e70,
-    0xff9f, 0xefbe, 0xdfdd, 0xcffc, 0xbf1b, 0xaf3a, 0x9f59, 0x8f78,
-    0x9188, 0x81a9, 0xb1ca, 0xa1eb, 0xd10c, 0xc12d, 0xf14e, 0xe16f,
-    0x1080, 0x00a1, 0x30c2, 0x20e3, 0x5004, 0x4025, 0x7046, 0x6067,
-    0x83b9, 0x9398, 0xa3fb, 0xb3da, 0xc33d, 0xd31c, 0xe37f, 0xf35e,
-    0x02b1, 0x1290, 0x22f3, 0x32d2, 0x4235, 0x5214, 0x6277, 0x7256,
-    0xb5ea, 0xa5cb, 0x95a8, 0x8589, 0xf56e, 0xe54f, 0xd52c, 0xc50d,
-    0x34e2, 0x24c3, 0x14a0, 0x0481, 0x7466, 0x6447, 0x5424, 0x4405,
-    0xa7db, 0xb7fa, 0x8799, 0x97b8, 0xe75f, 0xf77e, 0xc71d, 0xd73c,
-    0x26d3, 0x36f2, 0x0691, 0x16b0, 0x6657, 0x7676, 0x4615, 0x5634,
-    0xd94c, 0xc96d, 0xf90e, 0xe92f, 0x99c8, 0x89e9, 0xb98a, 0xa9ab,
-    0x5844, 0x4865, 0x7806, 0x6827, 0x18c0, 0x08e1, 0x3882, 0x28a3,
-    0xcb7d, 0xdb5c, 0xeb3f, 0xfb1e, 0x8bf9, 0x9bd8, 0xabbb, 0xbb9a,
-    0x4a75, 0x5a54, 0x6a37, 0x7a16, 0x0af1, 0x1ad0, 0x2ab3, 0x3a92,
-    0xfd2e, 0xed0f, 0xdd6c, 0xcd4d, 0xbdaa, 0xad8b, 0x9de8, 0x8dc9,
-    0x7c26, 0x6c07, 0x5c64, 0x4c45, 0x3ca2, 0x2c83, 0x1ce0, 0x0cc1,
-    0xef1f, 0xff3e, 0xcf5d, 0xdf7c, 0xaf9b, 0xbfba, 0x8fd9, 0x9ff8,
-    0x6e17, 0x7e36, 0x4e55, 0x5e74, 0x2e93, 0x3eb2, 0x0ed1, 0x1ef0,
+    0x0000, 0x1021, 0x2042, 0x3063, 0x4084, 0x50a5, 0x60c6, 0x70e7, 0x8108,
+    0x9129, 0xa14a, 0xb16b, 0xc18c, 0xd1ad, 0xe1ce, 0xf1ef, 0x1231, 0x0210,
+    0x3273, 0x2252, 0x52b5, 0x4294, 0x72f7, 0x62d6, 0x9339, 0x8318, 0xb37b,
+    0xa35a, 0xd3bd, 0xc39c, 0xf3ff, 0xe3de, 0x2462, 0x3443, 0x0420, 0x1401,
+    0x64e6, 0x74c7, 0x44a4, 0x5485, 0xa56a, 0xb54b, 0x8528, 0x9509, 0xe5ee,
+    0xf5cf, 0xc5ac, 0xd58d, 0x3653, 0x2672, 0x1611, 0x0630, 0x76d7, 0x66f6,
+    0x5695, 0x46b4, 0xb75b, 0xa77a, 0x9719, 0x8738, 0xf7df, 0xe7fe, 0xd79d,
+    0xc7bc, 0x48c4, 0x58e5, 0x6886, 0x78a7, 0x0840, 0x1861, 0x2802, 0x3823,
+    0xc9cc, 0xd9ed, 0xe98e, 0xf9af, 0x8948, 0x9969, 0xa90a, 0xb92b, 0x5af5,
+    0x4ad4, 0x7ab7, 0x6a96, 0x1a71, 0x0a50, 0x3a33, 0x2a12, 0xdbfd, 0xcbdc,
+    0xfbbf, 0xeb9e, 0x9b79, 0x8b58, 0xbb3b, 0xab1a, 0x6ca6, 0x7c87, 0x4ce4,
+    0x5cc5, 0x2c22, 0x3c03, 0x0c60, 0x1c41, 0xedae, 0xfd8f, 0xcdec, 0xddcd,
+    0xad2a, 0xbd0b, 0x8d68, 0x9d49, 0x7e97, 0x6eb6, 0x5ed5, 0x4ef4, 0x3e13,
+    0x2e32, 0x1e51, 0x0e70, 0xff9f, 0xefbe, 0xdfdd, 0xcffc, 0xbf1b, 0xaf3a,
+    0x9f59, 0x8f78, 0x9188, 0x81a9, 0xb1ca, 0xa1eb, 0xd10c, 0xc12d, 0xf14e,
+    0xe16f, 0x1080, 0x00a1, 0x30c2, 0x20e3, 0x5004, 0x4025, 0x7046, 0x6067,
+    0x83b9, 0x9398, 0xa3fb, 0xb3da, 0xc33d, 0xd31c, 0xe37f, 0xf35e, 0x02b1,
+    0x1290, 0x22f3, 0x32d2, 0x4235, 0x5214, 0x6277, 0x7256, 0xb5ea, 0xa5cb,
+    0x95a8, 0x8589, 0xf56e, 0xe54f, 0xd52c, 0xc50d, 0x34e2, 0x24c3, 0x14a0,
+    0x0481, 0x7466, 0x6447, 0x5424, 0x4405, 0xa7db, 0xb7fa, 0x8799, 0x97b8,
+    0xe75f, 0xf77e, 0xc71d, 0xd73c, 0x26d3, 0x36f2, 0x0691, 0x16b0, 0x6657,
+    0x7676, 0x4615, 0x5634, 0xd94c, 0xc96d, 0xf90e, 0xe92f, 0x99c8, 0x89e9,
+    0xb98a, 0xa9ab, 0x5844, 0x4865, 0x7806, 0x6827, 0x18c0, 0x08e1, 0x3882,
+    0x28a3, 0xcb7d, 0xdb5c, 0xeb3f, 0xfb1e, 0x8bf9, 0x9bd8, 0xabbb, 0xbb9a,
+    0x4a75, 0x5a54, 0x6a37, 0x7a16, 0x0af1, 0x1ad0, 0x2ab3, 0x3a92, 0xfd2e,
+    0xed0f, 0xdd6c, 0xcd4d, 0xbdaa, 0xad8b, 0x9de8, 0x8dc9, 0x7c26, 0x6c07,
+    0x5c64, 0x4c45, 0x3ca2, 0x2c83, 0x1ce0, 0x0cc1, 0xef1f, 0xff3e, 0xcf5d,
+    0xdf7c, 0xaf9b, 0xbfba, 0x8fd9, 0x9ff8, 0x6e17, 0x7e36, 0x4e55, 0x5e74,
+    0x2e93, 0x3eb2, 0x0ed1, 0x1ef0,
 };
 
 static uint16_t crc16(const char *buf, size_t len)
@@ -64,8 +61,8 @@ static uint16_t crc16(const char *buf, size_t len)
     uint16_t crc = 0;
 
     for (size_t i = 0; i < len; i++)
-        crc = (uint16_t)((crc << 8) ^
-                         crc16_table[((crc >> 8) ^ (uint8_t)buf[i]) & 0xff]);
+        crc = (uint16_t)((crc << 8)
+                         ^ crc16_table[((crc >> 8) ^ (uint8_t)buf[i]) & 0xff]);
     return crc;
 }
 
@@ -79,8 +76,8 @@ unsigned dlock__cluster_keyslot(const char *key, size_t len)
 
         /* An empty tag "{}" does not count: the whole key is hashed. */
         if (close != NULL && close > open + 1)
-            return crc16(open + 1, (size_t)(close - open - 1)) &
-                   (DLOCK__CLUSTER_SLOTS - 1);
+            return crc16(open + 1, (size_t)(close - open - 1))
+                   & (DLOCK__CLUSTER_SLOTS - 1);
     }
     return crc16(key, len) & (DLOCK__CLUSTER_SLOTS - 1);
 }
@@ -102,10 +99,9 @@ static int parse_address(const char *s, size_t len, dlock__redirect *r)
         colon = close + 1;
     } else {
         colon = NULL;
-        for (const char *p = s; p < s + len; p++) {
+        for (const char *p = s; p < s + len; p++)
             if (*p == ':')
                 colon = p;
-        }
         if (colon == NULL)
             return 0;
         hlen = (size_t)(colon - s);
@@ -134,13 +130,12 @@ int dlock__cluster_redirect_parse(const char *text, size_t len,
     long slot = 0;
 
     memset(r, 0, sizeof(*r));
-    if (len > 6 && memcmp(text, "MOVED ", 6) == 0) {
+    if (len > 6 && memcmp(text, "MOVED ", 6) == 0)
         p = text + 6;
-    } else if (len > 4 && memcmp(text, "ASK ", 4) == 0) {
+    else if (len > 4 && memcmp(text, "ASK ", 4) == 0)
         p = text + 4;
-    } else {
+    else
         return 0;
-    }
     space = memchr(p, ' ', (size_t)(text + len - p));
     if (space == NULL || space == p || space - p > 5)
         return 0;
@@ -149,8 +144,8 @@ int dlock__cluster_redirect_parse(const char *text, size_t len,
             return 0;
         slot = slot * 10 + (*q - '0');
     }
-    if (slot >= DLOCK__CLUSTER_SLOTS ||
-        !parse_address(space + 1, (size_t)(text + len - space - 1), r)) {
+    if (slot >= DLOCK__CLUSTER_SLOTS
+        || !parse_address(space + 1, (size_t)(text + len - space - 1), r)) {
         memset(r, 0, sizeof(*r));
         return 0;
     }
@@ -201,14 +196,13 @@ static void map_reset(dlock__slot_map *map)
 static int map_master(dlock__slot_map *map, const char *host, size_t hlen,
                       long long port)
 {
-    for (int i = 0; i < map->nmasters; i++) {
-        if (map->masters[i].port == port &&
-            strlen(map->masters[i].host) == hlen &&
-            strncasecmp(map->masters[i].host, host, hlen) == 0)
+    for (int i = 0; i < map->nmasters; i++)
+        if (map->masters[i].port == port
+            && strlen(map->masters[i].host) == hlen
+            && strncasecmp(map->masters[i].host, host, hlen) == 0)
             return i;
-    }
-    if (map->nmasters == DLOCK__NODESET_MAX || hlen == 0 ||
-        hlen >= sizeof(map->masters[0].host) || port < 1 || port > 65535)
+    if (map->nmasters == DLOCK__NODESET_MAX || hlen == 0
+        || hlen >= sizeof(map->masters[0].host) || port < 1 || port > 65535)
         return -1;
     memcpy(map->masters[map->nmasters].host, host, hlen);
     map->masters[map->nmasters].host[hlen] = '\0';
@@ -220,8 +214,7 @@ static int map_master(dlock__slot_map *map, const char *host, size_t hlen,
 static int map_assign(dlock__slot_map *map, long long first, long long last,
                       int i)
 {
-    if (i < 0 || first < 0 || last < first ||
-        last >= DLOCK__CLUSTER_SLOTS)
+    if (i < 0 || first < 0 || last < first || last >= DLOCK__CLUSTER_SLOTS)
         return 0;
     for (long long s = first; s <= last; s++)
         map->owner[s] = (int16_t)i;
@@ -250,8 +243,8 @@ static const redisReply *field(const redisReply *flat, const char *name)
     for (size_t i = 0; i + 1 < flat->elements; i += 2) {
         const redisReply *k = flat->element[i];
 
-        if ((k->type == REDIS_REPLY_STRING || k->type == REDIS_REPLY_STATUS) &&
-            k->len == strlen(name) && memcmp(k->str, name, k->len) == 0)
+        if ((k->type == REDIS_REPLY_STRING || k->type == REDIS_REPLY_STATUS)
+            && k->len == strlen(name) && memcmp(k->str, name, k->len) == 0)
             return flat->element[i + 1];
     }
     return NULL;
@@ -262,8 +255,8 @@ static int field_is(const redisReply *flat, const char *name,
 {
     const redisReply *v = field(flat, name);
 
-    return v != NULL && v->type == REDIS_REPLY_STRING &&
-           v->len == strlen(value) && memcmp(v->str, value, v->len) == 0;
+    return v != NULL && v->type == REDIS_REPLY_STRING
+           && v->len == strlen(value) && memcmp(v->str, value, v->len) == 0;
 }
 
 /* The master of one shard of CLUSTER SHARDS, as an index in map; -1 if the
@@ -282,16 +275,15 @@ static int shard_master(const redisReply *nodes, dlock__slot_map *map)
             map->nreplicas++;
             continue;
         }
-        if (ip == NULL || ip->type != REDIS_REPLY_STRING || port == NULL ||
-            !reply_integer(port, &p))
+        if (ip == NULL || ip->type != REDIS_REPLY_STRING || port == NULL
+            || !reply_integer(port, &p))
             continue;
         found = map_master(map, ip->str, ip->len, p);
     }
     return found;
 }
 
-dlock_err dlock__slot_map_from_shards(const redisReply *r,
-                                      const char *server,
+dlock_err dlock__slot_map_from_shards(const redisReply *r, const char *server,
                                       dlock__slot_map *map, dlock__msg *m)
 {
     map_reset(map);
@@ -302,18 +294,17 @@ dlock_err dlock__slot_map_from_shards(const redisReply *r,
         const redisReply *nodes = field(r->element[i], "nodes");
         int master;
 
-        if (slots == NULL || nodes == NULL ||
-            slots->type != REDIS_REPLY_ARRAY ||
-            nodes->type != REDIS_REPLY_ARRAY || slots->elements % 2 != 0)
+        if (slots == NULL || nodes == NULL || slots->type != REDIS_REPLY_ARRAY
+            || nodes->type != REDIS_REPLY_ARRAY || slots->elements % 2 != 0)
             return bad_shape(m, "CLUSTER SHARDS", server,
                              "a shard without slots or nodes");
         master = shard_master(nodes, map);
         for (size_t k = 0; k < slots->elements && master >= 0; k += 2) {
             long long first, last;
 
-            if (!reply_integer(slots->element[k], &first) ||
-                !reply_integer(slots->element[k + 1], &last) ||
-                !map_assign(map, first, last, master))
+            if (!reply_integer(slots->element[k], &first)
+                || !reply_integer(slots->element[k + 1], &last)
+                || !map_assign(map, first, last, master))
                 return bad_shape(m, "CLUSTER SHARDS", server,
                                  "a slot range out of 0..16383");
         }
@@ -333,17 +324,17 @@ dlock_err dlock__slot_map_from_slots(const redisReply *r, const char *server,
         long long first, last, port;
         int master;
 
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            !reply_integer(e->element[0], &first) ||
-            !reply_integer(e->element[1], &last))
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3
+            || !reply_integer(e->element[0], &first)
+            || !reply_integer(e->element[1], &last))
             return bad_shape(m, "CLUSTER SLOTS", server, "a malformed range");
         node = e->element[2];
-        if (node->type != REDIS_REPLY_ARRAY || node->elements < 2 ||
-            node->element[0]->type != REDIS_REPLY_STRING ||
-            !reply_integer(node->element[1], &port))
+        if (node->type != REDIS_REPLY_ARRAY || node->elements < 2
+            || node->element[0]->type != REDIS_REPLY_STRING
+            || !reply_integer(node->element[1], &port))
             return bad_shape(m, "CLUSTER SLOTS", server, "a malformed node");
-        master = map_master(map, node->element[0]->str,
-                            node->element[0]->len, port);
+        master = map_master(map, node->element[0]->str, node->element[0]->len,
+                            port);
         if (!map_assign(map, first, last, master))
             return bad_shape(m, "CLUSTER SLOTS", server,
                              "a slot range out of 0..16383");
@@ -378,7 +369,8 @@ static dlock_err fetch_map(dlock__cluster *c, int i, int64_t deadline_us,
                               m);
     if (err != DLOCK_OK)
         return err;
-    if (r->type == REDIS_REPLY_ERROR && strcasestr(r->str, "unknown") != NULL) {
+    if (r->type == REDIS_REPLY_ERROR
+        && strcasestr(r->str, "unknown") != NULL) {
         freeReplyObject(r);
         err = dlock__nodeset_call(&c->nodes, i, 2, slots, NULL, deadline_us,
                                   &r, m);
@@ -444,10 +436,13 @@ dlock_err dlock__cluster_refresh(dlock__cluster *c, int64_t deadline_us,
     }
     dlock__free(map);
     if (err == DLOCK_OK)
-        return dlock__msg_set(m, DLOCK_UNAVAILABLE, "no node of the cluster "
+        return dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                              "no node of the cluster "
                               "has a map that serves every slot");
-    return dlock__msg_wrap(m, err, "reading the cluster's slot map from %d "
-                           "nodes", count);
+    return dlock__msg_wrap(m, err,
+                           "reading the cluster's slot map from %d "
+                           "nodes",
+                           count);
 }
 
 dlock_err dlock__cluster_init(dlock__cluster *c, const dlock__deployment *d,
@@ -490,9 +485,8 @@ dlock_err dlock__cluster_init(dlock__cluster *c, const dlock__deployment *d,
         goto fail;
     }
     for (int i = 0; i < d->nnodes && err == DLOCK_OK; i++)
-        err = dlock__nodeset_add(&c->nodes, &c->template_ep,
-                                 d->nodes[i].host, d->nodes[i].port, &index,
-                                 m);
+        err = dlock__nodeset_add(&c->nodes, &c->template_ep, d->nodes[i].host,
+                                 d->nodes[i].port, &index, m);
     if (err == DLOCK_OK)
         err = dlock__cluster_refresh(c, deadline_us, m);
     if (err == DLOCK_OK)
@@ -524,8 +518,8 @@ int dlock__cluster_slot_node(dlock__cluster *c, unsigned slot)
 /* Follows a redirection: the node it names (added if new; an empty host
  * means the one asked).  MOVED also updates the slot's owner at once, so
  * other threads go straight there. */
-static dlock_err follow(dlock__cluster *c, const dlock__redirect *r,
-                        int asked, int *target, dlock__msg *m)
+static dlock_err follow(dlock__cluster *c, const dlock__redirect *r, int asked,
+                        int *target, dlock__msg *m)
 {
     const dlock__endpoint *asked_ep = dlock__nodeset_endpoint(&c->nodes,
                                                               asked);
@@ -535,10 +529,12 @@ static dlock_err follow(dlock__cluster *c, const dlock__redirect *r,
     if (host[0] == '\0' && asked_ep != NULL)
         host = asked_ep->host;
     if (host[0] == '\0')
-        return dlock__msg_set(m, DLOCK_PROTOCOL, "a redirection to slot %d "
-                              "names no host", r->slot);
-    err = dlock__nodeset_add(&c->nodes, &c->template_ep, host, r->port,
-                             target, m);
+        return dlock__msg_set(m, DLOCK_PROTOCOL,
+                              "a redirection to slot %d "
+                              "names no host",
+                              r->slot);
+    err = dlock__nodeset_add(&c->nodes, &c->template_ep, host, r->port, target,
+                             m);
     if (err != DLOCK_OK || r->kind != DLOCK__REDIRECT_MOVED)
         return err;
     pthread_mutex_lock(&c->mu);
@@ -573,8 +569,10 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
     for (int hop = 0; hop <= DLOCK__CLUSTER_HOPS_MAX; hop++) {
         target = ask_node >= 0 ? ask_node : dlock__cluster_slot_node(c, slot);
         if (target < 0) {
-            err = dlock__msg_set(m, DLOCK_UNAVAILABLE, "no master serves "
-                                 "slot %u", slot);
+            err = dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                                 "no master serves "
+                                 "slot %u",
+                                 slot);
         } else {
             err = dlock__nodeset_call_after(&c->nodes, target,
                                             ask_node >= 0 ? "ASKING" : NULL,
@@ -600,7 +598,8 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
             if (*reply != NULL)
                 err = dlock__reply_error(*reply, argv[0],
                                          dlock__nodeset_desc(&c->nodes,
-                                                             target), m);
+                                                             target),
+                                         m);
             freeReplyObject(*reply);
             *reply = NULL;
             if (dlock__now_us() >= deadline_us)
@@ -610,6 +609,8 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
             break;
         }
     }
-    return dlock__msg_wrap(m, err, "slot %u after %d redirections or "
-                           "retries", slot, DLOCK__CLUSTER_HOPS_MAX);
+    return dlock__msg_wrap(m, err,
+                           "slot %u after %d redirections or "
+                           "retries",
+                           slot, DLOCK__CLUSTER_HOPS_MAX);
 }

@@ -46,14 +46,14 @@ unsigned dlock__cluster_keyslot(const char *key, size_t len);
 
 typedef enum dlock__redirect_kind {
     DLOCK__REDIRECT_NONE = 0,
-    DLOCK__REDIRECT_MOVED = 1,   /* the slot's owner changed: update map */
-    DLOCK__REDIRECT_ASK = 2      /* this key only, this once, with ASKING */
+    DLOCK__REDIRECT_MOVED = 1, /* the slot's owner changed: update map */
+    DLOCK__REDIRECT_ASK = 2    /* this key only, this once, with ASKING */
 } dlock__redirect_kind;
 
 typedef struct dlock__redirect {
     dlock__redirect_kind kind;
     int slot;
-    char host[256];  /* no brackets */
+    char host[256]; /* no brackets */
     int port;
 } dlock__redirect;
 
@@ -83,15 +83,14 @@ typedef struct dlock__slot_map {
         char host[256];
         int port;
     } masters[DLOCK__NODESET_MAX];
-    int16_t owner[DLOCK__CLUSTER_SLOTS];  /* index in masters, -1: none */
-    int nreplicas;                        /* replicas seen, for doctor */
+    int16_t owner[DLOCK__CLUSTER_SLOTS]; /* index in masters, -1: none */
+    int nreplicas;                       /* replicas seen, for doctor */
 } dlock__slot_map;
 
 /* Builds map from a CLUSTER SHARDS reply (RESP2) or a CLUSTER SLOTS reply.
  * server names the node that answered, for messages.  Returns DLOCK_OK or
  * DLOCK_PROTOCOL (a reply of another shape). */
-dlock_err dlock__slot_map_from_shards(const redisReply *r,
-                                      const char *server,
+dlock_err dlock__slot_map_from_shards(const redisReply *r, const char *server,
                                       dlock__slot_map *map, dlock__msg *m);
 dlock_err dlock__slot_map_from_slots(const redisReply *r, const char *server,
                                      dlock__slot_map *map, dlock__msg *m);
@@ -100,11 +99,11 @@ dlock_err dlock__slot_map_from_slots(const redisReply *r, const char *server,
 int dlock__slot_map_unserved(const dlock__slot_map *map);
 
 typedef struct dlock__cluster {
-    dlock__nodeset nodes;         /* seeds first, then every node heard of */
-    dlock__endpoint template_ep;  /* credentials, transport for new nodes */
+    dlock__nodeset nodes;        /* seeds first, then every node heard of */
+    dlock__endpoint template_ep; /* credentials, transport for new nodes */
     pthread_mutex_t mu;
-    dlock__slot_map *map;         /* NULL until the first refresh */
-    int owner_node[DLOCK__CLUSTER_SLOTS];  /* nodeset index, -1: unknown */
+    dlock__slot_map *map;                 /* NULL until the first refresh */
+    int owner_node[DLOCK__CLUSTER_SLOTS]; /* nodeset index, -1: unknown */
     uint64_t refreshes;
 } dlock__cluster;
 

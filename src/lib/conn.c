@@ -36,10 +36,10 @@ struct dlock__conn {
     redisReader *reader;
     const dlock__endpoint *ep;
     int broken;
-    int tls_unproven;     /* TLS up, but no reply read through it yet */
-    size_t fed;           /* bytes fed since the last complete reply */
-    size_t held;          /* bytes of reply objects built since then */
-    int over_budget;      /* the reader was refused an object */
+    int tls_unproven; /* TLS up, but no reply read through it yet */
+    size_t fed;       /* bytes fed since the last complete reply */
+    size_t held;      /* bytes of reply objects built since then */
+    int over_budget;  /* the reader was refused an object */
     int64_t last_used_us;
 };
 
@@ -61,9 +61,11 @@ static dlock_err tls_close_is_refusal(dlock__conn *c, dlock_err err,
 {
     if (!c->tls_unproven || err != DLOCK_UNAVAILABLE)
         return err;
-    return dlock__msg_wrap(m, DLOCK_TLS, "TLS peer %s closed the connection "
+    return dlock__msg_wrap(m, DLOCK_TLS,
+                           "TLS peer %s closed the connection "
                            "before its first reply (it may require, or have "
-                           "refused, our client certificate)", c->ep->desc);
+                           "refused, our client certificate)",
+                           c->ep->desc);
 }
 
 /*
@@ -113,8 +115,8 @@ static void *budgeted_array(const redisReadTask *task, int elements)
         ((dlock__conn *)task->privdata)->over_budget = 1;
         return NULL;
     }
-    if (n > (DLOCK__REPLY_MAX - OBJECT_COST) / sizeof(redisReply *) ||
-        !charge(task, OBJECT_COST + n * sizeof(redisReply *) + 16))
+    if (n > (DLOCK__REPLY_MAX - OBJECT_COST) / sizeof(redisReply *)
+        || !charge(task, OBJECT_COST + n * sizeof(redisReply *) + 16))
         return NULL;
     return reply_defaults.createArray(task, elements);
 }
@@ -230,15 +232,17 @@ static int connect_addr(const struct sockaddr *addr, socklen_t alen,
         if (rc <= 0) {
             *err = dlock__msg_set(m, rc == 0 ? DLOCK_TIMEOUT : DLOCK_SYSTEM,
                                   "connect to %s: no answer after %lld ms",
-                                  desc, (long long)((dlock__now_us() -
-                                                     started) / 1000));
+                                  desc,
+                                  (long long)((dlock__now_us() - started)
+                                              / 1000));
             close(fd);
             return -1;
         }
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) != 0) {
-            *err = dlock__msg_set(m, DLOCK_SYSTEM, "connect to %s: reading "
-                                  "its outcome (SO_ERROR): %s", desc,
-                                  strerror(errno));
+            *err = dlock__msg_set(m, DLOCK_SYSTEM,
+                                  "connect to %s: reading "
+                                  "its outcome (SO_ERROR): %s",
+                                  desc, strerror(errno));
             close(fd);
             return -1;
         }
@@ -260,9 +264,10 @@ static int connect_unix(const dlock__endpoint *ep, int64_t deadline_us,
     memset(&sun, 0, sizeof(sun));
     sun.sun_family = AF_UNIX;
     if (strlen(ep->path) >= sizeof(sun.sun_path)) {
-        *err = dlock__msg_set(m, DLOCK_INVALID, "socket path %s is longer "
-                              "than %zu bytes", ep->path,
-                              sizeof(sun.sun_path) - 1);
+        *err = dlock__msg_set(m, DLOCK_INVALID,
+                              "socket path %s is longer "
+                              "than %zu bytes",
+                              ep->path, sizeof(sun.sun_path) - 1);
         return -1;
     }
     memcpy(sun.sun_path, ep->path, strlen(ep->path) + 1);
@@ -312,9 +317,9 @@ dlock_err dlock__conn_send(dlock__conn *c, const char *buf, size_t len,
                                  m);
             if (n < 0)
                 return mark_broken(c, tls_close_is_refusal(
-                                          c, dlock__msg_wrap(m, err,
-                                                             "send to %s",
-                                                             c->ep->desc),
+                                          c,
+                                          dlock__msg_wrap(m, err, "send to %s",
+                                                          c->ep->desc),
                                           m));
         } else {
             n = send(c->fd, buf + done, len - done, MSG_NOSIGNAL);
@@ -352,10 +357,11 @@ static dlock_err fill_reader(dlock__conn *c, size_t *got, short *want,
     if (c->ssl != NULL) {
         n = dlock__tls_read(c->ssl, buf, sizeof(buf), want, &err, m);
         if (n < 0)
-            return mark_broken(c, tls_close_is_refusal(
-                                      c, dlock__msg_wrap(m, err,
-                                                         "read from %s",
-                                                         c->ep->desc), m));
+            return mark_broken(
+                c, tls_close_is_refusal(c,
+                                        dlock__msg_wrap(m, err, "read from %s",
+                                                        c->ep->desc),
+                                        m));
     } else {
         do {
             n = recv(c->fd, buf, sizeof(buf), 0);
@@ -366,10 +372,10 @@ static dlock_err fill_reader(dlock__conn *c, size_t *got, short *want,
                                                  "closed by server",
                                                  c->ep->desc));
         if (n < 0 && errno != EAGAIN)
-            return mark_broken(c, dlock__msg_set(m, DLOCK_UNAVAILABLE,
-                                                 "read from %s: %s",
-                                                 c->ep->desc,
-                                                 strerror(errno)));
+            return mark_broken(c,
+                               dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                                              "read from %s: %s", c->ep->desc,
+                                              strerror(errno)));
         if (n < 0)
             n = 0;
     }
@@ -398,16 +404,17 @@ static dlock_err take_reply(dlock__conn *c, redisReply **reply, dlock__msg *m)
                                                         : DLOCK_PROTOCOL;
 
         if (c->over_budget)
-            return mark_broken(c, dlock__msg_set(m, DLOCK_PROTOCOL,
-                                                 "reply from %s refused: its "
-                                                 "objects would exceed %u "
-                                                 "bytes, or it declares a "
-                                                 "negative count",
-                                                 c->ep->desc,
-                                                 DLOCK__REPLY_MAX));
-        return mark_broken(c, dlock__msg_set(m, err, "parsing a reply from "
-                                             "%s: %s", c->ep->desc,
-                                             c->reader->errstr));
+            return mark_broken(c,
+                               dlock__msg_set(m, DLOCK_PROTOCOL,
+                                              "reply from %s refused: its "
+                                              "objects would exceed %u "
+                                              "bytes, or it declares a "
+                                              "negative count",
+                                              c->ep->desc, DLOCK__REPLY_MAX));
+        return mark_broken(c, dlock__msg_set(m, err,
+                                             "parsing a reply from "
+                                             "%s: %s",
+                                             c->ep->desc, c->reader->errstr));
     }
     if (r != NULL) {
         c->tls_unproven = 0;
@@ -446,9 +453,11 @@ dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
         if (wait_fd(c->fd, want, deadline_us) <= 0)
             return mark_broken(c, dlock__msg_set(m, DLOCK_TIMEOUT,
                                                  "no reply from %s after "
-                                                 "%lld ms", c->ep->desc,
+                                                 "%lld ms",
+                                                 c->ep->desc,
                                                  (long long)((dlock__now_us()
-                                                 - started) / 1000)));
+                                                              - started)
+                                                             / 1000)));
     }
 }
 
@@ -595,8 +604,8 @@ int dlock__conn_fd(const dlock__conn *c)
 
 int dlock__conn_buffered(const dlock__conn *c)
 {
-    return (c->ssl != NULL && dlock__tls_pending(c->ssl)) ||
-           (c->reader->len > c->reader->pos);
+    return (c->ssl != NULL && dlock__tls_pending(c->ssl))
+           || (c->reader->len > c->reader->pos);
 }
 
 int dlock__conn_broken(const dlock__conn *c)
@@ -614,8 +623,8 @@ static int error_is(const redisReply *r, const char *prefix)
 {
     size_t n = strlen(prefix);
 
-    return r->len >= n && memcmp(r->str, prefix, n) == 0 &&
-           (r->len == n || r->str[n] == ' ');
+    return r->len >= n && memcmp(r->str, prefix, n) == 0
+           && (r->len == n || r->str[n] == ' ');
 }
 
 dlock_err dlock__reply_error(const redisReply *r, const char *what,
@@ -643,12 +652,12 @@ dlock_err dlock__reply_error(const redisReply *r, const char *what,
 const char *dlock__reply_type_name(const redisReply *r)
 {
     switch (r->type) {
-    case REDIS_REPLY_STRING:  return "bulk string";
-    case REDIS_REPLY_ARRAY:   return "array";
+    case REDIS_REPLY_STRING: return "bulk string";
+    case REDIS_REPLY_ARRAY: return "array";
     case REDIS_REPLY_INTEGER: return "integer";
-    case REDIS_REPLY_NIL:     return "nil";
-    case REDIS_REPLY_STATUS:  return "status";
-    case REDIS_REPLY_ERROR:   return "error";
-    default:                  return "unknown type";
+    case REDIS_REPLY_NIL: return "nil";
+    case REDIS_REPLY_STATUS: return "status";
+    case REDIS_REPLY_ERROR: return "error";
+    default: return "unknown type";
     }
 }

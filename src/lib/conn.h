@@ -38,12 +38,12 @@
 #define DLOCK__REPLY_MAX (64u * 1024 * 1024)
 
 typedef struct dlock__conn_cfg {
-    int keepalive_s;          /* <= 0: off */
-    SSL_CTX *tls;             /* required for DLOCK__TLS endpoints */
-    const char *tls_name;     /* name to verify and send as SNI */
+    int keepalive_s;      /* <= 0: off */
+    SSL_CTX *tls;         /* required for DLOCK__TLS endpoints */
+    const char *tls_name; /* name to verify and send as SNI */
     int tls_verify;
-    const char *user;         /* AUTH user, or NULL */
-    const char *password;     /* AUTH password, or NULL for no AUTH */
+    const char *user;     /* AUTH user, or NULL */
+    const char *password; /* AUTH password, or NULL for no AUTH */
 } dlock__conn_cfg;
 
 typedef struct dlock__conn dlock__conn;

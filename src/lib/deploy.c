@@ -25,9 +25,9 @@
 
 static int is_readonly(const redisReply *r)
 {
-    return r != NULL && r->type == REDIS_REPLY_ERROR &&
-           (strncmp(r->str, "READONLY", 8) == 0 ||
-            strncmp(r->str, "MASTERDOWN", 10) == 0);
+    return r != NULL && r->type == REDIS_REPLY_ERROR
+           && (strncmp(r->str, "READONLY", 8) == 0
+               || strncmp(r->str, "MASTERDOWN", 10) == 0);
 }
 
 /* Makes the master at ep current (it was verified by the caller). */
@@ -72,7 +72,8 @@ static dlock_err current_master(dlock__deploy *dp, int64_t deadline_us,
     *index = dp->master;
     pthread_mutex_unlock(&dp->mu);
     return *index >= 0 ? DLOCK_OK
-                       : dlock__msg_set(m, DLOCK_UNAVAILABLE, "the master "
+                       : dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                                        "the master "
                                         "changed again while it was found");
 }
 
@@ -86,10 +87,10 @@ static void master_failed(dlock__deploy *dp, int index)
     pthread_mutex_unlock(&dp->mu);
 }
 
-static dlock_err sentinel_call(dlock__deploy *dp, int argc,
-                               const char **argv, const size_t *lens,
-                               int retry_safe, int64_t deadline_us,
-                               redisReply **reply, dlock__msg *m)
+static dlock_err sentinel_call(dlock__deploy *dp, int argc, const char **argv,
+                               const size_t *lens, int retry_safe,
+                               int64_t deadline_us, redisReply **reply,
+                               dlock__msg *m)
 {
     for (int attempt = 0;; attempt++) {
         int index, moved;
@@ -102,8 +103,8 @@ static dlock_err sentinel_call(dlock__deploy *dp, int argc,
         moved = is_readonly(*reply);
         if (err == DLOCK_OK && !moved)
             return DLOCK_OK;
-        if (err != DLOCK_OK && err != DLOCK_UNAVAILABLE &&
-            err != DLOCK_TIMEOUT)
+        if (err != DLOCK_OK && err != DLOCK_UNAVAILABLE
+            && err != DLOCK_TIMEOUT)
             return err;
         master_failed(dp, index);
         /* READONLY: the command did not run, so it can always go again;
@@ -117,11 +118,10 @@ static dlock_err sentinel_call(dlock__deploy *dp, int argc,
     }
 }
 
-dlock_err dlock__deploy_call(dlock__deploy *dp, const char *key,
-                             size_t keylen, int argc, const char **argv,
-                             const size_t *lens, int retry_safe,
-                             int64_t deadline_us, redisReply **reply,
-                             dlock__msg *m)
+dlock_err dlock__deploy_call(dlock__deploy *dp, const char *key, size_t keylen,
+                             int argc, const char **argv, const size_t *lens,
+                             int retry_safe, int64_t deadline_us,
+                             redisReply **reply, dlock__msg *m)
 {
     *reply = NULL;
     switch (dp->kind) {
@@ -133,12 +133,12 @@ dlock_err dlock__deploy_call(dlock__deploy *dp, const char *key,
                                    key ? keylen : 0, argc, argv, lens,
                                    deadline_us, reply, NULL, m);
     case DLOCK__SINGLE:
-    case DLOCK__REDLOCK:
-        break;
+    case DLOCK__REDLOCK: break;
     }
-    return dlock__msg_set(m, DLOCK_INVALID, "a %s deployment has no one "
-                          "server for %s", dlock__deploy_kind_name(dp->kind),
-                          argv[0]);
+    return dlock__msg_set(m, DLOCK_INVALID,
+                          "a %s deployment has no one "
+                          "server for %s",
+                          dlock__deploy_kind_name(dp->kind), argv[0]);
 }
 
 dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
@@ -153,8 +153,7 @@ dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
         err = current_master(dp, deadline_us, &index, m);
         if (err != DLOCK_OK)
             return err;
-        err = dlock__nodeset_connect(&dp->masters, index, deadline_us, out,
-                                     m);
+        err = dlock__nodeset_connect(&dp->masters, index, deadline_us, out, m);
         /* A master that cannot be reached is looked for again next time. */
         if (err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT)
             master_failed(dp, index);
@@ -164,10 +163,10 @@ dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
         return dlock__nodeset_connect(&dp->cluster.nodes, index, deadline_us,
                                       out, m);
     case DLOCK__SINGLE:
-    case DLOCK__REDLOCK:
-        break;
+    case DLOCK__REDLOCK: break;
     }
-    return dlock__msg_set(m, DLOCK_INVALID, "a %s deployment has no one "
+    return dlock__msg_set(m, DLOCK_INVALID,
+                          "a %s deployment has no one "
                           "server to subscribe to",
                           dlock__deploy_kind_name(dp->kind));
 }
@@ -202,13 +201,11 @@ const char *dlock__deploy_server(dlock__deploy *dp, const char *key,
         return index >= 0 ? dlock__nodeset_desc(&dp->masters, index) : "?";
     case DLOCK__CLUSTER:
         index = dlock__cluster_slot_node(
-            &dp->cluster,
-            key ? dlock__cluster_keyslot(key, keylen) : 0);
+            &dp->cluster, key ? dlock__cluster_keyslot(key, keylen) : 0);
         return index >= 0 ? dlock__nodeset_desc(&dp->cluster.nodes, index)
                           : "?";
     case DLOCK__SINGLE:
-    case DLOCK__REDLOCK:
-        break;
+    case DLOCK__REDLOCK: break;
     }
     return dp->desc;
 }
@@ -223,9 +220,9 @@ static void follow_switch(dlock__deploy *dp)
     dlock__endpoint ep;
     dlock__msg m;
 
-    if (dlock__sentinel_discover(&dp->sentinel,
-                                 dlock__deadline_after_ms(2000), &ep,
-                                 &m) != DLOCK_OK)
+    if (dlock__sentinel_discover(&dp->sentinel, dlock__deadline_after_ms(2000),
+                                 &ep, &m)
+        != DLOCK_OK)
         return;
     (void)set_master(dp, ep.host, ep.port, &m);
     dlock__endpoint_clear(&ep);
@@ -242,17 +239,19 @@ static void *watch(void *arg)
         dlock__msg m;
         dlock_err err;
 
-        if (sub == NULL &&
-            dlock__sentinel_subscribe(&dp->sentinel,
-                                      dlock__deadline_after_ms(1000), &sub,
-                                      &m) != DLOCK_OK) {
+        if (sub == NULL
+            && dlock__sentinel_subscribe(&dp->sentinel,
+                                         dlock__deadline_after_ms(1000), &sub,
+                                         &m)
+                   != DLOCK_OK) {
             /* No sentinel answers: try again shortly. */
             poll(NULL, 0, WATCH_SLICE_MS);
             continue;
         }
-        err = dlock__sentinel_next_switch(
-            &dp->sentinel, sub, dlock__deadline_after_ms(WATCH_SLICE_MS),
-            host, &port, &m);
+        err = dlock__sentinel_next_switch(&dp->sentinel, sub,
+                                          dlock__deadline_after_ms(
+                                              WATCH_SLICE_MS),
+                                          host, &port, &m);
         if (err == DLOCK_OK) {
             follow_switch(dp);
         } else if (err != DLOCK_TIMEOUT) {
@@ -282,11 +281,14 @@ static dlock_err sentinel_new(dlock__deploy *dp, const dlock__deployment *d,
     if (err != DLOCK_OK)
         return err;
     if (dlock__thread_start(&dp->watcher, watch, dp) != 0)
-        return dlock__msg_set(m, DLOCK_SYSTEM, "starting the Sentinel "
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "starting the Sentinel "
                               "watcher thread");
     dp->watching = 1;
-    snprintf(dp->desc, sizeof(dp->desc), "Sentinel master %.128s via %d "
-             "sentinels", d->master_name, d->nnodes);
+    snprintf(dp->desc, sizeof(dp->desc),
+             "Sentinel master %.128s via %d "
+             "sentinels",
+             d->master_name, d->nnodes);
     return DLOCK_OK;
 }
 
@@ -313,8 +315,8 @@ dlock_err dlock__deploy_new(const dlock__deployment *d,
         err = sentinel_new(dp, d, cfg, pool_size, deadline_us, m);
         break;
     case DLOCK__CLUSTER:
-        err = dlock__cluster_init(&dp->cluster, d, cfg, pool_size,
-                                  deadline_us, m);
+        err = dlock__cluster_init(&dp->cluster, d, cfg, pool_size, deadline_us,
+                                  m);
         snprintf(dp->desc, sizeof(dp->desc), "Cluster seeded by %.200s",
                  d->nodes[0].desc);
         break;
@@ -324,7 +326,8 @@ dlock_err dlock__deploy_new(const dlock__deployment *d,
                  d->nnodes);
         break;
     case DLOCK__SINGLE:
-        err = dlock__msg_set(m, DLOCK_INVALID, "a single server is not a "
+        err = dlock__msg_set(m, DLOCK_INVALID,
+                             "a single server is not a "
                              "deployment");
         break;
     }
@@ -360,8 +363,7 @@ void dlock__deploy_free(dlock__deploy *dp)
         if (dp->redlock.nodes.pool_size > 0)
             dlock__redlock_destroy(&dp->redlock);
         break;
-    case DLOCK__SINGLE:
-        break;
+    case DLOCK__SINGLE: break;
     }
     pthread_mutex_destroy(&dp->mu);
     dlock__free(dp);

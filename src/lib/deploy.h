@@ -39,15 +39,15 @@
 
 typedef struct dlock__deploy {
     dlock__deploy_kind kind;
-    char desc[300];               /* "Sentinel master dlock via ...", ... */
+    char desc[300]; /* "Sentinel master dlock via ...", ... */
 
     /* DLOCK__SENTINEL */
     dlock__sentinel sentinel;
-    dlock__nodeset masters;       /* every master found so far */
-    pthread_mutex_t mu;           /* guards master */
-    int master;                   /* index in masters; -1: look again */
-    int last_master;              /* the last one set, for failovers */
-    atomic_ullong failovers;      /* masters switched to after the first */
+    dlock__nodeset masters;  /* every master found so far */
+    pthread_mutex_t mu;      /* guards master */
+    int master;              /* index in masters; -1: look again */
+    int last_master;         /* the last one set, for failovers */
+    atomic_ullong failovers; /* masters switched to after the first */
     pthread_t watcher;
     int watching;
     atomic_int stop;
@@ -80,11 +80,10 @@ void dlock__deploy_free(dlock__deploy *dp);
  * redirections handled here come back as replies.  Returns DLOCK_OK or a
  * transport error (DLOCK_UNAVAILABLE, DLOCK_TIMEOUT, ...).
  */
-dlock_err dlock__deploy_call(dlock__deploy *dp, const char *key,
-                             size_t keylen, int argc, const char **argv,
-                             const size_t *lens, int retry_safe,
-                             int64_t deadline_us, redisReply **reply,
-                             dlock__msg *m);
+dlock_err dlock__deploy_call(dlock__deploy *dp, const char *key, size_t keylen,
+                             int argc, const char **argv, const size_t *lens,
+                             int retry_safe, int64_t deadline_us,
+                             redisReply **reply, dlock__msg *m);
 
 /* A connection of the caller's own for a subscriber: to the Sentinel
  * master, or to any cluster master (PUBLISH travels the whole cluster). */

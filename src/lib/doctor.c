@@ -281,7 +281,8 @@ dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
         err = dlock__msg_set(m, DLOCK_PROTOCOL,
                              "INFO on %s: expected text, "
                              "got %s",
-                             dlock_client_endpoint(c), dlock__reply_type_name(r));
+                             dlock_client_endpoint(c),
+                             dlock__reply_type_name(r));
         freeReplyObject(r);
         return err;
     }

@@ -75,7 +75,6 @@ void dlock__fence_floor_raise(dlock_client *c, uint64_t seen)
     atomic_ullong *floor = dlock__client_fence_floor(c);
     unsigned long long was = atomic_load(floor);
 
-    while (seen > was
-           && !atomic_compare_exchange_weak(floor, &was, seen))
+    while (seen > was && !atomic_compare_exchange_weak(floor, &was, seen))
         ;
 }

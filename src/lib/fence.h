@@ -61,7 +61,6 @@ char *dlock__fence_legacy_key(const char *key);
  * the reserved prefix or with a pattern's "{kind:"), else 0. */
 int dlock__fence_name_reserved(const char *key);
 
-
 /* The client's floor: the highest fence or server time it has seen. */
 uint64_t dlock__fence_floor(dlock_client *c);
 

@@ -30,7 +30,7 @@ int64_t dlock__boot_us(void)
 
 int64_t dlock__lease_until_of(int64_t sent_us, int64_t ttl_ms)
 {
-    int64_t drift = ttl_ms * 10 + 2000;   /* 1% of the TTL, plus 2 ms */
+    int64_t drift = ttl_ms * 10 + 2000; /* 1% of the TTL, plus 2 ms */
     int64_t until = sent_us + ttl_ms * 1000 - drift;
 
     return until > sent_us ? until : sent_us;
@@ -93,8 +93,7 @@ dlock__lease_ticket dlock__lease_begin(dlock__lease *l, int64_t ttl_ms,
     return t;
 }
 
-void dlock__lease_ticket_server_time(dlock__lease_ticket *t,
-                                     int64_t server_us)
+void dlock__lease_ticket_server_time(dlock__lease_ticket *t, int64_t server_us)
 {
     if (server_us > 0)
         t->base_hi_us = server_us - t->sent_us;
@@ -103,8 +102,7 @@ void dlock__lease_ticket_server_time(dlock__lease_ticket *t,
 /* The least candidate among the requests that may run after the one
  * begun at event seq: those in flight and those that ended since (mu
  * held). */
-static int64_t least_after(const dlock__lease *l, uint64_t seq,
-                           int64_t cand)
+static int64_t least_after(const dlock__lease *l, uint64_t seq, int64_t cand)
 {
     for (int i = 0; i < DLOCK__LEASE_SLOTS; i++) {
         if (l->open_cand[i] != 0 && l->open_cand[i] < cand)
@@ -112,8 +110,8 @@ static int64_t least_after(const dlock__lease *l, uint64_t seq,
         /* The ring keeps the last DLOCK__LEASE_SLOTS endings: more
          * requests than that ending while one is in flight do not
          * happen with one owner and one renewer. */
-        if (l->ended_at[i] > seq && l->ended_cand[i] != 0 &&
-            l->ended_cand[i] < cand)
+        if (l->ended_at[i] > seq && l->ended_cand[i] != 0
+            && l->ended_cand[i] < cand)
             cand = l->ended_cand[i];
     }
     return cand;
@@ -131,8 +129,8 @@ int dlock__lease_end(dlock__lease *l, const dlock__lease_ticket *t,
     else
         l->untracked--;
     assert(l->untracked >= 0);
-    if (outcome == DLOCK__LEASE_GRANTED && l->untracked == 0 &&
-        !atomic_load(&l->lost)) {
+    if (outcome == DLOCK__LEASE_GRANTED && l->untracked == 0
+        && !atomic_load(&l->lost)) {
         int64_t until = least_after(l, t->seq, cand);
 
         changed = !l->granted || l->until_us != until;
@@ -283,13 +281,12 @@ int64_t dlock__server_time_us(const redisReply *r, size_t first)
 {
     int64_t sec, usec;
 
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
-        r->elements < first + 2)
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < first + 2)
         return 0;
     sec = int_of(r->element[first]);
     usec = int_of(r->element[first + 1]);
-    if (sec <= 0 || usec < 0 || usec >= 1000000 ||
-        sec > INT64_MAX / 1000000 - 1)
+    if (sec <= 0 || usec < 0 || usec >= 1000000
+        || sec > INT64_MAX / 1000000 - 1)
         return 0;
     return sec * 1000000 + usec;
 }

@@ -53,9 +53,9 @@
 typedef struct dlock__skew {
     pthread_mutex_t mu;
     int have;
-    int64_t sent_us;    /* send time of the sample kept */
-    int64_t lo_us;      /* server time - our receive time */
-    int64_t hi_us;      /* server time - our send time */
+    int64_t sent_us; /* send time of the sample kept */
+    int64_t lo_us;   /* server time - our receive time */
+    int64_t hi_us;   /* server time - our send time */
 } dlock__skew;
 
 /* Requests of one lease tracked at once (the owner's and the renewer's). */
@@ -63,9 +63,9 @@ typedef struct dlock__skew {
 
 typedef struct dlock__lease {
     pthread_mutex_t mu;
-    int granted;             /* 0 until the first successful grant */
-    int64_t until_us;        /* CLOCK_BOOTTIME; valid while now < until */
-    int64_t base_hi_us;      /* skew hi when granted; INT64_MIN: unknown */
+    int granted;        /* 0 until the first successful grant */
+    int64_t until_us;   /* CLOCK_BOOTTIME; valid while now < until */
+    int64_t base_hi_us; /* skew hi when granted; INT64_MIN: unknown */
     int64_t granted_at_us;
     /* Candidates of the requests in flight (slot used when cand != 0);
      * untracked counts those that found no free slot (then no answer
@@ -74,11 +74,11 @@ typedef struct dlock__lease {
     int untracked;
     /* The last requests that ended and may have run: when (in events),
      * and their candidates (a ring). */
-    uint64_t events;         /* begins and ends, counted: the order */
+    uint64_t events; /* begins and ends, counted: the order */
     uint64_t ended_at[DLOCK__LEASE_SLOTS];
     int64_t ended_cand[DLOCK__LEASE_SLOTS];
     int ended_next;
-    atomic_llong ttl_ms;     /* the TTL renewals ask for */
+    atomic_llong ttl_ms; /* the TTL renewals ask for */
     atomic_int lost;
 } dlock__lease;
 
@@ -87,15 +87,15 @@ typedef struct dlock__lease_ticket {
     int64_t sent_us;
     int64_t ttl_ms;
     int64_t base_hi_us;
-    int slot;               /* in open_cand, or -1 untracked */
-    uint64_t seq;           /* the lease's event count at the begin */
+    int slot;     /* in open_cand, or -1 untracked */
+    uint64_t seq; /* the lease's event count at the begin */
 } dlock__lease_ticket;
 
 /* How a request that began with a ticket ended. */
 typedef enum dlock__lease_outcome {
-    DLOCK__LEASE_GRANTED,    /* Redis set our TTL */
-    DLOCK__LEASE_UNKNOWN,    /* no answer: it may or may not have run */
-    DLOCK__LEASE_NOT_RUN     /* it surely did not change the key */
+    DLOCK__LEASE_GRANTED, /* Redis set our TTL */
+    DLOCK__LEASE_UNKNOWN, /* no answer: it may or may not have run */
+    DLOCK__LEASE_NOT_RUN  /* it surely did not change the key */
 } dlock__lease_outcome;
 
 /* Microseconds on CLOCK_BOOTTIME (does not stop in suspend). */

@@ -71,14 +71,14 @@
  * this client saw and its counter cannot show a higher number.  Every
  * answer carries now, the server's microseconds, for the floor.
  */
-#define LUA_DECIMALS                                                       \
-    "local function dec(v)\n"                                              \
-    "  if type(v) == 'string' and #v <= 19 and v:find('^[1-9]%d*$') then\n"\
-    "    return v\n"                                                       \
-    "  end\n"                                                              \
-    "end\n"                                                                \
-    "local function gt(a, b)\n"                                            \
-    "  return #a > #b or (#a == #b and a > b)\n"                           \
+#define LUA_DECIMALS                                                        \
+    "local function dec(v)\n"                                               \
+    "  if type(v) == 'string' and #v <= 19 and v:find('^[1-9]%d*$') then\n" \
+    "    return v\n"                                                        \
+    "  end\n"                                                               \
+    "end\n"                                                                 \
+    "local function gt(a, b)\n"                                             \
+    "  return #a > #b or (#a == #b and a > b)\n"                            \
     "end\n"
 
 static const dlock__script acquire_script = {
@@ -165,8 +165,13 @@ static const dlock__script inspect_script = {
 };
 
 static const dlock__script *const core_scripts[] = {
-    &acquire_script, &release_script, &extend_script, &inspect_script,
-    &dlock__fair_acquire_script, &dlock__fair_release_script, NULL,
+    &acquire_script,
+    &release_script,
+    &extend_script,
+    &inspect_script,
+    &dlock__fair_acquire_script,
+    &dlock__fair_release_script,
+    NULL,
 };
 
 /* The lock object.  key, fence_key, channel and token are written once
@@ -176,14 +181,14 @@ struct dlock_lock {
     dlock_client *client;
     char *key;
     char *fence_key;
-    char *legacy_fence_key;   /* read only, see fence.h */
+    char *legacy_fence_key; /* read only, see fence.h */
     char *channel;
-    char *queue_key;          /* fair locks: the waiters' queue, entries */
+    char *queue_key; /* fair locks: the waiters' queue, entries */
     char *waiters_key;
     char grant_channel[sizeof(DLOCK__FAIR_GRANT_PREFIX) + DLOCK_TOKEN_LEN];
     char token[DLOCK_TOKEN_LEN + 1];
     uint64_t fence;
-    int64_t fence_gap_us;     /* after DLOCK_UNPROVEN: the server's clock
+    int64_t fence_gap_us; /* after DLOCK_UNPROVEN: the server's clock
                                * is this far behind the client's floor */
     dlock__lease lease;
     int degraded;
@@ -195,10 +200,10 @@ struct dlock_lock {
 
     dlock_lost_fn on_lost;
     void *on_lost_arg;
-    dlock__watch *watch;   /* the watchdog's entry, or NULL */
+    dlock__watch *watch; /* the watchdog's entry, or NULL */
 
     int fair;
-    int64_t confirm_ms;    /* fair: the grant's confirm window */
+    int64_t confirm_ms;       /* fair: the grant's confirm window */
     int64_t wait_deadline_us; /* fair: when the wait ends (queue entries) */
 };
 
@@ -223,7 +228,8 @@ dlock_err dlock__reentry_new(dlock__reentry **out, dlock__msg *m)
 
     *out = NULL;
     if (r == NULL)
-        return dlock__msg_set(m, DLOCK_NOMEM, "allocating the reentrant "
+        return dlock__msg_set(m, DLOCK_NOMEM,
+                              "allocating the reentrant "
                               "lock registry");
     if (pthread_mutex_init(&r->mu, NULL) != 0) {
         dlock__free(r);
@@ -275,7 +281,8 @@ static dlock_err check_key(const char *key, dlock__msg *m)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "lock name \"%.64s\" has a '}' but no "
                               "{hash tag}; its fence counter could not share "
-                              "its cluster slot", key);
+                              "its cluster slot",
+                              key);
     /* Derived keys (fence counters, the patterns' keys) are out of reach. */
     if (dlock__fence_name_reserved(key))
         return dlock__msg_set(m, DLOCK_INVALID,
@@ -283,7 +290,8 @@ static dlock_err check_key(const char *key, dlock__msg *m)
                               "library derives (\"" DLOCK__RESERVED_PREFIX
                               "\" or a pattern's \"{sem:\", \"{rw:\", "
                               "\"{leader:\", \"{rl:\", \"{once:\", "
-                              "\"{idem:\"); choose another", key);
+                              "\"{idem:\"); choose another",
+                              key);
     return DLOCK_OK;
 }
 
@@ -306,9 +314,9 @@ static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
     l->queue_key = dlock__fence_derived_key("queue", key);
     l->waiters_key = dlock__fence_derived_key("waiters", key);
     l->channel = dlock__malloc(strlen(key) + sizeof(CHANNEL_PREFIX));
-    if (l->key == NULL || l->fence_key == NULL ||
-        l->legacy_fence_key == NULL || l->channel == NULL ||
-        l->queue_key == NULL || l->waiters_key == NULL)
+    if (l->key == NULL || l->fence_key == NULL || l->legacy_fence_key == NULL
+        || l->channel == NULL || l->queue_key == NULL
+        || l->waiters_key == NULL)
         goto nomem;
     sprintf(l->channel, "%s%s", CHANNEL_PREFIX, key);
     dlock__lease_init(&l->lease, DEFAULT_TTL_MS);
@@ -347,11 +355,9 @@ static dlock__skew *skew_of(const dlock_lock *l)
 static dlock__lease_outcome outcome_of(dlock_err err)
 {
     switch (err) {
-    case DLOCK_OK:
-        return DLOCK__LEASE_GRANTED;
+    case DLOCK_OK: return DLOCK__LEASE_GRANTED;
     case DLOCK_NOMEM:
-    case DLOCK_INVALID:
-        return DLOCK__LEASE_NOT_RUN;
+    case DLOCK_INVALID: return DLOCK__LEASE_NOT_RUN;
     default:
         /* A timeout or a dead connection may have run it. */
         return DLOCK__LEASE_UNKNOWN;
@@ -360,10 +366,10 @@ static dlock__lease_outcome outcome_of(dlock_err err)
 
 /* What one acquire script call answered. */
 typedef struct acquire_answer {
-    int status;        /* 1 granted, 0 busy, 2 fence not provable */
-    uint64_t fence;    /* when granted */
-    long long pttl;    /* when busy */
-    uint64_t now_us;   /* the server's clock */
+    int status;      /* 1 granted, 0 busy, 2 fence not provable */
+    uint64_t fence;  /* when granted */
+    long long pttl;  /* when busy */
+    uint64_t now_us; /* the server's clock */
 } acquire_answer;
 
 /* Reads the acquire script's {1, fence, now}, {0, pttl, now} or
@@ -392,8 +398,7 @@ static int acquire_reply(const redisReply *r, acquire_answer *a)
             return 0;
         a->pttl = value->integer;
         return 1;
-    case 2:
-        return r->elements == 2;
+    case 2: return r->elements == 2;
     }
     return 0;
 }
@@ -442,13 +447,13 @@ static dlock_err redlock_try_once(dlock_lock *l, int64_t *holder_ttl_ms,
     uint64_t fence = 0;
     dlock_err err;
 
-    err = dlock__redlock_acquire(redlock_of(l), l->key, l->fence_key,
-                                 l->token, ttl_ms,
-                                 redlock_node_timeout_ms(l, ttl_ms),
+    err = dlock__redlock_acquire(redlock_of(l), l->key, l->fence_key, l->token,
+                                 ttl_ms, redlock_node_timeout_ms(l, ttl_ms),
                                  &validity, &fence, m);
     /* A failed round deleted what it set, on every master. */
-    dlock__lease_end(&l->lease, &t, err == DLOCK_OK ? DLOCK__LEASE_GRANTED
-                                                    : DLOCK__LEASE_NOT_RUN);
+    dlock__lease_end(&l->lease, &t,
+                     err == DLOCK_OK ? DLOCK__LEASE_GRANTED
+                                     : DLOCK__LEASE_NOT_RUN);
     if (err == DLOCK_BUSY)
         *holder_ttl_ms = ttl_ms / 10;
     if (err != DLOCK_OK)
@@ -464,10 +469,11 @@ static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
     dlock_err err;
 
     err = dlock__redlock_extend(redlock_of(l), l->key, l->token, ttl_ms,
-                                redlock_node_timeout_ms(l, ttl_ms),
-                                &validity, m);
-    dlock__lease_end(&l->lease, &t, err == DLOCK_OK ? DLOCK__LEASE_GRANTED
-                                                    : DLOCK__LEASE_NOT_RUN);
+                                redlock_node_timeout_ms(l, ttl_ms), &validity,
+                                m);
+    dlock__lease_end(&l->lease, &t,
+                     err == DLOCK_OK ? DLOCK__LEASE_GRANTED
+                                     : DLOCK__LEASE_NOT_RUN);
     if (err == DLOCK_LOST && dlock__lock_mark_lost(l))
         dlock__lock_fire_lost(l);
     return err;
@@ -483,11 +489,21 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                           dlock__msg *m)
 {
     char ttl[24], floor[24], keep[24], entry[24], confirm[24];
-    const char *argv[] = {l->key, l->fence_key, l->legacy_fence_key,
-                          l->token, ttl, floor, keep};
-    const char *fair[] = {l->key, l->fence_key, l->legacy_fence_key,
-                          l->queue_key, l->waiters_key, l->token, ttl, floor,
-                          keep, waiting ? "1" : "0", entry, confirm};
+    const char *argv[] = {l->key,   l->fence_key, l->legacy_fence_key,
+                          l->token, ttl,          floor,
+                          keep};
+    const char *fair[] = {l->key,
+                          l->fence_key,
+                          l->legacy_fence_key,
+                          l->queue_key,
+                          l->waiters_key,
+                          l->token,
+                          ttl,
+                          floor,
+                          keep,
+                          waiting ? "1" : "0",
+                          entry,
+                          confirm};
     const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
     const uint64_t floor_us = dlock__fence_floor(l->client);
     dlock__lease_ticket t;
@@ -505,28 +521,30 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     if (l->fair)
-        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5,
-                                 12, fair, NULL, &r, m);
+        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5, 12,
+                                 fair, NULL, &r, m);
     else
-        err = dlock__client_eval(l->client, &acquire_script, 3, 7, argv,
-                                 NULL, &r, m);
+        err = dlock__client_eval(l->client, &acquire_script, 3, 7, argv, NULL,
+                                 &r, m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
     }
     if (!acquire_reply(r, &a)) {
         dlock__lease_end(&l->lease, &t, DLOCK__LEASE_UNKNOWN);
-        err = dlock__msg_set(m, DLOCK_PROTOCOL, "acquiring lock %.64s on %s: "
+        err = dlock__msg_set(m, DLOCK_PROTOCOL,
+                             "acquiring lock %.64s on %s: "
                              "expected {1, fence, now}, {0, pttl, now} or "
-                             "{2, now}, got %s", l->key,
-                             dlock_client_endpoint(l->client),
+                             "{2, now}, got %s",
+                             l->key, dlock_client_endpoint(l->client),
                              dlock__reply_type_name(r));
         freeReplyObject(r);
         return err;
     }
     freeReplyObject(r);
-    dlock__lease_end(&l->lease, &t, a.status == 1 ? DLOCK__LEASE_GRANTED
-                                                  : DLOCK__LEASE_NOT_RUN);
+    dlock__lease_end(&l->lease, &t,
+                     a.status == 1 ? DLOCK__LEASE_GRANTED
+                                   : DLOCK__LEASE_NOT_RUN);
     dlock__fence_floor_raise(l->client, a.now_us);
     if (a.status == 0) {
         *holder_ttl_ms = a.pttl;
@@ -534,7 +552,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     }
     if (a.status == 2) {
         l->fence_gap_us = (int64_t)(floor_us - a.now_us) + 1;
-        return dlock__msg_set(m, DLOCK_UNPROVEN, "acquiring lock %.64s on %s: "
+        return dlock__msg_set(m, DLOCK_UNPROVEN,
+                              "acquiring lock %.64s on %s: "
                               "its fence counter is gone or behind and the "
                               "server's clock (%llu us) is %lld ms behind the "
                               "highest fence or time this client has seen "
@@ -573,8 +592,7 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
     };
 
     for (;;) {
-        dlock_err err = dlock__wait_run(&w, acquire_try, l, holder_ttl_ms,
-                                        m);
+        dlock_err err = dlock__wait_run(&w, acquire_try, l, holder_ttl_ms, m);
         int64_t now = dlock__now_us();
 
         /* No fence above the floor yet: the server's clock passes the
@@ -638,8 +656,8 @@ static dlock_lock *reenter(dlock_client *c, const char *key)
 
     pthread_mutex_lock(&r->mu);
     for (dlock_lock *l = r->head; l != NULL; l = l->rnext) {
-        if (!pthread_equal(l->owner, pthread_self()) ||
-            strcmp(l->key, key) != 0)
+        if (!pthread_equal(l->owner, pthread_self())
+            || strcmp(l->key, key) != 0)
             continue;
         if (dlock__lock_is_lost(l)) {
             expired = l;
@@ -702,9 +720,10 @@ static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
 
     if (t != NULL)
         t->busy_ttl_ms = holder_ttl_ms;
-    dlock__msg_set(m, DLOCK_BUSY, "lock %.64s on %s is held by another owner "
-                   "for %lld more ms (waited %lld ms)", l->key,
-                   dlock_client_endpoint(c), (long long)holder_ttl_ms,
+    dlock__msg_set(m, DLOCK_BUSY,
+                   "lock %.64s on %s is held by another owner "
+                   "for %lld more ms (waited %lld ms)",
+                   l->key, dlock_client_endpoint(c), (long long)holder_ttl_ms,
                    (long long)((dlock__now_us() - started_us) / 1000));
 }
 
@@ -721,8 +740,10 @@ static int64_t fair_confirm_ms(const dlock_acquire_opts *o)
 static dlock_err validate_opts(const dlock_acquire_opts *o, dlock__msg *m)
 {
     if (o->fair_confirm_ms < 0)
-        return dlock__msg_set(m, DLOCK_INVALID, "fair confirm window %lld ms "
-                              "is negative", (long long)o->fair_confirm_ms);
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "fair confirm window %lld ms "
+                              "is negative",
+                              (long long)o->fair_confirm_ms);
     if (o->ttl_ms < 0 || o->ttl_ms > (int64_t)1000 * 86400 * 365)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "lock TTL %lld ms is not 1 ms..1 year",
@@ -744,17 +765,25 @@ static void fair_release_args(dlock_lock *l, char floor[24], char keep[24])
 {
     snprintf(floor, 24, "%llu",
              (unsigned long long)dlock__fence_floor(l->client));
-    snprintf(keep, 24, "%lld", (long long)(dlock__lease_ttl_ms(&l->lease) +
-                                           DLOCK__FENCE_KEEP_MS));
+    snprintf(keep, 24, "%lld",
+             (long long)(dlock__lease_ttl_ms(&l->lease)
+                         + DLOCK__FENCE_KEEP_MS));
 }
 
 static void leave_no_orphan(dlock_lock *l, dlock_err err)
 {
     const char *argv[] = {l->key, l->token, l->channel};
     char floor[24], keep[24];
-    const char *fair[] = {l->key, l->fence_key, l->legacy_fence_key,
-                          l->queue_key, l->waiters_key, l->token, l->channel,
-                          DLOCK__FAIR_GRANT_PREFIX, floor, keep};
+    const char *fair[] = {l->key,
+                          l->fence_key,
+                          l->legacy_fence_key,
+                          l->queue_key,
+                          l->waiters_key,
+                          l->token,
+                          l->channel,
+                          DLOCK__FAIR_GRANT_PREFIX,
+                          floor,
+                          keep};
 
     /* A Redlock round that failed has deleted its keys already. */
     if (err != DLOCK_TIMEOUT || redlock_of(l) != NULL)
@@ -777,16 +806,23 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
 {
     const char *argv[] = {l->key, l->token, l->channel};
     char floor[24], keep[24];
-    const char *fair[] = {l->key, l->fence_key, l->legacy_fence_key,
-                          l->queue_key, l->waiters_key, l->token, l->channel,
-                          DLOCK__FAIR_GRANT_PREFIX, floor, keep};
+    const char *fair[] = {l->key,
+                          l->fence_key,
+                          l->legacy_fence_key,
+                          l->queue_key,
+                          l->waiters_key,
+                          l->token,
+                          l->channel,
+                          DLOCK__FAIR_GRANT_PREFIX,
+                          floor,
+                          keep};
 
     fair_release_args(l, floor, keep);
     if (l->fair)
         return dlock__client_eval(l->client, &dlock__fair_release_script, 5,
                                   10, fair, NULL, r, m);
-    return dlock__client_eval(l->client, &release_script, 1, 3, argv, NULL,
-                              r, m);
+    return dlock__client_eval(l->client, &release_script, 1, 3, argv, NULL, r,
+                              m);
 }
 
 /* A fair wait that ended without the lock leaves the queue, and passes on
@@ -831,9 +867,10 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
     err = check_key(key, m);
     if (err == DLOCK_OK)
         err = validate_opts(opts, m);
-    if (err == DLOCK_OK && dlock__client_redlock(c) != NULL &&
-        (opts->watchdog || opts->reentrant || opts->fair))
-        err = dlock__msg_set(m, DLOCK_INVALID, "a lock on %s cannot use "
+    if (err == DLOCK_OK && dlock__client_redlock(c) != NULL
+        && (opts->watchdog || opts->reentrant || opts->fair))
+        err = dlock__msg_set(m, DLOCK_INVALID,
+                             "a lock on %s cannot use "
                              "the watchdog, be reentrant or fair yet: take "
                              "it without them and renew it with "
                              "dlock_extend",
@@ -850,8 +887,8 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
         err = dlock__token_new(l->token, m);
     if (err != DLOCK_OK)
         goto fail;
-    dlock__lease_set_ttl_ms(&l->lease, opts->ttl_ms > 0 ? opts->ttl_ms
-                                                        : DEFAULT_TTL_MS);
+    dlock__lease_set_ttl_ms(&l->lease,
+                            opts->ttl_ms > 0 ? opts->ttl_ms : DEFAULT_TTL_MS);
     l->on_lost = opts->on_lost;
     l->on_lost_arg = opts->on_lost_arg;
     l->fair = opts->fair != 0;
@@ -862,8 +899,8 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
                  DLOCK__FAIR_GRANT_PREFIX, l->token);
     err = acquire_waiting(l, l->wait_deadline_us, opts->policy, &holder_ttl,
                           m);
-    if (l->fair && opts->wait_ms != 0 && err != DLOCK_OK &&
-        err != DLOCK_TIMEOUT)
+    if (l->fair && opts->wait_ms != 0 && err != DLOCK_OK
+        && err != DLOCK_TIMEOUT)
         fair_leave(l);
     if (err == DLOCK_BUSY) {
         set_busy(c, l, holder_ttl, started, m);
@@ -871,8 +908,8 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
     }
     if (err != DLOCK_OK)
         leave_no_orphan(l, err);
-    if (err != DLOCK_OK && opts->policy == DLOCK_FAIL_OPEN &&
-        redis_unreachable(err)) {
+    if (err != DLOCK_OK && opts->policy == DLOCK_FAIL_OPEN
+        && redis_unreachable(err)) {
         /* The message keeps the reason, for the caller's log. */
         l->degraded = 1;
         l->fence = 0;
@@ -902,9 +939,9 @@ static int extend_reply(const redisReply *r, int *held, int64_t *server_us)
         *held = r->integer == 1;
         return 1;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[0]->integer != 1)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3
+        || r->element[0]->type != REDIS_REPLY_INTEGER
+        || r->element[0]->integer != 1)
         return 0;
     *held = 1;
     *server_us = dlock__server_time_us(r, 1);
@@ -924,9 +961,9 @@ dlock_err dlock__lock_renew_reply(dlock_lock *l, dlock__lease_ticket *t,
         return DLOCK_TIMEOUT;
     }
     if (r->type == REDIS_REPLY_ERROR || !extend_reply(r, &held, &server_us)) {
-        dlock__lease_end(&l->lease, t, r->type == REDIS_REPLY_ERROR
-                                           ? DLOCK__LEASE_NOT_RUN
-                                           : DLOCK__LEASE_UNKNOWN);
+        dlock__lease_end(&l->lease, t,
+                         r->type == REDIS_REPLY_ERROR ? DLOCK__LEASE_NOT_RUN
+                                                      : DLOCK__LEASE_UNKNOWN);
         return r->type == REDIS_REPLY_ERROR ? DLOCK_SERVER : DLOCK_PROTOCOL;
     }
     if (!held) {
@@ -947,8 +984,8 @@ long long dlock__lock_renew_command(dlock_lock *l, char **cmd,
 {
     char ttl[24];
     int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
-    const char *argv[] = {"EVAL", extend_script.body, "1", l->key, l->token,
-                          ttl};
+    const char *argv[] = {"EVAL", extend_script.body, "1",
+                          l->key, l->token,           ttl};
     int len;
 
     *cmd = NULL;
@@ -975,15 +1012,17 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "release of lock %.64s", l->key);
     if (r->type != REDIS_REPLY_INTEGER) {
-        err = dlock__msg_set(m, DLOCK_PROTOCOL, "release of lock %.64s on %s: "
-                             "expected an integer, got %s", l->key,
-                             dlock_client_endpoint(l->client),
+        err = dlock__msg_set(m, DLOCK_PROTOCOL,
+                             "release of lock %.64s on %s: "
+                             "expected an integer, got %s",
+                             l->key, dlock_client_endpoint(l->client),
                              dlock__reply_type_name(r));
     } else if (r->integer != 1) {
-        err = dlock__msg_set(m, DLOCK_LOST, "release of lock %.64s on %s: "
+        err = dlock__msg_set(m, DLOCK_LOST,
+                             "release of lock %.64s on %s: "
                              "the key no longer holds our token (expired or "
-                             "taken)", l->key,
-                             dlock_client_endpoint(l->client));
+                             "taken)",
+                             l->key, dlock_client_endpoint(l->client));
     }
     freeReplyObject(r);
     return err;
@@ -1005,21 +1044,23 @@ static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
         return redlock_renew(l, ttl_ms, m);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
-    err = dlock__client_eval(l->client, &extend_script, 1, 3, argv, NULL,
-                             &r, m);
+    err = dlock__client_eval(l->client, &extend_script, 1, 3, argv, NULL, &r,
+                             m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "extend of lock %.64s", l->key);
     }
     err = dlock__lock_renew_reply(l, &t, r, dlock__boot_us(), &marked);
     if (err == DLOCK_LOST)
-        dlock__msg_set(m, DLOCK_LOST, "extend of lock %.64s on %s: the key "
+        dlock__msg_set(m, DLOCK_LOST,
+                       "extend of lock %.64s on %s: the key "
                        "no longer holds our token (expired or taken)",
                        l->key, dlock_client_endpoint(l->client));
     else if (err != DLOCK_OK)
-        dlock__msg_set(m, DLOCK_PROTOCOL, "extend of lock %.64s on %s: "
-                       "expected {1, time} or 0, got %s", l->key,
-                       dlock_client_endpoint(l->client),
+        dlock__msg_set(m, DLOCK_PROTOCOL,
+                       "extend of lock %.64s on %s: "
+                       "expected {1, time} or 0, got %s",
+                       l->key, dlock_client_endpoint(l->client),
                        dlock__reply_type_name(r));
     freeReplyObject(r);
     if (marked)
@@ -1034,9 +1075,10 @@ static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
 static dlock_err report_lost(dlock_lock *l, const char *what, dlock__msg *m)
 {
     lost_found(l);
-    return dlock__msg_set(m, DLOCK_LOST, "%s of lock %.64s: its validity ran "
-                          "out (no renewal reached %s in time)", what, l->key,
-                          dlock_client_endpoint(l->client));
+    return dlock__msg_set(m, DLOCK_LOST,
+                          "%s of lock %.64s: its validity ran "
+                          "out (no renewal reached %s in time)",
+                          what, l->key, dlock_client_endpoint(l->client));
 }
 
 /* Inner release of a reentrant lock held more than once: local only while
@@ -1046,8 +1088,10 @@ static dlock_err release_inner(dlock_lock *l, dlock__msg *m)
     dlock_err err = DLOCK_OK;
 
     if (dlock__lease_marked(&l->lease))
-        err = dlock__msg_set(m, DLOCK_LOST, "release of lock %.64s: it was "
-                             "lost", l->key);
+        err = dlock__msg_set(m, DLOCK_LOST,
+                             "release of lock %.64s: it was "
+                             "lost",
+                             l->key);
     else if (dlock__lock_is_lost(l))
         err = report_lost(l, "release", m);
     reentrant_drop(l);
@@ -1096,11 +1140,15 @@ dlock_err dlock_extend(dlock_lock *l, int64_t ttl_ms)
         return dlock__msg_set(m, DLOCK_INVALID, "extend by %lld ms",
                               (long long)ttl_ms);
     if (l->degraded)
-        return dlock__msg_set(m, DLOCK_STATE, "extend of lock %.64s: it is "
-                              "degraded", l->key);
+        return dlock__msg_set(m, DLOCK_STATE,
+                              "extend of lock %.64s: it is "
+                              "degraded",
+                              l->key);
     if (dlock__lease_marked(&l->lease))
-        return dlock__msg_set(m, DLOCK_STATE, "extend of lock %.64s: it is "
-                              "lost", l->key);
+        return dlock__msg_set(m, DLOCK_STATE,
+                              "extend of lock %.64s: it is "
+                              "lost",
+                              l->key);
     if (dlock__lock_is_lost(l))
         return report_lost(l, "extend", m);
     if (ttl_ms == 0)
@@ -1129,8 +1177,10 @@ dlock_err dlock_lock_attach(dlock_client *c, const char *key,
     if (err != DLOCK_OK)
         return err;
     if (token == NULL || !dlock__token_valid(token))
-        return dlock__msg_set(m, DLOCK_INVALID, "a lock token is %d hex "
-                              "digits", DLOCK_TOKEN_LEN);
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "a lock token is %d hex "
+                              "digits",
+                              DLOCK_TOKEN_LEN);
     err = lock_new(c, key, out, m);
     if (err != DLOCK_OK)
         return err;
@@ -1142,7 +1192,6 @@ dlock_err dlock_lock_attach(dlock_client *c, const char *key,
     (*out)->token[DLOCK_TOKEN_LEN] = '\0';
     return DLOCK_OK;
 }
-
 
 int64_t dlock_lock_valid_ms(const dlock_lock *cl)
 {
@@ -1190,17 +1239,17 @@ static dlock_err parse_inspect(const redisReply *r, dlock_lock_info *info)
 {
     const redisReply *tok, *ttl, *fence;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
-        r->element[3]->type != REDIS_REPLY_INTEGER ||
-        r->element[4]->type != REDIS_REPLY_INTEGER)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5
+        || r->element[3]->type != REDIS_REPLY_INTEGER
+        || r->element[4]->type != REDIS_REPLY_INTEGER)
         return DLOCK_PROTOCOL;
     info->waiters = r->element[3]->integer;
     info->next_waiter_ms = r->element[4]->integer;
     tok = r->element[0];
     ttl = r->element[1];
     fence = r->element[2];
-    if (tok->type != REDIS_REPLY_STRING || ttl->type != REDIS_REPLY_INTEGER ||
-        fence->type != REDIS_REPLY_STRING)
+    if (tok->type != REDIS_REPLY_STRING || ttl->type != REDIS_REPLY_INTEGER
+        || fence->type != REDIS_REPLY_STRING)
         return DLOCK_PROTOCOL;
     info->held = ttl->integer != -2;
     info->ttl_ms = ttl->integer >= 0 ? ttl->integer
@@ -1239,9 +1288,10 @@ dlock_err dlock_inspect(dlock_client *c, const char *key,
     if (err == DLOCK_OK) {
         err = parse_inspect(r, info);
         if (err != DLOCK_OK)
-            dlock__msg_set(m, err, "inspecting lock %.64s on %s: expected "
-                           "{token, pttl, fence, waiters, next}, got %s", key,
-                           dlock_client_endpoint(c),
+            dlock__msg_set(m, err,
+                           "inspecting lock %.64s on %s: expected "
+                           "{token, pttl, fence, waiters, next}, got %s",
+                           key, dlock_client_endpoint(c),
                            dlock__reply_type_name(r));
         freeReplyObject(r);
     }

@@ -29,49 +29,49 @@
  * with PX keep; or nil, writing nothing, when that fence would not be
  * above floor (the server's clock is behind what the client saw).  now is
  * the server's microseconds, for the client's floor. */
-#define NEXT_FENCE_LUA \
-    "local function dec(v)\n" \
-    "  if type(v) == 'string' and #v <= 19 and v:find('^[1-9]%d*$') then\n" \
-    "    return v\n" \
-    "  end\n" \
-    "end\n" \
-    "local function gt(a, b)\n" \
-    "  return #a > #b or (#a == #b and a > b)\n" \
-    "end\n" \
-    "local function inc(s)\n" \
-    "  local i = #s\n" \
-    "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n" \
-    "  if i == 0 then return '1' .. string.rep('0', #s) end\n" \
-    "  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) ..\n" \
-    "         string.rep('0', #s - i)\n" \
-    "end\n" \
-    "local t0 = redis.call('TIME')\n" \
-    "local now = t0[1] .. string.format('%06d', tonumber(t0[2]))\n" \
-    "local now_ms = tonumber(t0[1]) * 1000 + " \
-    "math.floor(tonumber(t0[2]) / 1000)\n" \
-    "local function next_fence(floor, keep)\n" \
-    "  local last = dec(redis.call('GET', KEYS[2]))\n" \
-    "  local legacy = dec(redis.pcall('GET', KEYS[3]))\n" \
+#define NEXT_FENCE_LUA                                                        \
+    "local function dec(v)\n"                                                 \
+    "  if type(v) == 'string' and #v <= 19 and v:find('^[1-9]%d*$') then\n"   \
+    "    return v\n"                                                          \
+    "  end\n"                                                                 \
+    "end\n"                                                                   \
+    "local function gt(a, b)\n"                                               \
+    "  return #a > #b or (#a == #b and a > b)\n"                              \
+    "end\n"                                                                   \
+    "local function inc(s)\n"                                                 \
+    "  local i = #s\n"                                                        \
+    "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n"                 \
+    "  if i == 0 then return '1' .. string.rep('0', #s) end\n"                \
+    "  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) ..\n"             \
+    "         string.rep('0', #s - i)\n"                                      \
+    "end\n"                                                                   \
+    "local t0 = redis.call('TIME')\n"                                         \
+    "local now = t0[1] .. string.format('%06d', tonumber(t0[2]))\n"           \
+    "local now_ms = tonumber(t0[1]) * 1000 + "                                \
+    "math.floor(tonumber(t0[2]) / 1000)\n"                                    \
+    "local function next_fence(floor, keep)\n"                                \
+    "  local last = dec(redis.call('GET', KEYS[2]))\n"                        \
+    "  local legacy = dec(redis.pcall('GET', KEYS[3]))\n"                     \
     "  if legacy and (not last or gt(legacy, last)) then last = legacy end\n" \
-    "  local fence = now\n" \
-    "  if last and not gt(now, last) then fence = inc(last) end\n" \
-    "  if #fence > 19 or not gt(fence, floor) then return nil end\n" \
-    "  redis.call('SET', KEYS[2], fence, 'PX', keep)\n" \
-    "  return fence\n" \
+    "  local fence = now\n"                                                   \
+    "  if last and not gt(now, last) then fence = inc(last) end\n"            \
+    "  if #fence > 19 or not gt(fence, floor) then return nil end\n"          \
+    "  redis.call('SET', KEYS[2], fence, 'PX', keep)\n"                       \
+    "  return fence\n"                                                        \
     "end\n"
 
 /* Lua: leave(who) drops a queue entry; entry(who) reads its deadline and
  * confirm window (0, 0 if none). */
-#define QUEUE_LUA \
-    "local function leave(who)\n" \
-    "  redis.call('ZREM', KEYS[4], who)\n" \
-    "  redis.call('HDEL', KEYS[5], who)\n" \
-    "end\n" \
-    "local function entry(who)\n" \
-    "  local v = redis.call('HGET', KEYS[5], who)\n" \
-    "  if not v then return 0, 0 end\n" \
+#define QUEUE_LUA                                       \
+    "local function leave(who)\n"                       \
+    "  redis.call('ZREM', KEYS[4], who)\n"              \
+    "  redis.call('HDEL', KEYS[5], who)\n"              \
+    "end\n"                                             \
+    "local function entry(who)\n"                       \
+    "  local v = redis.call('HGET', KEYS[5], who)\n"    \
+    "  if not v then return 0, 0 end\n"                 \
     "  local d, c = string.match(v, '^(%d+):(%d+)$')\n" \
-    "  return tonumber(d) or 0, tonumber(c) or 0\n" \
+    "  return tonumber(d) or 0, tonumber(c) or 0\n"     \
     "end\n"
 
 const dlock__script dlock__fair_acquire_script = {

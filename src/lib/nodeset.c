@@ -22,7 +22,8 @@ dlock_err dlock__nodeset_init(dlock__nodeset *ns, const dlock__conn_cfg *cfg,
 {
     memset(ns, 0, sizeof(*ns));
     if (pthread_mutex_init(&ns->mu, NULL) != 0)
-        return dlock__msg_set(m, DLOCK_SYSTEM, "creating a server set's "
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "creating a server set's "
                               "mutex");
     ns->cfg = cfg;
     ns->pool_size = pool_size > 0 ? pool_size : 1;
@@ -47,9 +48,9 @@ void dlock__nodeset_destroy(dlock__nodeset *ns)
 }
 
 /* Copies template_ep's shared parts with host and port into a new node. */
-static dlock_err node_new(const dlock__endpoint *template_ep,
-                          const char *host, int port, int pool_size,
-                          dlock__node **out, dlock__msg *m)
+static dlock_err node_new(const dlock__endpoint *template_ep, const char *host,
+                          int port, int pool_size, dlock__node **out,
+                          dlock__msg *m)
 {
     dlock__node *n = dlock__calloc(1, sizeof(*n));
     dlock_err err;
@@ -63,11 +64,11 @@ static dlock_err node_new(const dlock__endpoint *template_ep,
     n->ep.db = template_ep->db;
     n->ep.host = dlock__strdup(host);
     n->ep.user = template_ep->user ? dlock__strdup(template_ep->user) : NULL;
-    n->ep.password =
-        template_ep->password ? dlock__strdup(template_ep->password) : NULL;
-    if (n->ep.host == NULL ||
-        (template_ep->user != NULL && n->ep.user == NULL) ||
-        (template_ep->password != NULL && n->ep.password == NULL)) {
+    n->ep.password = template_ep->password
+                         ? dlock__strdup(template_ep->password)
+                         : NULL;
+    if (n->ep.host == NULL || (template_ep->user != NULL && n->ep.user == NULL)
+        || (template_ep->password != NULL && n->ep.password == NULL)) {
         dlock__endpoint_clear(&n->ep);
         dlock__free(n);
         return dlock__msg_set(m, DLOCK_NOMEM, "adding server %s:%d", host,
@@ -112,7 +113,8 @@ dlock_err dlock__nodeset_add(dlock__nodeset *ns,
     }
     if (ns->count == DLOCK__NODESET_MAX) {
         pthread_mutex_unlock(&ns->mu);
-        return dlock__msg_set(m, DLOCK_INVALID, "more than %d servers in "
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "more than %d servers in "
                               "one deployment (adding %s:%d)",
                               DLOCK__NODESET_MAX, host, port);
     }
@@ -194,10 +196,9 @@ dlock_err dlock__nodeset_call(dlock__nodeset *ns, int i, int argc,
 
 /* Sends first (if not NULL) and the command in one write, and reads the
  * first's reply, which must be +OK. */
-static dlock_err send_both(dlock__conn *c, const char *desc,
-                           const char *first, int argc, const char **argv,
-                           const size_t *lens, int64_t deadline_us,
-                           dlock__msg *m)
+static dlock_err send_both(dlock__conn *c, const char *desc, const char *first,
+                           int argc, const char **argv, const size_t *lens,
+                           int64_t deadline_us, dlock__msg *m)
 {
     char *cmd = NULL, *both;
     int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
@@ -206,13 +207,13 @@ static dlock_err send_both(dlock__conn *c, const char *desc,
     dlock_err err;
 
     if (len < 0)
-        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s",
-                              argv[0], desc);
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s", argv[0],
+                              desc);
     both = dlock__malloc(flen + (size_t)len);
     if (both == NULL) {
         free(cmd); /* hiredis allocates with malloc */
-        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s",
-                              argv[0], desc);
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s", argv[0],
+                              desc);
     }
     memcpy(both, first ? first : "", flen);
     memcpy(both + flen, cmd, (size_t)len);
@@ -227,9 +228,10 @@ static dlock_err send_both(dlock__conn *c, const char *desc,
     if (r->type != REDIS_REPLY_STATUS) {
         err = r->type == REDIS_REPLY_ERROR
                   ? dlock__reply_error(r, "ASKING", desc, m)
-                  : dlock__msg_set(m, DLOCK_PROTOCOL, "ASKING on %s: %s "
-                                   "instead of +OK", desc,
-                                   dlock__reply_type_name(r));
+                  : dlock__msg_set(m, DLOCK_PROTOCOL,
+                                   "ASKING on %s: %s "
+                                   "instead of +OK",
+                                   desc, dlock__reply_type_name(r));
     }
     freeReplyObject(r);
     return err;
@@ -249,8 +251,7 @@ dlock_err dlock__nodeset_call_after(dlock__nodeset *ns, int i,
 
     *reply = NULL;
     if (n == NULL)
-        return dlock__msg_set(m, DLOCK_INVALID, "no server %d in the set",
-                              i);
+        return dlock__msg_set(m, DLOCK_INVALID, "no server %d in the set", i);
     if (first != NULL) {
         /* first is one word with no arguments, such as ASKING. */
         snprintf(raw, sizeof(raw), "*1\r\n$%zu\r\n%s\r\n", strlen(first),
@@ -323,7 +324,6 @@ dlock_err dlock__nodeset_connect(dlock__nodeset *ns, int i,
 
     *out = NULL;
     if (n == NULL)
-        return dlock__msg_set(m, DLOCK_INVALID, "no server %d in the set",
-                              i);
+        return dlock__msg_set(m, DLOCK_INVALID, "no server %d in the set", i);
     return dlock__conn_open(&n->ep, ns->cfg, deadline_us, out, m);
 }

@@ -39,7 +39,7 @@ typedef struct dlock__node {
 } dlock__node;
 
 typedef struct dlock__nodeset {
-    pthread_mutex_t mu;          /* guards count and adding */
+    pthread_mutex_t mu; /* guards count and adding */
     int count;
     int pool_size;
     const dlock__conn_cfg *cfg;

@@ -52,7 +52,7 @@ struct dlock__notifier {
     int pipe_fds[2];
     int stop;
     channel *channels;
-    dlock__conn *conn;       /* the subscriber thread's only */
+    dlock__conn *conn; /* the subscriber thread's only */
     int64_t backoff_us;
 };
 
@@ -76,8 +76,7 @@ static void drain_pipe(dlock__notifier *n)
         ;
 }
 
-static channel *find_channel(dlock__notifier *n, const char *name,
-                             size_t len)
+static channel *find_channel(dlock__notifier *n, const char *name, size_t len)
 {
     for (channel *ch = n->channels; ch != NULL; ch = ch->next)
         if (strlen(ch->name) == len && memcmp(ch->name, name, len) == 0)
@@ -227,8 +226,7 @@ static dlock_err send_changes(dlock__notifier *n, dlock__msg *m)
 
         argc = collect(n, argv, 65, "SUBSCRIBE", WANT, 1, SENT);
         if (argc == 0)
-            argc = collect(n, argv, 65, "UNSUBSCRIBE", SUBSCRIBED, 0,
-                           LEAVING);
+            argc = collect(n, argv, 65, "UNSUBSCRIBE", SUBSCRIBED, 0, LEAVING);
         if (argc == 0)
             return DLOCK_OK;
         len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
@@ -310,7 +308,7 @@ static void reconnect(dlock__notifier *n)
     pthread_mutex_lock(&n->mu);
     if (err != DLOCK_OK) {
         n->backoff_us = n->backoff_us * 2 > BACKOFF_MAX_US ? BACKOFF_MAX_US
-                                                            : n->backoff_us * 2;
+                                                           : n->backoff_us * 2;
         return;
     }
     n->backoff_us = BACKOFF_MIN_US;
@@ -467,10 +465,9 @@ int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
     int woken;
 
     pthread_mutex_lock(&n->mu);
-    while (!w->woken) {
+    while (!w->woken)
         if (pthread_cond_timedwait(&w->cv, &n->mu, &ts) == ETIMEDOUT)
             break;
-    }
     woken = w->woken;
     w->woken = 0;
     pthread_mutex_unlock(&n->mu);

@@ -20,8 +20,10 @@ dlock_err dlock__pattern_check_name(const char *what, const char *name,
     if (name == NULL || name[0] == '\0')
         return dlock__msg_set(m, DLOCK_INVALID, "the %s name is empty", what);
     if (strnlen(name, DLOCK_KEY_MAX + 1) > DLOCK_KEY_MAX)
-        return dlock__msg_set(m, DLOCK_INVALID, "the %s name is longer than "
-                              "%d bytes", what, DLOCK_KEY_MAX);
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "the %s name is longer than "
+                              "%d bytes",
+                              what, DLOCK_KEY_MAX);
     return DLOCK_OK;
 }
 
@@ -36,8 +38,8 @@ int dlock__pattern_owns_key(const char *key)
     for (size_t i = 0; dlock__pattern_kinds[i] != NULL; i++) {
         size_t n = strlen(dlock__pattern_kinds[i]);
 
-        if (strncmp(key + 1, dlock__pattern_kinds[i], n) == 0 &&
-            key[n + 1] == ':')
+        if (strncmp(key + 1, dlock__pattern_kinds[i], n) == 0
+            && key[n + 1] == ':')
             return 1;
     }
     return 0;
@@ -66,12 +68,13 @@ char *dlock__pattern_channel(const char *kind, const char *name)
     return channel;
 }
 
-dlock_err dlock__pattern_check_ms(const char *what, int64_t ms,
-                                  dlock__msg *m)
+dlock_err dlock__pattern_check_ms(const char *what, int64_t ms, dlock__msg *m)
 {
     if (ms < 1 || ms > DLOCK__PATTERN_MAX_MS)
-        return dlock__msg_set(m, DLOCK_INVALID, "%s %lld ms is not 1 ms..1 "
-                              "year", what, (long long)ms);
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "%s %lld ms is not 1 ms..1 "
+                              "year",
+                              what, (long long)ms);
     return DLOCK_OK;
 }
 

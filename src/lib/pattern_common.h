@@ -50,32 +50,32 @@
  * counter_key and deletes it; register_waiter(counter_key) counts one
  * more.  DLOCK__LUA_FENCE needs DLOCK__LUA_NOW_MS before it (it reads t).
  */
-#define DLOCK__LUA_NOW_MS                                                  \
-    "local t = redis.call('TIME')\n"                                       \
-    "local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"           \
+#define DLOCK__LUA_NOW_MS                                        \
+    "local t = redis.call('TIME')\n"                             \
+    "local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-#define DLOCK__LUA_FENCE                                                   \
-    "local function next_fence(key)\n"                                     \
-    "  local us = t[1] .. string.format('%06d', tonumber(t[2]))\n"         \
-    "  local last = redis.call('GET', key)\n"                              \
-    "  if not last or #us > #last or (#us == #last and us > last) then\n"  \
-    "    redis.call('SET', key, us)\n"                                     \
-    "  else\n"                                                             \
-    "    redis.call('INCR', key)\n"                                        \
-    "  end\n"                                                              \
-    "  return redis.call('GET', key)\n"                                    \
+#define DLOCK__LUA_FENCE                                                  \
+    "local function next_fence(key)\n"                                    \
+    "  local us = t[1] .. string.format('%06d', tonumber(t[2]))\n"        \
+    "  local last = redis.call('GET', key)\n"                             \
+    "  if not last or #us > #last or (#us == #last and us > last) then\n" \
+    "    redis.call('SET', key, us)\n"                                    \
+    "  else\n"                                                            \
+    "    redis.call('INCR', key)\n"                                       \
+    "  end\n"                                                             \
+    "  return redis.call('GET', key)\n"                                   \
     "end\n"
-#define DLOCK__LUA_WAKE                                                    \
-    "local function wake(counter, channel)\n"                              \
-    "  local n = tonumber(redis.call('GET', counter) or '0')\n"            \
-    "  if n < 1 then n = 1 end\n"                                          \
-    "  if n > 256 then n = 256 end\n"                                      \
-    "  for i = 1, n do redis.call('PUBLISH', channel, '') end\n"           \
-    "  redis.call('DEL', counter)\n"                                       \
-    "end\n"                                                                \
-    "local function register_waiter(counter)\n"                            \
-    "  redis.call('INCR', counter)\n"                                      \
-    "  redis.call('PEXPIRE', counter, 60000)\n"                            \
+#define DLOCK__LUA_WAKE                                          \
+    "local function wake(counter, channel)\n"                    \
+    "  local n = tonumber(redis.call('GET', counter) or '0')\n"  \
+    "  if n < 1 then n = 1 end\n"                                \
+    "  if n > 256 then n = 256 end\n"                            \
+    "  for i = 1, n do redis.call('PUBLISH', channel, '') end\n" \
+    "  redis.call('DEL', counter)\n"                             \
+    "end\n"                                                      \
+    "local function register_waiter(counter)\n"                  \
+    "  redis.call('INCR', counter)\n"                            \
+    "  redis.call('PEXPIRE', counter, 60000)\n"                  \
     "end\n"
 
 /*
@@ -107,8 +107,7 @@ char *dlock__pattern_channel(const char *kind, const char *name);
 
 /* Checks a TTL or lease in milliseconds: 1 ms .. one year.  Returns
  * DLOCK_OK or DLOCK_INVALID with "<what> <ms> ms is not 1 ms..1 year". */
-dlock_err dlock__pattern_check_ms(const char *what, int64_t ms,
-                                  dlock__msg *m);
+dlock_err dlock__pattern_check_ms(const char *what, int64_t ms, dlock__msg *m);
 
 /*
  * The time until which a grant of ttl_ms, whose request left at sent_us,

@@ -40,7 +40,8 @@ dlock_err dlock_idem_begin_wait(dlock_client *c, const char *key,
     m = dlock__client_begin(c);
     idem = dlock__calloc(1, sizeof(*idem));
     if (idem == NULL)
-        return dlock__msg_set(m, DLOCK_NOMEM, "allocating an idempotency "
+        return dlock__msg_set(m, DLOCK_NOMEM,
+                              "allocating an idempotency "
                               "record");
     err = dlock__record_new(c, "idem", "idempotency key", key, &idem->rec, m);
     if (err == DLOCK_OK)
@@ -66,8 +67,8 @@ dlock_idem_outcome dlock_idem_status(const dlock_idem *idem)
                                                    : DLOCK_IDEM_FIRST;
 }
 
-dlock_err dlock_idem_complete(dlock_idem *idem, const void *result,
-                              size_t len, int64_t keep_ms)
+dlock_err dlock_idem_complete(dlock_idem *idem, const void *result, size_t len,
+                              int64_t keep_ms)
 {
     if (idem == NULL)
         return DLOCK_INVALID;

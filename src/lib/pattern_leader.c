@@ -130,17 +130,17 @@ struct dlock_leader {
     void *arg;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;           /* on CLOCK_MONOTONIC */
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
     int sync_ready;
-    int leading;                 /* under mu */
-    uint64_t term;               /* under mu */
-    int64_t valid_until_us;      /* under mu */
-    int64_t renew_at_us;         /* background thread only */
+    int leading;            /* under mu */
+    uint64_t term;          /* under mu */
+    int64_t valid_until_us; /* under mu */
+    int64_t renew_at_us;    /* background thread only */
 
     /* The controlling thread's; the background thread reads stop. */
     int started;
-    int resign_on_stop;          /* set before stop; read by the thread */
-    dlock_err stop_err;          /* the thread's resignation, for stop */
+    int resign_on_stop; /* set before stop; read by the thread */
+    dlock_err stop_err; /* the thread's resignation, for stop */
     atomic_int stop;
     pthread_t thread;
 };
@@ -217,10 +217,12 @@ static dlock_err check_opts(const dlock_leader_opts *o, dlock__msg *m)
 {
     dlock_err err = dlock__pattern_check_ms("leader lease", o->ttl_ms, m);
 
-    if (err == DLOCK_OK && o->id != NULL &&
-        strnlen(o->id, DLOCK_LEADER_ID_MAX + 1) > DLOCK_LEADER_ID_MAX)
-        err = dlock__msg_set(m, DLOCK_INVALID, "leader id is longer than %d "
-                             "bytes", DLOCK_LEADER_ID_MAX);
+    if (err == DLOCK_OK && o->id != NULL
+        && strnlen(o->id, DLOCK_LEADER_ID_MAX + 1) > DLOCK_LEADER_ID_MAX)
+        err = dlock__msg_set(m, DLOCK_INVALID,
+                             "leader id is longer than %d "
+                             "bytes",
+                             DLOCK_LEADER_ID_MAX);
     return err;
 }
 
@@ -237,7 +239,8 @@ static dlock_err init_sync(dlock_leader *l, dlock__msg *m)
     pthread_condattr_destroy(&attr);
     if (rc != 0) {
         pthread_mutex_destroy(&l->mu);
-        return dlock__msg_set(m, DLOCK_SYSTEM, "initialising a condition "
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "initialising a condition "
                               "variable");
     }
     l->sync_ready = 1;
@@ -276,10 +279,9 @@ static dlock_err leader_build(dlock_leader *l, const char *name,
     l->term_key = dlock__pattern_key("leader", name, ":term");
     l->tick_key = dlock__pattern_key("leader", name, ":tick");
     l->channel = dlock__pattern_channel("leader", name);
-    if (l->name == NULL || l->id == NULL || l->lease_key == NULL ||
-        l->term_key == NULL || l->tick_key == NULL || l->channel == NULL)
-        return dlock__msg_set(m, DLOCK_NOMEM, "allocating leader %.64s",
-                              name);
+    if (l->name == NULL || l->id == NULL || l->lease_key == NULL
+        || l->term_key == NULL || l->tick_key == NULL || l->channel == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating leader %.64s", name);
     return dlock__token_new(l->token, m);
 }
 
@@ -306,8 +308,7 @@ dlock_err dlock_leader_new(dlock_client *c, const char *name,
         return err;
     l = dlock__calloc(1, sizeof(*l));
     if (l == NULL)
-        return dlock__msg_set(m, DLOCK_NOMEM, "allocating leader %.64s",
-                              name);
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating leader %.64s", name);
     l->client = c;
     err = leader_build(l, name, opts, m);
     if (err == DLOCK_OK)
@@ -338,8 +339,8 @@ static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
 
     (void)waiting;
     snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
-    err = dlock__client_eval(l->client, &campaign_script, 2, 5, argv, NULL,
-                             &r, m);
+    err = dlock__client_eval(l->client, &campaign_script, 2, 5, argv, NULL, &r,
+                             m);
     if (err != DLOCK_OK)
         return err;
     if (!dlock__pattern_grant(r, &granted, &term, &pttl)) {
@@ -365,15 +366,15 @@ static dlock_err lease_script(dlock_leader *l, const dlock__script *s,
     dlock_err err = dlock__client_eval(l->client, s, 1, 3, argv, NULL, &r, m);
 
     if (err != DLOCK_OK)
-        return dlock__msg_wrap(m, err, "%s of leader %.64s", s->name,
-                               l->name);
+        return dlock__msg_wrap(m, err, "%s of leader %.64s", s->name, l->name);
     if (r->type != REDIS_REPLY_INTEGER)
-        err = dlock__pattern_bad_reply(l->client, s->name, "an integer", r,
-                                       m);
+        err = dlock__pattern_bad_reply(l->client, s->name, "an integer", r, m);
     else if (r->integer != 1)
-        err = dlock__msg_set(m, DLOCK_LOST, "%s of leader %.64s on %s: the "
+        err = dlock__msg_set(m, DLOCK_LOST,
+                             "%s of leader %.64s on %s: the "
                              "lease is gone or another candidate's (term "
-                             "%llu ended)", s->name, l->name,
+                             "%llu ended)",
+                             s->name, l->name,
                              dlock_client_endpoint(l->client),
                              (unsigned long long)current_term(l));
     freeReplyObject(r);
@@ -419,19 +420,20 @@ static void wait_or_stop(dlock_leader *l, int64_t deadline_us)
 static void run_standby(dlock_leader *l, dlock__msg *m)
 {
     int64_t hint = 0;
-    dlock_err err = dlock__wait_run(&(const dlock__wait){
-        .client = l->client,
-        .channel = l->channel,
-        .deadline_us = DLOCK__FOREVER,
-        .seed = l->token,
-        .cancel = &l->stop,
-    }, campaign_once, l, &hint, m);
+    dlock_err err = dlock__wait_run(
+        &(const dlock__wait){
+            .client = l->client,
+            .channel = l->channel,
+            .deadline_us = DLOCK__FOREVER,
+            .seed = l->token,
+            .cancel = &l->stop,
+        },
+        campaign_once, l, &hint, m);
 
-    if (err == DLOCK_OK) {
+    if (err == DLOCK_OK)
         call_back(l, l->on_gained, current_term(l));
-    } else if (err != DLOCK_BUSY) {
+    else if (err != DLOCK_BUSY)
         wait_or_stop(l, dlock__deadline_after_ms(BACKOFF_MS));
-    }
 }
 
 /* Leading: renew on schedule; lose on LOST or when validity runs out. */
@@ -458,8 +460,8 @@ static void run_leading(dlock_leader *l, dlock__msg *m)
         return;
     }
     /* A transport failure with time left: try again soon. */
-    l->renew_at_us = dlock__now_us() + (l->ttl_ms > 10 ? l->ttl_ms * 100
-                                                        : 1000);
+    l->renew_at_us = dlock__now_us()
+                     + (l->ttl_ms > 10 ? l->ttl_ms * 100 : 1000);
 }
 
 static void *leader_main(void *arg)
@@ -498,18 +500,24 @@ dlock_err dlock_leader_start(dlock_leader *l)
         return DLOCK_INVALID;
     m = dlock__client_begin(l->client);
     if (l->started)
-        return dlock__msg_set(m, DLOCK_STATE, "leader %.64s: started "
-                              "already", l->name);
+        return dlock__msg_set(m, DLOCK_STATE,
+                              "leader %.64s: started "
+                              "already",
+                              l->name);
     if (leading_now(l))
-        return dlock__msg_set(m, DLOCK_STATE, "leader %.64s: it leads by "
-                              "dlock_leader_campaign; resign first", l->name);
+        return dlock__msg_set(m, DLOCK_STATE,
+                              "leader %.64s: it leads by "
+                              "dlock_leader_campaign; resign first",
+                              l->name);
     set_standby(l);
     atomic_store(&l->stop, 0);
     l->resign_on_stop = 0;
     l->stop_err = DLOCK_OK;
     if (pthread_create(&l->thread, NULL, leader_main, l) != 0)
-        return dlock__msg_set(m, DLOCK_SYSTEM, "leader %.64s: starting its "
-                              "thread", l->name);
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "leader %.64s: starting its "
+                              "thread",
+                              l->name);
     l->started = 1;
     return DLOCK_OK;
 }
@@ -540,9 +548,11 @@ dlock_err dlock_leader_stop(dlock_leader *l)
     join_thread(l);
     /* The thread's message is on its own (gone) state: say it again. */
     if (l->stop_err != DLOCK_OK)
-        err = dlock__msg_set(m, l->stop_err, "leader %.64s: resigning on "
+        err = dlock__msg_set(m, l->stop_err,
+                             "leader %.64s: resigning on "
                              "stop failed; the lease runs out by its TTL of "
-                             "%lld ms", l->name, (long long)l->ttl_ms);
+                             "%lld ms",
+                             l->name, (long long)l->ttl_ms);
     return err;
 }
 
@@ -564,7 +574,8 @@ static dlock_err refuse_if_started(dlock_leader *l, const char *what,
 {
     if (!l->started)
         return DLOCK_OK;
-    return dlock__msg_set(m, DLOCK_STATE, "%s of leader %.64s: its "
+    return dlock__msg_set(m, DLOCK_STATE,
+                          "%s of leader %.64s: its "
                           "background thread runs (use dlock_leader_stop)",
                           what, l->name);
 }
@@ -581,20 +592,23 @@ dlock_err dlock_leader_campaign(dlock_leader *l, int64_t wait_ms)
     err = refuse_if_started(l, "campaign", m);
     if (err != DLOCK_OK)
         return err;
-    err = dlock__wait_run(&(const dlock__wait){
-        .client = l->client,
-        .channel = l->channel,
-        .deadline_us = dlock__deadline_after_ms(wait_ms),
-        .seed = l->token,
-    }, campaign_once, l, &hint, m);
+    err = dlock__wait_run(
+        &(const dlock__wait){
+            .client = l->client,
+            .channel = l->channel,
+            .deadline_us = dlock__deadline_after_ms(wait_ms),
+            .seed = l->token,
+        },
+        campaign_once, l, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(l->client, hint);
-        return dlock__msg_set(m, DLOCK_BUSY, "leader %.64s on %s: another "
+        return dlock__msg_set(m, DLOCK_BUSY,
+                              "leader %.64s on %s: another "
                               "candidate leads for %lld more ms (waited %lld "
-                              "ms)", l->name, dlock_client_endpoint(l->client),
+                              "ms)",
+                              l->name, dlock_client_endpoint(l->client),
                               (long long)hint,
-                              (long long)((dlock__now_us() - started) /
-                                          1000));
+                              (long long)((dlock__now_us() - started) / 1000));
     }
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "campaign of leader %.64s", l->name);
@@ -618,8 +632,10 @@ dlock_err dlock_leader_renew(dlock_leader *l)
     leading = l->leading;
     pthread_mutex_unlock(&l->mu);
     if (!leading)
-        return dlock__msg_set(m, DLOCK_STATE, "renewal of leader %.64s: it "
-                              "does not lead", l->name);
+        return dlock__msg_set(m, DLOCK_STATE,
+                              "renewal of leader %.64s: it "
+                              "does not lead",
+                              l->name);
     err = renew_once(l, m);
     if (err == DLOCK_LOST)
         set_standby(l);
@@ -712,11 +728,14 @@ static dlock_err read_tick(dlock_leader *l, const redisReply *r,
     if (v[0] == 1)
         return DLOCK_OK;
     if (v[0] == 0)
-        return dlock__msg_set(m, DLOCK_BUSY, "tick %lld of leader %.64s was "
-                              "run already", v[1], l->name);
-    return dlock__msg_set(m, DLOCK_LOST, "tick %lld of leader %.64s: this "
-                          "candidate (%s) does not lead", v[1], l->name,
-                          l->id);
+        return dlock__msg_set(m, DLOCK_BUSY,
+                              "tick %lld of leader %.64s was "
+                              "run already",
+                              v[1], l->name);
+    return dlock__msg_set(m, DLOCK_LOST,
+                          "tick %lld of leader %.64s: this "
+                          "candidate (%s) does not lead",
+                          v[1], l->name, l->id);
 }
 
 dlock_err dlock_leader_tick(dlock_leader *l, int64_t period_ms,
@@ -746,8 +765,7 @@ dlock_err dlock_leader_tick(dlock_leader *l, int64_t period_ms,
     argv[2] = l->token;
     argv[3] = period;
     argv[4] = call;
-    err = dlock__client_eval(l->client, &tick_script, 2, 5, argv, NULL, &r,
-                             m);
+    err = dlock__client_eval(l->client, &tick_script, 2, 5, argv, NULL, &r, m);
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "tick of leader %.64s", l->name);
     err = read_tick(l, r, info, m);
@@ -766,8 +784,9 @@ static int parse_inspect(const redisReply *r, dlock_leader_info *info)
     term = r->element[1];
     ttl = r->element[2];
     last = r->element[3];
-    if (id->type != REDIS_REPLY_STRING || term->type != REDIS_REPLY_STRING ||
-        ttl->type != REDIS_REPLY_INTEGER || last->type != REDIS_REPLY_STRING)
+    if (id->type != REDIS_REPLY_STRING || term->type != REDIS_REPLY_STRING
+        || ttl->type != REDIS_REPLY_INTEGER
+        || last->type != REDIS_REPLY_STRING)
         return 0;
     info->held = ttl->integer != -2;
     info->ttl_ms = ttl->integer > 0 ? ttl->integer : 0;
@@ -775,7 +794,8 @@ static int parse_inspect(const redisReply *r, dlock_leader_info *info)
     info->last_term = strtoull(last->str, NULL, 10);
     snprintf(info->id, sizeof(info->id), "%.*s",
              (int)(id->len > DLOCK_LEADER_ID_MAX ? DLOCK_LEADER_ID_MAX
-                                                 : id->len), id->str);
+                                                 : id->len),
+             id->str);
     return 1;
 }
 
@@ -805,8 +825,7 @@ dlock_err dlock_leader_inspect(dlock_client *c, const char *name,
         if (err == DLOCK_OK) {
             if (!parse_inspect(r, info))
                 err = dlock__pattern_bad_reply(c, "leader.inspect",
-                                               "{id, term, pttl, last}", r,
-                                               m);
+                                               "{id, term, pttl, last}", r, m);
             freeReplyObject(r);
         }
     }

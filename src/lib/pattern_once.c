@@ -45,15 +45,17 @@ static void once_discard(dlock_once *once)
 
 static dlock_err check_opts(const dlock_once_opts *o, dlock__msg *m)
 {
-    dlock_err err = dlock__pattern_check_ms("single-flight lease",
-                                            o->lease_ms, m);
+    dlock_err err = dlock__pattern_check_ms("single-flight lease", o->lease_ms,
+                                            m);
 
     if (err == DLOCK_OK)
         err = dlock__pattern_check_ms("single-flight keep time", o->keep_ms,
                                       m);
     if (err == DLOCK_OK && o->wait_ms > DLOCK__PATTERN_MAX_MS)
-        err = dlock__msg_set(m, DLOCK_INVALID, "single-flight wait %lld ms "
-                             "is over a year", (long long)o->wait_ms);
+        err = dlock__msg_set(m, DLOCK_INVALID,
+                             "single-flight wait %lld ms "
+                             "is over a year",
+                             (long long)o->wait_ms);
     return err;
 }
 
@@ -110,8 +112,7 @@ dlock_once_outcome dlock_once_status(const dlock_once *once)
                                                    : DLOCK_ONCE_LEADER;
 }
 
-dlock_err dlock_once_complete(dlock_once *once, const void *value,
-                              size_t len)
+dlock_err dlock_once_complete(dlock_once *once, const void *value, size_t len)
 {
     if (once == NULL)
         return DLOCK_INVALID;
@@ -160,12 +161,15 @@ static dlock_err lead(dlock_once *once, dlock_once_fn fn, void *arg,
         *fn_result = rc;
     if (rc != 0) {
         err = dlock__record_abort(once->rec, m);
-        return dlock__msg_set(m, DLOCK_STATE, "single-flight %.64s: the "
+        return dlock__msg_set(m, DLOCK_STATE,
+                              "single-flight %.64s: the "
                               "refresh failed (it returned %d); the flight "
                               "was aborted%s so that another caller "
-                              "refreshes", once->rec->name, rc,
-                              err == DLOCK_OK ? "" : " (or its lease ran "
-                              "out)");
+                              "refreshes",
+                              once->rec->name, rc,
+                              err == DLOCK_OK ? ""
+                                              : " (or its lease ran "
+                                                "out)");
     }
     return dlock__record_complete(once->rec, value, len, once->keep_ms, m);
 }

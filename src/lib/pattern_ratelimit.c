@@ -70,28 +70,31 @@ void dlock_ratelimit_free(dlock_ratelimit *rl)
     dlock__free(rl);
 }
 
-static dlock_err check_rate(const char *name, int64_t rate,
-                            int64_t period_ms, int64_t burst, dlock__msg *m)
+static dlock_err check_rate(const char *name, int64_t rate, int64_t period_ms,
+                            int64_t burst, dlock__msg *m)
 {
     int64_t interval;
 
     if (rate < 1 || period_ms < 1 || period_ms > DLOCK__PATTERN_MAX_MS)
-        return dlock__msg_set(m, DLOCK_INVALID, "rate limiter %.64s: %lld "
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "rate limiter %.64s: %lld "
                               "per %lld ms needs rate >= 1 and a period of "
-                              "1 ms..1 year", name, (long long)rate,
-                              (long long)period_ms);
+                              "1 ms..1 year",
+                              name, (long long)rate, (long long)period_ms);
     interval = period_ms * 1000 / rate;
     if (interval < 1)
-        return dlock__msg_set(m, DLOCK_INVALID, "rate limiter %.64s: %lld "
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "rate limiter %.64s: %lld "
                               "per %lld ms is more than one per "
-                              "microsecond", name, (long long)rate,
-                              (long long)period_ms);
+                              "microsecond",
+                              name, (long long)rate, (long long)period_ms);
     if (burst < 1 || burst > DLOCK__PATTERN_MAX_MS * 1000 / interval)
-        return dlock__msg_set(m, DLOCK_INVALID, "rate limiter %.64s: burst "
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "rate limiter %.64s: burst "
                               "%lld is not 1..%lld (a year of intervals)",
                               name, (long long)burst,
-                              (long long)(DLOCK__PATTERN_MAX_MS * 1000 /
-                                          interval));
+                              (long long)(DLOCK__PATTERN_MAX_MS * 1000
+                                          / interval));
     return DLOCK_OK;
 }
 
@@ -131,9 +134,8 @@ nomem:
 }
 
 /* One decision; max_wait_us 0 for take, < 0 for any wait. */
-static dlock_err decide(dlock_ratelimit *rl, int64_t cost,
-                        int64_t max_wait_us, dlock_ratelimit_result *res,
-                        dlock__msg *m)
+static dlock_err decide(dlock_ratelimit *rl, int64_t cost, int64_t max_wait_us,
+                        dlock_ratelimit_result *res, dlock__msg *m)
 {
     char interval[24], burst[24], n[24], max_wait[24];
     const char *argv[] = {rl->key, interval, burst, n, max_wait};
@@ -168,9 +170,10 @@ static dlock_err check_cost(const dlock_ratelimit *rl, int64_t cost,
                             dlock__msg *m)
 {
     if (cost < 1 || cost > rl->burst)
-        return dlock__msg_set(m, DLOCK_INVALID, "rate limiter %.64s: cost "
-                              "%lld is not 1..%lld (the burst)", rl->name,
-                              (long long)cost, (long long)rl->burst);
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "rate limiter %.64s: cost "
+                              "%lld is not 1..%lld (the burst)",
+                              rl->name, (long long)cost, (long long)rl->burst);
     return DLOCK_OK;
 }
 
@@ -193,10 +196,11 @@ dlock_err dlock_ratelimit_take(dlock_ratelimit *rl, int64_t cost,
     if (err != DLOCK_OK || res->allowed)
         return err;
     dlock__pattern_set_busy_ttl(rl->client, (res->wait_us + 999) / 1000);
-    return dlock__msg_set(m, DLOCK_BUSY, "rate limiter %.64s on %s: %lld "
+    return dlock__msg_set(m, DLOCK_BUSY,
+                          "rate limiter %.64s on %s: %lld "
                           "per %lld us with a burst of %lld is used up; the "
-                          "next slot is in %lld us", rl->name,
-                          dlock_client_endpoint(rl->client),
+                          "next slot is in %lld us",
+                          rl->name, dlock_client_endpoint(rl->client),
                           (long long)cost, (long long)rl->interval_us,
                           (long long)rl->burst, (long long)res->wait_us);
 }
@@ -227,12 +231,12 @@ dlock_err dlock_ratelimit_wait(dlock_ratelimit *rl, int64_t cost,
     if (err != DLOCK_OK)
         return err;
     if (!res->allowed)
-        return dlock__msg_set(m, DLOCK_TIMEOUT, "rate limiter %.64s on %s: "
+        return dlock__msg_set(m, DLOCK_TIMEOUT,
+                              "rate limiter %.64s on %s: "
                               "the next slot is in %lld us, beyond the %lld "
-                              "ms allowed", rl->name,
-                              dlock_client_endpoint(rl->client),
-                              (long long)res->wait_us,
-                              (long long)max_wait_ms);
+                              "ms allowed",
+                              rl->name, dlock_client_endpoint(rl->client),
+                              (long long)res->wait_us, (long long)max_wait_ms);
     /* The slot is wait_us after the server decided, and the answer came
      * after that: sleeping from its arrival never ends before the slot. */
     if (res->wait_us > 0)

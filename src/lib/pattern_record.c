@@ -47,10 +47,10 @@ static const dlock__script claim_script = {
     1,
 };
 
-#define LUA_WAKE_RECORD_WAITERS                                            \
-    "local n = tonumber(s[3] or '0')\n"                                    \
-    "if n < 1 then n = 1 end\n"                                            \
-    "if n > 256 then n = 256 end\n"                                        \
+#define LUA_WAKE_RECORD_WAITERS         \
+    "local n = tonumber(s[3] or '0')\n" \
+    "if n < 1 then n = 1 end\n"         \
+    "if n > 256 then n = 256 end\n"     \
     "for i = 1, n do redis.call('PUBLISH', ARGV[#ARGV], '') end\n"
 
 static const dlock__script complete_script = {
@@ -64,9 +64,7 @@ static const dlock__script complete_script = {
     "    redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
     "  else\n"
     "    redis.call('PERSIST', KEYS[1])\n"
-    "  end\n"
-    LUA_WAKE_RECORD_WAITERS
-    "end\n"
+    "  end\n" LUA_WAKE_RECORD_WAITERS "end\n"
     "return 1\n",
     1,
 };
@@ -75,9 +73,7 @@ static const dlock__script abort_script = {
     "record.abort",
     "local s = redis.call('HMGET', KEYS[1], 'state', 'token', 'waiters')\n"
     "if s[1] ~= 'run' or s[2] ~= ARGV[1] then return 0 end\n"
-    "redis.call('DEL', KEYS[1])\n"
-    LUA_WAKE_RECORD_WAITERS
-    "return 1\n",
+    "redis.call('DEL', KEYS[1])\n" LUA_WAKE_RECORD_WAITERS "return 1\n",
     1,
 };
 
@@ -142,8 +138,10 @@ static dlock_err take_value(dlock__record *r, const redisReply *v,
     char *copy = dlock__malloc(v->len + 1);
 
     if (copy == NULL)
-        return dlock__msg_set(m, DLOCK_NOMEM, "copying the %zu-byte result "
-                              "of %s %.64s", v->len, r->what, r->name);
+        return dlock__msg_set(m, DLOCK_NOMEM,
+                              "copying the %zu-byte result "
+                              "of %s %.64s",
+                              v->len, r->what, r->name);
     memcpy(copy, v->str, v->len);
     copy[v->len] = '\0';
     dlock__free(r->value);
@@ -159,10 +157,10 @@ static dlock_err read_claim(dlock__record *r, const redisReply *rep,
 {
     long long kind;
 
-    if (!dlock__pattern_ints(rep, 1, &kind) ||
-        (kind != 1 && rep->elements != 2) ||
-        (kind == 2 && rep->element[1]->type != REDIS_REPLY_STRING) ||
-        (kind == 0 && rep->element[1]->type != REDIS_REPLY_INTEGER))
+    if (!dlock__pattern_ints(rep, 1, &kind)
+        || (kind != 1 && rep->elements != 2)
+        || (kind == 2 && rep->element[1]->type != REDIS_REPLY_STRING)
+        || (kind == 0 && rep->element[1]->type != REDIS_REPLY_INTEGER))
         return dlock__pattern_bad_reply(r->client, "claiming a record",
                                         "{1} | {2, value} | {0, pttl}", rep,
                                         m);
@@ -209,17 +207,21 @@ dlock_err dlock__record_claim(dlock__record *r, int64_t ttl_ms,
         return dlock__msg_set(m, DLOCK_STATE, "%s %.64s was claimed already",
                               r->what, r->name);
     r->ttl_ms = ttl_ms;
-    err = dlock__wait_run(&(const dlock__wait){
-        .client = r->client,
-        .channel = r->channel,
-        .deadline_us = dlock__deadline_after_ms(wait_ms),
-        .seed = r->token,
-    }, claim_once, r, &hint, m);
+    err = dlock__wait_run(
+        &(const dlock__wait){
+            .client = r->client,
+            .channel = r->channel,
+            .deadline_us = dlock__deadline_after_ms(wait_ms),
+            .seed = r->token,
+        },
+        claim_once, r, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(r->client, hint);
-        return dlock__msg_set(m, DLOCK_BUSY, "%s %.64s on %s is in progress "
+        return dlock__msg_set(m, DLOCK_BUSY,
+                              "%s %.64s on %s is in progress "
                               "by another caller for %lld more ms (waited "
-                              "%lld ms)", r->what, r->name,
+                              "%lld ms)",
+                              r->what, r->name,
                               dlock_client_endpoint(r->client),
                               (long long)hint,
                               (long long)((dlock__now_us() - started) / 1000));
@@ -234,9 +236,10 @@ static dlock_err check_first(const dlock__record *r, const char *step,
                              dlock__msg *m)
 {
     if (r->status != DLOCK__RECORD_FIRST || r->finished)
-        return dlock__msg_set(m, DLOCK_STATE, "%s of %s %.64s: only the "
-                              "first caller may %s, once", step, r->what,
-                              r->name, step);
+        return dlock__msg_set(m, DLOCK_STATE,
+                              "%s of %s %.64s: only the "
+                              "first caller may %s, once",
+                              step, r->what, r->name, step);
     return DLOCK_OK;
 }
 
@@ -246,8 +249,8 @@ static dlock_err run_token_script(dlock__record *r, const dlock__script *s,
                                   const size_t *lens, dlock__msg *m)
 {
     redisReply *rep;
-    dlock_err err = dlock__client_eval(r->client, s, 1, argc, argv, lens,
-                                       &rep, m);
+    dlock_err err = dlock__client_eval(r->client, s, 1, argc, argv, lens, &rep,
+                                       m);
 
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "%s of %s %.64s", s->name, r->what,
@@ -256,10 +259,12 @@ static dlock_err run_token_script(dlock__record *r, const dlock__script *s,
         err = dlock__pattern_bad_reply(r->client, s->name, "an integer", rep,
                                        m);
     else if (rep->integer != 1)
-        err = dlock__msg_set(m, DLOCK_LOST, "%s of %s %.64s on %s: the "
+        err = dlock__msg_set(m, DLOCK_LOST,
+                             "%s of %s %.64s on %s: the "
                              "record no longer holds our token (its lease "
-                             "of %lld ms ran out)", s->name, r->what,
-                             r->name, dlock_client_endpoint(r->client),
+                             "of %lld ms ran out)",
+                             s->name, r->what, r->name,
+                             dlock_client_endpoint(r->client),
                              (long long)r->ttl_ms);
     freeReplyObject(rep);
     return err;
@@ -272,8 +277,10 @@ static dlock_err keep_own_value(dlock__record *r, const void *value,
     char *copy = dlock__malloc(len + 1);
 
     if (copy == NULL)
-        return dlock__msg_set(m, DLOCK_NOMEM, "copying the %zu-byte result "
-                              "of %s %.64s", len, r->what, r->name);
+        return dlock__msg_set(m, DLOCK_NOMEM,
+                              "copying the %zu-byte result "
+                              "of %s %.64s",
+                              len, r->what, r->name);
     if (len > 0)
         memcpy(copy, value, len);
     copy[len] = '\0';
@@ -296,12 +303,16 @@ dlock_err dlock__record_complete(dlock__record *r, const void *value,
     if (err != DLOCK_OK)
         return err;
     if ((value == NULL && len > 0) || len > DLOCK__RECORD_VALUE_MAX)
-        return dlock__msg_set(m, DLOCK_INVALID, "result of %s %.64s: %zu "
-                              "bytes at %p (at most %zu bytes)", r->what,
-                              r->name, len, value, DLOCK__RECORD_VALUE_MAX);
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "result of %s %.64s: %zu "
+                              "bytes at %p (at most %zu bytes)",
+                              r->what, r->name, len, value,
+                              DLOCK__RECORD_VALUE_MAX);
     if (keep_ms < 0 || keep_ms > DLOCK__PATTERN_MAX_MS)
-        return dlock__msg_set(m, DLOCK_INVALID, "keep time %lld ms is not "
-                              "0..1 year", (long long)keep_ms);
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "keep time %lld ms is not "
+                              "0..1 year",
+                              (long long)keep_ms);
     snprintf(keep, sizeof(keep), "%lld", (long long)keep_ms);
     for (int i = 0; i < 5; i++)
         lens[i] = strlen(argv[i]);
@@ -328,8 +339,7 @@ dlock_err dlock__record_abort(dlock__record *r, dlock__msg *m)
     return err;
 }
 
-dlock_err dlock__record_extend(dlock__record *r, int64_t ttl_ms,
-                               dlock__msg *m)
+dlock_err dlock__record_extend(dlock__record *r, int64_t ttl_ms, dlock__msg *m)
 {
     char ttl[24];
     const char *argv[] = {r->key, r->token, ttl};

@@ -40,17 +40,17 @@ typedef enum dlock__record_status {
 
 typedef struct dlock__record {
     dlock_client *client;
-    const char *what;          /* "idempotency key", for messages */
+    const char *what; /* "idempotency key", for messages */
     char *name;
     char *key;
     char *channel;
     char token[DLOCK_TOKEN_LEN + 1];
     dlock__record_status status;
     int finished;
-    char *value;               /* NUL-terminated copy, len bytes before */
+    char *value; /* NUL-terminated copy, len bytes before */
     size_t len;
-    int64_t ttl_ms;            /* the lease of a FIRST record */
-    int64_t valid_until_us;    /* monotonic; the lease as far as we know */
+    int64_t ttl_ms;         /* the lease of a FIRST record */
+    int64_t valid_until_us; /* monotonic; the lease as far as we know */
 } dlock__record;
 
 /* Largest result a record stores. */

@@ -186,8 +186,7 @@ static dlock_err rwlock_new(dlock_client *c, const char *name,
 
     *out = NULL;
     if (l == NULL)
-        return dlock__msg_set(m, DLOCK_NOMEM, "allocating rwlock %.64s",
-                              name);
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating rwlock %.64s", name);
     l->client = c;
     l->mode = mode;
     l->ttl_ms = ttl_ms;
@@ -200,8 +199,7 @@ static dlock_err rwlock_new(dlock_client *c, const char *name,
     }
     if (!ok) {
         dlock_rwlock_free(l);
-        return dlock__msg_set(m, DLOCK_NOMEM, "allocating rwlock %.64s",
-                              name);
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating rwlock %.64s", name);
     }
     *out = l;
     return DLOCK_OK;
@@ -268,29 +266,34 @@ dlock_err dlock_rwlock_acquire(dlock_client *c, const char *name,
     err = dlock__pattern_check_name("rwlock", name, m);
     if (err == DLOCK_OK)
         err = dlock__pattern_check_ms("rwlock TTL", ttl_ms, m);
-    if (err == DLOCK_OK && mode != DLOCK_RWLOCK_READ &&
-        mode != DLOCK_RWLOCK_WRITE)
-        err = dlock__msg_set(m, DLOCK_INVALID, "rwlock mode %d is neither "
-                             "read nor write", (int)mode);
+    if (err == DLOCK_OK && mode != DLOCK_RWLOCK_READ
+        && mode != DLOCK_RWLOCK_WRITE)
+        err = dlock__msg_set(m, DLOCK_INVALID,
+                             "rwlock mode %d is neither "
+                             "read nor write",
+                             (int)mode);
     if (err == DLOCK_OK)
         err = rwlock_new(c, name, mode, ttl_ms, &l, m);
     if (err != DLOCK_OK)
         return err;
     err = dlock__token_new(l->token, m);
     if (err == DLOCK_OK)
-        err = dlock__wait_run(&(const dlock__wait){
-            .client = c,
-            .channel = l->channel,
-            .deadline_us = dlock__deadline_after_ms(wait_ms),
-            .seed = l->token,
-            .poll_max_ms = l->mode == DLOCK_RWLOCK_WRITE ? INTENT_RENEW_MS
-                                                         : 0,
-        }, acquire_once, l, &hint, m);
+        err = dlock__wait_run(
+            &(const dlock__wait){
+                .client = c,
+                .channel = l->channel,
+                .deadline_us = dlock__deadline_after_ms(wait_ms),
+                .seed = l->token,
+                .poll_max_ms = l->mode == DLOCK_RWLOCK_WRITE ? INTENT_RENEW_MS
+                                                             : 0,
+            },
+            acquire_once, l, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(c, hint);
-        dlock__msg_set(m, DLOCK_BUSY, "rwlock %.64s on %s: a %s lock is "
-                       "blocked for %lld more ms (waited %lld ms)", name,
-                       dlock_client_endpoint(c), mode_name(mode),
+        dlock__msg_set(m, DLOCK_BUSY,
+                       "rwlock %.64s on %s: a %s lock is "
+                       "blocked for %lld more ms (waited %lld ms)",
+                       name, dlock_client_endpoint(c), mode_name(mode),
                        (long long)hint,
                        (long long)((dlock__now_us() - started) / 1000));
     } else if (err != DLOCK_OK) {
@@ -316,14 +319,14 @@ static dlock_err grant_script(dlock_rwlock *l, const dlock__script *s,
                                        &r, m);
 
     if (err != DLOCK_OK)
-        return dlock__msg_wrap(m, err, "%s of rwlock %.64s", s->name,
-                               l->name);
+        return dlock__msg_wrap(m, err, "%s of rwlock %.64s", s->name, l->name);
     if (r->type != REDIS_REPLY_INTEGER)
-        err = dlock__pattern_bad_reply(l->client, s->name, "an integer", r,
-                                       m);
+        err = dlock__pattern_bad_reply(l->client, s->name, "an integer", r, m);
     else if (r->integer != 1)
-        err = dlock__msg_set(m, DLOCK_LOST, "%s of rwlock %.64s on %s: the "
-                             "%s lease had run out", s->name, l->name,
+        err = dlock__msg_set(m, DLOCK_LOST,
+                             "%s of rwlock %.64s on %s: the "
+                             "%s lease had run out",
+                             s->name, l->name,
                              dlock_client_endpoint(l->client),
                              mode_name(l->mode));
     freeReplyObject(r);
@@ -344,9 +347,10 @@ dlock_err dlock_rwlock_release(dlock_rwlock *l)
     argv[1] = l->keys[K_WAITERS];
     argv[2] = l->token;
     argv[3] = l->channel;
-    err = grant_script(l, l->mode == DLOCK_RWLOCK_WRITE
-                              ? &write_release_script
-                              : &read_release_script, 2, argv, 4, m);
+    err = grant_script(l,
+                       l->mode == DLOCK_RWLOCK_WRITE ? &write_release_script
+                                                     : &read_release_script,
+                       2, argv, 4, m);
     dlock_rwlock_free(l);
     return err;
 }
@@ -363,8 +367,10 @@ dlock_err dlock_rwlock_extend(dlock_rwlock *l, int64_t ttl_ms)
         return DLOCK_INVALID;
     m = dlock__client_begin(l->client);
     if (l->lost)
-        return dlock__msg_set(m, DLOCK_STATE, "extend of rwlock %.64s: it "
-                              "is lost", l->name);
+        return dlock__msg_set(m, DLOCK_STATE,
+                              "extend of rwlock %.64s: it "
+                              "is lost",
+                              l->name);
     if (ttl_ms == 0)
         ttl_ms = l->ttl_ms;
     err = dlock__pattern_check_ms("rwlock TTL", ttl_ms, m);
@@ -375,9 +381,10 @@ dlock_err dlock_rwlock_extend(dlock_rwlock *l, int64_t ttl_ms)
                                             : l->keys[K_READERS];
     argv[1] = l->token;
     argv[2] = ttl;
-    err = grant_script(l, l->mode == DLOCK_RWLOCK_WRITE
-                              ? &write_extend_script
-                              : &read_extend_script, 1, argv, 3, m);
+    err = grant_script(l,
+                       l->mode == DLOCK_RWLOCK_WRITE ? &write_extend_script
+                                                     : &read_extend_script,
+                       1, argv, 3, m);
     if (err == DLOCK_OK) {
         l->ttl_ms = ttl_ms;
         l->valid_until_us = dlock__pattern_valid_until(sent, ttl_ms);

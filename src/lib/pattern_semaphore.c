@@ -66,13 +66,12 @@ static const dlock__script acquire_script = {
 
 static const dlock__script release_script = {
     "semaphore.release",
-    DLOCK__LUA_NOW_MS
-    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-    "if not s then return 0 end\n"
-    "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-    "if tonumber(s) <= now then return 0 end\n"
-    "redis.call('PUBLISH', ARGV[2], '')\n"
-    "return 1\n",
+    DLOCK__LUA_NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                      "if not s then return 0 end\n"
+                      "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+                      "if tonumber(s) <= now then return 0 end\n"
+                      "redis.call('PUBLISH', ARGV[2], '')\n"
+                      "return 1\n",
     1,
 };
 
@@ -143,9 +142,10 @@ dlock_err dlock_semaphore_new(dlock_client *c, const char *name, int permits,
     if (err != DLOCK_OK)
         return err;
     if (permits < 1 || permits > DLOCK_SEMAPHORE_MAX_PERMITS)
-        return dlock__msg_set(m, DLOCK_INVALID, "semaphore %.64s: %d permits "
-                              "is not 1..%d", name, permits,
-                              DLOCK_SEMAPHORE_MAX_PERMITS);
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "semaphore %.64s: %d permits "
+                              "is not 1..%d",
+                              name, permits, DLOCK_SEMAPHORE_MAX_PERMITS);
     s = dlock__calloc(1, sizeof(*s));
     if (s == NULL)
         goto nomem;
@@ -155,8 +155,8 @@ dlock_err dlock_semaphore_new(dlock_client *c, const char *name, int permits,
     s->holders_key = dlock__pattern_key("sem", name, ":holders");
     s->fence_key = dlock__pattern_key("sem", name, ":fence");
     s->channel = dlock__pattern_channel("sem", name);
-    if (s->name == NULL || s->holders_key == NULL || s->fence_key == NULL ||
-        s->channel == NULL)
+    if (s->name == NULL || s->holders_key == NULL || s->fence_key == NULL
+        || s->channel == NULL)
         goto nomem;
     *out = s;
     return DLOCK_OK;
@@ -184,8 +184,8 @@ static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
     (void)waiting;
     snprintf(permits, sizeof(permits), "%d", s->permits);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)p->ttl_ms);
-    err = dlock__client_eval(s->client, &acquire_script, 2, 5, argv, NULL,
-                             &r, m);
+    err = dlock__client_eval(s->client, &acquire_script, 2, 5, argv, NULL, &r,
+                             m);
     if (err != DLOCK_OK)
         return err;
     if (!dlock__pattern_grant(r, &granted, &fence, &pttl)) {
@@ -219,24 +219,30 @@ dlock_err dlock_semaphore_acquire(dlock_semaphore *s, int64_t ttl_ms,
         return err;
     p = dlock__calloc(1, sizeof(*p));
     if (p == NULL)
-        return dlock__msg_set(m, DLOCK_NOMEM, "allocating a permit of "
-                              "semaphore %.64s", s->name);
+        return dlock__msg_set(m, DLOCK_NOMEM,
+                              "allocating a permit of "
+                              "semaphore %.64s",
+                              s->name);
     p->sem = s;
     p->ttl_ms = ttl_ms;
     err = dlock__token_new(p->token, m);
     if (err == DLOCK_OK)
-        err = dlock__wait_run(&(const dlock__wait){
-            .client = s->client,
-            .channel = s->channel,
-            .deadline_us = dlock__deadline_after_ms(wait_ms),
-            .seed = p->token,
-        }, acquire_once, p, &hint, m);
+        err = dlock__wait_run(
+            &(const dlock__wait){
+                .client = s->client,
+                .channel = s->channel,
+                .deadline_us = dlock__deadline_after_ms(wait_ms),
+                .seed = p->token,
+            },
+            acquire_once, p, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(s->client, hint);
-        dlock__msg_set(m, DLOCK_BUSY, "semaphore %.64s on %s: all %d permits "
+        dlock__msg_set(m, DLOCK_BUSY,
+                       "semaphore %.64s on %s: all %d permits "
                        "are held; the first lease runs %lld more ms (waited "
-                       "%lld ms)", s->name, dlock_client_endpoint(s->client),
-                       s->permits, (long long)hint,
+                       "%lld ms)",
+                       s->name, dlock_client_endpoint(s->client), s->permits,
+                       (long long)hint,
                        (long long)((dlock__now_us() - started) / 1000));
     } else if (err != DLOCK_OK) {
         dlock__msg_wrap(m, err, "acquiring a permit of semaphore %.64s",
@@ -258,8 +264,8 @@ static dlock_err permit_script(dlock_permit *p, const dlock__script *script,
     dlock_semaphore *s = p->sem;
     const char *argv[] = {s->holders_key, p->token, arg};
     redisReply *r;
-    dlock_err err = dlock__client_eval(s->client, script, 1, 3, argv, NULL,
-                                       &r, m);
+    dlock_err err = dlock__client_eval(s->client, script, 1, 3, argv, NULL, &r,
+                                       m);
 
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "%s of semaphore %.64s", script->name,
@@ -268,9 +274,11 @@ static dlock_err permit_script(dlock_permit *p, const dlock__script *script,
         err = dlock__pattern_bad_reply(s->client, script->name, "an integer",
                                        r, m);
     else if (r->integer != 1)
-        err = dlock__msg_set(m, DLOCK_LOST, "%s of semaphore %.64s on %s: "
-                             "the permit's lease had run out", script->name,
-                             s->name, dlock_client_endpoint(s->client));
+        err = dlock__msg_set(m, DLOCK_LOST,
+                             "%s of semaphore %.64s on %s: "
+                             "the permit's lease had run out",
+                             script->name, s->name,
+                             dlock_client_endpoint(s->client));
     freeReplyObject(r);
     return err;
 }
@@ -298,8 +306,10 @@ dlock_err dlock_semaphore_extend(dlock_permit *p, int64_t ttl_ms)
         return DLOCK_INVALID;
     m = dlock__client_begin(p->sem->client);
     if (p->lost)
-        return dlock__msg_set(m, DLOCK_STATE, "extend of a permit of "
-                              "semaphore %.64s: it is lost", p->sem->name);
+        return dlock__msg_set(m, DLOCK_STATE,
+                              "extend of a permit of "
+                              "semaphore %.64s: it is lost",
+                              p->sem->name);
     if (ttl_ms == 0)
         ttl_ms = p->ttl_ms;
     err = dlock__pattern_check_ms("permit TTL", ttl_ms, m);

@@ -58,8 +58,8 @@ dlock_err dlock__pool_borrow(dlock__pool *p, int64_t deadline_us,
     while (p->nidle == 0 && p->open >= p->max) {
         struct timespec ts = dlock__timespec_of(deadline_us);
 
-        if (pthread_cond_timedwait(&p->freed, &p->mu, &ts) == ETIMEDOUT &&
-            p->nidle == 0 && p->open >= p->max) {
+        if (pthread_cond_timedwait(&p->freed, &p->mu, &ts) == ETIMEDOUT
+            && p->nidle == 0 && p->open >= p->max) {
             err = DLOCK_TIMEOUT;
             goto out;
         }

@@ -24,7 +24,7 @@
 
 typedef struct dlock__pool {
     pthread_mutex_t mu;
-    pthread_cond_t freed;   /* signalled when a slot or connection returns */
+    pthread_cond_t freed; /* signalled when a slot or connection returns */
     dlock__conn **idle;
     int nidle;
     int open;

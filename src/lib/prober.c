@@ -55,8 +55,8 @@ static void *prober_main(void *arg)
     while (!p->stop) {
         struct timespec ts;
 
-        if (!dlock__breaker_allows(b) &&
-            (p->kicked || dlock__now_us() >= next)) {
+        if (!dlock__breaker_allows(b)
+            && (p->kicked || dlock__now_us() >= next)) {
             p->kicked = 0;
             pthread_mutex_unlock(&p->mu);
             probe(p->client);
@@ -66,7 +66,7 @@ static void *prober_main(void *arg)
         }
         p->kicked = 0;
         ts = dlock__timespec_of(dlock__breaker_allows(b) ? DLOCK__FOREVER
-                                                          : next);
+                                                         : next);
         pthread_cond_timedwait(&p->wake, &p->mu, &ts);
     }
     pthread_mutex_unlock(&p->mu);
@@ -103,8 +103,10 @@ dlock_err dlock__prober_new(dlock_client *c, dlock__prober **out,
     if (rc != 0) {
         pthread_mutex_destroy(&p->mu);
         dlock__free(p);
-        return dlock__msg_set(m, DLOCK_SYSTEM, "starting the breaker's "
-                              "probe thread: %s", strerror(rc));
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "starting the breaker's "
+                              "probe thread: %s",
+                              strerror(rc));
     }
     *out = p;
     return DLOCK_OK;

@@ -127,8 +127,7 @@ int64_t dlock__redlock_node_timeout_ms(int64_t ttl_ms, int64_t min_ms,
 }
 
 void dlock__redlock_failures(const dlock__node_result *res, int n,
-                             const char *const *descs, char *buf,
-                             size_t size)
+                             const char *const *descs, char *buf, size_t size)
 {
     int failed = 0, listed = 0;
     size_t at;
@@ -170,9 +169,10 @@ static dlock_err report(dlock__msg *m, dlock_err err, const char *what,
 
     count_votes(res, n, &yes, &no);
     dlock__redlock_failures(res, n, descs, failures, sizeof(failures));
-    return dlock__msg_set(m, err, "%s: %d of %d masters agreed (majority "
-                          "%d), %d answered no%s%s", what, yes, n,
-                          dlock__redlock_quorum(n), no,
+    return dlock__msg_set(m, err,
+                          "%s: %d of %d masters agreed (majority "
+                          "%d), %d answered no%s%s",
+                          what, yes, n, dlock__redlock_quorum(n), no,
                           failures[0] ? "; " : "", failures);
 }
 
@@ -193,15 +193,16 @@ dlock_err dlock__redlock_decide(const dlock__node_result *res, int n,
             *validity_ms = left;
             return DLOCK_OK;
         }
-        return dlock__msg_set(m, DLOCK_TIMEOUT, "%s: %d of %d masters "
+        return dlock__msg_set(m, DLOCK_TIMEOUT,
+                              "%s: %d of %d masters "
                               "agreed but the round took %" PRId64 " ms of "
-                              "a %" PRId64 " ms TTL", what, yes, n,
-                              elapsed_ms, ttl_ms);
+                              "a %" PRId64 " ms TTL",
+                              what, yes, n, elapsed_ms, ttl_ms);
     }
     /* Fail-closed: when too few answered to form a majority either way,
      * nothing is known about the lock. */
-    return report(m, yes + no < quorum ? DLOCK_UNAVAILABLE : DLOCK_BUSY,
-                  what, res, n, descs);
+    return report(m, yes + no < quorum ? DLOCK_UNAVAILABLE : DLOCK_BUSY, what,
+                  res, n, descs);
 }
 
 int64_t dlock__redlock_retry_delay_ms(int64_t max_ms)
@@ -336,9 +337,9 @@ static void read_replies(dlock__redlock *r, dlock__conn **conns,
         }
         if (nfds == 0)
             return;
-        if (!buffered &&
-            (dlock__now_us() >= deadline_us ||
-             poll(fds, (nfds_t)nfds, dlock__ms_left(deadline_us)) <= 0))
+        if (!buffered
+            && (dlock__now_us() >= deadline_us
+                || poll(fds, (nfds_t)nfds, dlock__ms_left(deadline_us)) <= 0))
             break;
         for (int k = 0; k < nfds; k++) {
             const int i = who[k];
@@ -404,9 +405,9 @@ static int start_threads(dlock__redlock *r, job *jobs, pthread_t *threads,
  * thread that connects and calls, since connecting blocks.  Everything is
  * bounded by deadline_us.
  */
-dlock_err dlock__redlock_round(dlock__redlock *r, int argc,
-                               const char **argv, const size_t *lens,
-                               int64_t deadline_us, dlock__redlock_judge judge,
+dlock_err dlock__redlock_round(dlock__redlock *r, int argc, const char **argv,
+                               const size_t *lens, int64_t deadline_us,
+                               dlock__redlock_judge judge,
                                dlock__node_result *res, dlock__msg *m)
 {
     job jobs[DLOCK__NODES_MAX];
@@ -422,24 +423,22 @@ dlock_err dlock__redlock_round(dlock__redlock *r, int argc,
     len = redisFormatCommandArgv(&cmd, argc, argv, lens);
     if (len < 0)
         return dlock__msg_set(m, DLOCK_NOMEM, "formatting a Redlock round");
-    send_on_idle(r, cmd, (size_t)len, deadline_us, conns, handled, judge,
-                 res);
+    send_on_idle(r, cmd, (size_t)len, deadline_us, conns, handled, judge, res);
     free(cmd); /* hiredis allocates with malloc */
-    failed_to_start += start_threads(r, jobs, threads, started, handled,
-                                     argc, argv, lens, deadline_us, judge,
-                                     res);
+    failed_to_start += start_threads(r, jobs, threads, started, handled, argc,
+                                     argv, lens, deadline_us, judge, res);
     read_replies(r, conns, deadline_us, handled, judge, res);
     /* Masters whose idle connection turned out closed while reading. */
-    failed_to_start += start_threads(r, jobs, threads, started, handled,
-                                     argc, argv, lens, deadline_us, judge,
-                                     res);
-    for (int i = 0; i < r->n; i++) {
+    failed_to_start += start_threads(r, jobs, threads, started, handled, argc,
+                                     argv, lens, deadline_us, judge, res);
+    for (int i = 0; i < r->n; i++)
         if (started[i])
             pthread_join(threads[i], NULL);
-    }
     if (failed_to_start > 0)
-        return dlock__msg_set(m, DLOCK_SYSTEM, "starting %d of %d threads "
-                              "of a Redlock round", failed_to_start, r->n);
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "starting %d of %d threads "
+                              "of a Redlock round",
+                              failed_to_start, r->n);
     return DLOCK_OK;
 }
 
@@ -456,9 +455,9 @@ const char *const *dlock__redlock_descs(dlock__redlock *r,
 /* {1, counter}: YES with the counter; {0, pttl}: NO. */
 static void judge_acquire(const redisReply *reply, dlock__node_result *res)
 {
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        reply->element[0]->type != REDIS_REPLY_INTEGER ||
-        reply->element[1]->type != REDIS_REPLY_INTEGER)
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2
+        || reply->element[0]->type != REDIS_REPLY_INTEGER
+        || reply->element[1]->type != REDIS_REPLY_INTEGER)
         return;
     res->vote = reply->element[0]->integer == 1 ? DLOCK__VOTE_YES
                                                 : DLOCK__VOTE_NO;
@@ -474,10 +473,9 @@ static void judge_flag(const redisReply *reply, dlock__node_result *res)
 }
 
 /* Runs a script with keys and args as one round. */
-static dlock_err script_round(dlock__redlock *r, const char *body,
-                              int nkeys, const char **keys_and_args,
-                              int nargs, int64_t timeout_ms,
-                              dlock__redlock_judge judge,
+static dlock_err script_round(dlock__redlock *r, const char *body, int nkeys,
+                              const char **keys_and_args, int nargs,
+                              int64_t timeout_ms, dlock__redlock_judge judge,
                               dlock__node_result *res, dlock__msg *m)
 {
     const char *argv[8];
@@ -512,9 +510,10 @@ dlock_err dlock__redlock_release(dlock__redlock *r, const char *key,
     dlock__redlock_failures(res, r->n, dlock__redlock_descs(r, descs),
                             failures, sizeof(failures));
     if (failures[0] != '\0')
-        return dlock__msg_set(m, DLOCK_UNAVAILABLE, "releasing %s (it "
-                              "expires by its TTL where it stays): %s", key,
-                              failures);
+        return dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                              "releasing %s (it "
+                              "expires by its TTL where it stays): %s",
+                              key, failures);
     return DLOCK_OK;
 }
 
@@ -524,10 +523,9 @@ static uint64_t next_fence(const dlock__node_result *res, int n)
 {
     int64_t high = 0;
 
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (res[i].vote == DLOCK__VOTE_YES && res[i].value > high)
             high = res[i].value;
-    }
     return (uint64_t)high + 1;
 }
 
@@ -575,8 +573,8 @@ dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
     err = fence_key != NULL
               ? script_round(r, acquire_lua, 2, ka, 2, node_timeout_ms,
                              judge_acquire, res, m)
-              : script_round(r, acquire_lua, 1, ka_nofence, 2,
-                             node_timeout_ms, judge_acquire, res, m);
+              : script_round(r, acquire_lua, 1, ka_nofence, 2, node_timeout_ms,
+                             judge_acquire, res, m);
     if (err == DLOCK_OK) {
         snprintf(what, sizeof(what), "acquiring %.200s", key);
         err = dlock__redlock_decide(res, r->n, dlock__redlock_descs(r, descs),
@@ -621,8 +619,8 @@ dlock_err dlock__redlock_ping(dlock__redlock *r, int64_t node_timeout_ms,
         return err;
     /* A majority of PONGs is all a round needs; the TTL is irrelevant. */
     return dlock__redlock_decide(res, r->n, dlock__redlock_descs(r, descs),
-                                 "PING of the Redlock masters", INT32_MAX,
-                                 0, &validity, m);
+                                 "PING of the Redlock masters", INT32_MAX, 0,
+                                 &validity, m);
 }
 
 dlock_err dlock__redlock_extend(dlock__redlock *r, const char *key,

@@ -44,20 +44,20 @@
 #include "url.h"
 
 typedef enum dlock__vote {
-    DLOCK__VOTE_FAILED = 0,  /* no usable answer (down, timeout, error) */
-    DLOCK__VOTE_YES = 1,     /* the master did what was asked */
-    DLOCK__VOTE_NO = 2       /* it answered no: another owner holds it */
+    DLOCK__VOTE_FAILED = 0, /* no usable answer (down, timeout, error) */
+    DLOCK__VOTE_YES = 1,    /* the master did what was asked */
+    DLOCK__VOTE_NO = 2      /* it answered no: another owner holds it */
 } dlock__vote;
 
 typedef struct dlock__node_result {
     dlock__vote vote;
-    dlock_err err;          /* DLOCK_OK when the master answered */
-    int64_t value;          /* what the answer carried (counter, pttl) */
-    char why[160];          /* for FAILED: "timed out", "refused", ... */
+    dlock_err err; /* DLOCK_OK when the master answered */
+    int64_t value; /* what the answer carried (counter, pttl) */
+    char why[160]; /* for FAILED: "timed out", "refused", ... */
 } dlock__node_result;
 
 typedef struct dlock__redlock {
-    dlock__nodeset nodes;    /* the masters, in the URL's order */
+    dlock__nodeset nodes; /* the masters, in the URL's order */
     int n;
 } dlock__redlock;
 
@@ -101,8 +101,7 @@ dlock_err dlock__redlock_decide(const dlock__node_result *res, int n,
 /* Writes "k of n nodes: desc why, desc why" for the failed results into
  * buf (empty when none failed). */
 void dlock__redlock_failures(const dlock__node_result *res, int n,
-                             const char *const *descs, char *buf,
-                             size_t size);
+                             const char *const *descs, char *buf, size_t size);
 
 /* A random delay in [max_ms/2, max_ms] from getrandom, so that clients
  * that failed together do not retry together. */
@@ -121,9 +120,9 @@ typedef void (*dlock__redlock_judge)(const redisReply *reply,
  * DLOCK_OK, or DLOCK_SYSTEM / DLOCK_NOMEM when the round could not run
  * (then every result is FAILED).
  */
-dlock_err dlock__redlock_round(dlock__redlock *r, int argc,
-                               const char **argv, const size_t *lens,
-                               int64_t deadline_us, dlock__redlock_judge judge,
+dlock_err dlock__redlock_round(dlock__redlock *r, int argc, const char **argv,
+                               const size_t *lens, int64_t deadline_us,
+                               dlock__redlock_judge judge,
                                dlock__node_result *res, dlock__msg *m);
 
 /* The masters' descriptions, for dlock__redlock_decide. */

@@ -36,11 +36,10 @@ static char *format_both(int argc, const char **argv, const size_t *lens,
     return both;
 }
 
-dlock_err dlock__call_with_wait(dlock__conn *conn, int argc,
-                                const char **argv, const size_t *lens,
-                                int replicas, int timeout_ms,
-                                int64_t deadline_us, redisReply **reply,
-                                int *acked, dlock__msg *m)
+dlock_err dlock__call_with_wait(dlock__conn *conn, int argc, const char **argv,
+                                const size_t *lens, int replicas,
+                                int timeout_ms, int64_t deadline_us,
+                                redisReply **reply, int *acked, dlock__msg *m)
 {
     size_t len = 0;
     char *both = format_both(argc, argv, lens, replicas, timeout_ms, &len);
@@ -59,9 +58,10 @@ dlock_err dlock__call_with_wait(dlock__conn *conn, int argc,
     if (err == DLOCK_OK)
         err = dlock__conn_recv(conn, deadline_us, &w, m);
     if (err == DLOCK_OK && w->type != REDIS_REPLY_INTEGER)
-        err = dlock__msg_set(m, DLOCK_PROTOCOL, "WAIT %d %d after %s: %s "
-                             "instead of a count of replicas", replicas,
-                             timeout_ms, argv[0],
+        err = dlock__msg_set(m, DLOCK_PROTOCOL,
+                             "WAIT %d %d after %s: %s "
+                             "instead of a count of replicas",
+                             replicas, timeout_ms, argv[0],
                              w->type == REDIS_REPLY_ERROR
                                  ? w->str
                                  : dlock__reply_type_name(w));

@@ -37,10 +37,9 @@
  * transport error, or DLOCK_PROTOCOL when WAIT answers something other
  * than an integer (a server without replication support, a proxy).
  */
-dlock_err dlock__call_with_wait(dlock__conn *conn, int argc,
-                                const char **argv, const size_t *lens,
-                                int replicas, int timeout_ms,
-                                int64_t deadline_us, redisReply **reply,
-                                int *acked, dlock__msg *m);
+dlock_err dlock__call_with_wait(dlock__conn *conn, int argc, const char **argv,
+                                const size_t *lens, int replicas,
+                                int timeout_ms, int64_t deadline_us,
+                                redisReply **reply, int *acked, dlock__msg *m);
 
 #endif /* DLOCK_SRC_REPLWAIT_H */

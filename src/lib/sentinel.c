@@ -26,9 +26,8 @@ dlock_err dlock__sentinel_init(dlock__sentinel *s, const dlock__deployment *d,
     memset(s, 0, sizeof(*s));
     err = dlock__nodeset_init(&s->sentinels, cfg, 1, m);
     for (int i = 0; i < d->nnodes && err == DLOCK_OK; i++)
-        err = dlock__nodeset_add(&s->sentinels, &d->nodes[i],
-                                 d->nodes[i].host, d->nodes[i].port, &index,
-                                 m);
+        err = dlock__nodeset_add(&s->sentinels, &d->nodes[i], d->nodes[i].host,
+                                 d->nodes[i].port, &index, m);
     if (err != DLOCK_OK) {
         dlock__nodeset_destroy(&s->sentinels);
         return err;
@@ -50,12 +49,11 @@ int dlock__role_is_master(const redisReply *role)
 {
     const redisReply *first;
 
-    if (role == NULL || role->type != REDIS_REPLY_ARRAY ||
-        role->elements < 1)
+    if (role == NULL || role->type != REDIS_REPLY_ARRAY || role->elements < 1)
         return 0;
     first = role->element[0];
-    return first->type == REDIS_REPLY_STRING && first->len == 6 &&
-           memcmp(first->str, "master", 6) == 0;
+    return first->type == REDIS_REPLY_STRING && first->len == 6
+           && memcmp(first->str, "master", 6) == 0;
 }
 
 /* Cuts the next space-separated word of *p (up to end). */
@@ -74,8 +72,7 @@ static size_t next_word(const char **p, const char *end, const char **word)
 }
 
 int dlock__sentinel_parse_switch(const char *payload, size_t len,
-                                 const char *name, char host[256],
-                                 int *port)
+                                 const char *name, char host[256], int *port)
 {
     const char *p = payload, *end = payload + len, *w[5];
     size_t wl[5];
@@ -88,8 +85,8 @@ int dlock__sentinel_parse_switch(const char *payload, size_t len,
         if (wl[i] == 0)
             return 0;
     }
-    if (p != end || wl[0] != strlen(name) || memcmp(w[0], name, wl[0]) != 0 ||
-        wl[3] >= 256 || wl[4] >= sizeof(num))
+    if (p != end || wl[0] != strlen(name) || memcmp(w[0], name, wl[0]) != 0
+        || wl[3] >= 256 || wl[4] >= sizeof(num))
         return 0;
     memcpy(num, w[4], wl[4]);
     num[wl[4]] = '\0';
@@ -112,21 +109,22 @@ static dlock_err ask_sentinel(dlock__sentinel *s, int i, int64_t deadline_us,
     redisReply *r;
     dlock_err err;
 
-    err = dlock__nodeset_call(&s->sentinels, i, 3, argv, NULL, deadline_us,
-                              &r, m);
+    err = dlock__nodeset_call(&s->sentinels, i, 3, argv, NULL, deadline_us, &r,
+                              m);
     if (err != DLOCK_OK)
         return err;
     if (r->type == REDIS_REPLY_ERROR) {
         err = dlock__reply_error(r, "SENTINEL GET-MASTER-ADDR-BY-NAME", desc,
                                  m);
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-               r->element[0]->type != REDIS_REPLY_STRING ||
-               r->element[0]->len >= 256 ||
-               r->element[1]->type != REDIS_REPLY_STRING ||
-               (*port = atoi(r->element[1]->str)) < 1 || *port > 65535) {
-        err = dlock__msg_set(m, DLOCK_UNAVAILABLE, "sentinel %s does not "
-                             "know master \"%s\" (%s)", desc, s->master_name,
-                             dlock__reply_type_name(r));
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
+               || r->element[0]->type != REDIS_REPLY_STRING
+               || r->element[0]->len >= 256
+               || r->element[1]->type != REDIS_REPLY_STRING
+               || (*port = atoi(r->element[1]->str)) < 1 || *port > 65535) {
+        err = dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                             "sentinel %s does not "
+                             "know master \"%s\" (%s)",
+                             desc, s->master_name, dlock__reply_type_name(r));
     } else {
         memcpy(host, r->element[0]->str, r->element[0]->len);
         host[r->element[0]->len] = '\0';
@@ -170,12 +168,13 @@ static dlock_err verify_master(dlock__sentinel *s, const dlock__endpoint *ep,
     if (err != DLOCK_OK)
         return err;
     if (!dlock__role_is_master(r))
-        err = dlock__msg_set(m, DLOCK_UNAVAILABLE, "%s, named master by "
+        err = dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                             "%s, named master by "
                              "the sentinels, is not a master (ROLE: %s)",
                              ep->desc,
-                             r->type == REDIS_REPLY_ARRAY && r->elements &&
-                                     r->element[0]->type ==
-                                         REDIS_REPLY_STRING
+                             r->type == REDIS_REPLY_ARRAY && r->elements
+                                     && r->element[0]->type
+                                            == REDIS_REPLY_STRING
                                  ? r->element[0]->str
                                  : dlock__reply_type_name(r));
     freeReplyObject(r);
@@ -216,8 +215,8 @@ dlock_err dlock__sentinel_discover(dlock__sentinel *s, int64_t deadline_us,
 
         if (left <= 0)
             break;
-        err = try_sentinel(s, i, now + (share < 50000 ? left : share),
-                           master, &last);
+        err = try_sentinel(s, i, now + (share < 50000 ? left : share), master,
+                           &last);
         /* A refused password or an exhausted heap will not get better at
          * the next sentinel. */
         if (err == DLOCK_OK || err == DLOCK_NOMEM || err == DLOCK_AUTH)
@@ -227,11 +226,9 @@ dlock_err dlock__sentinel_discover(dlock__sentinel *s, int64_t deadline_us,
         return DLOCK_OK;
     if (m != NULL)
         *m = last;
-    return dlock__msg_wrap(m, err == DLOCK_AUTH || err == DLOCK_NOMEM
-                                  ? err
-                                  : DLOCK_UNAVAILABLE,
-                           "finding master \"%s\" through %d sentinels",
-                           s->master_name, count);
+    return dlock__msg_wrap(
+        m, err == DLOCK_AUTH || err == DLOCK_NOMEM ? err : DLOCK_UNAVAILABLE,
+        "finding master \"%s\" through %d sentinels", s->master_name, count);
 }
 
 dlock_err dlock__sentinel_subscribe(dlock__sentinel *s, int64_t deadline_us,
@@ -249,8 +246,8 @@ dlock_err dlock__sentinel_subscribe(dlock__sentinel *s, int64_t deadline_us,
         if (err != DLOCK_OK)
             continue;
         err = dlock__conn_call(*out, 2, argv, NULL, deadline_us, &r, m);
-        if (err == DLOCK_OK && (r->type != REDIS_REPLY_ARRAY ||
-                                r->elements != 3)) {
+        if (err == DLOCK_OK
+            && (r->type != REDIS_REPLY_ARRAY || r->elements != 3)) {
             err = dlock__msg_set(m, DLOCK_PROTOCOL, "SUBSCRIBE on %s: %s",
                                  dlock__nodeset_desc(&s->sentinels, i),
                                  dlock__reply_type_name(r));
@@ -261,8 +258,10 @@ dlock_err dlock__sentinel_subscribe(dlock__sentinel *s, int64_t deadline_us,
         dlock__conn_free(*out);
         *out = NULL;
     }
-    return dlock__msg_wrap(m, err, "subscribing to +switch-master on %d "
-                           "sentinels", count);
+    return dlock__msg_wrap(m, err,
+                           "subscribing to +switch-master on %d "
+                           "sentinels",
+                           count);
 }
 
 /* Waits until sub has bytes to read or deadline_us passes, without
@@ -286,18 +285,20 @@ dlock_err dlock__sentinel_next_switch(dlock__sentinel *s, dlock__conn *sub,
         int found;
 
         if (!readable(sub, deadline_us))
-            return dlock__msg_set(m, DLOCK_TIMEOUT, "no +switch-master for "
-                                  "\"%s\"", s->master_name);
+            return dlock__msg_set(m, DLOCK_TIMEOUT,
+                                  "no +switch-master for "
+                                  "\"%s\"",
+                                  s->master_name);
         err = dlock__conn_recv(sub, 0, &r, m);
         if (err != DLOCK_OK)
             return err;
         if (r == NULL)
             continue;
-        found = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-                r->element[2]->type == REDIS_REPLY_STRING &&
-                dlock__sentinel_parse_switch(r->element[2]->str,
-                                             r->element[2]->len,
-                                             s->master_name, host, port);
+        found = r->type == REDIS_REPLY_ARRAY && r->elements == 3
+                && r->element[2]->type == REDIS_REPLY_STRING
+                && dlock__sentinel_parse_switch(r->element[2]->str,
+                                                r->element[2]->len,
+                                                s->master_name, host, port);
         freeReplyObject(r);
         if (found)
             return DLOCK_OK;

@@ -31,8 +31,8 @@
 #include "url.h"
 
 typedef struct dlock__sentinel {
-    dlock__nodeset sentinels;    /* the URL's sentinels, in its order */
-    dlock__endpoint master_ep;   /* credentials, transport, db; no host */
+    dlock__nodeset sentinels;  /* the URL's sentinels, in its order */
+    dlock__endpoint master_ep; /* credentials, transport, db; no host */
     char master_name[DLOCK__MASTER_NAME_MAX + 1];
     const dlock__conn_cfg *cfg;
 } dlock__sentinel;
@@ -62,8 +62,7 @@ int dlock__role_is_master(const redisReply *role);
  * <new port>": 1 and the new address when it is about master name, else
  * 0. */
 int dlock__sentinel_parse_switch(const char *payload, size_t len,
-                                 const char *name, char host[256],
-                                 int *port);
+                                 const char *name, char host[256], int *port);
 
 /* Connects to the first sentinel that answers and subscribes it to
  * +switch-master.  *out is the caller's (dlock__conn_free). */

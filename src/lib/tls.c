@@ -66,18 +66,20 @@ static dlock_err load_client_cert(SSL_CTX *ctx, const dlock_client_opts *o,
                               "a TLS client certificate needs both "
                               "tls_cert_file and tls_key_file");
     if (SSL_CTX_use_certificate_chain_file(ctx, o->tls_cert_file) != 1)
-        return dlock__msg_set(m, DLOCK_TLS, "loading client certificate %s: %s",
+        return dlock__msg_set(m, DLOCK_TLS,
+                              "loading client certificate %s: %s",
                               o->tls_cert_file,
                               openssl_reason(why, sizeof(why)));
-    if (SSL_CTX_use_PrivateKey_file(ctx, o->tls_key_file,
-                                    SSL_FILETYPE_PEM) != 1)
+    if (SSL_CTX_use_PrivateKey_file(ctx, o->tls_key_file, SSL_FILETYPE_PEM)
+        != 1)
         return dlock__msg_set(m, DLOCK_TLS, "loading client key %s: %s",
                               o->tls_key_file,
                               openssl_reason(why, sizeof(why)));
     if (SSL_CTX_check_private_key(ctx) != 1)
-        return dlock__msg_set(m, DLOCK_TLS, "client key %s does not match "
-                              "certificate %s", o->tls_key_file,
-                              o->tls_cert_file);
+        return dlock__msg_set(m, DLOCK_TLS,
+                              "client key %s does not match "
+                              "certificate %s",
+                              o->tls_key_file, o->tls_cert_file);
     return DLOCK_OK;
 }
 
@@ -93,10 +95,12 @@ dlock_err dlock__tls_ctx_new(const dlock_client_opts *opts, SSL_CTX **out,
     if (ctx == NULL)
         return dlock__msg_set(m, DLOCK_NOMEM, "creating the TLS context");
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
-                              SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_verify(ctx, opts->tls_verify_peer ? SSL_VERIFY_PEER
-                                                  : SSL_VERIFY_NONE, NULL);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE
+                              | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_verify(ctx,
+                       opts->tls_verify_peer ? SSL_VERIFY_PEER
+                                             : SSL_VERIFY_NONE,
+                       NULL);
     err = load_trust(ctx, opts, m);
     if (err == DLOCK_OK)
         err = load_client_cert(ctx, opts, m);
@@ -117,8 +121,8 @@ static int is_ip_address(const char *name)
 {
     unsigned char buf[sizeof(struct in6_addr)];
 
-    return inet_pton(AF_INET, name, buf) == 1 ||
-           inet_pton(AF_INET6, name, buf) == 1;
+    return inet_pton(AF_INET, name, buf) == 1
+           || inet_pton(AF_INET6, name, buf) == 1;
 }
 
 /* Sets what the peer's certificate must name, and SNI for host names. */
@@ -144,8 +148,8 @@ static dlock_err handshake_failure(SSL *ssl, int rc, const char *name,
     if (verdict != X509_V_OK)
         return dlock__msg_set(m, DLOCK_TLS,
                               "TLS handshake with %s: certificate "
-                              "verification failed: %s", name,
-                              X509_verify_cert_error_string(verdict));
+                              "verification failed: %s",
+                              name, X509_verify_cert_error_string(verdict));
     if (ssl_err == SSL_ERROR_SYSCALL || ssl_err == SSL_ERROR_ZERO_RETURN)
         return dlock__msg_set(m, DLOCK_UNAVAILABLE,
                               "TLS handshake with %s: connection closed (%s)",
@@ -178,7 +182,8 @@ dlock_err dlock__tls_connect(SSL_CTX *ctx, int fd, const char *name,
         if (rc == 1)
             break;
         ssl_err = SSL_get_error(ssl, rc);
-        if (ssl_err != SSL_ERROR_WANT_READ && ssl_err != SSL_ERROR_WANT_WRITE) {
+        if (ssl_err != SSL_ERROR_WANT_READ
+            && ssl_err != SSL_ERROR_WANT_WRITE) {
             dlock_err err = handshake_failure(ssl, rc, name, m);
 
             SSL_free(ssl);
@@ -214,11 +219,12 @@ static ssize_t io_result(SSL *ssl, int rc, const char *what, short *want,
         *want = POLLOUT;
         return 0;
     }
-    if (ssl_err == SSL_ERROR_ZERO_RETURN ||
-        (ssl_err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
-        *err = dlock__msg_set(m, DLOCK_UNAVAILABLE, "TLS %s: connection "
-                              "closed by server (%s)", what,
-                              errno ? strerror(errno) : "EOF");
+    if (ssl_err == SSL_ERROR_ZERO_RETURN
+        || (ssl_err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+        *err = dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                              "TLS %s: connection "
+                              "closed by server (%s)",
+                              what, errno ? strerror(errno) : "EOF");
         return -1;
     }
     *err = dlock__msg_set(m, DLOCK_TLS, "TLS %s: %s", what,
@@ -264,8 +270,8 @@ static void sigpipe_release(const sigset_t *old, int was_pending, int broke)
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-ssize_t dlock__tls_write(SSL *ssl, const void *buf, size_t len,
-                         short *want, dlock_err *err, dlock__msg *m)
+ssize_t dlock__tls_write(SSL *ssl, const void *buf, size_t len, short *want,
+                         dlock_err *err, dlock__msg *m)
 {
     sigset_t old;
     int was_pending, rc, saved;

@@ -46,8 +46,8 @@ ssize_t dlock__tls_read(SSL *ssl, void *buf, size_t len, short *want,
 /* Writes up to len bytes, without waiting; same returns as dlock__tls_read.
  * SIGPIPE is held off for the call, so a closed peer is an error, not a
  * signal. */
-ssize_t dlock__tls_write(SSL *ssl, const void *buf, size_t len,
-                         short *want, dlock_err *err, dlock__msg *m);
+ssize_t dlock__tls_write(SSL *ssl, const void *buf, size_t len, short *want,
+                         dlock_err *err, dlock__msg *m);
 
 /* 1 when OpenSSL holds decrypted bytes not yet read (poll cannot see them). */
 int dlock__tls_pending(SSL *ssl);

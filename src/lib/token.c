@@ -42,8 +42,8 @@ int dlock__token_valid(const char *s)
 
     for (i = 0; i < DLOCK_TOKEN_LEN; i++) {
         char ch = s[i];
-        int is_hex = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
-                     (ch >= 'A' && ch <= 'F');
+        int is_hex = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')
+                     || (ch >= 'A' && ch <= 'F');
 
         if (!is_hex)
             return 0;

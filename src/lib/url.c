@@ -89,8 +89,8 @@ static int parse_int(const char *s, size_t len, long min, long max, int *out)
 }
 
 /* Splits "user:pass" (or ":pass", or "user") and decodes both parts. */
-static dlock_err parse_userinfo(const char *s, size_t len,
-                                dlock__endpoint *ep, dlock__msg *m)
+static dlock_err parse_userinfo(const char *s, size_t len, dlock__endpoint *ep,
+                                dlock__msg *m)
 {
     const char *colon = memchr(s, ':', len);
     size_t ulen = colon ? (size_t)(colon - s) : len;
@@ -103,8 +103,8 @@ static dlock_err parse_userinfo(const char *s, size_t len,
     }
     if (colon == NULL)
         return DLOCK_OK;
-    return percent_decode(colon + 1, len - ulen - 1, "password",
-                          &ep->password, m);
+    return percent_decode(colon + 1, len - ulen - 1, "password", &ep->password,
+                          m);
 }
 
 /* Parses "host[:port]" or "[v6]:port"; the port defaults to default_port. */
@@ -178,7 +178,7 @@ static dlock_err parse_query(const char *s, size_t len, dlock__endpoint *ep,
 }
 
 typedef struct scheme {
-    const char *prefix;   /* with "://" */
+    const char *prefix; /* with "://" */
     dlock__deploy_kind kind;
     dlock__transport transport;
 } scheme;
@@ -198,11 +198,10 @@ static const scheme schemes[] = {
 /* The scheme url starts with, or NULL. */
 static const scheme *find_scheme(const char *url)
 {
-    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
-        if (strncasecmp(url, schemes[i].prefix,
-                        strlen(schemes[i].prefix)) == 0)
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+        if (strncasecmp(url, schemes[i].prefix, strlen(schemes[i].prefix))
+            == 0)
             return &schemes[i];
-    }
     return NULL;
 }
 
@@ -230,7 +229,8 @@ static dlock_err check_text(const char *url, size_t *len, const scheme **sc,
         if (ch <= ' ' || ch >= 0x7f)
             return dlock__msg_set(m, DLOCK_INVALID,
                                   "the Redis URL has a space or control "
-                                  "character at offset %zu", i);
+                                  "character at offset %zu",
+                                  i);
     }
     return DLOCK_OK;
 }
@@ -244,11 +244,9 @@ static dlock_err cut_userinfo(const char **rest, size_t *len,
     const char *at = NULL;
     dlock_err err;
 
-    for (size_t i = 0; i < *len && (*rest)[i] != '/' && (*rest)[i] != '?';
-         i++) {
+    for (size_t i = 0; i < *len && (*rest)[i] != '/' && (*rest)[i] != '?'; i++)
         if ((*rest)[i] == '@')
             at = *rest + i;
-    }
     if (at == NULL)
         return DLOCK_OK;
     err = parse_userinfo(*rest, (size_t)(at - *rest), ep, m);
@@ -271,8 +269,8 @@ static void describe(dlock__endpoint *ep)
 
 /* Parses what follows the userinfo: a socket path or an authority with an
  * optional /db, then the query. */
-static dlock_err parse_location(const char *s, size_t len,
-                                dlock__endpoint *ep, dlock__msg *m)
+static dlock_err parse_location(const char *s, size_t len, dlock__endpoint *ep,
+                                dlock__msg *m)
 {
     const char *query = memchr(s, '?', len);
     size_t loclen = query ? (size_t)(query - s) : len;
@@ -293,9 +291,9 @@ static dlock_err parse_location(const char *s, size_t len,
         err = parse_authority(s, alen, 6379, ep, m);
         if (err != DLOCK_OK)
             return err;
-        if (slash != NULL && loclen - alen > 1 &&
-            !parse_int(slash + 1, loclen - alen - 1, 0, 2147483647L,
-                       &ep->db))
+        if (slash != NULL && loclen - alen > 1
+            && !parse_int(slash + 1, loclen - alen - 1, 0, 2147483647L,
+                          &ep->db))
             return dlock__msg_set(m, DLOCK_INVALID,
                                   "the URL's path must be a database "
                                   "number, as in redis://host/2");
@@ -305,8 +303,7 @@ static dlock_err parse_location(const char *s, size_t len,
     return parse_query(query + 1, len - loclen - 1, ep, m);
 }
 
-dlock_err dlock__url_parse(const char *url, dlock__endpoint *ep,
-                           dlock__msg *m)
+dlock_err dlock__url_parse(const char *url, dlock__endpoint *ep, dlock__msg *m)
 {
     size_t len;
     const scheme *sc = NULL;
@@ -355,30 +352,25 @@ void dlock__endpoint_clear(dlock__endpoint *ep)
 const char *dlock__deploy_kind_name(dlock__deploy_kind kind)
 {
     switch (kind) {
-    case DLOCK__SINGLE:
-        return "single-server";
-    case DLOCK__SENTINEL:
-        return "Sentinel";
-    case DLOCK__CLUSTER:
-        return "Cluster";
-    case DLOCK__REDLOCK:
-        return "Redlock";
+    case DLOCK__SINGLE: return "single-server";
+    case DLOCK__SENTINEL: return "Sentinel";
+    case DLOCK__CLUSTER: return "Cluster";
+    case DLOCK__REDLOCK: return "Redlock";
     }
     return "unknown";
 }
 
 static int is_master_name_char(char ch)
 {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-           (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')
+           || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
 }
 
 /* Parses the path of a deployment URL, s[0..len) after its '/': the
  * Sentinel master name, or the db of the others ("" is none). */
 static dlock_err parse_deployment_path(const char *s, size_t len,
                                        dlock__deployment *d,
-                                       dlock__endpoint *shared,
-                                       dlock__msg *m)
+                                       dlock__endpoint *shared, dlock__msg *m)
 {
     if (d->kind != DLOCK__SENTINEL) {
         if (len > 0 && !parse_int(s, len, 0, 2147483647L, &shared->db))
@@ -395,7 +387,8 @@ static dlock_err parse_deployment_path(const char *s, size_t len,
     if (len > DLOCK__MASTER_NAME_MAX)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "the URL's master name is longer than %d "
-                              "bytes", DLOCK__MASTER_NAME_MAX);
+                              "bytes",
+                              DLOCK__MASTER_NAME_MAX);
     for (size_t i = 0; i < len; i++) {
         if (!is_master_name_char(s[i]))
             return dlock__msg_set(m, DLOCK_INVALID,
@@ -426,13 +419,12 @@ static dlock_err parse_node_list(const char *s, size_t len,
         if (plen == 0)
             return dlock__msg_set(m, DLOCK_INVALID,
                                   "the URL's server list has an empty "
-                                  "entry (server %d)", d->nnodes + 1);
-        err = parse_authority(s, plen, default_port, &d->nodes[d->nnodes],
-                              m);
+                                  "entry (server %d)",
+                                  d->nnodes + 1);
+        err = parse_authority(s, plen, default_port, &d->nodes[d->nnodes], m);
         d->nnodes++;
         if (err != DLOCK_OK)
-            return dlock__msg_wrap(m, err, "server %d of the URL",
-                                   d->nnodes);
+            return dlock__msg_wrap(m, err, "server %d of the URL", d->nnodes);
         if (comma == NULL)
             return DLOCK_OK;
         len -= plen + 1;
@@ -469,8 +461,8 @@ static dlock_err check_deployment(const dlock__deployment *d, int db,
 {
     for (int i = 0; i < d->nnodes; i++) {
         for (int j = 0; j < i; j++) {
-            if (d->nodes[i].port == d->nodes[j].port &&
-                strcasecmp(d->nodes[i].host, d->nodes[j].host) == 0)
+            if (d->nodes[i].port == d->nodes[j].port
+                && strcasecmp(d->nodes[i].host, d->nodes[j].host) == 0)
                 return dlock__msg_set(m, DLOCK_INVALID,
                                       "the URL names %s twice",
                                       d->nodes[i].desc);
@@ -479,8 +471,8 @@ static dlock_err check_deployment(const dlock__deployment *d, int db,
     if (d->kind == DLOCK__REDLOCK && d->nnodes < DLOCK__REDLOCK_MIN)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "a Redlock URL needs at least %d independent "
-                              "masters, not %d", DLOCK__REDLOCK_MIN,
-                              d->nnodes);
+                              "masters, not %d",
+                              DLOCK__REDLOCK_MIN, d->nnodes);
     if (d->kind == DLOCK__CLUSTER && db != 0)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "a Redis Cluster has only database 0, not %d",
@@ -491,8 +483,7 @@ static dlock_err check_deployment(const dlock__deployment *d, int db,
 /* Parses what follows the scheme and userinfo of a deployment URL. */
 static dlock_err parse_deployment_rest(const char *s, size_t len,
                                        dlock__deployment *d,
-                                       dlock__endpoint *shared,
-                                       dlock__msg *m)
+                                       dlock__endpoint *shared, dlock__msg *m)
 {
     const char *query = memchr(s, '?', len);
     size_t loclen = query ? (size_t)(query - s) : len;
@@ -577,10 +568,10 @@ dlock_err dlock__endpoint_copy(dlock__endpoint *dst,
                                const dlock__endpoint *src, dlock__msg *m)
 {
     *dst = *src;
-    if (copy_string(&dst->host, src->host) &&
-        copy_string(&dst->path, src->path) &&
-        copy_string(&dst->user, src->user) &&
-        copy_string(&dst->password, src->password))
+    if (copy_string(&dst->host, src->host)
+        && copy_string(&dst->path, src->path)
+        && copy_string(&dst->user, src->user)
+        && copy_string(&dst->password, src->password))
         return DLOCK_OK;
     /* The pointers not yet copied are still src's: forget them first. */
     if (dst->host == src->host)

@@ -37,13 +37,13 @@ typedef enum dlock__transport {
 
 typedef struct dlock__endpoint {
     dlock__transport transport;
-    char *host;      /* TCP and TLS: host name or address, no brackets */
-    int port;        /* TCP and TLS: 1..65535 */
-    char *path;      /* UNIX: socket path */
-    char *user;      /* NULL when absent */
-    char *password;  /* NULL when absent */
-    int db;          /* 0.. */
-    char desc[300];  /* "host:port", "[::1]:port" or "unix:/path", for logs */
+    char *host;     /* TCP and TLS: host name or address, no brackets */
+    int port;       /* TCP and TLS: 1..65535 */
+    char *path;     /* UNIX: socket path */
+    char *user;     /* NULL when absent */
+    char *password; /* NULL when absent */
+    int db;         /* 0.. */
+    char desc[300]; /* "host:port", "[::1]:port" or "unix:/path", for logs */
 } dlock__endpoint;
 
 /* Parses a single-server url (redis://, rediss:// or unix://) into ep
@@ -62,10 +62,10 @@ dlock_err dlock__endpoint_copy(dlock__endpoint *dst,
                                const dlock__endpoint *src, dlock__msg *m);
 
 typedef enum dlock__deploy_kind {
-    DLOCK__SINGLE = 0,    /* redis://, rediss://, unix://: one server */
-    DLOCK__SENTINEL = 1,  /* nodes are sentinels; master_name is set */
-    DLOCK__CLUSTER = 2,   /* nodes are seeds of one cluster */
-    DLOCK__REDLOCK = 3    /* nodes are independent masters */
+    DLOCK__SINGLE = 0,   /* redis://, rediss://, unix://: one server */
+    DLOCK__SENTINEL = 1, /* nodes are sentinels; master_name is set */
+    DLOCK__CLUSTER = 2,  /* nodes are seeds of one cluster */
+    DLOCK__REDLOCK = 3   /* nodes are independent masters */
 } dlock__deploy_kind;
 
 /* Most servers one URL may name. */
@@ -77,10 +77,10 @@ typedef enum dlock__deploy_kind {
 
 typedef struct dlock__deployment {
     dlock__deploy_kind kind;
-    int nnodes;                                /* 1..DLOCK__NODES_MAX */
-    dlock__endpoint nodes[DLOCK__NODES_MAX];   /* each owns its strings */
-    char *master_name;                         /* DLOCK__SENTINEL only */
-    int db;  /* the locks' database: every node's, or the Sentinel master's
+    int nnodes;                              /* 1..DLOCK__NODES_MAX */
+    dlock__endpoint nodes[DLOCK__NODES_MAX]; /* each owns its strings */
+    char *master_name;                       /* DLOCK__SENTINEL only */
+    int db; /* the locks' database: every node's, or the Sentinel master's
               * (the sentinels' own endpoints have db 0) */
 } dlock__deployment;
 

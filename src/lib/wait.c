@@ -38,8 +38,8 @@ typedef struct wait_state {
     dlock__notifier *n;
     dlock__waiter *w;
     uint64_t rng;
-    int idle_wakes;     /* timer wake-ups in a row that found it busy */
-    int errors;         /* transport errors in a row */
+    int idle_wakes; /* timer wake-ups in a row that found it busy */
+    int errors;     /* transport errors in a row */
 } wait_state;
 
 static uint64_t jitter_next(uint64_t *state)
@@ -124,8 +124,8 @@ static int cancelled(const wait_state *s)
 /* 1 if err is a transport error that this wait rides out. */
 static int rides_out(const wait_state *s, dlock_err err)
 {
-    return (err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT) &&
-           s->spec->deadline_us == DLOCK__FOREVER && !s->spec->fail_fast;
+    return (err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT)
+           && s->spec->deadline_us == DLOCK__FOREVER && !s->spec->fail_fast;
 }
 
 void dlock__wait_sleep_until(int64_t deadline_us)
@@ -176,8 +176,8 @@ static int join(wait_state *s)
     s->n = dlock__client_notifier(s->spec->client);
     if (s->n == NULL)
         return 0;
-    if (dlock__notify_join(s->n, s->spec->channel, &s->w,
-                           &subscribed) != DLOCK_OK)
+    if (dlock__notify_join(s->n, s->spec->channel, &s->w, &subscribed)
+        != DLOCK_OK)
         return 0;
     return subscribed;
 }
@@ -208,9 +208,10 @@ dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
             wake_at = dlock__now_us() + busy_interval_us(&s, *hint_ms);
         } else if (rides_out(&s, err)) {
             s.errors++;
-            watch_breaker = !dlock__breaker_allows(dlock__client_breaker(w->client));
-            wake_at = dlock__now_us() + (watch_breaker ? ERROR_MAX_US
-                                                       : error_interval_us(&s));
+            watch_breaker = !dlock__breaker_allows(
+                dlock__client_breaker(w->client));
+            wake_at = dlock__now_us()
+                      + (watch_breaker ? ERROR_MAX_US : error_interval_us(&s));
         } else {
             break;
         }

@@ -39,13 +39,13 @@
 #define ORPHANS_MAX 1024
 
 struct dlock__watch {
-    dlock_lock *lock;        /* NULL: detached, freed when out of flight */
+    dlock_lock *lock; /* NULL: detached, freed when out of flight */
     int renew;
     int inflight;
-    int done;                /* lost: neither renewed nor timed again */
-    int fire_pending;        /* a renewal marked it lost: run on_lost */
+    int done;         /* lost: neither renewed nor timed again */
+    int fire_pending; /* a renewal marked it lost: run on_lost */
     int firing;
-    int64_t next_renew_us;   /* monotonic */
+    int64_t next_renew_us; /* monotonic */
     struct dlock__watch *next;
     struct dlock__watch *prev;
 };
@@ -59,17 +59,17 @@ typedef struct orphan {
     char *cmd;
     size_t len;
     int inflight;
-    int64_t next_send_us;    /* monotonic */
+    int64_t next_send_us; /* monotonic */
     int64_t backoff_us;
-    int64_t give_up_us;      /* CLOCK_BOOTTIME */
+    int64_t give_up_us; /* CLOCK_BOOTTIME */
     struct orphan *next;
 } orphan;
 
 typedef struct flight {
-    dlock__watch *watch;     /* NULL for an orphan's release */
+    dlock__watch *watch; /* NULL for an orphan's release */
     orphan *orphan;
     dlock__lease_ticket ticket;
-    int64_t expires_us;      /* CLOCK_BOOTTIME: after it, no answer helps */
+    int64_t expires_us; /* CLOCK_BOOTTIME: after it, no answer helps */
     struct flight *next;
 } flight;
 
@@ -77,16 +77,16 @@ struct dlock__watchdog {
     dlock_client *client;
     pthread_mutex_t mu;
     pthread_cond_t timer_wake;
-    pthread_cond_t idle;      /* a callback ended */
+    pthread_cond_t idle; /* a callback ended */
     pthread_t renewer, timer;
-    int wake_fd[2];           /* wakes the renewer's poll */
+    int wake_fd[2]; /* wakes the renewer's poll */
     int stop;
     dlock__watch *head;
     orphan *orphans;
     flight *fifo, *fifo_tail;
-    dlock__conn *conn;        /* the renewer's; only it uses it */
+    dlock__conn *conn; /* the renewer's; only it uses it */
     int norphans;
-    size_t cap;               /* of the batch buffer being built */
+    size_t cap; /* of the batch buffer being built */
 };
 
 static int64_t mono_of_boot(int64_t boot_us)
@@ -134,7 +134,7 @@ static void unlink_watch(dlock__watchdog *w, dlock__watch *x)
 
 static int64_t retry_interval_us(int64_t ttl_ms)
 {
-    int64_t us = ttl_ms * 100;   /* ttl / 10, in microseconds */
+    int64_t us = ttl_ms * 100; /* ttl / 10, in microseconds */
 
     return us < 10000 ? 10000 : us;
 }
@@ -173,13 +173,13 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
 
         o->inflight = 0;
         if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
-            o->give_up_us = 0;   /* undone */
+            o->give_up_us = 0; /* undone */
         o->next_send_us = dlock__now_us() + o->backoff_us;
         if (o->backoff_us < 2000000)
             o->backoff_us *= 2;
     } else if (x->lock == NULL) {
         if (--x->inflight == 0)
-            dlock__free(x);   /* detached by unwatch */
+            dlock__free(x); /* detached by unwatch */
     } else {
         int marked = 0;
         dlock_lock *l = x->lock;
@@ -236,8 +236,8 @@ static void prune_orphans(dlock__watchdog *w)
 
 /* Appends to the batch *buf (malloc'd, w->cap bytes, grown by
  * doubling); returns 0 when out of memory. */
-static int append(dlock__watchdog *w, char **buf, size_t *len,
-                  const char *cmd, size_t n)
+static int append(dlock__watchdog *w, char **buf, size_t *len, const char *cmd,
+                  size_t n)
 {
     if (*len + n > w->cap || *buf == NULL) {
         size_t cap = w->cap > 0 && *buf != NULL ? w->cap : 4096;
@@ -287,8 +287,7 @@ static int queue_renewal(dlock__watchdog *w, dlock__watch *x, char **buf,
     return 1;
 }
 
-static int queue_orphan(dlock__watchdog *w, orphan *o, char **buf,
-                        size_t *len)
+static int queue_orphan(dlock__watchdog *w, orphan *o, char **buf, size_t *len)
 {
     flight *f = dlock__calloc(1, sizeof(*f));
 
@@ -319,11 +318,11 @@ static size_t collect_due(dlock__watchdog *w, char **buf, size_t *len,
             continue;
         }
         if (dlock__lock_is_lost(x->lock))
-            continue;   /* the timer marks it */
+            continue; /* the timer marks it */
         if (queue_renewal(w, x, buf, len))
             n++;
         else if (now + 10000 < *next)
-            *next = now + 10000;   /* out of memory: try again soon */
+            *next = now + 10000; /* out of memory: try again soon */
     }
     for (orphan *o = w->orphans; o != NULL && n < BATCH_MAX; o = o->next) {
         if (o->inflight)
@@ -375,7 +374,7 @@ static void connect_renewer(dlock__watchdog *w)
     dlock_err err;
 
     if (until != DLOCK__FOREVER && until < dlock__now_us() + 20000)
-        until = dlock__now_us() + 20000;   /* at least 20 ms */
+        until = dlock__now_us() + 20000; /* at least 20 ms */
     pthread_mutex_unlock(&w->mu);
     err = dlock__client_connect_until(w->client, until, &conn, &m);
     pthread_mutex_lock(&w->mu);
@@ -416,8 +415,8 @@ static int64_t next_due(dlock__watchdog *w)
     int64_t next = DLOCK__FOREVER;
 
     for (dlock__watch *x = w->head; x != NULL; x = x->next)
-        if (x->renew && !x->done && !x->inflight && x->lock != NULL &&
-            x->next_renew_us < next)
+        if (x->renew && !x->done && !x->inflight && x->lock != NULL
+            && x->next_renew_us < next)
             next = x->next_renew_us;
     for (orphan *o = w->orphans; o != NULL; o = o->next)
         if (!o->inflight && o->next_send_us < next)
@@ -472,7 +471,7 @@ static void *renewer_main(void *arg)
         if (w->conn == NULL && has_work(w))
             connect_renewer(w);
         if (w->conn == NULL && has_work(w))
-            next = dlock__now_us() + 100000;   /* retry the connect */
+            next = dlock__now_us() + 100000; /* retry the connect */
         if (w->conn != NULL && collect_due(w, &buf, &len, &next) > 0) {
             dlock__msg m;
             dlock__conn *conn = w->conn;
@@ -536,8 +535,8 @@ static int timer_pass(dlock__watchdog *w, int64_t *next)
         lease = dlock__lock_lease(x->lock);
         if (dlock__lease_lost(lease, skew)) {
             x->done = 1;
-            if (dlock__lock_mark_lost(x->lock) &&
-                dlock__lock_has_callback(x->lock)) {
+            if (dlock__lock_mark_lost(x->lock)
+                && dlock__lock_has_callback(x->lock)) {
                 fire(w, x);
                 return 1;
             }
@@ -604,8 +603,10 @@ static dlock_err init_sync(dlock__watchdog *w, dlock__msg *m)
         pthread_cond_destroy(&w->idle);
         pthread_cond_destroy(&w->timer_wake);
         pthread_mutex_destroy(&w->mu);
-        return dlock__msg_set(m, DLOCK_SYSTEM, "creating the watchdog's "
-                              "wake-up pipe: %s", strerror(errno));
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "creating the watchdog's "
+                              "wake-up pipe: %s",
+                              strerror(errno));
     }
     return DLOCK_OK;
 }
@@ -649,8 +650,10 @@ dlock_err dlock__watchdog_new(dlock_client *c, dlock__watchdog **out,
     if (rc != 0) {
         destroy_sync(w);
         dlock__free(w);
-        return dlock__msg_set(m, DLOCK_SYSTEM, "starting the watchdog's "
-                              "threads: %s", strerror(rc));
+        return dlock__msg_set(m, DLOCK_SYSTEM,
+                              "starting the watchdog's "
+                              "threads: %s",
+                              strerror(rc));
     }
     *out = w;
     return DLOCK_OK;
@@ -688,7 +691,8 @@ dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
 
     *out = NULL;
     if (x == NULL)
-        return dlock__msg_set(m, DLOCK_NOMEM, "allocating the watchdog's "
+        return dlock__msg_set(m, DLOCK_NOMEM,
+                              "allocating the watchdog's "
                               "entry for a lock");
     x->lock = lock;
     x->renew = renew;
@@ -727,8 +731,9 @@ void dlock__watchdog_reschedule(dlock__watchdog *w, dlock__watch *x)
 {
     pthread_mutex_lock(&w->mu);
     if (x->lock != NULL)
-        x->next_renew_us = dlock__now_us() +
-            dlock__lease_ttl_ms(dlock__lock_lease(x->lock)) * 1000 / 3;
+        x->next_renew_us = dlock__now_us()
+                           + dlock__lease_ttl_ms(dlock__lock_lease(x->lock))
+                                 * 1000 / 3;
     pthread_cond_signal(&w->timer_wake);
     pthread_mutex_unlock(&w->mu);
     wake_renewer(w);

@@ -48,8 +48,7 @@ void dlock__watchdog_free(dlock__watchdog *w);
 /* Registers lock (held, its lease granted); *out is the handle for the
  * calls below.  Returns DLOCK_OK or DLOCK_NOMEM. */
 dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
-                                int renew, dlock__watch **out,
-                                dlock__msg *m);
+                                int renew, dlock__watch **out, dlock__msg *m);
 
 /* Forgets the lock; see the top of this file.  NULL is fine. */
 void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *watch);

@@ -100,11 +100,11 @@ typedef enum chaos_fencing {
 
 /* The register's state, as the last line of register.log has it. */
 typedef struct chaos_register_state {
-    uint64_t seq;         /* accesses so far (accepted or refused) */
-    uint64_t value;       /* the register's value */
-    uint64_t floor;       /* highest fence seen in an accepted access */
-    uint64_t last_write;  /* fence of the last accepted write */
-    uint64_t writes;      /* accepted writes */
+    uint64_t seq;        /* accesses so far (accepted or refused) */
+    uint64_t value;      /* the register's value */
+    uint64_t floor;      /* highest fence seen in an accepted access */
+    uint64_t last_write; /* fence of the last accepted write */
+    uint64_t writes;     /* accepted writes */
 } chaos_register_state;
 
 typedef struct chaos_register chaos_register;
@@ -137,9 +137,9 @@ int chaos_register_state_read(const char *dir, chaos_register_state *st);
 /* ---- the board ----------------------------------------------------------- */
 
 typedef struct chaos_slot {
-    int32_t pgid;      /* the client's process group (0: no client) */
-    int32_t holding;   /* 1 between acquire and release */
-    int64_t since_us;  /* when holding became 1 */
+    int32_t pgid;     /* the client's process group (0: no client) */
+    int32_t holding;  /* 1 between acquire and release */
+    int64_t since_us; /* when holding became 1 */
 } chaos_slot;
 
 /* Maps dir/board (creating it with create != 0).  NULL on failure. */

@@ -75,16 +75,16 @@ typedef enum hold_end {
 typedef struct hold {
     int id;
     int cli;
-    int watchdog;          /* renewed (watchdog, or dlock run) */
-    int64_t ttl_ms;        /* the TTL asked for */
+    int watchdog;   /* renewed (watchdog, or dlock run) */
+    int64_t ttl_ms; /* the TTL asked for */
     uint64_t fence;
     int64_t t_call, t_ok, t_end;
-    int released;          /* rel_call seen */
+    int released; /* rel_call seen */
     hold_end end;
-    int64_t first_seq;     /* first register access, -1 if none */
-    int64_t last_seq;      /* last register access, -1 if none */
-    int outlived;          /* another hold began while this one was open */
-    int fenced;            /* ... and this one touched the register after
+    int64_t first_seq; /* first register access, -1 if none */
+    int64_t last_seq;  /* last register access, -1 if none */
+    int outlived;      /* another hold began while this one was open */
+    int fenced;        /* ... and this one touched the register after
                             * a newer one did (refused, or stale) */
 } hold;
 
@@ -108,17 +108,17 @@ typedef struct fault {
 typedef struct event {
     int64_t t;
     size_t order;
-    char *line;            /* after the timestamp */
+    char *line; /* after the timestamp */
 } event;
 
 /* Everything read from one phase's logs. */
 typedef struct phase_log {
     event *events;
     size_t nevents;
-    hold *holds;           /* by t_ok once rebuilt */
+    hold *holds; /* by t_ok once rebuilt */
     size_t nholds, cap_holds;
-    size_t *by_fence;      /* indexes of holds, by (fence, id) */
-    size_t *by_call;       /* indexes of holds, by t_call */
+    size_t *by_fence; /* indexes of holds, by (fence, id) */
+    size_t *by_call;  /* indexes of holds, by t_call */
     access *accesses;
     size_t naccesses;
     fault *faults;
@@ -127,7 +127,7 @@ typedef struct phase_log {
     int acq_failures;
     int cli[CHAOS_CLIENTS_MAX];
     int64_t pending_call[CHAOS_CLIENTS_MAX];
-    long open[CHAOS_CLIENTS_MAX];  /* index of the open hold, or -1 */
+    long open[CHAOS_CLIENTS_MAX]; /* index of the open hold, or -1 */
 } phase_log;
 
 static void *grow(void *p, size_t *cap, size_t need, size_t size)
@@ -207,11 +207,13 @@ static int load_register(char *text, phase_log *pl)
         char op[8];
         uint64_t floor, last, writes;
 
-        if (sscanf(line, "%lld %" SCNu64 " %d %" SCNu64 " %7s %d %" SCNu64
-                   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, &t,
-                   &a.seq, &a.id, &a.fence, op, &a.ok, &a.arg, &a.value,
-                   &floor, &last, &writes) != 11 ||
-            strcmp(op, "init") == 0)
+        if (sscanf(line,
+                   "%lld %" SCNu64 " %d %" SCNu64 " %7s %d %" SCNu64
+                   " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
+                   &t, &a.seq, &a.id, &a.fence, op, &a.ok, &a.arg, &a.value,
+                   &floor, &last, &writes)
+                != 11
+            || strcmp(op, "init") == 0)
             continue;
         a.t = t;
         a.write = op[0] == 'w';
@@ -243,8 +245,7 @@ static void open_hold(phase_log *pl, int id, int64_t t, uint64_t fence,
     hold *h;
 
     close_hold(pl, id, t, END_ERROR);
-    pl->holds = grow(pl->holds, &pl->cap_holds, pl->nholds + 1,
-                     sizeof(hold));
+    pl->holds = grow(pl->holds, &pl->cap_holds, pl->nholds + 1, sizeof(hold));
     h = &pl->holds[pl->nholds];
     memset(h, 0, sizeof(*h));
     h->id = id;
@@ -357,13 +358,13 @@ static void apply_event(phase_log *pl, const event *e)
         long long until = 0;
 
         pl->t_stop = sscanf(rest, "%*s %lld", &until) == 1 ? until : e->t;
-    } else if (strcmp(what, "fault") == 0 &&
-               sscanf(rest, "%23s %d %lld", kind, &id, &dur) == 3) {
+    } else if (strcmp(what, "fault") == 0
+               && sscanf(rest, "%23s %d %lld", kind, &id, &dur) == 3) {
         add_fault(pl, e->t, kind, id, dur);
         if (strcmp(kind, "kill") == 0 && valid_id(id))
             close_hold(pl, id, e->t, END_KILLED);
-    } else if (strcmp(what, "fault_end") == 0 &&
-               sscanf(rest, "%23s %d", kind, &id) == 2) {
+    } else if (strcmp(what, "fault_end") == 0
+               && sscanf(rest, "%23s %d", kind, &id) == 2) {
         end_fault(pl, e->t, kind, id);
     } else {
         apply_client_event(pl, e->t, what, rest);
@@ -442,8 +443,8 @@ static long find_hold(const phase_log *pl, int id, uint64_t fence)
         else
             hi = mid;
     }
-    if (lo < pl->nholds && pl->holds[pl->by_fence[lo]].fence == fence &&
-        pl->holds[pl->by_fence[lo]].id == id)
+    if (lo < pl->nholds && pl->holds[pl->by_fence[lo]].fence == fence
+        && pl->holds[pl->by_fence[lo]].id == id)
         return (long)pl->by_fence[lo];
     return -1;
 }
@@ -508,8 +509,8 @@ static int fault_within(const phase_log *pl, const char *kind, int id,
     for (size_t i = 0; i < pl->nfaults; i++) {
         const fault *f = &pl->faults[i];
 
-        if (strcmp(f->kind, kind) == 0 && (id < 0 || f->id == id) &&
-            f->t0 <= t1 && f->t1 >= t0 && f->dur_ms >= min_ms)
+        if (strcmp(f->kind, kind) == 0 && (id < 0 || f->id == id)
+            && f->t0 <= t1 && f->t1 >= t0 && f->dur_ms >= min_ms)
             return 1;
     }
     return 0;
@@ -542,9 +543,8 @@ static const char *unsafe_overlap(const phase_log *pl, const hold *a,
 {
     if (a->end == END_OK)
         return "older holder released cleanly";
-    if (!a->watchdog &&
-        b->t_ok + TTL_MARGIN_US < a->t_call + a->ttl_ms * 1000 &&
-        !fault_within(pl, "crash_nopersist", -1, a->t_call, b->t_ok, 0))
+    if (!a->watchdog && b->t_ok + TTL_MARGIN_US < a->t_call + a->ttl_ms * 1000
+        && !fault_within(pl, "crash_nopersist", -1, a->t_call, b->t_ok, 0))
         return "granted again before the TTL ran out";
     return NULL;
 }
@@ -568,14 +568,17 @@ static void count_overlap(const phase_log *pl, hold *a, const hold *b,
         a->fenced = 1;
     if (bad != NULL) {
         res->unsafe++;
-        note(res->problems, "unsafe overlap: client %d (fence %" PRIu64
-             ") and client %d (fence %" PRIu64 "): %s", a->id, a->fence,
-             b->id, b->fence, bad);
+        note(res->problems,
+             "unsafe overlap: client %d (fence %" PRIu64
+             ") and client %d (fence %" PRIu64 "): %s",
+             a->id, a->fence, b->id, b->fence, bad);
     } else if (why == NULL) {
         res->overlaps_unexplained++;
-        note(res->problems, "unexplained overlap: client %d (fence %" PRIu64
-             ", held %lld ms) and client %d", a->id, a->fence,
-             (long long)((b->t_ok - a->t_call) / 1000), b->id);
+        note(res->problems,
+             "unexplained overlap: client %d (fence %" PRIu64
+             ", held %lld ms) and client %d",
+             a->id, a->fence, (long long)((b->t_ok - a->t_call) / 1000),
+             b->id);
     } else if (strstr(res->explained, why) == NULL) {
         note(res->explained, "%s", why);
     }
@@ -588,11 +591,10 @@ static void find_overlaps(phase_log *pl, chaos_phase_result *res)
     for (size_t i = 0; i < pl->nholds; i++) {
         hold *a = &pl->holds[i];
 
-        for (size_t j = i + 1;
-             j < pl->nholds && pl->holds[j].t_ok < a->t_end; j++) {
+        for (size_t j = i + 1; j < pl->nholds && pl->holds[j].t_ok < a->t_end;
+             j++)
             if (pl->holds[j].id != a->id)
                 count_overlap(pl, a, &pl->holds[j], res);
-        }
         if (a->outlived) {
             res->outlived++;
             res->outlived_fenced += a->fenced;
@@ -619,9 +621,10 @@ static void check_fence_order(const phase_log *pl, chaos_phase_result *res)
         if (top == NULL || top->fence < b->fence)
             continue;
         if (res->fence_order++ == 0)
-            note(res->problems, "fence %" PRIu64 " (client %d) came after "
-                 "fence %" PRIu64 " (client %d)", b->fence, b->id,
-                 top->fence, top->id);
+            note(res->problems,
+                 "fence %" PRIu64 " (client %d) came after "
+                 "fence %" PRIu64 " (client %d)",
+                 b->fence, b->id, top->fence, top->id);
     }
 }
 
@@ -687,8 +690,10 @@ int chaos_analyze_phase(const char *dir, chaos_phase_result *res)
     replay_register(&pl, res);
     res->lost = (int64_t)st.writes - (int64_t)st.value;
     if ((uint64_t)res->writes_ok != st.writes)
-        note(res->problems, "register log has %d accepted writes, its state "
-             "%" PRIu64, res->writes_ok, st.writes);
+        note(res->problems,
+             "register log has %d accepted writes, its state "
+             "%" PRIu64,
+             res->writes_ok, st.writes);
     find_overlaps(&pl, res);
     check_fence_order(&pl, res);
     measure_availability(&pl, res);
@@ -712,7 +717,7 @@ int chaos_phase_ok(chaos_phase_result *r)
         note(r->problems, "%lld increments lost", (long long)r->lost);
     if (r->writes_ok == 0)
         note(r->problems, "no increment went through: the lock made no "
-             "progress");
+                          "progress");
     if (r->client_failures != 0)
         note(r->problems, "%d clients failed", r->client_failures);
     if (r->orphans != 0)
@@ -726,9 +731,10 @@ int chaos_phase_ok(chaos_phase_result *r)
 void chaos_print_header(void)
 {
     printf("%-17s %4s %6s %6s %6s %6s %7s %12s %5s %5s %4s %5s %6s %6s "
-           "%6s  %s\n", "fault", "secs", "faults", "grants", "nogo",
-           "writes", "refused", "outlived(f)", "pairs", "stale", "lost",
-           "fence", "unsafe", "avail", "gap_ms", "verdict");
+           "%6s  %s\n",
+           "fault", "secs", "faults", "grants", "nogo", "writes", "refused",
+           "outlived(f)", "pairs", "stale", "lost", "fence", "unsafe", "avail",
+           "gap_ms", "verdict");
 }
 
 void chaos_print_row(const chaos_phase_result *r)

@@ -19,35 +19,35 @@
 
 typedef struct chaos_phase_result {
     char name[32];
-    int64_t duration_ms;       /* phase_start .. phase_stop */
-    int faults;                /* faults injected (fault events) */
-    int grants;                /* holds: acquires that returned the lock */
-    int acq_failures;          /* acquires that did not (busy, errors) */
-    int writes_ok;             /* increments the register accepted */
-    int refused;               /* accesses refused by the fence */
-    int overlaps;              /* pairs of holds open at the same time */
-    int outlived;              /* holds that another hold overlapped */
-    int outlived_fenced;       /* ... that touched the register after a
+    int64_t duration_ms;      /* phase_start .. phase_stop */
+    int faults;               /* faults injected (fault events) */
+    int grants;               /* holds: acquires that returned the lock */
+    int acq_failures;         /* acquires that did not (busy, errors) */
+    int writes_ok;            /* increments the register accepted */
+    int refused;              /* accesses refused by the fence */
+    int overlaps;             /* pairs of holds open at the same time */
+    int outlived;             /* holds that another hold overlapped */
+    int outlived_fenced;      /* ... that touched the register after a
                                 * newer holder had (and were refused) */
-    int overlaps_unexplained;  /* pairs with no pause past the TTL, lost
+    int overlaps_unexplained; /* pairs with no pause past the TTL, lost
                                 * report or non-persistent restart */
-    int unsafe;                /* overlaps that the lock must never allow:
+    int unsafe;               /* overlaps that the lock must never allow:
                                 * the older holder released cleanly, or a
                                 * fixed-TTL lock was granted again before
                                 * its TTL could have run out */
-    int stale_writes;          /* writes accepted with a fence below one the
+    int stale_writes;         /* writes accepted with a fence below one the
                                 * register had already accepted */
-    int64_t lost;              /* accepted writes - final value */
-    int fence_order;           /* grants whose fence is not above that of
+    int64_t lost;             /* accepted writes - final value */
+    int fence_order;          /* grants whose fence is not above that of
                                 * every grant that finished before they
                                 * began */
-    int orphans;               /* register accesses with no hold logged */
-    double availability;       /* share of the phase some client held */
-    int64_t longest_gap_ms;    /* longest time nobody held the lock */
-    int client_failures;       /* set by chaos_check: clients that ended
+    int orphans;              /* register accesses with no hold logged */
+    double availability;      /* share of the phase some client held */
+    int64_t longest_gap_ms;   /* longest time nobody held the lock */
+    int client_failures;      /* set by chaos_check: clients that ended
                                 * in a way it did not cause */
-    char explained[CHAOS_NOTE_MAX];  /* what explains the overlaps */
-    char problems[CHAOS_NOTE_MAX];   /* first bound failures, for humans */
+    char explained[CHAOS_NOTE_MAX]; /* what explains the overlaps */
+    char problems[CHAOS_NOTE_MAX];  /* first bound failures, for humans */
 } chaos_phase_result;
 
 /*

@@ -59,12 +59,12 @@ typedef int (*fault_fn)(chaos_nemesis *n);
 
 typedef struct phase_spec {
     const char *name;
-    fault_fn fault;            /* NULL: no fault */
-    int persist;               /* AOF, appendfsync always */
-    int watchdog;              /* for the C API clients */
-    int pin;                   /* clients on one CPU */
-    int work_min, work_max;    /* work per hold, in thousandths of TTL */
-    int gap_min_ms, gap_max_ms;  /* pause between two faults */
+    fault_fn fault;             /* NULL: no fault */
+    int persist;                /* AOF, appendfsync always */
+    int watchdog;               /* for the C API clients */
+    int pin;                    /* clients on one CPU */
+    int work_min, work_max;     /* work per hold, in thousandths of TTL */
+    int gap_min_ms, gap_max_ms; /* pause between two faults */
 } phase_spec;
 
 /* Work is short (2-7 % of the TTL) where the fault itself makes holds
@@ -107,9 +107,9 @@ typedef struct check_args {
 static void usage(void)
 {
     fprintf(stderr, "usage: chaos_check [--seconds N] [--seed S] "
-            "[--phases a,b,...|all] [--clients K] [--cli-clients C] "
-            "[--dlock PATH] [--ttl-ms T] [--fencing full|writes|off] "
-            "[--keep] [--sabotage split-key|short-ttl]\nphases:");
+                    "[--phases a,b,...|all] [--clients K] [--cli-clients C] "
+                    "[--dlock PATH] [--ttl-ms T] [--fencing full|writes|off] "
+                    "[--keep] [--sabotage split-key|short-ttl]\nphases:");
     for (size_t i = 0; i < PHASE_COUNT; i++)
         fprintf(stderr, " %s", phases[i].name);
     fprintf(stderr, "\n");
@@ -183,8 +183,9 @@ static void parse_args(int argc, char **argv, check_args *a)
             a->ttl_ms = chaos_arg_int(v, 50, 60000, o);
         else if (strcmp(o, "--fencing") == 0)
             a->fencing = chaos_arg_fencing(v);
-        else if (strcmp(o, "--sabotage") == 0 &&
-                 (strcmp(v, "split-key") == 0 || strcmp(v, "short-ttl") == 0))
+        else if (strcmp(o, "--sabotage") == 0
+                 && (strcmp(v, "split-key") == 0
+                     || strcmp(v, "short-ttl") == 0))
             a->sabotage = v;
         else
             usage();
@@ -204,10 +205,9 @@ static int first_cpu(void)
 
     if (sched_getaffinity(0, sizeof(set), &set) != 0)
         return 0;
-    for (int i = 0; i < CPU_SETSIZE; i++) {
+    for (int i = 0; i < CPU_SETSIZE; i++)
         if (CPU_ISSET(i, &set))
             return i;
-    }
     return 0;
 }
 
@@ -234,8 +234,8 @@ static void remove_tree(const char *path)
         waitpid(pid, NULL, 0);
 }
 
-static void client_cfg(const check_args *a, const phase_spec *ph,
-                       size_t index, chaos_client_cfg *c)
+static void client_cfg(const check_args *a, const phase_spec *ph, size_t index,
+                       chaos_client_cfg *c)
 {
     memset(c, 0, sizeof(*c));
     c->client_bin = a->client_bin;
@@ -265,8 +265,9 @@ static int run_nemesis(chaos_nemesis *n, const phase_spec *ph,
     int injected = 0;
 
     for (;;) {
-        int64_t gap = 1000 * chaos_rng_range(&n->rng, ph->gap_min_ms,
-                                             ph->gap_max_ms);
+        int64_t gap = 1000
+                      * chaos_rng_range(&n->rng, ph->gap_min_ms,
+                                        ph->gap_max_ms);
 
         chaos_nemesis_reap(n);
         if (ph->fault == NULL || chaos_now_us() + gap >= until_us)
@@ -302,13 +303,12 @@ static int run_phase(const check_args *a, const phase_spec *ph, size_t index,
     start = chaos_now_us();
     until = start + ms * 1000;
     chaos_event(n.events, "phase_start %s", ph->name);
-    if (chaos_nemesis_start_clients(&n, until) != 0 ||
-        run_nemesis(&n, ph, until) < 0)
+    if (chaos_nemesis_start_clients(&n, until) != 0
+        || run_nemesis(&n, ph, until) < 0)
         rc = -1;
     chaos_event(n.events, "phase_stop %s %lld", ph->name, (long long)until);
-    chaos_nemesis_wait_clients(&n, until + 1000 * (n.cfg.wait_ms +
-                                                   n.cfg.work_max_ms +
-                                                   5000));
+    chaos_nemesis_wait_clients(
+        &n, until + 1000 * (n.cfg.wait_ms + n.cfg.work_max_ms + 5000));
     chaos_nemesis_teardown(&n);
     snprintf(res->name, sizeof(res->name), "%s", ph->name);
     res->client_failures = n.failures;
@@ -335,8 +335,9 @@ int main(int argc, char **argv)
            a.api_clients, a.cli_clients,
            a.cli_clients == 0 ? " (no dlock binary: --dlock PATH)" : "",
            (long long)a.ttl_ms,
-           a.fencing == CHAOS_FENCE_FULL ? "full"
-           : a.fencing == CHAOS_FENCE_WRITES ? "writes only" : "off",
+           a.fencing == CHAOS_FENCE_FULL     ? "full"
+           : a.fencing == CHAOS_FENCE_WRITES ? "writes only"
+                                             : "off",
            a.sabotage ? ", SABOTAGE " : "", a.sabotage ? a.sabotage : "");
     fflush(stdout);
     memset(results, 0, sizeof(results));

@@ -75,7 +75,8 @@ typedef struct client {
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: chaos_client --mode api|cli --dir DIR --id N "
+    fprintf(stderr,
+            "usage: chaos_client --mode api|cli --dir DIR --id N "
             "--url URL --key KEY --ttl-ms T --wait-ms W --work-ms MIN:MAX "
             "[--think-ms MIN:MAX] --watchdog 0|1 --until-us T "
             "--max-cycles M --seed S --fencing F [--cpu C] "
@@ -112,11 +113,10 @@ static const struct {
     {"--sabotage", offsetof(client_args, sabotage)},
 };
 
-static int parse_string_option(client_args *a, const char *name,
-                               const char *v)
+static int parse_string_option(client_args *a, const char *name, const char *v)
 {
-    for (size_t i = 0;
-         i < sizeof(string_options) / sizeof(string_options[0]); i++) {
+    for (size_t i = 0; i < sizeof(string_options) / sizeof(string_options[0]);
+         i++) {
         if (strcmp(name, string_options[i].name) == 0) {
             *(const char **)((char *)a + string_options[i].offset) = v;
             return 1;
@@ -162,18 +162,17 @@ static void parse_args(int argc, char **argv, client_args *a)
     memset(a, 0, sizeof(*a));
     a->id = -1;
     a->cpu = -1;
-    for (int i = 1; i < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2)
         if (i + 1 >= argc || !parse_option(a, argv[i], argv[i + 1]))
             usage();
-    }
-    if (a->mode == NULL || a->dir == NULL || a->url == NULL ||
-        a->key == NULL || a->id < 0 || a->ttl_ms == 0 || a->until_us == 0 ||
-        a->max_cycles == 0)
+    if (a->mode == NULL || a->dir == NULL || a->url == NULL || a->key == NULL
+        || a->id < 0 || a->ttl_ms == 0 || a->until_us == 0
+        || a->max_cycles == 0)
         usage();
     if (strcmp(a->mode, "cli") == 0 && (a->dlock == NULL || a->step == NULL))
         usage();
-    if (a->sabotage != NULL && strcmp(a->sabotage, "split-key") == 0 &&
-        a->id % 2 == 1) {
+    if (a->sabotage != NULL && strcmp(a->sabotage, "split-key") == 0
+        && a->id % 2 == 1) {
         static char split[1100];
 
         snprintf(split, sizeof(split), "%s:b", a->key);
@@ -204,14 +203,13 @@ static void pin_to_cpu(int cpu)
 
 static int64_t work_us(client *c)
 {
-    return 1000 * chaos_rng_range(&c->rng, c->a.work_min_ms,
-                                  c->a.work_max_ms);
+    return 1000 * chaos_rng_range(&c->rng, c->a.work_min_ms, c->a.work_max_ms);
 }
 
 static void think(client *c)
 {
-    chaos_sleep_us(1000 * chaos_rng_range(&c->rng, c->a.think_min_ms,
-                                          c->a.think_max_ms));
+    chaos_sleep_us(
+        1000 * chaos_rng_range(&c->rng, c->a.think_min_ms, c->a.think_max_ms));
 }
 
 /* ---- api mode --------------------------------------------------------- */
@@ -293,10 +291,11 @@ static int run_dlock(client *c)
 {
     char ttl[32], ttl_ms[32], wait[32], id[16], work[32], fencing[8];
     const char *argv[] = {
-        c->a.dlock, "run", "--url", c->a.url, "--ttl", ttl, "--wait", wait,
-        "--grace", "100ms", "-q", c->a.key, "--", c->a.step, "--dir",
-        c->a.dir, "--id", id, "--ttl-ms", ttl_ms, "--work-us", work,
-        "--fencing", fencing, NULL,
+        c->a.dlock,  "run",    "--url",     c->a.url,   "--ttl",
+        ttl,         "--wait", wait,        "--grace",  "100ms",
+        "-q",        c->a.key, "--",        c->a.step,  "--dir",
+        c->a.dir,    "--id",   id,          "--ttl-ms", ttl_ms,
+        "--work-us", work,     "--fencing", fencing,    NULL,
     };
     static const char *const fencing_names[] = {"full", "writes", "off"};
     int status;
@@ -318,28 +317,22 @@ static int run_dlock(client *c)
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status)
-                             : 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /* Logs what dlock's exit status says about the cycle. */
 static void log_run_exit(client *c, int status)
 {
     switch (status) {
-    case 0:
-        chaos_event(c->events, "rel_done %d 0 EXIT_0", c->a.id);
-        break;
+    case 0: chaos_event(c->events, "rel_done %d 0 EXIT_0", c->a.id); break;
     case 76:
         chaos_event(c->events, "rel_done %d 0 DLOCK_LOST", c->a.id);
         break;
-    case 75:
-        chaos_event(c->events, "acq_err %d DLOCK_BUSY", c->a.id);
-        break;
+    case 75: chaos_event(c->events, "acq_err %d DLOCK_BUSY", c->a.id); break;
     case 69:
         chaos_event(c->events, "acq_err %d DLOCK_UNAVAILABLE", c->a.id);
         break;
-    default:
-        chaos_event(c->events, "run_exit %d %d", c->a.id, status);
+    default: chaos_event(c->events, "run_exit %d %d", c->a.id, status);
     }
 }
 
@@ -376,8 +369,7 @@ int main(int argc, char **argv)
     c.board = chaos_board_map(c.a.dir, 0);
     if (c.events < 0 || c.reg == NULL || c.board == NULL)
         return 3;
-    chaos_event(c.events, "start %d %ld %s", c.a.id, (long)getpid(),
-                c.a.mode);
+    chaos_event(c.events, "start %d %ld %s", c.a.id, (long)getpid(), c.a.mode);
     cycles = strcmp(c.a.mode, "cli") == 0 ? run_cli(&c) : run_api(&c);
     chaos_event(c.events, "exit %d %lld", c.a.id, (long long)cycles);
     chaos_board_unmap(c.board);

@@ -31,8 +31,7 @@ void chaos_sleep_until(int64_t t_us)
     struct timespec ts = {.tv_sec = t_us / 1000000,
                           .tv_nsec = (t_us % 1000000) * 1000};
 
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
-           EINTR)
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }
 
@@ -157,11 +156,12 @@ int64_t chaos_arg_int(const char *s, int64_t min, int64_t max,
 
     errno = 0;
     v = s != NULL ? strtoll(s, &end, 10) : 0;
-    if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || v < min ||
-        v > max) {
-        fprintf(stderr, "chaos: %s must be a number in %lld..%lld, not "
-                "'%s'\n", what, (long long)min, (long long)max,
-                s ? s : "(missing)");
+    if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || v < min
+        || v > max) {
+        fprintf(stderr,
+                "chaos: %s must be a number in %lld..%lld, not "
+                "'%s'\n",
+                what, (long long)min, (long long)max, s ? s : "(missing)");
         exit(2);
     }
     return v;
@@ -193,8 +193,7 @@ static void unknown_name(const char *name, const char *const *names,
 }
 
 size_t chaos_arg_names(const char *list, const char *const *names,
-                       size_t count, size_t *out, size_t max,
-                       const char *what)
+                       size_t count, size_t *out, size_t max, const char *what)
 {
     char buf[512];
     size_t n = 0;

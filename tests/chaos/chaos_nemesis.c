@@ -130,8 +130,8 @@ static void exec_client(const chaos_nemesis *n, const chaos_proc *p)
     snprintf(wd, sizeof(wd), "%d", c->watchdog);
     snprintf(until, sizeof(until), "%lld", (long long)n->until_us);
     snprintf(seed, sizeof(seed), "%llu",
-             (unsigned long long)((c->seed * 1000003u + (uint64_t)p->id) &
-                                  INT64_MAX));
+             (unsigned long long)((c->seed * 1000003u + (uint64_t)p->id)
+                                  & INT64_MAX));
     snprintf(cpu, sizeof(cpu), "%d", c->cpu);
     argv[i++] = c->client_bin;
     push(argv, &i, "--mode", p->cli ? "cli" : "api");
@@ -225,16 +225,14 @@ static void show_client_log(const chaos_nemesis *n, int id)
 }
 
 /* Judges how p ended; 1 if it was a failure. */
-static int ended_badly(const chaos_nemesis *n, const chaos_proc *p,
-                       int status)
+static int ended_badly(const chaos_nemesis *n, const chaos_proc *p, int status)
 {
     if (p->killed)
         return 0;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
-    fprintf(stderr, "chaos: client %d (pid %ld) %s %d\n", p->id,
-            (long)p->pid, WIFEXITED(status) ? "exited with status"
-                                            : "was killed by signal",
+    fprintf(stderr, "chaos: client %d (pid %ld) %s %d\n", p->id, (long)p->pid,
+            WIFEXITED(status) ? "exited with status" : "was killed by signal",
             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     show_client_log(n, p->id);
     return 1;
@@ -263,10 +261,9 @@ void chaos_nemesis_reap(chaos_nemesis *n)
 
 static int any_client_running(const chaos_nemesis *n)
 {
-    for (int i = 0; i < n->nprocs; i++) {
+    for (int i = 0; i < n->nprocs; i++)
         if (n->procs[i].pid != 0)
             return 1;
-    }
     return 0;
 }
 
@@ -281,8 +278,10 @@ void chaos_nemesis_wait_clients(chaos_nemesis *n, int64_t deadline_us)
 
         if (p->pid == 0)
             continue;
-        fprintf(stderr, "chaos: client %d (pid %ld) did not stop in time; "
-                "killing it\n", p->id, (long)p->pid);
+        fprintf(stderr,
+                "chaos: client %d (pid %ld) did not stop in time; "
+                "killing it\n",
+                p->id, (long)p->pid);
         show_client_log(n, p->id);
         n->failures++;
         kill(-p->pid, SIGCONT);
@@ -325,8 +324,8 @@ static chaos_proc *pick_holder(chaos_nemesis *n)
         for (int i = 0; i < n->nprocs; i++) {
             chaos_proc *p = &n->procs[i];
 
-            if (p->pid != 0 &&
-                __atomic_load_n(&n->board[p->id].holding, __ATOMIC_ACQUIRE))
+            if (p->pid != 0
+                && __atomic_load_n(&n->board[p->id].holding, __ATOMIC_ACQUIRE))
                 holders[count++] = p;
         }
         if (count > 0)
@@ -392,7 +391,7 @@ int chaos_fault_crash(chaos_nemesis *n)
     chaos_event(n->events, "fault_end %s 0", kind);
     if (rc != 0)
         fprintf(stderr, "chaos: redis-server did not come back after the "
-                "crash\n");
+                        "crash\n");
     return rc == 0 ? 1 : -1;
 }
 
@@ -416,10 +415,9 @@ static void hog(const chaos_nemesis *n, int64_t until_us)
     volatile uint64_t spin = 0;
 
     prepare_child(n, getppid(), "hog.err", n->cfg.hog_cpu);
-    while (chaos_now_us() < until_us) {
+    while (chaos_now_us() < until_us)
         for (int i = 0; i < 1000000; i++)
             spin++;
-    }
     _exit(0);
 }
 
@@ -449,15 +447,10 @@ int chaos_fault_hog(chaos_nemesis *n)
 int chaos_fault_mixed(chaos_nemesis *n)
 {
     switch (chaos_rng_range(&n->rng, 0, 4)) {
-    case 0:
-        return chaos_fault_pause(n);
-    case 1:
-        return chaos_fault_kill(n);
-    case 2:
-        return chaos_fault_crash(n);
-    case 3:
-        return chaos_fault_redis_stop(n);
-    default:
-        return chaos_fault_hog(n);
+    case 0: return chaos_fault_pause(n);
+    case 1: return chaos_fault_kill(n);
+    case 2: return chaos_fault_crash(n);
+    case 3: return chaos_fault_redis_stop(n);
+    default: return chaos_fault_hog(n);
     }
 }

@@ -29,25 +29,25 @@ struct chaos_phase;
 
 /* How the clients of a phase are started. */
 typedef struct chaos_client_cfg {
-    const char *client_bin;    /* chaos_client */
-    const char *step_bin;      /* chaos_step */
-    const char *dlock_bin;     /* dlock, or NULL: no cli clients */
+    const char *client_bin; /* chaos_client */
+    const char *step_bin;   /* chaos_step */
+    const char *dlock_bin;  /* dlock, or NULL: no cli clients */
     int api_clients, cli_clients;
     int64_t ttl_ms, wait_ms, work_min_ms, work_max_ms;
-    int64_t think_min_ms, think_max_ms;  /* pause after each release */
-    int watchdog;              /* for api clients */
-    int cpu;                   /* pin clients here; -1: no */
-    int hog_cpu;               /* pin CPU hogs here */
+    int64_t think_min_ms, think_max_ms; /* pause after each release */
+    int watchdog;                       /* for api clients */
+    int cpu;                            /* pin clients here; -1: no */
+    int hog_cpu;                        /* pin CPU hogs here */
     chaos_fencing fencing;
-    const char *sabotage;      /* NULL, or a way to break the lock */
+    const char *sabotage; /* NULL, or a way to break the lock */
     uint64_t seed;
 } chaos_client_cfg;
 
 typedef struct chaos_proc {
-    pid_t pid;                 /* 0: not running */
+    pid_t pid; /* 0: not running */
     int id;
     int cli;
-    int killed;                /* we sent the SIGKILL that ended it */
+    int killed; /* we sent the SIGKILL that ended it */
 } chaos_proc;
 
 /* One phase's running state. */
@@ -55,15 +55,15 @@ typedef struct chaos_nemesis {
     char dir[800];
     char key[128];
     testkit_redis *redis;
-    int persist;               /* AOF with appendfsync always */
+    int persist; /* AOF with appendfsync always */
     chaos_slot *board;
-    int events;                /* events.log */
+    int events; /* events.log */
     chaos_rng rng;
     chaos_client_cfg cfg;
     chaos_proc procs[CHAOS_CLIENTS_MAX];
     int nprocs;
-    int64_t until_us;          /* clients start no cycle after this */
-    int failures;              /* clients that ended on their own badly */
+    int64_t until_us; /* clients start no cycle after this */
+    int failures;     /* clients that ended on their own badly */
 } chaos_nemesis;
 
 /* Starts the phase's redis-server (with AOF and appendfsync always when

@@ -61,10 +61,12 @@ static int parse_state(const char *line, chaos_register_state *st)
     char op[8];
     uint64_t fence, arg;
 
-    return sscanf(line, "%lld %" SCNu64 " %d %" SCNu64 " %7s %d %" SCNu64
-                  " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, &t,
-                  &st->seq, &id, &fence, op, &ok, &arg, &st->value,
-                  &st->floor, &st->last_write, &st->writes) == 11
+    return sscanf(line,
+                  "%lld %" SCNu64 " %d %" SCNu64 " %7s %d %" SCNu64 " %" SCNu64
+                  " %" SCNu64 " %" SCNu64 " %" SCNu64,
+                  &t, &st->seq, &id, &fence, op, &ok, &arg, &st->value,
+                  &st->floor, &st->last_write, &st->writes)
+                   == 11
                ? 0
                : -1;
 }
@@ -104,8 +106,8 @@ static int append_line(int fd, int64_t t, const chaos_register_state *st,
     int n = snprintf(line, sizeof(line),
                      "%lld %" PRIu64 " %d %" PRIu64 " %s %d %" PRIu64
                      " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-                     (long long)t, st->seq, id, fence, op, ok, arg,
-                     st->value, st->floor, st->last_write, st->writes);
+                     (long long)t, st->seq, id, fence, op, ok, arg, st->value,
+                     st->floor, st->last_write, st->writes);
 
     return write(fd, line, (size_t)n) == n ? 0 : -1;
 }
@@ -117,8 +119,7 @@ int chaos_register_create(const char *dir)
     int fd, rc;
 
     register_path(dir, path, sizeof(path));
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-              0644);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
         fprintf(stderr, "chaos: create %s: %s\n", path, strerror(errno));
         return -1;
@@ -161,10 +162,8 @@ static int fence_admits(chaos_fencing fencing, const chaos_register_state *st,
     switch (fencing) {
     case CHAOS_FENCE_FULL:
         return fence >= st->floor && (!write || fence > st->last_write);
-    case CHAOS_FENCE_WRITES:
-        return !write || fence > st->last_write;
-    case CHAOS_FENCE_OFF:
-        return 1;
+    case CHAOS_FENCE_WRITES: return !write || fence > st->last_write;
+    case CHAOS_FENCE_OFF: return 1;
     }
     return 0;
 }
@@ -190,8 +189,9 @@ static int access_register(chaos_register *reg, int id, uint64_t fence,
         st.last_write = fence;
         st.writes++;
     }
-    if (append_line(reg->fd, chaos_now_us(), &st, id, fence,
-                    write ? "w" : "r", ok, arg) != 0)
+    if (append_line(reg->fd, chaos_now_us(), &st, id, fence, write ? "w" : "r",
+                    ok, arg)
+        != 0)
         goto out;
     if (value != NULL)
         *value = st.value;
@@ -199,8 +199,8 @@ static int access_register(chaos_register *reg, int id, uint64_t fence,
 out:
     flock(reg->fd, LOCK_UN);
     if (rc < 0)
-        fprintf(stderr, "chaos: register access by client %d failed: %s\n",
-                id, strerror(errno));
+        fprintf(stderr, "chaos: register access by client %d failed: %s\n", id,
+                strerror(errno));
     return rc;
 }
 

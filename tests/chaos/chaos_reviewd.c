@@ -70,7 +70,7 @@ typedef enum fault_kind {
 typedef struct phase_spec {
     const char *name;
     fault_kind fault;
-    int gap_min_ms, gap_max_ms;  /* between two faults */
+    int gap_min_ms, gap_max_ms; /* between two faults */
 } phase_spec;
 
 static const phase_spec phases[] = {
@@ -99,11 +99,10 @@ typedef struct rv_args {
 static void usage(void)
 {
     fprintf(stderr, "usage: chaos_reviewd [--seconds N] [--seed S] "
-            "[--phases a,b,...|all] [--clients K] [--deciders D] "
-            "[--keep] [--sabotage redecide|drop-event]\nphases:");
-    for (size_t i = 0; i < PHASE_COUNT; i++) {
+                    "[--phases a,b,...|all] [--clients K] [--deciders D] "
+                    "[--keep] [--sabotage redecide|drop-event]\nphases:");
+    for (size_t i = 0; i < PHASE_COUNT; i++)
         fprintf(stderr, " %s", phases[i].name);
-    }
     fprintf(stderr, "\n");
     exit(2);
 }
@@ -113,14 +112,12 @@ static void parse_phases(const char *list, rv_args *a)
     const char *names[PHASE_COUNT];
     size_t idx[PHASE_COUNT];
 
-    for (size_t i = 0; i < PHASE_COUNT; i++) {
+    for (size_t i = 0; i < PHASE_COUNT; i++)
         names[i] = phases[i].name;
-    }
     a->nrun = chaos_arg_names(list, names, PHASE_COUNT, idx, PHASE_COUNT,
                               "--phases");
-    for (size_t i = 0; i < a->nrun; i++) {
+    for (size_t i = 0; i < a->nrun; i++)
         a->run[i] = &phases[idx[i]];
-    }
 }
 
 static void parse_args(int argc, char **argv, rv_args *a)
@@ -130,9 +127,8 @@ static void parse_args(int argc, char **argv, rv_args *a)
     a->seed = (uint64_t)chaos_now_us() ^ ((uint64_t)getpid() << 32);
     a->clients = 4;
     a->deciders = 4;
-    for (size_t i = 0; i < SHORT_PHASES; i++) {
+    for (size_t i = 0; i < SHORT_PHASES; i++)
         a->run[a->nrun++] = &phases[i];
-    }
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -140,27 +136,25 @@ static void parse_args(int argc, char **argv, rv_args *a)
             a->keep = 1;
             continue;
         }
-        if (v == NULL) {
+        if (v == NULL)
             usage();
-        }
         i++;
-        if (strcmp(o, "--seconds") == 0) {
+        if (strcmp(o, "--seconds") == 0)
             a->seconds = chaos_arg_int(v, 1, 86400, o);
-        } else if (strcmp(o, "--seed") == 0) {
+        else if (strcmp(o, "--seed") == 0)
             a->seed = (uint64_t)chaos_arg_int(v, 0, INT64_MAX, o);
-        } else if (strcmp(o, "--phases") == 0) {
+        else if (strcmp(o, "--phases") == 0)
             parse_phases(v, a);
-        } else if (strcmp(o, "--clients") == 0) {
+        else if (strcmp(o, "--clients") == 0)
             a->clients = (int)chaos_arg_int(v, 1, 16, o);
-        } else if (strcmp(o, "--deciders") == 0) {
+        else if (strcmp(o, "--deciders") == 0)
             a->deciders = (int)chaos_arg_int(v, 2, 8, o);
-        } else if (strcmp(o, "--sabotage") == 0
-                   && (strcmp(v, "redecide") == 0
-                       || strcmp(v, "drop-event") == 0)) {
+        else if (strcmp(o, "--sabotage") == 0
+                 && (strcmp(v, "redecide") == 0
+                     || strcmp(v, "drop-event") == 0))
             a->sabotage = v;
-        } else {
+        else
             usage();
-        }
     }
     a->seed &= INT64_MAX;
 }
@@ -170,7 +164,7 @@ static void parse_args(int argc, char **argv, rv_args *a)
 typedef struct nemesis {
     chaos_rv_stack *stack;
     chaos_rng rng;
-    int events;                 /* the phase's events.log */
+    int events; /* the phase's events.log */
 } nemesis;
 
 /* An instance with decisions in flight (waiting a little for one), else
@@ -178,16 +172,14 @@ typedef struct nemesis {
 static int pick_instance(nemesis *n)
 {
     const int64_t until = chaos_now_us() + TARGET_WAIT_MS * 1000;
-    const int first = (int)chaos_rng_range(&n->rng, 0,
-                                           CHAOS_RV_INSTANCES - 1);
+    const int first = (int)chaos_rng_range(&n->rng, 0, CHAOS_RV_INSTANCES - 1);
 
     while (chaos_now_us() < until) {
         for (int k = 0; k < CHAOS_RV_INSTANCES; k++) {
             const int i = (first + k) % CHAOS_RV_INSTANCES;
 
-            if (atomic_load(&n->stack->inflight[i]) > 0) {
+            if (atomic_load(&n->stack->inflight[i]) > 0)
                 return i;
-            }
         }
         chaos_sleep_us(2000);
     }
@@ -207,8 +199,7 @@ static int inject(nemesis *n, fault_kind k)
     int i, rc = -1;
 
     switch (k) {
-    case F_NONE:
-        return 0;
+    case F_NONE: return 0;
     case F_REDIS_STOP:
         ms = past_ttl_ms(n);
         chaos_event(n->events, "fault redis_stop 0 %lld", (long long)ms);
@@ -250,16 +241,15 @@ static int run_nemesis(nemesis *n, const phase_spec *ph, int64_t until_us)
     int injected = 0;
 
     while (ph->fault != F_NONE) {
-        const int64_t gap = 1000 * chaos_rng_range(&n->rng, ph->gap_min_ms,
-                                                   ph->gap_max_ms);
+        const int64_t gap = 1000
+                            * chaos_rng_range(&n->rng, ph->gap_min_ms,
+                                              ph->gap_max_ms);
 
-        if (chaos_now_us() + gap >= until_us) {
+        if (chaos_now_us() + gap >= until_us)
             break;
-        }
         chaos_sleep_us(gap);
-        if (inject(n, ph->fault) != 0) {
+        if (inject(n, ph->fault) != 0)
             return -1;
-        }
         injected++;
     }
     chaos_sleep_until(until_us);
@@ -289,7 +279,8 @@ static int sabotage(chaos_rv_stack *s, const char *how, const char *phase)
                  "DELETE FROM kh_outbox WHERE id = (SELECT o.id FROM"
                  " kh_outbox o JOIN kh_document d ON d.id = o.document_id"
                  " WHERE d.title LIKE 'chaos %s %%' AND o.routing_key <>"
-                 " 'document.submitted' ORDER BY o.id DESC LIMIT 1)", phase);
+                 " 'document.submitted' ORDER BY o.id DESC LIMIT 1)",
+                 phase);
     }
     return rvt_sql(&s->db, sql, NULL, 0);
 }
@@ -309,9 +300,8 @@ static void workload_cfg(const rv_args *a, const phase_spec *ph,
 }
 
 /* Runs one phase and fills res; 0, or -1 when the harness failed. */
-static int run_phase(const rv_args *a, chaos_rv_stack *s,
-                     const phase_spec *ph, size_t index,
-                     chaos_rv_result *res)
+static int run_phase(const rv_args *a, chaos_rv_stack *s, const phase_spec *ph,
+                     size_t index, chaos_rv_result *res)
 {
     char dir[700], path[800];
     chaos_rv_workload_cfg wc;
@@ -329,9 +319,8 @@ static int run_phase(const rv_args *a, chaos_rv_stack *s,
     n.stack = s;
     chaos_rng_seed(&n.rng, a->seed ^ (0x9e3779b97f4a7c15ull * (index + 1)));
     n.events = chaos_events_open(dir);
-    if (n.events < 0 || chaos_rv_log_init(&log, path) != 0) {
+    if (n.events < 0 || chaos_rv_log_init(&log, path) != 0)
         return -1;
-    }
     start = chaos_now_us();
     workload_cfg(a, ph, &n.rng, start, &wc);
     chaos_event(n.events, "phase_start %s", ph->name);
@@ -342,9 +331,8 @@ static int run_phase(const rv_args *a, chaos_rv_stack *s,
     if (w == NULL || res->faults < 0
         || (a->sabotage != NULL && sabotage(s, a->sabotage, ph->name) != 0)
         || chaos_rv_verify(&s->db, ph->name, &log, start, wc.until_us, res)
-               != 0) {
+               != 0)
         rc = -1;
-    }
     chaos_rv_log_free(&log);
     close(n.events);
     return rc;
@@ -373,32 +361,33 @@ int main(int argc, char **argv)
     }
     for (; done < a.nrun; done++) {
         if (run_phase(&a, &stack, a.run[done], done, &results[done]) != 0) {
-            fprintf(stderr, "chaos-reviewd: phase %s could not run; logs in "
-                    "%s\n", a.run[done]->name, stack.dir);
+            fprintf(stderr,
+                    "chaos-reviewd: phase %s could not run; logs in "
+                    "%s\n",
+                    a.run[done]->name, stack.dir);
             chaos_rv_stack_stop(&stack, 1);
             return 3;
         }
         all_ok &= chaos_rv_ok(&results[done]);
     }
     chaos_rv_print_header();
-    for (size_t i = 0; i < done; i++) {
+    for (size_t i = 0; i < done; i++)
         chaos_rv_print_row(&results[i]);
-    }
     for (size_t i = 0; i < done; i++) {
         if (results[i].problems[0] != '\0') {
             printf("  %s: PROBLEMS: %s\n", results[i].name,
                    results[i].problems);
         }
     }
-    printf("  reviewd restarts after SIGKILL: %d and %d\n",
-           stack.restarts[0], stack.restarts[1]);
-    if (!all_ok || a.keep) {
+    printf("  reviewd restarts after SIGKILL: %d and %d\n", stack.restarts[0],
+           stack.restarts[1]);
+    if (!all_ok || a.keep)
         printf("chaos-reviewd: logs kept in %s\n", stack.dir);
-    }
     unclean = chaos_rv_stack_stop(&stack, !all_ok || a.keep);
     if (unclean > 0) {
         printf("chaos-reviewd: %d reviewd instance(s) did not exit cleanly "
-               "at the end\n", unclean);
+               "at the end\n",
+               unclean);
         all_ok = 0;
     }
     printf("chaos-reviewd: %s (seed %llu; rerun with --seed %llu)\n",

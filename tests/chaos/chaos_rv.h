@@ -57,14 +57,14 @@
 /* ---- the stack ----------------------------------------------------------- */
 
 typedef struct chaos_rv_stack {
-    char dir[512];              /* var/test/chaos-rv-<pid> */
-    char pg_dir[600];           /* its PostgreSQL cluster */
-    char pg_script[600];        /* tests/chaos/pg_private.sh */
-    char pg_template[600];      /* the initdb'd cluster to copy */
+    char dir[512];         /* var/test/chaos-rv-<pid> */
+    char pg_dir[600];      /* its PostgreSQL cluster */
+    char pg_script[600];   /* tests/chaos/pg_private.sh */
+    char pg_template[600]; /* the initdb'd cluster to copy */
     int pg_port;
     int pg_running;
-    pid_t guard;                /* stops the cluster if we die */
-    rvt_db db;                  /* the run's database on that cluster */
+    pid_t guard; /* stops the cluster if we die */
+    rvt_db db;   /* the run's database on that cluster */
     testkit_redis *redis;
     rvt_server rvd[CHAOS_RV_INSTANCES];
     /* Where clients send requests: the instance's port, or 0 while it is
@@ -111,21 +111,21 @@ typedef enum chaos_rv_kind {
 /* One HTTP attempt.  Attempts of one logical request (the retries of a
  * request with an Idempotency-Key) share req_no. */
 typedef struct chaos_rv_attempt {
-    int64_t t0_us, t1_us;       /* sent, answered (CLOCK_MONOTONIC) */
+    int64_t t0_us, t1_us; /* sent, answered (CLOCK_MONOTONIC) */
     int64_t req_no;
-    int64_t doc_id, review_id;  /* what it was about (0: not yet known) */
-    int status;                 /* 0: no answer (connection error) */
+    int64_t doc_id, review_id; /* what it was about (0: not yet known) */
+    int status;                /* 0: no answer (connection error) */
     int instance;
-    int attempt;                /* 1, 2, ... */
+    int attempt; /* 1, 2, ... */
     chaos_rv_kind kind;
-    int keyed;                  /* sent with an Idempotency-Key */
-    char reviewer[16];          /* for decisions */
-    char code[24];              /* error code of the answer */
+    int keyed;         /* sent with an Idempotency-Key */
+    char reviewer[16]; /* for decisions */
+    char code[24];     /* error code of the answer */
     /* From a 2xx answer: the ids it names and the review it shows. */
     int64_t got_doc_id, got_review_id;
-    char got_status[16];        /* review.status */
+    char got_status[16]; /* review.status */
     char got_reviewer[16];
-    char got_fence[24];         /* "" for a null fence */
+    char got_fence[24]; /* "" for a null fence */
 } chaos_rv_attempt;
 
 /* Everything the clients of one phase did, appended from many threads. */
@@ -134,7 +134,7 @@ typedef struct chaos_rv_log {
     chaos_rv_attempt *a;
     size_t n, cap;
     _Atomic int64_t next_req;
-    int fd;                     /* requests.log, one line per attempt */
+    int fd; /* requests.log, one line per attempt */
 } chaos_rv_log;
 
 /* 1 when an answer leaves the outcome unknown: no answer, or a 5xx. */
@@ -143,11 +143,11 @@ int chaos_rv_ambiguous(int status);
 /* ---- the workload -------------------------------------------------------- */
 
 typedef struct chaos_rv_workload_cfg {
-    const char *phase;          /* goes into every title */
-    int clients;                /* client threads */
-    int deciders;               /* concurrent decisions per review */
-    int64_t until_us;           /* no new document after this */
-    int64_t resolve_us;         /* keyed retries give up after this */
+    const char *phase;  /* goes into every title */
+    int clients;        /* client threads */
+    int deciders;       /* concurrent decisions per review */
+    int64_t until_us;   /* no new document after this */
+    int64_t resolve_us; /* keyed retries give up after this */
     uint64_t seed;
 } chaos_rv_workload_cfg;
 
@@ -173,17 +173,17 @@ typedef struct chaos_rv_result {
     /* the database */
     int reviews, decided, no_fence;
     /* the invariants (each must be 0 but unacked and unresolved) */
-    int double_decisions;       /* > 1 decision of one review (DB history
+    int double_decisions; /* > 1 decision of one review (DB history
                                  * or two acknowledged requests) */
-    int lost_acks;              /* a 2xx whose decision or submission is
+    int lost_acks;        /* a 2xx whose decision or submission is
                                  * not what the database holds */
-    int phantoms;               /* decided, and no request could have */
-    int unacked;                /* decided by a request whose answer was
+    int phantoms;         /* decided, and no request could have */
+    int unacked;          /* decided by a request whose answer was
                                  * lost (5xx or no answer): allowed */
-    int doc_mismatch;           /* document status != its review's */
+    int doc_mismatch;     /* document status != its review's */
     int events_missing, events_extra, duplicate_event_ids;
-    int unresolved;             /* keyed requests never answered */
-    double availability;        /* share of 250 ms windows with a 2xx */
+    int unresolved;      /* keyed requests never answered */
+    double availability; /* share of 250 ms windows with a 2xx */
     int64_t longest_gap_ms;
     char problems[512];
 } chaos_rv_result;

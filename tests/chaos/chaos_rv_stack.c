@@ -39,14 +39,13 @@
 #define SCRIPT_TIMEOUT_MS 120000
 
 /* reviewd's environment on top of rvt_kit's. */
-static const char *const reviewd_env[] = {
-    "REVIEWD_REVIEW_LOCK_TTL_MS=1000",
-    "REVIEWD_SUBMIT_LOCK_TTL_MS=1000",
-    "REVIEWD_REDIS_CHECK_MS=200",
-    "REVIEWD_REDIS_TIMEOUT_MS=300",
-    "REVIEWD_PG_TIMEOUT_S=5",
-    "AMQP_URL=",
-    NULL};
+static const char *const reviewd_env[] = {"REVIEWD_REVIEW_LOCK_TTL_MS=1000",
+                                          "REVIEWD_SUBMIT_LOCK_TTL_MS=1000",
+                                          "REVIEWD_REDIS_CHECK_MS=200",
+                                          "REVIEWD_REDIS_TIMEOUT_MS=300",
+                                          "REVIEWD_PG_TIMEOUT_S=5",
+                                          "AMQP_URL=",
+                                          NULL};
 
 /* The history of every review row, written by the row's own
  * transaction. */
@@ -78,8 +77,8 @@ static int child_done(void *arg)
 }
 
 /* Runs pg_private.sh with up to three arguments; 0 when it exited 0. */
-static int pg_script(const chaos_rv_stack *s, const char *cmd,
-                     const char *a1, const char *a2)
+static int pg_script(const chaos_rv_stack *s, const char *cmd, const char *a1,
+                     const char *a2)
 {
     child_wait w = {0, 0};
 
@@ -103,8 +102,10 @@ static int pg_script(const chaos_rv_stack *s, const char *cmd,
         return -1;
     }
     if (!WIFEXITED(w.status) || WEXITSTATUS(w.status) != 0) {
-        fprintf(stderr, "chaos-rv: pg_private.sh %s %s failed (status "
-                "0x%x)\n", cmd, a1 != NULL ? a1 : "", w.status);
+        fprintf(stderr,
+                "chaos-rv: pg_private.sh %s %s failed (status "
+                "0x%x)\n",
+                cmd, a1 != NULL ? a1 : "", w.status);
         return -1;
     }
     return 0;
@@ -121,9 +122,8 @@ static int admin_exec(const chaos_rv_stack *s, const char *sql)
         res = PQexec(c, sql);
         ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     }
-    if (!ok) {
+    if (!ok)
         fprintf(stderr, "chaos-rv: %s: %s", sql, PQerrorMessage(c));
-    }
     PQclear(res);
     PQfinish(c);
     return ok ? 0 : -1;
@@ -132,22 +132,23 @@ static int admin_exec(const chaos_rv_stack *s, const char *sql)
 /* Names the run's folder, cluster, template and database. */
 static int stack_paths(chaos_rv_stack *s)
 {
-    if (testkit_scratch_dir(s->dir, sizeof(s->dir), "chaos-rv") == NULL) {
+    if (testkit_scratch_dir(s->dir, sizeof(s->dir), "chaos-rv") == NULL)
         return -1;
-    }
     snprintf(s->pg_dir, sizeof(s->pg_dir), "%s/pg", s->dir);
     snprintf(s->pg_script, sizeof(s->pg_script),
              "%s/tests/chaos/pg_private.sh", testkit_source_dir());
     snprintf(s->pg_template, sizeof(s->pg_template),
              "%s/tests/chaos/pg-template", testkit_build_dir());
     s->pg_port = testkit_free_port();
-    if (s->pg_port <= 0) {
+    if (s->pg_port <= 0)
         return -1;
-    }
     snprintf(s->db.name, sizeof(s->db.name), "chaos_rv");
-    snprintf(s->db.url, sizeof(s->db.url), "host=127.0.0.1 port=%d "
-             "user=postgres dbname=chaos_rv connect_timeout=5", s->pg_port);
-    snprintf(s->db.admin_url, sizeof(s->db.admin_url), "host=127.0.0.1 "
+    snprintf(s->db.url, sizeof(s->db.url),
+             "host=127.0.0.1 port=%d "
+             "user=postgres dbname=chaos_rv connect_timeout=5",
+             s->pg_port);
+    snprintf(s->db.admin_url, sizeof(s->db.admin_url),
+             "host=127.0.0.1 "
              "port=%d user=postgres dbname=postgres connect_timeout=5",
              s->pg_port);
     return 0;
@@ -164,14 +165,12 @@ static void guard_main(const chaos_rv_stack *s, pid_t parent)
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGTERM);
     sigprocmask(SIG_BLOCK, &set, NULL);
-    if (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != parent) {
+    if (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != parent)
         sig = SIGUSR1;
-    }
     while (sig == 0 && sigwait(&set, &sig) != 0) {
     }
-    if (sig == SIGUSR1) {
+    if (sig == SIGUSR1)
         execl(s->pg_script, s->pg_script, "stop", s->pg_dir, (char *)NULL);
-    }
     _exit(0);
 }
 
@@ -184,9 +183,8 @@ static int start_guard(chaos_rv_stack *s)
         fprintf(stderr, "chaos-rv: fork: %s\n", strerror(errno));
         return -1;
     }
-    if (s->guard == 0) {
+    if (s->guard == 0)
         guard_main(s, parent);
-    }
     return 0;
 }
 
@@ -204,10 +202,9 @@ static int start_postgres(chaos_rv_stack *s)
     char port[16];
 
     snprintf(port, sizeof(port), "%d", s->pg_port);
-    if (pg_script(s, "init", port, s->pg_template) != 0
-        || start_guard(s) != 0 || pg_script(s, "start", NULL, NULL) != 0) {
+    if (pg_script(s, "init", port, s->pg_template) != 0 || start_guard(s) != 0
+        || pg_script(s, "start", NULL, NULL) != 0)
         return -1;
-    }
     s->pg_running = 1;
     return admin_exec(s, "CREATE DATABASE chaos_rv");
 }
@@ -217,10 +214,9 @@ static int start_reviewd(chaos_rv_stack *s, int i)
     char name[32];
 
     snprintf(name, sizeof(name), "chaos-rv-reviewd%d", i);
-    if (rvt_server_start(&s->rvd[i], &s->db, s->redis->url, reviewd_env,
-                         name) != 0) {
+    if (rvt_server_start(&s->rvd[i], &s->db, s->redis->url, reviewd_env, name)
+        != 0)
         return -1;
-    }
     atomic_store(&s->port[i], s->rvd[i].port);
     return 0;
 }
@@ -230,19 +226,15 @@ int chaos_rv_stack_start(chaos_rv_stack *s)
     const testkit_redis_opts ro = {.name = "chaos-rv-redis"};
 
     memset(s, 0, sizeof(s[0]));
-    if (stack_paths(s) != 0 || start_postgres(s) != 0) {
+    if (stack_paths(s) != 0 || start_postgres(s) != 0)
         return -1;
-    }
     s->redis = testkit_redis_start(&ro);
-    if (s->redis == NULL) {
+    if (s->redis == NULL)
         return -1;
-    }
     /* The first instance migrates the schema; the trigger goes on top,
      * before any client runs. */
-    if (start_reviewd(s, 0) != 0
-        || rvt_sql(&s->db, audit_sql, NULL, 0) != 0) {
+    if (start_reviewd(s, 0) != 0 || rvt_sql(&s->db, audit_sql, NULL, 0) != 0)
         return -1;
-    }
     return start_reviewd(s, 1);
 }
 
@@ -251,9 +243,8 @@ int chaos_rv_stack_stop(chaos_rv_stack *s, int keep)
     int unclean = 0;
 
     for (int i = 0; i < CHAOS_RV_INSTANCES; i++) {
-        if (s->rvd[i].pid > 0 && !rvt_server_stop(&s->rvd[i])) {
+        if (s->rvd[i].pid > 0 && !rvt_server_stop(&s->rvd[i]))
             unclean++;
-        }
         atomic_store(&s->port[i], 0);
     }
     rvt_db_close(&s->db);
@@ -265,9 +256,8 @@ int chaos_rv_stack_stop(chaos_rv_stack *s, int keep)
     }
     stop_guard(s);
     if (!keep && unclean == 0) {
-        for (int i = 0; i < CHAOS_RV_INSTANCES; i++) {
+        for (int i = 0; i < CHAOS_RV_INSTANCES; i++)
             rvt_server_remove_dir(&s->rvd[i]);
-        }
         testkit_scratch_remove(s->dir);
     }
     return unclean;

@@ -60,9 +60,8 @@ int chaos_rv_log_init(chaos_rv_log *log, const char *path)
 
 void chaos_rv_log_free(chaos_rv_log *log)
 {
-    if (log->fd >= 0) {
+    if (log->fd >= 0)
         close(log->fd);
-    }
     free(log->a);
     pthread_mutex_destroy(&log->mu);
     memset(log, 0, sizeof(*log));
@@ -82,19 +81,20 @@ static void log_line(const chaos_rv_log *log, const chaos_rv_attempt *a)
 {
     char line[512];
     const int n = snprintf(
-        line, sizeof(line), "%lld %lld req=%lld try=%d rvd=%d %s key=%d "
+        line, sizeof(line),
+        "%lld %lld req=%lld try=%d rvd=%d %s key=%d "
         "by=%s doc=%lld review=%lld -> %d %s status=%s reviewer=%s "
-        "fence=%s\n", (long long)a->t0_us, (long long)a->t1_us,
-        (long long)a->req_no, a->attempt, a->instance, kind_name(a->kind),
-        a->keyed, a->reviewer[0] ? a->reviewer : "-", (long long)a->doc_id,
+        "fence=%s\n",
+        (long long)a->t0_us, (long long)a->t1_us, (long long)a->req_no,
+        a->attempt, a->instance, kind_name(a->kind), a->keyed,
+        a->reviewer[0] ? a->reviewer : "-", (long long)a->doc_id,
         (long long)a->review_id, a->status, a->code[0] ? a->code : "-",
         a->got_status[0] ? a->got_status : "-",
         a->got_reviewer[0] ? a->got_reviewer : "-",
         a->got_fence[0] ? a->got_fence : "-");
 
-    if (n > 0 && write(log->fd, line, (size_t)n) != n) {
+    if (n > 0 && write(log->fd, line, (size_t)n) != n)
         fprintf(stderr, "chaos-rv: requests.log: %s\n", strerror(errno));
-    }
 }
 
 void chaos_rv_log_add(chaos_rv_log *log, const chaos_rv_attempt *a)
@@ -136,9 +136,9 @@ typedef struct rv_call {
     char path[96];
     const char *token;
     const char *body;
-    char key[96];               /* "" : none */
-    const char *reviewer;       /* decisions */
-    int instance;               /* first attempt's */
+    char key[96];         /* "" : none */
+    const char *reviewer; /* decisions */
+    int instance;         /* first attempt's */
     int64_t doc_id, review_id;
 } rv_call;
 
@@ -149,9 +149,8 @@ static void read_answer(const rvt_resp *r, chaos_rv_attempt *a)
 
     v = rvt_field(r, "code");
     snprintf(a->code, sizeof(a->code), "%s", v != NULL ? v : "");
-    if (r->status < 200 || r->status > 299) {
+    if (r->status < 200 || r->status > 299)
         return;
-    }
     v = a->kind == CHAOS_RV_CREATE ? rvt_field(r, "id")
                                    : rvt_field(r, "document.id");
     a->got_doc_id = v != NULL ? atoll(v) : 0;
@@ -188,9 +187,8 @@ static void attempt(chaos_rv_workload *w, const rv_call *c, int64_t req_no,
     a->review_id = c->review_id;
     snprintf(a->reviewer, sizeof(a->reviewer), "%s",
              c->reviewer != NULL ? c->reviewer : "");
-    if (decision) {
+    if (decision)
         atomic_fetch_add(&w->stack->inflight[i], 1);
-    }
     a->t0_us = chaos_now_us();
     memset(&r, 0, sizeof(r));
     if (port > 0) {
@@ -198,9 +196,8 @@ static void attempt(chaos_rv_workload *w, const rv_call *c, int64_t req_no,
                  a->keyed ? c->key : NULL, &r);
     }
     a->t1_us = chaos_now_us();
-    if (decision) {
+    if (decision)
         atomic_fetch_sub(&w->stack->inflight[i], 1);
-    }
     a->status = r.status;
     read_answer(&r, a);
     rvt_resp_free(&r);
@@ -215,9 +212,8 @@ static int worth_retrying(const chaos_rv_workload *w, const rv_call *c,
                       || (a->status == 409
                           && strcmp(a->code, "LOCK_BUSY") == 0);
 
-    if (!again || chaos_now_us() >= w->cfg.resolve_us) {
+    if (!again || chaos_now_us() >= w->cfg.resolve_us)
         return 0;
-    }
     return c->key[0] != '\0' || c->kind == CHAOS_RV_GET;
 }
 
@@ -231,15 +227,13 @@ static int run_call(chaos_rv_workload *w, const rv_call *c, chaos_rng *rng,
 
     for (int try_no = 1;; try_no++) {
         attempt(w, c, req_no, try_no, i, last);
-        if (!worth_retrying(w, c, last)) {
+        if (!worth_retrying(w, c, last))
             break;
-        }
         chaos_sleep_us(chaos_rng_range(rng, RETRY_MIN_US, RETRY_MAX_US));
         i = (i + 1) % CHAOS_RV_INSTANCES;
     }
-    if (c->key[0] != '\0' && chaos_rv_ambiguous(last->status)) {
+    if (c->key[0] != '\0' && chaos_rv_ambiguous(last->status))
         atomic_fetch_add(&w->unresolved, 1);
-    }
     return last->status;
 }
 
@@ -249,7 +243,7 @@ typedef struct client {
     chaos_rv_workload *w;
     int k;
     chaos_rng rng;
-    int64_t n;                  /* documents so far */
+    int64_t n; /* documents so far */
 } client;
 
 typedef struct decider {
@@ -299,8 +293,8 @@ static void decider_init(client *cl, decider *d, int i, int64_t doc_id,
 
 /* Races the decisions on review_id; returns the review's status as the
  * answers show it ("" when no answer showed it). */
-static void race(client *cl, int64_t doc_id, int64_t review_id,
-                 char *status, size_t len)
+static void race(client *cl, int64_t doc_id, int64_t review_id, char *status,
+                 size_t len)
 {
     const int n = cl->w->cfg.deciders;
     decider d[DECIDERS_MAX];
@@ -324,9 +318,8 @@ static void race(client *cl, int64_t doc_id, int64_t review_id,
     }
     for (int i = 0; i < started; i++) {
         pthread_join(t[i], NULL);
-        if (d[i].last.status == 200) {
+        if (d[i].last.status == 200)
             snprintf(status, len, "%s", d[i].last.got_status);
-        }
     }
     pthread_barrier_destroy(&barrier);
 }
@@ -350,8 +343,7 @@ static void review_status(client *cl, int64_t review_id, char *status,
     chaos_rv_attempt a;
 
     call_init(cl, &c, CHAOS_RV_GET, "GET", cl->w->bob);
-    snprintf(c.path, sizeof(c.path), "/v1/reviews/%lld",
-             (long long)review_id);
+    snprintf(c.path, sizeof(c.path), "/v1/reviews/%lld", (long long)review_id);
     c.review_id = review_id;
     run_call(cl->w, &c, &cl->rng, &a);
     snprintf(status, len, "%s", a.status == 200 ? a.got_status : "");
@@ -367,9 +359,10 @@ static int64_t create_doc(client *cl)
 
     call_init(cl, &c, CHAOS_RV_CREATE, "POST", w->author_tok[cl->k]);
     cl->n++;
-    snprintf(body, sizeof(body), "{\"title\":\"chaos %s c%d #%lld\","
-             "\"content\":\"Text %lld of client %d.\"}", w->cfg.phase,
-             cl->k, (long long)cl->n, (long long)cl->n, cl->k);
+    snprintf(body, sizeof(body),
+             "{\"title\":\"chaos %s c%d #%lld\","
+             "\"content\":\"Text %lld of client %d.\"}",
+             w->cfg.phase, cl->k, (long long)cl->n, (long long)cl->n, cl->k);
     snprintf(c.path, sizeof(c.path), "/v1/documents");
     c.body = body;
     snprintf(c.key, sizeof(c.key), "%s-c%d-create%lld", w->cfg.phase, cl->k,
@@ -387,8 +380,8 @@ static int64_t submit_doc(client *cl, int64_t doc_id, int round)
     call_init(cl, &c, CHAOS_RV_SUBMIT, "POST", w->author_tok[cl->k]);
     snprintf(c.path, sizeof(c.path), "/v1/documents/%lld/submit",
              (long long)doc_id);
-    snprintf(c.key, sizeof(c.key), "%s-c%d-submit%lld-%d", w->cfg.phase,
-             cl->k, (long long)doc_id, round);
+    snprintf(c.key, sizeof(c.key), "%s-c%d-submit%lld-%d", w->cfg.phase, cl->k,
+             (long long)doc_id, round);
     c.doc_id = doc_id;
     return run_call(w, &c, &cl->rng, &a) == 201 ? a.got_review_id : 0;
 }
@@ -401,16 +394,13 @@ static void one_document(client *cl, int64_t doc_id)
     for (int round = 0; round < 2; round++) {
         const int64_t review_id = submit_doc(cl, doc_id, round);
 
-        if (review_id == 0) {
+        if (review_id == 0)
             return;
-        }
         race(cl, doc_id, review_id, status, sizeof(status));
-        if (status[0] == '\0') {
+        if (status[0] == '\0')
             review_status(cl, review_id, status, sizeof(status));
-        }
-        if (strcmp(status, "rejected") != 0) {
+        if (strcmp(status, "rejected") != 0)
             return;
-        }
     }
 }
 
@@ -421,11 +411,10 @@ static void *client_main(void *p)
     while (chaos_now_us() < cl->w->cfg.until_us) {
         const int64_t doc_id = create_doc(cl);
 
-        if (doc_id > 0) {
+        if (doc_id > 0)
             one_document(cl, doc_id);
-        } else {
+        else
             chaos_sleep_us(RETRY_MAX_US);
-        }
     }
     free(cl);
     return NULL;
@@ -435,9 +424,8 @@ static void *client_main(void *p)
 
 static void workload_free(chaos_rv_workload *w)
 {
-    for (int k = 0; k < CHAOS_CLIENTS_MAX; k++) {
+    for (int k = 0; k < CHAOS_CLIENTS_MAX; k++)
         free(w->author_tok[k]);
-    }
     free(w->bob);
     free(w->carol);
     free(w);
@@ -452,9 +440,8 @@ static int make_tokens(chaos_rv_workload *w)
     for (int k = 0; k < w->cfg.clients; k++) {
         snprintf(sub, sizeof(sub), "author%d", k);
         w->author_tok[k] = rvt_token(sub, "author", 24 * 3600);
-        if (w->author_tok[k] == NULL) {
+        if (w->author_tok[k] == NULL)
             return -1;
-        }
     }
     return w->bob != NULL && w->carol != NULL ? 0 : -1;
 }
@@ -482,13 +469,13 @@ chaos_rv_workload *chaos_rv_workload_start(const chaos_rv_workload_cfg *cfg,
     for (int k = 0; k < cfg->clients; k++) {
         client *cl = calloc(1, sizeof(*cl));
 
-        if (cl == NULL) {
+        if (cl == NULL)
             break;
-        }
         cl->w = w;
         cl->k = k;
-        chaos_rng_seed(&cl->rng, cfg->seed ^ (0x9e3779b97f4a7c15ull
-                                              * (uint64_t)(k + 1)));
+        chaos_rng_seed(&cl->rng,
+                       cfg->seed
+                           ^ (0x9e3779b97f4a7c15ull * (uint64_t)(k + 1)));
         if (pthread_create(&w->threads[k], NULL, client_main, cl) != 0) {
             free(cl);
             break;
@@ -506,13 +493,11 @@ int chaos_rv_workload_join(chaos_rv_workload *w)
 {
     int unresolved;
 
-    for (int k = 0; k < w->started; k++) {
+    for (int k = 0; k < w->started; k++)
         pthread_join(w->threads[k], NULL);
-    }
     unresolved = atomic_load(&w->unresolved);
-    if (w->started < w->cfg.clients) {
+    if (w->started < w->cfg.clients)
         unresolved++; /* the run is not what was asked for: fail it */
-    }
     workload_free(w);
     return unresolved;
 }

@@ -34,7 +34,7 @@ int main(int argc, char **argv)
     chaos_register *reg;
     chaos_slot *board;
 
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i + 1 < argc; i += 2)
         if (strcmp(argv[i], "--dir") == 0)
             dir = argv[i + 1];
         else if (strcmp(argv[i], "--id") == 0)
@@ -46,11 +46,12 @@ int main(int argc, char **argv)
             work = chaos_arg_int(argv[i + 1], 0, 60000000, "--work-us");
         else if (strcmp(argv[i], "--fencing") == 0)
             fencing = chaos_arg_fencing(argv[i + 1]);
-    }
     fence = fence_env != NULL ? strtoull(fence_env, NULL, 10) : 0;
     if (dir == NULL || id < 0 || fence == 0) {
-        fprintf(stderr, "chaos_step: needs --dir, --id and DLOCK_FENCE > 0 "
-                "(got %s)\n", fence_env ? fence_env : "no DLOCK_FENCE");
+        fprintf(stderr,
+                "chaos_step: needs --dir, --id and DLOCK_FENCE > 0 "
+                "(got %s)\n",
+                fence_env ? fence_env : "no DLOCK_FENCE");
         return 3;
     }
     events = chaos_events_open(dir);
@@ -59,8 +60,8 @@ int main(int argc, char **argv)
     if (events < 0 || reg == NULL || board == NULL)
         return 3;
     /* dlock run always renews: watchdog 1. */
-    chaos_event(events, "acq_ok %d %llu %lld 1", id,
-                (unsigned long long)fence, (long long)ttl);
+    chaos_event(events, "acq_ok %d %llu %lld 1", id, (unsigned long long)fence,
+                (long long)ttl);
     chaos_board_hold(board, id, 1);
     chaos_critical_section(reg, id, fence, work);
     chaos_board_hold(board, id, 0);

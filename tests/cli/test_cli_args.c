@@ -33,8 +33,7 @@ static void line_init(struct line *l, const char *const *words)
     memset(l, 0, sizeof(*l));
     for (; words[l->argc] != NULL; l->argc++) {
         assert_true(l->argc < MAX_WORDS);
-        strncpy(l->text[l->argc], words[l->argc],
-                sizeof(l->text[0]) - 1);
+        strncpy(l->text[l->argc], words[l->argc], sizeof(l->text[0]) - 1);
         l->argv[l->argc] = l->text[l->argc];
     }
 }
@@ -63,8 +62,10 @@ static void parse_refused(enum cli_command cmd, const char *const *words,
     rc = cli_args_parse(cmd, l.argc, l.argv, &a, why, sizeof(why));
     TK_EXPECT(rc == -1, "'%s %s ...' is refused", words[0],
               words[1] != NULL ? words[1] : "");
-    TK_EXPECT(strstr(why, part) != NULL, "the message names \"%s\", got "
-              "\"%s\"", part, why);
+    TK_EXPECT(strstr(why, part) != NULL,
+              "the message names \"%s\", got "
+              "\"%s\"",
+              part, why);
     TK_EXPECT(strchr(why, '\n') == NULL, "the message is one line: \"%s\"",
               why);
 }
@@ -94,12 +95,31 @@ static void run_defaults_are_the_documented_ones(void **state)
 
 static void run_options_land_in_their_fields(void **state)
 {
-    static const char *const w[] = {
-        "run", "--ttl", "2s", "-w", "forever", "--grace=750ms",
-        "--fail-open", "-q", "-E", "9", "--url", "redis://h:1/2",
-        "--tls-ca", "ca.pem", "--tls-cert", "c.pem", "--tls-key", "k.pem",
-        "--tls-server-name", "redis.internal", "job", "--", "sleep", "1",
-        NULL};
+    static const char *const w[] = {"run",
+                                    "--ttl",
+                                    "2s",
+                                    "-w",
+                                    "forever",
+                                    "--grace=750ms",
+                                    "--fail-open",
+                                    "-q",
+                                    "-E",
+                                    "9",
+                                    "--url",
+                                    "redis://h:1/2",
+                                    "--tls-ca",
+                                    "ca.pem",
+                                    "--tls-cert",
+                                    "c.pem",
+                                    "--tls-key",
+                                    "k.pem",
+                                    "--tls-server-name",
+                                    "redis.internal",
+                                    "job",
+                                    "--",
+                                    "sleep",
+                                    "1",
+                                    NULL};
     struct line l;
     struct cli_args a;
 
@@ -111,35 +131,36 @@ static void run_options_land_in_their_fields(void **state)
     TK_EXPECT(a.fail_open && a.quiet, "--fail-open and -q are set");
     TK_EXPECT(a.busy_exit == 9, "-E 9, got %d", a.busy_exit);
     TK_EXPECT(strcmp(a.url, "redis://h:1/2") == 0, "--url is kept");
-    TK_EXPECT(strcmp(a.tls_ca_file, "ca.pem") == 0 &&
-              strcmp(a.tls_cert_file, "c.pem") == 0 &&
-              strcmp(a.tls_key_file, "k.pem") == 0 &&
-              strcmp(a.tls_server_name, "redis.internal") == 0,
+    TK_EXPECT(strcmp(a.tls_ca_file, "ca.pem") == 0
+                  && strcmp(a.tls_cert_file, "c.pem") == 0
+                  && strcmp(a.tls_key_file, "k.pem") == 0
+                  && strcmp(a.tls_server_name, "redis.internal") == 0,
               "the TLS options are kept");
-    TK_EXPECT(strcmp(a.command[0], "sleep") == 0 &&
-              strcmp(a.command[1], "1") == 0 && a.command[2] == NULL,
+    TK_EXPECT(strcmp(a.command[0], "sleep") == 0
+                  && strcmp(a.command[1], "1") == 0 && a.command[2] == NULL,
               "the command is 'sleep 1'");
 }
 
 static void run_leaves_the_commands_options_alone(void **state)
 {
-    static const char *const with_dashes[] = {
-        "run", "job", "--", "sh", "-c", "exit 3", "--ttl", NULL};
-    static const char *const without_dashes[] = {
-        "run", "job", "ls", "-l", "--wait", NULL};
+    static const char *const with_dashes[] = {"run", "job",    "--",    "sh",
+                                              "-c",  "exit 3", "--ttl", NULL};
+    static const char *const without_dashes[] = {"run", "job",    "ls",
+                                                 "-l",  "--wait", NULL};
     struct line l;
     struct cli_args a;
 
     (void)state;
     parse_ok(CLI_CMD_RUN, with_dashes, &l, &a);
     TK_EXPECT(a.ttl_ms == 30000, "--ttl after -- is the command's");
-    TK_EXPECT(strcmp(a.command[1], "-c") == 0 &&
-              strcmp(a.command[3], "--ttl") == 0 && a.command[4] == NULL,
+    TK_EXPECT(strcmp(a.command[1], "-c") == 0
+                  && strcmp(a.command[3], "--ttl") == 0
+                  && a.command[4] == NULL,
               "the command keeps -c and --ttl");
     parse_ok(CLI_CMD_RUN, without_dashes, &l, &a);
     TK_EXPECT(a.wait_ms == 0, "--wait after the command is the command's");
-    TK_EXPECT(strcmp(a.command[0], "ls") == 0 &&
-              strcmp(a.command[2], "--wait") == 0,
+    TK_EXPECT(strcmp(a.command[0], "ls") == 0
+                  && strcmp(a.command[2], "--wait") == 0,
               "without --, the command starts after KEY");
 }
 
@@ -148,21 +169,22 @@ static void run_usage_errors_are_refused(void **state)
     static const char *const no_key[] = {"run", NULL};
     static const char *const no_command[] = {"run", "job", NULL};
     static const char *const only_dashes[] = {"run", "job", "--", NULL};
-    static const char *const option_after_key[] = {
-        "run", "job", "--ttl", "5s", "--", "true", NULL};
+    static const char *const option_after_key[] = {"run", "job", "--ttl",
+                                                   "5s",  "--",  "true",
+                                                   NULL};
     static const char *const empty_key[] = {"run", "", "--", "true", NULL};
-    static const char *const bad_ttl[] = {"run", "--ttl", "30x", "job",
-                                          "true", NULL};
-    static const char *const zero_ttl[] = {"run", "--ttl", "0", "job",
-                                           "true", NULL};
-    static const char *const bad_wait[] = {"run", "--wait", "soon", "job",
-                                           "true", NULL};
-    static const char *const bad_grace[] = {"run", "--grace", "-1", "job",
-                                            "true", NULL};
-    static const char *const big_code[] = {"run", "-E", "256", "job",
-                                           "true", NULL};
-    static const char *const word_code[] = {"run", "-E", "x", "job",
-                                            "true", NULL};
+    static const char *const bad_ttl[] = {"run", "--ttl", "30x",
+                                          "job", "true",  NULL};
+    static const char *const zero_ttl[] = {"run", "--ttl", "0",
+                                           "job", "true",  NULL};
+    static const char *const bad_wait[] = {"run", "--wait", "soon",
+                                           "job", "true",   NULL};
+    static const char *const bad_grace[] = {"run", "--grace", "-1",
+                                            "job", "true",    NULL};
+    static const char *const big_code[] = {"run", "-E",   "256",
+                                           "job", "true", NULL};
+    static const char *const word_code[] = {"run", "-E",   "x",
+                                            "job", "true", NULL};
     static const char *const unknown_long[] = {"run", "--frobnicate", "job",
                                                "true", NULL};
     static const char *const unknown_short[] = {"run", "-z", "job", "true",
@@ -191,8 +213,8 @@ static void run_usage_errors_are_refused(void **state)
 static void token_commands_take_key_and_token(void **state)
 {
     static const char *const release[] = {"release", "job", "ab12", NULL};
-    static const char *const extend[] = {"extend", "job", "--ttl", "1m",
-                                         "ab12", NULL};
+    static const char *const extend[] = {"extend", "job",  "--ttl",
+                                         "1m",     "ab12", NULL};
     struct line l;
     struct cli_args a;
 
@@ -211,8 +233,8 @@ static void token_may_be_an_option_or_left_out(void **state)
     static const char *const no_token[] = {"release", "job", NULL};
     static const char *const option[] = {"extend", "--token", "-", "job",
                                          NULL};
-    static const char *const twice[] = {"release", "--token", "a", "job",
-                                        "b", NULL};
+    static const char *const twice[] = {"release", "--token", "a",
+                                        "job",     "b",       NULL};
     struct line l;
     struct cli_args a;
 
@@ -229,13 +251,12 @@ static void other_commands_refuse_what_they_do_not_use(void **state)
     static const char *const release_extra[] = {"release", "job", "t", "x",
                                                 NULL};
     static const char *const release_ttl[] = {"release", "--ttl", "1s",
-                                              "job", "t", NULL};
+                                              "job",     "t",     NULL};
     static const char *const status_wait[] = {"status", "-w", "1s", "job",
                                               NULL};
     static const char *const acquire_fail_open[] = {"acquire", "--fail-open",
                                                     "job", NULL};
-    static const char *const acquire_two_keys[] = {"acquire", "a", "b",
-                                                   NULL};
+    static const char *const acquire_two_keys[] = {"acquire", "a", "b", NULL};
 
     (void)state;
     parse_refused(CLI_CMD_RELEASE, release_extra, "unexpected argument 'x'");
@@ -271,9 +292,9 @@ static void status_takes_json_after_the_key(void **state)
 
 static void run_every_takes_a_tick_and_the_lease_options(void **state)
 {
-    static const char *const w[] = {"run", "--every", "1m", "--ttl", "10s",
-                                    "--grace", "1s", "-q", "job", "--",
-                                    "report", NULL};
+    static const char *const w[] = {"run", "--every", "1m",     "--ttl",
+                                    "10s", "--grace", "1s",     "-q",
+                                    "job", "--",      "report", NULL};
     static const char *const once[] = {"run", "job", "true", NULL};
     struct line l;
     struct cli_args a;
@@ -291,16 +312,17 @@ static void run_every_takes_a_tick_and_the_lease_options(void **state)
 
 static void run_every_refuses_the_options_of_a_single_run(void **state)
 {
-    static const char *const wait[] = {"run", "--every", "1s", "-w", "1s",
-                                       "job", "true", NULL};
+    static const char *const wait[] = {"run", "--every", "1s",   "-w",
+                                       "1s",  "job",     "true", NULL};
     static const char *const fail_open[] = {"run", "--fail-open", "--every",
-                                            "1s", "job", "true", NULL};
-    static const char *const code[] = {"run", "--every", "1s", "-E", "0",
-                                       "job", "true", NULL};
-    static const char *const zero[] = {"run", "--every", "0", "job", "true",
-                                       NULL};
-    static const char *const junk[] = {"run", "--every", "often", "job",
-                                       "true", NULL};
+                                            "1s",  "job",         "true",
+                                            NULL};
+    static const char *const code[] = {"run", "--every", "1s",   "-E",
+                                       "0",   "job",     "true", NULL};
+    static const char *const zero[] = {"run", "--every", "0",
+                                       "job", "true",    NULL};
+    static const char *const junk[] = {"run", "--every", "often",
+                                       "job", "true",    NULL};
 
     (void)state;
     parse_refused(CLI_CMD_RUN, wait, "--wait is not used with --every");
@@ -314,25 +336,25 @@ static void run_every_refuses_the_options_of_a_single_run(void **state)
 
 static void leader_takes_key_and_command_like_run(void **state)
 {
-    static const char *const w[] = {"leader", "--ttl", "2s", "--grace",
-                                    "500ms", "role", "consume", "--wait",
-                                    NULL};
+    static const char *const w[] = {"leader",  "--ttl",  "2s",
+                                    "--grace", "500ms",  "role",
+                                    "consume", "--wait", NULL};
     static const char *const no_command[] = {"leader", "role", NULL};
-    static const char *const wait[] = {"leader", "-w", "1s", "role", "x",
-                                       NULL};
-    static const char *const every[] = {"leader", "--every", "1s", "role",
-                                        "x", NULL};
+    static const char *const wait[] = {"leader", "-w", "1s",
+                                       "role",   "x",  NULL};
+    static const char *const every[] = {"leader", "--every", "1s",
+                                        "role",   "x",       NULL};
     static const char *const after_key[] = {"leader", "role", "--ttl", "1s",
-                                            "--", "x", NULL};
+                                            "--",     "x",    NULL};
     struct line l;
     struct cli_args a;
 
     (void)state;
     parse_ok(CLI_CMD_LEADER, w, &l, &a);
     TK_EXPECT(a.ttl_ms == 2000 && a.grace_ms == 500, "--ttl and --grace");
-    TK_EXPECT(strcmp(a.key, "role") == 0 &&
-              strcmp(a.command[0], "consume") == 0 &&
-              strcmp(a.command[1], "--wait") == 0,
+    TK_EXPECT(strcmp(a.key, "role") == 0
+                  && strcmp(a.command[0], "consume") == 0
+                  && strcmp(a.command[1], "--wait") == 0,
               "everything after KEY is the command's");
     parse_refused(CLI_CMD_LEADER, no_command, "missing COMMAND");
     parse_refused(CLI_CMD_LEADER, wait, "--wait is not used by 'leader'");
@@ -344,8 +366,8 @@ static void commands_are_found_by_name(void **state)
 {
     (void)state;
     for (int i = 0; i < CLI_CMD_COUNT; i++)
-        TK_EXPECT(cli_command_find(cli_command_name((enum cli_command)i)) ==
-                  i, "command %d is found by its name", i);
+        TK_EXPECT(cli_command_find(cli_command_name((enum cli_command)i)) == i,
+                  "command %d is found by its name", i);
     TK_EXPECT(cli_command_find("lock") == -1, "there is no 'lock'");
     TK_EXPECT(cli_command_find("") == -1, "there is no ''");
 }

@@ -72,9 +72,9 @@ static void fractions_are_exact_to_the_millisecond(void **state)
 static void junk_is_refused(void **state)
 {
     static const char *const junk[] = {
-        "", " 5s", "5s ", "5 s", "-5s", "+5s", "30x", "s", "ms", "5sec",
-        "1e3", "0x10", "inf", "nan", ".5s", "5.", "5..5s", "5.s", "1h30m",
-        "5S", "5M", "forever", "-1",
+        "",      " 5s",  "5s ",   "5 s",  "-5s", "+5s",     "30x", "s",
+        "ms",    "5sec", "1e3",   "0x10", "inf", "nan",     ".5s", "5.",
+        "5..5s", "5.s",  "1h30m", "5S",   "5M",  "forever", "-1",
     };
 
     (void)state;

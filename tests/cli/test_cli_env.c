@@ -43,15 +43,20 @@ static void lock_variables_are_added(void **state)
     struct cli_env env;
 
     (void)state;
-    TK_EXPECT(cli_env_build(&env, base, "job", "0123456789abcdef0123456789ab"
-                            "cdef", 42, 0, NULL) == 0, "the environment is built");
-    TK_EXPECT(strcmp(env.envp[0], "PATH=/bin") == 0 &&
-              strcmp(env.envp[1], "HOME=/root") == 0,
+    TK_EXPECT(cli_env_build(&env, base, "job",
+                            "0123456789abcdef0123456789ab"
+                            "cdef",
+                            42, 0, NULL)
+                  == 0,
+              "the environment is built");
+    TK_EXPECT(strcmp(env.envp[0], "PATH=/bin") == 0
+                  && strcmp(env.envp[1], "HOME=/root") == 0,
               "the caller's variables come first, unchanged");
     TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_KEY"), "job") == 0,
               "DLOCK_KEY=job");
     TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TOKEN"),
-                     "0123456789abcdef0123456789abcdef") == 0,
+                     "0123456789abcdef0123456789abcdef")
+                  == 0,
               "DLOCK_TOKEN is the token");
     TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_FENCE"), "42") == 0,
               "DLOCK_FENCE=42");
@@ -63,25 +68,25 @@ static void lock_variables_are_added(void **state)
 
 static void outer_lock_variables_are_replaced_not_doubled(void **state)
 {
-    char *base[] = {"DLOCK_KEY=outer", "DLOCK_FENCE=7", "X=1",
-                    "DLOCK_TOKEN=old", "DLOCK_DEGRADED=1",
-                    "DLOCK_KEYS=other", NULL};
+    char *base[] = {
+        "DLOCK_KEY=outer",  "DLOCK_FENCE=7",    "X=1", "DLOCK_TOKEN=old",
+        "DLOCK_DEGRADED=1", "DLOCK_KEYS=other", NULL};
     struct cli_env env;
 
     (void)state;
     TK_EXPECT(cli_env_build(&env, base, "inner", "t", 8, 0, NULL) == 0,
               "the environment is built");
-    TK_EXPECT(count_prefix(env.envp, "DLOCK_KEY=") == 1 &&
-              count_prefix(env.envp, "DLOCK_FENCE=") == 1 &&
-              count_prefix(env.envp, "DLOCK_TOKEN=") == 1 &&
-              count_prefix(env.envp, "DLOCK_DEGRADED=") == 1,
+    TK_EXPECT(count_prefix(env.envp, "DLOCK_KEY=") == 1
+                  && count_prefix(env.envp, "DLOCK_FENCE=") == 1
+                  && count_prefix(env.envp, "DLOCK_TOKEN=") == 1
+                  && count_prefix(env.envp, "DLOCK_DEGRADED=") == 1,
               "one of each DLOCK_* variable");
     TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_KEY"), "inner") == 0,
               "the inner key wins");
     TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_DEGRADED"), "0") == 0,
               "the inner degraded flag wins");
-    TK_EXPECT(value_of(env.envp, "DLOCK_KEYS") != NULL &&
-              value_of(env.envp, "X") != NULL,
+    TK_EXPECT(value_of(env.envp, "DLOCK_KEYS") != NULL
+                  && value_of(env.envp, "X") != NULL,
               "variables that only share a prefix are kept");
     cli_env_free(&env);
 }
@@ -112,14 +117,14 @@ static void leadership_gives_term_as_fence_and_tick(void **state)
     (void)state;
     TK_EXPECT(cli_env_build_leader(&env, base, "role", 17, 99, NULL) == 0,
               "the environment is built");
-    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TERM"), "17") == 0 &&
-              strcmp(value_of(env.envp, "DLOCK_FENCE"), "17") == 0,
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TERM"), "17") == 0
+                  && strcmp(value_of(env.envp, "DLOCK_FENCE"), "17") == 0,
               "DLOCK_TERM and DLOCK_FENCE are the term");
-    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TICK"), "99") == 0 &&
-              count_prefix(env.envp, "DLOCK_TICK=") == 1,
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_TICK"), "99") == 0
+                  && count_prefix(env.envp, "DLOCK_TICK=") == 1,
               "one DLOCK_TICK, this tick's");
-    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_KEY"), "role") == 0 &&
-              strcmp(value_of(env.envp, "DLOCK_DEGRADED"), "0") == 0,
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_KEY"), "role") == 0
+                  && strcmp(value_of(env.envp, "DLOCK_DEGRADED"), "0") == 0,
               "DLOCK_KEY=role, DLOCK_DEGRADED=0");
     TK_EXPECT(value_of(env.envp, "DLOCK_TOKEN") == NULL,
               "an outer DLOCK_TOKEN is removed, not passed on");
@@ -154,20 +159,22 @@ static void deadline_is_exported_and_outer_one_replaced(void **state)
     (void)state;
     TK_EXPECT(cli_env_build(&env, base, "job", "t", 1, 0, &d) == 0,
               "the environment is built");
-    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_VALID_UNTIL"),
-                     "1790000000123") == 0 &&
-              count_prefix(env.envp, "DLOCK_VALID_UNTIL=") == 1,
+    TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_VALID_UNTIL"), "1790000000123")
+                      == 0
+                  && count_prefix(env.envp, "DLOCK_VALID_UNTIL=") == 1,
               "one DLOCK_VALID_UNTIL, the deadline in epoch ms");
     TK_EXPECT(strcmp(value_of(env.envp, "DLOCK_VALID_UNTIL_FILE"),
-                     "/run/x/valid_until") == 0 &&
-              count_prefix(env.envp, "DLOCK_VALID_UNTIL_FILE=") == 1,
+                     "/run/x/valid_until")
+                      == 0
+                  && count_prefix(env.envp, "DLOCK_VALID_UNTIL_FILE=") == 1,
               "one DLOCK_VALID_UNTIL_FILE, ours");
     cli_env_free(&env);
-    TK_EXPECT(cli_env_build_leader(&env, base, "role", 3, 7, &file_only) ==
-              0, "the leader's environment is built");
-    TK_EXPECT(value_of(env.envp, "DLOCK_VALID_UNTIL") == NULL &&
-              strcmp(value_of(env.envp, "DLOCK_VALID_UNTIL_FILE"), "/f") == 0
-              && strcmp(value_of(env.envp, "DLOCK_TICK"), "7") == 0,
+    TK_EXPECT(cli_env_build_leader(&env, base, "role", 3, 7, &file_only) == 0,
+              "the leader's environment is built");
+    TK_EXPECT(value_of(env.envp, "DLOCK_VALID_UNTIL") == NULL
+                  && strcmp(value_of(env.envp, "DLOCK_VALID_UNTIL_FILE"), "/f")
+                         == 0
+                  && strcmp(value_of(env.envp, "DLOCK_TICK"), "7") == 0,
               "no deadline number when unbounded; the file and tick stay");
     cli_env_free(&env);
 }

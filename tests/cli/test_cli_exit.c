@@ -26,12 +26,10 @@ static void each_error_has_its_documented_code(void **state)
         dlock_err err;
         int code;
     } table[] = {
-        {DLOCK_OK, 0},           {DLOCK_BUSY, 75},
-        {DLOCK_LOST, 76},        {DLOCK_UNAVAILABLE, 69},
-        {DLOCK_TIMEOUT, 69},     {DLOCK_PROTOCOL, 69},
-        {DLOCK_TLS, 69},         {DLOCK_AUTH, 69},
-        {DLOCK_SERVER, 69},      {DLOCK_INVALID, 64},
-        {DLOCK_NOMEM, 70},       {DLOCK_SYSTEM, 70},
+        {DLOCK_OK, 0},           {DLOCK_BUSY, 75},     {DLOCK_LOST, 76},
+        {DLOCK_UNAVAILABLE, 69}, {DLOCK_TIMEOUT, 69},  {DLOCK_PROTOCOL, 69},
+        {DLOCK_TLS, 69},         {DLOCK_AUTH, 69},     {DLOCK_SERVER, 69},
+        {DLOCK_INVALID, 64},     {DLOCK_NOMEM, 70},    {DLOCK_SYSTEM, 70},
         {DLOCK_STATE, 70},       {(dlock_err)999, 70},
     };
 
@@ -55,8 +53,7 @@ static void wait_status_is_reported_like_a_shell(void **state)
     (void)state;
     TK_EXPECT(cli_exit_of_wait_status(W_EXITCODE(0, 0)) == 0, "exit 0");
     TK_EXPECT(cli_exit_of_wait_status(W_EXITCODE(3, 0)) == 3, "exit 3");
-    TK_EXPECT(cli_exit_of_wait_status(W_EXITCODE(255, 0)) == 255,
-              "exit 255");
+    TK_EXPECT(cli_exit_of_wait_status(W_EXITCODE(255, 0)) == 255, "exit 255");
     TK_EXPECT(cli_exit_of_wait_status(W_EXITCODE(0, SIGKILL)) == 137,
               "SIGKILL is 137");
     TK_EXPECT(cli_exit_of_wait_status(W_EXITCODE(0, SIGTERM)) == 143,
@@ -69,12 +66,15 @@ static void messages_never_span_lines(void **state)
 
     (void)state;
     TK_EXPECT(strcmp(cli_say_sanitize(buf, sizeof(buf), "a\nb\r\tc\x1b[2J"),
-                     "a?b??c?[2J") == 0,
+                     "a?b??c?[2J")
+                  == 0,
               "control characters become '?', got \"%s\"", buf);
     TK_EXPECT(strcmp(cli_say_sanitize(buf, 4, "abcdef"), "abc") == 0,
               "long text is cut at the buffer, got \"%s\"", buf);
     TK_EXPECT(strcmp(cli_say_sanitize(buf, sizeof(buf), "caf\xc3\xa9"),
-                     "caf\xc3\xa9") == 0, "UTF-8 passes unchanged");
+                     "caf\xc3\xa9")
+                  == 0,
+              "UTF-8 passes unchanged");
 }
 
 int main(void)

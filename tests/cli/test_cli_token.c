@@ -29,9 +29,10 @@ static void operand_wins_over_environment(void **state)
     char buf[CLI_TOKEN_MAX], why[160];
 
     (void)state;
-    TK_EXPECT(cli_token_resolve("abc", "fromenv", NULL, buf, why,
-                                sizeof(why)) == 0 &&
-              strcmp(buf, "abc") == 0, "the operand is the token");
+    TK_EXPECT(cli_token_resolve("abc", "fromenv", NULL, buf, why, sizeof(why))
+                      == 0
+                  && strcmp(buf, "abc") == 0,
+              "the operand is the token");
 }
 
 static void dash_reads_one_line_of_stdin(void **state)
@@ -40,14 +41,14 @@ static void dash_reads_one_line_of_stdin(void **state)
     FILE *in = stream_of("  0123abcd \nsecond line\n");
 
     (void)state;
-    TK_EXPECT(cli_token_resolve("-", "fromenv", in, buf, why,
-                                sizeof(why)) == 0 &&
-              strcmp(buf, "0123abcd") == 0,
+    TK_EXPECT(cli_token_resolve("-", "fromenv", in, buf, why, sizeof(why)) == 0
+                  && strcmp(buf, "0123abcd") == 0,
               "the first line, trimmed, got '%s'", buf);
     fclose(in);
     in = stream_of("no-newline");
-    TK_EXPECT(cli_token_resolve("-", NULL, in, buf, why, sizeof(why)) == 0 &&
-              strcmp(buf, "no-newline") == 0, "a last line without \\n");
+    TK_EXPECT(cli_token_resolve("-", NULL, in, buf, why, sizeof(why)) == 0
+                  && strcmp(buf, "no-newline") == 0,
+              "a last line without \\n");
     fclose(in);
 }
 
@@ -56,9 +57,10 @@ static void environment_is_used_without_operand(void **state)
     char buf[CLI_TOKEN_MAX], why[160];
 
     (void)state;
-    TK_EXPECT(cli_token_resolve(NULL, "fromenv\n", NULL, buf, why,
-                                sizeof(why)) == 0 &&
-              strcmp(buf, "fromenv") == 0, "DLOCK_TOKEN is the token");
+    TK_EXPECT(cli_token_resolve(NULL, "fromenv\n", NULL, buf, why, sizeof(why))
+                      == 0
+                  && strcmp(buf, "fromenv") == 0,
+              "DLOCK_TOKEN is the token");
 }
 
 static void missing_or_empty_tokens_are_refused(void **state)
@@ -67,14 +69,14 @@ static void missing_or_empty_tokens_are_refused(void **state)
     FILE *in;
 
     (void)state;
-    TK_EXPECT(cli_token_resolve(NULL, NULL, NULL, buf, why, sizeof(why)) ==
-              -1 && strstr(why, "DLOCK_TOKEN") != NULL,
+    TK_EXPECT(cli_token_resolve(NULL, NULL, NULL, buf, why, sizeof(why)) == -1
+                  && strstr(why, "DLOCK_TOKEN") != NULL,
               "no token anywhere names the ways to give one: %s", why);
     TK_EXPECT(cli_token_resolve(NULL, "", NULL, buf, why, sizeof(why)) == -1,
               "an empty DLOCK_TOKEN is no token");
     in = stream_of("");
     TK_EXPECT(cli_token_resolve("-", "env", in, buf, why, sizeof(why)) == -1
-              && strstr(why, "stdin") != NULL,
+                  && strstr(why, "stdin") != NULL,
               "empty stdin is refused, not replaced by DLOCK_TOKEN: %s", why);
     fclose(in);
     memset(longline, 'a', sizeof(longline) - 2);
@@ -82,7 +84,8 @@ static void missing_or_empty_tokens_are_refused(void **state)
     longline[sizeof(longline) - 1] = '\0';
     in = stream_of(longline);
     TK_EXPECT(cli_token_resolve("-", NULL, in, buf, why, sizeof(why)) == -1
-              && strstr(why, "too long") != NULL, "a huge line is refused");
+                  && strstr(why, "too long") != NULL,
+              "a huge line is refused");
     fclose(in);
 }
 

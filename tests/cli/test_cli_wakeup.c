@@ -45,8 +45,9 @@ static void posted_events_are_drained_in_order(void **state)
     cli_wakeup_post(&w, CLI_WAKE_LOST);
     cli_wakeup_post(&w, SIGTERM);
     TK_EXPECT(cli_wakeup_drain(&w, got, sizeof(got)) == 3, "three events");
-    TK_EXPECT(got[0] == CLI_WAKE_GAINED && got[1] == CLI_WAKE_LOST &&
-              got[2] == SIGTERM, "in the order posted");
+    TK_EXPECT(got[0] == CLI_WAKE_GAINED && got[1] == CLI_WAKE_LOST
+                  && got[2] == SIGTERM,
+              "in the order posted");
     cli_wakeup_close(&w);
     cli_wakeup_close(&w);
 }

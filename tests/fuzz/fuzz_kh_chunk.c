@@ -82,8 +82,8 @@ typedef struct text_index {
 
 static int is_white(unsigned char c)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
-           c == '\v';
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
+           || c == '\v';
 }
 
 static int is_cont(unsigned char c)
@@ -99,34 +99,29 @@ static int at_boundary(const unsigned char *t, size_t len, size_t e)
 /* 1 if t[e-3..e) is 。 (U+3002), ！ (U+FF01) or ？ (U+FF1F). */
 static int after_cjk_stop(const unsigned char *t, size_t e)
 {
-    static const unsigned char stops[3][3] = {
-        {0xE3, 0x80, 0x82}, {0xEF, 0xBC, 0x81}, {0xEF, 0xBC, 0x9F}};
+    static const unsigned char stops[3][3] = {{0xE3, 0x80, 0x82},
+                                              {0xEF, 0xBC, 0x81},
+                                              {0xEF, 0xBC, 0x9F}};
 
-    for (size_t i = 0; e >= 3 && i < 3; i++) {
+    for (size_t i = 0; e >= 3 && i < 3; i++)
         if (memcmp(t + e - 3, stops[i], 3) == 0)
             return 1;
-    }
     return 0;
 }
 
 /* 1 if a chunk ending before t[e] satisfies rule r. */
-static int satisfies(const unsigned char *t, size_t len, size_t e,
-                     enum rule r)
+static int satisfies(const unsigned char *t, size_t len, size_t e, enum rule r)
 {
     switch (r) {
-    case PARAGRAPH:
-        return e >= 2 && t[e - 2] == '\n' && t[e - 1] == '\n';
+    case PARAGRAPH: return e >= 2 && t[e - 2] == '\n' && t[e - 1] == '\n';
     case SENTENCE:
-        if (e >= 1 && e < len && strchr(".!?", t[e - 1]) != NULL &&
-            t[e - 1] != '\0' && is_white(t[e]))
+        if (e >= 1 && e < len && strchr(".!?", t[e - 1]) != NULL
+            && t[e - 1] != '\0' && is_white(t[e]))
             return 1;
         return after_cjk_stop(t, e);
-    case SPACE:
-        return e >= 1 && is_white(t[e - 1]) && at_boundary(t, len, e);
-    case CHARACTER:
-        return at_boundary(t, len, e);
-    case RULES:
-        break;
+    case SPACE: return e >= 1 && is_white(t[e - 1]) && at_boundary(t, len, e);
+    case CHARACTER: return at_boundary(t, len, e);
+    case RULES: break;
     }
     abort();
 }
@@ -185,8 +180,8 @@ static void rule_window(const chunk_case *c, size_t pos, enum rule r,
 }
 
 /* Some end of rule r in its window for a chunk starting at pos? */
-static int rule_has_end(const chunk_case *c, const text_index *ix,
-                        size_t pos, enum rule r)
+static int rule_has_end(const chunk_case *c, const text_index *ix, size_t pos,
+                        enum rule r)
 {
     size_t lo, hi;
 
@@ -205,26 +200,33 @@ static void check_cut(const chunk_case *c, const text_index *ix,
     /* The rules look back from the target only when the rest does not
      * fit in one chunk; a rest that fits is the last chunk, whole. */
     if (c->len - pos <= c->opts.target_bytes)
-        fuzz_fail(TARGET, "chunk %zu [%zu, %zu) is not the last, though"
-                  " the %zu bytes left fit in one", i, pos, e, c->len - pos);
+        fuzz_fail(TARGET,
+                  "chunk %zu [%zu, %zu) is not the last, though"
+                  " the %zu bytes left fit in one",
+                  i, pos, e, c->len - pos);
     for (r = PARAGRAPH; r < RULES; r++) {
         rule_window(c, pos, r, &lo, &hi);
         if (e >= lo && e <= hi && satisfies(c->text, c->len, e, r))
             break;
         if (rule_has_end(c, ix, pos, r))
-            fuzz_fail(TARGET, "chunk %zu [%zu, %zu): rule %d had an end"
-                      " (%zu) but the cut is elsewhere", i, pos, e, (int)r,
-                      ix->last[r][hi]);
+            fuzz_fail(TARGET,
+                      "chunk %zu [%zu, %zu): rule %d had an end"
+                      " (%zu) but the cut is elsewhere",
+                      i, pos, e, (int)r, ix->last[r][hi]);
     }
     if (r == RULES) {
         if (e != pos + c->opts.target_bytes)
-            fuzz_fail(TARGET, "chunk %zu [%zu, %zu): no rule holds, yet"
-                      " the cut is not at the target", i, pos, e);
+            fuzz_fail(TARGET,
+                      "chunk %zu [%zu, %zu): no rule holds, yet"
+                      " the cut is not at the target",
+                      i, pos, e);
         return;
     }
     if (ix->last[r][hi] != e)
-        fuzz_fail(TARGET, "chunk %zu [%zu, %zu): a later end (%zu) also"
-                  " satisfies rule %d", i, pos, e, ix->last[r][hi], (int)r);
+        fuzz_fail(TARGET,
+                  "chunk %zu [%zu, %zu): a later end (%zu) also"
+                  " satisfies rule %d",
+                  i, pos, e, ix->last[r][hi], (int)r);
 }
 
 /* Size, order, overlap and UTF-8 rules of chunk i. */
@@ -235,11 +237,13 @@ static void check_span(const chunk_case *c, const text_index *ix,
     const size_t e = span_end(&s[i]);
 
     if (s[i].length < 1 || s[i].length > target || e > c->len)
-        fuzz_fail(TARGET, "chunk %zu [%zu, +%zu) of %zu bytes: bad size",
-                  i, s[i].offset, s[i].length, c->len);
+        fuzz_fail(TARGET, "chunk %zu [%zu, +%zu) of %zu bytes: bad size", i,
+                  s[i].offset, s[i].length, c->len);
     if (i + 1 < n && s[i].length < target / 2)
-        fuzz_fail(TARGET, "chunk %zu of %zu bytes is under half the target"
-                  " %zu", i, s[i].length, target);
+        fuzz_fail(TARGET,
+                  "chunk %zu of %zu bytes is under half the target"
+                  " %zu",
+                  i, s[i].length, target);
     if (ix->inside[s[i].offset] || ix->inside[e])
         fuzz_fail(TARGET, "chunk %zu [%zu, %zu) cuts a UTF-8 sequence", i,
                   s[i].offset, e);
@@ -258,9 +262,11 @@ static void check_span(const chunk_case *c, const text_index *ix,
     while (want < prev_end && is_cont(c->text[want]))
         want++;
     if (s[i].offset != want || s[i].offset <= s[i - 1].offset)
-        fuzz_fail(TARGET, "chunk %zu starts at %zu, expected %zu (previous"
-                  " [%zu, %zu), overlap %zu)", i, s[i].offset, want,
-                  s[i - 1].offset, prev_end, c->opts.overlap_bytes);
+        fuzz_fail(TARGET,
+                  "chunk %zu starts at %zu, expected %zu (previous"
+                  " [%zu, %zu), overlap %zu)",
+                  i, s[i].offset, want, s[i - 1].offset, prev_end,
+                  c->opts.overlap_bytes);
 }
 
 /* Copies the chunks out and joins them minus their overlaps. */
@@ -282,11 +288,12 @@ static void check_reconstruction(const chunk_case *c, const kh_chunk_span *s,
         memcpy(chunk, c->text + s[i].offset, s[i].length);
         if (i > 0) {
             shared = span_end(&s[i - 1]) - s[i].offset;
-            if (shared > c->opts.overlap_bytes || shared > s[i].length ||
-                memcmp(prev + s[i - 1].length - shared, chunk, shared) != 0)
-                fuzz_fail(TARGET, "chunks %zu and %zu overlap by %zu bytes"
-                          " that differ or exceed the overlap", i - 1, i,
-                          shared);
+            if (shared > c->opts.overlap_bytes || shared > s[i].length
+                || memcmp(prev + s[i - 1].length - shared, chunk, shared) != 0)
+                fuzz_fail(TARGET,
+                          "chunks %zu and %zu overlap by %zu bytes"
+                          " that differ or exceed the overlap",
+                          i - 1, i, shared);
         }
         if (at + s[i].length - shared > c->len)
             fuzz_fail(TARGET, "the chunks hold more than the text");
@@ -297,20 +304,21 @@ static void check_reconstruction(const chunk_case *c, const kh_chunk_span *s,
     }
     free(prev);
     if (at != c->len || memcmp(joined, c->text, c->len) != 0)
-        fuzz_fail(TARGET, "the chunks joined give %zu bytes, not the %zu of"
-                  " the text", at, c->len);
+        fuzz_fail(TARGET,
+                  "the chunks joined give %zu bytes, not the %zu of"
+                  " the text",
+                  at, c->len);
     free(joined);
 }
 
-static void check_chunks(const chunk_case *c, const kh_chunk_span *s,
-                         size_t n)
+static void check_chunks(const chunk_case *c, const kh_chunk_span *s, size_t n)
 {
     const size_t step = c->opts.target_bytes / 2 - c->opts.overlap_bytes;
     text_index ix;
 
     if (n > c->len / step + 1)
-        fuzz_fail(TARGET, "%zu chunks of %zu bytes, more than the bound",
-                  n, c->len);
+        fuzz_fail(TARGET, "%zu chunks of %zu bytes, more than the bound", n,
+                  c->len);
     index_text(c->text, c->len, &ix);
     for (size_t i = 0; i < n; i++) {
         check_span(c, &ix, s, i, n);
@@ -335,9 +343,10 @@ static void check_case(const chunk_case *c)
 
     if (!c->opts_valid) {
         if (rc != -1 || spans != NULL || count != 0)
-            fuzz_fail(TARGET, "target %zu overlap %zu: not refused cleanly"
-                      " (rc %d, count %zu)", c->opts.target_bytes,
-                      c->opts.overlap_bytes, rc, count);
+            fuzz_fail(TARGET,
+                      "target %zu overlap %zu: not refused cleanly"
+                      " (rc %d, count %zu)",
+                      c->opts.target_bytes, c->opts.overlap_bytes, rc, count);
         return;
     }
     if (rc != 0)
@@ -417,9 +426,18 @@ static size_t mixed_document(unsigned char *buf, size_t cap)
 void fuzz_target_selftest(void)
 {
     static unsigned char doc[32768];
-    static const struct { size_t target, overlap; int valid; } edges[] = {
-        {0, 0, 0}, {15, 0, 0}, {16, 7, 1}, {16, 8, 0}, {17, 8, 0},
-        {18, 8, 1}, {SIZE_MAX, SIZE_MAX / 2 - 1, 1}, {SIZE_MAX, SIZE_MAX, 0},
+    static const struct {
+        size_t target, overlap;
+        int valid;
+    } edges[] = {
+        {0, 0, 0},
+        {15, 0, 0},
+        {16, 7, 1},
+        {16, 8, 0},
+        {17, 8, 0},
+        {18, 8, 1},
+        {SIZE_MAX, SIZE_MAX / 2 - 1, 1},
+        {SIZE_MAX, SIZE_MAX, 0},
     };
     chunk_case c = {doc, 0, {0, 0}, 1};
 

@@ -65,8 +65,8 @@ static long list_dir(const char *dir, char ***names)
         struct stat st;
 
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        if (e->d_name[0] == '.' || stat(path, &st) != 0 ||
-            !S_ISREG(st.st_mode))
+        if (e->d_name[0] == '.' || stat(path, &st) != 0
+            || !S_ISREG(st.st_mode))
             continue;
         if (count == cap) {
             cap = cap ? 2 * cap : 64;

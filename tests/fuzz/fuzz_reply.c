@@ -86,7 +86,7 @@ typedef struct outcome {
     uint64_t digest;
     size_t replies;
     dlock_err end;
-    size_t peak_heap;   /* most bytes the transport held; not compared */
+    size_t peak_heap; /* most bytes the transport held; not compared */
 } outcome;
 
 /* A session: the server's end, the client's connection, the bytes
@@ -137,7 +137,7 @@ static void check_error_reply(const redisReply *r)
         fuzz_fail(TARGET, "an error reply mapped to %s", dlock_errname(err));
     if (memchr(m.text, '\0', sizeof(m.text)) == NULL || m.text[0] == '\0')
         fuzz_fail(TARGET, "an error reply gave an unterminated or empty "
-                  "message");
+                          "message");
 }
 
 /* Checks one reply (and its elements) and folds it into the digest. */
@@ -164,10 +164,8 @@ static uint64_t check_reply(const redisReply *r, int depth, uint64_t h)
             check_error_reply(r);
         h = mix(h, &r->len, sizeof(r->len));
         return mix(h, r->str, r->len);
-    case REDIS_REPLY_INTEGER:
-        return mix(h, &r->integer, sizeof(r->integer));
-    case REDIS_REPLY_NIL:
-        return h;
+    case REDIS_REPLY_INTEGER: return mix(h, &r->integer, sizeof(r->integer));
+    case REDIS_REPLY_NIL: return h;
     case REDIS_REPLY_ARRAY:
         if (r->elements > 0 && r->element == NULL)
             fuzz_fail(TARGET, "an array of %zu has no element vector",
@@ -176,8 +174,7 @@ static uint64_t check_reply(const redisReply *r, int depth, uint64_t h)
         for (size_t i = 0; i < r->elements; i++)
             h = check_reply(r->element[i], depth + 1, h);
         return h;
-    default:
-        fuzz_fail(TARGET, "a reply of unknown type %d", r->type);
+    default: fuzz_fail(TARGET, "a reply of unknown type %d", r->type);
     }
 }
 
@@ -188,10 +185,11 @@ static void check_heap(session *s)
     if (now > s->heap_base && now - s->heap_base > s->out.peak_heap)
         s->out.peak_heap = now - s->heap_base;
     if (now > s->heap_base && now - s->heap_base > s->heap_limit)
-        fuzz_fail(TARGET, "the transport holds %zu bytes after %zu bytes "
+        fuzz_fail(TARGET,
+                  "the transport holds %zu bytes after %zu bytes "
                   "were fed: a reply's memory is not bounded by the %u-byte "
-                  "ceiling (DLOCK__REPLY_MAX)", now - s->heap_base, s->fed,
-                  DLOCK__REPLY_MAX);
+                  "ceiling (DLOCK__REPLY_MAX)",
+                  now - s->heap_base, s->fed, DLOCK__REPLY_MAX);
 }
 
 /* Ends the session with err, which must have broken the connection. */
@@ -294,7 +292,8 @@ static void send_ping(session *s)
     char sink[64];
 
     if (dlock__conn_send(s->conn, ping, sizeof(ping) - 1,
-                         dlock__deadline_after_ms(2000), &m) != DLOCK_OK)
+                         dlock__deadline_after_ms(2000), &m)
+        != DLOCK_OK)
         fuzz_fail(TARGET, "sending PING on a fresh connection: %s", m.text);
     if (recv(s->server, sink, sizeof(sink), 0) != (ssize_t)sizeof(ping) - 1)
         fuzz_fail(TARGET, "the server did not get the PING");
@@ -302,8 +301,8 @@ static void send_ping(session *s)
 
 /* One session with the payload cut into pieces of the given sizes (their
  * sum is n). */
-static void run_pieces(const uint8_t *p, const size_t *pieces,
-                       size_t count, int ping, outcome *out)
+static void run_pieces(const uint8_t *p, const size_t *pieces, size_t count,
+                       int ping, outcome *out)
 {
     session s;
     size_t at = 0;
@@ -322,14 +321,16 @@ static void run_pieces(const uint8_t *p, const size_t *pieces,
 static void expect_same(const outcome *whole, const outcome *split,
                         const char *how, size_t n)
 {
-    if (whole->replies != split->replies || whole->digest != split->digest ||
-        whole->end != split->end)
-        fuzz_fail(TARGET, "%zu bytes sent at once gave %zu replies and %s; "
-                  "sent %s they gave %zu replies and %s%s", n,
-                  whole->replies, dlock_errname(whole->end), how,
+    if (whole->replies != split->replies || whole->digest != split->digest
+        || whole->end != split->end)
+        fuzz_fail(TARGET,
+                  "%zu bytes sent at once gave %zu replies and %s; "
+                  "sent %s they gave %zu replies and %s%s",
+                  n, whole->replies, dlock_errname(whole->end), how,
                   split->replies, dlock_errname(split->end),
-                  whole->replies == split->replies &&
-                  whole->end == split->end ? " (different contents)" : "");
+                  whole->replies == split->replies && whole->end == split->end
+                      ? " (different contents)"
+                      : "");
 }
 
 /* Short payloads: every two-piece split, and one byte at a time. */
@@ -413,8 +414,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
  * The plain build runs them. */
 void fuzz_target_selftest(void)
 {
-    fprintf(stderr, "fuzz: %s: the 64 MiB ceiling checks run in the plain "
-            "build only\n", TARGET);
+    fprintf(stderr,
+            "fuzz: %s: the 64 MiB ceiling checks run in the plain "
+            "build only\n",
+            TARGET);
 }
 #else
 
@@ -458,13 +461,19 @@ void fuzz_target_selftest(void)
 
     err = stream_bulk(under, &replies);
     if (err != DLOCK_OK || replies != 1)
-        fuzz_fail(TARGET, "a %zu-byte bulk reply, under the ceiling, gave "
-                  "%s and %zu replies", under, dlock_errname(err), replies);
+        fuzz_fail(TARGET,
+                  "a %zu-byte bulk reply, under the ceiling, gave "
+                  "%s and %zu replies",
+                  under, dlock_errname(err), replies);
     err = stream_bulk(DLOCK__REPLY_MAX + 1024, &replies);
     if (err != DLOCK_PROTOCOL)
-        fuzz_fail(TARGET, "a bulk reply over the %u-byte ceiling gave %s, "
-                  "not PROTOCOL", DLOCK__REPLY_MAX, dlock_errname(err));
-    fprintf(stderr, "fuzz: %s: replies under and over the %u-byte ceiling "
-            "are taken and refused\n", TARGET, DLOCK__REPLY_MAX);
+        fuzz_fail(TARGET,
+                  "a bulk reply over the %u-byte ceiling gave %s, "
+                  "not PROTOCOL",
+                  DLOCK__REPLY_MAX, dlock_errname(err));
+    fprintf(stderr,
+            "fuzz: %s: replies under and over the %u-byte ceiling "
+            "are taken and refused\n",
+            TARGET, DLOCK__REPLY_MAX);
 }
 #endif

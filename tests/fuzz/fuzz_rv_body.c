@@ -58,8 +58,8 @@ static void check_utf8(const char *s, size_t n)
     json_t *js;
 
     if (valid != (chars >= 0))
-        fuzz_fail(TARGET, "svc_utf8_valid %d, decoder %ld on %zu bytes",
-                  valid, chars, n);
+        fuzz_fail(TARGET, "svc_utf8_valid %d, decoder %ld on %zu bytes", valid,
+                  chars, n);
     if (memchr(s, '\0', n) != NULL)
         return;
     js = json_stringn(s, n);
@@ -82,7 +82,7 @@ static void check_string_field(const json_t *obj, const char *key,
         fuzz_fail(TARGET, "\"%s\": svc_utf8_chars %zu, decoder %ld", key,
                   svc_utf8_chars(s), chars);
     rc = svc_json_string_field(obj, key, 1, 200, 0, &out, detail,
-                              sizeof(detail));
+                               sizeof(detail));
     if (rc != ((chars >= 1 && chars <= 200) ? 1 : -1))
         fuzz_fail(TARGET, "\"%s\" of %ld characters: string_field %d", key,
                   chars, rc);
@@ -93,28 +93,28 @@ static void check_string_field(const json_t *obj, const char *key,
 /* Every field of an accepted body. */
 static void check_fields(const json_t *obj)
 {
-    static const char *const allowed[] = {"title", "content", "comment",
-                                          NULL};
+    static const char *const allowed[] = {"title", "content", "comment", NULL};
     const char *key;
     json_t *v;
     int unknown = 0;
     char detail[256];
     const char *out;
 
-    json_object_foreach((json_t *)obj, key, v) {
-        if (strcmp(key, "title") != 0 && strcmp(key, "content") != 0 &&
-            strcmp(key, "comment") != 0)
+    json_object_foreach((json_t *)obj, key, v)
+    {
+        if (strcmp(key, "title") != 0 && strcmp(key, "content") != 0
+            && strcmp(key, "comment") != 0)
             unknown = 1;
         if (json_is_string(v))
             check_string_field(obj, key, v);
-        else if (svc_json_string_field(obj, key, 0, 10, json_is_null(v),
-                                      &out, detail, sizeof(detail)) !=
-                 (json_is_null(v) ? 0 : -1))
+        else if (svc_json_string_field(obj, key, 0, 10, json_is_null(v), &out,
+                                       detail, sizeof(detail))
+                 != (json_is_null(v) ? 0 : -1))
             fuzz_fail(TARGET, "\"%s\" of type %d accepted as a string", key,
                       (int)json_typeof(v));
     }
-    if ((svc_json_only_fields(obj, allowed, detail, sizeof(detail)) != 0) !=
-        unknown)
+    if ((svc_json_only_fields(obj, allowed, detail, sizeof(detail)) != 0)
+        != unknown)
         fuzz_fail(TARGET, "only_fields disagrees (unknown %d)", unknown);
 }
 
@@ -160,8 +160,8 @@ static void check_error_body(const char *body, size_t n)
     quoted = json_string_value(json_object_get(root, "detail"));
     if (quoted == NULL)
         fuzz_fail(TARGET, "error body without detail: %s", text);
-    if (strlen(detail) <= QUOTE_MAX &&
-        svc_utf8_valid(detail, strlen(detail)) && strcmp(quoted, detail) != 0)
+    if (strlen(detail) <= QUOTE_MAX && svc_utf8_valid(detail, strlen(detail))
+        && strcmp(quoted, detail) != 0)
         fuzz_fail(TARGET, "valid detail changed in the error body");
     json_decref(root);
     free(text);

@@ -55,14 +55,15 @@ static const unsigned char wrong[] = "not-the-secret-of-this-service!!";
 /* base64url without padding of p[0..n) into out (4n/3+4 bytes). */
 static size_t b64url(const unsigned char *p, size_t n, char *out)
 {
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                            "0123456789-_";
+    static const char a[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+        "0123456789-_";
     size_t o = 0;
 
     for (size_t i = 0; i < n; i += 3) {
-        const uint32_t v = (uint32_t)p[i] << 16 |
-            (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-            (i + 2 < n ? p[i + 2] : 0);
+        const uint32_t v = (uint32_t)p[i] << 16
+                           | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0)
+                           | (i + 2 < n ? p[i + 2] : 0);
 
         out[o++] = a[v >> 18 & 63];
         out[o++] = a[v >> 12 & 63];
@@ -87,8 +88,8 @@ static void append_part(char *tok, size_t *len, const void *p, size_t n,
 static char *build_token(uint8_t control, const char *head, size_t head_n,
                          const char *claims, size_t claims_n)
 {
-    static const char *const heads[] = {
-        "{\"alg\":\"none\"}", "{\"alg\":\"HS256\",\"typ\":\"JWT\"}"};
+    static const char *const heads[] = {"{\"alg\":\"none\"}",
+                                        "{\"alg\":\"HS256\",\"typ\":\"JWT\"}"};
     const EVP_MD *mds[] = {EVP_sha256(), EVP_sha384(), EVP_sha512(), NULL};
     const EVP_MD *md = mds[control & 3];
     const int use_wrong = control >> 2 & 1;
@@ -107,10 +108,11 @@ static char *build_token(uint8_t control, const char *head, size_t head_n,
     len = (size_t)sprintf(tok, "%s ", control >> 4 & 1 ? "bearer" : "Bearer");
     append_part(tok, &len, head, head_n, ".");
     append_part(tok, &len, claims, claims_n, ".");
-    if (md != NULL &&
-        HMAC(md, use_wrong ? wrong : secret,
-             use_wrong ? (int)sizeof(wrong) - 1 : (int)sizeof(secret),
-             (const unsigned char *)tok + 7, len - 8, sig, &sig_n) == NULL)
+    if (md != NULL
+        && HMAC(md, use_wrong ? wrong : secret,
+                use_wrong ? (int)sizeof(wrong) - 1 : (int)sizeof(secret),
+                (const unsigned char *)tok + 7, len - 8, sig, &sig_n)
+               == NULL)
         fuzz_fail(TARGET, "HMAC failed");
     append_part(tok, &len, sig, sig_n, "");
     return tok;
@@ -135,14 +137,13 @@ static int claims_acceptable(const char *claims, size_t n, rv_identity *who)
     const char *sub = json_string_value(json_object_get(c, "sub"));
     const char *role = json_string_value(json_object_get(c, "role"));
     double exp_t = 0, nbf_t = 0;
-    int ok = json_is_object(c) &&
-             numeric(json_object_get(c, "exp"), &exp_t) &&
-             exp_t + LEEWAY > (double)NOW &&
-             exp_t - LEEWAY <= (double)NOW + MAX_LIFETIME &&
-             (nbf == NULL ||
-              (numeric(nbf, &nbf_t) && nbf_t - LEEWAY <= (double)NOW)) &&
-             sub != NULL && sub[0] != '\0' && strlen(sub) <= RV_SUB_MAX &&
-             role != NULL && rv_auth_role_parse(role) != RV_ROLE_NONE;
+    int ok = json_is_object(c) && numeric(json_object_get(c, "exp"), &exp_t)
+             && exp_t + LEEWAY > (double)NOW
+             && exp_t - LEEWAY <= (double)NOW + MAX_LIFETIME
+             && (nbf == NULL
+                 || (numeric(nbf, &nbf_t) && nbf_t - LEEWAY <= (double)NOW))
+             && sub != NULL && sub[0] != '\0' && strlen(sub) <= RV_SUB_MAX
+             && role != NULL && rv_auth_role_parse(role) != RV_ROLE_NONE;
 
     memset(who, 0, sizeof(*who));
     if (ok) {
@@ -172,8 +173,9 @@ static int verify(const char *authorization, int64_t now, rv_identity *who)
     const int rc = rv_auth_verify(authorization, &policy, now, who, detail,
                                   sizeof(detail));
 
-    if (rc != 0 && (detail[0] == '\0' || who->sub[0] != '\0' ||
-                    who->role != RV_ROLE_NONE))
+    if (rc != 0
+        && (detail[0] == '\0' || who->sub[0] != '\0'
+            || who->role != RV_ROLE_NONE))
         fuzz_fail(TARGET, "refusal without detail or with an identity");
     return rc == 0;
 }
@@ -200,16 +202,20 @@ static void check_built(const uint8_t *data, size_t size)
      * tokens, and must answer the same. */
     if (verify(tok, NOW, &again) != ok || strcmp(again.sub, who.sub) != 0
         || again.role != who.role)
-        fuzz_fail(TARGET, "a second check of the same token answered "
-                  "otherwise: %s", tok);
+        fuzz_fail(TARGET,
+                  "a second check of the same token answered "
+                  "otherwise: %s",
+                  tok);
     if (ok && !(signed_right && good_head && good_claims))
-        fuzz_fail(TARGET, "accepted: signed right %d, HS256 header %d, "
-                  "claims %d: %s", signed_right, good_head, good_claims, tok);
+        fuzz_fail(TARGET,
+                  "accepted: signed right %d, HS256 header %d, "
+                  "claims %d: %s",
+                  signed_right, good_head, good_claims, tok);
     if (ok && (strcmp(who.sub, want.sub) != 0 || who.role != want.role))
         fuzz_fail(TARGET, "accepted as %s/%d, claims say %s/%d", who.sub,
                   (int)who.role, want.sub, (int)want.role);
-    if (!ok && head == NULL && signed_right && good_head && good_claims &&
-        memchr(claims, '\0', claims_n) == NULL && strlen(tok) <= 8192)
+    if (!ok && head == NULL && signed_right && good_head && good_claims
+        && memchr(claims, '\0', claims_n) == NULL && strlen(tok) <= 8192)
         fuzz_fail(TARGET, "refused a good token: %s", tok);
     free(tok);
 }

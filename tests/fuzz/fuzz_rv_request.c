@@ -100,8 +100,8 @@ static const char *authorization(fuzz_req *f, int64_t now)
 
         if (!expired && strcmp(a + 1, roles[i]) != 0)
             continue;
-        tok = rv_auth_issue(secret, sizeof(secret), "fuzz-user", roles[i],
-                            now, expired ? -60 : 600);
+        tok = rv_auth_issue(secret, sizeof(secret), "fuzz-user", roles[i], now,
+                            expired ? -60 : 600);
         if (tok == NULL)
             fuzz_fail(TARGET, "rv_auth_issue failed");
         f->token = malloc(strlen(tok) + 8);
@@ -144,8 +144,8 @@ static json_t *collect_query(const char *q, int *dup, int *utf8_ok)
             *dup = 1; /* and, as in rv_http.c, its value goes unread */
             continue;
         }
-        if (!svc_utf8_valid(arg, strlen(arg)) ||
-            !svc_utf8_valid(value, strlen(value)))
+        if (!svc_utf8_valid(arg, strlen(arg))
+            || !svc_utf8_valid(value, strlen(value)))
             *utf8_ok = 0;
         v = json_string(value);
         if (v == NULL || json_object_set_new(obj, arg, v) != 0) {
@@ -163,10 +163,9 @@ static int allow_lists(const char *allow, const char *method)
     const size_t n = strlen(method);
 
     for (const char *p = strstr(allow, method); p != NULL;
-         p = strstr(p + 1, method)) {
+         p = strstr(p + 1, method))
         if ((p == allow || p[-1] == ' ') && (p[n] == '\0' || p[n] == ','))
             return 1;
-    }
     return 0;
 }
 
@@ -184,13 +183,12 @@ static int console_path(const char *path)
     dot = strchr(path + 1, '.');
     if (dot == NULL || dot == path + 1)
         return 0;
-    for (const char *c = path + 1; c < dot; c++) {
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
-              *c == '_' || *c == '-'))
+    for (const char *c = path + 1; c < dot; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'
+              || *c == '-'))
             return 0;
-    }
-    return strcmp(dot, ".html") == 0 || strcmp(dot, ".js") == 0 ||
-           strcmp(dot, ".css") == 0;
+    return strcmp(dot, ".html") == 0 || strcmp(dot, ".js") == 0
+           || strcmp(dot, ".css") == 0;
 }
 
 static void check_route(const char *path, rv_method method,
@@ -227,8 +225,8 @@ static void check_route(const char *path, rv_method method,
             fuzz_fail(TARGET, "method %s has an operation", method_name);
         return;
     }
-    if ((m->op != RV_OP_NONE) !=
-        allow_lists(rv_router_allow(m->path), method_name))
+    if ((m->op != RV_OP_NONE)
+        != allow_lists(rv_router_allow(m->path), method_name))
         fuzz_fail(TARGET, "%s %s: op %d but Allow \"%s\"", method_name, path,
                   (int)m->op, rv_router_allow(m->path));
 }
@@ -239,13 +237,15 @@ static void check_parse_id(const char *s, size_t len)
     int64_t id = 0;
     char back[32];
     const int ok = rv_router_parse_id(s, len, &id) == 0;
-    const int canonical = ok && id > 0 &&
-        (size_t)snprintf(back, sizeof(back), "%lld", (long long)id) == len &&
-        memcmp(back, s, len) == 0;
+    const int canonical = ok && id > 0
+                          && (size_t)snprintf(back, sizeof(back), "%lld",
+                                              (long long)id)
+                                 == len
+                          && memcmp(back, s, len) == 0;
 
     if (ok != canonical)
-        fuzz_fail(TARGET, "parse_id of \"%.*s\": ok %d, gives %lld",
-                  (int)len, s, ok, (long long)id);
+        fuzz_fail(TARGET, "parse_id of \"%.*s\": ok %d, gives %lld", (int)len,
+                  s, ok, (long long)id);
 }
 
 /* An error body: {"code": reply->code, "detail": "..."}, valid UTF-8. */
@@ -272,18 +272,18 @@ static void check_error_body(const rv_reply *reply)
  * probes, the console's files and the development sign-in. */
 static int op_is_open(rv_op op)
 {
-    return op == RV_OP_HEALTHZ || op == RV_OP_READYZ || op == RV_OP_METRICS ||
-           op == RV_OP_CONSOLE || op == RV_OP_DEV_TOKEN_INFO ||
-           op == RV_OP_DEV_TOKEN_ISSUE;
+    return op == RV_OP_HEALTHZ || op == RV_OP_READYZ || op == RV_OP_METRICS
+           || op == RV_OP_CONSOLE || op == RV_OP_DEV_TOKEN_INFO
+           || op == RV_OP_DEV_TOKEN_ISSUE;
 }
 
 /* The operations that read query parameters (docs/api.md's rule: every
  * other one refuses any with 400). */
 static int op_takes_query(rv_op op)
 {
-    return op == RV_OP_DOCUMENT_GET || op == RV_OP_REVIEW_LIST ||
-           op == RV_OP_SEARCH || op == RV_OP_DOCUMENT_LIST ||
-           op == RV_OP_DOCUMENT_REVIEWS || op == RV_OP_CONSOLE;
+    return op == RV_OP_DOCUMENT_GET || op == RV_OP_REVIEW_LIST
+           || op == RV_OP_SEARCH || op == RV_OP_DOCUMENT_LIST
+           || op == RV_OP_DOCUMENT_REVIEWS || op == RV_OP_CONSOLE;
 }
 
 /* What the checks must answer, computed without them: 0 for "passes". */
@@ -292,10 +292,12 @@ static unsigned expected_status(const rv_request *req, int64_t declared,
 {
     const rv_op op = req->match.op;
     const int open = op_is_open(op);
-    const int takes_body = op == RV_OP_DOCUMENT_CREATE ||
-        op == RV_OP_DOCUMENT_UPDATE || op == RV_OP_DOCUMENT_SUBMIT ||
-        op == RV_OP_REVIEW_APPROVE || op == RV_OP_REVIEW_REJECT ||
-        op == RV_OP_DEV_TOKEN_ISSUE;
+    const int takes_body = op == RV_OP_DOCUMENT_CREATE
+                           || op == RV_OP_DOCUMENT_UPDATE
+                           || op == RV_OP_DOCUMENT_SUBMIT
+                           || op == RV_OP_REVIEW_APPROVE
+                           || op == RV_OP_REVIEW_REJECT
+                           || op == RV_OP_DEV_TOKEN_ISSUE;
 
     if (req->match.path == RV_PATH_UNKNOWN)
         return 404;
@@ -309,14 +311,14 @@ static unsigned expected_status(const rv_request *req, int64_t declared,
         return 400;
     if (!query_ok)
         return 400;
-    if (!op_takes_query(op) &&
-        (json_object_size(req->query) > 0 || req->query_dup != NULL))
+    if (!op_takes_query(op)
+        && (json_object_size(req->query) > 0 || req->query_dup != NULL))
         return 400;
-    if (takes_body && req->body_len > 0 &&
-        !rv_dispatch_is_json(req->content_type))
+    if (takes_body && req->body_len > 0
+        && !rv_dispatch_is_json(req->content_type))
         return 415;
-    if (req->method_kind == RV_METHOD_POST && req->idempotency_key != NULL &&
-        !rv_idem_key_valid(req->idempotency_key))
+    if (req->method_kind == RV_METHOD_POST && req->idempotency_key != NULL
+        && !rv_idem_key_valid(req->idempotency_key))
         return 400;
     return 0;
 }
@@ -324,14 +326,14 @@ static unsigned expected_status(const rv_request *req, int64_t declared,
 /* Past the checks: the body goes through rv_request_body_object. */
 static void check_body_object(const rv_request *req)
 {
-    static const char *const allowed[] = {"title", "content", "comment",
-                                          NULL};
+    static const char *const allowed[] = {"title", "content", "comment", NULL};
     rv_reply reply = {0};
     json_t *obj = rv_request_body_object(req, 1, allowed, &reply);
 
-    if (obj == NULL && (reply.status != 400 ||
-                        (strcmp(reply.code, "INVALID_JSON") != 0 &&
-                         strcmp(reply.code, "INVALID_ARGUMENT") != 0)))
+    if (obj == NULL
+        && (reply.status != 400
+            || (strcmp(reply.code, "INVALID_JSON") != 0
+                && strcmp(reply.code, "INVALID_ARGUMENT") != 0)))
         fuzz_fail(TARGET, "rv_request_body_object: %u %s", reply.status,
                   reply.code);
     if (obj == NULL)
@@ -347,8 +349,8 @@ static void run_request(fuzz_req *f, rv_app *app)
     const int64_t now = (int64_t)time(NULL);
     const char *target = f->field[1] != NULL ? f->field[1] : "/";
     const char *q = strchr(target, '?');
-    char *path = strndup(target, q != NULL ? (size_t)(q - target)
-                                           : strlen(target));
+    char *path = strndup(target,
+                         q != NULL ? (size_t)(q - target) : strlen(target));
     rv_request req = {0};
     rv_reply reply = {0};
     int64_t declared = -1;
@@ -368,8 +370,8 @@ static void run_request(fuzz_req *f, rv_app *app)
     if (dup)
         req.query_dup = "dup";
     if ((req.query != NULL) != utf8_ok)
-        fuzz_fail(TARGET, "query %s: jansson says %d, svc_utf8_valid %d",
-                  q, req.query != NULL, utf8_ok);
+        fuzz_fail(TARGET, "query %s: jansson says %d, svc_utf8_valid %d", q,
+                  req.query != NULL, utf8_ok);
     if (f->field[5] != NULL)
         declared = strtoll(f->field[5], NULL, 10);
     req.body = f->body;

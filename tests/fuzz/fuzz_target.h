@@ -34,8 +34,8 @@ void fuzz_target_selftest(void) __attribute__((weak));
 
 /* Prints "fuzz: <target>: <message>" on stderr and aborts, so that both
  * mains see a crash (and libFuzzer keeps the input). */
-static inline __attribute__((format(printf, 2, 3), noreturn)) void
-fuzz_fail(const char *target, const char *fmt, ...)
+static inline __attribute__((format(printf, 2, 3), noreturn)) void fuzz_fail(
+    const char *target, const char *fmt, ...)
 {
     va_list ap;
 

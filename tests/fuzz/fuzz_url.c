@@ -65,16 +65,19 @@ static void check_accepted(const dlock__endpoint *ep, const char *url)
         fuzz_fail(TARGET, "db %d < 0 for \"%s\"", ep->db, url);
     if (ep->transport == DLOCK__UNIX) {
         if (ep->path == NULL || ep->path[0] != '/' || ep->host != NULL)
-            fuzz_fail(TARGET, "unix endpoint without an absolute path (or "
-                      "with a host) for \"%s\"", url);
+            fuzz_fail(TARGET,
+                      "unix endpoint without an absolute path (or "
+                      "with a host) for \"%s\"",
+                      url);
         return;
     }
     if (ep->transport != DLOCK__TCP && ep->transport != DLOCK__TLS)
-        fuzz_fail(TARGET, "transport %d for \"%s\"", (int)ep->transport,
-                  url);
+        fuzz_fail(TARGET, "transport %d for \"%s\"", (int)ep->transport, url);
     if (ep->host == NULL || ep->host[0] == '\0' || ep->path != NULL)
-        fuzz_fail(TARGET, "TCP endpoint without a host (or with a path) "
-                  "for \"%s\"", url);
+        fuzz_fail(TARGET,
+                  "TCP endpoint without a host (or with a path) "
+                  "for \"%s\"",
+                  url);
     if (strchr(ep->host, '@') != NULL || strchr(ep->host, '%') != NULL)
         fuzz_fail(TARGET, "host \"%s\" keeps an '@' or '%%'", ep->host);
     if (ep->port < 1 || ep->port > 65535)
@@ -88,8 +91,8 @@ static void check_refused(const dlock__endpoint *ep, dlock_err err,
     if (err != DLOCK_INVALID && err != DLOCK_NOMEM)
         fuzz_fail(TARGET, "\"%s\" gave %s, not INVALID or NOMEM", url,
                   dlock_errname(err));
-    if (ep->host != NULL || ep->path != NULL || ep->user != NULL ||
-        ep->password != NULL)
+    if (ep->host != NULL || ep->path != NULL || ep->user != NULL
+        || ep->password != NULL)
         fuzz_fail(TARGET, "a refused URL left fields set: \"%s\"", url);
     check_terminated(m->text, sizeof(m->text), "the message");
     if (m->text[0] == '\0')
@@ -117,10 +120,9 @@ static size_t raw_password(const char *url, size_t *offset)
     if (rest == NULL)
         return 0;
     rest += 3;
-    for (const char *p = rest; *p != '\0' && *p != '/' && *p != '?'; p++) {
+    for (const char *p = rest; *p != '\0' && *p != '/' && *p != '?'; p++)
         if (*p == '@')
             at = p;
-    }
     if (at == NULL)
         return 0;
     colon = memchr(rest, ':', (size_t)(at - rest));
@@ -135,8 +137,8 @@ static int all_alnum(const char *s, size_t len)
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)s[i];
 
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-              (ch >= '0' && ch <= '9')))
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')
+              || (ch >= '0' && ch <= '9')))
             return 0;
     }
     return 1;
@@ -152,8 +154,8 @@ static void check_deployment_hides_password(const char *variant,
 
     if (dlock__url_parse_deployment(variant, &d, &m) != DLOCK_OK) {
         if (strstr(m.text, marker) != NULL)
-            fuzz_fail(TARGET, "\"%s\" shows the password of \"%s\"",
-                      m.text, variant);
+            fuzz_fail(TARGET, "\"%s\" shows the password of \"%s\"", m.text,
+                      variant);
         return;
     }
     for (int i = 0; i < d.nnodes; i++) {
@@ -203,8 +205,8 @@ static size_t put_encoded(char *out, size_t at, const char *s)
     static const char hex[] = "0123456789ABCDEF";
 
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-            (*p >= '0' && *p <= '9') || strchr("-._~", *p) != NULL) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
+            || (*p >= '0' && *p <= '9') || strchr("-._~", *p) != NULL) {
             out[at++] = (char)*p;
             continue;
         }
@@ -218,8 +220,7 @@ static size_t put_encoded(char *out, size_t at, const char *s)
 /* Writes ep back as a URL in canonical form; returns its length. */
 static size_t canonical_url(const dlock__endpoint *ep, char *out)
 {
-    static const char *const schemes[] = {"redis://", "rediss://",
-                                          "unix://"};
+    static const char *const schemes[] = {"redis://", "rediss://", "unix://"};
     size_t at = (size_t)sprintf(out, "%s", schemes[ep->transport]);
 
     if (ep->user != NULL)
@@ -236,10 +237,11 @@ static size_t canonical_url(const dlock__endpoint *ep, char *out)
     /* Brackets for an IPv6 host, and for any host that starts with '[',
      * which only the bracket form can carry. */
     if (strchr(ep->host, ':') != NULL || ep->host[0] == '[')
-        return at + (size_t)sprintf(out + at, "[%s]:%d/%d", ep->host,
-                                    ep->port, ep->db);
-    return at + (size_t)sprintf(out + at, "%s:%d/%d", ep->host, ep->port,
-                                ep->db);
+        return at
+               + (size_t)sprintf(out + at, "[%s]:%d/%d", ep->host, ep->port,
+                                 ep->db);
+    return at
+           + (size_t)sprintf(out + at, "%s:%d/%d", ep->host, ep->port, ep->db);
 }
 
 static int same_string(const char *a, const char *b)
@@ -251,11 +253,11 @@ static int same_string(const char *a, const char *b)
 
 static int same_endpoint(const dlock__endpoint *a, const dlock__endpoint *b)
 {
-    return a->transport == b->transport && a->port == b->port &&
-           a->db == b->db && same_string(a->host, b->host) &&
-           same_string(a->path, b->path) && same_string(a->user, b->user) &&
-           same_string(a->password, b->password) &&
-           strcmp(a->desc, b->desc) == 0;
+    return a->transport == b->transport && a->port == b->port && a->db == b->db
+           && same_string(a->host, b->host) && same_string(a->path, b->path)
+           && same_string(a->user, b->user)
+           && same_string(a->password, b->password)
+           && strcmp(a->desc, b->desc) == 0;
 }
 
 /* Check 3. */
@@ -270,12 +272,15 @@ static void check_round_trip(const dlock__endpoint *ep, const char *url)
         return; /* the encoded form may be longer than the parser allows */
     err = dlock__url_parse(canon, &again, &m);
     if (err != DLOCK_OK)
-        fuzz_fail(TARGET, "\"%s\" was accepted but its canonical form "
-                  "\"%s\" is refused: %s", url, canon, m.text);
+        fuzz_fail(TARGET,
+                  "\"%s\" was accepted but its canonical form "
+                  "\"%s\" is refused: %s",
+                  url, canon, m.text);
     if (!same_endpoint(ep, &again))
-        fuzz_fail(TARGET, "\"%s\" and its canonical form \"%s\" parse to "
-                  "different endpoints (%s vs %s)", url, canon, ep->desc,
-                  again.desc);
+        fuzz_fail(TARGET,
+                  "\"%s\" and its canonical form \"%s\" parse to "
+                  "different endpoints (%s vs %s)",
+                  url, canon, ep->desc, again.desc);
     dlock__endpoint_clear(&again);
 }
 
@@ -298,9 +303,10 @@ static void check_allocation_failures(const char *url)
         err = dlock__url_parse(url, &ep, &m);
         dlock__alloc_fail_nth(0);
         if (err != DLOCK_NOMEM)
-            fuzz_fail(TARGET, "\"%s\" with allocation %ld of %ld failing "
-                      "gave %s, not NOMEM", url, n, allocations,
-                      dlock_errname(err));
+            fuzz_fail(TARGET,
+                      "\"%s\" with allocation %ld of %ld failing "
+                      "gave %s, not NOMEM",
+                      url, n, allocations, dlock_errname(err));
         check_refused(&ep, err, &m, url);
     }
 }
@@ -315,43 +321,41 @@ static void check_deployment_accepted(const dlock__deployment *d,
         fuzz_fail(TARGET, "kind %d with master name %s for \"%s\"",
                   (int)d->kind, d->master_name ? "set" : "unset", url);
     if (d->kind == DLOCK__REDLOCK && d->nnodes < DLOCK__REDLOCK_MIN)
-        fuzz_fail(TARGET, "a Redlock of %d nodes for \"%s\"", d->nnodes,
-                  url);
+        fuzz_fail(TARGET, "a Redlock of %d nodes for \"%s\"", d->nnodes, url);
     if (d->kind == DLOCK__SINGLE && d->nnodes != 1)
         fuzz_fail(TARGET, "a single server with %d nodes", d->nnodes);
     for (int i = 0; i < d->nnodes; i++) {
         const dlock__endpoint *a = &d->nodes[i];
 
         check_accepted(a, url);
-        if (d->kind != DLOCK__SINGLE &&
-            (a->transport == DLOCK__UNIX ||
-             !same_string(a->user, d->nodes[0].user) ||
-             !same_string(a->password, d->nodes[0].password) ||
-             a->transport != d->nodes[0].transport))
-            fuzz_fail(TARGET, "node %d of \"%s\" differs from node 0 in "
-                      "what the URL shares", i, url);
-        for (int j = 0; j < i; j++) {
-            if (a->port == d->nodes[j].port &&
-                strcasecmp(a->host, d->nodes[j].host) == 0)
+        if (d->kind != DLOCK__SINGLE
+            && (a->transport == DLOCK__UNIX
+                || !same_string(a->user, d->nodes[0].user)
+                || !same_string(a->password, d->nodes[0].password)
+                || a->transport != d->nodes[0].transport))
+            fuzz_fail(TARGET,
+                      "node %d of \"%s\" differs from node 0 in "
+                      "what the URL shares",
+                      i, url);
+        for (int j = 0; j < i; j++)
+            if (a->port == d->nodes[j].port
+                && strcasecmp(a->host, d->nodes[j].host) == 0)
                 fuzz_fail(TARGET, "\"%s\" names %s twice", url, a->desc);
-        }
     }
-    for (int i = d->nnodes; i < DLOCK__NODES_MAX; i++) {
+    for (int i = d->nnodes; i < DLOCK__NODES_MAX; i++)
         if (d->nodes[i].host != NULL)
             fuzz_fail(TARGET, "node %d beyond nnodes is set", i);
-    }
 }
 
 static int same_deployment(const dlock__deployment *a,
                            const dlock__deployment *b)
 {
-    if (a->kind != b->kind || a->nnodes != b->nnodes || a->db != b->db ||
-        !same_string(a->master_name, b->master_name))
+    if (a->kind != b->kind || a->nnodes != b->nnodes || a->db != b->db
+        || !same_string(a->master_name, b->master_name))
         return 0;
-    for (int i = 0; i < a->nnodes; i++) {
+    for (int i = 0; i < a->nnodes; i++)
         if (!same_endpoint(&a->nodes[i], &b->nodes[i]))
             return 0;
-    }
     return 1;
 }
 
@@ -359,7 +363,8 @@ static int same_deployment(const dlock__deployment *a,
 static void canonical_deployment(const dlock__deployment *d, char *out)
 {
     static const char *const schemes[][2] = {
-        {"", ""}, {"redis+sentinel://", "rediss+sentinel://"},
+        {"", ""},
+        {"redis+sentinel://", "rediss+sentinel://"},
         {"redis+cluster://", "rediss+cluster://"},
         {"redlock://", "redlocks://"},
     };
@@ -380,8 +385,8 @@ static void canonical_deployment(const dlock__deployment *d, char *out)
         const int bracket = strchr(n->host, ':') != NULL || n->host[0] == '[';
 
         at += (size_t)sprintf(out + at, "%s%s%s%s:%d", i ? "," : "",
-                              bracket ? "[" : "", n->host,
-                              bracket ? "]" : "", n->port);
+                              bracket ? "[" : "", n->host, bracket ? "]" : "",
+                              n->port);
     }
     if (d->kind == DLOCK__SENTINEL)
         sprintf(out + at, "/%s?db=%d", d->master_name, d->db);
@@ -401,10 +406,9 @@ static void check_deployment(const char *url)
     if (err != DLOCK_OK) {
         if (err != DLOCK_INVALID && err != DLOCK_NOMEM)
             fuzz_fail(TARGET, "\"%s\" gave %s", url, dlock_errname(err));
-        if (d.nnodes != 0 || d.master_name != NULL || d.nodes[0].host ||
-            m.text[0] == '\0')
-            fuzz_fail(TARGET, "refused \"%s\" left state or no message",
-                      url);
+        if (d.nnodes != 0 || d.master_name != NULL || d.nodes[0].host
+            || m.text[0] == '\0')
+            fuzz_fail(TARGET, "refused \"%s\" left state or no message", url);
         return;
     }
     check_deployment_accepted(&d, url);
@@ -414,8 +418,10 @@ static void check_deployment(const char *url)
         canonical_deployment(&d, canon);
         if (strlen(canon) <= DLOCK__URL_MAX) {
             if (dlock__url_parse_deployment(canon, &again, &m) != DLOCK_OK)
-                fuzz_fail(TARGET, "\"%s\" was accepted, its canonical "
-                          "form \"%s\" refused: %s", url, canon, m.text);
+                fuzz_fail(TARGET,
+                          "\"%s\" was accepted, its canonical "
+                          "form \"%s\" refused: %s",
+                          url, canon, m.text);
             if (!same_deployment(&d, &again))
                 fuzz_fail(TARGET, "\"%s\" and \"%s\" differ", url, canon);
             dlock__deployment_clear(&again);

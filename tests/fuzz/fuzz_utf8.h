@@ -27,15 +27,14 @@ static inline size_t fuzz_utf8_decode_one(const unsigned char *p, size_t n,
         *cp = p[0];
         return 1;
     }
-    if ((p[0] & 0xE0) == 0xC0) {
+    if ((p[0] & 0xE0) == 0xC0)
         len = 2, c = p[0] & 0x1F, min = 0x80;
-    } else if ((p[0] & 0xF0) == 0xE0) {
+    else if ((p[0] & 0xF0) == 0xE0)
         len = 3, c = p[0] & 0x0F, min = 0x800;
-    } else if ((p[0] & 0xF8) == 0xF0) {
+    else if ((p[0] & 0xF8) == 0xF0)
         len = 4, c = p[0] & 0x07, min = 0x10000;
-    } else {
+    else
         return 0;
-    }
     if (len > n)
         return 0;
     for (size_t i = 1; i < len; i++) {

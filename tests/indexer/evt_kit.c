@@ -43,10 +43,10 @@
 /* ---- the test consumer --------------------------------------------------- */
 
 struct evt_consumer {
-    char *url_copy;               /* amqp_parse_url writes into it */
+    char *url_copy; /* amqp_parse_url writes into it */
     struct amqp_connection_info info;
     char exchange[128];
-    char queue[128];              /* "" until bound when server-named */
+    char queue[128]; /* "" until bound when server-named */
     int durable;
     amqp_connection_state_t conn; /* the thread's; NULL while down */
     pthread_t thread;
@@ -75,22 +75,20 @@ static int rpc_ok(evt_consumer *c, const char *what)
 {
     const amqp_rpc_reply_t r = amqp_get_rpc_reply(c->conn);
 
-    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+    if (r.reply_type == AMQP_RESPONSE_NORMAL)
         return 1;
-    }
     consumer_set_err(c, what, r);
     return 0;
 }
 
 static int login_ok(evt_consumer *c)
 {
-    const amqp_rpc_reply_t r =
-        amqp_login(c->conn, c->info.vhost, 1, 131072, 0,
-                   AMQP_SASL_METHOD_PLAIN, c->info.user, c->info.password);
+    const amqp_rpc_reply_t r = amqp_login(c->conn, c->info.vhost, 1, 131072, 0,
+                                          AMQP_SASL_METHOD_PLAIN, c->info.user,
+                                          c->info.password);
 
-    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+    if (r.reply_type == AMQP_RESPONSE_NORMAL)
         return 1;
-    }
     consumer_set_err(c, "login", r);
     return 0;
 }
@@ -105,17 +103,15 @@ static int declare_queue(evt_consumer *c)
                           amqp_cstring_bytes(c->exchange),
                           amqp_cstring_bytes("topic"), 0, 1, 0, 0,
                           amqp_empty_table);
-    if (!rpc_ok(c, "exchange.declare")) {
+    if (!rpc_ok(c, "exchange.declare"))
         return 0;
-    }
     ok = amqp_queue_declare(c->conn, EVT_CHANNEL,
                             c->durable ? amqp_cstring_bytes(c->queue)
                                        : amqp_empty_bytes,
                             0, c->durable, !c->durable, !c->durable,
                             amqp_empty_table);
-    if (ok == NULL || !rpc_ok(c, "queue.declare")) {
+    if (ok == NULL || !rpc_ok(c, "queue.declare"))
         return 0;
-    }
     if (!c->durable) {
         pthread_mutex_lock(&c->mu);
         snprintf(c->queue, sizeof(c->queue), "%.*s", (int)ok->queue.len,
@@ -184,11 +180,10 @@ static void body_document_id(const amqp_bytes_t *body, char *out, size_t len)
     const json_t *v = json_object_get(j, "document_id");
 
     out[0] = '\0';
-    if (json_is_string(v)) {
+    if (json_is_string(v))
         snprintf(out, len, "%s", json_string_value(v));
-    } else if (json_is_integer(v)) {
+    else if (json_is_integer(v))
         snprintf(out, len, "%lld", (long long)json_integer_value(v));
-    }
     json_decref(j);
 }
 
@@ -204,8 +199,7 @@ static void record(evt_consumer *c, const amqp_envelope_t *env)
     }
     snprintf(e.routing_key, sizeof(e.routing_key), "%.*s",
              (int)env->routing_key.len, (const char *)env->routing_key.bytes);
-    body_document_id(&env->message.body, e.document_id,
-                     sizeof(e.document_id));
+    body_document_id(&env->message.body, e.document_id, sizeof(e.document_id));
     e.redelivered = env->redelivered != 0;
     pthread_mutex_lock(&c->mu);
     if (c->n == c->cap) {
@@ -236,9 +230,8 @@ static int consume_one(evt_consumer *c)
     amqp_maybe_release_buffers(c->conn);
     r = amqp_consume_message(c->conn, &env, &tv, 0);
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
-        && r.library_error == AMQP_STATUS_TIMEOUT) {
+        && r.library_error == AMQP_STATUS_TIMEOUT)
         return 1;
-    }
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
         consumer_set_err(c, "consume", r);
         return 0;
@@ -260,9 +253,8 @@ static void sleep_ms(int ms)
 /* A durable queue outlives the consumer unless deleted: leave no trace. */
 static void delete_durable_queue(evt_consumer *c)
 {
-    if (!c->durable || (c->conn == NULL && !consumer_connect(c))) {
+    if (!c->durable || (c->conn == NULL && !consumer_connect(c)))
         return;
-    }
     amqp_queue_delete(c->conn, EVT_CHANNEL, amqp_cstring_bytes(c->queue), 0,
                       0);
     rpc_ok(c, "queue.delete");
@@ -277,9 +269,8 @@ static void *consumer_main(void *arg)
             sleep_ms(EVT_POLL_MS);
             continue;
         }
-        if (!consume_one(c)) {
+        if (!consume_one(c))
             consumer_drop(c);
-        }
     }
     delete_durable_queue(c);
     if (c->conn != NULL) {
@@ -338,9 +329,8 @@ evt_consumer *evt_consumer_start(const char *url, const char *exchange,
 
 void evt_consumer_free(evt_consumer *c)
 {
-    if (c == NULL) {
+    if (c == NULL)
         return;
-    }
     atomic_store(&c->stopping, 1);
     pthread_join(c->thread, NULL);
     pthread_mutex_destroy(&c->mu);
@@ -365,9 +355,8 @@ int evt_consumer_count(evt_consumer *c, const char *message_id)
     int n = 0;
 
     pthread_mutex_lock(&c->mu);
-    for (i = 0; i < c->n; i++) {
+    for (i = 0; i < c->n; i++)
         n += strcmp(c->events[i].message_id, message_id) == 0;
-    }
     pthread_mutex_unlock(&c->mu);
     return n;
 }
@@ -392,9 +381,8 @@ int evt_fixture_close(rvt_server *s, evt_consumer *c, rvt_db *db)
 
     evt_consumer_free(c);
     rvt_db_drop(db);
-    if (clean) {
+    if (clean)
         rvt_server_remove_dir(s);
-    }
     return clean;
 }
 
@@ -403,9 +391,8 @@ evt_consumer *evt_consumer_start_shared(void)
     char cmd[700];
     evt_consumer *c = evt_consumer_start(testkit_amqp_url(), NULL, NULL);
 
-    if (c != NULL) {
+    if (c != NULL)
         return c;
-    }
     snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' up rabbitmq >&2",
              testkit_source_dir());
     if (system(cmd) != 0) {
@@ -436,8 +423,8 @@ int evt_amqp_forget(const char *url, const char *exchange, const char *queue)
         amqp_queue_delete(c.conn, EVT_CHANNEL, amqp_cstring_bytes(queue), 0,
                           0);
         ok = rpc_ok(&c, "queue.delete");
-        amqp_exchange_delete(c.conn, EVT_CHANNEL,
-                             amqp_cstring_bytes(exchange), 0);
+        amqp_exchange_delete(c.conn, EVT_CHANNEL, amqp_cstring_bytes(exchange),
+                             0);
         ok = rpc_ok(&c, "exchange.delete") && ok;
         amqp_connection_close(c.conn, AMQP_REPLY_SUCCESS);
         consumer_drop(&c);
@@ -483,9 +470,8 @@ static void *pool_main(void *p)
     pool *pl = p;
     int item;
 
-    while ((item = atomic_fetch_add(&pl->next, 1)) < pl->items) {
+    while ((item = atomic_fetch_add(&pl->next, 1)) < pl->items)
         pl->fn(item, pl->arg);
-    }
     return NULL;
 }
 
@@ -508,9 +494,8 @@ int evt_parallel(int clients, int items, void (*fn)(int item, void *arg),
         }
         started++;
     }
-    for (i = 0; i < started; i++) {
+    for (i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
-    }
     return started == clients ? 0 : -1;
 }
 
@@ -528,9 +513,8 @@ static int answer_field(rvt_resp *r, int want, const char *field, char *out,
         rvt_resp_free(r);
         return -1;
     }
-    if (out != NULL) {
+    if (out != NULL)
         snprintf(out, 24, "%s", v);
-    }
     rvt_resp_free(r);
     return 0;
 }
@@ -544,9 +528,8 @@ int evt_create_doc(int port, const char *token, const char *title,
     int rc;
 
     json_decref(j);
-    if (body == NULL) {
+    if (body == NULL)
         return -1;
-    }
     rc = rvt_call(port, "POST", "/v1/documents", token, body, NULL, &r);
     free(body);
     if (rc != 0) {
@@ -568,8 +551,7 @@ int evt_submit(int port, const char *token, const char *doc_id,
     return answer_field(&r, 201, "review.id", review_id, "submit");
 }
 
-int evt_decide(int port, const char *token, const char *review_id,
-               int approve)
+int evt_decide(int port, const char *token, const char *review_id, int approve)
 {
     char path[96];
     rvt_resp r;
@@ -650,9 +632,8 @@ static int pick_ports(evt_rabbit *r)
         r->epmd_port = testkit_free_port();
         if (r->amqp_port > 0 && r->dist_port > 0 && r->epmd_port > 0
             && r->amqp_port != r->dist_port && r->dist_port != r->epmd_port
-            && r->amqp_port != r->epmd_port) {
+            && r->amqp_port != r->epmd_port)
             return 0;
-        }
     }
     fprintf(stderr, "evt: no three free loopback ports\n");
     return -1;
@@ -693,9 +674,8 @@ static int prepare_tls(evt_rabbit *r, const char *base)
         const int p = testkit_free_port();
 
         if (p > 0 && p != r->amqp_port && p != r->dist_port
-            && p != r->epmd_port) {
+            && p != r->epmd_port)
             r->tls_port = p;
-        }
     }
     snprintf(r->tls_dir, sizeof(r->tls_dir), "%s/tls", base);
     snprintf(cmd, sizeof(cmd), "'%s/tests/indexer/tls_certs.sh' '%s' >&2",
@@ -710,7 +690,8 @@ static int prepare_tls(evt_rabbit *r, const char *base)
     snprintf(port, sizeof(port), "%d", r->tls_port);
     return setenv("RABBIT_TLS_PORT", port, 1) != 0
                    || setenv("RABBIT_TLS_DIR", r->tls_dir, 1) != 0
-               ? -1 : 0;
+               ? -1
+               : 0;
 }
 
 static int rabbit_begin(evt_rabbit *r, const char *name, int tls)
@@ -724,9 +705,8 @@ static int rabbit_begin(evt_rabbit *r, const char *name, int tls)
      * files to be stopped. */
     snprintf(own, sizeof(own), "%s-rabbit", name);
     if (testkit_scratch_dir(base, sizeof(base), own) == NULL
-        || pick_ports(r) != 0) {
+        || pick_ports(r) != 0)
         return -1;
-    }
     snprintf(r->dir, sizeof(r->dir), "%s/rabbit", base);
     snprintf(r->script, sizeof(r->script),
              "%s/tests/indexer/rabbit_private.sh", testkit_source_dir());
@@ -736,9 +716,8 @@ static int rabbit_begin(evt_rabbit *r, const char *name, int tls)
         fprintf(stderr, "evt: mkdir %s: %s\n", r->dir, strerror(errno));
         return -1;
     }
-    if (tls && prepare_tls(r, base) != 0) {
+    if (tls && prepare_tls(r, base) != 0)
         return -1;
-    }
     return start_guardian(r) != 0 ? -1 : spawn_boot(r);
 }
 
@@ -756,17 +735,18 @@ int evt_rabbit_wait_booted(evt_rabbit *r)
 {
     int status = 0;
 
-    if (r->booting <= 0) {
+    if (r->booting <= 0)
         return r->running ? 0 : -1;
-    }
     /* rabbit_private.sh bounds its own wait (60 s). */
     while (waitpid(r->booting, &status, 0) < 0 && errno == EINTR) {
     }
     r->booting = 0;
     r->running = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!r->running) {
-        fprintf(stderr, "evt: rabbit_private.sh start %s failed (status "
-                "0x%x)\n", r->dir, status);
+        fprintf(stderr,
+                "evt: rabbit_private.sh start %s failed (status "
+                "0x%x)\n",
+                r->dir, status);
     }
     return r->running ? 0 : -1;
 }
@@ -802,20 +782,17 @@ static pid_t rabbit_pid(const evt_rabbit *r)
     snprintf(path, sizeof(path), "%s/rabbitmq.pid", r->dir);
     f = fopen(path, "r");
     if (f == NULL || fscanf(f, "%ld", &pid) != 1) {
-        if (f != NULL) {
+        if (f != NULL)
             fclose(f);
-        }
         return 0;
     }
     fclose(f);
     snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
     f = fopen(path, "r");
-    if (f == NULL || fgets(comm, sizeof(comm), f) == NULL) {
+    if (f == NULL || fgets(comm, sizeof(comm), f) == NULL)
         comm[0] = '\0';
-    }
-    if (f != NULL) {
+    if (f != NULL)
         fclose(f);
-    }
     return strncmp(comm, "beam.smp", 8) == 0 ? (pid_t)pid : 0;
 }
 
@@ -828,12 +805,10 @@ int evt_pid_gone(void *arg)
 
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     f = fopen(path, "r");
-    if (f == NULL) {
+    if (f == NULL)
         return 1;
-    }
-    if (fgets(stat, sizeof(stat), f) == NULL) {
+    if (fgets(stat, sizeof(stat), f) == NULL)
         stat[0] = '\0';
-    }
     fclose(f);
     state = strrchr(stat, ')');
     return state != NULL && (state[2] == 'Z' || state[2] == 'X');
@@ -864,12 +839,10 @@ void evt_rabbit_free(evt_rabbit *r)
     char base[520];
     char *slash;
 
-    if (r->dir[0] == '\0') {
+    if (r->dir[0] == '\0')
         return;
-    }
-    if (r->booting > 0) {
+    if (r->booting > 0)
         evt_rabbit_wait_booted(r);
-    }
     rabbit_script(r, "stop", 0);
     if (r->guard_fd >= 0) {
         close(r->guard_fd); /* the guardian's stop finds nothing to do */
@@ -895,9 +868,8 @@ const char *evt_indexer_bin(void)
     static char path[600];
     const char *v = getenv("KH_INDEXER_BIN");
 
-    if (v != NULL && v[0] != '\0') {
+    if (v != NULL && v[0] != '\0')
         return v;
-    }
     snprintf(path, sizeof(path), "%s/services/indexer/kh-indexer",
              testkit_build_dir());
     return path;
@@ -937,9 +909,8 @@ static void indexer_log_tail(const evt_indexer *ix)
 
     snprintf(cmd, sizeof(cmd), "tail -n 20 '%s' '%s.out' >&2", ix->log,
              ix->log);
-    if (system(cmd) != 0) {
+    if (system(cmd) != 0)
         fprintf(stderr, "evt: no log at %s\n", ix->log);
-    }
 }
 
 int evt_indexer_start(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
@@ -953,9 +924,8 @@ int evt_indexer_start(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
     int n = 0, i;
 
     memset(ix, 0, sizeof(*ix));
-    if (testkit_scratch_dir(ix->dir, sizeof(ix->dir), name) == NULL) {
+    if (testkit_scratch_dir(ix->dir, sizeof(ix->dir), name) == NULL)
         return -1;
-    }
     snprintf(ix->log, sizeof(ix->log), "%s/kh-indexer-%d.log", ix->dir,
              ++counter);
     snprintf(out, sizeof(out), "%s.out", ix->log);
@@ -967,9 +937,8 @@ int evt_indexer_start(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
     env[n++] = e_log;
     env[n++] = "KH_RETRY_MS=100";
     env[n++] = "KH_BACKOFF_MAX_MS=500";
-    for (i = 0; extra_env != NULL && extra_env[i] != NULL && n < 39; i++) {
+    for (i = 0; extra_env != NULL && extra_env[i] != NULL && n < 39; i++)
         env[n++] = extra_env[i];
-    }
     env[n] = NULL;
     ix->pid = rvt_spawn(evt_indexer_bin(), argv, env, out);
     if (ix->pid < 0
@@ -1017,12 +986,10 @@ static int field_is(const json_t *line, const char *name, const char *value)
     const json_t *v = json_object_get(line, name);
     char num[32];
 
-    if (json_is_string(v)) {
+    if (json_is_string(v))
         return strcmp(json_string_value(v), value) == 0;
-    }
-    if (json_is_boolean(v)) {
+    if (json_is_boolean(v))
         return strcmp(json_is_true(v) ? "true" : "false", value) == 0;
-    }
     if (json_is_integer(v)) {
         snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
         return strcmp(num, value) == 0;
@@ -1034,14 +1001,11 @@ static int line_matches(const json_t *line, const char *msg, va_list ap)
 {
     const char *name;
 
-    if (!field_is(line, "msg", msg)) {
+    if (!field_is(line, "msg", msg))
         return 0;
-    }
-    while ((name = va_arg(ap, const char *)) != NULL) {
-        if (!field_is(line, name, va_arg(ap, const char *))) {
+    while ((name = va_arg(ap, const char *)) != NULL)
+        if (!field_is(line, name, va_arg(ap, const char *)))
             return 0;
-        }
-    }
     return 1;
 }
 
@@ -1052,9 +1016,8 @@ int evt_log_count(const char *path, const char *msg, ...)
     size_t cap = 0;
     int n = 0;
 
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
     while (getline(&buf, &cap, f) > 0) {
         json_t *line = json_loads(buf, 0, NULL);
         va_list ap;
@@ -1078,9 +1041,8 @@ static PGresult *query(rvt_db *db, const char *sql, int nparams,
 {
     PGresult *res;
 
-    if (db->conn == NULL && rvt_sql(db, "SELECT 1", NULL, 0) != 0) {
+    if (db->conn == NULL && rvt_sql(db, "SELECT 1", NULL, 0) != 0)
         return NULL;
-    }
     res = PQexecParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         fprintf(stderr, "evt: %s: %s", sql, PQerrorMessage(db->conn));
@@ -1097,23 +1059,26 @@ static long long count_of(rvt_db *db, const char *sql, const char *param)
     PGresult *res = query(db, sql, 1, params);
     long long n = -1;
 
-    if (res != NULL && PQntuples(res) == 1) {
+    if (res != NULL && PQntuples(res) == 1)
         n = atoll(PQgetvalue(res, 0, 0));
-    }
     PQclear(res);
     return n;
 }
 
 long long evt_db_chunks(rvt_db *db, const char *doc_id)
 {
-    return count_of(db, "SELECT count(*) FROM kh_chunk "
-                    "WHERE document_id = $1::bigint", doc_id);
+    return count_of(db,
+                    "SELECT count(*) FROM kh_chunk "
+                    "WHERE document_id = $1::bigint",
+                    doc_id);
 }
 
 long long evt_db_processed(rvt_db *db, const char *outcome)
 {
-    return count_of(db, "SELECT count(*) FROM kh_processed_event "
-                    "WHERE outcome = $1", outcome);
+    return count_of(db,
+                    "SELECT count(*) FROM kh_processed_event "
+                    "WHERE outcome = $1",
+                    outcome);
 }
 
 /* Compares one stored chunk (row i of res) with the span it should be. */
@@ -1130,12 +1095,13 @@ static int chunk_row_is(const PGresult *res, int i, const char *text,
         || memcmp(content, text + span->offset, len) != 0
         || strcmp(PQgetvalue(res, i, 3), version) != 0
         || strcmp(PQgetvalue(res, i, 4), event_id) != 0) {
-        fprintf(stderr, "evt: document %s chunk %d is (index %s, offset %s, "
+        fprintf(stderr,
+                "evt: document %s chunk %d is (index %s, offset %s, "
                 "%zu bytes, version %s, event %s); expected (%d, %zu, %zu, "
-                "%s, %s)\n", doc_id, i, PQgetvalue(res, i, 0),
-                PQgetvalue(res, i, 1), len, PQgetvalue(res, i, 3),
-                PQgetvalue(res, i, 4), i, span->offset, span->length,
-                version, event_id);
+                "%s, %s)\n",
+                doc_id, i, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), len,
+                PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), i, span->offset,
+                span->length, version, event_id);
         return 0;
     }
     return 1;
@@ -1146,14 +1112,18 @@ int evt_db_chunks_match(rvt_db *db, const char *doc_id, size_t target,
 {
     const char *const params[] = {doc_id};
     const kh_chunk_opts opts = {target, overlap};
-    PGresult *doc = query(db, "SELECT c.content, d.version::text "
+    PGresult *doc = query(db,
+                          "SELECT c.content, d.version::text "
                           "FROM kh_document d JOIN kh_document_content c "
                           "ON c.document_id = d.id "
-                          "WHERE d.id = $1::bigint", 1, params);
-    PGresult *rows = query(db, "SELECT chunk_index, byte_offset, content, "
+                          "WHERE d.id = $1::bigint",
+                          1, params);
+    PGresult *rows = query(db,
+                           "SELECT chunk_index, byte_offset, content, "
                            "document_version::text, event_id::text "
                            "FROM kh_chunk WHERE document_id = $1::bigint "
-                           "ORDER BY chunk_index", 1, params);
+                           "ORDER BY chunk_index",
+                           1, params);
     kh_chunk_span *spans = NULL;
     size_t count = 0, i;
     int ok = 0;
@@ -1161,7 +1131,8 @@ int evt_db_chunks_match(rvt_db *db, const char *doc_id, size_t target,
     if (doc == NULL || rows == NULL || PQntuples(doc) != 1
         || kh_chunk_split(PQgetvalue(doc, 0, 0),
                           (size_t)PQgetlength(doc, 0, 0), &opts, &spans,
-                          &count) != 0) {
+                          &count)
+               != 0) {
         fprintf(stderr, "evt: document %s: no content to chunk\n", doc_id);
         goto done;
     }
@@ -1185,10 +1156,12 @@ done:
 char *evt_db_outbox_ids(rvt_db *db, const char *routing_key, size_t *n)
 {
     const char *const params[] = {routing_key};
-    PGresult *res = query(db, "SELECT count(*), coalesce(string_agg("
+    PGresult *res = query(db,
+                          "SELECT count(*), coalesce(string_agg("
                           "event_id::text, ',' ORDER BY id), '') "
                           "FROM kh_outbox WHERE $1::text IS NULL "
-                          "OR routing_key = $1", 1, params);
+                          "OR routing_key = $1",
+                          1, params);
     char *ids = NULL;
 
     *n = 0;
@@ -1204,7 +1177,8 @@ int evt_db_event_id(rvt_db *db, const char *doc_id, const char *routing_key,
                     char *out)
 {
     const char *const params[] = {doc_id, routing_key};
-    PGresult *res = query(db, "SELECT event_id::text FROM kh_outbox "
+    PGresult *res = query(db,
+                          "SELECT event_id::text FROM kh_outbox "
                           "WHERE document_id = $1::bigint "
                           "AND routing_key = $2 ORDER BY id DESC LIMIT 1",
                           2, params);
@@ -1222,7 +1196,8 @@ int evt_db_event_id(rvt_db *db, const char *doc_id, const char *routing_key,
 static int outbox_empty(void *arg)
 {
     return rvt_sql_int(arg, "SELECT count(*) FROM kh_outbox "
-                       "WHERE sent_at IS NULL") == 0;
+                            "WHERE sent_at IS NULL")
+           == 0;
 }
 
 int evt_db_wait_outbox_empty(rvt_db *db, int64_t timeout_ms)

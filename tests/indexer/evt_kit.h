@@ -83,7 +83,6 @@ int evt_consumer_count(evt_consumer *c, const char *message_id);
  * *n 0 when empty or out of memory. */
 evt_event *evt_consumer_events(evt_consumer *c, size_t *n);
 
-
 /*
  * The stack's RabbitMQ (testkit_amqp_url), made to answer: if a test
  * consumer cannot connect, runs "scripts/stack up rabbitmq" and tries
@@ -148,16 +147,16 @@ int evt_decide(int port, const char *token, const char *review_id,
 /* ---- a private RabbitMQ node --------------------------------------------- */
 
 typedef struct evt_rabbit {
-    char dir[512];        /* its data, logs and pid files */
-    char script[512];     /* tests/indexer/rabbit_private.sh */
+    char dir[512];    /* its data, logs and pid files */
+    char script[512]; /* tests/indexer/rabbit_private.sh */
     int amqp_port, dist_port, epmd_port;
-    char url[128];        /* amqp://dlock:dlock@127.0.0.1:PORT/%2f */
-    int tls_port;         /* evt_rabbit_begin_tls: the TLS listener */
-    char tls_dir[512];    /* its PKI: ca.pem, wrong-ca.pem, server.* */
-    char tls_url[128];    /* amqps://dlock:dlock@localhost:TLS_PORT/%2f */
-    pid_t guardian;       /* stops the node if the test dies */
-    pid_t booting;        /* the start script while it runs */
-    int guard_fd;         /* the guardian's pipe; closing it = "stop" */
+    char url[128];     /* amqp://dlock:dlock@127.0.0.1:PORT/%2f */
+    int tls_port;      /* evt_rabbit_begin_tls: the TLS listener */
+    char tls_dir[512]; /* its PKI: ca.pem, wrong-ca.pem, server.* */
+    char tls_url[128]; /* amqps://dlock:dlock@localhost:TLS_PORT/%2f */
+    pid_t guardian;    /* stops the node if the test dies */
+    pid_t booting;     /* the start script while it runs */
+    int guard_fd;      /* the guardian's pipe; closing it = "stop" */
     int running;
 } evt_rabbit;
 
@@ -193,7 +192,7 @@ void evt_rabbit_free(evt_rabbit *r);
 typedef struct evt_indexer {
     pid_t pid;
     char dir[512];
-    char log[600];        /* KH_LOG_FILE, and stdout/stderr beside it */
+    char log[600]; /* KH_LOG_FILE, and stdout/stderr beside it */
     int exit_status;
 } evt_indexer;
 

@@ -45,12 +45,12 @@
 
 #define ORDER_DOCS 10
 #define EARLY_DOCS 5
-#define WAIT_MS 30000         /* only catches a hang */
+#define WAIT_MS 30000 /* only catches a hang */
 
 typedef struct fixture {
     evt_rabbit rabbit;
     rvt_db db;
-    rvt_server relay;     /* the case's reviewd; stopped after the case */
+    rvt_server relay; /* the case's reviewd; stopped after the case */
     evt_consumer *consumer;
     evt_indexer ix;
     evt_tokens tok;
@@ -70,22 +70,22 @@ static int fill_order_backlog(fixture *f)
     int i, ok = 1;
 
     if (rvt_server_start(&quiet, &f->db, testkit_redis_url(), env,
-                         "evt-delivery") != 0) {
+                         "evt-delivery")
+        != 0)
         return -1;
-    }
     ok = rvt_db_offset_ids(&f->db) == 0;
     for (i = 0; ok && i < ORDER_DOCS; i++) {
         ok = evt_create_doc(quiet.port, f->tok.author, "Order",
-                            "One paragraph to index.", f->order_docs[i]) == 0
+                            "One paragraph to index.", f->order_docs[i])
+                 == 0
              && evt_submit(quiet.port, f->tok.author, f->order_docs[i],
-                           reviews[i]) == 0;
+                           reviews[i])
+                    == 0;
     }
-    for (i = 0; ok && i < ORDER_DOCS; i++) {
+    for (i = 0; ok && i < ORDER_DOCS; i++)
         ok = evt_decide(quiet.port, f->tok.reviewer, reviews[i], 1) == 0;
-    }
-    if (!ok) {
+    if (!ok)
         fprintf(stderr, "the order backlog was not written\n");
-    }
     return rvt_server_stop(&quiet) && ok ? 0 : -1;
 }
 
@@ -99,8 +99,7 @@ static int setup(void **state)
         free(f);
         return -1;
     }
-    if (evt_tokens_make(&f->tok) != 0
-        || rvt_db_create(&f->db, "evtdeliv") != 0
+    if (evt_tokens_make(&f->tok) != 0 || rvt_db_create(&f->db, "evtdeliv") != 0
         || fill_order_backlog(f) != 0
         || evt_rabbit_wait_booted(&f->rabbit) != 0) {
         rvt_db_drop(&f->db);
@@ -137,11 +136,10 @@ static int end_case(void **state)
     }
     if (f->relay.pid > 0) {
         clean = rvt_server_stop(&f->relay);
-        if (clean) {
+        if (clean)
             rvt_server_remove_dir(&f->relay);
-        } else {
+        else
             rvt_server_log_tail(&f->relay);
-        }
         f->relay.pid = 0;
     }
     evt_consumer_free(f->consumer);
@@ -181,9 +179,8 @@ static long delivery_at(const evt_event *ev, size_t n, const char *doc,
         if (strcmp(ev[i].document_id, doc) == 0
             && strcmp(ev[i].routing_key, key) == 0) {
             at = (long)i;
-            if (!last) {
+            if (!last)
                 break;
-            }
         }
     }
     return at;
@@ -193,10 +190,13 @@ static void nack_mid_batch_keeps_per_document_order(void **state)
 {
     fixture *f = *state;
     char exchange[64], queue[64], e_ex[100], e_amqp[200];
-    const char *const env[] = {e_amqp, e_ex, "REVIEWD_AMQP_QUEUES=",
+    const char *const env[] = {e_amqp,
+                               e_ex,
+                               "REVIEWD_AMQP_QUEUES=",
                                "REVIEWD_TEST_NACK_PUBLISH=3",
                                "REVIEWD_RELAY_BATCH=100",
-                               "REVIEWD_LOG_FILE=@log", NULL};
+                               "REVIEWD_LOG_FILE=@log",
+                               NULL};
     seen_all want = {f, 2 * ORDER_DOCS + 1};
     evt_event *ev;
     size_t n = 0, twice = 0, i;
@@ -208,7 +208,8 @@ static void nack_mid_batch_keeps_per_document_order(void **state)
     f->consumer = evt_consumer_start(f->rabbit.url, exchange, queue);
     assert_non_null(f->consumer);
     assert_int_equal(rvt_server_start(&f->relay, &f->db, testkit_redis_url(),
-                                      env, "evt-delivery"), 0);
+                                      env, "evt-delivery"),
+                     0);
     TK_EXPECT(evt_db_wait_outbox_empty(&f->db, WAIT_MS),
               "the relay sends the whole backlog despite the nack");
     TK_EXPECT(testkit_wait_until(consumer_has, &want, WAIT_MS),
@@ -216,19 +217,22 @@ static void nack_mid_batch_keeps_per_document_order(void **state)
               2 * ORDER_DOCS);
     ev = evt_consumer_events(f->consumer, &n);
     assert_non_null(ev);
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++)
         twice += evt_consumer_count(f->consumer, ev[i].message_id) == 2;
-    }
-    TK_EXPECT(twice == 2, "exactly one event (the nacked one) arrives "
-              "twice; %zu deliveries belong to twice-seen events", twice);
+    TK_EXPECT(twice == 2,
+              "exactly one event (the nacked one) arrives "
+              "twice; %zu deliveries belong to twice-seen events",
+              twice);
     for (i = 0; i < ORDER_DOCS; i++) {
         const char *doc = f->order_docs[i];
         const long s_last = delivery_at(ev, n, doc, "document.submitted", 1);
         const long a_first = delivery_at(ev, n, doc, "document.approved", 0);
 
-        TK_EXPECT(s_last >= 0 && a_first > s_last, "document %s: every "
+        TK_EXPECT(s_last >= 0 && a_first > s_last,
+                  "document %s: every "
                   "copy of its submitted event (last at %ld) comes before "
-                  "its approved event (first at %ld)", doc, s_last, a_first);
+                  "its approved event (first at %ld)",
+                  doc, s_last, a_first);
     }
     free(ev);
 }
@@ -246,11 +250,9 @@ static int all_docs_indexed(void *arg)
     const docs_wait *w = arg;
     int i;
 
-    for (i = 0; i < w->n; i++) {
-        if (evt_db_chunks(&w->f->db, w->docs[i]) <= 0) {
+    for (i = 0; i < w->n; i++)
+        if (evt_db_chunks(&w->f->db, w->docs[i]) <= 0)
             return 0;
-        }
-    }
     return 1;
 }
 
@@ -260,14 +262,13 @@ static int approve_docs(fixture *f, int port, char (*docs)[24], int n)
     char review[24];
     int i;
 
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++)
         if (evt_create_doc(port, f->tok.author, "Early",
-                           "Published before anyone listened.", docs[i]) != 0
+                           "Published before anyone listened.", docs[i])
+                != 0
             || evt_submit(port, f->tok.author, docs[i], review) != 0
-            || evt_decide(port, f->tok.reviewer, review, 1) != 0) {
+            || evt_decide(port, f->tok.reviewer, review, 1) != 0)
             return -1;
-        }
-    }
     return 0;
 }
 
@@ -279,8 +280,8 @@ static void early_events_reach_a_late_indexer(fixture *f, const char *url,
 {
     char exchange[64], queue[80], e_ex[100], e_q[160], e_amqp[200];
     char e_ca[600], k_ex[100], k_q[100], docs[EARLY_DOCS][24];
-    const char *const env[] = {e_amqp, e_ex, e_q, e_ca,
-                               "REVIEWD_LOG_FILE=@log", NULL};
+    const char *const env[] = {
+        e_amqp, e_ex, e_q, e_ca, "REVIEWD_LOG_FILE=@log", NULL};
     const char *const ix_env[] = {k_ex, k_q, e_ca, NULL};
     docs_wait w = {f, docs, EARLY_DOCS};
 
@@ -294,17 +295,20 @@ static void early_events_reach_a_late_indexer(fixture *f, const char *url,
     snprintf(k_ex, sizeof(k_ex), "KH_EXCHANGE=%s", exchange);
     snprintf(k_q, sizeof(k_q), "KH_QUEUE=%s", queue);
     assert_int_equal(rvt_server_start(&f->relay, &f->db, testkit_redis_url(),
-                                      env, "evt-delivery"), 0);
+                                      env, "evt-delivery"),
+                     0);
     TK_EXPECT(rvt_wait_ready(f->relay.port, "ok", NULL, WAIT_MS),
               "reviewd connects to the broker at %s", url);
     assert_int_equal(approve_docs(f, f->relay.port, docs, EARLY_DOCS), 0);
     TK_EXPECT(evt_db_wait_outbox_empty(&f->db, WAIT_MS),
               "the relay publishes the approvals (no consumer yet)");
     assert_int_equal(evt_indexer_start(&f->ix, &f->db, url, ix_env,
-                                       "evt-delivery"), 0);
+                                       "evt-delivery"),
+                     0);
     TK_EXPECT(testkit_wait_until(all_docs_indexed, &w, WAIT_MS),
               "kh-indexer, consuming from %s, indexes all %d documents "
-              "approved before it first connected", url, EARLY_DOCS);
+              "approved before it first connected",
+              url, EARLY_DOCS);
 }
 
 static void events_before_any_consumer_reach_the_indexer(void **state)
@@ -333,8 +337,9 @@ static void amqps_with_a_wrong_ca_is_refused(void **state)
 {
     fixture *f = *state;
     char exchange[64], e_ex[100], e_amqp[200], e_ca[600];
-    const char *const env[] = {e_amqp, e_ex, e_ca, "REVIEWD_AMQP_QUEUES=",
-                               "REVIEWD_LOG_FILE=@log", NULL};
+    const char *const env[] = {
+        e_amqp, e_ex, e_ca, "REVIEWD_AMQP_QUEUES=", "REVIEWD_LOG_FILE=@log",
+        NULL};
     const char *amqp;
     rvt_resp r;
 
@@ -344,7 +349,8 @@ static void amqps_with_a_wrong_ca_is_refused(void **state)
     snprintf(e_ca, sizeof(e_ca), "AMQP_CACERT=%s/wrong-ca.pem",
              f->rabbit.tls_dir);
     assert_int_equal(rvt_server_start(&f->relay, &f->db, testkit_redis_url(),
-                                      env, "evt-delivery"), 0);
+                                      env, "evt-delivery"),
+                     0);
     TK_EXPECT(testkit_wait_until(log_says_refused, &f->relay, WAIT_MS),
               "the log says the TLS handshake was refused: peer "
               "certificate verification failed");

@@ -51,18 +51,18 @@
 #define KILLED_DOCS 500
 #define CHUNK_TARGET 400
 #define CHUNK_OVERLAP 40
-#define WAIT_MS 120000        /* only catches a hang */
-#define BACK_WITHIN_MS 30000  /* the bound for test 2 */
+#define WAIT_MS 120000       /* only catches a hang */
+#define BACK_WITHIN_MS 30000 /* the bound for test 2 */
 
 typedef struct fixture {
     evt_rabbit rabbit;
     rvt_db db;
-    rvt_server relay;     /* reviewd with AMQP_URL: serves and relays */
+    rvt_server relay; /* reviewd with AMQP_URL: serves and relays */
     evt_consumer *consumer;
     evt_tokens tok;
     char e_amqp[300];
-    evt_indexer ix;       /* the case's kh-indexer; stopped after it */
-    char (*docs)[24];     /* the backlog of the killed-broker case */
+    evt_indexer ix;   /* the case's kh-indexer; stopped after it */
+    char (*docs)[24]; /* the backlog of the killed-broker case */
     char (*reviews)[24];
 } fixture;
 
@@ -73,10 +73,12 @@ static const char *const indexer_env[] = {"KH_CHUNK_TARGET=400",
 
 static int start_relaying_reviewd(fixture *f)
 {
-    const char *const env[] = {f->e_amqp, "REVIEWD_RELAY_BATCH=500",
+    const char *const env[] = {f->e_amqp,
+                               "REVIEWD_RELAY_BATCH=500",
                                "REVIEWD_RELAY_BACKOFF_MAX_MS=300",
                                "REVIEWD_AMQP_TIMEOUT_MS=3000",
-                               "REVIEWD_LOG_FILE=@log", NULL};
+                               "REVIEWD_LOG_FILE=@log",
+                               NULL};
 
     return rvt_server_start(&f->relay, &f->db, testkit_redis_url(), env,
                             "evt-faults");
@@ -85,9 +87,8 @@ static int start_relaying_reviewd(fixture *f)
 /* The cases after the first need the relaying reviewd running. */
 static void ensure_relay(fixture *f)
 {
-    if (f->relay.pid <= 0) {
+    if (f->relay.pid <= 0)
         assert_int_equal(start_relaying_reviewd(f), 0);
-    }
     TK_EXPECT(rvt_wait_ready(f->relay.port, "ok", NULL, 30000),
               "the relaying reviewd is ready with RabbitMQ");
 }
@@ -118,8 +119,7 @@ static int setup(void **state)
     snprintf(queue, sizeof(queue), "evt.test.%d", (int)getpid());
     f->docs = calloc(KILLED_DOCS, sizeof(*f->docs));
     f->reviews = calloc(KILLED_DOCS, sizeof(*f->reviews));
-    if (f->docs == NULL || f->reviews == NULL
-        || evt_tokens_make(&f->tok) != 0
+    if (f->docs == NULL || f->reviews == NULL || evt_tokens_make(&f->tok) != 0
         || rvt_db_create(&f->db, "evtfault") != 0 || fill_backlog(f) != 0
         || evt_rabbit_wait_booted(&f->rabbit) != 0
         || (f->consumer = evt_consumer_start(f->rabbit.url, NULL, queue))
@@ -150,8 +150,10 @@ static long long processed_as(fixture *f, const char *event_id,
 {
     char sql[256];
 
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_processed_event "
-             "WHERE event_id = '%s' AND outcome = '%s'", event_id, outcome);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_processed_event "
+             "WHERE event_id = '%s' AND outcome = '%s'",
+             event_id, outcome);
     return rvt_sql_int(&f->db, sql);
 }
 
@@ -166,11 +168,9 @@ static int all_indexed(void *arg)
     const indexed_wait *w = arg;
     int i;
 
-    for (i = 0; i < w->n; i++) {
-        if (processed_as(w->f, w->ids[i], "indexed") != 1) {
+    for (i = 0; i < w->n; i++)
+        if (processed_as(w->f, w->ids[i], "indexed") != 1)
             return 0;
-        }
-    }
     return 1;
 }
 
@@ -208,16 +208,17 @@ static int search(fixture *f, const char *q, char *doc_id, char *snippet,
     url_encode(q, enc, sizeof(enc));
     snprintf(path, sizeof(path), "/v1/search?q=%s&limit=10", enc);
     doc_id[0] = snippet[0] = '\0';
-    if (rvt_call(f->relay.port, "GET", path, f->tok.reviewer, NULL, NULL, &r) == 0
+    if (rvt_call(f->relay.port, "GET", path, f->tok.reviewer, NULL, NULL, &r)
+            == 0
         && r.status == 200
         && json_is_array(items = json_object_get(r.json, "items"))) {
         n = (int)json_array_size(items);
         first = json_array_get(items, 0);
         if (first != NULL) {
-            snprintf(doc_id, 24, "%s", json_string_value(
-                         json_object_get(first, "document_id")));
-            snprintf(snippet, snippet_len, "%s", json_string_value(
-                         json_object_get(first, "snippet")));
+            snprintf(doc_id, 24, "%s",
+                     json_string_value(json_object_get(first, "document_id")));
+            snprintf(snippet, snippet_len, "%s",
+                     json_string_value(json_object_get(first, "snippet")));
         }
     } else {
         fprintf(stderr, "search %s gave %d %s\n", q, r.status,
@@ -234,10 +235,10 @@ static int make_doc(fixture *f, int port, const char *title,
     char review[24];
 
     if (evt_create_doc(port, f->tok.author, title, content, doc_id) != 0
-        || evt_submit(port, f->tok.author, doc_id, review) != 0) {
+        || evt_submit(port, f->tok.author, doc_id, review) != 0)
         return -1;
-    }
-    return approve < 0 ? 0 : evt_decide(port, f->tok.reviewer, review, approve);
+    return approve < 0 ? 0
+                       : evt_decide(port, f->tok.reviewer, review, approve);
 }
 
 /* ---- test 7 ---------------------------------------------------------- */
@@ -248,13 +249,17 @@ static void expect_hits(fixture *f, const char *q, int want,
     char doc[24], snippet[1024];
     const int n = search(f, q, doc, snippet, sizeof(snippet));
 
-    TK_EXPECT(n == want, "a search for \"%s\" has %d hit(s), got %d", q,
-              want, n);
+    TK_EXPECT(n == want, "a search for \"%s\" has %d hit(s), got %d", q, want,
+              n);
     if (want_doc != NULL) {
-        TK_EXPECT(strcmp(doc, want_doc) == 0, "\"%s\" finds document %s, "
-                  "got %s", q, want_doc, doc);
-        TK_EXPECT(strcasestr(snippet, q) != NULL, "the snippet of \"%s\" holds "
-                  "the word: \"%s\"", q, snippet);
+        TK_EXPECT(strcmp(doc, want_doc) == 0,
+                  "\"%s\" finds document %s, "
+                  "got %s",
+                  q, want_doc, doc);
+        TK_EXPECT(strcasestr(snippet, q) != NULL,
+                  "the snippet of \"%s\" holds "
+                  "the word: \"%s\"",
+                  q, snippet);
     }
 }
 
@@ -269,32 +274,43 @@ static void search_finds_approved_chinese_and_english_only(void **state)
     ensure_relay(f);
     port = f->relay.port;
 
-    assert_int_equal(evt_indexer_start(ix, &f->db, f->rabbit.url,
-                                       indexer_env, "evt-faults"), 0);
-    assert_int_equal(make_doc(f, port, "数据库手册", "我们的数据库文档说明"
-                              "如何备份。每天晚上备份一次，保留七天。", 1, zh),
+    assert_int_equal(evt_indexer_start(ix, &f->db, f->rabbit.url, indexer_env,
+                                       "evt-faults"),
                      0);
-    assert_int_equal(make_doc(f, port, "Ledger guide", "Quarterly "
-                              "reconciliation keeps the ledgers honest.", 1,
-                              en), 0);
-    assert_int_equal(make_doc(f, port, "Rejected notes", "草稿：如何备份。"
-                              "A reconciliation draft.", 0, rejected), 0);
-    assert_int_equal(make_doc(f, port, "Pending notes", "草稿：备份之前。"
-                              "Pending reconciliation.", -1, pending), 0);
+    assert_int_equal(make_doc(f, port, "数据库手册",
+                              "我们的数据库文档说明"
+                              "如何备份。每天晚上备份一次，保留七天。",
+                              1, zh),
+                     0);
+    assert_int_equal(make_doc(f, port, "Ledger guide",
+                              "Quarterly "
+                              "reconciliation keeps the ledgers honest.",
+                              1, en),
+                     0);
+    assert_int_equal(make_doc(f, port, "Rejected notes",
+                              "草稿：如何备份。"
+                              "A reconciliation draft.",
+                              0, rejected),
+                     0);
+    assert_int_equal(make_doc(f, port, "Pending notes",
+                              "草稿：备份之前。"
+                              "Pending reconciliation.",
+                              -1, pending),
+                     0);
     assert_int_equal(evt_db_event_id(&f->db, zh, "document.approved", ids[0]),
                      0);
     assert_int_equal(evt_db_event_id(&f->db, en, "document.approved", ids[1]),
                      0);
     TK_EXPECT(testkit_wait_until(all_indexed, &w, WAIT_MS),
               "kh-indexer indexes both approvals");
-    expect_hits(f, "备份", 1, zh);    /* a word inside a sentence */
-    expect_hits(f, "数据", 1, zh);    /* the first half of 数据库 */
+    expect_hits(f, "备份", 1, zh); /* a word inside a sentence */
+    expect_hits(f, "数据", 1, zh); /* the first half of 数据库 */
     expect_hits(f, "reconciliation", 1, en);
     expect_hits(f, "Reconciliation", 1, en);
-    expect_hits(f, "草稿", 0, NULL);  /* only in rejected and pending */
+    expect_hits(f, "草稿", 0, NULL); /* only in rejected and pending */
     expect_hits(f, "Pending", 0, NULL);
     TK_EXPECT(evt_db_chunks(&f->db, rejected) == 0
-              && evt_db_chunks(&f->db, pending) == 0,
+                  && evt_db_chunks(&f->db, pending) == 0,
               "rejected and pending documents have no chunks");
     TK_EXPECT(evt_indexer_stop(ix), "kh-indexer exits cleanly");
 }
@@ -307,7 +323,8 @@ static int redelivery_seen(void *arg)
 
     return evt_log_count(ix->log, "test_channel_dropped", NULL) >= 2
            && evt_log_count(ix->log, "event_done", "outcome", "duplicate",
-                            "redelivered", "true", NULL) >= 1;
+                            "redelivered", "true", NULL)
+                  >= 1;
 }
 
 static void redelivered_message_is_not_indexed_twice(void **state)
@@ -323,14 +340,17 @@ static void redelivered_message_is_not_indexed_twice(void **state)
 
     ensure_relay(f);
     assert_int_equal(evt_indexer_start(ix, &f->db, f->rabbit.url, env,
-                                       "evt-faults"), 0);
+                                       "evt-faults"),
+                     0);
     for (i = 0; i < 2; i++) {
         assert_int_equal(make_doc(f, f->relay.port, "Redelivered",
                                   "A document the broker delivers twice.\n\n"
-                                  "Its chunks must be built once.", 1,
-                                  docs[i]), 0);
-        assert_int_equal(evt_db_event_id(&f->db, docs[i],
-                                         "document.approved", ids[i]), 0);
+                                  "Its chunks must be built once.",
+                                  1, docs[i]),
+                         0);
+        assert_int_equal(evt_db_event_id(&f->db, docs[i], "document.approved",
+                                         ids[i]),
+                         0);
     }
     TK_EXPECT(testkit_wait_until(all_indexed, &w, WAIT_MS),
               "both approvals are indexed");
@@ -342,7 +362,8 @@ static void redelivered_message_is_not_indexed_twice(void **state)
                             "redelivered", "true", NULL));
     for (i = 0; i < 2; i++) {
         TK_EXPECT(evt_log_count(ix->log, "event_done", "event_id", ids[i],
-                                "outcome", "indexed", NULL) == 1,
+                                "outcome", "indexed", NULL)
+                      == 1,
                   "event %s is indexed exactly once", ids[i]);
         TK_EXPECT(evt_db_chunks_match(&f->db, docs[i], CHUNK_TARGET,
                                       CHUNK_OVERLAP, ids[i]),
@@ -356,7 +377,7 @@ static void redelivered_message_is_not_indexed_twice(void **state)
 typedef struct batch_docs {
     fixture *f;
     int port;
-    int approve;            /* decide in the same walk */
+    int approve; /* decide in the same walk */
     char (*docs)[24];
     char (*reviews)[24];
     atomic_int failures;
@@ -375,26 +396,27 @@ static void create_one(int item, void *arg)
         n += (size_t)snprintf(content + n, sizeof(content) - n,
                               "Paragraph %d of document %d. The ledgers are "
                               "reconciled each quarter, and every entry is "
-                              "checked twice before it is closed.%s", p, item,
-                              p < 4 ? "\n\n" : "");
+                              "checked twice before it is closed.%s",
+                              p, item, p < 4 ? "\n\n" : "");
     }
     if (evt_create_doc(b->port, b->f->tok.author, "Batch", content,
-                       b->docs[item]) != 0
-        || evt_submit(b->port, b->f->tok.author, b->docs[item], b->reviews[item])
+                       b->docs[item])
+            != 0
+        || evt_submit(b->port, b->f->tok.author, b->docs[item],
+                      b->reviews[item])
                != 0
-        || (b->approve && evt_decide(b->port, b->f->tok.reviewer,
-                                     b->reviews[item], 1) != 0)) {
+        || (b->approve
+            && evt_decide(b->port, b->f->tok.reviewer, b->reviews[item], 1)
+                   != 0))
         atomic_fetch_add(&b->failures, 1);
-    }
 }
 
 static void approve_one(int item, void *arg)
 {
     batch_docs *b = arg;
 
-    if (evt_decide(b->port, b->f->tok.reviewer, b->reviews[item], 1) != 0) {
+    if (evt_decide(b->port, b->f->tok.reviewer, b->reviews[item], 1) != 0)
         atomic_fetch_add(&b->failures, 1);
-    }
 }
 
 typedef struct arrival {
@@ -408,11 +430,9 @@ static int all_arrived(void *arg)
     const arrival *a = arg;
     int i;
 
-    for (i = 0; i < a->n; i++) {
-        if (evt_consumer_count(a->f->consumer, a->ids[i]) < 1) {
+    for (i = 0; i < a->n; i++)
+        if (evt_consumer_count(a->f->consumer, a->ids[i]) < 1)
             return 0;
-        }
-    }
     return 1;
 }
 
@@ -451,8 +471,9 @@ static void approvals_while_broker_stopped_arrive_once_after_restart(
 
     ensure_relay(f);
     b.port = down.port = f->relay.port;
-    assert_int_equal(evt_indexer_start(ix, &f->db, f->rabbit.url,
-                                       indexer_env, "evt-faults"), 0);
+    assert_int_equal(evt_indexer_start(ix, &f->db, f->rabbit.url, indexer_env,
+                                       "evt-faults"),
+                     0);
     assert_int_equal(evt_parallel(CLIENTS, STOPPED_APPROVALS, create_one, &b),
                      0);
     TK_EXPECT(atomic_load(&b.failures) == 0, "documents are submitted");
@@ -461,24 +482,28 @@ static void approvals_while_broker_stopped_arrive_once_after_restart(
     assert_int_equal(evt_rabbit_stop(&f->rabbit), 0);
     TK_EXPECT(testkit_wait_until(readyz_amqp_is, &down, 30000),
               "/readyz says amqp down once RabbitMQ is stopped");
-    assert_int_equal(evt_parallel(CLIENTS, STOPPED_APPROVALS, approve_one,
-                                  &b), 0);
-    TK_EXPECT(atomic_load(&b.failures) == 0, "all %d approvals succeed "
-              "while RabbitMQ is stopped (%d failed)", STOPPED_APPROVALS,
-              atomic_load(&b.failures));
+    assert_int_equal(evt_parallel(CLIENTS, STOPPED_APPROVALS, approve_one, &b),
+                     0);
+    TK_EXPECT(atomic_load(&b.failures) == 0,
+              "all %d approvals succeed "
+              "while RabbitMQ is stopped (%d failed)",
+              STOPPED_APPROVALS, atomic_load(&b.failures));
     TK_EXPECT(rvt_sql_int(&f->db, "SELECT count(*) FROM kh_outbox WHERE "
-                          "sent_at IS NULL") == STOPPED_APPROVALS,
+                                  "sent_at IS NULL")
+                  == STOPPED_APPROVALS,
               "the %d events wait in the outbox", STOPPED_APPROVALS);
     for (i = 0; i < STOPPED_APPROVALS; i++) {
-        assert_int_equal(evt_db_event_id(&f->db, docs[i],
-                                         "document.approved", ids[i]), 0);
+        assert_int_equal(evt_db_event_id(&f->db, docs[i], "document.approved",
+                                         ids[i]),
+                         0);
     }
     assert_int_equal(evt_rabbit_restart(&f->rabbit), 0);
     t0 = testkit_now_ms();
     arrived = testkit_wait_until(all_arrived, &a, BACK_WITHIN_MS);
-    fprintf(stderr, "stopped broker: %d events arrived %lld ms after the "
-            "restart\n", STOPPED_APPROVALS,
-            (long long)(testkit_now_ms() - t0));
+    fprintf(stderr,
+            "stopped broker: %d events arrived %lld ms after the "
+            "restart\n",
+            STOPPED_APPROVALS, (long long)(testkit_now_ms() - t0));
     TK_EXPECT(arrived, "all %d events arrive within 30 s of the restart",
               STOPPED_APPROVALS);
     TK_EXPECT(evt_db_wait_outbox_empty(&f->db, WAIT_MS),
@@ -520,16 +545,18 @@ static int fill_backlog(fixture *f)
     int ok;
 
     if (rvt_server_start(&quiet, &f->db, testkit_redis_url(), env,
-                         "evt-faults") != 0) {
+                         "evt-faults")
+        != 0)
         return -1;
-    }
     b.port = quiet.port;
     ok = rvt_db_offset_ids(&f->db) == 0
          && evt_parallel(CLIENTS, KILLED_DOCS, create_one, &b) == 0
          && atomic_load(&b.failures) == 0;
     if (!ok) {
-        fprintf(stderr, "the backlog of %d documents was not written (%d "
-                "failed)\n", KILLED_DOCS, atomic_load(&b.failures));
+        fprintf(stderr,
+                "the backlog of %d documents was not written (%d "
+                "failed)\n",
+                KILLED_DOCS, atomic_load(&b.failures));
     }
     return rvt_server_stop(&quiet) && ok ? 0 : -1;
 }
@@ -551,8 +578,10 @@ static int expect_every_event_at_least_once(fixture *f)
         twice += k > 1;
     }
     free(ids);
-    TK_EXPECT(missing == 0, "every one of the %zu outbox events arrives at "
-              "least once (%d missing)", n, missing);
+    TK_EXPECT(missing == 0,
+              "every one of the %zu outbox events arrives at "
+              "least once (%d missing)",
+              n, missing);
     return twice;
 }
 
@@ -563,10 +592,9 @@ static int outbox_all_arrived(void *arg)
     char *ids = evt_db_outbox_ids(&f->db, NULL, &n), *id, *save = NULL;
     int ok = ids != NULL;
 
-    for (id = ids != NULL ? strtok_r(ids, ",", &save) : NULL;
-         id != NULL && ok; id = strtok_r(NULL, ",", &save)) {
+    for (id = ids != NULL ? strtok_r(ids, ",", &save) : NULL; id != NULL && ok;
+         id = strtok_r(NULL, ",", &save))
         ok = evt_consumer_count(f->consumer, id) > 0;
-    }
     free(ids);
     return ok;
 }
@@ -596,20 +624,22 @@ static void expect_indexed_once(fixture *f, const evt_indexer *ix,
               "one kh_processed_event row per approval: %lld, want %lld",
               evt_db_processed(&f->db, "indexed") - before,
               (long long)KILLED_DOCS);
-    TK_EXPECT(evt_log_count(ix->log, "event_done", "outcome", "indexed",
-                            NULL) == KILLED_DOCS,
+    TK_EXPECT(evt_log_count(ix->log, "event_done", "outcome", "indexed", NULL)
+                  == KILLED_DOCS,
               "the indexer builds chunks %d times, once per approval, got "
-              "%d", KILLED_DOCS, evt_log_count(ix->log, "event_done",
-                                               "outcome", "indexed", NULL));
-    for (i = 0; i < KILLED_DOCS; i++) {
+              "%d",
+              KILLED_DOCS,
+              evt_log_count(ix->log, "event_done", "outcome", "indexed",
+                            NULL));
+    for (i = 0; i < KILLED_DOCS; i++)
         if (evt_db_event_id(&f->db, docs[i], "document.approved", id) != 0
             || !evt_db_chunks_match(&f->db, docs[i], CHUNK_TARGET,
-                                    CHUNK_OVERLAP, id)) {
+                                    CHUNK_OVERLAP, id))
             mismatched++;
-        }
-    }
-    TK_EXPECT(mismatched == 0, "every document's chunks are those of one "
-              "run (%d differ)", mismatched);
+    TK_EXPECT(mismatched == 0,
+              "every document's chunks are those of one "
+              "run (%d differ)",
+              mismatched);
 }
 
 static void broker_killed_mid_batch_loses_nothing_and_indexes_once(
@@ -618,7 +648,8 @@ static void broker_killed_mid_batch_loses_nothing_and_indexes_once(
     fixture *f = *state;
     first_arrival fa = {f->consumer, 0};
     const long long before = evt_db_processed(&f->db, "indexed");
-    const long long backlog = rvt_sql_int(&f->db, "SELECT count(*) FROM "
+    const long long backlog = rvt_sql_int(&f->db,
+                                          "SELECT count(*) FROM "
                                           "kh_outbox WHERE sent_at IS NULL");
     long long sent_at_kill;
     size_t delivered_at_kill;
@@ -627,9 +658,11 @@ static void broker_killed_mid_batch_loses_nothing_and_indexes_once(
 
     TK_EXPECT(backlog == 2 * KILLED_DOCS && before == 0 && f->relay.pid <= 0,
               "the case runs first, on the backlog written at setup (%lld "
-              "unsent events)", backlog);
-    assert_int_equal(evt_indexer_start(ix, &f->db, f->rabbit.url,
-                                       indexer_env, "evt-faults"), 0);
+              "unsent events)",
+              backlog);
+    assert_int_equal(evt_indexer_start(ix, &f->db, f->rabbit.url, indexer_env,
+                                       "evt-faults"),
+                     0);
     fa.before = evt_consumer_total(f->consumer);
     assert_int_equal(start_relaying_reviewd(f), 0);
     TK_EXPECT(testkit_wait_until(one_more_arrived, &fa, WAIT_MS),
@@ -637,12 +670,14 @@ static void broker_killed_mid_batch_loses_nothing_and_indexes_once(
     assert_int_equal(evt_rabbit_kill(&f->rabbit), 0);
     delivered_at_kill = evt_consumer_total(f->consumer) - fa.before;
     sent_at_kill = rvt_sql_int(&f->db, "SELECT count(*) FROM kh_outbox "
-                               "WHERE sent_at IS NOT NULL");
-    fprintf(stderr, "killed broker: at the kill %zu of %d deliveries had "
+                                       "WHERE sent_at IS NOT NULL");
+    fprintf(stderr,
+            "killed broker: at the kill %zu of %d deliveries had "
             "arrived and %lld outbox rows were marked sent\n",
             delivered_at_kill, 2 * KILLED_DOCS, sent_at_kill);
     TK_EXPECT(rvt_sql_int(&f->db, "SELECT count(*) FROM kh_outbox WHERE "
-                          "sent_at IS NULL") > 0,
+                                  "sent_at IS NULL")
+                  > 0,
               "the kill lands while events are still unsent");
     assert_int_equal(evt_rabbit_restart(&f->rabbit), 0);
     TK_EXPECT(evt_db_wait_outbox_empty(&f->db, WAIT_MS),
@@ -651,8 +686,10 @@ static void broker_killed_mid_batch_loses_nothing_and_indexes_once(
               "every event reaches the test consumer");
     twice = expect_every_event_at_least_once(f);
     expect_indexed_once(f, ix, f->docs, before);
-    fprintf(stderr, "killed broker: %d events arrived more than once; the "
-            "indexer saw %d duplicates\n", twice,
+    fprintf(stderr,
+            "killed broker: %d events arrived more than once; the "
+            "indexer saw %d duplicates\n",
+            twice,
             evt_log_count(ix->log, "event_done", "outcome", "duplicate",
                           NULL));
     TK_EXPECT(evt_indexer_stop(ix), "kh-indexer exits cleanly");
@@ -664,9 +701,8 @@ static int stop_case_indexer(void **state)
 {
     fixture *f = *state;
 
-    if (f->ix.pid > 0) {
+    if (f->ix.pid > 0)
         evt_indexer_stop(&f->ix);
-    }
     return 0;
 }
 

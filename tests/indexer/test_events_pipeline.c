@@ -28,9 +28,9 @@
 #include "testkit.h"
 
 #define CLIENTS 16
-#define DOCS 200          /* test 1 */
-#define TWIN_DOCS 100     /* test 6 */
-#define ARRIVAL_MS 60000  /* only catches a hang */
+#define DOCS 200         /* test 1 */
+#define TWIN_DOCS 100    /* test 6 */
+#define ARRIVAL_MS 60000 /* only catches a hang */
 
 typedef struct fixture {
     rvt_db db;
@@ -43,15 +43,15 @@ typedef struct fixture {
 typedef struct walk {
     char doc_id[24];
     char review_id[24];
-    int approve;          /* else reject */
-    int submitted;        /* the submit answered 201 */
-    int decided;          /* the decision answered 200 */
+    int approve;   /* else reject */
+    int submitted; /* the submit answered 201 */
+    int decided;   /* the decision answered 200 */
 } walk;
 
 typedef struct walks {
     fixture *f;
     walk *w;
-    int ports[2];         /* clients alternate between these */
+    int ports[2]; /* clients alternate between these */
     atomic_int failures;
 } walks;
 
@@ -71,7 +71,8 @@ static int setup(void **state)
     }
     /* reviewd migrates the database at start; the ids come after. */
     if (rvt_server_start(&f->a, &f->db, testkit_redis_url(), env_amqp,
-                         "evt-pipeline") != 0
+                         "evt-pipeline")
+            != 0
         || rvt_db_offset_ids(&f->db) != 0
         || (f->consumer = evt_consumer_start_shared()) == NULL
         || !rvt_wait_ready(f->a.port, "ok", NULL, 30000)
@@ -115,7 +116,8 @@ static void walk_one(int item, void *arg)
     snprintf(path, sizeof(path), "/v1/reviews/%s/%s", w->review_id,
              w->approve ? "approve" : "reject");
     if (rvt_call(port, "POST", path, ws->f->tok.reviewer,
-                 w->approve ? "{}" : "{\"comment\":\"no\"}", NULL, &r) == 0
+                 w->approve ? "{}" : "{\"comment\":\"no\"}", NULL, &r)
+            == 0
         && r.status == 200) {
         w->decided = 1;
     } else {
@@ -130,20 +132,18 @@ static int doc_index(const walk *w, int n, const char *doc_id)
 {
     int i;
 
-    for (i = 0; i < n; i++) {
-        if (strcmp(w[i].doc_id, doc_id) == 0) {
+    for (i = 0; i < n; i++)
+        if (strcmp(w[i].doc_id, doc_id) == 0)
             return i;
-        }
-    }
     return -1;
 }
 
 typedef struct tally {
-    int ours;             /* events of these documents */
-    int foreign_type;     /* of these documents but an unknown type */
-    int out_of_order;     /* a decision before its document's submit */
-    int late_doc;         /* the last walk whose submit came late */
-    int *seen;            /* per walk: 1 after submitted, 2 after decided */
+    int ours;         /* events of these documents */
+    int foreign_type; /* of these documents but an unknown type */
+    int out_of_order; /* a decision before its document's submit */
+    int late_doc;     /* the last walk whose submit came late */
+    int *seen;        /* per walk: 1 after submitted, 2 after decided */
 } tally;
 
 /* Counts the consumer's events for the walks' documents, checking each
@@ -158,14 +158,15 @@ static void count_ours(fixture *f, const walk *w, int n, tally *t)
     for (i = 0; i < got; i++) {
         const int k = doc_index(w, n, ev[i].document_id);
 
-        if (k < 0) {
+        if (k < 0)
             continue;
-        }
         t->ours++;
         if (strcmp(ev[i].routing_key, "document.submitted") == 0) {
             t->seen[k] = 1;
         } else if (strcmp(ev[i].routing_key, w[k].approve
-                          ? "document.approved" : "document.rejected") == 0) {
+                                                 ? "document.approved"
+                                                 : "document.rejected")
+                   == 0) {
             if (t->seen[k] != 1) {
                 t->out_of_order++;
                 t->late_doc = k;
@@ -219,10 +220,12 @@ static void print_outbox_of(fixture *f, const char *doc_id)
     size_t got = 0, i;
     evt_event *ev = evt_consumer_events(f->consumer, &got);
 
-    snprintf(sql, sizeof(sql), "SELECT string_agg(id || ' ' || routing_key "
+    snprintf(sql, sizeof(sql),
+             "SELECT string_agg(id || ' ' || routing_key "
              "|| ' ' || event_id || ' created ' || created_at || ' sent ' "
              "|| coalesce(sent_at::text, '-'), E'\\n' ORDER BY id) "
-             "FROM kh_outbox WHERE document_id = %s", doc_id);
+             "FROM kh_outbox WHERE document_id = %s",
+             doc_id);
     if (rvt_sql(&f->db, sql, out, sizeof(out)) == 0) {
         fprintf(stderr, "outbox of document %s:\n%s\nreceived:\n", doc_id,
                 out);
@@ -230,8 +233,7 @@ static void print_outbox_of(fixture *f, const char *doc_id)
     for (i = 0; i < got; i++) {
         if (strcmp(ev[i].document_id, doc_id) == 0) {
             fprintf(stderr, "  #%zu %s %s%s\n", i, ev[i].routing_key,
-                    ev[i].message_id, ev[i].redelivered ? " redelivered"
-                                                        : "");
+                    ev[i].message_id, ev[i].redelivered ? " redelivered" : "");
         }
     }
     free(ev);
@@ -252,11 +254,12 @@ static void expect_one_event_per_change(fixture *f, walk *w, int n)
     int i, changes = 0;
 
     assert_non_null(t.seen);
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++)
         changes += w[i].submitted + w[i].decided;
-    }
-    TK_EXPECT(changes == 2 * n, "all %d submits and decisions succeed, "
-              "%d did", 2 * n, changes);
+    TK_EXPECT(changes == 2 * n,
+              "all %d submits and decisions succeed, "
+              "%d did",
+              2 * n, changes);
     TK_EXPECT(evt_db_wait_outbox_empty(&f->db, ARRIVAL_MS),
               "the relay sends the whole outbox");
     testkit_wait_until(all_arrived, &a, ARRIVAL_MS);
@@ -264,19 +267,24 @@ static void expect_one_event_per_change(fixture *f, walk *w, int n)
     ids = evt_db_outbox_ids(&f->db, NULL, &nids);
     assert_non_null(ids);
     count_ours(f, w, n, &t);
-    TK_EXPECT(t.ours == changes, "one event per change: %d changes, %d "
-              "events of these documents arrived", changes, t.ours);
+    TK_EXPECT(t.ours == changes,
+              "one event per change: %d changes, %d "
+              "events of these documents arrived",
+              changes, t.ours);
     TK_EXPECT((long long)nids == rows && rows >= changes,
               "the outbox holds every change (%lld rows, %d changes)", rows,
               changes);
     TK_EXPECT(ids_not_once(f, ids) == 0, "every outbox event arrives once");
-    TK_EXPECT(t.foreign_type == 0, "no event of an unexpected type "
-              "(%d)", t.foreign_type);
-    if (t.out_of_order > 0) {
+    TK_EXPECT(t.foreign_type == 0,
+              "no event of an unexpected type "
+              "(%d)",
+              t.foreign_type);
+    if (t.out_of_order > 0)
         print_outbox_of(f, w[t.late_doc].doc_id);
-    }
-    TK_EXPECT(t.out_of_order == 0, "each document's decision comes after "
-              "its submit (%d did not)", t.out_of_order);
+    TK_EXPECT(t.out_of_order == 0,
+              "each document's decision comes after "
+              "its submit (%d did not)",
+              t.out_of_order);
     free(ids);
     free(t.seen);
 }
@@ -331,8 +339,8 @@ static int call_status(fixture *f, const char *path, const char *token,
     rvt_call(f->a.port, "POST", path, token, body, NULL, &r);
     status = r.status;
     if (field_out != NULL) {
-        snprintf(field_out, 24, "%s", rvt_field(&r, field) != NULL
-                 ? rvt_field(&r, field) : "");
+        snprintf(field_out, 24, "%s",
+                 rvt_field(&r, field) != NULL ? rvt_field(&r, field) : "");
     }
     rvt_resp_free(&r);
     return status;
@@ -369,21 +377,28 @@ static void rolled_back_change_emits_nothing(void **state)
     TK_EXPECT(call_failing(f, path, f->tok.author, "{}") == 500,
               "a submit failing after its event answers 500");
     TK_EXPECT(call_status(f, path, f->tok.author, "{}", review, "review.id")
-              == 201, "the same submit without the failure answers 201");
+                  == 201,
+              "the same submit without the failure answers 201");
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", review);
     TK_EXPECT(call_failing(f, path, f->tok.reviewer, "{}") == 500,
               "an approval failing after its event answers 500");
     snprintf(path, sizeof(path), "/v1/reviews/%s/reject", review);
-    TK_EXPECT(call_status(f, path, f->tok.reviewer, "{\"comment\":\"no\"}", NULL,
-                          NULL) == 200, "the review is still pending and "
+    TK_EXPECT(call_status(f, path, f->tok.reviewer, "{\"comment\":\"no\"}",
+                          NULL, NULL)
+                  == 200,
+              "the review is still pending and "
               "can be rejected");
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_outbox WHERE "
-             "document_id = %s", doc);
-    TK_EXPECT(rvt_sql_int(&f->db, sql) == 2, "the outbox holds the two "
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_outbox WHERE "
+             "document_id = %s",
+             doc);
+    TK_EXPECT(rvt_sql_int(&f->db, sql) == 2,
+              "the outbox holds the two "
               "committed changes only, got %lld rows",
               rvt_sql_int(&f->db, sql));
     assert_int_equal(evt_db_event_id(&f->db, doc, "document.rejected",
-                                     reject_id), 0);
+                                     reject_id),
+                     0);
     TK_EXPECT(testkit_wait_until(marker_arrived, &m, ARRIVAL_MS),
               "the rejection after the failures arrives");
     TK_EXPECT(evt_db_wait_outbox_empty(&f->db, ARRIVAL_MS),
@@ -397,8 +412,10 @@ static void rolled_back_change_emits_nothing(void **state)
         }
     }
     free(ev);
-    TK_EXPECT(ours == 2, "exactly the submit and the rejection arrive for "
-              "the document, got %d events", ours);
+    TK_EXPECT(ours == 2,
+              "exactly the submit and the rejection arrive for "
+              "the document, got %d events",
+              ours);
 }
 
 static double metric(int port, const char *name)
@@ -437,8 +454,9 @@ static void two_relays_on_one_database_send_each_event_once(void **state)
     TK_EXPECT(evt_db_wait_outbox_empty(&f->db, ARRIVAL_MS),
               "earlier cases' events are all sent");
     snprintf(e_amqp, sizeof(e_amqp), "AMQP_URL=%s", testkit_amqp_url());
-    assert_int_equal(rvt_server_start(&f->b, &f->db, testkit_redis_url(),
-                                      env, "evt-pipeline"), 0);
+    assert_int_equal(rvt_server_start(&f->b, &f->db, testkit_redis_url(), env,
+                                      "evt-pipeline"),
+                     0);
     TK_EXPECT(rvt_wait_ready(f->b.port, "ok", NULL, 30000),
               "the second reviewd connects to RabbitMQ");
     pub_a = metric(f->a.port, "reviewd_relay_publishes_total");
@@ -447,9 +465,10 @@ static void two_relays_on_one_database_send_each_event_once(void **state)
     expect_one_event_per_change(f, w, TWIN_DOCS);
     pub_a = metric(f->a.port, "reviewd_relay_publishes_total") - pub_a;
     pub_b = metric(f->b.port, "reviewd_relay_publishes_total") - pub_b;
-    fprintf(stderr, "two relays: instance A published %.0f, B %.0f\n",
-            pub_a, pub_b);
-    TK_EXPECT(pub_a + pub_b == 2 * TWIN_DOCS, "the two relays publish %d "
+    fprintf(stderr, "two relays: instance A published %.0f, B %.0f\n", pub_a,
+            pub_b);
+    TK_EXPECT(pub_a + pub_b == 2 * TWIN_DOCS,
+              "the two relays publish %d "
               "messages between them, no more (A %.0f, B %.0f)",
               2 * TWIN_DOCS, pub_a, pub_b);
     TK_EXPECT(rvt_server_stop(&f->b), "the second reviewd exits cleanly");

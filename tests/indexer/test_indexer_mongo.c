@@ -72,9 +72,8 @@ static const char *indexer_bin(void)
     const char *bin = getenv("KH_INDEXER_BIN");
     static char fallback[600];
 
-    if (bin != NULL && bin[0] != '\0') {
+    if (bin != NULL && bin[0] != '\0')
         return bin;
-    }
     snprintf(fallback, sizeof(fallback), "%s/services/indexer/kh-indexer",
              testkit_build_dir());
     return fallback;
@@ -88,9 +87,8 @@ static char *read_log(const char *path)
     size_t n;
 
     if (buf == NULL || f == NULL) {
-        if (f != NULL) {
+        if (f != NULL)
             fclose(f);
-        }
         return buf;
     }
     n = fread(buf, 1, (1 << 20) - 1, f);
@@ -107,9 +105,8 @@ static int log_line_has(const char *a, const char *b)
     int found = 0;
 
     for (line = text != NULL ? strtok_r(text, "\n", &save) : NULL;
-         line != NULL && !found; line = strtok_r(NULL, "\n", &save)) {
+         line != NULL && !found; line = strtok_r(NULL, "\n", &save))
         found = strstr(line, a) != NULL && (b == NULL || strstr(line, b));
-    }
     free(text);
     return found;
 }
@@ -122,9 +119,8 @@ static int indexer_consuming(void *arg)
 
 static void set_env(const char *name, const char *value)
 {
-    if (setenv(name, value, 1) != 0) {
+    if (setenv(name, value, 1) != 0)
         _exit(125);
-    }
 }
 
 /* Starts kh-indexer on this test's database, broker names and MongoDB,
@@ -175,9 +171,8 @@ static int indexer_stop(void)
 {
     int status = 0;
 
-    if (ix.pid <= 0) {
+    if (ix.pid <= 0)
         return 1;
-    }
     kill(ix.pid, SIGTERM);
     if (!testkit_wait_until(indexer_gone, &status, 15000)) {
         kill(ix.pid, SIGKILL);
@@ -210,8 +205,8 @@ static void delete_broker_names(void)
                || amqp_socket_open_noblock(sock, info.host, info.port, &tv)
                       != AMQP_STATUS_OK
                || amqp_login(conn, info.vhost, 1, 131072, 0,
-                             AMQP_SASL_METHOD_PLAIN, info.user,
-                             info.password).reply_type
+                             AMQP_SASL_METHOD_PLAIN, info.user, info.password)
+                          .reply_type
                       != AMQP_RESPONSE_NORMAL
                || amqp_channel_open(conn, 1) == NULL) {
         fprintf(stderr, "amqp cleanup: cannot reach %s:%d\n", info.host,
@@ -221,9 +216,8 @@ static void delete_broker_names(void)
         amqp_exchange_delete(conn, 1, amqp_cstring_bytes(exchange), 0);
         amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
     }
-    if (conn != NULL) {
+    if (conn != NULL)
         amqp_destroy_connection(conn);
-    }
     free(url);
 }
 
@@ -238,15 +232,14 @@ static int delete_record(const char *doc_id, int version)
 {
     bson_error_t error;
     bson_t *filter = BCON_NEW("document_id",
-                              BCON_INT64(strtoll(doc_id, NULL, 10)),
-                              "version", BCON_INT32(version));
+                              BCON_INT64(strtoll(doc_id, NULL, 10)), "version",
+                              BCON_INT32(version));
     mongoc_collection_t *coll = records();
     const bool ok = mongoc_collection_delete_one(coll, filter, NULL, NULL,
                                                  &error);
 
-    if (!ok) {
+    if (!ok)
         fprintf(stderr, "mongo: delete: %s\n", error.message);
-    }
     bson_destroy(filter);
     mongoc_collection_destroy(coll);
     return ok ? 0 : -1;
@@ -273,10 +266,9 @@ static int insert_record(bson_t *doc)
 /* Writes record (doc_id, version) as reviewd does (svc_content_mongo.c). */
 static int put_record(const char *doc_id, int version, const char *text)
 {
-    return insert_record(BCON_NEW("document_id",
-                                  BCON_INT64(strtoll(doc_id, NULL, 10)),
-                                  "version", BCON_INT32(version), "content",
-                                  BCON_UTF8(text)));
+    return insert_record(
+        BCON_NEW("document_id", BCON_INT64(strtoll(doc_id, NULL, 10)),
+                 "version", BCON_INT32(version), "content", BCON_UTF8(text)));
 }
 
 /* Writes an orphan-to-be record (doc_id, version) as reviewd does, its
@@ -285,8 +277,8 @@ static int put_aged_record(long long doc_id, int version, long age_s)
 {
     const int64_t at = ((int64_t)time(NULL) - age_s) * 1000;
 
-    return insert_record(BCON_NEW("document_id", BCON_INT64(doc_id),
-                                  "version", BCON_INT32(version), "content",
+    return insert_record(BCON_NEW("document_id", BCON_INT64(doc_id), "version",
+                                  BCON_INT32(version), "content",
                                   BCON_UTF8("orphaned text"), "written_at",
                                   BCON_DATE_TIME(at)));
 }
@@ -300,9 +292,8 @@ static long long record_count(long long doc_id)
     const int64_t n = mongoc_collection_count_documents(coll, filter, NULL,
                                                         NULL, NULL, &error);
 
-    if (n < 0) {
+    if (n < 0)
         fprintf(stderr, "mongo: count: %s\n", error.message);
-    }
     bson_destroy(filter);
     mongoc_collection_destroy(coll);
     return n;
@@ -313,9 +304,13 @@ static long long record_count(long long doc_id)
 static int setup(void **state)
 {
     static char env_mongo[300], env_amqp[300], env_exchange[160];
-    const char *env[] = {"CONTENT_STORE=mongo", env_mongo, env_amqp,
-                         env_exchange, "REVIEWD_RELAY_SWEEP_MS=200",
-                         "REVIEWD_LOG_FILE=@log", NULL};
+    const char *env[] = {"CONTENT_STORE=mongo",
+                         env_mongo,
+                         env_amqp,
+                         env_exchange,
+                         "REVIEWD_RELAY_SWEEP_MS=200",
+                         "REVIEWD_LOG_FILE=@log",
+                         NULL};
     const char *redis_url = testkit_shared_redis();
     const long tag = (long)getpid();
 
@@ -323,12 +318,10 @@ static int setup(void **state)
     snprintf(mongo_db, sizeof(mongo_db), "ixt_mongo_%ld", tag);
     snprintf(exchange, sizeof(exchange), "ixt.documents.%ld.%d", tag,
              rand() % 100000);
-    snprintf(queue, sizeof(queue), "ixt.indexer.%ld.%d", tag,
-             rand() % 100000);
+    snprintf(queue, sizeof(queue), "ixt.indexer.%ld.%d", tag, rand() % 100000);
     if (redis_url == NULL
-        || rvt_mongo_open(&mongo, "indexer_mongo", mongo_db) != 0) {
+        || rvt_mongo_open(&mongo, "indexer_mongo", mongo_db) != 0)
         return -1;
-    }
     snprintf(env_mongo, sizeof(env_mongo), "MONGO_URL=%s", mongo.url);
     snprintf(env_amqp, sizeof(env_amqp), "AMQP_URL=%s", testkit_amqp_url());
     snprintf(env_exchange, sizeof(env_exchange), "REVIEWD_AMQP_EXCHANGE=%s",
@@ -337,9 +330,8 @@ static int setup(void **state)
     peek = mongoc_client_new(mongo.url);
     if (peek == NULL || rvt_db_create(&db, "ixmongo") != 0
         || rvt_server_start(&srv, &db, redis_url, env, "indexer_mongo") != 0
-        || rvt_db_offset_ids(&db) != 0 || indexer_start() != 0) {
+        || rvt_db_offset_ids(&db) != 0 || indexer_start() != 0)
         return -1;
-    }
     alice = rvt_token("alice", "author", 3600);
     bob = rvt_token("bob", "reviewer", 3600);
     return 0;
@@ -351,13 +343,11 @@ static int teardown(void **state)
     const int clean = rvt_server_stop(&srv) && indexer_clean;
 
     (void)state;
-    TK_EXPECT(indexer_clean, "kh-indexer exits 0 on SIGTERM (log %s)",
-              ix.log);
-    if (clean) {
+    TK_EXPECT(indexer_clean, "kh-indexer exits 0 on SIGTERM (log %s)", ix.log);
+    if (clean)
         rvt_server_remove_dir(&srv);
-    } else {
+    else
         rvt_server_log_tail(&srv);
-    }
     delete_broker_names();
     rvt_db_drop(&db);
     mongoc_client_destroy(peek);
@@ -385,7 +375,8 @@ static void create(const char *title, const char *content, char id[24])
     rvt_resp r;
 
     assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", alice, body,
-                              NULL, &r), 0);
+                              NULL, &r),
+                     0);
     TK_EXPECT(r.status == 201, "create answers 201, got %d", r.status);
     snprintf(id, 24, "%s", rvt_field(&r, "id"));
     rvt_resp_free(&r);
@@ -428,8 +419,7 @@ static void approve(const char *rid)
     rvt_resp r;
 
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
-    assert_int_equal(rvt_call(srv.port, "POST", path, bob, "{}", NULL, &r),
-                     0);
+    assert_int_equal(rvt_call(srv.port, "POST", path, bob, "{}", NULL, &r), 0);
     expect_status(&r, 200, "approve");
 }
 
@@ -442,8 +432,10 @@ static int processed(void *arg)
     const processed_wait *w = arg;
     char sql[160];
 
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_processed_event "
-             "WHERE document_id = %s", w->doc_id);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_processed_event "
+             "WHERE document_id = %s",
+             w->doc_id);
     return rvt_sql_int(&db, sql) > 0;
 }
 
@@ -471,29 +463,34 @@ static void expect_chunks_hold(const char *doc_id, int version,
 {
     char sql[4096];
 
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_chunk WHERE "
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_chunk WHERE "
              "document_id = %%s AND (document_version <> %d OR "
              "convert_to(content, 'UTF8') <> substring(convert_to('%s', "
              "'UTF8') FROM byte_offset + 1 FOR octet_length(content)))",
              version, text);
     TK_EXPECT(doc_sql_int("SELECT count(*) FROM kh_chunk WHERE "
-                          "document_id = %s", doc_id) > 1,
+                          "document_id = %s",
+                          doc_id)
+                  > 1,
               "the text is split into several chunks");
     TK_EXPECT(doc_sql_int(sql, doc_id) == 0,
               "every chunk is the approved version's bytes at its offset");
     TK_EXPECT(doc_sql_int("SELECT min(byte_offset) FROM kh_chunk WHERE "
-                          "document_id = %s", doc_id) == 0,
+                          "document_id = %s",
+                          doc_id)
+                  == 0,
               "the chunks start at the text's first byte");
     TK_EXPECT(doc_sql_int("SELECT max(byte_offset + octet_length(content)) "
-                          "FROM kh_chunk WHERE document_id = %s", doc_id)
+                          "FROM kh_chunk WHERE document_id = %s",
+                          doc_id)
                   == (long long)strlen(text),
               "the chunks end at the text's last byte (%zu)", strlen(text));
 }
 
 /* ---- tests ------------------------------------------------------------- */
 
-static void an_approved_document_is_indexed_from_its_mongo_record(
-    void **state)
+static void an_approved_document_is_indexed_from_its_mongo_record(void **state)
 {
     const char *draft = "A draft that was never approved, about nothing.";
     const char *text = "Distributed locks keep two reviewers from deciding "
@@ -509,14 +506,19 @@ static void an_approved_document_is_indexed_from_its_mongo_record(
     edit(id, text);
     submit(id, rid);
     approve(rid);
-    TK_EXPECT(wait_processed(id), "kh-indexer processed the approval of %s "
-              "within 30 s (log %s)", id, ix.log);
+    TK_EXPECT(wait_processed(id),
+              "kh-indexer processed the approval of %s "
+              "within 30 s (log %s)",
+              id, ix.log);
     TK_EXPECT(doc_sql_int("SELECT count(*) FROM kh_processed_event WHERE "
-                          "document_id = %s AND outcome = 'indexed'", id)
+                          "document_id = %s AND outcome = 'indexed'",
+                          id)
                   == 1,
               "the event is recorded as indexed");
     TK_EXPECT(doc_sql_int("SELECT count(*) FROM kh_document_content WHERE "
-                          "document_id = %s", id) == 0,
+                          "document_id = %s",
+                          id)
+                  == 0,
               "PostgreSQL holds no text: it can only have come from MongoDB");
     expect_chunks_hold(id, 2, text);
     TK_EXPECT(log_line_has("\"msg\":\"starting\"", mongo_db),
@@ -545,20 +547,28 @@ static void a_missing_record_fails_the_event_until_it_is_back(void **state)
     approve(rid);
     TK_EXPECT(testkit_wait_until(failure_logged, id, WAIT_MS),
               "kh-indexer logs event_failed for %s with \"version 1 "
-              "missing\" (log %s)", id, ix.log);
+              "missing\" (log %s)",
+              id, ix.log);
     TK_EXPECT(doc_sql_int("SELECT count(*) FROM kh_processed_event WHERE "
-                          "document_id = %s", id) == 0,
+                          "document_id = %s",
+                          id)
+                  == 0,
               "the failed event is not recorded as processed");
     TK_EXPECT(doc_sql_int("SELECT count(*) FROM kh_chunk WHERE "
-                          "document_id = %s", id) == 0,
+                          "document_id = %s",
+                          id)
+                  == 0,
               "no chunk is written for a missing text, not even an empty "
               "one");
 
     assert_int_equal(put_record(id, 1, text), 0);
-    TK_EXPECT(wait_processed(id), "the retried event is processed once the "
-              "record is back (log %s)", ix.log);
+    TK_EXPECT(wait_processed(id),
+              "the retried event is processed once the "
+              "record is back (log %s)",
+              ix.log);
     TK_EXPECT(doc_sql_int("SELECT count(*) FROM kh_processed_event WHERE "
-                          "document_id = %s AND outcome = 'indexed'", id)
+                          "document_id = %s AND outcome = 'indexed'",
+                          id)
                   == 1,
               "and recorded as indexed");
     expect_chunks_hold(id, 1, text);
@@ -591,11 +601,15 @@ static void orphans_past_the_grace_period_are_deleted_by_the_command(
     TK_EXPECT(rvt_run_reviewd(args, env, out, sizeof(out)) == 0,
               "content-orphans --delete exits 0: %s", out);
     snprintf(line, sizeof(line), "%lld 1 no_row deleted\n", orphan_id(0));
-    TK_EXPECT(strstr(out, line) != NULL, "the two-hour-old orphan is "
-              "listed as deleted: %s", out);
+    TK_EXPECT(strstr(out, line) != NULL,
+              "the two-hour-old orphan is "
+              "listed as deleted: %s",
+              out);
     snprintf(line, sizeof(line), "%lld 1 no_row kept\n", orphan_id(1));
-    TK_EXPECT(strstr(out, line) != NULL, "the five-second-old orphan is "
-              "listed as kept: %s", out);
+    TK_EXPECT(strstr(out, line) != NULL,
+              "the five-second-old orphan is "
+              "listed as kept: %s",
+              out);
     TK_EXPECT(record_count(orphan_id(0)) == 0, "the old orphan is gone");
     TK_EXPECT(record_count(orphan_id(1)) == 1, "the young orphan stays");
     TK_EXPECT(record_count(strtoll(id, NULL, 10)) == 1,
@@ -619,9 +633,9 @@ static int record_gone(void *arg)
 static void the_server_sweeps_old_orphans_periodically(void **state)
 {
     char murl[300];
-    const char *const env[] = {"CONTENT_STORE=mongo", murl, GRACE_ENV,
-                               "REVIEWD_ORPHAN_SWEEP_S=1",
-                               "REVIEWD_LOG_FILE=@log", NULL};
+    const char *const env[] = {
+        "CONTENT_STORE=mongo",   murl, GRACE_ENV, "REVIEWD_ORPHAN_SWEEP_S=1",
+        "REVIEWD_LOG_FILE=@log", NULL};
     gone_wait old = {orphan_id(2)};
     rvt_server sweeper;
 
@@ -629,13 +643,12 @@ static void the_server_sweeps_old_orphans_periodically(void **state)
     assert_int_equal(put_aged_record(orphan_id(2), 1, 7200), 0);
     assert_int_equal(put_aged_record(orphan_id(3), 1, 5), 0);
     snprintf(murl, sizeof(murl), "MONGO_URL=%s", mongo.url);
-    assert_int_equal(rvt_server_start(&sweeper, &db, testkit_redis_url(),
-                                      env, "indexer_mongo_sweep"), 0);
+    assert_int_equal(rvt_server_start(&sweeper, &db, testkit_redis_url(), env,
+                                      "indexer_mongo_sweep"),
+                     0);
     TK_EXPECT(testkit_wait_until(record_gone, &old, WAIT_MS),
               "the server's sweep deletes the two-hour-old orphan");
-    TK_EXPECT(testkit_wait_until(
-                  swept_logged, &sweeper,
-                  WAIT_MS),
+    TK_EXPECT(testkit_wait_until(swept_logged, &sweeper, WAIT_MS),
               "the log says content_orphans_swept");
     TK_EXPECT(record_count(orphan_id(3)) == 1, "the young orphan stays");
     TK_EXPECT(rvt_server_stop(&sweeper), "the sweeping reviewd exits 0");

@@ -23,8 +23,8 @@
 /* Checks every invariant of kh_chunk.h for one result; utf8 says whether
  * the input is valid UTF-8 (then boundaries are checked too). */
 static void check_invariants(const char *text, size_t len,
-                             const kh_chunk_opts *o,
-                             const kh_chunk_span *s, size_t n, int utf8)
+                             const kh_chunk_opts *o, const kh_chunk_span *s,
+                             size_t n, int utf8)
 {
     size_t i;
 
@@ -169,9 +169,8 @@ static void unbroken_han_text_is_cut_between_characters(void **state)
     size_t n, i;
 
     (void)state;
-    for (i = 0; i < 200; i++) {
+    for (i = 0; i < 200; i++)
         memcpy(t + 3 * i, "字", 3);
-    }
     t[600] = '\0';
     split_ok(t, 600, 100, 10, &s, &n);
     for (i = 0; i < n; i++) {
@@ -192,9 +191,8 @@ static void overlap_repeats_the_end_of_the_previous_chunk(void **state)
     (void)state;
     split_ok(t, strlen(t), 40, 10, &s, &n);
     assert_true(n >= 3);
-    for (i = 1; i < n; i++) {
+    for (i = 1; i < n; i++)
         assert_int_equal(s[i].offset, s[i - 1].offset + s[i - 1].length - 10);
-    }
     free(s);
 }
 
@@ -203,8 +201,9 @@ static void overlap_repeats_the_end_of_the_previous_chunk(void **state)
 static size_t mixed_text(char *buf, size_t cap, unsigned seed)
 {
     static const char *const pieces[] = {
-        "word ", "longer-word ", "end. ", "why? ", "\n\n", "数据", "文档",
-        "。", "！", "？", "é", "😀", "ありがとう", "한국어 ", "\n"};
+        "word ",      "longer-word ", "end. ", "why? ", "\n\n", "数据",
+        "文档",       "。",           "！",    "？",    "é",    "😀",
+        "ありがとう", "한국어 ",      "\n"};
     const size_t np = sizeof(pieces) / sizeof(pieces[0]);
     size_t len = 0;
 
@@ -251,11 +250,11 @@ static void random_bytes_still_cover_the_text(void **state)
     (void)state;
     for (seed = 1; seed <= 50; seed++) {
         srand(seed);
-        for (i = 0; i < sizeof(buf); i++) {
+        for (i = 0; i < sizeof(buf); i++)
             buf[i] = (unsigned char)(rand() & 0xFF);
-        }
-        assert_int_equal(kh_chunk_split((const char *)buf, sizeof(buf), &o,
-                                        &s, &n), 0);
+        assert_int_equal(kh_chunk_split((const char *)buf, sizeof(buf), &o, &s,
+                                        &n),
+                         0);
         check_invariants((const char *)buf, sizeof(buf), &o, s, n, 0);
         free(s);
     }

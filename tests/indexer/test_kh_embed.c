@@ -35,7 +35,7 @@
 #include "testkit.h"
 
 #define DIM 8
-#define WAIT_MS 60000  /* only catches a hang */
+#define WAIT_MS 60000 /* only catches a hang */
 
 typedef struct fixture {
     rvt_db db;
@@ -54,25 +54,20 @@ static void expected_vector(const char *text, size_t len, float out[DIM])
     unsigned int mdlen = 0;
     int i;
 
-    assert_int_equal(EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL),
-                     1);
-    for (i = 0; i < DIM; i++) {
+    assert_int_equal(EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL), 1);
+    for (i = 0; i < DIM; i++)
         out[i] = (float)md[i] / 256.0f;
-    }
 }
 
 static int same_vector(const float *got, size_t dim, const float *want)
 {
     size_t i;
 
-    if (dim != DIM) {
+    if (dim != DIM)
         return 0;
-    }
-    for (i = 0; i < DIM; i++) {
-        if (fabsf(got[i] - want[i]) > 1e-6f) {
+    for (i = 0; i < DIM; i++)
+        if (fabsf(got[i] - want[i]) > 1e-6f)
             return 0;
-        }
-    }
     return 1;
 }
 
@@ -80,11 +75,11 @@ static int start_services(fixture *f)
 {
     char e_amqp[300], e_exchange[160], e_kh_exchange[160], e_queue[160];
     char e_cmd[700], e_fail[700];
-    const char *const rv_env[] = {e_amqp, e_exchange,
-                                  "REVIEWD_LOG_FILE=@log", NULL};
-    const char *const ix_env[] = {e_kh_exchange, e_queue, e_cmd, e_fail,
-                                  "KH_CHUNK_TARGET=400",
-                                  "KH_CHUNK_OVERLAP=40", NULL};
+    const char *const rv_env[] = {e_amqp, e_exchange, "REVIEWD_LOG_FILE=@log",
+                                  NULL};
+    const char *const ix_env[] = {
+        e_kh_exchange,         e_queue, e_cmd, e_fail, "KH_CHUNK_TARGET=400",
+        "KH_CHUNK_OVERLAP=40", NULL};
 
     snprintf(e_amqp, sizeof(e_amqp), "AMQP_URL=%s", testkit_amqp_url());
     snprintf(e_exchange, sizeof(e_exchange), "REVIEWD_AMQP_EXCHANGE=%s",
@@ -93,14 +88,13 @@ static int start_services(fixture *f)
              f->exchange);
     snprintf(e_queue, sizeof(e_queue), "KH_QUEUE=%s", f->exchange);
     snprintf(e_cmd, sizeof(e_cmd), "EMBED_COMMAND=%s", f->stub);
-    snprintf(e_fail, sizeof(e_fail), "EMBED_STUB_FAIL_FILE=%s",
-             f->fail_file);
+    snprintf(e_fail, sizeof(e_fail), "EMBED_STUB_FAIL_FILE=%s", f->fail_file);
     /* The indexer declares its queue first, so nothing the relay
      * publishes is routed nowhere. */
     if (evt_indexer_start(&f->ix, &f->db, testkit_amqp_url(), ix_env,
-                          "indexer-embed") != 0) {
+                          "indexer-embed")
+        != 0)
         return -1;
-    }
     return rvt_server_start(&f->srv, &f->db, NULL, rv_env, "indexer-embed");
 }
 
@@ -109,9 +103,8 @@ static int setup(void **state)
     char dir[512];
     fixture *f = calloc(1, sizeof(*f));
 
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
     snprintf(f->stub, sizeof(f->stub), "%s/tests/indexer/embed_stub.sh",
              testkit_source_dir());
     snprintf(f->exchange, sizeof(f->exchange), "evt.embed.%d.%lld",
@@ -144,9 +137,8 @@ static int teardown(void **state)
 
     evt_amqp_forget(testkit_amqp_url(), f->exchange, f->exchange);
     rvt_db_drop(&f->db);
-    if (clean && indexer_clean) {
+    if (clean && indexer_clean)
         rvt_server_remove_dir(&f->srv);
-    }
     evt_tokens_free(&f->tok);
     free(f);
     return clean && indexer_clean ? 0 : -1;
@@ -167,11 +159,14 @@ static void command_prints_the_vector_of_its_input(void **state)
     unsetenv("EMBED_STUB_MODE");
     for (i = 0; i < 2; i++) {
         TK_EXPECT(kh_embed_run(f->stub, texts[i], strlen(texts[i]), 10000,
-                               &vec, &dim, err, sizeof(err)) == 0,
+                               &vec, &dim, err, sizeof(err))
+                      == 0,
                   "the stub embeds \"%s\" (%s)", texts[i], err);
         expected_vector(texts[i], strlen(texts[i]), want);
-        TK_EXPECT(same_vector(vec, dim, want), "the vector is the text's "
-                  "SHA-256 prefix (dim %zu)", dim);
+        TK_EXPECT(same_vector(vec, dim, want),
+                  "the vector is the text's "
+                  "SHA-256 prefix (dim %zu)",
+                  dim);
         free(vec);
     }
 }
@@ -179,7 +174,7 @@ static void command_prints_the_vector_of_its_input(void **state)
 typedef struct failure_mode {
     const char *mode;
     int timeout_ms;
-    const char *reason;   /* a part of err */
+    const char *reason; /* a part of err */
 } failure_mode;
 
 /* The slow stub's child (its pid in the file) is killed with it. */
@@ -195,7 +190,8 @@ static void expect_child_killed(const char *pid_file)
     pid = (pid_t)n;
     TK_EXPECT(testkit_wait_until(evt_pid_gone, &pid, 5000),
               "the command's own child (pid %ld) is killed at the timeout, "
-              "not left running", n);
+              "not left running",
+              n);
     unlink(pid_file);
 }
 
@@ -222,7 +218,8 @@ static void failing_commands_fail_with_the_reason(void **state)
         dim = 99;
         err[0] = '\0';
         TK_EXPECT(kh_embed_run(f->stub, "text", 4, modes[i].timeout_ms, &vec,
-                               &dim, err, sizeof(err)) == -1,
+                               &dim, err, sizeof(err))
+                      == -1,
                   "EMBED_STUB_MODE=%s fails", modes[i].mode);
         TK_EXPECT(vec == NULL && dim == 0, "%s gives no vector",
                   modes[i].mode);
@@ -230,8 +227,10 @@ static void failing_commands_fail_with_the_reason(void **state)
                   "%s says why, with \"%s\": \"%s\"", modes[i].mode,
                   modes[i].reason, err);
         /* The stub sleeps 30 s: only a kill at the timeout ends it early. */
-        TK_EXPECT(testkit_now_ms() - t0 < 20000, "%s returns without "
-                  "waiting for the command to finish", modes[i].mode);
+        TK_EXPECT(testkit_now_ms() - t0 < 20000,
+                  "%s returns without "
+                  "waiting for the command to finish",
+                  modes[i].mode);
     }
     expect_child_killed(pid_file);
     unsetenv("EMBED_STUB_MODE");
@@ -246,14 +245,12 @@ static size_t parse_pg_array(const char *s, float *v)
     size_t n = 0;
     char *end;
 
-    if (*s == '{') {
+    if (*s == '{')
         s++;
-    }
     while (*s != '\0' && *s != '}' && n < DIM + 1) {
         v[n++] = strtof(s, &end);
-        if (end == s) {
+        if (end == s)
             return 0;
-        }
         s = end + (*end == ',');
     }
     return n;
@@ -268,10 +265,11 @@ static int chunks_with_their_vectors(fixture *f, const char *doc_id)
     int i, n;
 
     assert_int_equal(rvt_sql(&f->db, "SELECT 1", NULL, 0), 0);
-    res = PQexecParams(f->db.conn, "SELECT content, coalesce(embedding::"
+    res = PQexecParams(f->db.conn,
+                       "SELECT content, coalesce(embedding::"
                        "text, '') FROM kh_chunk WHERE document_id = "
-                       "$1::bigint ORDER BY chunk_index", 1, NULL, params,
-                       NULL, NULL, 0);
+                       "$1::bigint ORDER BY chunk_index",
+                       1, NULL, params, NULL, NULL, 0);
     assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
     n = PQntuples(res);
     for (i = 0; i < n; i++) {
@@ -309,11 +307,14 @@ static void approve_doc(fixture *f, const char *last, char *doc_id,
     }
     snprintf(content + n, sizeof(content) - n, "%s", last);
     assert_int_equal(evt_create_doc(f->srv.port, f->tok.author, "Embedded",
-                                    content, doc_id), 0);
-    assert_int_equal(evt_submit(f->srv.port, f->tok.author, doc_id, review), 0);
+                                    content, doc_id),
+                     0);
+    assert_int_equal(evt_submit(f->srv.port, f->tok.author, doc_id, review),
+                     0);
     assert_int_equal(evt_decide(f->srv.port, f->tok.reviewer, review, 1), 0);
     assert_int_equal(evt_db_event_id(&f->db, doc_id, "document.approved",
-                                     event_id), 0);
+                                     event_id),
+                     0);
 }
 
 typedef struct processed_wait {
@@ -326,8 +327,10 @@ static int processed(void *arg)
     const processed_wait *w = arg;
     char sql[200];
 
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_processed_event "
-             "WHERE event_id = '%s' AND outcome = 'indexed'", w->event_id);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_processed_event "
+             "WHERE event_id = '%s' AND outcome = 'indexed'",
+             w->event_id);
     return rvt_sql_int(&w->f->db, sql) == 1;
 }
 
@@ -342,8 +345,10 @@ static void indexer_stores_each_chunks_vector(void **state)
     TK_EXPECT(testkit_wait_until(processed, &w, WAIT_MS),
               "kh-indexer indexes the approval");
     n = chunks_with_their_vectors(f, doc);
-    TK_EXPECT(n > 1, "several chunks, each with its own text's vector "
-              "(got %d)", n);
+    TK_EXPECT(n > 1,
+              "several chunks, each with its own text's vector "
+              "(got %d)",
+              n);
 }
 
 typedef struct failures_wait {
@@ -356,7 +361,8 @@ static int failed_twice(void *arg)
     const failures_wait *w = arg;
 
     return evt_log_count(w->ix->log, "event_failed", "event_id", w->event_id,
-                         NULL) >= 2;
+                         NULL)
+           >= 2;
 }
 
 static void failing_embedding_fails_the_event_until_it_works(void **state)
@@ -370,24 +376,28 @@ static void failing_embedding_fails_the_event_until_it_works(void **state)
 
     assert_non_null(flag);
     fclose(flag);
-    approve_doc(f, "The last paragraph says EMBED-FAIL, so while the flag "
-                "file exists its chunk cannot be embedded.", doc, event_id);
+    approve_doc(f,
+                "The last paragraph says EMBED-FAIL, so while the flag "
+                "file exists its chunk cannot be embedded.",
+                doc, event_id);
     TK_EXPECT(testkit_wait_until(failed_twice, &fw, WAIT_MS),
               "the event fails and is retried (event_failed twice)");
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_processed_event "
-             "WHERE event_id = '%s'", event_id);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_processed_event "
+             "WHERE event_id = '%s'",
+             event_id);
     TK_EXPECT(rvt_sql_int(&f->db, sql) == 0, "a failed event is not "
-              "recorded as processed");
+                                             "recorded as processed");
     TK_EXPECT(evt_db_chunks(&f->db, doc) == 0, "no chunk of a half-embedded "
-              "document is committed");
+                                               "document is committed");
     assert_int_equal(unlink(f->fail_file), 0);
     TK_EXPECT(testkit_wait_until(processed, &w, WAIT_MS),
               "once the command works, the retried event is indexed");
     n = chunks_with_their_vectors(f, doc);
-    TK_EXPECT(n > 1, "every chunk has its vector after the retry (got %d)",
-              n);
+    TK_EXPECT(n > 1, "every chunk has its vector after the retry (got %d)", n);
     TK_EXPECT(evt_log_count(f->ix.log, "event_done", "event_id", event_id,
-                            "outcome", "indexed", NULL) == 1,
+                            "outcome", "indexed", NULL)
+                  == 1,
               "the event is indexed once");
 }
 

@@ -10,8 +10,10 @@ const char *itkit_shared_url(void)
 {
     const char *url = testkit_shared_redis();
 
-    TK_EXPECT(url != NULL, "the shared Redis (%s) answers, or scripts/stack "
-              "up redis starts it", testkit_redis_url());
+    TK_EXPECT(url != NULL,
+              "the shared Redis (%s) answers, or scripts/stack "
+              "up redis starts it",
+              testkit_redis_url());
     return url;
 }
 
@@ -35,8 +37,8 @@ dlock_client *itkit_client(const char *url, const dlock_client_opts *opts)
 
     err = dlock_client_new(url, opts != NULL ? opts : &defaults, &c, errbuf,
                            sizeof(errbuf));
-    TK_EXPECT(err == DLOCK_OK && c != NULL, "a client for %s, got %s: %s",
-              url, dlock_errname(err), errbuf);
+    TK_EXPECT(err == DLOCK_OK && c != NULL, "a client for %s, got %s: %s", url,
+              dlock_errname(err), errbuf);
     return c;
 }
 
@@ -55,11 +57,12 @@ dlock_lock *itkit_acquire(dlock_client *c, const char *key,
 {
     dlock_acquire_opts defaults = itkit_acquire_opts(10000, 0);
     dlock_lock *l = NULL;
-    dlock_err err = dlock_acquire(c, key, opts != NULL ? opts : &defaults,
-                                  &l);
+    dlock_err err = dlock_acquire(c, key, opts != NULL ? opts : &defaults, &l);
 
-    TK_EXPECT(err == DLOCK_OK && l != NULL, "acquiring %s succeeds, got %s: "
-              "%s", key, dlock_errname(err), dlock_client_errmsg(c));
+    TK_EXPECT(err == DLOCK_OK && l != NULL,
+              "acquiring %s succeeds, got %s: "
+              "%s",
+              key, dlock_errname(err), dlock_client_errmsg(c));
     TK_EXPECT(dlock_lock_fence(l) > 0 && !dlock_lock_degraded(l),
               "a lock held in Redis has a fence and is not degraded");
     return l;

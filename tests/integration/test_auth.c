@@ -23,8 +23,10 @@ typedef struct fixture {
 
 static int setup(void **state)
 {
-    testkit_redis_opts so = {.name = "auth", .requirepass = DEFAULT_PASS,
-                             .acl_user = ACL_USER, .acl_pass = ACL_PASS};
+    testkit_redis_opts so = {.name = "auth",
+                             .requirepass = DEFAULT_PASS,
+                             .acl_user = ACL_USER,
+                             .acl_pass = ACL_PASS};
     fixture *fx = calloc(1, sizeof(*fx));
 
     if (fx == NULL)
@@ -48,8 +50,7 @@ static int teardown(void **state)
 static void url_for(const fixture *fx, const char *userinfo, char *buf,
                     size_t len)
 {
-    snprintf(buf, len, "redis://%s127.0.0.1:%d/0", userinfo,
-             fx->server->port);
+    snprintf(buf, len, "redis://%s127.0.0.1:%d/0", userinfo, fx->server->port);
 }
 
 static void lock_round(dlock_client *c)
@@ -73,8 +74,10 @@ static void expect_auth_refused(const char *url, const dlock_client_opts *o,
     TK_EXPECT(err == DLOCK_AUTH, "%s is refused with DLOCK_AUTH, got %s: %s",
               what, dlock_errname(err), errbuf);
     TK_EXPECT(c == NULL, "%s hands out no client", what);
-    TK_EXPECT(strstr(errbuf, "s3cret") == NULL, "the message does not show "
-              "the password: %s", errbuf);
+    TK_EXPECT(strstr(errbuf, "s3cret") == NULL,
+              "the message does not show "
+              "the password: %s",
+              errbuf);
     dlock_client_free(c);
 }
 
@@ -140,7 +143,8 @@ static void credentials_in_options_override_the_url(void **state)
 
     url_for(fx, ACL_USER ":" ACL_PASS "@", url, sizeof(url));
     o.password = "wrong-s3cret";
-    expect_auth_refused(url, &o, "a wrong password in the options over a "
+    expect_auth_refused(url, &o,
+                        "a wrong password in the options over a "
                         "right one in the URL");
 }
 

@@ -45,13 +45,16 @@ static void malformed_urls_are_invalid_with_a_clear_message(void **state)
         TK_EXPECT(err == DLOCK_INVALID, "\"%s\" is DLOCK_INVALID, got %s: %s",
                   bad_urls[i].url, dlock_errname(err), errbuf);
         TK_EXPECT(c == NULL, "\"%s\" hands out no client", bad_urls[i].url);
-        TK_EXPECT(strstr(errbuf, bad_urls[i].names) != NULL, "the message "
-                  "for \"%s\" names \"%s\": %s", bad_urls[i].url,
-                  bad_urls[i].names, errbuf);
+        TK_EXPECT(strstr(errbuf, bad_urls[i].names) != NULL,
+                  "the message "
+                  "for \"%s\" names \"%s\": %s",
+                  bad_urls[i].url, bad_urls[i].names, errbuf);
         TK_EXPECT(strstr(errbuf, dlock_strerror(DLOCK_INVALID)) != NULL,
                   "the message ends with the code's text: %s", errbuf);
-        TK_EXPECT(took < 100, "\"%s\" fails before any connection attempt, "
-                  "took %lld ms", bad_urls[i].url, (long long)took);
+        TK_EXPECT(took < 100,
+                  "\"%s\" fails before any connection attempt, "
+                  "took %lld ms",
+                  bad_urls[i].url, (long long)took);
     }
 }
 
@@ -62,13 +65,14 @@ static void small_or_missing_errbuf_is_safe(void **state)
 
     (void)state;
     memset(small, 'x', sizeof(small));
-    TK_EXPECT(dlock_client_new("redis://h:0", NULL, &c, small,
-                               sizeof(small)) == DLOCK_INVALID,
+    TK_EXPECT(dlock_client_new("redis://h:0", NULL, &c, small, sizeof(small))
+                  == DLOCK_INVALID,
               "a bad port is invalid with a small errbuf");
     TK_EXPECT(memchr(small, '\0', sizeof(small)) != NULL, "a small errbuf is "
-              "NUL-terminated");
-    TK_EXPECT(dlock_client_new("redis://h:0", NULL, &c, NULL, 0) ==
-              DLOCK_INVALID, "a bad port is invalid with no errbuf");
+                                                          "NUL-terminated");
+    TK_EXPECT(dlock_client_new("redis://h:0", NULL, &c, NULL, 0)
+                  == DLOCK_INVALID,
+              "a bad port is invalid with no errbuf");
     TK_EXPECT(dlock_client_new(NULL, NULL, &c, NULL, 0) == DLOCK_INVALID,
               "a NULL URL is invalid");
     TK_EXPECT(c == NULL, "no client is handed out");
@@ -83,14 +87,18 @@ static void invalid_options_are_rejected(void **state)
 
     (void)state;
     o.pool_size = 5000;
-    TK_EXPECT(dlock_client_new(url, &o, &c, errbuf, sizeof(errbuf)) ==
-              DLOCK_INVALID, "pool_size 5000 is invalid: %s", errbuf);
-    TK_EXPECT(strstr(errbuf, "pool_size") != NULL, "the message names "
-              "pool_size: %s", errbuf);
+    TK_EXPECT(dlock_client_new(url, &o, &c, errbuf, sizeof(errbuf))
+                  == DLOCK_INVALID,
+              "pool_size 5000 is invalid: %s", errbuf);
+    TK_EXPECT(strstr(errbuf, "pool_size") != NULL,
+              "the message names "
+              "pool_size: %s",
+              errbuf);
     o = itkit_client_opts();
     o.connect_timeout_ms = -1;
-    TK_EXPECT(dlock_client_new(url, &o, &c, errbuf, sizeof(errbuf)) ==
-              DLOCK_INVALID, "a negative timeout is invalid: %s", errbuf);
+    TK_EXPECT(dlock_client_new(url, &o, &c, errbuf, sizeof(errbuf))
+                  == DLOCK_INVALID,
+              "a negative timeout is invalid: %s", errbuf);
     TK_EXPECT(c == NULL, "no client is handed out");
 }
 

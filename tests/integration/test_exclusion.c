@@ -40,10 +40,10 @@
 
 /* Shared by every process (MAP_SHARED, made before fork). */
 typedef struct shared {
-    atomic_int inside;        /* 1 while someone holds the lock */
-    atomic_int overlaps;      /* holders that found inside already 1 */
-    atomic_int failures;      /* acquire or release calls that failed */
-    atomic_long grants;       /* successful acquires */
+    atomic_int inside;   /* 1 while someone holds the lock */
+    atomic_int overlaps; /* holders that found inside already 1 */
+    atomic_int failures; /* acquire or release calls that failed */
+    atomic_long grants;  /* successful acquires */
     char first_failure[DLOCK_ERRMSG_MAX + 64];
     atomic_int failure_claimed;
 } shared;
@@ -222,21 +222,27 @@ static void lock_excludes_32_holders_in_4_processes(void **state)
     for (int i = 0; i < PROCESSES; i++)
         TK_EXPECT(WIFEXITED(ch.status[i]) && WEXITSTATUS(ch.status[i]) == 0,
                   "child %d ran its client and threads and exited 0 "
-                  "(status 0x%x)", i, ch.status[i]);
+                  "(status 0x%x)",
+                  i, ch.status[i]);
     TK_EXPECT(pread(fd, &count, sizeof(count), 0) == (ssize_t)sizeof(count),
               "the counter can be read back");
     print_message("%d processes x %d threads x %d rounds: %ld grants in "
-                  "%lld ms\n", PROCESSES, THREADS, ROUNDS,
-                  atomic_load(&sh->grants),
+                  "%lld ms\n",
+                  PROCESSES, THREADS, ROUNDS, atomic_load(&sh->grants),
                   (long long)(testkit_now_ms() - started));
-    TK_EXPECT(atomic_load(&sh->overlaps) == 0, "no two holders at once; "
-              "%d holders found another inside", atomic_load(&sh->overlaps));
-    TK_EXPECT(atomic_load(&sh->failures) == 0, "no acquire or release "
-              "failed; %d did, first: %s", atomic_load(&sh->failures),
-              sh->first_failure);
-    TK_EXPECT(count == PROCESSES * THREADS * ROUNDS, "the unprotected counter "
+    TK_EXPECT(atomic_load(&sh->overlaps) == 0,
+              "no two holders at once; "
+              "%d holders found another inside",
+              atomic_load(&sh->overlaps));
+    TK_EXPECT(atomic_load(&sh->failures) == 0,
+              "no acquire or release "
+              "failed; %d did, first: %s",
+              atomic_load(&sh->failures), sh->first_failure);
+    TK_EXPECT(count == PROCESSES * THREADS * ROUNDS,
+              "the unprotected counter "
               "ends at exactly %d, got %lld (lost updates mean overlapping "
-              "holders)", PROCESSES * THREADS * ROUNDS, count);
+              "holders)",
+              PROCESSES * THREADS * ROUNDS, count);
     close(fd);
     testkit_scratch_remove(dir);
     testkit_forget_lock(url, key);

@@ -45,8 +45,8 @@ typedef struct run {
     atomic_int inside;
     atomic_int overlaps;
     atomic_int failures;
-    atomic_int served;           /* grants so far */
-    int order[WAITERS * 64];     /* grant number -> waiter id */
+    atomic_int served;             /* grants so far */
+    int order[WAITERS * 64];       /* grant number -> waiter id */
     uint64_t fences[WAITERS * 64]; /* grant number -> fence */
     char failure[DLOCK_ERRMSG_MAX + 64];
 } run;
@@ -99,8 +99,10 @@ static void *waiter_main(void *arg)
         }
         if (err != DLOCK_OK) {
             if (atomic_fetch_add(&w->r->failures, 1) == 0)
-                snprintf(w->r->failure, sizeof(w->r->failure), "waiter %d: "
-                         "%s: %s", w->id, dlock_errname(err),
+                snprintf(w->r->failure, sizeof(w->r->failure),
+                         "waiter %d: "
+                         "%s: %s",
+                         w->id, dlock_errname(err),
                          dlock_client_errmsg(w->r->client));
             break;
         }
@@ -119,8 +121,8 @@ static int queue_reached(void *arg)
     queue_probe *q = arg;
     dlock_lock_info info;
 
-    return dlock_inspect(q->client, q->key, &info) == DLOCK_OK &&
-           info.waiters >= q->want;
+    return dlock_inspect(q->client, q->key, &info) == DLOCK_OK
+           && info.waiters >= q->want;
 }
 
 /* Waits (bounded) until key's fair queue holds want waiters. */
@@ -143,9 +145,10 @@ static dlock_client *fair_client(const char *url, int pool)
 static void expect_fences_increase(const run *r, int n)
 {
     for (int i = 1; i < n; i++)
-        TK_EXPECT(r->fences[i] > r->fences[i - 1], "grant %d's fence %llu "
-                  "above grant %d's %llu", i,
-                  (unsigned long long)r->fences[i], i - 1,
+        TK_EXPECT(r->fences[i] > r->fences[i - 1],
+                  "grant %d's fence %llu "
+                  "above grant %d's %llu",
+                  i, (unsigned long long)r->fences[i], i - 1,
                   (unsigned long long)r->fences[i - 1]);
 }
 
@@ -210,9 +213,11 @@ static void contended_fair_lock_excludes(void **state)
     TK_EXPECT(atomic_load(&r.served) == LOOP_THREADS * LOOP_ROUNDS,
               "%d grants", atomic_load(&r.served));
     expect_fences_increase(&r, LOOP_THREADS * LOOP_ROUNDS);
-    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK && !info.held &&
-              info.waiters == 0, "free and no queue left: held %d, %lld "
-              "waiters", info.held, (long long)info.waiters);
+    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK && !info.held
+                  && info.waiters == 0,
+              "free and no queue left: held %d, %lld "
+              "waiters",
+              info.held, (long long)info.waiters);
     dlock_client_free(c);
 }
 
@@ -286,12 +291,15 @@ static void cli_waiter_is_skipped(int stop_signal, const char *name)
     /* The dead or stopped waiter was handed the key with its confirm
      * window as the PX, not the 10 s TTL. */
     TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK, "inspect");
-    TK_EXPECT(!info.held || info.ttl_ms <= CLI_CONFIRM_MS, "the grant lasts "
-              "the confirm window: ttl %lld ms", (long long)info.ttl_ms);
+    TK_EXPECT(!info.held || info.ttl_ms <= CLI_CONFIRM_MS,
+              "the grant lasts "
+              "the confirm window: ttl %lld ms",
+              (long long)info.ttl_ms);
     pthread_join(thread, NULL);
     TK_EXPECT(t.err == DLOCK_OK, "the next waiter got the lock: %s",
               dlock_errname(t.err));
-    TK_EXPECT(t.got_ms - released_ms <= CLI_CONFIRM_MS + 4000, "within the "
+    TK_EXPECT(t.got_ms - released_ms <= CLI_CONFIRM_MS + 4000,
+              "within the "
               "confirm window plus slack: %lld ms after the release",
               (long long)(t.got_ms - released_ms));
     TK_EXPECT(dlock_release(t.lock) == DLOCK_OK, "next waiter released");

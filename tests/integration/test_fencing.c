@@ -32,12 +32,15 @@ static void fences_strictly_increase_over_ten_thousand_grants(void **state)
         dlock_err err = dlock_acquire(c, key, &o, &l);
         uint64_t fence;
 
-        TK_EXPECT(err == DLOCK_OK, "grant %d of a released key succeeds, got "
-                  "%s: %s", i, dlock_errname(err), dlock_client_errmsg(c));
+        TK_EXPECT(err == DLOCK_OK,
+                  "grant %d of a released key succeeds, got "
+                  "%s: %s",
+                  i, dlock_errname(err), dlock_client_errmsg(c));
         fence = dlock_lock_fence(l);
-        TK_EXPECT(fence > previous, "grant %d has a fence above the last "
-                  "one: %llu after %llu", i, (unsigned long long)fence,
-                  (unsigned long long)previous);
+        TK_EXPECT(fence > previous,
+                  "grant %d has a fence above the last "
+                  "one: %llu after %llu",
+                  i, (unsigned long long)fence, (unsigned long long)previous);
         previous = fence;
         err = dlock_release(l);
         TK_EXPECT(err == DLOCK_OK, "release %d succeeds, got %s: %s", i,
@@ -45,9 +48,11 @@ static void fences_strictly_increase_over_ten_thousand_grants(void **state)
     }
     print_message("%d grants in %lld ms\n", GRANTS,
                   (long long)(testkit_now_ms() - started));
-    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK &&
-              info.last_fence == previous, "Redis keeps the last fence "
-              "granted, %llu, got %llu", (unsigned long long)previous,
+    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK
+                  && info.last_fence == previous,
+              "Redis keeps the last fence "
+              "granted, %llu, got %llu",
+              (unsigned long long)previous,
               (unsigned long long)info.last_fence);
     testkit_forget_lock(url, key);
     dlock_client_free(c);
@@ -68,15 +73,18 @@ static void fence_ahead_of_the_server_clock_still_grows_by_one(void **state)
     (void)state;
     testkit_key(key, "fencing_ahead");
     r = testkit_redis_cmd(url, "SET {%s}:fence %llu", key, ahead);
-    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "SET the fence "
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "SET the fence "
               "counter ahead of the clock");
     freeReplyObject(r);
     for (unsigned long long i = 1; i <= 3; i++) {
         dlock_lock *l = itkit_acquire(c, key, NULL);
 
-        TK_EXPECT(dlock_lock_fence(l) == ahead + i, "grant %llu after a "
-                  "counter of %llu gets fence %llu, got %llu", i, ahead,
-                  ahead + i, (unsigned long long)dlock_lock_fence(l));
+        TK_EXPECT(dlock_lock_fence(l) == ahead + i,
+                  "grant %llu after a "
+                  "counter of %llu gets fence %llu, got %llu",
+                  i, ahead, ahead + i,
+                  (unsigned long long)dlock_lock_fence(l));
         TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, c, "release");
     }
     testkit_forget_lock(url, key);
@@ -88,7 +96,8 @@ static void script_flush(const testkit_redis *server)
 {
     redisReply *r = testkit_redis_cmd(server->admin_url, "SCRIPT FLUSH");
 
-    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "SCRIPT FLUSH on "
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "SCRIPT FLUSH on "
               "the private server");
     freeReplyObject(r);
 }
@@ -109,20 +118,24 @@ static void fences_keep_growing_across_a_script_flush(void **state)
     testkit_key(key, "fencing_flush");
     before = itkit_acquire(c, key, &o);
     fence_before = dlock_lock_fence(before);
-    TK_EXPECT_ERR(dlock_release(before), DLOCK_OK, c, "release before the "
+    TK_EXPECT_ERR(dlock_release(before), DLOCK_OK, c,
+                  "release before the "
                   "flush");
 
     script_flush(server);
     after = itkit_acquire(c, key, &o);
-    TK_EXPECT(dlock_lock_fence(after) > fence_before, "the first grant after "
+    TK_EXPECT(dlock_lock_fence(after) > fence_before,
+              "the first grant after "
               "SCRIPT FLUSH has a higher fence: %llu after %llu",
               (unsigned long long)dlock_lock_fence(after),
               (unsigned long long)fence_before);
     script_flush(server);
-    TK_EXPECT_ERR(dlock_extend(after, 5000), DLOCK_OK, c, "extend right "
+    TK_EXPECT_ERR(dlock_extend(after, 5000), DLOCK_OK, c,
+                  "extend right "
                   "after a flush (its script is reloaded too)");
     script_flush(server);
-    TK_EXPECT_ERR(dlock_release(after), DLOCK_OK, c, "release right after "
+    TK_EXPECT_ERR(dlock_release(after), DLOCK_OK, c,
+                  "release right after "
                   "a flush");
     TK_EXPECT(testkit_redis_int(server->admin_url, "EXISTS %s", key) == 0,
               "the release after the flush deleted the key");

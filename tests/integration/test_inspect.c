@@ -23,10 +23,12 @@ static void inspect_reports_free_held_and_released_states(void **state)
 
     (void)state;
     testkit_key(key, "inspect");
-    TK_EXPECT_ERR(dlock_inspect(c, key, &info), DLOCK_OK, c, "inspect of a "
+    TK_EXPECT_ERR(dlock_inspect(c, key, &info), DLOCK_OK, c,
+                  "inspect of a "
                   "name never used");
-    TK_EXPECT(!info.held && info.ttl_ms == 0 && info.last_fence == 0 &&
-              info.token[0] == '\0', "a name never used: not held, ttl 0, "
+    TK_EXPECT(!info.held && info.ttl_ms == 0 && info.last_fence == 0
+                  && info.token[0] == '\0',
+              "a name never used: not held, ttl 0, "
               "fence 0, no token; got held=%d ttl=%lld fence=%llu token=%s",
               info.held, (long long)info.ttl_ms,
               (unsigned long long)info.last_fence, info.token);
@@ -34,26 +36,34 @@ static void inspect_reports_free_held_and_released_states(void **state)
     l = itkit_acquire(c, key, &o);
     fence = dlock_lock_fence(l);
     snprintf(token, sizeof(token), "%s", dlock_lock_token(l));
-    TK_EXPECT_ERR(dlock_inspect(c, key, &info), DLOCK_OK, c, "inspect of a "
+    TK_EXPECT_ERR(dlock_inspect(c, key, &info), DLOCK_OK, c,
+                  "inspect of a "
                   "held lock");
     TK_EXPECT(info.held, "a held lock shows held");
-    TK_EXPECT(info.ttl_ms > 4000 && info.ttl_ms <= 5000, "its TTL is about "
-              "5000 ms, got %lld", (long long)info.ttl_ms);
-    TK_EXPECT(info.last_fence == fence, "last_fence is the holder's fence "
-              "%llu, got %llu", (unsigned long long)fence,
-              (unsigned long long)info.last_fence);
-    TK_EXPECT(strcmp(info.token, token) == 0, "token is the holder's %s, got "
-              "%s", token, info.token);
+    TK_EXPECT(info.ttl_ms > 4000 && info.ttl_ms <= 5000,
+              "its TTL is about "
+              "5000 ms, got %lld",
+              (long long)info.ttl_ms);
+    TK_EXPECT(info.last_fence == fence,
+              "last_fence is the holder's fence "
+              "%llu, got %llu",
+              (unsigned long long)fence, (unsigned long long)info.last_fence);
+    TK_EXPECT(strcmp(info.token, token) == 0,
+              "token is the holder's %s, got "
+              "%s",
+              token, info.token);
 
     TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, c, "the release");
-    TK_EXPECT_ERR(dlock_inspect(c, key, &info), DLOCK_OK, c, "inspect of a "
+    TK_EXPECT_ERR(dlock_inspect(c, key, &info), DLOCK_OK, c,
+                  "inspect of a "
                   "released lock");
     TK_EXPECT(!info.held && info.ttl_ms == 0 && info.token[0] == '\0',
-              "a released lock is free: held=%d ttl=%lld token=%s",
-              info.held, (long long)info.ttl_ms, info.token);
-    TK_EXPECT(info.last_fence == fence, "the last fence outlives the lock: "
-              "%llu, got %llu", (unsigned long long)fence,
-              (unsigned long long)info.last_fence);
+              "a released lock is free: held=%d ttl=%lld token=%s", info.held,
+              (long long)info.ttl_ms, info.token);
+    TK_EXPECT(info.last_fence == fence,
+              "the last fence outlives the lock: "
+              "%llu, got %llu",
+              (unsigned long long)fence, (unsigned long long)info.last_fence);
     testkit_forget_lock(url, key);
     dlock_client_free(c);
 }
@@ -68,14 +78,16 @@ static void inspect_shows_a_key_without_ttl(void **state)
 
     (void)state;
     testkit_key(key, "inspect_no_ttl");
-    r = testkit_redis_cmd(url, "SET %s 0123456789abcdef0123456789abcdef",
-                          key);
+    r = testkit_redis_cmd(url, "SET %s 0123456789abcdef0123456789abcdef", key);
     TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "SET without TTL");
     freeReplyObject(r);
-    TK_EXPECT_ERR(dlock_inspect(c, key, &info), DLOCK_OK, c, "inspect of a "
+    TK_EXPECT_ERR(dlock_inspect(c, key, &info), DLOCK_OK, c,
+                  "inspect of a "
                   "key without TTL");
-    TK_EXPECT(info.held && info.ttl_ms == -1, "held with ttl -1, got held=%d "
-              "ttl=%lld", info.held, (long long)info.ttl_ms);
+    TK_EXPECT(info.held && info.ttl_ms == -1,
+              "held with ttl -1, got held=%d "
+              "ttl=%lld",
+              info.held, (long long)info.ttl_ms);
     TK_EXPECT(strcmp(info.token, "0123456789abcdef0123456789abcdef") == 0,
               "the stored value is shown as the token, got %s", info.token);
     testkit_forget_lock(url, key);
@@ -89,10 +101,13 @@ static void inspect_rejects_a_bad_name(void **state)
     dlock_lock_info info;
 
     (void)state;
-    TK_EXPECT_ERR(dlock_inspect(c, "", &info), DLOCK_INVALID, c, "inspect of "
+    TK_EXPECT_ERR(dlock_inspect(c, "", &info), DLOCK_INVALID, c,
+                  "inspect of "
                   "an empty name");
-    TK_EXPECT(strstr(dlock_client_errmsg(c), "empty") != NULL, "the message "
-              "says the name is empty: %s", dlock_client_errmsg(c));
+    TK_EXPECT(strstr(dlock_client_errmsg(c), "empty") != NULL,
+              "the message "
+              "says the name is empty: %s",
+              dlock_client_errmsg(c));
     dlock_client_free(c);
 }
 

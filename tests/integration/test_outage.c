@@ -54,7 +54,8 @@ static int setup(void **state)
     if (fx->server == NULL)
         return -1;
     if (dlock_client_new(fx->server->url, &co, &fx->client, errbuf,
-                         sizeof(errbuf)) != DLOCK_OK) {
+                         sizeof(errbuf))
+        != DLOCK_OK) {
         fprintf(stderr, "client for %s: %s\n", fx->server->url, errbuf);
         return -1;
     }
@@ -76,14 +77,16 @@ static int teardown(void **state)
 static void server_down(fixture *fx)
 {
     TK_EXPECT(testkit_redis_stop(fx->server) == 0, "the private server "
-              "stops");
+                                                   "stops");
 }
 
 static void server_up(fixture *fx)
 {
     if (fx->server->pid == 0)
-        TK_EXPECT(testkit_redis_restart(fx->server) == 0, "the private "
-                  "server starts again on port %d", fx->server->port);
+        TK_EXPECT(testkit_redis_restart(fx->server) == 0,
+                  "the private "
+                  "server starts again on port %d",
+                  fx->server->port);
 }
 
 static int breaker_closed(void *arg)
@@ -99,7 +102,8 @@ static int breaker_open(void *arg)
 /* Waits until the client's probe has closed its breaker. */
 static void wait_for_recovery(dlock_client *c)
 {
-    TK_EXPECT(testkit_wait_until(breaker_closed, c, 3000), "the breaker "
+    TK_EXPECT(testkit_wait_until(breaker_closed, c, 3000),
+              "the breaker "
               "closes within 3 s of the server's return (probe every "
               "100 ms)");
 }
@@ -120,10 +124,12 @@ static void fail_closed_acquire_is_unavailable_within_connect_timeout(
     started = testkit_now_ms();
     err = dlock_acquire(fx->client, testkit_key(key, "outage_closed"), &o, &l);
     took = testkit_now_ms() - started;
-    TK_EXPECT_ERR(err, DLOCK_UNAVAILABLE, fx->client, "a fail-closed "
+    TK_EXPECT_ERR(err, DLOCK_UNAVAILABLE, fx->client,
+                  "a fail-closed "
                   "acquire while Redis is down");
     TK_EXPECT(l == NULL, "no lock is handed out");
-    TK_EXPECT(took < CONNECT_TIMEOUT_MS + MARGIN_MS, "the answer comes "
+    TK_EXPECT(took < CONNECT_TIMEOUT_MS + MARGIN_MS,
+              "the answer comes "
               "within the %d ms connect timeout (+%d ms), took %lld ms",
               CONNECT_TIMEOUT_MS, MARGIN_MS, (long long)took);
     snprintf(port, sizeof(port), "%d", fx->server->port);
@@ -145,14 +151,17 @@ static void client_for_a_closed_port_is_unavailable_quickly(void **state)
     started = testkit_now_ms();
     err = dlock_client_new(url, &co, &c, errbuf, sizeof(errbuf));
     took = testkit_now_ms() - started;
-    TK_EXPECT(err == DLOCK_UNAVAILABLE, "a client for a closed port (%s) is "
-              "DLOCK_UNAVAILABLE, got %s: %s", url, dlock_errname(err),
-              errbuf);
+    TK_EXPECT(err == DLOCK_UNAVAILABLE,
+              "a client for a closed port (%s) is "
+              "DLOCK_UNAVAILABLE, got %s: %s",
+              url, dlock_errname(err), errbuf);
     TK_EXPECT(c == NULL, "no client is handed out");
     TK_EXPECT(errbuf[0] != '\0' && strstr(errbuf, url + 8) != NULL,
               "errbuf names the endpoint %s: %s", url + 8, errbuf);
-    TK_EXPECT(took < CONNECT_TIMEOUT_MS + MARGIN_MS, "it fails within the "
-              "connect timeout, took %lld ms", (long long)took);
+    TK_EXPECT(took < CONNECT_TIMEOUT_MS + MARGIN_MS,
+              "it fails within the "
+              "connect timeout, took %lld ms",
+              (long long)took);
 }
 
 static void fail_open_acquire_gives_a_degraded_lock(void **state)
@@ -166,19 +175,24 @@ static void fail_open_acquire_gives_a_degraded_lock(void **state)
     server_down(fx);
     o.policy = DLOCK_FAIL_OPEN;
     err = dlock_acquire(fx->client, testkit_key(key, "outage_open"), &o, &l);
-    TK_EXPECT_ERR(err, DLOCK_OK, fx->client, "a fail-open acquire while "
+    TK_EXPECT_ERR(err, DLOCK_OK, fx->client,
+                  "a fail-open acquire while "
                   "Redis is down");
     TK_EXPECT(l != NULL && dlock_lock_degraded(l) == 1, "the lock is "
-              "degraded");
-    TK_EXPECT(dlock_lock_fence(l) == 0, "a degraded lock has fence 0, got "
-              "%llu", (unsigned long long)dlock_lock_fence(l));
+                                                        "degraded");
+    TK_EXPECT(dlock_lock_fence(l) == 0,
+              "a degraded lock has fence 0, got "
+              "%llu",
+              (unsigned long long)dlock_lock_fence(l));
     TK_EXPECT(dlock_lock_valid_ms(l) == INT64_MAX, "a degraded lock does not "
-              "expire on its own");
-    TK_EXPECT(dlock_client_errmsg(fx->client)[0] != '\0', "the message says "
+                                                   "expire on its own");
+    TK_EXPECT(dlock_client_errmsg(fx->client)[0] != '\0',
+              "the message says "
               "why Redis could not be used");
     TK_EXPECT_ERR(dlock_extend(l, 1000), DLOCK_STATE, fx->client,
                   "extending a degraded lock");
-    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, fx->client, "releasing a "
+    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, fx->client,
+                  "releasing a "
                   "degraded lock");
 }
 
@@ -214,11 +228,16 @@ static void open_breaker_fails_a_thousand_calls_in_under_100_ms(void **state)
     dlock_client_stats_get(fx->client, &after);
     print_message("1000 acquires with the breaker open: %lld us\n",
                   (long long)took);
-    TK_EXPECT(unavailable == 1000, "all 1000 calls are DLOCK_UNAVAILABLE, "
-              "%d were", unavailable);
-    TK_EXPECT(took < 100000, "1000 calls take under 100 ms in total with the "
-              "breaker open, took %lld us", (long long)took);
-    TK_EXPECT(after.fast_fails - before.fast_fails >= 1000, "the stats count "
+    TK_EXPECT(unavailable == 1000,
+              "all 1000 calls are DLOCK_UNAVAILABLE, "
+              "%d were",
+              unavailable);
+    TK_EXPECT(took < 100000,
+              "1000 calls take under 100 ms in total with the "
+              "breaker open, took %lld us",
+              (long long)took);
+    TK_EXPECT(after.fast_fails - before.fast_fails >= 1000,
+              "the stats count "
               "1000 fast fails, got %llu",
               (unsigned long long)(after.fast_fails - before.fast_fails));
     TK_EXPECT(strstr(dlock_client_errmsg(fx->client), "breaker") != NULL,
@@ -233,13 +252,14 @@ static void breaker_closes_and_locks_work_when_redis_returns(void **state)
     dlock_lock *l;
 
     server_down(fx);
-    TK_EXPECT(testkit_wait_until(breaker_open, fx->client, 1000) ||
-              dlock_client_ping(fx->client, NULL) != DLOCK_OK,
+    TK_EXPECT(testkit_wait_until(breaker_open, fx->client, 1000)
+                  || dlock_client_ping(fx->client, NULL) != DLOCK_OK,
               "the client sees the server down");
     server_up(fx);
     wait_for_recovery(fx->client);
     l = itkit_acquire(fx->client, testkit_key(key, "outage_back"), NULL);
-    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, fx->client, "release after "
+    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, fx->client,
+                  "release after "
                   "recovery");
 }
 
@@ -254,25 +274,31 @@ static void hung_server_times_out_within_the_io_timeout(void **state)
 
     server_up(fx);
     wait_for_recovery(fx->client);
-    TK_EXPECT(dlock_client_ping(fx->client, NULL) == DLOCK_OK, "the server "
+    TK_EXPECT(dlock_client_ping(fx->client, NULL) == DLOCK_OK,
+              "the server "
               "answers before the pause");
     TK_EXPECT(testkit_redis_pause(fx->server) == 0, "SIGSTOP the server");
     started = testkit_now_ms();
     err = dlock_acquire(fx->client, testkit_key(key, "outage_hung"), &o, &l);
     took = testkit_now_ms() - started;
     TK_EXPECT(testkit_redis_resume(fx->server) == 0, "SIGCONT the server");
-    TK_EXPECT(err == DLOCK_TIMEOUT || err == DLOCK_UNAVAILABLE, "an acquire "
+    TK_EXPECT(err == DLOCK_TIMEOUT || err == DLOCK_UNAVAILABLE,
+              "an acquire "
               "on a hung server fails with TIMEOUT (or UNAVAILABLE), got %s: "
-              "%s", dlock_errname(err), dlock_client_errmsg(fx->client));
-    TK_EXPECT(took < IO_TIMEOUT_MS + CONNECT_TIMEOUT_MS + MARGIN_MS, "it "
+              "%s",
+              dlock_errname(err), dlock_client_errmsg(fx->client));
+    TK_EXPECT(took < IO_TIMEOUT_MS + CONNECT_TIMEOUT_MS + MARGIN_MS,
+              "it "
               "fails within the %d ms I/O timeout (+ a connect, + %d ms), "
-              "took %lld ms", IO_TIMEOUT_MS, MARGIN_MS, (long long)took);
+              "took %lld ms",
+              IO_TIMEOUT_MS, MARGIN_MS, (long long)took);
     wait_for_recovery(fx->client);
     /* The timed-out acquire reached the server once it resumed and may
      * hold its key until the TTL: a caller cannot know, so neither do we.
      * A fresh key shows the client works again. */
     l = itkit_acquire(fx->client, testkit_key(key, "outage_resumed"), NULL);
-    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, fx->client, "release after "
+    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, fx->client,
+                  "release after "
                   "the server resumed");
 }
 
@@ -289,14 +315,18 @@ static void client_started_offline_connects_when_redis_comes_up(void **state)
     server_down(fx);
     co.start_offline = 1;
     err = dlock_client_new(fx->server->url, &co, &c, errbuf, sizeof(errbuf));
-    TK_EXPECT(err == DLOCK_OK && c != NULL, "with start_offline a client is "
-              "made while Redis is down, got %s: %s", dlock_errname(err),
-              errbuf);
-    TK_EXPECT(dlock_client_breaker(c) == DLOCK_BREAKER_OPEN, "it starts with "
+    TK_EXPECT(err == DLOCK_OK && c != NULL,
+              "with start_offline a client is "
+              "made while Redis is down, got %s: %s",
+              dlock_errname(err), errbuf);
+    TK_EXPECT(dlock_client_breaker(c) == DLOCK_BREAKER_OPEN,
+              "it starts with "
               "its breaker open");
     open.policy = DLOCK_FAIL_OPEN;
     TK_EXPECT_ERR(dlock_acquire(c, testkit_key(key, "outage_offline"), &open,
-                                &l), DLOCK_OK, c, "a fail-open acquire on "
+                                &l),
+                  DLOCK_OK, c,
+                  "a fail-open acquire on "
                   "the offline client");
     TK_EXPECT(dlock_lock_degraded(l), "that lock is degraded");
     dlock_release(l);

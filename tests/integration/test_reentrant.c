@@ -69,34 +69,46 @@ static void same_thread_reenters_and_other_threads_are_busy(void **state)
     testkit_key(key, "reentrant");
     o.reentrant = 1;
     first = itkit_acquire(c, key, &o);
-    TK_EXPECT(dlock_lock_holds(first) == 1, "one hold after the first "
-              "acquire, got %d", dlock_lock_holds(first));
-    TK_EXPECT_ERR(dlock_acquire(c, key, &o, &second), DLOCK_OK, c, "the "
+    TK_EXPECT(dlock_lock_holds(first) == 1,
+              "one hold after the first "
+              "acquire, got %d",
+              dlock_lock_holds(first));
+    TK_EXPECT_ERR(dlock_acquire(c, key, &o, &second), DLOCK_OK, c,
+                  "the "
                   "holder's own reentrant acquire");
     TK_EXPECT(second == first, "the reentrant acquire returns the lock the "
-              "thread already holds");
-    TK_EXPECT(dlock_lock_holds(first) == 2, "two holds after reentering, "
-              "got %d", dlock_lock_holds(first));
+                               "thread already holds");
+    TK_EXPECT(dlock_lock_holds(first) == 2,
+              "two holds after reentering, "
+              "got %d",
+              dlock_lock_holds(first));
 
     err = other_thread_try(c, key, message, sizeof(message));
-    TK_EXPECT(err == DLOCK_BUSY, "another thread of the same client is BUSY, "
-              "got %s: %s", dlock_errname(err), message);
+    TK_EXPECT(err == DLOCK_BUSY,
+              "another thread of the same client is BUSY, "
+              "got %s: %s",
+              dlock_errname(err), message);
 
-    TK_EXPECT_ERR(dlock_release(second), DLOCK_OK, c, "the first of two "
+    TK_EXPECT_ERR(dlock_release(second), DLOCK_OK, c,
+                  "the first of two "
                   "releases");
     TK_EXPECT(dlock_lock_holds(first) == 1, "one hold left, got %d",
               dlock_lock_holds(first));
     TK_EXPECT(key_held(c, key), "the key is still held after one of two "
-              "releases");
+                                "releases");
     err = other_thread_try(c, key, message, sizeof(message));
-    TK_EXPECT(err == DLOCK_BUSY, "another thread is still BUSY with one hold "
-              "left, got %s: %s", dlock_errname(err), message);
+    TK_EXPECT(err == DLOCK_BUSY,
+              "another thread is still BUSY with one hold "
+              "left, got %s: %s",
+              dlock_errname(err), message);
 
     TK_EXPECT_ERR(dlock_release(first), DLOCK_OK, c, "the last release");
     TK_EXPECT(!key_held(c, key), "the last release frees the key");
     err = other_thread_try(c, key, message, sizeof(message));
-    TK_EXPECT(err == DLOCK_OK, "another thread gets the freed key, got %s: "
-              "%s", dlock_errname(err), message);
+    TK_EXPECT(err == DLOCK_OK,
+              "another thread gets the freed key, got %s: "
+              "%s",
+              dlock_errname(err), message);
     testkit_forget_lock(url, key);
     dlock_client_free(c);
 }
@@ -113,7 +125,8 @@ static void without_reentrant_the_holder_itself_is_busy(void **state)
     held = itkit_acquire(c, key, NULL);
     TK_EXPECT_ERR(dlock_acquire(c, key, NULL, &again), DLOCK_BUSY, c,
                   "a non-reentrant second acquire by the holder");
-    TK_EXPECT(again == NULL && dlock_lock_holds(held) == 1, "no second "
+    TK_EXPECT(again == NULL && dlock_lock_holds(held) == 1,
+              "no second "
               "lock and no extra hold");
     TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, c, "the release");
     testkit_forget_lock(url, key);

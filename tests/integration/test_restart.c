@@ -27,8 +27,8 @@
 typedef struct loop {
     dlock_client *client;
     atomic_int stop;
-    atomic_long ok;             /* cycles where acquire and release worked */
-    atomic_long failed;         /* cycles where one of them did not */
+    atomic_long ok;     /* cycles where acquire and release worked */
+    atomic_long failed; /* cycles where one of them did not */
     atomic_llong longest_call_ms;
     atomic_ullong last_fence;
     char last_error[DLOCK_ERRMSG_MAX + 64];
@@ -40,9 +40,9 @@ static void note_call_time(loop *lp, int64_t started_ms)
     long long took = testkit_now_ms() - started_ms;
     long long longest = atomic_load(&lp->longest_call_ms);
 
-    while (took > longest &&
-           !atomic_compare_exchange_weak(&lp->longest_call_ms, &longest,
-                                         took))
+    while (
+        took > longest
+        && !atomic_compare_exchange_weak(&lp->longest_call_ms, &longest, took))
         ;
 }
 
@@ -71,8 +71,8 @@ static int cycle(loop *lp)
     char key[TESTKIT_KEY_MAX];
     dlock_lock *l = NULL;
     int64_t t = testkit_now_ms();
-    dlock_err err = dlock_acquire(lp->client, testkit_key(key, "restart"),
-                                  &o, &l);
+    dlock_err err = dlock_acquire(lp->client, testkit_key(key, "restart"), &o,
+                                  &l);
 
     note_call_time(lp, t);
     if (err != DLOCK_OK) {
@@ -94,12 +94,11 @@ static void *loop_main(void *arg)
 {
     loop *lp = arg;
 
-    while (!atomic_load(&lp->stop)) {
+    while (!atomic_load(&lp->stop))
         if (cycle(lp))
             atomic_fetch_add(&lp->ok, 1);
         else
-            itkit_pace_ms(5);    /* do not spin while the server is down */
-    }
+            itkit_pace_ms(5); /* do not spin while the server is down */
     return NULL;
 }
 
@@ -140,26 +139,34 @@ static void client_reconnects_after_a_restart_mid_run(void **state)
     TK_EXPECT(pthread_create(&worker, NULL, loop_main, &lp) == 0,
               "the worker thread starts");
 
-    TK_EXPECT(testkit_wait_until(reached, &t, 10000), "50 cycles before the "
-              "restart, got %ld (%s)", atomic_load(&lp.ok),
+    TK_EXPECT(testkit_wait_until(reached, &t, 10000),
+              "50 cycles before the "
+              "restart, got %ld (%s)",
+              atomic_load(&lp.ok), last_error(&lp, err, sizeof(err)));
+    TK_EXPECT(atomic_load(&lp.failed) == 0,
+              "no failure before the restart: "
+              "%s",
               last_error(&lp, err, sizeof(err)));
-    TK_EXPECT(atomic_load(&lp.failed) == 0, "no failure before the restart: "
-              "%s", last_error(&lp, err, sizeof(err)));
     fence_before = atomic_load(&lp.last_fence);
-    TK_EXPECT(testkit_redis_restart(server) == 0, "the server restarts on "
-              "port %d", server->port);
+    TK_EXPECT(testkit_redis_restart(server) == 0,
+              "the server restarts on "
+              "port %d",
+              server->port);
     restarted_at = testkit_now_ms();
 
     t.ok = atomic_load(&lp.ok) + 1;
-    TK_EXPECT(testkit_wait_until(reached, &t, RECOVERY_MS), "the loop "
+    TK_EXPECT(testkit_wait_until(reached, &t, RECOVERY_MS),
+              "the loop "
               "succeeds again within %d ms of the server's return; last "
-              "error: %s", RECOVERY_MS, last_error(&lp, err, sizeof(err)));
+              "error: %s",
+              RECOVERY_MS, last_error(&lp, err, sizeof(err)));
     recovered_at = testkit_now_ms();
     failed_at_recovery = atomic_load(&lp.failed);
     t.ok = atomic_load(&lp.ok) + 50;
-    TK_EXPECT(testkit_wait_until(reached, &t, 10000), "50 more cycles after "
-              "recovery within 10 s; at %ld of %ld", atomic_load(&lp.ok),
-              t.ok);
+    TK_EXPECT(testkit_wait_until(reached, &t, 10000),
+              "50 more cycles after "
+              "recovery within 10 s; at %ld of %ld",
+              atomic_load(&lp.ok), t.ok);
     atomic_store(&lp.stop, 1);
     pthread_join(worker, NULL);
 
@@ -169,15 +176,18 @@ static void client_reconnects_after_a_restart_mid_run(void **state)
                   atomic_load(&lp.failed),
                   (long long)atomic_load(&lp.longest_call_ms),
                   last_error(&lp, err, sizeof(err)));
-    TK_EXPECT(atomic_load(&lp.failed) == failed_at_recovery, "every cycle "
+    TK_EXPECT(atomic_load(&lp.failed) == failed_at_recovery,
+              "every cycle "
               "after the first success succeeds; %ld failed, last: %s",
               atomic_load(&lp.failed) - failed_at_recovery,
               last_error(&lp, err, sizeof(err)));
-    TK_EXPECT(atomic_load(&lp.longest_call_ms) < CALL_BOUND_MS, "no call "
+    TK_EXPECT(atomic_load(&lp.longest_call_ms) < CALL_BOUND_MS,
+              "no call "
               "took longer than connect + I/O timeout + 1 s (%d ms), the "
-              "longest took %lld ms", CALL_BOUND_MS,
-              (long long)atomic_load(&lp.longest_call_ms));
-    TK_EXPECT(atomic_load(&lp.last_fence) > fence_before, "fences after the "
+              "longest took %lld ms",
+              CALL_BOUND_MS, (long long)atomic_load(&lp.longest_call_ms));
+    TK_EXPECT(atomic_load(&lp.last_fence) > fence_before,
+              "fences after the "
               "restart (%llu) are above those before it (%llu)",
               (unsigned long long)atomic_load(&lp.last_fence),
               (unsigned long long)fence_before);

@@ -53,7 +53,8 @@ static void with_runs_the_callback_while_held_then_releases(void **state)
     TK_EXPECT_ERR(dlock_with(c, key, NULL, inside, &s, &result), DLOCK_OK, c,
                   "dlock_with on a free key");
     TK_EXPECT(s.calls == 1, "the callback runs once, ran %d times", s.calls);
-    TK_EXPECT(s.held_inside && s.token_matches, "inside the callback Redis "
+    TK_EXPECT(s.held_inside && s.token_matches,
+              "inside the callback Redis "
               "holds the key with the lock's token");
     TK_EXPECT(result == 42, "fn_result is the callback's return, 42, got %d",
               result);
@@ -74,11 +75,13 @@ static void with_on_a_busy_key_does_not_run_the_callback(void **state)
     (void)state;
     testkit_key(key, "scoped_with_busy");
     held = itkit_acquire(c, key, NULL);
-    TK_EXPECT_ERR(dlock_with(c, key, NULL, inside, &s, &result), DLOCK_BUSY,
-                  c, "dlock_with on a held key");
+    TK_EXPECT_ERR(dlock_with(c, key, NULL, inside, &s, &result), DLOCK_BUSY, c,
+                  "dlock_with on a held key");
     TK_EXPECT(s.calls == 0, "the callback never runs when the acquire fails");
-    TK_EXPECT(result == 0, "fn_result is 0 when the callback did not run, "
-              "got %d", result);
+    TK_EXPECT(result == 0,
+              "fn_result is 0 when the callback did not run, "
+              "got %d",
+              result);
     TK_EXPECT(key_held(c, key), "the other holder keeps the key");
     TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, c, "the holder's release");
     testkit_forget_lock(url, key);
@@ -94,7 +97,7 @@ static int guarded_early_return(dlock_client *c, const char *key)
         return -1;
     if (!key_held(c, key))
         return -2;
-    return 1;   /* the guard releases here */
+    return 1; /* the guard releases here */
 }
 
 static void guard_releases_on_scope_exit(void **state)
@@ -113,11 +116,11 @@ static void guard_releases_on_scope_exit(void **state)
         TK_EXPECT(key_held(c, key), "the key is held inside the scope");
     }
     TK_EXPECT(!key_held(c, key), "the guard released the key at the end of "
-              "its scope");
+                                 "its scope");
     TK_EXPECT(guarded_early_return(c, key) == 1, "the guarded function held "
-              "the key");
+                                                 "the key");
     TK_EXPECT(!key_held(c, key), "the guard released the key on an early "
-              "return");
+                                 "return");
     testkit_forget_lock(url, key);
     dlock_client_free(c);
 }
@@ -140,8 +143,9 @@ static void lock_moved_out_of_a_guard_stays_held(void **state)
         l = NULL;
     }
     TK_EXPECT(key_held(c, key), "a lock moved out of its guard is still "
-              "held after the scope");
-    TK_EXPECT_ERR(dlock_release(kept), DLOCK_OK, c, "releasing the moved "
+                                "held after the scope");
+    TK_EXPECT_ERR(dlock_release(kept), DLOCK_OK, c,
+                  "releasing the moved "
                   "lock");
     testkit_forget_lock(url, key);
     dlock_client_free(c);

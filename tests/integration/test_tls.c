@@ -52,7 +52,8 @@ static void require_client_certs(const testkit_redis *s, int required)
                                       "CONFIG SET tls-auth-clients %s",
                                       required ? "yes" : "no");
 
-    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "CONFIG SET "
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "CONFIG SET "
               "tls-auth-clients %s on the private server: %s",
               required ? "yes" : "no",
               r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : "");
@@ -118,10 +119,14 @@ static void wrong_ca_is_refused_with_a_verification_error(void **state)
     char errbuf[DLOCK_ERRMSG_MAX];
 
     require_client_certs(fx->server, 0);
-    expect_refused(fx->server->tls_url, &o, DLOCK_TLS, "a server certificate "
-                   "from an untrusted CA", errbuf, sizeof(errbuf));
-    TK_EXPECT(strcasestr(errbuf, "verif") != NULL, "the message says that "
-              "verification failed: %s", errbuf);
+    expect_refused(fx->server->tls_url, &o, DLOCK_TLS,
+                   "a server certificate "
+                   "from an untrusted CA",
+                   errbuf, sizeof(errbuf));
+    TK_EXPECT(strcasestr(errbuf, "verif") != NULL,
+              "the message says that "
+              "verification failed: %s",
+              errbuf);
 }
 
 static void wrong_host_name_is_refused(void **state)
@@ -132,10 +137,14 @@ static void wrong_host_name_is_refused(void **state)
 
     require_client_certs(fx->server, 0);
     o.tls_server_name = "wrong.example";
-    expect_refused(fx->server->tls_url, &o, DLOCK_TLS, "a certificate that "
-                   "does not name wrong.example", errbuf, sizeof(errbuf));
-    TK_EXPECT(strcasestr(errbuf, "verif") != NULL, "the message says that "
-              "verification failed: %s", errbuf);
+    expect_refused(fx->server->tls_url, &o, DLOCK_TLS,
+                   "a certificate that "
+                   "does not name wrong.example",
+                   errbuf, sizeof(errbuf));
+    TK_EXPECT(strcasestr(errbuf, "verif") != NULL,
+              "the message says that "
+              "verification failed: %s",
+              errbuf);
 }
 
 static void verification_off_accepts_an_untrusted_server(void **state)
@@ -159,9 +168,10 @@ static void required_client_certificate_is_checked(void **state)
     dlock_client *c;
 
     require_client_certs(fx->server, 1);
-    expect_refused(fx->server->tls_url, &o, DLOCK_TLS, "a client without a "
-                   "certificate when the server requires one", errbuf,
-                   sizeof(errbuf));
+    expect_refused(fx->server->tls_url, &o, DLOCK_TLS,
+                   "a client without a "
+                   "certificate when the server requires one",
+                   errbuf, sizeof(errbuf));
     o.tls_cert_file = fx->server->certs.client_cert;
     o.tls_key_file = fx->server->certs.client_key;
     c = itkit_client(fx->server->tls_url, &o);
@@ -177,10 +187,14 @@ static void certificate_without_key_is_invalid(void **state)
     char errbuf[DLOCK_ERRMSG_MAX];
 
     o.tls_cert_file = fx->server->certs.client_cert;
-    expect_refused(fx->server->tls_url, &o, DLOCK_INVALID, "a client "
-                   "certificate without its key", errbuf, sizeof(errbuf));
-    TK_EXPECT(strstr(errbuf, "tls_key_file") != NULL, "the message names "
-              "the missing option: %s", errbuf);
+    expect_refused(fx->server->tls_url, &o, DLOCK_INVALID,
+                   "a client "
+                   "certificate without its key",
+                   errbuf, sizeof(errbuf));
+    TK_EXPECT(strstr(errbuf, "tls_key_file") != NULL,
+              "the message names "
+              "the missing option: %s",
+              errbuf);
 }
 
 int main(void)

@@ -29,7 +29,7 @@
 /* What an on_lost callback saw. */
 typedef struct lost_seen {
     atomic_int calls;
-    atomic_llong at_ms;     /* testkit_now_ms() of the first call */
+    atomic_llong at_ms; /* testkit_now_ms() of the first call */
 } lost_seen;
 
 static void on_lost(dlock_lock *l, void *arg)
@@ -85,7 +85,7 @@ static void silent_network_loses_the_lock_at_valid_until(void **state)
     o.on_lost = on_lost;
     o.on_lost_arg = &seen;
     l = itkit_acquire(c, testkit_key(key, "silent"), &o);
-    itkit_pace_ms(700);   /* at least one renewal on the renewer's link */
+    itkit_pace_ms(700); /* at least one renewal on the renewer's link */
     TK_EXPECT(testkit_proxy_ctl(p, "pause") == 0, "the proxy pauses");
     paused_ms = testkit_now_ms();
     valid_at_pause = dlock_lock_valid_ms(l);
@@ -99,8 +99,10 @@ static void silent_network_loses_the_lock_at_valid_until(void **state)
                   (long long)valid_at_pause, (long long)late);
     /* 500 ms covers a loaded machine's scheduling; before this library
      * change the loss came only after the 5 s io timeout. */
-    TK_EXPECT(late >= -5 && late < 500, "on_lost runs at valid_until (%lld "
-              "ms off; allowed -5..500)", (long long)late);
+    TK_EXPECT(late >= -5 && late < 500,
+              "on_lost runs at valid_until (%lld "
+              "ms off; allowed -5..500)",
+              (long long)late);
     TK_EXPECT(dlock_lock_lost(l) == 1 && dlock_lock_valid_ms(l) == 0,
               "lost() is 1 and valid_ms() 0 after the loss");
     itkit_pace_ms(300);
@@ -108,7 +110,7 @@ static void silent_network_loses_the_lock_at_valid_until(void **state)
               atomic_load(&seen.calls));
     TK_EXPECT(testkit_proxy_ctl(p, "resume") == 0, "the proxy resumes");
     TK_EXPECT(dlock_extend(l, 0) == DLOCK_STATE, "extend of a lost lock is "
-              "refused");
+                                                 "refused");
     TK_EXPECT(atomic_load(&seen.calls) == 1, "still one on_lost call");
     dlock_lock_free(l);
     dlock_client_free(c);
@@ -134,21 +136,21 @@ static void reentrant_lock_past_its_ttl_is_not_reentered(void **state)
     first = itkit_acquire(a, key, &o);
     TK_EXPECT_ERR(dlock_acquire(a, key, &o, &again), DLOCK_OK, a,
                   "re-entering while valid");
-    TK_EXPECT(again == first && dlock_lock_holds(first) == 2,
-              "held twice");
+    TK_EXPECT(again == first && dlock_lock_holds(first) == 2, "held twice");
     start = testkit_now_ms();
-    while (testkit_redis_int(url, "EXISTS %s", key) != 0 &&
-           testkit_now_ms() - start < 3000)
+    while (testkit_redis_int(url, "EXISTS %s", key) != 0
+           && testkit_now_ms() - start < 3000)
         itkit_pace_ms(20);
     taken = itkit_acquire(b, key, NULL);
     TK_EXPECT(dlock_lock_lost(first) == 1, "lost() is 1 once the TTL ran "
-              "out");
+                                           "out");
     again = NULL;
     TK_EXPECT_ERR(dlock_acquire(a, key, &o, &again), DLOCK_BUSY, a,
                   "re-entering after another client took the key");
     TK_EXPECT(again == NULL && dlock_lock_holds(first) == 2,
               "no lock handed out, the old one still counts 2 holds");
-    TK_EXPECT_ERR(dlock_release(first), DLOCK_LOST, a, "the inner release "
+    TK_EXPECT_ERR(dlock_release(first), DLOCK_LOST, a,
+                  "the inner release "
                   "of an expired reentrant lock");
     TK_EXPECT_ERR(dlock_release(first), DLOCK_LOST, a, "the outer release");
     TK_EXPECT(testkit_redis_int(url, "EXISTS %s", key) == 1,
@@ -175,15 +177,18 @@ static void extend_to_a_shorter_ttl_reschedules_the_watchdog(void **state)
     o.watchdog = 1;
     l = itkit_acquire(c, testkit_key(key, "extend_shorter"), &o);
     TK_EXPECT_ERR(dlock_extend(l, 600), DLOCK_OK, c, "extend to 600 ms");
-    TK_EXPECT(dlock_lock_valid_ms(l) <= 600, "valid_ms follows the shorter "
-              "TTL at once, got %lld", (long long)dlock_lock_valid_ms(l));
+    TK_EXPECT(dlock_lock_valid_ms(l) <= 600,
+              "valid_ms follows the shorter "
+              "TTL at once, got %lld",
+              (long long)dlock_lock_valid_ms(l));
     start = testkit_now_ms();
     while (testkit_now_ms() - start < 1800) {
         long long pttl = testkit_redis_int(url, "PTTL %s", key);
         dlock_client_stats st;
 
         dlock_client_stats_get(c, &st);
-        TK_EXPECT(pttl > 0, "the key is held %lld ms after the extend "
+        TK_EXPECT(pttl > 0,
+                  "the key is held %lld ms after the extend "
                   "(PTTL %lld; lost %d, valid %lld ms, %llu renewals)",
                   (long long)(testkit_now_ms() - start), pttl,
                   dlock_lock_lost(l), (long long)dlock_lock_valid_ms(l),
@@ -206,10 +211,9 @@ static void *extend_loop(void *arg)
 {
     extender *e = arg;
 
-    while (!atomic_load(&e->stop)) {
+    while (!atomic_load(&e->stop))
         if (dlock_extend(e->lock, 600) != DLOCK_OK)
             e->fails++;
-    }
     return NULL;
 }
 
@@ -235,13 +239,15 @@ static void extend_racing_the_watchdog_is_ordered(void **state)
     start = testkit_now_ms();
     while (testkit_now_ms() - start < 1000) {
         TK_EXPECT(dlock_lock_valid_ms(e.lock) <= 600, "valid_ms <= the "
-                  "TTL");
+                                                      "TTL");
         itkit_pace_ms(5);
     }
     atomic_store(&e.stop, 1);
     pthread_join(t, NULL);
-    TK_EXPECT(e.fails == 0 && !dlock_lock_lost(e.lock), "every extend "
-              "held, %d failed", e.fails);
+    TK_EXPECT(e.fails == 0 && !dlock_lock_lost(e.lock),
+              "every extend "
+              "held, %d failed",
+              e.fails);
     TK_EXPECT_ERR(dlock_release(e.lock), DLOCK_OK, c, "release");
     testkit_forget_lock(url, key);
     dlock_client_free(c);
@@ -271,23 +277,28 @@ static void redis_clock_step_shrinks_validity_at_the_next_round_trip(
     b = itkit_acquire(c, testkit_key(kb, "step_b"), &ob);
     TK_EXPECT(dlock_lock_valid_ms(a) > 19000, "A valid ~20 s");
     TK_EXPECT(testkit_redis_clock_step(r, 15000) == 0, "step +15 s");
-    TK_EXPECT_ERR(dlock_extend(b, 0), DLOCK_OK, c, "extend of B after the "
+    TK_EXPECT_ERR(dlock_extend(b, 0), DLOCK_OK, c,
+                  "extend of B after the "
                   "step (its key had 15 s left)");
     pttl = testkit_redis_int(r->url, "PTTL %s", ka);
     print_message("after a +15 s step: A's PTTL %lld ms, valid_ms %lld\n",
                   pttl, (long long)dlock_lock_valid_ms(a));
-    TK_EXPECT(pttl > 0 && pttl < 6000, "Redis keeps A ~5 s, PTTL %lld",
-              pttl);
-    TK_EXPECT(dlock_lock_valid_ms(a) <= pttl, "valid_ms(A) %lld <= its "
-              "PTTL %lld", (long long)dlock_lock_valid_ms(a), pttl);
+    TK_EXPECT(pttl > 0 && pttl < 6000, "Redis keeps A ~5 s, PTTL %lld", pttl);
+    TK_EXPECT(dlock_lock_valid_ms(a) <= pttl,
+              "valid_ms(A) %lld <= its "
+              "PTTL %lld",
+              (long long)dlock_lock_valid_ms(a), pttl);
     TK_EXPECT(dlock_lock_valid_ms(b) > 25000, "B, renewed after the step, "
-              "is valid ~30 s");
-    TK_EXPECT(testkit_wait_until(callback_ran, &seen, 8000), "A's on_lost "
+                                              "is valid ~30 s");
+    TK_EXPECT(testkit_wait_until(callback_ran, &seen, 8000),
+              "A's on_lost "
               "runs once Redis lets A go");
     /* valid_until is the drift allowance (1% + 2 ms: 202 ms) early. */
     pttl = testkit_redis_int(r->url, "PTTL %s", ka);
-    TK_EXPECT(pttl < 500, "A was lost about when Redis let it go (PTTL "
-              "%lld)", pttl);
+    TK_EXPECT(pttl < 500,
+              "A was lost about when Redis let it go (PTTL "
+              "%lld)",
+              pttl);
     dlock_lock_free(a);
     TK_EXPECT_ERR(dlock_release(b), DLOCK_OK, c, "release B");
     dlock_client_free(c);
@@ -306,8 +317,8 @@ static int orphan_undone(void *arg)
 {
     orphan_check *o = arg;
 
-    return testkit_redis_int(o->url, "EXISTS %s", o->fence_key) == 1 &&
-           testkit_redis_int(o->url, "EXISTS %s", o->key) == 0;
+    return testkit_redis_int(o->url, "EXISTS %s", o->fence_key) == 1
+           && testkit_redis_int(o->url, "EXISTS %s", o->key) == 0;
 }
 
 /* The proxy holds the acquire for 700 ms, so the client gives up after
@@ -341,7 +352,8 @@ static void a_timed_out_acquire_leaves_no_orphan(void **state)
     TK_EXPECT(testkit_proxy_ctl(p, "delay 0") == 0, "no delay");
     check.url = r->url;
     check.key = key;
-    snprintf(check.fence_key, sizeof(check.fence_key), "#dlock:fence:{%s}", key);
+    snprintf(check.fence_key, sizeof(check.fence_key), "#dlock:fence:{%s}",
+             key);
     TK_EXPECT(testkit_wait_until(orphan_undone, &check, 4000),
               "the acquire ran and its key was released within 4 s (of a "
               "10 s TTL): EXISTS key %lld, fence %lld",
@@ -366,7 +378,8 @@ static void *slow_down(void *arg)
     slower *s = arg;
 
     while (!atomic_load(&s->stop)) {
-        redisReply *r = testkit_redis_cmd(s->url, "EVAL %s 0",
+        redisReply *r = testkit_redis_cmd(
+            s->url, "EVAL %s 0",
             "local t = redis.call('TIME') "
             "local t0 = t[1] * 1000000 + t[2] "
             "repeat t = redis.call('TIME') "
@@ -382,8 +395,7 @@ static void *slow_down(void *arg)
 /* 200 watchdog locks of 1.5 s on one client while the server spends most
  * of its time in 80 ms busy loops: each lock the library calls held is
  * held in Redis, and none is marked lost while Redis still holds it. */
-static void many_locks_on_a_slow_server_are_renewed_side_by_side(
-    void **state)
+static void many_locks_on_a_slow_server_are_renewed_side_by_side(void **state)
 {
     testkit_redis *r = private_redis("lease-slow", 0);
     dlock_client *c = itkit_client(r->url, NULL);
@@ -413,10 +425,10 @@ static void many_locks_on_a_slow_server_are_renewed_side_by_side(
         TK_EXPECT(rep != NULL, "GET answers");
         /* Called held for longer than the GET took: Redis must agree. */
         if (valid > took)
-            TK_EXPECT(rep->type == REDIS_REPLY_STRING &&
-                      strcmp(rep->str, dlock_lock_token(locks[i])) == 0,
-                      "lock %d, valid %lld ms, holds our token in Redis",
-                      i, (long long)valid);
+            TK_EXPECT(rep->type == REDIS_REPLY_STRING
+                          && strcmp(rep->str, dlock_lock_token(locks[i])) == 0,
+                      "lock %d, valid %lld ms, holds our token in Redis", i,
+                      (long long)valid);
         freeReplyObject(rep);
         checks++;
     }
@@ -424,17 +436,19 @@ static void many_locks_on_a_slow_server_are_renewed_side_by_side(
     pthread_join(t, NULL);
     for (int i = 0; i < MANY; i++) {
         redisReply *rep = testkit_redis_cmd(r->url, "GET %s", keys[i]);
-        int ours = rep != NULL && rep->type == REDIS_REPLY_STRING &&
-                   strcmp(rep->str, dlock_lock_token(locks[i])) == 0;
+        int ours = rep != NULL && rep->type == REDIS_REPLY_STRING
+                   && strcmp(rep->str, dlock_lock_token(locks[i])) == 0;
 
         if (rep != NULL)
             freeReplyObject(rep);
-        TK_EXPECT(!dlock_lock_lost(locks[i]), "lock %d of %d is not lost "
-                  "(Redis %s it)", i, MANY, ours ? "holds" : "lost");
+        TK_EXPECT(!dlock_lock_lost(locks[i]),
+                  "lock %d of %d is not lost "
+                  "(Redis %s it)",
+                  i, MANY, ours ? "holds" : "lost");
         TK_EXPECT(ours, "lock %d is held in Redis", i);
     }
-    print_message("%d busy loops of 80 ms, %d checks, no lock lost\n",
-                  s.loops, checks);
+    print_message("%d busy loops of 80 ms, %d checks, no lock lost\n", s.loops,
+                  checks);
     for (int i = 0; i < MANY; i++)
         dlock_lock_free(locks[i]);
     dlock_client_free(c);
@@ -450,8 +464,7 @@ int main(void)
         cmocka_unit_test(extend_racing_the_watchdog_is_ordered),
         cmocka_unit_test(
             redis_clock_step_shrinks_validity_at_the_next_round_trip),
-        cmocka_unit_test(
-            many_locks_on_a_slow_server_are_renewed_side_by_side),
+        cmocka_unit_test(many_locks_on_a_slow_server_are_renewed_side_by_side),
         cmocka_unit_test(a_timed_out_acquire_leaves_no_orphan),
     };
 

@@ -145,8 +145,7 @@ static long long calls_of(const char *info, const char *cmd)
 /* Scripts the server has run so far (EVALSHA + EVAL), or -1. */
 static long long scripts_run(void)
 {
-    redisReply *r = testkit_redis_cmd(server->admin_url,
-                                      "INFO commandstats");
+    redisReply *r = testkit_redis_cmd(server->admin_url, "INFO commandstats");
     long long n = -1;
 
     if (r != NULL && r->type == REDIS_REPLY_STRING)
@@ -165,9 +164,9 @@ static int has_subscriber(void *arg)
     channel_probe *p = arg;
     redisReply *r = testkit_redis_cmd(server->admin_url, "PUBSUB NUMSUB %s",
                                       p->channel);
-    int yes = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-              r->element[1]->type == REDIS_REPLY_INTEGER &&
-              r->element[1]->integer >= 1;
+    int yes = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+              && r->element[1]->type == REDIS_REPLY_INTEGER
+              && r->element[1]->integer >= 1;
 
     if (r != NULL)
         freeReplyObject(r);
@@ -191,8 +190,8 @@ typedef struct crowd {
     int64_t wait_ms;
     atomic_int started;
     atomic_int finished;
-    atomic_int inside;          /* holders right now */
-    atomic_int most_inside;     /* the most seen at once */
+    atomic_int inside;      /* holders right now */
+    atomic_int most_inside; /* the most seen at once */
     atomic_int failed;
     atomic_llong last_grant_ms;
     char error[DLOCK_ERRMSG_MAX + 64];
@@ -204,8 +203,8 @@ static void note_inside(crowd *cr)
     int now = atomic_fetch_add(&cr->inside, 1) + 1;
     int most = atomic_load(&cr->most_inside);
 
-    while (now > most &&
-           !atomic_compare_exchange_weak(&cr->most_inside, &most, now))
+    while (now > most
+           && !atomic_compare_exchange_weak(&cr->most_inside, &most, now))
         ;
 }
 
@@ -282,8 +281,8 @@ static void quiet_waiters(void **state)
 
     (void)state;
     testkit_key(name, "waitq");
-    TK_EXPECT_ERR(take(holder_c, name, LONG_TTL_MS, 0, &h), DLOCK_OK,
-                  holder_c, "the holder's acquire");
+    TK_EXPECT_ERR(take(holder_c, name, LONG_TTL_MS, 0, &h), DLOCK_OK, holder_c,
+                  "the holder's acquire");
     crowd_init(&cr, waiter_c, name, 30000);
     before = scripts_run();
     for (int i = 0; i < WAITERS; i++)
@@ -292,9 +291,11 @@ static void quiet_waiters(void **state)
     TK_EXPECT(testkit_wait_until(all_started, &cr, 10000),
               "all %d waiters start", WAITERS);
     expect_subscriber(name);
-    itkit_pace_ms(HOLD_MS);     /* the holder's work */
-    TK_EXPECT(atomic_load(&cr.finished) == 0, "no waiter returns while "
-              "the " KIND " is held (%d did)", atomic_load(&cr.finished));
+    itkit_pace_ms(HOLD_MS); /* the holder's work */
+    TK_EXPECT(atomic_load(&cr.finished) == 0,
+              "no waiter returns while "
+              "the " KIND " is held (%d did)",
+              atomic_load(&cr.finished));
     released_ms = testkit_now_ms();
     TK_EXPECT_ERR(give_back(&h), DLOCK_OK, holder_c, "the holder's release");
     TK_EXPECT(testkit_wait_until(all_finished, &cr, 20000),
@@ -306,22 +307,27 @@ static void quiet_waiters(void **state)
     TK_EXPECT(before >= 0 && after >= 0, "INFO commandstats answers");
     /* Every waiter's release and the holder's are scripts too. */
     tries = after - before - (WAITERS + 1);
-    fprintf(stderr, "# %s: %d waiters, %d ms hold: %lld tries (%.1f per "
-            "waiter); last grant %lld ms after the release\n", KIND,
-            WAITERS, HOLD_MS, tries, (double)tries / WAITERS,
+    fprintf(stderr,
+            "# %s: %d waiters, %d ms hold: %lld tries (%.1f per "
+            "waiter); last grant %lld ms after the release\n",
+            KIND, WAITERS, HOLD_MS, tries, (double)tries / WAITERS,
             (long long)(atomic_load(&cr.last_grant_ms) - released_ms));
-    TK_EXPECT(atomic_load(&cr.failed) == 0, "every waiter gets the " KIND
-              " (%d failed; last: %s)", atomic_load(&cr.failed), cr.error);
-    TK_EXPECT(atomic_load(&cr.most_inside) == 1, "one holder at a time "
-              "(saw %d)", atomic_load(&cr.most_inside));
+    TK_EXPECT(atomic_load(&cr.failed) == 0,
+              "every waiter gets the " KIND " (%d failed; last: %s)",
+              atomic_load(&cr.failed), cr.error);
+    TK_EXPECT(atomic_load(&cr.most_inside) == 1,
+              "one holder at a time "
+              "(saw %d)",
+              atomic_load(&cr.most_inside));
     TK_EXPECT(tries <= (long long)WAITERS * MAX_TRIES_PER_WAITER,
               "%d waiters over %d ms cost at most %d tries each, not a poll; "
-              "got %lld in all", WAITERS, HOLD_MS, MAX_TRIES_PER_WAITER,
-              tries);
-    TK_EXPECT(atomic_load(&cr.last_grant_ms) - released_ms <=
-              HANDOVER_BOUND_MS, "release notifications hand the " KIND
-              " to all %d waiters within %d ms; took %lld ms", WAITERS,
-              HANDOVER_BOUND_MS,
+              "got %lld in all",
+              WAITERS, HOLD_MS, MAX_TRIES_PER_WAITER, tries);
+    TK_EXPECT(atomic_load(&cr.last_grant_ms) - released_ms
+                  <= HANDOVER_BOUND_MS,
+              "release notifications hand the " KIND
+              " to all %d waiters within %d ms; took %lld ms",
+              WAITERS, HANDOVER_BOUND_MS,
               (long long)(atomic_load(&cr.last_grant_ms) - released_ms));
     pthread_mutex_destroy(&cr.error_mu);
     dlock_client_free(waiter_c);
@@ -343,21 +349,26 @@ static void dead_holder(void **state)
     asked_ms = testkit_now_ms();
     TK_EXPECT_ERR(take(holder_c, name, SHORT_TTL_MS, 0, &h), DLOCK_OK,
                   holder_c, "the holder's acquire");
-    abandon(&h);                /* the holder dies without releasing */
+    abandon(&h); /* the holder dies without releasing */
     before = scripts_run();
     err = take(waiter_c, name, 10000, 10000, &mine);
     granted_ms = testkit_now_ms();
     tries = scripts_run() - before;
     TK_EXPECT_ERR(err, DLOCK_OK, waiter_c, "waiting for an abandoned " KIND);
-    fprintf(stderr, "# %s: granted %lld ms after the holder's acquire, "
-            "%lld tries\n", KIND, (long long)(granted_ms - asked_ms), tries);
-    TK_EXPECT(granted_ms - asked_ms >= SHORT_TTL_MS - 100, "not before the "
+    fprintf(stderr,
+            "# %s: granted %lld ms after the holder's acquire, "
+            "%lld tries\n",
+            KIND, (long long)(granted_ms - asked_ms), tries);
+    TK_EXPECT(granted_ms - asked_ms >= SHORT_TTL_MS - 100,
+              "not before the "
               "holder's TTL ran out (%lld ms)",
               (long long)(granted_ms - asked_ms));
     TK_EXPECT(granted_ms - asked_ms <= SHORT_TTL_MS + EXPIRY_SLACK_MS,
               "soon after the holder's %d ms TTL ran out: got it after "
-              "%lld ms", SHORT_TTL_MS, (long long)(granted_ms - asked_ms));
-    TK_EXPECT(tries >= 1 && tries <= MAX_TRIES_DEAD_HOLDER, "the timer "
+              "%lld ms",
+              SHORT_TTL_MS, (long long)(granted_ms - asked_ms));
+    TK_EXPECT(tries >= 1 && tries <= MAX_TRIES_DEAD_HOLDER,
+              "the timer "
               "follows the holder's TTL: at most %d tries, got %lld",
               MAX_TRIES_DEAD_HOLDER, tries);
     TK_EXPECT_ERR(give_back(&mine), DLOCK_OK, waiter_c, "the release");
@@ -388,8 +399,8 @@ static void forever_restart(void **state)
 
     (void)state;
     testkit_key(name, "waitr");
-    TK_EXPECT_ERR(take(holder_c, name, LONG_TTL_MS, 0, &h), DLOCK_OK,
-                  holder_c, "the holder's acquire");
+    TK_EXPECT_ERR(take(holder_c, name, LONG_TTL_MS, 0, &h), DLOCK_OK, holder_c,
+                  "the holder's acquire");
     crowd_init(&cr, waiter_c, name, -1);
     TK_EXPECT(pthread_create(&thread, NULL, crowd_main, &cr) == 0,
               "the waiter thread starts");
@@ -399,15 +410,22 @@ static void forever_restart(void **state)
      * until the breaker opens. */
     TK_EXPECT(testkit_wait_until(open_or_returned, &cr, 10000),
               "the waiter's tries open the breaker within 10 s");
-    TK_EXPECT(atomic_load(&cr.finished) == 0, "a wait without end goes on "
-              "while Redis is down; it returned (%s)", cr.error);
-    TK_EXPECT(testkit_redis_restart(server) == 0, "redis-server starts "
-              "again on port %d", server->port);
-    TK_EXPECT(testkit_wait_until(one_finished, &cr, 15000), "the waiter "
+    TK_EXPECT(atomic_load(&cr.finished) == 0,
+              "a wait without end goes on "
+              "while Redis is down; it returned (%s)",
+              cr.error);
+    TK_EXPECT(testkit_redis_restart(server) == 0,
+              "redis-server starts "
+              "again on port %d",
+              server->port);
+    TK_EXPECT(testkit_wait_until(one_finished, &cr, 15000),
+              "the waiter "
               "gets the " KIND " within 15 s of the restart");
     pthread_join(thread, NULL);
-    TK_EXPECT(atomic_load(&cr.failed) == 0, "the waiter's acquire and "
-              "release work after the restart (%s)", cr.error);
+    TK_EXPECT(atomic_load(&cr.failed) == 0,
+              "the waiter's acquire and "
+              "release work after the restart (%s)",
+              cr.error);
     /* The restarted server lost the holder's key: nothing to release. */
     abandon(&h);
     pthread_mutex_destroy(&cr.error_mu);

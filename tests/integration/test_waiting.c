@@ -56,10 +56,10 @@ static int has_subscriber(void *arg)
 {
     channel_probe *p = arg;
     redisReply *r = testkit_redis_cmd(p->url, "PUBSUB NUMSUB %s", p->channel);
-    int subscribed = r != NULL && r->type == REDIS_REPLY_ARRAY &&
-                     r->elements == 2 &&
-                     r->element[1]->type == REDIS_REPLY_INTEGER &&
-                     r->element[1]->integer >= 1;
+    int subscribed = r != NULL && r->type == REDIS_REPLY_ARRAY
+                     && r->elements == 2
+                     && r->element[1]->type == REDIS_REPLY_INTEGER
+                     && r->element[1]->integer >= 1;
 
     if (r != NULL)
         freeReplyObject(r);
@@ -84,15 +84,21 @@ static int64_t one_handoff(const char *url, dlock_client *holder,
     held = itkit_acquire(holder, key, &ho);
     TK_EXPECT(pthread_create(&thread, NULL, waiter_main, &w) == 0,
               "the waiter thread starts");
-    TK_EXPECT(testkit_wait_until(has_subscriber, &probe, 3000), "the waiter "
-              "subscribes to %s within 3 s", probe.channel);
+    TK_EXPECT(testkit_wait_until(has_subscriber, &probe, 3000),
+              "the waiter "
+              "subscribes to %s within 3 s",
+              probe.channel);
     released_at = testkit_now_us();
-    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder, "the holder's "
+    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder,
+                  "the holder's "
                   "release");
     pthread_join(thread, NULL);
-    TK_EXPECT(w.result == DLOCK_OK, "the waiter gets the released lock, got "
-              "%s: %s", dlock_errname(w.result), w.message);
-    TK_EXPECT_ERR(dlock_release(w.lock), DLOCK_OK, other, "the waiter's "
+    TK_EXPECT(w.result == DLOCK_OK,
+              "the waiter gets the released lock, got "
+              "%s: %s",
+              dlock_errname(w.result), w.message);
+    TK_EXPECT_ERR(dlock_release(w.lock), DLOCK_OK, other,
+                  "the waiter's "
                   "release");
     testkit_forget_lock(url, key);
     return w.granted_us - released_at;
@@ -117,13 +123,15 @@ static void waiter_is_woken_by_the_release(void **state)
         took[i] = one_handoff(url, holder, other);
     qsort(took, HANDOFFS, sizeof(*took), compare_i64);
     print_message("hand-off after release, us: min %lld median %lld max "
-                  "%lld\n", (long long)took[0],
-                  (long long)took[HANDOFFS / 2],
+                  "%lld\n",
+                  (long long)took[0], (long long)took[HANDOFFS / 2],
                   (long long)took[HANDOFFS - 1]);
-    TK_EXPECT(took[HANDOFFS / 2] < 25000, "the median hand-off is under "
+    TK_EXPECT(took[HANDOFFS / 2] < 25000,
+              "the median hand-off is under "
               "25 ms (a notification, not a 100-200 ms poll), got %lld us",
               (long long)took[HANDOFFS / 2]);
-    TK_EXPECT(took[HANDOFFS - 1] < 200000, "every hand-off is under 200 ms "
+    TK_EXPECT(took[HANDOFFS - 1] < 200000,
+              "every hand-off is under 200 ms "
               "with a 10 s holder TTL, the slowest took %lld us",
               (long long)took[HANDOFFS - 1]);
     dlock_client_free(other);
@@ -151,7 +159,8 @@ static void wait_ends_with_busy_at_the_deadline(void **state)
         TK_EXPECT_ERR(dlock_acquire(other, key, &o, &l), DLOCK_BUSY, other,
                       "a wait on a key held for 10 s");
         waited = testkit_now_ms() - started;
-        TK_EXPECT(waited >= wait_ms && waited <= wait_ms + 150, "a %lld ms "
+        TK_EXPECT(waited >= wait_ms && waited <= wait_ms + 150,
+                  "a %lld ms "
                   "wait ends between %lld and %lld ms, took %lld ms",
                   (long long)wait_ms, (long long)wait_ms,
                   (long long)wait_ms + 150, (long long)waited);
@@ -160,12 +169,15 @@ static void wait_ends_with_busy_at_the_deadline(void **state)
                   dlock_client_errmsg(other));
     }
     busy_ttl = dlock_client_busy_ttl_ms(other);
-    TK_EXPECT(busy_ttl <= HOLDER_TTL_MS &&
-              busy_ttl >= HOLDER_TTL_MS - (testkit_now_ms() - held_at) - 100,
+    TK_EXPECT(busy_ttl <= HOLDER_TTL_MS
+                  && busy_ttl
+                         >= HOLDER_TTL_MS - (testkit_now_ms() - held_at) - 100,
               "busy_ttl_ms is the holder's remaining TTL, about %lld ms, got "
-              "%lld", (long long)(HOLDER_TTL_MS - (testkit_now_ms() - held_at)),
+              "%lld",
+              (long long)(HOLDER_TTL_MS - (testkit_now_ms() - held_at)),
               (long long)busy_ttl);
-    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder, "the holder's "
+    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder,
+                  "the holder's "
                   "release");
     testkit_forget_lock(url, key);
     dlock_client_free(other);
@@ -189,22 +201,26 @@ static void busy_ttl_reports_the_holders_ttl(void **state)
     TK_EXPECT_ERR(dlock_acquire(other, key, NULL, &l), DLOCK_BUSY, other,
                   "a try on a held key");
     busy_ttl = dlock_client_busy_ttl_ms(other);
-    TK_EXPECT(busy_ttl > 2500 && busy_ttl <= 3000, "busy_ttl_ms is the "
+    TK_EXPECT(busy_ttl > 2500 && busy_ttl <= 3000,
+              "busy_ttl_ms is the "
               "holder's 3 s TTL less a little, got %lld",
               (long long)busy_ttl);
-    TK_EXPECT(dlock_client_busy_ttl_ms(holder) == 0, "busy_ttl_ms is per "
+    TK_EXPECT(dlock_client_busy_ttl_ms(holder) == 0,
+              "busy_ttl_ms is per "
               "thread and call: the holder's own last call was not BUSY");
-    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder, "the holder's "
+    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder,
+                  "the holder's "
                   "release");
 
     testkit_key(forever, "waiting_no_ttl");
     r = testkit_redis_cmd(url, "SET %s someone-else", forever);
     TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "SET a key without "
-              "TTL");
+                                                          "TTL");
     freeReplyObject(r);
     TK_EXPECT_ERR(dlock_acquire(other, forever, NULL, &l), DLOCK_BUSY, other,
                   "a try on a key held without TTL");
-    TK_EXPECT(dlock_client_busy_ttl_ms(other) == -1, "busy_ttl_ms is -1 for "
+    TK_EXPECT(dlock_client_busy_ttl_ms(other) == -1,
+              "busy_ttl_ms is -1 for "
               "a holder without TTL, got %lld",
               (long long)dlock_client_busy_ttl_ms(other));
     testkit_forget_lock(url, key);

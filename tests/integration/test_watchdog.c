@@ -44,7 +44,8 @@ static void watchdog_keeps_a_one_second_lock_for_five_seconds(void **state)
         dlock_lock *stolen = NULL;
         dlock_err err = dlock_acquire(other, key, &try_once, &stolen);
 
-        TK_EXPECT(err == DLOCK_BUSY, "another client's try-acquire is BUSY "
+        TK_EXPECT(err == DLOCK_BUSY,
+                  "another client's try-acquire is BUSY "
                   "%lld ms into the watchdog's hold, got %s: %s",
                   (long long)(testkit_now_ms() - start), dlock_errname(err),
                   dlock_client_errmsg(other));
@@ -56,13 +57,17 @@ static void watchdog_keeps_a_one_second_lock_for_five_seconds(void **state)
     }
     dlock_client_stats_get(holder, &stats);
     print_message("held %d ms with a %d ms TTL: %llu renewals, %d tries by "
-                  "another client\n", HOLD_MS, WATCHDOG_TTL_MS,
-                  (unsigned long long)stats.renewals, tries);
-    TK_EXPECT(stats.renewals >= 12, "at least 12 renewals in 5 s at ttl/3, "
-              "got %llu", (unsigned long long)stats.renewals);
+                  "another client\n",
+                  HOLD_MS, WATCHDOG_TTL_MS, (unsigned long long)stats.renewals,
+                  tries);
+    TK_EXPECT(stats.renewals >= 12,
+              "at least 12 renewals in 5 s at ttl/3, "
+              "got %llu",
+              (unsigned long long)stats.renewals);
     TK_EXPECT(stats.locks_lost == 0, "no lock lost, got %llu",
               (unsigned long long)stats.locks_lost);
-    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, holder, "releasing after 5 s "
+    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, holder,
+                  "releasing after 5 s "
                   "of renewals");
     TK_EXPECT(testkit_redis_int(url, "EXISTS %s", key) == 0,
               "the released key is gone, and the watchdog renews it no more");
@@ -136,29 +141,39 @@ static void key_deleted_behind_the_holder_is_detected_as_lost(void **state)
     o.on_lost = on_lost;
     o.on_lost_arg = &report;
     l = itkit_acquire(c, key, &o);
-    TK_EXPECT(testkit_redis_int(url, "DEL %s", key) == 1, "the test deletes "
+    TK_EXPECT(testkit_redis_int(url, "DEL %s", key) == 1,
+              "the test deletes "
               "the held key behind the holder's back");
     deleted_at = testkit_now_ms();
-    TK_EXPECT(wait_for_callback(&report, 3000) == 1, "on_lost runs once "
+    TK_EXPECT(wait_for_callback(&report, 3000) == 1,
+              "on_lost runs once "
               "within 3 s of the key's deletion (renewals every 200 ms), "
-              "ran %d times", report.calls);
+              "ran %d times",
+              report.calls);
     noticed_after = testkit_now_ms() - deleted_at;
     print_message("lost lock noticed %lld ms after the DEL\n",
                   (long long)noticed_after);
     TK_EXPECT(report.lost_flag_seen, "the lock is already marked lost when "
-              "the callback runs");
-    TK_EXPECT(strcmp(report.key, key) == 0, "the callback is given the lost "
-              "lock (%s), got %s", key, report.key);
-    TK_EXPECT(!pthread_equal(report.thread, pthread_self()), "the callback "
+                                     "the callback runs");
+    TK_EXPECT(strcmp(report.key, key) == 0,
+              "the callback is given the lost "
+              "lock (%s), got %s",
+              key, report.key);
+    TK_EXPECT(!pthread_equal(report.thread, pthread_self()),
+              "the callback "
               "runs on the client's background thread, not the holder's");
     TK_EXPECT(dlock_lock_lost(l) == 1 && dlock_lock_valid_ms(l) == 0,
               "the holder sees its lock lost, with no validity left");
     dlock_client_stats_get(c, &stats);
-    TK_EXPECT(stats.locks_lost == 1, "the client counts 1 lost lock, got "
-              "%llu", (unsigned long long)stats.locks_lost);
-    TK_EXPECT_ERR(dlock_extend(l, 0), DLOCK_STATE, c, "extending a lock the "
+    TK_EXPECT(stats.locks_lost == 1,
+              "the client counts 1 lost lock, got "
+              "%llu",
+              (unsigned long long)stats.locks_lost);
+    TK_EXPECT_ERR(dlock_extend(l, 0), DLOCK_STATE, c,
+                  "extending a lock the "
                   "watchdog found lost");
-    TK_EXPECT_ERR(dlock_release(l), DLOCK_LOST, c, "releasing a lock whose "
+    TK_EXPECT_ERR(dlock_release(l), DLOCK_LOST, c,
+                  "releasing a lock whose "
                   "key was deleted");
     TK_EXPECT(wait_for_callback(&report, 0) == 1, "on_lost ran exactly once");
     testkit_forget_lock(url, key);

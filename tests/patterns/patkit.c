@@ -14,8 +14,10 @@ const char *patkit_url(void)
 {
     const char *url = testkit_shared_redis();
 
-    TK_EXPECT(url != NULL, "the shared Redis (%s) answers, or scripts/stack "
-              "up redis starts it", testkit_redis_url());
+    TK_EXPECT(url != NULL,
+              "the shared Redis (%s) answers, or scripts/stack "
+              "up redis starts it",
+              testkit_redis_url());
     return url;
 }
 
@@ -32,8 +34,8 @@ dlock_client *patkit_client(void)
     o.io_timeout_ms = 2000;
     o.breaker_probe_ms = 100;
     err = dlock_client_new(url, &o, &c, errbuf, sizeof(errbuf));
-    TK_EXPECT(err == DLOCK_OK && c != NULL, "a client for %s, got %s: %s",
-              url, dlock_errname(err), errbuf);
+    TK_EXPECT(err == DLOCK_OK && c != NULL, "a client for %s, got %s: %s", url,
+              dlock_errname(err), errbuf);
     return c;
 }
 
@@ -44,11 +46,10 @@ int patkit_exists(const char *key)
 
 long long patkit_int(const char *key, const char *field)
 {
-    redisReply *r = field != NULL
-                        ? testkit_redis_cmd(testkit_redis_url(), "HGET %s %s",
-                                            key, field)
-                        : testkit_redis_cmd(testkit_redis_url(), "GET %s",
-                                            key);
+    redisReply *r = field != NULL ? testkit_redis_cmd(testkit_redis_url(),
+                                                      "HGET %s %s", key, field)
+                                  : testkit_redis_cmd(testkit_redis_url(),
+                                                      "GET %s", key);
     long long v = 0;
 
     if (r != NULL && r->type == REDIS_REPLY_STRING)
@@ -69,8 +70,8 @@ long long patkit_subscribers(const char *channel)
                                       channel);
     long long n = 0;
 
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+        && r->element[1]->type == REDIS_REPLY_INTEGER)
         n = r->element[1]->integer;
     if (r != NULL)
         freeReplyObject(r);
@@ -83,8 +84,8 @@ int64_t patkit_server_time_us(void)
     int64_t us = -1;
 
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        us = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
-             strtoll(r->element[1]->str, NULL, 10);
+        us = strtoll(r->element[0]->str, NULL, 10) * 1000000
+             + strtoll(r->element[1]->str, NULL, 10);
     if (r != NULL)
         freeReplyObject(r);
     return us;
@@ -134,8 +135,8 @@ int patkit_wait_subscribed(const char *channel, int64_t timeout_ms)
     return testkit_wait_until(subscribed, &p, timeout_ms);
 }
 
-int patkit_wait_int_at_least(const char *key, const char *field,
-                             long long min, int64_t timeout_ms)
+int patkit_wait_int_at_least(const char *key, const char *field, long long min,
+                             int64_t timeout_ms)
 {
     probe p = {key, field, min};
 

@@ -55,8 +55,8 @@ void patkit_forget(const char *key, ...);
 /* Waits (bounded by timeout_ms) until channel has a subscriber, or until
  * the integer at key/field reaches at least min; 1 if it did. */
 int patkit_wait_subscribed(const char *channel, int64_t timeout_ms);
-int patkit_wait_int_at_least(const char *key, const char *field,
-                             long long min, int64_t timeout_ms);
+int patkit_wait_int_at_least(const char *key, const char *field, long long min,
+                             int64_t timeout_ms);
 /* Waits until key no longer exists; 1 if it went. */
 int patkit_wait_gone(const char *key, int64_t timeout_ms);
 

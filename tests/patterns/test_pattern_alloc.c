@@ -46,15 +46,20 @@ static void run_walk(walk *w)
         if (err == DLOCK_OK) {
             TK_EXPECT(n > 1, "%s allocates at least once", w->what);
             print_message("%s: failed each of its %ld allocations in turn, "
-                          "then succeeded\n", w->what, n - 1);
+                          "then succeeded\n",
+                          w->what, n - 1);
             w->cleanup(w);
             return;
         }
-        TK_EXPECT(err == DLOCK_NOMEM, "%s with allocation %ld failing "
-                  "returns DLOCK_NOMEM, got %s (\"%s\")", w->what, n,
-                  dlock_errname(err), dlock_client_errmsg(w->client));
-        TK_EXPECT(w->built == NULL, "%s sets its out-parameter to NULL when "
-                  "it fails", w->what);
+        TK_EXPECT(err == DLOCK_NOMEM,
+                  "%s with allocation %ld failing "
+                  "returns DLOCK_NOMEM, got %s (\"%s\")",
+                  w->what, n, dlock_errname(err),
+                  dlock_client_errmsg(w->client));
+        TK_EXPECT(w->built == NULL,
+                  "%s sets its out-parameter to NULL when "
+                  "it fails",
+                  w->what);
     }
     TK_EXPECT(0, "%s succeeds within %d allocations", w->what, MAX_STEPS);
 }

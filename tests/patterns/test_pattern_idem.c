@@ -47,7 +47,8 @@ static void a_later_caller_replays_the_stored_bytes(void **state)
     (void)state;
     testkit_key(key, "idem_replay");
     first = begin_ok(c, key, 5000, DLOCK_IDEM_FIRST);
-    TK_EXPECT(dlock_idem_valid_ms(first) > 4000, "a new lease of 5 s is "
+    TK_EXPECT(dlock_idem_valid_ms(first) > 4000,
+              "a new lease of 5 s is "
               "known valid for most of it, got %lld ms",
               (long long)dlock_idem_valid_ms(first));
     TK_EXPECT(dlock_idem_result(first, &len) == NULL && len == 0,
@@ -62,8 +63,9 @@ static void a_later_caller_replays_the_stored_bytes(void **state)
     TK_EXPECT(len == sizeof(receipt) && memcmp(got, receipt, len) == 0,
               "a retry gets the %zu stored bytes back exactly, got %zu",
               sizeof(receipt), len);
-    TK_EXPECT(patkit_pttl(patkit_pkey((char[TESTKIT_KEY_MAX + 64]){0},
-                                      "idem", key, "")) > 50000,
+    TK_EXPECT(patkit_pttl(patkit_pkey((char[TESTKIT_KEY_MAX + 64]){0}, "idem",
+                                      key, ""))
+                  > 50000,
               "the done record is kept for keep_ms (60 s)");
     TK_EXPECT_ERR(dlock_idem_complete(later, "x", 1, 1000), DLOCK_STATE, c,
                   "completing a DONE record");
@@ -87,8 +89,10 @@ static void a_concurrent_caller_is_told_it_is_in_progress(void **state)
                   "a second request while the first works");
     TK_EXPECT(second == NULL, "a busy begin gives no record");
     busy = dlock_client_busy_ttl_ms(c);
-    TK_EXPECT(busy > 0 && busy <= 5000, "the busy TTL is the first caller's "
-              "remaining lease (0..5000 ms), got %lld", (long long)busy);
+    TK_EXPECT(busy > 0 && busy <= 5000,
+              "the busy TTL is the first caller's "
+              "remaining lease (0..5000 ms), got %lld",
+              (long long)busy);
     TK_EXPECT(strstr(dlock_client_errmsg(c), key) != NULL,
               "the message names the key: %s", dlock_client_errmsg(c));
     TK_EXPECT_ERR(dlock_idem_abort(first), DLOCK_OK, c, "aborting");
@@ -135,8 +139,10 @@ static void a_waiting_caller_gets_the_result_once_the_first_completes(
     TK_EXPECT(patkit_wait_int_at_least(rkey, "waiters", 1, 3000),
               "the second caller registers as a waiter (in progress)");
     snprintf(channel, sizeof(channel), "dlock:idem:%s", key);
-    TK_EXPECT(patkit_wait_subscribed(channel, 3000), "the waiter subscribes "
-              "to %s", channel);
+    TK_EXPECT(patkit_wait_subscribed(channel, 3000),
+              "the waiter subscribes "
+              "to %s",
+              channel);
     completed = testkit_now_us();
     TK_EXPECT_ERR(dlock_idem_complete(first, "ok", 2, 60000), DLOCK_OK, c,
                   "completing");
@@ -147,7 +153,8 @@ static void a_waiting_caller_gets_the_result_once_the_first_completes(
               "the waiter gets the first caller's result");
     print_message("waiter had the result %lld us after the completion\n",
                   (long long)(w.done_us - completed));
-    TK_EXPECT(w.done_us - completed < 1000000, "the waiter is woken well "
+    TK_EXPECT(w.done_us - completed < 1000000,
+              "the waiter is woken well "
               "before the 10 s lease could run out, got %lld us",
               (long long)(w.done_us - completed));
     dlock_idem_free(first);
@@ -185,10 +192,11 @@ static void a_crashed_first_caller_blocks_only_until_its_lease_runs_out(
     testkit_key(key, "idem_crash");
     r.key = key;
     crashed = begin_ok(c, key, 300, DLOCK_IDEM_FIRST);
-    dlock_idem_free(crashed);   /* dies: neither completes nor aborts */
+    dlock_idem_free(crashed); /* dies: neither completes nor aborts */
     TK_EXPECT(!becomes_first(&r), "right after, the key is still in "
-              "progress");
-    TK_EXPECT(testkit_wait_until(becomes_first, &r, 3000), "after the 300 ms "
+                                  "progress");
+    TK_EXPECT(testkit_wait_until(becomes_first, &r, 3000),
+              "after the 300 ms "
               "lease the next caller is FIRST");
     took_ms = (testkit_now_us() - began) / 1000;
     TK_EXPECT(took_ms >= 250, "not before the lease ran out (%lld ms)",
@@ -213,8 +221,9 @@ static void an_abort_makes_the_next_caller_first(void **state)
     next = begin_ok(c, key, 5000, DLOCK_IDEM_FIRST);
     TK_EXPECT_ERR(dlock_idem_complete(next, NULL, 0, 0), DLOCK_OK, c,
                   "completing with an empty result kept without expiry");
-    TK_EXPECT(patkit_pttl(patkit_pkey((char[TESTKIT_KEY_MAX + 64]){0},
-                                      "idem", key, "")) == -1,
+    TK_EXPECT(patkit_pttl(patkit_pkey((char[TESTKIT_KEY_MAX + 64]){0}, "idem",
+                                      key, ""))
+                  == -1,
               "keep_ms 0 keeps the record without a TTL");
     dlock_idem_free(first);
     dlock_idem_free(next);

@@ -33,15 +33,15 @@ typedef struct events {
     atomic_int lost;
     atomic_ullong last_term;
     atomic_llong gained_us;
-    atomic_int order_ok;        /* 0 once a callback came out of order */
+    atomic_int order_ok; /* 0 once a callback came out of order */
 } events;
 
 static void on_gained(dlock_leader *l, uint64_t term, void *arg)
 {
     events *e = arg;
 
-    if (atomic_load(&e->gained) != atomic_load(&e->lost) ||
-        !dlock_leader_is_leader(l))
+    if (atomic_load(&e->gained) != atomic_load(&e->lost)
+        || !dlock_leader_is_leader(l))
         atomic_store(&e->order_ok, 0);
     atomic_store(&e->last_term, term);
     atomic_store(&e->gained_us, testkit_now_us());
@@ -52,8 +52,8 @@ static void on_lost(dlock_leader *l, uint64_t term, void *arg)
 {
     events *e = arg;
 
-    if (atomic_load(&e->gained) != atomic_load(&e->lost) + 1 ||
-        dlock_leader_is_leader(l) || term != atomic_load(&e->last_term))
+    if (atomic_load(&e->gained) != atomic_load(&e->lost) + 1
+        || dlock_leader_is_leader(l) || term != atomic_load(&e->last_term))
         atomic_store(&e->order_ok, 0);
     atomic_fetch_add(&e->lost, 1);
 }
@@ -73,8 +73,8 @@ static int lost_once(void *arg)
     return atomic_load(&((events *)arg)->lost) == 1;
 }
 
-static dlock_leader *candidate(dlock_client *c, const char *name,
-                               int64_t ttl, const char *id, events *e)
+static dlock_leader *candidate(dlock_client *c, const char *name, int64_t ttl,
+                               const char *id, events *e)
 {
     dlock_leader_opts o;
     dlock_leader *l = NULL;
@@ -112,15 +112,15 @@ static void one_candidate_leads_and_the_other_is_busy(void **state)
     TK_EXPECT(!dlock_leader_is_leader(b) && dlock_leader_term(b) == 0,
               "b does not lead and never did");
     TK_EXPECT(dlock_client_busy_ttl_ms(c) > 4000, "b is told a's lease runs "
-              "~5 s more");
+                                                  "~5 s more");
     TK_EXPECT_ERR(dlock_leader_inspect(c, name, &info), DLOCK_OK, c,
                   "inspecting");
-    TK_EXPECT(info.held && strcmp(info.id, "node-a") == 0 &&
-              info.term == dlock_leader_term(a) &&
-              info.last_term == info.term && info.ttl_ms > 4000,
+    TK_EXPECT(info.held && strcmp(info.id, "node-a") == 0
+                  && info.term == dlock_leader_term(a)
+                  && info.last_term == info.term && info.ttl_ms > 4000,
               "inspect shows a as the leader with its term, got held %d id "
-              "%s term %llu", info.held, info.id,
-              (unsigned long long)info.term);
+              "%s term %llu",
+              info.held, info.id, (unsigned long long)info.term);
     TK_EXPECT_ERR(dlock_leader_renew(a), DLOCK_OK, c, "a renews");
     TK_EXPECT_ERR(dlock_leader_renew(b), DLOCK_STATE, c, "b renews");
     TK_EXPECT_ERR(dlock_leader_resign(a), DLOCK_OK, c, "a resigns");
@@ -183,8 +183,7 @@ static void a_resignation_hands_over_at_once(void **state)
     b = candidate(other, name, 10000, NULL, &e);
     TK_EXPECT_ERR(dlock_leader_campaign(a, 0), DLOCK_OK, c, "a campaigns");
     TK_EXPECT_ERR(dlock_leader_start(b), DLOCK_OK, other, "b starts");
-    TK_EXPECT(patkit_wait_subscribed(channel, 3000), "b waits on %s",
-              channel);
+    TK_EXPECT(patkit_wait_subscribed(channel, 3000), "b waits on %s", channel);
     TK_EXPECT_ERR(dlock_leader_campaign(b, 0), DLOCK_STATE, other,
                   "campaign while the thread runs");
     resigned = testkit_now_us();
@@ -192,14 +191,15 @@ static void a_resignation_hands_over_at_once(void **state)
     TK_EXPECT_ERR(dlock_leader_wait(b, 1, 3000), DLOCK_OK, other,
                   "b becomes the leader");
     took = testkit_now_us() - resigned;
-    print_message("takeover %lld us after the resignation\n",
-                  (long long)took);
-    TK_EXPECT(took < 1000000, "b takes over on the notification, long "
-              "before a's 10 s lease, got %lld us", (long long)took);
+    print_message("takeover %lld us after the resignation\n", (long long)took);
+    TK_EXPECT(took < 1000000,
+              "b takes over on the notification, long "
+              "before a's 10 s lease, got %lld us",
+              (long long)took);
     TK_EXPECT(testkit_wait_until(gained_once, &e, 1000), "on_gained runs");
-    TK_EXPECT(atomic_load(&e.gained) == 1 &&
-              atomic_load(&e.last_term) == dlock_leader_term(b) &&
-              dlock_leader_term(b) > dlock_leader_term(a),
+    TK_EXPECT(atomic_load(&e.gained) == 1
+                  && atomic_load(&e.last_term) == dlock_leader_term(b)
+                  && dlock_leader_term(b) > dlock_leader_term(a),
               "on_gained ran once with b's term, above a's");
     TK_EXPECT_ERR(dlock_leader_stop(b), DLOCK_OK, other, "b stops");
     TK_EXPECT(atomic_load(&e.lost) == 1 && atomic_load(&e.order_ok),
@@ -230,15 +230,17 @@ static void a_crashed_leader_is_replaced_within_one_ttl(void **state)
     TK_EXPECT_ERR(dlock_leader_start(b), DLOCK_OK, other, "b starts");
     TK_EXPECT_ERR(dlock_leader_renew(a), DLOCK_OK, c, "a renews once more");
     crashed = testkit_now_us();
-    dlock_leader_free(a);   /* dies: no resignation */
+    dlock_leader_free(a); /* dies: no resignation */
     TK_EXPECT_ERR(dlock_leader_wait(b, 1, 3000), DLOCK_OK, other,
                   "b becomes the leader");
     took_ms = (testkit_now_us() - crashed) / 1000;
     print_message("takeover %lld ms after the crash (TTL 500 ms)\n",
                   (long long)took_ms);
-    TK_EXPECT(took_ms >= 400 && took_ms <= 500 + 300, "b takes over when a's "
+    TK_EXPECT(took_ms >= 400 && took_ms <= 500 + 300,
+              "b takes over when a's "
               "500 ms lease runs out, within one TTL plus the poll "
-              "allowance, got %lld ms", (long long)took_ms);
+              "allowance, got %lld ms",
+              (long long)took_ms);
     dlock_leader_stop(b);
     dlock_leader_free(b);
     forget(name);
@@ -263,13 +265,15 @@ static void a_leader_whose_lease_is_taken_is_told_and_campaigns_again(
     TK_EXPECT_ERR(dlock_leader_wait(l, 1, 3000), DLOCK_OK, c, "it leads");
     first = dlock_leader_term(l);
     TK_EXPECT(testkit_wait_until(gained_once, &e, 1000), "on_gained runs");
-    patkit_forget(lease, NULL);   /* an operator deletes the lease */
+    patkit_forget(lease, NULL); /* an operator deletes the lease */
     /* It may lead again a moment after losing, so wait on the callbacks,
      * not on is_leader. */
-    TK_EXPECT(testkit_wait_until(lost_once, &e, 2000), "it finds out at its "
+    TK_EXPECT(testkit_wait_until(lost_once, &e, 2000),
+              "it finds out at its "
               "next renewal (every 200 ms) and on_lost runs");
     TK_EXPECT(patkit_wait_int_at_least(lease, "term", (long long)first + 1,
-                                       2000), "it campaigns again and wins");
+                                       2000),
+              "it campaigns again and wins");
     TK_EXPECT_ERR(dlock_leader_wait(l, 1, 2000), DLOCK_OK, c, "it leads");
     TK_EXPECT(testkit_wait_until(gained_twice, &e, 1000),
               "on_gained runs again");
@@ -277,7 +281,8 @@ static void a_leader_whose_lease_is_taken_is_told_and_campaigns_again(
               "on_lost once, on_gained twice, got lost %d gained %d",
               atomic_load(&e.lost), atomic_load(&e.gained));
     TK_EXPECT(dlock_leader_term(l) > first, "with a new term");
-    TK_EXPECT(atomic_load(&e.order_ok), "callbacks alternate: gained, lost, "
+    TK_EXPECT(atomic_load(&e.order_ok),
+              "callbacks alternate: gained, lost, "
               "gained, each with is_leader as expected");
     dlock_leader_stop(l);
     dlock_leader_free(l);
@@ -303,8 +308,8 @@ static void a_tick_runs_once_and_only_for_the_leader(void **state)
                   "a tick by a candidate that does not lead");
     TK_EXPECT_ERR(dlock_leader_tick(a, A_YEAR_MS, &t), DLOCK_OK, c,
                   "the leader's first tick");
-    TK_EXPECT(t.skipped == 0 && t.next_in_ms > 0 &&
-              t.next_in_ms <= A_YEAR_MS, "the first tick skipped nothing and "
+    TK_EXPECT(t.skipped == 0 && t.next_in_ms > 0 && t.next_in_ms <= A_YEAR_MS,
+              "the first tick skipped nothing and "
               "says when the next one comes");
     TK_EXPECT_ERR(dlock_leader_tick(a, A_YEAR_MS, &again), DLOCK_BUSY, c,
                   "the same tick again");

@@ -144,8 +144,8 @@ static void a_follower_gets_the_leaders_value(void **state)
               "the first caller led, got %s", dlock_errname(lead.err));
     TK_EXPECT(follow.err == DLOCK_OK && !dlock_once_led(follow.flight),
               "the second followed, got %s", dlock_errname(follow.err));
-    TK_EXPECT(has_value(lead.flight, "config v2") &&
-              has_value(follow.flight, "config v2"),
+    TK_EXPECT(has_value(lead.flight, "config v2")
+                  && has_value(follow.flight, "config v2"),
               "both have the leader's value");
     TK_EXPECT(atomic_load(&fn.calls) == 1, "the refresh ran once, ran %d",
               atomic_load(&fn.calls));
@@ -183,8 +183,10 @@ static void a_crowd_causes_one_refresh(void **state)
         led += dlock_once_led(k[i].flight);
         dlock_once_free(k[i].flight);
     }
-    TK_EXPECT(atomic_load(&fn.calls) == 1 && led == 1, "one refresh for %d "
-              "callers, got %d (%d led)", CROWD, atomic_load(&fn.calls), led);
+    TK_EXPECT(atomic_load(&fn.calls) == 1 && led == 1,
+              "one refresh for %d "
+              "callers, got %d (%d led)",
+              CROWD, atomic_load(&fn.calls), led);
     forget(name);
     dlock_client_free(c[0]);
     dlock_client_free(c[1]);
@@ -236,19 +238,20 @@ static void a_failed_refresh_hands_over_to_a_follower(void **state)
     follow = caller_for(other, name, &working);
     pthread_create(&lt, NULL, call_once, &lead);
     TK_EXPECT(testkit_wait_until(started, &failing, 3000), "the leader "
-              "refreshes");
+                                                           "refreshes");
     pthread_create(&ft, NULL, call_once, &follow);
     TK_EXPECT(patkit_wait_int_at_least(rkey, "waiters", 1, 3000),
               "the second caller follows");
     refresh_open(&failing);
     pthread_join(lt, NULL);
     pthread_join(ft, NULL);
-    TK_EXPECT(lead.err == DLOCK_STATE && lead.fn_result == 42 &&
-              lead.flight == NULL, "the failed leader gets DLOCK_STATE and "
-              "its function's 42, got %s and %d", dlock_errname(lead.err),
-              lead.fn_result);
-    TK_EXPECT(follow.err == DLOCK_OK && dlock_once_led(follow.flight) &&
-              has_value(follow.flight, "from the follower"),
+    TK_EXPECT(lead.err == DLOCK_STATE && lead.fn_result == 42
+                  && lead.flight == NULL,
+              "the failed leader gets DLOCK_STATE and "
+              "its function's 42, got %s and %d",
+              dlock_errname(lead.err), lead.fn_result);
+    TK_EXPECT(follow.err == DLOCK_OK && dlock_once_led(follow.flight)
+                  && has_value(follow.flight, "from the follower"),
               "the follower refreshes instead, got %s",
               dlock_errname(follow.err));
     dlock_once_free(follow.flight);
@@ -274,17 +277,21 @@ static void a_dead_leader_is_replaced_when_its_lease_runs_out(void **state)
     TK_EXPECT_ERR(dlock_once_begin(c, name, &o, &dead), DLOCK_OK, c,
                   "the first caller begins");
     died = testkit_now_us();
-    dlock_once_free(dead);   /* dies while refreshing */
+    dlock_once_free(dead); /* dies while refreshing */
     refresh_init(&fn, "v3");
     next = caller_for(c, name, &fn);
     next.opts.wait_ms = 3000;
     call_once(&next);
     took_ms = (testkit_now_us() - died) / 1000;
-    TK_EXPECT(next.err == DLOCK_OK && dlock_once_led(next.flight) &&
-              has_value(next.flight, "v3"), "the next caller leads after "
-              "the lease, got %s", dlock_errname(next.err));
-    TK_EXPECT(took_ms >= 250 && took_ms < 2000, "it took over when the "
-              "300 ms lease ran out, after %lld ms", (long long)took_ms);
+    TK_EXPECT(next.err == DLOCK_OK && dlock_once_led(next.flight)
+                  && has_value(next.flight, "v3"),
+              "the next caller leads after "
+              "the lease, got %s",
+              dlock_errname(next.err));
+    TK_EXPECT(took_ms >= 250 && took_ms < 2000,
+              "it took over when the "
+              "300 ms lease ran out, after %lld ms",
+              (long long)took_ms);
     dlock_once_free(next.flight);
     forget(name);
     dlock_client_free(c);
@@ -305,18 +312,20 @@ static void the_value_is_served_for_keep_ms_then_refreshed(void **state)
     k.opts.keep_ms = 300;
     call_once(&k);
     TK_EXPECT(k.err == DLOCK_OK && dlock_once_led(k.flight), "the first "
-              "call refreshes");
+                                                             "call refreshes");
     dlock_once_free(k.flight);
     call_once(&k);
-    TK_EXPECT(k.err == DLOCK_OK && !dlock_once_led(k.flight) &&
-              has_value(k.flight, "cached") && atomic_load(&fn.calls) == 1,
+    TK_EXPECT(k.err == DLOCK_OK && !dlock_once_led(k.flight)
+                  && has_value(k.flight, "cached")
+                  && atomic_load(&fn.calls) == 1,
               "within keep_ms the stored value is served, no refresh");
     dlock_once_free(k.flight);
     TK_EXPECT(patkit_wait_gone(rkey, 2000), "the value expires after "
-              "keep_ms");
+                                            "keep_ms");
     call_once(&k);
-    TK_EXPECT(k.err == DLOCK_OK && dlock_once_led(k.flight) &&
-              atomic_load(&fn.calls) == 2, "after keep_ms the next caller "
+    TK_EXPECT(k.err == DLOCK_OK && dlock_once_led(k.flight)
+                  && atomic_load(&fn.calls) == 2,
+              "after keep_ms the next caller "
               "refreshes again");
     dlock_once_free(k.flight);
     forget(name);

@@ -28,8 +28,7 @@ static void forget(const char *name)
 }
 
 static dlock_ratelimit *limiter(dlock_client *c, const char *name,
-                                int64_t rate, int64_t period_ms,
-                                int64_t burst)
+                                int64_t rate, int64_t period_ms, int64_t burst)
 {
     dlock_ratelimit *rl = NULL;
 
@@ -49,14 +48,15 @@ static void the_burst_goes_at_once_then_the_wait_is_told(void **state)
     testkit_key(name, "rl_burst");
     rl = limiter(c, name, 10, 1000, 3);
     TK_EXPECT(dlock_ratelimit_interval_us(rl) == 100000, "10 per second is "
-              "one per 100 ms");
+                                                         "one per 100 ms");
     for (int i = 0; i < 3; i++) {
         TK_EXPECT_ERR(dlock_ratelimit_take(rl, 1, &res), DLOCK_OK, c,
                       "a request within the burst");
         TK_EXPECT(res.allowed && res.wait_us == 0 && res.remaining == 2 - i,
                   "request %d is allowed at once with %d left, got allowed "
-                  "%d wait %lld remaining %lld", i, 2 - i, res.allowed,
-                  (long long)res.wait_us, (long long)res.remaining);
+                  "%d wait %lld remaining %lld",
+                  i, 2 - i, res.allowed, (long long)res.wait_us,
+                  (long long)res.remaining);
     }
     TK_EXPECT_ERR(dlock_ratelimit_take(rl, 1, &res), DLOCK_BUSY, c,
                   "the request after the burst");
@@ -85,16 +85,16 @@ static void decisions_use_the_servers_clock(void **state)
     before = patkit_server_time_us();
     TK_EXPECT_ERR(dlock_ratelimit_take(rl, 1, &res), DLOCK_OK, c, "taking");
     after = patkit_server_time_us();
-    TK_EXPECT(before > 0 && before <= res.server_time_us &&
-              res.server_time_us <= after, "the decision's time %lld lies "
+    TK_EXPECT(before > 0 && before <= res.server_time_us
+                  && res.server_time_us <= after,
+              "the decision's time %lld lies "
               "between the server's TIME before (%lld) and after (%lld)",
               (long long)res.server_time_us, (long long)before,
               (long long)after);
     TK_EXPECT(patkit_int(key, NULL) == res.server_time_us + 200000,
               "the stored arrival time is the server's time plus one "
               "interval exactly: %lld, got %lld",
-              (long long)(res.server_time_us + 200000),
-              patkit_int(key, NULL));
+              (long long)(res.server_time_us + 200000), patkit_int(key, NULL));
     TK_EXPECT(patkit_pttl(key) > 0 && patkit_pttl(key) <= 201,
               "the key lives until the limiter is idle again (~200 ms)");
     dlock_ratelimit_free(rl);
@@ -121,11 +121,12 @@ static void wait_reserves_the_next_slot_and_sleeps_until_it(void **state)
     TK_EXPECT(res.allowed && res.wait_us > 0 && res.wait_us <= 50000,
               "the slot is at most one interval (50 ms) away, got %lld us",
               (long long)res.wait_us);
-    TK_EXPECT(slept >= res.wait_us, "the call returns no earlier than the "
+    TK_EXPECT(slept >= res.wait_us,
+              "the call returns no earlier than the "
               "slot (%lld us), returned after %lld us",
               (long long)res.wait_us, (long long)slept);
-    TK_EXPECT(res.server_time_us + res.wait_us ==
-              first.server_time_us + 50000, "the reserved slot is exactly "
+    TK_EXPECT(res.server_time_us + res.wait_us == first.server_time_us + 50000,
+              "the reserved slot is exactly "
               "one interval after the first request");
     dlock_ratelimit_free(rl);
     forget(name);
@@ -152,8 +153,10 @@ static void a_wait_beyond_the_limit_returns_at_once_and_takes_nothing(
     TK_EXPECT_ERR(dlock_ratelimit_wait(rl, 1, 100, &res), DLOCK_TIMEOUT, c,
                   "waiting 100 ms for a slot 10 s away");
     TK_EXPECT(testkit_now_us() - started < 1000000, "it does not sleep");
-    TK_EXPECT(res.wait_us > 9000000, "it says the slot is ~10 s away, got "
-              "%lld us", (long long)res.wait_us);
+    TK_EXPECT(res.wait_us > 9000000,
+              "it says the slot is ~10 s away, got "
+              "%lld us",
+              (long long)res.wait_us);
     TK_EXPECT(patkit_int(key, NULL) == tat, "nothing was reserved");
     dlock_ratelimit_free(rl);
     forget(name);
@@ -225,7 +228,7 @@ static void many_senders_share_one_rate(void **state)
     (void)state;
     testkit_key(name, "rl_share");
     memset(&r, 0, sizeof(r));
-    r.rl[0] = limiter(c[0], name, 100, 1000, 5);    /* T = 10 ms */
+    r.rl[0] = limiter(c[0], name, 100, 1000, 5); /* T = 10 ms */
     r.rl[1] = limiter(c[1], name, 100, 1000, 5);
     r.until_us = testkit_now_us() + RUN_US;
     for (int i = 0; i < SENDERS; i++)
@@ -238,13 +241,19 @@ static void many_senders_share_one_rate(void **state)
     qsort(r.slots, (size_t)n, sizeof(r.slots[0]), by_time);
     most = busiest_window(r.slots, n, 200000);
     print_message("%d slots in %d ms; busiest 200 ms window: %d (limit "
-                  "%d)\n", n, RUN_US / 1000, most, 20 + 5);
-    TK_EXPECT(most <= 20 + 5, "no 200 ms window of server time holds more "
-              "than 200/10 + burst 5 slots, saw %d", most);
-    TK_EXPECT(busiest_window(r.slots, n, 10000) <= 1 + 5, "nor any 10 ms "
+                  "%d)\n",
+                  n, RUN_US / 1000, most, 20 + 5);
+    TK_EXPECT(most <= 20 + 5,
+              "no 200 ms window of server time holds more "
+              "than 200/10 + burst 5 slots, saw %d",
+              most);
+    TK_EXPECT(busiest_window(r.slots, n, 10000) <= 1 + 5,
+              "nor any 10 ms "
               "window more than 1 + burst");
-    TK_EXPECT(n >= 50, "the senders get close to the rate: at least 50 of "
-              "~65 slots in 0.6 s, got %d", n);
+    TK_EXPECT(n >= 50,
+              "the senders get close to the rate: at least 50 of "
+              "~65 slots in 0.6 s, got %d",
+              n);
     dlock_ratelimit_free(r.rl[0]);
     dlock_ratelimit_free(r.rl[1]);
     forget(name);
@@ -258,13 +267,13 @@ static void bad_arguments_are_refused(void **state)
     dlock_ratelimit *rl = (dlock_ratelimit *)1;
 
     (void)state;
-    TK_EXPECT_ERR(dlock_ratelimit_new(c, "x", 0, 1000, 1, &rl),
-                  DLOCK_INVALID, c, "a zero rate");
+    TK_EXPECT_ERR(dlock_ratelimit_new(c, "x", 0, 1000, 1, &rl), DLOCK_INVALID,
+                  c, "a zero rate");
     TK_EXPECT(rl == NULL, "a failed new sets *out to NULL");
-    TK_EXPECT_ERR(dlock_ratelimit_new(c, "x", 2000, 1, 1, &rl),
-                  DLOCK_INVALID, c, "more than one per microsecond");
-    TK_EXPECT_ERR(dlock_ratelimit_new(c, "x", 10, 1000, 0, &rl),
-                  DLOCK_INVALID, c, "a zero burst");
+    TK_EXPECT_ERR(dlock_ratelimit_new(c, "x", 2000, 1, 1, &rl), DLOCK_INVALID,
+                  c, "more than one per microsecond");
+    TK_EXPECT_ERR(dlock_ratelimit_new(c, "x", 10, 1000, 0, &rl), DLOCK_INVALID,
+                  c, "a zero burst");
     rl = limiter(c, "x", 10, 1000, 2);
     TK_EXPECT_ERR(dlock_ratelimit_take(rl, 3, NULL), DLOCK_INVALID, c,
                   "a cost above the burst");

@@ -33,9 +33,10 @@ static dlock_rwlock *take(dlock_client *c, const char *name,
 {
     dlock_rwlock *l = NULL;
 
-    TK_EXPECT_ERR(dlock_rwlock_acquire(c, name, mode, ttl, wait, &l),
-                  DLOCK_OK, c, mode == DLOCK_RWLOCK_READ ? "read-locking"
-                                                         : "write-locking");
+    TK_EXPECT_ERR(dlock_rwlock_acquire(c, name, mode, ttl, wait, &l), DLOCK_OK,
+                  c,
+                  mode == DLOCK_RWLOCK_READ ? "read-locking"
+                                            : "write-locking");
     return l;
 }
 
@@ -72,18 +73,18 @@ static void readers_share_and_writers_exclude(void **state)
     TK_EXPECT(try_take(c, name, DLOCK_RWLOCK_WRITE) == DLOCK_BUSY,
               "a second writer is refused");
     TK_EXPECT(dlock_client_busy_ttl_ms(c) > 9000, "the busy TTL is the "
-              "writer's lease");
+                                                  "writer's lease");
     TK_EXPECT_ERR(dlock_rwlock_extend(w, 20000), DLOCK_OK, c, "extending");
     TK_EXPECT(dlock_rwlock_valid_ms(w) > 19000, "the writer knows it");
     TK_EXPECT_ERR(dlock_rwlock_release(w), DLOCK_OK, c, "releasing");
     r[0] = take(c, name, DLOCK_RWLOCK_READ, 10000, 0);
-    TK_EXPECT(dlock_rwlock_fence(r[0]) == first_fence &&
-              dlock_rwlock_mode_of(r[0]) == DLOCK_RWLOCK_READ,
+    TK_EXPECT(dlock_rwlock_fence(r[0]) == first_fence
+                  && dlock_rwlock_mode_of(r[0]) == DLOCK_RWLOCK_READ,
               "a reader sees the last write's fence");
     dlock_rwlock_release(r[0]);
     w2 = take(c, name, DLOCK_RWLOCK_WRITE, 10000, 0);
     TK_EXPECT(dlock_rwlock_fence(w2) > first_fence, "the next write's fence "
-              "is larger");
+                                                    "is larger");
     dlock_rwlock_release(w2);
     forget(name);
     dlock_client_free(c);
@@ -128,13 +129,14 @@ static void a_waiting_writer_stops_new_readers(void **state)
     reader = take(c, name, DLOCK_RWLOCK_READ, 10000, 0);
     w = (waiter){other, name, DLOCK_RWLOCK_WRITE, DLOCK_OK, NULL, 0};
     pthread_create(&thread, NULL, take_waiting, &w);
-    TK_EXPECT(testkit_wait_until(key_exists, intent, 3000), "the waiting "
+    TK_EXPECT(testkit_wait_until(key_exists, intent, 3000),
+              "the waiting "
               "writer sets its intent");
     TK_EXPECT(try_take(c, name, DLOCK_RWLOCK_READ) == DLOCK_BUSY,
               "a new reader is refused while a writer waits");
     /* The intent lasts 1 s; the writer's wait must keep renewing it,
      * though the reader's 10 s lease would let its timer sleep longer. */
-    patkit_work_ms(1500);       /* the reader's work */
+    patkit_work_ms(1500); /* the reader's work */
     TK_EXPECT(try_take(c, name, DLOCK_RWLOCK_READ) == DLOCK_BUSY,
               "a new reader is still refused 1.5 s into the writer's wait");
     released = testkit_now_us();
@@ -142,7 +144,8 @@ static void a_waiting_writer_stops_new_readers(void **state)
     pthread_join(thread, NULL);
     TK_EXPECT(w.err == DLOCK_OK, "the writer gets the lock, got %s",
               dlock_errname(w.err));
-    TK_EXPECT(w.granted_us - released < 1000000, "woken by the last "
+    TK_EXPECT(w.granted_us - released < 1000000,
+              "woken by the last "
               "reader's release, not the 10 s lease: %lld us",
               (long long)(w.granted_us - released));
     TK_EXPECT(!patkit_exists(intent), "its intent is gone once it holds");
@@ -186,8 +189,10 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
                   dlock_errname(r[i].err));
         print_message("reader %d in %lld us after the release\n", i,
                       (long long)(r[i].granted_us - released));
-        TK_EXPECT(r[i].granted_us - released < 1000000, "reader %d gets in "
-                  "long before the writer's 10 s lease", i);
+        TK_EXPECT(r[i].granted_us - released < 1000000,
+                  "reader %d gets in "
+                  "long before the writer's 10 s lease",
+                  i);
         dlock_rwlock_release(r[i].lock);
     }
     /* The fallback poll follows the writer's remaining lease (10 s, see
@@ -197,8 +202,7 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
     dlock_client_free(c);
 }
 
-static void a_crashed_writer_blocks_only_until_its_lease_runs_out(
-    void **state)
+static void a_crashed_writer_blocks_only_until_its_lease_runs_out(void **state)
 {
     dlock_client *c = patkit_client();
     char name[TESTKIT_KEY_MAX];
@@ -212,8 +216,10 @@ static void a_crashed_writer_blocks_only_until_its_lease_runs_out(
     dlock_rwlock_free(dead);
     r = take(c, name, DLOCK_RWLOCK_READ, 5000, 3000);
     took_ms = (testkit_now_us() - died) / 1000;
-    TK_EXPECT(took_ms >= 250 && took_ms < 2000, "a reader gets in when the "
-              "300 ms lease runs out, after %lld ms", (long long)took_ms);
+    TK_EXPECT(took_ms >= 250 && took_ms < 2000,
+              "a reader gets in when the "
+              "300 ms lease runs out, after %lld ms",
+              (long long)took_ms);
     TK_EXPECT_ERR(dlock_rwlock_release(r), DLOCK_OK, c, "releasing");
     forget(name);
     dlock_client_free(c);
@@ -240,8 +246,8 @@ static void hold(mix *m, dlock_rwlock *l)
     if (dlock_rwlock_mode_of(l) == DLOCK_RWLOCK_WRITE) {
         uint64_t f = dlock_rwlock_fence(l);
 
-        if (atomic_fetch_add(&m->writers, 1) != 0 ||
-            atomic_load(&m->readers) != 0)
+        if (atomic_fetch_add(&m->writers, 1) != 0
+            || atomic_load(&m->readers) != 0)
             atomic_fetch_add(&m->overlaps, 1);
         if (f <= atomic_exchange(&m->last_fence, f))
             atomic_fetch_add(&m->fence_went_back, 1);
@@ -269,8 +275,9 @@ static void *mix_main(void *arg)
                                                    : DLOCK_RWLOCK_READ;
         dlock_rwlock *l;
 
-        if (dlock_rwlock_acquire(m->client[id % 2], m->name, mode, 5000,
-                                 10000, &l) != DLOCK_OK) {
+        if (dlock_rwlock_acquire(m->client[id % 2], m->name, mode, 5000, 10000,
+                                 &l)
+            != DLOCK_OK) {
             atomic_fetch_add(&m->failures, 1);
             continue;
         }
@@ -299,12 +306,17 @@ static void no_writer_ever_overlaps_anyone(void **state)
         pthread_join(t[i], NULL);
     print_message("%d reads, %d writes\n", atomic_load(&m.reads),
                   atomic_load(&m.writes));
-    TK_EXPECT(atomic_load(&m.failures) == 0, "every acquire and release "
-              "succeeds, %d failed", atomic_load(&m.failures));
-    TK_EXPECT(atomic_load(&m.reads) + atomic_load(&m.writes) ==
-              MIXERS * MIX_ROUNDS, "every round held the lock");
-    TK_EXPECT(atomic_load(&m.overlaps) == 0, "no writer overlapped a reader "
-              "or writer, %d times it did", atomic_load(&m.overlaps));
+    TK_EXPECT(atomic_load(&m.failures) == 0,
+              "every acquire and release "
+              "succeeds, %d failed",
+              atomic_load(&m.failures));
+    TK_EXPECT(atomic_load(&m.reads) + atomic_load(&m.writes)
+                  == MIXERS * MIX_ROUNDS,
+              "every round held the lock");
+    TK_EXPECT(atomic_load(&m.overlaps) == 0,
+              "no writer overlapped a reader "
+              "or writer, %d times it did",
+              atomic_load(&m.overlaps));
     TK_EXPECT(atomic_load(&m.fence_went_back) == 0, "write fences grow");
     forget(name);
     dlock_client_free(m.client[0]);

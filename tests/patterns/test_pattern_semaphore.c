@@ -65,13 +65,14 @@ static void permits_are_granted_up_to_the_limit(void **state)
     TK_EXPECT(free_permits(s) == 3, "a new semaphore has 3 free permits");
     for (int i = 0; i < 3; i++)
         p[i] = take(s, c, 10000, 0);
-    TK_EXPECT(dlock_permit_fence(p[1]) > dlock_permit_fence(p[0]) &&
-              dlock_permit_fence(p[2]) > dlock_permit_fence(p[1]),
+    TK_EXPECT(dlock_permit_fence(p[1]) > dlock_permit_fence(p[0])
+                  && dlock_permit_fence(p[2]) > dlock_permit_fence(p[1]),
               "grant numbers grow");
     TK_EXPECT_ERR(dlock_semaphore_acquire(s, 10000, 0, &extra), DLOCK_BUSY, c,
                   "a 4th permit of 3");
     TK_EXPECT(extra == NULL, "a busy acquire gives no permit");
-    TK_EXPECT(dlock_client_busy_ttl_ms(c) > 9000, "the busy TTL is the first "
+    TK_EXPECT(dlock_client_busy_ttl_ms(c) > 9000,
+              "the busy TTL is the first "
               "lease's remaining time, got %lld",
               (long long)dlock_client_busy_ttl_ms(c));
     TK_EXPECT(free_permits(s) == 0, "no permit is free");
@@ -97,12 +98,13 @@ static void a_crashed_holders_permit_comes_back_after_its_ttl(void **state)
     s = sem_new(c, name, 1);
     p = take(s, c, 300, 0);
     crashed_at = testkit_now_us();
-    dlock_permit_free(p);   /* dies holding it */
+    dlock_permit_free(p); /* dies holding it */
     TK_EXPECT_ERR(dlock_semaphore_acquire(s, 1000, 0, &none), DLOCK_BUSY, c,
                   "right after the crash the permit is still held");
     p = take(s, c, 1000, 3000);
     took_ms = (testkit_now_us() - crashed_at) / 1000;
-    TK_EXPECT(took_ms >= 250 && took_ms < 2000, "the permit comes back when "
+    TK_EXPECT(took_ms >= 250 && took_ms < 2000,
+              "the permit comes back when "
               "the 300 ms lease runs out, got it after %lld ms",
               (long long)took_ms);
     TK_EXPECT_ERR(dlock_semaphore_release(p), DLOCK_OK, c, "releasing");
@@ -153,7 +155,8 @@ static void a_release_wakes_a_waiter(void **state)
               dlock_errname(t.err));
     print_message("hand-off took %lld us\n",
                   (long long)(t.granted_us - released));
-    TK_EXPECT(t.granted_us - released < 1000000, "the waiter is woken by the "
+    TK_EXPECT(t.granted_us - released < 1000000,
+              "the waiter is woken by the "
               "release, long before the 10 s lease, got %lld us",
               (long long)(t.granted_us - released));
     dlock_semaphore_release(t.permit);
@@ -220,13 +223,16 @@ static void it_never_over_grants_under_concurrency(void **state)
         pthread_create(&threads[i], NULL, contend, &k);
     for (int i = 0; i < THREADS; i++)
         pthread_join(threads[i], NULL);
-    TK_EXPECT(atomic_load(&k.failures) == 0, "every acquire and release "
-              "succeeds, %d failed", atomic_load(&k.failures));
+    TK_EXPECT(atomic_load(&k.failures) == 0,
+              "every acquire and release "
+              "succeeds, %d failed",
+              atomic_load(&k.failures));
     TK_EXPECT(atomic_load(&k.grants) == THREADS * ROUNDS, "%d grants, got %d",
               THREADS * ROUNDS, atomic_load(&k.grants));
-    TK_EXPECT(atomic_load(&k.most_inside) <= PERMITS, "never more than %d "
-              "holders at once, saw %d", PERMITS,
-              atomic_load(&k.most_inside));
+    TK_EXPECT(atomic_load(&k.most_inside) <= PERMITS,
+              "never more than %d "
+              "holders at once, saw %d",
+              PERMITS, atomic_load(&k.most_inside));
     print_message("at most %d of %d permits held at once over %d grants\n",
                   atomic_load(&k.most_inside), PERMITS,
                   atomic_load(&k.grants));
@@ -251,10 +257,12 @@ static void extend_moves_the_lease(void **state)
     s = sem_new(c, name, 2);
     p = take(s, c, 500, 0);
     TK_EXPECT(patkit_pttl(holders) <= 500, "the set lives as long as its "
-              "latest lease");
+                                           "latest lease");
     TK_EXPECT_ERR(dlock_semaphore_extend(p, 8000), DLOCK_OK, c, "extending");
-    TK_EXPECT(patkit_pttl(holders) > 7000, "after extend the lease (and the "
-              "set) runs 8 s, PTTL %lld", patkit_pttl(holders));
+    TK_EXPECT(patkit_pttl(holders) > 7000,
+              "after extend the lease (and the "
+              "set) runs 8 s, PTTL %lld",
+              patkit_pttl(holders));
     TK_EXPECT(dlock_permit_valid_ms(p) > 7000, "the permit knows it");
     TK_EXPECT_ERR(dlock_semaphore_release(p), DLOCK_OK, c, "releasing");
     TK_EXPECT(!patkit_exists(holders) || free_permits(s) == 2,
@@ -286,8 +294,9 @@ static void a_holder_past_its_lease_is_told_it_lost_it(void **state)
     s = sem_new(c, name, 1);
     f.sem = s;
     a = take(s, c, 100, 0);
-    b = take(s, c, 100, 2000);  /* after a's lease ran out */
-    TK_EXPECT(testkit_wait_until(one_permit_free, &f, 2000), "b's 100 ms "
+    b = take(s, c, 100, 2000); /* after a's lease ran out */
+    TK_EXPECT(testkit_wait_until(one_permit_free, &f, 2000),
+              "b's 100 ms "
               "lease runs out by the server's clock");
     TK_EXPECT_ERR(dlock_semaphore_extend(b, 1000), DLOCK_LOST, c,
                   "extending after the lease ran out");
@@ -322,8 +331,8 @@ static void grant_numbers_stay_exact_past_2_to_the_53(void **state)
     s = sem_new(c, name, 2);
     a = take(s, c, 5000, 0);
     b = take(s, c, 5000, 0);
-    TK_EXPECT(dlock_permit_fence(a) == 9007199254740993ull &&
-              dlock_permit_fence(b) == 9007199254740994ull,
+    TK_EXPECT(dlock_permit_fence(a) == 9007199254740993ull
+                  && dlock_permit_fence(b) == 9007199254740994ull,
               "grants after 2^53 count by one: got %llu and %llu",
               (unsigned long long)dlock_permit_fence(a),
               (unsigned long long)dlock_permit_fence(b));

@@ -61,9 +61,8 @@ static void append_kv(char *buf, size_t len, const char *kw, const char *v)
 
     n += (size_t)snprintf(buf + n, len - n, "%s%s='", n > 0 ? " " : "", kw);
     for (; *v != '\0' && n + 3 < len; v++) {
-        if (*v == '\'' || *v == '\\') {
+        if (*v == '\'' || *v == '\\')
             buf[n++] = '\\';
-        }
         buf[n++] = *v;
     }
     snprintf(buf + n, len - n, "'");
@@ -84,12 +83,10 @@ static int with_dbname(const char *url, const char *dbname, char *out,
         return -1;
     }
     out[0] = '\0';
-    for (o = opts; o->keyword != NULL; o++) {
+    for (o = opts; o->keyword != NULL; o++)
         if (o->val != NULL && o->val[0] != '\0'
-            && strcmp(o->keyword, "dbname") != 0) {
+            && strcmp(o->keyword, "dbname") != 0)
             append_kv(out, len, o->keyword, o->val);
-        }
-    }
     append_kv(out, len, "dbname", dbname);
     PQconninfoFree(opts);
     return 0;
@@ -120,9 +117,8 @@ static PGconn *connect_admin(const char *url)
     char cmd[1024];
     PGconn *c = connect_quiet(url);
 
-    if (c != NULL) {
+    if (c != NULL)
         return c;
-    }
     snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' up postgres >&2",
              testkit_source_dir());
     if (system(cmd) != 0
@@ -139,9 +135,8 @@ static int exec_ok(PGconn *c, const char *sql)
     const int ok = PQresultStatus(res) == PGRES_COMMAND_OK
                    || PQresultStatus(res) == PGRES_TUPLES_OK;
 
-    if (!ok) {
+    if (!ok)
         fprintf(stderr, "rvt: %s: %s", sql, PQerrorMessage(c));
-    }
     PQclear(res);
     return ok;
 }
@@ -153,20 +148,17 @@ int rvt_db_create(rvt_db *db, const char *name)
     PGconn *c;
 
     memset(db, 0, sizeof(*db));
-    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
         r = (unsigned)time(NULL);
-    }
-    snprintf(db->name, sizeof(db->name), "rvt_%s_%d_%08x", name,
-             (int)getpid(), r);
+    snprintf(db->name, sizeof(db->name), "rvt_%s_%d_%08x", name, (int)getpid(),
+             r);
     snprintf(db->admin_url, sizeof(db->admin_url), "%s",
              testkit_database_url());
-    if (with_dbname(db->admin_url, db->name, db->url, sizeof(db->url)) != 0) {
+    if (with_dbname(db->admin_url, db->name, db->url, sizeof(db->url)) != 0)
         return -1;
-    }
     c = connect_admin(db->admin_url);
-    if (c == NULL) {
+    if (c == NULL)
         return -1;
-    }
     snprintf(sql, sizeof(sql), "CREATE DATABASE %s", db->name);
     r = exec_ok(c, sql);
     PQfinish(c);
@@ -185,13 +177,11 @@ void rvt_db_drop(rvt_db *db)
     PGconn *c;
 
     rvt_db_close(db);
-    if (db->name[0] == '\0' || getenv("DLOCK_TEST_KEEP") != NULL) {
+    if (db->name[0] == '\0' || getenv("DLOCK_TEST_KEEP") != NULL)
         return;
-    }
     c = connect_quiet(db->admin_url);
-    if (c == NULL) {
+    if (c == NULL)
         return;
-    }
     snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)",
              db->name);
     exec_ok(c, sql);
@@ -218,9 +208,10 @@ int rvt_sql(rvt_db *db, const char *sql, char *out, size_t outlen)
         || PQresultStatus(res) == PGRES_COMMAND_OK) {
         rc = 0;
         if (out != NULL) {
-            snprintf(out, outlen, "%s", PQntuples(res) > 0
-                     && !PQgetisnull(res, 0, 0) ? PQgetvalue(res, 0, 0)
-                                                : "");
+            snprintf(out, outlen, "%s",
+                     PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)
+                         ? PQgetvalue(res, 0, 0)
+                         : "");
         }
     } else {
         fprintf(stderr, "rvt: %s: %s", sql, PQerrorMessage(c));
@@ -233,9 +224,8 @@ long long rvt_sql_int(rvt_db *db, const char *sql)
 {
     char v[64];
 
-    if (rvt_sql(db, sql, v, sizeof(v)) != 0 || v[0] == '\0') {
+    if (rvt_sql(db, sql, v, sizeof(v)) != 0 || v[0] == '\0')
         return -1;
-    }
     return atoll(v);
 }
 
@@ -245,19 +235,21 @@ int rvt_db_offset_ids(rvt_db *db)
     long long base;
     char sql[256];
 
-    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
         r = (unsigned)time(NULL);
-    }
     /* Distinct per process and run, far below 2^63. */
     base = ((long long)getpid() % 1000000) * 1000000000LL
            + (long long)(r % 500000000u) + 1;
-    snprintf(sql, sizeof(sql), "ALTER TABLE kh_document ALTER COLUMN id "
-             "RESTART WITH %lld", base);
-    if (rvt_sql(db, sql, NULL, 0) != 0) {
+    snprintf(sql, sizeof(sql),
+             "ALTER TABLE kh_document ALTER COLUMN id "
+             "RESTART WITH %lld",
+             base);
+    if (rvt_sql(db, sql, NULL, 0) != 0)
         return -1;
-    }
-    snprintf(sql, sizeof(sql), "ALTER TABLE kh_document_review ALTER COLUMN "
-             "id RESTART WITH %lld", base + 7);
+    snprintf(sql, sizeof(sql),
+             "ALTER TABLE kh_document_review ALTER COLUMN "
+             "id RESTART WITH %lld",
+             base + 7);
     return rvt_sql(db, sql, NULL, 0);
 }
 
@@ -268,9 +260,8 @@ const char *rvt_reviewd_bin(void)
     static char path[600];
     const char *v = getenv("REVIEWD_BIN");
 
-    if (v != NULL && v[0] != '\0') {
+    if (v != NULL && v[0] != '\0')
         return v;
-    }
     snprintf(path, sizeof(path), "%s/services/reviewd/reviewd",
              testkit_build_dir());
     return path;
@@ -297,18 +288,20 @@ static void env_set(char **env, int *n, int cap, const char *entry)
 /* The variables a child inherits: the sanitizers' and the paths. */
 static void env_inherit(char **env, int *n, int cap)
 {
-    static const char *const keep[] = {"PATH=", "HOME=", "ASAN_OPTIONS=",
-                                       "UBSAN_OPTIONS=", "LSAN_OPTIONS=",
-                                       "LD_LIBRARY_PATH=", NULL};
+    static const char *const keep[] = {"PATH=",
+                                       "HOME=",
+                                       "ASAN_OPTIONS=",
+                                       "UBSAN_OPTIONS=",
+                                       "LSAN_OPTIONS=",
+                                       "LD_LIBRARY_PATH=",
+                                       NULL};
     char **e;
     int k;
 
     for (e = environ; *e != NULL; e++) {
-        for (k = 0; keep[k] != NULL; k++) {
-            if (strncmp(*e, keep[k], strlen(keep[k])) == 0) {
+        for (k = 0; keep[k] != NULL; k++)
+            if (strncmp(*e, keep[k], strlen(keep[k])) == 0)
                 env_set(env, n, cap, *e);
-            }
-        }
     }
 }
 
@@ -318,9 +311,8 @@ static pid_t spawn_bin(const char *bin, const char *const *argv, char **env,
 {
     const pid_t pid = fork();
 
-    if (pid != 0) {
+    if (pid != 0)
         return pid;
-    }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(fd, STDOUT_FILENO);
     dup2(fd, STDERR_FILENO);
@@ -344,9 +336,8 @@ pid_t rvt_spawn(const char *bin, const char *const *argv,
 
     env[0] = NULL;
     env_inherit(env, &n, 96);
-    for (i = 0; extra_env != NULL && extra_env[i] != NULL; i++) {
+    for (i = 0; extra_env != NULL && extra_env[i] != NULL; i++)
         env_set(env, &n, 96, extra_env[i]);
-    }
     fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
         fprintf(stderr, "rvt: cannot open %s: %s\n", out_path,
@@ -365,9 +356,8 @@ static char *read_file(const char *path)
     char *buf;
     size_t n;
 
-    if (f == NULL) {
+    if (f == NULL)
         return NULL;
-    }
     buf = malloc(4 << 20);
     if (buf == NULL) {
         fclose(f);
@@ -401,9 +391,8 @@ static int server_listening(void *arg)
     log = read_file(w->s->log);
     p = log != NULL ? strstr(log, "\"msg\":\"listening\"") : NULL;
     p = p != NULL ? strstr(p, "\"port\":") : NULL;
-    if (p != NULL) {
+    if (p != NULL)
         w->s->port = atoi(p + 7);
-    }
     free(log);
     return w->s->port > 0;
 }
@@ -420,9 +409,8 @@ int rvt_server_start(rvt_server *s, const rvt_db *db, const char *redis_url,
 
     memset(s, 0, sizeof(*s));
     env[0] = NULL;
-    if (testkit_scratch_dir(s->dir, sizeof(s->dir), name) == NULL) {
+    if (testkit_scratch_dir(s->dir, sizeof(s->dir), name) == NULL)
         return -1;
-    }
     snprintf(s->log, sizeof(s->log), "%s/reviewd-%d.log", s->dir, ++counter);
     snprintf(env_db, sizeof(env_db), "DATABASE_URL=%s", db->url);
     snprintf(env_redis, sizeof(env_redis), "REDIS_URL=%s",
@@ -445,13 +433,13 @@ int rvt_server_start(rvt_server *s, const rvt_db *db, const char *redis_url,
         }
     }
     fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    if (fd < 0)
         return -1;
-    }
     s->pid = spawn(argv, env, fd);
     close(fd);
-    if (s->pid < 0 || !testkit_wait_until(server_listening, &w,
-                                          scaled_ms(RVT_START_TIMEOUT_MS))
+    if (s->pid < 0
+        || !testkit_wait_until(server_listening, &w,
+                               scaled_ms(RVT_START_TIMEOUT_MS))
         || w.exited) {
         fprintf(stderr, "rvt: reviewd did not start (%s)\n",
                 w.exited ? "it exited" : "no listening line");
@@ -477,9 +465,8 @@ static int server_reaped(void *arg)
 
 int rvt_server_stop(rvt_server *s)
 {
-    if (s->pid <= 0) {
+    if (s->pid <= 0)
         return WIFEXITED(s->exit_status) && WEXITSTATUS(s->exit_status) == 0;
-    }
     kill(s->pid, SIGTERM);
     if (!testkit_wait_until(server_reaped, s,
                             scaled_ms(RVT_STOP_TIMEOUT_MS))) {
@@ -499,9 +486,8 @@ int rvt_server_stop(rvt_server *s)
 
 void rvt_server_remove_dir(const rvt_server *s)
 {
-    if (s->dir[0] != '\0') {
+    if (s->dir[0] != '\0')
         testkit_scratch_remove(s->dir);
-    }
 }
 
 int rvt_fixture_start(rvt_db *db, rvt_server *srv, const char *name,
@@ -512,9 +498,8 @@ int rvt_fixture_start(rvt_db *db, rvt_server *srv, const char *name,
 
     snprintf(srv_name, sizeof(srv_name), "reviewd_%s", name);
     if (rvt_db_create(db, name) != 0
-        || rvt_server_start(srv, db, redis_url, extra_env, srv_name) != 0) {
+        || rvt_server_start(srv, db, redis_url, extra_env, srv_name) != 0)
         return -1;
-    }
     return offset_ids ? rvt_db_offset_ids(db) : 0;
 }
 
@@ -522,11 +507,10 @@ int rvt_fixture_stop(rvt_db *db, rvt_server *srv)
 {
     const int clean = rvt_server_stop(srv);
 
-    if (clean) {
+    if (clean)
         rvt_server_remove_dir(srv);
-    } else {
+    else
         rvt_server_log_tail(srv);
-    }
     rvt_db_drop(db);
     return clean;
 }
@@ -546,15 +530,13 @@ void rvt_server_log_tail(const rvt_server *s)
     const char *p;
     int lines = 0;
 
-    if (log == NULL) {
+    if (log == NULL)
         return;
-    }
     p = log + strlen(log);
     while (p > log && lines < 25) {
         p--;
-        if (*p == '\n') {
+        if (*p == '\n')
             lines++;
-        }
     }
     fprintf(stderr, "==> %s (tail) <==\n%s\n", s->log, p);
     free(log);
@@ -584,18 +566,15 @@ int rvt_run_reviewd(const char *const *args, const char *const *extra,
 
     env[0] = NULL;
     argv[0] = "reviewd";
-    for (i = 0; args[i] != NULL && i < 14; i++) {
+    for (i = 0; args[i] != NULL && i < 14; i++)
         argv[i + 1] = args[i];
-    }
     argv[i + 1] = NULL;
     env_inherit(env, &n, 64);
-    for (i = 0; extra != NULL && extra[i] != NULL; i++) {
+    for (i = 0; extra != NULL && extra[i] != NULL; i++)
         env_set(env, &n, 64, extra[i]);
-    }
     fd = mkstemp(path);
-    if (fd < 0) {
+    if (fd < 0)
         return -1;
-    }
     w.pid = spawn(argv, env, fd);
     close(fd);
     if (w.pid < 0 || !testkit_wait_until(child_done, &w, 30000)) {
@@ -620,9 +599,8 @@ static int connect_port(int port)
     struct sockaddr_in addr;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-    if (fd < 0) {
+    if (fd < 0)
         return -1;
-    }
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)port);
@@ -643,16 +621,13 @@ static void send_all(int fd, const char *p, size_t len)
         const size_t chunk = len < 65536 ? len : 65536;
         ssize_t n;
 
-        if (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLIN | POLLHUP))) {
+        if (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLIN | POLLHUP)))
             return;
-        }
         n = send(fd, p, chunk, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) {
+        if (n < 0 && errno == EINTR)
             continue;
-        }
-        if (n <= 0) {
+        if (n <= 0)
             return;
-        }
         p += n;
         len -= (size_t)n;
     }
@@ -683,24 +658,20 @@ static char *recv_all(int fd, int timeout_ms, size_t *len, int *timed_out)
         if (n + 4096 > cap) {
             char *p = realloc(buf, cap * 2);
 
-            if (p == NULL) {
+            if (p == NULL)
                 break;
-            }
             buf = p;
             cap *= 2;
         }
         got = recv(fd, buf + n, cap - n - 1, 0);
-        if (got < 0 && errno == EINTR) {
+        if (got < 0 && errno == EINTR)
             continue;
-        }
-        if (got <= 0) {
+        if (got <= 0)
             break;
-        }
         n += (size_t)got;
     }
-    if (buf != NULL) {
+    if (buf != NULL)
         buf[n] = '\0';
-    }
     *len = n;
     return buf;
 }
@@ -723,9 +694,8 @@ static void parse_response(char *raw, size_t len, rvt_resp *out)
     memmove(raw, end + 4, out->body_len + 1);
     out->body = raw;
     if (rvt_header(out, "Content-Type", ct, sizeof(ct)) != NULL
-        && strncmp(ct, "application/json", 16) == 0) {
+        && strncmp(ct, "application/json", 16) == 0)
         out->json = json_loadb(out->body, out->body_len, 0, NULL);
-    }
 }
 
 int rvt_http_raw(int port, const char *bytes, size_t len, int timeout_ms,
@@ -736,15 +706,13 @@ int rvt_http_raw(int port, const char *bytes, size_t len, int timeout_ms,
     int fd = connect_port(port);
 
     memset(out, 0, sizeof(*out));
-    if (fd < 0) {
+    if (fd < 0)
         return -1;
-    }
     send_all(fd, bytes, len);
     raw = recv_all(fd, timeout_ms, &got, &out->timed_out);
     close(fd);
-    if (raw == NULL) {
+    if (raw == NULL)
         return -1;
-    }
     parse_response(raw, got, out);
     return out->status > 0 ? 0 : -1;
 }
@@ -757,14 +725,14 @@ int rvt_http(int port, const char *method, const char *path,
     char *req = malloc(cap);
     int rc, i;
 
-    if (req == NULL) {
+    if (req == NULL)
         return -1;
-    }
-    n = (size_t)snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-                         "Connection: close\r\n", method, path, port);
-    for (i = 0; headers != NULL && headers[i] != NULL && n < cap; i++) {
+    n = (size_t)snprintf(req, cap,
+                         "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                         "Connection: close\r\n",
+                         method, path, port);
+    for (i = 0; headers != NULL && headers[i] != NULL && n < cap; i++)
         n += (size_t)snprintf(req + n, cap - n, "%s\r\n", headers[i]);
-    }
     if (body != NULL && n < cap) {
         n += (size_t)snprintf(req + n, cap - n, "Content-Length: %zu\r\n",
                               body_len);
@@ -774,15 +742,13 @@ int rvt_http(int port, const char *method, const char *path,
         memcpy(req + n, body, body_len);
         n += body_len;
     }
-    rc = rvt_http_raw(port, req, n, (int)scaled_ms(RVT_HTTP_TIMEOUT_MS),
-                      out);
+    rc = rvt_http_raw(port, req, n, (int)scaled_ms(RVT_HTTP_TIMEOUT_MS), out);
     free(req);
     return rc;
 }
 
-int rvt_call(int port, const char *method, const char *path,
-             const char *token, const char *json_body, const char *idem_key,
-             rvt_resp *out)
+int rvt_call(int port, const char *method, const char *path, const char *token,
+             const char *json_body, const char *idem_key, rvt_resp *out)
 {
     char auth[4200], idem[400];
     const char *headers[4];
@@ -792,9 +758,8 @@ int rvt_call(int port, const char *method, const char *path,
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
         headers[n++] = auth;
     }
-    if (json_body != NULL) {
+    if (json_body != NULL)
         headers[n++] = "Content-Type: application/json";
-    }
     if (idem_key != NULL) {
         snprintf(idem, sizeof(idem), "Idempotency-Key: %s", idem_key);
         headers[n++] = idem;
@@ -815,9 +780,8 @@ const char *rvt_header(const rvt_resp *r, const char *name, char *buf,
         if (strncasecmp(p, name, nlen) == 0 && p[nlen] == ':') {
             const char *v = p + nlen + 1;
 
-            while (*v == ' ') {
+            while (*v == ' ')
                 v++;
-            }
             snprintf(buf, len, "%.*s", (int)strcspn(v, "\r\n"), v);
             return buf;
         }
@@ -854,16 +818,15 @@ char *rvt_token(const char *sub, const char *role, long ttl_s)
     jwt_t *jwt = NULL;
     char *tok = NULL;
 
-    if (jwt_new(&jwt) != 0) {
+    if (jwt_new(&jwt) != 0)
         return NULL;
-    }
     if (jwt_add_grant(jwt, "sub", sub) == 0
         && jwt_add_grant(jwt, "role", role) == 0
         && jwt_add_grant_int(jwt, "exp", (long)time(NULL) + ttl_s) == 0
         && jwt_set_alg(jwt, JWT_ALG_HS256, (const unsigned char *)RVT_SECRET,
-                       (int)strlen(RVT_SECRET)) == 0) {
+                       (int)strlen(RVT_SECRET))
+               == 0)
         tok = jwt_encode_str(jwt);
-    }
     jwt_free(jwt);
     return tok;
 }
@@ -877,10 +840,13 @@ int rvt_create_doc(int port, const char *author_token, const char *title,
     rvt_resp r;
     int rc = -1;
 
-    snprintf(body, sizeof(body), "{\"title\":\"%s\",\"content\":\"Text of "
-             "%s.\"}", title, title);
-    if (rvt_call(port, "POST", "/v1/documents", author_token, body, NULL,
-                 &r) == 0 && r.status == 201 && rvt_field(&r, "id") != NULL) {
+    snprintf(body, sizeof(body),
+             "{\"title\":\"%s\",\"content\":\"Text of "
+             "%s.\"}",
+             title, title);
+    if (rvt_call(port, "POST", "/v1/documents", author_token, body, NULL, &r)
+            == 0
+        && r.status == 201 && rvt_field(&r, "id") != NULL) {
         snprintf(id, 24, "%s", rvt_field(&r, "id"));
         rc = 0;
     } else {
@@ -898,9 +864,8 @@ int rvt_create_pending(int port, const char *author_token, char *doc_id,
     rvt_resp r;
     int rc = -1;
 
-    if (rvt_create_doc(port, author_token, "pending", doc_id) != 0) {
+    if (rvt_create_doc(port, author_token, "pending", doc_id) != 0)
         return -1;
-    }
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc_id);
     if (rvt_call(port, "POST", path, author_token, NULL, NULL, &r) == 0
         && r.status == 201 && rvt_field(&r, "review.id") != NULL) {
@@ -966,8 +931,8 @@ static void storm_half(storm *st, int n, void (*on_half)(void *), void *arg)
     on_half(arg);
 }
 
-int rvt_storm(int port, rvt_storm_req *reqs, int n,
-              void (*on_half)(void *arg), void *arg)
+int rvt_storm(int port, rvt_storm_req *reqs, int n, void (*on_half)(void *arg),
+              void *arg)
 {
     pthread_t *threads = calloc((size_t)n, sizeof(*threads));
     storm_arg *args = calloc((size_t)n, sizeof(*args));
@@ -995,12 +960,10 @@ int rvt_storm(int port, rvt_storm_req *reqs, int n,
         }
         started++;
     }
-    if (on_half != NULL) {
+    if (on_half != NULL)
         storm_half(&st, n, on_half, arg);
-    }
-    for (i = 0; i < started; i++) {
+    for (i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
-    }
     pthread_barrier_destroy(&st.barrier);
     pthread_mutex_destroy(&st.mu);
     pthread_cond_destroy(&st.cv);

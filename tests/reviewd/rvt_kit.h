@@ -46,18 +46,18 @@ typedef struct rvt_db {
 typedef struct rvt_server {
     pid_t pid;
     int port;
-    char dir[512];       /* var/test/<name>-<pid> */
+    char dir[512]; /* var/test/<name>-<pid> */
     char log[600];
-    int exit_status;     /* after rvt_server_stop: the wait status */
+    int exit_status; /* after rvt_server_stop: the wait status */
 } rvt_server;
 
 typedef struct rvt_resp {
-    int status;          /* 0: no response (connection closed or timeout) */
+    int status; /* 0: no response (connection closed or timeout) */
     int timed_out;
-    char headers[8192];  /* the raw header block */
-    char *body;          /* NUL-terminated */
+    char headers[8192]; /* the raw header block */
+    char *body;         /* NUL-terminated */
     size_t body_len;
-    json_t *json;        /* the body parsed, when it is JSON */
+    json_t *json; /* the body parsed, when it is JSON */
 } rvt_resp;
 
 /* ---- database ------------------------------------------------------------ */
@@ -104,8 +104,8 @@ void rvt_server_log_tail(const rvt_server *s);
  * in a clean environment, captures stdout+stderr into out (truncated) and
  * returns the exit status (-1 if it could not run or took over 30 s).
  */
-int rvt_run_reviewd(const char *const *args, const char *const *env,
-                    char *out, size_t outlen);
+int rvt_run_reviewd(const char *const *args, const char *const *env, char *out,
+                    size_t outlen);
 
 /*
  * Starts bin with argv (argv[0] included, NULL-terminated) in the clean
@@ -156,9 +156,8 @@ int rvt_http(int port, const char *method, const char *path,
  * The common case: token (NULL: no Authorization), a JSON body (NULL:
  * none; sent as application/json), and an optional Idempotency-Key.
  */
-int rvt_call(int port, const char *method, const char *path,
-             const char *token, const char *json_body, const char *idem_key,
-             rvt_resp *out);
+int rvt_call(int port, const char *method, const char *path, const char *token,
+             const char *json_body, const char *idem_key, rvt_resp *out);
 
 /* The value of a response header (case-insensitive name) into buf, or
  * NULL when absent. */
@@ -193,8 +192,8 @@ typedef struct rvt_storm_req {
     char path[128];
     const char *token;
     const char *body;
-    int status;      /* filled in */
-    char code[32];   /* the error code, if any */
+    int status;    /* filled in */
+    char code[32]; /* the error code, if any */
 } rvt_storm_req;
 
 /*
@@ -203,8 +202,8 @@ typedef struct rvt_storm_req {
  * thread) once half of the answers are in, e.g. to stop Redis in the
  * middle of the storm.  Returns 0, or -1 if threads could not start.
  */
-int rvt_storm(int port, rvt_storm_req *reqs, int n,
-              void (*on_half)(void *arg), void *arg);
+int rvt_storm(int port, rvt_storm_req *reqs, int n, void (*on_half)(void *arg),
+              void *arg);
 
 /* ---- waiting ------------------------------------------------------------- */
 

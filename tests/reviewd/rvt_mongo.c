@@ -35,9 +35,8 @@ static int tcp_answers(void *arg)
     sa.sin_port = htons((uint16_t)m->port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    if (fd >= 0) {
+    if (fd >= 0)
         close(fd);
-    }
     return ok;
 }
 
@@ -46,12 +45,10 @@ static void print_log(const char *path)
     char line[512];
     FILE *f = fopen(path, "r");
 
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
         fprintf(stderr, "  | %s", line);
-    }
-    if (f != NULL) {
+    if (f != NULL)
         fclose(f);
-    }
 }
 
 int rvt_mongo_start(rvt_mongo *m)
@@ -72,16 +69,13 @@ int rvt_mongo_start(rvt_mongo *m)
         const int fd = open(m->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0
-            || chdir(tool) != 0) {
+        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || chdir(tool) != 0)
             _exit(126);
-        }
         execlp("node", "node", "server.mjs", "--port", port, (char *)NULL);
         _exit(127);
     }
-    if (testkit_wait_until(tcp_answers, m, 15000)) {
+    if (testkit_wait_until(tcp_answers, m, 15000))
         return 0;
-    }
     fprintf(stderr, "mongo: server.mjs did not listen on %d; its log:\n",
             m->port);
     print_log(m->log);
@@ -103,9 +97,8 @@ int rvt_mongo_stop(rvt_mongo *m)
 {
     int status;
 
-    if (m->pid <= 0) {
+    if (m->pid <= 0)
         return 0;
-    }
     kill(m->pid, SIGTERM);
     if (!testkit_wait_until(child_gone, m, 5000)) {
         kill(m->pid, SIGKILL);
@@ -137,10 +130,8 @@ int rvt_mongo_open(rvt_mongo *m, const char *name, const char *db)
     char dir[512];
 
     memset(m, 0, sizeof(*m));
-    if (install() != 0
-        || testkit_scratch_dir(dir, sizeof(dir), name) == NULL) {
+    if (install() != 0 || testkit_scratch_dir(dir, sizeof(dir), name) == NULL)
         return -1;
-    }
     snprintf(m->dir, sizeof(m->dir), "%s", dir);
     snprintf(m->log, sizeof(m->log), "%s/mongo.log", dir);
     m->port = testkit_free_port();
@@ -157,7 +148,6 @@ int rvt_mongo_open(rvt_mongo *m, const char *name, const char *db)
 void rvt_mongo_close(rvt_mongo *m, int remove_dir)
 {
     rvt_mongo_stop(m);
-    if (remove_dir && m->dir[0] != '\0') {
+    if (remove_dir && m->dir[0] != '\0')
         testkit_scratch_remove(m->dir);
-    }
 }

@@ -19,11 +19,11 @@
 #include <sys/types.h>
 
 typedef struct rvt_mongo {
-    pid_t pid;       /* 0: not running */
-    int port;        /* kept across restarts */
-    char dir[512];   /* the scratch folder */
+    pid_t pid;     /* 0: not running */
+    int port;      /* kept across restarts */
+    char dir[512]; /* the scratch folder */
     char log[600];
-    char url[256];   /* mongodb://127.0.0.1:<port>/<db>?... */
+    char url[256]; /* mongodb://127.0.0.1:<port>/<db>?... */
 } rvt_mongo;
 
 /*

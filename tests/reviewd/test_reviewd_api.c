@@ -37,8 +37,7 @@ static char *alice, *dave, *bob, *carol, *root;
 #define PORT (srv.port)
 
 /* Calls and checks the status (and the error code when code != NULL). */
-static void expect(rvt_resp *r, int status, const char *code,
-                   const char *what)
+static void expect(rvt_resp *r, int status, const char *code, const char *what)
 {
     const char *got = rvt_field(r, "code");
 
@@ -48,8 +47,8 @@ static void expect(rvt_resp *r, int status, const char *code,
         TK_EXPECT(got != NULL && strcmp(got, code) == 0,
                   "%s gives code %s, got %s", what, code,
                   got != NULL ? got : "(none)");
-        TK_EXPECT(rvt_field(r, "detail") != NULL,
-                  "%s has a detail text", what);
+        TK_EXPECT(rvt_field(r, "detail") != NULL, "%s has a detail text",
+                  what);
     }
 }
 
@@ -71,8 +70,10 @@ static int is_timestamp(const char *s)
     regex_t re;
     int ok;
 
-    regcomp(&re, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
-            "\\.[0-9]{3}Z$", REG_EXTENDED | REG_NOSUB);
+    regcomp(&re,
+            "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+            "\\.[0-9]{3}Z$",
+            REG_EXTENDED | REG_NOSUB);
     ok = s != NULL && regexec(&re, s, 0, NULL, 0) == 0;
     regfree(&re);
     return ok;
@@ -89,9 +90,8 @@ static int setup(void **state)
     (void)state;
     if (testkit_shared_redis() == NULL
         || rvt_fixture_start(&db, &srv, "api", testkit_redis_url(), NULL, 1)
-               != 0) {
+               != 0)
         return -1;
-    }
     alice = rvt_token("alice", "author", 3600);
     dave = rvt_token("dave", "author", 3600);
     bob = rvt_token("bob", "reviewer", 3600);
@@ -129,8 +129,7 @@ static void create_answers_201_with_a_draft_in_the_api_form(void **state)
     TK_EXPECT(strcmp(rvt_field(&r, "status"), "draft") == 0, "a draft");
     TK_EXPECT(strcmp(rvt_field(&r, "author"), "alice") == 0, "by alice");
     TK_EXPECT(strcmp(rvt_field(&r, "title"), "Guide") == 0, "the title");
-    TK_EXPECT(strcmp(rvt_field(&r, "preview"), "How to.") == 0,
-              "the preview");
+    TK_EXPECT(strcmp(rvt_field(&r, "preview"), "How to.") == 0, "the preview");
     TK_EXPECT(json_integer_value(json_object_get(doc, "version")) == 1,
               "version 1");
     TK_EXPECT(json_is_null(json_object_get(doc, "current_review_id")),
@@ -160,28 +159,36 @@ static void only_authors_and_admins_create(void **state)
 static void malformed_bodies_are_invalid_json(void **state)
 {
     static const char *const bodies[] = {
-        "", "not json", "[1,2]", "\"a string\"", "42", "{\"title\":",
+        "",
+        "not json",
+        "[1,2]",
+        "\"a string\"",
+        "42",
+        "{\"title\":",
         "{\"title\":\"a\",\"title\":\"b\",\"content\":\"c\"}",
         "{\"title\":\"\xff\xfe\",\"content\":\"c\"}",
         "{\"title\":\"a\\u0000b\",\"content\":\"c\"}",
-        "{\"title\":\"a\"} trailing", NULL};
+        "{\"title\":\"a\"} trailing",
+        NULL};
     int i;
 
     (void)state;
-    for (i = 0; bodies[i] != NULL; i++) {
+    for (i = 0; bodies[i] != NULL; i++)
         call("POST", "/v1/documents", alice, bodies[i], 400, "INVALID_JSON");
-    }
 }
 
 static void wrong_fields_are_invalid_argument(void **state)
 {
     static const char *const bodies[] = {
-        "{}", "{\"title\":\"t\"}", "{\"content\":\"c\"}",
+        "{}",
+        "{\"title\":\"t\"}",
+        "{\"content\":\"c\"}",
         "{\"title\":\"\",\"content\":\"c\"}",
         "{\"title\":7,\"content\":\"c\"}",
         "{\"title\":null,\"content\":\"c\"}",
         "{\"title\":\"t\",\"content\":[]}",
-        "{\"title\":\"t\",\"content\":\"c\",\"extra\":1}", NULL};
+        "{\"title\":\"t\",\"content\":\"c\",\"extra\":1}",
+        NULL};
     char body[1024];
     int i;
 
@@ -228,8 +235,9 @@ static void preview_is_the_first_200_characters(void **state)
     n = strlen(body);
     for (i = 0; i < 300; i++) {
         /* Alternate 1-, 2- and 4-byte characters. */
-        const char *ch = i % 3 == 0 ? "a" : i % 3 == 1 ? "\xc3\xbc"
-                                                       : "\xf0\x9f\x98\x80";
+        const char *ch = i % 3 == 0   ? "a"
+                         : i % 3 == 1 ? "\xc3\xbc"
+                                      : "\xf0\x9f\x98\x80";
 
         memcpy(body + n, ch, strlen(ch));
         n += strlen(ch);
@@ -247,8 +255,7 @@ static void preview_is_the_first_200_characters(void **state)
     rvt_resp_free(&r);
 }
 
-static void get_returns_the_document_and_its_content_on_request(
-    void **state)
+static void get_returns_the_document_and_its_content_on_request(void **state)
 {
     char id[24], path[128];
     rvt_resp r;
@@ -272,17 +279,25 @@ static void get_returns_the_document_and_its_content_on_request(
     call("GET", path, bob, NULL, 400, "INVALID_ARGUMENT");
     snprintf(path, sizeof(path), "/v1/documents/%s?foo=1", id);
     call("GET", path, bob, NULL, 400, "INVALID_ARGUMENT");
-    snprintf(path, sizeof(path), "/v1/documents/%s?include=content&"
-             "include=content", id);
+    snprintf(path, sizeof(path),
+             "/v1/documents/%s?include=content&"
+             "include=content",
+             id);
     call("GET", path, bob, NULL, 400, "INVALID_ARGUMENT");
 }
 
 static void malformed_ids_are_invalid_argument_and_absent_ones_not_found(
     void **state)
 {
-    static const char *const bad[] = {"abc", "-1", "0", "007", "1.5",
+    static const char *const bad[] = {"abc",
+                                      "-1",
+                                      "0",
+                                      "007",
+                                      "1.5",
                                       "99999999999999999999",
-                                      "9223372036854775808", "%20", NULL};
+                                      "9223372036854775808",
+                                      "%20",
+                                      NULL};
     char path[128];
     int i;
 
@@ -297,8 +312,8 @@ static void malformed_ids_are_invalid_argument_and_absent_ones_not_found(
          "NOT_FOUND");
     call("GET", "/v1/reviews/9223372036854775807", alice, NULL, 404,
          "NOT_FOUND");
-    call("POST", "/v1/documents/9223372036854775807/submit", alice, NULL,
-         404, "NOT_FOUND");
+    call("POST", "/v1/documents/9223372036854775807/submit", alice, NULL, 404,
+         "NOT_FOUND");
     call("PUT", "/v1/documents/9223372036854775807", alice,
          "{\"title\":\"x\"}", 404, "NOT_FOUND");
     call("POST", "/v1/reviews/9223372036854775807/approve", bob, NULL, 404,
@@ -309,17 +324,21 @@ static void malformed_ids_are_invalid_argument_and_absent_ones_not_found(
 
 static void unknown_paths_are_not_found(void **state)
 {
-    static const char *const paths[] = {"/nope.js", "/v1", "/v2/documents",
-                                        "/v1/documents/1/", "/v1/documents/"
-                                        "1/publish", "/v1/reviews/1/x",
-                                        "/healthz/x", "/v1//documents",
+    static const char *const paths[] = {"/nope.js",
+                                        "/v1",
+                                        "/v2/documents",
+                                        "/v1/documents/1/",
+                                        "/v1/documents/"
+                                        "1/publish",
+                                        "/v1/reviews/1/x",
+                                        "/healthz/x",
+                                        "/v1//documents",
                                         NULL};
     int i;
 
     (void)state;
-    for (i = 0; paths[i] != NULL; i++) {
+    for (i = 0; paths[i] != NULL; i++)
         call("GET", paths[i], alice, NULL, 404, "NOT_FOUND");
-    }
 }
 
 static void wrong_methods_are_405_with_allow(void **state)
@@ -344,8 +363,7 @@ static void wrong_methods_are_405_with_allow(void **state)
 
     (void)state;
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        rvt_call(PORT, cases[i].method, cases[i].path, alice, NULL, NULL,
-                 &r);
+        rvt_call(PORT, cases[i].method, cases[i].path, alice, NULL, NULL, &r);
         expect(&r, 405, "METHOD_NOT_ALLOWED", cases[i].path);
         TK_EXPECT(rvt_header(&r, "Allow", allow, sizeof(allow)) != NULL
                       && strcmp(allow, cases[i].allow) == 0,
@@ -361,8 +379,7 @@ static void bodies_that_are_not_json_media_are_415(void **state)
     const char *ct[] = {"Content-Type: text/plain", NULL};
     const char *latin[] = {"Content-Type: application/json; charset=latin1",
                            NULL};
-    const char *ok[] = {"Content-Type: application/json; charset=utf-8",
-                        NULL};
+    const char *ok[] = {"Content-Type: application/json; charset=utf-8", NULL};
     const char *const *cases[] = {ct, latin};
     const char *body = "{\"title\":\"t\",\"content\":\"c\"}";
     const char *headers[4];
@@ -417,10 +434,12 @@ static void bodies_over_1_mib_are_413(void **state)
     /* Chunked, so the size is only known while reading. */
     req = malloc(big + 4096);
     assert_non_null(req);
-    n = (size_t)snprintf(req, 4096, "POST /v1/documents HTTP/1.1\r\nHost: x"
+    n = (size_t)snprintf(req, 4096,
+                         "POST /v1/documents HTTP/1.1\r\nHost: x"
                          "\r\nConnection: close\r\n%s\r\nContent-Type: "
                          "application/json\r\nTransfer-Encoding: chunked"
-                         "\r\n\r\n%zx\r\n", auth, big);
+                         "\r\n\r\n%zx\r\n",
+                         auth, big);
     memset(req + n, ' ', big);
     n += big;
     memcpy(req + n, "\r\n0\r\n\r\n", 7);
@@ -446,9 +465,9 @@ static char *forge(const char *claims, jwt_alg_t alg, const char *key)
 
     if (jwt_new(&jwt) == 0 && jwt_add_grants_json(jwt, claims) == 0
         && jwt_set_alg(jwt, alg, (const unsigned char *)key,
-                       key != NULL ? (int)strlen(key) : 0) == 0) {
+                       key != NULL ? (int)strlen(key) : 0)
+               == 0)
         tok = jwt_encode_str(jwt);
-    }
     jwt_free(jwt);
     return tok;
 }
@@ -466,13 +485,13 @@ static void bad_tokens_are_unauthenticated(void **state)
         const char *key;
     } cases[] = {
         {"{\"sub\":\"alice\",\"role\":\"author\",\"exp\":%ld}", JWT_ALG_HS256,
-         "a-different-secret-0123456789abcd"},           /* bad signature */
+         "a-different-secret-0123456789abcd"}, /* bad signature */
         {"{\"sub\":\"alice\",\"role\":\"author\",\"exp\":%ld}", JWT_ALG_HS512,
-         RVT_SECRET},                                    /* wrong alg */
+         RVT_SECRET}, /* wrong alg */
         {"{\"sub\":\"alice\",\"role\":\"author\",\"exp\":%ld}", JWT_ALG_NONE,
-         NULL},                                          /* alg none */
+         NULL}, /* alg none */
         {"{\"sub\":\"alice\",\"role\":\"author\"}", JWT_ALG_HS256,
-         RVT_SECRET},                                    /* no exp */
+         RVT_SECRET}, /* no exp */
         {"{\"role\":\"author\",\"exp\":%ld}", JWT_ALG_HS256, RVT_SECRET},
         {"{\"sub\":\"\",\"role\":\"author\",\"exp\":%ld}", JWT_ALG_HS256,
          RVT_SECRET},
@@ -487,8 +506,7 @@ static void bad_tokens_are_unauthenticated(void **state)
     tok = rvt_token("alice", "author", -300); /* past the leeway */
     call("GET", "/v1/documents/1", tok, NULL, 401, "UNAUTHENTICATED");
     free(tok);
-    call("GET", "/v1/documents/1", "not.a.jwt", NULL, 401,
-         "UNAUTHENTICATED");
+    call("GET", "/v1/documents/1", "not.a.jwt", NULL, 401, "UNAUTHENTICATED");
     for (i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
         snprintf(claims, sizeof(claims), cases[i].claims, later);
         tok = forge(claims, cases[i].alg, cases[i].key);
@@ -504,8 +522,7 @@ static void bad_tokens_are_unauthenticated(void **state)
     rvt_resp_free(&r);
 }
 
-static void edits_bump_the_version_only_for_the_owner_in_draft(
-    void **state)
+static void edits_bump_the_version_only_for_the_owner_in_draft(void **state)
 {
     char id[24], path[128];
     rvt_resp r;
@@ -519,8 +536,7 @@ static void edits_bump_the_version_only_for_the_owner_in_draft(
               "version 2 after one edit");
     TK_EXPECT(strcmp(rvt_field(&r, "title"), "Edited") == 0, "new title");
     rvt_resp_free(&r);
-    rvt_call(PORT, "PUT", path, alice, "{\"content\":\"New text\"}", NULL,
-             &r);
+    rvt_call(PORT, "PUT", path, alice, "{\"content\":\"New text\"}", NULL, &r);
     expect(&r, 200, NULL, "the owner edits the content");
     TK_EXPECT(json_integer_value(json_object_get(r.json, "version")) == 3
                   && strcmp(rvt_field(&r, "preview"), "New text") == 0,
@@ -536,8 +552,7 @@ static void edits_bump_the_version_only_for_the_owner_in_draft(
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", id);
     call("POST", path, alice, NULL, 201, NULL);
     snprintf(path, sizeof(path), "/v1/documents/%s", id);
-    call("PUT", path, alice, "{\"title\":\"Too late\"}", 409,
-         "INVALID_STATE");
+    call("PUT", path, alice, "{\"title\":\"Too late\"}", 409, "INVALID_STATE");
 }
 
 static void submit_creates_one_pending_review(void **state)
@@ -557,25 +572,27 @@ static void submit_creates_one_pending_review(void **state)
     rid = rvt_field(&r, "review.id");
     TK_EXPECT(is_id(rid), "the review id is a decimal string");
     TK_EXPECT(strcmp(rvt_field(&r, "document.status"), "pending_review") == 0
-                  && strcmp(rvt_field(&r, "document.current_review_id"),
-                            rid) == 0,
+                  && strcmp(rvt_field(&r, "document.current_review_id"), rid)
+                         == 0,
               "the document is pending_review with this review");
     TK_EXPECT(strcmp(rvt_field(&r, "review.status"), "pending") == 0
                   && strcmp(rvt_field(&r, "review.document_id"), id) == 0
                   && strcmp(rvt_field(&r, "review.submitted_by"), "alice")
                          == 0,
               "a pending review of this document by alice");
-    TK_EXPECT(json_is_null(json_object_get(
-                  json_object_get(r.json, "review"), "reviewer"))
-                  && json_is_null(json_object_get(
-                      json_object_get(r.json, "review"), "fence"))
-                  && json_is_null(json_object_get(
-                      json_object_get(r.json, "review"), "decided_at"))
-                  && json_is_null(json_object_get(
-                      json_object_get(r.json, "review"), "comment")),
-              "reviewer, comment, fence and decided_at are null");
-    TK_EXPECT(json_integer_value(json_object_get(
-                  json_object_get(r.json, "review"), "document_version"))
+    TK_EXPECT(
+        json_is_null(
+            json_object_get(json_object_get(r.json, "review"), "reviewer"))
+            && json_is_null(
+                json_object_get(json_object_get(r.json, "review"), "fence"))
+            && json_is_null(json_object_get(json_object_get(r.json, "review"),
+                                            "decided_at"))
+            && json_is_null(
+                json_object_get(json_object_get(r.json, "review"), "comment")),
+        "reviewer, comment, fence and decided_at are null");
+    TK_EXPECT(json_integer_value(
+                  json_object_get(json_object_get(r.json, "review"),
+                                  "document_version"))
                   == 1,
               "the review is of version 1");
     rvt_resp_free(&r);
@@ -591,22 +608,22 @@ static void approve_decides_once_with_a_fence(void **state)
     (void)state;
     assert_int_equal(rvt_create_pending(PORT, alice, id, rid), 0);
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
-    call("POST", path, alice, NULL, 403, "FORBIDDEN");  /* an author */
+    call("POST", path, alice, NULL, 403, "FORBIDDEN"); /* an author */
     call("POST", path, bob, "{\"comment\":5}", 400, "INVALID_ARGUMENT");
     call("POST", path, bob, "{\"verdict\":\"ok\"}", 400, "INVALID_ARGUMENT");
     rvt_call(PORT, "POST", path, bob, "{\"comment\":\"Looks good\"}", NULL,
              &r);
     expect(&r, 200, NULL, "approve");
     fence = rvt_field(&r, "review.fence");
-    TK_EXPECT(is_id(fence), "the fence is a decimal string (Redis is up), "
-              "got %s", fence != NULL ? fence : "null");
+    TK_EXPECT(is_id(fence),
+              "the fence is a decimal string (Redis is up), "
+              "got %s",
+              fence != NULL ? fence : "null");
     TK_EXPECT(strcmp(rvt_field(&r, "review.status"), "approved") == 0
-                  && strcmp(rvt_field(&r, "document.status"), "approved")
-                         == 0,
+                  && strcmp(rvt_field(&r, "document.status"), "approved") == 0,
               "review and document are approved");
     TK_EXPECT(strcmp(rvt_field(&r, "review.reviewer"), "bob") == 0
-                  && strcmp(rvt_field(&r, "review.comment"), "Looks good")
-                         == 0
+                  && strcmp(rvt_field(&r, "review.comment"), "Looks good") == 0
                   && is_timestamp(rvt_field(&r, "review.decided_at")),
               "reviewer, comment and decided_at are set");
     rvt_resp_free(&r);
@@ -653,8 +670,7 @@ static void comments_are_limited_to_2000_characters(void **state)
     call("POST", path, bob, body, 200, NULL);
 }
 
-static void reject_needs_a_comment_and_allows_edit_and_resubmit(
-    void **state)
+static void reject_needs_a_comment_and_allows_edit_and_resubmit(void **state)
 {
     char id[24], rid[24], path[128];
     rvt_resp r;
@@ -666,12 +682,11 @@ static void reject_needs_a_comment_and_allows_edit_and_resubmit(
     call("POST", path, bob, "{}", 400, "INVALID_ARGUMENT");
     call("POST", path, bob, "{\"comment\":\"\"}", 400, "INVALID_ARGUMENT");
     call("POST", path, bob, "{\"comment\":null}", 400, "INVALID_ARGUMENT");
-    rvt_call(PORT, "POST", path, bob, "{\"comment\":\"Needs sources\"}",
-             NULL, &r);
+    rvt_call(PORT, "POST", path, bob, "{\"comment\":\"Needs sources\"}", NULL,
+             &r);
     expect(&r, 200, NULL, "reject");
     TK_EXPECT(strcmp(rvt_field(&r, "review.status"), "rejected") == 0
-                  && strcmp(rvt_field(&r, "document.status"), "rejected")
-                         == 0,
+                  && strcmp(rvt_field(&r, "document.status"), "rejected") == 0,
               "review and document are rejected");
     rvt_resp_free(&r);
     snprintf(path, sizeof(path), "/v1/documents/%s", id);
@@ -685,9 +700,10 @@ static void reject_needs_a_comment_and_allows_edit_and_resubmit(
     rvt_call(PORT, "POST", path, alice, NULL, NULL, &r);
     expect(&r, 201, NULL, "resubmit");
     TK_EXPECT(strcmp(rvt_field(&r, "review.id"), rid) != 0
-                  && json_integer_value(json_object_get(
-                         json_object_get(r.json, "review"),
-                         "document_version")) == 2,
+                  && json_integer_value(
+                         json_object_get(json_object_get(r.json, "review"),
+                                         "document_version"))
+                         == 2,
               "a new review of version 2");
     rvt_resp_free(&r);
 }
@@ -719,27 +735,32 @@ static void reviews_are_listed_by_id_with_a_next_cursor(void **state)
     int i;
 
     (void)state;
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 3; i++)
         assert_int_equal(rvt_create_pending(PORT, dave, id, rid[i]), 0);
-    }
     call("GET", "/v1/reviews", alice, NULL, 403, "FORBIDDEN");
-    snprintf(path, sizeof(path), "/v1/reviews?status=pending&limit=2&"
-             "after=%lld", atoll(rid[0]) - 1);
+    snprintf(path, sizeof(path),
+             "/v1/reviews?status=pending&limit=2&"
+             "after=%lld",
+             atoll(rid[0]) - 1);
     rvt_call(PORT, "GET", path, bob, NULL, NULL, &r);
     expect(&r, 200, NULL, "the first page");
     TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 2,
               "two items");
-    TK_EXPECT(strcmp(json_string_value(json_object_get(json_array_get(
-                         json_object_get(r.json, "items"), 0), "id")),
-                     rid[0]) == 0,
+    TK_EXPECT(strcmp(json_string_value(json_object_get(
+                         json_array_get(json_object_get(r.json, "items"), 0),
+                         "id")),
+                     rid[0])
+                  == 0,
               "ordered by id from the cursor");
     TK_EXPECT(rvt_field(&r, "next") != NULL
                   && strcmp(rvt_field(&r, "next"), rid[1]) == 0,
               "next is the last item's id");
     snprintf(next, sizeof(next), "%s", rvt_field(&r, "next"));
     rvt_resp_free(&r);
-    snprintf(path, sizeof(path), "/v1/reviews?status=pending&limit=2&"
-             "after=%s", next);
+    snprintf(path, sizeof(path),
+             "/v1/reviews?status=pending&limit=2&"
+             "after=%s",
+             next);
     rvt_call(PORT, "GET", path, root, NULL, NULL, &r);
     expect(&r, 200, NULL, "the second page");
     TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 1
@@ -749,22 +770,27 @@ static void reviews_are_listed_by_id_with_a_next_cursor(void **state)
     rvt_call(PORT, "GET", "/v1/reviews", bob, NULL, NULL, &r);
     expect(&r, 200, NULL, "defaults");
     rvt_resp_free(&r);
-    static const char *const bad[] = {
-        "/v1/reviews?limit=0", "/v1/reviews?limit=201",
-        "/v1/reviews?limit=abc", "/v1/reviews?limit=", "/v1/reviews?limit=-1",
-        "/v1/reviews?status=done", "/v1/reviews?after=0",
-        "/v1/reviews?after=x", "/v1/reviews?sort=id",
-        "/v1/reviews?limit=1&limit=2", NULL};
-    for (i = 0; bad[i] != NULL; i++) {
+    static const char *const bad[] = {"/v1/reviews?limit=0",
+                                      "/v1/reviews?limit=201",
+                                      "/v1/reviews?limit=abc",
+                                      "/v1/reviews?limit=",
+                                      "/v1/reviews?limit=-1",
+                                      "/v1/reviews?status=done",
+                                      "/v1/reviews?after=0",
+                                      "/v1/reviews?after=x",
+                                      "/v1/reviews?sort=id",
+                                      "/v1/reviews?limit=1&limit=2",
+                                      NULL};
+    for (i = 0; bad[i] != NULL; i++)
         call("GET", bad[i], bob, NULL, 400, "INVALID_ARGUMENT");
-    }
 }
 
 /* Field key of item i of a list response, or "" when absent or null. */
 static const char *item_field(const rvt_resp *r, size_t i, const char *key)
 {
-    const char *v = json_string_value(json_object_get(
-        json_array_get(json_object_get(r->json, "items"), i), key));
+    const char *v = json_string_value(
+        json_object_get(json_array_get(json_object_get(r->json, "items"), i),
+                        key));
 
     return v != NULL ? v : "";
 }
@@ -777,12 +803,10 @@ static void documents_are_listed_by_author_a_page_at_a_time(void **state)
     int i;
 
     (void)state;
-    for (i = 0; i < 3; i++) {
-        assert_int_equal(rvt_create_doc(PORT, erin, "erin's", id[i]),
-                         0);
-    }
-    rvt_call(PORT, "GET", "/v1/documents?author=erin&limit=2", bob, NULL,
-             NULL, &r);
+    for (i = 0; i < 3; i++)
+        assert_int_equal(rvt_create_doc(PORT, erin, "erin's", id[i]), 0);
+    rvt_call(PORT, "GET", "/v1/documents?author=erin&limit=2", bob, NULL, NULL,
+             &r);
     expect(&r, 200, NULL, "the first page of erin's documents");
     TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 2
                   && strcmp(item_field(&r, 0, "id"), id[0]) == 0
@@ -804,12 +828,11 @@ static void documents_are_listed_by_author_a_page_at_a_time(void **state)
     call("GET", "/v1/documents?author=nobody-at-all", alice, NULL, 200, NULL);
     call("GET", "/v1/documents", root, NULL, 200, NULL);
     static const char *const bad[] = {
-        "/v1/documents?author=", "/v1/documents?limit=0",
-        "/v1/documents?status=draft", "/v1/documents?after=x",
+        "/v1/documents?author=",           "/v1/documents?limit=0",
+        "/v1/documents?status=draft",      "/v1/documents?after=x",
         "/v1/documents?author=a&author=b", NULL};
-    for (i = 0; bad[i] != NULL; i++) {
+    for (i = 0; bad[i] != NULL; i++)
         call("GET", bad[i], erin, NULL, 400, "INVALID_ARGUMENT");
-    }
     free(erin);
 }
 
@@ -830,8 +853,7 @@ static void a_documents_reviews_are_its_history_oldest_first(void **state)
     TK_EXPECT(json_array_size(json_object_get(r.json, "items")) == 2
                   && strcmp(item_field(&r, 0, "id"), rid) == 0
                   && strcmp(item_field(&r, 0, "status"), "rejected") == 0
-                  && strcmp(item_field(&r, 0, "comment"), "Needs sources")
-                         == 0
+                  && strcmp(item_field(&r, 0, "comment"), "Needs sources") == 0
                   && strcmp(item_field(&r, 0, "reviewer"), "bob") == 0
                   && item_field(&r, 0, "fence")[0] != '\0'
                   && strcmp(item_field(&r, 1, "status"), "pending") == 0
@@ -841,8 +863,7 @@ static void a_documents_reviews_are_its_history_oldest_first(void **state)
     rvt_resp_free(&r);
     call("GET", "/v1/documents/9223372036854775807/reviews", bob, NULL, 404,
          "NOT_FOUND");
-    call("GET", "/v1/documents/0/reviews", bob, NULL, 400,
-         "INVALID_ARGUMENT");
+    call("GET", "/v1/documents/0/reviews", bob, NULL, 400, "INVALID_ARGUMENT");
     snprintf(path, sizeof(path), "/v1/documents/%s/reviews?status=pending",
              id);
     call("GET", path, bob, NULL, 400, "INVALID_ARGUMENT");
@@ -879,7 +900,8 @@ static void an_idempotent_retry_replays_the_first_response(void **state)
     expect(&b, 201, NULL, "the retry");
     TK_EXPECT(a.body != NULL && b.body != NULL && strcmp(a.body, b.body) == 0,
               "the retry gets the same body");
-    snprintf(count_sql, sizeof(count_sql), "SELECT count(*) FROM kh_document"
+    snprintf(count_sql, sizeof(count_sql),
+             "SELECT count(*) FROM kh_document"
              " WHERE title = 'once'");
     TK_EXPECT(rvt_sql_int(&db, count_sql) == 1, "one document was created");
     snprintf(id, sizeof(id), "%s", rvt_field(&a, "id"));
@@ -902,8 +924,10 @@ static void an_idempotent_retry_replays_the_first_response(void **state)
     TK_EXPECT(strcmp(a.body, b.body) == 0, "the same submit body");
     rvt_resp_free(&a);
     rvt_resp_free(&b);
-    snprintf(count_sql, sizeof(count_sql), "SELECT count(*) FROM "
-             "kh_document_review WHERE document_id = %s", id);
+    snprintf(count_sql, sizeof(count_sql),
+             "SELECT count(*) FROM "
+             "kh_document_review WHERE document_id = %s",
+             id);
     TK_EXPECT(rvt_sql_int(&db, count_sql) == 1, "one review");
 }
 
@@ -916,11 +940,9 @@ static void an_idempotent_decision_replays_and_refusals_replay_too(
     (void)state;
     assert_int_equal(rvt_create_pending(PORT, alice, id, rid), 0);
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
-    rvt_call(PORT, "POST", path, bob, "{\"comment\":\"ok\"}", "k-approve",
-             &a);
+    rvt_call(PORT, "POST", path, bob, "{\"comment\":\"ok\"}", "k-approve", &a);
     expect(&a, 200, NULL, "approve with a key");
-    rvt_call(PORT, "POST", path, bob, "{\"comment\":\"ok\"}", "k-approve",
-             &b);
+    rvt_call(PORT, "POST", path, bob, "{\"comment\":\"ok\"}", "k-approve", &b);
     expect(&b, 200, NULL, "its retry is replayed, not refused");
     TK_EXPECT(strcmp(a.body, b.body) == 0, "the same decision body");
     rvt_resp_free(&a);
@@ -986,11 +1008,14 @@ static void health_endpoints_answer_without_a_token(void **state)
                   && strncmp(ct, "text/plain", 10) == 0,
               "Prometheus text format");
     TK_EXPECT(strstr(r.body, "reviewd_http_requests_total{route=\"/healthz\","
-                     "method=\"GET\",status=\"200\"}") != NULL
+                             "method=\"GET\",status=\"200\"}")
+                      != NULL
                   && strstr(r.body, "reviewd_http_request_duration_seconds_"
-                            "bucket{") != NULL
+                                    "bucket{")
+                         != NULL
                   && strstr(r.body, "reviewd_lock_acquire_total{outcome="
-                            "\"ok\"}") != NULL
+                                    "\"ok\"}")
+                         != NULL
                   && strstr(r.body, "reviewd_redis_breaker_open 0") != NULL
                   && strstr(r.body, "reviewd_pg_connections_in_use") != NULL,
               "request counts, latency, lock outcomes, breaker, pool");
@@ -1012,14 +1037,16 @@ static void the_console_is_served_with_its_csp_and_an_etag(void **state)
 
     (void)state;
     rvt_http(PORT, "GET", "/", NULL, NULL, 0, &r);
-    TK_EXPECT(r.status == 200 && strstr(r.body, "<script type=\"module\" "
-                                        "src=\"app.js\">") != NULL,
+    TK_EXPECT(r.status == 200
+                  && strstr(r.body, "<script type=\"module\" "
+                                    "src=\"app.js\">")
+                         != NULL,
               "GET / is the console's page, got %d", r.status);
     TK_EXPECT(rvt_header(&r, "Content-Type", type, sizeof(type)) != NULL
                   && strcmp(type, "text/html; charset=utf-8") == 0,
               "the page is HTML");
     TK_EXPECT(rvt_header(&r, "Content-Security-Policy", csp, sizeof(csp))
-                  != NULL
+                      != NULL
                   && strstr(csp, "script-src 'self';") != NULL
                   && strstr(csp, "unsafe-inline") == NULL,
               "a CSP without inline script: %s", csp);
@@ -1033,8 +1060,8 @@ static void the_console_is_served_with_its_csp_and_an_etag(void **state)
               "a known ETag revalidates to 304, got %d", r.status);
     rvt_resp_free(&r);
     rvt_http(PORT, "GET", "/app.js", changed, NULL, 0, &r);
-    TK_EXPECT(r.status == 200 && rvt_header(&r, "Content-Type", type,
-                                            sizeof(type)) != NULL
+    TK_EXPECT(r.status == 200
+                  && rvt_header(&r, "Content-Type", type, sizeof(type)) != NULL
                   && strcmp(type, "text/javascript; charset=utf-8") == 0,
               "a changed ETag gets the script, as JavaScript");
     rvt_resp_free(&r);
@@ -1064,8 +1091,10 @@ static void request_ids_are_echoed_or_made(void **state)
               "the given X-Request-Id is echoed");
     rvt_resp_free(&r);
     rvt_call(PORT, "GET", "/nowhere", NULL, NULL, NULL, &r);
-    regcomp(&re, "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
-            "[0-9a-f]{12}$", REG_EXTENDED | REG_NOSUB);
+    regcomp(&re,
+            "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
+            "[0-9a-f]{12}$",
+            REG_EXTENDED | REG_NOSUB);
     TK_EXPECT(rvt_header(&r, "X-Request-Id", got, sizeof(got)) != NULL
                   && regexec(&re, got, 0, NULL, 0) == 0,
               "a request without one gets a UUID, also on errors");
@@ -1087,8 +1116,7 @@ int main(void)
         cmocka_unit_test(wrong_fields_are_invalid_argument),
         cmocka_unit_test(titles_count_characters_not_bytes),
         cmocka_unit_test(preview_is_the_first_200_characters),
-        cmocka_unit_test(
-            get_returns_the_document_and_its_content_on_request),
+        cmocka_unit_test(get_returns_the_document_and_its_content_on_request),
         cmocka_unit_test(
             malformed_ids_are_invalid_argument_and_absent_ones_not_found),
         cmocka_unit_test(unknown_paths_are_not_found),
@@ -1101,8 +1129,7 @@ int main(void)
         cmocka_unit_test(approve_decides_once_with_a_fence),
         cmocka_unit_test(approve_without_a_comment_stores_null),
         cmocka_unit_test(comments_are_limited_to_2000_characters),
-        cmocka_unit_test(
-            reject_needs_a_comment_and_allows_edit_and_resubmit),
+        cmocka_unit_test(reject_needs_a_comment_and_allows_edit_and_resubmit),
         cmocka_unit_test(nobody_decides_a_review_of_their_own_document),
         cmocka_unit_test(reviews_are_listed_by_id_with_a_next_cursor),
         cmocka_unit_test(documents_are_listed_by_author_a_page_at_a_time),

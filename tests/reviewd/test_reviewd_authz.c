@@ -51,9 +51,8 @@ static int setup(void **state)
     (void)state;
     redis_url = testkit_shared_redis();
     if (redis_url == NULL
-        || rvt_fixture_start(&db, &srv, "authz", redis_url, env, 1) != 0) {
+        || rvt_fixture_start(&db, &srv, "authz", redis_url, env, 1) != 0)
         return -1;
-    }
     alice = rvt_token("alice", "author", 3600);
     mallory = rvt_token("mallory", "author", 3600);
     bob = rvt_token("bob", "reviewer", 3600);
@@ -134,8 +133,7 @@ static int owner_round(const char *doc_path, char *why, size_t whylen)
     snprintf(path, sizeof(path), "/v1/reviews/%s/reject",
              rvt_field(&r, "review.id"));
     rvt_resp_free(&r);
-    rvt_call(srv.port, "POST", path, bob, "{\"comment\":\"again\"}", NULL,
-             &r);
+    rvt_call(srv.port, "POST", path, bob, "{\"comment\":\"again\"}", NULL, &r);
     if (r.status != 200) {
         snprintf(why, whylen, "reject %d %.120s", r.status,
                  r.body != NULL ? r.body : "");
@@ -157,27 +155,24 @@ static void attackers_never_hold_the_owners_submit_lock(void **state)
     memset(&a, 0, sizeof(a));
     pthread_mutex_init(&a.mu, NULL);
     snprintf(a.path, sizeof(a.path), "/v1/documents/%s/submit", doc);
-    for (int i = 0; i < ATTACKERS; i++) {
+    for (int i = 0; i < ATTACKERS; i++)
         assert_int_equal(pthread_create(&t[i], NULL, attacker_main, &a), 0);
-    }
-    for (int i = 0; i < ROUNDS; i++) {
-        if (owner_round(a.path, why, sizeof(why)) == 201) {
+    for (int i = 0; i < ROUNDS; i++)
+        if (owner_round(a.path, why, sizeof(why)) == 201)
             ok++;
-        } else {
+        else
             fprintf(stderr, "round %d: %s\n", i, why);
-        }
-    }
     atomic_store(&a.stop, 1);
-    for (int i = 0; i < ATTACKERS; i++) {
+    for (int i = 0; i < ATTACKERS; i++)
         pthread_join(t[i], NULL);
-    }
-    TK_EXPECT(ok == ROUNDS, "the owner's submit succeeded %d times in %d "
-              "under %d attackers (last failure: %s)", ok, ROUNDS, ATTACKERS,
-              why);
+    TK_EXPECT(ok == ROUNDS,
+              "the owner's submit succeeded %d times in %d "
+              "under %d attackers (last failure: %s)",
+              ok, ROUNDS, ATTACKERS, why);
     TK_EXPECT(atomic_load(&a.other) == 0 && atomic_load(&a.forbidden) > 0,
               "the attackers got 403 %d times and something else %d times "
-              "(first: %s)", atomic_load(&a.forbidden),
-              atomic_load(&a.other), a.first_other);
+              "(first: %s)",
+              atomic_load(&a.forbidden), atomic_load(&a.other), a.first_other);
     pthread_mutex_destroy(&a.mu);
 }
 
@@ -195,7 +190,8 @@ static void a_held_redis_lock_still_answers_strangers_403(void **state)
                                       TOKEN_BY_HAND));
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
     rvt_call(srv.port, "POST", path, mallory, NULL, NULL, &r);
-    expect_status(&r, 403, "FORBIDDEN", "a stranger's submit while the "
+    expect_status(&r, 403, "FORBIDDEN",
+                  "a stranger's submit while the "
                   "submit lock is held");
     rvt_resp_free(&r);
     testkit_forget_lock(redis_url, key);
@@ -210,13 +206,15 @@ static void a_held_redis_lock_still_answers_strangers_403(void **state)
 
         snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
         rvt_call(srv.port, "POST", path, alice_admin, NULL, NULL, &r);
-        expect_status(&r, 403, "FORBIDDEN", "the author's own approve while "
+        expect_status(&r, 403, "FORBIDDEN",
+                      "the author's own approve while "
                       "the review lock is held");
         rvt_resp_free(&r);
         free(alice_admin);
     }
     rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
-    expect_status(&r, 409, "LOCK_BUSY", "a reviewer who may decide, while "
+    expect_status(&r, 409, "LOCK_BUSY",
+                  "a reviewer who may decide, while "
                   "the lock is held");
     rvt_resp_free(&r);
     testkit_forget_lock(redis_url, key);
@@ -237,22 +235,25 @@ static void a_locked_row_still_answers_strangers_403_at_once(void **state)
     assert_int_equal(rvt_create_doc(srv.port, alice, "locked", doc), 0);
     /* The test's own connection holds the row, as a long submit or edit
      * of the owner would. */
-    snprintf(sql, sizeof(sql), "BEGIN; SELECT id FROM kh_document WHERE id "
-             "= %s FOR UPDATE", doc);
+    snprintf(sql, sizeof(sql),
+             "BEGIN; SELECT id FROM kh_document WHERE id "
+             "= %s FOR UPDATE",
+             doc);
     assert_int_equal(rvt_sql(&db, sql, NULL, 0), 0);
     snprintf(path, sizeof(path), "/v1/documents/%s", doc);
     t0 = testkit_now_ms();
-    rvt_call(srv.port, "PUT", path, mallory, "{\"title\":\"mine\"}", NULL,
-             &r);
+    rvt_call(srv.port, "PUT", path, mallory, "{\"title\":\"mine\"}", NULL, &r);
     expect_status(&r, 403, "FORBIDDEN", "a stranger's edit of a locked row");
     rvt_resp_free(&r);
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
     rvt_call(srv.port, "POST", path, mallory, NULL, NULL, &r);
-    expect_status(&r, 403, "FORBIDDEN", "a stranger's submit of a locked "
+    expect_status(&r, 403, "FORBIDDEN",
+                  "a stranger's submit of a locked "
                   "row");
     rvt_resp_free(&r);
     /* Under the 3 s statement timeout a wait on the row lock shows. */
-    TK_EXPECT(testkit_now_ms() - t0 < 2500, "both answered without waiting "
+    TK_EXPECT(testkit_now_ms() - t0 < 2500,
+              "both answered without waiting "
               "for the row lock (took %lld ms)",
               (long long)(testkit_now_ms() - t0));
     assert_int_equal(rvt_sql(&db, "ROLLBACK", NULL, 0), 0);

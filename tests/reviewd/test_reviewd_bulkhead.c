@@ -93,8 +93,8 @@ typedef struct client {
     atomic_int *started;  /* clients that have begun their first call */
     atomic_int *answered; /* calls answered, all clients */
     int calls;
-    int unavailable;      /* 503 with the expected code */
-    char other[96];       /* the first other answer, for the message */
+    int unavailable; /* 503 with the expected code */
+    char other[96];  /* the first other answer, for the message */
     const char *want_code;
     int64_t ms[MAX_CALLS];
 } client;
@@ -109,9 +109,8 @@ static void *client_run(void *arg)
         rvt_resp r;
         const char *code;
 
-        if (rvt_call(c->port, "GET", c->path, alice, NULL, NULL, &r) != 0) {
+        if (rvt_call(c->port, "GET", c->path, alice, NULL, NULL, &r) != 0)
             r.status = 0;
-        }
         c->ms[c->calls++] = testkit_now_ms() - t0;
         atomic_fetch_add(c->answered, 1);
         code = r.status != 0 ? rvt_field(&r, "code") : NULL;
@@ -157,8 +156,7 @@ static int64_t healthz_ms(int port)
     rvt_resp r;
     int ok;
 
-    ok = rvt_http_raw(port, req, sizeof(req) - 1, HEALTHZ_GIVE_UP_MS, &r)
-             == 0
+    ok = rvt_http_raw(port, req, sizeof(req) - 1, HEALTHZ_GIVE_UP_MS, &r) == 0
          && r.status == 200;
     rvt_resp_free(&r);
     return ok ? testkit_now_ms() - t0 : -1;
@@ -166,11 +164,11 @@ static int64_t healthz_ms(int port)
 
 typedef struct outage {
     int port;
-    const char *busy_path;    /* what the clients ask */
-    const char *busy_code;    /* the 503's code they must get */
-    const char *side_path;    /* sampled too, NULL: none */
-    int side_status;          /* what it must answer */
-    int64_t side_max_ms;      /* and within */
+    const char *busy_path; /* what the clients ask */
+    const char *busy_code; /* the 503's code they must get */
+    const char *side_path; /* sampled too, NULL: none */
+    int side_status;       /* what it must answer */
+    int64_t side_max_ms;   /* and within */
 } outage;
 
 /* Runs the clients against the dead dependency and samples /healthz (and
@@ -195,7 +193,8 @@ static void survive_outage(const outage *o)
         clients[i].started = &started;
         clients[i].answered = &answered;
         assert_int_equal(pthread_create(&clients[i].thread, NULL, client_run,
-                                        &clients[i]), 0);
+                                        &clients[i]),
+                         0);
     }
     /* Sampling starts as soon as every client has begun: the first calls
      * are still waiting out their budget, which is when a pool without
@@ -219,10 +218,9 @@ static void survive_outage(const outage *o)
             int64_t took;
             rvt_resp r;
 
-            if (rvt_call(o->port, "GET", o->side_path, alice, NULL, NULL,
-                         &r) != 0) {
+            if (rvt_call(o->port, "GET", o->side_path, alice, NULL, NULL, &r)
+                != 0)
                 r.status = 0;
-            }
             took = testkit_now_ms() - t0;
             side_worst = took > side_worst ? took : side_worst;
             if (r.status != o->side_status && side_bad[0] == '\0') {
@@ -242,9 +240,10 @@ static void survive_outage(const outage *o)
                (size_t)clients[i].calls * sizeof(int64_t));
         nall += clients[i].calls;
     }
-    fprintf(stderr, "# healthz: %d samples, worst %lld ms; %s worst %lld "
-            "ms; clients: %d calls, %d x 503 %s, median %lld ms\n", n,
-            (long long)worst, o->side_path != NULL ? o->side_path : "-",
+    fprintf(stderr,
+            "# healthz: %d samples, worst %lld ms; %s worst %lld "
+            "ms; clients: %d calls, %d x 503 %s, median %lld ms\n",
+            n, (long long)worst, o->side_path != NULL ? o->side_path : "-",
             (long long)side_worst, calls, unavailable, o->busy_code,
             (long long)median(all, nall));
     for (i = 0; i < n; i++) {
@@ -270,15 +269,15 @@ static void survive_outage(const outage *o)
     }
     for (i = 0; i < CLIENTS; i++) {
         if (clients[i].other[0] != '\0') {
-            fail_msg("client %d got %s, want only 503 %s", i,
-                     clients[i].other, o->busy_code);
+            fail_msg("client %d got %s, want only 503 %s", i, clients[i].other,
+                     o->busy_code);
         }
     }
     assert_true(unavailable >= CLIENTS);
     if (median(all, nall) >= FAST_503_MEDIAN_MS) {
         fail_msg("the 503s took %lld ms (median), want under %d: no "
-                 "breaker?", (long long)median(all, nall),
-                 FAST_503_MEDIAN_MS);
+                 "breaker?",
+                 (long long)median(all, nall), FAST_503_MEDIAN_MS);
     }
 }
 
@@ -310,9 +309,8 @@ static long long metric(int port, const char *name)
     snprintf(key, sizeof(key), "\n%s ", name);
     if (rvt_call(port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
         && r.status == 200 && r.body != NULL
-        && (p = strstr(r.body, key)) != NULL) {
+        && (p = strstr(r.body, key)) != NULL)
         v = strtoll(p + strlen(key), NULL, 10);
-    }
     rvt_resp_free(&r);
     return v;
 }
@@ -358,8 +356,9 @@ static void mongo_dead_costs_only_the_text(void **state)
     /* No timeouts in the URL: reviewd's own, cut from its budget. */
     snprintf(url_env, sizeof(url_env), "MONGO_URL=mongodb://127.0.0.1:%d/%s",
              proxy->port, mongo_db);
-    assert_int_equal(rvt_fixture_start(&db, &srv, "bulkhead_mongo",
-                                       redis_url, env, 1), 0);
+    assert_int_equal(rvt_fixture_start(&db, &srv, "bulkhead_mongo", redis_url,
+                                       env, 1),
+                     0);
     assert_int_equal(create_doc(srv.port, id, sizeof(id)), 0);
     snprintf(with, sizeof(with), "/v1/documents/%s?include=content", id);
     snprintf(without, sizeof(without), "/v1/documents/%s", id);
@@ -371,8 +370,8 @@ static void mongo_dead_costs_only_the_text(void **state)
 
     assert_int_equal(testkit_proxy_ctl(proxy, "pause"), 0);
     {
-        const outage o = {srv.port, with, "CONTENT_UNAVAILABLE", without, 200,
-                          1500};
+        const outage o = {srv.port, with, "CONTENT_UNAVAILABLE",
+                          without,  200,  1500};
 
         survive_outage(&o);
     }
@@ -404,13 +403,11 @@ static int pg_target(const char *url, char *out, size_t outlen)
         PQfreemem(err);
         return -1;
     }
-    for (o = opts; o->keyword != NULL; o++) {
-        if (o->val != NULL && strcmp(o->keyword, "host") == 0) {
+    for (o = opts; o->keyword != NULL; o++)
+        if (o->val != NULL && strcmp(o->keyword, "host") == 0)
             host = o->val;
-        } else if (o->val != NULL && strcmp(o->keyword, "port") == 0) {
+        else if (o->val != NULL && strcmp(o->keyword, "port") == 0)
             port = o->val;
-        }
-    }
     snprintf(out, outlen, "%s:%s", host, port);
     PQconninfoFree(opts);
     return out[0] == '/' ? -1 : 0;
@@ -422,7 +419,8 @@ static int readyz_ms(int port, int *status)
     rvt_resp r;
 
     *status = rvt_call(port, "GET", "/readyz", NULL, NULL, NULL, &r) == 0
-                  ? r.status : 0;
+                  ? r.status
+                  : 0;
     rvt_resp_free(&r);
     return (int)(testkit_now_ms() - t0);
 }
@@ -447,7 +445,8 @@ static void postgres_dead_costs_only_its_callers(void **state)
     snprintf(via.url, sizeof(via.url), "%.*s host=127.0.0.1 port=%d",
              (int)sizeof(via.url) - 40, db.url, proxy->port);
     assert_int_equal(rvt_server_start(&srv, &via, redis_url, env,
-                                      "reviewd_bulkhead_pg"), 0);
+                                      "reviewd_bulkhead_pg"),
+                     0);
     assert_int_equal(rvt_db_offset_ids(&db), 0); /* reviewd migrated it */
     assert_int_equal(create_doc(srv.port, id, sizeof(id)), 0);
     snprintf(path, sizeof(path), "/v1/documents/%s", id);

@@ -41,9 +41,8 @@ static char *alice;
 static int setup(void **state)
 {
     (void)state;
-    if (rvt_fixture_start(&db, &srv, "consistency", NULL, NULL, 1) != 0) {
+    if (rvt_fixture_start(&db, &srv, "consistency", NULL, NULL, 1) != 0)
         return -1;
-    }
     alice = rvt_token("alice", "author", 3600);
     return 0;
 }
@@ -69,8 +68,8 @@ typedef struct reads {
     char path[128];
     atomic_int stop;
     atomic_int reads;
-    atomic_int mixed;   /* text of another version than the row's */
-    atomic_int failed;  /* not a 200 */
+    atomic_int mixed;  /* text of another version than the row's */
+    atomic_int failed; /* not a 200 */
     char example[200];
     pthread_mutex_t mu;
 } reads;
@@ -114,8 +113,7 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-static void include_content_reads_one_version_under_an_edit_storm(
-    void **state)
+static void include_content_reads_one_version_under_an_edit_storm(void **state)
 {
     char doc[24], path[128], body[64];
     pthread_t t[READERS];
@@ -131,11 +129,9 @@ static void include_content_reads_one_version_under_an_edit_storm(
     rvt_resp_free(&r);
     memset(&s, 0, sizeof(s));
     pthread_mutex_init(&s.mu, NULL);
-    snprintf(s.path, sizeof(s.path), "/v1/documents/%s?include=content",
-             doc);
-    for (int i = 0; i < READERS; i++) {
+    snprintf(s.path, sizeof(s.path), "/v1/documents/%s?include=content", doc);
+    for (int i = 0; i < READERS; i++)
         assert_int_equal(pthread_create(&t[i], NULL, reader_main, &s), 0);
-    }
     snprintf(path, sizeof(path), "/v1/documents/%s", doc);
     for (int v = 2; v <= EDITS + 1; v++) {
         snprintf(body, sizeof(body), "{\"content\":\"v%d\"}", v);
@@ -144,11 +140,9 @@ static void include_content_reads_one_version_under_an_edit_storm(
         rvt_resp_free(&r);
     }
     atomic_store(&s.stop, 1);
-    for (int i = 0; i < READERS; i++) {
+    for (int i = 0; i < READERS; i++)
         pthread_join(t[i], NULL);
-    }
-    TK_EXPECT(edits == EDITS, "every edit succeeded (%d of %d)", edits,
-              EDITS);
+    TK_EXPECT(edits == EDITS, "every edit succeeded (%d of %d)", edits, EDITS);
     TK_EXPECT(atomic_load(&s.reads) >= 100, "the readers read %d times",
               atomic_load(&s.reads));
     TK_EXPECT(atomic_load(&s.mixed) == 0 && atomic_load(&s.failed) == 0,
@@ -170,15 +164,17 @@ static void old_key_space_collisions_do_not_refuse_a_keyed_post(void **state)
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
     /* The key the old scheme gave this request's scope, held by another
      * session: what a colliding user key, or the relay, would hold. */
-    snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock(1263028548, "
+    snprintf(sql, sizeof(sql),
+             "SELECT pg_advisory_lock(1263028548, "
              "hashtext('alice' || chr(10) || 'POST' || chr(10) || '%s' || "
-             "chr(10) || 'space-key'))", path);
+             "chr(10) || 'space-key'))",
+             path);
     assert_int_equal(rvt_sql(&db, sql, NULL, 0), 0);
     rvt_call(srv.port, "POST", path, alice, NULL, "space-key", &r);
     expect_status(&r, 201, "a keyed submit whose old 32-bit key is held");
     rvt_resp_free(&r);
-    assert_int_equal(rvt_sql(&db, "SELECT pg_advisory_unlock_all()", NULL,
-                             0), 0);
+    assert_int_equal(rvt_sql(&db, "SELECT pg_advisory_unlock_all()", NULL, 0),
+                     0);
 }
 
 /* ---- token times on the wire --------------------------------------------- */
@@ -193,9 +189,9 @@ static char *token_with_times(const char *times)
              "{\"sub\":\"alice\",\"role\":\"author\",%s}", times);
     if (jwt_new(&jwt) == 0 && jwt_add_grants_json(jwt, claims) == 0
         && jwt_set_alg(jwt, JWT_ALG_HS256, (const unsigned char *)RVT_SECRET,
-                       (int)strlen(RVT_SECRET)) == 0) {
+                       (int)strlen(RVT_SECRET))
+               == 0)
         tok = jwt_encode_str(jwt);
-    }
     jwt_free(jwt);
     return tok;
 }

@@ -52,16 +52,19 @@ static char *reviewer;
 
 static int setup(void **state)
 {
-    const char *const env[] = {
-        "REVIEWD_THREADS=2", "REVIEWD_MAX_CONNECTIONS=10",
-        "REVIEWD_MAX_CONNECTIONS_PER_IP=8", "REVIEWD_HEADER_TIMEOUT_S=2",
-        "REVIEWD_BODY_TIMEOUT_S=2", "REVIEWD_CONNECTION_TIMEOUT_S=30",
-        "REVIEWD_BODY_BUFFER_MB=1", "REVIEWD_LOG_FILE=@log", NULL};
+    const char *const env[] = {"REVIEWD_THREADS=2",
+                               "REVIEWD_MAX_CONNECTIONS=10",
+                               "REVIEWD_MAX_CONNECTIONS_PER_IP=8",
+                               "REVIEWD_HEADER_TIMEOUT_S=2",
+                               "REVIEWD_BODY_TIMEOUT_S=2",
+                               "REVIEWD_CONNECTION_TIMEOUT_S=30",
+                               "REVIEWD_BODY_BUFFER_MB=1",
+                               "REVIEWD_LOG_FILE=@log",
+                               NULL};
 
     (void)state;
-    if (rvt_fixture_start(&db, &srv, "edges", NULL, env, 1) != 0) {
+    if (rvt_fixture_start(&db, &srv, "edges", NULL, env, 1) != 0)
         return -1;
-    }
     author = rvt_token("ann", "author", 3600);
     reviewer = rvt_token("rex", "reviewer", 3600);
     return 0;
@@ -105,12 +108,10 @@ static int write_all(int fd, const char *p, size_t n)
     while (n > 0) {
         const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
 
-        if (w < 0 && errno == EINTR) {
+        if (w < 0 && errno == EINTR)
             continue;
-        }
-        if (w <= 0) {
+        if (w <= 0)
             return -1;
-        }
         p += w;
         n -= (size_t)w;
     }
@@ -119,12 +120,12 @@ static int write_all(int fd, const char *p, size_t n)
 
 /* One parsed answer. */
 typedef struct answer {
-    int status;          /* 0: none (EOF, reset or timeout) */
-    char why[64];        /* why there was none */
+    int status;   /* 0: none (EOF, reset or timeout) */
+    char why[64]; /* why there was none */
     char request_id[160];
     char content_type[80];
-    int closes;          /* Connection: close */
-    char body[4096];     /* the first 4 KiB of the body */
+    int closes;      /* Connection: close */
+    char body[4096]; /* the first 4 KiB of the body */
     json_t *json;
 } answer;
 
@@ -192,20 +193,17 @@ static void read_answer(int fd, int head, int timeout_ms, answer *a)
     buf[0] = '\0';
     while ((end = strstr(buf, "\r\n\r\n")) == NULL) {
         if (got + 1 >= sizeof(buf)
-            || !read_more(fd, buf, sizeof(buf) - 1, &got, until, a)) {
+            || !read_more(fd, buf, sizeof(buf) - 1, &got, until, a))
             return;
-        }
         buf[got] = '\0';
     }
     hlen = (size_t)(end - buf) + 4;
     end[2] = '\0';
     header_value(buf, "Content-Length", v, sizeof(v));
     blen = head ? 0 : (size_t)strtoul(v, NULL, 10);
-    while (got < hlen + blen) {
-        if (!read_more(fd, buf, sizeof(buf) - 1, &got, until, a)) {
+    while (got < hlen + blen)
+        if (!read_more(fd, buf, sizeof(buf) - 1, &got, until, a))
             return;
-        }
-    }
     header_value(buf, "X-Request-Id", a->request_id, sizeof(a->request_id));
     header_value(buf, "Content-Type", a->content_type,
                  sizeof(a->content_type));
@@ -227,9 +225,8 @@ static int ended_within(int fd, int ms)
         const int64_t left = until - testkit_now_ms();
 
         if (poll(&p, 1, left > 0 ? (int)left : 0) == 1
-            && recv(fd, buf, sizeof(buf), 0) <= 0) {
+            && recv(fd, buf, sizeof(buf), 0) <= 0)
             return 1;
-        }
     } while (testkit_now_ms() < until);
     return 0;
 }
@@ -238,11 +235,11 @@ static int ended_within(int fd, int ms)
 static int is_json_error(const answer *a, int head)
 {
     if (a->request_id[0] == '\0'
-        || strncmp(a->content_type, "application/json", 16) != 0) {
+        || strncmp(a->content_type, "application/json", 16) != 0)
         return 0;
-    }
-    return head || (json_is_string(json_object_get(a->json, "code"))
-                    && json_is_string(json_object_get(a->json, "detail")));
+    return head
+           || (json_is_string(json_object_get(a->json, "code"))
+               && json_is_string(json_object_get(a->json, "detail")));
 }
 
 /* ---- slow clients ------------------------------------------------------- */
@@ -272,9 +269,10 @@ static void slowloris_is_cut_off_and_others_are_served(void **state)
     read_answer(i, 0, 5000, &a);
     served_ms = testkit_now_ms() - t0;
     close(i);
-    TK_EXPECT(a.status == 200, "a normal client is served beside 30 slow "
-              "ones, got %d (%s) after %lld ms", a.status, a.why,
-              (long long)served_ms);
+    TK_EXPECT(a.status == 200,
+              "a normal client is served beside 30 slow "
+              "ones, got %d (%s) after %lld ms",
+              a.status, a.why, (long long)served_ms);
     answer_clear(&a);
     /* The slow ones keep sending a header line every 1.5 s, which the
      * idle timeout (30 s) would never cut: the 2 s header deadline must,
@@ -289,22 +287,20 @@ static void slowloris_is_cut_off_and_others_are_served(void **state)
             }
         }
         if (testkit_now_ms() >= next_line) {
-            for (i = 0; i < SLOWLORIS; i++) {
-                if (fd[i] >= 0) {
+            for (i = 0; i < SLOWLORIS; i++)
+                if (fd[i] >= 0)
                     (void)write_all(fd[i], line, sizeof(line) - 1);
-                }
-            }
             next_line += 1500;
         }
         usleep(20 * 1000);
     }
-    for (i = 0; i < SLOWLORIS; i++) {
-        if (fd[i] >= 0) {
+    for (i = 0; i < SLOWLORIS; i++)
+        if (fd[i] >= 0)
             close(fd[i]);
-        }
-    }
-    TK_EXPECT(open_left == 0, "every slowloris socket is cut off within "
-              "8 s, %d still open", open_left);
+    TK_EXPECT(open_left == 0,
+              "every slowloris socket is cut off within "
+              "8 s, %d still open",
+              open_left);
 }
 
 static void a_trickled_body_is_cut_at_its_deadline(void **state)
@@ -322,16 +318,15 @@ static void a_trickled_body_is_cut_at_its_deadline(void **state)
     while (!ended && testkit_now_ms() - t0 < 6000) {
         struct pollfd p = {fd, POLLIN, 0};
 
-        if (poll(&p, 1, 300) == 1) {
+        if (poll(&p, 1, 300) == 1)
             ended = 1;
-        } else if (write_all(fd, " ", 1) != 0) {
+        else if (write_all(fd, " ", 1) != 0)
             ended = 1;
-        }
     }
     read_answer(fd, 0, 1000, &a);
     close(fd);
     TK_EXPECT(ended, "a body trickled a byte at a time is cut off "
-              "(deadline 2 s) within 6 s");
+                     "(deadline 2 s) within 6 s");
     TK_EXPECT(a.status == 408 && is_json_error(&a, 0),
               "and answered 408 with a JSON error, got %d (%s)", a.status,
               a.why);
@@ -355,9 +350,11 @@ static void a_body_over_the_cap_gets_a_readable_413(void **state)
     /* A small send buffer, as over a real network: the body is still
      * being written when the server answers, not all in the kernel. */
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-    snprintf(head, sizeof(head), "POST /v1/documents HTTP/1.1\r\nHost: x\r\n"
+    snprintf(head, sizeof(head),
+             "POST /v1/documents HTTP/1.1\r\nHost: x\r\n"
              "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-             "Content-Length: %zu\r\n\r\n", author, n);
+             "Content-Length: %zu\r\n\r\n",
+             author, n);
     wrote = write_all(fd, head, strlen(head)) == 0
             && write_all(fd, body, n) == 0;
     read_answer(fd, 0, 5000, &a);
@@ -365,10 +362,11 @@ static void a_body_over_the_cap_gets_a_readable_413(void **state)
     free(body);
     TK_EXPECT(wrote, "the whole 1 MiB + 1 body is written (no reset)");
     TK_EXPECT(a.status == 413 && is_json_error(&a, 0)
-              && strcmp(json_string_value(json_object_get(a.json, "code")),
-                        "PAYLOAD_TOO_LARGE") == 0,
-              "and the 413 PAYLOAD_TOO_LARGE is read, got %d (%s)",
-              a.status, a.why);
+                  && strcmp(json_string_value(json_object_get(a.json, "code")),
+                            "PAYLOAD_TOO_LARGE")
+                         == 0,
+              "and the 413 PAYLOAD_TOO_LARGE is read, got %d (%s)", a.status,
+              a.why);
     answer_clear(&a);
 }
 
@@ -398,27 +396,56 @@ static const char *pick(const char *const *v, size_t n)
  * for HEAD (its answer has no body). */
 static size_t mutate(char *out, size_t cap, char *body_buf, int *head)
 {
-    static const char *const methods[] = {
-        "GET", "GET", "POST", "POST", "PUT", "HEAD", "DELETE", "PATCH",
-        "OPTIONS", "BREW", "get"};
+    static const char *const methods[] = {"GET",     "GET",  "POST",   "POST",
+                                          "PUT",     "HEAD", "DELETE", "PATCH",
+                                          "OPTIONS", "BREW", "get"};
     static const char *const paths[] = {
-        "/v1/documents", "/v1/documents/1", "/v1/documents/1/submit",
+        "/v1/documents",
+        "/v1/documents/1",
+        "/v1/documents/1/submit",
         "/v1/documents/9223372036854775807/99999999999999999999",
-        "/v1/documents/-5", "/v1/documents/abc", "/v1/documents/00000001",
-        "/v1/reviews", "/v1/reviews/1", "/v1/reviews/1/approve",
-        "/v1/reviews/2/reject", "/v1/search", "/healthz", "/readyz",
-        "/metrics", "/", "/v1/documents/", "/v1//documents", "/%FF%FE",
-        "/v1/%64ocuments", "/v1/documents/1/submit/x"};
-    static const char *const queries[] = {
-        "", "", "", "?limit=abc&after=-5", "?include=content",
-        "?include=content&include=content", "?q=%FF", "?x=1",
-        "?q=hello&limit=5", "?status=pending", "?limit=1&limit=2", "?"};
-    static const char *const types[] = {
-        "application/json", "application/json; charset=utf-8", "text/plain",
-        "application/json; charset=latin1", "multipart/form-data", NULL};
-    static const char *const bodies[] = {
-        "{\"title\":\"t\",\"content\":\"c\"}", "{\"decision\":", "[]", "{}",
-        "{\"comment\":\"ok\"}", "null", "{\"title\":1}"};
+        "/v1/documents/-5",
+        "/v1/documents/abc",
+        "/v1/documents/00000001",
+        "/v1/reviews",
+        "/v1/reviews/1",
+        "/v1/reviews/1/approve",
+        "/v1/reviews/2/reject",
+        "/v1/search",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/",
+        "/v1/documents/",
+        "/v1//documents",
+        "/%FF%FE",
+        "/v1/%64ocuments",
+        "/v1/documents/1/submit/x"};
+    static const char *const queries[] = {"",
+                                          "",
+                                          "",
+                                          "?limit=abc&after=-5",
+                                          "?include=content",
+                                          "?include=content&include=content",
+                                          "?q=%FF",
+                                          "?x=1",
+                                          "?q=hello&limit=5",
+                                          "?status=pending",
+                                          "?limit=1&limit=2",
+                                          "?"};
+    static const char *const types[] = {"application/json",
+                                        "application/json; charset=utf-8",
+                                        "text/plain",
+                                        "application/json; charset=latin1",
+                                        "multipart/form-data",
+                                        NULL};
+    static const char *const bodies[] = {"{\"title\":\"t\",\"content\":\"c\"}",
+                                         "{\"decision\":",
+                                         "[]",
+                                         "{}",
+                                         "{\"comment\":\"ok\"}",
+                                         "null",
+                                         "{\"title\":1}"};
     const int kind = (int)(rnd() % 10);
     const char *method = PICK(methods), *type = PICK(types);
     size_t n, blen = 0;
@@ -429,12 +456,12 @@ static size_t mutate(char *out, size_t cap, char *body_buf, int *head)
                          PICK(paths), PICK(queries));
     switch (rnd() % 5) {
     case 0:
-        n += (size_t)snprintf(out + n, cap - n,
-                              "Authorization: Bearer %s\r\n", author);
+        n += (size_t)snprintf(out + n, cap - n, "Authorization: Bearer %s\r\n",
+                              author);
         break;
     case 1:
-        n += (size_t)snprintf(out + n, cap - n,
-                              "Authorization: Bearer %s\r\n", reviewer);
+        n += (size_t)snprintf(out + n, cap - n, "Authorization: Bearer %s\r\n",
+                              reviewer);
         break;
     case 2:
         n += (size_t)snprintf(out + n, cap - n,
@@ -443,15 +470,12 @@ static size_t mutate(char *out, size_t cap, char *body_buf, int *head)
     case 3:
         n += (size_t)snprintf(out + n, cap - n, "Authorization: Basic a\r\n");
         break;
-    default:
-        break;
+    default: break;
     }
-    if (type != NULL) {
+    if (type != NULL)
         n += (size_t)snprintf(out + n, cap - n, "Content-Type: %s\r\n", type);
-    }
     if (rnd() % 3 == 0) {
-        n += (size_t)snprintf(out + n, cap - n,
-                              "Idempotency-Key: k%llu%s\r\n",
+        n += (size_t)snprintf(out + n, cap - n, "Idempotency-Key: k%llu%s\r\n",
                               (unsigned long long)(rnd() % 1000),
                               rnd() % 4 == 0 ? " spaced" : "");
     }
@@ -468,9 +492,8 @@ static size_t mutate(char *out, size_t cap, char *body_buf, int *head)
         if (kind == 0) {
             /* Random bytes, NULs included, up to 32 KiB. */
             blen = (size_t)(rnd() % (32 * 1024));
-            for (size_t i = 0; i < blen; i++) {
+            for (size_t i = 0; i < blen; i++)
                 body_buf[i] = (char)rnd();
-            }
         } else if (kind == 1 && rnd() % 8 == 0) {
             blen = 1024 * 1024 + 1 + (size_t)(rnd() % 1000); /* over */
             memset(body_buf, 'z', blen);
@@ -500,9 +523,8 @@ static void mutated_requests_each_get_an_answer(void **state)
     assert_non_null(body);
     rng_state = (uint64_t)testkit_now_us() | 1;
     fprintf(stderr, "mutation seed %llu\n", (unsigned long long)rng_state);
-    for (i = 0; i < KEEPALIVE; i++) {
+    for (i = 0; i < KEEPALIVE; i++)
         fd[i] = dial("127.0.0.3");
-    }
     for (i = 0; i < MUTATED && failures < 5; i++) {
         const int c = i % KEEPALIVE;
         size_t hn, n = mutate(req, 64 * 1024, body, &head);
@@ -518,9 +540,10 @@ static void mutated_requests_each_get_an_answer(void **state)
             || (a.status >= 400 && !is_json_error(&a, head))) {
             failures++;
             req[strcspn(req, "\r")] = '\0';
-            fprintf(stderr, "request %d (%s, body %zu; after %s): %s, "
-                    "status %d (%s) ct=%s id=%s body=%.200s\n", i, req,
-                    n - hn, last[c],
+            fprintf(stderr,
+                    "request %d (%s, body %zu; after %s): %s, "
+                    "status %d (%s) ct=%s id=%s body=%.200s\n",
+                    i, req, n - hn, last[c],
                     wrote ? "written" : "WRITE FAILED", a.status, a.why,
                     a.content_type, a.request_id, a.body);
         }
@@ -533,15 +556,16 @@ static void mutated_requests_each_get_an_answer(void **state)
         }
         answer_clear(&a);
     }
-    for (i = 0; i < KEEPALIVE; i++) {
+    for (i = 0; i < KEEPALIVE; i++)
         close(fd[i]);
-    }
     free(req);
     free(body);
-    fprintf(stderr, "%d requests: %d 2xx, %d 4xx, %d 5xx, %d unanswered\n",
-            i, count[2], count[4], count[5], count[0]);
-    TK_EXPECT(failures == 0, "every mutated request is answered, no 5xx, "
-              "every error JSON with X-Request-Id (%d failures)", failures);
+    fprintf(stderr, "%d requests: %d 2xx, %d 4xx, %d 5xx, %d unanswered\n", i,
+            count[2], count[4], count[5], count[0]);
+    TK_EXPECT(failures == 0,
+              "every mutated request is answered, no 5xx, "
+              "every error JSON with X-Request-Id (%d failures)",
+              failures);
 }
 
 /* ---- the body budget ---------------------------------------------------- */
@@ -560,9 +584,11 @@ static void bodies_over_the_budget_are_503_and_the_rest_served(void **state)
     memset(json + n, 'b', text);
     n += text;
     n += (size_t)snprintf(json + n, 64, "\"}");
-    snprintf(head, sizeof(head), "POST /v1/documents HTTP/1.1\r\nHost: x\r\n"
+    snprintf(head, sizeof(head),
+             "POST /v1/documents HTTP/1.1\r\nHost: x\r\n"
              "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-             "Content-Length: %zu\r\n\r\n", author, n);
+             "Content-Length: %zu\r\n\r\n",
+             author, n);
     /* The first body is buffered (1 MiB of the 1 MiB budget reserved)
      * and left unfinished... */
     assert_int_equal(write_all(first, head, strlen(head)), 0);
@@ -602,15 +628,19 @@ static void a_replayed_201_has_its_location(void **state)
     rvt_resp r1, r2;
 
     (void)state;
-    assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", author,
-                              body, "edges-replay-1", &r1), 0);
-    assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", author,
-                              body, "edges-replay-1", &r2), 0);
-    TK_EXPECT(r1.status == 201 && r2.status == 201, "created, then "
-              "replayed: %d, %d", r1.status, r2.status);
+    assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", author, body,
+                              "edges-replay-1", &r1),
+                     0);
+    assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", author, body,
+                              "edges-replay-1", &r2),
+                     0);
+    TK_EXPECT(r1.status == 201 && r2.status == 201,
+              "created, then "
+              "replayed: %d, %d",
+              r1.status, r2.status);
     TK_EXPECT(rvt_header(&r1, "Location", loc1, sizeof(loc1)) != NULL
-              && rvt_header(&r2, "Location", loc2, sizeof(loc2)) != NULL
-              && strcmp(loc1, loc2) == 0,
+                  && rvt_header(&r2, "Location", loc2, sizeof(loc2)) != NULL
+                  && strcmp(loc1, loc2) == 0,
               "the replay names the same document in Location");
     rvt_resp_free(&r1);
     rvt_resp_free(&r2);
@@ -618,11 +648,10 @@ static void a_replayed_201_has_its_location(void **state)
 
 static void unknown_query_parameters_are_refused_everywhere(void **state)
 {
-    static const char *const paths[] = {
-        "/v1/documents?x=1", "/healthz?x=1", "/readyz?limit=abc",
-        "/metrics?x", "/v1/documents/1?include=content&y=2"};
-    static const char *const methods[] = {"POST", "GET", "GET", "GET",
-                                          "GET"};
+    static const char *const paths[] = {"/v1/documents?x=1", "/healthz?x=1",
+                                        "/readyz?limit=abc", "/metrics?x",
+                                        "/v1/documents/1?include=content&y=2"};
+    static const char *const methods[] = {"POST", "GET", "GET", "GET", "GET"};
     rvt_resp r;
 
     (void)state;
@@ -634,7 +663,8 @@ static void unknown_query_parameters_are_refused_everywhere(void **state)
                                   NULL, &r),
                          0);
         TK_EXPECT(r.status == 400 && rvt_field(&r, "code") != NULL
-                  && strcmp(rvt_field(&r, "code"), "INVALID_ARGUMENT") == 0,
+                      && strcmp(rvt_field(&r, "code"), "INVALID_ARGUMENT")
+                             == 0,
                   "%s %s is 400 INVALID_ARGUMENT, got %d", methods[i],
                   paths[i], r.status);
         rvt_resp_free(&r);
@@ -653,8 +683,7 @@ int main(void)
         cmocka_unit_test(unknown_query_parameters_are_refused_everywhere),
     };
 
-    if (getenv("RVT_EDGES_FILTER") != NULL) {
+    if (getenv("RVT_EDGES_FILTER") != NULL)
         cmocka_set_test_filter(getenv("RVT_EDGES_FILTER"));
-    }
     return cmocka_run_group_tests(tests, setup, teardown);
 }

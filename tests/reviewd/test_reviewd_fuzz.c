@@ -54,19 +54,16 @@ static int setup(void **state)
             (unsigned long long)seed);
     if (testkit_shared_redis() == NULL
         || rvt_fixture_start(&db, &srv, "fuzz", testkit_redis_url(), env, 1)
-               != 0) {
+               != 0)
         return -1;
-    }
     tokens[0] = rvt_token("alice", "author", 3600);
     tokens[1] = rvt_token("bob", "reviewer", 3600);
     tokens[2] = rvt_token("root", "admin", 3600);
     tokens[3] = rvt_token("alice", "author", -300); /* past the leeway */
-    for (i = 0; i < 4; i++) {
-        if (rvt_create_pending(srv.port, tokens[0], ids[2 * i],
-                               ids[2 * i + 1]) != 0) {
+    for (i = 0; i < 4; i++)
+        if (rvt_create_pending(srv.port, tokens[0], ids[2 * i], ids[2 * i + 1])
+            != 0)
             return -1;
-        }
-    }
     return 0;
 }
 
@@ -76,9 +73,8 @@ static int teardown(void **state)
     int i;
 
     (void)state;
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < 4; i++)
         free(tokens[i]);
-    }
     return clean ? 0 : -1;
 }
 
@@ -117,9 +113,11 @@ static void puts_(buf *b, const char *s)
     put(b, s, strlen(s));
 }
 
-static const char *const methods[] = {"GET", "POST", "PUT", "HEAD",
-                                      "DELETE", "PATCH", "OPTIONS", "G3T",
-                                      "post", "GET / HTTP/1.1\r\nX:"};
+static const char *const methods[] = {"GET",     "POST",
+                                      "PUT",     "HEAD",
+                                      "DELETE",  "PATCH",
+                                      "OPTIONS", "G3T",
+                                      "post",    "GET / HTTP/1.1\r\nX:"};
 /* Each path shape with the method it serves. */
 static const struct {
     const char *method;
@@ -145,21 +143,44 @@ static const struct {
     {"GET", "/v1/reviews?after=%s"},
     {"GET", "/nowhere/%s"},
 };
-static const char *const odd_ids[] = {
-    "0", "-1", "abc", "007", "99999999999999999999", "9223372036854775807",
-    "9223372036854775808", "%00", "%C3%A9", "%FF%FE", "1%2F2", "", "1.0",
-    "pending", "%2e%2e"};
-static const char *const types[] = {
-    "application/json", "application/json", "application/json",
-    "application/json; charset=utf-8", "application/json; charset=latin1",
-    "text/plain", "application/x-www-form-urlencoded", "", "application",
-    "application/json;;;"};
+static const char *const odd_ids[] = {"0",
+                                      "-1",
+                                      "abc",
+                                      "007",
+                                      "99999999999999999999",
+                                      "9223372036854775807",
+                                      "9223372036854775808",
+                                      "%00",
+                                      "%C3%A9",
+                                      "%FF%FE",
+                                      "1%2F2",
+                                      "",
+                                      "1.0",
+                                      "pending",
+                                      "%2e%2e"};
+static const char *const types[] = {"application/json",
+                                    "application/json",
+                                    "application/json",
+                                    "application/json; charset=utf-8",
+                                    "application/json; charset=latin1",
+                                    "text/plain",
+                                    "application/x-www-form-urlencoded",
+                                    "",
+                                    "application",
+                                    "application/json;;;"};
 static const char *const bodies[] = {
-    "{\"title\":\"t\",\"content\":\"c\"}", "{\"title\":\"x\"}",
-    "{\"comment\":\"ok\"}", "{}", "", "{\"content\":\"\\u00e9\"}",
+    "{\"title\":\"t\",\"content\":\"c\"}",
+    "{\"title\":\"x\"}",
+    "{\"comment\":\"ok\"}",
+    "{}",
+    "",
+    "{\"content\":\"\\u00e9\"}",
     "{\"title\":\"a\",\"title\":\"b\",\"content\":\"c\"}",
-    "{\"title\":1e400,\"content\":\"c\"}", "[]", "null",
-    "{\"comment\":\"\\ud800\"}", "{\"title\":{\"a\":[1,2,{}]},\"content\":0}"};
+    "{\"title\":1e400,\"content\":\"c\"}",
+    "[]",
+    "null",
+    "{\"comment\":\"\\ud800\"}",
+    "{\"title\":{\"a\":[1,2,{}]},\"content\":0}"};
 
 static const char *random_id(uint64_t *s)
 {
@@ -184,9 +205,8 @@ static void add_method_and_path(buf *b, uint64_t *s)
          * line stays framed). */
         path[pick(s, (unsigned)n)] = (char)('!' + pick(s, 94));
     }
-    if (pick(s, 10) == 0 && n + 12 < sizeof(path)) {
+    if (pick(s, 10) == 0 && n + 12 < sizeof(path))
         strcat(path, pick(s, 2) ? "/" : "?x=%FF&x=");
-    }
     puts_(b, path);
 }
 
@@ -196,20 +216,21 @@ static void add_auth(buf *b, uint64_t *s)
     char tok[2048];
     const unsigned r = pick(s, 12);
 
-    if (r == 0) {
+    if (r == 0)
         return;
-    }
-    snprintf(tok, sizeof(tok), "%s", tokens[pick(s, 10) == 0 ? 3 : pick(s, 3)]);
+    snprintf(tok, sizeof(tok), "%s",
+             tokens[pick(s, 10) == 0 ? 3 : pick(s, 3)]);
     if (r == 1) {
         tok[pick(s, (unsigned)strlen(tok))] = (char)('A' + pick(s, 26));
     } else if (r == 2) {
         tok[pick(s, (unsigned)strlen(tok))] = '\0';
     } else if (r == 3) {
-        snprintf(tok, sizeof(tok), "%llx.%llx",
-                 (unsigned long long)next(s), (unsigned long long)next(s));
+        snprintf(tok, sizeof(tok), "%llx.%llx", (unsigned long long)next(s),
+                 (unsigned long long)next(s));
     }
-    puts_(b, pick(s, 12) == 0 ? "Authorization: bearer " : pick(s, 20) == 0
-              ? "Authorization: Basic " : "Authorization: Bearer ");
+    puts_(b, pick(s, 12) == 0   ? "Authorization: bearer "
+             : pick(s, 20) == 0 ? "Authorization: Basic "
+                                : "Authorization: Bearer ");
     puts_(b, tok);
     puts_(b, "\r\n");
 }
@@ -253,13 +274,11 @@ static void mutate(char *body, size_t *len, uint64_t *s)
     const unsigned rounds = pick(s, 4);
     unsigned i;
 
-    for (i = 0; i < rounds && *len > 0; i++) {
+    for (i = 0; i<rounds && * len> 0; i++) {
         const size_t at = pick(s, (unsigned)*len);
 
         switch (pick(s, 4)) {
-        case 0:
-            body[at] = (char)next(s);
-            break;
+        case 0: body[at] = (char)next(s); break;
         case 1:
             if (*len + 1 < BODY_MAX) {
                 memmove(body + at + 1, body + at, *len - at);
@@ -267,12 +286,8 @@ static void mutate(char *body, size_t *len, uint64_t *s)
                 (*len)++;
             }
             break;
-        case 2:
-            *len = at;
-            break;
-        default:
-            body[at] = (char)(0x80 + pick(s, 128));
-            break;
+        case 2: *len = at; break;
+        default: body[at] = (char)(0x80 + pick(s, 128)); break;
         }
     }
 }
@@ -286,9 +301,8 @@ static size_t make_body(char *body, uint64_t *s)
     if (r == 0) {
         /* Deep nesting. */
         len = 4000 + pick(s, 20000);
-        for (i = 0; i < len; i++) {
+        for (i = 0; i < len; i++)
             body[i] = i < len / 2 ? '[' : ']';
-        }
         return len;
     }
     if (r == 1) {
@@ -301,9 +315,8 @@ static size_t make_body(char *body, uint64_t *s)
     }
     snprintf(body, BODY_MAX, "%s", PICK(s, bodies));
     len = strlen(body);
-    if (pick(s, 2) == 0) {
+    if (pick(s, 2) == 0)
         mutate(body, &len, s);
-    }
     return len;
 }
 
@@ -346,9 +359,8 @@ static void record(const rvt_resp *r, const buf *b)
 {
     atomic_fetch_add(&answered, 1);
     if (r->timed_out) {
-        if (atomic_fetch_add(&hung, 1) < 3) {
+        if (atomic_fetch_add(&hung, 1) < 3)
             fprintf(stderr, "no answer within 10 s to: %.200s\n", b->data);
-        }
     } else if (r->status == 0) {
         atomic_fetch_add(&closed, 1);
     } else if (r->status >= 500) {
@@ -378,8 +390,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void ten_thousand_mutated_requests_get_no_5xx_and_no_hang(
-    void **state)
+static void ten_thousand_mutated_requests_get_no_5xx_and_no_hang(void **state)
 {
     worker w[THREADS];
     pthread_t t[THREADS];
@@ -391,12 +402,13 @@ static void ten_thousand_mutated_requests_get_no_5xx_and_no_hang(
         w[i].count = REQUESTS / THREADS;
         assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
     }
-    for (i = 0; i < THREADS; i++) {
+    for (i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
-    }
-    fprintf(stderr, "%d requests, %d closed without an answer (HTTP-level "
-            "garbage), %d 5xx, %d hung\n", atomic_load(&answered),
-            atomic_load(&closed), atomic_load(&five_xx), atomic_load(&hung));
+    fprintf(stderr,
+            "%d requests, %d closed without an answer (HTTP-level "
+            "garbage), %d 5xx, %d hung\n",
+            atomic_load(&answered), atomic_load(&closed),
+            atomic_load(&five_xx), atomic_load(&hung));
     TK_EXPECT(atomic_load(&answered) == REQUESTS, "all %d requests sent",
               REQUESTS);
     TK_EXPECT(atomic_load(&five_xx) == 0, "no 5xx answer");
@@ -413,8 +425,7 @@ static void the_service_is_healthy_afterwards(void **state)
     rvt_call(srv.port, "GET", "/healthz", NULL, NULL, NULL, &r);
     TK_EXPECT(r.status == 200, "/healthz answers 200");
     rvt_resp_free(&r);
-    TK_EXPECT(rvt_wait_ready(srv.port, "ok", "ok", 10000),
-              "/readyz says ok");
+    TK_EXPECT(rvt_wait_ready(srv.port, "ok", "ok", 10000), "/readyz says ok");
     assert_int_equal(rvt_create_pending(srv.port, tokens[0], doc, rid), 0);
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
     rvt_call(srv.port, "POST", path, tokens[1], NULL, NULL, &r);
@@ -430,8 +441,7 @@ static void the_service_is_healthy_afterwards(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(
-            ten_thousand_mutated_requests_get_no_5xx_and_no_hang),
+        cmocka_unit_test(ten_thousand_mutated_requests_get_no_5xx_and_no_hang),
         cmocka_unit_test(the_service_is_healthy_afterwards),
     };
 

@@ -39,16 +39,19 @@ static char env_db[600];
 
 static int setup(void **state)
 {
-    const char *const env[] = {
-        "REVIEWD_THREADS=1", "REVIEWD_MAX_CONNECTIONS=4",
-        "REVIEWD_CONNECTION_TIMEOUT_S=2", "REVIEWD_TEST_HOOKS=1",
-        "REVIEWD_IDEMPOTENCY_TTL_S=1", "REVIEWD_SWEEP_INTERVAL_S=1",
-        "REVIEWD_PG_TIMEOUT_S=2", "REVIEWD_LOG_FILE=@log", NULL};
+    const char *const env[] = {"REVIEWD_THREADS=1",
+                               "REVIEWD_MAX_CONNECTIONS=4",
+                               "REVIEWD_CONNECTION_TIMEOUT_S=2",
+                               "REVIEWD_TEST_HOOKS=1",
+                               "REVIEWD_IDEMPOTENCY_TTL_S=1",
+                               "REVIEWD_SWEEP_INTERVAL_S=1",
+                               "REVIEWD_PG_TIMEOUT_S=2",
+                               "REVIEWD_LOG_FILE=@log",
+                               NULL};
 
     (void)state;
-    if (rvt_fixture_start(&db, &srv, "limits", NULL, env, 0) != 0) {
+    if (rvt_fixture_start(&db, &srv, "limits", NULL, env, 0) != 0)
         return -1;
-    }
     snprintf(env_db, sizeof(env_db), "DATABASE_URL=%s", db.url);
     alice = rvt_token("alice", "author", 3600);
     return 0;
@@ -83,11 +86,9 @@ static int closed_within(int fd, int ms)
     struct pollfd p = {fd, POLLIN, 0};
     char buf[256];
 
-    while (poll(&p, 1, ms) == 1) {
-        if (recv(fd, buf, sizeof(buf), 0) <= 0) {
+    while (poll(&p, 1, ms) == 1)
+        if (recv(fd, buf, sizeof(buf), 0) <= 0)
             return 1;
-        }
-    }
     return 0;
 }
 
@@ -100,18 +101,18 @@ static void the_connection_limit_holds_further_clients_off(void **state)
     rvt_resp r;
 
     (void)state;
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < 4; i++)
         idle[i] = open_idle(srv.port);
-    }
     /* With all four slots taken, a fifth client is not served (MHD keeps
      * it in the backlog or closes it); 500 ms is the bound of "not". */
     rvt_http_raw(srv.port, healthz, sizeof(healthz) - 1, 500, &r);
-    TK_EXPECT(r.status == 0, "no answer beyond the connection limit, got "
-              "%d", r.status);
+    TK_EXPECT(r.status == 0,
+              "no answer beyond the connection limit, got "
+              "%d",
+              r.status);
     rvt_resp_free(&r);
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < 4; i++)
         close(idle[i]);
-    }
     rvt_http_raw(srv.port, healthz, sizeof(healthz) - 1, 5000, &r);
     TK_EXPECT(r.status == 200, "served again once the slots are free");
     rvt_resp_free(&r);
@@ -182,8 +183,10 @@ static void postgres_going_away_is_503_and_readyz_down(void **state)
     snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false",
              db.name);
     admin_sql(sql);
-    snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(pid)) FROM "
-             "pg_stat_activity WHERE datname = '%s'", db.name);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM "
+             "pg_stat_activity WHERE datname = '%s'",
+             db.name);
     admin_sql(sql);
     rvt_call(srv.port, "GET", "/v1/documents/1", alice, NULL, NULL, &r);
     TK_EXPECT(r.status == 503
@@ -194,8 +197,8 @@ static void postgres_going_away_is_503_and_readyz_down(void **state)
     TK_EXPECT(rvt_wait_ready(srv.port, "down", NULL, 5000),
               "/readyz says down");
     rvt_call(srv.port, "GET", "/readyz", NULL, NULL, NULL, &r);
-    TK_EXPECT(r.status == 503 && strcmp(rvt_field(&r, "postgres"), "down")
-                                     == 0,
+    TK_EXPECT(r.status == 503
+                  && strcmp(rvt_field(&r, "postgres"), "down") == 0,
               "/readyz is 503 with postgres down");
     rvt_resp_free(&r);
     snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true",
@@ -231,15 +234,19 @@ static void writes_survive_postgres_dropping_idle_connections(void **state)
 
     (void)state;
     for (int round = 0; round < 3; round++) {
-        snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(pid)) "
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(pg_terminate_backend(pid)) "
                  "FROM pg_stat_activity WHERE datname = '%s' AND "
-                 "application_name = 'reviewd'", db.name);
+                 "application_name = 'reviewd'",
+                 db.name);
         admin_sql(sql);
         for (int i = 0; i < 8; i++) {
             rvt_call(srv.port, "POST", "/v1/documents", alice,
                      "{\"title\":\"again\",\"content\":\"x\"}", NULL, &r);
-            TK_EXPECT(r.status == 201, "a write after PostgreSQL dropped the "
-                      "idle connections is 201, got %d", r.status);
+            TK_EXPECT(r.status == 201,
+                      "a write after PostgreSQL dropped the "
+                      "idle connections is 201, got %d",
+                      r.status);
             rvt_resp_free(&r);
         }
     }
@@ -285,8 +292,8 @@ static void *slow_create_main(void *arg)
 static int in_transaction(void *arg)
 {
     return rvt_sql_int(arg, "SELECT count(*) FROM pg_stat_activity WHERE "
-                       "datname = current_database() AND application_name"
-                       " = 'reviewd' AND state = 'idle in transaction'")
+                            "datname = current_database() AND application_name"
+                            " = 'reviewd' AND state = 'idle in transaction'")
            > 0;
 }
 
@@ -307,7 +314,8 @@ static void sigterm_drains_the_request_in_flight(void **state)
     rvt_resp_free(&slow.resp);
     TK_EXPECT(rvt_server_stop(&srv), "reviewd exits 0 after draining");
     TK_EXPECT(rvt_sql_int(&db, "SELECT count(*) FROM kh_document WHERE "
-                          "title = 'drained'") == 1,
+                               "title = 'drained'")
+                  == 1,
               "its work committed");
 }
 
@@ -324,8 +332,7 @@ static void expect_refusal(const char *const *args, const char *const *env,
               want, rc, out);
 }
 
-static void bad_settings_stop_start_up_with_one_line_naming_them(
-    void **state)
+static void bad_settings_stop_start_up_with_one_line_naming_them(void **state)
 {
     static const char *const serve[] = {"serve", NULL};
     const char *secret = "JWT_SECRET=" RVT_SECRET;
@@ -349,16 +356,15 @@ static void bad_settings_stop_start_up_with_one_line_naming_them(
         {{env_db, secret, "LISTEN_ADDR=0.0.0.0:0", "DEV_LOGIN=1", NULL},
          "DEV_LOGIN=1 signs a token for anyone who asks"},
         {{env_db, secret, "CONTENT_STORE=mongo", NULL}, "MONGO_URL"},
-        {{"DATABASE_URL=postgresql://dlock:dlock@127.0.0.1:1/x", secret,
-          NULL}, "DATABASE_URL"},
+        {{"DATABASE_URL=postgresql://dlock:dlock@127.0.0.1:1/x", secret, NULL},
+         "DATABASE_URL"},
     };
     char out[4096];
     size_t i;
 
     (void)state;
-    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         expect_refusal(serve, cases[i].env, 1, cases[i].want);
-    }
     assert_int_equal(rvt_run_reviewd(serve, cases[2].env, out, sizeof(out)),
                      1);
     TK_EXPECT(strstr(out, "tooshortsecret") == NULL,
@@ -367,13 +373,12 @@ static void bad_settings_stop_start_up_with_one_line_naming_them(
               "the refusal is one line: %s", out);
 }
 
-static void the_token_command_prints_a_token_the_service_accepts(
-    void **state)
+static void the_token_command_prints_a_token_the_service_accepts(void **state)
 {
-    static const char *const args[] = {"token", "--sub", "zed", "--role",
-                                       "author", "--ttl", "60", NULL};
-    static const char *const bad_role[] = {"token", "--sub", "zed",
-                                           "--role", "king", NULL};
+    static const char *const args[] = {"token",  "--sub", "zed", "--role",
+                                       "author", "--ttl", "60",  NULL};
+    static const char *const bad_role[] = {"token",  "--sub", "zed",
+                                           "--role", "king",  NULL};
     static const char *const no_sub[] = {"token", "--role", "author", NULL};
     const char *const env[] = {"JWT_SECRET=" RVT_SECRET, NULL};
     char out[4096];
@@ -387,8 +392,8 @@ static void the_token_command_prints_a_token_the_service_accepts(
              "{\"title\":\"by zed\",\"content\":\"x\"}", NULL, &r);
     TK_EXPECT(r.status == 201 && strcmp(rvt_field(&r, "author"), "zed") == 0,
               "the printed token authenticates as zed (got %d %s; the "
-              "command printed \"%s\")", r.status,
-              r.body != NULL ? r.body : "", out);
+              "command printed \"%s\")",
+              r.status, r.body != NULL ? r.body : "", out);
     rvt_resp_free(&r);
     TK_EXPECT(rvt_server_stop(&srv), "the second server exits 0");
     expect_refusal(bad_role, env, 1, "--role");
@@ -430,19 +435,21 @@ static void migrations_started_together_apply_once(void **state)
     }
     for (i = 0; i < 3; i++) {
         pthread_join(t[i], NULL);
-        TK_EXPECT(runs[i].rc == 0, "migrate %d exits 0: %s", i,
-                  runs[i].out);
+        TK_EXPECT(runs[i].rc == 0, "migrate %d exits 0: %s", i, runs[i].out);
     }
     TK_EXPECT(rvt_sql_int(&fresh, "SELECT count(*) FROM kh_schema_migration")
                   == rvt_sql_int(&fresh, "SELECT max(version) FROM "
-                                 "kh_schema_migration"),
+                                         "kh_schema_migration"),
               "each migration is recorded once");
-    TK_EXPECT(rvt_sql_int(&fresh, "SELECT count(*) FROM pg_indexes WHERE "
+    TK_EXPECT(rvt_sql_int(&fresh,
+                          "SELECT count(*) FROM pg_indexes WHERE "
                           "indexname = 'kh_document_review_one_pending'")
                   == 1,
               "the partial unique index exists");
-    rvt_sql(&fresh, "UPDATE kh_schema_migration SET checksum = 'edited' "
-            "WHERE version = 1", NULL, 0);
+    rvt_sql(&fresh,
+            "UPDATE kh_schema_migration SET checksum = 'edited' "
+            "WHERE version = 1",
+            NULL, 0);
     migrate_main(&runs[0]);
     TK_EXPECT(runs[0].rc == 1 && strstr(runs[0].out, "changed") != NULL,
               "an edited applied migration is refused: %s", runs[0].out);
@@ -460,10 +467,8 @@ int main(void)
         cmocka_unit_test(writes_survive_postgres_dropping_idle_connections),
         cmocka_unit_test(sighup_reopens_the_log_file),
         cmocka_unit_test(sigterm_drains_the_request_in_flight),
-        cmocka_unit_test(
-            bad_settings_stop_start_up_with_one_line_naming_them),
-        cmocka_unit_test(
-            the_token_command_prints_a_token_the_service_accepts),
+        cmocka_unit_test(bad_settings_stop_start_up_with_one_line_naming_them),
+        cmocka_unit_test(the_token_command_prints_a_token_the_service_accepts),
         cmocka_unit_test(migrations_started_together_apply_once),
     };
 

@@ -45,10 +45,9 @@ static int setup(void **state)
     redis_url = testkit_shared_redis();
     if (redis_url == NULL
         || rvt_fixture_start(&db, &srv, "locks", redis_url, env, 1) != 0
-        || rvt_fixture_start(&db_off, &srv_off, "locks_off", NULL, env_off,
-                             0) != 0) {
+        || rvt_fixture_start(&db_off, &srv_off, "locks_off", NULL, env_off, 0)
+               != 0)
         return -1;
-    }
     alice = rvt_token("alice", "author", 3600);
     bob = rvt_token("bob", "reviewer", 3600);
     carol = rvt_token("carol", "reviewer", 3600);
@@ -99,8 +98,7 @@ static int wait_key(const char *key, int want)
     return testkit_wait_until(key_is, &w, 5000);
 }
 
-static void a_key_held_by_hand_turns_decisions_away_until_its_ttl(
-    void **state)
+static void a_key_held_by_hand_turns_decisions_away_until_its_ttl(void **state)
 {
     char doc[24], rid[24], key[96], path[128];
     rvt_resp r;
@@ -108,8 +106,8 @@ static void a_key_held_by_hand_turns_decisions_away_until_its_ttl(
     (void)state;
     assert_int_equal(rvt_create_pending(srv.port, alice, doc, rid), 0);
     snprintf(key, sizeof(key), "lock:doc:review:%s", rid);
-    freeReplyObject(testkit_redis_cmd(redis_url, "SET %s %s PX 600", key,
-                                      TOKEN_BY_HAND));
+    freeReplyObject(
+        testkit_redis_cmd(redis_url, "SET %s %s PX 600", key, TOKEN_BY_HAND));
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
     rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
     expect_status(&r, 409, "LOCK_BUSY", "approve while the key is held");
@@ -137,8 +135,10 @@ static void a_submit_lock_held_by_hand_creates_no_review(void **state)
     rvt_call(srv.port, "POST", path, alice, NULL, NULL, &r);
     expect_status(&r, 409, "LOCK_BUSY", "submit while the key is held");
     rvt_resp_free(&r);
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_document_review "
-             "WHERE document_id = %s", doc);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_document_review "
+             "WHERE document_id = %s",
+             doc);
     TK_EXPECT(rvt_sql_int(&db, sql) == 0, "no review was created");
     freeReplyObject(testkit_redis_cmd(redis_url, "DEL %s", key));
     rvt_call(srv.port, "POST", path, alice, NULL, NULL, &r);
@@ -167,9 +167,8 @@ static void *slow_main(void *arg)
     snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->token);
     headers[n++] = auth;
     headers[n++] = "X-Test-Pause-Ms: 1500";
-    if (s->body != NULL) {
+    if (s->body != NULL)
         headers[n++] = "Content-Type: application/json";
-    }
     if (s->idem != NULL) {
         snprintf(idem, sizeof(idem), "Idempotency-Key: %s", s->idem);
         headers[n++] = idem;
@@ -204,23 +203,29 @@ static void a_holder_paused_past_its_ttl_cannot_make_a_second_decision(
     expect_status(&r, 200, NULL, "a second reviewer takes the free lock");
     snprintf(fence, sizeof(fence), "%s",
              rvt_field(&r, "review.fence") != NULL
-                 ? rvt_field(&r, "review.fence") : "");
+                 ? rvt_field(&r, "review.fence")
+                 : "");
     rvt_resp_free(&r);
     pthread_join(t, NULL);
     expect_status(&slow.resp, 409, "INVALID_STATE",
                   "the holder whose lock expired");
     rvt_resp_free(&slow.resp);
-    snprintf(sql, sizeof(sql), "SELECT r.status || ' ' || r.reviewer || ' ' "
+    snprintf(sql, sizeof(sql),
+             "SELECT r.status || ' ' || r.reviewer || ' ' "
              "|| r.fence || ' ' || d.status FROM kh_document_review r JOIN "
-             "kh_document d ON d.id = r.document_id WHERE r.id = %s", rid);
+             "kh_document d ON d.id = r.document_id WHERE r.id = %s",
+             rid);
     assert_int_equal(rvt_sql(&db, sql, out, sizeof(out)), 0);
     snprintf(sql, sizeof(sql), "rejected carol %s rejected", fence);
-    TK_EXPECT(strcmp(out, sql) == 0, "one decision, carol's, with her "
-              "fence: got \"%s\", want \"%s\"", out, sql);
+    TK_EXPECT(strcmp(out, sql) == 0,
+              "one decision, carol's, with her "
+              "fence: got \"%s\", want \"%s\"",
+              out, sql);
     rvt_call(srv.port, "GET", "/metrics", NULL, NULL, NULL, &r);
     TK_EXPECT(r.body != NULL
                   && strstr(r.body, "reviewd_lock_release_total{outcome="
-                            "\"lost\"} 0") == NULL,
+                                    "\"lost\"} 0")
+                         == NULL,
               "the late release was counted as lost");
     rvt_resp_free(&r);
     testkit_forget_lock(redis_url, key);
@@ -236,7 +241,8 @@ static int advisory_held(void *arg)
 
     /* A single-bigint key (objsubid 1) with the top bit set (the high
      * half, classid, at least 2^31): the idempotency keys' own space. */
-    return rvt_sql_int(w->db, "SELECT count(*) FROM pg_locks WHERE locktype"
+    return rvt_sql_int(w->db,
+                       "SELECT count(*) FROM pg_locks WHERE locktype"
                        " = 'advisory' AND objsubid = 1 AND classid::text::"
                        "bigint >= 2147483648 AND granted")
            > 0;
@@ -271,8 +277,8 @@ static void without_redis_an_idempotent_twin_is_busy_while_the_first_runs(
     TK_EXPECT(slow.resp.body != NULL && r.body != NULL
                   && strcmp(slow.resp.body, r.body) == 0,
               "the retry replays the first response");
-    TK_EXPECT(json_is_null(json_object_get(
-                  json_object_get(r.json, "review"), "fence")),
+    TK_EXPECT(json_is_null(
+                  json_object_get(json_object_get(r.json, "review"), "fence")),
               "no fence without Redis");
     rvt_resp_free(&r);
     rvt_resp_free(&slow.resp);
@@ -295,8 +301,8 @@ static void without_redis_decisions_have_no_fence_and_readyz_is_degraded(
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
     rvt_call(srv_off.port, "POST", path, bob, NULL, NULL, &r);
     expect_status(&r, 200, NULL, "approve without Redis");
-    TK_EXPECT(json_is_null(json_object_get(
-                  json_object_get(r.json, "review"), "fence")),
+    TK_EXPECT(json_is_null(
+                  json_object_get(json_object_get(r.json, "review"), "fence")),
               "fence is null for a degraded decision");
     rvt_resp_free(&r);
 }

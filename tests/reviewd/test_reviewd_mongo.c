@@ -67,9 +67,8 @@ static long long count_records(const char *doc_id)
     const int64_t n = mongoc_collection_count_documents(coll, filter, NULL,
                                                         NULL, NULL, &error);
 
-    if (n < 0) {
+    if (n < 0)
         fprintf(stderr, "mongo: count: %s\n", error.message);
-    }
     bson_destroy(filter);
     mongoc_collection_destroy(coll);
     return n;
@@ -80,17 +79,16 @@ static char *record_text(const char *doc_id, int version)
 {
     bson_t *filter = record_filter(doc_id, version);
     mongoc_collection_t *coll = records();
-    mongoc_cursor_t *cur = mongoc_collection_find_with_opts(coll, filter,
-                                                            NULL, NULL);
+    mongoc_cursor_t *cur = mongoc_collection_find_with_opts(coll, filter, NULL,
+                                                            NULL);
     const bson_t *doc;
     bson_iter_t it;
     char *text = NULL;
 
     if (mongoc_cursor_next(cur, &doc)
         && bson_iter_init_find(&it, doc, "content")
-        && BSON_ITER_HOLDS_UTF8(&it)) {
+        && BSON_ITER_HOLDS_UTF8(&it))
         text = strdup(bson_iter_utf8(&it, NULL));
-    }
     mongoc_cursor_destroy(cur);
     bson_destroy(filter);
     mongoc_collection_destroy(coll);
@@ -102,8 +100,8 @@ static long long record_with_text(const char *content)
 {
     bson_t *filter = BCON_NEW("content", BCON_UTF8(content));
     mongoc_collection_t *coll = records();
-    mongoc_cursor_t *cur = mongoc_collection_find_with_opts(coll, filter,
-                                                            NULL, NULL);
+    mongoc_cursor_t *cur = mongoc_collection_find_with_opts(coll, filter, NULL,
+                                                            NULL);
     const bson_t *doc;
     bson_iter_t it;
     long long id = -1;
@@ -114,9 +112,8 @@ static long long record_with_text(const char *content)
         /* CongoDB hands int64 back as a double; any number will do. */
         id = bson_iter_as_int64(&it);
     }
-    if (mongoc_cursor_next(cur, &doc)) {
+    if (mongoc_cursor_next(cur, &doc))
         id = -1; /* more than one */
-    }
     mongoc_cursor_destroy(cur);
     bson_destroy(filter);
     mongoc_collection_destroy(coll);
@@ -132,9 +129,8 @@ static int delete_record(const char *doc_id, int version)
     const bool ok = mongoc_collection_delete_one(coll, filter, NULL, &reply,
                                                  &error);
 
-    if (!ok) {
+    if (!ok)
         fprintf(stderr, "mongo: delete: %s\n", error.message);
-    }
     bson_destroy(&reply);
     bson_destroy(filter);
     mongoc_collection_destroy(coll);
@@ -151,17 +147,15 @@ static int setup(void **state)
 
     (void)state;
     snprintf(mongo_db, sizeof(mongo_db), "rvt_mongo_%ld", (long)getpid());
-    if (redis_url == NULL || rvt_mongo_open(&mongo, "mongo", mongo_db) != 0) {
+    if (redis_url == NULL || rvt_mongo_open(&mongo, "mongo", mongo_db) != 0)
         return -1;
-    }
     snprintf(url_env, sizeof(url_env), "MONGO_URL=%s", mongo.url);
     env[1] = url_env;
     mongoc_init();
     peek = mongoc_client_new(mongo.url);
     if (peek == NULL
-        || rvt_fixture_start(&db, &srv, "mongo", redis_url, env, 1) != 0) {
+        || rvt_fixture_start(&db, &srv, "mongo", redis_url, env, 1) != 0)
         return -1;
-    }
     alice = rvt_token("alice", "author", 3600);
     bob = rvt_token("bob", "reviewer", 3600);
     return 0;
@@ -201,12 +195,10 @@ static char *doc_body(const char *title, const char *content)
     json_t *o = json_object();
     char *s;
 
-    if (title != NULL) {
+    if (title != NULL)
         json_object_set_new(o, "title", json_string(title));
-    }
-    if (content != NULL) {
+    if (content != NULL)
         json_object_set_new(o, "content", json_string(content));
-    }
     s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;
@@ -217,9 +209,8 @@ static void repeat(char *buf, size_t len, const char *ch, int n)
 {
     int i;
 
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++)
         strncat(buf, ch, len - strlen(buf) - 1);
-    }
 }
 
 static int json_int(const rvt_resp *r, const char *name)
@@ -239,9 +230,8 @@ static long long metric(const char *name)
 
     snprintf(want, sizeof(want), "\n%s ", name);
     if (rvt_call(srv.port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
-        && r.body != NULL && (at = strstr(r.body, want)) != NULL) {
+        && r.body != NULL && (at = strstr(r.body, want)) != NULL)
         v = strtoll(at + strlen(want), NULL, 10);
-    }
     rvt_resp_free(&r);
     return v;
 }
@@ -252,12 +242,13 @@ static void readiness(char *buf, size_t len)
     rvt_resp r;
 
     assert_int_equal(rvt_call(srv.port, "GET", "/readyz", NULL, NULL, NULL,
-                              &r), 0);
+                              &r),
+                     0);
     snprintf(buf, len, "%s/%s",
              rvt_field(&r, "content_store") != NULL
-                 ? rvt_field(&r, "content_store") : "?",
-             rvt_field(&r, "status") != NULL ? rvt_field(&r, "status")
-                                             : "?");
+                 ? rvt_field(&r, "content_store")
+                 : "?",
+             rvt_field(&r, "status") != NULL ? rvt_field(&r, "status") : "?");
     rvt_resp_free(&r);
 }
 
@@ -268,7 +259,8 @@ static void create(const char *title, const char *content, char id[24])
     rvt_resp r;
 
     assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", alice, body,
-                              NULL, &r), 0);
+                              NULL, &r),
+                     0);
     expect_status(&r, 201, NULL, "POST /v1/documents");
     snprintf(id, 24, "%s", rvt_field(&r, "id"));
     rvt_resp_free(&r);
@@ -281,8 +273,7 @@ static void get_doc(const char *id, int with_content, rvt_resp *r)
 
     snprintf(path, sizeof(path), "/v1/documents/%s%s", id,
              with_content ? "?include=content" : "");
-    assert_int_equal(rvt_call(srv.port, "GET", path, alice, NULL, NULL, r),
-                     0);
+    assert_int_equal(rvt_call(srv.port, "GET", path, alice, NULL, NULL, r), 0);
 }
 
 static void put_doc(const char *id, const char *title, const char *content,
@@ -292,15 +283,13 @@ static void put_doc(const char *id, const char *title, const char *content,
     char *body = doc_body(title, content);
 
     snprintf(path, sizeof(path), "/v1/documents/%s", id);
-    assert_int_equal(rvt_call(srv.port, "PUT", path, alice, body, NULL, r),
-                     0);
+    assert_int_equal(rvt_call(srv.port, "PUT", path, alice, body, NULL, r), 0);
     free(body);
 }
 
 /* ---- tests ------------------------------------------------------------- */
 
-static void each_version_has_its_own_record_through_the_lifecycle(
-    void **state)
+static void each_version_has_its_own_record_through_the_lifecycle(void **state)
 {
     char text[2048] = "", preview[2048] = "", id[24], path[128], rid[24];
     char *v1, *v2;
@@ -361,14 +350,14 @@ static void each_version_has_its_own_record_through_the_lifecycle(
                      0);
     expect_status(&r, 201, NULL, "submit");
     snprintf(rid, sizeof(rid), "%s", rvt_field(&r, "review.id"));
-    TK_EXPECT(json_integer_value(json_object_get(
-                  json_object_get(r.json, "review"), "document_version"))
+    TK_EXPECT(json_integer_value(
+                  json_object_get(json_object_get(r.json, "review"),
+                                  "document_version"))
                   == 3,
               "the review is of version 3");
     rvt_resp_free(&r);
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
-    assert_int_equal(rvt_call(srv.port, "POST", path, bob, "{}", NULL, &r),
-                     0);
+    assert_int_equal(rvt_call(srv.port, "POST", path, bob, "{}", NULL, &r), 0);
     expect_status(&r, 200, NULL, "approve");
     TK_EXPECT(strcmp(rvt_field(&r, "document.status"), "approved") == 0,
               "the document is approved");
@@ -439,15 +428,24 @@ static int list_orphans(char *out, size_t len)
  * then, so it leaves an orphan, as a PostgreSQL failure at commit would. */
 static void fail_commits_titled_so(void)
 {
-    assert_int_equal(rvt_sql(&db,
-        "CREATE OR REPLACE FUNCTION rvt_fail_at_commit() RETURNS trigger "
-        "LANGUAGE plpgsql AS $$ BEGIN IF NEW.title = 'fail at commit' THEN "
-        "RAISE EXCEPTION 'rvt: failing this commit on purpose'; END IF; "
-        "RETURN NULL; END $$", NULL, 0), 0);
-    assert_int_equal(rvt_sql(&db,
-        "CREATE CONSTRAINT TRIGGER rvt_fail_at_commit AFTER INSERT OR UPDATE "
-        "ON kh_document DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
-        "EXECUTE FUNCTION rvt_fail_at_commit()", NULL, 0), 0);
+    assert_int_equal(
+        rvt_sql(
+            &db,
+            "CREATE OR REPLACE FUNCTION rvt_fail_at_commit() RETURNS trigger "
+            "LANGUAGE plpgsql AS $$ BEGIN IF NEW.title = 'fail at commit' "
+            "THEN "
+            "RAISE EXCEPTION 'rvt: failing this commit on purpose'; END IF; "
+            "RETURN NULL; END $$",
+            NULL, 0),
+        0);
+    assert_int_equal(
+        rvt_sql(&db,
+                "CREATE CONSTRAINT TRIGGER rvt_fail_at_commit AFTER INSERT OR "
+                "UPDATE "
+                "ON kh_document DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+                "EXECUTE FUNCTION rvt_fail_at_commit()",
+                NULL, 0),
+        0);
 }
 
 static void a_failed_commit_leaves_a_harmless_orphan(void **state)
@@ -464,16 +462,19 @@ static void a_failed_commit_leaves_a_harmless_orphan(void **state)
         char *body = doc_body("fail at commit", text);
 
         assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", alice,
-                                  body, NULL, &r), 0);
+                                  body, NULL, &r),
+                         0);
         free(body);
     }
     expect_status(&r, 500, "INTERNAL", "a create whose commit fails");
     rvt_resp_free(&r);
     orphan = record_with_text(text);
     TK_EXPECT(orphan > 0, "the create's record was written before the "
-              "commit failed");
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_document WHERE id = "
-             "%lld", orphan);
+                          "commit failed");
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_document WHERE id = "
+             "%lld",
+             orphan);
     TK_EXPECT(rvt_sql_int(&db, sql) == 0,
               "no row points at the orphan %lld: its id is never reused",
               orphan);
@@ -526,8 +527,10 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
 
     (void)state;
     create("outage", "text before the outage", id);
-    snprintf(sql, sizeof(sql), "SELECT version || ':' || title || ':' || "
-             "preview FROM kh_document WHERE id = %s", id);
+    snprintf(sql, sizeof(sql),
+             "SELECT version || ':' || title || ':' || "
+             "preview FROM kh_document WHERE id = %s",
+             id);
     assert_int_equal(rvt_sql(&db, sql, before, sizeof(before)), 0);
     docs = rvt_sql_int(&db, "SELECT count(*) FROM kh_document");
     readiness(ready, sizeof(ready));
@@ -536,16 +539,16 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
     assert_int_equal(rvt_mongo_stop(&mongo), 0);
 
     assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", alice,
-                              "{\"title\":\"t\",\"content\":\"c\"}", NULL,
-                              &r), 0);
+                              "{\"title\":\"t\",\"content\":\"c\"}", NULL, &r),
+                     0);
     expect_status(&r, 503, "CONTENT_UNAVAILABLE", "create during the outage");
     rvt_resp_free(&r);
     put_doc(id, "changed", "changed text", &r);
     expect_status(&r, 503, "CONTENT_UNAVAILABLE", "edit during the outage");
     rvt_resp_free(&r);
     assert_int_equal(rvt_sql(&db, sql, after, sizeof(after)), 0);
-    TK_EXPECT(strcmp(before, after) == 0,
-              "the row is unchanged: %s, then %s", before, after);
+    TK_EXPECT(strcmp(before, after) == 0, "the row is unchanged: %s, then %s",
+              before, after);
     TK_EXPECT(rvt_sql_int(&db, "SELECT count(*) FROM kh_document") == docs,
               "no document row was added");
     get_doc(id, 1, &r);
@@ -574,7 +577,8 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
         rvt_resp_free(&r);
         usleep(100000);
     }
-    expect_status(&r, 500, "CONTENT_MISSING", "read of a record lost with "
+    expect_status(&r, 500, "CONTENT_MISSING",
+                  "read of a record lost with "
                   "the server's memory");
     rvt_resp_free(&r);
     create("after", "text after the outage", other);

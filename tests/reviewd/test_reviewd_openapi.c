@@ -36,10 +36,10 @@ static int setup(void **state)
     (void)state;
     if (testkit_shared_redis() == NULL || rvt_db_create(&db, "openapi") != 0
         || rvt_server_start(&srv, &db, testkit_redis_url(), NULL,
-                            "reviewd_openapi") != 0
-        || rvt_db_offset_ids(&db) != 0) {
+                            "reviewd_openapi")
+               != 0
+        || rvt_db_offset_ids(&db) != 0)
         return -1;
-    }
     return 0;
 }
 
@@ -48,9 +48,8 @@ static int teardown(void **state)
     const int clean = rvt_server_stop(&srv);
 
     (void)state;
-    if (clean) {
+    if (clean)
         rvt_server_remove_dir(&srv);
-    }
     rvt_db_drop(&db);
     if (!clean) {
         fprintf(stderr, "reviewd did not exit 0 on SIGTERM\n");
@@ -74,12 +73,10 @@ static void print_file(const char *path)
     char line[1024];
     FILE *f = fopen(path, "r");
 
-    if (f == NULL) {
+    if (f == NULL)
         return;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
+    while (fgets(line, sizeof(line), f) != NULL)
         fputs(line, stderr);
-    }
     fclose(f);
 }
 
@@ -104,8 +101,7 @@ static void every_operation_answers_as_the_spec_says(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     print_file(out);
     TK_EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "check.mjs passes (status %d; its failures are above)",
-              status);
+              "check.mjs passes (status %d; its failures are above)", status);
 }
 
 int main(void)

@@ -50,7 +50,7 @@ static int teardown(void **state)
 typedef struct ready_wait {
     int port;
     const char *amqp;
-    char seen[160];   /* the last "amqp/status" */
+    char seen[160]; /* the last "amqp/status" */
 } ready_wait;
 
 static int amqp_shows(void *arg)
@@ -63,8 +63,8 @@ static int amqp_shows(void *arg)
     if (rvt_call(w->port, "GET", "/readyz", NULL, NULL, NULL, &r) == 0) {
         amqp = rvt_field(&r, "amqp");
         status = rvt_field(&r, "status");
-        snprintf(w->seen, sizeof(w->seen), "%s/%s",
-                 amqp != NULL ? amqp : "?", status != NULL ? status : "?");
+        snprintf(w->seen, sizeof(w->seen), "%s/%s", amqp != NULL ? amqp : "?",
+                 status != NULL ? status : "?");
         ok = amqp != NULL && strcmp(amqp, w->amqp) == 0;
     }
     rvt_resp_free(&r);
@@ -85,8 +85,7 @@ static void expect_amqp(const char *amqp_env, const char *want_amqp,
 
     snprintf(exchange, sizeof(exchange),
              "REVIEWD_AMQP_EXCHANGE=rvt.readyz.%ld", (long)getpid());
-    assert_int_equal(rvt_server_start(&srv, &db, redis_url, env, "readyz"),
-                     0);
+    assert_int_equal(rvt_server_start(&srv, &db, redis_url, env, "readyz"), 0);
     memset(&w, 0, sizeof(w));
     w.port = srv.port;
     w.amqp = want_amqp;
@@ -111,8 +110,8 @@ static void wrong_password_url(char *buf, size_t len)
 
     assert_non_null(at);
     assert_true(colon != NULL && colon < at);
-    snprintf(buf, len, "AMQP_URL=%.*s:not-the-password%s",
-             (int)(colon - url), url, at);
+    snprintf(buf, len, "AMQP_URL=%.*s:not-the-password%s", (int)(colon - url),
+             url, at);
 }
 
 static void no_amqp_url_is_off(void **state)

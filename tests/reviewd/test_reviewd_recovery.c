@@ -48,9 +48,9 @@ static int setup(void **state)
     (void)state;
     if (testkit_shared_redis() == NULL
         || rvt_fixture_start(&db, &srv, "recovery", testkit_shared_redis(),
-                             env, 1) != 0) {
+                             env, 1)
+               != 0)
         return -1;
-    }
     alice = rvt_token("alice", "author", 3600);
     bob = rvt_token("bob", "reviewer", 3600);
     return 0;
@@ -76,7 +76,8 @@ static void expect_status(rvt_resp *r, int status, const char *what)
  * returns how many. */
 static long long cut_reviewd_connections(void)
 {
-    return rvt_sql_int(&db, "SELECT count(pg_terminate_backend(pid)) FROM "
+    return rvt_sql_int(&db,
+                       "SELECT count(pg_terminate_backend(pid)) FROM "
                        "pg_stat_activity WHERE datname = current_database() "
                        "AND application_name = 'reviewd'");
 }
@@ -89,7 +90,7 @@ static void keyed_posts_recover_right_after_a_restart(void **state)
     (void)state;
     assert_int_equal(rvt_create_doc(srv.port, alice, "restart", doc), 0);
     TK_EXPECT(cut_reviewd_connections() >= 1, "reviewd's worker connection "
-              "was cut");
+                                              "was cut");
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
     rvt_call(srv.port, "POST", path, alice, NULL, "after-restart-1", &r);
     expect_status(&r, 201, "a keyed submit right after the restart");
@@ -134,7 +135,8 @@ static int backlog_gone(void *arg)
 {
     (void)arg;
     return rvt_sql_int(&db, "SELECT count(*) FROM kh_idempotency WHERE "
-                       "user_sub = 'sweep'") == 0;
+                            "user_sub = 'sweep'")
+           == 0;
 }
 
 static void a_large_expired_backlog_is_swept_in_batches(void **state)
@@ -146,8 +148,9 @@ static void a_large_expired_backlog_is_swept_in_batches(void **state)
     assert_int_equal(rvt_sql(&db, backlog_sql, NULL, 0), 0);
     TK_EXPECT(testkit_wait_until(backlog_gone, NULL, 15000),
               "the %d expired rows were swept within 15 s (%lld left)",
-              BACKLOG, rvt_sql_int(&db, "SELECT count(*) FROM kh_idempotency "
-                                   "WHERE user_sub = 'sweep'"));
+              BACKLOG,
+              rvt_sql_int(&db, "SELECT count(*) FROM kh_idempotency "
+                               "WHERE user_sub = 'sweep'"));
     /* The restart above may have failed one round on a cut connection;
      * what must never show is the cancelled DELETE of the old sweep. */
     TK_EXPECT(!rvt_server_log_has(&srv, "statement timeout"),
@@ -158,8 +161,11 @@ static void a_large_expired_backlog_is_swept_in_batches(void **state)
     TK_EXPECT(r.body != NULL && strstr(r.body, want) != NULL,
               "/metrics counts them: %s", want);
     rvt_resp_free(&r);
-    assert_int_equal(rvt_sql(&db, "DROP TRIGGER rvt_slow_delete ON "
-                             "kh_idempotency", NULL, 0), 0);
+    assert_int_equal(rvt_sql(&db,
+                             "DROP TRIGGER rvt_slow_delete ON "
+                             "kh_idempotency",
+                             NULL, 0),
+                     0);
 }
 
 /* ---- the password --------------------------------------------------------- */
@@ -183,18 +189,24 @@ static void the_password_is_in_no_start_up_line(void **state)
                              "JWT_SECRET=" RVT_SECRET,
                              "LISTEN_ADDR=127.0.0.1:0",
                              "REVIEWD_PG_TIMEOUT_S=2",
-                             "REVIEWD_LOG_LEVEL=debug", NULL};
+                             "REVIEWD_LOG_LEVEL=debug",
+                             NULL};
         int status;
 
         snprintf(url_env, sizeof(url_env), "DATABASE_URL=%s", urls[i]);
         status = rvt_run_reviewd(args, env, out, sizeof(out));
-        TK_EXPECT(status > 0, "reviewd refused to start with %s (status "
-                  "%d)", urls[i], status);
-        TK_EXPECT(strstr(out, "DATABASE_URL") != NULL, "the error names "
-                  "DATABASE_URL: %s", out);
-        TK_EXPECT(strstr(out, PASSWORD_HEAD) == NULL, "no piece of the "
-                  "password in what reviewd printed for %s:\n%s", urls[i],
+        TK_EXPECT(status > 0,
+                  "reviewd refused to start with %s (status "
+                  "%d)",
+                  urls[i], status);
+        TK_EXPECT(strstr(out, "DATABASE_URL") != NULL,
+                  "the error names "
+                  "DATABASE_URL: %s",
                   out);
+        TK_EXPECT(strstr(out, PASSWORD_HEAD) == NULL,
+                  "no piece of the "
+                  "password in what reviewd printed for %s:\n%s",
+                  urls[i], out);
     }
 }
 

@@ -46,9 +46,8 @@ static int setup(void **state)
     (void)state;
     redis = testkit_redis_start(&opts);
     if (redis == NULL
-        || rvt_fixture_start(&db, &srv, "storm", redis->url, env, 0) != 0) {
+        || rvt_fixture_start(&db, &srv, "storm", redis->url, env, 0) != 0)
         return -1;
-    }
     alice = rvt_token("alice", "author", 3600);
     bob = rvt_token("bob", "reviewer", 3600);
     carol = rvt_token("carol", "reviewer", 3600);
@@ -82,7 +81,8 @@ static int count_ok(const rvt_storm_req *reqs, int n, int ok_status,
                       && (strcmp(reqs[i].code, "LOCK_BUSY") == 0
                           || strcmp(reqs[i].code, "INVALID_STATE") == 0),
                   "%s: every loser gets 409 LOCK_BUSY or INVALID_STATE, "
-                  "got %d %s", what, reqs[i].status, reqs[i].code);
+                  "got %d %s",
+                  what, reqs[i].status, reqs[i].code);
     }
     return ok;
 }
@@ -98,22 +98,27 @@ static void submit_storm(void (*on_half)(void *), char *rid)
     memset(reqs, 0, sizeof(reqs));
     for (i = 0; i < SUBMITTERS; i++) {
         reqs[i].method = "POST";
-        snprintf(reqs[i].path, sizeof(reqs[i].path),
-                 "/v1/documents/%s/submit", doc);
+        snprintf(reqs[i].path, sizeof(reqs[i].path), "/v1/documents/%s/submit",
+                 doc);
         reqs[i].token = alice;
     }
-    assert_int_equal(rvt_storm(srv.port, reqs, SUBMITTERS, on_half, NULL),
-                     0);
+    assert_int_equal(rvt_storm(srv.port, reqs, SUBMITTERS, on_half, NULL), 0);
     TK_EXPECT(count_ok(reqs, SUBMITTERS, 201, "submit storm") == 1,
               "exactly one of 64 concurrent submits gets 201");
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_document_review "
-             "WHERE document_id = %s AND status = 'pending'", doc);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_document_review "
+             "WHERE document_id = %s AND status = 'pending'",
+             doc);
     TK_EXPECT(rvt_sql_int(&db, sql) == 1, "one pending review");
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM kh_document_review "
-             "WHERE document_id = %s", doc);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM kh_document_review "
+             "WHERE document_id = %s",
+             doc);
     TK_EXPECT(rvt_sql_int(&db, sql) == 1, "one review at all");
-    snprintf(sql, sizeof(sql), "SELECT current_review_id FROM kh_document "
-             "WHERE id = %s AND status = 'pending_review'", doc);
+    snprintf(sql, sizeof(sql),
+             "SELECT current_review_id FROM kh_document "
+             "WHERE id = %s AND status = 'pending_review'",
+             doc);
     assert_int_equal(rvt_sql(&db, sql, rid, 24), 0);
     TK_EXPECT(rid[0] != '\0', "the document is pending_review");
 }
@@ -131,8 +136,8 @@ static void decide_storm(const char *rid, void (*on_half)(void *),
         const int approve = i % 2 == 0;
 
         reqs[i].method = "POST";
-        snprintf(reqs[i].path, sizeof(reqs[i].path), "/v1/reviews/%s/%s",
-                 rid, approve ? "approve" : "reject");
+        snprintf(reqs[i].path, sizeof(reqs[i].path), "/v1/reviews/%s/%s", rid,
+                 approve ? "approve" : "reject");
         reqs[i].token = (i / 2) % 2 == 0 ? bob : carol;
         reqs[i].body = approve ? "{\"comment\":\"yes\"}"
                                : "{\"comment\":\"no\"}";
@@ -140,16 +145,20 @@ static void decide_storm(const char *rid, void (*on_half)(void *),
     assert_int_equal(rvt_storm(srv.port, reqs, DECIDERS, on_half, NULL), 0);
     TK_EXPECT(count_ok(reqs, DECIDERS, 200, "decision storm") == 1,
               "exactly one of 128 concurrent decisions gets 200");
-    snprintf(sql, sizeof(sql), "SELECT d.status = r.status AND "
+    snprintf(sql, sizeof(sql),
+             "SELECT d.status = r.status AND "
              "r.status IN ('approved', 'rejected') AND r.reviewer IN "
              "('bob', 'carol') FROM kh_document d JOIN kh_document_review r "
-             "ON r.id = d.current_review_id WHERE r.id = %s", rid);
+             "ON r.id = d.current_review_id WHERE r.id = %s",
+             rid);
     assert_int_equal(rvt_sql(&db, sql, out, sizeof(out)), 0);
     TK_EXPECT(strcmp(out, "t") == 0,
               "the document's status equals its review's");
     if (want_fence >= 0) {
-        snprintf(sql, sizeof(sql), "SELECT fence IS NOT NULL FROM "
-                 "kh_document_review WHERE id = %s", rid);
+        snprintf(sql, sizeof(sql),
+                 "SELECT fence IS NOT NULL FROM "
+                 "kh_document_review WHERE id = %s",
+                 rid);
         assert_int_equal(rvt_sql(&db, sql, out, sizeof(out)), 0);
         TK_EXPECT(strcmp(out, want_fence ? "t" : "f") == 0,
                   "the decision %s a fence", want_fence ? "has" : "has no");
@@ -163,13 +172,11 @@ static void run_rounds(void (*on_half)(void *), void (*before)(void),
     int round;
 
     for (round = 0; round < ROUNDS; round++) {
-        if (before != NULL) {
+        if (before != NULL)
             before();
-        }
         submit_storm(on_half, rid);
-        if (before != NULL) {
+        if (before != NULL)
             before();
-        }
         decide_storm(rid, on_half, want_fence);
     }
 }
@@ -214,13 +221,11 @@ static void stop_redis(void *arg)
 
 static void start_redis_if_stopped(void)
 {
-    if (redis->pid == 0) {
+    if (redis->pid == 0)
         assert_int_equal(testkit_redis_restart(redis), 0);
-    }
 }
 
-static void storms_with_redis_stopped_midway_decide_exactly_once(
-    void **state)
+static void storms_with_redis_stopped_midway_decide_exactly_once(void **state)
 {
     (void)state;
     run_rounds(stop_redis, start_redis_if_stopped, -1);
@@ -229,8 +234,7 @@ static void storms_with_redis_stopped_midway_decide_exactly_once(
               "/readyz is ok within 10 s after the last outage");
 }
 
-static void warnings_are_logged_per_transition_not_per_request(
-    void **state)
+static void warnings_are_logged_per_transition_not_per_request(void **state)
 {
     char *log = NULL;
     FILE *f = fopen(srv.log, "r");
@@ -239,11 +243,9 @@ static void warnings_are_logged_per_transition_not_per_request(
 
     (void)state;
     assert_non_null(f);
-    while (getline(&log, &cap, f) > 0) {
-        if (strstr(log, "\"msg\":\"dependency_down\"") != NULL) {
+    while (getline(&log, &cap, f) > 0)
+        if (strstr(log, "\"msg\":\"dependency_down\"") != NULL)
             downs++;
-        }
-    }
     free(log);
     fclose(f);
     /* One outage in the stopped scenario and at most one per half round
@@ -263,7 +265,8 @@ static void reviewd_starts_while_redis_is_down_and_uses_it_once_up(
     (void)state;
     assert_int_equal(testkit_redis_stop(redis), 0);
     assert_int_equal(rvt_server_start(&late, &db, redis->url, env,
-                                      "reviewd_storm"), 0);
+                                      "reviewd_storm"),
+                     0);
     TK_EXPECT(rvt_wait_ready(late.port, "degraded", "down", 10000),
               "it starts and serves, degraded, redis down");
     assert_int_equal(rvt_create_pending(late.port, alice, doc, rid), 0);
@@ -285,8 +288,7 @@ int main(void)
         cmocka_unit_test(storms_with_redis_up_decide_exactly_once),
         cmocka_unit_test(storms_with_redis_stopped_decide_exactly_once),
         cmocka_unit_test(redis_coming_back_is_used_again_within_10_s),
-        cmocka_unit_test(
-            storms_with_redis_stopped_midway_decide_exactly_once),
+        cmocka_unit_test(storms_with_redis_stopped_midway_decide_exactly_once),
         cmocka_unit_test(warnings_are_logged_per_transition_not_per_request),
         cmocka_unit_test(
             reviewd_starts_while_redis_is_down_and_uses_it_once_up),

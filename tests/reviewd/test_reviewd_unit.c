@@ -99,19 +99,19 @@ static void bodies_must_be_one_utf8_json_object_without_duplicates(
     assert_null(svc_json_parse_object("[1]", 3, detail, sizeof(detail)));
     assert_null(svc_json_parse_object("\"x\"", 3, detail, sizeof(detail)));
     assert_null(svc_json_parse_object("{\"a\":1,\"a\":2}", 13, detail,
-                                     sizeof(detail)));
-    assert_null(svc_json_parse_object("{\"a\":\"\xff\"}", 9, detail,
-                                     sizeof(detail)));
+                                      sizeof(detail)));
+    assert_null(
+        svc_json_parse_object("{\"a\":\"\xff\"}", 9, detail, sizeof(detail)));
     assert_non_null(strstr(detail, "UTF-8"));
     assert_null(svc_json_parse_object("{\"a\":\"\\u0000\"}", 14, detail,
-                                     sizeof(detail)));
+                                      sizeof(detail)));
     assert_null(svc_json_parse_object("{\"a\":\"\\ud800\"}", 14, detail,
-                                     sizeof(detail)));
+                                      sizeof(detail)));
     assert_null(svc_json_parse_object("{} {}", 5, detail, sizeof(detail)));
-    assert_null(svc_json_parse_object("{\"a\":1} x", 9, detail,
-                                     sizeof(detail)));
+    assert_null(
+        svc_json_parse_object("{\"a\":1} x", 9, detail, sizeof(detail)));
     assert_null(svc_json_parse_object("{\"a\":123456789012345678901234}", 30,
-                                     detail, sizeof(detail)));
+                                      detail, sizeof(detail)));
 }
 
 static void utf8_rules_follow_rfc_3629(void **state)
@@ -127,8 +127,7 @@ static void utf8_rules_follow_rfc_3629(void **state)
     assert_int_equal(svc_utf8_chars("h\xc3\xa9\xf0\x9f\x98\x80"), 3);
 }
 
-static void fields_are_checked_for_type_and_length_in_characters(
-    void **state)
+static void fields_are_checked_for_type_and_length_in_characters(void **state)
 {
     static const char *const allowed[] = {"title", NULL};
     char detail[160];
@@ -138,15 +137,19 @@ static void fields_are_checked_for_type_and_length_in_characters(
 
     (void)state;
     assert_int_equal(svc_json_string_field(o, "title", 1, 3, 0, &v, detail,
-                                          sizeof(detail)), 1);
+                                           sizeof(detail)),
+                     1);
     assert_int_equal(svc_json_string_field(o, "title", 1, 2, 0, &v, detail,
-                                          sizeof(detail)), -1);
+                                           sizeof(detail)),
+                     -1);
     assert_int_equal(svc_json_string_field(o, "n", 0, 9, 0, &v, detail,
-                                          sizeof(detail)), -1);
+                                           sizeof(detail)),
+                     -1);
     assert_int_equal(svc_json_string_field(o, "absent", 0, 9, 0, &v, detail,
-                                          sizeof(detail)), 0);
-    assert_int_equal(svc_json_only_fields(o, allowed, detail,
-                                         sizeof(detail)), -1);
+                                           sizeof(detail)),
+                     0);
+    assert_int_equal(svc_json_only_fields(o, allowed, detail, sizeof(detail)),
+                     -1);
     assert_non_null(strstr(detail, "\"n\""));
     json_decref(o);
 }
@@ -175,7 +178,8 @@ static char *sign(const char *claims, jwt_alg_t alg, const char *key)
     assert_int_equal(jwt_new(&jwt), 0);
     assert_int_equal(jwt_add_grants_json(jwt, claims), 0);
     assert_int_equal(jwt_set_alg(jwt, alg, (const unsigned char *)key,
-                                 key != NULL ? (int)strlen(key) : 0), 0);
+                                 key != NULL ? (int)strlen(key) : 0),
+                     0);
     tok = jwt_encode_str(jwt);
     jwt_free(jwt);
     return tok;
@@ -253,8 +257,7 @@ static void clocks_may_disagree_by_the_leeway_and_lifetimes_are_bounded(
     assert_int_equal(verify_times(&defaults, "\"exp\":-1e300"), -1);
 }
 
-static void tokens_need_hs256_a_future_exp_a_sub_and_a_known_role(
-    void **state)
+static void tokens_need_hs256_a_future_exp_a_sub_and_a_known_role(void **state)
 {
     rv_identity who;
     char detail[160];
@@ -308,16 +311,21 @@ static void authorization_headers_must_be_bearer_tokens(void **state)
 
     (void)state;
     assert_int_equal(rv_auth_verify(NULL, k, NOW, &who, detail,
-                                    sizeof(detail)), -1);
+                                    sizeof(detail)),
+                     -1);
     assert_non_null(strstr(detail, "missing"));
-    assert_int_equal(rv_auth_verify("Basic YWxpY2U6eA==", k, NOW, &who,
-                                    detail, sizeof(detail)), -1);
+    assert_int_equal(rv_auth_verify("Basic YWxpY2U6eA==", k, NOW, &who, detail,
+                                    sizeof(detail)),
+                     -1);
     assert_int_equal(rv_auth_verify("Bearer ", k, NOW, &who, detail,
-                                    sizeof(detail)), -1);
+                                    sizeof(detail)),
+                     -1);
     assert_int_equal(rv_auth_verify("Bearer a.b.c d", k, NOW, &who, detail,
-                                    sizeof(detail)), -1);
+                                    sizeof(detail)),
+                     -1);
     assert_int_equal(rv_auth_verify("Bearer a.b.c", k, NOW, &who, detail,
-                                    sizeof(detail)), -1);
+                                    sizeof(detail)),
+                     -1);
 }
 
 static void issued_tokens_verify(void **state)
@@ -331,10 +339,12 @@ static void issued_tokens_verify(void **state)
     assert_non_null(tok);
     snprintf(header, sizeof(header), "Bearer %s", tok);
     assert_int_equal(rv_auth_verify(header, &exact, NOW, &who, detail,
-                                    sizeof(detail)), 0);
+                                    sizeof(detail)),
+                     0);
     assert_int_equal(who.role, RV_ROLE_REVIEWER);
     assert_int_equal(rv_auth_verify(header, &exact, NOW + 61, &who, detail,
-                                    sizeof(detail)), -1);
+                                    sizeof(detail)),
+                     -1);
     free(tok);
 }
 
@@ -345,30 +355,36 @@ static void listen_addresses_parse_host_and_port(void **state)
 
     (void)state;
     assert_int_equal(rv_config_parse_listen("127.0.0.1:8080", host,
-                                            sizeof(host), &port), 0);
+                                            sizeof(host), &port),
+                     0);
     assert_string_equal(host, "127.0.0.1");
     assert_int_equal(port, 8080);
     assert_int_equal(rv_config_parse_listen("[::1]:0", host, sizeof(host),
-                                            &port), 0);
+                                            &port),
+                     0);
     assert_string_equal(host, "::1");
     assert_int_equal(rv_config_parse_listen("localhost", host, sizeof(host),
-                                            &port), -1);
-    assert_int_equal(rv_config_parse_listen(":80", host, sizeof(host),
-                                            &port), -1);
+                                            &port),
+                     -1);
+    assert_int_equal(rv_config_parse_listen(":80", host, sizeof(host), &port),
+                     -1);
     assert_int_equal(rv_config_parse_listen("h:65536", host, sizeof(host),
-                                            &port), -1);
-    assert_int_equal(rv_config_parse_listen("h:8x", host, sizeof(host),
-                                            &port), -1);
+                                            &port),
+                     -1);
+    assert_int_equal(rv_config_parse_listen("h:8x", host, sizeof(host), &port),
+                     -1);
     assert_int_equal(rv_config_parse_listen("::1:80", host, sizeof(host),
-                                            &port), -1);
+                                            &port),
+                     -1);
 }
 
-static void console_files_match_by_shape_and_exist_when_built_in(
-    void **state)
+static void console_files_match_by_shape_and_exist_when_built_in(void **state)
 {
-    static const char *const not_console[] = {
-        "/app", "/App.js", "/a/b.js", "/.js", "/x.js/", "/x.json",
-        "/x.js.map", "/x%2Ejs", NULL};
+    static const char *const not_console[] = {"/app",      "/App.js",
+                                              "/a/b.js",   "/.js",
+                                              "/x.js/",    "/x.json",
+                                              "/x.js.map", "/x%2Ejs",
+                                              NULL};
     rv_match m;
     int i;
 
@@ -423,10 +439,9 @@ static void amqp_urls_are_checked_for_form(void **state)
 static void relay_queue_bindings_match_like_rabbitmq_topics(void **state)
 {
     (void)state;
-    assert_true(rv_amqp_topic_match("document.approved",
-                                    "document.approved"));
-    assert_false(rv_amqp_topic_match("document.approved",
-                                     "document.rejected"));
+    assert_true(rv_amqp_topic_match("document.approved", "document.approved"));
+    assert_false(
+        rv_amqp_topic_match("document.approved", "document.rejected"));
     assert_true(rv_amqp_topic_match("document.*", "document.approved"));
     assert_false(rv_amqp_topic_match("document.*", "document"));
     assert_false(rv_amqp_topic_match("*", "document.approved"));
@@ -434,8 +449,7 @@ static void relay_queue_bindings_match_like_rabbitmq_topics(void **state)
     assert_true(rv_amqp_topic_match("document.#", "document"));
     assert_true(rv_amqp_topic_match("#.approved", "document.approved"));
     assert_false(rv_amqp_topic_match("#.approved", "document.rejected"));
-    assert_int_equal(rv_amqp_queues_check("kh.indexer:document.approved"),
-                     0);
+    assert_int_equal(rv_amqp_queues_check("kh.indexer:document.approved"), 0);
     assert_int_equal(rv_amqp_queues_check("a:#,b:document.*"), 0);
     assert_int_equal(rv_amqp_queues_check(""), 0);
     assert_int_equal(rv_amqp_queues_check("kh.indexer"), -1);
@@ -449,14 +463,14 @@ static void logged_urls_never_show_passwords(void **state)
 
     (void)state;
     svc_log_redact_url("postgresql://dlock:s3cret@127.0.0.1:5432/db", out,
-                      sizeof(out));
+                       sizeof(out));
     assert_string_equal(out, "postgresql://dlock:***@127.0.0.1:5432/db");
     svc_log_redact_url("redis://:p@h:1/0", out, sizeof(out));
     assert_string_equal(out, "redis://:***@h:1/0");
     svc_log_redact_url("host=h password=s3cret dbname=d", out, sizeof(out));
     assert_string_equal(out, "host=h password=*** dbname=d");
     svc_log_redact_url("postgresql://h/db?password=s3cret&x=1", out,
-                      sizeof(out));
+                       sizeof(out));
     assert_null(strstr(out, "s3cret"));
     svc_log_redact_url("redis://h:6379/0", out, sizeof(out));
     assert_string_equal(out, "redis://h:6379/0");
@@ -485,8 +499,7 @@ static void messages_about_a_url_never_show_its_password(void **state)
          "after \"password\" in connection info string",
          "DATABASE_URL: malformed (host=h password ***): missing \"=\" "
          "after \"password\" in connection info string"},
-        {"host=h password = 'S3 cret' dbname=d", "x 'S3 cret' y",
-         "x '***' y"},
+        {"host=h password = 'S3 cret' dbname=d", "x 'S3 cret' y", "x '***' y"},
         {"postgresql://h/db?sslmode=x&password=S3%2Fc", "\"S3/c\" S3%2Fc",
          "\"***\" ***"},
         {"postgresql://al@h/db", "could not translate host name \"h\"",
@@ -541,8 +554,7 @@ int main(void)
         cmocka_unit_test(
             bodies_must_be_one_utf8_json_object_without_duplicates),
         cmocka_unit_test(utf8_rules_follow_rfc_3629),
-        cmocka_unit_test(
-            fields_are_checked_for_type_and_length_in_characters),
+        cmocka_unit_test(fields_are_checked_for_type_and_length_in_characters),
         cmocka_unit_test(error_bodies_stay_valid_json_for_hostile_details),
         cmocka_unit_test(
             tokens_need_hs256_a_future_exp_a_sub_and_a_known_role),

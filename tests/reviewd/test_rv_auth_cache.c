@@ -38,8 +38,8 @@ static char *sign(const char *claims, const char *key)
     assert_int_equal(jwt_new(&jwt), 0);
     assert_int_equal(jwt_add_grants_json(jwt, claims), 0);
     assert_int_equal(jwt_set_alg(jwt, JWT_ALG_HS256,
-                                 (const unsigned char *)key,
-                                 (int)strlen(key)), 0);
+                                 (const unsigned char *)key, (int)strlen(key)),
+                     0);
     tok = jwt_encode_str(jwt);
     assert_non_null(tok);
     jwt_free(jwt);
@@ -53,8 +53,8 @@ static int verify_at(const char *tok, const char *key, int64_t now,
     char header[2048];
 
     /* No leeway, so the boundaries below are exactly exp and nbf. */
-    const rv_auth_policy policy = {(const unsigned char *)key, strlen(key),
-                                   0, 86400};
+    const rv_auth_policy policy = {(const unsigned char *)key, strlen(key), 0,
+                                   86400};
 
     snprintf(header, sizeof(header), "Bearer %s", tok);
     return rv_auth_verify(header, &policy, now, who, detail, detaillen);
@@ -71,8 +71,7 @@ static void a_cached_token_expires_when_its_exp_passes(void **state)
     assert_int_equal(verify_at(tok, SECRET, NOW, &who, detail, 160), 0);
     assert_int_equal(verify_at(tok, SECRET, NOW + 59, &who, detail, 160), 0);
     assert_string_equal(who.sub, "alice");
-    assert_int_equal(verify_at(tok, SECRET, NOW + 60, &who, detail, 160),
-                     -1);
+    assert_int_equal(verify_at(tok, SECRET, NOW + 60, &who, detail, 160), -1);
     assert_string_equal(detail, "the token has expired");
     assert_string_equal(who.sub, "");
     assert_int_equal(who.role, RV_ROLE_NONE);
@@ -82,7 +81,8 @@ static void a_cached_token_expires_when_its_exp_passes(void **state)
 static void a_cached_token_is_refused_again_before_its_nbf(void **state)
 {
     char *tok = sign("{\"sub\":\"carol\",\"role\":\"admin\","
-                     "\"exp\":1800000100,\"nbf\":1800000010}", SECRET);
+                     "\"exp\":1800000100,\"nbf\":1800000010}",
+                     SECRET);
     rv_identity who;
     char detail[160];
 
@@ -97,8 +97,7 @@ static void a_cached_token_is_refused_again_before_its_nbf(void **state)
     free(tok);
 }
 
-static void a_cached_token_does_not_verify_under_another_secret(
-    void **state)
+static void a_cached_token_does_not_verify_under_another_secret(void **state)
 {
     char *tok = rv_auth_issue((const unsigned char *)SECRET, strlen(SECRET),
                               "bob", "reviewer", NOW, 60);
@@ -130,9 +129,8 @@ static void one_changed_byte_of_a_cached_token_is_refused(void **state)
     for (size_t i = 0; i + 1 < len; i++) {
         const char was = tok[i];
 
-        if (was == '.') {
+        if (was == '.')
             continue;
-        }
         tok[i] = was == 'A' ? 'B' : 'A';
         assert_int_equal(verify_at(tok, SECRET, NOW, &who, detail, 160), -1);
         assert_string_equal(who.sub, "");
@@ -157,21 +155,21 @@ static void many_tokens_each_verify_as_their_own_subject(void **state)
     (void)state;
     for (int i = 0; i < N; i++) {
         snprintf(sub, sizeof(sub), "user-%d", i);
-        toks[i] = rv_auth_issue((const unsigned char *)SECRET,
-                                strlen(SECRET), sub, "author", NOW, 60);
+        toks[i] = rv_auth_issue((const unsigned char *)SECRET, strlen(SECRET),
+                                sub, "author", NOW, 60);
         assert_non_null(toks[i]);
     }
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < N; i++) {
             snprintf(sub, sizeof(sub), "user-%d", i);
             assert_int_equal(verify_at(toks[i], SECRET, NOW, &who, detail,
-                                       160), 0);
+                                       160),
+                             0);
             assert_string_equal(who.sub, sub);
         }
     }
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < N; i++)
         free(toks[i]);
-    }
 }
 
 typedef struct thread_arg {
@@ -190,9 +188,8 @@ static void *verify_many(void *p)
         const int k = i % 2;
 
         if (verify_at(a->tok[k], SECRET, NOW, &who, detail, 160) != 0
-            || strcmp(who.sub, a->sub[k]) != 0) {
+            || strcmp(who.sub, a->sub[k]) != 0)
             a->failures++;
-        }
     }
     return NULL;
 }
@@ -201,8 +198,8 @@ static void threads_verifying_the_same_tokens_see_their_identities(
     void **state)
 {
     enum { T = 4 };
-    char *alice = rv_auth_issue((const unsigned char *)SECRET,
-                                strlen(SECRET), "alice", "author", NOW, 60);
+    char *alice = rv_auth_issue((const unsigned char *)SECRET, strlen(SECRET),
+                                "alice", "author", NOW, 60);
     char *bob = rv_auth_issue((const unsigned char *)SECRET, strlen(SECRET),
                               "bob", "reviewer", NOW, 60);
     pthread_t t[T];

@@ -70,9 +70,8 @@ static int read_lines(const fixture *f, json_t **out, int max)
         json_error_t e;
         json_t *j = json_loads(line, 0, &e);
 
-        if (j == NULL || !json_is_object(j)) {
+        if (j == NULL || !json_is_object(j))
             fail_msg("not a JSON object: %s (%s)", line, e.text);
-        }
         assert_true(n < max);
         out[n++] = j;
     }
@@ -120,16 +119,22 @@ static void fields_come_after_ts_level_and_msg_in_order(void **state)
 static void hostile_strings_come_back_as_they_were_sent(void **state)
 {
     static const char *const values[] = {
-        "a\"b", "back\\slash", "new\nline\"}\n{\"forged\":1",
-        "\x01\x1f\b\f\r\t", "caf\xc3\xa9 \xe6\x96\x87 \xf0\x9f\x98\x80",
-        "\x7f", "", NULL};
+        "a\"b",
+        "back\\slash",
+        "new\nline\"}\n{\"forged\":1",
+        "\x01\x1f\b\f\r\t",
+        "caf\xc3\xa9 \xe6\x96\x87 \xf0\x9f\x98\x80",
+        "\x7f",
+        "",
+        NULL};
     fixture *f = *state;
     svc_log_line line;
     json_t *got[8];
     int i;
 
     for (i = 0; values[i] != NULL; i++) {
-        assert_true(svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
+        assert_true(
+            svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
         svc_log_line_str(&line, "path", values[i]);
         svc_log_line_end(&line);
     }
@@ -151,7 +156,8 @@ static void a_value_that_is_not_utf8_is_left_out(void **state)
     int i;
 
     for (i = 0; bad[i] != NULL; i++) {
-        assert_true(svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
+        assert_true(
+            svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
         svc_log_line_str(&line, "path", bad[i]);
         svc_log_line_int(&line, "status", 404);
         svc_log_line_end(&line);
@@ -159,14 +165,13 @@ static void a_value_that_is_not_utf8_is_left_out(void **state)
     assert_int_equal(read_lines(f, got, 4), 4);
     for (i = 0; i < 4; i++) {
         assert_null(json_object_get(got[i], "path"));
-        assert_int_equal(
-            json_integer_value(json_object_get(got[i], "status")), 404);
+        assert_int_equal(json_integer_value(json_object_get(got[i], "status")),
+                         404);
         json_decref(got[i]);
     }
 }
 
-static void a_line_longer_than_its_inline_buffer_is_written_whole(
-    void **state)
+static void a_line_longer_than_its_inline_buffer_is_written_whole(void **state)
 {
     fixture *f = *state;
     const size_t n = 5 * SVC_LOG_LINE_INLINE;
@@ -175,9 +180,8 @@ static void a_line_longer_than_its_inline_buffer_is_written_whole(
     json_t *got[1];
 
     assert_non_null(path);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         path[i] = i % 7 == 0 ? '"' : (char)('a' + i % 26);
-    }
     path[n] = '\0';
     assert_true(svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
     svc_log_line_str(&line, "path", path);
@@ -243,9 +247,8 @@ static void lines_of_many_threads_never_interleave(void **state)
         w[i] = (writer){f->log, i};
         assert_int_equal(pthread_create(&t[i], NULL, write_many, &w[i]), 0);
     }
-    for (int i = 0; i < THREADS; i++) {
+    for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_join(t[i], NULL), 0);
-    }
     n = read_lines(f, got, THREADS * LINES);
     assert_int_equal(n, THREADS * LINES);
     for (int i = 0; i < n; i++) {
@@ -258,9 +261,8 @@ static void lines_of_many_threads_never_interleave(void **state)
         per[id]++;
         json_decref(got[i]);
     }
-    for (int i = 0; i < THREADS; i++) {
+    for (int i = 0; i < THREADS; i++)
         assert_int_equal(per[i], LINES);
-    }
     free(got);
 }
 
@@ -268,11 +270,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
-            fields_come_after_ts_level_and_msg_in_order, open_log,
-            close_log),
+            fields_come_after_ts_level_and_msg_in_order, open_log, close_log),
         cmocka_unit_test_setup_teardown(
-            hostile_strings_come_back_as_they_were_sent, open_log,
-            close_log),
+            hostile_strings_come_back_as_they_were_sent, open_log, close_log),
         cmocka_unit_test_setup_teardown(a_value_that_is_not_utf8_is_left_out,
                                         open_log, close_log),
         cmocka_unit_test_setup_teardown(
@@ -280,8 +280,8 @@ int main(void)
             close_log),
         cmocka_unit_test_setup_teardown(
             a_level_below_the_minimum_writes_nothing, open_log, close_log),
-        cmocka_unit_test_setup_teardown(
-            lines_of_many_threads_never_interleave, open_log, close_log),
+        cmocka_unit_test_setup_teardown(lines_of_many_threads_never_interleave,
+                                        open_log, close_log),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,9 +31,8 @@ static int admits(void *arg)
 {
     svc_bulkhead *b = arg;
 
-    if (svc_bulkhead_enter(b) != SVC_BULKHEAD_OK) {
+    if (svc_bulkhead_enter(b) != SVC_BULKHEAD_OK)
         return 0;
-    }
     return 1; /* entered: the caller leaves */
 }
 
@@ -90,12 +89,10 @@ static void cap_holds_only_while_failing(void **state)
     (void)state;
     assert_non_null(b);
     /* Healthy: a burst past the cap goes through. */
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4; i++)
         assert_int_equal(svc_bulkhead_enter(b), SVC_BULKHEAD_OK);
-    }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4; i++)
         svc_bulkhead_leave(b, 1);
-    }
     /* One failure: now at most 2 wait. */
     assert_int_equal(svc_bulkhead_enter(b), SVC_BULKHEAD_OK);
     svc_bulkhead_leave(b, 0);

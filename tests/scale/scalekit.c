@@ -43,12 +43,13 @@ const char *scalekit_group_url(const char *group)
 
     /* A bare env lists the groups of which any node runs: one that is
      * only slow to answer is still not ours to stop. */
-    snprintf(line, sizeof(line), "env | grep -qi '^export %.40s_URL='",
-             group);
+    snprintf(line, sizeof(line), "env | grep -qi '^export %.40s_URL='", group);
     if (started_group[0] == '\0' && stack(line) != 0)
         snprintf(started_group, sizeof(started_group), "%s", group);
-    snprintf(cmd, sizeof(cmd), "'%s/scripts/stack' up %s >&2 && "
-             "'%s/scripts/stack' env %s", src, group, src, group);
+    snprintf(cmd, sizeof(cmd),
+             "'%s/scripts/stack' up %s >&2 && "
+             "'%s/scripts/stack' env %s",
+             src, group, src, group);
     p = popen(cmd, "r");
     if (p == NULL) {
         fprintf(stderr, "scalekit: cannot run scripts/stack\n");
@@ -61,10 +62,9 @@ const char *scalekit_group_url(const char *group)
         if (strncmp(line, "export ", 7) != 0 || eq == NULL)
             continue;
         /* The value is printed with %q: drop its backslashes. */
-        for (const char *c = eq + 1; *c != '\0' && *c != '\n'; c++) {
+        for (const char *c = eq + 1; *c != '\0' && *c != '\n'; c++)
             if (*c != '\\' && j + 1 < sizeof(url))
                 url[j++] = *c;
-        }
         url[j] = '\0';
         found = 1;
     }

@@ -43,8 +43,8 @@ static int setup(void **state)
     scalekit_deployment(scalekit_group_url("cluster"), &deployment);
     dlock__msg_clear(&m);
     if (dlock__cluster_init(&cluster, &deployment, &cfg, 4,
-                            dlock__deadline_after_ms(10000), &m) !=
-        DLOCK_OK) {
+                            dlock__deadline_after_ms(10000), &m)
+        != DLOCK_OK) {
         fprintf(stderr, "cluster init: %s\n", m.text);
         return -1;
     }
@@ -68,12 +68,12 @@ static redisReply *call(const char *key, int argc, const char **argv,
     dlock__msg m;
 
     dlock__msg_clear(&m);
-    TK_EXPECT(dlock__cluster_call(&cluster, key, strlen(key), argc, argv,
-                                  NULL, dlock__deadline_after_ms(10000), &r,
-                                  node, &m) == DLOCK_OK,
+    TK_EXPECT(dlock__cluster_call(&cluster, key, strlen(key), argc, argv, NULL,
+                                  dlock__deadline_after_ms(10000), &r, node,
+                                  &m)
+                  == DLOCK_OK,
               "%s %s: %s", argv[0], key, m.text);
-    TK_EXPECT(r->type != REDIS_REPLY_ERROR, "%s %s: %s", argv[0], key,
-              r->str);
+    TK_EXPECT(r->type != REDIS_REPLY_ERROR, "%s %s: %s", argv[0], key, r->str);
     return r;
 }
 
@@ -126,8 +126,9 @@ static void keys_over_all_slots_go_to_their_masters(void **state)
         snprintf(value, sizeof(value), "%d", i);
         set_key(key, value);
         node = get_key(key, value);
-        TK_EXPECT(node == dlock__cluster_slot_node(&cluster,
-                  dlock__cluster_keyslot(key, strlen(key))),
+        TK_EXPECT(node
+                      == dlock__cluster_slot_node(
+                          &cluster, dlock__cluster_keyslot(key, strlen(key))),
                   "%s was served by its slot's master", key);
         if (served[node]++ == 0)
             distinct++;
@@ -159,11 +160,11 @@ static void a_wrong_map_entry_is_corrected_by_moved(void **state)
     refreshes = cluster.refreshes;
     pthread_mutex_unlock(&cluster.mu);
     TK_EXPECT(get_key(key, "here") == right, "the value comes from the "
-              "right master after MOVED");
+                                             "right master after MOVED");
     TK_EXPECT(dlock__cluster_slot_node(&cluster, slot) == right,
               "the map points at the right master again");
     TK_EXPECT(cluster.refreshes == refreshes, "MOVED fixed one slot "
-              "without reading the whole map");
+                                              "without reading the whole map");
 }
 
 static char *node_id(int port, char *buf, size_t size)
@@ -173,23 +174,26 @@ static char *node_id(int port, char *buf, size_t size)
                                                         sizeof(url)),
                                       "CLUSTER MYID");
 
-    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STRING, "CLUSTER MYID on "
-              "%d", port);
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STRING,
+              "CLUSTER MYID on "
+              "%d",
+              port);
     snprintf(buf, size, "%s", r->str);
     freeReplyObject(r);
     return buf;
 }
 
-static void ok_reply(int port, const char *fmt, const char *a,
-                     const char *b)
+static void ok_reply(int port, const char *fmt, const char *a, const char *b)
 {
     char url[64];
     redisReply *r = testkit_redis_cmd(scalekit_node_url(port, url,
                                                         sizeof(url)),
                                       fmt, a, b);
 
-    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "\"%s\" on %d: "
-              "%s", fmt, port, r ? r->str : "no reply");
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "\"%s\" on %d: "
+              "%s",
+              fmt, port, r ? r->str : "no reply");
     freeReplyObject(r);
 }
 
@@ -210,16 +214,15 @@ static void migrate(const char *key, int from, int to, int check)
     snprintf(port_s, sizeof(port_s), "%d", port_of(to));
     node_id(port_of(from), from_id, sizeof(from_id));
     node_id(port_of(to), to_id, sizeof(to_id));
-    ok_reply(port_of(to), "CLUSTER SETSLOT %s IMPORTING %s", slot_s,
-             from_id);
-    ok_reply(port_of(from), "CLUSTER SETSLOT %s MIGRATING %s", slot_s,
-             to_id);
+    ok_reply(port_of(to), "CLUSTER SETSLOT %s IMPORTING %s", slot_s, from_id);
+    ok_reply(port_of(from), "CLUSTER SETSLOT %s MIGRATING %s", slot_s, to_id);
     r = testkit_redis_cmd(scalekit_node_url(port_of(from), url, sizeof(url)),
                           "MIGRATE 127.0.0.1 %s %s 0 5000", port_s, key);
     TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "MIGRATE %s", key);
     freeReplyObject(r);
     if (check) {
-        TK_EXPECT(get_key(key, "moving") == to, "during the migration the "
+        TK_EXPECT(get_key(key, "moving") == to,
+                  "during the migration the "
                   "key is read through ASK from the importing master");
         TK_EXPECT(dlock__cluster_slot_node(&cluster, slot) == from,
                   "ASK does not change the map");
@@ -244,7 +247,8 @@ static void slot_migration_is_followed_by_ask_then_moved(void **state)
             to = n;
     }
     migrate(key, from, to, 1);
-    TK_EXPECT(get_key(key, "moving") == to, "after the migration MOVED "
+    TK_EXPECT(get_key(key, "moving") == to,
+              "after the migration MOVED "
               "sends the client to the new owner");
     TK_EXPECT(dlock__cluster_slot_node(&cluster, slot) == to,
               "the map follows the slot");
@@ -267,8 +271,7 @@ static int has_synced_replica(void *arg)
     const char *colon = NULL;
 
     node_id(p->master_port, id, sizeof(id));
-    r = testkit_redis_cmd(scalekit_node_url(p->master_port, url,
-                                            sizeof(url)),
+    r = testkit_redis_cmd(scalekit_node_url(p->master_port, url, sizeof(url)),
                           "CLUSTER REPLICAS %s", id);
     /* "<id> 127.0.0.1:18415@18425 slave <master id> ..." */
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0)
@@ -314,8 +317,8 @@ static int write_moved_on(void *arg)
                                         argv, NULL,
                                         dlock__deadline_after_ms(1000), &r,
                                         &w->node, &m);
-    int ok = err == DLOCK_OK && r->type == REDIS_REPLY_STATUS &&
-             w->node != w->old_node;
+    int ok = err == DLOCK_OK && r->type == REDIS_REPLY_STATUS
+             && w->node != w->old_node;
 
     freeReplyObject(r);
     return ok;
@@ -341,18 +344,22 @@ static int64_t fail_over(const char *key, int kill_master)
         TK_EXPECT(scalekit_signal_node("cluster", master_port, SIGKILL) > 0,
                   "master %d is killed", master_port);
     } else {
-        redisReply *r = testkit_redis_cmd(
-            scalekit_node_url(replica_port, url, sizeof(url)),
-            "CLUSTER FAILOVER");
+        redisReply *r = testkit_redis_cmd(scalekit_node_url(replica_port, url,
+                                                            sizeof(url)),
+                                          "CLUSTER FAILOVER");
 
         TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
                   "CLUSTER FAILOVER on %d", replica_port);
         freeReplyObject(r);
     }
-    TK_EXPECT(testkit_wait_until(write_moved_on, &w, 30000), "writes to %s "
-              "resume on another master", key);
-    TK_EXPECT(port_of(w.node) == replica_port, "the replica %d took over, "
-              "writes went to %d", replica_port, port_of(w.node));
+    TK_EXPECT(testkit_wait_until(write_moved_on, &w, 30000),
+              "writes to %s "
+              "resume on another master",
+              key);
+    TK_EXPECT(port_of(w.node) == replica_port,
+              "the replica %d took over, "
+              "writes went to %d",
+              replica_port, port_of(w.node));
     return testkit_now_ms() - start;
 }
 
@@ -364,9 +371,10 @@ static void failovers_are_followed(void **state)
     manual = fail_over("t:{failover}:a", 0);
     killed = fail_over("t:{failover}:a", 1);
     printf("# cluster: writes resumed %" PRId64 " ms after CLUSTER FAILOVER, "
-           "%" PRId64 " ms after a master was killed\n", manual, killed);
+           "%" PRId64 " ms after a master was killed\n",
+           manual, killed);
     TK_EXPECT(scalekit_group_url("cluster") != NULL, "the killed node "
-              "comes back");
+                                                     "comes back");
 }
 
 int main(void)

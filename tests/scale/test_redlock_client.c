@@ -87,16 +87,17 @@ static void a_lock_is_fenced_exclusive_extended_and_released(void **state)
     TK_EXPECT(take("t:rlc:basic", 0, &a) == DLOCK_OK, "acquired: %s",
               dlock_client_errmsg(client));
     first = dlock_lock_fence(a);
-    TK_EXPECT(first > 0 && dlock_lock_valid_ms(a) > 0, "a fence (%" PRIu64
-              ") and validity", first);
+    TK_EXPECT(first > 0 && dlock_lock_valid_ms(a) > 0,
+              "a fence (%" PRIu64 ") and validity", first);
     TK_EXPECT(take("t:rlc:basic", 0, &b) == DLOCK_BUSY && b == NULL,
               "another owner is refused while it is held");
     TK_EXPECT(dlock_extend(a, 5000) == DLOCK_OK, "extended: %s",
               dlock_client_errmsg(client));
     TK_EXPECT(dlock_release(a) == DLOCK_OK, "released: %s",
               dlock_client_errmsg(client));
-    TK_EXPECT(take("t:rlc:basic", 0, &b) == DLOCK_OK &&
-              dlock_lock_fence(b) > first, "taken again with a higher fence");
+    TK_EXPECT(take("t:rlc:basic", 0, &b) == DLOCK_OK
+                  && dlock_lock_fence(b) > first,
+              "taken again with a higher fence");
     TK_EXPECT(dlock_release(b) == DLOCK_OK, "released again");
 }
 
@@ -108,8 +109,9 @@ static void watchdog_and_reentrant_are_refused(void **state)
     (void)state;
     dlock_acquire_opts_init(&o);
     o.watchdog = 1;
-    TK_EXPECT(dlock_acquire(client, "t:rlc:wd", &o, &l) == DLOCK_INVALID &&
-              l == NULL, "the watchdog is refused");
+    TK_EXPECT(dlock_acquire(client, "t:rlc:wd", &o, &l) == DLOCK_INVALID
+                  && l == NULL,
+              "the watchdog is refused");
     TK_EXPECT(strstr(dlock_client_errmsg(client), "dlock_extend") != NULL,
               "the message says what to do: %s", dlock_client_errmsg(client));
     o.watchdog = 0;
@@ -159,12 +161,13 @@ static void threads_wait_their_turn(void **state)
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
     printf("# redlock client: %ld grants by 4 waiting threads in %" PRId64
-           " ms (%d gave up)\n", s.counter, testkit_now_ms() - start,
-           atomic_load(&s.failures));
-    TK_EXPECT(atomic_load(&s.overlaps) == 0 &&
-              atomic_load(&s.regressions) == 0, "no overlap (%d), fences "
-              "grow (%d regressions)", atomic_load(&s.overlaps),
-              atomic_load(&s.regressions));
+           " ms (%d gave up)\n",
+           s.counter, testkit_now_ms() - start, atomic_load(&s.failures));
+    TK_EXPECT(atomic_load(&s.overlaps) == 0
+                  && atomic_load(&s.regressions) == 0,
+              "no overlap (%d), fences "
+              "grow (%d regressions)",
+              atomic_load(&s.overlaps), atomic_load(&s.regressions));
     TK_EXPECT(s.counter > 0 && s.counter + atomic_load(&s.failures) == 60,
               "every attempt granted or given up");
 }
@@ -176,10 +179,13 @@ static void minority_loss_grants_majority_loss_fails_closed(void **state)
     dlock_err err;
 
     (void)state;
-    TK_EXPECT(testkit_redis_stop(servers[0]) == 0 &&
-              testkit_redis_stop(servers[3]) == 0, "2 masters stop");
-    TK_EXPECT(take("t:rlc:minority", 0, &l) == DLOCK_OK, "2 of 5 down: "
-              "granted: %s", dlock_client_errmsg(client));
+    TK_EXPECT(testkit_redis_stop(servers[0]) == 0
+                  && testkit_redis_stop(servers[3]) == 0,
+              "2 masters stop");
+    TK_EXPECT(take("t:rlc:minority", 0, &l) == DLOCK_OK,
+              "2 of 5 down: "
+              "granted: %s",
+              dlock_client_errmsg(client));
     (void)dlock_release(l);
     TK_EXPECT(testkit_redis_stop(servers[4]) == 0, "a third stops");
     start = testkit_now_ms();
@@ -191,9 +197,10 @@ static void minority_loss_grants_majority_loss_fails_closed(void **state)
     TK_EXPECT(strstr(dlock_client_errmsg(client), "3 of 5 nodes") != NULL,
               "the three are named");
     TK_EXPECT(took < 3000, "in bounded time (%" PRId64 " ms)", took);
-    TK_EXPECT(testkit_redis_restart(servers[0]) == 0 &&
-              testkit_redis_restart(servers[3]) == 0 &&
-              testkit_redis_restart(servers[4]) == 0, "they restart");
+    TK_EXPECT(testkit_redis_restart(servers[0]) == 0
+                  && testkit_redis_restart(servers[3]) == 0
+                  && testkit_redis_restart(servers[4]) == 0,
+              "they restart");
     TK_EXPECT(take("t:rlc:majority", 0, &l) == DLOCK_OK, "granted again: %s",
               dlock_client_errmsg(client));
     TK_EXPECT(dlock_release(l) == DLOCK_OK, "released on all five: %s",

@@ -77,8 +77,7 @@ static int setup(void **state)
     }
     scalekit_deployment(url, &deployment);
     dlock__msg_clear(&m);
-    return dlock__redlock_init(&redlock, &deployment, &cfg, 8, &m) ==
-                   DLOCK_OK
+    return dlock__redlock_init(&redlock, &deployment, &cfg, 8, &m) == DLOCK_OK
                ? 0
                : -1;
 }
@@ -122,16 +121,16 @@ static dlock_err acquire_with(const char *key, const char *token,
         dlock__msg_clear(m);
         err = dlock__redlock_acquire(&redlock, key, fence_key, token, TTL_MS,
                                      node_timeout_ms, validity, fence, m);
-        if ((err != DLOCK_BUSY && err != DLOCK_UNAVAILABLE &&
-             err != DLOCK_TIMEOUT) ||
-            testkit_now_ms() > give_up)
+        if ((err != DLOCK_BUSY && err != DLOCK_UNAVAILABLE
+             && err != DLOCK_TIMEOUT)
+            || testkit_now_ms() > give_up)
             return err;
         retry_pause(dlock__redlock_retry_delay_ms(100));
     }
 }
 
-static dlock_err acquire(const char *key, const char *token,
-                         int64_t *validity, uint64_t *fence, dlock__msg *m)
+static dlock_err acquire(const char *key, const char *token, int64_t *validity,
+                         uint64_t *fence, dlock__msg *m)
 {
     return acquire_with(key, token, NODE_TIMEOUT_MS, validity, fence, m);
 }
@@ -142,8 +141,8 @@ typedef struct shared {
     atomic_int overlaps;
     atomic_int fence_regressions;
     atomic_int failures;
-    uint64_t fence;    /* guarded by the lock under test */
-    long counter;      /* guarded by the lock under test */
+    uint64_t fence; /* guarded by the lock under test */
+    long counter;   /* guarded by the lock under test */
 } shared;
 
 static void *contender(void *arg)
@@ -156,9 +155,10 @@ static void *contender(void *arg)
         uint64_t fence;
         dlock__msg m;
 
-        if (dlock__token_new(token, &m) != DLOCK_OK ||
-            acquire_with(s->key, token, CONTENDED_NODE_TIMEOUT_MS, &validity,
-                         &fence, &m) != DLOCK_OK) {
+        if (dlock__token_new(token, &m) != DLOCK_OK
+            || acquire_with(s->key, token, CONTENDED_NODE_TIMEOUT_MS,
+                            &validity, &fence, &m)
+                   != DLOCK_OK) {
             fprintf(stderr, "acquire gave up: %s\n", m.text);
             atomic_fetch_add(&s->failures, 1);
             continue;
@@ -170,8 +170,8 @@ static void *contender(void *arg)
         s->fence = fence;
         s->counter++;
         atomic_store(&s->inside, 0);
-        (void)dlock__redlock_release(&redlock, s->key, token,
-                                     NODE_TIMEOUT_MS, &m);
+        (void)dlock__redlock_release(&redlock, s->key, token, NODE_TIMEOUT_MS,
+                                     &m);
     }
     return NULL;
 }
@@ -187,10 +187,9 @@ static void run_threads(shared *s)
             threads[i] = 0;
         }
     }
-    for (int i = 0; i < THREADS; i++) {
+    for (int i = 0; i < THREADS; i++)
         if (threads[i] != 0)
             pthread_join(threads[i], NULL);
-    }
 }
 
 /* A child process: a Redlock client of its own (the parent's pools and
@@ -199,8 +198,8 @@ static void child(shared *s)
 {
     dlock__msg m;
 
-    if (dlock__redlock_init(&redlock, &deployment, &cfg, THREADS, &m) !=
-        DLOCK_OK) {
+    if (dlock__redlock_init(&redlock, &deployment, &cfg, THREADS, &m)
+        != DLOCK_OK) {
         atomic_fetch_add(&s->failures, THREADS * GRANTS_PER_THREAD);
         _exit(1);
     }
@@ -233,22 +232,26 @@ static void processes_never_overlap_and_fences_grow(void **state)
     for (int i = 0; i < PROCESSES - 1; i++) {
         int status = 0;
 
-        TK_EXPECT(waitpid(pids[i], &status, 0) == pids[i] &&
-                  WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        TK_EXPECT(waitpid(pids[i], &status, 0) == pids[i] && WIFEXITED(status)
+                      && WEXITSTATUS(status) == 0,
                   "process %d exits cleanly", i);
     }
     printf("# redlock: %ld of %ld grants over 5 masters by %d processes x %d "
-           "threads in %" PRId64 " ms (%d gave up at 30 s), last fence %"
-           PRIu64 "\n", s->counter, total, PROCESSES, THREADS,
-           testkit_now_ms() - start, atomic_load(&s->failures), s->fence);
-    TK_EXPECT(s->counter > 0 &&
-              s->counter + atomic_load(&s->failures) == total,
+           "threads in %" PRId64
+           " ms (%d gave up at 30 s), last fence %" PRIu64 "\n",
+           s->counter, total, PROCESSES, THREADS, testkit_now_ms() - start,
+           atomic_load(&s->failures), s->fence);
+    TK_EXPECT(s->counter > 0
+                  && s->counter + atomic_load(&s->failures) == total,
               "every attempt either was granted or gave up (%ld + %d of "
-              "%ld)", s->counter, atomic_load(&s->failures), total);
-    TK_EXPECT(atomic_load(&s->overlaps) == 0, "no two holders at once, "
-              "saw %d", atomic_load(&s->overlaps));
-    TK_EXPECT(atomic_load(&s->fence_regressions) == 0 &&
-              s->fence >= (uint64_t)s->counter,
+              "%ld)",
+              s->counter, atomic_load(&s->failures), total);
+    TK_EXPECT(atomic_load(&s->overlaps) == 0,
+              "no two holders at once, "
+              "saw %d",
+              atomic_load(&s->overlaps));
+    TK_EXPECT(atomic_load(&s->fence_regressions) == 0
+                  && s->fence >= (uint64_t)s->counter,
               "each fence above the last (last %" PRIu64 ")", s->fence);
     last_fence = s->fence;
     phase_end_ms = 0;
@@ -263,34 +266,38 @@ static void two_of_five_down_still_grants(void **state)
     dlock__msg m;
 
     (void)state;
-    TK_EXPECT(testkit_redis_stop(servers[1]) == 0 &&
-              testkit_redis_stop(servers[3]) == 0, "two masters stop");
+    TK_EXPECT(testkit_redis_stop(servers[1]) == 0
+                  && testkit_redis_stop(servers[3]) == 0,
+              "two masters stop");
     TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK, "a token");
-    TK_EXPECT(acquire("t:redlock:exclusion", token, &validity, &fence, &m) ==
-              DLOCK_OK, "3 of 5 grant: %s", m.text);
+    TK_EXPECT(acquire("t:redlock:exclusion", token, &validity, &fence, &m)
+                  == DLOCK_OK,
+              "3 of 5 grant: %s", m.text);
     TK_EXPECT(validity > 0 && validity < TTL_MS, "validity %" PRId64,
               validity);
-    TK_EXPECT(fence > last_fence, "the fence (%" PRIu64 ") is above every "
-              "earlier one (%" PRIu64 ") with two masters gone", fence,
-              last_fence);
+    TK_EXPECT(fence > last_fence,
+              "the fence (%" PRIu64 ") is above every "
+              "earlier one (%" PRIu64 ") with two masters gone",
+              fence, last_fence);
     last_fence = fence;
     dlock__msg_clear(&m);
     TK_EXPECT(dlock__redlock_release(&redlock, "t:redlock:exclusion", token,
-                                     NODE_TIMEOUT_MS, &m) ==
-              DLOCK_UNAVAILABLE, "release reports the masters it missed");
+                                     NODE_TIMEOUT_MS, &m)
+                  == DLOCK_UNAVAILABLE,
+              "release reports the masters it missed");
     snprintf(port1, sizeof(port1), ":%d refused", servers[1]->port);
     snprintf(port3, sizeof(port3), ":%d refused", servers[3]->port);
-    TK_EXPECT(strstr(m.text, "2 of 5 nodes:") != NULL &&
-              strstr(m.text, port1) != NULL && strstr(m.text, port3) != NULL,
+    TK_EXPECT(strstr(m.text, "2 of 5 nodes:") != NULL
+                  && strstr(m.text, port1) != NULL
+                  && strstr(m.text, port3) != NULL,
               "the message names both: %s", m.text);
     printf("# redlock: release with 2 of 5 down: %s\n", m.text);
 }
 
 /* One acquire round of key without a fence, timed; *took_ms is how long
  * it took, token the owner it used. */
-static dlock_err timed_acquire(const char *key, char *token,
-                               int64_t *validity, int64_t *took_ms,
-                               dlock__msg *m)
+static dlock_err timed_acquire(const char *key, char *token, int64_t *validity,
+                               int64_t *took_ms, dlock__msg *m)
 {
     int64_t start;
     uint64_t fence;
@@ -317,21 +324,27 @@ static void three_of_five_down_fails_closed_in_time(void **state)
     err = timed_acquire("t:redlock:minority", token, &validity, &took, &m);
     printf("# redlock: 3 of 5 down: %s after %" PRId64 " ms: %s\n",
            dlock_errname(err), took, m.text);
-    TK_EXPECT(err == DLOCK_UNAVAILABLE && validity == 0, "fail-closed, got "
-              "%s", dlock_errname(err));
-    TK_EXPECT(strstr(m.text, "3 of 5 nodes:") != NULL, "the three are named: "
-              "%s", m.text);
+    TK_EXPECT(err == DLOCK_UNAVAILABLE && validity == 0,
+              "fail-closed, got "
+              "%s",
+              dlock_errname(err));
+    TK_EXPECT(strstr(m.text, "3 of 5 nodes:") != NULL,
+              "the three are named: "
+              "%s",
+              m.text);
     /* Two rounds (the acquire and the clean-up release), each bounded by
      * the per-node timeout; slack for a loaded machine. */
-    TK_EXPECT(took < 2 * NODE_TIMEOUT_MS + 1500, "within the per-node "
-              "timeouts, took %" PRId64 " ms", took);
+    TK_EXPECT(took < 2 * NODE_TIMEOUT_MS + 1500,
+              "within the per-node "
+              "timeouts, took %" PRId64 " ms",
+              took);
 }
 
 static int key_is(int i, const char *key, const char *token)
 {
     redisReply *r = testkit_redis_cmd(servers[i]->url, "GET %s", key);
-    int same = r != NULL && r->type == REDIS_REPLY_STRING &&
-               strcmp(r->str, token) == 0;
+    int same = r != NULL && r->type == REDIS_REPLY_STRING
+               && strcmp(r->str, token) == 0;
 
     freeReplyObject(r);
     return same;
@@ -345,17 +358,22 @@ static void restarted_masters_rejoin(void **state)
     dlock__msg m;
 
     (void)state;
-    TK_EXPECT(testkit_redis_restart(servers[1]) == 0 &&
-              testkit_redis_restart(servers[3]) == 0 &&
-              testkit_redis_restart(servers[4]) == 0, "the three restart");
+    TK_EXPECT(testkit_redis_restart(servers[1]) == 0
+                  && testkit_redis_restart(servers[3]) == 0
+                  && testkit_redis_restart(servers[4]) == 0,
+              "the three restart");
     TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK, "a token");
-    TK_EXPECT(acquire("t:redlock:rejoin", token, &validity, &fence, &m) ==
-              DLOCK_OK, "granted: %s", m.text);
+    TK_EXPECT(acquire("t:redlock:rejoin", token, &validity, &fence, &m)
+                  == DLOCK_OK,
+              "granted: %s", m.text);
     for (int i = 0; i < MASTERS; i++)
-        TK_EXPECT(key_is(i, "t:redlock:rejoin", token), "master %d holds "
-                  "the key again", i);
+        TK_EXPECT(key_is(i, "t:redlock:rejoin", token),
+                  "master %d holds "
+                  "the key again",
+                  i);
     TK_EXPECT(dlock__redlock_release(&redlock, "t:redlock:rejoin", token,
-                                     NODE_TIMEOUT_MS, &m) == DLOCK_OK,
+                                     NODE_TIMEOUT_MS, &m)
+                  == DLOCK_OK,
               "released on all five: %s", m.text);
 }
 
@@ -370,13 +388,15 @@ static void stopped_master_costs_only_the_node_timeout(void **state)
     TK_EXPECT(testkit_redis_pause(servers[2]) == 0, "master 2 is stopped");
     err = timed_acquire("t:redlock:paused", token, &validity, &took, &m);
     printf("# redlock: acquire with one master SIGSTOPped: %s in %" PRId64
-           " ms (per-node timeout %d ms)\n", dlock_errname(err), took,
-           NODE_TIMEOUT_MS);
+           " ms (per-node timeout %d ms)\n",
+           dlock_errname(err), took, NODE_TIMEOUT_MS);
     TK_EXPECT(err == DLOCK_OK, "4 of 5 grant: %s", m.text);
-    TK_EXPECT(took < NODE_TIMEOUT_MS + 700, "the stopped master cost at "
-              "most the per-node timeout, took %" PRId64 " ms", took);
-    TK_EXPECT(validity > TTL_MS - NODE_TIMEOUT_MS - 800, "validity %" PRId64
-              " counts the wait", validity);
+    TK_EXPECT(took < NODE_TIMEOUT_MS + 700,
+              "the stopped master cost at "
+              "most the per-node timeout, took %" PRId64 " ms",
+              took);
+    TK_EXPECT(validity > TTL_MS - NODE_TIMEOUT_MS - 800,
+              "validity %" PRId64 " counts the wait", validity);
     dlock__msg_clear(&m);
     err = dlock__redlock_release(&redlock, "t:redlock:paused", token,
                                  NODE_TIMEOUT_MS, &m);

@@ -73,11 +73,11 @@ static int set_and_wait(int replicas, int timeout_ms, int64_t *took_ms)
     dlock__msg m;
 
     dlock__msg_clear(&m);
-    TK_EXPECT(dlock__call_with_wait(conn, 3, argv, NULL, replicas,
-                                    timeout_ms,
-                                    dlock__deadline_after_ms(timeout_ms +
-                                                             5000),
-                                    &r, &acked, &m) == DLOCK_OK,
+    TK_EXPECT(dlock__call_with_wait(conn, 3, argv, NULL, replicas, timeout_ms,
+                                    dlock__deadline_after_ms(timeout_ms
+                                                             + 5000),
+                                    &r, &acked, &m)
+                  == DLOCK_OK,
               "SET with WAIT: %s", m.text);
     *took_ms = testkit_now_ms() - start;
     TK_EXPECT(r->type == REDIS_REPLY_STATUS, "SET answered +OK");
@@ -91,8 +91,8 @@ static void both_replicas_acknowledge_at_once(void **state)
 
     (void)state;
     TK_EXPECT(set_and_wait(2, 5000, &took) == 2, "2 replicas acknowledge");
-    TK_EXPECT(took < 2500, "at once, not after the timeout (%" PRId64
-              " ms)", took);
+    TK_EXPECT(took < 2500, "at once, not after the timeout (%" PRId64 " ms)",
+              took);
 }
 
 /* A replica of the master, from the master's ROLE: ["master", offset,
@@ -105,10 +105,10 @@ static int replica_port(void)
                                       "ROLE");
     int port = -1;
 
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-        r->element[2]->type == REDIS_REPLY_ARRAY &&
-        r->element[2]->elements > 0 &&
-        r->element[2]->element[0]->elements >= 2)
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3
+        && r->element[2]->type == REDIS_REPLY_ARRAY
+        && r->element[2]->elements > 0
+        && r->element[2]->element[0]->elements >= 2)
         port = atoi(r->element[2]->element[0]->element[1]->str);
     freeReplyObject(r);
     return port;
@@ -124,8 +124,9 @@ static void a_stopped_replica_is_not_counted(void **state)
     TK_EXPECT(scalekit_signal_node("sentinel", port, SIGSTOP) > 0,
               "replica %d is stopped", port);
     acked = set_and_wait(2, 300, &took);
-    printf("# replwait: WAIT 2 300 with one replica stopped: %d after %"
-           PRId64 " ms\n", acked, took);
+    printf("# replwait: WAIT 2 300 with one replica stopped: %d after %" PRId64
+           " ms\n",
+           acked, took);
     TK_EXPECT(acked == 1, "only the running replica acknowledges, got %d",
               acked);
     TK_EXPECT(took >= 290, "WAIT used its timeout (%" PRId64 " ms)", took);
@@ -145,13 +146,14 @@ static void a_refused_write_keeps_the_connection_in_step(void **state)
 
     (void)state;
     TK_EXPECT(dlock__call_with_wait(conn, 2, argv, NULL, 0, 100,
-                                    dlock__deadline_after_ms(5000), &r,
-                                    &acked, &m) == DLOCK_OK,
+                                    dlock__deadline_after_ms(5000), &r, &acked,
+                                    &m)
+                  == DLOCK_OK,
               "INCR of a string with WAIT: %s", m.text);
     TK_EXPECT(r->type == REDIS_REPLY_ERROR, "the error is the reply");
     freeReplyObject(r);
     TK_EXPECT(set_and_wait(2, 5000, &took) == 2, "the next call reads its "
-              "own replies");
+                                                 "own replies");
 }
 
 int main(void)

@@ -41,8 +41,7 @@ static int setup(void **state)
     (void)state;
     scalekit_deployment(scalekit_group_url("sentinel"), &deployment);
     dlock__msg_clear(&m);
-    return dlock__sentinel_init(&sentinel, &deployment, &cfg, &m) ==
-                   DLOCK_OK
+    return dlock__sentinel_init(&sentinel, &deployment, &cfg, &m) == DLOCK_OK
                ? 0
                : -1;
 }
@@ -62,8 +61,8 @@ static int role_of(int port, const char *want)
     redisReply *r = testkit_redis_cmd(scalekit_node_url(port, url,
                                                         sizeof(url)),
                                       "ROLE");
-    int same = r != NULL && r->type == REDIS_REPLY_ARRAY &&
-               r->elements > 0 && strcmp(r->element[0]->str, want) == 0;
+    int same = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0
+               && strcmp(r->element[0]->str, want) == 0;
 
     freeReplyObject(r);
     return same;
@@ -78,8 +77,8 @@ static int discover(void)
 
     dlock__msg_clear(&m);
     TK_EXPECT(dlock__sentinel_discover(&sentinel,
-                                       dlock__deadline_after_ms(5000), &ep,
-                                       &m) == DLOCK_OK,
+                                       dlock__deadline_after_ms(5000), &ep, &m)
+                  == DLOCK_OK,
               "the master is found: %s", m.text);
     port = ep.port;
     dlock__endpoint_clear(&ep);
@@ -108,7 +107,8 @@ static int names_another_master(void *arg)
     dlock__msg m;
 
     if (dlock__sentinel_discover(&sentinel, dlock__deadline_after_ms(1000),
-                                 &ep, &m) != DLOCK_OK)
+                                 &ep, &m)
+        != DLOCK_OK)
         return 0;
     rd->new_port = ep.port;
     dlock__endpoint_clear(&ep);
@@ -123,9 +123,8 @@ static int write_succeeds(void *arg)
     redisReply *r = NULL;
     dlock__msg m;
     dlock_err err = dlock__deploy_call(dp, argv[1], strlen(argv[1]), 3, argv,
-                                       NULL, 1,
-                                       dlock__deadline_after_ms(1000), &r,
-                                       &m);
+                                       NULL, 1, dlock__deadline_after_ms(1000),
+                                       &r, &m);
     int ok = err == DLOCK_OK && r->type == REDIS_REPLY_STATUS;
 
     freeReplyObject(r);
@@ -147,42 +146,48 @@ static void killed_master_is_replaced_and_followed(void **state)
     rd.old_port = discover();
     dlock__msg_clear(&m);
     TK_EXPECT(dlock__deploy_new(&deployment, &cfg, 4,
-                                dlock__deadline_after_ms(5000), &dp, &m) ==
-              DLOCK_OK, "the router finds the master: %s", m.text);
+                                dlock__deadline_after_ms(5000), &dp, &m)
+                  == DLOCK_OK,
+              "the router finds the master: %s", m.text);
     TK_EXPECT(write_succeeds(dp), "a write before the failover");
     TK_EXPECT(dlock__sentinel_subscribe(&sentinel,
                                         dlock__deadline_after_ms(5000), &sub,
-                                        &m) == DLOCK_OK,
+                                        &m)
+                  == DLOCK_OK,
               "subscribed to +switch-master: %s", m.text);
     TK_EXPECT(scalekit_signal_node("sentinel", rd.old_port, SIGKILL) > 0,
               "the master (port %d) is killed", rd.old_port);
     killed = testkit_now_ms();
     TK_EXPECT(dlock__sentinel_next_switch(&sentinel, sub,
                                           dlock__deadline_after_ms(30000),
-                                          host, &port, &m) == DLOCK_OK,
+                                          host, &port, &m)
+                  == DLOCK_OK,
               "+switch-master within 30 s: %s", m.text);
     heard = testkit_now_ms() - killed;
     dlock__conn_free(sub);
-    TK_EXPECT(port != rd.old_port, "the switch names a new master (%d)",
-              port);
+    TK_EXPECT(port != rd.old_port, "the switch names a new master (%d)", port);
     TK_EXPECT(testkit_wait_until(names_another_master, &rd, 30000),
               "discovery names a new master");
     found = testkit_now_ms() - killed;
-    TK_EXPECT(testkit_wait_until(write_succeeds, dp, 30000), "writes "
+    TK_EXPECT(testkit_wait_until(write_succeeds, dp, 30000),
+              "writes "
               "through the router resume");
     resumed = testkit_now_ms() - killed;
-    TK_EXPECT(strstr(dlock__deploy_server(dp, NULL, 0), ":") != NULL &&
-              atoi(strrchr(dlock__deploy_server(dp, NULL, 0), ':') + 1) ==
-                  port, "the router uses the new master, %s",
+    TK_EXPECT(strstr(dlock__deploy_server(dp, NULL, 0), ":") != NULL
+                  && atoi(strrchr(dlock__deploy_server(dp, NULL, 0), ':') + 1)
+                         == port,
+              "the router uses the new master, %s",
               dlock__deploy_server(dp, NULL, 0));
     TK_EXPECT(atomic_load(&dp->failovers) == 1, "one failover followed");
     dlock__deploy_free(dp);
-    TK_EXPECT(rd.new_port == port && role_of(port, "master"), "discovery "
+    TK_EXPECT(rd.new_port == port && role_of(port, "master"),
+              "discovery "
               "agrees with the switch (%d, %d) and ROLE says master",
               rd.new_port, port);
     printf("# sentinel: master killed; +switch-master after %" PRId64 " ms, "
            "new master %d verified after %" PRId64 " ms, writes resumed "
-           "after %" PRId64 " ms\n", heard, port, found, resumed);
+           "after %" PRId64 " ms\n",
+           heard, port, found, resumed);
 }
 
 static void old_master_returns_as_a_replica(void **state)
@@ -192,7 +197,7 @@ static void old_master_returns_as_a_replica(void **state)
     (void)state;
     before = discover();
     TK_EXPECT(scalekit_group_url("sentinel") != NULL, "the group is "
-              "complete again");
+                                                      "complete again");
     after = discover();
     TK_EXPECT(before == after, "the master stays %d, got %d", before, after);
 }

@@ -97,8 +97,8 @@ static void *contender(void *arg)
     for (int i = 0; i < 50; i++) {
         dlock_lock *l = NULL;
 
-        if (dlock_acquire(client, "t:sentinel:exclusion", &o, &l) !=
-            DLOCK_OK) {
+        if (dlock_acquire(client, "t:sentinel:exclusion", &o, &l)
+            != DLOCK_OK) {
             atomic_fetch_add(&s->failures, 1);
             continue;
         }
@@ -118,12 +118,12 @@ static void threads_share_a_lock_without_overlap(void **state)
 
     (void)state;
     for (int i = 0; i < 4; i++)
-        TK_EXPECT(pthread_create(&t[i], NULL, contender, &s) == 0,
-                  "thread %d", i);
+        TK_EXPECT(pthread_create(&t[i], NULL, contender, &s) == 0, "thread %d",
+                  i);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
-    TK_EXPECT(atomic_load(&s.failures) == 0 &&
-              atomic_load(&s.overlaps) == 0 && s.counter == 200,
+    TK_EXPECT(atomic_load(&s.failures) == 0 && atomic_load(&s.overlaps) == 0
+                  && s.counter == 200,
               "200 grants, no overlap (failures %d, overlaps %d, %ld)",
               atomic_load(&s.failures), atomic_load(&s.overlaps), s.counter);
 }
@@ -171,14 +171,18 @@ static void locking_resumes_after_the_master_is_killed(void **state)
     TK_EXPECT(scalekit_signal_node("sentinel", old, SIGKILL) > 0,
               "master %d is killed", old);
     killed = testkit_now_ms();
-    TK_EXPECT(testkit_wait_until(granted, NULL, 30000), "locking resumes: "
-              "%s", dlock_client_errmsg(client));
+    TK_EXPECT(testkit_wait_until(granted, NULL, 30000),
+              "locking resumes: "
+              "%s",
+              dlock_client_errmsg(client));
     resumed = testkit_now_ms() - killed;
     now = master_port();
     printf("# sentinel: locking resumed %" PRId64 " ms after master %d was "
-           "killed (new master %d)\n", resumed, old, now);
+           "killed (new master %d)\n",
+           resumed, old, now);
     TK_EXPECT(now > 0 && now != old, "a new master (%d)", now);
-    TK_EXPECT(scalekit_group_url("sentinel") != NULL, "the old master "
+    TK_EXPECT(scalekit_group_url("sentinel") != NULL,
+              "the old master "
               "comes back as a replica");
     TK_EXPECT(granted(NULL), "and locking goes on: %s",
               dlock_client_errmsg(client));
@@ -191,8 +195,10 @@ static void unserved_deployments_are_refused_clearly(void **state)
     char err[512] = "";
 
     (void)state;
-    TK_EXPECT(dlock_client_new(url_c, NULL, &c, err, sizeof(err)) ==
-              DLOCK_INVALID && c == NULL, "%s is refused", url_c);
+    TK_EXPECT(dlock_client_new(url_c, NULL, &c, err, sizeof(err))
+                      == DLOCK_INVALID
+                  && c == NULL,
+              "%s is refused", url_c);
     TK_EXPECT(strstr(err, "not served") != NULL, "the message says so: %s",
               err);
 }

@@ -72,43 +72,93 @@
 /* ---- what is counted ----------------------------------------------------- */
 
 typedef enum route {
-    R_GET_DOC, R_GET_DOC_CLOSE, R_GET_DOC_SLOW, R_CREATE, R_EDIT, R_SUBMIT,
-    R_APPROVE, R_REJECT, R_LIST, R_SEARCH, R_METRICS, R_BAD_JSON, R_BAD_ID,
-    R_BAD_TOKEN, R_EXPIRED, R_FORBIDDEN, R_NOT_FOUND, R_METHOD,
-    R_TOO_LARGE, R_MEDIA, R_COUNT
+    R_GET_DOC,
+    R_GET_DOC_CLOSE,
+    R_GET_DOC_SLOW,
+    R_CREATE,
+    R_EDIT,
+    R_SUBMIT,
+    R_APPROVE,
+    R_REJECT,
+    R_LIST,
+    R_SEARCH,
+    R_METRICS,
+    R_BAD_JSON,
+    R_BAD_ID,
+    R_BAD_TOKEN,
+    R_EXPIRED,
+    R_FORBIDDEN,
+    R_NOT_FOUND,
+    R_METHOD,
+    R_TOO_LARGE,
+    R_MEDIA,
+    R_COUNT
 } route;
 
 static const char *const route_names[R_COUNT] = {
-    "GET /v1/documents/{id}", "GET /v1/documents/{id} (close)",
-    "GET /v1/documents/{id} (slow)", "POST /v1/documents",
-    "PUT /v1/documents/{id}", "POST /v1/documents/{id}/submit",
-    "POST /v1/reviews/{id}/approve", "POST /v1/reviews/{id}/reject",
-    "GET /v1/reviews?status=pending", "GET /v1/search", "GET /metrics",
-    "bad: malformed JSON", "bad: id abc", "bad: forged token",
-    "bad: expired token", "bad: reviewer creates", "bad: unknown id",
-    "bad: DELETE", "bad: 2 MB body", "bad: text/plain"};
+    "GET /v1/documents/{id}",
+    "GET /v1/documents/{id} (close)",
+    "GET /v1/documents/{id} (slow)",
+    "POST /v1/documents",
+    "PUT /v1/documents/{id}",
+    "POST /v1/documents/{id}/submit",
+    "POST /v1/reviews/{id}/approve",
+    "POST /v1/reviews/{id}/reject",
+    "GET /v1/reviews?status=pending",
+    "GET /v1/search",
+    "GET /metrics",
+    "bad: malformed JSON",
+    "bad: id abc",
+    "bad: forged token",
+    "bad: expired token",
+    "bad: reviewer creates",
+    "bad: unknown id",
+    "bad: DELETE",
+    "bad: 2 MB body",
+    "bad: text/plain"};
 
 enum { C_2XX, C_3XX, C_4XX, C_5XX, C_CONN, C_COUNT };
-static const char *const class_names[C_COUNT] = {"2xx", "3xx", "4xx",
-                                                 "5xx", "conn"};
+static const char *const class_names[C_COUNT] = {"2xx", "3xx", "4xx", "5xx",
+                                                 "conn"};
 
 typedef enum kind {
-    K_OK, K_BAD_EXPECTED, K_CONTENTION, K_UNAVAILABLE, K_SERVER_ERROR,
-    K_CONN_ERROR, K_UNEXPECTED, K_COUNT
+    K_OK,
+    K_BAD_EXPECTED,
+    K_CONTENTION,
+    K_UNAVAILABLE,
+    K_SERVER_ERROR,
+    K_CONN_ERROR,
+    K_UNEXPECTED,
+    K_COUNT
 } kind;
-static const char *const kind_names[K_COUNT] = {
-    "ok", "bad_expected", "contention", "unavailable", "server_error",
-    "conn_error", "unexpected"};
+static const char *const kind_names[K_COUNT] = {"ok",           "bad_expected",
+                                                "contention",   "unavailable",
+                                                "server_error", "conn_error",
+                                                "unexpected"};
 
 typedef enum stat_id {
-    S_RACES, S_RACE_ONE_WINNER, S_RACE_TWO_WINNERS, S_RACE_NO_WINNER,
-    S_IDLE_OPENED, S_IDLE_CLOSED_BY_SERVER, S_IDLE_NOT_CLOSED,
-    S_READYZ_OK, S_QUIET_START, S_QUIET_END, S_COUNT
+    S_RACES,
+    S_RACE_ONE_WINNER,
+    S_RACE_TWO_WINNERS,
+    S_RACE_NO_WINNER,
+    S_IDLE_OPENED,
+    S_IDLE_CLOSED_BY_SERVER,
+    S_IDLE_NOT_CLOSED,
+    S_READYZ_OK,
+    S_QUIET_START,
+    S_QUIET_END,
+    S_COUNT
 } stat_id;
-static const char *const stat_names[S_COUNT] = {
-    "races", "race_one_winner", "race_two_winners", "race_no_winner",
-    "idle_opened", "idle_closed_by_server", "idle_not_closed", "readyz_ok",
-    "quiet_start_settled", "quiet_end_settled"};
+static const char *const stat_names[S_COUNT] = {"races",
+                                                "race_one_winner",
+                                                "race_two_winners",
+                                                "race_no_winner",
+                                                "idle_opened",
+                                                "idle_closed_by_server",
+                                                "idle_not_closed",
+                                                "readyz_ok",
+                                                "quiet_start_settled",
+                                                "quiet_end_settled"};
 
 static atomic_llong by_route[R_COUNT][C_COUNT];
 static atomic_llong by_kind[K_COUNT];
@@ -201,15 +251,12 @@ static long long pending_pop(void)
 
 static int class_of(int status)
 {
-    if (status < 0) {
+    if (status < 0)
         return C_CONN;
-    }
-    if (status >= 500) {
+    if (status >= 500)
         return C_5XX;
-    }
-    if (status >= 400) {
+    if (status >= 400)
         return C_4XX;
-    }
     return status >= 300 ? C_3XX : C_2XX;
 }
 
@@ -217,18 +264,14 @@ static int class_of(int status)
  * whether a 409 is a fair loss of a race (contention_ok). */
 static kind kind_of(int status, int want, int contention_ok)
 {
-    if (status < 0) {
+    if (status < 0)
         return K_CONN_ERROR;
-    }
-    if (status == want) {
+    if (status == want)
         return want >= 400 ? K_BAD_EXPECTED : K_OK;
-    }
-    if (status == 409 && contention_ok) {
+    if (status == 409 && contention_ok)
         return K_CONTENTION;
-    }
-    if (status == 503) {
+    if (status == 503)
         return K_UNAVAILABLE;
-    }
     return status >= 500 ? K_SERVER_ERROR : K_UNEXPECTED;
 }
 
@@ -253,11 +296,11 @@ static int record(route r, int status, int want, int contention_ok)
 typedef struct worker {
     int index;
     unsigned seed;
-    int issued;                 /* requests of the current action */
-    int64_t b_used_ns;          /* when conn b last answered */
-    long long drafts[DRAFTS];   /* own documents in draft */
+    int issued;               /* requests of the current action */
+    int64_t b_used_ns;        /* when conn b last answered */
+    long long drafts[DRAFTS]; /* own documents in draft */
     int ndrafts;
-    bench_http a, b, tmp;       /* keep-alive, race partner, one-shot */
+    bench_http a, b, tmp; /* keep-alive, race partner, one-shot */
 } worker;
 
 /* The id field at path ("id" or "review.id") of a JSON body, or 0. */
@@ -268,20 +311,18 @@ static long long body_id(const char *body, const char *path)
     json_t *v = root;
     long long id = 0;
 
-    if (strcmp(path, "review.id") == 0) {
+    if (strcmp(path, "review.id") == 0)
         v = json_object_get(root, "review");
-    }
     v = json_object_get(v, "id");
-    if (json_is_string(v)) {
+    if (json_is_string(v))
         id = atoll(json_string_value(v));
-    }
     json_decref(root);
     return id;
 }
 
-static int keepalive(worker *w, route r, const char *method,
-                     const char *path, const char *token, const char *body,
-                     int want, const char **resp)
+static int keepalive(worker *w, route r, const char *method, const char *path,
+                     const char *token, const char *body, int want,
+                     const char **resp)
 {
     const int status = bench_http_request(&w->a, method, path, token, body,
                                           resp);
@@ -299,9 +340,8 @@ static int one_shot(worker *w, route r, const char *raw, int want)
     w->issued++;
     bench_http_init(&w->tmp, opt.port, REQUEST_TIMEOUT_MS);
     if (bench_http_connect(&w->tmp) == 0
-        && bench_http_send(&w->tmp, raw, strlen(raw)) == 0) {
+        && bench_http_send(&w->tmp, raw, strlen(raw)) == 0)
         status = bench_http_read(&w->tmp, &body);
-    }
     bench_http_close(&w->tmp);
     return record(r, status, want, 0);
 }
@@ -321,10 +361,11 @@ static void act_get_close(worker *w)
 {
     char raw[1024];
 
-    snprintf(raw, sizeof(raw), "GET /v1/documents/%lld HTTP/1.1\r\n"
+    snprintf(raw, sizeof(raw),
+             "GET /v1/documents/%lld HTTP/1.1\r\n"
              "Host: soak\r\nAuthorization: Bearer %s\r\n"
-             "Connection: close\r\n\r\n", docs_pick(&w->seed),
-             reviewer_token);
+             "Connection: close\r\n\r\n",
+             docs_pick(&w->seed), reviewer_token);
     one_shot(w, R_GET_DOC_CLOSE, raw, 200);
 }
 
@@ -334,14 +375,14 @@ static void act_create(worker *w)
     const char *resp;
     long long id;
 
-    snprintf(body, sizeof(body), "{\"title\":\"soak %d\",\"content\":"
+    snprintf(body, sizeof(body),
+             "{\"title\":\"soak %d\",\"content\":"
              "\"Soak document: review notes on the release plan and the "
              "\xe6\x95\xb0\xe6\x8d\xae\xe5\xba\x93 handbook, %u.\"}",
              w->index, rand_r(&w->seed));
     if (!keepalive(w, R_CREATE, "POST", "/v1/documents", author_token, body,
-                   201, &resp)) {
+                   201, &resp))
         return;
-    }
     id = body_id(resp, "id");
     if (id > 0) {
         docs_add(id);
@@ -365,8 +406,10 @@ static void act_edit(worker *w)
     }
     snprintf(path, sizeof(path), "/v1/documents/%lld",
              w->drafts[rand_r(&w->seed) % w->ndrafts]);
-    snprintf(body, sizeof(body), "{\"content\":\"Edited for review, "
-             "release plan revision %u.\"}", rand_r(&w->seed));
+    snprintf(body, sizeof(body),
+             "{\"content\":\"Edited for review, "
+             "release plan revision %u.\"}",
+             rand_r(&w->seed));
     keepalive(w, R_EDIT, "PUT", path, author_token, body, 200, &resp);
 }
 
@@ -382,12 +425,10 @@ static void act_submit(worker *w)
     }
     doc = w->drafts[--w->ndrafts];
     snprintf(path, sizeof(path), "/v1/documents/%lld/submit", doc);
-    if (keepalive(w, R_SUBMIT, "POST", path, author_token, NULL, 201,
-                  &resp)) {
+    if (keepalive(w, R_SUBMIT, "POST", path, author_token, NULL, 201, &resp)) {
         review = body_id(resp, "review.id");
-        if (review > 0) {
+        if (review > 0)
             pending_push(review);
-        }
     }
 }
 
@@ -396,9 +437,8 @@ static void act_submit(worker *w)
 static int race_send(bench_http *h, const char *req, int fresh)
 {
     if (h->fd < 0 || fresh) {
-        if (bench_http_connect(h) != 0) {
+        if (bench_http_connect(h) != 0)
             return -1;
-        }
     }
     return bench_http_send(h, req, strlen(req));
 }
@@ -409,10 +449,12 @@ static void format_decision(char *buf, size_t len, long long review,
     const char *body = approve ? "{\"comment\":\"looks right\"}"
                                : "{\"comment\":\"needs another pass\"}";
 
-    snprintf(buf, len, "POST /v1/reviews/%lld/%s HTTP/1.1\r\nHost: soak\r\n"
+    snprintf(buf, len,
+             "POST /v1/reviews/%lld/%s HTTP/1.1\r\nHost: soak\r\n"
              "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-             "Content-Length: %zu\r\n\r\n%s", review,
-             approve ? "approve" : "reject", token, strlen(body), body);
+             "Content-Length: %zu\r\n\r\n%s",
+             review, approve ? "approve" : "reject", token, strlen(body),
+             body);
 }
 
 /* The same review decided from two connections at once: approve on one,
@@ -437,12 +479,10 @@ static void act_race(worker *w)
     sa = sent_a == 0 ? bench_http_read(&w->a, &body) : -1;
     sb = sent_b == 0 ? bench_http_read(&w->b, &body) : -1;
     w->b_used_ns = bench_clock_ns();
-    if (sa < 0) {
+    if (sa < 0)
         bench_http_close(&w->a);
-    }
-    if (sb < 0) {
+    if (sb < 0)
         bench_http_close(&w->b);
-    }
     w->issued += 2;
     record(R_APPROVE, sa, 200, 1);
     record(b_approves ? R_APPROVE : R_REJECT, sb, 200, 1);
@@ -450,7 +490,8 @@ static void act_race(worker *w)
     atomic_fetch_add(&stats[S_RACES], 1);
     atomic_fetch_add(&stats[wins == 1   ? S_RACE_ONE_WINNER
                             : wins == 2 ? S_RACE_TWO_WINNERS
-                                        : S_RACE_NO_WINNER], 1);
+                                        : S_RACE_NO_WINNER],
+                     1);
 }
 
 static void act_list(worker *w)
@@ -493,18 +534,16 @@ static void act_bad(worker *w)
                   "{\"title\": \"soak\", \"content\": ", 400, &resp);
         break;
     case 1:
-        keepalive(w, R_BAD_ID, "GET", "/v1/documents/abc", author_token,
-                  NULL, 400, &resp);
+        keepalive(w, R_BAD_ID, "GET", "/v1/documents/abc", author_token, NULL,
+                  400, &resp);
         break;
     case 2:
         snprintf(raw, sizeof(raw), "/v1/documents/%lld", id);
-        keepalive(w, R_BAD_TOKEN, "GET", raw, forged_token, NULL, 401,
-                  &resp);
+        keepalive(w, R_BAD_TOKEN, "GET", raw, forged_token, NULL, 401, &resp);
         break;
     case 3:
         snprintf(raw, sizeof(raw), "/v1/documents/%lld", id);
-        keepalive(w, R_EXPIRED, "GET", raw, expired_token, NULL, 401,
-                  &resp);
+        keepalive(w, R_EXPIRED, "GET", raw, expired_token, NULL, 401, &resp);
         break;
     case 4:
         keepalive(w, R_FORBIDDEN, "POST", "/v1/documents", reviewer_token,
@@ -516,16 +555,19 @@ static void act_bad(worker *w)
                   author_token, NULL, 404, &resp);
         break;
     case 6:
-        snprintf(raw, sizeof(raw), "DELETE /v1/documents/%lld HTTP/1.1\r\n"
+        snprintf(raw, sizeof(raw),
+                 "DELETE /v1/documents/%lld HTTP/1.1\r\n"
                  "Host: soak\r\nAuthorization: Bearer %s\r\n"
-                 "Connection: close\r\n\r\n", id, author_token);
+                 "Connection: close\r\n\r\n",
+                 id, author_token);
         one_shot(w, R_METHOD, raw, 405);
         break;
     case 7:
         /* Declared but not sent: with Expect: 100-continue the server
          * answers 413 at once (docs/api.md); a client that declares a
          * body without it must send it before it reads the answer. */
-        snprintf(raw, sizeof(raw), "POST /v1/documents HTTP/1.1\r\n"
+        snprintf(raw, sizeof(raw),
+                 "POST /v1/documents HTTP/1.1\r\n"
                  "Host: soak\r\nAuthorization: Bearer %s\r\n"
                  "Content-Type: application/json\r\n"
                  "Content-Length: 2000000\r\nExpect: 100-continue\r\n"
@@ -534,10 +576,12 @@ static void act_bad(worker *w)
         one_shot(w, R_TOO_LARGE, raw, 413);
         break;
     default:
-        snprintf(raw, sizeof(raw), "POST /v1/documents HTTP/1.1\r\n"
+        snprintf(raw, sizeof(raw),
+                 "POST /v1/documents HTTP/1.1\r\n"
                  "Host: soak\r\nAuthorization: Bearer %s\r\n"
                  "Content-Type: text/plain\r\nContent-Length: 5\r\n"
-                 "Connection: close\r\n\r\nhello", author_token);
+                 "Connection: close\r\n\r\nhello",
+                 author_token);
         one_shot(w, R_MEDIA, raw, 415);
         break;
     }
@@ -548,8 +592,8 @@ static const struct {
     void (*act)(worker *w);
     int weight;
 } mix[] = {
-    {act_get, 30}, {act_get_close, 5}, {act_create, 12}, {act_edit, 8},
-    {act_submit, 10}, {act_race, 10}, {act_list, 5}, {act_search, 6},
+    {act_get, 30},    {act_get_close, 5}, {act_create, 12}, {act_edit, 8},
+    {act_submit, 10}, {act_race, 10},     {act_list, 5},    {act_search, 6},
     {act_metrics, 2}, {act_bad, 12},
 };
 
@@ -571,16 +615,13 @@ static void act_one(worker *w)
  * once when none is asked for. */
 static void wait_while_paused(bench_http *const *conns, int n)
 {
-    if (!atomic_load(&pause_flag)) {
+    if (!atomic_load(&pause_flag))
         return;
-    }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         bench_http_close(conns[i]);
-    }
     atomic_fetch_add(&paused, 1);
-    while (atomic_load(&pause_flag) && !atomic_load(&stop_flag)) {
+    while (atomic_load(&pause_flag) && !atomic_load(&stop_flag))
         bench_sleep_ns(20000000);
-    }
     atomic_fetch_sub(&paused, 1);
 }
 
@@ -600,12 +641,10 @@ static void *worker_main(void *arg)
         const int64_t now = bench_clock_ns();
         next += w->issued * interval;
         /* After a stall (a fault, a pause) resume the rate, not a burst. */
-        if (next < now - 1000000000LL) {
+        if (next < now - 1000000000LL)
             next = now;
-        }
-        if (next > now) {
+        if (next > now)
             bench_sleep_ns(next - now);
-        }
     }
     bench_http_close(&w->a);
     bench_http_close(&w->b);
@@ -628,10 +667,11 @@ static void *slow_main(void *arg)
         size_t len, piece, off = 0;
 
         wait_while_paused(conns, 1);
-        snprintf(raw, sizeof(raw), "GET /v1/documents/%lld HTTP/1.1\r\n"
+        snprintf(raw, sizeof(raw),
+                 "GET /v1/documents/%lld HTTP/1.1\r\n"
                  "Host: soak\r\nAuthorization: Bearer %s\r\n"
-                 "Connection: close\r\n\r\n", docs_pick(&seed),
-                 author_token);
+                 "Connection: close\r\n\r\n",
+                 docs_pick(&seed), author_token);
         len = strlen(raw);
         piece = len / 4 + 1;
         bench_http_init(h, opt.port, REQUEST_TIMEOUT_MS);
@@ -643,9 +683,8 @@ static void *slow_main(void *arg)
             off += n;
             bench_sleep_ns(off < len ? 250000000LL : 0);
         }
-        if (failed == 0) {
+        if (failed == 0)
             status = bench_http_read(h, &body);
-        }
         bench_http_close(h);
         record(R_GET_DOC_SLOW, status, 200, 0);
         bench_sleep_ns(3000000000LL);
@@ -666,9 +705,8 @@ static int closed_by_server(int fd, int64_t deadline_ns)
         if (poll(&p, 1, 200) > 0) {
             const ssize_t got = recv(fd, &byte, 1, MSG_DONTWAIT);
 
-            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
                 return 1;
-            }
         }
     }
     return 0;
@@ -696,22 +734,22 @@ static void *idle_main(void *arg)
             const int fresh = i % 2 == 0;
 
             if (bench_http_connect(&h[i]) != 0
-                || (!fresh && bench_http_request(&h[i], "GET", "/healthz",
-                                                 NULL, NULL, &body) != 200)) {
+                || (!fresh
+                    && bench_http_request(&h[i], "GET", "/healthz", NULL, NULL,
+                                          &body)
+                           != 200)) {
                 bench_http_close(&h[i]);
                 continue;
             }
             atomic_fetch_add(&stats[S_IDLE_OPENED], 1);
         }
         for (int i = 0; i < opt.idle; i++) {
-            if (h[i].fd < 0) {
+            if (h[i].fd < 0)
                 continue;
-            }
-            if (closed_by_server(h[i].fd, deadline)) {
+            if (closed_by_server(h[i].fd, deadline))
                 atomic_fetch_add(&stats[S_IDLE_CLOSED_BY_SERVER], 1);
-            } else if (!atomic_load(&stop_flag) && !atomic_load(&pause_flag)) {
+            else if (!atomic_load(&stop_flag) && !atomic_load(&pause_flag))
                 atomic_fetch_add(&stats[S_IDLE_NOT_CLOSED], 1);
-            }
             bench_http_close(&h[i]);
         }
     }
@@ -780,12 +818,13 @@ static int quiet_point(const char *phase, int threads, stat_id settled)
     const int64_t deadline = bench_clock_ns() + 90000000000LL;
     int rc;
 
-    while (atomic_load(&paused) < threads && bench_clock_ns() < deadline) {
+    while (atomic_load(&paused) < threads && bench_clock_ns() < deadline)
         bench_sleep_ns(20000000);
-    }
     if (atomic_load(&paused) < threads) {
-        fprintf(stderr, "soak_load: only %d of %d threads stopped for the "
-                "%s reading\n", atomic_load(&paused), threads, phase);
+        fprintf(stderr,
+                "soak_load: only %d of %d threads stopped for the "
+                "%s reading\n",
+                atomic_load(&paused), threads, phase);
         return -1;
     }
     rc = soak_proc_settle(opt.pid, 1500, 20000, &s);
@@ -798,9 +837,8 @@ static int quiet_point(const char *phase, int threads, stat_id settled)
         rc = rc != 0 ? rc : rc2;
     }
     list_fds(phase, "reviewd", opt.pid);
-    if (opt.indexer_pid > 0) {
+    if (opt.indexer_pid > 0)
         list_fds(phase, "kh-indexer", opt.indexer_pid);
-    }
     atomic_store(&stats[settled], rc == 0);
     if (rc < 0) {
         fprintf(stderr, "soak_load: a process is gone at the %s reading\n",
@@ -821,9 +859,8 @@ static int wait_ready(void)
     while (!ok && bench_clock_ns() < deadline) {
         ok = bench_http_request(&h, "GET", "/readyz", NULL, NULL, &body) == 200
              && strstr(body, "\"status\":\"ok\"") != NULL;
-        if (!ok) {
+        if (!ok)
             bench_sleep_ns(500000000LL);
-        }
     }
     fprintf(stderr, "soak_load: /readyz at the end: %s\n",
             h.fd >= 0 ? body : "(no answer)");
@@ -850,7 +887,8 @@ static int make_tokens(void)
     expired_token = rv_auth_issue(s, n, "alice", "author", now, -60);
     return author_token && reviewer_token && reviewer2_token && forged_token
                    && expired_token
-               ? 0 : -1;
+               ? 0
+               : -1;
 }
 
 /* A first set of documents, so GETs have something to read at once. */
@@ -864,7 +902,9 @@ static int seed_documents(void)
     for (int i = 0; i < 20; i++) {
         if (bench_http_request(&h, "POST", "/v1/documents", author_token,
                                "{\"title\":\"seed\",\"content\":\"Seeded "
-                               "release plan.\"}", &body) == 201) {
+                               "release plan.\"}",
+                               &body)
+            == 201) {
             const long long id = body_id(body, "id");
 
             if (id > 0) {
@@ -881,22 +921,20 @@ static int write_counts(void)
 {
     FILE *f = open_out("counts.tsv");
 
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
     for (int r = 0; r < R_COUNT; r++) {
         for (int c = 0; c < C_COUNT; c++) {
-            fprintf(f, "route\t%s\t%s\t%lld\n", route_names[r],
-                    class_names[c], atomic_load(&by_route[r][c]));
+            fprintf(f, "route\t%s\t%s\t%lld\n", route_names[r], class_names[c],
+                    atomic_load(&by_route[r][c]));
         }
     }
     for (int k = 0; k < K_COUNT; k++) {
         fprintf(f, "kind\t%s\t%lld\n", kind_names[k],
                 atomic_load(&by_kind[k]));
     }
-    for (int s = 0; s < S_COUNT; s++) {
+    for (int s = 0; s < S_COUNT; s++)
         fprintf(f, "stat\t%s\t%lld\n", stat_names[s], atomic_load(&stats[s]));
-    }
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -904,9 +942,8 @@ static long long total_requests(void)
 {
     long long n = 0;
 
-    for (int k = 0; k < K_COUNT; k++) {
+    for (int k = 0; k < K_COUNT; k++)
         n += atomic_load(&by_kind[k]);
-    }
     return n;
 }
 
@@ -916,9 +953,8 @@ static void mark_started(void)
 {
     FILE *f = open_out("started");
 
-    if (f != NULL) {
+    if (f != NULL)
         fclose(f);
-    }
 }
 
 /* Samples every opt.sample_ms until the end, with the start quiet point
@@ -941,9 +977,8 @@ static int run_load(int threads)
             atomic_store(&pause_flag, 1);
             const int rc = quiet_point("start", threads, S_QUIET_START);
             atomic_store(&pause_flag, 0);
-            if (rc != 0) {
+            if (rc != 0)
                 return -1;
-            }
             mark_started();
             warm = 1;
         }
@@ -955,10 +990,11 @@ static int run_load(int threads)
             soak_proc_sample s;
 
             soak_proc_read(opt.pid, &s);
-            bench_progress("soak_load", "%3lld s: %lld requests, reviewd "
-                           "rss %ld kB, %d fds", (long long)((now - t0)
-                           / 1000000000LL), total_requests(), s.rss_kb,
-                           s.fds);
+            bench_progress("soak_load",
+                           "%3lld s: %lld requests, reviewd "
+                           "rss %ld kB, %d fds",
+                           (long long)((now - t0) / 1000000000LL),
+                           total_requests(), s.rss_kb, s.fds);
             next_progress += 60000000000LL;
         }
         bench_sleep_ns(100000000LL);
@@ -969,49 +1005,67 @@ static int run_load(int threads)
 static int parse_args(int argc, char **argv)
 {
     static const struct option longs[] = {
-        {"port", 1, 0, 'p'}, {"secret", 1, 0, 's'}, {"pid", 1, 0, 'P'},
-        {"out", 1, 0, 'o'}, {"seconds", 1, 0, 'd'}, {"warmup", 1, 0, 'w'},
-        {"rate", 1, 0, 'r'}, {"workers", 1, 0, 'W'}, {"seed", 1, 0, 'S'},
-        {"indexer-pid", 1, 0, 'I'}, {"sample-ms", 1, 0, 'm'},
-        {"idle", 1, 0, 'i'}, {"idle-timeout", 1, 0, 't'}, {0, 0, 0, 0}};
+        {"port", 1, 0, 'p'},         {"secret", 1, 0, 's'},
+        {"pid", 1, 0, 'P'},          {"out", 1, 0, 'o'},
+        {"seconds", 1, 0, 'd'},      {"warmup", 1, 0, 'w'},
+        {"rate", 1, 0, 'r'},         {"workers", 1, 0, 'W'},
+        {"seed", 1, 0, 'S'},         {"indexer-pid", 1, 0, 'I'},
+        {"sample-ms", 1, 0, 'm'},    {"idle", 1, 0, 'i'},
+        {"idle-timeout", 1, 0, 't'}, {0, 0, 0, 0}};
     const char *me = "soak_load";
     int c;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
-        case 'p': opt.port = (int)bench_parse_long(me, "--port", optarg, 1,
-                                                   65535); break;
+        case 'p':
+            opt.port = (int)bench_parse_long(me, "--port", optarg, 1, 65535);
+            break;
         case 's': opt.secret = optarg; break;
-        case 'P': opt.pid = (pid_t)bench_parse_long(me, "--pid", optarg, 1,
-                                                    INT_MAX); break;
+        case 'P':
+            opt.pid = (pid_t)bench_parse_long(me, "--pid", optarg, 1, INT_MAX);
+            break;
         case 'o': opt.out = optarg; break;
-        case 'd': opt.seconds = (int)bench_parse_long(me, "--seconds",
-                                                      optarg, 1, 86400);
+        case 'd':
+            opt.seconds = (int)bench_parse_long(me, "--seconds", optarg, 1,
+                                                86400);
             break;
-        case 'w': opt.warmup = (int)bench_parse_long(me, "--warmup", optarg,
-                                                     0, 86400); break;
-        case 'r': opt.rate = (int)bench_parse_long(me, "--rate", optarg, 1,
-                                                   100000); break;
-        case 'W': opt.workers = (int)bench_parse_long(me, "--workers",
-                                                      optarg, 1,
-                                                      MAX_WORKERS); break;
-        case 'S': opt.seed = bench_parse_long(me, "--seed", optarg, 0,
-                                              LONG_MAX); break;
-        case 'I': opt.indexer_pid = (pid_t)bench_parse_long(
-                      me, "--indexer-pid", optarg, 1, INT_MAX); break;
-        case 'm': opt.sample_ms = (int)bench_parse_long(me, "--sample-ms",
-                                                        optarg, 100, 600000);
+        case 'w':
+            opt.warmup = (int)bench_parse_long(me, "--warmup", optarg, 0,
+                                               86400);
             break;
-        case 'i': opt.idle = (int)bench_parse_long(me, "--idle", optarg, 0,
-                                                   MAX_WORKERS); break;
-        case 't': opt.idle_timeout_s = (int)bench_parse_long(
-                      me, "--idle-timeout", optarg, 1, 3600); break;
+        case 'r':
+            opt.rate = (int)bench_parse_long(me, "--rate", optarg, 1, 100000);
+            break;
+        case 'W':
+            opt.workers = (int)bench_parse_long(me, "--workers", optarg, 1,
+                                                MAX_WORKERS);
+            break;
+        case 'S':
+            opt.seed = bench_parse_long(me, "--seed", optarg, 0, LONG_MAX);
+            break;
+        case 'I':
+            opt.indexer_pid = (pid_t)bench_parse_long(me, "--indexer-pid",
+                                                      optarg, 1, INT_MAX);
+            break;
+        case 'm':
+            opt.sample_ms = (int)bench_parse_long(me, "--sample-ms", optarg,
+                                                  100, 600000);
+            break;
+        case 'i':
+            opt.idle = (int)bench_parse_long(me, "--idle", optarg, 0,
+                                             MAX_WORKERS);
+            break;
+        case 't':
+            opt.idle_timeout_s = (int)bench_parse_long(me, "--idle-timeout",
+                                                       optarg, 1, 3600);
+            break;
         default: return -1;
         }
     }
-    return opt.port > 0 && opt.pid > 0 && opt.secret != NULL
-                   && opt.out != NULL && opt.warmup < opt.seconds
-               ? 0 : -1;
+    return opt.port > 0 && opt.pid > 0 && opt.secret != NULL && opt.out != NULL
+                   && opt.warmup < opt.seconds
+               ? 0
+               : -1;
 }
 
 /* Starts the workers, the slow client and the idle holder; returns how
@@ -1024,18 +1078,15 @@ static int start_threads(pthread_t *t, worker *w, bench_http *slow,
     for (int i = 0; i < opt.workers; i++) {
         w[i].index = i;
         w[i].seed = (unsigned)(opt.seed * 7919 + i * 104729 + 1);
-        if (pthread_create(&t[n], NULL, worker_main, &w[i]) != 0) {
+        if (pthread_create(&t[n], NULL, worker_main, &w[i]) != 0)
             return n;
-        }
         n++;
     }
-    if (pthread_create(&t[n], NULL, slow_main, slow) != 0) {
+    if (pthread_create(&t[n], NULL, slow_main, slow) != 0)
         return n;
-    }
     n++;
-    if (opt.idle > 0 && pthread_create(&t[n], NULL, idle_main, idle) == 0) {
+    if (opt.idle > 0 && pthread_create(&t[n], NULL, idle_main, idle) == 0)
         n++;
-    }
     return n;
 }
 
@@ -1047,7 +1098,8 @@ int main(int argc, char **argv)
     int started, want, rc = 0;
 
     if (parse_args(argc, argv) != 0) {
-        fprintf(stderr, "usage: soak_load --port P --secret S --pid PID "
+        fprintf(stderr,
+                "usage: soak_load --port P --secret S --pid PID "
                 "--out DIR [--seconds N] [--warmup N (< seconds)] "
                 "[--rate R] [--workers W] [--seed S] [--indexer-pid PID] "
                 "[--sample-ms MS] [--idle N] [--idle-timeout S]\n");
@@ -1060,13 +1112,17 @@ int main(int argc, char **argv)
     samples_file = open_out("samples.tsv");
     if (w == NULL || slow == NULL || idle == NULL || events_file == NULL
         || samples_file == NULL || make_tokens() != 0) {
-        fprintf(stderr, "soak_load: cannot set up (memory, tokens or "
-                "output files in %s)\n", opt.out);
+        fprintf(stderr,
+                "soak_load: cannot set up (memory, tokens or "
+                "output files in %s)\n",
+                opt.out);
         return 1;
     }
     if (seed_documents() != 0) {
-        fprintf(stderr, "soak_load: reviewd on port %d created no "
-                "document\n", opt.port);
+        fprintf(stderr,
+                "soak_load: reviewd on port %d created no "
+                "document\n",
+                opt.port);
         return 1;
     }
     want = opt.workers + 1 + (opt.idle > 0);
@@ -1076,13 +1132,11 @@ int main(int argc, char **argv)
                 want);
         rc = 1;
     }
-    if (rc == 0 && run_load(started) != 0) {
+    if (rc == 0 && run_load(started) != 0)
         rc = 1;
-    }
     atomic_store(&stop_flag, 1);
-    for (int i = 0; i < started; i++) {
+    for (int i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
-    }
     atomic_store(&stats[S_READYZ_OK], wait_ready());
     /* Every thread has ended and closed its sockets: the end reading. */
     if (rc == 0) {
@@ -1091,9 +1145,8 @@ int main(int argc, char **argv)
     }
     fclose(samples_file);
     fclose(events_file);
-    if (write_counts() != 0) {
+    if (write_counts() != 0)
         rc = 1;
-    }
     bench_progress("soak_load", "%lld requests in all", total_requests());
     free(w);
     free(slow);

@@ -24,14 +24,11 @@ static long read_rss_kb(pid_t pid)
 
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
     f = fopen(path, "r");
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (strncmp(line, "VmRSS:", 6) == 0) {
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "VmRSS:", 6) == 0)
             kb = strtol(line + 6, NULL, 10);
-        }
-    }
     fclose(f);
     return kb;
 }
@@ -48,15 +45,13 @@ static int for_each_fd(pid_t pid, void (*each)(const char *, void *),
 
     snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
     d = opendir(path);
-    if (d == NULL) {
+    if (d == NULL)
         return -1;
-    }
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] != '.') {
             n++;
-            if (each != NULL) {
+            if (each != NULL)
                 each(e->d_name, arg);
-            }
         }
     }
     closedir(d);
@@ -87,19 +82,16 @@ int soak_proc_settle(pid_t pid, int stable_ms, int timeout_ms,
 {
     int waited = 0, still = 0, last;
 
-    if (soak_proc_read(pid, out) != 0) {
+    if (soak_proc_read(pid, out) != 0)
         return -1;
-    }
     last = out->fds;
     while (still < stable_ms) {
-        if (waited >= timeout_ms) {
+        if (waited >= timeout_ms)
             return 1;
-        }
         sleep_ms(100);
         waited += 100;
-        if (soak_proc_read(pid, out) != 0) {
+        if (soak_proc_read(pid, out) != 0)
             return -1;
-        }
         still = out->fds == last ? still + 100 : 0;
         last = out->fds;
     }
@@ -133,16 +125,17 @@ static int describe_tcp(pid_t pid, const char *file, unsigned long inode,
 
     snprintf(path, sizeof(path), "/proc/%d/net/%s", (int)pid, file);
     f = fopen(path, "r");
-    if (f == NULL) {
+    if (f == NULL)
         return 0;
-    }
     while (!found && fgets(line, sizeof(line), f) != NULL) {
         if (sscanf(line, " %*d: %47s %47s %x %*s %*s %*s %*s %*s %lu", l, r,
-                   &st, &ino) == 4 && ino == inode) {
+                   &st, &ino)
+                == 4
+            && ino == inode) {
             format_addr(l, local, sizeof(local));
             format_addr(r, remote, sizeof(remote));
-            snprintf(out, len, "%s %s -> %s state %02X", file, local,
-                     remote, st);
+            snprintf(out, len, "%s %s -> %s state %02X", file, local, remote,
+                     st);
             found = 1;
         }
     }
@@ -164,15 +157,13 @@ static void list_one(const char *fd, void *arg)
 
     snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%s", (int)l->pid, fd);
     n = readlink(fdpath, link, sizeof(link) - 1);
-    if (n < 0) {
+    if (n < 0)
         return; /* closed since the folder was read */
-    }
     link[n] = '\0';
     snprintf(target, sizeof(target), "%s", link);
     if (sscanf(link, "socket:[%lu]", &inode) == 1
-        && !describe_tcp(l->pid, "tcp", inode, target, sizeof(target))) {
+        && !describe_tcp(l->pid, "tcp", inode, target, sizeof(target)))
         describe_tcp(l->pid, "tcp6", inode, target, sizeof(target));
-    }
     fprintf(l->out, "%s %s\n", fd, target);
 }
 

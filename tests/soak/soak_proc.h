@@ -19,8 +19,8 @@
 
 /* One reading of one process. */
 typedef struct soak_proc_sample {
-    long rss_kb;    /* VmRSS in kB, -1 when it could not be read */
-    int fds;        /* open descriptors, -1 when /proc/PID/fd is unreadable */
+    long rss_kb; /* VmRSS in kB, -1 when it could not be read */
+    int fds;     /* open descriptors, -1 when /proc/PID/fd is unreadable */
 } soak_proc_sample;
 
 /* Reads pid's VmRSS and descriptor count into out.  Returns 0 when both

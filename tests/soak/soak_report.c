@@ -64,7 +64,7 @@ typedef struct fault {
 
 typedef struct named {
     char name[64];
-    long long n[5];     /* per class for routes; n[0] for kinds, stats */
+    long long n[5]; /* per class for routes; n[0] for kinds, stats */
 } named;
 
 typedef struct proc_figures {
@@ -72,7 +72,7 @@ typedef struct proc_figures {
     long start_rss, end_rss, min_rss, max_rss;
     int start_fds, end_fds, min_fds, max_fds;
     int have_start, have_end, runs;
-    int fd_kinds_differing;   /* -1: no listings */
+    int fd_kinds_differing; /* -1: no listings */
 } proc_figures;
 
 /* Errors that are judged by where they fell (in a fault window or not). */
@@ -99,7 +99,7 @@ static struct {
     long long grace_ms;
     double rss_limit_pct;
     int rss_verdict;
-    int reviewd_exit, indexer_exit;  /* -1: not given */
+    int reviewd_exit, indexer_exit; /* -1: not given */
     peer peers[MAX_PEERS];
     int npeers;
     int http_port;
@@ -115,8 +115,7 @@ static proc_figures procs[MAX_PROCS];
 static int nprocs;
 static placed server_errors, conn_errors, unavailable, unexpected;
 
-static const char *const class_names[5] = {"2xx", "3xx", "4xx", "5xx",
-                                           "conn"};
+static const char *const class_names[5] = {"2xx", "3xx", "4xx", "5xx", "conn"};
 
 static FILE *open_in(const char *name, int required)
 {
@@ -136,25 +135,20 @@ static FILE *open_in(const char *name, int required)
  * NULL when the list is full. */
 static named *entry(named *list, int *n, int max, const char *name)
 {
-    for (int i = 0; i < *n; i++) {
-        if (strcmp(list[i].name, name) == 0) {
+    for (int i = 0; i < *n; i++)
+        if (strcmp(list[i].name, name) == 0)
             return &list[i];
-        }
-    }
-    if (*n == max) {
+    if (*n == max)
         return NULL;
-    }
     snprintf(list[*n].name, sizeof(list[*n].name), "%s", name);
     return &list[(*n)++];
 }
 
 static int class_index(const char *c)
 {
-    for (int i = 0; i < 5; i++) {
-        if (strcmp(class_names[i], c) == 0) {
+    for (int i = 0; i < 5; i++)
+        if (strcmp(class_names[i], c) == 0)
             return i;
-        }
-    }
     return -1;
 }
 
@@ -167,9 +161,8 @@ static int split_tabs(char *line, char **field, int max)
     while (n < max) {
         field[n++] = line;
         line = strchr(line, '\t');
-        if (line == NULL) {
+        if (line == NULL)
             break;
-        }
         *line++ = '\0';
     }
     return n;
@@ -180,28 +173,24 @@ static int read_counts(void)
     FILE *f = open_in("counts.tsv", 1);
     char line[512], *fl[4];
 
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
     while (fgets(line, sizeof(line), f) != NULL) {
         const int n = split_tabs(line, fl, 4);
         named *e = NULL;
 
         if (n == 4 && strcmp(fl[0], "route") == 0 && class_index(fl[2]) >= 0) {
             e = entry(routes, &nroutes, MAX_ROUTES, fl[1]);
-            if (e != NULL) {
+            if (e != NULL)
                 e->n[class_index(fl[2])] = atoll(fl[3]);
-            }
             continue;
         }
-        if (n == 3 && strcmp(fl[0], "kind") == 0) {
+        if (n == 3 && strcmp(fl[0], "kind") == 0)
             e = entry(kinds, &nkinds, MAX_KINDS, fl[1]);
-        } else if (n == 3 && strcmp(fl[0], "stat") == 0) {
+        else if (n == 3 && strcmp(fl[0], "stat") == 0)
             e = entry(stats, &nstats, MAX_STATS, fl[1]);
-        }
-        if (e != NULL) {
+        if (e != NULL)
             e->n[0] = atoll(fl[2]);
-        }
     }
     fclose(f);
     return nroutes > 0 && nkinds > 0 ? 0 : -1;
@@ -209,11 +198,9 @@ static int read_counts(void)
 
 static long long stat_value(const named *list, int n, const char *name)
 {
-    for (int i = 0; i < n; i++) {
-        if (strcmp(list[i].name, name) == 0) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0)
             return list[i].n[0];
-        }
-    }
     return 0;
 }
 
@@ -223,9 +210,8 @@ static int read_faults(void)
     FILE *f = open_in("faults.tsv", 0);
     char line[256], *fl[3];
 
-    if (f == NULL) {
+    if (f == NULL)
         return 0;
-    }
     while (nfaults < MAX_FAULTS && fgets(line, sizeof(line), f) != NULL) {
         if (split_tabs(line, fl, 3) == 3) {
             faults[nfaults].start_ms = atoll(fl[0]);
@@ -241,12 +227,10 @@ static int read_faults(void)
 
 static int in_fault_window(long long t_ms)
 {
-    for (int i = 0; i < nfaults; i++) {
+    for (int i = 0; i < nfaults; i++)
         if (t_ms >= faults[i].start_ms - 1000
-            && t_ms <= faults[i].end_ms + opt.grace_ms) {
+            && t_ms <= faults[i].end_ms + opt.grace_ms)
             return 1;
-        }
-    }
     return 0;
 }
 
@@ -255,27 +239,23 @@ static int read_events(void)
     FILE *f = open_in("events.tsv", 1);
     char line[512], *fl[4];
 
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
     while (fgets(line, sizeof(line), f) != NULL) {
         placed *p = NULL;
 
-        if (split_tabs(line, fl, 4) != 4) {
+        if (split_tabs(line, fl, 4) != 4)
             continue;
-        }
-        if (strcmp(fl[3], "server_error") == 0) {
+        if (strcmp(fl[3], "server_error") == 0)
             p = &server_errors;
-        } else if (strcmp(fl[3], "conn_error") == 0) {
+        else if (strcmp(fl[3], "conn_error") == 0)
             p = &conn_errors;
-        } else if (strcmp(fl[3], "unavailable") == 0) {
+        else if (strcmp(fl[3], "unavailable") == 0)
             p = &unavailable;
-        } else if (strcmp(fl[3], "unexpected") == 0) {
+        else if (strcmp(fl[3], "unexpected") == 0)
             p = &unexpected;
-        }
-        if (p != NULL) {
+        if (p != NULL)
             (*(in_fault_window(atoll(fl[0])) ? &p->inside : &p->outside))++;
-        }
     }
     fclose(f);
     return 0;
@@ -283,14 +263,11 @@ static int read_events(void)
 
 static proc_figures *proc_entry(const char *name)
 {
-    for (int i = 0; i < nprocs; i++) {
-        if (strcmp(procs[i].name, name) == 0) {
+    for (int i = 0; i < nprocs; i++)
+        if (strcmp(procs[i].name, name) == 0)
             return &procs[i];
-        }
-    }
-    if (nprocs == MAX_PROCS) {
+    if (nprocs == MAX_PROCS)
         return NULL;
-    }
     memset(&procs[nprocs], 0, sizeof(procs[0]));
     snprintf(procs[nprocs].name, sizeof(procs[0].name), "%s", name);
     return &procs[nprocs++];
@@ -307,18 +284,14 @@ static void add_sample(proc_figures *p, const char *phase, long rss, int fds)
         p->end_fds = fds;
         p->have_end = 1;
     } else if (rss >= 0 && fds >= 0) {
-        if (p->runs == 0 || rss < p->min_rss) {
+        if (p->runs == 0 || rss < p->min_rss)
             p->min_rss = rss;
-        }
-        if (p->runs == 0 || rss > p->max_rss) {
+        if (p->runs == 0 || rss > p->max_rss)
             p->max_rss = rss;
-        }
-        if (p->runs == 0 || fds < p->min_fds) {
+        if (p->runs == 0 || fds < p->min_fds)
             p->min_fds = fds;
-        }
-        if (p->runs == 0 || fds > p->max_fds) {
+        if (p->runs == 0 || fds > p->max_fds)
             p->max_fds = fds;
-        }
         p->runs++;
     }
 }
@@ -328,19 +301,16 @@ static int read_samples(void)
     FILE *f = open_in("samples.tsv", 1);
     char line[256], *fl[5];
 
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
     while (fgets(line, sizeof(line), f) != NULL) {
         proc_figures *p;
 
-        if (split_tabs(line, fl, 5) != 5) {
+        if (split_tabs(line, fl, 5) != 5)
             continue;
-        }
         p = proc_entry(fl[2]);
-        if (p != NULL) {
+        if (p != NULL)
             add_sample(p, fl[1], atol(fl[3]), atoi(fl[4]));
-        }
     }
     fclose(f);
     return nprocs > 0 ? 0 : -1;
@@ -362,8 +332,8 @@ static void tcp_kind(const char *desc, char *out, size_t len)
     char proto[8], local[96], remote[96];
     unsigned state;
 
-    if (sscanf(desc, "%7s %95s -> %95s state %x", proto, local, remote,
-               &state) != 4) {
+    if (sscanf(desc, "%7s %95s -> %95s state %x", proto, local, remote, &state)
+        != 4) {
         snprintf(out, len, "%s", desc);
         return;
     }
@@ -377,8 +347,9 @@ static void tcp_kind(const char *desc, char *out, size_t len)
             return;
         }
     }
-    snprintf(out, len, "%s", port_of(local) == opt.http_port
-                                 ? "tcp from an http client" : "tcp other");
+    snprintf(out, len, "%s",
+             port_of(local) == opt.http_port ? "tcp from an http client"
+                                             : "tcp other");
 }
 
 /* The kind of one listed descriptor target (see soak_proc_list_fds). */
@@ -393,8 +364,8 @@ static void fd_kind_of(const char *target, char *out, size_t len)
     } else if (target[0] == '/') {
         const char *base = strrchr(target, '/');
 
-        snprintf(out, len, "file %s", strcmp(target, "/dev/null") == 0
-                                         ? target : base + 1);
+        snprintf(out, len, "file %s",
+                 strcmp(target, "/dev/null") == 0 ? target : base + 1);
     } else {
         snprintf(out, len, "%s", target);
     }
@@ -402,14 +373,11 @@ static void fd_kind_of(const char *target, char *out, size_t len)
 
 static fd_kind *fd_kind_entry(fd_kind *list, int *n, const char *name)
 {
-    for (int i = 0; i < *n; i++) {
-        if (strcmp(list[i].name, name) == 0) {
+    for (int i = 0; i < *n; i++)
+        if (strcmp(list[i].name, name) == 0)
             return &list[i];
-        }
-    }
-    if (*n == MAX_FD_KINDS) {
+    if (*n == MAX_FD_KINDS)
         return NULL;
-    }
     memset(&list[*n], 0, sizeof(list[0]));
     snprintf(list[*n].name, sizeof(list[0].name), "%s", name);
     return &list[(*n)++];
@@ -425,22 +393,19 @@ static int read_listing(const char *phase, const char *proc, int end,
 
     snprintf(name, sizeof(name), "fds-%s-%s.txt", phase, proc);
     f = open_in(name, 1);
-    if (f == NULL) {
+    if (f == NULL)
         return -1;
-    }
     while (fgets(line, sizeof(line), f) != NULL) {
         const char *target = strchr(line, ' ');
         fd_kind *k;
 
-        if (target == NULL) {
+        if (target == NULL)
             continue;
-        }
         line[strcspn(line, "\n")] = '\0';
         fd_kind_of(target + 1, kind, sizeof(kind));
         k = fd_kind_entry(list, n, kind);
-        if (k != NULL) {
+        if (k != NULL)
             *(end ? &k->end : &k->start) += 1;
-        }
     }
     fclose(f);
     return 0;
@@ -465,17 +430,17 @@ static int compare_fds(const char *proc)
     int n = 0, bad = 0;
 
     if (read_listing("start", proc, 0, list, &n) != 0
-        || read_listing("end", proc, 1, list, &n) != 0) {
+        || read_listing("end", proc, 1, list, &n) != 0)
         return -1;
-    }
     for (int i = 0; i < n; i++) {
         const int differs = list[i].start != list[i].end;
         const int allowed = !differs || pool_within_bound(&list[i]);
 
         printf("  %-10s %-36.36s %6d %6d%s\n", proc, list[i].name,
                list[i].start, list[i].end,
-               !allowed ? "  DIFFERS"
-               : differs ? "  (on-demand pool, within its bound)" : "");
+               !allowed  ? "  DIFFERS"
+               : differs ? "  (on-demand pool, within its bound)"
+                         : "");
         bad += !allowed;
     }
     return bad;
@@ -493,7 +458,9 @@ static void print_routes(void)
     for (int i = 0; i < nroutes; i++) {
         printf("  %-34s", routes[i].name);
         for (int c = 0; c < 5; c++) {
-            printf(c == 0 ? " %8lld" : c == 2 ? " %7lld" : " %6lld",
+            printf(c == 0   ? " %8lld"
+                   : c == 2 ? " %7lld"
+                            : " %6lld",
                    routes[i].n[c]);
             total[c] += routes[i].n[c];
             all += routes[i].n[c];
@@ -515,9 +482,8 @@ static void print_kinds(void)
 {
     long long all = 0;
 
-    for (int i = 0; i < nkinds; i++) {
+    for (int i = 0; i < nkinds; i++)
         all += kinds[i].n[0];
-    }
     printf("errors by kind (of %lld answers)\n", all);
     printf("  %-44s %8lld\n", "ok (the expected 2xx)",
            stat_value(kinds, nkinds, "ok"));
@@ -527,16 +493,17 @@ static void print_kinds(void)
            stat_value(kinds, nkinds, "contention"));
     print_placed("503 unavailable", &unavailable);
     print_placed("other 5xx", &server_errors);
-    print_placed("connection errors (reset, closed, timeout)",
-                 &conn_errors);
+    print_placed("connection errors (reset, closed, timeout)", &conn_errors);
     print_placed("unexpected status", &unexpected);
     printf("  races %lld: one winner %lld, two winners %lld, no winner "
-           "%lld\n", stat_value(stats, nstats, "races"),
+           "%lld\n",
+           stat_value(stats, nstats, "races"),
            stat_value(stats, nstats, "race_one_winner"),
            stat_value(stats, nstats, "race_two_winners"),
            stat_value(stats, nstats, "race_no_winner"));
     printf("  idle connections %lld: cut by the server's timeout %lld, not "
-           "cut %lld\n", stat_value(stats, nstats, "idle_opened"),
+           "cut %lld\n",
+           stat_value(stats, nstats, "idle_opened"),
            stat_value(stats, nstats, "idle_closed_by_server"),
            stat_value(stats, nstats, "idle_not_closed"));
 }
@@ -564,10 +531,9 @@ static void print_faults(void)
 
 static double growth_pct(const proc_figures *p)
 {
-    return p->start_rss > 0
-               ? 100.0 * (double)(p->end_rss - p->start_rss)
-                     / (double)p->start_rss
-               : 0.0;
+    return p->start_rss > 0 ? 100.0 * (double)(p->end_rss - p->start_rss)
+                                  / (double)p->start_rss
+                            : 0.0;
 }
 
 static void print_resources(void)
@@ -575,9 +541,8 @@ static void print_resources(void)
     printf("resources (start: the quiet point after the warm-up; end: the "
            "quiet point\n after the load, connections closed, /readyz ok; "
            "run: every sample between)\n");
-    printf("  %-10s %10s %10s %8s %19s %6s %6s %11s\n", "process",
-           "rss start", "rss end", "growth", "run rss min..max", "fds",
-           "fds", "run fds");
+    printf("  %-10s %10s %10s %8s %19s %6s %6s %11s\n", "process", "rss start",
+           "rss end", "growth", "run rss min..max", "fds", "fds", "run fds");
     printf("  %-10s %10s %10s %8s %19s %6s %6s %11s\n", "", "kB", "kB", "",
            "kB", "start", "end", "min..max");
     for (int i = 0; i < nprocs; i++) {
@@ -589,9 +554,8 @@ static void print_resources(void)
     }
     printf("descriptors by kind at the start and end readings\n");
     printf("  %-10s %-36s %6s %6s\n", "process", "kind", "start", "end");
-    for (int i = 0; i < nprocs; i++) {
+    for (int i = 0; i < nprocs; i++)
         procs[i].fd_kinds_differing = compare_fds(procs[i].name);
-    }
 }
 
 /* ---- the verdict --------------------------------------------------------- */
@@ -619,11 +583,11 @@ static void check_resources(void)
         fds_ok = fds_ok && p->start_fds > 0 && p->fd_kinds_differing == 0;
         rss_ok = rss_ok && growth_pct(p) <= opt.rss_limit_pct;
         roff += (size_t)snprintf(rss + roff, sizeof(rss) - roff,
-                                 "%s %s %+.1f%%", i > 0 ? "," : ":",
-                                 p->name, growth_pct(p));
+                                 "%s %s %+.1f%%", i > 0 ? "," : ":", p->name,
+                                 growth_pct(p));
         foff += (size_t)snprintf(fds + foff, sizeof(fds) - foff,
-                                 "%s %s %d -> %d", i > 0 ? "," : ":",
-                                 p->name, p->start_fds, p->end_fds);
+                                 "%s %s %d -> %d", i > 0 ? "," : ":", p->name,
+                                 p->start_fds, p->end_fds);
     }
     check(quiet && stat_value(stats, nstats, "quiet_start_settled")
               && stat_value(stats, nstats, "quiet_end_settled"),
@@ -643,9 +607,10 @@ static void check_errors(void)
 {
     char detail[160];
 
-    snprintf(detail, sizeof(detail), " (%lld 5xx, %lld connection errors "
-             "inside fault windows)", server_errors.inside
-             + unavailable.inside, conn_errors.inside);
+    snprintf(detail, sizeof(detail),
+             " (%lld 5xx, %lld connection errors "
+             "inside fault windows)",
+             server_errors.inside + unavailable.inside, conn_errors.inside);
     check(server_errors.outside + unavailable.outside == 0
               && conn_errors.outside == 0,
           "no 5xx and no connection error outside fault windows", detail);
@@ -657,17 +622,15 @@ static void check_errors(void)
     check(stat_value(stats, nstats, "idle_not_closed") == 0
               && stat_value(stats, nstats, "idle_closed_by_server") > 0,
           "idle connections cut by the server's timeout", "");
-    check(stat_value(stats, nstats, "readyz_ok") == 1,
-          "/readyz ok at the end", "");
+    check(stat_value(stats, nstats, "readyz_ok") == 1, "/readyz ok at the end",
+          "");
 }
 
 static int has_stat(const char *name)
 {
-    for (int i = 0; i < nstats; i++) {
-        if (strcmp(stats[i].name, name) == 0) {
+    for (int i = 0; i < nstats; i++)
+        if (strcmp(stats[i].name, name) == 0)
             return 1;
-        }
-    }
     return 0;
 }
 
@@ -679,15 +642,16 @@ static void check_pipeline(void)
     const long long approved = stat_value(stats, nstats, "approval_events");
     const long long done = stat_value(stats, nstats, "events_processed");
 
-    if (!has_stat("outbox_rows")) {
+    if (!has_stat("outbox_rows"))
         return;
-    }
-    snprintf(detail, sizeof(detail), " (%lld outbox rows, %lld unsent)",
-             rows, unsent);
+    snprintf(detail, sizeof(detail), " (%lld outbox rows, %lld unsent)", rows,
+             unsent);
     check(rows > 0 && unsent == 0, "every committed change's event sent",
           detail);
-    snprintf(detail, sizeof(detail), " (%lld approval events, %lld "
-             "processed)", approved, done);
+    snprintf(detail, sizeof(detail),
+             " (%lld approval events, %lld "
+             "processed)",
+             approved, done);
     check(approved > 0 && done == approved,
           "kh-indexer processed each approval event once", detail);
 }
@@ -696,9 +660,8 @@ static void check_exit(const char *who, int status)
 {
     char what[96];
 
-    if (status < 0) {
+    if (status < 0)
         return;
-    }
     snprintf(what, sizeof(what), "%s exited 0 on SIGTERM", who);
     if (status == 0) {
         check(1, what, "");
@@ -714,9 +677,8 @@ static int parse_pair(const char *arg, char *name, int *value)
 {
     const char *eq = strchr(arg, '=');
 
-    if (eq == NULL || eq == arg || eq - arg >= 32 || atoi(eq + 1) <= 0) {
+    if (eq == NULL || eq == arg || eq - arg >= 32 || atoi(eq + 1) <= 0)
         return -1;
-    }
     snprintf(name, 32, "%.*s", (int)(eq - arg), arg);
     *value = atoi(eq + 1);
     return 0;
@@ -725,11 +687,11 @@ static int parse_pair(const char *arg, char *name, int *value)
 static int parse_args(int argc, char **argv)
 {
     static const struct option longs[] = {
-        {"dir", 1, 0, 'd'}, {"grace-ms", 1, 0, 'g'},
+        {"dir", 1, 0, 'd'},           {"grace-ms", 1, 0, 'g'},
         {"rss-limit-pct", 1, 0, 'r'}, {"no-rss-verdict", 0, 0, 'n'},
-        {"reviewd-exit", 1, 0, 'R'}, {"indexer-exit", 1, 0, 'I'},
-        {"peer", 1, 0, 'p'}, {"http-port", 1, 0, 'h'}, {"pool", 1, 0, 'P'},
-        {0, 0, 0, 0}};
+        {"reviewd-exit", 1, 0, 'R'},  {"indexer-exit", 1, 0, 'I'},
+        {"peer", 1, 0, 'p'},          {"http-port", 1, 0, 'h'},
+        {"pool", 1, 0, 'P'},          {0, 0, 0, 0}};
     int c;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -741,18 +703,17 @@ static int parse_args(int argc, char **argv)
         case 'R': opt.reviewd_exit = atoi(optarg); break;
         case 'I': opt.indexer_exit = atoi(optarg); break;
         case 'p':
-            if (opt.npeers == MAX_PEERS || parse_pair(optarg,
-                    opt.peers[opt.npeers].name, &opt.peers[opt.npeers].port)
-                    != 0) {
+            if (opt.npeers == MAX_PEERS
+                || parse_pair(optarg, opt.peers[opt.npeers].name,
+                              &opt.peers[opt.npeers].port)
+                       != 0)
                 return -1;
-            }
             opt.npeers++;
             break;
         case 'h': opt.http_port = atoi(optarg); break;
         case 'P':
-            if (parse_pair(optarg, opt.pool_name, &opt.pool_max) != 0) {
+            if (parse_pair(optarg, opt.pool_name, &opt.pool_max) != 0)
                 return -1;
-            }
             break;
         default: return -1;
         }
@@ -763,7 +724,8 @@ static int parse_args(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (parse_args(argc, argv) != 0) {
-        fprintf(stderr, "usage: soak_report --dir DIR [--grace-ms MS] "
+        fprintf(stderr,
+                "usage: soak_report --dir DIR [--grace-ms MS] "
                 "[--rss-limit-pct P] [--no-rss-verdict] [--reviewd-exit N] "
                 "[--indexer-exit N] [--peer NAME=PORT ...] [--http-port P] "
                 "[--pool NAME=N]\n");
@@ -771,8 +733,10 @@ int main(int argc, char **argv)
     }
     if (read_counts() != 0 || read_faults() != 0 || read_events() != 0
         || read_samples() != 0) {
-        fprintf(stderr, "soak_report: the run's files in %s are missing or "
-                "empty\n", opt.dir);
+        fprintf(stderr,
+                "soak_report: the run's files in %s are missing or "
+                "empty\n",
+                opt.dir);
         return 2;
     }
     print_routes();

@@ -61,7 +61,7 @@
 
 typedef struct chunk {
     struct chunk *next;
-    int64_t due_ms;     /* not forwarded before this (CLOCK_MONOTONIC) */
+    int64_t due_ms; /* not forwarded before this (CLOCK_MONOTONIC) */
     size_t len, off;
     char data[];
 } chunk;
@@ -70,7 +70,7 @@ typedef struct chunk {
 typedef struct flow {
     chunk *head, *tail;
     size_t queued;
-    int eof;            /* src said EOF; shut dst's write side once drained */
+    int eof; /* src said EOF; shut dst's write side once drained */
     int shut;
 } flow;
 
@@ -78,8 +78,8 @@ enum conn_state { CONN_FREE, CONN_PENDING, CONN_CONNECTING, CONN_OPEN };
 
 typedef struct conn {
     enum conn_state state;
-    int cfd, sfd;       /* client side, server side (-1 while pending) */
-    flow up, down;      /* up: client -> server; down: server -> client */
+    int cfd, sfd;  /* client side, server side (-1 while pending) */
+    flow up, down; /* up: client -> server; down: server -> client */
 } conn;
 
 typedef struct ctl {
@@ -140,7 +140,7 @@ static void close_fd(int fd, int rst)
     if (fd < 0)
         return;
     if (rst) {
-        struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
 
         (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     }
@@ -169,8 +169,8 @@ static int count_conns(const proxy *p)
 /* Starts a non-blocking connect to the current target. */
 static void conn_dial(proxy *p, conn *c)
 {
-    struct addrinfo hints = { .ai_family = AF_UNSPEC,
-                              .ai_socktype = SOCK_STREAM };
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai = NULL;
     int fd = -1;
 
@@ -181,11 +181,12 @@ static void conn_dial(proxy *p, conn *c)
         return;
     }
     fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    if (fd < 0 || (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 &&
-                   errno != EINPROGRESS)) {
+    if (fd < 0
+        || (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0
+            && errno != EINPROGRESS)) {
         close_fd(fd, 0);
         freeaddrinfo(ai);
-        conn_close(c, 1);       /* as a refused connection looks */
+        conn_close(c, 1); /* as a refused connection looks */
         return;
     }
     freeaddrinfo(ai);
@@ -297,8 +298,8 @@ static int set_target(proxy *p, const char *spec)
     if (colon == NULL || colon == spec || colon[1] == '\0')
         return -1;
     hlen = (size_t)(colon - spec);
-    if (hlen >= sizeof(p->target_host) ||
-        strlen(colon + 1) >= sizeof(p->target_port))
+    if (hlen >= sizeof(p->target_host)
+        || strlen(colon + 1) >= sizeof(p->target_port))
         return -1;
     memcpy(p->target_host, spec, hlen);
     p->target_host[hlen] = '\0';
@@ -353,8 +354,8 @@ static void run_command(proxy *p, char *line, char *out, size_t outlen)
         return;
     }
     snprintf(out, outlen, "ok conns=%d paused=%d delay=%lld target=%s:%s",
-             count_conns(p), p->paused, (long long)p->delay_ms,
-             p->target_host, p->target_port);
+             count_conns(p), p->paused, (long long)p->delay_ms, p->target_host,
+             p->target_port);
 }
 
 static void ctl_close(ctl *c)
@@ -366,8 +367,7 @@ static void ctl_close(ctl *c)
 
 static void ctl_read(proxy *p, ctl *c)
 {
-    ssize_t n = recv(c->fd, c->line + c->len, sizeof(c->line) - 1 - c->len,
-                     0);
+    ssize_t n = recv(c->fd, c->line + c->len, sizeof(c->line) - 1 - c->len, 0);
     char *nl;
 
     if (n <= 0) {
@@ -395,7 +395,7 @@ static void ctl_read(proxy *p, ctl *c)
         c->len = rest;
     }
     if (c->len == sizeof(c->line) - 1)
-        ctl_close(c);           /* a line too long: not a client of ours */
+        ctl_close(c); /* a line too long: not a client of ours */
 }
 
 static void accept_ctl(proxy *p)
@@ -429,8 +429,8 @@ static void ps_add(pollset *ps, int fd, short events, int kind, int idx)
 {
     /* poll reports POLLHUP and POLLERR even for no events: a socket we do
      * not want to hear from is left out, or a hung-up peer would spin us. */
-    ps->fds[ps->n] = (struct pollfd){ .fd = events != 0 ? fd : -1,
-                                      .events = events };
+    ps->fds[ps->n] = (struct pollfd){.fd = events != 0 ? fd : -1,
+                                     .events = events};
     ps->kind[ps->n] = kind;
     ps->idx[ps->n] = idx;
     ps->n++;
@@ -463,7 +463,7 @@ static void build_pollset(const proxy *p, pollset *ps, int64_t now)
         if (p->ctls[i].fd >= 0)
             ps_add(ps, p->ctls[i].fd, POLLIN, KIND_CTL, i);
     if (p->paused)
-        return;         /* blackhole: nobody is read or written */
+        return; /* blackhole: nobody is read or written */
     for (int i = 0; i < MAX_CONNS; i++) {
         const conn *c = &p->conns[i];
         short cev = 0, sev = 0;
@@ -493,9 +493,9 @@ static void finish_connect(conn *c)
     socklen_t len = sizeof(err);
     int one = 1;
 
-    if (getsockopt(c->sfd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
-        err != 0) {
-        conn_close(c, 1);       /* the target refused: so do we */
+    if (getsockopt(c->sfd, SOL_SOCKET, SO_ERROR, &err, &len) != 0
+        || err != 0) {
+        conn_close(c, 1); /* the target refused: so do we */
         return;
     }
     (void)setsockopt(c->sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -520,8 +520,8 @@ static void service_conn(conn *c, int is_server, short rev, proxy *p)
         conn_close(c, 1);
         return;
     }
-    if ((rev & (POLLIN | POLLHUP)) && flow_wants_read(in) &&
-        flow_read(p, in, fd) != 0) {
+    if ((rev & (POLLIN | POLLHUP)) && flow_wants_read(in)
+        && flow_read(p, in, fd) != 0) {
         conn_close(c, 1);
         return;
     }
@@ -541,8 +541,8 @@ static void flush_due(proxy *p)
 
         if (c->state != CONN_OPEN)
             continue;
-        if (flow_write(&c->up, c->sfd) != 0 ||
-            flow_write(&c->down, c->cfd) != 0) {
+        if (flow_write(&c->up, c->sfd) != 0
+            || flow_write(&c->down, c->cfd) != 0) {
             conn_close(c, 1);
             continue;
         }
@@ -584,10 +584,11 @@ static int run_loop(proxy *p, const sigset_t *during_poll)
                 accept_ctl(p);
             else if (ps.kind[i] == KIND_CTL && p->ctls[ps.idx[i]].fd >= 0)
                 ctl_read(p, &p->ctls[ps.idx[i]]);
-            else if (!p->paused && (ps.kind[i] == KIND_CLIENT ||
-                                    ps.kind[i] == KIND_SERVER))
-                service_conn(&p->conns[ps.idx[i]],
-                             ps.kind[i] == KIND_SERVER, rev, p);
+            else if (!p->paused
+                     && (ps.kind[i] == KIND_CLIENT
+                         || ps.kind[i] == KIND_SERVER))
+                service_conn(&p->conns[ps.idx[i]], ps.kind[i] == KIND_SERVER,
+                             rev, p);
         }
         flush_due(p);
     }
@@ -598,9 +599,9 @@ static int run_loop(proxy *p, const sigset_t *during_poll)
 
 static int listen_tcp(int port, int *bound)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(a);
     int one = 1;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -608,10 +609,9 @@ static int listen_tcp(int port, int *bound)
     if (fd < 0)
         return -1;
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        listen(fd, 64) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0 ||
-        set_nonblock(fd) != 0) {
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 64) != 0
+        || getsockname(fd, (struct sockaddr *)&a, &len) != 0
+        || set_nonblock(fd) != 0) {
         close(fd);
         return -1;
     }
@@ -642,8 +642,8 @@ static int listen_unix(const char *path)
     if (fd < 0)
         return -1;
     unlink(path);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        listen(fd, 8) != 0) {
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0
+        || listen(fd, 8) != 0) {
         close(fd);
         return -1;
     }
@@ -682,9 +682,9 @@ static int serve(int argc, char **argv)
     const char *port_file = NULL, *target = NULL;
     int port = -1, bound = 0, rc;
     sigset_t block, during;
-    struct sigaction sa = { .sa_handler = on_stop };
+    struct sigaction sa = {.sa_handler = on_stop};
 
-    for (int i = 2; i + 1 < argc; i += 2) {
+    for (int i = 2; i + 1 < argc; i += 2)
         if (strcmp(argv[i], "--listen") == 0)
             port = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--target") == 0)
@@ -697,9 +697,8 @@ static int serve(int argc, char **argv)
             port_file = argv[i + 1];
         else
             return usage();
-    }
-    if (port < 0 || target == NULL || p.ctl_path == NULL ||
-        set_target(&p, target) != 0)
+    if (port < 0 || target == NULL || p.ctl_path == NULL
+        || set_target(&p, target) != 0)
         return usage();
     for (int i = 0; i < MAX_CTLS; i++)
         p.ctls[i].fd = -1;
@@ -715,13 +714,15 @@ static int serve(int argc, char **argv)
     p.listen_fd = listen_tcp(port, &bound);
     p.ctl_fd = listen_unix(p.ctl_path);
     if (p.listen_fd < 0 || p.ctl_fd < 0) {
-        fprintf(stderr, "dlock-test-proxy: cannot listen on 127.0.0.1:%d "
-                "or %s: %s\n", port, p.ctl_path, strerror(errno));
+        fprintf(stderr,
+                "dlock-test-proxy: cannot listen on 127.0.0.1:%d "
+                "or %s: %s\n",
+                port, p.ctl_path, strerror(errno));
         return 1;
     }
-    if ((p.pid_file != NULL &&
-         write_file_atomic(p.pid_file, (long)getpid()) != 0) ||
-        (port_file != NULL && write_file_atomic(port_file, bound) != 0)) {
+    if ((p.pid_file != NULL
+         && write_file_atomic(p.pid_file, (long)getpid()) != 0)
+        || (port_file != NULL && write_file_atomic(port_file, bound) != 0)) {
         fprintf(stderr, "dlock-test-proxy: cannot write pid/port file: %s\n",
                 strerror(errno));
         return 1;
@@ -750,8 +751,8 @@ static int ctl_main(int argc, char **argv)
     if (unix_addr(argv[2], &a) != 0)
         return 1;
     fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        send(fd, line, strlen(line), MSG_NOSIGNAL) < 0) {
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0
+        || send(fd, line, strlen(line), MSG_NOSIGNAL) < 0) {
         fprintf(stderr, "dlock-test-proxy: control socket %s: %s\n", argv[2],
                 strerror(errno));
         return 1;

@@ -56,8 +56,10 @@ __attribute__((constructor)) static void wallclock_init(void)
         return;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        fprintf(stderr, "dlock_test_wallclock: cannot open %s: the wall "
-                "clock stays as it is\n", path);
+        fprintf(stderr,
+                "dlock_test_wallclock: cannot open %s: the wall "
+                "clock stays as it is\n",
+                path);
         return;
     }
     map = mmap(NULL, sizeof(int64_t), PROT_READ, MAP_SHARED, fd, 0);
@@ -114,8 +116,8 @@ int gettimeofday(struct timeval *restrict tv, void *restrict tz)
     struct timespec ts;
 
     if (tz != NULL)
-        ((struct timezone *)tz)->tz_minuteswest =
-            ((struct timezone *)tz)->tz_dsttime = 0;
+        ((struct timezone *)tz)->tz_minuteswest = ((struct timezone *)tz)
+                                                      ->tz_dsttime = 0;
     if (tv == NULL)
         return 0;
     if (clock_gettime(CLOCK_REALTIME, &ts) != 0)

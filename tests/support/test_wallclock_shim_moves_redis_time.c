@@ -33,10 +33,10 @@ static int64_t server_time_ms(const testkit_redis *r)
     redisReply *reply = testkit_redis_cmd(r->admin_url, "TIME");
     int64_t ms = INT64_MIN;
 
-    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
-        reply->elements == 2)
-        ms = strtoll(reply->element[0]->str, NULL, 10) * 1000 +
-             strtoll(reply->element[1]->str, NULL, 10) / 1000;
+    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY
+        && reply->elements == 2)
+        ms = strtoll(reply->element[0]->str, NULL, 10) * 1000
+             + strtoll(reply->element[1]->str, NULL, 10) / 1000;
     if (reply != NULL)
         freeReplyObject(reply);
     return ms;
@@ -49,15 +49,15 @@ static void expect_offset(const testkit_redis *r, int64_t offset_ms)
     int64_t after = host_wall_ms();
 
     TK_EXPECT(got != INT64_MIN, "TIME answers");
-    TK_EXPECT(got >= before + offset_ms - SLACK_MS &&
-              got <= after + offset_ms + SLACK_MS,
+    TK_EXPECT(got >= before + offset_ms - SLACK_MS
+                  && got <= after + offset_ms + SLACK_MS,
               "TIME is the host's clock %+lld ms, got %+lld ms",
               (long long)offset_ms, (long long)(got - before));
 }
 
 static void time_and_expiry_follow_the_offset(void **state)
 {
-    testkit_redis_opts opts = { .name = "wallclock", .wallclock = 1 };
+    testkit_redis_opts opts = {.name = "wallclock", .wallclock = 1};
     testkit_redis *r = testkit_redis_start(&opts);
     redisReply *reply;
 

@@ -48,23 +48,23 @@
  * every cmocka failure it jumps back into the test runner, so it may only
  * be used on the thread that runs the test.
  */
-#define TK_EXPECT(cond, ...)                                              \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            print_error("expected: " __VA_ARGS__);                        \
-            print_error("\n  (%s is false)\n", #cond);                    \
-            _fail(__FILE__, __LINE__);                                    \
-        }                                                                 \
+#define TK_EXPECT(cond, ...)                           \
+    do {                                               \
+        if (!(cond)) {                                 \
+            print_error("expected: " __VA_ARGS__);     \
+            print_error("\n  (%s is false)\n", #cond); \
+            _fail(__FILE__, __LINE__);                 \
+        }                                              \
     } while (0)
 
 /* TK_EXPECT_ERR(got, want, client, "doing what"): a dlock_err comparison
  * that prints both names and the client's message. */
-#define TK_EXPECT_ERR(got, want, client, what)                            \
-    do {                                                                  \
-        dlock_err tk_got_ = (got), tk_want_ = (want);                     \
-        TK_EXPECT(tk_got_ == tk_want_, "%s gives %s, got %s (\"%s\")",    \
+#define TK_EXPECT_ERR(got, want, client, what)                             \
+    do {                                                                   \
+        dlock_err tk_got_ = (got), tk_want_ = (want);                      \
+        TK_EXPECT(tk_got_ == tk_want_, "%s gives %s, got %s (\"%s\")",     \
                   (what), dlock_errname(tk_want_), dlock_errname(tk_got_), \
-                  (client) != NULL ? dlock_client_errmsg(client) : "");   \
+                  (client) != NULL ? dlock_client_errmsg(client) : "");    \
     } while (0)
 
 /* ---- environment ------------------------------------------------------ */
@@ -173,23 +173,23 @@ typedef struct testkit_redis_opts {
 /* Certificates that testkit_redis_start makes with the openssl command when
  * opts.tls is set (PEM files in the server's folder). */
 typedef struct testkit_certs {
-    char ca_file[512];          /* the CA that signed server and client */
-    char server_cert[512];      /* CN=localhost, SAN DNS:localhost,
+    char ca_file[512];     /* the CA that signed server and client */
+    char server_cert[512]; /* CN=localhost, SAN DNS:localhost,
                                  * IP:127.0.0.1 */
     char server_key[512];
-    char client_cert[512];      /* CN=dlock-test-client, clientAuth */
+    char client_cert[512]; /* CN=dlock-test-client, clientAuth */
     char client_key[512];
-    char other_ca_file[512];    /* an unrelated CA, for the wrong-CA case */
+    char other_ca_file[512]; /* an unrelated CA, for the wrong-CA case */
 } testkit_certs;
 
 typedef struct testkit_redis {
     char name[64];
-    char dir[400];          /* var/test/<name>-<pid> */
-    char conf[600];         /* its redis.conf */
-    char log[600];          /* its log file */
-    int port;               /* plain TCP port on 127.0.0.1 */
-    int tls_port;           /* TLS port, 0 without TLS */
-    pid_t pid;              /* 0 while stopped */
+    char dir[400];  /* var/test/<name>-<pid> */
+    char conf[600]; /* its redis.conf */
+    char log[600];  /* its log file */
+    int port;       /* plain TCP port on 127.0.0.1 */
+    int tls_port;   /* TLS port, 0 without TLS */
+    pid_t pid;      /* 0 while stopped */
     int paused;
     /* redis://[:pass@ or user:pass@]127.0.0.1:port/0, for the library;
      * admin_url carries the server's password so the kit can always get
@@ -204,7 +204,7 @@ typedef struct testkit_redis {
     char requirepass[128];
     char acl_user[64];
     char acl_pass[128];
-    char wallclock_file[600];   /* with opts.wallclock: the offset file */
+    char wallclock_file[600]; /* with opts.wallclock: the offset file */
 } testkit_redis;
 
 /*
@@ -257,11 +257,11 @@ int testkit_wallclock_set(const char *file, int64_t offset_ms);
 
 /* A running dlock-test-proxy (dlock_test_proxy.c). */
 typedef struct testkit_proxy {
-    pid_t pid;              /* 0 once stopped */
-    int port;               /* listens on 127.0.0.1:port */
-    char dir[400];          /* var/test/<name>-<pid>/ */
-    char control[600];      /* its control socket */
-    char url[700];          /* redis://127.0.0.1:port/0 */
+    pid_t pid;         /* 0 once stopped */
+    int port;          /* listens on 127.0.0.1:port */
+    char dir[400];     /* var/test/<name>-<pid>/ */
+    char control[600]; /* its control socket */
+    char url[700];     /* redis://127.0.0.1:port/0 */
 } testkit_proxy;
 
 /*

@@ -53,9 +53,9 @@ static int parse_userinfo(const char **rest, target *t)
     if (colon == NULL)
         ok = copy_part(t->pass, sizeof(t->pass), s, (size_t)(at - s));
     else
-        ok = copy_part(t->user, sizeof(t->user), s, (size_t)(colon - s)) &&
-             copy_part(t->pass, sizeof(t->pass), colon + 1,
-                       (size_t)(at - colon - 1));
+        ok = copy_part(t->user, sizeof(t->user), s, (size_t)(colon - s))
+             && copy_part(t->pass, sizeof(t->pass), colon + 1,
+                          (size_t)(at - colon - 1));
     *rest = at + 1;
     return ok;
 }
@@ -122,8 +122,7 @@ static int setup_command(redisContext *c, const char *what, int argc,
 }
 
 /* Connects, authenticates and selects the database; NULL on failure. */
-static redisContext *connect_target(const char *url, int timeout_ms,
-                                    int quiet)
+static redisContext *connect_target(const char *url, int timeout_ms, int quiet)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     target t;
@@ -204,9 +203,10 @@ long long testkit_redis_int(const char *url, const char *fmt, ...)
     if (r != NULL && r->type == REDIS_REPLY_INTEGER)
         value = r->integer;
     else if (r != NULL)
-        fprintf(stderr, "testkit: \"%s\" on %s: not an integer reply "
-                "(type %d%s%s)\n", fmt, url, r->type,
-                r->type == REDIS_REPLY_ERROR ? ": " : "",
+        fprintf(stderr,
+                "testkit: \"%s\" on %s: not an integer reply "
+                "(type %d%s%s)\n",
+                fmt, url, r->type, r->type == REDIS_REPLY_ERROR ? ": " : "",
                 r->type == REDIS_REPLY_ERROR ? r->str : "");
     if (r != NULL)
         freeReplyObject(r);
@@ -227,8 +227,8 @@ static redisReply *quiet_command(const char *url, const char *fmt, ...)
 int testkit_redis_ping(const char *url)
 {
     redisReply *r = quiet_command(url, "PING");
-    int ok = r != NULL && r->type == REDIS_REPLY_STATUS &&
-             strcmp(r->str, "PONG") == 0;
+    int ok = r != NULL && r->type == REDIS_REPLY_STATUS
+             && strcmp(r->str, "PONG") == 0;
 
     if (r != NULL)
         freeReplyObject(r);
@@ -237,8 +237,10 @@ int testkit_redis_ping(const char *url)
 
 void testkit_forget_lock(const char *url, const char *key)
 {
-    redisReply *r = testkit_redis_cmd(url, "DEL %s #dlock:fence:{%s} "
-                                      "{%s}:fence", key, key, key);
+    redisReply *r = testkit_redis_cmd(url,
+                                      "DEL %s #dlock:fence:{%s} "
+                                      "{%s}:fence",
+                                      key, key, key);
 
     if (r != NULL)
         freeReplyObject(r);

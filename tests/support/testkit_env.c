@@ -54,8 +54,7 @@ const char *testkit_redis_unix_url(void)
 
     if (fallback[0] == '\0')
         snprintf(fallback, sizeof(fallback),
-                 "unix://%s/var/stack/redis/redis.sock",
-                 testkit_source_dir());
+                 "unix://%s/var/stack/redis/redis.sock", testkit_source_dir());
     return env_or("DLOCK_TEST_REDIS_UNIX_URL", fallback);
 }
 
@@ -79,8 +78,7 @@ static int stack_up_redis(void)
     pid_t pid;
     int status;
 
-    snprintf(script, sizeof(script), "%s/scripts/stack",
-             testkit_source_dir());
+    snprintf(script, sizeof(script), "%s/scripts/stack", testkit_source_dir());
     pid = fork();
     if (pid < 0)
         return -1;
@@ -109,15 +107,19 @@ const char *testkit_shared_redis(void)
 
     if (testkit_redis_ping(url))
         return url;
-    fprintf(stderr, "testkit: %s does not answer; running scripts/stack up "
-            "redis\n", url);
+    fprintf(stderr,
+            "testkit: %s does not answer; running scripts/stack up "
+            "redis\n",
+            url);
     rc = stack_up_redis();
     if (rc != 0)
         fprintf(stderr, "testkit: scripts/stack up redis exited %d\n", rc);
     if (testkit_wait_until(shared_redis_answers, NULL, 20000))
         return url;
-    fprintf(stderr, "testkit: no Redis at %s after scripts/stack up and "
-            "20 s of waiting\n", url);
+    fprintf(stderr,
+            "testkit: no Redis at %s after scripts/stack up and "
+            "20 s of waiting\n",
+            url);
     return NULL;
 }
 

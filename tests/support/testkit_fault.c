@@ -31,8 +31,7 @@ const char *testkit_wallclock_shim(void)
 {
     static char path[1024];
 
-    snprintf(path, sizeof(path),
-             "%s/tests/support/libdlock_test_wallclock.so",
+    snprintf(path, sizeof(path), "%s/tests/support/libdlock_test_wallclock.so",
              testkit_build_dir());
     return path;
 }
@@ -49,8 +48,8 @@ int testkit_wallclock_set(const char *file, int64_t offset_ms)
             close(fd);
         return -1;
     }
-    map = mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED,
-               fd, 0);
+    map = mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+               0);
     close(fd);
     if (map == MAP_FAILED) {
         fprintf(stderr, "testkit: mmap %s: %s\n", file, strerror(errno));
@@ -138,11 +137,11 @@ testkit_proxy *testkit_proxy_start(const char *name, const char *target)
         fprintf(stderr, "testkit: fork for the proxy: %s\n", strerror(errno));
         goto fail;
     }
-    if (!testkit_wait_until(proxy_ready_or_exited, &w,
-                            PROXY_START_TIMEOUT_MS) || w.exited) {
+    if (!testkit_wait_until(proxy_ready_or_exited, &w, PROXY_START_TIMEOUT_MS)
+        || w.exited) {
         fprintf(stderr, "testkit: proxy %s to %s %s (see %s/proxy.log)\n",
-                name, target, w.exited ? "exited at start" : "not ready in 10 s",
-                p->dir);
+                name, target,
+                w.exited ? "exited at start" : "not ready in 10 s", p->dir);
         goto fail;
     }
     snprintf(p->url, sizeof(p->url), "redis://127.0.0.1:%d/0", p->port);
@@ -155,8 +154,7 @@ fail:
 int testkit_proxy_ctl(testkit_proxy *p, const char *command)
 {
     char buf[1024];
-    const char *argv[6] = {proxy_binary(), "ctl", p->control, buf, NULL,
-                           NULL};
+    const char *argv[6] = {proxy_binary(), "ctl", p->control, buf, NULL, NULL};
     char *space;
     pid_t pid;
     int status;
@@ -172,8 +170,8 @@ int testkit_proxy_ctl(testkit_proxy *p, const char *command)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)
+        || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "testkit: proxy command \"%s\" failed\n", command);
         return -1;
     }

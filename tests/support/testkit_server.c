@@ -55,8 +55,8 @@ int testkit_free_port(void)
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&addr, &len) == 0)
+    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0
+        && getsockname(fd, (struct sockaddr *)&addr, &len) == 0)
         port = ntohs(addr.sin_port);
     close(fd);
     return port;
@@ -158,11 +158,27 @@ static int make_ca(const char *dir, const char *stem, const char *cn,
 {
     char key[600], cert[600], subj[128];
     const char *argv[] = {
-        "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-        "-subj", subj, "-keyout", key, "-out", cert,
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign", NULL,
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        subj,
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        NULL,
     };
 
     snprintf(key, sizeof(key), "%s/%s-key.pem", dir, stem);
@@ -179,14 +195,28 @@ static int make_leaf(const char *dir, const char *stem, const char *cn,
     char key[600], csr[600], cert[600], extfile[600], subj[128];
     char ca[600], ca_key[600], serial[600];
     const char *req[] = {
-        "openssl", "req", "-new", "-newkey", "ec", "-pkeyopt",
-        "ec_paramgen_curve:prime256v1", "-nodes", "-subj", subj,
-        "-keyout", key, "-out", csr, NULL,
+        "openssl",
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-subj",
+        subj,
+        "-keyout",
+        key,
+        "-out",
+        csr,
+        NULL,
     };
     const char *sign[] = {
-        "openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
-        "-CAserial", serial, "-CAcreateserial", "-days", "2",
-        "-extfile", extfile, "-out", cert, NULL,
+        "openssl", "x509",      "-req",     "-in",
+        csr,       "-CA",       ca,         "-CAkey",
+        ca_key,    "-CAserial", serial,     "-CAcreateserial",
+        "-days",   "2",         "-extfile", extfile,
+        "-out",    cert,        NULL,
     };
 
     snprintf(key, sizeof(key), "%s/%s-key.pem", dir, stem);
@@ -210,17 +240,21 @@ static int make_certs(testkit_redis *r)
     testkit_certs *c = &r->certs;
 
     snprintf(log, sizeof(log), "%s/openssl.log", r->dir);
-    if (make_ca(r->dir, "ca", "dlock-test-ca", log) != 0 ||
-        make_ca(r->dir, "other-ca", "dlock-unrelated-ca", log) != 0 ||
-        make_leaf(r->dir, "server", "localhost",
-                  "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-                  "basicConstraints=CA:FALSE\n"
-                  "keyUsage=critical,digitalSignature,keyEncipherment\n"
-                  "extendedKeyUsage=serverAuth\n", log) != 0 ||
-        make_leaf(r->dir, "client", "dlock-test-client",
-                  "basicConstraints=CA:FALSE\n"
-                  "keyUsage=critical,digitalSignature,keyEncipherment\n"
-                  "extendedKeyUsage=clientAuth\n", log) != 0) {
+    if (make_ca(r->dir, "ca", "dlock-test-ca", log) != 0
+        || make_ca(r->dir, "other-ca", "dlock-unrelated-ca", log) != 0
+        || make_leaf(r->dir, "server", "localhost",
+                     "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                     "basicConstraints=CA:FALSE\n"
+                     "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                     "extendedKeyUsage=serverAuth\n",
+                     log)
+               != 0
+        || make_leaf(r->dir, "client", "dlock-test-client",
+                     "basicConstraints=CA:FALSE\n"
+                     "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                     "extendedKeyUsage=clientAuth\n",
+                     log)
+               != 0) {
         fprintf(stderr, "testkit: making test certificates failed\n");
         show_log_tail(log);
         return -1;
@@ -286,8 +320,7 @@ static void describe(testkit_redis *r)
         snprintf(r->tls_url, sizeof(r->tls_url), "rediss://127.0.0.1:%d/0",
                  r->tls_port);
     if (r->opts.unix_socket)
-        snprintf(r->unix_url, sizeof(r->unix_url), "unix://%s",
-                 r->unix_path);
+        snprintf(r->unix_url, sizeof(r->unix_url), "unix://%s", r->unix_path);
 }
 
 /* Forks and execs redis-server on r->conf; the child dies with us. */
@@ -309,9 +342,9 @@ static pid_t spawn_server(const testkit_redis *r)
             close(fd);
         }
     }
-    if (r->opts.wallclock &&
-        (setenv("LD_PRELOAD", testkit_wallclock_shim(), 1) != 0 ||
-         setenv("DLOCK_TEST_WALLCLOCK_FILE", r->wallclock_file, 1) != 0))
+    if (r->opts.wallclock
+        && (setenv("LD_PRELOAD", testkit_wallclock_shim(), 1) != 0
+            || setenv("DLOCK_TEST_WALLCLOCK_FILE", r->wallclock_file, 1) != 0))
         _exit(126);
     execlp("redis-server", "redis-server", r->conf, (char *)NULL);
     _exit(127);
@@ -367,8 +400,8 @@ static int launch(testkit_redis *r)
         return -1;
     }
     r->paused = 0;
-    if (testkit_wait_until(answers_or_exited, &w, START_TIMEOUT_MS) &&
-        !w.exited)
+    if (testkit_wait_until(answers_or_exited, &w, START_TIMEOUT_MS)
+        && !w.exited)
         return 0;
     fprintf(stderr, "testkit: redis-server %s on port %d %s\n", r->name,
             r->port, w.exited ? "exited at start" : "did not answer in 10 s");
@@ -435,8 +468,10 @@ testkit_redis *testkit_redis_start(const testkit_redis_opts *opts)
         if (launch(r) == 0)
             return r;
     }
-    fprintf(stderr, "testkit: could not start redis-server %s after %d "
-            "attempts\n", opts->name, START_ATTEMPTS);
+    fprintf(stderr,
+            "testkit: could not start redis-server %s after %d "
+            "attempts\n",
+            opts->name, START_ATTEMPTS);
 fail:
     testkit_redis_free(r);
     return NULL;
@@ -451,8 +486,10 @@ int testkit_redis_stop(testkit_redis *r)
     kill(r->pid, SIGTERM);
     if (testkit_wait_until(server_gone, r, STOP_TIMEOUT_MS))
         return 0;
-    fprintf(stderr, "testkit: redis-server %s (pid %ld) ignored SIGTERM for "
-            "5 s; killing it\n", r->name, (long)r->pid);
+    fprintf(stderr,
+            "testkit: redis-server %s (pid %ld) ignored SIGTERM for "
+            "5 s; killing it\n",
+            r->name, (long)r->pid);
     kill(r->pid, SIGKILL);
     if (testkit_wait_until(server_gone, r, STOP_TIMEOUT_MS))
         return 0;
@@ -463,7 +500,7 @@ int testkit_redis_clock_step(testkit_redis *r, int64_t offset_ms)
 {
     if (r == NULL || !r->opts.wallclock) {
         fprintf(stderr, "testkit: clock step on a server started without "
-                "opts.wallclock\n");
+                        "opts.wallclock\n");
         return -1;
     }
     return testkit_wallclock_set(r->wallclock_file, offset_ms);
@@ -497,8 +534,8 @@ void testkit_scratch_remove(const char *dir)
     const char *const argv[] = {"rm", "-rf", "--", dir, NULL};
 
     /* Only ever a folder this kit made. */
-    if (getenv("DLOCK_TEST_KEEP") == NULL && dir[0] != '\0' &&
-        strstr(dir, "/var/test/") != NULL)
+    if (getenv("DLOCK_TEST_KEEP") == NULL && dir[0] != '\0'
+        && strstr(dir, "/var/test/") != NULL)
         run_logged(argv, "/dev/null");
 }
 

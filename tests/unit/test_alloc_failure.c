@@ -60,20 +60,27 @@ static long walk_allocations(walk *w)
         made = dlock__alloc_count();
         dlock__alloc_fail_nth(0);
         if (err == DLOCK_OK) {
-            TK_EXPECT(n > 1, "%s allocates at least once (it succeeded with "
-                      "the 1st allocation failing)", w->what);
+            TK_EXPECT(n > 1,
+                      "%s allocates at least once (it succeeded with "
+                      "the 1st allocation failing)",
+                      w->what);
             w->cleanup(w);
             print_message("%s: failed each of its %ld allocations in turn, "
-                          "then succeeded\n", w->what, n - 1);
+                          "then succeeded\n",
+                          w->what, n - 1);
             return made;
         }
-        TK_EXPECT(err == DLOCK_NOMEM, "%s with allocation %ld failing "
-                  "returns DLOCK_NOMEM, got %s (\"%s\")", w->what, n,
-                  dlock_errname(err),
-                  w->errbuf[0] ? w->errbuf
-                  : (w->client ? dlock_client_errmsg(w->client) : ""));
-        TK_EXPECT(w->built == NULL, "%s sets its out-parameter to NULL when "
-                  "it fails", w->what);
+        TK_EXPECT(err == DLOCK_NOMEM,
+                  "%s with allocation %ld failing "
+                  "returns DLOCK_NOMEM, got %s (\"%s\")",
+                  w->what, n, dlock_errname(err),
+                  w->errbuf[0]
+                      ? w->errbuf
+                      : (w->client ? dlock_client_errmsg(w->client) : ""));
+        TK_EXPECT(w->built == NULL,
+                  "%s sets its out-parameter to NULL when "
+                  "it fails",
+                  w->what);
     }
     TK_EXPECT(0, "%s succeeds within %d allocations", w->what, MAX_STEPS);
     return 0;
@@ -89,28 +96,30 @@ static dlock_err call_url_parse(walk *w)
                            &w->ep, &m);
     snprintf(w->errbuf, sizeof(w->errbuf), "%s", m.text);
     if (err != DLOCK_OK)
-        TK_EXPECT(w->ep.host == NULL && w->ep.user == NULL &&
-                  w->ep.password == NULL, "a failed parse owns nothing");
+        TK_EXPECT(w->ep.host == NULL && w->ep.user == NULL
+                      && w->ep.password == NULL,
+                  "a failed parse owns nothing");
     return err;
 }
 
 static void cleanup_url_parse(walk *w)
 {
-    TK_EXPECT(strcmp(w->ep.user, "us@er") == 0 &&
-              strcmp(w->ep.password, "p:ss") == 0 &&
-              strcmp(w->ep.host, "cache.example") == 0,
+    TK_EXPECT(strcmp(w->ep.user, "us@er") == 0
+                  && strcmp(w->ep.password, "p:ss") == 0
+                  && strcmp(w->ep.host, "cache.example") == 0,
               "after the walk the URL parses completely");
     dlock__endpoint_clear(&w->ep);
 }
 
 static void url_parse_fails_cleanly_at_every_allocation(void **state)
 {
-    walk w = {.what = "dlock__url_parse", .call = call_url_parse,
+    walk w = {.what = "dlock__url_parse",
+              .call = call_url_parse,
               .cleanup = cleanup_url_parse};
 
     (void)state;
     TK_EXPECT(walk_allocations(&w) >= 3, "user, password and host are "
-              "allocated");
+                                         "allocated");
 }
 
 static dlock_err call_client_new(walk *w)
@@ -141,7 +150,8 @@ static void cleanup_client_new(walk *w)
 
 static void client_new_fails_cleanly_at_every_allocation(void **state)
 {
-    walk w = {.what = "dlock_client_new", .call = call_client_new,
+    walk w = {.what = "dlock_client_new",
+              .call = call_client_new,
               .cleanup = cleanup_client_new};
 
     (void)state;
@@ -159,8 +169,9 @@ static dlock_client *lock_walk_client(void)
     dlock_client *c = NULL;
 
     TK_EXPECT(url != NULL, "the shared Redis answers");
-    TK_EXPECT(dlock_client_new(url, NULL, &c, errbuf, sizeof(errbuf)) ==
-              DLOCK_OK, "a client for %s: %s", url, errbuf);
+    TK_EXPECT(dlock_client_new(url, NULL, &c, errbuf, sizeof(errbuf))
+                  == DLOCK_OK,
+              "a client for %s: %s", url, errbuf);
     TK_EXPECT(dlock_client_ping(c, NULL) == DLOCK_OK, "PING works");
     return c;
 }
@@ -188,7 +199,8 @@ static void cleanup_acquire(walk *w)
 
 static void acquire_fails_cleanly_at_every_allocation(void **state)
 {
-    walk w = {.what = "dlock_acquire", .call = call_acquire,
+    walk w = {.what = "dlock_acquire",
+              .call = call_acquire,
               .cleanup = cleanup_acquire};
     dlock_lock_info info;
 
@@ -215,7 +227,8 @@ static dlock_err call_attach(walk *w)
 static void cleanup_attach(walk *w)
 {
     TK_EXPECT(strcmp(dlock_lock_token(w->built),
-                     "00112233445566778899aabbccddeeff") == 0,
+                     "00112233445566778899aabbccddeeff")
+                  == 0,
               "the attached lock keeps the token, in lower case");
     dlock_lock_free(w->built);
     w->built = NULL;
@@ -223,7 +236,8 @@ static void cleanup_attach(walk *w)
 
 static void lock_attach_fails_cleanly_at_every_allocation(void **state)
 {
-    walk w = {.what = "dlock_lock_attach", .call = call_attach,
+    walk w = {.what = "dlock_lock_attach",
+              .call = call_attach,
               .cleanup = cleanup_attach};
 
     (void)state;

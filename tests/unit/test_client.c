@@ -88,8 +88,7 @@ static void counters_of_other_modules_reach_the_stats(void **state)
     dlock_client_stats_get(c, &st);
     assert_int_equal(st.renewals, 2);
     assert_int_equal(st.locks_lost, 1);
-    assert_string_equal(dlock_client_endpoint(c),
-                        dlock_client_endpoint(c));
+    assert_string_equal(dlock_client_endpoint(c), dlock_client_endpoint(c));
     dlock_client_free(c);
 }
 

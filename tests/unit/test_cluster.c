@@ -47,8 +47,7 @@ static void key_slots_match_redis(void **state)
 {
     (void)state;
     TK_EXPECT(slot_of("123456789") == (0x31C3 & 16383),
-              "the specification's check value, got %u",
-              slot_of("123456789"));
+              "the specification's check value, got %u", slot_of("123456789"));
     TK_EXPECT(slot_of("foo") == 12182, "foo is slot 12182, got %u",
               slot_of("foo"));
     TK_EXPECT(slot_of("bar") == 5061, "bar is slot 5061, got %u",
@@ -59,12 +58,12 @@ static void key_slots_match_redis(void **state)
 static void hash_tags_put_keys_in_one_slot(void **state)
 {
     (void)state;
-    TK_EXPECT(slot_of("{user1000}.following") == slot_of("user1000") &&
-              slot_of("{user1000}.followers") == slot_of("user1000"),
+    TK_EXPECT(slot_of("{user1000}.following") == slot_of("user1000")
+                  && slot_of("{user1000}.followers") == slot_of("user1000"),
               "keys with one tag share the tag's slot");
-    TK_EXPECT(slot_of("foo{}{bar}") != slot_of("bar") &&
-              slot_of("foo{}{bar}") ==
-                  dlock__cluster_keyslot("foo{}{bar}", 10),
+    TK_EXPECT(slot_of("foo{}{bar}") != slot_of("bar")
+                  && slot_of("foo{}{bar}")
+                         == dlock__cluster_keyslot("foo{}{bar}", 10),
               "an empty first tag hashes the whole key");
     TK_EXPECT(slot_of("foo{{bar}}zap") == slot_of("{bar"),
               "the tag ends at the first '}' after the first '{'");
@@ -94,12 +93,12 @@ static void moved_and_ask_are_parsed(void **state)
 
     (void)state;
     r = parse("MOVED 3999 127.0.0.1:6381", 1);
-    TK_EXPECT(r.kind == DLOCK__REDIRECT_MOVED && r.slot == 3999 &&
-              strcmp(r.host, "127.0.0.1") == 0 && r.port == 6381,
+    TK_EXPECT(r.kind == DLOCK__REDIRECT_MOVED && r.slot == 3999
+                  && strcmp(r.host, "127.0.0.1") == 0 && r.port == 6381,
               "MOVED to 127.0.0.1:6381 for slot 3999");
     r = parse("ASK 16383 [::1]:7000", 1);
-    TK_EXPECT(r.kind == DLOCK__REDIRECT_ASK && r.slot == 16383 &&
-              strcmp(r.host, "::1") == 0 && r.port == 7000,
+    TK_EXPECT(r.kind == DLOCK__REDIRECT_ASK && r.slot == 16383
+                  && strcmp(r.host, "::1") == 0 && r.port == 7000,
               "ASK to [::1]:7000");
     r = parse("MOVED 0 :7001", 1);
     TK_EXPECT(r.host[0] == '\0' && r.port == 7001,
@@ -111,9 +110,12 @@ static void moved_and_ask_are_parsed(void **state)
 static void malformed_redirections_are_not_followed(void **state)
 {
     static const char *const bad[] = {
-        "MOVED 16384 h:1", "MOVED x h:1", "MOVED 1 h:99999", "MOVED 1 h",
-        "MOVED 1 h:", "MOVED  h:1", "MOVED 1", "MOVEDX 1 h:1",
-        "ASK 123456 h:1", "ERR wrong", "ASK 1 [::1:7000", "MOVED 1 h:1x",
+        "MOVED 16384 h:1",   "MOVED x h:1",
+        "MOVED 1 h:99999",   "MOVED 1 h",
+        "MOVED 1 h:",        "MOVED  h:1",
+        "MOVED 1",           "MOVEDX 1 h:1",
+        "ASK 123456 h:1",    "ERR wrong",
+        "ASK 1 [::1:7000",   "MOVED 1 h:1x",
         "MOVED 1 [::1]7000", "",
     };
 
@@ -132,22 +134,28 @@ static void routing_decision_after_a_reply(void **state)
     redisReply *ok = reply_of("+OK\r\n");
 
     (void)state;
-    TK_EXPECT(dlock__cluster_route(DLOCK_OK, moved, &r) ==
-              DLOCK__ROUTE_REDIRECT && r.slot == 5, "MOVED is followed");
-    TK_EXPECT(dlock__cluster_route(DLOCK_OK, down, &r) ==
-              DLOCK__ROUTE_REFRESH, "CLUSTERDOWN refreshes the map");
-    TK_EXPECT(dlock__cluster_route(DLOCK_OK, again, &r) ==
-              DLOCK__ROUTE_REFRESH, "TRYAGAIN refreshes and retries");
-    TK_EXPECT(dlock__cluster_route(DLOCK_OK, wrongtype, &r) ==
-              DLOCK__ROUTE_DONE, "another error is the answer");
+    TK_EXPECT(dlock__cluster_route(DLOCK_OK, moved, &r)
+                      == DLOCK__ROUTE_REDIRECT
+                  && r.slot == 5,
+              "MOVED is followed");
+    TK_EXPECT(dlock__cluster_route(DLOCK_OK, down, &r) == DLOCK__ROUTE_REFRESH,
+              "CLUSTERDOWN refreshes the map");
+    TK_EXPECT(dlock__cluster_route(DLOCK_OK, again, &r)
+                  == DLOCK__ROUTE_REFRESH,
+              "TRYAGAIN refreshes and retries");
+    TK_EXPECT(dlock__cluster_route(DLOCK_OK, wrongtype, &r)
+                  == DLOCK__ROUTE_DONE,
+              "another error is the answer");
     TK_EXPECT(dlock__cluster_route(DLOCK_OK, ok, &r) == DLOCK__ROUTE_DONE,
               "a reply is the answer");
-    TK_EXPECT(dlock__cluster_route(DLOCK_UNAVAILABLE, NULL, &r) ==
-              DLOCK__ROUTE_REFRESH, "an unreachable node refreshes");
-    TK_EXPECT(dlock__cluster_route(DLOCK_TIMEOUT, NULL, &r) ==
-              DLOCK__ROUTE_REFRESH, "a silent node refreshes");
-    TK_EXPECT(dlock__cluster_route(DLOCK_AUTH, NULL, &r) ==
-              DLOCK__ROUTE_DONE, "a refused password is not retried");
+    TK_EXPECT(dlock__cluster_route(DLOCK_UNAVAILABLE, NULL, &r)
+                  == DLOCK__ROUTE_REFRESH,
+              "an unreachable node refreshes");
+    TK_EXPECT(dlock__cluster_route(DLOCK_TIMEOUT, NULL, &r)
+                  == DLOCK__ROUTE_REFRESH,
+              "a silent node refreshes");
+    TK_EXPECT(dlock__cluster_route(DLOCK_AUTH, NULL, &r) == DLOCK__ROUTE_DONE,
+              "a refused password is not retried");
     freeReplyObject(moved);
     freeReplyObject(down);
     freeReplyObject(again);
@@ -166,8 +174,8 @@ static const char slots_reply[] =
     "*3\r\n$9\r\n127.0.0.1\r\n:7004\r\n$2\r\nid\r\n";
 
 /* A node of CLUSTER SHARDS (RESP2): port, ip, role. */
-#define SHARD_NODE(port, role)                                              \
-    "*6\r\n$4\r\nport\r\n:" port "\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n"      \
+#define SHARD_NODE(port, role)                                         \
+    "*6\r\n$4\r\nport\r\n:" port "\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n" \
     "$4\r\nrole\r\n$" role
 
 /* CLUSTER SHARDS: slots 0-99 and 200-16383 on 7001, 100-199 on 7002, each
@@ -175,11 +183,12 @@ static const char slots_reply[] =
 static const char shards_reply[] =
     "*2\r\n"
     "*4\r\n$5\r\nslots\r\n*4\r\n:0\r\n:99\r\n:200\r\n:16383\r\n"
-    "$5\r\nnodes\r\n*2\r\n" SHARD_NODE("7004", "7\r\nreplica\r\n")
-    SHARD_NODE("7001", "6\r\nmaster\r\n")
-    "*4\r\n$5\r\nslots\r\n*2\r\n:100\r\n:199\r\n"
-    "$5\r\nnodes\r\n*2\r\n" SHARD_NODE("7002", "6\r\nmaster\r\n")
-    SHARD_NODE("7005", "7\r\nreplica\r\n");
+    "$5\r\nnodes\r\n*2\r\n" SHARD_NODE("7004", "7\r\nreplica\r\n") SHARD_NODE(
+        "7001",
+        "6\r\nmaster\r\n") "*4\r\n$5\r\nslots\r\n*2\r\n:100\r\n:199\r\n"
+                           "$5\r\nnodes\r\n*2\r\n" SHARD_NODE(
+                               "7002", "6\r\nmaster\r\n")
+                               SHARD_NODE("7005", "7\r\nreplica\r\n");
 
 static int master_port(const dlock__slot_map *map, int slot)
 {
@@ -195,11 +204,14 @@ static void slot_map_from_cluster_slots(void **state)
     (void)state;
     TK_EXPECT(dlock__slot_map_from_slots(r, "t", &map, &m) == DLOCK_OK,
               "the map is read: %s", m.text);
-    TK_EXPECT(map.nmasters == 2 && map.nreplicas == 2, "2 masters, 2 "
-              "replicas, got %d and %d", map.nmasters, map.nreplicas);
+    TK_EXPECT(map.nmasters == 2 && map.nreplicas == 2,
+              "2 masters, 2 "
+              "replicas, got %d and %d",
+              map.nmasters, map.nreplicas);
     TK_EXPECT(master_port(&map, 0) == 7000 && master_port(&map, 8191) == 7000
-              && master_port(&map, 8192) == 7001 &&
-              master_port(&map, 16383) == 7001, "the ranges' masters");
+                  && master_port(&map, 8192) == 7001
+                  && master_port(&map, 16383) == 7001,
+              "the ranges' masters");
     TK_EXPECT(dlock__slot_map_unserved(&map) == 0, "every slot is served");
     freeReplyObject(r);
 }
@@ -213,11 +225,14 @@ static void slot_map_from_cluster_shards(void **state)
     (void)state;
     TK_EXPECT(dlock__slot_map_from_shards(r, "t", &map, &m) == DLOCK_OK,
               "the map is read: %s", m.text);
-    TK_EXPECT(map.nmasters == 2 && map.nreplicas == 2, "2 masters, 2 "
-              "replicas, got %d and %d", map.nmasters, map.nreplicas);
+    TK_EXPECT(map.nmasters == 2 && map.nreplicas == 2,
+              "2 masters, 2 "
+              "replicas, got %d and %d",
+              map.nmasters, map.nreplicas);
     TK_EXPECT(master_port(&map, 99) == 7001 && master_port(&map, 100) == 7002
-              && master_port(&map, 199) == 7002 &&
-              master_port(&map, 200) == 7001, "the replica is not a master "
+                  && master_port(&map, 199) == 7002
+                  && master_port(&map, 200) == 7001,
+              "the replica is not a master "
               "and each range has its shard's master");
     TK_EXPECT(dlock__slot_map_unserved(&map) == 0, "every slot is served");
     freeReplyObject(r);
@@ -235,8 +250,8 @@ static void malformed_maps_are_protocol_errors(void **state)
     static const char *const bad_shards[] = {
         "$3\r\nabc\r\n",
         "*1\r\n*2\r\n$5\r\nslots\r\n*1\r\n:0\r\n",
-        "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:99999\r\n$5\r\nnodes\r\n*1\r\n"
-        SHARD_NODE("7000", "6\r\nmaster\r\n"),
+        "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:99999\r\n$5\r\nnodes\r\n*"
+        "1\r\n" SHARD_NODE("7000", "6\r\nmaster\r\n"),
     };
     static dlock__slot_map map;
     dlock__msg m;
@@ -245,15 +260,17 @@ static void malformed_maps_are_protocol_errors(void **state)
     for (size_t i = 0; i < sizeof(bad_slots) / sizeof(*bad_slots); i++) {
         redisReply *r = reply_of(bad_slots[i]);
 
-        TK_EXPECT(dlock__slot_map_from_slots(r, "t", &map, &m) ==
-                  DLOCK_PROTOCOL, "SLOTS case %zu is refused", i);
+        TK_EXPECT(dlock__slot_map_from_slots(r, "t", &map, &m)
+                      == DLOCK_PROTOCOL,
+                  "SLOTS case %zu is refused", i);
         freeReplyObject(r);
     }
     for (size_t i = 0; i < sizeof(bad_shards) / sizeof(*bad_shards); i++) {
         redisReply *r = reply_of(bad_shards[i]);
 
-        TK_EXPECT(dlock__slot_map_from_shards(r, "t", &map, &m) ==
-                  DLOCK_PROTOCOL, "SHARDS case %zu is refused", i);
+        TK_EXPECT(dlock__slot_map_from_shards(r, "t", &map, &m)
+                      == DLOCK_PROTOCOL,
+                  "SHARDS case %zu is refused", i);
         freeReplyObject(r);
     }
 }

@@ -47,8 +47,10 @@ static void error_values_are_fixed(void **state)
         TK_EXPECT((int)codes[i].err == codes[i].value, "%s is %d, got %d",
                   codes[i].name, codes[i].value, (int)codes[i].err);
     /* Every value up to the last is listed: no gaps, none forgotten. */
-    TK_EXPECT(NCODES == (size_t)DLOCK_UNPROVEN + 1, "the table lists all "
-              "%d codes", (int)DLOCK_UNPROVEN + 1);
+    TK_EXPECT(NCODES == (size_t)DLOCK_UNPROVEN + 1,
+              "the table lists all "
+              "%d codes",
+              (int)DLOCK_UNPROVEN + 1);
 }
 
 static void every_error_has_a_distinct_non_empty_text(void **state)
@@ -76,8 +78,8 @@ static void every_error_has_its_stable_name(void **state)
         const char *name = dlock_errname(codes[i].err);
 
         TK_EXPECT(name != NULL && strcmp(name, codes[i].name) == 0,
-                  "code %d is named %s, got %s", codes[i].value,
-                  codes[i].name, name ? name : "(null)");
+                  "code %d is named %s, got %s", codes[i].value, codes[i].name,
+                  name ? name : "(null)");
     }
 }
 

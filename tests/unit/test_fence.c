@@ -126,7 +126,8 @@ static void the_floor_only_rises(void **state)
 
     (void)state;
     TK_EXPECT(dlock_client_new(testkit_shared_redis(), NULL, &c, why,
-                               sizeof(why)) == DLOCK_OK,
+                               sizeof(why))
+                  == DLOCK_OK,
               "a client: %s", why);
     /* A fresh client has seen no fence: its floor starts at 0. */
     dlock__fence_floor_raise(c, 10);

@@ -25,7 +25,7 @@ static void a_granted_lease_runs_to_ttl_minus_drift(void **state)
 
     (void)state;
     dlock__lease_init(&l, 10000);
-    assert_int_equal(dlock__lease_lost(&l, NULL), 0);   /* not granted */
+    assert_int_equal(dlock__lease_lost(&l, NULL), 0); /* not granted */
     assert_int_equal(dlock__lease_left_us(&l, NULL), 0);
     t = dlock__lease_begin(&l, 10000, NULL);
     assert_int_equal(dlock__lease_end(&l, &t, DLOCK__LEASE_GRANTED), 1);
@@ -44,12 +44,12 @@ static void a_lease_is_lost_once_its_validity_ran_out(void **state)
 
     (void)state;
     dlock__lease_init(&l, 1);
-    t = dlock__lease_begin(&l, 1, NULL);   /* 1 ms - 2.01 ms drift: 0 */
+    t = dlock__lease_begin(&l, 1, NULL); /* 1 ms - 2.01 ms drift: 0 */
     dlock__lease_end(&l, &t, DLOCK__LEASE_GRANTED);
     assert_int_equal(dlock__lease_lost(&l, NULL), 1);
     assert_int_equal(dlock__lease_marked(&l), 0);
     assert_int_equal(dlock__lease_mark_lost(&l), 1);
-    assert_int_equal(dlock__lease_mark_lost(&l), 0);   /* once */
+    assert_int_equal(dlock__lease_mark_lost(&l), 0); /* once */
     assert_int_equal(dlock__lease_until(&l, NULL), 0);
     dlock__lease_destroy(&l);
 }
@@ -70,10 +70,10 @@ static void a_stale_renewal_never_raises_a_shorter_extend(void **state)
     renew = dlock__lease_begin(&l, 30000, NULL);
     extend = dlock__lease_begin(&l, 1000, NULL);
     cap = dlock__lease_until_of(extend.sent_us, 1000);
-    assert_true(dlock__lease_until(&l, NULL) <= cap);   /* at once */
+    assert_true(dlock__lease_until(&l, NULL) <= cap); /* at once */
     dlock__lease_end(&l, &extend, DLOCK__LEASE_GRANTED);
     assert_true(dlock__lease_until(&l, NULL) <= cap);
-    dlock__lease_end(&l, &renew, DLOCK__LEASE_GRANTED);  /* stale reply */
+    dlock__lease_end(&l, &renew, DLOCK__LEASE_GRANTED); /* stale reply */
     assert_true(dlock__lease_until(&l, NULL) <= cap);
     /* The next renewal alone moves it on. */
     renew = dlock__lease_begin(&l, 1000, NULL);
@@ -99,8 +99,8 @@ static void an_unanswered_request_counts_as_maybe_run(void **state)
     before = dlock__lease_until(&l, NULL);
     t = dlock__lease_begin(&l, 500, NULL);
     dlock__lease_end(&l, &t, DLOCK__LEASE_UNKNOWN);
-    assert_true(dlock__lease_until(&l, NULL) <=
-                dlock__lease_until_of(t.sent_us, 500));
+    assert_true(dlock__lease_until(&l, NULL)
+                <= dlock__lease_until_of(t.sent_us, 500));
     assert_true(dlock__lease_until(&l, NULL) < before);
     dlock__lease_destroy(&l);
 }
@@ -108,8 +108,7 @@ static void an_unanswered_request_counts_as_maybe_run(void **state)
 /* The server's clock steps 20 s forward after a grant: the next sample
  * shows it, and the lease shrinks by it; a sample without a step does
  * not shrink it; a backward step does not lengthen it. */
-static void a_forward_step_of_the_server_clock_shrinks_the_lease(
-    void **state)
+static void a_forward_step_of_the_server_clock_shrinks_the_lease(void **state)
 {
     dlock__skew skew;
     dlock__lease l;
@@ -127,12 +126,13 @@ static void a_forward_step_of_the_server_clock_shrinks_the_lease(
     until = dlock__lease_until(&l, &skew);
     now = dlock__boot_us();
     assert_int_equal(dlock__skew_sample(&skew, now, now,
-                                        wall + (now - t.sent_us)), 0);
+                                        wall + (now - t.sent_us)),
+                     0);
     assert_int_equal(dlock__lease_until(&l, &skew), until);
     now = dlock__boot_us();
     assert_int_equal(dlock__skew_sample(&skew, now, now,
-                                        wall + (now - t.sent_us) +
-                                        20 * SEC), 1);
+                                        wall + (now - t.sent_us) + 20 * SEC),
+                     1);
     assert_true(dlock__lease_until(&l, &skew) <= until - 20 * SEC + 2000);
     assert_true(dlock__lease_until(&l, &skew) >= until - 20 * SEC - 2000);
     now = dlock__boot_us();
@@ -165,8 +165,7 @@ int main(void)
         cmocka_unit_test(a_lease_is_lost_once_its_validity_ran_out),
         cmocka_unit_test(a_stale_renewal_never_raises_a_shorter_extend),
         cmocka_unit_test(an_unanswered_request_counts_as_maybe_run),
-        cmocka_unit_test(
-            a_forward_step_of_the_server_clock_shrinks_the_lease),
+        cmocka_unit_test(a_forward_step_of_the_server_clock_shrinks_the_lease),
         cmocka_unit_test(fences_have_one_rule_on_the_wire),
     };
 

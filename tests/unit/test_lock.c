@@ -48,8 +48,10 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof(*f));
     char err[DLOCK_ERRMSG_MAX];
 
-    if (f == NULL || dlock_client_new(testkit_shared_redis(), NULL, &f->c,
-                                      err, sizeof(err)) != DLOCK_OK)
+    if (f == NULL
+        || dlock_client_new(testkit_shared_redis(), NULL, &f->c, err,
+                            sizeof(err))
+               != DLOCK_OK)
         return -1;
     if (dlock_lock_attach(f->c, "t:unit:lock", TOKEN, &f->l) != DLOCK_OK)
         return -1;
@@ -78,7 +80,7 @@ static void a_renewal_request_is_an_eval_of_key_token_and_ttl(void **state)
     assert_non_null(strstr(cmd, "EVAL"));
     assert_non_null(strstr(cmd, "t:unit:lock"));
     assert_non_null(strstr(cmd, TOKEN));
-    assert_non_null(strstr(cmd, "\r\n30000\r\n"));   /* attached: 30 s */
+    assert_non_null(strstr(cmd, "\r\n30000\r\n")); /* attached: 30 s */
     free(cmd);
     dlock__lease_end(dlock__lock_lease(f->l), &t, DLOCK__LEASE_NOT_RUN);
 }
@@ -95,7 +97,8 @@ static void a_granted_renewal_makes_the_lock_valid(void **state)
     assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
     free(cmd);
     assert_int_equal(dlock__lock_renew_reply(f->l, &t, r, dlock__boot_us(),
-                                             &marked), DLOCK_OK);
+                                             &marked),
+                     DLOCK_OK);
     assert_int_equal(marked, 0);
     assert_true(dlock_lock_valid_ms(f->l) > 29000);
     assert_int_equal(dlock_lock_lost(f->l), 0);
@@ -112,13 +115,13 @@ static void no_answer_or_an_error_is_no_renewal(void **state)
 
     assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
     free(cmd);
-    assert_int_equal(dlock__lock_renew_reply(f->l, &t, NULL,
-                                             dlock__boot_us(), &marked),
+    assert_int_equal(dlock__lock_renew_reply(f->l, &t, NULL, dlock__boot_us(),
+                                             &marked),
                      DLOCK_TIMEOUT);
     assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
     free(cmd);
-    assert_int_equal(dlock__lock_renew_reply(f->l, &t, err,
-                                             dlock__boot_us(), &marked),
+    assert_int_equal(dlock__lock_renew_reply(f->l, &t, err, dlock__boot_us(),
+                                             &marked),
                      DLOCK_SERVER);
     assert_int_equal(dlock_lock_lost(f->l), 0);
     freeReplyObject(err);
@@ -136,7 +139,8 @@ static void a_gone_token_marks_the_lock_lost_once(void **state)
     assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
     free(cmd);
     assert_int_equal(dlock__lock_renew_reply(f->l, &t, r, dlock__boot_us(),
-                                             &marked), DLOCK_LOST);
+                                             &marked),
+                     DLOCK_LOST);
     assert_int_equal(marked, 1);
     assert_int_equal(dlock__lock_mark_lost(f->l), 0);
     assert_int_equal(dlock_lock_lost(f->l), 1);
@@ -167,12 +171,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             a_renewal_request_is_an_eval_of_key_token_and_ttl, setup,
             teardown),
-        cmocka_unit_test_setup_teardown(
-            a_granted_renewal_makes_the_lock_valid, setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            no_answer_or_an_error_is_no_renewal, setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            a_gone_token_marks_the_lock_lost_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_granted_renewal_makes_the_lock_valid,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(no_answer_or_an_error_is_no_renewal,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_gone_token_marks_the_lock_lost_once,
+                                        setup, teardown),
         cmocka_unit_test(the_reentrant_registry_reports_nomem),
     };
 

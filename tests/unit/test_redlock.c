@@ -18,8 +18,8 @@
 #include "testkit.h"
 
 static const char *const descs[] = {
-    "127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003",
-    "127.0.0.1:7004",
+    "127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002",
+    "127.0.0.1:7003", "127.0.0.1:7004",
 };
 
 /* Results from a string of votes: 'y' yes, 'n' no, 't' timed out, 'r'
@@ -29,12 +29,8 @@ static void votes(const char *v, dlock__node_result *res)
     for (size_t i = 0; v[i] != '\0'; i++) {
         memset(&res[i], 0, sizeof(res[i]));
         switch (v[i]) {
-        case 'y':
-            res[i].vote = DLOCK__VOTE_YES;
-            break;
-        case 'n':
-            res[i].vote = DLOCK__VOTE_NO;
-            break;
+        case 'y': res[i].vote = DLOCK__VOTE_YES; break;
+        case 'n': res[i].vote = DLOCK__VOTE_NO; break;
         case 't':
             res[i].err = DLOCK_TIMEOUT;
             snprintf(res[i].why, sizeof(res[i].why), "timed out");
@@ -62,8 +58,9 @@ static void majority_is_more_than_half(void **state)
 {
     (void)state;
     TK_EXPECT(dlock__redlock_quorum(3) == 2 && dlock__redlock_quorum(4) == 3
-              && dlock__redlock_quorum(5) == 3 &&
-              dlock__redlock_quorum(7) == 4, "n/2 + 1");
+                  && dlock__redlock_quorum(5) == 3
+                  && dlock__redlock_quorum(7) == 4,
+              "n/2 + 1");
 }
 
 static void validity_subtracts_elapsed_time_and_drift(void **state)
@@ -73,9 +70,9 @@ static void validity_subtracts_elapsed_time_and_drift(void **state)
     TK_EXPECT(dlock__redlock_validity_ms(10000, 50) == 10000 - 50 - 102,
               "TTL - elapsed - drift");
     TK_EXPECT(dlock__redlock_validity_ms(100, 99) < 0, "nothing left");
-    TK_EXPECT(dlock__redlock_node_timeout_ms(10000, 5, 50) == 50 &&
-              dlock__redlock_node_timeout_ms(300, 5, 50) == 30 &&
-              dlock__redlock_node_timeout_ms(20, 5, 50) == 5,
+    TK_EXPECT(dlock__redlock_node_timeout_ms(10000, 5, 50) == 50
+                  && dlock__redlock_node_timeout_ms(300, 5, 50) == 30
+                  && dlock__redlock_node_timeout_ms(20, 5, 50) == 5,
               "a tenth of the TTL, clamped");
 }
 
@@ -98,12 +95,16 @@ static void too_few_answers_are_unavailable_not_busy(void **state)
     dlock__msg m;
 
     (void)state;
-    TK_EXPECT(decide("yytrt", 10000, 40, &validity, &m) ==
-              DLOCK_UNAVAILABLE && validity == 0, "2 of 5 answered: "
-              "fail-closed, got %s", m.text);
-    TK_EXPECT(strstr(m.text, "3 of 5 nodes: 127.0.0.1:7002 timed out, "
-                     "127.0.0.1:7003 refused, 127.0.0.1:7004 timed out") !=
-              NULL, "each failed node is named with its reason: %s", m.text);
+    TK_EXPECT(decide("yytrt", 10000, 40, &validity, &m) == DLOCK_UNAVAILABLE
+                  && validity == 0,
+              "2 of 5 answered: "
+              "fail-closed, got %s",
+              m.text);
+    TK_EXPECT(strstr(m.text,
+                     "3 of 5 nodes: 127.0.0.1:7002 timed out, "
+                     "127.0.0.1:7003 refused, 127.0.0.1:7004 timed out")
+                  != NULL,
+              "each failed node is named with its reason: %s", m.text);
     TK_EXPECT(strstr(m.text, "2 of 5 masters agreed (majority 3)") != NULL,
               "the count is given: %s", m.text);
 }
@@ -118,9 +119,9 @@ static void answers_without_majority_are_busy(void **state)
               "2 yes, 2 no: held elsewhere, got %s", m.text);
     TK_EXPECT(decide("nnnnn", 10000, 40, &validity, &m) == DLOCK_BUSY,
               "all no");
-    TK_EXPECT(strstr(m.text, "5 answered no") != NULL && strstr(m.text,
-              "nodes:") == NULL, "no failure list when none failed: %s",
-              m.text);
+    TK_EXPECT(strstr(m.text, "5 answered no") != NULL
+                  && strstr(m.text, "nodes:") == NULL,
+              "no failure list when none failed: %s", m.text);
     TK_EXPECT(decide("ynt", 10000, 40, &validity, &m) == DLOCK_BUSY,
               "1 yes 1 no of 3: the majority answered");
 }
@@ -131,9 +132,11 @@ static void a_round_that_used_the_ttl_grants_nothing(void **state)
     dlock__msg m;
 
     (void)state;
-    TK_EXPECT(decide("yyyyy", 1000, 990, &validity, &m) == DLOCK_TIMEOUT &&
-              validity == 0, "990 ms of a 1000 ms TTL leaves nothing after "
-              "drift: %s", m.text);
+    TK_EXPECT(decide("yyyyy", 1000, 990, &validity, &m) == DLOCK_TIMEOUT
+                  && validity == 0,
+              "990 ms of a 1000 ms TTL leaves nothing after "
+              "drift: %s",
+              m.text);
 }
 
 static void failure_list_is_empty_without_failures(void **state)
@@ -168,8 +171,9 @@ static void retry_delay_is_random_within_bounds(void **state)
     }
     TK_EXPECT(highest - lowest > 50, "the delays spread (%lld..%lld)",
               (long long)lowest, (long long)highest);
-    TK_EXPECT(dlock__redlock_retry_delay_ms(0) == 0 &&
-              dlock__redlock_retry_delay_ms(-5) == 0, "no delay");
+    TK_EXPECT(dlock__redlock_retry_delay_ms(0) == 0
+                  && dlock__redlock_retry_delay_ms(-5) == 0,
+              "no delay");
 }
 
 int main(void)

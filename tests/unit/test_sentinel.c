@@ -38,7 +38,8 @@ static void role_says_master_only_for_a_master(void **state)
     } cases[] = {
         {"*3\r\n$6\r\nmaster\r\n:3129659\r\n*0\r\n", 1},
         {"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:9000\r\n"
-         "$9\r\nconnected\r\n:3167038\r\n", 0},
+         "$9\r\nconnected\r\n:3167038\r\n",
+         0},
         {"*2\r\n$8\r\nsentinel\r\n*1\r\n$6\r\nmaster\r\n", 0},
         {"-ERR unknown command\r\n", 0},
         {"*0\r\n", 0},
@@ -68,8 +69,8 @@ static void switch_master_gives_the_new_address(void **state)
     int port = 0;
 
     (void)state;
-    TK_EXPECT(parse("dlock 127.0.0.1 18400 127.0.0.1 18402", host, &port) &&
-              strcmp(host, "127.0.0.1") == 0 && port == 18402,
+    TK_EXPECT(parse("dlock 127.0.0.1 18400 127.0.0.1 18402", host, &port)
+                  && strcmp(host, "127.0.0.1") == 0 && port == 18402,
               "the new master is the fourth and fifth word");
     TK_EXPECT(!parse("other 127.0.0.1 1 127.0.0.1 2", host, &port),
               "another master's switch is ignored");
@@ -79,9 +80,10 @@ static void switch_master_gives_the_new_address(void **state)
               "four words are not a switch");
     TK_EXPECT(!parse("dlock 127.0.0.1 1 127.0.0.1 2 extra", host, &port),
               "six words are not a switch");
-    TK_EXPECT(!parse("dlock a 1 b 70000", host, &port) &&
-              !parse("dlock a 1 b 0", host, &port) &&
-              !parse("dlock a 1 b 12x", host, &port), "a bad port");
+    TK_EXPECT(!parse("dlock a 1 b 70000", host, &port)
+                  && !parse("dlock a 1 b 0", host, &port)
+                  && !parse("dlock a 1 b 12x", host, &port),
+              "a bad port");
     TK_EXPECT(!parse("", host, &port), "empty");
 }
 

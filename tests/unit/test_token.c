@@ -37,12 +37,15 @@ static void token_is_32_lower_case_hex_digits(void **state)
     memset(token, 'x', sizeof(token));
     TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK,
               "a token can be made: %s", m.text);
-    TK_EXPECT(strlen(token) == DLOCK_TOKEN_LEN, "the token has %d "
-              "characters and a NUL, got %zu", DLOCK_TOKEN_LEN,
-              strlen(token));
+    TK_EXPECT(strlen(token) == DLOCK_TOKEN_LEN,
+              "the token has %d "
+              "characters and a NUL, got %zu",
+              DLOCK_TOKEN_LEN, strlen(token));
     for (int i = 0; i < DLOCK_TOKEN_LEN; i++)
-        TK_EXPECT(is_lower_hex(token[i]), "character %d of %s is a "
-                  "lower-case hex digit", i, token);
+        TK_EXPECT(is_lower_hex(token[i]),
+                  "character %d of %s is a "
+                  "lower-case hex digit",
+                  i, token);
     TK_EXPECT(dlock__token_valid(token), "a new token is valid: %s", token);
 }
 
@@ -53,7 +56,7 @@ static int compare_tokens(const void *a, const void *b)
 
 static void ten_thousand_tokens_are_distinct(void **state)
 {
-    char (*tokens)[DLOCK_TOKEN_LEN + 1] = calloc(TOKENS, sizeof(*tokens));
+    char(*tokens)[DLOCK_TOKEN_LEN + 1] = calloc(TOKENS, sizeof(*tokens));
     dlock__msg m;
 
     (void)state;
@@ -88,7 +91,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(token_is_32_lower_case_hex_digits),
         cmocka_unit_test(ten_thousand_tokens_are_distinct),
-        cmocka_unit_test(token_validation_accepts_hex_of_the_right_length_only),
+        cmocka_unit_test(
+            token_validation_accepts_hex_of_the_right_length_only),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -41,13 +41,19 @@ static void parse_invalid(const char *url, const char *part)
 
     dlock__msg_clear(&m);
     err = dlock__url_parse(url, &ep, &m);
-    TK_EXPECT(err == DLOCK_INVALID, "\"%s\" is rejected with DLOCK_INVALID, "
-              "got %s", url, dlock_errname(err));
-    TK_EXPECT(strstr(m.text, part) != NULL, "the message for \"%s\" names "
-              "\"%s\", got \"%s\"", url, part, m.text);
-    TK_EXPECT(ep.host == NULL && ep.path == NULL && ep.user == NULL &&
-              ep.password == NULL, "a failed parse of \"%s\" leaves nothing "
-              "to free", url);
+    TK_EXPECT(err == DLOCK_INVALID,
+              "\"%s\" is rejected with DLOCK_INVALID, "
+              "got %s",
+              url, dlock_errname(err));
+    TK_EXPECT(strstr(m.text, part) != NULL,
+              "the message for \"%s\" names "
+              "\"%s\", got \"%s\"",
+              url, part, m.text);
+    TK_EXPECT(ep.host == NULL && ep.path == NULL && ep.user == NULL
+                  && ep.password == NULL,
+              "a failed parse of \"%s\" leaves nothing "
+              "to free",
+              url);
 }
 
 static void redis_url_with_host_only_gets_default_port_and_db(void **state)
@@ -92,8 +98,10 @@ static void db_query_parameter_and_trailing_slash(void **state)
     TK_EXPECT(ep.db == 5, "?db=5 selects db 5, got %d", ep.db);
     dlock__endpoint_clear(&ep);
     parse_ok("redis://h:7000/", &ep);
-    TK_EXPECT(ep.db == 0 && ep.port == 7000, "a trailing slash keeps db 0, "
-              "got db %d port %d", ep.db, ep.port);
+    TK_EXPECT(ep.db == 0 && ep.port == 7000,
+              "a trailing slash keeps db 0, "
+              "got db %d port %d",
+              ep.db, ep.port);
     dlock__endpoint_clear(&ep);
 }
 
@@ -117,9 +125,10 @@ static void rediss_url_is_tls(void **state)
     (void)state;
     parse_ok("rediss://cache.example:6390/1", &ep);
     TK_EXPECT(ep.transport == DLOCK__TLS, "rediss:// is TLS");
-    TK_EXPECT(strcmp(ep.host, "cache.example") == 0 && ep.port == 6390 &&
-              ep.db == 1, "host cache.example port 6390 db 1, got %s %d %d",
-              ep.host, ep.port, ep.db);
+    TK_EXPECT(strcmp(ep.host, "cache.example") == 0 && ep.port == 6390
+                  && ep.db == 1,
+              "host cache.example port 6390 db 1, got %s %d %d", ep.host,
+              ep.port, ep.db);
     dlock__endpoint_clear(&ep);
 }
 
@@ -180,9 +189,11 @@ static void user_and_password_forms(void **state)
     dlock__endpoint_clear(&ep);
 
     parse_ok("redis://u:p@ss@h:1234", &ep);
-    TK_EXPECT(strcmp(ep.password, "p@ss") == 0 && strcmp(ep.host, "h") == 0 &&
-              ep.port == 1234, "the userinfo ends at the last '@': password "
-              "p@ss, host h, got %s %s", ep.password, ep.host);
+    TK_EXPECT(strcmp(ep.password, "p@ss") == 0 && strcmp(ep.host, "h") == 0
+                  && ep.port == 1234,
+              "the userinfo ends at the last '@': password "
+              "p@ss, host h, got %s %s",
+              ep.password, ep.host);
     dlock__endpoint_clear(&ep);
 }
 
@@ -192,8 +203,10 @@ static void user_and_password_are_percent_decoded(void **state)
 
     (void)state;
     parse_ok("redis://us%40er%3a1:p%3Ass%2F%25x@h", &ep);
-    TK_EXPECT(strcmp(ep.user, "us@er:1") == 0, "user decodes to us@er:1, "
-              "got %s", ep.user);
+    TK_EXPECT(strcmp(ep.user, "us@er:1") == 0,
+              "user decodes to us@er:1, "
+              "got %s",
+              ep.user);
     TK_EXPECT(strcmp(ep.password, "p:ss/%x") == 0,
               "password decodes to p:ss/%%x, got %s", ep.password);
     dlock__endpoint_clear(&ep);
@@ -205,16 +218,20 @@ static void ipv6_host_in_brackets(void **state)
 
     (void)state;
     parse_ok("redis://[::1]:6380", &ep);
-    TK_EXPECT(strcmp(ep.host, "::1") == 0, "host ::1 without brackets, got "
-              "%s", ep.host);
+    TK_EXPECT(strcmp(ep.host, "::1") == 0,
+              "host ::1 without brackets, got "
+              "%s",
+              ep.host);
     TK_EXPECT(ep.port == 6380, "port 6380, got %d", ep.port);
     TK_EXPECT(strcmp(ep.desc, "[::1]:6380") == 0, "desc [::1]:6380, got %s",
               ep.desc);
     dlock__endpoint_clear(&ep);
     parse_ok("redis://u:p@[2001:db8::7]/4", &ep);
-    TK_EXPECT(strcmp(ep.host, "2001:db8::7") == 0 && ep.port == 6379 &&
-              ep.db == 4, "host 2001:db8::7, default port, db 4, got %s %d "
-              "%d", ep.host, ep.port, ep.db);
+    TK_EXPECT(strcmp(ep.host, "2001:db8::7") == 0 && ep.port == 6379
+                  && ep.db == 4,
+              "host 2001:db8::7, default port, db 4, got %s %d "
+              "%d",
+              ep.host, ep.port, ep.db);
     dlock__endpoint_clear(&ep);
 }
 
@@ -228,8 +245,10 @@ static void empty_url_is_invalid(void **state)
     dlock__msg_clear(&m);
     TK_EXPECT(dlock__url_parse(NULL, &ep, &m) == DLOCK_INVALID,
               "a NULL URL is DLOCK_INVALID");
-    TK_EXPECT(strstr(m.text, "empty") != NULL, "a NULL URL is called empty, "
-              "got \"%s\"", m.text);
+    TK_EXPECT(strstr(m.text, "empty") != NULL,
+              "a NULL URL is called empty, "
+              "got \"%s\"",
+              m.text);
 }
 
 static void url_without_scheme_is_invalid(void **state)
@@ -310,8 +329,10 @@ static void overlong_url_is_invalid(void **state)
 static void error_message_never_shows_the_password(void **state)
 {
     static const char *const urls[] = {
-        "redis://u:s3cretpw@h:0", "redis://u:s3cretpw@h?x=1",
-        "redis://u:s3cretpw@/0", "redis://u:s3cretpw%zz@h",
+        "redis://u:s3cretpw@h:0",
+        "redis://u:s3cretpw@h?x=1",
+        "redis://u:s3cretpw@/0",
+        "redis://u:s3cretpw%zz@h",
     };
 
     (void)state;
@@ -322,8 +343,10 @@ static void error_message_never_shows_the_password(void **state)
         dlock__msg_clear(&m);
         TK_EXPECT(dlock__url_parse(urls[i], &ep, &m) == DLOCK_INVALID,
                   "\"%s\" is invalid", urls[i]);
-        TK_EXPECT(strstr(m.text, "s3cret") == NULL, "the message for a bad "
-                  "URL never contains the password, got \"%s\"", m.text);
+        TK_EXPECT(strstr(m.text, "s3cret") == NULL,
+                  "the message for a bad "
+                  "URL never contains the password, got \"%s\"",
+                  m.text);
     }
 }
 

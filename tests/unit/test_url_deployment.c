@@ -36,11 +36,10 @@ static int deployment_is_empty(const dlock__deployment *d)
 {
     if (d->nnodes != 0 || d->master_name != NULL)
         return 0;
-    for (int i = 0; i < DLOCK__NODES_MAX; i++) {
-        if (d->nodes[i].host != NULL || d->nodes[i].user != NULL ||
-            d->nodes[i].password != NULL || d->nodes[i].path != NULL)
+    for (int i = 0; i < DLOCK__NODES_MAX; i++)
+        if (d->nodes[i].host != NULL || d->nodes[i].user != NULL
+            || d->nodes[i].password != NULL || d->nodes[i].path != NULL)
             return 0;
-    }
     return 1;
 }
 
@@ -52,21 +51,26 @@ static void parse_invalid(const char *url, const char *part)
 
     dlock__msg_clear(&m);
     err = dlock__url_parse_deployment(url, &d, &m);
-    TK_EXPECT(err == DLOCK_INVALID, "\"%s\" is rejected with DLOCK_INVALID, "
-              "got %s", url, dlock_errname(err));
-    TK_EXPECT(strstr(m.text, part) != NULL, "the message for \"%s\" names "
-              "\"%s\", got \"%s\"", url, part, m.text);
-    TK_EXPECT(deployment_is_empty(&d), "a failed parse of \"%s\" leaves "
-              "nothing to free", url);
+    TK_EXPECT(err == DLOCK_INVALID,
+              "\"%s\" is rejected with DLOCK_INVALID, "
+              "got %s",
+              url, dlock_errname(err));
+    TK_EXPECT(strstr(m.text, part) != NULL,
+              "the message for \"%s\" names "
+              "\"%s\", got \"%s\"",
+              url, part, m.text);
+    TK_EXPECT(deployment_is_empty(&d),
+              "a failed parse of \"%s\" leaves "
+              "nothing to free",
+              url);
 }
 
 static void expect_node(const dlock__deployment *d, int i, const char *host,
                         int port)
 {
     TK_EXPECT(i < d->nnodes, "node %d exists (of %d)", i, d->nnodes);
-    TK_EXPECT(strcmp(d->nodes[i].host, host) == 0 &&
-              d->nodes[i].port == port, "node %d is %s:%d, got %s", i, host,
-              port, d->nodes[i].desc);
+    TK_EXPECT(strcmp(d->nodes[i].host, host) == 0 && d->nodes[i].port == port,
+              "node %d is %s:%d, got %s", i, host, port, d->nodes[i].desc);
 }
 
 static void sentinel_url_names_sentinels_and_master(void **state)
@@ -75,7 +79,8 @@ static void sentinel_url_names_sentinels_and_master(void **state)
 
     (void)state;
     parse_ok("redis+sentinel://10.0.0.1:26380,10.0.0.2,[::1]:26381/"
-             "mymaster?db=3", &d);
+             "mymaster?db=3",
+             &d);
     TK_EXPECT(d.kind == DLOCK__SENTINEL, "a Sentinel deployment");
     TK_EXPECT(d.nnodes == 3, "three sentinels, got %d", d.nnodes);
     expect_node(&d, 0, "10.0.0.1", 26380);
@@ -103,14 +108,15 @@ static void tls_and_credentials_apply_to_every_node(void **state)
 
         parse_ok(urls[u], &d);
         for (int i = 0; i < d.nnodes; i++) {
-            TK_EXPECT(d.nodes[i].transport == DLOCK__TLS, "node %d of %s "
-                      "uses TLS", i, urls[u]);
-            TK_EXPECT(d.nodes[i].user != NULL &&
-                      strcmp(d.nodes[i].user, "al@x") == 0 &&
-                      d.nodes[i].password != NULL &&
-                      strcmp(d.nodes[i].password, "pw") == 0,
-                      "node %d of %s has the decoded credentials", i,
-                      urls[u]);
+            TK_EXPECT(d.nodes[i].transport == DLOCK__TLS,
+                      "node %d of %s "
+                      "uses TLS",
+                      i, urls[u]);
+            TK_EXPECT(d.nodes[i].user != NULL
+                          && strcmp(d.nodes[i].user, "al@x") == 0
+                          && d.nodes[i].password != NULL
+                          && strcmp(d.nodes[i].password, "pw") == 0,
+                      "node %d of %s has the decoded credentials", i, urls[u]);
         }
         dlock__deployment_clear(&d);
     }
@@ -161,7 +167,9 @@ static void single_server_urls_give_one_node(void **state)
 static void single_server_parser_refuses_deployments(void **state)
 {
     static const char *const urls[] = {
-        "redis+sentinel://h/m", "redis+cluster://h", "redlock://a,b,c",
+        "redis+sentinel://h/m",
+        "redis+cluster://h",
+        "redlock://a,b,c",
     };
 
     (void)state;
@@ -206,8 +214,7 @@ static void more_than_the_node_limit_is_invalid(void **state)
     for (int i = 0; i <= DLOCK__NODES_MAX; i++) {
         size_t at = strlen(url);
 
-        snprintf(url + at, sizeof(url) - at, "%sh:%d", i ? "," : "",
-                 7000 + i);
+        snprintf(url + at, sizeof(url) - at, "%sh:%d", i ? "," : "", 7000 + i);
     }
     parse_invalid(url, "more than 16 servers");
 }
@@ -215,8 +222,10 @@ static void more_than_the_node_limit_is_invalid(void **state)
 static void error_message_never_shows_the_password(void **state)
 {
     static const char *const urls[] = {
-        "redlock://u:s3cretpw@a,b", "redis+sentinel://u:s3cretpw@a,b",
-        "redis+cluster://u:s3cretpw@a,a", "redlocks://u:s3cretpw@a,b,c/q",
+        "redlock://u:s3cretpw@a,b",
+        "redis+sentinel://u:s3cretpw@a,b",
+        "redis+cluster://u:s3cretpw@a,a",
+        "redlocks://u:s3cretpw@a,b,c/q",
     };
 
     (void)state;
@@ -225,10 +234,13 @@ static void error_message_never_shows_the_password(void **state)
         dlock__msg m;
 
         dlock__msg_clear(&m);
-        TK_EXPECT(dlock__url_parse_deployment(urls[i], &d, &m) ==
-                  DLOCK_INVALID, "\"%s\" is invalid", urls[i]);
-        TK_EXPECT(strstr(m.text, "s3cret") == NULL, "the message never "
-                  "contains the password, got \"%s\"", m.text);
+        TK_EXPECT(dlock__url_parse_deployment(urls[i], &d, &m)
+                      == DLOCK_INVALID,
+                  "\"%s\" is invalid", urls[i]);
+        TK_EXPECT(strstr(m.text, "s3cret") == NULL,
+                  "the message never "
+                  "contains the password, got \"%s\"",
+                  m.text);
     }
 }
 
@@ -255,8 +267,10 @@ static void allocation_failure_unwinds(void **state)
         dlock__alloc_fail_nth(n);
         err = dlock__url_parse_deployment(url, &d, &m);
         dlock__alloc_fail_nth(0);
-        TK_EXPECT(err == DLOCK_NOMEM, "allocation %ld failing gives NOMEM, "
-                  "got %s", n, dlock_errname(err));
+        TK_EXPECT(err == DLOCK_NOMEM,
+                  "allocation %ld failing gives NOMEM, "
+                  "got %s",
+                  n, dlock_errname(err));
         TK_EXPECT(deployment_is_empty(&d), "nothing is left to free");
     }
 }

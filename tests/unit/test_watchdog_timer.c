@@ -26,8 +26,8 @@ static dlock_client *new_client(void)
     dlock_client *c = NULL;
     char err[DLOCK_ERRMSG_MAX];
 
-    if (dlock_client_new(testkit_shared_redis(), NULL, &c, err,
-                         sizeof(err)) != DLOCK_OK)
+    if (dlock_client_new(testkit_shared_redis(), NULL, &c, err, sizeof(err))
+        != DLOCK_OK)
         fail_msg("dlock_client_new: %s", err);
     return c;
 }
@@ -81,11 +81,15 @@ static void a_registration_without_memory_is_nomem(void **state)
     dlock__msg m;
 
     (void)state;
-    assert_int_equal(dlock_lock_attach(c, "t:unit:wd", "0123456789abcdef"
-                                       "0123456789abcdef", &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_attach(c, "t:unit:wd",
+                                       "0123456789abcdef"
+                                       "0123456789abcdef",
+                                       &l),
+                     DLOCK_OK);
     dlock__alloc_fail_nth(1);
-    assert_int_equal(dlock__watchdog_watch(dlock__client_watchdog(c), l, 1,
-                                           &x, &m), DLOCK_NOMEM);
+    assert_int_equal(dlock__watchdog_watch(dlock__client_watchdog(c), l, 1, &x,
+                                           &m),
+                     DLOCK_NOMEM);
     dlock__alloc_fail_nth(0);
     assert_null(x);
     dlock__watchdog_unwatch(dlock__client_watchdog(c), NULL);
@@ -103,7 +107,7 @@ static void release_during_a_renewal_never_waits_or_touches_it(void **state)
 
     (void)state;
     dlock_acquire_opts_init(&o);
-    o.ttl_ms = 30;   /* renewed every 10 ms */
+    o.ttl_ms = 30; /* renewed every 10 ms */
     o.watchdog = 1;
     testkit_key(key, "wd_churn");
     for (int i = 0; i < 100; i++) {
@@ -125,14 +129,17 @@ static void release_during_a_renewal_never_waits_or_touches_it(void **state)
 static int key_gone(void *arg)
 {
     return testkit_redis_int(testkit_shared_redis(), "EXISTS %s",
-                             (const char *)arg) == 0;
+                             (const char *)arg)
+           == 0;
 }
 
 /* An orphan handed to the clean-up is undone on the renewer's link. */
 static void an_orphan_is_undone_in_the_background(void **state)
 {
     static const dlock__script del = {
-        "test.del", "return redis.call('DEL', KEYS[1])\n", 1,
+        "test.del",
+        "return redis.call('DEL', KEYS[1])\n",
+        1,
     };
     dlock_client *c = new_client();
     char key[TESTKIT_KEY_MAX];
@@ -143,7 +150,7 @@ static void an_orphan_is_undone_in_the_background(void **state)
     argv[0] = key;
     assert_int_equal(testkit_redis_int(testkit_shared_redis(),
                                        "SET %s x PX 10000", key),
-                     INT64_MIN);   /* +OK is not an integer */
+                     INT64_MIN); /* +OK is not an integer */
     assert_false(key_gone(key));
     dlock__watchdog_cleanup(dlock__client_watchdog(c), &del, 1, 1, argv,
                             10000);
@@ -156,8 +163,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_timer_marks_an_unrenewed_lock_lost_once),
         cmocka_unit_test(a_registration_without_memory_is_nomem),
-        cmocka_unit_test(
-            release_during_a_renewal_never_waits_or_touches_it),
+        cmocka_unit_test(release_during_a_renewal_never_waits_or_touches_it),
         cmocka_unit_test(an_orphan_is_undone_in_the_background),
     };
 

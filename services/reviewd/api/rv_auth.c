@@ -47,10 +47,10 @@
 #define RV_CACHE_TOKEN_MAX 1024
 
 typedef struct cached_token {
-    size_t len;                      /* 0: the slot is empty */
+    size_t len; /* 0: the slot is empty */
     char token[RV_CACHE_TOKEN_MAX];
     double exp;
-    double nbf;                      /* -INFINITY when the token has none */
+    double nbf; /* -INFINITY when the token has none */
     rv_identity who;
 } cached_token;
 
@@ -71,25 +71,19 @@ rv_role rv_auth_role_parse(const char *name)
 {
     size_t i;
 
-    for (i = 0; i < sizeof(role_names) / sizeof(role_names[0]); i++) {
-        if (strcmp(name, role_names[i]) == 0) {
+    for (i = 0; i < sizeof(role_names) / sizeof(role_names[0]); i++)
+        if (strcmp(name, role_names[i]) == 0)
             return (rv_role)(1 << i);
-        }
-    }
     return RV_ROLE_NONE;
 }
 
 const char *rv_auth_role_name(rv_role role)
 {
     switch (role) {
-    case RV_ROLE_AUTHOR:
-        return "author";
-    case RV_ROLE_REVIEWER:
-        return "reviewer";
-    case RV_ROLE_ADMIN:
-        return "admin";
-    case RV_ROLE_NONE:
-        break;
+    case RV_ROLE_AUTHOR: return "author";
+    case RV_ROLE_REVIEWER: return "reviewer";
+    case RV_ROLE_ADMIN: return "admin";
+    case RV_ROLE_NONE: break;
     }
     return "none";
 }
@@ -111,9 +105,8 @@ static const char *bearer_token(const char *header, char *detail,
         return NULL;
     }
     tok = header + 7;
-    while (*tok == ' ') {
+    while (*tok == ' ')
         tok++;
-    }
     len = strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                       "0123456789-_.");
     if (len == 0 || tok[len] != '\0' || len > RV_TOKEN_MAX) {
@@ -154,7 +147,8 @@ static int times_valid(const rv_auth_policy *p, double exp, double nbf,
         return -1;
     }
     if (exp - leeway > (double)now + (double)p->max_lifetime_s) {
-        snprintf(detail, detaillen, "the token's \"exp\" is more than %lld s "
+        snprintf(detail, detaillen,
+                 "the token's \"exp\" is more than %lld s "
                  "ahead (the longest lifetime accepted)",
                  (long long)p->max_lifetime_s);
         return -1;
@@ -182,20 +176,23 @@ static int check_times(const rv_auth_policy *p, const json_t *claims,
     return times_valid(p, *exp_out, *nbf_out, now, detail, detaillen);
 }
 
-static int check_identity(const json_t *claims, rv_identity *who,
-                          char *detail, size_t detaillen)
+static int check_identity(const json_t *claims, rv_identity *who, char *detail,
+                          size_t detaillen)
 {
     const char *sub = json_string_value(json_object_get(claims, "sub"));
     const char *role = json_string_value(json_object_get(claims, "role"));
 
     if (sub == NULL || sub[0] == '\0' || strlen(sub) > RV_SUB_MAX) {
-        snprintf(detail, detaillen, "the \"sub\" claim must be a string of "
-                 "1..%d bytes", RV_SUB_MAX);
+        snprintf(detail, detaillen,
+                 "the \"sub\" claim must be a string of "
+                 "1..%d bytes",
+                 RV_SUB_MAX);
         return -1;
     }
     who->role = role != NULL ? rv_auth_role_parse(role) : RV_ROLE_NONE;
     if (who->role == RV_ROLE_NONE) {
-        snprintf(detail, detaillen, "the \"role\" claim must be author, "
+        snprintf(detail, detaillen,
+                 "the \"role\" claim must be author, "
                  "reviewer or admin");
         return -1;
     }
@@ -206,15 +203,12 @@ static int check_identity(const json_t *claims, rv_identity *who,
 /* Value of one base64url character, or -1. */
 static int b64url_value(unsigned char c)
 {
-    if (c >= 'A' && c <= 'Z') {
+    if (c >= 'A' && c <= 'Z')
         return c - 'A';
-    }
-    if (c >= 'a' && c <= 'z') {
+    if (c >= 'a' && c <= 'z')
         return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
+    if (c >= '0' && c <= '9')
         return c - '0' + 52;
-    }
     return c == '-' ? 62 : c == '_' ? 63 : -1;
 }
 
@@ -238,16 +232,14 @@ static json_t *part_json(const char *tok, int index)
 
     for (int i = 0; i < index; i++) {
         p = strchr(p, '.');
-        if (p == NULL) {
+        if (p == NULL)
             return NULL;
-        }
         p++;
     }
     end = strchr(p, '.');
     len = end != NULL ? (size_t)(end - p) : strlen(p);
-    if (len % 4 == 1 || (buf = malloc(len * 3 / 4 + 1)) == NULL) {
+    if (len % 4 == 1 || (buf = malloc(len * 3 / 4 + 1)) == NULL)
         return NULL;
-    }
     for (size_t i = 0; i < len; i++) {
         const int v6 = b64url_value((unsigned char)p[i]);
 
@@ -263,7 +255,8 @@ static json_t *part_json(const char *tok, int index)
         }
     }
     v = memchr(buf, '\0', n) == NULL
-            ? json_loadb((const char *)buf, n, 0, NULL) : NULL;
+            ? json_loadb((const char *)buf, n, 0, NULL)
+            : NULL;
     free(buf);
     if (v != NULL && !json_is_object(v)) {
         json_decref(v);
@@ -298,9 +291,8 @@ static int same_bytes(const void *a, const void *b, size_t n)
     const volatile unsigned char *y = b;
     unsigned char diff = 0;
 
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         diff |= (unsigned char)(x[i] ^ y[i]);
-    }
     return diff == 0;
 }
 
@@ -310,9 +302,8 @@ static size_t slot_of(const char *tok, size_t len)
 {
     uint64_t h = 14695981039346656037ULL;
 
-    for (size_t i = 0; i < len; i++) {
+    for (size_t i = 0; i < len; i++)
         h = (h ^ (unsigned char)tok[i]) * 1099511628211ULL;
-    }
     return (size_t)(h % RV_CACHE_SLOTS);
 }
 
@@ -324,14 +315,12 @@ static token_cache *thread_cache(const unsigned char *secret,
     token_cache *c;
 
     pthread_once(&cache_once, cache_key_create);
-    if (!cache_key_ok) {
+    if (!cache_key_ok)
         return NULL;
-    }
     c = pthread_getspecific(cache_key);
     if (c != NULL && c->secret_len == secret_len
-        && same_bytes(c->secret, secret, secret_len)) {
+        && same_bytes(c->secret, secret, secret_len))
         return c;
-    }
     if (c == NULL) {
         c = calloc(1, sizeof(*c));
         if (c == NULL || pthread_setspecific(cache_key, c) != 0) {
@@ -342,9 +331,8 @@ static token_cache *thread_cache(const unsigned char *secret,
     free(c->secret);
     memset(c, 0, sizeof(*c));
     c->secret = malloc(secret_len > 0 ? secret_len : 1);
-    if (c->secret == NULL) {
+    if (c->secret == NULL)
         return NULL; /* stays unbound (secret NULL, length 0) */
-    }
     memcpy(c->secret, secret, secret_len);
     c->secret_len = secret_len;
     return c;
@@ -356,9 +344,8 @@ static const cached_token *cache_find(const token_cache *c, const char *tok,
 {
     const cached_token *e;
 
-    if (c == NULL || len > RV_CACHE_TOKEN_MAX) {
+    if (c == NULL || len > RV_CACHE_TOKEN_MAX)
         return NULL;
-    }
     e = &c->slot[slot_of(tok, len)];
     return e->len == len && same_bytes(e->token, tok, len) ? e : NULL;
 }
@@ -369,9 +356,8 @@ static void cache_store(token_cache *c, const char *tok, size_t len,
 {
     cached_token *e;
 
-    if (c == NULL || len > RV_CACHE_TOKEN_MAX) {
+    if (c == NULL || len > RV_CACHE_TOKEN_MAX)
         return;
-    }
     e = &c->slot[slot_of(tok, len)];
     memcpy(e->token, tok, len);
     e->len = len;
@@ -383,9 +369,9 @@ static void cache_store(token_cache *c, const char *tok, size_t len,
 /* ---- verification ---------------------------------------------------------- */
 
 /* The full check of a bearer token; on success also its exp and nbf. */
-static int verify_token(const char *tok, const rv_auth_policy *p,
-                        int64_t now, rv_identity *who, double *exp,
-                        double *nbf, char *detail, size_t detaillen)
+static int verify_token(const char *tok, const rv_auth_policy *p, int64_t now,
+                        rv_identity *who, double *exp, double *nbf,
+                        char *detail, size_t detaillen)
 {
     jwt_t *jwt = NULL;
     json_t *header = NULL, *claims = NULL;
@@ -394,14 +380,16 @@ static int verify_token(const char *tok, const rv_auth_policy *p,
 
     if (jwt_decode(&jwt, tok, p->secret, (int)p->secret_len) != 0
         || jwt == NULL) {
-        snprintf(detail, detaillen, "invalid token (malformed or bad "
+        snprintf(detail, detaillen,
+                 "invalid token (malformed or bad "
                  "signature)");
         return -1;
     }
     header = part_json(tok, 0);
     claims = part_json(tok, 1);
     if (header == NULL || claims == NULL) {
-        snprintf(detail, detaillen, "the token's header and claims must "
+        snprintf(detail, detaillen,
+                 "the token's header and claims must "
                  "each be one JSON object");
         goto done;
     }
@@ -412,9 +400,8 @@ static int verify_token(const char *tok, const rv_auth_policy *p,
         goto done;
     }
     if (check_times(p, claims, now, exp, nbf, detail, detaillen) == 0
-        && check_identity(claims, who, detail, detaillen) == 0) {
+        && check_identity(claims, who, detail, detaillen) == 0)
         rc = 0;
-    }
 done:
     json_decref(header);
     json_decref(claims);
@@ -433,17 +420,15 @@ int rv_auth_verify(const char *authorization, const rv_auth_policy *policy,
     size_t len;
 
     memset(who, 0, sizeof(*who));
-    if (tok == NULL) {
+    if (tok == NULL)
         return -1;
-    }
     len = strlen(tok);
     cache = thread_cache(policy->secret, policy->secret_len);
     hit = cache_find(cache, tok, len);
     if (hit != NULL) {
         if (times_valid(policy, hit->exp, hit->nbf, now, detail, detaillen)
-            != 0) {
+            != 0)
             return -1;
-        }
         *who = hit->who;
         return 0;
     }
@@ -463,16 +448,14 @@ char *rv_auth_issue(const unsigned char *secret, size_t secret_len,
     jwt_t *jwt = NULL;
     char *token = NULL;
 
-    if (jwt_new(&jwt) != 0) {
+    if (jwt_new(&jwt) != 0)
         return NULL;
-    }
     if (jwt_add_grant(jwt, "sub", sub) == 0
         && jwt_add_grant(jwt, "role", role) == 0
         && jwt_add_grant_int(jwt, "iat", (long)now) == 0
         && jwt_add_grant_int(jwt, "exp", (long)(now + ttl_s)) == 0
-        && jwt_set_alg(jwt, JWT_ALG_HS256, secret, (int)secret_len) == 0) {
+        && jwt_set_alg(jwt, JWT_ALG_HS256, secret, (int)secret_len) == 0)
         token = jwt_encode_str(jwt);
-    }
     jwt_free(jwt);
     return token;
 }

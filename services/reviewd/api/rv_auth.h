@@ -43,8 +43,8 @@ typedef struct rv_identity {
 typedef struct rv_auth_policy {
     const unsigned char *secret; /* borrowed */
     size_t secret_len;
-    int64_t leeway_s;            /* clock skew allowed on exp and nbf */
-    int64_t max_lifetime_s;      /* how far ahead exp may be */
+    int64_t leeway_s;       /* clock skew allowed on exp and nbf */
+    int64_t max_lifetime_s; /* how far ahead exp may be */
 } rv_auth_policy;
 
 /*

@@ -29,9 +29,8 @@ void rv_reply_error(rv_reply *reply, unsigned status, const char *code,
     reply->status = status;
     reply->code = code;
     reply->body = svc_json_error_body(code, detail);
-    if (reply->body == NULL) {
+    if (reply->body == NULL)
         reply_oom(reply);
-    }
 }
 
 void rv_reply_json(rv_reply *reply, unsigned status, json_t *obj)
@@ -39,9 +38,8 @@ void rv_reply_json(rv_reply *reply, unsigned status, json_t *obj)
     rv_reply_clear(reply);
     reply->status = status;
     reply->body = svc_json_dump_steal(obj);
-    if (reply->body == NULL) {
+    if (reply->body == NULL)
         reply_oom(reply);
-    }
 }
 
 void rv_reply_location_from_id(rv_reply *reply, const char *prefix)
@@ -50,9 +48,8 @@ void rv_reply_location_from_id(rv_reply *reply, const char *prefix)
     const char *id;
 
     reply->location[0] = '\0';
-    if (reply->body == NULL) {
+    if (reply->body == NULL)
         return;
-    }
     obj = json_loads(reply->body, 0, NULL);
     id = json_string_value(json_object_get(obj, "id"));
     if (id != NULL && strlen(prefix) + strlen(id) < sizeof(reply->location)) {

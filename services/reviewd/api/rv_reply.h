@@ -13,9 +13,9 @@
 #include <stddef.h>
 
 typedef struct rv_reply {
-    unsigned status;   /* 0 until a handler sets it */
-    const char *code;  /* the error code of an error reply (static) */
-    char *body;        /* JSON (or metrics text), malloc'd */
+    unsigned status;          /* 0 until a handler sets it */
+    const char *code;         /* the error code of an error reply (static) */
+    char *body;               /* JSON (or metrics text), malloc'd */
     const char *content_type; /* NULL: application/json */
     const char *allow;        /* Allow header for 405 */
     char location[64];        /* Location header for 201 create, or "" */

@@ -13,11 +13,9 @@
 int rv_request_require_role(const rv_request *req, unsigned roles,
                             rv_reply *reply)
 {
-    if ((unsigned)req->who.role & roles) {
+    if ((unsigned)req->who.role & roles)
         return 1;
-    }
-    rv_reply_error(reply, 403, "FORBIDDEN",
-                   "your role may not do this");
+    rv_reply_error(reply, 403, "FORBIDDEN", "your role may not do this");
     return 0;
 }
 
@@ -29,13 +27,12 @@ json_t *rv_request_body_object(const rv_request *req, int optional,
 
     if (req->body_len == 0 && optional) {
         obj = json_object();
-        if (obj == NULL) {
+        if (obj == NULL)
             rv_reply_error(reply, 500, "INTERNAL", "out of memory");
-        }
         return obj;
     }
     obj = svc_json_parse_object(req->body, req->body_len, detail,
-                               sizeof(detail));
+                                sizeof(detail));
     if (obj == NULL) {
         rv_reply_error(reply, 400, "INVALID_JSON", detail);
         return NULL;

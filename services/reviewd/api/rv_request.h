@@ -38,8 +38,8 @@ typedef struct rv_request {
     const char *idempotency_key;
     const char *if_none_match;
 #ifdef REVIEWD_TESTING
-    const char *hook_pause;   /* X-Test-Pause-Ms (rv_hooks.h) */
-    const char *hook_fail;    /* X-Test-Fail (rv_hooks.h) */
+    const char *hook_pause; /* X-Test-Pause-Ms (rv_hooks.h) */
+    const char *hook_fail;  /* X-Test-Fail (rv_hooks.h) */
 #endif
 
     /* Query arguments as a JSON object of strings; query_dup names a

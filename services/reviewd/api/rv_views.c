@@ -10,12 +10,11 @@
 
 json_t *rv_view_document(const rv_doc *d, const char *content)
 {
-    json_t *obj = json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s?,s:s,s:s}",
-                            "id", d->id, "title", d->title,
-                            "status", d->status, "author", d->author,
-                            "version", d->version, "preview", d->preview,
-                            "current_review_id", d->current_review_id,
-                            "created_at", d->created_at,
+    json_t *obj = json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s?,s:s,s:s}", "id",
+                            d->id, "title", d->title, "status", d->status,
+                            "author", d->author, "version", d->version,
+                            "preview", d->preview, "current_review_id",
+                            d->current_review_id, "created_at", d->created_at,
                             "updated_at", d->updated_at);
 
     if (obj != NULL && content != NULL
@@ -28,13 +27,12 @@ json_t *rv_view_document(const rv_doc *d, const char *content)
 
 json_t *rv_view_review(const rv_review *r)
 {
-    return json_pack("{s:s,s:s,s:i,s:s,s:s,s:s?,s:s?,s:s?,s:s,s:s?}",
-                     "id", r->id, "document_id", r->document_id,
-                     "document_version", r->document_version,
-                     "status", r->status, "submitted_by", r->submitted_by,
-                     "reviewer", r->reviewer, "comment", r->comment,
-                     "fence", r->fence, "created_at", r->created_at,
-                     "decided_at",
+    return json_pack("{s:s,s:s,s:i,s:s,s:s,s:s?,s:s?,s:s?,s:s,s:s?}", "id",
+                     r->id, "document_id", r->document_id, "document_version",
+                     r->document_version, "status", r->status, "submitted_by",
+                     r->submitted_by, "reviewer", r->reviewer, "comment",
+                     r->comment, "fence", r->fence, "created_at",
+                     r->created_at, "decided_at",
                      r->decided_at[0] != '\0' ? r->decided_at : NULL);
 }
 

@@ -40,13 +40,13 @@
 #define RV_AMQP_CHANNEL SVC_AMQP_CONN_CHANNEL
 
 struct rv_amqp {
-    svc_amqp_conn *ac;             /* the connection, owned */
+    svc_amqp_conn *ac; /* the connection, owned */
     char *exchange;
-    char *queue_spec;               /* split in place into the two below */
+    char *queue_spec; /* split in place into the two below */
     const char *queue[RV_AMQP_MAX_QUEUES];
     const char *binding[RV_AMQP_MAX_QUEUES];
     int nqueues;
-    uint64_t next_tag;              /* the tag the next publish gets */
+    uint64_t next_tag; /* the tag the next publish gets */
 };
 
 /* The word after the one at s (of length w): past its dot, or the end. */
@@ -59,21 +59,17 @@ int rv_amqp_topic_match(const char *p, const char *k)
 {
     const size_t pw = strcspn(p, "."), kw = strcspn(k, ".");
 
-    if (p[0] == '\0') {
+    if (p[0] == '\0')
         return k[0] == '\0';
-    }
     if (pw == 1 && p[0] == '#') {
         /* '#' takes no word, or one word and stays. */
         return rv_amqp_topic_match(next_word(p, pw), k)
-               || (k[0] != '\0'
-                   && rv_amqp_topic_match(p, next_word(k, kw)));
+               || (k[0] != '\0' && rv_amqp_topic_match(p, next_word(k, kw)));
     }
-    if (k[0] == '\0') {
+    if (k[0] == '\0')
         return 0;
-    }
-    if (!(pw == 1 && p[0] == '*') && (pw != kw || memcmp(p, k, pw) != 0)) {
+    if (!(pw == 1 && p[0] == '*') && (pw != kw || memcmp(p, k, pw) != 0))
         return 0;
-    }
     return rv_amqp_topic_match(next_word(p, pw), next_word(k, kw));
 }
 
@@ -88,9 +84,8 @@ static int split_queues(rv_amqp *a, char *spec)
         char *colon = strchr(item, ':');
 
         if (colon == NULL || colon == item || colon[1] == '\0'
-            || a->nqueues == RV_AMQP_MAX_QUEUES) {
+            || a->nqueues == RV_AMQP_MAX_QUEUES)
             return -1;
-        }
         *colon = '\0';
         a->queue[a->nqueues] = item;
         a->binding[a->nqueues++] = colon + 1;
@@ -104,13 +99,11 @@ int rv_amqp_queues_check(const char *queues)
     char *copy;
     int rc;
 
-    if (queues == NULL || queues[0] == '\0') {
+    if (queues == NULL || queues[0] == '\0')
         return 0;
-    }
     copy = strdup(queues);
-    if (copy == NULL) {
+    if (copy == NULL)
         return -1;
-    }
     memset(&probe, 0, sizeof(probe));
     rc = split_queues(&probe, copy);
     free(copy);
@@ -122,9 +115,8 @@ rv_amqp *rv_amqp_new(const char *url, const char *exchange,
 {
     rv_amqp *a = calloc(1, sizeof(*a));
 
-    if (a == NULL) {
+    if (a == NULL)
         return NULL;
-    }
     a->exchange = strdup(exchange);
     a->queue_spec = strdup(queues != NULL ? queues : "");
     a->ac = svc_amqp_conn_new(url, tls);
@@ -138,9 +130,8 @@ rv_amqp *rv_amqp_new(const char *url, const char *exchange,
 
 void rv_amqp_free(rv_amqp *a)
 {
-    if (a == NULL) {
+    if (a == NULL)
         return;
-    }
     svc_amqp_conn_free(a->ac);
     free(a->exchange);
     free(a->queue_spec);
@@ -155,18 +146,15 @@ static int declare_queues(rv_amqp *a)
     int i;
 
     for (i = 0; i < a->nqueues; i++) {
-        amqp_queue_declare(k, RV_AMQP_CHANNEL,
-                           amqp_cstring_bytes(a->queue[i]), 0, 1, 0, 0,
-                           amqp_empty_table);
-        if (svc_amqp_conn_rpc(a->ac, "queue.declare") != 0) {
+        amqp_queue_declare(k, RV_AMQP_CHANNEL, amqp_cstring_bytes(a->queue[i]),
+                           0, 1, 0, 0, amqp_empty_table);
+        if (svc_amqp_conn_rpc(a->ac, "queue.declare") != 0)
             return -1;
-        }
         amqp_queue_bind(k, RV_AMQP_CHANNEL, amqp_cstring_bytes(a->queue[i]),
                         amqp_cstring_bytes(a->exchange),
                         amqp_cstring_bytes(a->binding[i]), amqp_empty_table);
-        if (svc_amqp_conn_rpc(a->ac, "queue.bind") != 0) {
+        if (svc_amqp_conn_rpc(a->ac, "queue.bind") != 0)
             return -1;
-        }
     }
     return 0;
 }
@@ -175,16 +163,14 @@ static int declare_queues(rv_amqp *a)
 static int confirm_and_declare(rv_amqp *a)
 {
     amqp_confirm_select(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL);
-    if (svc_amqp_conn_rpc(a->ac, "confirm.select") != 0) {
+    if (svc_amqp_conn_rpc(a->ac, "confirm.select") != 0)
         return -1;
-    }
     amqp_exchange_declare(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
                           amqp_cstring_bytes(a->exchange),
                           amqp_cstring_bytes("topic"), 0, 1, 0, 0,
                           amqp_empty_table);
-    if (svc_amqp_conn_rpc(a->ac, "exchange.declare") != 0) {
+    if (svc_amqp_conn_rpc(a->ac, "exchange.declare") != 0)
         return -1;
-    }
     return declare_queues(a);
 }
 
@@ -193,20 +179,17 @@ static int must_route(const rv_amqp *a, const char *routing_key)
 {
     int i;
 
-    for (i = 0; i < a->nqueues; i++) {
-        if (rv_amqp_topic_match(a->binding[i], routing_key)) {
+    for (i = 0; i < a->nqueues; i++)
+        if (rv_amqp_topic_match(a->binding[i], routing_key))
             return 1;
-        }
-    }
     return 0;
 }
 
 int rv_amqp_connect(rv_amqp *a, int timeout_ms)
 {
     if (svc_amqp_conn_open(a->ac, timeout_ms) != 0
-        || confirm_and_declare(a) != 0) {
+        || confirm_and_declare(a) != 0)
         return -1;
-    }
     a->next_tag = 1;
     return 0;
 }
@@ -235,8 +218,7 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
         return -1;
     }
     memset(&props, 0, sizeof(props));
-    props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG
-                   | AMQP_BASIC_DELIVERY_MODE_FLAG
+    props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG
                    | AMQP_BASIC_MESSAGE_ID_FLAG;
     props.content_type = amqp_cstring_bytes("application/json");
     props.delivery_mode = 2; /* persistent */
@@ -246,11 +228,9 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
     st = amqp_basic_publish(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
                             amqp_cstring_bytes(a->exchange),
                             amqp_cstring_bytes(routing_key),
-                            must_route(a, routing_key), 0, &props,
-                            bytes);
-    if (st != AMQP_STATUS_OK) {
+                            must_route(a, routing_key), 0, &props, bytes);
+    if (st != AMQP_STATUS_OK)
         return svc_amqp_conn_fail(a->ac, "publish", st);
-    }
     *tag = a->next_tag++;
     return 0;
 }
@@ -262,22 +242,18 @@ static void settle(rv_amqp_confirm *states, uint64_t first, uint64_t last,
     uint64_t t;
     const uint64_t from = multiple ? first : tag;
 
-    for (t = from; t <= tag && t <= last; t++) {
-        if (t >= first && states[t - first] == RV_AMQP_PENDING) {
+    for (t = from; t <= tag && t <= last; t++)
+        if (t >= first && states[t - first] == RV_AMQP_PENDING)
             states[t - first] = how;
-        }
-    }
 }
 
 static int all_settled(const rv_amqp_confirm *states, size_t n)
 {
     size_t i;
 
-    for (i = 0; i < n; i++) {
-        if (states[i] == RV_AMQP_PENDING) {
+    for (i = 0; i < n; i++)
+        if (states[i] == RV_AMQP_PENDING)
             return 0;
-        }
-    }
     return 1;
 }
 
@@ -302,9 +278,8 @@ static int read_return(rv_amqp *a, const char *const *ids,
     if (svc_amqp_conn_reply(a->ac, "reading a returned message",
                             amqp_read_message(svc_amqp_conn_state(a->ac),
                                               RV_AMQP_CHANNEL, &msg, 0))
-        != 0) {
+        != 0)
         return -1;
-    }
     for (i = 0; i < n && (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG);
          i++) {
         if (strlen(ids[i]) == id->len
@@ -329,17 +304,13 @@ static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
     int st;
 
     svc_amqp_conn_timeval(left > 0 ? (int)left : 0, &tv);
-    st = amqp_simple_wait_frame_noblock(svc_amqp_conn_state(a->ac), &f,
-                                        &tv);
-    if (st != AMQP_STATUS_OK) {
+    st = amqp_simple_wait_frame_noblock(svc_amqp_conn_state(a->ac), &f, &tv);
+    if (st != AMQP_STATUS_OK)
         return svc_amqp_conn_fail(a->ac, "waiting for confirms", st);
-    }
-    if (f.frame_type != AMQP_FRAME_METHOD) {
+    if (f.frame_type != AMQP_FRAME_METHOD)
         return 0;
-    }
-    if (f.payload.method.id == AMQP_BASIC_RETURN_METHOD) {
+    if (f.payload.method.id == AMQP_BASIC_RETURN_METHOD)
         return read_return(a, ids, states, (size_t)(last - first + 1));
-    }
     if (f.payload.method.id == AMQP_BASIC_ACK_METHOD) {
         const amqp_basic_ack_t *ack = f.payload.method.decoded;
 
@@ -353,7 +324,7 @@ static int read_confirm(rv_amqp *a, uint64_t first, uint64_t last,
     } else if (f.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD
                || f.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
         svc_amqp_conn_set_err(a->ac, "waiting for confirms: closed by the "
-                             "broker");
+                                     "broker");
         svc_amqp_conn_drop(a->ac);
         return -1;
     }
@@ -370,13 +341,11 @@ int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
     while (!all_settled(states, n)) {
         if (!svc_amqp_conn_is_open(a->ac)) {
             svc_amqp_conn_set_err(a->ac, "waiting for confirms: not "
-                                 "connected");
+                                         "connected");
             return -1;
         }
-        if (read_confirm(a, first_tag, last_tag, ids, states, deadline)
-            != 0) {
+        if (read_confirm(a, first_tag, last_tag, ids, states, deadline) != 0)
             return -1;
-        }
         amqp_maybe_release_buffers(svc_amqp_conn_state(a->ac));
     }
     return 0;
@@ -388,19 +357,16 @@ int rv_amqp_alive(rv_amqp *a)
     struct timeval zero = {0, 0};
     int st;
 
-    if (!svc_amqp_conn_is_open(a->ac)) {
+    if (!svc_amqp_conn_is_open(a->ac))
         return 0;
-    }
     /* Nothing is expected between batches: a frame here is the broker
      * closing (connection.close), and an error is a dead socket. */
-    st = amqp_simple_wait_frame_noblock(svc_amqp_conn_state(a->ac), &f,
-                                        &zero);
-    if (st == AMQP_STATUS_TIMEOUT) {
+    st = amqp_simple_wait_frame_noblock(svc_amqp_conn_state(a->ac), &f, &zero);
+    if (st == AMQP_STATUS_TIMEOUT)
         return 1;
-    }
     if (st == AMQP_STATUS_OK) {
         svc_amqp_conn_set_err(a->ac, "closed by the broker between "
-                             "batches");
+                                     "batches");
         svc_amqp_conn_drop(a->ac);
         return 0;
     }

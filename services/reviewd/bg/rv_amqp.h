@@ -31,7 +31,7 @@ typedef enum rv_amqp_confirm {
     RV_AMQP_PENDING = 0,
     RV_AMQP_ACKED,
     RV_AMQP_NACKED,
-    RV_AMQP_RETURNED   /* unroutable: basic.return came before the ack */
+    RV_AMQP_RETURNED /* unroutable: basic.return came before the ack */
 } rv_amqp_confirm;
 
 /* How many queues REVIEWD_AMQP_QUEUES may name. */

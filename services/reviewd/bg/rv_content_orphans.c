@@ -32,7 +32,7 @@ typedef struct walk {
     svc_mongo_store *m;
     FILE *out;
     int do_delete;
-    long long before_ms;   /* deletable if written before this */
+    long long before_ms; /* deletable if written before this */
     rv_orphans_result *res;
     int failed;
     char *err;
@@ -49,12 +49,15 @@ static const char *orphan_reason(walk *w, long long id, int version)
     PGresult *res;
 
     snprintf(idtext, sizeof(idtext), "%lld", id);
-    res = PQexecParams(w->pg, "SELECT version FROM kh_document "
-                       "WHERE id = $1::bigint", 1, NULL, params, NULL, NULL,
-                       0);
+    res = PQexecParams(w->pg,
+                       "SELECT version FROM kh_document "
+                       "WHERE id = $1::bigint",
+                       1, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        snprintf(w->err, w->errlen, "content-orphans: reading document "
-                 "%lld: %s", id, PQerrorMessage(w->pg));
+        snprintf(w->err, w->errlen,
+                 "content-orphans: reading document "
+                 "%lld: %s",
+                 id, PQerrorMessage(w->pg));
         w->failed = 1;
     } else if (PQntuples(res) == 0) {
         reason = "no_row";
@@ -72,11 +75,10 @@ static const char *delete_if_old(walk *w, long long id, int version,
 {
     int deleted = 0;
 
-    if (written_at < 0 || written_at >= w->before_ms) {
+    if (written_at < 0 || written_at >= w->before_ms)
         return " kept";
-    }
-    if (svc_mongo_store_delete_older(w->m, id, version, w->before_ms,
-                                    &deleted, w->err, w->errlen)
+    if (svc_mongo_store_delete_older(w->m, id, version, w->before_ms, &deleted,
+                                     w->err, w->errlen)
         != SVC_STORE_OK) {
         w->failed = 1;
         return NULL;
@@ -93,19 +95,16 @@ static int check_record(long long id, int version, long long written_at,
     const char *reason = orphan_reason(w, id, version);
     const char *done = "";
 
-    if (reason == NULL) {
+    if (reason == NULL)
         return w->failed;
-    }
     w->res->listed++;
     if (w->do_delete) {
         done = delete_if_old(w, id, version, written_at);
-        if (done == NULL) {
+        if (done == NULL)
             return 1;
-        }
     }
-    if (w->out != NULL) {
+    if (w->out != NULL)
         fprintf(w->out, "%lld %d %s%s\n", id, version, reason, done);
-    }
     return 0;
 }
 
@@ -129,9 +128,8 @@ int rv_content_orphans_run(const rv_config *cfg, int do_delete, FILE *out,
         return -1;
     }
     w.m = svc_mongo_store_new(cfg->mongo_url, "reviewd", err, errlen);
-    if (w.m == NULL) {
+    if (w.m == NULL)
         return -1;
-    }
     w.pg = PQconnectdb(cfg->database_url);
     if (PQstatus(w.pg) != CONNECTION_OK) {
         char why[512];
@@ -153,7 +151,7 @@ int rv_content_orphans_run(const rv_config *cfg, int do_delete, FILE *out,
 
 struct rv_orphan_sweeper {
     rv_app *app;
-    int wake[2];          /* rv_orphan_sweeper_stop writes to wake[1] */
+    int wake[2]; /* rv_orphan_sweeper_stop writes to wake[1] */
     pthread_t thread;
     atomic_int stopping;
 };
@@ -167,16 +165,16 @@ static void sweep_once(rv_orphan_sweeper *s)
     if (rv_content_orphans_run(s->app->cfg, 1, NULL, &res, err, sizeof(err))
         != 0) {
         svc_log_write(s->app->log, SVC_LOG_WARN, "content_orphans_failed",
-                     json_pack("{s:s,s:I}", "error", err, "deleted",
-                               (json_int_t)res.deleted));
+                      json_pack("{s:s,s:I}", "error", err, "deleted",
+                                (json_int_t)res.deleted));
         return;
     }
     if (res.listed > 0) {
         svc_log_write(s->app->log, SVC_LOG_INFO, "content_orphans_swept",
-                     json_pack("{s:I,s:I,s:i}", "orphans",
-                               (json_int_t)res.listed, "deleted",
-                               (json_int_t)res.deleted, "grace_s",
-                               s->app->cfg->orphan_grace_s));
+                      json_pack("{s:I,s:I,s:i}", "orphans",
+                                (json_int_t)res.listed, "deleted",
+                                (json_int_t)res.deleted, "grace_s",
+                                s->app->cfg->orphan_grace_s));
     }
 }
 
@@ -190,11 +188,10 @@ static void *sweeper_main(void *arg)
     while (!atomic_load(&s->stopping)) {
         const int n = poll(&p, 1, s->app->cfg->orphan_sweep_s * 1000);
 
-        if (n == 0 && !atomic_load(&s->stopping)) {
+        if (n == 0 && !atomic_load(&s->stopping))
             sweep_once(s);
-        } else if (n < 0 && errno != EINTR) {
+        else if (n < 0 && errno != EINTR)
             break;
-        }
     }
     return NULL;
 }
@@ -203,9 +200,8 @@ rv_orphan_sweeper *rv_orphan_sweeper_start(rv_app *app)
 {
     rv_orphan_sweeper *s = calloc(1, sizeof(*s));
 
-    if (s == NULL) {
+    if (s == NULL)
         return NULL;
-    }
     s->app = app;
     if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         free(s);
@@ -222,9 +218,8 @@ rv_orphan_sweeper *rv_orphan_sweeper_start(rv_app *app)
 
 void rv_orphan_sweeper_stop(rv_orphan_sweeper *s)
 {
-    if (s == NULL) {
+    if (s == NULL)
         return;
-    }
     atomic_store(&s->stopping, 1);
     if (write(s->wake[1], "x", 1) < 0) {
         /* The pipe is full, so the thread is being woken anyway. */

@@ -34,8 +34,8 @@
 
 /* What one run found and did. */
 typedef struct rv_orphans_result {
-    long listed;   /* orphans found, whatever their age */
-    long deleted;  /* of them, deleted (older than the grace period) */
+    long listed;  /* orphans found, whatever their age */
+    long deleted; /* of them, deleted (older than the grace period) */
 } rv_orphans_result;
 
 /*

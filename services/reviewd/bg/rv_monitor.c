@@ -30,12 +30,9 @@ struct rv_monitor {
 const char *rv_dep_state_name(rv_dep_state state)
 {
     switch (state) {
-    case RV_DEP_OFF:
-        return "off";
-    case RV_DEP_OK:
-        return "ok";
-    case RV_DEP_DOWN:
-        break;
+    case RV_DEP_OFF: return "off";
+    case RV_DEP_OK: return "ok";
+    case RV_DEP_DOWN: break;
     }
     return "down";
 }
@@ -46,14 +43,13 @@ static void set_state(rv_monitor *mon, atomic_int *slot, const char *dep,
 {
     const int before = atomic_exchange(slot, (int)now);
 
-    if (before == (int)now) {
+    if (before == (int)now)
         return;
-    }
     svc_log_write(mon->log, now == RV_DEP_OK ? SVC_LOG_INFO : SVC_LOG_WARN,
-                 now == RV_DEP_OK ? "dependency_up" : "dependency_down",
-                 json_pack("{s:s,s:s,s:s}", "dependency", dep, "target",
-                           target, "mode",
-                           now == RV_DEP_OK ? "normal" : "degraded"));
+                  now == RV_DEP_OK ? "dependency_up" : "dependency_down",
+                  json_pack("{s:s,s:s,s:s}", "dependency", dep, "target",
+                            target, "mode",
+                            now == RV_DEP_OK ? "normal" : "degraded"));
 }
 
 static void check_once(rv_monitor *mon)
@@ -87,9 +83,8 @@ static void *monitor_main(void *arg)
                && pthread_cond_timedwait(&mon->cv, &mon->mu, &deadline)
                       != ETIMEDOUT) {
         }
-        if (mon->stopping) {
+        if (mon->stopping)
             break;
-        }
         pthread_mutex_unlock(&mon->mu);
         check_once(mon);
         pthread_mutex_lock(&mon->mu);
@@ -103,15 +98,13 @@ static int init_sync(rv_monitor *mon)
     pthread_condattr_t attr;
     int rc;
 
-    if (pthread_condattr_init(&attr) != 0) {
+    if (pthread_condattr_init(&attr) != 0)
         return -1;
-    }
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     rc = pthread_cond_init(&mon->cv, &attr);
     pthread_condattr_destroy(&attr);
-    if (rc != 0) {
+    if (rc != 0)
         return -1;
-    }
     pthread_mutex_init(&mon->mu, NULL);
     return 0;
 }
@@ -121,9 +114,8 @@ rv_monitor *rv_monitor_start(const rv_config *cfg, rv_locks *locks,
 {
     rv_monitor *mon = calloc(1, sizeof(*mon));
 
-    if (mon == NULL) {
+    if (mon == NULL)
         return NULL;
-    }
     if (init_sync(mon) != 0) {
         free(mon);
         return NULL;
@@ -133,9 +125,8 @@ rv_monitor *rv_monitor_start(const rv_config *cfg, rv_locks *locks,
     mon->interval_ms = cfg->redis_check_ms;
     /* Start from "unknown" so the first check logs the state it finds. */
     atomic_init(&mon->redis, -1);
-    if (!rv_locks_configured(locks)) {
+    if (!rv_locks_configured(locks))
         atomic_store(&mon->redis, RV_DEP_OFF);
-    }
     check_once(mon);
     if (pthread_create(&mon->thread, NULL, monitor_main, mon) != 0) {
         pthread_cond_destroy(&mon->cv);
@@ -148,9 +139,8 @@ rv_monitor *rv_monitor_start(const rv_config *cfg, rv_locks *locks,
 
 void rv_monitor_stop(rv_monitor *mon)
 {
-    if (mon == NULL) {
+    if (mon == NULL)
         return;
-    }
     pthread_mutex_lock(&mon->mu);
     mon->stopping = 1;
     pthread_cond_signal(&mon->cv);

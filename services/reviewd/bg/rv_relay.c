@@ -83,11 +83,11 @@
 struct rv_relay {
     rv_app *app;
     rv_amqp *amqp;
-    rv_db_conn *conn;          /* LISTENing; NULL until connected */
-    int wake[2];            /* rv_relay_stop writes to wake[1] */
+    rv_db_conn *conn; /* LISTENing; NULL until connected */
+    int wake[2];      /* rv_relay_stop writes to wake[1] */
     pthread_t thread;
     atomic_int stopping;
-    atomic_int state;       /* rv_dep_state */
+    atomic_int state; /* rv_dep_state */
     int ever_connected;
     int pg_failing;
     int backoff_ms;
@@ -133,31 +133,29 @@ static void set_state(rv_relay *r, rv_dep_state now, const char *error)
 {
     const int before = atomic_exchange(&r->state, (int)now);
 
-    if (before == (int)now) {
+    if (before == (int)now)
         return;
-    }
     svc_log_write(r->app->log, now == RV_DEP_OK ? SVC_LOG_INFO : SVC_LOG_WARN,
-                 now == RV_DEP_OK ? "dependency_up" : "dependency_down",
-                 json_pack("{s:s,s:s,s:s?}", "dependency", "amqp", "target",
-                           rv_amqp_endpoint(r->amqp), "error", error));
+                  now == RV_DEP_OK ? "dependency_up" : "dependency_down",
+                  json_pack("{s:s,s:s,s:s?}", "dependency", "amqp", "target",
+                            rv_amqp_endpoint(r->amqp), "error", error));
 }
 
 /* The relay's own PostgreSQL connection, LISTENing on kh_outbox. */
 static int ensure_pg(rv_relay *r)
 {
-    if (r->conn != NULL) {
+    if (r->conn != NULL)
         return 0;
-    }
     r->conn = rv_db_conn_open(r->app->db, 1);
-    if (r->conn != NULL && rv_db_conn_exec_sql(r->conn, "LISTEN kh_outbox")
-                               != RV_DB_OK) {
+    if (r->conn != NULL
+        && rv_db_conn_exec_sql(r->conn, "LISTEN kh_outbox") != RV_DB_OK) {
         rv_db_conn_close(r->conn);
         r->conn = NULL;
     }
     if (r->conn == NULL) {
         if (!r->pg_failing) {
             svc_log_write(r->app->log, SVC_LOG_WARN, "relay_postgres_down",
-                         NULL);
+                          NULL);
         }
         r->pg_failing = 1;
         return -1;
@@ -169,7 +167,7 @@ static int ensure_pg(rv_relay *r)
 static void drop_pg(rv_relay *r)
 {
     svc_log_write(r->app->log, SVC_LOG_WARN, "relay_postgres_error",
-                 json_pack("{s:s}", "error", rv_db_conn_errmsg(r->conn)));
+                  json_pack("{s:s}", "error", rv_db_conn_errmsg(r->conn)));
     rv_db_conn_close(r->conn);
     r->conn = NULL;
 }
@@ -179,22 +177,20 @@ static int ensure_amqp(rv_relay *r)
 {
     const rv_config *cfg = r->app->cfg;
 
-    if (rv_amqp_connected(r->amqp)) {
+    if (rv_amqp_connected(r->amqp))
         return 1;
-    }
-    if (now_ms() < r->next_attempt_ms) {
+    if (now_ms() < r->next_attempt_ms)
         return 0;
-    }
     if (rv_amqp_connect(r->amqp, cfg->amqp_timeout_ms) != 0) {
         set_state(r, RV_DEP_DOWN, rv_amqp_errmsg(r->amqp));
         r->next_attempt_ms = now_ms() + r->backoff_ms;
         r->backoff_ms = r->backoff_ms * 2 > cfg->relay_backoff_max_ms
-                            ? cfg->relay_backoff_max_ms : r->backoff_ms * 2;
+                            ? cfg->relay_backoff_max_ms
+                            : r->backoff_ms * 2;
         return 0;
     }
-    if (r->ever_connected) {
+    if (r->ever_connected)
         atomic_fetch_add(&r->reconnects, 1);
-    }
     r->ever_connected = 1;
     r->backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
     set_state(r, RV_DEP_OK, NULL);
@@ -219,17 +215,15 @@ static void batch_free(batch *b)
 }
 
 /* 1 if an earlier row of the batch (before row i) is of i's document. */
-static int document_taken(const batch *b, int i, long long *seen,
-                          size_t mask)
+static int document_taken(const batch *b, int i, long long *seen, size_t mask)
 {
     const long long doc = atoll(PQgetvalue(b->rows, i, COL_DOCUMENT));
     size_t h = (size_t)doc * 0x9E3779B97F4A7C15ull & mask;
 
     /* Open addressing; ids are positive, 0 marks a free slot. */
     while (seen[h] != 0) {
-        if (seen[h] == doc) {
+        if (seen[h] == doc)
             return 1;
-        }
         h = (h + 1) & mask;
     }
     seen[h] = doc;
@@ -245,17 +239,14 @@ static int publish_batch(rv_relay *r, batch *b)
     uint64_t tag = 0;
     int i, rc = 0;
 
-    while (slots < (size_t)b->n * 2) {
+    while (slots < (size_t)b->n * 2)
         slots *= 2;
-    }
     seen = calloc(slots, sizeof(*seen));
-    if (seen == NULL) {
+    if (seen == NULL)
         return -1;
-    }
     for (i = 0; i < b->n && rc == 0; i++) {
-        if (document_taken(b, i, seen, slots - 1)) {
+        if (document_taken(b, i, seen, slots - 1))
             continue;
-        }
         rc = rv_amqp_publish(r->amqp, PQgetvalue(b->rows, i, COL_ROUTING_KEY),
                              PQgetvalue(b->rows, i, COL_EVENT_ID),
                              PQgetvalue(b->rows, i, COL_PAYLOAD),
@@ -281,14 +272,12 @@ static char *acked_ids(const batch *b, int *n)
     int k;
 
     *n = 0;
-    if (s == NULL) {
+    if (s == NULL)
         return NULL;
-    }
     s[len++] = '{';
     for (k = 0; k < b->published; k++) {
         if (b->states[k] == RV_AMQP_ACKED) {
-            len += (size_t)snprintf(s + len, cap - len, "%s%s",
-                                    *n ? "," : "",
+            len += (size_t)snprintf(s + len, cap - len, "%s%s", *n ? "," : "",
                                     PQgetvalue(b->rows, b->row[k], COL_ID));
             (*n)++;
         }
@@ -325,9 +314,8 @@ static rv_db_status mark_sent(rv_relay *r, const batch *b, int *n)
     rv_db_status st;
 
     ids = acked_ids(b, n);
-    if (ids == NULL) {
+    if (ids == NULL)
         return RV_DB_ERROR;
-    }
     if (*n == 0) {
         free(ids);
         return RV_DB_OK;
@@ -349,19 +337,16 @@ static rv_db_status claim(rv_relay *r, batch *b)
     int locked;
 
     st = rv_db_conn_exec(r->conn, RV_QUERY_OUTBOX_TRY_LOCK, NULL, &res);
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         return st;
-    }
     locked = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
-    if (!locked) {
+    if (!locked)
         return RV_DB_OK;
-    }
     snprintf(limit, sizeof(limit), "%d", r->app->cfg->relay_batch);
     st = rv_db_conn_exec(r->conn, RV_QUERY_OUTBOX_CLAIM, params, &b->rows);
-    if (st == RV_DB_OK) {
+    if (st == RV_DB_OK)
         b->n = PQntuples(b->rows);
-    }
     return st;
 }
 
@@ -374,9 +359,8 @@ static void test_nack(rv_relay *r, batch *b)
                             - (uint64_t)b->published;
     const uint64_t nth = r->test_nack_publish;
 
-    if (nth > before && nth <= before + (uint64_t)b->published) {
+    if (nth > before && nth <= before + (uint64_t)b->published)
         b->states[nth - before - 1] = RV_AMQP_NACKED;
-    }
 }
 #else
 static void test_nack(rv_relay *r, batch *b)
@@ -391,9 +375,9 @@ static void test_nack(rv_relay *r, batch *b)
 static void unroutable(rv_relay *r, int returned)
 {
     svc_log_write(r->app->log, SVC_LOG_WARN, "event_unroutable",
-                 json_pack("{s:i,s:s}", "events", returned, "action",
-                           "kept unsent; reconnecting to declare the "
-                           "queues"));
+                  json_pack("{s:i,s:s}", "events", returned, "action",
+                            "kept unsent; reconnecting to declare the "
+                            "queues"));
     rv_amqp_close(r->amqp);
     r->next_attempt_ms = now_ms() + r->backoff_ms;
 }
@@ -405,23 +389,19 @@ static int send_batch(rv_relay *r, batch *b, int *pg_failed)
 {
     int returned, marked = 0;
 
-    if (batch_alloc(b) != 0) {
+    if (batch_alloc(b) != 0)
         return 0;
-    }
     if (publish_batch(r, b) == 0 && b->published > 0) {
         rv_amqp_wait_confirms(r->amqp, b->first_tag,
                               b->first_tag + (uint64_t)b->published - 1,
-                              b->ids, b->states,
-                              r->app->cfg->amqp_timeout_ms);
+                              b->ids, b->states, r->app->cfg->amqp_timeout_ms);
     }
     test_nack(r, b);
-    if (!rv_amqp_connected(r->amqp)) {
+    if (!rv_amqp_connected(r->amqp))
         set_state(r, RV_DEP_DOWN, rv_amqp_errmsg(r->amqp));
-    }
     returned = count_settlements(r, b);
-    if (returned > 0) {
+    if (returned > 0)
         unroutable(r, returned);
-    }
     if (mark_sent(r, b, &marked) != RV_DB_OK
         || rv_db_conn_commit(r->conn) != RV_DB_OK) {
         *pg_failed = 1;
@@ -440,26 +420,24 @@ static int relay_round(rv_relay *r)
 
     memset(&b, 0, sizeof(b));
     st = rv_db_conn_begin(r->conn);
-    if (st == RV_DB_OK) {
+    if (st == RV_DB_OK)
         st = claim(r, &b);
-    }
     if (st != RV_DB_OK) {
         rv_db_conn_rollback(r->conn);
         batch_free(&b);
         return -1;
     }
-    if (b.n > 0) {
+    if (b.n > 0)
         all_acked = send_batch(r, &b, &pg_failed);
-    }
     rv_db_conn_rollback(r->conn); /* ends an empty round; no-op after COMMIT */
     batch_free(&b);
-    if (pg_failed) {
+    if (pg_failed)
         return -1;
-    }
     /* More may wait: a full claim, or rows held back behind their
      * document's earlier row, which is now sent. */
-    return all_acked && (b.n == r->app->cfg->relay_batch
-                         || b.published < b.n) ? 1 : 0;
+    return all_acked && (b.n == r->app->cfg->relay_batch || b.published < b.n)
+               ? 1
+               : 0;
 }
 
 static void prune(rv_relay *r)
@@ -468,9 +446,8 @@ static void prune(rv_relay *r)
     const char *params[] = {secs};
     PGresult *res = NULL;
 
-    if (now_ms() < r->next_prune_ms) {
+    if (now_ms() < r->next_prune_ms)
         return;
-    }
     r->next_prune_ms = now_ms() + RV_RELAY_PRUNE_EVERY_MS;
     snprintf(secs, sizeof(secs), "%d", r->app->cfg->outbox_retention_s);
     if (rv_db_conn_exec(r->conn, RV_QUERY_OUTBOX_PRUNE, params, &res)
@@ -480,7 +457,7 @@ static void prune(rv_relay *r)
     }
     if (strcmp(PQcmdTuples(res), "0") != 0) {
         svc_log_write(r->app->log, SVC_LOG_INFO, "outbox_pruned",
-                     json_pack("{s:s}", "rows", PQcmdTuples(res)));
+                      json_pack("{s:s}", "rows", PQcmdTuples(res)));
     }
     PQclear(res);
 }
@@ -499,18 +476,15 @@ static void absorb_wakeups(rv_relay *r, const struct pollfd *p, int n)
     if (r->conn != NULL && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
         PGconn *pg = rv_db_conn_pg(r->conn);
 
-        if (!PQconsumeInput(pg)) {
+        if (!PQconsumeInput(pg))
             drop_pg(r);
-        } else {
-            while ((note = PQnotifies(pg)) != NULL) {
+        else
+            while ((note = PQnotifies(pg)) != NULL)
                 PQfreemem(note);
-            }
-        }
     }
     if (n > 2 && (p[2].revents & (POLLIN | POLLERR | POLLHUP))
-        && !rv_amqp_alive(r->amqp)) {
+        && !rv_amqp_alive(r->amqp))
         set_state(r, RV_DEP_DOWN, rv_amqp_errmsg(r->amqp));
-    }
 }
 
 /* Sleeps until a notification, the broker's socket, a stop request, the
@@ -521,9 +495,8 @@ static void wait_for_work(rv_relay *r)
     int n = 2, timeout = r->app->cfg->relay_sweep_ms;
     const int64_t until_attempt = r->next_attempt_ms - now_ms();
 
-    if (!rv_amqp_connected(r->amqp) && until_attempt < timeout) {
+    if (!rv_amqp_connected(r->amqp) && until_attempt < timeout)
         timeout = until_attempt > 0 ? (int)until_attempt : 0;
-    }
     memset(p, 0, sizeof(p));
     p[0].fd = r->wake[0];
     p[0].events = POLLIN;
@@ -534,9 +507,8 @@ static void wait_for_work(rv_relay *r)
         p[2].events = POLLIN;
         n = 3;
     }
-    if (poll(p, (nfds_t)n, timeout) > 0) {
+    if (poll(p, (nfds_t)n, timeout) > 0)
         absorb_wakeups(r, p, n);
-    }
 }
 
 static void *relay_main(void *arg)
@@ -549,13 +521,11 @@ static void *relay_main(void *arg)
             do {
                 rc = relay_round(r);
             } while (rc == 1 && !atomic_load(&r->stopping));
-            if (rc < 0) {
+            if (rc < 0)
                 drop_pg(r);
-            }
         }
-        if (r->conn != NULL) {
+        if (r->conn != NULL)
             prune(r);
-        }
         wait_for_work(r);
     }
     return NULL;
@@ -565,26 +535,27 @@ rv_relay *rv_relay_start(rv_app *app)
 {
     rv_relay *r = calloc(1, sizeof(*r));
 
-    if (r == NULL) {
+    if (r == NULL)
         return NULL;
-    }
     r->app = app;
     r->backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
     /* "Unknown" first, so the first outcome is logged. */
     atomic_init(&r->state, -1);
 #ifdef REVIEWD_TESTING
     if (getenv("REVIEWD_TEST_NACK_PUBLISH") != NULL) {
-        r->test_nack_publish =
-            strtoull(getenv("REVIEWD_TEST_NACK_PUBLISH"), NULL, 10);
+        r->test_nack_publish = strtoull(getenv("REVIEWD_TEST_NACK_PUBLISH"),
+                                        NULL, 10);
     }
 #endif
     r->amqp = rv_amqp_new(app->cfg->amqp_url, app->cfg->amqp_exchange,
                           &app->cfg->amqp_tls, app->cfg->amqp_queues);
     if (r->amqp == NULL) {
         svc_log_write(app->log, SVC_LOG_ERROR, "relay_config",
-                     json_pack("{s:s,s:s}", "error", "AMQP_URL or "
-                               "REVIEWD_AMQP_QUEUES malformed, or out of "
-                               "memory", "queues", app->cfg->amqp_queues));
+                      json_pack("{s:s,s:s}", "error",
+                                "AMQP_URL or "
+                                "REVIEWD_AMQP_QUEUES malformed, or out of "
+                                "memory",
+                                "queues", app->cfg->amqp_queues));
     }
     if (r->amqp == NULL || pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         rv_amqp_free(r->amqp);
@@ -603,9 +574,8 @@ rv_relay *rv_relay_start(rv_app *app)
 
 void rv_relay_stop(rv_relay *r)
 {
-    if (r == NULL) {
+    if (r == NULL)
         return;
-    }
     atomic_store(&r->stopping, 1);
     if (write(r->wake[1], "x", 1) < 0) {
         /* The pipe is full, so the thread is being woken anyway. */
@@ -622,9 +592,8 @@ rv_dep_state rv_relay_state(rv_relay *r)
 {
     int s;
 
-    if (r == NULL) {
+    if (r == NULL)
         return RV_DEP_OFF;
-    }
     s = atomic_load(&r->state);
     return s < 0 ? RV_DEP_DOWN : (rv_dep_state)s;
 }
@@ -632,9 +601,8 @@ rv_dep_state rv_relay_state(rv_relay *r)
 void rv_relay_stats_get(rv_relay *r, rv_relay_stats *out)
 {
     memset(out, 0, sizeof(*out));
-    if (r == NULL) {
+    if (r == NULL)
         return;
-    }
     out->publishes = atomic_load(&r->publishes);
     out->confirms = atomic_load(&r->confirms);
     out->nacks = atomic_load(&r->nacks);

@@ -70,9 +70,8 @@ static void sweep_once(rv_sweeper *sw)
     rv_db_status st = RV_DB_UNAVAILABLE;
     unsigned long deleted = RV_SWEEP_BATCH;
 
-    if (sw->conn == NULL) {
+    if (sw->conn == NULL)
         sw->conn = rv_db_conn_open(sw->app->db, 1);
-    }
     if (sw->conn != NULL) {
         do {
             st = sweep_batch(sw, &deleted);
@@ -85,9 +84,9 @@ static void sweep_once(rv_sweeper *sw)
     }
     if (!sw->failing) {
         svc_log_write(sw->app->log, SVC_LOG_WARN, "idempotency_sweep_failed",
-                     json_pack("{s:s}", "error",
-                               sw->conn != NULL ? rv_db_conn_errmsg(sw->conn)
-                                                : "no connection"));
+                      json_pack("{s:s}", "error",
+                                sw->conn != NULL ? rv_db_conn_errmsg(sw->conn)
+                                                 : "no connection"));
     }
     sw->failing = 1;
     rv_db_conn_close(sw->conn);
@@ -108,9 +107,8 @@ static void *sweeper_main(void *arg)
                && pthread_cond_timedwait(&sw->cv, &sw->mu, &deadline)
                       != ETIMEDOUT) {
         }
-        if (sw->stopping) {
+        if (sw->stopping)
             break;
-        }
         pthread_mutex_unlock(&sw->mu);
         sweep_once(sw);
         pthread_mutex_lock(&sw->mu);
@@ -144,9 +142,8 @@ rv_sweeper *rv_sweeper_start(rv_app *app)
 
 void rv_sweeper_stop(rv_sweeper *sw)
 {
-    if (sw == NULL) {
+    if (sw == NULL)
         return;
-    }
     pthread_mutex_lock(&sw->mu);
     sw->stopping = 1;
     pthread_cond_signal(&sw->cv);

@@ -53,15 +53,16 @@ static int env_int(const char *name, long long lo, long long hi,
     char *end = NULL;
     long long n;
 
-    if (v == NULL) {
+    if (v == NULL)
         return 0;
-    }
     errno = 0;
     n = strtoll(v, &end, 10);
     if (errno != 0 || end == v || *end != '\0' || !isdigit((unsigned char)v[0])
         || n < lo || n > hi) {
-        snprintf(errbuf, errlen, "%s: expected an integer in %lld..%lld, "
-                 "got \"%.64s\"", name, lo, hi, v);
+        snprintf(errbuf, errlen,
+                 "%s: expected an integer in %lld..%lld, "
+                 "got \"%.64s\"",
+                 name, lo, hi, v);
         return -1;
     }
     *out = n;
@@ -73,9 +74,8 @@ static int env_int_into(const char *name, long long lo, long long hi,
 {
     long long v = *field;
 
-    if (env_int(name, lo, hi, &v, errbuf, errlen) != 0) {
+    if (env_int(name, lo, hi, &v, errbuf, errlen) != 0)
         return -1;
-    }
     *field = (int)v;
     return 0;
 }
@@ -85,9 +85,8 @@ static int env_i64_into(const char *name, long long lo, long long hi,
 {
     long long v = *field;
 
-    if (env_int(name, lo, hi, &v, errbuf, errlen) != 0) {
+    if (env_int(name, lo, hi, &v, errbuf, errlen) != 0)
         return -1;
-    }
     *field = v;
     return 0;
 }
@@ -104,27 +103,23 @@ int rv_config_parse_listen(const char *text, char *host, size_t hostlen,
     if (text[0] == '[') {
         const char *close = strchr(text, ']');
 
-        if (close == NULL || close[1] != ':') {
+        if (close == NULL || close[1] != ':')
             return -1;
-        }
         h = text + 1;
         hlen = (size_t)(close - h);
         colon = close + 1;
     } else {
         colon = strrchr(text, ':');
-        if (colon == NULL || memchr(text, ':', (size_t)(colon - text))) {
+        if (colon == NULL || memchr(text, ':', (size_t)(colon - text)))
             return -1;
-        }
         hlen = (size_t)(colon - text);
     }
-    if (hlen == 0 || hlen >= hostlen || !isdigit((unsigned char)colon[1])) {
+    if (hlen == 0 || hlen >= hostlen || !isdigit((unsigned char)colon[1]))
         return -1;
-    }
     errno = 0;
     p = strtol(colon + 1, &end, 10);
-    if (errno != 0 || *end != '\0' || p < 0 || p > 65535) {
+    if (errno != 0 || *end != '\0' || p < 0 || p > 65535)
         return -1;
-    }
     memcpy(host, h, hlen);
     host[hlen] = '\0';
     *port = (uint16_t)p;
@@ -135,20 +130,21 @@ static int load_listen(rv_config *cfg, char *errbuf, size_t errlen)
 {
     const char *v = env_value("LISTEN_ADDR");
 
-    if (v == NULL) {
+    if (v == NULL)
         v = "127.0.0.1:8080";
-    }
     if (rv_config_parse_listen(v, cfg->listen_host, sizeof(cfg->listen_host),
-                               &cfg->listen_port) != 0) {
-        snprintf(errbuf, errlen, "LISTEN_ADDR: expected host:port or "
-                 "[ipv6]:port, got \"%.64s\"", v);
+                               &cfg->listen_port)
+        != 0) {
+        snprintf(errbuf, errlen,
+                 "LISTEN_ADDR: expected host:port or "
+                 "[ipv6]:port, got \"%.64s\"",
+                 v);
         return -1;
     }
     return 0;
 }
 
-static int load_database(rv_config *cfg, int need, char *errbuf,
-                         size_t errlen)
+static int load_database(rv_config *cfg, int need, char *errbuf, size_t errlen)
 {
     const char *v = env_value("DATABASE_URL");
     char *pqerr = NULL;
@@ -156,7 +152,8 @@ static int load_database(rv_config *cfg, int need, char *errbuf,
 
     if (v == NULL) {
         if (need & (RV_NEED_DATABASE | RV_NEED_SERVE)) {
-            snprintf(errbuf, errlen, "DATABASE_URL: required (a libpq "
+            snprintf(errbuf, errlen,
+                     "DATABASE_URL: required (a libpq "
                      "connection URI, postgresql://user:pass@host:port/db)");
             return -1;
         }
@@ -185,9 +182,8 @@ static int load_redis(rv_config *cfg, char *errbuf, size_t errlen)
 {
     const char *v = env_value("REDIS_URL");
 
-    if (v == NULL) {
+    if (v == NULL)
         return 0;
-    }
     if (strncmp(v, "redis://", 8) != 0 && strncmp(v, "rediss://", 9) != 0
         && strncmp(v, "unix://", 7) != 0
         && strncmp(v, "redis+sentinel://", 17) != 0
@@ -195,8 +191,10 @@ static int load_redis(rv_config *cfg, char *errbuf, size_t errlen)
         char shown[160];
 
         svc_log_redact_url(v, shown, sizeof(shown));
-        snprintf(errbuf, errlen, "REDIS_URL: expected redis://, rediss://, "
-                 "unix:// or redis+sentinel://, got \"%s\"", shown);
+        snprintf(errbuf, errlen,
+                 "REDIS_URL: expected redis://, rediss://, "
+                 "unix:// or redis+sentinel://, got \"%s\"",
+                 shown);
         return -1;
     }
     return dup_into(&cfg->redis_url, v, "REDIS_URL", errbuf, errlen);
@@ -208,13 +206,11 @@ static int is_port(const char *s, size_t n)
     size_t i;
     long v = 0;
 
-    if (n == 0 || n > 5) {
+    if (n == 0 || n > 5)
         return 0;
-    }
     for (i = 0; i < n; i++) {
-        if (!isdigit((unsigned char)s[i])) {
+        if (!isdigit((unsigned char)s[i]))
             return 0;
-        }
         v = v * 10 + (s[i] - '0');
     }
     return v <= 65535;
@@ -228,32 +224,28 @@ int rv_config_check_amqp_url(const char *url)
     const char *slash;
     const char *colon;
 
-    if (strncmp(url, "amqp://", 7) == 0) {
+    if (strncmp(url, "amqp://", 7) == 0)
         rest = url + 7;
-    } else if (strncmp(url, "amqps://", 8) == 0) {
+    else if (strncmp(url, "amqps://", 8) == 0)
         rest = url + 8;
-    } else {
+    else
         return -1;
-    }
     slash = rest + strcspn(rest, "/");
     at = memchr(rest, '@', (size_t)(slash - rest));
     hostport = at != NULL ? at + 1 : rest;
     if (hostport[0] == '[') {
         const char *close = memchr(hostport, ']', (size_t)(slash - hostport));
 
-        if (close == NULL) {
+        if (close == NULL)
             return -1;
-        }
         colon = close[1] == ':' ? close + 1 : NULL;
-        if (colon == NULL && close + 1 != slash) {
+        if (colon == NULL && close + 1 != slash)
             return -1;
-        }
     } else {
         colon = memchr(hostport, ':', (size_t)(slash - hostport));
     }
-    if (colon != NULL && !is_port(colon + 1, (size_t)(slash - colon - 1))) {
+    if (colon != NULL && !is_port(colon + 1, (size_t)(slash - colon - 1)))
         return -1;
-    }
     return strpbrk(url, " \t\r\n") == NULL ? 0 : -1;
 }
 
@@ -263,12 +255,13 @@ static int load_exchange(rv_config *cfg, char *errbuf, size_t errlen)
 {
     const char *v = env_value("REVIEWD_AMQP_EXCHANGE");
 
-    if (v == NULL) {
+    if (v == NULL)
         v = RV_CONFIG_EXCHANGE;
-    }
     if (strlen(v) >= sizeof(cfg->amqp_exchange)) {
-        snprintf(errbuf, errlen, "REVIEWD_AMQP_EXCHANGE: longer than %zu "
-                 "bytes", sizeof(cfg->amqp_exchange) - 1);
+        snprintf(errbuf, errlen,
+                 "REVIEWD_AMQP_EXCHANGE: longer than %zu "
+                 "bytes",
+                 sizeof(cfg->amqp_exchange) - 1);
         return -1;
     }
     snprintf(cfg->amqp_exchange, sizeof(cfg->amqp_exchange), "%s", v);
@@ -283,11 +276,14 @@ static int load_queues(rv_config *cfg, char *errbuf, size_t errlen)
 
     if (v == NULL) {
         v = strcmp(cfg->amqp_exchange, RV_CONFIG_EXCHANGE) == 0
-                ? RV_CONFIG_QUEUES : "";
+                ? RV_CONFIG_QUEUES
+                : "";
     }
     if (strlen(v) >= sizeof(cfg->amqp_queues)) {
-        snprintf(errbuf, errlen, "REVIEWD_AMQP_QUEUES: longer than %zu "
-                 "bytes", sizeof(cfg->amqp_queues) - 1);
+        snprintf(errbuf, errlen,
+                 "REVIEWD_AMQP_QUEUES: longer than %zu "
+                 "bytes",
+                 sizeof(cfg->amqp_queues) - 1);
         return -1;
     }
     snprintf(cfg->amqp_queues, sizeof(cfg->amqp_queues), "%s", v);
@@ -300,18 +296,18 @@ static int load_amqp(rv_config *cfg, char *errbuf, size_t errlen)
 
     if (load_exchange(cfg, errbuf, errlen) != 0
         || load_queues(cfg, errbuf, errlen) != 0
-        || svc_amqp_tls_load(&cfg->amqp_tls, errbuf, errlen) != 0) {
+        || svc_amqp_tls_load(&cfg->amqp_tls, errbuf, errlen) != 0)
         return -1;
-    }
-    if (v == NULL) {
+    if (v == NULL)
         return 0;
-    }
     if (rv_config_check_amqp_url(v) != 0) {
         char shown[160];
 
         svc_log_redact_url(v, shown, sizeof(shown));
-        snprintf(errbuf, errlen, "AMQP_URL: malformed, expected "
-                 "amqp://user:pass@host:port/vhost, got \"%s\"", shown);
+        snprintf(errbuf, errlen,
+                 "AMQP_URL: malformed, expected "
+                 "amqp://user:pass@host:port/vhost, got \"%s\"",
+                 shown);
         return -1;
     }
     return dup_into(&cfg->amqp_url, v, "AMQP_URL", errbuf, errlen);
@@ -323,16 +319,20 @@ static int load_jwt(rv_config *cfg, int need, char *errbuf, size_t errlen)
 
     if (v == NULL) {
         if (need & (RV_NEED_JWT | RV_NEED_SERVE)) {
-            snprintf(errbuf, errlen, "JWT_SECRET: required (the HS256 "
-                     "secret, at least %d bytes)", RV_JWT_SECRET_MIN);
+            snprintf(errbuf, errlen,
+                     "JWT_SECRET: required (the HS256 "
+                     "secret, at least %d bytes)",
+                     RV_JWT_SECRET_MIN);
             return -1;
         }
         return 0;
     }
     if (strlen(v) < RV_JWT_SECRET_MIN) {
         /* Never echo the secret, not even a short one. */
-        snprintf(errbuf, errlen, "JWT_SECRET: too short (%zu bytes, need at "
-                 "least %d)", strlen(v), RV_JWT_SECRET_MIN);
+        snprintf(errbuf, errlen,
+                 "JWT_SECRET: too short (%zu bytes, need at "
+                 "least %d)",
+                 strlen(v), RV_JWT_SECRET_MIN);
         return -1;
     }
     cfg->jwt_secret_len = strlen(v);
@@ -342,7 +342,7 @@ static int load_jwt(rv_config *cfg, int need, char *errbuf, size_t errlen)
 static int load_content_store(rv_config *cfg, char *errbuf, size_t errlen)
 {
     return svc_content_env_load(&cfg->content_store, &cfg->mongo_url, errbuf,
-                               errlen);
+                                errlen);
 }
 
 static int load_log(rv_config *cfg, char *errbuf, size_t errlen)
@@ -354,15 +354,16 @@ static int load_log(rv_config *cfg, char *errbuf, size_t errlen)
     if (level != NULL) {
         cfg->log_level = svc_log_level_parse(level);
         if (cfg->log_level < 0) {
-            snprintf(errbuf, errlen, "REVIEWD_LOG_LEVEL: expected debug, "
-                     "info, warn or error, got \"%.32s\"", level);
+            snprintf(errbuf, errlen,
+                     "REVIEWD_LOG_LEVEL: expected debug, "
+                     "info, warn or error, got \"%.32s\"",
+                     level);
             return -1;
         }
     }
-    return file != NULL
-               ? dup_into(&cfg->log_file, file, "REVIEWD_LOG_FILE", errbuf,
-                          errlen)
-               : 0;
+    return file != NULL ? dup_into(&cfg->log_file, file, "REVIEWD_LOG_FILE",
+                                   errbuf, errlen)
+                        : 0;
 }
 
 static void set_defaults(rv_config *cfg)
@@ -402,8 +403,8 @@ static void set_defaults(rv_config *cfg)
 
 static int load_relay(rv_config *cfg, char *e, size_t n)
 {
-    return env_int_into("REVIEWD_RELAY_BATCH", 1, 10000, &cfg->relay_batch,
-                        e, n)
+    return env_int_into("REVIEWD_RELAY_BATCH", 1, 10000, &cfg->relay_batch, e,
+                        n)
                    || env_int_into("REVIEWD_RELAY_SWEEP_MS", 10, 600000,
                                    &cfg->relay_sweep_ms, e, n)
                    || env_int_into("REVIEWD_RELAY_BACKOFF_MAX_MS", 10, 600000,
@@ -411,13 +412,13 @@ static int load_relay(rv_config *cfg, char *e, size_t n)
                    || env_int_into("REVIEWD_AMQP_TIMEOUT_MS", 10, 600000,
                                    &cfg->amqp_timeout_ms, e, n)
                    || env_int_into("REVIEWD_OUTBOX_RETENTION_S", 1,
-                                   365 * 86400, &cfg->outbox_retention_s, e,
-                                   n)
+                                   365 * 86400, &cfg->outbox_retention_s, e, n)
                    || env_int_into("REVIEWD_ORPHAN_GRACE_S", 0, 365 * 86400,
                                    &cfg->orphan_grace_s, e, n)
                    || env_int_into("REVIEWD_ORPHAN_SWEEP_S", 0, 365 * 86400,
                                    &cfg->orphan_sweep_s, e, n)
-               ? -1 : 0;
+               ? -1
+               : 0;
 }
 
 /* The bulkheads' settings; the caps left unset follow the pool size. */
@@ -434,12 +435,10 @@ static int load_bulkheads(rv_config *cfg, char *e, size_t n)
         || env_int_into("REVIEWD_PG_MAX_CONCURRENT", 1, 256,
                         &cfg->pg_max_concurrent, e, n)
         || env_int_into("REVIEWD_MONGO_MAX_CONCURRENT", 1, 256,
-                        &cfg->mongo_max_concurrent, e, n)) {
+                        &cfg->mongo_max_concurrent, e, n))
         return -1;
-    }
-    if (cfg->mongo_max_concurrent == 0) {
+    if (cfg->mongo_max_concurrent == 0)
         cfg->mongo_max_concurrent = cfg->threads >= 4 ? cfg->threads / 4 : 1;
-    }
     if (cfg->pg_max_concurrent == 0) {
         const int rest = cfg->threads - cfg->mongo_max_concurrent - 2;
 
@@ -458,7 +457,8 @@ static int load_http(rv_config *cfg, char *e, size_t n)
                                    &cfg->body_timeout_s, e, n)
                    || env_int_into("REVIEWD_BODY_BUFFER_MB", 1, 65536,
                                    &cfg->body_buffer_mb, e, n)
-               ? -1 : 0;
+               ? -1
+               : 0;
 }
 
 static int load_tuning(rv_config *cfg, char *e, size_t n)
@@ -480,23 +480,21 @@ static int load_tuning(rv_config *cfg, char *e, size_t n)
                         &cfg->redis_check_ms, e, n)
         || env_int_into("REVIEWD_REDIS_TIMEOUT_MS", 10, 60000,
                         &cfg->redis_timeout_ms, e, n)
-        || env_int_into("REVIEWD_PG_TIMEOUT_S", 1, 600, &cfg->pg_timeout_s,
-                        e, n)
+        || env_int_into("REVIEWD_PG_TIMEOUT_S", 1, 600, &cfg->pg_timeout_s, e,
+                        n)
         || env_int_into("REVIEWD_DRAIN_TIMEOUT_S", 0, 600,
                         &cfg->drain_timeout_s, e, n)
-        || env_i64_into("REVIEWD_JWT_LEEWAY_S", 0, 300, &cfg->jwt_leeway_s,
-                        e, n)
+        || env_i64_into("REVIEWD_JWT_LEEWAY_S", 0, 300, &cfg->jwt_leeway_s, e,
+                        n)
         || env_i64_into("REVIEWD_JWT_MAX_LIFETIME_S", 1, 365 * 86400,
-                        &cfg->jwt_max_lifetime_s, e, n)) {
+                        &cfg->jwt_max_lifetime_s, e, n))
         return -1;
-    }
 #ifdef REVIEWD_TESTING
     {
         long long hooks = 0;
 
-        if (env_int("REVIEWD_TEST_HOOKS", 0, 1, &hooks, e, n)) {
+        if (env_int("REVIEWD_TEST_HOOKS", 0, 1, &hooks, e, n))
             return -1;
-        }
         cfg->test_hooks = (int)hooks;
     }
 #endif
@@ -508,12 +506,10 @@ int rv_config_host_is_loopback(const char *host)
     struct in_addr v4;
     struct in6_addr v6;
 
-    if (strcmp(host, "localhost") == 0) {
+    if (strcmp(host, "localhost") == 0)
         return 1;
-    }
-    if (inet_pton(AF_INET, host, &v4) == 1) {
+    if (inet_pton(AF_INET, host, &v4) == 1)
         return (ntohl(v4.s_addr) >> 24) == 127;
-    }
     return inet_pton(AF_INET6, host, &v6) == 1
            && memcmp(&v6, &in6addr_loopback, sizeof(v6)) == 0;
 }
@@ -525,15 +521,16 @@ static int load_dev_login(rv_config *cfg, int need, char *errbuf,
 {
     long long on = 0;
 
-    if (env_int("DEV_LOGIN", 0, 1, &on, errbuf, errlen) != 0) {
+    if (env_int("DEV_LOGIN", 0, 1, &on, errbuf, errlen) != 0)
         return -1;
-    }
     if (on && (need & RV_NEED_SERVE)
         && !rv_config_host_is_loopback(cfg->listen_host)) {
-        snprintf(errbuf, errlen, "DEV_LOGIN=1 signs a token for anyone "
+        snprintf(errbuf, errlen,
+                 "DEV_LOGIN=1 signs a token for anyone "
                  "who asks, so it is refused unless LISTEN_ADDR is "
                  "loopback (127.0.0.1, ::1, localhost); LISTEN_ADDR "
-                 "host is \"%.64s\"", cfg->listen_host);
+                 "host is \"%.64s\"",
+                 cfg->listen_host);
         return -1;
     }
     cfg->dev_login = (int)on;

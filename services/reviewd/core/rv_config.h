@@ -53,7 +53,7 @@ typedef struct rv_config {
      * Default RV_CONFIG_QUEUES with the default exchange, none with
      * another exchange; "" for none. */
     char amqp_queues[512];
-    char *jwt_secret;   /* at least 32 bytes */
+    char *jwt_secret; /* at least 32 bytes */
     size_t jwt_secret_len;
     /* REVIEWD_JWT_LEEWAY_S: the clock skew allowed on a token's exp and
      * nbf (30, at most 300); REVIEWD_JWT_MAX_LIFETIME_S: how far ahead a

@@ -36,9 +36,8 @@ rv_locks *rv_locks_new(const rv_config *cfg, svc_log *log, rv_metrics *m,
     }
     locks->metrics = m;
     locks->log = log;
-    if (cfg->redis_url == NULL) {
+    if (cfg->redis_url == NULL)
         return locks;
-    }
     dlock_client_opts_init(&opts);
     opts.start_offline = 1;
     opts.connect_timeout_ms = cfg->redis_timeout_ms;
@@ -50,8 +49,7 @@ rv_locks *rv_locks_new(const rv_config *cfg, svc_log *log, rv_metrics *m,
                           sizeof(err));
     if (rc != DLOCK_OK) {
         snprintf(errbuf, errlen, "REDIS_URL: %s (%s)",
-                 err[0] != '\0' ? err : dlock_strerror(rc),
-                 dlock_errname(rc));
+                 err[0] != '\0' ? err : dlock_strerror(rc), dlock_errname(rc));
         free(locks);
         return NULL;
     }
@@ -60,9 +58,8 @@ rv_locks *rv_locks_new(const rv_config *cfg, svc_log *log, rv_metrics *m,
 
 void rv_locks_free(rv_locks *locks)
 {
-    if (locks == NULL) {
+    if (locks == NULL)
         return;
-    }
     dlock_client_free(locks->client);
     free(locks);
 }
@@ -85,9 +82,8 @@ rv_lock_outcome rv_locks_acquire(rv_locks *locks, const char *key,
     dlock_err rc;
 
     memset(held, 0, sizeof(*held));
-    if (locks->client == NULL) {
+    if (locks->client == NULL)
         return degraded(locks, held, RV_LOCK_DEGRADED);
-    }
     dlock_acquire_opts_init(&opts);
     opts.ttl_ms = ttl_ms;
     opts.wait_ms = 0;
@@ -98,9 +94,8 @@ rv_lock_outcome rv_locks_acquire(rv_locks *locks, const char *key,
         rv_metrics_lock(locks->metrics, RV_LOCK_BUSY);
         return RV_LOCK_BUSY;
     }
-    if (rc != DLOCK_OK) {
+    if (rc != DLOCK_OK)
         return degraded(locks, held, RV_LOCK_ERROR);
-    }
     if (dlock_lock_degraded(lock)) {
         dlock_lock_free(lock);
         return degraded(locks, held, RV_LOCK_DEGRADED);
@@ -116,18 +111,16 @@ void rv_locks_release(rv_locks *locks, rv_held *held)
 {
     dlock_err rc;
 
-    if (held->lock == NULL) {
+    if (held->lock == NULL)
         return;
-    }
     rc = dlock_release(held->lock);
     held->lock = NULL;
-    if (rc == DLOCK_OK) {
+    if (rc == DLOCK_OK)
         rv_metrics_release(locks->metrics, RV_RELEASE_OK);
-    } else if (rc == DLOCK_LOST) {
+    else if (rc == DLOCK_LOST)
         rv_metrics_release(locks->metrics, RV_RELEASE_LOST);
-    } else {
+    else
         rv_metrics_release(locks->metrics, RV_RELEASE_ERROR);
-    }
 }
 
 int rv_locks_configured(const rv_locks *locks)
@@ -151,9 +144,8 @@ void rv_locks_gauges(rv_locks *locks, rv_metrics_gauges *g)
     dlock_client_stats st;
 
     g->redis_configured = locks->client != NULL;
-    if (locks->client == NULL) {
+    if (locks->client == NULL)
         return;
-    }
     dlock_client_stats_get(locks->client, &st);
     g->breaker_open = dlock_client_breaker(locks->client)
                       == DLOCK_BREAKER_OPEN;

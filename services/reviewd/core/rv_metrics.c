@@ -22,8 +22,8 @@ static const unsigned status_codes[] = {200, 201, 400, 401, 403, 404, 405,
 #define STATUS_COUNT (sizeof(status_codes) / sizeof(status_codes[0]))
 
 /* Bucket upper bounds in seconds; +Inf is the count. */
-static const double bucket_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025,
-                                       0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+static const double bucket_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                       0.1,   0.25,   0.5,   1,    2.5,   10};
 #define BUCKET_COUNT (sizeof(bucket_bounds) / sizeof(bucket_bounds[0]))
 
 typedef struct cell {
@@ -39,12 +39,16 @@ struct rv_metrics {
     atomic_uint_fast64_t idem[RV_IDEM_OUTCOME_COUNT];
 };
 
-static const char *const lock_labels[RV_LOCK_OUTCOME_COUNT] = {
-    "ok", "busy", "degraded", "error"};
-static const char *const release_labels[RV_RELEASE_OUTCOME_COUNT] = {
-    "ok", "lost", "error"};
-static const char *const idem_labels[RV_IDEM_OUTCOME_COUNT] = {
-    "stored", "replayed", "mismatch", "busy"};
+static const char *const lock_labels[RV_LOCK_OUTCOME_COUNT] = {"ok", "busy",
+                                                               "degraded",
+                                                               "error"};
+static const char *const release_labels[RV_RELEASE_OUTCOME_COUNT] = {"ok",
+                                                                     "lost",
+                                                                     "error"};
+static const char *const idem_labels[RV_IDEM_OUTCOME_COUNT] = {"stored",
+                                                               "replayed",
+                                                               "mismatch",
+                                                               "busy"};
 
 rv_metrics *rv_metrics_new(void)
 {
@@ -62,11 +66,9 @@ static size_t status_index(unsigned status)
 {
     size_t i;
 
-    for (i = 0; i + 1 < STATUS_COUNT; i++) {
-        if (status_codes[i] == status) {
+    for (i = 0; i + 1 < STATUS_COUNT; i++)
+        if (status_codes[i] == status)
             return i;
-        }
-    }
     return STATUS_COUNT - 1;
 }
 
@@ -81,8 +83,7 @@ void rv_metrics_request(rv_metrics *m, rv_path path, rv_method method,
                               memory_order_relaxed);
     for (b = 0; b < BUCKET_COUNT; b++) {
         if (seconds <= bucket_bounds[b]) {
-            atomic_fetch_add_explicit(&c->buckets[b], 1,
-                                      memory_order_relaxed);
+            atomic_fetch_add_explicit(&c->buckets[b], 1, memory_order_relaxed);
             break;
         }
     }
@@ -116,8 +117,9 @@ typedef struct textbuf {
     int failed;
 } textbuf;
 
-__attribute__((format(printf, 2, 3)))
-static void tb_printf(textbuf *tb, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void tb_printf(textbuf *tb,
+                                                            const char *fmt,
+                                                            ...)
 {
     va_list ap;
     int n;
@@ -154,12 +156,15 @@ static void render_cell(textbuf *tb, const cell *c, const char *labels)
 
     for (b = 0; b < BUCKET_COUNT; b++) {
         cum += atomic_load_explicit(&c->buckets[b], memory_order_relaxed);
-        tb_printf(tb, "reviewd_http_request_duration_seconds_bucket{%s,"
-                  "le=\"%g\"} %llu\n", labels, bucket_bounds[b],
-                  (unsigned long long)cum);
+        tb_printf(tb,
+                  "reviewd_http_request_duration_seconds_bucket{%s,"
+                  "le=\"%g\"} %llu\n",
+                  labels, bucket_bounds[b], (unsigned long long)cum);
     }
-    tb_printf(tb, "reviewd_http_request_duration_seconds_bucket{%s,"
-              "le=\"+Inf\"} %llu\n", labels, (unsigned long long)count);
+    tb_printf(tb,
+              "reviewd_http_request_duration_seconds_bucket{%s,"
+              "le=\"+Inf\"} %llu\n",
+              labels, (unsigned long long)count);
     tb_printf(tb, "reviewd_http_request_duration_seconds_sum{%s} %.6f\n",
               labels,
               (double)atomic_load_explicit(&c->sum_us, memory_order_relaxed)
@@ -178,9 +183,8 @@ static int cell_labels(rv_metrics *m, size_t i, char *labels, size_t len,
     const cell *c = &m->cells[p][me][s];
     char code[8];
 
-    if (atomic_load_explicit(&c->count, memory_order_relaxed) == 0) {
+    if (atomic_load_explicit(&c->count, memory_order_relaxed) == 0)
         return 0;
-    }
     snprintf(code, sizeof(code), "%u", status_codes[s]);
     snprintf(labels, len, "route=\"%s\",method=\"%s\",status=\"%s\"",
              rv_router_path_label((rv_path)p),
@@ -200,8 +204,8 @@ static void render_requests(textbuf *tb, rv_metrics *m)
     size_t i;
 
     tb_printf(tb, "# HELP reviewd_http_requests_total HTTP requests "
-              "answered, by route, method and status.\n"
-              "# TYPE reviewd_http_requests_total counter\n");
+                  "answered, by route, method and status.\n"
+                  "# TYPE reviewd_http_requests_total counter\n");
     for (i = 0; i < CELL_COUNT; i++) {
         if (cell_labels(m, i, labels, sizeof(labels), &c)) {
             tb_printf(tb, "reviewd_http_requests_total{%s} %llu\n", labels,
@@ -210,13 +214,11 @@ static void render_requests(textbuf *tb, rv_metrics *m)
         }
     }
     tb_printf(tb, "# HELP reviewd_http_request_duration_seconds Time from "
-              "the request's headers to its response.\n"
-              "# TYPE reviewd_http_request_duration_seconds histogram\n");
-    for (i = 0; i < CELL_COUNT; i++) {
-        if (cell_labels(m, i, labels, sizeof(labels), &c)) {
+                  "the request's headers to its response.\n"
+                  "# TYPE reviewd_http_request_duration_seconds histogram\n");
+    for (i = 0; i < CELL_COUNT; i++)
+        if (cell_labels(m, i, labels, sizeof(labels), &c))
             render_cell(tb, c, labels);
-        }
-    }
 }
 
 static void render_family(textbuf *tb, const char *name, const char *help,
@@ -228,8 +230,8 @@ static void render_family(textbuf *tb, const char *name, const char *help,
     tb_printf(tb, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
     for (i = 0; i < n; i++) {
         tb_printf(tb, "%s{%s=\"%s\"} %llu\n", name, label, labels[i],
-                  (unsigned long long)atomic_load_explicit(
-                      &values[i], memory_order_relaxed));
+                  (unsigned long long)
+                      atomic_load_explicit(&values[i], memory_order_relaxed));
     }
 }
 
@@ -245,16 +247,17 @@ static void render_outbox(textbuf *tb, const rv_metrics_gauges *g)
 {
     render_gauge(tb, "reviewd_outbox_backlog", "gauge",
                  "Outbox events not yet confirmed by RabbitMQ (-1: the "
-                 "database could not be read).", g->outbox_backlog);
-    tb_printf(tb, "# HELP reviewd_outbox_oldest_age_seconds Age of the "
+                 "database could not be read).",
+                 g->outbox_backlog);
+    tb_printf(tb,
+              "# HELP reviewd_outbox_oldest_age_seconds Age of the "
               "oldest unsent outbox event (0 when none).\n"
               "# TYPE reviewd_outbox_oldest_age_seconds gauge\n"
               "reviewd_outbox_oldest_age_seconds %.3f\n",
               g->outbox_oldest_ms < 0 ? -1.0
                                       : (double)g->outbox_oldest_ms / 1e3);
     render_gauge(tb, "reviewd_amqp_configured", "gauge",
-                 "1 if AMQP_URL is set (the relay runs).",
-                 g->amqp_configured);
+                 "1 if AMQP_URL is set (the relay runs).", g->amqp_configured);
     render_gauge(tb, "reviewd_amqp_up", "gauge",
                  "1 while the relay is connected to RabbitMQ.", g->amqp_up);
     render_gauge(tb, "reviewd_relay_publishes_total", "counter",
@@ -299,7 +302,8 @@ static void render_bulkheads(textbuf *tb, const rv_metrics_gauges *g)
                  (long long)g->pg_breaker_opens);
     render_gauge(tb, "reviewd_pg_refused_total", "counter",
                  "PostgreSQL calls refused at once by the breaker or the "
-                 "concurrency cap.", (long long)g->pg_refused);
+                 "concurrency cap.",
+                 (long long)g->pg_refused);
     render_gauge(tb, "reviewd_content_mongo_breaker_open", "gauge",
                  "1 while MongoDB's circuit breaker is open.",
                  g->content_breaker_open);
@@ -308,7 +312,8 @@ static void render_bulkheads(textbuf *tb, const rv_metrics_gauges *g)
                  (long long)g->content_breaker_opens);
     render_gauge(tb, "reviewd_content_mongo_refused_total", "counter",
                  "MongoDB calls refused at once by the breaker or the "
-                 "concurrency cap.", (long long)g->content_refused);
+                 "concurrency cap.",
+                 (long long)g->content_refused);
 }
 
 static void render_gauges(textbuf *tb, const rv_metrics_gauges *g)
@@ -334,15 +339,15 @@ static void render_gauges(textbuf *tb, const rv_metrics_gauges *g)
                  (long long)g->redis_fast_fails);
     render_gauge(tb, "reviewd_pg_pool_size", "gauge",
                  "PostgreSQL connections the pool may open (one per HTTP "
-                 "worker thread).", g->pg_pool_size);
+                 "worker thread).",
+                 g->pg_pool_size);
     render_gauge(tb, "reviewd_pg_connections_open", "gauge",
                  "PostgreSQL connections open now.", g->pg_open);
     render_gauge(tb, "reviewd_pg_connections_in_use", "gauge",
                  "PostgreSQL connections running a request now.",
                  g->pg_in_use);
     render_gauge(tb, "reviewd_pg_connects_total", "counter",
-                 "Successful PostgreSQL connects.",
-                 (long long)g->pg_connects);
+                 "Successful PostgreSQL connects.", (long long)g->pg_connects);
     render_gauge(tb, "reviewd_pg_connect_failures_total", "counter",
                  "Failed PostgreSQL connects.",
                  (long long)g->pg_connect_failures);
@@ -363,9 +368,8 @@ char *rv_metrics_render(rv_metrics *m, const rv_metrics_gauges *g)
     textbuf tb = {NULL, 0, 0, 0};
 
     tb.data = malloc(16384);
-    if (tb.data == NULL) {
+    if (tb.data == NULL)
         return NULL;
-    }
     tb.cap = 16384;
     render_requests(&tb, m);
     render_family(&tb, "reviewd_lock_acquire_total",
@@ -375,8 +379,8 @@ char *rv_metrics_render(rv_metrics *m, const rv_metrics_gauges *g)
                   "Distributed lock releases by outcome.", "outcome",
                   m->release, release_labels, RV_RELEASE_OUTCOME_COUNT);
     render_family(&tb, "reviewd_idempotency_total",
-                  "Idempotency-Key outcomes.", "outcome", m->idem,
-                  idem_labels, RV_IDEM_OUTCOME_COUNT);
+                  "Idempotency-Key outcomes.", "outcome", m->idem, idem_labels,
+                  RV_IDEM_OUTCOME_COUNT);
     render_gauges(&tb, g);
     if (tb.failed) {
         free(tb.data);

@@ -24,18 +24,18 @@ typedef struct rv_metrics rv_metrics;
 
 /* Outcomes of taking a lock (reviewd_lock_acquire_total{outcome}). */
 typedef enum rv_lock_outcome {
-    RV_LOCK_OK = 0,    /* held in Redis, with a fence */
-    RV_LOCK_BUSY,      /* someone else holds it: 409 LOCK_BUSY */
-    RV_LOCK_DEGRADED,  /* Redis unavailable or off: PostgreSQL alone */
-    RV_LOCK_ERROR,     /* another Redis error: also proceeds degraded */
+    RV_LOCK_OK = 0,   /* held in Redis, with a fence */
+    RV_LOCK_BUSY,     /* someone else holds it: 409 LOCK_BUSY */
+    RV_LOCK_DEGRADED, /* Redis unavailable or off: PostgreSQL alone */
+    RV_LOCK_ERROR,    /* another Redis error: also proceeds degraded */
     RV_LOCK_OUTCOME_COUNT
 } rv_lock_outcome;
 
 /* Outcomes of releasing (reviewd_lock_release_total{outcome}). */
 typedef enum rv_release_outcome {
     RV_RELEASE_OK = 0,
-    RV_RELEASE_LOST,   /* the TTL ran out first */
-    RV_RELEASE_ERROR,  /* Redis unreachable: the key expires by TTL */
+    RV_RELEASE_LOST,  /* the TTL ran out first */
+    RV_RELEASE_ERROR, /* Redis unreachable: the key expires by TTL */
     RV_RELEASE_OUTCOME_COUNT
 } rv_release_outcome;
 
@@ -64,16 +64,16 @@ typedef struct rv_metrics_gauges {
     int64_t http_connections;
     int64_t http_inflight;
     uint64_t idem_swept;
-    int64_t outbox_backlog;     /* unsent outbox rows (-1: unknown) */
-    int64_t outbox_oldest_ms;   /* age of the oldest unsent row */
+    int64_t outbox_backlog;   /* unsent outbox rows (-1: unknown) */
+    int64_t outbox_oldest_ms; /* age of the oldest unsent row */
     int amqp_configured;
     int amqp_up;
     uint64_t relay_publishes;
     uint64_t relay_confirms;
     uint64_t relay_nacks;
     uint64_t relay_reconnects;
-    int content_mongo;          /* CONTENT_STORE=mongo */
-    uint64_t content_ok;        /* rv_content_stats */
+    int content_mongo;   /* CONTENT_STORE=mongo */
+    uint64_t content_ok; /* rv_content_stats */
     uint64_t content_missing;
     uint64_t content_unavailable;
     uint64_t content_errors;

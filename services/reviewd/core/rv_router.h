@@ -20,21 +20,21 @@
 
 /* Path shapes.  The order is the metrics label order. */
 typedef enum rv_path {
-    RV_PATH_UNKNOWN = 0,     /* anything else: 404 */
-    RV_PATH_DOCUMENTS,       /* /v1/documents */
-    RV_PATH_DOCUMENT,        /* /v1/documents/{id} */
-    RV_PATH_DOCUMENT_SUBMIT, /* /v1/documents/{id}/submit */
-    RV_PATH_REVIEWS,         /* /v1/reviews */
-    RV_PATH_REVIEW,          /* /v1/reviews/{id} */
-    RV_PATH_REVIEW_APPROVE,  /* /v1/reviews/{id}/approve */
-    RV_PATH_REVIEW_REJECT,   /* /v1/reviews/{id}/reject */
-    RV_PATH_HEALTHZ,         /* /healthz */
-    RV_PATH_READYZ,          /* /readyz */
-    RV_PATH_METRICS,         /* /metrics */
-    RV_PATH_SEARCH,          /* /v1/search */
+    RV_PATH_UNKNOWN = 0,      /* anything else: 404 */
+    RV_PATH_DOCUMENTS,        /* /v1/documents */
+    RV_PATH_DOCUMENT,         /* /v1/documents/{id} */
+    RV_PATH_DOCUMENT_SUBMIT,  /* /v1/documents/{id}/submit */
+    RV_PATH_REVIEWS,          /* /v1/reviews */
+    RV_PATH_REVIEW,           /* /v1/reviews/{id} */
+    RV_PATH_REVIEW_APPROVE,   /* /v1/reviews/{id}/approve */
+    RV_PATH_REVIEW_REJECT,    /* /v1/reviews/{id}/reject */
+    RV_PATH_HEALTHZ,          /* /healthz */
+    RV_PATH_READYZ,           /* /readyz */
+    RV_PATH_METRICS,          /* /metrics */
+    RV_PATH_SEARCH,           /* /v1/search */
     RV_PATH_DOCUMENT_REVIEWS, /* /v1/documents/{id}/reviews */
-    RV_PATH_CONSOLE,         /* / and /{name}.html|.js|.css */
-    RV_PATH_DEV_TOKEN,       /* /v1/dev/token (DEV_LOGIN=1 only) */
+    RV_PATH_CONSOLE,          /* / and /{name}.html|.js|.css */
+    RV_PATH_DEV_TOKEN,        /* /v1/dev/token (DEV_LOGIN=1 only) */
     RV_PATH_COUNT
 } rv_path;
 
@@ -50,7 +50,7 @@ typedef enum rv_method {
 
 /* What a handler is: one per (path, method) the API serves. */
 typedef enum rv_op {
-    RV_OP_NONE = 0,           /* no such route: 404 or 405 */
+    RV_OP_NONE = 0, /* no such route: 404 or 405 */
     RV_OP_DOCUMENT_CREATE,
     RV_OP_DOCUMENT_GET,
     RV_OP_DOCUMENT_UPDATE,
@@ -72,10 +72,10 @@ typedef enum rv_op {
 
 typedef struct rv_match {
     rv_path path;
-    rv_op op;        /* RV_OP_NONE with a known path: 405 */
-    int has_id;      /* the path has an {id} segment */
-    int id_ok;       /* ... and it is well-formed */
-    int64_t id;      /* the id when id_ok */
+    rv_op op;   /* RV_OP_NONE with a known path: 405 */
+    int has_id; /* the path has an {id} segment */
+    int id_ok;  /* ... and it is well-formed */
+    int64_t id; /* the id when id_ok */
 } rv_match;
 
 /* Classifies a method name ("GET", ...), case-sensitively as HTTP says. */

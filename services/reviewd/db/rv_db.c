@@ -63,8 +63,8 @@ struct rv_db_conn {
     int prepare;
     int broken;
     int in_use;
-    int begin_pending;  /* rv_db_conn_begin_deferred: BEGIN not sent yet */
-    int gated;          /* inside a bulkhead call (no nested entry) */
+    int begin_pending; /* rv_db_conn_begin_deferred: BEGIN not sent yet */
+    int gated;         /* inside a bulkhead call (no nested entry) */
     char errmsg[512];
     char constraint[128];
 };
@@ -79,9 +79,8 @@ rv_db *rv_db_new(const char *url, const rv_stmt_def *stmts, size_t nstmts,
 {
     rv_db *db = calloc(1, sizeof(*db));
 
-    if (db == NULL) {
+    if (db == NULL)
         return NULL;
-    }
     db->url = strdup(url);
     if (db->url == NULL || pthread_key_create(&db->key, conn_destroy) != 0) {
         free(db->url);
@@ -104,9 +103,8 @@ int rv_db_limit(rv_db *db, int max_concurrent, int failures, int open_ms)
 
 void rv_db_free(rv_db *db)
 {
-    if (db == NULL) {
+    if (db == NULL)
         return;
-    }
     pthread_key_delete(db->key);
     svc_bulkhead_free(db->bulkhead);
     free(db->url);
@@ -122,14 +120,12 @@ static void set_error(rv_db_conn *c, const char *what, const char *msg)
     size_t n;
 
     if (k > 0 && (size_t)k < sizeof(c->errmsg)) {
-        svc_log_redact_secrets(c->db->url,
-                               msg != NULL ? msg : "unknown error",
+        svc_log_redact_secrets(c->db->url, msg != NULL ? msg : "unknown error",
                                c->errmsg + k, sizeof(c->errmsg) - (size_t)k);
     }
     n = strlen(c->errmsg);
-    while (n > 0 && (c->errmsg[n - 1] == '\n' || c->errmsg[n - 1] == ' ')) {
+    while (n > 0 && (c->errmsg[n - 1] == '\n' || c->errmsg[n - 1] == ' '))
         c->errmsg[--n] = '\0';
-    }
 }
 
 static void close_pg(rv_db_conn *c)
@@ -153,7 +149,8 @@ static int time_left_ms(const rv_db_conn *c)
 
 static void out_of_time(rv_db_conn *c)
 {
-    set_error(c, "deadline", "PostgreSQL did not answer within the "
+    set_error(c, "deadline",
+              "PostgreSQL did not answer within the "
               "request's budget");
     c->broken = 1;
 }
@@ -176,9 +173,8 @@ static int wait_socket(rv_db_conn *c, int want_write)
             return -1;
         }
         rc = poll(&p, 1, left);
-        if (rc > 0) {
+        if (rc > 0)
             return 0;
-        }
         if (rc == 0) {
             out_of_time(c);
             return -1;
@@ -207,11 +203,9 @@ static int flush_out(rv_db_conn *c)
 {
     int rc;
 
-    while ((rc = PQflush(c->pg)) == 1) {
-        if (wait_socket(c, 1) != 0 || consume(c) != 0) {
+    while ((rc = PQflush(c->pg)) == 1)
+        if (wait_socket(c, 1) != 0 || consume(c) != 0)
             return -1;
-        }
-    }
     if (rc != 0) {
         set_error(c, "send", PQerrorMessage(c->pg));
         c->broken = 1;
@@ -224,14 +218,11 @@ static int flush_out(rv_db_conn *c)
  * after a query's last result, or on failure (c broken). */
 static PGresult *await_result(rv_db_conn *c)
 {
-    if (flush_out(c) != 0) {
+    if (flush_out(c) != 0)
         return NULL;
-    }
-    while (PQisBusy(c->pg)) {
-        if (wait_socket(c, 0) != 0 || consume(c) != 0) {
+    while (PQisBusy(c->pg))
+        if (wait_socket(c, 0) != 0 || consume(c) != 0)
             return NULL;
-        }
-    }
     return PQgetResult(c->pg);
 }
 
@@ -272,9 +263,8 @@ static int gate_enter(rv_db_conn *c)
 {
     svc_bulkhead_rc rc;
 
-    if (c->gated) {
+    if (c->gated)
         return 0;
-    }
     if (time_left_ms(c) == 0) {
         set_error(c, "deadline", "the request's budget is spent");
         return -1;
@@ -298,12 +288,10 @@ static int gate_enter(rv_db_conn *c)
 /* Leaves it: the server was reached unless the connection broke. */
 static void gate_leave(rv_db_conn *c, int entered_here)
 {
-    if (!entered_here) {
+    if (!entered_here)
         return;
-    }
-    if (c->gated == 2) {
+    if (c->gated == 2)
         svc_bulkhead_leave(c->db->bulkhead, !c->broken);
-    }
     c->gated = 0;
 }
 
@@ -327,8 +315,7 @@ static int prepare_session(rv_db_conn *c)
     snprintf(sql, sizeof(sql), "SET statement_timeout = %d",
              c->db->timeout_s * 1000);
     sent = PQenterPipelineMode(c->pg) == 1
-           && PQsendQueryParams(c->pg, sql, 0, NULL, NULL, NULL, NULL, 0)
-                  == 1;
+           && PQsendQueryParams(c->pg, sql, 0, NULL, NULL, NULL, NULL, 0) == 1;
     for (i = 0; sent && i < n; i++) {
         const rv_stmt_def *s = &c->db->stmts[i];
 
@@ -344,8 +331,9 @@ static int prepare_session(rv_db_conn *c)
 
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
             if (!c->broken) {
-                set_error(c, i == 0 ? "statement_timeout"
-                                    : c->db->stmts[i - 1].name,
+                set_error(c,
+                          i == 0 ? "statement_timeout"
+                                 : c->db->stmts[i - 1].name,
                           res != NULL ? PQresultErrorMessage(res)
                                       : PQerrorMessage(c->pg));
             }
@@ -369,11 +357,10 @@ static void log_notice(void *arg, const char *message)
 
     snprintf(text, sizeof(text), "%s", message);
     n = strlen(text);
-    while (n > 0 && text[n - 1] == '\n') {
+    while (n > 0 && text[n - 1] == '\n')
         text[--n] = '\0';
-    }
     svc_log_write(db->log, SVC_LOG_DEBUG, "postgres_notice",
-                 json_pack("{s:s}", "notice", text));
+                  json_pack("{s:s}", "notice", text));
 }
 
 /* Drives PQconnectPoll on c->pg until it is made or failed, within the
@@ -388,7 +375,8 @@ static int finish_connect(rv_db_conn *c)
             return -1;
         }
         if (wait_socket(c, st == PGRES_POLLING_WRITING) != 0) {
-            set_error(c, "connect", "PostgreSQL did not answer within the "
+            set_error(c, "connect",
+                      "PostgreSQL did not answer within the "
                       "request's budget");
             return -1;
         }
@@ -416,9 +404,8 @@ static int connect_ready(rv_db_conn *c)
     }
     atomic_fetch_add(&c->db->open, 1);
     PQsetNoticeProcessor(c->pg, log_notice, c->db);
-    if (PQstatus(c->pg) == CONNECTION_BAD) {
+    if (PQstatus(c->pg) == CONNECTION_BAD)
         set_error(c, "connect", PQerrorMessage(c->pg));
-    }
     if (PQstatus(c->pg) == CONNECTION_BAD || finish_connect(c) != 0
         || PQsetnonblocking(c->pg, 1) != 0 || prepare_session(c) != 0) {
         close_pg(c);
@@ -442,9 +429,8 @@ rv_db_conn *rv_db_thread_conn(rv_db *db)
 
     if (c == NULL) {
         c = calloc(1, sizeof(*c));
-        if (c == NULL) {
+        if (c == NULL)
             return NULL;
-        }
         c->db = db;
         c->prepare = 1;
         if (pthread_setspecific(db->key, c) != 0) {
@@ -452,19 +438,18 @@ rv_db_conn *rv_db_thread_conn(rv_db *db)
             return NULL;
         }
     }
-    if (conn_usable(c)) {
+    if (conn_usable(c))
         return c;
-    }
     if (gate_enter(c) != 0) {
         svc_log_write(db->log, SVC_LOG_DEBUG, "postgres_connect_refused",
-                     json_pack("{s:s}", "error", c->errmsg));
+                      json_pack("{s:s}", "error", c->errmsg));
         return NULL;
     }
     rc = connect_ready(c);
     gate_leave(c, 1);
     if (rc != 0) {
         svc_log_write(db->log, SVC_LOG_DEBUG, "postgres_connect_failed",
-                     json_pack("{s:s}", "error", c->errmsg));
+                      json_pack("{s:s}", "error", c->errmsg));
         return NULL;
     }
     return c;
@@ -474,14 +459,13 @@ rv_db_conn *rv_db_conn_open(rv_db *db, int prepare)
 {
     rv_db_conn *c = calloc(1, sizeof(*c));
 
-    if (c == NULL) {
+    if (c == NULL)
         return NULL;
-    }
     c->db = db;
     c->prepare = prepare;
     if (connect_ready(c) != 0) {
         svc_log_write(db->log, SVC_LOG_WARN, "postgres_connect_failed",
-                     json_pack("{s:s}", "error", c->errmsg));
+                      json_pack("{s:s}", "error", c->errmsg));
         free(c);
         return NULL;
     }
@@ -490,9 +474,8 @@ rv_db_conn *rv_db_conn_open(rv_db *db, int prepare)
 
 void rv_db_conn_close(rv_db_conn *c)
 {
-    if (c == NULL) {
+    if (c == NULL)
         return;
-    }
     rv_db_conn_end_use(c);
     close_pg(c);
     free(c);
@@ -537,18 +520,16 @@ static rv_db_status classify(rv_db_conn *c, PGresult *res)
         c->broken = 1;
         return RV_DB_UNAVAILABLE;
     }
-    if (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0) {
+    if (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0)
         return RV_DB_RETRY;
-    }
     if (sqlstate_class(state, "23")) {
         snprintf(c->constraint, sizeof(c->constraint), "%s",
                  cons != NULL ? cons : "");
         return RV_DB_CONSTRAINT;
     }
     if (sqlstate_class(state, "08") || sqlstate_class(state, "53")
-        || sqlstate_class(state, "57") || strcmp(state, "55P03") == 0) {
+        || sqlstate_class(state, "57") || strcmp(state, "55P03") == 0)
         return RV_DB_UNAVAILABLE;
-    }
     return RV_DB_ERROR;
 }
 
@@ -559,11 +540,10 @@ static rv_db_status finish(rv_db_conn *c, PGresult *res, PGresult **out)
     rv_db_status rc;
 
     if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
-        if (out != NULL) {
+        if (out != NULL)
             *out = res;
-        } else {
+        else
             PQclear(res);
-        }
         return RV_DB_OK;
     }
     rc = classify(c, res);
@@ -581,11 +561,10 @@ typedef struct query {
 
 static int send_query(PGconn *pg, const query *q)
 {
-    return q->name != NULL
-               ? PQsendQueryPrepared(pg, q->name, q->nparams, q->params, NULL,
-                                     NULL, 0)
-               : PQsendQueryParams(pg, q->sql, q->nparams, NULL, q->params,
-                                   NULL, NULL, 0);
+    return q->name != NULL ? PQsendQueryPrepared(pg, q->name, q->nparams,
+                                                 q->params, NULL, NULL, 0)
+                           : PQsendQueryParams(pg, q->sql, q->nparams, NULL,
+                                               q->params, NULL, NULL, 0);
 }
 
 /* The next result of the pipeline, past the NULL that ends the results
@@ -595,9 +574,8 @@ static PGresult *next_result(rv_db_conn *c)
 {
     PGresult *r = await_result(c);
 
-    if (r == NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK) {
+    if (r == NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK)
         r = await_result(c);
-    }
     return r;
 }
 
@@ -612,13 +590,11 @@ static void end_pipeline(rv_db_conn *c)
         const int done = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
 
         PQclear(r);
-        if (done) {
+        if (done)
             break;
-        }
     }
-    if (c->broken || PQexitPipelineMode(c->pg) != 1) {
+    if (c->broken || PQexitPipelineMode(c->pg) != 1)
         c->broken = 1;
-    }
 }
 
 /* BEGIN and q in one round trip.  A failure of BEGIN itself (nothing of
@@ -631,8 +607,7 @@ static rv_db_status exec_after_begin(rv_db_conn *c, const query *q,
 
     c->begin_pending = 0;
     if (PQenterPipelineMode(c->pg) != 1
-        || PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)
-               != 1
+        || PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) != 1
         || send_query(c->pg, q) != 1 || PQpipelineSync(c->pg) != 1) {
         set_error(c, "pipeline", PQerrorMessage(c->pg));
         c->broken = 1;
@@ -667,23 +642,20 @@ static rv_db_status run_query(rv_db_conn *c, const query *q, PGresult **out)
     const int entered = !c->gated;
     rv_db_status st;
 
-    if (out != NULL) {
+    if (out != NULL)
         *out = NULL;
-    }
-    if (gate_enter(c) != 0) {
+    if (gate_enter(c) != 0)
         return RV_DB_UNAVAILABLE;
-    }
-    if (c->begin_pending) {
+    if (c->begin_pending)
         st = exec_after_begin(c, q, out);
-    } else {
+    else
         st = finish(c, await_query(c, send_query(c->pg, q)), out);
-    }
     gate_leave(c, entered);
     return st;
 }
 
-rv_db_status rv_db_conn_exec(rv_db_conn *c, int stmt, const char *const *params,
-                          PGresult **out)
+rv_db_status rv_db_conn_exec(rv_db_conn *c, int stmt,
+                             const char *const *params, PGresult **out)
 {
     const rv_stmt_def *s = &c->db->stmts[stmt];
     const query q = {s->name, NULL, s->nparams, params};
@@ -696,21 +668,19 @@ rv_db_status rv_db_conn_exec_sql(rv_db_conn *c, const char *sql)
     const int entered = !c->gated;
     rv_db_status st = RV_DB_OK;
 
-    if (gate_enter(c) != 0) {
+    if (gate_enter(c) != 0)
         return RV_DB_UNAVAILABLE;
-    }
-    if (c->begin_pending) {
+    if (c->begin_pending)
         st = flush_begin(c);
-    }
-    if (st == RV_DB_OK) {
+    if (st == RV_DB_OK)
         st = finish(c, exec_bounded(c, sql), NULL);
-    }
     gate_leave(c, entered);
     return st;
 }
 
-rv_db_status rv_db_conn_exec_params(rv_db_conn *c, const char *sql, int nparams,
-                                 const char *const *params, PGresult **out)
+rv_db_status rv_db_conn_exec_params(rv_db_conn *c, const char *sql,
+                                    int nparams, const char *const *params,
+                                    PGresult **out)
 {
     const query q = {NULL, sql, nparams, params};
 
@@ -734,12 +704,10 @@ rv_db_status rv_db_conn_send_begin(rv_db_conn *c)
     const int entered = !c->gated;
     rv_db_status st;
 
-    if (!c->begin_pending) {
+    if (!c->begin_pending)
         return RV_DB_OK;
-    }
-    if (gate_enter(c) != 0) {
+    if (gate_enter(c) != 0)
         return RV_DB_RETRY; /* nothing was sent */
-    }
     st = flush_begin(c);
     gate_leave(c, entered);
     return st;
@@ -787,9 +755,8 @@ void rv_db_stats_get(rv_db *db, rv_db_stats *out)
     out->connects = atomic_load(&db->connects);
     out->failures = atomic_load(&db->failures);
     memset(&out->bulkhead, 0, sizeof(out->bulkhead));
-    if (db->bulkhead != NULL) {
+    if (db->bulkhead != NULL)
         svc_bulkhead_stats_get(db->bulkhead, &out->bulkhead);
-    }
 }
 
 PGconn *rv_db_conn_pg(rv_db_conn *c)

@@ -54,10 +54,10 @@ typedef struct rv_stmt_def {
 
 /* Pool use, for /metrics. */
 typedef struct rv_db_stats {
-    int64_t open;       /* connections open now */
-    int64_t in_use;     /* connections running a unit of work now */
-    uint64_t connects;  /* successful connects since start */
-    uint64_t failures;  /* failed connects since start */
+    int64_t open;                /* connections open now */
+    int64_t in_use;              /* connections running a unit of work now */
+    uint64_t connects;           /* successful connects since start */
+    uint64_t failures;           /* failed connects since start */
     svc_bulkhead_stats bulkhead; /* zeros without rv_db_limit */
 } rv_db_stats;
 
@@ -106,16 +106,15 @@ void rv_db_conn_end_use(rv_db_conn *conn);
  * says why.
  */
 rv_db_status rv_db_conn_exec(rv_db_conn *conn, int stmt,
-                             const char *const *params,
-                          PGresult **out);
+                             const char *const *params, PGresult **out);
 
 /* Runs a parameterless SQL string (BEGIN, COMMIT, a migration). */
 rv_db_status rv_db_conn_exec_sql(rv_db_conn *conn, const char *sql);
 
 /* Runs SQL with text parameters without preparing it (migrations). */
 rv_db_status rv_db_conn_exec_params(rv_db_conn *conn, const char *sql,
-                                    int nparams,
-                                 const char *const *params, PGresult **out);
+                                    int nparams, const char *const *params,
+                                    PGresult **out);
 
 /* BEGIN / COMMIT / ROLLBACK.  Rollback is best-effort and never fails. */
 rv_db_status rv_db_conn_begin(rv_db_conn *conn);

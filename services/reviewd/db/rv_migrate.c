@@ -34,11 +34,12 @@ static PGresult *applied_versions(rv_db_conn *c)
 {
     PGresult *res = NULL;
 
-    if (rv_db_conn_exec_params(c, "SELECT version, checksum FROM "
-                            "kh_schema_migration ORDER BY version", 0, NULL,
-                            &res) != RV_DB_OK) {
+    if (rv_db_conn_exec_params(c,
+                               "SELECT version, checksum FROM "
+                               "kh_schema_migration ORDER BY version",
+                               0, NULL, &res)
+        != RV_DB_OK)
         return NULL;
-    }
     return res;
 }
 
@@ -47,11 +48,9 @@ static const char *stored_checksum(PGresult *res, int v)
 {
     int i;
 
-    for (i = 0; i < PQntuples(res); i++) {
-        if (atoi(PQgetvalue(res, i, 0)) == v) {
+    for (i = 0; i < PQntuples(res); i++)
+        if (atoi(PQgetvalue(res, i, 0)) == v)
             return PQgetvalue(res, i, 1);
-        }
-    }
     return NULL;
 }
 
@@ -64,9 +63,8 @@ static int checksum_matches(rv_db_conn *c, const rv_migration *m,
     int same;
 
     if (rv_db_conn_exec_params(c, "SELECT md5($1) = $2", 2, params, &res)
-        != RV_DB_OK) {
+        != RV_DB_OK)
         return -1;
-    }
     same = PQgetvalue(res, 0, 0)[0] == 't';
     PQclear(res);
     return same;
@@ -78,17 +76,18 @@ static int apply_one(rv_db_conn *c, const rv_migration *m, svc_log *log)
     const char *params[] = {version, m->name, m->sql};
 
     snprintf(version, sizeof(version), "%d", m->version);
-    if (rv_db_conn_exec_sql(c, m->sql) != RV_DB_OK) {
+    if (rv_db_conn_exec_sql(c, m->sql) != RV_DB_OK)
         return -1;
-    }
-    if (rv_db_conn_exec_params(c, "INSERT INTO kh_schema_migration (version, "
-                            "name, checksum) VALUES ($1::integer, $2, "
-                            "md5($3))", 3, params, NULL) != RV_DB_OK) {
+    if (rv_db_conn_exec_params(c,
+                               "INSERT INTO kh_schema_migration (version, "
+                               "name, checksum) VALUES ($1::integer, $2, "
+                               "md5($3))",
+                               3, params, NULL)
+        != RV_DB_OK)
         return -1;
-    }
     svc_log_write(log, SVC_LOG_INFO, "migration_applied",
-                 json_pack("{s:i,s:s}", "version", m->version, "name",
-                           m->name));
+                  json_pack("{s:i,s:s}", "version", m->version, "name",
+                            m->name));
     return 0;
 }
 
@@ -103,14 +102,15 @@ static int apply_missing(rv_db_conn *c, PGresult *done, svc_log *log,
         const char *stored = stored_checksum(done, m->version);
 
         if (stored == NULL) {
-            if (apply_one(c, m, log) != 0) {
+            if (apply_one(c, m, log) != 0)
                 return fail(c, m->name, errbuf, errlen);
-            }
             (*applied)++;
         } else if (checksum_matches(c, m, stored) != 1) {
-            snprintf(errbuf, errlen, "migrate: %s was changed after it was "
+            snprintf(errbuf, errlen,
+                     "migrate: %s was changed after it was "
                      "applied (checksum differs); add a new migration "
-                     "instead", m->name);
+                     "instead",
+                     m->name);
             rv_db_conn_rollback(c);
             return -1;
         }
@@ -136,22 +136,21 @@ int rv_migrate_run(rv_db_conn *c, svc_log *log, int *applied, int *version,
 {
     PGresult *done;
     int known = rv_migrations_count > 0
-                    ? rv_migrations[rv_migrations_count - 1].version : 0;
+                    ? rv_migrations[rv_migrations_count - 1].version
+                    : 0;
 
     *applied = 0;
     *version = 0;
-    if (rv_db_conn_begin(c) != RV_DB_OK) {
+    if (rv_db_conn_begin(c) != RV_DB_OK)
         return fail(c, "BEGIN", errbuf, errlen);
-    }
-    if (rv_db_conn_exec_sql(c, "SELECT pg_advisory_xact_lock("
-                         RV_MIGRATE_LOCK ")") != RV_DB_OK
-        || rv_db_conn_exec_sql(c, create_table) != RV_DB_OK) {
+    if (rv_db_conn_exec_sql(c, "SELECT pg_advisory_xact_lock(" RV_MIGRATE_LOCK
+                               ")")
+            != RV_DB_OK
+        || rv_db_conn_exec_sql(c, create_table) != RV_DB_OK)
         return fail(c, "lock", errbuf, errlen);
-    }
     done = applied_versions(c);
-    if (done == NULL) {
+    if (done == NULL)
         return fail(c, "read kh_schema_migration", errbuf, errlen);
-    }
     if (apply_missing(c, done, log, applied, errbuf, errlen) != 0) {
         PQclear(done);
         return -1;
@@ -159,12 +158,11 @@ int rv_migrate_run(rv_db_conn *c, svc_log *log, int *applied, int *version,
     *version = highest_version(done, known);
     if (*version > known) {
         svc_log_write(log, SVC_LOG_WARN, "schema_newer_than_binary",
-                     json_pack("{s:i,s:i}", "database", *version, "binary",
-                               known));
+                      json_pack("{s:i,s:i}", "database", *version, "binary",
+                                known));
     }
     PQclear(done);
-    if (rv_db_conn_commit(c) != RV_DB_OK) {
+    if (rv_db_conn_commit(c) != RV_DB_OK)
         return fail(c, "COMMIT", errbuf, errlen);
-    }
     return 0;
 }

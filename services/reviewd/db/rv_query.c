@@ -20,67 +20,94 @@
 /* Milliseconds since the epoch, formatted by rv_query_format_ms. */
 #define TS(col) "floor(extract(epoch FROM " col ") * 1000)::bigint"
 
-#define DOC_COLS \
+#define DOC_COLS                                                      \
     "d.id::text, d.title, d.status, d.author, d.version, d.preview, " \
     "d.current_review_id::text, " TS("d.created_at") ", " TS("d.updated_at")
 
-#define REVIEW_COLS \
+#define REVIEW_COLS                                                   \
     "r.id::text, r.document_id::text, r.document_version, r.status, " \
-    "r.submitted_by, r.reviewer, r.comment, r.fence::text, " \
-    TS("r.created_at") ", " TS("r.decided_at")
+    "r.submitted_by, r.reviewer, r.comment, r.fence::text, " TS(      \
+        "r.created_at") ", " TS("r.decided_at")
 
 const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
     [RV_QUERY_DOC_GET] = {"doc_get",
-        "SELECT " DOC_COLS " FROM kh_document d WHERE d.id = $1::bigint", 1},
+                          "SELECT " DOC_COLS
+                          " FROM kh_document d WHERE d.id = $1::bigint",
+                          1},
     [RV_QUERY_DOC_LOCK] = {"doc_lock",
-        "SELECT " DOC_COLS " FROM kh_document d WHERE d.id = $1::bigint "
-        "FOR UPDATE", 1},
-    [RV_QUERY_DOC_INSERT] = {"doc_insert",
-        "INSERT INTO kh_document AS d (title, author, preview) "
-        "VALUES ($1, $2, left($3, 200)) RETURNING " DOC_COLS, 3},
-    [RV_QUERY_DOC_UPDATE] = {"doc_update",
-        "UPDATE kh_document AS d SET title = coalesce($2, d.title), "
-        "preview = coalesce(left($3, 200), d.preview), "
-        "version = d.version + 1, updated_at = now() "
-        "WHERE d.id = $1::bigint RETURNING " DOC_COLS, 3},
-    [RV_QUERY_DOC_SET_STATUS] = {"doc_set_status",
-        "UPDATE kh_document AS d SET status = $2, "
-        "current_review_id = coalesce($3::bigint, d.current_review_id), "
-        "updated_at = now() WHERE d.id = $1::bigint RETURNING " DOC_COLS, 3},
-    [RV_QUERY_CONTENT_PUT] = {"content_put",
-        "INSERT INTO kh_document_content (document_id, content) "
-        "VALUES ($1::bigint, $2) ON CONFLICT (document_id) DO UPDATE "
-        "SET content = EXCLUDED.content, updated_at = now()", 2},
+                           "SELECT " DOC_COLS
+                           " FROM kh_document d WHERE d.id = $1::bigint "
+                           "FOR UPDATE",
+                           1},
+    [RV_QUERY_DOC_INSERT] =
+        {"doc_insert",
+         "INSERT INTO kh_document AS d (title, author, preview) "
+         "VALUES ($1, $2, left($3, 200)) RETURNING " DOC_COLS,
+         3},
+    [RV_QUERY_DOC_UPDATE] =
+        {"doc_update",
+         "UPDATE kh_document AS d SET title = coalesce($2, d.title), "
+         "preview = coalesce(left($3, 200), d.preview), "
+         "version = d.version + 1, updated_at = now() "
+         "WHERE d.id = $1::bigint RETURNING " DOC_COLS,
+         3},
+    [RV_QUERY_DOC_SET_STATUS] =
+        {"doc_set_status",
+         "UPDATE kh_document AS d SET status = $2, "
+         "current_review_id = coalesce($3::bigint, d.current_review_id), "
+         "updated_at = now() WHERE d.id = $1::bigint RETURNING " DOC_COLS,
+         3},
+    [RV_QUERY_CONTENT_PUT] =
+        {"content_put",
+         "INSERT INTO kh_document_content (document_id, content) "
+         "VALUES ($1::bigint, $2) ON CONFLICT (document_id) DO UPDATE "
+         "SET content = EXCLUDED.content, updated_at = now()",
+         2},
     [RV_QUERY_CONTENT_GET] = {"content_get",
-        "SELECT content FROM kh_document_content "
-        "WHERE document_id = $1::bigint", 1},
+                              "SELECT content FROM kh_document_content "
+                              "WHERE document_id = $1::bigint",
+                              1},
     [RV_QUERY_REVIEW_GET] = {"review_get",
-        "SELECT " REVIEW_COLS " FROM kh_document_review r "
-        "WHERE r.id = $1::bigint", 1},
+                             "SELECT " REVIEW_COLS
+                             " FROM kh_document_review r "
+                             "WHERE r.id = $1::bigint",
+                             1},
     [RV_QUERY_REVIEW_LOCK] = {"review_lock",
-        "SELECT " REVIEW_COLS " FROM kh_document_review r "
-        "WHERE r.id = $1::bigint FOR UPDATE", 1},
-    [RV_QUERY_REVIEW_INSERT] = {"review_insert",
-        "INSERT INTO kh_document_review AS r "
-        "(document_id, document_version, submitted_by) "
-        "VALUES ($1::bigint, $2::integer, $3) RETURNING " REVIEW_COLS, 3},
-    [RV_QUERY_REVIEW_DECIDE] = {"review_decide",
-        "UPDATE kh_document_review AS r SET status = $2, reviewer = $3, "
-        "comment = $4, fence = $5::numeric, decided_at = now() "
-        "WHERE r.id = $1::bigint AND r.status = 'pending' "
-        "RETURNING " REVIEW_COLS, 5},
-    [RV_QUERY_REVIEW_LIST] = {"review_list",
-        "SELECT " REVIEW_COLS " FROM kh_document_review r "
-        "WHERE r.id > $1::bigint ORDER BY r.id LIMIT $2::integer", 2},
-    [RV_QUERY_REVIEW_LIST_STATUS] = {"review_list_status",
-        "SELECT " REVIEW_COLS " FROM kh_document_review r "
-        "WHERE r.status = $3 AND r.id > $1::bigint ORDER BY r.id "
-        "LIMIT $2::integer", 3},
-    [RV_QUERY_IDEM_FIND] = {"idem_find",
-        "SELECT status_code, response_body, "
-        "request_hash = sha256(convert_to($5, 'UTF8')) "
-        "FROM kh_idempotency WHERE user_sub = $1 AND method = $2 "
-        "AND path = $3 AND key = $4 AND expires_at > now()", 5},
+                              "SELECT " REVIEW_COLS
+                              " FROM kh_document_review r "
+                              "WHERE r.id = $1::bigint FOR UPDATE",
+                              1},
+    [RV_QUERY_REVIEW_INSERT] =
+        {"review_insert",
+         "INSERT INTO kh_document_review AS r "
+         "(document_id, document_version, submitted_by) "
+         "VALUES ($1::bigint, $2::integer, $3) RETURNING " REVIEW_COLS,
+         3},
+    [RV_QUERY_REVIEW_DECIDE] =
+        {"review_decide",
+         "UPDATE kh_document_review AS r SET status = $2, reviewer = $3, "
+         "comment = $4, fence = $5::numeric, decided_at = now() "
+         "WHERE r.id = $1::bigint AND r.status = 'pending' "
+         "RETURNING " REVIEW_COLS,
+         5},
+    [RV_QUERY_REVIEW_LIST] =
+        {"review_list",
+         "SELECT " REVIEW_COLS " FROM kh_document_review r "
+         "WHERE r.id > $1::bigint ORDER BY r.id LIMIT $2::integer",
+         2},
+    [RV_QUERY_REVIEW_LIST_STATUS] =
+        {"review_list_status",
+         "SELECT " REVIEW_COLS " FROM kh_document_review r "
+         "WHERE r.status = $3 AND r.id > $1::bigint ORDER BY r.id "
+         "LIMIT $2::integer",
+         3},
+    [RV_QUERY_IDEM_FIND] =
+        {"idem_find",
+         "SELECT status_code, response_body, "
+         "request_hash = sha256(convert_to($5, 'UTF8')) "
+         "FROM kh_idempotency WHERE user_sub = $1 AND method = $2 "
+         "AND path = $3 AND key = $4 AND expires_at > now()",
+         5},
     /* The key's scope as one 64-bit advisory key: the first 64 bits of
      * the SHA-256 of the scope written unambiguously (a JSON array), with
      * the top bit set.  Single-bigint keys are a space apart from the
@@ -88,90 +115,116 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
      * positive bigint key (the migrations' "kh_migr"), so no user's key
      * can collide with the relay's or the migrations' lock, and two
      * users' keys collide only by a 63-bit chance. */
-    [RV_QUERY_IDEM_TRY_LOCK] = {"idem_try_lock",
-        "SELECT pg_try_advisory_xact_lock((('x' || left(encode(sha256("
-        "convert_to(json_build_array($1::text, $2::text, $3::text, "
-        "$4::text)::text, 'UTF8')), 'hex'), 16))::bit(64) "
-        "| x'8000000000000000')::bigint)", 4},
-    [RV_QUERY_IDEM_STORE] = {"idem_store",
-        "INSERT INTO kh_idempotency (user_sub, method, path, key, "
-        "request_hash, status_code, response_body, expires_at) "
-        "VALUES ($1, $2, $3, $4, sha256(convert_to($5, 'UTF8')), "
-        "$6::integer, $7, now() + make_interval(secs => $8::integer)) "
-        "ON CONFLICT (user_sub, method, path, key) DO UPDATE SET "
-        "request_hash = EXCLUDED.request_hash, "
-        "status_code = EXCLUDED.status_code, "
-        "response_body = EXCLUDED.response_body, "
-        "created_at = now(), expires_at = EXCLUDED.expires_at "
-        "WHERE kh_idempotency.expires_at <= now()", 8},
+    [RV_QUERY_IDEM_TRY_LOCK] =
+        {"idem_try_lock",
+         "SELECT pg_try_advisory_xact_lock((('x' || left(encode(sha256("
+         "convert_to(json_build_array($1::text, $2::text, $3::text, "
+         "$4::text)::text, 'UTF8')), 'hex'), 16))::bit(64) "
+         "| x'8000000000000000')::bigint)",
+         4},
+    [RV_QUERY_IDEM_STORE] =
+        {"idem_store",
+         "INSERT INTO kh_idempotency (user_sub, method, path, key, "
+         "request_hash, status_code, response_body, expires_at) "
+         "VALUES ($1, $2, $3, $4, sha256(convert_to($5, 'UTF8')), "
+         "$6::integer, $7, now() + make_interval(secs => $8::integer)) "
+         "ON CONFLICT (user_sub, method, path, key) DO UPDATE SET "
+         "request_hash = EXCLUDED.request_hash, "
+         "status_code = EXCLUDED.status_code, "
+         "response_body = EXCLUDED.response_body, "
+         "created_at = now(), expires_at = EXCLUDED.expires_at "
+         "WHERE kh_idempotency.expires_at <= now()",
+         8},
     /* At most $1 expired rows per statement (rv_sweeper.c says why);
      * the outer expiry check keeps a row that an upsert revived after
      * the inner scan saw it. */
-    [RV_QUERY_IDEM_SWEEP] = {"idem_sweep",
-        "DELETE FROM kh_idempotency WHERE ctid = ANY (ARRAY("
-        "SELECT ctid FROM kh_idempotency WHERE expires_at <= now() "
-        "ORDER BY expires_at LIMIT $1::integer)) AND expires_at <= now()",
-        1},
+    [RV_QUERY_IDEM_SWEEP] =
+        {"idem_sweep",
+         "DELETE FROM kh_idempotency WHERE ctid = ANY (ARRAY("
+         "SELECT ctid FROM kh_idempotency WHERE expires_at <= now() "
+         "ORDER BY expires_at LIMIT $1::integer)) AND expires_at <= now()",
+         1},
     /* The outbox (sql/0004_outbox.sql); the payload is API.md's event. */
-    [RV_QUERY_OUTBOX_INSERT] = {"outbox_insert",
-        "WITH e AS (SELECT gen_random_uuid() AS id) "
-        "INSERT INTO kh_outbox (event_id, routing_key, document_id, payload) "
-        "SELECT e.id, $1, $2::bigint, json_build_object("
-        "'event_id', e.id::text, 'type', $1::text, 'document_id', $2::text, "
-        "'review_id', $3::text, 'document_version', $4::integer, "
-        "'actor', $5::text, 'occurred_at', $6::text) FROM e", 6},
+    [RV_QUERY_OUTBOX_INSERT] =
+        {"outbox_insert",
+         "WITH e AS (SELECT gen_random_uuid() AS id) "
+         "INSERT INTO kh_outbox (event_id, routing_key, document_id, payload) "
+         "SELECT e.id, $1, $2::bigint, json_build_object("
+         "'event_id', e.id::text, 'type', $1::text, 'document_id', $2::text, "
+         "'review_id', $3::text, 'document_version', $4::integer, "
+         "'actor', $5::text, 'occurred_at', $6::text) FROM e",
+         6},
     /* The relay (rv_relay.c says why one relays at a time). */
-    [RV_QUERY_OUTBOX_TRY_LOCK] = {"outbox_try_lock",
-        "SELECT pg_try_advisory_xact_lock(1263028548, "
-        "hashtext('kh_outbox_relay'))", 0},
+    [RV_QUERY_OUTBOX_TRY_LOCK] =
+        {"outbox_try_lock",
+         "SELECT pg_try_advisory_xact_lock(1263028548, "
+         "hashtext('kh_outbox_relay'))",
+         0},
     /* ORDER BY kh_outbox.id, the number: a bare "id" names the text
      * output column, which sorts "10" before "9" and breaks commit order. */
-    [RV_QUERY_OUTBOX_CLAIM] = {"outbox_claim",
-        "SELECT id::text, event_id::text, routing_key, payload::text, "
-        "document_id::text "
-        "FROM kh_outbox WHERE sent_at IS NULL ORDER BY kh_outbox.id "
-        "LIMIT $1::integer FOR UPDATE SKIP LOCKED", 1},
-    [RV_QUERY_OUTBOX_MARK_SENT] = {"outbox_mark_sent",
-        "UPDATE kh_outbox SET sent_at = clock_timestamp() "
-        "WHERE id = ANY ($1::bigint[]) AND sent_at IS NULL", 1},
-    [RV_QUERY_OUTBOX_PRUNE] = {"outbox_prune",
-        "DELETE FROM kh_outbox WHERE id IN (SELECT id FROM kh_outbox "
-        "WHERE sent_at < now() - make_interval(secs => $1::integer) "
-        "LIMIT 10000)", 1},
-    [RV_QUERY_OUTBOX_BACKLOG] = {"outbox_backlog",
-        "SELECT count(*), coalesce(floor(extract(epoch FROM "
-        "clock_timestamp() - min(created_at)) * 1000), 0)::bigint "
-        "FROM kh_outbox WHERE sent_at IS NULL", 0},
+    [RV_QUERY_OUTBOX_CLAIM] =
+        {"outbox_claim",
+         "SELECT id::text, event_id::text, routing_key, payload::text, "
+         "document_id::text "
+         "FROM kh_outbox WHERE sent_at IS NULL ORDER BY kh_outbox.id "
+         "LIMIT $1::integer FOR UPDATE SKIP LOCKED",
+         1},
+    [RV_QUERY_OUTBOX_MARK_SENT] =
+        {"outbox_mark_sent",
+         "UPDATE kh_outbox SET sent_at = clock_timestamp() "
+         "WHERE id = ANY ($1::bigint[]) AND sent_at IS NULL",
+         1},
+    [RV_QUERY_OUTBOX_PRUNE] =
+        {"outbox_prune",
+         "DELETE FROM kh_outbox WHERE id IN (SELECT id FROM kh_outbox "
+         "WHERE sent_at < now() - make_interval(secs => $1::integer) "
+         "LIMIT 10000)",
+         1},
+    [RV_QUERY_OUTBOX_BACKLOG] =
+        {"outbox_backlog",
+         "SELECT count(*), coalesce(floor(extract(epoch FROM "
+         "clock_timestamp() - min(created_at)) * 1000), 0)::bigint "
+         "FROM kh_outbox WHERE sent_at IS NULL",
+         0},
     /* GET /v1/search (sql/0005_search_index.sql): each approved
      * document's best chunk, ranked; $1 the query, $2 the limit, $3 the
      * first word of the query, around which the snippet is cut.  The
      * final ORDER BY names hits' columns: a bare document_id would be the
      * text output column, putting "10" before "9" among equal ranks. */
-    [RV_QUERY_SEARCH] = {"search",
-        "WITH q AS (SELECT kh_search_query($1) AS tsq), "
-        "hits AS (SELECT DISTINCT ON (c.document_id) c.document_id, "
-        "d.title, c.chunk_index, c.content, ts_rank_cd(c.tsv, q.tsq) AS rank "
-        "FROM q, kh_chunk c JOIN kh_document d ON d.id = c.document_id "
-        "WHERE c.tsv @@ q.tsq AND d.status = 'approved' "
-        "AND c.document_version = d.version "
-        "ORDER BY c.document_id, rank DESC, c.chunk_index) "
-        "SELECT document_id::text, title, chunk_index, "
-        "substr(content, greatest(1, strpos(lower(content), lower($3)) - 60), "
-        "200), round(rank::numeric, 6)::text FROM hits "
-        "ORDER BY hits.rank DESC, hits.document_id LIMIT $2::integer", 3},
+    [RV_QUERY_SEARCH] =
+        {"search",
+         "WITH q AS (SELECT kh_search_query($1) AS tsq), "
+         "hits AS (SELECT DISTINCT ON (c.document_id) c.document_id, "
+         "d.title, c.chunk_index, c.content, ts_rank_cd(c.tsv, q.tsq) AS rank "
+         "FROM q, kh_chunk c JOIN kh_document d ON d.id = c.document_id "
+         "WHERE c.tsv @@ q.tsq AND d.status = 'approved' "
+         "AND c.document_version = d.version "
+         "ORDER BY c.document_id, rank DESC, c.chunk_index) "
+         "SELECT document_id::text, title, chunk_index, "
+         "substr(content, greatest(1, strpos(lower(content), lower($3)) - "
+         "60), "
+         "200), round(rank::numeric, 6)::text FROM hits "
+         "ORDER BY hits.rank DESC, hits.document_id LIMIT $2::integer",
+         3},
     /* Lists for the console (GET /v1/documents, .../{id}/reviews): the
      * author's walks kh_document_author_id (sql/0006), a document's
      * reviews the (document_id, id) unique index. */
     [RV_QUERY_DOC_LIST] = {"doc_list",
-        "SELECT " DOC_COLS " FROM kh_document d WHERE d.id > $1::bigint "
-        "ORDER BY d.id LIMIT $2::integer", 2},
-    [RV_QUERY_DOC_LIST_AUTHOR] = {"doc_list_author",
-        "SELECT " DOC_COLS " FROM kh_document d WHERE d.author = $3 "
-        "AND d.id > $1::bigint ORDER BY d.id LIMIT $2::integer", 3},
-    [RV_QUERY_REVIEW_LIST_DOCUMENT] = {"review_list_document",
-        "SELECT " REVIEW_COLS " FROM kh_document_review r "
-        "WHERE r.document_id = $3::bigint AND r.id > $1::bigint "
-        "ORDER BY r.id LIMIT $2::integer", 3},
+                           "SELECT " DOC_COLS
+                           " FROM kh_document d WHERE d.id > $1::bigint "
+                           "ORDER BY d.id LIMIT $2::integer",
+                           2},
+    [RV_QUERY_DOC_LIST_AUTHOR] =
+        {"doc_list_author",
+         "SELECT " DOC_COLS " FROM kh_document d WHERE d.author = $3 "
+         "AND d.id > $1::bigint ORDER BY d.id LIMIT $2::integer",
+         3},
+    [RV_QUERY_REVIEW_LIST_DOCUMENT] =
+        {"review_list_document",
+         "SELECT " REVIEW_COLS " FROM kh_document_review r "
+         "WHERE r.document_id = $3::bigint AND r.id > $1::bigint "
+         "ORDER BY r.id LIMIT $2::integer",
+         3},
 };
 
 void rv_query_format_ms(const char *ms_text, char out[64])
@@ -184,9 +237,9 @@ void rv_query_format_ms(const char *ms_text, char out[64])
         out[0] = '\0';
         return;
     }
-    snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec, (int)(ms - (long long)secs * 1000));
+    snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (int)(ms - (long long)secs * 1000));
 }
 
 static const char *nullable(PGresult *res, int row, int col)
@@ -214,11 +267,9 @@ static int state_of(const char *s, const char *const *names, size_t n)
 {
     size_t i;
 
-    for (i = 1; i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
+    for (i = 1; i < n; i++)
+        if (strcmp(s, names[i]) == 0)
             return (int)i;
-        }
-    }
     return 0;
 }
 
@@ -255,7 +306,7 @@ void rv_query_review_at(PGresult *res, int i, rv_review *r)
     r->fence = nullable(res, i, 7);
     rv_query_format_ms(PQgetvalue(res, i, 8), r->created_at);
     rv_query_format_ms(PQgetisnull(res, i, 9) ? "" : PQgetvalue(res, i, 9),
-                 r->decided_at);
+                       r->decided_at);
 }
 
 void rv_query_doc_clear(rv_doc *d)
@@ -279,19 +330,16 @@ static rv_db_status doc_one(rv_db_conn *c, int stmt, const char *const *params,
     const rv_db_status rc = rv_db_conn_exec(c, stmt, params, &res);
 
     out->res = NULL;
-    if (found != NULL) {
+    if (found != NULL)
         *found = 0;
-    }
-    if (rc != RV_DB_OK) {
+    if (rc != RV_DB_OK)
         return rc;
-    }
     if (PQntuples(res) == 0) {
         PQclear(res);
         return found != NULL ? RV_DB_OK : RV_DB_ERROR;
     }
-    if (found != NULL) {
+    if (found != NULL)
         *found = 1;
-    }
     rv_query_doc_at(res, 0, out);
     return RV_DB_OK;
 }
@@ -304,26 +352,22 @@ static rv_db_status review_one(rv_db_conn *c, int stmt,
     const rv_db_status rc = rv_db_conn_exec(c, stmt, params, &res);
 
     out->res = NULL;
-    if (found != NULL) {
+    if (found != NULL)
         *found = 0;
-    }
-    if (rc != RV_DB_OK) {
+    if (rc != RV_DB_OK)
         return rc;
-    }
     if (PQntuples(res) == 0) {
         PQclear(res);
         return found != NULL ? RV_DB_OK : RV_DB_ERROR;
     }
-    if (found != NULL) {
+    if (found != NULL)
         *found = 1;
-    }
     rv_query_review_at(res, 0, out);
     return RV_DB_OK;
 }
 
 rv_db_status rv_query_doc_get(rv_db_conn *c, const char *id, int lock,
-                              rv_doc *out,
-                          int *found)
+                              rv_doc *out, int *found)
 {
     const char *params[] = {id};
 
@@ -332,8 +376,8 @@ rv_db_status rv_query_doc_get(rv_db_conn *c, const char *id, int lock,
 }
 
 rv_db_status rv_query_doc_insert(rv_db_conn *c, const char *title,
-                             const char *author, const char *content,
-                             rv_doc *out)
+                                 const char *author, const char *content,
+                                 rv_doc *out)
 {
     const char *params[] = {title, author, content};
 
@@ -341,8 +385,8 @@ rv_db_status rv_query_doc_insert(rv_db_conn *c, const char *title,
 }
 
 rv_db_status rv_query_doc_update(rv_db_conn *c, const char *id,
-                                 const char *title,
-                             const char *content, rv_doc *out)
+                                 const char *title, const char *content,
+                                 rv_doc *out)
 {
     const char *params[] = {id, title, content};
 
@@ -350,8 +394,9 @@ rv_db_status rv_query_doc_update(rv_db_conn *c, const char *id,
 }
 
 rv_db_status rv_query_doc_set_status(rv_db_conn *c, const char *id,
-                                 const char *status,
-                                 const char *current_review_id, rv_doc *out)
+                                     const char *status,
+                                     const char *current_review_id,
+                                     rv_doc *out)
 {
     const char *params[] = {id, status, current_review_id};
 
@@ -359,7 +404,7 @@ rv_db_status rv_query_doc_set_status(rv_db_conn *c, const char *id,
 }
 
 rv_db_status rv_query_content_put(rv_db_conn *c, const char *doc_id,
-                              const char *content)
+                                  const char *content)
 {
     const char *params[] = {doc_id, content};
 
@@ -367,7 +412,7 @@ rv_db_status rv_query_content_put(rv_db_conn *c, const char *doc_id,
 }
 
 rv_db_status rv_query_content_get(rv_db_conn *c, const char *doc_id,
-                              PGresult **out, int *found)
+                                  PGresult **out, int *found)
 {
     const char *params[] = {doc_id};
     const rv_db_status rc = rv_db_conn_exec(c, RV_QUERY_CONTENT_GET, params,
@@ -378,18 +423,17 @@ rv_db_status rv_query_content_get(rv_db_conn *c, const char *doc_id,
 }
 
 rv_db_status rv_query_review_get(rv_db_conn *c, const char *id, int lock,
-                             rv_review *out, int *found)
+                                 rv_review *out, int *found)
 {
     const char *params[] = {id};
 
     return review_one(c, lock ? RV_QUERY_REVIEW_LOCK : RV_QUERY_REVIEW_GET,
-                      params,
-                      out, found);
+                      params, out, found);
 }
 
 rv_db_status rv_query_review_insert(rv_db_conn *c, const char *doc_id,
-                                    int version,
-                                const char *submitted_by, rv_review *out)
+                                    int version, const char *submitted_by,
+                                    rv_review *out)
 {
     char v[16];
     const char *params[] = {doc_id, v, submitted_by};
@@ -399,9 +443,9 @@ rv_db_status rv_query_review_insert(rv_db_conn *c, const char *doc_id,
 }
 
 rv_db_status rv_query_review_decide(rv_db_conn *c, const char *id,
-                                const char *status, const char *reviewer,
-                                const char *comment, const char *fence,
-                                rv_review *out, int *found)
+                                    const char *status, const char *reviewer,
+                                    const char *comment, const char *fence,
+                                    rv_review *out, int *found)
 {
     const char *params[] = {id, status, reviewer, comment, fence};
 
@@ -421,10 +465,11 @@ static rv_db_status list_exec(rv_db_conn *c, int stmt, const char *after,
 }
 
 rv_db_status rv_query_review_list(rv_db_conn *c, const char *status,
-                              const char *after, int limit, PGresult **out)
+                                  const char *after, int limit, PGresult **out)
 {
-    return list_exec(c, status != NULL ? RV_QUERY_REVIEW_LIST_STATUS
-                                       : RV_QUERY_REVIEW_LIST,
+    return list_exec(c,
+                     status != NULL ? RV_QUERY_REVIEW_LIST_STATUS
+                                    : RV_QUERY_REVIEW_LIST,
                      after, limit, status, out);
 }
 
@@ -440,15 +485,16 @@ rv_db_status rv_query_review_list_of_document(rv_db_conn *c,
 rv_db_status rv_query_doc_list(rv_db_conn *c, const char *author,
                                const char *after, int limit, PGresult **out)
 {
-    return list_exec(c, author != NULL ? RV_QUERY_DOC_LIST_AUTHOR
-                                       : RV_QUERY_DOC_LIST,
+    return list_exec(c,
+                     author != NULL ? RV_QUERY_DOC_LIST_AUTHOR
+                                    : RV_QUERY_DOC_LIST,
                      after, limit, author, out);
 }
 
 rv_db_status rv_query_outbox_insert(rv_db_conn *c, const char *type,
-                                const char *doc_id, const char *review_id,
-                                int version, const char *actor,
-                                const char *occurred_at)
+                                    const char *doc_id, const char *review_id,
+                                    int version, const char *actor,
+                                    const char *occurred_at)
 {
     char v[16];
     const char *params[] = {type, doc_id, review_id, v, actor, occurred_at};

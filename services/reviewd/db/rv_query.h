@@ -118,42 +118,43 @@ void rv_query_review_clear(rv_review *r);
 
 /* GET by id; lock = 1 adds FOR UPDATE (inside a transaction). */
 rv_db_status rv_query_doc_get(rv_db_conn *c, const char *id, int lock,
-                              rv_doc *out,
-                          int *found);
+                              rv_doc *out, int *found);
 /* Inserts a draft by author; preview is left(content, 200) in SQL. */
 rv_db_status rv_query_doc_insert(rv_db_conn *c, const char *title,
-                             const char *author, const char *content,
-                             rv_doc *out);
+                                 const char *author, const char *content,
+                                 rv_doc *out);
 /* Sets title and/or content's preview (NULL: unchanged), bumps version. */
 rv_db_status rv_query_doc_update(rv_db_conn *c, const char *id,
-                                 const char *title,
-                             const char *content, rv_doc *out);
+                                 const char *title, const char *content,
+                                 rv_doc *out);
 /* Sets status and current_review_id (NULL: unchanged). */
 rv_db_status rv_query_doc_set_status(rv_db_conn *c, const char *id,
-                                 const char *status,
-                                 const char *current_review_id, rv_doc *out);
+                                     const char *status,
+                                     const char *current_review_id,
+                                     rv_doc *out);
 
 /* The PostgreSQL content store: upsert and read one document's text.
  * rv_query_content_get returns the result; the text is row 0, column 0. */
 rv_db_status rv_query_content_put(rv_db_conn *c, const char *doc_id,
-                              const char *content);
+                                  const char *content);
 rv_db_status rv_query_content_get(rv_db_conn *c, const char *doc_id,
-                              PGresult **out, int *found);
+                                  PGresult **out, int *found);
 
 rv_db_status rv_query_review_get(rv_db_conn *c, const char *id, int lock,
-                             rv_review *out, int *found);
+                                 rv_review *out, int *found);
 rv_db_status rv_query_review_insert(rv_db_conn *c, const char *doc_id,
-                                    int version,
-                                const char *submitted_by, rv_review *out);
+                                    int version, const char *submitted_by,
+                                    rv_review *out);
 /* Decides a pending review; found = 0 if it was no longer pending. */
 rv_db_status rv_query_review_decide(rv_db_conn *c, const char *id,
-                                const char *status, const char *reviewer,
-                                const char *comment, const char *fence,
-                                rv_review *out, int *found);
+                                    const char *status, const char *reviewer,
+                                    const char *comment, const char *fence,
+                                    rv_review *out, int *found);
 /* Reviews with id > after (status NULL: any), ordered by id, at most
  * limit rows; *out holds them all (read with rv_query_review_at). */
 rv_db_status rv_query_review_list(rv_db_conn *c, const char *status,
-                              const char *after, int limit, PGresult **out);
+                                  const char *after, int limit,
+                                  PGresult **out);
 /* Points r at row i of a list result (r does not own res). */
 void rv_query_review_at(PGresult *res, int i, rv_review *r);
 /* The reviews of document doc_id with id > after, ordered by id (its
@@ -166,8 +167,7 @@ rv_db_status rv_query_review_list_of_document(rv_db_conn *c,
 /* Documents with id > after (author NULL: anyone's), ordered by id, at
  * most limit rows; *out holds them all (read with rv_query_doc_at). */
 rv_db_status rv_query_doc_list(rv_db_conn *c, const char *author,
-                               const char *after, int limit,
-                               PGresult **out);
+                               const char *after, int limit, PGresult **out);
 /* Points d at row i of a list result (d does not own res: never
  * rv_doc_clear it). */
 void rv_query_doc_at(PGresult *res, int i, rv_doc *d);
@@ -180,8 +180,8 @@ void rv_query_doc_at(PGresult *res, int i, rv_doc *d);
  * payload is API.md's event body.
  */
 rv_db_status rv_query_outbox_insert(rv_db_conn *c, const char *type,
-                                const char *doc_id, const char *review_id,
-                                int version, const char *actor,
-                                const char *occurred_at);
+                                    const char *doc_id, const char *review_id,
+                                    int version, const char *actor,
+                                    const char *occurred_at);
 
 #endif /* RV_QUERY_H */

@@ -49,17 +49,18 @@ static int read_doc_fields(const json_t *body, int required, doc_input *in,
     int t, c;
 
     t = svc_json_string_field(body, "title", 1, RV_TITLE_MAX, 0, &in->title,
-                             detail, sizeof(detail));
-    c = t < 0 ? 0 : svc_json_string_field(body, "content", 0, RV_CONTENT_MAX,
-                                         0, &in->content, detail,
-                                         sizeof(detail));
+                              detail, sizeof(detail));
+    c = t < 0 ? 0
+              : svc_json_string_field(body, "content", 0, RV_CONTENT_MAX, 0,
+                                      &in->content, detail, sizeof(detail));
     if (t < 0 || c < 0) {
         rv_reply_error(reply, 400, "INVALID_ARGUMENT", detail);
         return -1;
     }
     if (required && (t == 0 || c == 0)) {
-        rv_reply_error(reply, 400, "INVALID_ARGUMENT", t == 0
-                       ? "\"title\" is required" : "\"content\" is required");
+        rv_reply_error(reply, 400, "INVALID_ARGUMENT",
+                       t == 0 ? "\"title\" is required"
+                              : "\"content\" is required");
         return -1;
     }
     if (!required && t == 0 && c == 0) {
@@ -78,14 +79,13 @@ static rv_db_status create_work(rv_request *req, rv_db_conn *c, void *arg,
     rv_db_status st;
 
     st = rv_query_doc_insert(c, in->title, req->who.sub, in->content, &d);
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         return st;
-    }
     st = rv_content_put(req, c, d.id, d.version, in->content, reply);
     if (st == RV_DB_OK) {
         rv_reply_json(reply, 201, rv_view_document(&d, NULL));
-        snprintf(reply->location, sizeof(reply->location),
-                 "/v1/documents/%s", d.id);
+        snprintf(reply->location, sizeof(reply->location), "/v1/documents/%s",
+                 d.id);
     }
     rv_query_doc_clear(&d);
     return st;
@@ -96,16 +96,13 @@ void rv_handle_document_create(rv_request *req, rv_reply *reply)
     doc_input in = {NULL, NULL, 0};
     json_t *body;
 
-    if (!rv_request_require_role(req, RV_ROLE_AUTHOR | RV_ROLE_ADMIN, reply)) {
+    if (!rv_request_require_role(req, RV_ROLE_AUTHOR | RV_ROLE_ADMIN, reply))
         return;
-    }
     body = rv_request_body_object(req, 0, doc_fields, reply);
-    if (body == NULL) {
+    if (body == NULL)
         return;
-    }
-    if (read_doc_fields(body, 1, &in, reply) == 0) {
+    if (read_doc_fields(body, 1, &in, reply) == 0)
         rv_tx_run(req, create_work, &in, reply);
-    }
     json_decref(body);
 }
 
@@ -118,23 +115,19 @@ static rv_db_status get_work(rv_request *req, rv_db_conn *c, void *arg,
     rv_doc d;
     rv_db_status st;
 
-    if (!rv_load_document(req, c, 0, id, &d, reply, &st)) {
+    if (!rv_load_document(req, c, 0, id, &d, reply, &st))
         return st;
-    }
-    if (in->with_content) {
+    if (in->with_content)
         st = rv_content_get(req, c, id, d.version, &content, reply);
-    }
-    if (st == RV_DB_OK) {
+    if (st == RV_DB_OK)
         rv_reply_json(reply, 200, rv_view_document(&d, content));
-    }
     free(content);
     rv_query_doc_clear(&d);
     return st;
 }
 
 /* ?include=content is the only parameter GET /v1/documents/{id} takes. */
-static int read_include(const rv_request *req, doc_input *in,
-                        rv_reply *reply)
+static int read_include(const rv_request *req, doc_input *in, rv_reply *reply)
 {
     const char *key;
     json_t *value;
@@ -144,7 +137,8 @@ static int read_include(const rv_request *req, doc_input *in,
                        "a query parameter is given twice");
         return -1;
     }
-    json_object_foreach(req->query, key, value) {
+    json_object_foreach(req->query, key, value)
+    {
         if (strcmp(key, "include") != 0) {
             rv_reply_error(reply, 400, "INVALID_ARGUMENT",
                            "unknown query parameter (only include=content)");
@@ -164,14 +158,12 @@ void rv_handle_document_get(rv_request *req, rv_reply *reply)
 {
     doc_input in = {NULL, NULL, 0};
 
-    if (read_include(req, &in, reply) != 0) {
+    if (read_include(req, &in, reply) != 0)
         return;
-    }
-    if (in.with_content) {
+    if (in.with_content)
         rv_tx_snapshot(req, get_work, &in, reply);
-    } else {
+    else
         rv_tx_read(req, get_work, &in, reply);
-    }
 }
 
 /* author=: a user id as tokens carry it (sub), 1..255 bytes. */
@@ -211,9 +203,8 @@ void rv_handle_document_list(rv_request *req, rv_reply *reply)
 {
     rv_page_args a;
 
-    if (rv_page_args_read(req, &author_filter, &a, reply) == 0) {
+    if (rv_page_args_read(req, &author_filter, &a, reply) == 0)
         rv_tx_read(req, list_work, &a, reply);
-    }
 }
 
 /* Writes an allowed edit: the row (version + 1), then the text of the
@@ -223,20 +214,18 @@ static rv_db_status apply_edit(rv_request *req, rv_db_conn *c, const char *id,
 {
     rv_doc updated;
     rv_db_status st = rv_query_doc_update(c, id, in->title, in->content,
-                                      &updated);
+                                          &updated);
 
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         return st;
-    }
     if (in->content != NULL) {
         st = rv_content_put(req, c, id, updated.version, in->content, reply);
     } else {
-        st = rv_content_carry(req, c, id, updated.version - 1,
-                              updated.version, reply);
+        st = rv_content_carry(req, c, id, updated.version - 1, updated.version,
+                              reply);
     }
-    if (st == RV_DB_OK) {
+    if (st == RV_DB_OK)
         rv_reply_json(reply, 200, rv_view_document(&updated, NULL));
-    }
     rv_query_doc_clear(&updated);
     return st;
 }
@@ -250,9 +239,8 @@ static rv_db_status update_work(rv_request *req, rv_db_conn *c, void *arg,
     rv_doc d;
     rv_db_status st;
 
-    if (!rv_load_own_document(req, c, 1, "edit", id, &d, reply, &st)) {
+    if (!rv_load_own_document(req, c, 1, "edit", id, &d, reply, &st))
         return st;
-    }
     if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
         rv_reply_error(reply, 409, "INVALID_STATE",
                        "only a draft or rejected document can be edited");
@@ -268,15 +256,13 @@ void rv_handle_document_update(rv_request *req, rv_reply *reply)
     doc_input in = {NULL, NULL, 0};
     json_t *body = rv_request_body_object(req, 0, doc_fields, reply);
 
-    if (body == NULL) {
+    if (body == NULL)
         return;
-    }
     if (read_doc_fields(body, 0, &in, reply) == 0) {
         /* Before the row lock: only the author may edit. */
         rv_tx_read(req, rv_load_check_author, (void *)"edit", reply);
     }
-    if (reply->status == 0) {
+    if (reply->status == 0)
         rv_tx_run(req, update_work, &in, reply);
-    }
     json_decref(body);
 }

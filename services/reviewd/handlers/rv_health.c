@@ -45,8 +45,8 @@ static int ping_once(rv_request *req)
  * reconnect, since the connection may be stale after a restart. */
 static int postgres_up(rv_request *req)
 {
-    const int64_t outer =
-        svc_deadline_tighten(req->app->cfg->readyz_timeout_ms);
+    const int64_t outer = svc_deadline_tighten(
+        req->app->cfg->readyz_timeout_ms);
     const int up = ping_once(req) || ping_once(req);
 
     svc_deadline_restore(outer);
@@ -62,18 +62,17 @@ void rv_handle_readyz(rv_request *req, rv_reply *reply)
     const char *content = rv_content_state(req->app->content, pg);
     const char *status = "ok";
 
-    if (!pg) {
+    if (!pg)
         status = "down";
-    } else if (redis != RV_DEP_OK || amqp == RV_DEP_DOWN
-               || strcmp(content, "down") == 0) {
+    else if (redis != RV_DEP_OK || amqp == RV_DEP_DOWN
+             || strcmp(content, "down") == 0)
         status = "degraded";
-    }
     rv_reply_json(reply, pg ? 200 : 503,
                   json_pack("{s:s,s:s,s:s,s:s,s:s}", "status", status,
-                            "postgres", pg ? "ok" : "down",
-                            "redis", rv_dep_state_name(redis),
-                            "amqp", rv_dep_state_name(amqp),
-                            "content_store", content));
+                            "postgres", pg ? "ok" : "down", "redis",
+                            rv_dep_state_name(redis), "amqp",
+                            rv_dep_state_name(amqp), "content_store",
+                            content));
 }
 
 /* The outbox backlog and its oldest row's age; -1s when unreadable. */
@@ -85,8 +84,8 @@ static void outbox_gauges(rv_request *req, rv_metrics_gauges *g)
     g->outbox_backlog = -1;
     g->outbox_oldest_ms = -1;
     if (c != NULL
-        && rv_db_conn_exec(c, RV_QUERY_OUTBOX_BACKLOG, NULL,
-                           &res) == RV_DB_OK) {
+        && rv_db_conn_exec(c, RV_QUERY_OUTBOX_BACKLOG, NULL, &res)
+               == RV_DB_OK) {
         g->outbox_backlog = atoll(PQgetvalue(res, 0, 0));
         g->outbox_oldest_ms = atoll(PQgetvalue(res, 0, 1));
         PQclear(res);
@@ -148,7 +147,6 @@ void rv_handle_metrics(rv_request *req, rv_reply *reply)
     reply->status = 200;
     reply->body = rv_metrics_render(app->metrics, &g);
     reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    if (reply->body == NULL) {
+    if (reply->body == NULL)
         rv_reply_error(reply, 500, "INTERNAL", "out of memory");
-    }
 }

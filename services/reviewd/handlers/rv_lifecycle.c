@@ -48,9 +48,9 @@
 #define RV_COMMENT_MAX 2000
 
 typedef struct decide_args {
-    const char *decision;  /* "approved" or "rejected" */
-    const char *comment;   /* NULL: none */
-    const rv_held *held;   /* the lock: its fence, 0 when degraded */
+    const char *decision; /* "approved" or "rejected" */
+    const char *comment;  /* NULL: none */
+    const rv_held *held;  /* the lock: its fence, 0 when degraded */
 } decide_args;
 
 /*
@@ -67,23 +67,23 @@ static rv_db_status emit_event(const rv_request *req, rv_db_conn *c,
                                const rv_review *r)
 {
     const rv_db_status st = rv_query_outbox_insert(c, type, d->id, r->id,
-                                               r->document_version,
-                                               req->who.sub, d->updated_at);
+                                                   r->document_version,
+                                                   req->who.sub,
+                                                   d->updated_at);
 
-    if (st == RV_DB_OK && rv_hook_fail_after_event(req)) {
+    if (st == RV_DB_OK && rv_hook_fail_after_event(req))
         return RV_DB_ERROR;
-    }
     return st;
 }
 
 /* One locked operation: its Redis lock, the check before the lock and
  * the work under it. */
 typedef struct locked_op {
-    const char *key;     /* the Redis lock's name */
+    const char *key; /* the Redis lock's name */
     int64_t ttl_ms;
-    rv_tx_work allowed;  /* plain reads: sets reply to refuse (403, 404) */
+    rv_tx_work allowed; /* plain reads: sets reply to refuse (403, 404) */
     void *allowed_arg;
-    rv_tx_work work;     /* in the transaction, under both locks */
+    rv_tx_work work; /* in the transaction, under both locks */
     void *arg;
 } locked_op;
 
@@ -103,9 +103,8 @@ static rv_db_status before_lock(rv_request *req, rv_db_conn *c, void *arg,
         rv_db_status st = RV_DB_OK;
         const int r = rv_idem_lookup(req, c, reply, &st);
 
-        if (r != 0) {
+        if (r != 0)
             return r > 0 ? RV_DB_OK : st;
-        }
     }
     return op->allowed(req, c, op->allowed_arg, reply);
 }
@@ -116,13 +115,13 @@ static void run_locked(rv_request *req, const locked_op *op, rv_held *held,
                        rv_reply *reply)
 {
     rv_tx_read(req, before_lock, (void *)op, reply);
-    if (reply->status != 0) {
+    if (reply->status != 0)
         return;
-    }
     if (rv_locks_acquire(req->app->locks, op->key, op->ttl_ms, held)
         == RV_LOCK_BUSY) {
         req->lock_outcome = "busy";
-        rv_reply_error(reply, 409, "LOCK_BUSY", "another request is "
+        rv_reply_error(reply, 409, "LOCK_BUSY",
+                       "another request is "
                        "changing this right now; retry later");
         return;
     }
@@ -141,26 +140,24 @@ static rv_db_status submit_work(rv_request *req, rv_db_conn *c, void *arg,
     rv_db_status st;
 
     (void)arg;
-    if (!rv_load_own_document(req, c, 1, "submit", id, &d, reply, &st)) {
+    if (!rv_load_own_document(req, c, 1, "submit", id, &d, reply, &st))
         return st;
-    }
     if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
-        rv_reply_error(reply, 409, "INVALID_STATE", "only a draft or "
+        rv_reply_error(reply, 409, "INVALID_STATE",
+                       "only a draft or "
                        "rejected document can be submitted");
         rv_query_doc_clear(&d);
         return RV_DB_OK;
     }
     st = rv_query_review_insert(c, id, d.version, req->who.sub, &r);
     rv_query_doc_clear(&d);
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         return st;
-    }
     st = rv_query_doc_set_status(c, id, "pending_review", r.id, &after);
     if (st == RV_DB_OK) {
         st = emit_event(req, c, "document.submitted", &after, &r);
-        if (st == RV_DB_OK) {
+        if (st == RV_DB_OK)
             rv_reply_json(reply, 201, rv_view_decision(&after, &r));
-        }
         rv_query_doc_clear(&after);
     }
     rv_query_review_clear(&r);
@@ -172,14 +169,16 @@ void rv_handle_document_submit(rv_request *req, rv_reply *reply)
     static const char *const none[] = {NULL};
     char key[64];
     rv_held held;
-    locked_op op = {key, req->app->cfg->submit_lock_ttl_ms,
-                    rv_load_check_author, (void *)"submit", submit_work,
+    locked_op op = {key,
+                    req->app->cfg->submit_lock_ttl_ms,
+                    rv_load_check_author,
+                    (void *)"submit",
+                    submit_work,
                     NULL};
     json_t *body = rv_request_body_object(req, 1, none, reply);
 
-    if (body == NULL) {
+    if (body == NULL)
         return;
-    }
     json_decref(body);
     snprintf(key, sizeof(key), "lock:doc:submit:%lld",
              (long long)req->match.id);
@@ -190,8 +189,7 @@ void rv_handle_document_submit(rv_request *req, rv_reply *reply)
  * checked by rv_load_decidable): 1 if allowed, else the reply is set. */
 static int may_decide(const rv_review *r, const rv_doc *d, rv_reply *reply)
 {
-    if (r->state != RV_REVIEW_PENDING
-        || d->state != RV_DOC_PENDING_REVIEW
+    if (r->state != RV_REVIEW_PENDING || d->state != RV_DOC_PENDING_REVIEW
         || d->current_review_id == NULL
         || strcmp(d->current_review_id, r->id) != 0) {
         rv_reply_error(reply, 409, "INVALID_STATE",
@@ -214,11 +212,10 @@ static rv_db_status write_decision(rv_request *req, rv_db_conn *c,
     rv_db_status st;
 
     rv_request_id_text(req, rid, sizeof(rid));
-    snprintf(fence, sizeof(fence), "%llu",
-             (unsigned long long)a->held->fence);
+    snprintf(fence, sizeof(fence), "%llu", (unsigned long long)a->held->fence);
     st = rv_query_review_decide(c, rid, a->decision, req->who.sub, a->comment,
-                            a->held->fence > 0 ? fence : NULL, &decided,
-                            &found);
+                                a->held->fence > 0 ? fence : NULL, &decided,
+                                &found);
     if (st != RV_DB_OK || !found) {
         if (st == RV_DB_OK) {
             rv_reply_error(reply, 409, "INVALID_STATE",
@@ -228,13 +225,13 @@ static rv_db_status write_decision(rv_request *req, rv_db_conn *c,
     }
     st = rv_query_doc_set_status(c, d->id, a->decision, NULL, &after);
     if (st == RV_DB_OK) {
-        st = emit_event(req, c, strcmp(a->decision, "approved") == 0
-                                    ? "document.approved"
-                                    : "document.rejected",
+        st = emit_event(req, c,
+                        strcmp(a->decision, "approved") == 0
+                            ? "document.approved"
+                            : "document.rejected",
                         &after, &decided);
-        if (st == RV_DB_OK) {
+        if (st == RV_DB_OK)
             rv_reply_json(reply, 200, rv_view_decision(&after, &decided));
-        }
         rv_query_doc_clear(&after);
     }
     rv_query_review_clear(&decided);
@@ -267,12 +264,10 @@ static rv_db_status decide_work(rv_request *req, rv_db_conn *c, void *arg,
     rv_doc d;
     rv_db_status st;
 
-    if (!rv_load_decidable(req, c, 1, rid, &r, &d, reply, &st)) {
+    if (!rv_load_decidable(req, c, 1, rid, &r, &d, reply, &st))
         return st;
-    }
-    if (may_decide(&r, &d, reply)) {
+    if (may_decide(&r, &d, reply))
         st = write_decision(req, c, a, &d, reply);
-    }
     rv_query_doc_clear(&d);
     rv_query_review_clear(&r);
     return st;
@@ -286,26 +281,27 @@ static void handle_decision(rv_request *req, const char *decision,
     char key[64];
     decide_args a;
     rv_held held;
-    locked_op op = {key, req->app->cfg->review_lock_ttl_ms, decide_allowed,
-                    NULL, decide_work, &a};
+    locked_op op = {key,
+                    req->app->cfg->review_lock_ttl_ms,
+                    decide_allowed,
+                    NULL,
+                    decide_work,
+                    &a};
     json_t *body;
     int rc;
 
-    if (!rv_request_require_role(req, RV_ROLE_REVIEWER | RV_ROLE_ADMIN,
-                                 reply)) {
+    if (!rv_request_require_role(req, RV_ROLE_REVIEWER | RV_ROLE_ADMIN, reply))
         return;
-    }
     body = rv_request_body_object(req, !comment_required, fields, reply);
-    if (body == NULL) {
+    if (body == NULL)
         return;
-    }
     memset(&a, 0, sizeof(a));
     memset(&held, 0, sizeof(held));
     a.decision = decision;
     a.held = &held;
     rc = svc_json_string_field(body, "comment", comment_required ? 1 : 0,
-                              RV_COMMENT_MAX, !comment_required, &a.comment,
-                              detail, sizeof(detail));
+                               RV_COMMENT_MAX, !comment_required, &a.comment,
+                               detail, sizeof(detail));
     if (rc < 0 || (comment_required && rc == 0)) {
         rv_reply_error(reply, 400, "INVALID_ARGUMENT",
                        rc < 0 ? detail : "\"comment\" is required");

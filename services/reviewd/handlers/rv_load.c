@@ -15,9 +15,8 @@ int rv_load_document(const rv_request *req, rv_db_conn *c, int lock,
 
     rv_request_id_text(req, id, RV_LOAD_ID_LEN);
     *st = rv_query_doc_get(c, id, lock, d, &found);
-    if (*st == RV_DB_OK && !found) {
+    if (*st == RV_DB_OK && !found)
         rv_reply_error(reply, 404, "NOT_FOUND", "no such document");
-    }
     return *st == RV_DB_OK && found;
 }
 
@@ -29,9 +28,8 @@ int rv_load_review(const rv_request *req, rv_db_conn *c, int lock,
 
     rv_request_id_text(req, id, RV_LOAD_ID_LEN);
     *st = rv_query_review_get(c, id, lock, r, &found);
-    if (*st == RV_DB_OK && !found) {
+    if (*st == RV_DB_OK && !found)
         rv_reply_error(reply, 404, "NOT_FOUND", "no such review");
-    }
     return *st == RV_DB_OK && found;
 }
 
@@ -41,12 +39,10 @@ int rv_load_own_document(const rv_request *req, rv_db_conn *c, int lock,
 {
     char detail[64];
 
-    if (!rv_load_document(req, c, lock, id, d, reply, st)) {
+    if (!rv_load_document(req, c, lock, id, d, reply, st))
         return 0;
-    }
-    if (strcmp(d->author, req->who.sub) == 0) {
+    if (strcmp(d->author, req->who.sub) == 0)
         return 1;
-    }
     snprintf(detail, sizeof(detail), "only the document's author may %s it",
              verb);
     rv_reply_error(reply, 403, "FORBIDDEN", detail);
@@ -61,9 +57,8 @@ rv_db_status rv_load_check_author(rv_request *req, rv_db_conn *c, void *verb,
     rv_doc d;
     rv_db_status st;
 
-    if (rv_load_own_document(req, c, 0, verb, id, &d, reply, &st)) {
+    if (rv_load_own_document(req, c, 0, verb, id, &d, reply, &st))
         rv_query_doc_clear(&d);
-    }
     return st;
 }
 
@@ -73,22 +68,20 @@ int rv_load_decidable(const rv_request *req, rv_db_conn *c, int lock,
 {
     int found = 0;
 
-    if (!rv_load_review(req, c, lock, id, r, reply, st)) {
+    if (!rv_load_review(req, c, lock, id, r, reply, st))
         return 0;
-    }
     *st = rv_query_doc_get(c, r->document_id, lock, d, &found);
-    if (*st == RV_DB_OK && !found) {
+    if (*st == RV_DB_OK && !found)
         *st = RV_DB_ERROR; /* a foreign key makes this impossible */
-    }
     if (*st != RV_DB_OK) {
         rv_query_review_clear(r);
         return 0;
     }
     if (strcmp(r->submitted_by, req->who.sub) != 0
-        && strcmp(d->author, req->who.sub) != 0) {
+        && strcmp(d->author, req->who.sub) != 0)
         return 1;
-    }
-    rv_reply_error(reply, 403, "FORBIDDEN", "four-eyes rule: you may not "
+    rv_reply_error(reply, 403, "FORBIDDEN",
+                   "four-eyes rule: you may not "
                    "decide a review of your own document");
     rv_query_doc_clear(d);
     rv_query_review_clear(r);

@@ -49,13 +49,10 @@ void rv_handle_review_list(rv_request *req, rv_reply *reply)
 {
     rv_page_args a;
 
-    if (!rv_request_require_role(req, RV_ROLE_REVIEWER | RV_ROLE_ADMIN,
-                                 reply)) {
+    if (!rv_request_require_role(req, RV_ROLE_REVIEWER | RV_ROLE_ADMIN, reply))
         return;
-    }
-    if (rv_page_args_read(req, &status_filter, &a, reply) == 0) {
+    if (rv_page_args_read(req, &status_filter, &a, reply) == 0)
         rv_tx_read(req, list_work, &a, reply);
-    }
 }
 
 static rv_db_status get_work(rv_request *req, rv_db_conn *c, void *arg,
@@ -89,12 +86,10 @@ static rv_db_status document_reviews_work(rv_request *req, rv_db_conn *c,
     rv_doc d;
     rv_db_status st;
 
-    if (!rv_load_document(req, c, 0, id, &d, reply, &st)) {
+    if (!rv_load_document(req, c, 0, id, &d, reply, &st))
         return st;
-    }
     rv_query_doc_clear(&d);
-    st = rv_query_review_list_of_document(c, id, a->after, a->limit + 1,
-                                          &res);
+    st = rv_query_review_list_of_document(c, id, a->after, a->limit + 1, &res);
     return rv_page_reply(st, res, a->limit, review_row, reply);
 }
 
@@ -102,7 +97,6 @@ void rv_handle_document_reviews(rv_request *req, rv_reply *reply)
 {
     rv_page_args a;
 
-    if (rv_page_args_read(req, NULL, &a, reply) == 0) {
+    if (rv_page_args_read(req, NULL, &a, reply) == 0)
         rv_tx_read(req, document_reviews_work, &a, reply);
-    }
 }

@@ -49,9 +49,8 @@ static void first_word(const char *q, char *out, size_t outlen)
 
     if (n >= outlen) {
         n = outlen - 1;
-        while (n > 0 && ((unsigned char)q[start + n] & 0xC0) == 0x80) {
+        while (n > 0 && ((unsigned char)q[start + n] & 0xC0) == 0x80)
             n--;
-        }
     }
     memcpy(out, q + start, n);
     out[n] = '\0';
@@ -65,40 +64,36 @@ static int read_param(const char *key, const char *v, search_args *a,
     if (strcmp(key, "q") == 0) {
         if (v[strspn(v, " \t\r\n")] == '\0' || strlen(v) > RV_SEARCH_Q_MAX) {
             return bad_param(reply, "q must have a word and at most 500 "
-                             "bytes");
+                                    "bytes");
         }
         a->q = v;
         return 0;
     }
     if (strcmp(key, "limit") == 0) {
-        if (rv_router_parse_id(v, strlen(v), &n) != 0 || n > RV_SEARCH_MAX) {
+        if (rv_router_parse_id(v, strlen(v), &n) != 0 || n > RV_SEARCH_MAX)
             return bad_param(reply, "limit must be 1..50");
-        }
         a->limit = (int)n;
         return 0;
     }
     return bad_param(reply, "unknown query parameter (q, limit)");
 }
 
-static int read_params(const rv_request *req, search_args *a,
-                       rv_reply *reply)
+static int read_params(const rv_request *req, search_args *a, rv_reply *reply)
 {
     const char *key;
     json_t *value;
 
     memset(a, 0, sizeof(*a));
     a->limit = RV_SEARCH_DEFAULT;
-    if (req->query_dup != NULL) {
+    if (req->query_dup != NULL)
         return bad_param(reply, "a query parameter is given twice");
-    }
-    json_object_foreach(req->query, key, value) {
-        if (read_param(key, json_string_value(value), a, reply) != 0) {
+    json_object_foreach(req->query, key, value)
+    {
+        if (read_param(key, json_string_value(value), a, reply) != 0)
             return -1;
-        }
     }
-    if (a->q == NULL) {
+    if (a->q == NULL)
         return bad_param(reply, "q is required");
-    }
     first_word(a->q, a->first_word, sizeof(a->first_word));
     return 0;
 }
@@ -151,7 +146,6 @@ void rv_handle_search(rv_request *req, rv_reply *reply)
 {
     search_args a;
 
-    if (read_params(req, &a, reply) == 0) {
+    if (read_params(req, &a, reply) == 0)
         rv_tx_read(req, search_work, &a, reply);
-    }
 }

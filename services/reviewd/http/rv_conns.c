@@ -53,10 +53,8 @@ static void reap_expired(rv_conns *conns, int64_t now)
         int_least64_t d = atomic_load(&c->deadline_ms);
 
         if (d > 0 && d <= now
-            && atomic_compare_exchange_strong(&c->deadline_ms, &d,
-                                              RV_REAPED)) {
+            && atomic_compare_exchange_strong(&c->deadline_ms, &d, RV_REAPED))
             conns->expire(conns->cls, c->fd);
-        }
     }
 }
 
@@ -74,9 +72,8 @@ static void *reaper_main(void *arg)
             until.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&conns->wake, &conns->mu, &until);
-        if (!conns->stopping) {
+        if (!conns->stopping)
             reap_expired(conns, rv_conns_now_ms());
-        }
     }
     pthread_mutex_unlock(&conns->mu);
     return NULL;
@@ -102,8 +99,10 @@ rv_conns *rv_conns_new(rv_conns_expire_fn expire, void *cls, char *errbuf,
     pthread_condattr_destroy(&ca);
     rc = pthread_create(&conns->reaper, NULL, reaper_main, conns);
     if (rc != 0) {
-        snprintf(errbuf, errlen, "http: cannot start the deadline reaper: "
-                 "%s", strerror(rc));
+        snprintf(errbuf, errlen,
+                 "http: cannot start the deadline reaper: "
+                 "%s",
+                 strerror(rc));
         pthread_cond_destroy(&conns->wake);
         pthread_mutex_destroy(&conns->mu);
         free(conns);
@@ -114,9 +113,8 @@ rv_conns *rv_conns_new(rv_conns_expire_fn expire, void *cls, char *errbuf,
 
 void rv_conns_free(rv_conns *conns)
 {
-    if (conns == NULL) {
+    if (conns == NULL)
         return;
-    }
     pthread_mutex_lock(&conns->mu);
     conns->stopping = 1;
     pthread_cond_signal(&conns->wake);
@@ -131,16 +129,14 @@ rv_conn *rv_conns_add(rv_conns *conns, int fd, int64_t deadline_ms)
 {
     rv_conn *c = calloc(1, sizeof(*c));
 
-    if (c == NULL) {
+    if (c == NULL)
         return NULL;
-    }
     c->fd = fd;
     atomic_init(&c->deadline_ms, deadline_ms);
     pthread_mutex_lock(&conns->mu);
     c->next = conns->head;
-    if (conns->head != NULL) {
+    if (conns->head != NULL)
         conns->head->prev = c;
-    }
     conns->head = c;
     pthread_mutex_unlock(&conns->mu);
     return c;
@@ -148,18 +144,15 @@ rv_conn *rv_conns_add(rv_conns *conns, int fd, int64_t deadline_ms)
 
 void rv_conns_remove(rv_conns *conns, rv_conn *c)
 {
-    if (c == NULL) {
+    if (c == NULL)
         return;
-    }
     pthread_mutex_lock(&conns->mu);
-    if (c->prev != NULL) {
+    if (c->prev != NULL)
         c->prev->next = c->next;
-    } else {
+    else
         conns->head = c->next;
-    }
-    if (c->next != NULL) {
+    if (c->next != NULL)
         c->next->prev = c->prev;
-    }
     pthread_mutex_unlock(&conns->mu);
     free(c);
 }
@@ -169,21 +162,16 @@ static int arm(rv_conn *c, int64_t deadline_ms, int earlier_only)
 {
     int_least64_t d;
 
-    if (c == NULL) {
+    if (c == NULL)
         return 1;
-    }
     d = atomic_load(&c->deadline_ms);
     for (;;) {
-        if (d == RV_REAPED) {
+        if (d == RV_REAPED)
             return 0;
-        }
-        if (earlier_only && d > 0 && d <= deadline_ms) {
+        if (earlier_only && d > 0 && d <= deadline_ms)
             return 1;
-        }
-        if (atomic_compare_exchange_weak(&c->deadline_ms, &d,
-                                         deadline_ms)) {
+        if (atomic_compare_exchange_weak(&c->deadline_ms, &d, deadline_ms))
             return 1;
-        }
     }
 }
 

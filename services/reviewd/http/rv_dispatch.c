@@ -53,45 +53,36 @@ int rv_dispatch_is_json(const char *ct)
 {
     const char *p;
 
-    if (ct == NULL) {
+    if (ct == NULL)
         return 0;
-    }
-    while (*ct == ' ' || *ct == '\t') {
+    while (*ct == ' ' || *ct == '\t')
         ct++;
-    }
-    if (strncasecmp(ct, "application/json", 16) != 0) {
+    if (strncasecmp(ct, "application/json", 16) != 0)
         return 0;
-    }
     p = ct + 16;
-    while (*p == ' ' || *p == '\t') {
+    while (*p == ' ' || *p == '\t')
         p++;
-    }
-    if (*p == '\0') {
+    if (*p == '\0')
         return 1;
-    }
-    if (*p != ';') {
+    if (*p != ';')
         return 0;
-    }
     /* Parameters: only a charset one is checked. */
     p = strcasestr(p, "charset=");
-    if (p == NULL) {
+    if (p == NULL)
         return 1;
-    }
     p += 8;
-    if (*p == '"') {
+    if (*p == '"')
         p++;
-    }
     return strncasecmp(p, "utf-8", 5) == 0
            && (p[5] == '\0' || p[5] == '"' || p[5] == ';' || p[5] == ' ');
 }
 
-int rv_dispatch_early(rv_request *req, int64_t declared_len,
-                      rv_reply *reply)
+int rv_dispatch_early(rv_request *req, int64_t declared_len, rv_reply *reply)
 {
     const rv_config *cfg = req->app->cfg;
-    const rv_auth_policy policy = {
-        (const unsigned char *)cfg->jwt_secret, cfg->jwt_secret_len,
-        cfg->jwt_leeway_s, cfg->jwt_max_lifetime_s};
+    const rv_auth_policy policy = {(const unsigned char *)cfg->jwt_secret,
+                                   cfg->jwt_secret_len, cfg->jwt_leeway_s,
+                                   cfg->jwt_max_lifetime_s};
     char detail[160];
 
     if (req->match.path == RV_PATH_UNKNOWN) {
@@ -109,11 +100,11 @@ int rv_dispatch_early(rv_request *req, int64_t declared_len,
                        "the request body is over 1 MiB");
         return 1;
     }
-    if (!ops[req->match.op].needs_auth) {
+    if (!ops[req->match.op].needs_auth)
         return 0;
-    }
     if (rv_auth_verify(req->authorization, &policy, (int64_t)time(NULL),
-                       &req->who, detail, sizeof(detail)) != 0) {
+                       &req->who, detail, sizeof(detail))
+        != 0) {
         rv_reply_error(reply, 401, "UNAUTHENTICATED", detail);
         return 1;
     }
@@ -126,7 +117,8 @@ int rv_dispatch_late(const rv_request *req, rv_reply *reply)
     const op_entry *op = &ops[req->match.op];
 
     if (req->match.has_id && !req->match.id_ok) {
-        rv_reply_error(reply, 400, "INVALID_ARGUMENT", "malformed id in "
+        rv_reply_error(reply, 400, "INVALID_ARGUMENT",
+                       "malformed id in "
                        "the path (expected 1..9223372036854775807)");
         return 1;
     }
@@ -148,7 +140,8 @@ int rv_dispatch_late(const rv_request *req, rv_reply *reply)
         return 1;
     }
     if (rv_idem_applies(req) && !rv_idem_key_valid(req->idempotency_key)) {
-        rv_reply_error(reply, 400, "INVALID_ARGUMENT", "Idempotency-Key must "
+        rv_reply_error(reply, 400, "INVALID_ARGUMENT",
+                       "Idempotency-Key must "
                        "be 1..255 visible ASCII characters");
         return 1;
     }
@@ -157,8 +150,7 @@ int rv_dispatch_late(const rv_request *req, rv_reply *reply)
 
 void rv_dispatch(rv_request *req, rv_reply *reply)
 {
-    if (rv_dispatch_late(req, reply)) {
+    if (rv_dispatch_late(req, reply))
         return;
-    }
     ops[req->match.op].fn(req, reply);
 }

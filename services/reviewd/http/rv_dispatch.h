@@ -25,8 +25,7 @@
  * -1 when absent (chunked).  Returns 1 with reply set when the request is
  * answered already, else 0.
  */
-int rv_dispatch_early(rv_request *req, int64_t declared_len,
-                      rv_reply *reply);
+int rv_dispatch_early(rv_request *req, int64_t declared_len, rv_reply *reply);
 
 /*
  * The checks that need the whole request (id, query, media type,

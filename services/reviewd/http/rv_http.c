@@ -70,29 +70,29 @@
 struct rv_http {
     rv_app *app;
     struct MHD_Daemon *daemon;
-    unsigned char id_prefix[9];     /* random, drawn once at start */
-    uint64_t id_key;                /* random: keys the permutation */
-    atomic_uint_fast64_t id_next;   /* requests numbered from 1 */
-    rv_conns *conns;                /* open connections, their deadlines */
-    int64_t header_ms;              /* REVIEWD_HEADER_TIMEOUT_S */
-    int64_t body_ms;                /* REVIEWD_BODY_TIMEOUT_S */
-    int64_t idle_ms;                /* REVIEWD_CONNECTION_TIMEOUT_S */
-    size_t body_budget;             /* REVIEWD_BODY_BUFFER_MB, in bytes */
-    atomic_size_t body_reserved;    /* body buffers' capacity, all requests */
+    unsigned char id_prefix[9];   /* random, drawn once at start */
+    uint64_t id_key;              /* random: keys the permutation */
+    atomic_uint_fast64_t id_next; /* requests numbered from 1 */
+    rv_conns *conns;              /* open connections, their deadlines */
+    int64_t header_ms;            /* REVIEWD_HEADER_TIMEOUT_S */
+    int64_t body_ms;              /* REVIEWD_BODY_TIMEOUT_S */
+    int64_t idle_ms;              /* REVIEWD_CONNECTION_TIMEOUT_S */
+    size_t body_budget;           /* REVIEWD_BODY_BUFFER_MB, in bytes */
+    atomic_size_t body_reserved;  /* body buffers' capacity, all requests */
 };
 
 /* Per-request state behind MHD's con_cls. */
 typedef struct http_req {
     rv_http *http;
-    rv_conn *conn;      /* the connection's deadline (NULL: none kept) */
+    rv_conn *conn; /* the connection's deadline (NULL: none kept) */
     rv_request req;
     rv_reply reply;
     char *body;
     size_t len;
-    size_t cap;         /* reserved from http->body_budget */
+    size_t cap; /* reserved from http->body_budget */
     int too_large;
-    int no_room;        /* the body budget is spent */
-    int decided;        /* reply set before the body: discard, then send */
+    int no_room; /* the body budget is spent */
+    int decided; /* reply set before the body: discard, then send */
     size_t discarded;
     struct timespec start;
 } http_req;
@@ -111,11 +111,9 @@ static int request_id_ok(const char *id)
 {
     size_t n;
 
-    for (n = 0; id[n] != '\0'; n++) {
-        if ((unsigned char)id[n] < 0x20 || (unsigned char)id[n] > 0x7E) {
+    for (n = 0; id[n] != '\0'; n++)
+        if ((unsigned char)id[n] < 0x20 || (unsigned char)id[n] > 0x7E)
             return 0;
-        }
-    }
     return n >= 1 && n <= 128;
 }
 
@@ -139,16 +137,15 @@ static void new_request_id(rv_http *http, char *out, size_t outlen)
     n ^= http->id_key & mask;
     n ^= n >> 29;
     memcpy(b, http->id_prefix, 9);
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 7; i++)
         b[9 + i] = (unsigned char)(n >> (48 - 8 * i));
-    }
     b[6] = (unsigned char)((b[6] & 0x0F) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3F) | 0x80);
     snprintf(out, outlen,
              "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
              "%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
-             b[10], b[11], b[12], b[13], b[14], b[15]);
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
 }
 
 /* The prefix of this process's request ids; the clock stands in if the
@@ -182,12 +179,10 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind,
     json_t *v;
 
     (void)kind;
-    if (req->query == NULL) {
+    if (req->query == NULL)
         return MHD_NO;
-    }
-    if (value == NULL) {
+    if (value == NULL)
         value = "";
-    }
     if (json_object_get(req->query, key) != NULL) {
         req->query_dup = key;
         return MHD_YES;
@@ -210,9 +205,8 @@ static int64_t declared_length(struct MHD_Connection *conn)
     char *end = NULL;
     long long n;
 
-    if (v == NULL) {
+    if (v == NULL)
         return -1;
-    }
     errno = 0;
     n = strtoll(v, &end, 10);
     return (errno != 0 || end == v || n < 0) ? INT64_MAX : (int64_t)n;
@@ -221,8 +215,8 @@ static int64_t declared_length(struct MHD_Connection *conn)
 /* Our record of an MHD connection (NULL if it could not be made). */
 static rv_conn *conn_of(struct MHD_Connection *conn)
 {
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+        conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
     return info != NULL ? info->socket_context : NULL;
 }
@@ -234,9 +228,8 @@ static http_req *http_req_new(rv_http *http, struct MHD_Connection *conn,
     http_req *h = calloc(1, sizeof(*h));
     const char *rid;
 
-    if (h == NULL) {
+    if (h == NULL)
         return NULL;
-    }
     clock_gettime(CLOCK_MONOTONIC, &h->start);
     h->http = http;
     h->conn = conn_of(conn);
@@ -246,11 +239,10 @@ static http_req *http_req_new(rv_http *http, struct MHD_Connection *conn,
     h->req.method_kind = rv_router_method(method);
     h->req.lock_outcome = "";
     rid = header(conn, "X-Request-Id");
-    if (rid != NULL && request_id_ok(rid)) {
+    if (rid != NULL && request_id_ok(rid))
         snprintf(h->req.request_id, sizeof(h->req.request_id), "%s", rid);
-    } else {
+    else
         new_request_id(http, h->req.request_id, sizeof(h->req.request_id));
-    }
     h->req.authorization = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
     h->req.content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
     h->req.idempotency_key = header(conn, "Idempotency-Key");
@@ -308,9 +300,8 @@ static void absorb(http_req *h, const char *data, size_t n)
     }
     if (h->len + n + 1 > h->cap) {
         cap = h->cap == 0 ? 4096 : h->cap;
-        while (cap < h->len + n + 1) {
+        while (cap < h->len + n + 1)
             cap *= 2;
-        }
         if (!reserve(h->http, cap - h->cap)) {
             h->no_room = 1;
             h->discarded += n;
@@ -339,16 +330,14 @@ static enum MHD_Result add_header(struct MHD_Response *r, const char *name,
 }
 
 /* The console's headers (rv_console.c says why each). */
-static void add_console_headers(struct MHD_Response *r,
-                                const rv_reply *reply)
+static void add_console_headers(struct MHD_Response *r, const rv_reply *reply)
 {
     add_header(r, "Content-Security-Policy", RV_CONSOLE_CSP);
     add_header(r, "X-Content-Type-Options", "nosniff");
     add_header(r, "Referrer-Policy", "no-referrer");
     add_header(r, "X-Frame-Options", "DENY");
-    if (reply->etag != NULL) {
+    if (reply->etag != NULL)
         add_header(r, MHD_HTTP_HEADER_ETAG, reply->etag);
-    }
 }
 
 /* Queues h->reply; the body moves to MHD. */
@@ -358,9 +347,8 @@ static enum MHD_Result respond(struct MHD_Connection *conn, http_req *h)
     struct MHD_Response *r;
     enum MHD_Result rc;
 
-    if (reply->status == 0) {
+    if (reply->status == 0)
         rv_reply_error(reply, 500, "INTERNAL", "no reply was produced");
-    }
     if (reply->body != NULL) {
         r = MHD_create_response_from_buffer(strlen(reply->body), reply->body,
                                             MHD_RESPMEM_MUST_FREE);
@@ -372,9 +360,8 @@ static enum MHD_Result respond(struct MHD_Connection *conn, http_req *h)
         r = MHD_create_response_from_buffer(0, (char *)"",
                                             MHD_RESPMEM_PERSISTENT);
     }
-    if (r == NULL) {
+    if (r == NULL)
         return MHD_NO;
-    }
     reply->body = NULL;
     add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                reply->content_type != NULL ? reply->content_type
@@ -383,15 +370,12 @@ static enum MHD_Result respond(struct MHD_Connection *conn, http_req *h)
     add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
                reply->cache_control != NULL ? reply->cache_control
                                             : "no-store");
-    if (reply->console_headers) {
+    if (reply->console_headers)
         add_console_headers(r, reply);
-    }
-    if (reply->allow != NULL) {
+    if (reply->allow != NULL)
         add_header(r, MHD_HTTP_HEADER_ALLOW, reply->allow);
-    }
-    if (reply->location[0] != '\0') {
+    if (reply->location[0] != '\0')
         add_header(r, MHD_HTTP_HEADER_LOCATION, reply->location);
-    }
     rc = MHD_queue_response(conn, reply->status, r);
     MHD_destroy_response(r);
     return rc;
@@ -415,11 +399,9 @@ static int over_limits(struct MHD_Connection *conn, const char *url,
 {
     size_t headers = 0;
 
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header,
-                              &headers);
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &headers);
     if (strlen(url) > RV_URL_MAX) {
-        rv_reply_error(reply, 414, "URI_TOO_LONG",
-                       "the path is over 8 KiB");
+        rv_reply_error(reply, 414, "URI_TOO_LONG", "the path is over 8 KiB");
         return 1;
     }
     if (headers > RV_HEADERS_MAX) {
@@ -446,18 +428,15 @@ static enum MHD_Result on_headers(rv_http *http, struct MHD_Connection *conn,
     http_req *h = http_req_new(http, conn, url, method);
     int64_t declared;
 
-    if (h == NULL) {
+    if (h == NULL)
         return MHD_NO; /* out of memory: drop this connection only */
-    }
     *con_cls = h;
-    if (!rv_conn_arm(h->conn, rv_conns_now_ms() + http->body_ms)) {
+    if (!rv_conn_arm(h->conn, rv_conns_now_ms() + http->body_ms))
         return MHD_NO; /* the reaper has answered 408 */
-    }
     declared = declared_length(conn);
     if (!over_limits(conn, url, &h->reply)
-        && !rv_dispatch_early(&h->req, declared, &h->reply)) {
+        && !rv_dispatch_early(&h->req, declared, &h->reply))
         return MHD_YES;
-    }
     if (declared > (int64_t)RV_DISCARD_MAX || expects_continue(conn)) {
         /* Not worth reading, or not sent until we say so (Expect:
          * 100-continue): answered now, and MHD closes after it. */
@@ -470,31 +449,29 @@ static enum MHD_Result on_headers(rv_http *http, struct MHD_Connection *conn,
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
-                                  const char *version,
-                                  const char *upload_data,
+                                  const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
     http_req *h = *con_cls;
 
     (void)version;
-    if (h == NULL) {
+    if (h == NULL)
         return on_headers(cls, conn, url, method, con_cls);
-    }
     if (*upload_data_size > 0) {
         absorb(h, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return h->discarded > RV_DISCARD_MAX ? MHD_NO : MHD_YES;
     }
-    if (!rv_conn_arm(h->conn, 0)) {
+    if (!rv_conn_arm(h->conn, 0))
         return MHD_NO; /* the reaper has answered 408 */
-    }
     if (h->decided) {
         /* the reply of step 1 */
     } else if (h->too_large) {
         rv_reply_error(&h->reply, 413, "PAYLOAD_TOO_LARGE",
                        "the request body is over 1 MiB");
     } else if (h->no_room) {
-        rv_reply_error(&h->reply, 503, "UNAVAILABLE", "too many request "
+        rv_reply_error(&h->reply, 503, "UNAVAILABLE",
+                       "too many request "
                        "bodies in flight; retry later");
     } else {
         h->req.body = h->body != NULL ? h->body : "";
@@ -519,18 +496,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 static const char *termination_name(enum MHD_RequestTerminationCode toe)
 {
     switch (toe) {
-    case MHD_REQUEST_TERMINATED_COMPLETED_OK:
-        return "ok";
-    case MHD_REQUEST_TERMINATED_WITH_ERROR:
-        return "error";
-    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED:
-        return "timeout";
-    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN:
-        return "shutdown";
-    case MHD_REQUEST_TERMINATED_READ_ERROR:
-        return "read_error";
-    case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
-        return "client_abort";
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK: return "ok";
+    case MHD_REQUEST_TERMINATED_WITH_ERROR: return "error";
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return "timeout";
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return "shutdown";
+    case MHD_REQUEST_TERMINATED_READ_ERROR: return "read_error";
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT: return "client_abort";
     }
     return "unknown";
 }
@@ -542,24 +513,20 @@ static void log_request(http_req *h, double secs,
 {
     svc_log_line line;
 
-    if (!svc_log_line_begin(h->req.app->log, SVC_LOG_INFO, "request", &line)) {
+    if (!svc_log_line_begin(h->req.app->log, SVC_LOG_INFO, "request", &line))
         return;
-    }
     svc_log_line_str(&line, "request_id", h->req.request_id);
     svc_log_line_str(&line, "method", h->req.method);
     svc_log_line_str(&line, "path", h->req.path);
     svc_log_line_str(&line, "route", rv_router_path_label(h->req.match.path));
     svc_log_line_int(&line, "status", (long long)h->reply.status);
     svc_log_line_fixed3(&line, "duration_ms", secs * 1e3);
-    if (h->req.authenticated) {
+    if (h->req.authenticated)
         svc_log_line_str(&line, "user", h->req.who.sub);
-    }
-    if (h->req.lock_outcome[0] != '\0') {
+    if (h->req.lock_outcome[0] != '\0')
         svc_log_line_str(&line, "lock", h->req.lock_outcome);
-    }
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
         svc_log_line_str(&line, "terminated", termination_name(toe));
-    }
     svc_log_line_end(&line);
 }
 
@@ -575,14 +542,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
      * for its first byte, then the header timeout for the rest. */
     rv_conn_arm(conn_of(conn),
                 rv_conns_now_ms() + http->idle_ms + http->header_ms);
-    if (h == NULL) {
+    if (h == NULL)
         return;
-    }
     *con_cls = NULL;
     secs = elapsed_s(&h->start);
     if (h->reply.status != 0) {
-        rv_metrics_request(app->metrics, h->req.match.path,
-                           h->req.method_kind, h->reply.status, secs);
+        rv_metrics_request(app->metrics, h->req.match.path, h->req.method_kind,
+                           h->reply.status, secs);
     }
     log_request(h, secs, toe);
     http_req_free(h);
@@ -600,10 +566,11 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
         atomic_fetch_add(&http->app->connections, 1);
         info = MHD_get_connection_info(conn,
                                        MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context =
-            info == NULL ? NULL
-                         : rv_conns_add(http->conns, info->connect_fd,
-                                        rv_conns_now_ms() + http->header_ms);
+        *socket_context = info == NULL
+                              ? NULL
+                              : rv_conns_add(http->conns, info->connect_fd,
+                                             rv_conns_now_ms()
+                                                 + http->header_ms);
     } else {
         /* Called before MHD closes the socket (rv_conns.h). */
         rv_conns_remove(http->conns, *socket_context);
@@ -662,11 +629,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     n = strlen(msg);
-    while (n > 0 && msg[n - 1] == '\n') {
+    while (n > 0 && msg[n - 1] == '\n')
         msg[--n] = '\0';
-    }
     svc_log_write(app->log, SVC_LOG_DEBUG, "http_server",
-                 json_pack("{s:s}", "detail", msg));
+                  json_pack("{s:s}", "detail", msg));
 }
 
 /* Resolves the listen address (numeric or a name such as localhost). */
@@ -704,12 +670,10 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
                      | MHD_USE_ERROR_LOG;
     rv_http *http;
 
-    if (resolve_listen(cfg, &ss, &sslen, errbuf, errlen) != 0) {
+    if (resolve_listen(cfg, &ss, &sslen, errbuf, errlen) != 0)
         return NULL;
-    }
-    if (ss.ss_family == AF_INET6) {
+    if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    }
     http = calloc(1, sizeof(*http));
     if (http == NULL) {
         snprintf(errbuf, errlen, "http: out of memory");
@@ -728,24 +692,22 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
         return NULL;
     }
     http->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, http,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections_per_ip,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+        flags, 0, NULL, NULL, on_request, http, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RV_CONN_MEMORY,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, http, MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
         MHD_OPTION_URI_LOG_CALLBACK, on_request_line, http,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, app,
-        MHD_OPTION_END);
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, app, MHD_OPTION_END);
     if (http->daemon == NULL) {
-        snprintf(errbuf, errlen, "LISTEN_ADDR: cannot listen on %s:%u "
-                 "(in use, or not a local address)", cfg->listen_host,
-                 (unsigned)cfg->listen_port);
+        snprintf(errbuf, errlen,
+                 "LISTEN_ADDR: cannot listen on %s:%u "
+                 "(in use, or not a local address)",
+                 cfg->listen_host, (unsigned)cfg->listen_port);
         rv_conns_free(http->conns);
         free(http);
         return NULL;
@@ -760,20 +722,17 @@ void rv_http_stop(rv_http *http, int drain_s)
     struct timespec start, pause = {0, 10 * 1000 * 1000};
     MHD_socket listen_fd;
 
-    if (http == NULL) {
+    if (http == NULL)
         return;
-    }
     listen_fd = MHD_quiesce_daemon(http->daemon);
-    if (listen_fd != MHD_INVALID_SOCKET) {
+    if (listen_fd != MHD_INVALID_SOCKET)
         close(listen_fd);
-    }
     clock_gettime(CLOCK_MONOTONIC, &start);
     /* Polling a counter at 10 ms is fine here: this runs once, at exit,
      * and the bound is the drain timeout. */
     while (atomic_load(&http->app->inflight) > 0
-           && elapsed_s(&start) < (double)drain_s) {
+           && elapsed_s(&start) < (double)drain_s)
         nanosleep(&pause, NULL);
-    }
     MHD_stop_daemon(http->daemon);
     rv_conns_free(http->conns);
     free(http);

@@ -84,36 +84,33 @@ rv_content *rv_content_new(const rv_config *cfg, svc_log *log, char *err,
     }
     s->kind = cfg->content_store;
     atomic_init(&s->reached, -1);
-    if (s->kind != SVC_CONTENT_MONGO) {
+    if (s->kind != SVC_CONTENT_MONGO)
         return s;
-    }
     s->mongo = svc_mongo_store_open(cfg->mongo_url, "reviewd",
                                     cfg->request_budget_ms, err, errlen);
     s->bulkhead = svc_bulkhead_new("mongo", cfg->mongo_max_concurrent,
                                    cfg->breaker_failures,
                                    cfg->breaker_open_ms);
     if (s->mongo == NULL || s->bulkhead == NULL) {
-        if (s->mongo != NULL) {
+        if (s->mongo != NULL)
             snprintf(err, errlen, "content store: out of memory");
-        }
         rv_content_free(s);
         return NULL;
     }
     if (count(s, svc_mongo_store_ping(s->mongo, why, sizeof(why)))
         != SVC_STORE_OK) {
         svc_log_write(log, SVC_LOG_WARN, "content_store_unavailable",
-                     json_pack("{s:s,s:s}", "store",
-                               svc_mongo_store_endpoint(s->mongo), "error",
-                               why));
+                      json_pack("{s:s,s:s}", "store",
+                                svc_mongo_store_endpoint(s->mongo), "error",
+                                why));
     }
     return s;
 }
 
 void rv_content_free(rv_content *s)
 {
-    if (s == NULL) {
+    if (s == NULL)
         return;
-    }
     svc_mongo_store_free(s->mongo);
     svc_bulkhead_free(s->bulkhead);
     free(s);
@@ -131,23 +128,18 @@ void rv_content_stats_get(const rv_content *s, rv_content_stats *out)
     out->unavailable = atomic_load(&s->outcomes[SVC_STORE_UNAVAILABLE]);
     out->errors = atomic_load(&s->outcomes[SVC_STORE_ERROR]);
     memset(&out->bulkhead, 0, sizeof(out->bulkhead));
-    if (s->bulkhead != NULL) {
+    if (s->bulkhead != NULL)
         svc_bulkhead_stats_get(s->bulkhead, &out->bulkhead);
-    }
 }
 
 const char *rv_content_state(const rv_content *s, int pg_up)
 {
-    if (s->kind != SVC_CONTENT_MONGO) {
+    if (s->kind != SVC_CONTENT_MONGO)
         return pg_up ? "ok" : "down";
-    }
     switch (atomic_load(&s->reached)) {
-    case 1:
-        return "ok";
-    case 0:
-        return "down";
-    default:
-        return "unknown";
+    case 1: return "ok";
+    case 0: return "down";
+    default: return "unknown";
     }
 }
 
@@ -164,11 +156,11 @@ static rv_db_status store_failed(rv_request *req, svc_store_rc rc,
     };
 
     svc_log_write(req->app->log,
-                 rc == SVC_STORE_UNAVAILABLE ? SVC_LOG_WARN : SVC_LOG_ERROR,
-                 events[rc],
-                 json_pack("{s:s,s:s,s:i,s:s}", "request_id",
-                           req->request_id, "document_id", doc_id,
-                           "version", version, "error", why));
+                  rc == SVC_STORE_UNAVAILABLE ? SVC_LOG_WARN : SVC_LOG_ERROR,
+                  events[rc],
+                  json_pack("{s:s,s:s,s:i,s:s}", "request_id", req->request_id,
+                            "document_id", doc_id, "version", version, "error",
+                            why));
     switch (rc) {
     case SVC_STORE_UNAVAILABLE:
         rv_reply_error(reply, 503, "CONTENT_UNAVAILABLE",
@@ -189,15 +181,13 @@ static rv_db_status store_failed(rv_request *req, svc_store_rc rc,
 }
 
 rv_db_status rv_content_put(rv_request *req, rv_db_conn *c, const char *doc_id,
-                            int version, const char *content,
-                            rv_reply *reply)
+                            int version, const char *content, rv_reply *reply)
 {
     char why[512];
     svc_store_rc rc;
 
-    if (req->app->content->kind != SVC_CONTENT_MONGO) {
+    if (req->app->content->kind != SVC_CONTENT_MONGO)
         return rv_query_content_put(c, doc_id, content);
-    }
     rc = enter_store(req->app->content, why, sizeof(why));
     if (rc == SVC_STORE_OK) {
         rc = leave_store(req->app->content,
@@ -217,13 +207,11 @@ rv_db_status rv_content_carry(rv_request *req, rv_db_conn *c,
     char *text = NULL;
     rv_db_status st;
 
-    if (req->app->content->kind != SVC_CONTENT_MONGO) {
+    if (req->app->content->kind != SVC_CONTENT_MONGO)
         return RV_DB_OK;
-    }
     st = rv_content_get(req, c, doc_id, from, &text, reply);
-    if (st == RV_DB_OK) {
+    if (st == RV_DB_OK)
         st = rv_content_put(req, c, doc_id, to, text, reply);
-    }
     free(text);
     return st;
 }

@@ -95,8 +95,7 @@ const char *rv_content_state(const rv_content *s, int pg_up);
  * its status for rv_tx to report.
  */
 rv_db_status rv_content_put(rv_request *req, rv_db_conn *c, const char *doc_id,
-                            int version, const char *content,
-                            rv_reply *reply);
+                            int version, const char *content, rv_reply *reply);
 
 /* An edit that left the text alone: version `to` gets the text of version
  * `from` (nothing to do in PostgreSQL, where the row has no version). */

@@ -24,14 +24,12 @@ static long pause_ms(const rv_request *req)
     char *end = NULL;
     long ms;
 
-    if (!req->app->cfg->test_hooks || req->hook_pause == NULL) {
+    if (!req->app->cfg->test_hooks || req->hook_pause == NULL)
         return 0;
-    }
     ms = strtol(req->hook_pause, &end, 10);
     if (end == req->hook_pause || *end != '\0' || ms <= 0
-        || ms > RV_HOOK_PAUSE_MAX_MS) {
+        || ms > RV_HOOK_PAUSE_MAX_MS)
         return 0;
-    }
     return ms;
 }
 
@@ -41,13 +39,11 @@ rv_db_status rv_hook_pause(const rv_request *req, rv_db_conn *c)
     struct timespec ts;
     rv_db_status st;
 
-    if (ms == 0) {
+    if (ms == 0)
         return RV_DB_OK;
-    }
     st = rv_db_conn_send_begin(c);
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         return st;
-    }
     ts.tv_sec = ms / 1000;
     ts.tv_nsec = (ms % 1000) * 1000000L;
     while (nanosleep(&ts, &ts) != 0) {

@@ -17,18 +17,15 @@ int rv_idem_key_valid(const char *key)
 {
     size_t n = 0;
 
-    for (; key[n] != '\0'; n++) {
-        if ((unsigned char)key[n] < 0x21 || (unsigned char)key[n] > 0x7E) {
+    for (; key[n] != '\0'; n++)
+        if ((unsigned char)key[n] < 0x21 || (unsigned char)key[n] > 0x7E)
             return 0;
-        }
-    }
     return n >= 1 && n <= 255;
 }
 
 int rv_idem_applies(const rv_request *req)
 {
-    return req->idempotency_key != NULL
-           && req->method_kind == RV_METHOD_POST;
+    return req->idempotency_key != NULL && req->method_kind == RV_METHOD_POST;
 }
 
 /* Answers from a found record: the first response, or 422. */
@@ -66,9 +63,8 @@ int rv_idem_lookup(rv_request *req, rv_db_conn *c, rv_reply *reply,
     PGresult *res = NULL;
 
     *st = rv_db_conn_exec(c, RV_QUERY_IDEM_FIND, params, &res);
-    if (*st != RV_DB_OK) {
+    if (*st != RV_DB_OK)
         return -1;
-    }
     if (PQntuples(res) == 0) {
         PQclear(res);
         return 0;
@@ -87,14 +83,14 @@ int rv_idem_claim(rv_request *req, rv_db_conn *c, rv_reply *reply,
     int locked;
 
     *st = rv_db_conn_exec(c, RV_QUERY_IDEM_TRY_LOCK, params, &res);
-    if (*st != RV_DB_OK) {
+    if (*st != RV_DB_OK)
         return -1;
-    }
     locked = PQgetvalue(res, 0, 0)[0] == 't';
     PQclear(res);
     if (!locked) {
         rv_metrics_idem(req->app->metrics, RV_IDEM_BUSY);
-        rv_reply_error(reply, 409, "LOCK_BUSY", "a request with this "
+        rv_reply_error(reply, 409, "LOCK_BUSY",
+                       "a request with this "
                        "Idempotency-Key is still running; retry later");
         return 1;
     }
@@ -103,11 +99,10 @@ int rv_idem_claim(rv_request *req, rv_db_conn *c, rv_reply *reply,
 
 static int recordable(const rv_reply *reply)
 {
-    return reply->status >= 200 && reply->status < 500
-           && reply->status != 400 && reply->status != 401
-           && reply->status != 413 && reply->status != 415
-           && !(reply->code != NULL
-                && strcmp(reply->code, "LOCK_BUSY") == 0);
+    return reply->status >= 200 && reply->status < 500 && reply->status != 400
+           && reply->status != 401 && reply->status != 413
+           && reply->status != 415
+           && !(reply->code != NULL && strcmp(reply->code, "LOCK_BUSY") == 0);
 }
 
 rv_db_status rv_idem_store(rv_request *req, rv_db_conn *c,
@@ -115,20 +110,22 @@ rv_db_status rv_idem_store(rv_request *req, rv_db_conn *c,
 {
     char status[8];
     char ttl[16];
-    const char *params[] = {req->who.sub, req->method, req->path,
+    const char *params[] = {req->who.sub,
+                            req->method,
+                            req->path,
                             req->idempotency_key,
-                            req->body != NULL ? req->body : "", status,
-                            reply->body != NULL ? reply->body : "", ttl};
+                            req->body != NULL ? req->body : "",
+                            status,
+                            reply->body != NULL ? reply->body : "",
+                            ttl};
     rv_db_status st;
 
-    if (!recordable(reply)) {
+    if (!recordable(reply))
         return RV_DB_OK;
-    }
     snprintf(status, sizeof(status), "%u", reply->status);
     snprintf(ttl, sizeof(ttl), "%d", req->app->cfg->idempotency_ttl_s);
     st = rv_db_conn_exec(c, RV_QUERY_IDEM_STORE, params, NULL);
-    if (st == RV_DB_OK) {
+    if (st == RV_DB_OK)
         rv_metrics_idem(req->app->metrics, RV_IDEM_STORED);
-    }
     return st;
 }

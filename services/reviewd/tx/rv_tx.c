@@ -19,11 +19,7 @@
 
 #define RV_TX_ATTEMPTS 3
 
-typedef enum stage {
-    STAGE_BEGIN = 0,
-    STAGE_WORK,
-    STAGE_COMMIT
-} stage;
+typedef enum stage { STAGE_BEGIN = 0, STAGE_WORK, STAGE_COMMIT } stage;
 
 void rv_tx_fail(rv_request *req, rv_db_conn *c, rv_db_status st,
                 rv_reply *reply)
@@ -34,28 +30,26 @@ void rv_tx_fail(rv_request *req, rv_db_conn *c, rv_db_status st,
     case RV_DB_UNAVAILABLE:
     case RV_DB_RETRY:
         svc_log_write(req->app->log, SVC_LOG_WARN, "postgres_unavailable",
-                     json_pack("{s:s,s:s}", "request_id", req->request_id,
-                               "error", msg));
+                      json_pack("{s:s,s:s}", "request_id", req->request_id,
+                                "error", msg));
         rv_reply_error(reply, 503, "UNAVAILABLE",
                        "the database is unavailable; retry later");
         return;
     case RV_DB_CONSTRAINT:
         svc_log_write(req->app->log, SVC_LOG_INFO, "database_guard",
-                     json_pack("{s:s,s:s}", "request_id", req->request_id,
-                               "constraint",
-                               c != NULL ? rv_db_conn_constraint(c) : ""));
+                      json_pack("{s:s,s:s}", "request_id", req->request_id,
+                                "constraint",
+                                c != NULL ? rv_db_conn_constraint(c) : ""));
         rv_reply_error(reply, 409, "INVALID_STATE",
                        "the change conflicts with the current state");
         return;
-    case RV_DB_ABORTED:
-        return;
+    case RV_DB_ABORTED: return;
     case RV_DB_OK:
-    case RV_DB_ERROR:
-        break;
+    case RV_DB_ERROR: break;
     }
     svc_log_write(req->app->log, SVC_LOG_ERROR, "database_error",
-                 json_pack("{s:s,s:s}", "request_id", req->request_id,
-                           "error", msg));
+                  json_pack("{s:s,s:s}", "request_id", req->request_id,
+                            "error", msg));
     rv_reply_error(reply, 500, "INTERNAL", "internal database error");
 }
 
@@ -68,9 +62,8 @@ static rv_db_status attempt(rv_request *req, rv_db_conn *c, rv_tx_work work,
 
     *at = STAGE_BEGIN;
     st = rv_db_conn_begin_deferred(c);
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         return st;
-    }
     *at = STAGE_WORK;
     if (rv_idem_applies(req)) {
         const int r = rv_idem_claim(req, c, reply, &st);
@@ -83,16 +76,13 @@ static rv_db_status attempt(rv_request *req, rv_db_conn *c, rv_tx_work work,
     }
     /* Test builds only (rv_hooks.h): X-Test-Pause-Ms stalls here. */
     st = rv_hook_pause(req, c);
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         return st;
-    }
     st = work(req, c, arg, reply);
-    if (st == RV_DB_OK && rv_idem_applies(req)) {
+    if (st == RV_DB_OK && rv_idem_applies(req))
         st = rv_idem_store(req, c, reply);
-    }
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         return st;
-    }
     *at = STAGE_COMMIT;
     return rv_db_conn_commit(c);
 }
@@ -100,12 +90,10 @@ static rv_db_status attempt(rv_request *req, rv_db_conn *c, rv_tx_work work,
 /* Whether a failed attempt may run again. */
 static int may_retry(rv_db_status st, stage at, int n)
 {
-    if (n + 1 >= RV_TX_ATTEMPTS) {
+    if (n + 1 >= RV_TX_ATTEMPTS)
         return 0;
-    }
-    if (st == RV_DB_RETRY) {
+    if (st == RV_DB_RETRY)
         return 1;
-    }
     return st == RV_DB_UNAVAILABLE && at == STAGE_BEGIN && n == 0;
 }
 
@@ -124,17 +112,14 @@ void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply)
         }
         rv_db_conn_begin_use(c);
         st = attempt(req, c, work, arg, reply, &at);
-        if (st != RV_DB_OK) {
+        if (st != RV_DB_OK)
             rv_db_conn_rollback(c);
-        }
         rv_db_conn_end_use(c);
-        if (st == RV_DB_OK || !may_retry(st, at, n)) {
+        if (st == RV_DB_OK || !may_retry(st, at, n))
             break;
-        }
     }
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         rv_tx_fail(req, c, st, reply);
-    }
 }
 
 /* work inside one read-only snapshot; ended with ROLLBACK, which for a
@@ -146,9 +131,8 @@ static rv_db_status in_snapshot(rv_request *req, rv_db_conn *c,
     rv_db_status st = rv_db_conn_exec_sql(
         c, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
 
-    if (st == RV_DB_OK) {
+    if (st == RV_DB_OK)
         st = work(req, c, arg, reply);
-    }
     rv_db_conn_rollback(c);
     return st;
 }
@@ -172,17 +156,14 @@ static void read_twice(rv_request *req, int snapshot, rv_tx_work work,
         st = snapshot ? in_snapshot(req, c, work, arg, reply)
                       : work(req, c, arg, reply);
         rv_db_conn_end_use(c);
-        if (st != RV_DB_UNAVAILABLE) {
+        if (st != RV_DB_UNAVAILABLE)
             break;
-        }
     }
-    if (st != RV_DB_OK) {
+    if (st != RV_DB_OK)
         rv_tx_fail(req, c, st, reply);
-    }
 }
 
-void rv_tx_read(rv_request *req, rv_tx_work work, void *arg,
-                rv_reply *reply)
+void rv_tx_read(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply)
 {
     read_twice(req, 0, work, arg, reply);
 }

@@ -40,8 +40,7 @@ void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply);
  * work runs once more, which is safe because it only reads.  Each
  * statement sees a snapshot of its own.
  */
-void rv_tx_read(rv_request *req, rv_tx_work work, void *arg,
-                rv_reply *reply);
+void rv_tx_read(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply);
 
 /*
  * rv_tx_read, but every statement of the work sees one snapshot: the work
