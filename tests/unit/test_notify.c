@@ -1,0 +1,266 @@
+/*
+ * test_notify.c: the release notifier (notify.h), on its own subscriber
+ * connection to the shared stack's Redis.
+ *
+ * The test publishes with its own connection (testkit_redis_cmd) and asks
+ * the server what the notifier is subscribed to (PUBSUB NUMSUB), so every
+ * check is of what reached Redis, not of the notifier's own bookkeeping.
+ * A join on a new channel is followed by a wait for its SUBSCRIBE
+ * confirmation (which wakes every waiter of the channel, notify.h), so a
+ * PUBLISH after it is known to reach the subscriber.  Waits are bounded.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "alloc.h"
+#include "client_internal.h"
+#include "clock.h"
+#include "dlock/dlock.h"
+#include "notify.h"
+#include "testkit.h"
+
+/* Bound on anything that should happen at once (a loaded machine). */
+#define SOON_MS 5000
+
+typedef struct fixture {
+    dlock_client *c;
+    dlock__notifier *n;
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    char err[DLOCK_ERRMSG_MAX];
+
+    memset(&f, 0, sizeof(f));
+    *state = &f; /* teardown frees what setup made, even if it failed */
+    if (dlock_client_new(testkit_shared_redis(), NULL, &f.c, err, sizeof(err))
+        != DLOCK_OK)
+        fail_msg("dlock_client_new: %s", err);
+    assert_int_equal(dlock__notifier_new(f.c, &f.n), DLOCK_OK);
+    assert_non_null(f.n);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+
+    dlock__notifier_free(f->n);
+    dlock_client_free(f->c);
+    return 0;
+}
+
+static int64_t after_ms(int64_t ms)
+{
+    return dlock__now_us() + ms * 1000;
+}
+
+/* How many receivers the server delivered a PUBLISH on channel to. */
+static long long publish(const char *channel)
+{
+    long long got = testkit_redis_int(testkit_shared_redis(),
+                                      "PUBLISH %s released", channel);
+
+    assert_true(got >= 0);
+    return got;
+}
+
+/* Subscribers of channel on the server (PUBSUB NUMSUB), -1 if unknown. */
+static long long numsub(const char *channel)
+{
+    redisReply *r = testkit_redis_cmd(testkit_shared_redis(),
+                                      "PUBSUB NUMSUB %s", channel);
+    long long got = -1;
+
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+        && r->element[1]->type == REDIS_REPLY_INTEGER)
+        got = r->element[1]->integer;
+    freeReplyObject(r);
+    return got;
+}
+
+static int unsubscribed(void *arg)
+{
+    return numsub(arg) == 0;
+}
+
+/* Joins a channel nobody of this notifier has joined and waits for its
+ * SUBSCRIBE confirmation, after which a PUBLISH reaches the waiter. */
+static dlock__waiter *join_subscribed(dlock__notifier *n, const char *channel)
+{
+    dlock__waiter *w = NULL;
+    int subscribed = -1;
+
+    assert_int_equal(dlock__notify_join(n, channel, &w, &subscribed),
+                     DLOCK_OK);
+    assert_non_null(w);
+    assert_int_equal(subscribed, 0);
+    assert_int_equal(dlock__notify_wait(n, w, after_ms(SOON_MS)), 1);
+    assert_int_equal(numsub(channel), 1);
+    return w;
+}
+
+static void a_joined_waiter_is_woken_by_a_publish_on_its_channel(void **state)
+{
+    fixture *f = *state;
+    char ch[TESTKIT_KEY_MAX];
+    dlock__waiter *w = join_subscribed(f->n, testkit_key(ch, "notify_wake"));
+    int64_t start;
+
+    /* Nothing published yet: no wake-up is pending. */
+    assert_int_equal(dlock__notify_wait(f->n, w, after_ms(50)), 0);
+    assert_int_equal(publish(ch), 1);
+    start = testkit_now_ms();
+    assert_int_equal(dlock__notify_wait(f->n, w, after_ms(SOON_MS)), 1);
+    assert_true(testkit_now_ms() - start < SOON_MS);
+    dlock__notify_leave(f->n, w);
+}
+
+static void a_waiter_is_not_woken_by_another_channels_message(void **state)
+{
+    fixture *f = *state;
+    char mine[TESTKIT_KEY_MAX], other[TESTKIT_KEY_MAX];
+    dlock__waiter *w = join_subscribed(f->n, testkit_key(mine, "notify_mine"));
+    dlock__waiter *x = join_subscribed(f->n,
+                                       testkit_key(other, "notify_other"));
+
+    assert_int_equal(publish(other), 1);
+    /* The other channel's waiter is woken, so the message has arrived
+     * before mine is asked. */
+    assert_int_equal(dlock__notify_wait(f->n, x, after_ms(SOON_MS)), 1);
+    assert_int_equal(dlock__notify_wait(f->n, w, after_ms(100)), 0);
+    dlock__notify_leave(f->n, x);
+    dlock__notify_leave(f->n, w);
+}
+
+static void a_wait_ends_at_its_deadline_when_nothing_is_published(void **state)
+{
+    fixture *f = *state;
+    char ch[TESTKIT_KEY_MAX];
+    dlock__waiter *w = join_subscribed(f->n,
+                                       testkit_key(ch, "notify_deadline"));
+    int64_t start = dlock__now_us();
+    int64_t deadline = start + 150 * 1000;
+    int64_t took;
+
+    assert_int_equal(dlock__notify_wait(f->n, w, deadline), 0);
+    assert_true(dlock__now_us() >= deadline);
+    took = dlock__now_us() - start;
+    /* Not woken early, and not held far past the deadline either. */
+    assert_true(took >= 150 * 1000);
+    assert_true(took < 150 * 1000 + SOON_MS * 1000);
+    dlock__notify_leave(f->n, w);
+}
+
+static void joining_a_subscribed_channel_says_it_is_subscribed(void **state)
+{
+    fixture *f = *state;
+    char ch[TESTKIT_KEY_MAX];
+    dlock__waiter *first = join_subscribed(f->n,
+                                           testkit_key(ch, "notify_again"));
+    dlock__waiter *second = NULL;
+    int subscribed = -1;
+
+    assert_int_equal(dlock__notify_join(f->n, ch, &second, &subscribed),
+                     DLOCK_OK);
+    assert_non_null(second);
+    assert_int_equal(subscribed, 1);
+    /* Still one subscription on the server for both waiters. */
+    assert_int_equal(numsub(ch), 1);
+    dlock__notify_leave(f->n, second);
+    dlock__notify_leave(f->n, first);
+}
+
+static void leaving_unsubscribes_only_when_the_last_waiter_leaves(void **state)
+{
+    fixture *f = *state;
+    char ch[TESTKIT_KEY_MAX], barrier[TESTKIT_KEY_MAX];
+    dlock__waiter *first = join_subscribed(f->n,
+                                           testkit_key(ch, "notify_leave"));
+    dlock__waiter *second = NULL, *b;
+    int subscribed = -1;
+
+    assert_int_equal(dlock__notify_join(f->n, ch, &second, &subscribed),
+                     DLOCK_OK);
+    assert_int_equal(subscribed, 1);
+    dlock__notify_leave(f->n, first);
+    /* A channel joined after the leave and confirmed: the subscriber has
+     * sent whatever the leave made it send before this confirmation. */
+    b = join_subscribed(f->n, testkit_key(barrier, "notify_barrier"));
+    assert_int_equal(numsub(ch), 1);
+    assert_int_equal(publish(ch), 1);
+    assert_int_equal(dlock__notify_wait(f->n, second, after_ms(SOON_MS)), 1);
+    dlock__notify_leave(f->n, second);
+    assert_true(testkit_wait_until(unsubscribed, ch, SOON_MS));
+    assert_int_equal(publish(ch), 0);
+    dlock__notify_leave(f->n, b);
+    assert_true(testkit_wait_until(unsubscribed, barrier, SOON_MS));
+}
+
+static void notifier_new_without_memory_is_nomem(void **state)
+{
+    fixture *f = *state;
+    dlock__notifier *n = (dlock__notifier *)1;
+
+    dlock__alloc_fail_nth(1);
+    assert_int_equal(dlock__notifier_new(f->c, &n), DLOCK_NOMEM);
+    dlock__alloc_fail_nth(0);
+    assert_null(n);
+}
+
+/* Fails the join's 1st, 2nd, ... allocation until it succeeds: each
+ * failure is DLOCK_NOMEM with no waiter and leaves no channel behind (the
+ * join that succeeds is a new channel's, confirmed by the server). */
+static void join_fails_cleanly_at_every_allocation(void **state)
+{
+    fixture *f = *state;
+    char ch[TESTKIT_KEY_MAX];
+    dlock__waiter *w = NULL;
+    int subscribed = -1;
+    int failed = 0;
+    dlock_err err = DLOCK_NOMEM;
+
+    testkit_key(ch, "notify_alloc");
+    while (failed < 20) {
+        w = (dlock__waiter *)1;
+        dlock__alloc_fail_nth(failed + 1);
+        err = dlock__notify_join(f->n, ch, &w, &subscribed);
+        dlock__alloc_fail_nth(0);
+        if (err == DLOCK_OK)
+            break;
+        assert_int_equal(err, DLOCK_NOMEM);
+        assert_null(w);
+        failed++;
+    }
+    assert_int_equal(err, DLOCK_OK);
+    /* Waiter, channel and its name: at least three allocations failed. */
+    assert_true(failed >= 3);
+    assert_int_equal(subscribed, 0);
+    assert_int_equal(dlock__notify_wait(f->n, w, after_ms(SOON_MS)), 1);
+    assert_int_equal(numsub(ch), 1);
+    dlock__notify_leave(f->n, w);
+    assert_true(testkit_wait_until(unsubscribed, ch, SOON_MS));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_joined_waiter_is_woken_by_a_publish_on_its_channel),
+        cmocka_unit_test(a_waiter_is_not_woken_by_another_channels_message),
+        cmocka_unit_test(
+            a_wait_ends_at_its_deadline_when_nothing_is_published),
+        cmocka_unit_test(joining_a_subscribed_channel_says_it_is_subscribed),
+        cmocka_unit_test(
+            leaving_unsubscribes_only_when_the_last_waiter_leaves),
+        cmocka_unit_test(notifier_new_without_memory_is_nomem),
+        cmocka_unit_test(join_fails_cleanly_at_every_allocation),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
