@@ -71,19 +71,9 @@
  * this client saw and its counter cannot show a higher number.  Every
  * answer carries now, the server's microseconds, for the floor.
  */
-#define LUA_DECIMALS                                                        \
-    "local function dec(v)\n"                                               \
-    "  if type(v) == 'string' and #v <= 19 and v:find('^[1-9]%d*$') then\n" \
-    "    return v\n"                                                        \
-    "  end\n"                                                               \
-    "end\n"                                                                 \
-    "local function gt(a, b)\n"                                             \
-    "  return #a > #b or (#a == #b and a > b)\n"                            \
-    "end\n"
-
 static const dlock__script acquire_script = {
     "acquire",
-    LUA_DECIMALS
+    DLOCK__FENCE_LUA_DECIMALS
     "local function inc(s)\n"
     "  local i = #s\n"
     "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n"
@@ -144,7 +134,7 @@ static const dlock__script extend_script = {
  * deadline in ms from now (-1 without waiters). */
 static const dlock__script inspect_script = {
     "inspect",
-    LUA_DECIMALS
+    DLOCK__FENCE_LUA_DECIMALS
     "local last = dec(redis.call('GET', KEYS[2])) or '0'\n"
     "local legacy = dec(redis.pcall('GET', KEYS[3]))\n"
     "if legacy and gt(legacy, last) then last = legacy end\n"
@@ -760,9 +750,22 @@ static dlock_err validate_opts(const dlock_acquire_opts *o, dlock__msg *m)
  * on a fresh connection by client.c. */
 static void leave_no_orphan(dlock_lock *l, dlock_err err);
 
-/* The fair release's floor and counter keep, as decimal strings. */
-static void fair_release_args(dlock_lock *l, char floor[24], char keep[24])
+/* The fair release's KEYS and ARGV into fair: the floor and counter
+ * keep are written as decimal strings into floor and keep, which fair
+ * points into (so they must outlive it). */
+static void fair_release_args(dlock_lock *l, char floor[24], char keep[24],
+                              const char *fair[10])
 {
+    fair[0] = l->key;
+    fair[1] = l->fence_key;
+    fair[2] = l->legacy_fence_key;
+    fair[3] = l->queue_key;
+    fair[4] = l->waiters_key;
+    fair[5] = l->token;
+    fair[6] = l->channel;
+    fair[7] = DLOCK__FAIR_GRANT_PREFIX;
+    fair[8] = floor;
+    fair[9] = keep;
     snprintf(floor, 24, "%llu",
              (unsigned long long)dlock__fence_floor(l->client));
     snprintf(keep, 24, "%lld",
@@ -774,21 +777,12 @@ static void leave_no_orphan(dlock_lock *l, dlock_err err)
 {
     const char *argv[] = {l->key, l->token, l->channel};
     char floor[24], keep[24];
-    const char *fair[] = {l->key,
-                          l->fence_key,
-                          l->legacy_fence_key,
-                          l->queue_key,
-                          l->waiters_key,
-                          l->token,
-                          l->channel,
-                          DLOCK__FAIR_GRANT_PREFIX,
-                          floor,
-                          keep};
+    const char *fair[10];
 
     /* A Redlock round that failed has deleted its keys already. */
     if (err != DLOCK_TIMEOUT || redlock_of(l) != NULL)
         return;
-    fair_release_args(l, floor, keep);
+    fair_release_args(l, floor, keep, fair);
     if (l->fair)
         dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
                                 &dlock__fair_release_script, 5, 10, fair,
@@ -806,18 +800,9 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
 {
     const char *argv[] = {l->key, l->token, l->channel};
     char floor[24], keep[24];
-    const char *fair[] = {l->key,
-                          l->fence_key,
-                          l->legacy_fence_key,
-                          l->queue_key,
-                          l->waiters_key,
-                          l->token,
-                          l->channel,
-                          DLOCK__FAIR_GRANT_PREFIX,
-                          floor,
-                          keep};
+    const char *fair[10];
 
-    fair_release_args(l, floor, keep);
+    fair_release_args(l, floor, keep, fair);
     if (l->fair)
         return dlock__client_eval(l->client, &dlock__fair_release_script, 5,
                                   10, fair, NULL, r, m);

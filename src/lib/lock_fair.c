@@ -22,6 +22,8 @@
  */
 #include "lock_fair.h"
 
+#include "fence.h"
+
 /* Lua: the core's fence rule (lock.c's acquire script, kept in step):
  * next_fence(floor, keep) returns the next fence as a decimal string,
  * max(last + 1, server microseconds) with last the larger of the counter
@@ -30,14 +32,7 @@
  * above floor (the server's clock is behind what the client saw).  now is
  * the server's microseconds, for the client's floor. */
 #define NEXT_FENCE_LUA                                                        \
-    "local function dec(v)\n"                                                 \
-    "  if type(v) == 'string' and #v <= 19 and v:find('^[1-9]%d*$') then\n"   \
-    "    return v\n"                                                          \
-    "  end\n"                                                                 \
-    "end\n"                                                                   \
-    "local function gt(a, b)\n"                                               \
-    "  return #a > #b or (#a == #b and a > b)\n"                              \
-    "end\n"                                                                   \
+    DLOCK__FENCE_LUA_DECIMALS                                                 \
     "local function inc(s)\n"                                                 \
     "  local i = #s\n"                                                        \
     "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n"                 \
