@@ -321,27 +321,41 @@ void rv_query_review_clear(rv_review *r)
     r->res = NULL;
 }
 
+/* Runs stmt and keeps its first row in *res (NULL when there is none):
+ * a missing row is RV_DB_OK with *found 0 when found is given, and
+ * RV_DB_ERROR when the caller was certain of a row (found NULL). */
+static rv_db_status exec_one(rv_db_conn *c, int stmt,
+                             const char *const *params, PGresult **res,
+                             int *found)
+{
+    const rv_db_status rc = rv_db_conn_exec(c, stmt, params, res);
+
+    if (found != NULL)
+        *found = 0;
+    if (rc != RV_DB_OK)
+        return rc;
+    if (PQntuples(*res) == 0) {
+        PQclear(*res);
+        *res = NULL;
+        return found != NULL ? RV_DB_OK : RV_DB_ERROR;
+    }
+    if (found != NULL)
+        *found = 1;
+    return RV_DB_OK;
+}
+
 /* Runs stmt and maps one document row; *found says whether there was
  * one (found may be NULL when a row is certain). */
 static rv_db_status doc_one(rv_db_conn *c, int stmt, const char *const *params,
                             rv_doc *out, int *found)
 {
     PGresult *res = NULL;
-    const rv_db_status rc = rv_db_conn_exec(c, stmt, params, &res);
+    const rv_db_status rc = exec_one(c, stmt, params, &res, found);
 
     out->res = NULL;
-    if (found != NULL)
-        *found = 0;
-    if (rc != RV_DB_OK)
-        return rc;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        return found != NULL ? RV_DB_OK : RV_DB_ERROR;
-    }
-    if (found != NULL)
-        *found = 1;
-    rv_query_doc_at(res, 0, out);
-    return RV_DB_OK;
+    if (res != NULL)
+        rv_query_doc_at(res, 0, out);
+    return rc;
 }
 
 static rv_db_status review_one(rv_db_conn *c, int stmt,
@@ -349,21 +363,12 @@ static rv_db_status review_one(rv_db_conn *c, int stmt,
                                int *found)
 {
     PGresult *res = NULL;
-    const rv_db_status rc = rv_db_conn_exec(c, stmt, params, &res);
+    const rv_db_status rc = exec_one(c, stmt, params, &res, found);
 
     out->res = NULL;
-    if (found != NULL)
-        *found = 0;
-    if (rc != RV_DB_OK)
-        return rc;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        return found != NULL ? RV_DB_OK : RV_DB_ERROR;
-    }
-    if (found != NULL)
-        *found = 1;
-    rv_query_review_at(res, 0, out);
-    return RV_DB_OK;
+    if (res != NULL)
+        rv_query_review_at(res, 0, out);
+    return rc;
 }
 
 rv_db_status rv_query_doc_get(rv_db_conn *c, const char *id, int lock,
