@@ -29,6 +29,17 @@
  *   or run_exit ID STATUS.  dlock always renews (its
  *   watchdog), so --watchdog does not apply.
  *
+ * A wait never runs past --until-us: a client still waiting when the phase
+ * ends gives up then (acq_err), so a phase ends with its last holds, not
+ * with its last waits.
+ *
+ *   chaos_client --probe-url URL
+ *
+ * asks the library whether it serves URL's kind of deployment: it makes a
+ * client for URL with start_offline (no server needs to answer), exits 0
+ * when the library took the URL, 4 when it refused it as DLOCK_INVALID
+ * (printing the library's message), 3 on anything else.
+ *
  * --sabotage breaks the lock on purpose (chaos_check's self-check): with
  * split-key the odd clients lock KEY:b instead of KEY; with short-ttl an
  * api client acquires with a fiftieth of the TTL it logs.
@@ -201,6 +212,16 @@ static void pin_to_cpu(int cpu)
                 strerror(errno));
 }
 
+/* The wait left before --until-us, at most --wait-ms. */
+static int64_t wait_ms(const client *c)
+{
+    int64_t left = (c->a.until_us - chaos_now_us()) / 1000;
+
+    if (left < 0)
+        left = 0;
+    return left < c->a.wait_ms ? left : c->a.wait_ms;
+}
+
 static int64_t work_us(client *c)
 {
     return 1000 * chaos_rng_range(&c->rng, c->a.work_min_ms, c->a.work_max_ms);
@@ -243,7 +264,7 @@ static int api_cycle(client *c, dlock_client *dc)
 
     dlock_acquire_opts_init(&o);
     o.ttl_ms = acquire_ttl(&c->a);
-    o.wait_ms = c->a.wait_ms;
+    o.wait_ms = wait_ms(c);
     o.watchdog = c->a.watchdog;
     chaos_event(c->events, "acq_call %d", c->a.id);
     err = dlock_acquire(dc, c->a.key, &o, &lock);
@@ -303,7 +324,7 @@ static int run_dlock(client *c)
 
     snprintf(ttl, sizeof(ttl), "%lldms", (long long)c->a.ttl_ms);
     snprintf(ttl_ms, sizeof(ttl_ms), "%lld", (long long)c->a.ttl_ms);
-    snprintf(wait, sizeof(wait), "%lldms", (long long)c->a.wait_ms);
+    snprintf(wait, sizeof(wait), "%lldms", (long long)wait_ms(c));
     snprintf(id, sizeof(id), "%d", c->a.id);
     snprintf(work, sizeof(work), "%lld", (long long)work_us(c));
     snprintf(fencing, sizeof(fencing), "%s", fencing_names[c->a.fencing]);
@@ -355,11 +376,35 @@ static int64_t run_cli(client *c)
     return cycles;
 }
 
+/* --probe-url (see the top of the file). */
+static int probe_url(const char *url)
+{
+    dlock_client_opts o;
+    dlock_client *dc = NULL;
+    char err[DLOCK_ERRMSG_MAX] = "";
+    dlock_err rc;
+
+    dlock_client_opts_init(&o);
+    o.connect_timeout_ms = 200;
+    o.io_timeout_ms = 200;
+    o.start_offline = 1;
+    rc = dlock_client_new(url, &o, &dc, err, sizeof(err));
+    dlock_client_free(dc);
+    printf("%s: %s\n", dlock_errname(rc), err[0] ? err : "served");
+    if (rc == DLOCK_INVALID)
+        return 4;
+    return rc == DLOCK_OK || rc == DLOCK_UNAVAILABLE || rc == DLOCK_TIMEOUT
+               ? 0
+               : 3;
+}
+
 int main(int argc, char **argv)
 {
     client c;
     int64_t cycles;
 
+    if (argc == 3 && strcmp(argv[1], "--probe-url") == 0)
+        return probe_url(argv[2]);
     memset(&c, 0, sizeof(c));
     parse_args(argc, argv, &c.a);
     chaos_rng_seed(&c.rng, (uint64_t)c.a.seed);

@@ -168,6 +168,9 @@ typedef struct testkit_redis_opts {
      * (made at 0 here), which testkit_redis_clock_step changes while the
      * server runs.  Key expiry and TIME follow it. */
     int wallclock;
+    /* More redis.conf directives, one a line, written after the others
+     * (cluster-enabled, appendfsync ...).  Copied at start. */
+    const char *extra_conf;
 } testkit_redis_opts;
 
 /* Certificates that testkit_redis_start makes with the openssl command when
@@ -205,6 +208,7 @@ typedef struct testkit_redis {
     char acl_user[64];
     char acl_pass[128];
     char wallclock_file[600]; /* with opts.wallclock: the offset file */
+    char extra_conf[1024];    /* opts.extra_conf, kept for restarts */
 } testkit_redis;
 
 /*

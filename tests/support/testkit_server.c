@@ -301,6 +301,8 @@ static int write_conf(const testkit_redis *r)
         fprintf(f, "requirepass %s\n", r->requirepass);
     if (r->acl_user[0])
         fprintf(f, "user %s on >%s ~* &* +@all\n", r->acl_user, r->acl_pass);
+    if (r->extra_conf[0])
+        fprintf(f, "%s\n", r->extra_conf);
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -426,6 +428,14 @@ static int adopt_opts(testkit_redis *r, const testkit_redis_opts *opts)
              opts->acl_user ? opts->acl_user : "");
     snprintf(r->acl_pass, sizeof(r->acl_pass), "%s",
              opts->acl_pass ? opts->acl_pass : "");
+    if (opts->extra_conf != NULL
+        && strlen(opts->extra_conf) >= sizeof(r->extra_conf)) {
+        fprintf(stderr, "testkit: extra_conf of %s is too long\n", r->name);
+        return -1;
+    }
+    snprintf(r->extra_conf, sizeof(r->extra_conf), "%s",
+             opts->extra_conf ? opts->extra_conf : "");
+    r->opts.extra_conf = r->extra_conf;
     r->opts.name = r->name;
     r->opts.requirepass = r->requirepass[0] ? r->requirepass : NULL;
     r->opts.acl_user = r->acl_user[0] ? r->acl_user : NULL;
