@@ -31,12 +31,13 @@
  *                 it holds the lock now, so the nemesis can pick a holder;
  *   unfenced.log  a resource that checks nothing: while a `dlock run` step
  *                 holds the lock, a grandchild of dlock (the step's
- *                 "toucher") appends "<t_us> <id> <fence> <step pid>"
- *                 every CHAOS_TOUCH_US until it is killed.  Its order is
- *                 the resource's order: a line of an older hold after the
- *                 first line of a newer one is an overlap the resource
- *                 saw, which only dlock's process-group kill at the
- *                 lock's deadline prevents.
+ *                 "toucher") appends "<t_us> <id> <fence> <step pid> cli"
+ *                 every CHAOS_TOUCH_US until it is killed; a C API holder
+ *                 appends "... <pid> api" when its work starts and ends.
+ *                 Its order is the resource's order: a line of an older
+ *                 `dlock run` hold after the first line of a newer hold
+ *                 is an overlap the resource saw, which only dlock's
+ *                 process-group kill at the lock's deadline prevents.
  *
  * Every timestamp is CLOCK_MONOTONIC in microseconds, which all processes
  * on one machine share, so events of different processes can be ordered.

@@ -48,10 +48,11 @@
  *                non-persistent restart happened: must be 0;
  *   avail        the share of the phase during which some hold was open;
  *   gap          the longest time in the phase with no hold open;
- *   u-ovl        on the unfenced resource (chaos.h), touched only by the
- *                commands of `dlock run` clients: touches by an older
- *                hold after a newer hold's first touch, in the resource's
- *                own order (the file's).  Must be 0 where dlock promises
+ *   u-ovl        on the unfenced resource (chaos.h), touched by every
+ *                holder: touches by an older `dlock run` hold after a
+ *                newer hold's first touch, in the resource's own order
+ *                (the file's).  A C API holder's late touches are not
+ *                counted: nothing but the fence stops it.  Must be 0 where dlock promises
  *                it (every phase but a paused dlock, a server that forgot
  *                the lock, and a server clock that jumped past the lease:
  *                docs/guarantees.md); "-": no dlock run client;
@@ -689,22 +690,23 @@ static void measure_availability(phase_log *pl, chaos_phase_result *res)
 
 /* One hold of the unfenced resource, in the order of its first touch. */
 typedef struct touch_hold {
-    long step_pid;
+    long pid;
     uint64_t fence;
     int id;
+    int cli; /* a `dlock run` command's */
     int64_t first_t;
 } touch_hold;
 
 /* Finds (or, when absent, appends) the hold of step_pid and fence,
  * searching the newest first: touches come from the last few holds. */
 static size_t touch_hold_of(touch_hold **holds, size_t *n, size_t *cap,
-                            long step_pid, uint64_t fence, int id, int64_t t)
+                            const touch_hold *line)
 {
     for (size_t i = *n; i-- > 0;)
-        if ((*holds)[i].step_pid == step_pid && (*holds)[i].fence == fence)
+        if ((*holds)[i].pid == line->pid && (*holds)[i].fence == line->fence)
             return i;
     *holds = grow(*holds, cap, *n + 1, sizeof(touch_hold));
-    (*holds)[*n] = (touch_hold){step_pid, fence, id, t};
+    (*holds)[*n] = *line;
     return (*n)++;
 }
 
@@ -713,32 +715,39 @@ static void replay_unfenced(char *text, chaos_phase_result *res)
 {
     touch_hold *holds = NULL;
     size_t n = 0, cap = 0;
+    int cli_holds = 0;
 
     for (char *line = strtok(text, "\n"); line != NULL;
          line = strtok(NULL, "\n")) {
         long long t;
-        int id;
         unsigned long long fence;
-        long step_pid;
+        char mode[8];
+        touch_hold this;
         size_t h;
 
-        if (sscanf(line, "%lld %d %llu %ld", &t, &id, &fence, &step_pid) != 4)
+        if (sscanf(line, "%lld %d %llu %ld %7s", &t, &this.id, &fence,
+                   &this.pid, mode)
+            != 5)
             continue;
-        h = touch_hold_of(&holds, &n, &cap, step_pid, fence, id, t);
-        if (h + 1 < n) {
+        this.fence = fence;
+        this.cli = strcmp(mode, "cli") == 0;
+        this.first_t = t;
+        h = touch_hold_of(&holds, &n, &cap, &this);
+        cli_holds += holds[h].cli && holds[h].first_t == t;
+        if (h + 1 < n && holds[h].cli) {
             int64_t ms = (t - holds[h + 1].first_t) / 1000;
 
             if (res->unfenced_stale++ == 0)
                 note(res->unfenced_bound ? res->problems : res->explained,
                      "unfenced resource: client %d (fence %llu) touched it "
                      "%lld ms after client %d (fence %" PRIu64 ") began",
-                     id, fence, (long long)ms, holds[h + 1].id,
+                     this.id, fence, (long long)ms, holds[h + 1].id,
                      holds[h + 1].fence);
             if (ms > res->unfenced_overlap_ms)
                 res->unfenced_overlap_ms = ms;
         }
     }
-    res->unfenced_holds = (int)n;
+    res->unfenced_holds = cli_holds;
     free(holds);
 }
 

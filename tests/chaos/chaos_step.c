@@ -56,7 +56,7 @@ static pid_t start_toucher(const char *dir, int id, uint64_t fence,
     fd = chaos_log_open(dir, "unfenced.log");
     until = chaos_now_us() + TOUCH_MAX_TTLS * ttl_ms * 1000;
     while (fd >= 0 && chaos_now_us() < until) {
-        chaos_event(fd, "%d %llu %ld", id, (unsigned long long)fence,
+        chaos_event(fd, "%d %llu %ld cli", id, (unsigned long long)fence,
                     (long)step);
         chaos_sleep_us(CHAOS_TOUCH_US);
     }
