@@ -29,9 +29,9 @@
  *   or run_exit ID STATUS.  dlock always renews (its
  *   watchdog), so --watchdog does not apply.
  *
- * A wait never runs past --until-us: a client still waiting when the phase
- * ends gives up then (acq_err), so a phase ends with its last holds, not
- * with its last waits.
+ * Neither a wait nor a hold's work runs past --until-us: a client still
+ * waiting when the phase ends gives up then (acq_err), and a hold's work
+ * is cut there, so a phase ends with its last releases.
  *
  *   chaos_client --probe-url URL
  *
@@ -223,9 +223,16 @@ static int64_t wait_ms(const client *c)
     return left < c->a.wait_ms ? left : c->a.wait_ms;
 }
 
+/* A random work time, cut at --until-us (a hold that starts near the
+ * end of the phase still reads and writes, only sooner). */
 static int64_t work_us(client *c)
 {
-    return 1000 * chaos_rng_range(&c->rng, c->a.work_min_ms, c->a.work_max_ms);
+    int64_t us = 1000
+                 * chaos_rng_range(&c->rng, c->a.work_min_ms,
+                                   c->a.work_max_ms);
+    int64_t left = c->a.until_us - chaos_now_us();
+
+    return us < left ? us : left > 0 ? left : 0;
 }
 
 static void think(client *c)

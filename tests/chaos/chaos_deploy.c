@@ -212,6 +212,14 @@ int chaos_deploy_start(chaos_nemesis *n)
 
 void chaos_deploy_stop(chaos_nemesis *n)
 {
+    /* Told all at once, then waited for one by one: they stop side by
+     * side rather than in turn. */
+    for (int i = 0; i < CHAOS_CLIENTS_MAX; i++)
+        if (n->proxies[i] != NULL && n->proxies[i]->pid > 0)
+            kill(n->proxies[i]->pid, SIGTERM);
+    for (int i = 0; i < n->nnodes; i++)
+        if (n->nodes[i]->pid > 0 && !n->nodes[i]->paused)
+            kill(n->nodes[i]->pid, SIGTERM);
     for (int i = 0; i < CHAOS_CLIENTS_MAX; i++) {
         testkit_proxy_free(n->proxies[i]);
         n->proxies[i] = NULL;
@@ -289,8 +297,7 @@ int chaos_deploy_cli_serves(chaos_nemesis *n, char *why, size_t len)
 
 int chaos_fault_redlock_minority(chaos_nemesis *n)
 {
-    int64_t ms = chaos_rng_range(&n->rng, n->cfg.ttl_ms / 2,
-                                 n->cfg.ttl_ms * 2);
+    int64_t ms = chaos_fault_ms(n, n->cfg.ttl_ms / 2, n->cfg.ttl_ms * 2);
     int a = (int)chaos_rng_range(&n->rng, 0, n->nnodes - 1);
     int b = (a + (int)chaos_rng_range(&n->rng, 1, n->nnodes - 1)) % n->nnodes;
     int rc = 0;

@@ -288,6 +288,14 @@ void chaos_nemesis_teardown(chaos_nemesis *n)
 
 /* ---- faults ------------------------------------------------------------- */
 
+int64_t chaos_fault_ms(chaos_nemesis *n, int64_t lo_ms, int64_t hi_ms)
+{
+    int64_t ms = chaos_rng_range(&n->rng, lo_ms, hi_ms);
+    int64_t left = (n->until_us - chaos_now_us()) / 1000;
+
+    return ms < left ? ms : left > 0 ? left : 0;
+}
+
 chaos_proc *chaos_pick_holder(chaos_nemesis *n)
 {
     int64_t until = chaos_now_us() + HOLDER_WAIT_MS * 1000;
@@ -313,8 +321,7 @@ chaos_proc *chaos_pick_holder(chaos_nemesis *n)
 int chaos_fault_pause(chaos_nemesis *n)
 {
     chaos_proc *p = chaos_pick_holder(n);
-    int64_t ms = chaos_rng_range(&n->rng, n->cfg.ttl_ms * 3 / 2,
-                                 n->cfg.ttl_ms * 3);
+    int64_t ms = chaos_fault_ms(n, n->cfg.ttl_ms * 3 / 2, n->cfg.ttl_ms * 3);
 
     if (p == NULL)
         return 0;
@@ -372,8 +379,7 @@ int chaos_fault_crash(chaos_nemesis *n)
 
 int chaos_fault_redis_stop(chaos_nemesis *n)
 {
-    int64_t ms = chaos_rng_range(&n->rng, n->cfg.ttl_ms * 3 / 10,
-                                 n->cfg.ttl_ms * 2);
+    int64_t ms = chaos_fault_ms(n, n->cfg.ttl_ms * 3 / 10, n->cfg.ttl_ms * 2);
 
     chaos_event(n->events, "fault redis_stop 0 %lld", (long long)ms);
     if (testkit_redis_pause(n->redis) != 0)
@@ -398,7 +404,7 @@ static void hog(const chaos_nemesis *n, int64_t until_us)
 
 int chaos_fault_hog(chaos_nemesis *n)
 {
-    int64_t ms = chaos_rng_range(&n->rng, 1000, 2000);
+    int64_t ms = chaos_fault_ms(n, 1000, 2000);
     int64_t until = chaos_now_us() + ms * 1000;
     pid_t pids[HOGS];
 

@@ -143,6 +143,10 @@ void chaos_nemesis_teardown(chaos_nemesis *n);
  * NULL if none. */
 chaos_proc *chaos_pick_holder(chaos_nemesis *n);
 
+/* A fault's duration drawn in [lo_ms, hi_ms], cut to end when the clients
+ * stop (until_us), so that no fault outlasts its phase. */
+int64_t chaos_fault_ms(chaos_nemesis *n, int64_t lo_ms, int64_t hi_ms);
+
 /* The faults.  Each logs its fault/fault_end events and returns 1 when it
  * was injected, 0 when it could not be (no holder in time), -1 when the
  * harness itself failed (the server would not restart). */

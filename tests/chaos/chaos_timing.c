@@ -31,8 +31,7 @@ static const char BUSY_SCRIPT[] =
 int chaos_fault_net_silence(chaos_nemesis *n)
 {
     chaos_proc *p = chaos_pick_holder(n);
-    int64_t ms = chaos_rng_range(&n->rng, n->cfg.ttl_ms * 3 / 2,
-                                 n->cfg.ttl_ms * 3);
+    int64_t ms = chaos_fault_ms(n, n->cfg.ttl_ms * 3 / 2, n->cfg.ttl_ms * 3);
     testkit_proxy *proxy;
 
     if (p == NULL)
@@ -82,7 +81,7 @@ int chaos_fault_clock_jump(chaos_nemesis *n)
 
     if (clock_set(n, "clock_jump", before + jump) < 0)
         return -1;
-    chaos_sleep_us(1000 * chaos_rng_range(&n->rng, ttl, ttl * 2));
+    chaos_sleep_us(1000 * chaos_fault_ms(n, ttl, ttl * 2));
     return clock_set(n, "clock_back", before);
 }
 
@@ -103,7 +102,7 @@ int chaos_fault_slow(chaos_nemesis *n)
     int64_t ttl = n->cfg.ttl_ms;
 
     if (chaos_rng_range(&n->rng, 0, 1) == 0) {
-        int64_t ms = chaos_rng_range(&n->rng, ttl / 10, ttl / 2);
+        int64_t ms = chaos_fault_ms(n, ttl / 10, ttl / 2);
         redisReply *r;
         int ok;
 
@@ -120,7 +119,7 @@ int chaos_fault_slow(chaos_nemesis *n)
     }
     {
         int64_t ms = chaos_rng_range(&n->rng, ttl / 50, ttl * 15 / 100);
-        int64_t lasts = chaos_rng_range(&n->rng, 1000, 2000);
+        int64_t lasts = chaos_fault_ms(n, 1000, 2000);
 
         chaos_event(n->events, "fault slow_net 0 %lld", (long long)ms);
         if (delay_all(n, ms) != 0)
