@@ -128,23 +128,36 @@ static int run_bounded(const char *const *argv, const char *log,
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* 1 when every node of n says cluster_state:ok with every slot served. */
+/* 1 when the node answers command with text holding want (and want2,
+ * unless it is NULL). */
+static int node_says(const testkit_redis *node, const char *command,
+                     const char *want, const char *want2)
+{
+    redisReply *r = testkit_redis_cmd(node->url, command);
+    int ok = r != NULL && r->type == REDIS_REPLY_STRING
+             && strstr(r->str, want) != NULL
+             && (want2 == NULL || strstr(r->str, want2) != NULL);
+
+    freeReplyObject(r);
+    return ok;
+}
+
+/* 1 when every node of n says cluster_state:ok with every slot served,
+ * and every replica has its master's data (link up): a replica that never
+ * synchronised would not stand for election. */
 static int cluster_ok(void *arg)
 {
     const chaos_nemesis *n = arg;
 
     for (int i = 0; i < n->nnodes; i++) {
-        redisReply *r;
-        int ok;
-
         if (n->nodes[i]->pid == 0)
             continue;
-        r = testkit_redis_cmd(n->nodes[i]->url, "CLUSTER INFO");
-        ok = r != NULL && r->type == REDIS_REPLY_STRING;
-        ok = ok && strstr(r->str, "cluster_state:ok") != NULL
-             && strstr(r->str, "cluster_slots_ok:16384") != NULL;
-        freeReplyObject(r);
-        if (!ok)
+        if (!node_says(n->nodes[i], "CLUSTER INFO", "cluster_state:ok",
+                       "cluster_slots_ok:16384"))
+            return 0;
+        if (!node_says(n->nodes[i], "INFO replication", "role:master", NULL)
+            && !node_says(n->nodes[i], "INFO replication",
+                          "master_link_status:up", NULL))
             return 0;
     }
     return 1;
@@ -163,7 +176,8 @@ static int start_cluster(chaos_nemesis *n)
         snprintf(suffix, sizeof(suffix), "-c%d", i);
         snprintf(extra, sizeof(extra),
                  "cluster-enabled yes\ncluster-config-file nodes.conf\n"
-                 "cluster-port %d\ncluster-node-timeout 1000",
+                 "cluster-port %d\ncluster-node-timeout 1000\n"
+                 "cluster-replica-validity-factor 0",
                  bus);
         n->nodes[i] = bus > 0 ? start_node(n, suffix, 0, extra) : NULL;
         if (n->nodes[i] == NULL)
