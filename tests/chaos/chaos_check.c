@@ -345,13 +345,14 @@ static int run_nemesis(chaos_nemesis *n, const phase_spec *ph,
 
 /* Whether the client serves the phase's deployment; 0 with res->not_run
  * set when it does not, -1 when that could not be asked. */
-static int deployment_served(const chaos_client_cfg *cfg, const phase_spec *ph,
-                             chaos_phase_result *res)
+static int deployment_served(const check_args *a, const chaos_client_cfg *cfg,
+                             const phase_spec *ph, chaos_phase_result *res)
 {
     static const char *const kinds[] = {
         [CHAOS_REDLOCK] = "Redlock", [CHAOS_CLUSTER] = "cluster"};
     char why[CHAOS_NOTE_MAX - 100];
-    int served = chaos_deploy_api_serves(cfg, ph->topology, why, sizeof(why));
+    int served = chaos_deploy_api_serves(cfg, ph->topology, a->out, why,
+                                         sizeof(why));
 
     if (served == 0)
         snprintf(res->not_run, sizeof(res->not_run),
@@ -391,7 +392,7 @@ static int run_phase(const check_args *a, const phase_spec *ph, size_t index,
     snprintf(res->name, sizeof(res->name), "%s", ph->name);
     res->unfenced_bound = ph->unfenced_bound;
     client_cfg(a, ph, index, &n.cfg);
-    served = deployment_served(&n.cfg, ph, res);
+    served = deployment_served(a, &n.cfg, ph, res);
     if (served <= 0)
         return served;
     snprintf(dir, sizeof(dir), "%s/%s", a->out, ph->name);

@@ -267,9 +267,10 @@ static void first_line(const char *log, char *why, size_t len)
 }
 
 int chaos_deploy_api_serves(const chaos_client_cfg *cfg,
-                            chaos_topology topology, char *why, size_t len)
+                            chaos_topology topology, const char *dir,
+                            char *why, size_t len)
 {
-    char url[128], log[128];
+    char url[128], log[1024];
     const char *argv[] = {cfg->client_bin, "--probe-url", url, NULL};
     int port = testkit_free_port(), rc;
 
@@ -283,7 +284,7 @@ int chaos_deploy_api_serves(const chaos_client_cfg *cfg,
         snprintf(url, sizeof(url), "redis+cluster://127.0.0.1:%d", port);
     else
         return 1;
-    snprintf(log, sizeof(log), "/tmp/chaos-probe-%ld.log", (long)getpid());
+    snprintf(log, sizeof(log), "%s/url-probe.log", dir);
     rc = run_bounded(argv, log, PROBE_TIMEOUT_US);
     first_line(log, why, len);
     unlink(log);

@@ -114,11 +114,13 @@ const char *chaos_deploy_client_url(const chaos_nemesis *n, int id);
 /*
  * Whether this build's client serves a URL of the topology's kind, asked
  * of the library itself before any server is started (chaos_client
- * --probe-url against a closed port): 1 yes, 0 no with the library's
- * reason in why, -1 when the probe could not run.
+ * --probe-url against a closed port, its answer in dir/url-probe.log):
+ * 1 yes, 0 no with the library's reason in why, -1 when the probe could
+ * not run.
  */
 int chaos_deploy_api_serves(const chaos_client_cfg *cfg,
-                            chaos_topology topology, char *why, size_t len);
+                            chaos_topology topology, const char *dir,
+                            char *why, size_t len);
 
 /* Whether `dlock run` works over n->url (one run of `true` under a lock):
  * 1 yes, 0 no with dlock's first line of stderr in why. */
