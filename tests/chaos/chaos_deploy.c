@@ -31,7 +31,7 @@
 #define CLUSTER_NODES 6
 #define CLUSTER_OK_TIMEOUT_MS 30000
 #define CLUSTER_PROMOTE_TIMEOUT_MS 15000
-#define PROBE_TIMEOUT_US 15000000
+#define PROBE_TIMEOUT_MS 15000
 
 /* Starts one server named "chaos-<phase><suffix>". */
 static testkit_redis *start_node(const chaos_nemesis *n, const char *suffix,
@@ -93,39 +93,6 @@ static int start_redlock(chaos_nemesis *n)
     snprintf(n->url, sizeof(n->url), "redlock://");
     append_hosts(n->url, sizeof(n->url), n->nodes, n->nnodes);
     return 0;
-}
-
-/* Runs argv with stdout and stderr to log, for at most timeout_us;
- * returns its exit status, or -1 (killed, or not started). */
-static int run_bounded(const char *const *argv, const char *log,
-                       int64_t timeout_us)
-{
-    int64_t until = chaos_now_us() + timeout_us;
-    int status;
-    pid_t pid = fork();
-
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (chaos_now_us() > until) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            return -1;
-        }
-        chaos_sleep_us(10000);
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /* 1 when the node answers command with text holding want (and want2,
@@ -196,7 +163,7 @@ static int start_cluster(chaos_nemesis *n)
     argv[a++] = "--cluster-yes";
     argv[a] = NULL;
     snprintf(log, sizeof(log), "%s/cluster-create.log", n->dir);
-    if (run_bounded(argv, log, 60000000) != 0
+    if (testkit_run_logged(argv, log, 60000) != 0
         || !testkit_wait_until(cluster_ok, n, CLUSTER_OK_TIMEOUT_MS)) {
         fprintf(stderr, "chaos: the cluster did not form (see %s)\n", log);
         return -1;
@@ -285,7 +252,8 @@ int chaos_deploy_api_serves(const chaos_client_cfg *cfg,
     else
         return 1;
     snprintf(log, sizeof(log), "%s/url-probe.log", dir);
-    rc = run_bounded(argv, log, PROBE_TIMEOUT_US);
+    unlink(log);
+    rc = testkit_run_logged(argv, log, PROBE_TIMEOUT_MS);
     first_line(log, why, len);
     unlink(log);
     return rc == 0 ? 1 : rc == 4 ? 0 : -1;
@@ -301,7 +269,8 @@ int chaos_deploy_cli_serves(chaos_nemesis *n, char *why, size_t len)
 
     snprintf(key, sizeof(key), "%s:probe", n->key);
     snprintf(log, sizeof(log), "%s/dlock-probe.log", n->dir);
-    rc = run_bounded(argv, log, PROBE_TIMEOUT_US);
+    unlink(log);
+    rc = testkit_run_logged(argv, log, PROBE_TIMEOUT_MS);
     first_line(log, why, len);
     if (rc != 0 && why[0] == '\0')
         snprintf(why, len, "dlock run exited %d", rc);

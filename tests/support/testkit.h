@@ -242,6 +242,15 @@ void testkit_redis_free(testkit_redis *r);
  * reading.  Returns 0 or -1. */
 int testkit_redis_clock_step(testkit_redis *r, int64_t offset_ms);
 
+/*
+ * Runs argv (searched in PATH) with stdout and stderr appended to log and
+ * waits for it, at most timeout_ms when that is above 0 (then SIGKILL).
+ * Returns its exit status, or -1 when it could not be run, was killed by
+ * a signal or ran out of time.
+ */
+int testkit_run_logged(const char *const *argv, const char *log,
+                       int64_t timeout_ms);
+
 /* A port on 127.0.0.1 that nothing listens on right now (bound to port 0,
  * read back, closed), or -1. */
 int testkit_free_port(void);
