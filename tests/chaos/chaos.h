@@ -28,7 +28,16 @@
  *   register.log  the register (chaos_register.c): an append-only log whose
  *                 last line is the current state, guarded by flock(2);
  *   board         a small shared map (mmap) where each client says whether
- *                 it holds the lock now, so the nemesis can pick a holder.
+ *                 it holds the lock now, so the nemesis can pick a holder;
+ *   unfenced.log  a resource that checks nothing: while a `dlock run` step
+ *                 holds the lock, a grandchild of dlock (the step's
+ *                 "toucher") appends "<t_us> <id> <fence> <step pid> cli"
+ *                 every CHAOS_TOUCH_US until it is killed; a C API holder
+ *                 appends "... <pid> api" when its work starts and ends.
+ *                 Its order is the resource's order: a line of an older
+ *                 `dlock run` hold after the first line of a newer hold
+ *                 is an overlap the resource saw, which only dlock's
+ *                 process-group kill at the lock's deadline prevents.
  *
  * Every timestamp is CLOCK_MONOTONIC in microseconds, which all processes
  * on one machine share, so events of different processes can be ordered.
@@ -71,9 +80,15 @@ int64_t chaos_rng_range(chaos_rng *r, int64_t lo, int64_t hi);
 
 /* ---- the event log ------------------------------------------------------- */
 
-/* Opens (creating) the events.log of dir for appending; returns the fd or
- * -1 (message on stderr). */
+/* Opens (creating) dir/file for appending; returns the fd or -1 (message
+ * on stderr). */
+int chaos_log_open(const char *dir, const char *file);
+
+/* chaos_log_open(dir, "events.log"). */
 int chaos_events_open(const char *dir);
+
+/* How often a toucher touches the unfenced resource. */
+#define CHAOS_TOUCH_US 2000
 
 /* Appends "<now_us> <formatted>\n" with one write(2) and returns the time
  * stamped.  Events of the same process keep their order; a failed write is

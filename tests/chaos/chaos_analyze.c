@@ -47,7 +47,17 @@
  *                pause), the library did not report A's lock lost, and no
  *                non-persistent restart happened: must be 0;
  *   avail        the share of the phase during which some hold was open;
- *   gap          the longest time in the phase with no hold open.
+ *   gap          the longest time in the phase with no hold open;
+ *   u-ovl        on the unfenced resource (chaos.h), touched by every
+ *                holder: touches by an older `dlock run` hold after a
+ *                newer hold's first touch, in the resource's own order
+ *                (the file's).  A C API holder's late touches are not
+ *                counted: nothing but the fence stops it.  Must be 0 where dlock promises
+ *                it (every phase but a paused dlock, a server that forgot
+ *                the lock, and a server clock that jumped past the lease:
+ *                docs/guarantees.md); "-": no dlock run client;
+ *   u-ms         the longest such overlap: from the newer hold's first
+ *                touch to the older hold's last one after it.
  */
 #include "chaos_analyze.h"
 
@@ -57,6 +67,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "chaos.h"
 
@@ -516,6 +527,21 @@ static int fault_within(const phase_log *pl, const char *kind, int id,
     return 0;
 }
 
+/* A fault between a's acquire and b's grant after which Redis itself
+ * may grant a lock early: a clock jump past the lease, a failover (a
+ * replica may not have the grant yet).  docs/guarantees.md. */
+static int lease_broken_by_server(const phase_log *pl, const hold *a,
+                                  const hold *b)
+{
+    static const char *const kinds[] = {"clock_jump", "cluster_failover",
+                                        "cluster_kill"};
+
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (fault_within(pl, kinds[i], -1, a->t_call, b->t_ok, 0))
+            return 1;
+    return 0;
+}
+
 /* What explains overlap (a, b), or NULL.  A pause past the TTL (injected,
  * or a stall the client suffered: its hold outlasted the TTL), a lock the
  * library reported lost, or a restart that dropped the key. */
@@ -530,6 +556,11 @@ static const char *explain_overlap(const phase_log *pl, const hold *a,
         return "holder paused past its TTL";
     if (fault_within(pl, "redis_stop", -1, a->t_call, b->t_ok, ttl))
         return "Redis stopped past the TTL";
+    if (fault_within(pl, "net_silence", a->id, a->t_ok, b->t_ok, ttl))
+        return "holder's network silent past its TTL";
+    if (lease_broken_by_server(pl, a, b))
+        return "Redis clock jumped past the lease, or a failover lost "
+               "the grant";
     if (a->end == END_LOST)
         return "lock reported lost";
     if (!a->watchdog && b->t_ok - a->t_call > ttl * 1000)
@@ -544,7 +575,8 @@ static const char *unsafe_overlap(const phase_log *pl, const hold *a,
     if (a->end == END_OK)
         return "older holder released cleanly";
     if (!a->watchdog && b->t_ok + TTL_MARGIN_US < a->t_call + a->ttl_ms * 1000
-        && !fault_within(pl, "crash_nopersist", -1, a->t_call, b->t_ok, 0))
+        && !fault_within(pl, "crash_nopersist", -1, a->t_call, b->t_ok, 0)
+        && !lease_broken_by_server(pl, a, b))
         return "granted again before the TTL ran out";
     return NULL;
 }
@@ -656,6 +688,69 @@ static void measure_availability(phase_log *pl, chaos_phase_result *res)
     res->longest_gap_ms = gap / 1000;
 }
 
+/* One hold of the unfenced resource, in the order of its first touch. */
+typedef struct touch_hold {
+    long pid;
+    uint64_t fence;
+    int id;
+    int cli; /* a `dlock run` command's */
+    int64_t first_t;
+} touch_hold;
+
+/* Finds (or, when absent, appends) the hold of step_pid and fence,
+ * searching the newest first: touches come from the last few holds. */
+static size_t touch_hold_of(touch_hold **holds, size_t *n, size_t *cap,
+                            const touch_hold *line)
+{
+    for (size_t i = *n; i-- > 0;)
+        if ((*holds)[i].pid == line->pid && (*holds)[i].fence == line->fence)
+            return i;
+    *holds = grow(*holds, cap, *n + 1, sizeof(touch_hold));
+    (*holds)[*n] = *line;
+    return (*n)++;
+}
+
+/* Replays unfenced.log in its own order (see the top of the file). */
+static void replay_unfenced(char *text, chaos_phase_result *res)
+{
+    touch_hold *holds = NULL;
+    size_t n = 0, cap = 0;
+    int cli_holds = 0;
+
+    for (char *line = strtok(text, "\n"); line != NULL;
+         line = strtok(NULL, "\n")) {
+        long long t;
+        unsigned long long fence;
+        char mode[8];
+        touch_hold this;
+        size_t h;
+
+        if (sscanf(line, "%lld %d %llu %ld %7s", &t, &this.id, &fence,
+                   &this.pid, mode)
+            != 5)
+            continue;
+        this.fence = fence;
+        this.cli = strcmp(mode, "cli") == 0;
+        this.first_t = t;
+        h = touch_hold_of(&holds, &n, &cap, &this);
+        cli_holds += holds[h].cli && holds[h].first_t == t;
+        if (h + 1 < n && holds[h].cli) {
+            int64_t ms = (t - holds[h + 1].first_t) / 1000;
+
+            if (res->unfenced_stale++ == 0)
+                note(res->unfenced_bound ? res->problems : res->explained,
+                     "unfenced resource: client %d (fence %llu) touched it "
+                     "%lld ms after client %d (fence %" PRIu64 ") began",
+                     this.id, fence, (long long)ms, holds[h + 1].id,
+                     holds[h + 1].fence);
+            if (ms > res->unfenced_overlap_ms)
+                res->unfenced_overlap_ms = ms;
+        }
+    }
+    res->unfenced_holds = cli_holds;
+    free(holds);
+}
+
 static void free_phase_log(phase_log *pl)
 {
     free(pl->events);
@@ -664,6 +759,25 @@ static void free_phase_log(phase_log *pl)
     free(pl->by_call);
     free(pl->accesses);
     free(pl->faults);
+}
+
+/* The unfenced resource, if any client touched it.  An overlap is a
+ * problem where res->unfenced_bound (set before the analysis) says dlock
+ * promises none, and an explained overlap elsewhere. */
+static void analyze_unfenced(const char *dir, chaos_phase_result *res)
+{
+    char path[1024];
+    struct stat st;
+    char *text;
+
+    snprintf(path, sizeof(path), "%s/unfenced.log", dir);
+    if (stat(path, &st) != 0)
+        return;
+    text = slurp(path);
+    if (text == NULL)
+        return;
+    replay_unfenced(text, res);
+    free(text);
 }
 
 int chaos_analyze_phase(const char *dir, chaos_phase_result *res)
@@ -697,6 +811,7 @@ int chaos_analyze_phase(const char *dir, chaos_phase_result *res)
     find_overlaps(&pl, res);
     check_fence_order(&pl, res);
     measure_availability(&pl, res);
+    analyze_unfenced(dir, res);
     free_phase_log(&pl);
     free(events);
     free(reg);
@@ -711,6 +826,8 @@ fail:
 
 int chaos_phase_ok(chaos_phase_result *r)
 {
+    if (r->not_run[0])
+        return 1;
     if (r->stale_writes != 0)
         note(r->problems, "%d stale writes accepted", r->stale_writes);
     if (r->lost != 0)
@@ -730,30 +847,50 @@ int chaos_phase_ok(chaos_phase_result *r)
 
 void chaos_print_header(void)
 {
-    printf("%-17s %4s %6s %6s %6s %6s %7s %12s %5s %5s %4s %5s %6s %6s "
-           "%6s  %s\n",
+    printf("%-17s %4s %6s %6s %6s %6s %7s %12s %5s %5s %4s %5s %6s %5s %5s "
+           "%6s %6s  %s\n",
            "fault", "secs", "faults", "grants", "nogo", "writes", "refused",
-           "outlived(f)", "pairs", "stale", "lost", "fence", "unsafe", "avail",
-           "gap_ms", "verdict");
+           "outlived(f)", "pairs", "stale", "lost", "fence", "unsafe", "u-ovl",
+           "u-ms", "avail", "gap_ms", "verdict");
 }
 
 void chaos_print_row(const chaos_phase_result *r)
 {
-    char ov[32];
+    char ov[32], uovl[16] = "-", ums[16] = "-";
 
+    if (r->not_run[0]) {
+        printf("%-17s not run: %s\n", r->name, r->not_run);
+        return;
+    }
     snprintf(ov, sizeof(ov), "%d(%d)", r->outlived, r->outlived_fenced);
-    printf("%-17s %4.1f %6d %6d %6d %6d %7d %12s %5d %5d %4lld %5d %6d "
-           "%5.1f%% %6lld  %s\n",
+    if (r->unfenced_holds > 0) {
+        snprintf(uovl, sizeof(uovl), "%d%s", r->unfenced_stale,
+                 r->unfenced_bound ? "" : "*");
+        snprintf(ums, sizeof(ums), "%lld", (long long)r->unfenced_overlap_ms);
+    }
+    printf("%-17s %4.1f %6d %6d %6d %6d %7d %12s %5d %5d %4lld %5d %6d %5s "
+           "%5s %5.1f%% %6lld  %s\n",
            r->name, (double)r->duration_ms / 1000, r->faults, r->grants,
            r->acq_failures, r->writes_ok, r->refused, ov, r->overlaps,
            r->stale_writes, (long long)r->lost, r->fence_order,
-           r->unsafe + r->overlaps_unexplained, 100.0 * r->availability,
-           (long long)r->longest_gap_ms, r->problems[0] ? "FAIL" : "ok");
+           r->unsafe + r->overlaps_unexplained, uovl, ums,
+           100.0 * r->availability, (long long)r->longest_gap_ms,
+           r->problems[0] ? "FAIL" : "ok");
 }
 
 void chaos_print_notes(const chaos_phase_result *r, size_t count)
 {
+    int unbounded = 0;
+
+    for (size_t i = 0; i < count; i++)
+        unbounded |= r[i].unfenced_holds > 0 && !r[i].unfenced_bound;
+    if (unbounded)
+        printf("  u-ovl *: not bounded in that phase (a paused dlock, a "
+               "server that forgot the lock or a clock jump past the "
+               "lease: docs/guarantees.md)\n");
     for (size_t i = 0; i < count; i++) {
+        if (r[i].remark[0])
+            printf("  %s: %s\n", r[i].name, r[i].remark);
         if (r[i].explained[0])
             printf("  %s: overlaps explained by: %s\n", r[i].name,
                    r[i].explained);

@@ -46,20 +46,35 @@ typedef struct chaos_phase_result {
     int64_t longest_gap_ms;   /* longest time nobody held the lock */
     int client_failures;      /* set by chaos_check: clients that ended
                                 * in a way it did not cause */
+    /* The unfenced resource (chaos.h, unfenced.log), touched by the
+     * `dlock run` clients' commands: */
+    int unfenced_holds;             /* holds that touched it */
+    int unfenced_stale;             /* touches by an older hold after a newer
+                                  * hold's first touch */
+    int64_t unfenced_overlap_ms;    /* the longest such overlap */
+    int unfenced_bound;             /* set by chaos_check: the phase is one
+                                  * where dlock promises unfenced_stale 0 */
+    char not_run[CHAOS_NOTE_MAX];   /* set by chaos_check: why the phase did
+                                   * not run (then nothing else is set) */
+    char remark[CHAOS_NOTE_MAX];    /* set by chaos_check: what else to say
+                                   * under the table */
     char explained[CHAOS_NOTE_MAX]; /* what explains the overlaps */
     char problems[CHAOS_NOTE_MAX];  /* first bound failures, for humans */
 } chaos_phase_result;
 
 /*
  * Reads dir/events.log and dir/register.log of one phase and fills res
- * (res->name and res->client_failures are left as they were).  Returns 0,
+ * (res->name, client_failures, unfenced_bound and not_run are left as
+ * they were).  Returns 0,
  * or -1 when a log cannot be read (message on stderr).
  */
 int chaos_analyze_phase(const char *dir, chaos_phase_result *res);
 
 /* 1 when res is within the asserted bounds (0 stale writes, 0 lost
  * increments, 0 unsafe or unexplained overlaps, fences in order, progress
- * made, no client failure); else 0 with res->problems saying why. */
+ * made, no client failure, and where unfenced_bound is set no overlap on
+ * the unfenced resource); else 0 with res->problems saying why.  A phase
+ * that did not run (not_run) is within bounds. */
 int chaos_phase_ok(chaos_phase_result *res);
 
 /* Prints the table header, one row, and the notes under the table. */

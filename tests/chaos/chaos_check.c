@@ -7,14 +7,16 @@
  *               [--sabotage split-key|short-ttl]
  *
  * Runs one phase per fault kind, one after the other, each for N / phases
- * seconds (default N = 49: seven phases of 7 s, about a minute with setup,
- * which is the CTest form, chaos.short).  A phase starts its own
- * redis-server, K C API clients and C `dlock run` clients on one lock
- * (default 4 and 2; no dlock binary: no cli clients, said at the start),
- * injects its fault on a schedule drawn from the seed, stops everything,
- * and analyses the logs (chaos_analyze.c).  The phases:
+ * seconds (default N = 35: the ten phases of the default list, 3.5 s
+ * each, which is the CTest form, chaos.short; the default list leaves out
+ * "none", whose no-fault baseline every other phase has between its
+ * faults, and the long-form phases named below).  A phase starts its own
+ * deployment (chaos_deploy.c), K C API clients and C `dlock run` clients
+ * on one lock (default 4 and 2; no dlock binary: no cli clients, said at
+ * the start), injects its fault on a schedule drawn from the seed, stops
+ * everything, and analyses the logs (chaos_analyze.c).  The phases:
  *
- *   none               no fault: the baseline;
+ *   none               no fault: the baseline (--phases all or by name);
  *   pause              a holder paused (SIGSTOP) for 1.5-3 x TTL; the C API
  *                      clients run without watchdog, so the lock truly
  *                      expires under the paused holder;
@@ -25,7 +27,31 @@
  *   redis-stop         redis-server stopped (SIGSTOP) for 0.3-2 x TTL;
  *   cpu-hog            clients with watchdog, pinned to one CPU with two
  *                      busy processes for 1-2 s at a time;
- *   mixed              any of the faults above (only with --phases all).
+ *   net-silence        every client through its own proxy; a holder's
+ *                      proxy paused (bytes held, no reset) for 1.5-3 x TTL;
+ *   clock-steps        the server's wall clock stepped back by 0.5-3 x TTL
+ *                      or forward by at most TTL / 5;
+ *   slow-server        a Lua busy loop of 0.1-0.5 x TTL on the server, or
+ *                      every client's proxy adding 2-15 % of the TTL to
+ *                      each chunk for 1-2 s;
+ *   redlock-minority   five masters (redlock://, AOF always), two of them
+ *                      killed for 0.5-2 x TTL and restarted;
+ *   clock-jump         the server's clock jumped forward by 1-3 x TTL and
+ *                      set back 1-2 TTL later: past the lease, which
+ *                      docs/guarantees.md does not promise to survive
+ *                      (--phases all or by name);
+ *   cluster-failover   three masters and three replicas (redis+cluster://),
+ *                      the lock's master failed over by CLUSTER FAILOVER or
+ *                      SIGKILL (--phases all or by name; reported as not
+ *                      run when the client refuses cluster URLs);
+ *   mixed              any of the single-server faults (only with --phases
+ *                      all).
+ *
+ * Every phase also measures the unfenced resource touched by the `dlock
+ * run` clients' commands (chaos.h); an overlap there fails the phase
+ * where dlock promises none (all but pause, restart-nopersist, clock-jump,
+ * cluster-failover and mixed: a paused dlock, a server that forgot the
+ * lock, a clock past the lease, a failover that lost the grant).
  *
  * It prints one table row per phase and notes under the table, and exits
  * 0 when every phase is within the bounds (chaos_phase_ok), 1 when one is
@@ -65,28 +91,56 @@ typedef struct phase_spec {
     int pin;                    /* clients on one CPU */
     int work_min, work_max;     /* work per hold, in thousandths of TTL */
     int gap_min_ms, gap_max_ms; /* pause between two faults */
+    chaos_topology topology;
+    int unfenced_bound; /* dlock promises no overlap on the unfenced
+                         * resource under this fault */
+    int in_short;       /* in the default list (chaos.short) */
+    int cli_half;       /* half the clients run `dlock run` (when there
+                         * is a dlock binary), so that the fault lands
+                         * on a command as often as on a C API holder */
 } phase_spec;
 
 /* Work is short (2-7 % of the TTL) where the fault itself makes holds
  * outlast the lock; the restarts get holds of 30-80 % of the TTL, so that
  * a holder is often still at work when the server comes back, and the
- * CPU hog gets holds of 0.5-1.5 TTL that only the watchdog keeps.  The
+ * CPU hog and the timing faults (net-silence, clock, slow-server) get
+ * holds of 0.3-1.5 TTL that only renewals keep, so that the fault lands
+ * inside a hold whose renewals it delays or whose key it moves.  The
  * gaps leave the lock time to recover between faults, so that the
  * availability figure says something about recovery and not only about
  * the fault rate. */
 static const phase_spec phases[] = {
-    {"none", NULL, 0, 0, 0, 20, 70, 0, 0},
-    {"pause", chaos_fault_pause, 0, 0, 0, 20, 70, 300, 800},
-    {"kill", chaos_fault_kill, 0, 0, 0, 20, 70, 1000, 2000},
-    {"restart-nopersist", chaos_fault_crash, 0, 0, 0, 300, 800, 900, 1600},
-    {"restart-aof", chaos_fault_crash, 1, 0, 0, 300, 800, 900, 1600},
-    {"redis-stop", chaos_fault_redis_stop, 0, 0, 0, 20, 70, 800, 1600},
-    {"cpu-hog", chaos_fault_hog, 0, 1, 1, 500, 1500, 300, 800},
-    {"mixed", chaos_fault_mixed, 0, 0, 0, 20, 70, 500, 1500},
+    /* name, fault, persist, watchdog, pin, work, gaps, topology,
+     * unfenced_bound, in_short, cli_half */
+    {"none", NULL, 0, 0, 0, 20, 70, 0, 0, CHAOS_ONE_SERVER, 1, 0, 0},
+    {"pause", chaos_fault_pause, 0, 0, 0, 20, 70, 300, 800, CHAOS_ONE_SERVER,
+     0, 1, 0},
+    {"kill", chaos_fault_kill, 0, 0, 0, 20, 70, 1000, 2000, CHAOS_ONE_SERVER,
+     1, 1, 0},
+    {"restart-nopersist", chaos_fault_crash, 0, 0, 0, 300, 800, 900, 1600,
+     CHAOS_ONE_SERVER, 0, 1, 0},
+    {"restart-aof", chaos_fault_crash, 1, 0, 0, 300, 800, 900, 1600,
+     CHAOS_ONE_SERVER, 1, 1, 0},
+    {"redis-stop", chaos_fault_redis_stop, 0, 0, 0, 20, 70, 800, 1600,
+     CHAOS_ONE_SERVER, 1, 1, 0},
+    {"cpu-hog", chaos_fault_hog, 0, 1, 1, 500, 1500, 300, 800,
+     CHAOS_ONE_SERVER, 1, 1, 0},
+    {"net-silence", chaos_fault_net_silence, 0, 1, 0, 2000, 4000, 200, 600,
+     CHAOS_PROXIED, 1, 1, 1},
+    {"clock-steps", chaos_fault_clock_step, 0, 1, 0, 500, 1500, 150, 400,
+     CHAOS_WALLCLOCK, 1, 1, 1},
+    {"slow-server", chaos_fault_slow, 0, 1, 0, 500, 1500, 200, 600,
+     CHAOS_PROXIED, 1, 1, 1},
+    {"redlock-minority", chaos_fault_redlock_minority, 1, 0, 0, 20, 70, 300,
+     900, CHAOS_REDLOCK, 1, 1, 0},
+    {"clock-jump", chaos_fault_clock_jump, 0, 1, 0, 500, 1500, 500, 1000,
+     CHAOS_WALLCLOCK, 0, 0, 1},
+    {"cluster-failover", chaos_fault_cluster_failover, 0, 1, 0, 300, 800, 1000,
+     2000, CHAOS_CLUSTER, 0, 0, 0},
+    {"mixed", chaos_fault_mixed, 0, 0, 0, 20, 70, 500, 1500, CHAOS_ONE_SERVER,
+     0, 0, 0},
 };
 #define PHASE_COUNT (sizeof(phases) / sizeof(phases[0]))
-/* The default list leaves out "mixed". */
-#define SHORT_PHASES (PHASE_COUNT - 1)
 
 typedef struct check_args {
     int64_t seconds;
@@ -150,13 +204,14 @@ static void find_binaries(check_args *a)
 static void parse_args(int argc, char **argv, check_args *a)
 {
     memset(a, 0, sizeof(*a));
-    a->seconds = 49;
+    a->seconds = 35;
     a->seed = (uint64_t)chaos_now_us() ^ ((uint64_t)getpid() << 32);
     a->api_clients = 4;
     a->cli_clients = 2;
     a->ttl_ms = 600;
-    for (size_t i = 0; i < SHORT_PHASES; i++)
-        a->run[a->nrun++] = &phases[i];
+    for (size_t i = 0; i < PHASE_COUNT; i++)
+        if (phases[i].in_short)
+            a->run[a->nrun++] = &phases[i];
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -243,6 +298,13 @@ static void client_cfg(const check_args *a, const phase_spec *ph, size_t index,
     c->dlock_bin = a->dlock;
     c->api_clients = a->api_clients;
     c->cli_clients = a->cli_clients;
+    if (ph->cli_half && c->cli_clients > 0
+        && c->cli_clients < c->api_clients) {
+        int total = c->api_clients + c->cli_clients;
+
+        c->cli_clients = total / 2;
+        c->api_clients = total - c->cli_clients;
+    }
     c->ttl_ms = a->ttl_ms;
     /* Long enough to outwait a pause past the TTL, short enough to end. */
     c->wait_ms = 5 * a->ttl_ms;
@@ -281,6 +343,41 @@ static int run_nemesis(chaos_nemesis *n, const phase_spec *ph,
     return injected;
 }
 
+/* Whether the client serves the phase's deployment; 0 with res->not_run
+ * set when it does not, -1 when that could not be asked. */
+static int deployment_served(const check_args *a, const chaos_client_cfg *cfg,
+                             const phase_spec *ph, chaos_phase_result *res)
+{
+    static const char *const kinds[] = {
+        [CHAOS_REDLOCK] = "Redlock", [CHAOS_CLUSTER] = "cluster"};
+    char why[CHAOS_NOTE_MAX - 100];
+    int served = chaos_deploy_api_serves(cfg, ph->topology, a->out, why,
+                                         sizeof(why));
+
+    if (served == 0)
+        snprintf(res->not_run, sizeof(res->not_run),
+                 "%s URLs not supported by this build (%s)",
+                 kinds[ph->topology], why);
+    return served;
+}
+
+/* Leaves the dlock run clients out of a deployment dlock run does not
+ * serve, and says so under the table. */
+static void check_cli_served(chaos_nemesis *n, chaos_phase_result *res)
+{
+    char why[CHAOS_NOTE_MAX - 120];
+
+    if (n->cfg.cli_clients == 0 || n->topology == CHAOS_ONE_SERVER
+        || n->topology == CHAOS_PROXIED || n->topology == CHAOS_WALLCLOCK
+        || chaos_deploy_cli_serves(n, why, sizeof(why)))
+        return;
+    snprintf(res->remark, sizeof(res->remark),
+             "dlock run clients not run: dlock run does not serve %.16s "
+             "URLs (%s)",
+             n->url, why);
+    n->cfg.cli_clients = 0;
+}
+
 /* Runs one phase and fills res; returns 0, or -1 if the harness failed. */
 static int run_phase(const check_args *a, const phase_spec *ph, size_t index,
                      int64_t ms, chaos_phase_result *res)
@@ -288,18 +385,25 @@ static int run_phase(const check_args *a, const phase_spec *ph, size_t index,
     chaos_nemesis n;
     char dir[1024];
     int64_t start, until;
-    int rc = 0;
+    int rc = 0, served;
 
     memset(&n, 0, sizeof(n));
     n.events = -1;
+    snprintf(res->name, sizeof(res->name), "%s", ph->name);
+    res->unfenced_bound = ph->unfenced_bound;
+    client_cfg(a, ph, index, &n.cfg);
+    served = deployment_served(a, &n.cfg, ph, res);
+    if (served <= 0)
+        return served;
     snprintf(dir, sizeof(dir), "%s/%s", a->out, ph->name);
     make_dir(dir);
-    client_cfg(a, ph, index, &n.cfg);
     chaos_rng_seed(&n.rng, n.cfg.seed);
-    if (chaos_nemesis_setup(&n, dir, ph->name, ph->persist) != 0) {
+    if (chaos_nemesis_setup(&n, dir, ph->name, ph->persist, ph->topology)
+        != 0) {
         chaos_nemesis_teardown(&n);
         return -1;
     }
+    check_cli_served(&n, res);
     start = chaos_now_us();
     until = start + ms * 1000;
     chaos_event(n.events, "phase_start %s", ph->name);
@@ -310,7 +414,6 @@ static int run_phase(const check_args *a, const phase_spec *ph, size_t index,
     chaos_nemesis_wait_clients(
         &n, until + 1000 * (n.cfg.wait_ms + n.cfg.work_max_ms + 5000));
     chaos_nemesis_teardown(&n);
-    snprintf(res->name, sizeof(res->name), "%s", ph->name);
     res->client_failures = n.failures;
     if (rc == 0 && chaos_analyze_phase(dir, res) != 0)
         rc = -1;

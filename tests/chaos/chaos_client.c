@@ -29,6 +29,17 @@
  *   or run_exit ID STATUS.  dlock always renews (its
  *   watchdog), so --watchdog does not apply.
  *
+ * Neither a wait nor a hold's work runs past --until-us: a client still
+ * waiting when the phase ends gives up then (acq_err), and a hold's work
+ * is cut there, so a phase ends with its last releases.
+ *
+ *   chaos_client --probe-url URL
+ *
+ * asks the library whether it serves URL's kind of deployment: it makes a
+ * client for URL with start_offline (no server needs to answer), exits 0
+ * when the library took the URL, 4 when it refused it as DLOCK_INVALID
+ * (printing the library's message), 3 on anything else.
+ *
  * --sabotage breaks the lock on purpose (chaos_check's self-check): with
  * split-key the odd clients lock KEY:b instead of KEY; with short-ttl an
  * api client acquires with a fiftieth of the TTL it logs.
@@ -68,6 +79,7 @@ typedef struct client_args {
 typedef struct client {
     client_args a;
     int events;
+    int unfenced; /* unfenced.log (chaos.h) */
     chaos_register *reg;
     chaos_slot *board;
     chaos_rng rng;
@@ -201,9 +213,26 @@ static void pin_to_cpu(int cpu)
                 strerror(errno));
 }
 
+/* The wait left before --until-us, at most --wait-ms. */
+static int64_t wait_ms(const client *c)
+{
+    int64_t left = (c->a.until_us - chaos_now_us()) / 1000;
+
+    if (left < 0)
+        left = 0;
+    return left < c->a.wait_ms ? left : c->a.wait_ms;
+}
+
+/* A random work time, cut at --until-us (a hold that starts near the
+ * end of the phase still reads and writes, only sooner). */
 static int64_t work_us(client *c)
 {
-    return 1000 * chaos_rng_range(&c->rng, c->a.work_min_ms, c->a.work_max_ms);
+    int64_t us = 1000
+                 * chaos_rng_range(&c->rng, c->a.work_min_ms,
+                                   c->a.work_max_ms);
+    int64_t left = c->a.until_us - chaos_now_us();
+
+    return us < left ? us : left > 0 ? left : 0;
 }
 
 static void think(client *c)
@@ -233,6 +262,16 @@ static dlock_client *connect_api(client *c)
     return dc;
 }
 
+/* Touches the unfenced resource as a C API holder: at the start and the
+ * end of its work, so that the resource sees when a newer hold began; a
+ * late touch of a C API holder is not counted (nothing stops it: only
+ * `dlock run` promises that), see chaos_analyze.c. */
+static void touch_unfenced(client *c, uint64_t fence)
+{
+    chaos_event(c->unfenced, "%d %llu %ld api", c->a.id,
+                (unsigned long long)fence, (long)getpid());
+}
+
 /* One api cycle; returns 1 if the lock was taken. */
 static int api_cycle(client *c, dlock_client *dc)
 {
@@ -243,7 +282,7 @@ static int api_cycle(client *c, dlock_client *dc)
 
     dlock_acquire_opts_init(&o);
     o.ttl_ms = acquire_ttl(&c->a);
-    o.wait_ms = c->a.wait_ms;
+    o.wait_ms = wait_ms(c);
     o.watchdog = c->a.watchdog;
     chaos_event(c->events, "acq_call %d", c->a.id);
     err = dlock_acquire(dc, c->a.key, &o, &lock);
@@ -257,7 +296,9 @@ static int api_cycle(client *c, dlock_client *dc)
                 (unsigned long long)fence, (long long)c->a.ttl_ms,
                 c->a.watchdog);
     chaos_board_hold(c->board, c->a.id, 1);
+    touch_unfenced(c, fence);
     chaos_critical_section(c->reg, c->a.id, fence, work_us(c));
+    touch_unfenced(c, fence);
     chaos_board_hold(c->board, c->a.id, 0);
     chaos_event(c->events, "rel_call %d %llu", c->a.id,
                 (unsigned long long)fence);
@@ -303,7 +344,7 @@ static int run_dlock(client *c)
 
     snprintf(ttl, sizeof(ttl), "%lldms", (long long)c->a.ttl_ms);
     snprintf(ttl_ms, sizeof(ttl_ms), "%lld", (long long)c->a.ttl_ms);
-    snprintf(wait, sizeof(wait), "%lldms", (long long)c->a.wait_ms);
+    snprintf(wait, sizeof(wait), "%lldms", (long long)wait_ms(c));
     snprintf(id, sizeof(id), "%d", c->a.id);
     snprintf(work, sizeof(work), "%lld", (long long)work_us(c));
     snprintf(fencing, sizeof(fencing), "%s", fencing_names[c->a.fencing]);
@@ -355,19 +396,44 @@ static int64_t run_cli(client *c)
     return cycles;
 }
 
+/* --probe-url (see the top of the file). */
+static int probe_url(const char *url)
+{
+    dlock_client_opts o;
+    dlock_client *dc = NULL;
+    char err[DLOCK_ERRMSG_MAX] = "";
+    dlock_err rc;
+
+    dlock_client_opts_init(&o);
+    o.connect_timeout_ms = 200;
+    o.io_timeout_ms = 200;
+    o.start_offline = 1;
+    rc = dlock_client_new(url, &o, &dc, err, sizeof(err));
+    dlock_client_free(dc);
+    printf("%s: %s\n", dlock_errname(rc), err[0] ? err : "served");
+    if (rc == DLOCK_INVALID)
+        return 4;
+    return rc == DLOCK_OK || rc == DLOCK_UNAVAILABLE || rc == DLOCK_TIMEOUT
+               ? 0
+               : 3;
+}
+
 int main(int argc, char **argv)
 {
     client c;
     int64_t cycles;
 
+    if (argc == 3 && strcmp(argv[1], "--probe-url") == 0)
+        return probe_url(argv[2]);
     memset(&c, 0, sizeof(c));
     parse_args(argc, argv, &c.a);
     chaos_rng_seed(&c.rng, (uint64_t)c.a.seed);
     pin_to_cpu(c.a.cpu);
     c.events = chaos_events_open(c.a.dir);
+    c.unfenced = chaos_log_open(c.a.dir, "unfenced.log");
     c.reg = chaos_register_open(c.a.dir, c.a.fencing);
     c.board = chaos_board_map(c.a.dir, 0);
-    if (c.events < 0 || c.reg == NULL || c.board == NULL)
+    if (c.events < 0 || c.unfenced < 0 || c.reg == NULL || c.board == NULL)
         return 3;
     chaos_event(c.events, "start %d %ld %s", c.a.id, (long)getpid(), c.a.mode);
     cycles = strcmp(c.a.mode, "cli") == 0 ? run_cli(&c) : run_api(&c);
@@ -375,5 +441,6 @@ int main(int argc, char **argv)
     chaos_board_unmap(c.board);
     chaos_register_close(c.reg);
     close(c.events);
+    close(c.unfenced);
     return cycles < 0 ? 3 : 0;
 }

@@ -69,10 +69,15 @@ int64_t chaos_rng_range(chaos_rng *r, int64_t lo, int64_t hi)
 
 int chaos_events_open(const char *dir)
 {
+    return chaos_log_open(dir, "events.log");
+}
+
+int chaos_log_open(const char *dir, const char *file)
+{
     char path[1024];
     int fd;
 
-    snprintf(path, sizeof(path), "%s/events.log", dir);
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
     fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
         fprintf(stderr, "chaos: open %s: %s\n", path, strerror(errno));

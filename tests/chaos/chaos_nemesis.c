@@ -37,36 +37,14 @@
 #define REAP_TIMEOUT_US 3000000
 
 int chaos_nemesis_setup(chaos_nemesis *n, const char *dir, const char *name,
-                        int persist)
+                        int persist, chaos_topology topology)
 {
-    testkit_redis_opts o = {0};
-    char server[64];
-
     snprintf(n->dir, sizeof(n->dir), "%s", dir);
     snprintf(n->key, sizeof(n->key), "chaos:%ld:%s", (long)getpid(), name);
-    snprintf(server, sizeof(server), "chaos-%s", name);
     n->persist = persist;
-    o.name = server;
-    o.appendonly = persist;
-    n->redis = testkit_redis_start(&o);
-    if (n->redis == NULL)
+    n->topology = topology;
+    if (chaos_deploy_start(n) != 0)
         return -1;
-    if (persist) {
-        long long ok1, ok2;
-        redisReply *r = testkit_redis_cmd(n->redis->admin_url,
-                                          "CONFIG SET appendfsync always");
-
-        ok1 = r != NULL && r->type == REDIS_REPLY_STATUS;
-        freeReplyObject(r);
-        /* Written to redis.conf, so the restarted server keeps it. */
-        r = testkit_redis_cmd(n->redis->admin_url, "CONFIG REWRITE");
-        ok2 = r != NULL && r->type == REDIS_REPLY_STATUS;
-        freeReplyObject(r);
-        if (!ok1 || !ok2) {
-            fprintf(stderr, "chaos: could not set appendfsync always\n");
-            return -1;
-        }
-    }
     if (chaos_register_create(dir) != 0)
         return -1;
     n->board = chaos_board_map(dir, 1);
@@ -137,7 +115,7 @@ static void exec_client(const chaos_nemesis *n, const chaos_proc *p)
     push(argv, &i, "--mode", p->cli ? "cli" : "api");
     push(argv, &i, "--dir", n->dir);
     push(argv, &i, "--id", id);
-    push(argv, &i, "--url", n->redis->url);
+    push(argv, &i, "--url", chaos_deploy_client_url(n, p->id));
     push(argv, &i, "--key", n->key);
     push(argv, &i, "--ttl-ms", ttl);
     push(argv, &i, "--wait-ms", wait);
@@ -300,8 +278,7 @@ void chaos_nemesis_teardown(chaos_nemesis *n)
             n->procs[i].pid = 0;
         }
     }
-    testkit_redis_free(n->redis);
-    n->redis = NULL;
+    chaos_deploy_stop(n);
     chaos_board_unmap(n->board);
     n->board = NULL;
     if (n->events >= 0)
@@ -311,9 +288,15 @@ void chaos_nemesis_teardown(chaos_nemesis *n)
 
 /* ---- faults ------------------------------------------------------------- */
 
-/* A running client that holds the lock now, waiting up to HOLDER_WAIT_MS;
- * NULL if none. */
-static chaos_proc *pick_holder(chaos_nemesis *n)
+int64_t chaos_fault_ms(chaos_nemesis *n, int64_t lo_ms, int64_t hi_ms)
+{
+    int64_t ms = chaos_rng_range(&n->rng, lo_ms, hi_ms);
+    int64_t left = (n->until_us - chaos_now_us()) / 1000;
+
+    return ms < left ? ms : left > 0 ? left : 0;
+}
+
+chaos_proc *chaos_pick_holder(chaos_nemesis *n)
 {
     int64_t until = chaos_now_us() + HOLDER_WAIT_MS * 1000;
 
@@ -337,9 +320,8 @@ static chaos_proc *pick_holder(chaos_nemesis *n)
 
 int chaos_fault_pause(chaos_nemesis *n)
 {
-    chaos_proc *p = pick_holder(n);
-    int64_t ms = chaos_rng_range(&n->rng, n->cfg.ttl_ms * 3 / 2,
-                                 n->cfg.ttl_ms * 3);
+    chaos_proc *p = chaos_pick_holder(n);
+    int64_t ms = chaos_fault_ms(n, n->cfg.ttl_ms * 3 / 2, n->cfg.ttl_ms * 3);
 
     if (p == NULL)
         return 0;
@@ -366,7 +348,7 @@ static void reap_killed(chaos_proc *p)
 
 int chaos_fault_kill(chaos_nemesis *n)
 {
-    chaos_proc *p = pick_holder(n);
+    chaos_proc *p = chaos_pick_holder(n);
 
     if (p == NULL)
         return 0;
@@ -397,8 +379,7 @@ int chaos_fault_crash(chaos_nemesis *n)
 
 int chaos_fault_redis_stop(chaos_nemesis *n)
 {
-    int64_t ms = chaos_rng_range(&n->rng, n->cfg.ttl_ms * 3 / 10,
-                                 n->cfg.ttl_ms * 2);
+    int64_t ms = chaos_fault_ms(n, n->cfg.ttl_ms * 3 / 10, n->cfg.ttl_ms * 2);
 
     chaos_event(n->events, "fault redis_stop 0 %lld", (long long)ms);
     if (testkit_redis_pause(n->redis) != 0)
@@ -423,7 +404,7 @@ static void hog(const chaos_nemesis *n, int64_t until_us)
 
 int chaos_fault_hog(chaos_nemesis *n)
 {
-    int64_t ms = chaos_rng_range(&n->rng, 1000, 2000);
+    int64_t ms = chaos_fault_ms(n, 1000, 2000);
     int64_t until = chaos_now_us() + ms * 1000;
     pid_t pids[HOGS];
 

@@ -12,17 +12,65 @@
  * finds the lock lost it sends SIGTERM: then the step ends without
  * rel_call and the hold ends where chaos_client logs dlock's exit.
  *
+ * While it works, a forked "toucher" (a grandchild of dlock, in the
+ * command's process group) touches the unfenced resource (chaos.h,
+ * unfenced.log) every CHAOS_TOUCH_US; the step kills it before it logs
+ * rel_call.  When dlock stops the command it must stop the toucher too,
+ * and before another node's command can start: the analysis counts every
+ * touch of an older hold after a newer hold's first.  A toucher that
+ * outlives its dlock ends on its own after TOUCH_MAX_TTLS TTLs, so that a
+ * broken group kill shows up as an overlap and not as a stuck run.
+ *
  * Exit status: 0 when the increment was accepted or refused (a refusal is
  * the register doing its job, not an error of the step), 3 when DLOCK_FENCE
  * is missing or 0 (a degraded run: the checker never asks for one) or the
  * register cannot be used.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "chaos.h"
+
+#define TOUCH_MAX_TTLS 20
+
+/* Forks the toucher; returns its pid, or -1 (then the hold touches
+ * nothing, which the analysis cannot mistake for an overlap). */
+static pid_t start_toucher(const char *dir, int id, uint64_t fence,
+                           int64_t ttl_ms)
+{
+    pid_t step = getpid();
+    pid_t pid = fork();
+    int64_t until;
+    int fd;
+
+    if (pid != 0) {
+        if (pid < 0)
+            perror("chaos_step: fork");
+        return pid;
+    }
+    fd = chaos_log_open(dir, "unfenced.log");
+    until = chaos_now_us() + TOUCH_MAX_TTLS * ttl_ms * 1000;
+    while (fd >= 0 && chaos_now_us() < until) {
+        chaos_event(fd, "%d %llu %ld cli", id, (unsigned long long)fence,
+                    (long)step);
+        chaos_sleep_us(CHAOS_TOUCH_US);
+    }
+    _exit(0);
+}
+
+static void stop_toucher(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
 
 int main(int argc, char **argv)
 {
@@ -33,6 +81,7 @@ int main(int argc, char **argv)
     uint64_t fence;
     chaos_register *reg;
     chaos_slot *board;
+    pid_t toucher;
 
     for (int i = 1; i + 1 < argc; i += 2)
         if (strcmp(argv[i], "--dir") == 0)
@@ -63,7 +112,9 @@ int main(int argc, char **argv)
     chaos_event(events, "acq_ok %d %llu %lld 1", id, (unsigned long long)fence,
                 (long long)ttl);
     chaos_board_hold(board, id, 1);
+    toucher = start_toucher(dir, id, fence, ttl > 0 ? ttl : 1000);
     chaos_critical_section(reg, id, fence, work);
+    stop_toucher(toucher);
     chaos_board_hold(board, id, 0);
     chaos_event(events, "rel_call %d %llu", id, (unsigned long long)fence);
     chaos_board_unmap(board);

@@ -168,6 +168,9 @@ typedef struct testkit_redis_opts {
      * (made at 0 here), which testkit_redis_clock_step changes while the
      * server runs.  Key expiry and TIME follow it. */
     int wallclock;
+    /* More redis.conf directives, one a line, written after the others
+     * (cluster-enabled, appendfsync ...).  Copied at start. */
+    const char *extra_conf;
 } testkit_redis_opts;
 
 /* Certificates that testkit_redis_start makes with the openssl command when
@@ -205,6 +208,7 @@ typedef struct testkit_redis {
     char acl_user[64];
     char acl_pass[128];
     char wallclock_file[600]; /* with opts.wallclock: the offset file */
+    char extra_conf[1024];    /* opts.extra_conf, kept for restarts */
 } testkit_redis;
 
 /*
@@ -237,6 +241,15 @@ void testkit_redis_free(testkit_redis *r);
  * step; negative is behind).  Takes effect at the server's next clock
  * reading.  Returns 0 or -1. */
 int testkit_redis_clock_step(testkit_redis *r, int64_t offset_ms);
+
+/*
+ * Runs argv (searched in PATH) with stdout and stderr appended to log and
+ * waits for it, at most timeout_ms when that is above 0 (then SIGKILL).
+ * Returns its exit status, or -1 when it could not be run, was killed by
+ * a signal or ran out of time.
+ */
+int testkit_run_logged(const char *const *argv, const char *log,
+                       int64_t timeout_ms);
 
 /* A port on 127.0.0.1 that nothing listens on right now (bound to port 0,
  * read back, closed), or -1. */

@@ -95,10 +95,10 @@ char *testkit_scratch_dir(char *buf, size_t len, const char *name)
     return buf;
 }
 
-/* Runs argv with stdout and stderr appended to log; returns the exit
- * status, or -1 if it could not be run or was killed. */
-static int run_logged(const char *const *argv, const char *log)
+int testkit_run_logged(const char *const *argv, const char *log,
+                       int64_t timeout_ms)
 {
+    int64_t until = testkit_now_ms() + timeout_ms;
     pid_t pid = fork();
     int status;
 
@@ -115,9 +115,21 @@ static int run_logged(const char *const *argv, const char *log)
         execvp(argv[0], (char *const *)argv);
         _exit(127);
     }
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
+    for (;;) {
+        pid_t got = waitpid(pid, &status, timeout_ms > 0 ? WNOHANG : 0);
+
+        if (got == pid)
+            break;
+        if (got < 0 && errno != EINTR)
             return -1;
+        if (got == 0 && testkit_now_ms() > until) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            return -1;
+        }
+        if (got == 0)
+            usleep(10000);
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -184,7 +196,7 @@ static int make_ca(const char *dir, const char *stem, const char *cn,
     snprintf(key, sizeof(key), "%s/%s-key.pem", dir, stem);
     snprintf(cert, sizeof(cert), "%s/%s.pem", dir, stem);
     snprintf(subj, sizeof(subj), "/CN=%s", cn);
-    return run_logged(argv, log) == 0 ? 0 : -1;
+    return testkit_run_logged(argv, log, 0) == 0 ? 0 : -1;
 }
 
 /* Makes <stem>.pem / <stem>-key.pem signed by the CA "ca", with the
@@ -229,7 +241,10 @@ static int make_leaf(const char *dir, const char *stem, const char *cn,
     snprintf(subj, sizeof(subj), "/CN=%s", cn);
     if (write_file(extfile, ext) != 0)
         return -1;
-    return run_logged(req, log) == 0 && run_logged(sign, log) == 0 ? 0 : -1;
+    return testkit_run_logged(req, log, 0) == 0
+                   && testkit_run_logged(sign, log, 0) == 0
+               ? 0
+               : -1;
 }
 
 /* The CA, a server certificate for 127.0.0.1/localhost, a client
@@ -301,6 +316,8 @@ static int write_conf(const testkit_redis *r)
         fprintf(f, "requirepass %s\n", r->requirepass);
     if (r->acl_user[0])
         fprintf(f, "user %s on >%s ~* &* +@all\n", r->acl_user, r->acl_pass);
+    if (r->extra_conf[0])
+        fprintf(f, "%s\n", r->extra_conf);
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -426,6 +443,14 @@ static int adopt_opts(testkit_redis *r, const testkit_redis_opts *opts)
              opts->acl_user ? opts->acl_user : "");
     snprintf(r->acl_pass, sizeof(r->acl_pass), "%s",
              opts->acl_pass ? opts->acl_pass : "");
+    if (opts->extra_conf != NULL
+        && strlen(opts->extra_conf) >= sizeof(r->extra_conf)) {
+        fprintf(stderr, "testkit: extra_conf of %s is too long\n", r->name);
+        return -1;
+    }
+    snprintf(r->extra_conf, sizeof(r->extra_conf), "%s",
+             opts->extra_conf ? opts->extra_conf : "");
+    r->opts.extra_conf = r->extra_conf;
     r->opts.name = r->name;
     r->opts.requirepass = r->requirepass[0] ? r->requirepass : NULL;
     r->opts.acl_user = r->acl_user[0] ? r->acl_user : NULL;
@@ -536,7 +561,7 @@ void testkit_scratch_remove(const char *dir)
     /* Only ever a folder this kit made. */
     if (getenv("DLOCK_TEST_KEEP") == NULL && dir[0] != '\0'
         && strstr(dir, "/var/test/") != NULL)
-        run_logged(argv, "/dev/null");
+        testkit_run_logged(argv, "/dev/null", 0);
 }
 
 void testkit_redis_free(testkit_redis *r)
