@@ -1,5 +1,5 @@
 /*
- * pattern_common.c: names, validity and replies for the pattern modules
+ * pattern_common.c: names and replies for the pattern modules
  * (see pattern_common.h).  Waiting is wait.c's, shared with the core lock.
  */
 #include "pattern_common.h"
@@ -11,8 +11,6 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "clock.h"
-#include "lease.h"
 
 dlock_err dlock__pattern_check_name(const char *what, const char *name,
                                     dlock__msg *m)
@@ -78,18 +76,6 @@ dlock_err dlock__pattern_check_ms(const char *what, int64_t ms, dlock__msg *m)
     return DLOCK_OK;
 }
 
-int64_t dlock__pattern_valid_until(int64_t sent_us, int64_t ttl_ms)
-{
-    return dlock__lease_until_of(sent_us, ttl_ms);
-}
-
-int64_t dlock__pattern_left_ms(int64_t valid_until_us)
-{
-    int64_t left = valid_until_us - dlock__now_us();
-
-    return left > 0 ? left / 1000 : 0;
-}
-
 int dlock__pattern_ints(const redisReply *r, size_t n, long long *out)
 {
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < n)
@@ -99,27 +85,6 @@ int dlock__pattern_ints(const redisReply *r, size_t n, long long *out)
             return 0;
         out[i] = r->element[i]->integer;
     }
-    return 1;
-}
-
-int dlock__pattern_u64(const redisReply *e, uint64_t *out)
-{
-    return dlock__fence_of_reply(e, out);
-}
-
-int dlock__pattern_grant(const redisReply *r, int *granted, uint64_t *fence,
-                         int64_t *pttl)
-{
-    long long g;
-
-    if (!dlock__pattern_ints(r, 1, &g) || r->elements != 2)
-        return 0;
-    *granted = g == 1;
-    if (g == 1)
-        return dlock__pattern_u64(r->element[1], fence);
-    if (r->element[1]->type != REDIS_REPLY_INTEGER)
-        return 0;
-    *pttl = r->element[1]->integer;
     return 1;
 }
 
