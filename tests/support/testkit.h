@@ -112,6 +112,10 @@ char *testkit_key(char buf[TESTKIT_KEY_MAX], const char *name);
 int64_t testkit_now_us(void);
 int64_t testkit_now_ms(void);
 
+/* Microseconds since the epoch on this host's wall clock (to compare with
+ * a server's TIME or a fence). */
+int64_t testkit_wall_us(void);
+
 /*
  * Calls cond(arg) until it returns non-zero or timeout_ms has passed,
  * sleeping 1 ms at first and at most 10 ms between calls.  Returns 1 if
