@@ -25,6 +25,31 @@ dlock_err dlock__pattern_check_name(const char *what, const char *name,
     return DLOCK_OK;
 }
 
+const dlock__script dlock__pattern_zset_extend = {
+    "pattern.zset_extend",
+    DLOCK__LUA_NOW_MS DLOCK__LUA_KEEP_ZSET
+    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    "if not s then return 0 end\n"
+    "if tonumber(s) <= now then\n"
+    "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "keep_zset()\n"
+    "return 1\n",
+    1,
+};
+
+dlock_err dlock__pattern_open(dlock_client *c, int out_ok, const char *what,
+                              const char *name, dlock__msg **m)
+{
+    *m = NULL;
+    if (c == NULL || !out_ok)
+        return DLOCK_INVALID;
+    *m = dlock__client_begin(c);
+    return what != NULL ? dlock__pattern_check_name(what, name, *m) : DLOCK_OK;
+}
+
 const char *const dlock__pattern_kinds[] = {
     "sem", "rw", "leader", "rl", "once", "idem", NULL,
 };

@@ -90,12 +90,42 @@
     "end\n"
 
 /*
+ * Leases kept in a sorted set (semaphore holders, rwlock readers): each
+ * member a token scored by its lease's end in server milliseconds.
+ * DLOCK__LUA_KEEP_ZSET defines keep_zset(): sets the set's (KEYS[1]) own
+ * TTL to its latest member's end, so an idle set leaves nothing behind;
+ * it needs DLOCK__LUA_NOW_MS before it.  dlock__pattern_zset_extend is the
+ * extend of such a lease: KEYS[1] the set, ARGV token and TTL ms; answers
+ * 1 (re-scored to now + TTL) or 0 (not a member, or its lease had run out:
+ * then removed).
+ */
+#define DLOCK__LUA_KEEP_ZSET                                               \
+    "local function keep_zset()\n"                                         \
+    "  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n" \
+    "  if last[2] then\n"                                                  \
+    "    local ttl = tonumber(last[2]) - now\n"                            \
+    "    if ttl < 1 then ttl = 1 end\n"                                    \
+    "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                            \
+    "  end\n"                                                              \
+    "end\n"
+extern const dlock__script dlock__pattern_zset_extend;
+
+/*
  * Checks a pattern object's name: 1..DLOCK_KEY_MAX bytes.  what names the
  * object in the message ("semaphore", "idempotency key").  Returns
  * DLOCK_OK or DLOCK_INVALID.
  */
 dlock_err dlock__pattern_check_name(const char *what, const char *name,
                                     dlock__msg *m);
+
+/*
+ * The opening of every pattern call that makes an object: DLOCK_INVALID
+ * without a client or without somewhere to put the object (out_ok 0);
+ * else begins the call's message (*m, as dlock__client_begin) and, when
+ * what is not NULL, checks name as dlock__pattern_check_name does.
+ */
+dlock_err dlock__pattern_open(dlock_client *c, int out_ok, const char *what,
+                              const char *name, dlock__msg **m);
 
 /*
  * The kinds of pattern object, NULL-terminated: "sem", "rw", "leader",

@@ -34,10 +34,11 @@ dlock_err dlock_idem_begin_wait(dlock_client *c, const char *key,
     dlock_idem *idem;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
+    if (out != NULL)
+        *out = NULL;
+    err = dlock__pattern_open(c, out != NULL, NULL, NULL, &m);
+    if (err != DLOCK_OK)
+        return err;
     idem = dlock__calloc(1, sizeof(*idem));
     if (idem == NULL)
         return dlock__msg_set(m, DLOCK_NOMEM,

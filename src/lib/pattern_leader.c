@@ -187,7 +187,12 @@ static void set_leading(dlock_leader *l, uint64_t term)
     l->renew_at_us = dlock__now_us() + l->ttl_ms * 1000 / 3;
     /* Out of memory, the lease still ends by time, unannounced. */
     if (l->lease.watch == NULL)
-        (void)dlock__pattern_lease_on_lost(&l->lease, lease_ended, l, NULL);
+        (void)dlock__pattern_lease_on_lost(
+            &l->lease,
+            &(const dlock__pattern_callback){.kind = DLOCK__LOST_INTERNAL,
+                                             .fn.internal = lease_ended,
+                                             .arg = l},
+            NULL);
 }
 
 /* Makes the candidate standby; returns 1 if it was leading. */
@@ -325,15 +330,12 @@ dlock_err dlock_leader_new(dlock_client *c, const char *name,
     dlock__msg *m;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
-    if (opts == NULL) {
-        dlock_leader_opts_init(&defaults);
+    if (out != NULL)
+        *out = NULL;
+    dlock_leader_opts_init(&defaults);
+    if (opts == NULL)
         opts = &defaults;
-    }
-    err = dlock__pattern_check_name("leader", name, m);
+    err = dlock__pattern_open(c, out != NULL, "leader", name, &m);
     if (err == DLOCK_OK)
         err = check_opts(opts, m);
     if (err != DLOCK_OK)

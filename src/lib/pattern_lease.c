@@ -74,29 +74,34 @@ static int timer_mark_lost(void *owner)
 
 static void timer_fire(void *owner)
 {
-    dlock__pattern_lease *pl = owner;
+    const dlock__pattern_callback *cb = &((dlock__pattern_lease *)owner)
+                                             ->on_lost;
 
-    if (pl->on_lost != NULL)
-        pl->on_lost(pl->arg);
+    switch (cb->kind) {
+    case DLOCK__LOST_NONE: break;
+    case DLOCK__LOST_PERMIT: cb->fn.permit(cb->object, cb->arg); break;
+    case DLOCK__LOST_HOLD: cb->fn.hold(cb->object, cb->arg); break;
+    case DLOCK__LOST_INTERNAL: cb->fn.internal(cb->arg); break;
+    }
 }
 
 static const dlock__watch_ops timer_ops = {timer_lease, timer_mark_lost,
                                            timer_fire};
 
 dlock_err dlock__pattern_lease_on_lost(dlock__pattern_lease *pl,
-                                       dlock__pattern_lost_fn fn, void *arg,
+                                       const dlock__pattern_callback *cb,
                                        dlock__msg *m)
 {
     dlock__pattern_lease_leave_timer(pl);
+    pl->on_lost.kind = DLOCK__LOST_NONE;
     if (dlock__pattern_lease_lost(pl))
         return dlock__msg_set(m, DLOCK_STATE,
-                              "%s %.64s: the grant is lost "
-                              "already",
-                              pl->what, pl->name);
-    pl->on_lost = fn;
-    pl->arg = arg;
-    if (fn == NULL)
+                              "%s %.64s: the grant is lost already", pl->what,
+                              pl->name);
+    /* Every member of the union is a function pointer: one test serves. */
+    if (cb->kind == DLOCK__LOST_NONE || cb->fn.internal == NULL)
         return DLOCK_OK;
+    pl->on_lost = *cb;
     return dlock__watchdog_watch_lease(dlock__client_watchdog(pl->client),
                                        &timer_ops, pl, &pl->watch, m);
 }

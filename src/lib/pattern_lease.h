@@ -34,6 +34,8 @@
 #include <stdint.h>
 
 #include "client_internal.h"
+#include "dlock/rwlock.h"
+#include "dlock/semaphore.h"
 #include "lease.h"
 #include "token.h"
 #include "wait.h"
@@ -42,6 +44,24 @@
 /* Called once when the grant is found lost (timer thread or owner). */
 typedef void (*dlock__pattern_lost_fn)(void *arg);
 
+/* Whom a loss is told: a public callback with its object, or an internal
+ * one with its argument. */
+typedef struct dlock__pattern_callback {
+    enum {
+        DLOCK__LOST_NONE,
+        DLOCK__LOST_PERMIT,
+        DLOCK__LOST_HOLD,
+        DLOCK__LOST_INTERNAL
+    } kind;
+    union {
+        dlock_permit_lost_fn permit;
+        dlock_rwlock_lost_fn hold;
+        dlock__pattern_lost_fn internal;
+    } fn;
+    void *object; /* the dlock_permit or dlock_rwlock */
+    void *arg;
+} dlock__pattern_callback;
+
 typedef struct dlock__pattern_lease {
     dlock_client *client;
     dlock__lease lease;
@@ -49,8 +69,7 @@ typedef struct dlock__pattern_lease {
     uint64_t fence;       /* the last grant's fence or term */
     int64_t fence_gap_us; /* after {2, now}: how far the server is behind */
     dlock__watch *watch;  /* with the timer while on_lost is set */
-    dlock__pattern_lost_fn on_lost;
-    void *arg;
+    dlock__pattern_callback on_lost;
     /* For messages: "semaphore", "rwlock", ... and the object's name. */
     const char *what;
     const char *name;
@@ -78,13 +97,14 @@ void dlock__pattern_lease_leave_timer(dlock__pattern_lease *pl);
 void dlock__pattern_lease_reset(dlock__pattern_lease *pl, int64_t ttl_ms);
 
 /*
- * Runs fn(arg) once when the grant is lost, on the watchdog's timer thread
- * at valid_until or on the owner's thread when a reply shows the loss;
- * registers the lease with the timer.  Returns DLOCK_OK, DLOCK_NOMEM or
- * DLOCK_STATE (the grant is lost already: fn is not called).
+ * Calls cb (copied; a NULL function or kind NONE removes it) once when the
+ * grant is lost, on the watchdog's timer thread at valid_until or on the
+ * owner's thread when a reply shows the loss; registers the lease with the
+ * timer.  Returns DLOCK_OK, DLOCK_NOMEM or DLOCK_STATE (the grant is lost
+ * already: cb is not called).
  */
 dlock_err dlock__pattern_lease_on_lost(dlock__pattern_lease *pl,
-                                       dlock__pattern_lost_fn fn, void *arg,
+                                       const dlock__pattern_callback *cb,
                                        dlock__msg *m);
 
 /*

@@ -34,22 +34,12 @@
  * well before INTENT_MS runs out. */
 #define INTENT_RENEW_MS 300
 
-#define LUA_KEEP_READERS                                                   \
-    "local function keep_readers()\n"                                      \
-    "  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n" \
-    "  if last[2] then\n"                                                  \
-    "    local ttl = tonumber(last[2]) - now\n"                            \
-    "    if ttl < 1 then ttl = 1 end\n"                                    \
-    "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                            \
-    "  end\n"                                                              \
-    "end\n"
-
 /* KEYS: readers, writer, intent, fence, waiters.  ARGV: token, ttl,
  * waiting, the client's fence floor (write only: a read grant hands out
  * no new fence, it answers the last write's). */
 static const dlock__script read_script = {
     "rwlock.read",
-    DLOCK__LUA_NOW_MS DLOCK__LUA_WAKE LUA_KEEP_READERS
+    DLOCK__LUA_NOW_MS DLOCK__LUA_WAKE DLOCK__LUA_KEEP_ZSET
     "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
     "local expiry = now + tonumber(ARGV[2])\n"
     "local fence = redis.call('GET', KEYS[4]) or '0'\n"
@@ -62,7 +52,7 @@ static const dlock__script read_script = {
     "  end\n"
     "end\n"
     "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
-    "keep_readers()\n"
+    "keep_zset()\n"
     "return {1, fence}\n",
     1,
 };
@@ -125,22 +115,6 @@ static const dlock__script write_release_script = {
     1,
 };
 
-/* KEYS: readers.  ARGV: token, ttl. */
-static const dlock__script read_extend_script = {
-    "rwlock.read_extend",
-    DLOCK__LUA_NOW_MS LUA_KEEP_READERS
-    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-    "if not s then return 0 end\n"
-    "if tonumber(s) <= now then\n"
-    "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
-    "  return 0\n"
-    "end\n"
-    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
-    "keep_readers()\n"
-    "return 1\n",
-    1,
-};
-
 /* KEYS: writer.  ARGV: token, ttl. */
 static const dlock__script write_extend_script = {
     "rwlock.write_extend",
@@ -163,8 +137,6 @@ struct dlock_rwlock {
     char *keys[NKEYS];
     char *channel;
     dlock__pattern_lease lease;
-    dlock_rwlock_lost_fn on_lost;
-    void *arg;
 };
 
 void dlock_rwlock_free(dlock_rwlock *l)
@@ -247,11 +219,9 @@ dlock_err dlock_rwlock_acquire(dlock_client *c, const char *name,
     int64_t started = dlock__now_us(), hint = 0;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
-    err = dlock__pattern_check_name("rwlock", name, m);
+    if (out != NULL)
+        *out = NULL;
+    err = dlock__pattern_open(c, out != NULL, "rwlock", name, &m);
     if (err == DLOCK_OK)
         err = dlock__pattern_check_ms("rwlock TTL", ttl_ms, m);
     if (err == DLOCK_OK && mode != DLOCK_RWLOCK_READ
@@ -336,17 +306,9 @@ dlock_err dlock_rwlock_extend(dlock_rwlock *l, int64_t ttl_ms)
     return dlock__pattern_lease_extend(&l->lease, ttl_ms,
                                        l->mode == DLOCK_RWLOCK_WRITE
                                            ? &write_extend_script
-                                           : &read_extend_script,
+                                           : &dlock__pattern_zset_extend,
                                        1, 3, argv, ttl,
                                        dlock__client_begin(l->client));
-}
-
-/* The lease's callback: the hold's, with the hold. */
-static void hold_lost(void *arg)
-{
-    dlock_rwlock *l = arg;
-
-    l->on_lost(l, l->arg);
 }
 
 dlock_err dlock_rwlock_on_lost(dlock_rwlock *l, dlock_rwlock_lost_fn fn,
@@ -354,11 +316,11 @@ dlock_err dlock_rwlock_on_lost(dlock_rwlock *l, dlock_rwlock_lost_fn fn,
 {
     if (l == NULL)
         return DLOCK_INVALID;
-    l->on_lost = fn;
-    l->arg = arg;
-    return dlock__pattern_lease_on_lost(&l->lease,
-                                        fn != NULL ? hold_lost : NULL, l,
-                                        dlock__client_begin(l->client));
+    return dlock__pattern_lease_on_lost(
+        &l->lease,
+        &(const dlock__pattern_callback){
+            .kind = DLOCK__LOST_HOLD, .fn.hold = fn, .object = l, .arg = arg},
+        dlock__client_begin(l->client));
 }
 
 dlock_rwlock_mode dlock_rwlock_mode_of(const dlock_rwlock *l)

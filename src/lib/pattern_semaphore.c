@@ -34,24 +34,14 @@
 #include "pattern_common.h"
 #include "pattern_lease.h"
 
-#define LUA_KEEP_KEY                                                       \
-    "local function keep_key()\n"                                          \
-    "  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n" \
-    "  if last[2] then\n"                                                  \
-    "    local ttl = tonumber(last[2]) - now\n"                            \
-    "    if ttl < 1 then ttl = 1 end\n"                                    \
-    "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                            \
-    "  end\n"                                                              \
-    "end\n"
-
 static const dlock__script acquire_script = {
     "semaphore.acquire",
-    DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE LUA_KEEP_KEY
+    DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE DLOCK__LUA_KEEP_ZSET
     "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
     "local expiry = now + tonumber(ARGV[3])\n"
     "if redis.call('ZSCORE', KEYS[1], ARGV[1]) then\n"
     "  redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
-    "  keep_key()\n"
+    "  keep_zset()\n"
     "  return {1, redis.call('GET', KEYS[2]) or '0'}\n"
     "end\n"
     "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then\n"
@@ -61,7 +51,7 @@ static const dlock__script acquire_script = {
     "local fence = next_fence(KEYS[2], ARGV[4])\n"
     "if not fence then return {2, now_str} end\n"
     "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
-    "keep_key()\n"
+    "keep_zset()\n"
     "return {1, fence}\n",
     1,
 };
@@ -74,21 +64,6 @@ static const dlock__script release_script = {
                       "if tonumber(s) <= now then return 0 end\n"
                       "redis.call('PUBLISH', ARGV[2], '')\n"
                       "return 1\n",
-    1,
-};
-
-static const dlock__script extend_script = {
-    "semaphore.extend",
-    DLOCK__LUA_NOW_MS LUA_KEEP_KEY
-    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-    "if not s then return 0 end\n"
-    "if tonumber(s) <= now then\n"
-    "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
-    "  return 0\n"
-    "end\n"
-    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
-    "keep_key()\n"
-    "return 1\n",
     1,
 };
 
@@ -112,8 +87,6 @@ struct dlock_semaphore {
 struct dlock_permit {
     dlock_semaphore *sem;
     dlock__pattern_lease lease;
-    dlock_permit_lost_fn on_lost;
-    void *arg;
 };
 
 void dlock_semaphore_free(dlock_semaphore *s)
@@ -134,11 +107,9 @@ dlock_err dlock_semaphore_new(dlock_client *c, const char *name, int permits,
     dlock__msg *m;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
-    err = dlock__pattern_check_name("semaphore", name, m);
+    if (out != NULL)
+        *out = NULL;
+    err = dlock__pattern_open(c, out != NULL, "semaphore", name, &m);
     if (err != DLOCK_OK)
         return err;
     if (permits < 1 || permits > DLOCK_SEMAPHORE_MAX_PERMITS)
@@ -266,8 +237,9 @@ dlock_err dlock_semaphore_extend(dlock_permit *p, int64_t ttl_ms)
     argv[0] = p->sem->holders_key;
     argv[1] = p->lease.token;
     argv[2] = ttl;
-    return dlock__pattern_lease_extend(&p->lease, ttl_ms, &extend_script, 1, 3,
-                                       argv, ttl,
+    return dlock__pattern_lease_extend(&p->lease, ttl_ms,
+                                       &dlock__pattern_zset_extend, 1, 3, argv,
+                                       ttl,
                                        dlock__client_begin(p->sem->client));
 }
 
@@ -318,23 +290,17 @@ void dlock_permit_free(dlock_permit *p)
     dlock__free(p);
 }
 
-/* The lease's callback: the permit's, with the permit. */
-static void permit_lost(void *arg)
-{
-    dlock_permit *p = arg;
-
-    p->on_lost(p, p->arg);
-}
-
 dlock_err dlock_permit_on_lost(dlock_permit *p, dlock_permit_lost_fn fn,
                                void *arg)
 {
+    const dlock__pattern_callback cb = {.kind = DLOCK__LOST_PERMIT,
+                                        .fn.permit = fn,
+                                        .object = p,
+                                        .arg = arg};
+
     if (p == NULL)
         return DLOCK_INVALID;
-    p->on_lost = fn;
-    p->arg = arg;
-    return dlock__pattern_lease_on_lost(&p->lease,
-                                        fn != NULL ? permit_lost : NULL, p,
+    return dlock__pattern_lease_on_lost(&p->lease, &cb,
                                         dlock__client_begin(p->sem->client));
 }
 
