@@ -23,10 +23,14 @@ const char *patkit_url(void)
 
 dlock_client *patkit_client(void)
 {
+    return patkit_client_of(patkit_url());
+}
+
+dlock_client *patkit_client_of(const char *url)
+{
     dlock_client_opts o;
     char errbuf[DLOCK_ERRMSG_MAX] = "";
     dlock_client *c = NULL;
-    const char *url = patkit_url();
     dlock_err err;
 
     dlock_client_opts_init(&o);

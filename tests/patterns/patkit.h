@@ -33,6 +33,9 @@ const char *patkit_url(void);
  * must be made. */
 dlock_client *patkit_client(void);
 
+/* The same client for another server (a private one, or a proxy). */
+dlock_client *patkit_client_of(const char *url);
+
 /* 1 if key exists. */
 int patkit_exists(const char *key);
 

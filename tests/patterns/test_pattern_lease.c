@@ -9,7 +9,8 @@
  *   - network silence (a paused dlock-test-proxy: bytes held, no reset):
  *     the grant is LOST at valid_until, its on_lost runs once then, and an
  *     extend or renewal stuck on the silent link returns by then, though no
- *     reply ever comes (the client's io timeout is 2 s, far past the TTL);
+ *     reply ever comes (patkit's clients wait 2 s for a reply, far past
+ *     the TTL);
  *   - a restart without persistence with the server's wall clock 60 s
  *     behind (the wall-clock shim): the next permit's grant number and the
  *     next leader term are higher than the last, or refused with
@@ -77,24 +78,6 @@ static testkit_redis *private_redis(const char *name, int wallclock)
     return r;
 }
 
-/* A client of url whose io timeout (2 s) is far past TTL_MS. */
-static dlock_client *client_of(const char *url)
-{
-    dlock_client_opts o;
-    char errbuf[DLOCK_ERRMSG_MAX] = "";
-    dlock_client *c = NULL;
-    dlock_err err;
-
-    dlock_client_opts_init(&o);
-    o.connect_timeout_ms = 1000;
-    o.io_timeout_ms = 2000;
-    o.breaker_probe_ms = 100;
-    err = dlock_client_new(url, &o, &c, errbuf, sizeof(errbuf));
-    TK_EXPECT(err == DLOCK_OK && c != NULL, "a client for %s: %s", url,
-              errbuf);
-    return c;
-}
-
 /* A server behind a proxy, and a client through the proxy. */
 typedef struct silent {
     testkit_redis *server;
@@ -114,7 +97,7 @@ static void silent_start(silent *s, const char *name)
     snprintf(target, sizeof(target), "127.0.0.1:%d", s->server->port);
     s->proxy = testkit_proxy_start(name, target);
     TK_EXPECT(s->proxy != NULL, "the proxy starts");
-    s->client = client_of(s->proxy->url);
+    s->client = patkit_client_of(s->proxy->url);
 }
 
 /* Pauses the proxy and notes how long the grant claims to be valid. */
@@ -303,7 +286,7 @@ static uint64_t take_permit(dlock_semaphore *sem, dlock_client *c)
 static void permit_fence_never_goes_back_after_a_restart(void **state)
 {
     testkit_redis *server = private_redis("plea-sem-fence", 1);
-    dlock_client *c = client_of(server->url);
+    dlock_client *c = patkit_client_of(server->url);
     dlock_semaphore *sem;
     dlock_permit *p = NULL;
     char name[TESTKIT_KEY_MAX], holders[TESTKIT_KEY_MAX + 64];
@@ -343,7 +326,7 @@ static void permit_fence_never_goes_back_after_a_restart(void **state)
 static void leader_term_never_goes_back_after_a_restart(void **state)
 {
     testkit_redis *server = private_redis("plea-term", 1);
-    dlock_client *c = client_of(server->url);
+    dlock_client *c = patkit_client_of(server->url);
     dlock_leader *ld = NULL;
     char name[TESTKIT_KEY_MAX], lease[TESTKIT_KEY_MAX + 64];
     uint64_t last;
