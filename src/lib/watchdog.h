@@ -22,7 +22,9 @@
  * Breaker probes run on a third thread (prober.h).
  *
  * A lock is registered with dlock__watchdog_watch (renew = 0 registers it
- * only with the timer, for a lock with a callback and no renewal).  After
+ * only with the timer, for a lock with a callback and no renewal); a
+ * pattern's grant (pattern_lease.h) with dlock__watchdog_watch_lease, to
+ * the timer only, through a small table of what the timer needs.  After
  * dlock__watchdog_unwatch returns, neither thread touches the lock again;
  * unwatch never waits on the network, only on a callback of that lock that
  * is running.
