@@ -166,16 +166,17 @@ dlock_err dlock__pattern_lease_end(dlock__pattern_lease *pl,
     return err;
 }
 
-/* Reads {1, fence} | {0, pttl} | {2, now}. */
-static int read_grant(const redisReply *r, long long *status, uint64_t *value)
+/* Reads {1, fence} | {0, pttl} | {2, now}: *value the fence or now,
+ * *pttl the holder's PTTL (as Redis says it, -1 included). */
+static int read_grant(const redisReply *r, long long *status, uint64_t *value,
+                      int64_t *pttl)
 {
     if (!dlock__pattern_ints(r, 1, status) || r->elements != 2)
         return 0;
     if (*status == 0) {
         if (r->element[1]->type != REDIS_REPLY_INTEGER)
             return 0;
-        *value = r->element[1]->integer > 0 ? (uint64_t)r->element[1]->integer
-                                            : 0;
+        *pttl = r->element[1]->integer;
         return 1;
     }
     return (*status == 1 || *status == 2)
@@ -212,6 +213,7 @@ dlock_err dlock__pattern_lease_try(dlock__pattern_lease *pl,
     dlock__lease_ticket t;
     long long status = 0;
     uint64_t value = 0;
+    int64_t pttl = 0;
     redisReply *r;
     dlock_err err;
 
@@ -225,7 +227,7 @@ dlock_err dlock__pattern_lease_try(dlock__pattern_lease *pl,
     err = dlock__client_eval(pl->client, s, nkeys, argc + 1, av, NULL, &r, m);
     if (err != DLOCK_OK)
         return dlock__pattern_lease_end(pl, &t, err);
-    if (!read_grant(r, &status, &value)) {
+    if (!read_grant(r, &status, &value, &pttl)) {
         err = dlock__pattern_bad_reply(pl->client, s->name,
                                        "{1, fence}, {0, pttl} or {2, now}", r,
                                        m);
@@ -234,7 +236,7 @@ dlock_err dlock__pattern_lease_try(dlock__pattern_lease *pl,
     }
     freeReplyObject(r);
     if (status == 0) {
-        *hint_ms = (int64_t)value;
+        *hint_ms = pttl;
         return dlock__pattern_lease_end(pl, &t, DLOCK_BUSY);
     }
     dlock__fence_floor_raise(pl->client, value);
@@ -244,6 +246,11 @@ dlock_err dlock__pattern_lease_try(dlock__pattern_lease *pl,
     return dlock__pattern_lease_end(pl, &t, DLOCK_OK);
 }
 
+static int cancelled(const dlock__wait *w)
+{
+    return w->cancel != NULL && atomic_load(w->cancel);
+}
+
 dlock_err dlock__pattern_lease_wait(dlock__pattern_lease *pl,
                                     const dlock__wait *w,
                                     dlock__wait_try_fn fn, void *arg,
@@ -251,14 +258,19 @@ dlock_err dlock__pattern_lease_wait(dlock__pattern_lease *pl,
 {
     for (;;) {
         dlock_err err = dlock__wait_run(w, fn, arg, hint_ms, m);
-        int64_t now = dlock__now_us();
+        int64_t now = dlock__now_us(), until = now + pl->fence_gap_us;
 
         /* No fence above the floor yet: the server's clock passes the
-         * floor in fence_gap_us; wait for that if the budget allows. */
-        if (err != DLOCK_UNPROVEN || now + pl->fence_gap_us >= w->deadline_us
-            || (w->cancel != NULL && atomic_load(w->cancel)))
+         * floor in fence_gap_us; wait for that if the budget allows,
+         * looking at the cancel flag every 100 ms. */
+        if (err != DLOCK_UNPROVEN || until >= w->deadline_us)
             return err;
-        dlock__wait_sleep_until(now + pl->fence_gap_us);
+        while (!cancelled(w) && dlock__now_us() < until)
+            dlock__wait_sleep_until(dlock__now_us() + 100000 < until
+                                        ? dlock__now_us() + 100000
+                                        : until);
+        if (cancelled(w))
+            return err;
     }
 }
 
