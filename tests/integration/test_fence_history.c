@@ -104,10 +104,8 @@ static void restart_without_persistence_and_clock_behind(void **state)
     grant(c, key);
     last = grant(c, key);
 
-    TK_EXPECT(testkit_redis_stop(server) == 0, "the server stops");
-    TK_EXPECT(testkit_wallclock_set(server->wallclock_file, BEHIND_MS) == 0,
-              "its clock is set 60 s behind");
-    TK_EXPECT(testkit_redis_restart(server) == 0, "it starts again, empty");
+    TK_EXPECT(testkit_redis_restart_at(server, BEHIND_MS) == 0,
+              "it restarts, empty, with its clock 60 s behind");
     TK_EXPECT(testkit_redis_int(server->admin_url, "DBSIZE") == 0,
               "the restart lost every key (no persistence)");
     err = expect_higher_or_refused(c, server->admin_url, key, last, 0);

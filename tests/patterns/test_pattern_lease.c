@@ -67,13 +67,9 @@ static void term_lost(dlock_leader *l, uint64_t term, void *arg)
 /* A private redis-server (wallclock: under the shim). */
 static testkit_redis *private_redis(const char *name, int wallclock)
 {
-    testkit_redis_opts o;
-    testkit_redis *r;
+    testkit_redis *r = testkit_redis_start(
+        &(testkit_redis_opts){.name = name, .wallclock = wallclock});
 
-    memset(&o, 0, sizeof(o));
-    o.name = name;
-    o.wallclock = wallclock;
-    r = testkit_redis_start(&o);
     TK_EXPECT(r != NULL, "a private redis-server %s starts", name);
     return r;
 }
@@ -253,10 +249,8 @@ static void silent_network_ends_a_leader_term_at_valid_until(void **state)
 /* Stops server, sets its clock 60 s behind and starts it again, empty. */
 static void restart_behind(testkit_redis *server)
 {
-    TK_EXPECT(testkit_redis_stop(server) == 0, "the server stops");
-    TK_EXPECT(testkit_wallclock_set(server->wallclock_file, BEHIND_MS) == 0,
-              "its clock is set 60 s behind");
-    TK_EXPECT(testkit_redis_restart(server) == 0, "it starts again");
+    TK_EXPECT(testkit_redis_restart_at(server, BEHIND_MS) == 0,
+              "it restarts with its clock 60 s behind");
     TK_EXPECT(testkit_redis_int(server->admin_url, "DBSIZE") == 0,
               "the restart lost every key (no persistence)");
 }

@@ -230,6 +230,11 @@ int testkit_redis_restart(testkit_redis *r);
 
 /* SIGSTOP and SIGCONT: the server keeps its sockets but answers nothing
  * while paused.  Return 0 or -1. */
+/* Stops r, sets its wall clock offset_ms away from the host's (a server
+ * started with opts.wallclock) and starts it again; without persistence it
+ * comes back empty.  Returns 0, or -1 with the reason on stderr. */
+int testkit_redis_restart_at(testkit_redis *r, int64_t offset_ms);
+
 int testkit_redis_pause(testkit_redis *r);
 int testkit_redis_resume(testkit_redis *r);
 
