@@ -28,6 +28,9 @@
 #define BEHIND_MS (-60000)
 #define TTL_MS 900
 
+/* The semaphore of the permit the silent test holds (one at a time). */
+static dlock_semaphore *semaphore_of_permit;
+
 /* What an on_lost callback saw. */
 typedef struct lost_seen {
     atomic_int calls;
@@ -148,38 +151,96 @@ static void expect_extend_bounded(silent *s, dlock_err err, const char *what)
               what, (long long)took, (long long)s->valid_ms);
 }
 
+/* A grant with an extend and an on_lost of its own (a permit, a hold):
+ * how to take one, and its accessors over a void pointer. */
+typedef struct grant_ops {
+    const char *what;
+    void *(*take)(silent *s, const char *name); /* on_lost set */
+    int64_t (*valid_ms)(const void *grant);
+    int (*lost)(const void *grant);
+    dlock_err (*extend)(void *grant);
+    void (*drop)(void *grant);
+} grant_ops;
+
+/* Takes a grant through the proxy, silences the link: an extend returns
+ * by valid_until, the loss comes then, once, and sticks. */
+static void grant_is_lost_at_valid_until(const grant_ops *ops)
+{
+    silent s;
+    char name[TESTKIT_KEY_MAX];
+    void *grant;
+
+    silent_start(&s, ops->what);
+    grant = ops->take(&s, testkit_key(name, ops->what));
+    silent_pause(&s, ops->valid_ms, grant);
+    expect_extend_bounded(&s, ops->extend(grant), ops->what);
+    expect_lost_at_valid_until(&s, ops->what);
+    TK_EXPECT(ops->lost(grant) == 1 && ops->valid_ms(grant) == 0,
+              "%s: lost() is 1 and valid_ms() 0 after the loss", ops->what);
+    TK_EXPECT(ops->extend(grant) == DLOCK_STATE,
+              "%s: extend of a lost grant is refused", ops->what);
+    TK_EXPECT(atomic_load(&s.seen.calls) == 1, "still one on_lost call");
+    ops->drop(grant);
+    silent_stop(&s);
+}
+
+/* A permit of a semaphore of two; the semaphore is freed with it. */
+static void *permit_take(silent *s, const char *name)
+{
+    dlock_semaphore *sem = NULL;
+    dlock_permit *p = NULL;
+
+    TK_EXPECT_ERR(dlock_semaphore_new(s->client, name, 2, &sem), DLOCK_OK,
+                  s->client, "semaphore_new");
+    TK_EXPECT_ERR(dlock_semaphore_acquire(sem, TTL_MS, 0, &p), DLOCK_OK,
+                  s->client, "acquire");
+    TK_EXPECT_ERR(dlock_permit_on_lost(p, permit_lost, &s->seen), DLOCK_OK,
+                  s->client, "on_lost");
+    semaphore_of_permit = sem;
+    return p;
+}
+
 static int64_t permit_valid(const void *p)
 {
     return dlock_permit_valid_ms(p);
 }
 
+static int permit_is_lost(const void *p)
+{
+    return dlock_permit_lost(p);
+}
+
+static dlock_err permit_extend(void *p)
+{
+    return dlock_semaphore_extend(p, 0);
+}
+
+static void permit_drop(void *p)
+{
+    dlock_permit_free(p);
+    dlock_semaphore_free(semaphore_of_permit);
+}
+
 static void silent_network_loses_a_permit_at_valid_until(void **state)
 {
-    silent s;
-    dlock_semaphore *sem;
-    dlock_permit *p = NULL;
-    char name[TESTKIT_KEY_MAX];
+    static const grant_ops permit = {"plea-permit", permit_take,
+                                     permit_valid,  permit_is_lost,
+                                     permit_extend, permit_drop};
 
     (void)state;
-    silent_start(&s, "plea-sem");
-    TK_EXPECT_ERR(dlock_semaphore_new(s.client, testkit_key(name, "sem"), 2,
-                                      &sem),
-                  DLOCK_OK, s.client, "semaphore_new");
-    TK_EXPECT_ERR(dlock_semaphore_acquire(sem, TTL_MS, 0, &p), DLOCK_OK,
-                  s.client, "acquire");
-    TK_EXPECT_ERR(dlock_permit_on_lost(p, permit_lost, &s.seen), DLOCK_OK,
-                  s.client, "on_lost");
-    silent_pause(&s, permit_valid, p);
-    expect_extend_bounded(&s, dlock_semaphore_extend(p, 0), "permit");
-    expect_lost_at_valid_until(&s, "permit");
-    TK_EXPECT(dlock_permit_lost(p) == 1 && dlock_permit_valid_ms(p) == 0,
-              "lost() is 1 and valid_ms() 0 after the loss");
-    TK_EXPECT(dlock_semaphore_extend(p, 0) == DLOCK_STATE,
-              "extend of a lost permit is refused");
-    TK_EXPECT(atomic_load(&s.seen.calls) == 1, "still one on_lost call");
-    dlock_permit_free(p);
-    dlock_semaphore_free(sem);
-    silent_stop(&s);
+    grant_is_lost_at_valid_until(&permit);
+}
+
+static void *hold_take(silent *s, const char *name)
+{
+    dlock_rwlock *l = NULL;
+
+    TK_EXPECT_ERR(dlock_rwlock_acquire(s->client, name, DLOCK_RWLOCK_WRITE,
+                                       TTL_MS, 0, &l),
+                  DLOCK_OK, s->client, "write-lock");
+    TK_EXPECT_ERR(dlock_rwlock_on_lost(l, hold_lost, &s->seen), DLOCK_OK,
+                  s->client, "on_lost");
+    return l;
 }
 
 static int64_t hold_valid(const void *l)
@@ -187,26 +248,28 @@ static int64_t hold_valid(const void *l)
     return dlock_rwlock_valid_ms(l);
 }
 
+static int hold_is_lost(const void *l)
+{
+    return dlock_rwlock_lost(l);
+}
+
+static dlock_err hold_extend(void *l)
+{
+    return dlock_rwlock_extend(l, 0);
+}
+
+static void hold_drop(void *l)
+{
+    dlock_rwlock_free(l);
+}
+
 static void silent_network_loses_a_write_hold_at_valid_until(void **state)
 {
-    silent s;
-    dlock_rwlock *l = NULL;
-    char name[TESTKIT_KEY_MAX];
+    static const grant_ops hold = {"plea-hold",  hold_take,   hold_valid,
+                                   hold_is_lost, hold_extend, hold_drop};
 
     (void)state;
-    silent_start(&s, "plea-rw");
-    TK_EXPECT_ERR(dlock_rwlock_acquire(s.client, testkit_key(name, "rw"),
-                                       DLOCK_RWLOCK_WRITE, TTL_MS, 0, &l),
-                  DLOCK_OK, s.client, "write-lock");
-    TK_EXPECT_ERR(dlock_rwlock_on_lost(l, hold_lost, &s.seen), DLOCK_OK,
-                  s.client, "on_lost");
-    silent_pause(&s, hold_valid, l);
-    expect_extend_bounded(&s, dlock_rwlock_extend(l, 0), "write hold");
-    expect_lost_at_valid_until(&s, "write hold");
-    TK_EXPECT(dlock_rwlock_lost(l) == 1 && dlock_rwlock_valid_ms(l) == 0,
-              "lost() is 1 and valid_ms() 0 after the loss");
-    dlock_rwlock_free(l);
-    silent_stop(&s);
+    grant_is_lost_at_valid_until(&hold);
 }
 
 static int64_t term_valid(const void *l)
