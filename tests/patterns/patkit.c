@@ -23,10 +23,10 @@ const char *patkit_url(void)
 
 dlock_client *patkit_client(void)
 {
-    return patkit_client_of(patkit_url());
+    return patkit_client_of(patkit_url(), 2000);
 }
 
-dlock_client *patkit_client_of(const char *url)
+dlock_client *patkit_client_of(const char *url, int io_timeout_ms)
 {
     dlock_client_opts o;
     char errbuf[DLOCK_ERRMSG_MAX] = "";
@@ -35,7 +35,7 @@ dlock_client *patkit_client_of(const char *url)
 
     dlock_client_opts_init(&o);
     o.connect_timeout_ms = 1000;
-    o.io_timeout_ms = 2000;
+    o.io_timeout_ms = io_timeout_ms;
     o.breaker_probe_ms = 100;
     err = dlock_client_new(url, &o, &c, errbuf, sizeof(errbuf));
     TK_EXPECT(err == DLOCK_OK && c != NULL, "a client for %s, got %s: %s", url,

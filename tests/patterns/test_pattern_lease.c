@@ -9,8 +9,8 @@
  *   - network silence (a paused dlock-test-proxy: bytes held, no reset):
  *     the grant is LOST at valid_until, its on_lost runs once then, and an
  *     extend or renewal stuck on the silent link returns by then, though no
- *     reply ever comes (patkit's clients wait 2 s for a reply, far past
- *     the TTL);
+ *     reply ever comes (the client waits 5 s for a reply, far past the
+ *     1.5 s TTL);
  *   - a restart without persistence with the server's wall clock 60 s
  *     behind (the wall-clock shim): the next permit's grant number and the
  *     next leader term are higher than the last, or refused with
@@ -26,7 +26,10 @@
 #include "patkit.h"
 
 #define BEHIND_MS (-60000)
-#define TTL_MS 900
+/* Long enough that a loaded machine (ASan, a build beside it) still holds
+ * the grant when the link goes silent; the io timeout is far past it. */
+#define TTL_MS 1500
+#define IO_TIMEOUT_MS 5000
 
 /* The semaphore of the permit the silent test holds (one at a time). */
 static dlock_semaphore *semaphore_of_permit;
@@ -96,7 +99,7 @@ static void silent_start(silent *s, const char *name)
     snprintf(target, sizeof(target), "127.0.0.1:%d", s->server->port);
     s->proxy = testkit_proxy_start(name, target);
     TK_EXPECT(s->proxy != NULL, "the proxy starts");
-    s->client = patkit_client_of(s->proxy->url);
+    s->client = patkit_client_of(s->proxy->url, IO_TIMEOUT_MS);
 }
 
 /* Pauses the proxy and notes how long the grant claims to be valid. */
@@ -112,7 +115,7 @@ static void silent_pause(silent *s, int64_t (*valid_ms)(const void *),
 
 /* The loss came at valid_until: on_lost once, not before, a few ms
  * after (250 ms covers a loaded machine; before the pattern lease it came
- * after the 2 s io timeout, or never). */
+ * after the 5 s io timeout, or never). */
 static void expect_lost_at_valid_until(silent *s, const char *what)
 {
     int64_t late;
@@ -343,7 +346,7 @@ static uint64_t take_permit(dlock_semaphore *sem, dlock_client *c)
 static void permit_fence_never_goes_back_after_a_restart(void **state)
 {
     testkit_redis *server = private_redis("plea-sem-fence", 1);
-    dlock_client *c = patkit_client_of(server->url);
+    dlock_client *c = patkit_client_of(server->url, IO_TIMEOUT_MS);
     dlock_semaphore *sem;
     dlock_permit *p = NULL;
     char name[TESTKIT_KEY_MAX], holders[TESTKIT_KEY_MAX + 64];
@@ -383,7 +386,7 @@ static void permit_fence_never_goes_back_after_a_restart(void **state)
 static void leader_term_never_goes_back_after_a_restart(void **state)
 {
     testkit_redis *server = private_redis("plea-term", 1);
-    dlock_client *c = patkit_client_of(server->url);
+    dlock_client *c = patkit_client_of(server->url, IO_TIMEOUT_MS);
     dlock_leader *ld = NULL;
     char name[TESTKIT_KEY_MAX], lease[TESTKIT_KEY_MAX + 64];
     uint64_t last;
