@@ -131,8 +131,11 @@ DLOCK_API dlock_err dlock_idem_extend(dlock_idem *idem, int64_t ttl_ms);
  * NULL.  Borrowed until dlock_idem_free. */
 DLOCK_API const void *dlock_idem_result(const dlock_idem *idem, size_t *len);
 
-/* Milliseconds a FIRST record's lease is still known to run (local,
- * conservative); 0 otherwise. */
+/* Milliseconds a FIRST record's lease is still known to run: from the
+ * send time of the claim or last extend, on CLOCK_BOOTTIME, plus the TTL,
+ * minus 1% + 2 ms (before the server's); 0 otherwise.  An extend waits for
+ * its answer only until then, and one after it answers DLOCK_LOST without
+ * a round trip (DLOCK_STATE once lost). */
 DLOCK_API int64_t dlock_idem_valid_ms(const dlock_idem *idem);
 
 /* The key, borrowed until dlock_idem_free. */

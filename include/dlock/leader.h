@@ -45,16 +45,23 @@
  *                     TTL; gone when nobody leads.
  *   {leader:R}:term   the last term granted, without TTL, so terms keep
  *                     growing: the next term is max(last + 1, server time
- *                     in microseconds), as for lock fences, so they grow
- *                     even across a Redis restart that lost the counter.
+ *                     in microseconds), as for lock fences, and granted
+ *                     only above every term, fence and server time this
+ *                     client has seen (its floor), so a term is never
+ *                     lower than one seen before, even after a Redis
+ *                     restart that lost the counter with the server's
+ *                     clock behind: then the campaign waits for the clock
+ *                     (within its wait) or answers DLOCK_UNPROVEN.
  *   {leader:R}:tick   the last tick run (hash: n, period, by).
  * A resignation publishes on "dlock:leader:R" so a waiting candidate takes
  * over at once.
  *
- * Choosing the TTL: a leader that cannot renew learns it has lost at the
- * latest when its own conservative view of the lease ends (before the
- * server's), and on_lost runs then; but a renewal stuck in a round trip
- * delays that, so give the client an io_timeout_ms below ttl_ms / 3.
+ * Choosing the TTL: a leader that cannot renew stops leading when its own
+ * conservative view of the lease ends (valid_until: the send time of the
+ * last successful campaign or renewal, on CLOCK_BOOTTIME, plus the TTL,
+ * minus 1% + 2 ms, before the server's), whether or not Redis ever answers:
+ * is_leader reads 0 from then on, and on_lost runs then (a renewal waits
+ * for its answer only until valid_until, never for the whole io timeout).
  * Takeover after a crash takes up to one TTL: shorter TTLs fail over
  * faster and cost more renewals (one round trip every ttl/3).
  *
@@ -153,6 +160,8 @@ DLOCK_API dlock_err dlock_leader_stop(dlock_leader *leader);
  * candidate leads: dlock_leader_term says in which term; also when it led
  * already, which renews the lease), DLOCK_BUSY (another leads;
  * dlock_client_busy_ttl_ms says how long its lease still runs),
+ * DLOCK_UNPROVEN (no term above the ones seen can be shown: see the term
+ * key above),
  * DLOCK_STATE (the background thread runs) or a transport error.
  */
 DLOCK_API dlock_err dlock_leader_campaign(dlock_leader *leader,
@@ -173,8 +182,8 @@ DLOCK_API dlock_err dlock_leader_renew(dlock_leader *leader);
  */
 DLOCK_API dlock_err dlock_leader_resign(dlock_leader *leader);
 
-/* 1 while this candidate leads and its lease is known valid by the local,
- * conservative clock; else 0.  Any thread. */
+/* 1 while this candidate leads and its lease is known valid (before its
+ * valid_until, see "Choosing the TTL"); else 0.  Any thread. */
 DLOCK_API int dlock_leader_is_leader(const dlock_leader *leader);
 
 /* The term of the current leadership, or of the last one (0 if it never

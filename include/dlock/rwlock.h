@@ -40,7 +40,10 @@
  * of the object.
  *
  * Threads: a dlock_rwlock belongs to the thread that holds it and must not
- * be used by two threads at once.  No callbacks.
+ * be used by two threads at once, except dlock_rwlock_valid_ms and
+ * dlock_rwlock_lost, which any thread may call while it exists.  The one
+ * callback (dlock_rwlock_on_lost) runs on the client's watchdog timer
+ * thread.
  */
 #ifndef DLOCK_RWLOCK_H
 #define DLOCK_RWLOCK_H
@@ -68,7 +71,9 @@ typedef enum dlock_rwlock_mode {
  * of ttl_ms (1 ms..1 year), waiting up to wait_ms (0: one try; < 0:
  * forever), woken by releases.  Returns DLOCK_OK with *out the grant;
  * DLOCK_BUSY when it could not be had in time (dlock_client_busy_ttl_ms
- * says how long the blocking holder's lease still runs); DLOCK_INVALID,
+ * says how long the blocking holder's lease still runs); DLOCK_UNPROVEN
+ * when no write fence above the ones seen can be shown (see
+ * dlock_rwlock_fence); DLOCK_INVALID,
  * DLOCK_NOMEM or a transport error.  One round trip when it is free.
  */
 DLOCK_API dlock_err dlock_rwlock_acquire(dlock_client *client,
@@ -96,16 +101,36 @@ DLOCK_API void dlock_rwlock_free(dlock_rwlock *lock);
 /* The mode it was acquired in. */
 DLOCK_API dlock_rwlock_mode dlock_rwlock_mode_of(const dlock_rwlock *lock);
 
-/* Milliseconds the lease is still known to run (local, conservative
- * clock); 0 when lost or expired. */
+/*
+ * Calls fn(lock, arg) once when the grant's lease is lost: at its
+ * valid_until (below) if no extend moved it on, whether or not Redis ever
+ * answers again, or when an extend or release finds it gone.  fn runs on
+ * the client's watchdog timer thread (or on the thread whose call found the
+ * loss); it must return quickly and must not free or release the grant.
+ * fn NULL removes the callback.  Returns DLOCK_OK, DLOCK_STATE (lost
+ * already: fn is never called), DLOCK_NOMEM or DLOCK_INVALID.
+ */
+typedef void (*dlock_rwlock_lost_fn)(dlock_rwlock *lock, void *arg);
+DLOCK_API dlock_err dlock_rwlock_on_lost(dlock_rwlock *lock,
+                                         dlock_rwlock_lost_fn fn, void *arg);
+
+/* Milliseconds the lease is still known to run: from the send time of the
+ * request that granted or last extended it, on CLOCK_BOOTTIME, plus the
+ * TTL, minus a drift allowance (1% + 2 ms), so it ends before the
+ * server's.  0 when lost or expired.  Any thread. */
 DLOCK_API int64_t dlock_rwlock_valid_ms(const dlock_rwlock *lock);
 
 /* For a write grant, its fencing token: it grows with every write grant of
- * this name.  For a read grant, the fence of the last write granted before
- * it (0 if none): the generation of the data it reads. */
+ * this name, and is never lower than a fence this client saw before, even
+ * after a Redis restart that lost the counter with the server's clock
+ * behind (acquire then waits, within wait_ms, or fails with
+ * DLOCK_UNPROVEN).  For a read grant, the fence of the last write granted
+ * before it as the server has it (0 if none, also after such a restart):
+ * the generation of the data it reads. */
 DLOCK_API uint64_t dlock_rwlock_fence(const dlock_rwlock *lock);
 
-/* 1 once an extend or release found the lease gone, else 0. */
+/* 1 once the lease is lost: its valid_until passed, or an extend or
+ * release found it gone; else 0.  Any thread. */
 DLOCK_API int dlock_rwlock_lost(const dlock_rwlock *lock);
 
 #ifdef __cplusplus

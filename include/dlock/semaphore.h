@@ -42,7 +42,10 @@
  *
  * Threads: a dlock_semaphore handle is read-only after it is made: any
  * number of threads share one.  A dlock_permit belongs to the thread that
- * holds it and must not be used by two threads at once.  No callbacks.
+ * holds it and must not be used by two threads at once, except
+ * dlock_permit_valid_ms and dlock_permit_lost, which any thread may call
+ * while it exists.  The one callback (dlock_permit_on_lost) runs on the
+ * client's watchdog timer thread.
  */
 #ifndef DLOCK_SEMAPHORE_H
 #define DLOCK_SEMAPHORE_H
@@ -79,7 +82,8 @@ DLOCK_API void dlock_semaphore_free(dlock_semaphore *sem);
  * wait_ms (0: one try; < 0: forever) while all are held, woken when one is
  * released.  Returns DLOCK_OK with *out the permit; DLOCK_BUSY when none
  * was free in time (dlock_client_busy_ttl_ms says when the first lease
- * runs out); DLOCK_INVALID, DLOCK_NOMEM or a transport error.  Costs one
+ * runs out); DLOCK_UNPROVEN when no grant number above the ones seen can
+ * be shown (see dlock_permit_fence); DLOCK_INVALID, DLOCK_NOMEM or a transport error.  Costs one
  * round trip when a permit is free.
  */
 DLOCK_API dlock_err dlock_semaphore_acquire(dlock_semaphore *sem,
@@ -118,16 +122,38 @@ DLOCK_API int dlock_semaphore_permits(const dlock_semaphore *sem);
 /* Frees the permit without talking to Redis.  NULL is fine. */
 DLOCK_API void dlock_permit_free(dlock_permit *permit);
 
-/* Milliseconds the permit's lease is still known to run (local,
- * conservative clock); 0 when lost or expired. */
+/*
+ * Calls fn(permit, arg) once when the permit's lease is lost: at its
+ * valid_until (below) if no renewal moved it on, whether or not Redis ever
+ * answers again, or when an extend or release finds it gone.  fn runs on
+ * the client's watchdog timer thread (or on the thread whose call found the
+ * loss); it must return quickly and must not free or release the permit
+ * (stop the work, then release on the owner's thread).  fn NULL removes
+ * the callback.  Returns DLOCK_OK, DLOCK_STATE (lost already: fn is never
+ * called), DLOCK_NOMEM or DLOCK_INVALID.
+ */
+typedef void (*dlock_permit_lost_fn)(dlock_permit *permit, void *arg);
+DLOCK_API dlock_err dlock_permit_on_lost(dlock_permit *permit,
+                                         dlock_permit_lost_fn fn, void *arg);
+
+/* Milliseconds the permit's lease is still known to run: from the send
+ * time of the request that granted or last renewed it, on CLOCK_BOOTTIME
+ * (it keeps counting while the host sleeps), plus the TTL, minus a drift
+ * allowance (1% + 2 ms), so it ends before the server's.  0 when lost or
+ * expired.  Any thread. */
 DLOCK_API int64_t dlock_permit_valid_ms(const dlock_permit *permit);
 
 /* The permit's grant number (> 0): it grows with every grant of any permit
  * of this semaphore, so a resource can tell a newer grant from an older
- * one; not a mutual-exclusion fence (N holders share the resource). */
+ * one; not a mutual-exclusion fence (N holders share the resource).  It is
+ * never lower than a grant number or fence this client saw before, even
+ * after a Redis restart that lost the counter with the server's clock
+ * behind: then acquire waits until the server's clock passes it (within
+ * wait_ms) or fails with DLOCK_UNPROVEN. */
 DLOCK_API uint64_t dlock_permit_fence(const dlock_permit *permit);
 
-/* 1 once an extend or release found the lease gone, else 0. */
+/* 1 once the lease is lost: its valid_until passed, or an extend or
+ * release found it gone; else 0.  Any thread. */
 DLOCK_API int dlock_permit_lost(const dlock_permit *permit);
 
 /* The permit's owner token (DLOCK_TOKEN_LEN hex digits), borrowed. */

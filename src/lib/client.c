@@ -244,7 +244,12 @@ dlock__msg *dlock__client_begin(dlock_client *c)
 
 int64_t dlock__client_io_deadline(const dlock_client *c)
 {
-    return dlock__deadline_after_ms(c->opts.io_timeout_ms);
+    const dlock__tstate *t = dlock__client_tstate(c);
+    int64_t deadline = dlock__deadline_after_ms(c->opts.io_timeout_ms);
+
+    if (t != NULL && t->io_until_us != 0 && t->io_until_us < deadline)
+        return t->io_until_us;
+    return deadline;
 }
 
 int dlock__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)

@@ -46,10 +46,13 @@ typedef struct dlock__notifier dlock__notifier;
 typedef struct dlock__reentry dlock__reentry;
 typedef struct dlock__skew dlock__skew;
 
-/* What each thread keeps per client: the last message and busy TTL. */
+/* What each thread keeps per client: the last message and busy TTL, and
+ * a cap on its round trips (io_until_us, monotonic; 0: none) that a
+ * pattern's renewal sets to its lease's end (pattern_lease.h). */
 typedef struct dlock__tstate {
     dlock__msg msg;
     int64_t busy_ttl_ms;
+    int64_t io_until_us;
     struct dlock__tstate *next;
     struct dlock__tstate *prev;
     struct dlock_client *client;
@@ -124,7 +127,8 @@ dlock_err dlock__client_connect(dlock_client *c, dlock__conn **out,
 dlock_err dlock__client_connect_until(dlock_client *c, int64_t deadline_us,
                                       dlock__conn **out, dlock__msg *m);
 
-/* Absolute deadline of one round trip begun now. */
+/* Absolute deadline of one round trip begun now: the io timeout, or the
+ * calling thread's io_until_us if that is sooner. */
 int64_t dlock__client_io_deadline(const dlock_client *c);
 
 /* The notifier, started on first use; NULL if it cannot be started (then

@@ -1,5 +1,5 @@
 /*
- * pattern_common.c: names, validity and replies for the pattern modules
+ * pattern_common.c: names and replies for the pattern modules
  * (see pattern_common.h).  Waiting is wait.c's, shared with the core lock.
  */
 #include "pattern_common.h"
@@ -11,8 +11,6 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "clock.h"
-#include "lease.h"
 
 dlock_err dlock__pattern_check_name(const char *what, const char *name,
                                     dlock__msg *m)
@@ -25,6 +23,31 @@ dlock_err dlock__pattern_check_name(const char *what, const char *name,
                               "%d bytes",
                               what, DLOCK_KEY_MAX);
     return DLOCK_OK;
+}
+
+const dlock__script dlock__pattern_zset_extend = {
+    "pattern.zset_extend",
+    DLOCK__LUA_NOW_MS DLOCK__LUA_KEEP_ZSET
+    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    "if not s then return 0 end\n"
+    "if tonumber(s) <= now then\n"
+    "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "keep_zset()\n"
+    "return 1\n",
+    1,
+};
+
+dlock_err dlock__pattern_open(dlock_client *c, int out_ok, const char *what,
+                              const char *name, dlock__msg **m)
+{
+    *m = NULL;
+    if (c == NULL || !out_ok)
+        return DLOCK_INVALID;
+    *m = dlock__client_begin(c);
+    return what != NULL ? dlock__pattern_check_name(what, name, *m) : DLOCK_OK;
 }
 
 const char *const dlock__pattern_kinds[] = {
@@ -78,18 +101,6 @@ dlock_err dlock__pattern_check_ms(const char *what, int64_t ms, dlock__msg *m)
     return DLOCK_OK;
 }
 
-int64_t dlock__pattern_valid_until(int64_t sent_us, int64_t ttl_ms)
-{
-    return dlock__lease_until_of(sent_us, ttl_ms);
-}
-
-int64_t dlock__pattern_left_ms(int64_t valid_until_us)
-{
-    int64_t left = valid_until_us - dlock__now_us();
-
-    return left > 0 ? left / 1000 : 0;
-}
-
 int dlock__pattern_ints(const redisReply *r, size_t n, long long *out)
 {
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < n)
@@ -99,27 +110,6 @@ int dlock__pattern_ints(const redisReply *r, size_t n, long long *out)
             return 0;
         out[i] = r->element[i]->integer;
     }
-    return 1;
-}
-
-int dlock__pattern_u64(const redisReply *e, uint64_t *out)
-{
-    return dlock__fence_of_reply(e, out);
-}
-
-int dlock__pattern_grant(const redisReply *r, int *granted, uint64_t *fence,
-                         int64_t *pttl)
-{
-    long long g;
-
-    if (!dlock__pattern_ints(r, 1, &g) || r->elements != 2)
-        return 0;
-    *granted = g == 1;
-    if (g == 1)
-        return dlock__pattern_u64(r->element[1], fence);
-    if (r->element[1]->type != REDIS_REPLY_INTEGER)
-        return 0;
-    *pttl = r->element[1]->integer;
     return 1;
 }
 

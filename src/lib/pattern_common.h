@@ -4,9 +4,9 @@
  * Every pattern (idempotency, semaphore, leader election, rate limiting,
  * single-flight, read-write lock) keeps its state in a few Redis keys that
  * share one cluster hash slot, and decides each step in one Lua script.
- * This header gives them the same key names, the same validity arithmetic,
- * the same reply checks and the same way of waiting, so each module is
- * only its scripts and its object.
+ * This header gives them the same key names, the same reply checks and the
+ * same way of waiting, and pattern_lease.h the same lease (validity,
+ * loss, fences), so each module is only its scripts and its object.
  *
  * Key names: a pattern object of kind KIND named NAME keeps its keys under
  * "{KIND:NAME}" followed by a suffix ("", ":holders", ":fence", ...).
@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "client_internal.h"
+#include "fence.h"
 #include "wait.h"
 
 /* Longest TTL, lease or wait accepted by the patterns: one year. */
@@ -41,10 +42,12 @@
 /*
  * Lua fragments pasted into the scripts.  DLOCK__LUA_NOW_MS defines `now`
  * (server milliseconds) and `now_us` (server microseconds) from TIME.
- * DLOCK__LUA_FENCE defines next_fence(key): max(last + 1, server
- * microseconds), stored and returned as a decimal string, the rule of the
- * core lock's fences; it compares decimal strings and lets INCR add, so it
- * stays exact past 2^53, where Lua's doubles would stop counting.
+ * DLOCK__LUA_FENCE defines next_fence(key, floor): max(last + 1, server
+ * microseconds), the rule of the core lock's fences, stored and returned
+ * as a decimal string, but only if it is above floor (the client's fence
+ * floor, fence.h); else it writes nothing and returns nil, and the script
+ * answers {2, now_str} (pattern_lease.h).  It works on decimal strings, so
+ * it stays exact past 2^53, where Lua's doubles would stop counting.
  * DLOCK__LUA_WAKE defines wake(counter_key, channel): publishes
  * min(max(n, 1), DLOCK__WAKE_MAX) messages for the n waiters registered in
  * counter_key and deletes it; register_waiter(counter_key) counts one
@@ -54,16 +57,24 @@
     "local t = redis.call('TIME')\n"                             \
     "local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-#define DLOCK__LUA_FENCE                                                  \
-    "local function next_fence(key)\n"                                    \
-    "  local us = t[1] .. string.format('%06d', tonumber(t[2]))\n"        \
-    "  local last = redis.call('GET', key)\n"                             \
-    "  if not last or #us > #last or (#us == #last and us > last) then\n" \
-    "    redis.call('SET', key, us)\n"                                    \
-    "  else\n"                                                            \
-    "    redis.call('INCR', key)\n"                                       \
-    "  end\n"                                                             \
-    "  return redis.call('GET', key)\n"                                   \
+#define DLOCK__LUA_FENCE                                                   \
+    DLOCK__FENCE_LUA_DECIMALS                                              \
+    "local function plus_one(s)\n"                                         \
+    "  local head, nines = s:match('^(.-)(9*)$')\n"                        \
+    "  local tail = string.rep('0', #nines)\n"                             \
+    "  if head == '' then return '1' .. tail end\n"                        \
+    "  return head:sub(1, -2) .. string.char(head:byte(-1) + 1) .. tail\n" \
+    "end\n"                                                                \
+    "local now_str = t[1] .. string.format('%06d', tonumber(t[2]))\n"      \
+    "local function next_fence(key, floor)\n"                              \
+    "  local fence, last = now_str, dec(redis.call('GET', key))\n"         \
+    "  if last and gt(last, fence) or last == fence then\n"                \
+    "    fence = plus_one(last)\n"                                         \
+    "  end\n"                                                              \
+    "  if #fence <= 19 and gt(fence, floor) then\n"                        \
+    "    redis.call('SET', key, fence)\n"                                  \
+    "    return fence\n"                                                   \
+    "  end\n"                                                              \
     "end\n"
 #define DLOCK__LUA_WAKE                                          \
     "local function wake(counter, channel)\n"                    \
@@ -79,12 +90,42 @@
     "end\n"
 
 /*
+ * Leases kept in a sorted set (semaphore holders, rwlock readers): each
+ * member a token scored by its lease's end in server milliseconds.
+ * DLOCK__LUA_KEEP_ZSET defines keep_zset(): sets the set's (KEYS[1]) own
+ * TTL to its latest member's end, so an idle set leaves nothing behind;
+ * it needs DLOCK__LUA_NOW_MS before it.  dlock__pattern_zset_extend is the
+ * extend of such a lease: KEYS[1] the set, ARGV token and TTL ms; answers
+ * 1 (re-scored to now + TTL) or 0 (not a member, or its lease had run out:
+ * then removed).
+ */
+#define DLOCK__LUA_KEEP_ZSET                                               \
+    "local function keep_zset()\n"                                         \
+    "  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n" \
+    "  if last[2] then\n"                                                  \
+    "    local ttl = tonumber(last[2]) - now\n"                            \
+    "    if ttl < 1 then ttl = 1 end\n"                                    \
+    "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                            \
+    "  end\n"                                                              \
+    "end\n"
+extern const dlock__script dlock__pattern_zset_extend;
+
+/*
  * Checks a pattern object's name: 1..DLOCK_KEY_MAX bytes.  what names the
  * object in the message ("semaphore", "idempotency key").  Returns
  * DLOCK_OK or DLOCK_INVALID.
  */
 dlock_err dlock__pattern_check_name(const char *what, const char *name,
                                     dlock__msg *m);
+
+/*
+ * The opening of every pattern call that makes an object: DLOCK_INVALID
+ * without a client or without somewhere to put the object (out_ok 0);
+ * else begins the call's message (*m, as dlock__client_begin) and, when
+ * what is not NULL, checks name as dlock__pattern_check_name does.
+ */
+dlock_err dlock__pattern_open(dlock_client *c, int out_ok, const char *what,
+                              const char *name, dlock__msg **m);
 
 /*
  * The kinds of pattern object, NULL-terminated: "sem", "rw", "leader",
@@ -109,31 +150,9 @@ char *dlock__pattern_channel(const char *kind, const char *name);
  * DLOCK_OK or DLOCK_INVALID with "<what> <ms> ms is not 1 ms..1 year". */
 dlock_err dlock__pattern_check_ms(const char *what, int64_t ms, dlock__msg *m);
 
-/*
- * The time until which a grant of ttl_ms, whose request left at sent_us,
- * is known valid: the lease module's rule (lease.h: sent + ttl minus the
- * drift allowance), so it never overstates.  The patterns keep their
- * times on the monotonic clock (clock.h); the core lock's leases use
- * CLOCK_BOOTTIME.
- */
-int64_t dlock__pattern_valid_until(int64_t sent_us, int64_t ttl_ms);
-
-/* Milliseconds left until valid_until_us (0 when past). */
-int64_t dlock__pattern_left_ms(int64_t valid_until_us);
-
 /* 1 if r is an array of at least n elements whose first n are integers;
  * then out[0..n-1] holds them. */
 int dlock__pattern_ints(const redisReply *r, size_t n, long long *out);
-
-/* 1 if e is a fence or a term by the one wire rule (lease.h,
- * dlock__fence_of_reply); then *out holds it. */
-int dlock__pattern_u64(const redisReply *e, uint64_t *out);
-
-/* Reads a {granted, value} answer: {1, fence-or-term} (integer or decimal
- * string) or {0, pttl}.  Returns 1 with *granted and *fence or *pttl set,
- * 0 when the reply has another shape. */
-int dlock__pattern_grant(const redisReply *r, int *granted, uint64_t *fence,
-                         int64_t *pttl);
 
 /* Fills m with DLOCK_PROTOCOL: "<what> on <server>: expected <expected>,
  * got <reply type>", and returns DLOCK_PROTOCOL. */

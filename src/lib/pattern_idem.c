@@ -34,10 +34,11 @@ dlock_err dlock_idem_begin_wait(dlock_client *c, const char *key,
     dlock_idem *idem;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
+    if (out != NULL)
+        *out = NULL;
+    err = dlock__pattern_open(c, out != NULL, NULL, NULL, &m);
+    if (err != DLOCK_OK)
+        return err;
     idem = dlock__calloc(1, sizeof(*idem));
     if (idem == NULL)
         return dlock__msg_set(m, DLOCK_NOMEM,
@@ -108,7 +109,7 @@ int64_t dlock_idem_valid_ms(const dlock_idem *idem)
 
     if (r->status != DLOCK__RECORD_FIRST || r->finished)
         return 0;
-    return dlock__pattern_left_ms(r->valid_until_us);
+    return dlock__pattern_lease_valid_ms((dlock__pattern_lease *)&r->lease);
 }
 
 const char *dlock_idem_key(const dlock_idem *idem)

@@ -17,13 +17,18 @@
  *   inspect   read the lease and the term counter.
  *
  * States of a candidate (under mu): standby (leading 0) and leading
- * (leading 1, term set, valid_until_us the conservative end of the lease).
- * Moves: a successful campaign makes it leading; a renewal extends
- * valid_until_us; a LOST renewal, a resignation, or the clock passing
- * valid_until_us without a renewal makes it standby.  is_leader is
- * "leading and now < valid_until_us", so a candidate stops calling itself
- * leader no later than the server lets the lease go, even if nobody tells
- * it.  Every move broadcasts cv, for dlock_leader_wait and for stop.
+ * (leading 1, term set).  The lease of each term is a pattern lease
+ * (pattern_lease.h): valid_until on CLOCK_BOOTTIME from the send time of
+ * the last successful campaign or renewal, renewals capped at it, and the
+ * watchdog's timer marking it lost at it (and broadcasting cv) whether or
+ * not a reply comes.  Moves: a successful campaign makes it leading (a
+ * fresh lease for a new term); a renewal moves valid_until on; a LOST
+ * renewal, a resignation, or the lease running out makes it standby.
+ * is_leader is "leading and the lease not lost", so a candidate stops
+ * calling itself leader no later than the server lets the lease go, even
+ * if nobody tells it.  Every move broadcasts cv, for dlock_leader_wait and
+ * for stop.  The lease is reset for a new term only under mu (the
+ * any-thread readers hold mu), after it has left the timer.
  *
  * The background thread is the only caller of the scripts while it runs;
  * it runs the callbacks outside mu.  Stop sets stop, broadcasts, and
@@ -42,7 +47,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "pattern_common.h"
-#include "token.h"
+#include "pattern_lease.h"
 
 #define DEFAULT_TTL_MS 10000
 #define BACKOFF_MS 250
@@ -56,7 +61,8 @@ static const dlock__script campaign_script = {
     "  return {1, redis.call('HGET', KEYS[1], 'term') or '0'}\n"
     "end\n"
     "if cur then return {0, redis.call('PTTL', KEYS[1])} end\n"
-    "local term = next_fence(KEYS[2])\n"
+    "local term = next_fence(KEYS[2], ARGV[4])\n"
+    "if not term then return {2, now_str} end\n"
     "redis.call('HSET', KEYS[1], 'token', ARGV[1], 'term', term, 'id',\n"
     "           ARGV[3], 'since', string.format('%d', now))\n"
     "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
@@ -123,7 +129,6 @@ struct dlock_leader {
     char *term_key;
     char *tick_key;
     char *channel;
-    char token[DLOCK_TOKEN_LEN + 1];
     int64_t ttl_ms;
     dlock_leader_fn on_gained;
     dlock_leader_fn on_lost;
@@ -132,10 +137,10 @@ struct dlock_leader {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* on CLOCK_MONOTONIC */
     int sync_ready;
-    int leading;            /* under mu */
-    uint64_t term;          /* under mu */
-    int64_t valid_until_us; /* under mu */
-    int64_t renew_at_us;    /* background thread only */
+    int leading;                /* under mu */
+    uint64_t term;              /* under mu */
+    dlock__pattern_lease lease; /* reset under mu */
+    int64_t renew_at_us;        /* the controlling thread's */
 
     /* The controlling thread's; the background thread reads stop. */
     int started;
@@ -153,22 +158,41 @@ void dlock_leader_opts_init(dlock_leader_opts *o)
 
 /* ---- state, under mu --------------------------------------------------- */
 
-static void set_leading(dlock_leader *l, uint64_t term, int64_t sent_us)
+/* The timer's callback at the lease's end: wake whoever waits on cv
+ * (without mu, which the controlling thread may hold while it leaves the
+ * timer; the waiters also time out at the lease's end). */
+static void lease_ended(void *arg)
+{
+    dlock_leader *l = arg;
+
+    pthread_cond_broadcast(&l->cv);
+}
+
+/* A fresh lease for the next term, unless the current one still leads. */
+static void fresh_lease(dlock_leader *l)
+{
+    dlock__pattern_lease_leave_timer(&l->lease);
+    pthread_mutex_lock(&l->mu);
+    dlock__pattern_lease_reset(&l->lease, l->ttl_ms);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void set_leading(dlock_leader *l, uint64_t term)
 {
     pthread_mutex_lock(&l->mu);
     l->leading = 1;
     l->term = term;
-    l->valid_until_us = dlock__pattern_valid_until(sent_us, l->ttl_ms);
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
-}
-
-static void set_renewed(dlock_leader *l, int64_t sent_us)
-{
-    pthread_mutex_lock(&l->mu);
-    l->valid_until_us = dlock__pattern_valid_until(sent_us, l->ttl_ms);
-    pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
+    l->renew_at_us = dlock__now_us() + l->ttl_ms * 1000 / 3;
+    /* Out of memory, the lease still ends by time, unannounced. */
+    if (l->lease.watch == NULL)
+        (void)dlock__pattern_lease_on_lost(
+            &l->lease,
+            &(const dlock__pattern_callback){.kind = DLOCK__LOST_INTERNAL,
+                                             .fn.internal = lease_ended,
+                                             .arg = l},
+            NULL);
 }
 
 /* Makes the candidate standby; returns 1 if it was leading. */
@@ -179,15 +203,23 @@ static int set_standby(dlock_leader *l)
     pthread_mutex_lock(&l->mu);
     was = l->leading;
     l->leading = 0;
-    l->valid_until_us = 0;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
     return was;
 }
 
-static int leading_now(const dlock_leader *l)
+/* Under mu. */
+static int leading_now(dlock_leader *l)
 {
-    return l->leading && dlock__now_us() < l->valid_until_us;
+    return l->leading && !dlock__pattern_lease_lost(&l->lease);
+}
+
+/* The monotonic time the lease ends (under mu). */
+static int64_t lease_end_us(dlock_leader *l)
+{
+    return dlock__now_us()
+           + dlock__lease_left_us(&l->lease.lease,
+                                  dlock__client_skew(l->client));
 }
 
 static uint64_t current_term(dlock_leader *l)
@@ -252,6 +284,7 @@ static void leader_discard(dlock_leader *l)
 {
     if (l == NULL)
         return;
+    dlock__pattern_lease_destroy(&l->lease);
     if (l->sync_ready) {
         pthread_cond_destroy(&l->cv);
         pthread_mutex_destroy(&l->mu);
@@ -268,12 +301,16 @@ static void leader_discard(dlock_leader *l)
 static dlock_err leader_build(dlock_leader *l, const char *name,
                               const dlock_leader_opts *o, dlock__msg *m)
 {
+    dlock_err err;
+
     l->ttl_ms = o->ttl_ms;
     l->on_gained = o->on_gained;
     l->on_lost = o->on_lost;
     l->arg = o->arg;
     atomic_init(&l->stop, 0);
     l->name = dlock__strdup(name);
+    err = dlock__pattern_lease_init(&l->lease, l->client, o->ttl_ms, "leader",
+                                    l->name != NULL ? l->name : "", m);
     l->id = o->id != NULL ? dlock__strdup(o->id) : default_id();
     l->lease_key = dlock__pattern_key("leader", name, "");
     l->term_key = dlock__pattern_key("leader", name, ":term");
@@ -282,7 +319,7 @@ static dlock_err leader_build(dlock_leader *l, const char *name,
     if (l->name == NULL || l->id == NULL || l->lease_key == NULL
         || l->term_key == NULL || l->tick_key == NULL || l->channel == NULL)
         return dlock__msg_set(m, DLOCK_NOMEM, "allocating leader %.64s", name);
-    return dlock__token_new(l->token, m);
+    return err;
 }
 
 dlock_err dlock_leader_new(dlock_client *c, const char *name,
@@ -293,15 +330,12 @@ dlock_err dlock_leader_new(dlock_client *c, const char *name,
     dlock__msg *m;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
-    if (opts == NULL) {
-        dlock_leader_opts_init(&defaults);
+    if (out != NULL)
+        *out = NULL;
+    dlock_leader_opts_init(&defaults);
+    if (opts == NULL)
         opts = &defaults;
-    }
-    err = dlock__pattern_check_name("leader", name, m);
+    err = dlock__pattern_open(c, out != NULL, "leader", name, &m);
     if (err == DLOCK_OK)
         err = check_opts(opts, m);
     if (err != DLOCK_OK)
@@ -329,70 +363,43 @@ static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
 {
     dlock_leader *l = arg;
     char ttl[24];
-    const char *argv[] = {l->lease_key, l->term_key, l->token, ttl, l->id};
-    int64_t sent = dlock__now_us();
-    int granted = 0;
-    uint64_t term = 0;
-    int64_t pttl = 0;
-    redisReply *r;
+    const char *argv[] = {l->lease_key, l->term_key, l->lease.token, ttl,
+                          l->id};
+    int leading;
     dlock_err err;
 
     (void)waiting;
+    pthread_mutex_lock(&l->mu);
+    leading = leading_now(l);
+    pthread_mutex_unlock(&l->mu);
+    if (!leading)
+        fresh_lease(l);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
-    err = dlock__client_eval(l->client, &campaign_script, 2, 5, argv, NULL, &r,
-                             m);
-    if (err != DLOCK_OK)
-        return err;
-    if (!dlock__pattern_grant(r, &granted, &term, &pttl)) {
-        err = dlock__pattern_bad_reply(l->client, "leader.campaign",
-                                       "{granted, term|pttl}", r, m);
-    } else if (granted) {
-        set_leading(l, term, sent);
-        l->renew_at_us = sent + l->ttl_ms * 1000 / 3;
-    } else {
-        *hint_ms = pttl;
-        err = DLOCK_BUSY;
-    }
-    freeReplyObject(r);
+    err = dlock__pattern_lease_try(&l->lease, &campaign_script, 2, 5, argv,
+                                   hint_ms, m);
+    if (err == DLOCK_OK)
+        set_leading(l, l->lease.fence);
     return err;
 }
 
-/* Runs renew or resign: 1 means the lease was ours. */
-static dlock_err lease_script(dlock_leader *l, const dlock__script *s,
-                              const char *arg, dlock__msg *m)
+/* Runs resign: 1 means the lease was ours. */
+static dlock_err resign_once(dlock_leader *l, dlock__msg *m)
 {
-    const char *argv[] = {l->lease_key, l->token, arg};
-    redisReply *r;
-    dlock_err err = dlock__client_eval(l->client, s, 1, 3, argv, NULL, &r, m);
+    const char *argv[] = {l->lease_key, l->lease.token, l->channel};
 
-    if (err != DLOCK_OK)
-        return dlock__msg_wrap(m, err, "%s of leader %.64s", s->name, l->name);
-    if (r->type != REDIS_REPLY_INTEGER)
-        err = dlock__pattern_bad_reply(l->client, s->name, "an integer", r, m);
-    else if (r->integer != 1)
-        err = dlock__msg_set(m, DLOCK_LOST,
-                             "%s of leader %.64s on %s: the "
-                             "lease is gone or another candidate's (term "
-                             "%llu ended)",
-                             s->name, l->name,
-                             dlock_client_endpoint(l->client),
-                             (unsigned long long)current_term(l));
-    freeReplyObject(r);
-    return err;
+    return dlock__pattern_lease_call(&l->lease, &resign_script, 1, 3, argv,
+                                     NULL, 0, m);
 }
 
 static dlock_err renew_once(dlock_leader *l, dlock__msg *m)
 {
     char ttl[24];
-    int64_t sent = dlock__now_us();
-    dlock_err err;
+    const char *argv[] = {l->lease_key, l->lease.token, ttl};
+    dlock_err err = dlock__pattern_lease_extend(&l->lease, 0, &renew_script, 1,
+                                                3, argv, ttl, m);
 
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
-    err = lease_script(l, &renew_script, ttl, m);
-    if (err == DLOCK_OK) {
-        set_renewed(l, sent);
-        l->renew_at_us = sent + l->ttl_ms * 1000 / 3;
-    }
+    if (err == DLOCK_OK)
+        l->renew_at_us = dlock__now_us() + l->ttl_ms * 1000 / 3;
     return err;
 }
 
@@ -420,12 +427,13 @@ static void wait_or_stop(dlock_leader *l, int64_t deadline_us)
 static void run_standby(dlock_leader *l, dlock__msg *m)
 {
     int64_t hint = 0;
-    dlock_err err = dlock__wait_run(
+    dlock_err err = dlock__pattern_lease_wait(
+        &l->lease,
         &(const dlock__wait){
             .client = l->client,
             .channel = l->channel,
             .deadline_us = DLOCK__FOREVER,
-            .seed = l->token,
+            .seed = l->lease.token,
             .cancel = &l->stop,
         },
         campaign_once, l, &hint, m);
@@ -439,20 +447,22 @@ static void run_standby(dlock_leader *l, dlock__msg *m)
 /* Leading: renew on schedule; lose on LOST or when validity runs out. */
 static void run_leading(dlock_leader *l, dlock__msg *m)
 {
-    int64_t valid_until, wake;
+    int64_t end, wake;
     dlock_err err;
 
     pthread_mutex_lock(&l->mu);
-    valid_until = l->valid_until_us;
+    end = lease_end_us(l);
     pthread_mutex_unlock(&l->mu);
-    wake = l->renew_at_us < valid_until ? l->renew_at_us : valid_until;
+    wake = l->renew_at_us < end ? l->renew_at_us : end;
     wait_or_stop(l, wake);
     if (atomic_load(&l->stop))
         return;
-    err = dlock__now_us() < valid_until ? renew_once(l, m) : DLOCK_LOST;
+    /* Capped at the lease's end: it returns by then, answered or not. */
+    err = renew_once(l, m);
     if (err == DLOCK_OK)
         return;
-    if (err == DLOCK_LOST || dlock__now_us() >= valid_until) {
+    if (err == DLOCK_LOST || err == DLOCK_STATE
+        || dlock__pattern_lease_lost(&l->lease)) {
         uint64_t term = current_term(l);
 
         if (set_standby(l))
@@ -485,7 +495,7 @@ static void *leader_main(void *arg)
     if (leading && l->resign_on_stop) {
         uint64_t term = current_term(l);
 
-        l->stop_err = lease_script(l, &resign_script, l->channel, m);
+        l->stop_err = resign_once(l, m);
         set_standby(l);
         call_back(l, l->on_lost, term);
     }
@@ -592,12 +602,13 @@ dlock_err dlock_leader_campaign(dlock_leader *l, int64_t wait_ms)
     err = refuse_if_started(l, "campaign", m);
     if (err != DLOCK_OK)
         return err;
-    err = dlock__wait_run(
+    err = dlock__pattern_lease_wait(
+        &l->lease,
         &(const dlock__wait){
             .client = l->client,
             .channel = l->channel,
             .deadline_us = dlock__deadline_after_ms(wait_ms),
-            .seed = l->token,
+            .seed = l->lease.token,
         },
         campaign_once, l, &hint, m);
     if (err == DLOCK_BUSY) {
@@ -637,6 +648,11 @@ dlock_err dlock_leader_renew(dlock_leader *l)
                               "does not lead",
                               l->name);
     err = renew_once(l, m);
+    if (err == DLOCK_STATE) /* the timer found the lease's end first */
+        err = dlock__msg_set(m, DLOCK_LOST,
+                             "renewal of leader %.64s: its lease ran out "
+                             "(term %llu ended)",
+                             l->name, (unsigned long long)current_term(l));
     if (err == DLOCK_LOST)
         set_standby(l);
     return err;
@@ -653,7 +669,7 @@ dlock_err dlock_leader_resign(dlock_leader *l)
     err = refuse_if_started(l, "resignation", m);
     if (err != DLOCK_OK)
         return err;
-    err = lease_script(l, &resign_script, l->channel, m);
+    err = resign_once(l, m);
     set_standby(l);
     return err;
 }
@@ -682,7 +698,7 @@ int64_t dlock_leader_valid_ms(const dlock_leader *cl)
     int64_t left;
 
     pthread_mutex_lock(&l->mu);
-    left = l->leading ? dlock__pattern_left_ms(l->valid_until_us) : 0;
+    left = l->leading ? dlock__pattern_lease_valid_ms(&l->lease) : 0;
     pthread_mutex_unlock(&l->mu);
     return left;
 }
@@ -704,8 +720,8 @@ dlock_err dlock_leader_wait(dlock_leader *l, int leading, int64_t timeout_ms)
             break;
         }
         /* Validity runs out without a broadcast: wake for it too. */
-        if (!leading && l->leading && l->valid_until_us < wake)
-            wake = l->valid_until_us;
+        if (!leading && l->leading && lease_end_us(l) < wake)
+            wake = lease_end_us(l) + 1000;
         ts = dlock__timespec_of(wake);
         pthread_cond_timedwait(&l->cv, &l->mu, &ts);
     }
@@ -762,7 +778,7 @@ dlock_err dlock_leader_tick(dlock_leader *l, int64_t period_ms,
     snprintf(period, sizeof(period), "%lld", (long long)period_ms);
     argv[0] = l->lease_key;
     argv[1] = l->tick_key;
-    argv[2] = l->token;
+    argv[2] = l->lease.token;
     argv[3] = period;
     argv[4] = call;
     err = dlock__client_eval(l->client, &tick_script, 2, 5, argv, NULL, &r, m);

@@ -61,12 +61,16 @@ static dlock_err check_opts(const dlock_once_opts *o, dlock__msg *m)
 
 /* begin without resetting the caller's message (dlock_once_do's step). */
 static dlock_err once_begin(dlock_client *c, const char *name,
-                            const dlock_once_opts *o, dlock_once **out,
+                            const dlock_once_opts *opts, dlock_once **out,
                             dlock__msg *m)
 {
+    dlock_once_opts defaults;
+    const dlock_once_opts *o = opts != NULL ? opts : &defaults;
     dlock_once *once;
-    dlock_err err = check_opts(o, m);
+    dlock_err err;
 
+    dlock_once_opts_init(&defaults);
+    err = check_opts(o, m);
     if (err != DLOCK_OK)
         return err;
     once = dlock__calloc(1, sizeof(*once));
@@ -88,19 +92,14 @@ static dlock_err once_begin(dlock_client *c, const char *name,
 dlock_err dlock_once_begin(dlock_client *c, const char *name,
                            const dlock_once_opts *opts, dlock_once **out)
 {
-    dlock_once_opts defaults;
     dlock__msg *m;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
-    if (opts == NULL) {
-        dlock_once_opts_init(&defaults);
-        opts = &defaults;
-    }
-    err = once_begin(c, name, opts, out, m);
+    if (out != NULL)
+        *out = NULL;
+    err = dlock__pattern_open(c, out != NULL, NULL, NULL, &m);
+    if (err == DLOCK_OK)
+        err = once_begin(c, name, opts, out, m);
     if (err == DLOCK_OK)
         dlock__msg_clear(m);
     return err;
@@ -178,22 +177,17 @@ dlock_err dlock_once_do(dlock_client *c, const char *name,
                         const dlock_once_opts *opts, dlock_once_fn fn,
                         void *arg, int *fn_result, dlock_once **out)
 {
-    dlock_once_opts defaults;
     dlock_once *once = NULL;
     dlock__msg *m;
     dlock_err err;
 
     if (fn_result != NULL)
         *fn_result = 0;
-    if (c == NULL || out == NULL || fn == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
-    if (opts == NULL) {
-        dlock_once_opts_init(&defaults);
-        opts = &defaults;
-    }
-    err = once_begin(c, name, opts, &once, m);
+    if (out != NULL)
+        *out = NULL;
+    err = dlock__pattern_open(c, out != NULL && fn != NULL, NULL, NULL, &m);
+    if (err == DLOCK_OK)
+        err = once_begin(c, name, opts, &once, m);
     if (err != DLOCK_OK)
         return err;
     if (once->led)

@@ -106,11 +106,9 @@ dlock_err dlock_ratelimit_new(dlock_client *c, const char *name, int64_t rate,
     dlock__msg *m;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
-    err = dlock__pattern_check_name("rate limiter", name, m);
+    if (out != NULL)
+        *out = NULL;
+    err = dlock__pattern_open(c, out != NULL, "rate limiter", name, &m);
     if (err == DLOCK_OK)
         err = check_rate(name, rate, period_ms, burst, m);
     if (err != DLOCK_OK)
@@ -177,20 +175,29 @@ static dlock_err check_cost(const dlock_ratelimit *rl, int64_t cost,
     return DLOCK_OK;
 }
 
+/* The opening of take and wait: the result (*res, or local when NULL)
+ * zeroed, the call's message begun (*m), the cost checked. */
+static dlock_err open_call(dlock_ratelimit *rl, int64_t cost,
+                           dlock_ratelimit_result **res,
+                           dlock_ratelimit_result *local, dlock__msg **m)
+{
+    *m = NULL;
+    if (*res == NULL)
+        *res = local;
+    memset(*res, 0, sizeof(**res));
+    if (rl == NULL)
+        return DLOCK_INVALID;
+    *m = dlock__client_begin(rl->client);
+    return check_cost(rl, cost, *m);
+}
+
 dlock_err dlock_ratelimit_take(dlock_ratelimit *rl, int64_t cost,
                                dlock_ratelimit_result *res)
 {
     dlock_ratelimit_result local;
     dlock__msg *m;
-    dlock_err err;
+    dlock_err err = open_call(rl, cost, &res, &local, &m);
 
-    if (rl == NULL)
-        return DLOCK_INVALID;
-    if (res == NULL)
-        res = &local;
-    memset(res, 0, sizeof(*res));
-    m = dlock__client_begin(rl->client);
-    err = check_cost(rl, cost, m);
     if (err == DLOCK_OK)
         err = decide(rl, cost, 0, res, m);
     if (err != DLOCK_OK || res->allowed)
@@ -212,15 +219,8 @@ dlock_err dlock_ratelimit_wait(dlock_ratelimit *rl, int64_t cost,
     dlock_ratelimit_result local;
     int64_t max_wait_us, answered;
     dlock__msg *m;
-    dlock_err err;
+    dlock_err err = open_call(rl, cost, &res, &local, &m);
 
-    if (rl == NULL)
-        return DLOCK_INVALID;
-    if (res == NULL)
-        res = &local;
-    memset(res, 0, sizeof(*res));
-    m = dlock__client_begin(rl->client);
-    err = check_cost(rl, cost, m);
     if (err != DLOCK_OK)
         return err;
     if (max_wait_ms > DLOCK__PATTERN_MAX_MS)

@@ -105,25 +105,25 @@ dlock_err dlock__record_new(dlock_client *c, const char *kind,
     r->name = dlock__strdup(name);
     r->key = dlock__pattern_key(kind, name, "");
     r->channel = dlock__pattern_channel(kind, name);
-    if (r->name == NULL || r->key == NULL || r->channel == NULL) {
+    /* Made whatever happened above, so that free can destroy it. */
+    err = dlock__pattern_lease_init(&r->lease, c, 1, what,
+                                    r->name != NULL ? r->name : "", m);
+    if (r->name == NULL || r->key == NULL || r->channel == NULL)
         err = dlock__msg_set(m, DLOCK_NOMEM, "allocating %s %.64s", what,
                              name);
-        goto fail;
+    if (err != DLOCK_OK) {
+        dlock__record_free(r);
+        return err;
     }
-    err = dlock__token_new(r->token, m);
-    if (err != DLOCK_OK)
-        goto fail;
     *out = r;
     return DLOCK_OK;
-fail:
-    dlock__record_free(r);
-    return err;
 }
 
 void dlock__record_free(dlock__record *r)
 {
     if (r == NULL)
         return;
+    dlock__pattern_lease_destroy(&r->lease);
     dlock__free(r->name);
     dlock__free(r->key);
     dlock__free(r->channel);
@@ -153,7 +153,7 @@ static dlock_err take_value(dlock__record *r, const redisReply *v,
 
 /* Reads the claim script's {1} | {2, value} | {0, pttl}. */
 static dlock_err read_claim(dlock__record *r, const redisReply *rep,
-                            int64_t sent_us, int64_t *hint_ms, dlock__msg *m)
+                            int64_t *hint_ms, dlock__msg *m)
 {
     long long kind;
 
@@ -166,7 +166,6 @@ static dlock_err read_claim(dlock__record *r, const redisReply *rep,
                                         m);
     if (kind == 1) {
         r->status = DLOCK__RECORD_FIRST;
-        r->valid_until_us = dlock__pattern_valid_until(sent_us, r->ttl_ms);
         return DLOCK_OK;
     }
     if (kind == 2)
@@ -180,18 +179,26 @@ static dlock_err claim_once(void *arg, int waiting, int64_t *hint_ms,
 {
     dlock__record *r = arg;
     char ttl[24];
-    const char *argv[] = {r->key, r->token, ttl, waiting ? "1" : "0"};
-    int64_t sent = dlock__now_us();
+    const char *argv[] = {r->key, r->lease.token, ttl, waiting ? "1" : "0"};
+    const int64_t ttl_ms = dlock__pattern_lease_ttl_ms(&r->lease);
+    dlock__lease_ticket t;
     redisReply *rep;
     dlock_err err;
 
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)r->ttl_ms);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    t = dlock__pattern_lease_begin(&r->lease, ttl_ms);
     err = dlock__client_eval(r->client, &claim_script, 1, 4, argv, NULL, &rep,
                              m);
     if (err != DLOCK_OK)
-        return err;
-    err = read_claim(r, rep, sent, hint_ms, m);
+        return dlock__pattern_lease_end(&r->lease, &t, err);
+    err = read_claim(r, rep, hint_ms, m);
     freeReplyObject(rep);
+    /* Only a FIRST answer set our lease; DONE and busy set nothing. */
+    dlock__pattern_lease_end(&r->lease, &t,
+                             r->status == DLOCK__RECORD_FIRST
+                                     || err != DLOCK_OK
+                                 ? err
+                                 : DLOCK_BUSY);
     return err;
 }
 
@@ -206,13 +213,13 @@ dlock_err dlock__record_claim(dlock__record *r, int64_t ttl_ms,
     if (r->status != DLOCK__RECORD_NONE)
         return dlock__msg_set(m, DLOCK_STATE, "%s %.64s was claimed already",
                               r->what, r->name);
-    r->ttl_ms = ttl_ms;
+    dlock__lease_set_ttl_ms(&r->lease.lease, ttl_ms);
     err = dlock__wait_run(
         &(const dlock__wait){
             .client = r->client,
             .channel = r->channel,
             .deadline_us = dlock__deadline_after_ms(wait_ms),
-            .seed = r->token,
+            .seed = r->lease.token,
         },
         claim_once, r, &hint, m);
     if (err == DLOCK_BUSY) {
@@ -243,33 +250,6 @@ static dlock_err check_first(const dlock__record *r, const char *step,
     return DLOCK_OK;
 }
 
-/* Runs a token script answering 1 (ours) or 0 (gone or another's). */
-static dlock_err run_token_script(dlock__record *r, const dlock__script *s,
-                                  int argc, const char **argv,
-                                  const size_t *lens, dlock__msg *m)
-{
-    redisReply *rep;
-    dlock_err err = dlock__client_eval(r->client, s, 1, argc, argv, lens, &rep,
-                                       m);
-
-    if (err != DLOCK_OK)
-        return dlock__msg_wrap(m, err, "%s of %s %.64s", s->name, r->what,
-                               r->name);
-    if (rep->type != REDIS_REPLY_INTEGER)
-        err = dlock__pattern_bad_reply(r->client, s->name, "an integer", rep,
-                                       m);
-    else if (rep->integer != 1)
-        err = dlock__msg_set(m, DLOCK_LOST,
-                             "%s of %s %.64s on %s: the "
-                             "record no longer holds our token (its lease "
-                             "of %lld ms ran out)",
-                             s->name, r->what, r->name,
-                             dlock_client_endpoint(r->client),
-                             (long long)r->ttl_ms);
-    freeReplyObject(rep);
-    return err;
-}
-
 /* Makes the record DONE with a copy of the value we stored. */
 static dlock_err keep_own_value(dlock__record *r, const void *value,
                                 size_t len, dlock__msg *m)
@@ -295,8 +275,8 @@ dlock_err dlock__record_complete(dlock__record *r, const void *value,
                                  size_t len, int64_t keep_ms, dlock__msg *m)
 {
     char keep[24];
-    const char *argv[] = {r->key, r->token, value != NULL ? value : "", keep,
-                          r->channel};
+    const char *argv[] = {r->key, r->lease.token, value != NULL ? value : "",
+                          keep, r->channel};
     size_t lens[5];
     dlock_err err = check_first(r, "complete", m);
 
@@ -317,7 +297,8 @@ dlock_err dlock__record_complete(dlock__record *r, const void *value,
     for (int i = 0; i < 5; i++)
         lens[i] = strlen(argv[i]);
     lens[2] = len;
-    err = run_token_script(r, &complete_script, 5, argv, lens, m);
+    err = dlock__pattern_lease_call(&r->lease, &complete_script, 1, 5, argv,
+                                    lens, 0, m);
     if (err == DLOCK_OK)
         err = keep_own_value(r, value, len, m);
     /* A LOST answer finishes the record too: it is no longer ours. */
@@ -328,12 +309,13 @@ dlock_err dlock__record_complete(dlock__record *r, const void *value,
 
 dlock_err dlock__record_abort(dlock__record *r, dlock__msg *m)
 {
-    const char *argv[] = {r->key, r->token, r->channel};
+    const char *argv[] = {r->key, r->lease.token, r->channel};
     dlock_err err = check_first(r, "abort", m);
 
     if (err != DLOCK_OK)
         return err;
-    err = run_token_script(r, &abort_script, 3, argv, NULL, m);
+    err = dlock__pattern_lease_call(&r->lease, &abort_script, 1, 3, argv, NULL,
+                                    0, m);
     if (err == DLOCK_OK || err == DLOCK_LOST)
         r->finished = 1;
     return err;
@@ -342,22 +324,11 @@ dlock_err dlock__record_abort(dlock__record *r, dlock__msg *m)
 dlock_err dlock__record_extend(dlock__record *r, int64_t ttl_ms, dlock__msg *m)
 {
     char ttl[24];
-    const char *argv[] = {r->key, r->token, ttl};
-    int64_t sent = dlock__now_us();
+    const char *argv[] = {r->key, r->lease.token, ttl};
     dlock_err err = check_first(r, "extend", m);
 
     if (err != DLOCK_OK)
         return err;
-    if (ttl_ms == 0)
-        ttl_ms = r->ttl_ms;
-    err = dlock__pattern_check_ms("lease", ttl_ms, m);
-    if (err != DLOCK_OK)
-        return err;
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
-    err = run_token_script(r, &extend_script, 3, argv, NULL, m);
-    if (err == DLOCK_OK) {
-        r->ttl_ms = ttl_ms;
-        r->valid_until_us = dlock__pattern_valid_until(sent, ttl_ms);
-    }
-    return err;
+    return dlock__pattern_lease_extend(&r->lease, ttl_ms, &extend_script, 1, 3,
+                                       argv, ttl, m);
 }

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "client_internal.h"
+#include "pattern_lease.h"
 
 typedef enum dlock__record_status {
     DLOCK__RECORD_NONE = 0,
@@ -44,13 +45,11 @@ typedef struct dlock__record {
     char *name;
     char *key;
     char *channel;
-    char token[DLOCK_TOKEN_LEN + 1];
+    dlock__pattern_lease lease; /* token, TTL and validity of a claim */
     dlock__record_status status;
     int finished;
     char *value; /* NUL-terminated copy, len bytes before */
     size_t len;
-    int64_t ttl_ms;         /* the lease of a FIRST record */
-    int64_t valid_until_us; /* monotonic; the lease as far as we know */
 } dlock__record;
 
 /* Largest result a record stores. */

@@ -27,28 +27,19 @@
 #include "alloc.h"
 #include "clock.h"
 #include "pattern_common.h"
-#include "token.h"
+#include "pattern_lease.h"
 
 #define INTENT_MS "1000"
 /* A waiting writer tries again at least this often, renewing its intent
  * well before INTENT_MS runs out. */
 #define INTENT_RENEW_MS 300
 
-#define LUA_KEEP_READERS                                                   \
-    "local function keep_readers()\n"                                      \
-    "  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n" \
-    "  if last[2] then\n"                                                  \
-    "    local ttl = tonumber(last[2]) - now\n"                            \
-    "    if ttl < 1 then ttl = 1 end\n"                                    \
-    "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                            \
-    "  end\n"                                                              \
-    "end\n"
-
 /* KEYS: readers, writer, intent, fence, waiters.  ARGV: token, ttl,
- * waiting. */
+ * waiting, the client's fence floor (write only: a read grant hands out
+ * no new fence, it answers the last write's). */
 static const dlock__script read_script = {
     "rwlock.read",
-    DLOCK__LUA_NOW_MS DLOCK__LUA_WAKE LUA_KEEP_READERS
+    DLOCK__LUA_NOW_MS DLOCK__LUA_WAKE DLOCK__LUA_KEEP_ZSET
     "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
     "local expiry = now + tonumber(ARGV[2])\n"
     "local fence = redis.call('GET', KEYS[4]) or '0'\n"
@@ -61,7 +52,7 @@ static const dlock__script read_script = {
     "  end\n"
     "end\n"
     "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
-    "keep_readers()\n"
+    "keep_zset()\n"
     "return {1, fence}\n",
     1,
 };
@@ -91,9 +82,11 @@ static const dlock__script write_script = {
     "  end\n"
     "  return busy(tonumber(first[2]) - now)\n"
     "end\n"
+    "local fence = next_fence(KEYS[4], ARGV[4])\n"
+    "if not fence then return {2, now_str} end\n"
     "redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])\n"
     "if intent then redis.call('DEL', KEYS[3]) end\n"
-    "return {1, next_fence(KEYS[4])}\n",
+    "return {1, fence}\n",
     1,
 };
 
@@ -122,22 +115,6 @@ static const dlock__script write_release_script = {
     1,
 };
 
-/* KEYS: readers.  ARGV: token, ttl. */
-static const dlock__script read_extend_script = {
-    "rwlock.read_extend",
-    DLOCK__LUA_NOW_MS LUA_KEEP_READERS
-    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-    "if not s then return 0 end\n"
-    "if tonumber(s) <= now then\n"
-    "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
-    "  return 0\n"
-    "end\n"
-    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
-    "keep_readers()\n"
-    "return 1\n",
-    1,
-};
-
 /* KEYS: writer.  ARGV: token, ttl. */
 static const dlock__script write_extend_script = {
     "rwlock.write_extend",
@@ -159,17 +136,14 @@ struct dlock_rwlock {
     char *name;
     char *keys[NKEYS];
     char *channel;
-    char token[DLOCK_TOKEN_LEN + 1];
-    int64_t ttl_ms;
-    uint64_t fence;
-    int64_t valid_until_us;
-    int lost;
+    dlock__pattern_lease lease;
 };
 
 void dlock_rwlock_free(dlock_rwlock *l)
 {
     if (l == NULL)
         return;
+    dlock__pattern_lease_destroy(&l->lease);
     for (int i = 0; i < NKEYS; i++)
         dlock__free(l->keys[i]);
     dlock__free(l->name);
@@ -182,6 +156,7 @@ static dlock_err rwlock_new(dlock_client *c, const char *name,
                             dlock_rwlock **out, dlock__msg *m)
 {
     dlock_rwlock *l = dlock__calloc(1, sizeof(*l));
+    dlock_err err;
     int ok;
 
     *out = NULL;
@@ -189,7 +164,6 @@ static dlock_err rwlock_new(dlock_client *c, const char *name,
         return dlock__msg_set(m, DLOCK_NOMEM, "allocating rwlock %.64s", name);
     l->client = c;
     l->mode = mode;
-    l->ttl_ms = ttl_ms;
     l->name = dlock__strdup(name);
     l->channel = dlock__pattern_channel("rw", name);
     ok = l->name != NULL && l->channel != NULL;
@@ -197,9 +171,14 @@ static dlock_err rwlock_new(dlock_client *c, const char *name,
         l->keys[i] = dlock__pattern_key("rw", name, key_suffixes[i]);
         ok = l->keys[i] != NULL;
     }
-    if (!ok) {
+    /* Made whatever happened above, so that free can destroy it. */
+    err = dlock__pattern_lease_init(&l->lease, c, ttl_ms, "rwlock",
+                                    ok ? l->name : "", m);
+    if (!ok)
+        err = dlock__msg_set(m, DLOCK_NOMEM, "allocating rwlock %.64s", name);
+    if (err != DLOCK_OK) {
         dlock_rwlock_free(l);
-        return dlock__msg_set(m, DLOCK_NOMEM, "allocating rwlock %.64s", name);
+        return err;
     }
     *out = l;
     return DLOCK_OK;
@@ -214,35 +193,16 @@ static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
                                                            : &read_script;
     char ttl[24];
     const char *argv[NKEYS + 3];
-    int64_t sent = dlock__now_us();
-    int granted = 0;
-    uint64_t fence = 0;
-    int64_t pttl = 0;
-    redisReply *r;
-    dlock_err err;
 
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
+    snprintf(ttl, sizeof(ttl), "%lld",
+             (long long)dlock__pattern_lease_ttl_ms(&l->lease));
     for (int i = 0; i < NKEYS; i++)
         argv[i] = l->keys[i];
-    argv[NKEYS] = l->token;
+    argv[NKEYS] = l->lease.token;
     argv[NKEYS + 1] = ttl;
     argv[NKEYS + 2] = waiting ? "1" : "0";
-    err = dlock__client_eval(l->client, s, NKEYS, NKEYS + 3, argv, NULL, &r,
-                             m);
-    if (err != DLOCK_OK)
-        return err;
-    if (!dlock__pattern_grant(r, &granted, &fence, &pttl)) {
-        err = dlock__pattern_bad_reply(l->client, s->name,
-                                       "{granted, fence|pttl}", r, m);
-    } else if (granted) {
-        l->fence = fence;
-        l->valid_until_us = dlock__pattern_valid_until(sent, l->ttl_ms);
-    } else {
-        *hint_ms = pttl;
-        err = DLOCK_BUSY;
-    }
-    freeReplyObject(r);
-    return err;
+    return dlock__pattern_lease_try(&l->lease, s, NKEYS, NKEYS + 3, argv,
+                                    hint_ms, m);
 }
 
 static const char *mode_name(dlock_rwlock_mode mode)
@@ -259,11 +219,9 @@ dlock_err dlock_rwlock_acquire(dlock_client *c, const char *name,
     int64_t started = dlock__now_us(), hint = 0;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
-    err = dlock__pattern_check_name("rwlock", name, m);
+    if (out != NULL)
+        *out = NULL;
+    err = dlock__pattern_open(c, out != NULL, "rwlock", name, &m);
     if (err == DLOCK_OK)
         err = dlock__pattern_check_ms("rwlock TTL", ttl_ms, m);
     if (err == DLOCK_OK && mode != DLOCK_RWLOCK_READ
@@ -276,18 +234,16 @@ dlock_err dlock_rwlock_acquire(dlock_client *c, const char *name,
         err = rwlock_new(c, name, mode, ttl_ms, &l, m);
     if (err != DLOCK_OK)
         return err;
-    err = dlock__token_new(l->token, m);
-    if (err == DLOCK_OK)
-        err = dlock__wait_run(
-            &(const dlock__wait){
-                .client = c,
-                .channel = l->channel,
-                .deadline_us = dlock__deadline_after_ms(wait_ms),
-                .seed = l->token,
-                .poll_max_ms = l->mode == DLOCK_RWLOCK_WRITE ? INTENT_RENEW_MS
-                                                             : 0,
-            },
-            acquire_once, l, &hint, m);
+    err = dlock__pattern_lease_wait(
+        &l->lease,
+        &(const dlock__wait){
+            .client = c,
+            .channel = l->channel,
+            .deadline_us = dlock__deadline_after_ms(wait_ms),
+            .seed = l->lease.token,
+            .poll_max_ms = l->mode == DLOCK_RWLOCK_WRITE ? INTENT_RENEW_MS : 0,
+        },
+        acquire_once, l, &hint, m);
     if (err == DLOCK_BUSY) {
         dlock__pattern_set_busy_ttl(c, hint);
         dlock__msg_set(m, DLOCK_BUSY,
@@ -309,90 +265,62 @@ dlock_err dlock_rwlock_acquire(dlock_client *c, const char *name,
     return DLOCK_OK;
 }
 
-/* Runs a grant script answering 1 (held) or 0 (lease gone). */
-static dlock_err grant_script(dlock_rwlock *l, const dlock__script *s,
-                              int nkeys, const char **argv, int argc,
-                              dlock__msg *m)
+/* The key a release or extend acts on: the writer's, or the readers'. */
+static const char *hold_key(const dlock_rwlock *l)
 {
-    redisReply *r;
-    dlock_err err = dlock__client_eval(l->client, s, nkeys, argc, argv, NULL,
-                                       &r, m);
-
-    if (err != DLOCK_OK)
-        return dlock__msg_wrap(m, err, "%s of rwlock %.64s", s->name, l->name);
-    if (r->type != REDIS_REPLY_INTEGER)
-        err = dlock__pattern_bad_reply(l->client, s->name, "an integer", r, m);
-    else if (r->integer != 1)
-        err = dlock__msg_set(m, DLOCK_LOST,
-                             "%s of rwlock %.64s on %s: the "
-                             "%s lease had run out",
-                             s->name, l->name,
-                             dlock_client_endpoint(l->client),
-                             mode_name(l->mode));
-    freeReplyObject(r);
-    return err;
+    return l->mode == DLOCK_RWLOCK_WRITE ? l->keys[K_WRITER]
+                                         : l->keys[K_READERS];
 }
 
 dlock_err dlock_rwlock_release(dlock_rwlock *l)
 {
-    dlock__msg *m;
     const char *argv[4];
     dlock_err err;
 
     if (l == NULL)
         return DLOCK_OK;
-    m = dlock__client_begin(l->client);
-    argv[0] = l->mode == DLOCK_RWLOCK_WRITE ? l->keys[K_WRITER]
-                                            : l->keys[K_READERS];
+    argv[0] = hold_key(l);
     argv[1] = l->keys[K_WAITERS];
-    argv[2] = l->token;
+    argv[2] = l->lease.token;
     argv[3] = l->channel;
-    err = grant_script(l,
-                       l->mode == DLOCK_RWLOCK_WRITE ? &write_release_script
-                                                     : &read_release_script,
-                       2, argv, 4, m);
+    err = dlock__pattern_lease_call(&l->lease,
+                                    l->mode == DLOCK_RWLOCK_WRITE
+                                        ? &write_release_script
+                                        : &read_release_script,
+                                    2, 4, argv, NULL, 0,
+                                    dlock__client_begin(l->client));
     dlock_rwlock_free(l);
     return err;
 }
 
 dlock_err dlock_rwlock_extend(dlock_rwlock *l, int64_t ttl_ms)
 {
-    dlock__msg *m;
     char ttl[24];
     const char *argv[3];
-    int64_t sent = dlock__now_us();
-    dlock_err err;
 
     if (l == NULL)
         return DLOCK_INVALID;
-    m = dlock__client_begin(l->client);
-    if (l->lost)
-        return dlock__msg_set(m, DLOCK_STATE,
-                              "extend of rwlock %.64s: it "
-                              "is lost",
-                              l->name);
-    if (ttl_ms == 0)
-        ttl_ms = l->ttl_ms;
-    err = dlock__pattern_check_ms("rwlock TTL", ttl_ms, m);
-    if (err != DLOCK_OK)
-        return err;
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
-    argv[0] = l->mode == DLOCK_RWLOCK_WRITE ? l->keys[K_WRITER]
-                                            : l->keys[K_READERS];
-    argv[1] = l->token;
+    argv[0] = hold_key(l);
+    argv[1] = l->lease.token;
     argv[2] = ttl;
-    err = grant_script(l,
-                       l->mode == DLOCK_RWLOCK_WRITE ? &write_extend_script
-                                                     : &read_extend_script,
-                       1, argv, 3, m);
-    if (err == DLOCK_OK) {
-        l->ttl_ms = ttl_ms;
-        l->valid_until_us = dlock__pattern_valid_until(sent, ttl_ms);
-    } else if (err == DLOCK_LOST) {
-        l->lost = 1;
-        l->valid_until_us = 0;
-    }
-    return err;
+    return dlock__pattern_lease_extend(&l->lease, ttl_ms,
+                                       l->mode == DLOCK_RWLOCK_WRITE
+                                           ? &write_extend_script
+                                           : &dlock__pattern_zset_extend,
+                                       1, 3, argv, ttl,
+                                       dlock__client_begin(l->client));
+}
+
+dlock_err dlock_rwlock_on_lost(dlock_rwlock *l, dlock_rwlock_lost_fn fn,
+                               void *arg)
+{
+    if (l == NULL)
+        return DLOCK_INVALID;
+    return dlock__pattern_lease_on_lost(
+        &l->lease,
+        &(const dlock__pattern_callback){
+            .kind = DLOCK__LOST_HOLD, .fn.hold = fn, .object = l, .arg = arg},
+        dlock__client_begin(l->client));
 }
 
 dlock_rwlock_mode dlock_rwlock_mode_of(const dlock_rwlock *l)
@@ -402,15 +330,15 @@ dlock_rwlock_mode dlock_rwlock_mode_of(const dlock_rwlock *l)
 
 int64_t dlock_rwlock_valid_ms(const dlock_rwlock *l)
 {
-    return l->lost ? 0 : dlock__pattern_left_ms(l->valid_until_us);
+    return dlock__pattern_lease_valid_ms((dlock__pattern_lease *)&l->lease);
 }
 
 uint64_t dlock_rwlock_fence(const dlock_rwlock *l)
 {
-    return l->fence;
+    return l->lease.fence;
 }
 
 int dlock_rwlock_lost(const dlock_rwlock *l)
 {
-    return l->lost;
+    return dlock__pattern_lease_lost((dlock__pattern_lease *)&l->lease);
 }

@@ -32,35 +32,27 @@
 #include "alloc.h"
 #include "clock.h"
 #include "pattern_common.h"
-#include "token.h"
-
-#define LUA_KEEP_KEY                                                       \
-    "local function keep_key()\n"                                          \
-    "  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n" \
-    "  if last[2] then\n"                                                  \
-    "    local ttl = tonumber(last[2]) - now\n"                            \
-    "    if ttl < 1 then ttl = 1 end\n"                                    \
-    "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                            \
-    "  end\n"                                                              \
-    "end\n"
+#include "pattern_lease.h"
 
 static const dlock__script acquire_script = {
     "semaphore.acquire",
-    DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE LUA_KEEP_KEY
+    DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE DLOCK__LUA_KEEP_ZSET
     "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
     "local expiry = now + tonumber(ARGV[3])\n"
     "if redis.call('ZSCORE', KEYS[1], ARGV[1]) then\n"
     "  redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
-    "  keep_key()\n"
+    "  keep_zset()\n"
     "  return {1, redis.call('GET', KEYS[2]) or '0'}\n"
     "end\n"
     "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then\n"
     "  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
     "  return {0, tonumber(first[2]) - now}\n"
     "end\n"
+    "local fence = next_fence(KEYS[2], ARGV[4])\n"
+    "if not fence then return {2, now_str} end\n"
     "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
-    "keep_key()\n"
-    "return {1, next_fence(KEYS[2])}\n",
+    "keep_zset()\n"
+    "return {1, fence}\n",
     1,
 };
 
@@ -72,21 +64,6 @@ static const dlock__script release_script = {
                       "if tonumber(s) <= now then return 0 end\n"
                       "redis.call('PUBLISH', ARGV[2], '')\n"
                       "return 1\n",
-    1,
-};
-
-static const dlock__script extend_script = {
-    "semaphore.extend",
-    DLOCK__LUA_NOW_MS LUA_KEEP_KEY
-    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-    "if not s then return 0 end\n"
-    "if tonumber(s) <= now then\n"
-    "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
-    "  return 0\n"
-    "end\n"
-    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
-    "keep_key()\n"
-    "return 1\n",
     1,
 };
 
@@ -109,11 +86,7 @@ struct dlock_semaphore {
 
 struct dlock_permit {
     dlock_semaphore *sem;
-    char token[DLOCK_TOKEN_LEN + 1];
-    int64_t ttl_ms;
-    uint64_t fence;
-    int64_t valid_until_us;
-    int lost;
+    dlock__pattern_lease lease;
 };
 
 void dlock_semaphore_free(dlock_semaphore *s)
@@ -134,11 +107,9 @@ dlock_err dlock_semaphore_new(dlock_client *c, const char *name, int permits,
     dlock__msg *m;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    m = dlock__client_begin(c);
-    err = dlock__pattern_check_name("semaphore", name, m);
+    if (out != NULL)
+        *out = NULL;
+    err = dlock__pattern_open(c, out != NULL, "semaphore", name, &m);
     if (err != DLOCK_OK)
         return err;
     if (permits < 1 || permits > DLOCK_SEMAPHORE_MAX_PERMITS)
@@ -172,34 +143,15 @@ static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
     dlock_permit *p = arg;
     dlock_semaphore *s = p->sem;
     char permits[16], ttl[24];
-    const char *argv[] = {s->holders_key, s->fence_key, p->token, permits,
-                          ttl};
-    int64_t sent = dlock__now_us();
-    int granted = 0;
-    uint64_t fence = 0;
-    int64_t pttl = 0;
-    redisReply *r;
-    dlock_err err;
+    const char *argv[] = {s->holders_key, s->fence_key, p->lease.token,
+                          permits, ttl};
 
     (void)waiting;
     snprintf(permits, sizeof(permits), "%d", s->permits);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)p->ttl_ms);
-    err = dlock__client_eval(s->client, &acquire_script, 2, 5, argv, NULL, &r,
-                             m);
-    if (err != DLOCK_OK)
-        return err;
-    if (!dlock__pattern_grant(r, &granted, &fence, &pttl)) {
-        err = dlock__pattern_bad_reply(s->client, "semaphore.acquire",
-                                       "{granted, fence|ms}", r, m);
-    } else if (granted) {
-        p->fence = fence;
-        p->valid_until_us = dlock__pattern_valid_until(sent, p->ttl_ms);
-    } else {
-        *hint_ms = pttl;
-        err = DLOCK_BUSY;
-    }
-    freeReplyObject(r);
-    return err;
+    snprintf(ttl, sizeof(ttl), "%lld",
+             (long long)dlock__pattern_lease_ttl_ms(&p->lease));
+    return dlock__pattern_lease_try(&p->lease, &acquire_script, 2, 5, argv,
+                                    hint_ms, m);
 }
 
 dlock_err dlock_semaphore_acquire(dlock_semaphore *s, int64_t ttl_ms,
@@ -224,15 +176,16 @@ dlock_err dlock_semaphore_acquire(dlock_semaphore *s, int64_t ttl_ms,
                               "semaphore %.64s",
                               s->name);
     p->sem = s;
-    p->ttl_ms = ttl_ms;
-    err = dlock__token_new(p->token, m);
+    err = dlock__pattern_lease_init(&p->lease, s->client, ttl_ms, "semaphore",
+                                    s->name, m);
     if (err == DLOCK_OK)
-        err = dlock__wait_run(
+        err = dlock__pattern_lease_wait(
+            &p->lease,
             &(const dlock__wait){
                 .client = s->client,
                 .channel = s->channel,
                 .deadline_us = dlock__deadline_after_ms(wait_ms),
-                .seed = p->token,
+                .seed = p->lease.token,
             },
             acquire_once, p, &hint, m);
     if (err == DLOCK_BUSY) {
@@ -257,40 +210,19 @@ dlock_err dlock_semaphore_acquire(dlock_semaphore *s, int64_t ttl_ms,
     return DLOCK_OK;
 }
 
-/* Runs a permit script answering 1 (held) or 0 (lease gone). */
-static dlock_err permit_script(dlock_permit *p, const dlock__script *script,
-                               const char *arg, dlock__msg *m)
-{
-    dlock_semaphore *s = p->sem;
-    const char *argv[] = {s->holders_key, p->token, arg};
-    redisReply *r;
-    dlock_err err = dlock__client_eval(s->client, script, 1, 3, argv, NULL, &r,
-                                       m);
-
-    if (err != DLOCK_OK)
-        return dlock__msg_wrap(m, err, "%s of semaphore %.64s", script->name,
-                               s->name);
-    if (r->type != REDIS_REPLY_INTEGER)
-        err = dlock__pattern_bad_reply(s->client, script->name, "an integer",
-                                       r, m);
-    else if (r->integer != 1)
-        err = dlock__msg_set(m, DLOCK_LOST,
-                             "%s of semaphore %.64s on %s: "
-                             "the permit's lease had run out",
-                             script->name, s->name,
-                             dlock_client_endpoint(s->client));
-    freeReplyObject(r);
-    return err;
-}
-
 dlock_err dlock_semaphore_release(dlock_permit *p)
 {
+    const char *argv[3];
     dlock_err err;
 
     if (p == NULL)
         return DLOCK_OK;
-    err = permit_script(p, &release_script, p->sem->channel,
-                        dlock__client_begin(p->sem->client));
+    argv[0] = p->sem->holders_key;
+    argv[1] = p->lease.token;
+    argv[2] = p->sem->channel;
+    err = dlock__pattern_lease_call(&p->lease, &release_script, 1, 3, argv,
+                                    NULL, 0,
+                                    dlock__client_begin(p->sem->client));
     dlock_permit_free(p);
     return err;
 }
@@ -298,33 +230,17 @@ dlock_err dlock_semaphore_release(dlock_permit *p)
 dlock_err dlock_semaphore_extend(dlock_permit *p, int64_t ttl_ms)
 {
     char ttl[24];
-    dlock__msg *m;
-    int64_t sent = dlock__now_us();
-    dlock_err err;
+    const char *argv[3];
 
     if (p == NULL)
         return DLOCK_INVALID;
-    m = dlock__client_begin(p->sem->client);
-    if (p->lost)
-        return dlock__msg_set(m, DLOCK_STATE,
-                              "extend of a permit of "
-                              "semaphore %.64s: it is lost",
-                              p->sem->name);
-    if (ttl_ms == 0)
-        ttl_ms = p->ttl_ms;
-    err = dlock__pattern_check_ms("permit TTL", ttl_ms, m);
-    if (err != DLOCK_OK)
-        return err;
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
-    err = permit_script(p, &extend_script, ttl, m);
-    if (err == DLOCK_OK) {
-        p->ttl_ms = ttl_ms;
-        p->valid_until_us = dlock__pattern_valid_until(sent, ttl_ms);
-    } else if (err == DLOCK_LOST) {
-        p->lost = 1;
-        p->valid_until_us = 0;
-    }
-    return err;
+    argv[0] = p->sem->holders_key;
+    argv[1] = p->lease.token;
+    argv[2] = ttl;
+    return dlock__pattern_lease_extend(&p->lease, ttl_ms,
+                                       &dlock__pattern_zset_extend, 1, 3, argv,
+                                       ttl,
+                                       dlock__client_begin(p->sem->client));
 }
 
 dlock_err dlock_semaphore_available(dlock_semaphore *s, int *free_permits)
@@ -368,25 +284,42 @@ int dlock_semaphore_permits(const dlock_semaphore *s)
 
 void dlock_permit_free(dlock_permit *p)
 {
+    if (p == NULL)
+        return;
+    dlock__pattern_lease_destroy(&p->lease);
     dlock__free(p);
+}
+
+dlock_err dlock_permit_on_lost(dlock_permit *p, dlock_permit_lost_fn fn,
+                               void *arg)
+{
+    const dlock__pattern_callback cb = {.kind = DLOCK__LOST_PERMIT,
+                                        .fn.permit = fn,
+                                        .object = p,
+                                        .arg = arg};
+
+    if (p == NULL)
+        return DLOCK_INVALID;
+    return dlock__pattern_lease_on_lost(&p->lease, &cb,
+                                        dlock__client_begin(p->sem->client));
 }
 
 int64_t dlock_permit_valid_ms(const dlock_permit *p)
 {
-    return p->lost ? 0 : dlock__pattern_left_ms(p->valid_until_us);
+    return dlock__pattern_lease_valid_ms((dlock__pattern_lease *)&p->lease);
 }
 
 uint64_t dlock_permit_fence(const dlock_permit *p)
 {
-    return p->fence;
+    return p->lease.fence;
 }
 
 int dlock_permit_lost(const dlock_permit *p)
 {
-    return p->lost;
+    return dlock__pattern_lease_lost((dlock__pattern_lease *)&p->lease);
 }
 
 const char *dlock_permit_token(const dlock_permit *p)
 {
-    return p->token;
+    return p->lease.token;
 }

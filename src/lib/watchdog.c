@@ -39,7 +39,9 @@
 #define ORPHANS_MAX 1024
 
 struct dlock__watch {
-    dlock_lock *lock; /* NULL: detached, freed when out of flight */
+    void *owner; /* NULL: detached, freed when out of flight */
+    const dlock__watch_ops *ops;
+    dlock_lock *lock; /* owner, when it is a core lock (renewals) */
     int renew;
     int inflight;
     int done;         /* lost: neither renewed nor timed again */
@@ -177,7 +179,7 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
         o->next_send_us = dlock__now_us() + o->backoff_us;
         if (o->backoff_us < 2000000)
             o->backoff_us *= 2;
-    } else if (x->lock == NULL) {
+    } else if (x->owner == NULL) {
         if (--x->inflight == 0)
             dlock__free(x); /* detached by unwatch */
     } else {
@@ -196,7 +198,7 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
         }
         if (err == DLOCK_LOST) {
             x->done = 1;
-            x->fire_pending = marked && dlock__lock_has_callback(l);
+            x->fire_pending = marked;
         }
         pthread_cond_signal(&w->timer_wake);
     }
@@ -310,7 +312,7 @@ static size_t collect_due(dlock__watchdog *w, char **buf, size_t *len,
     size_t n = 0;
 
     for (dlock__watch *x = w->head; x != NULL && n < BATCH_MAX; x = x->next) {
-        if (!x->renew || x->done || x->inflight || x->lock == NULL)
+        if (!x->renew || x->done || x->inflight || x->owner == NULL)
             continue;
         if (x->next_renew_us > now) {
             if (x->next_renew_us < *next)
@@ -354,7 +356,7 @@ static int64_t earliest_end(dlock__watchdog *w)
     for (dlock__watch *x = w->head; x != NULL; x = x->next) {
         int64_t until;
 
-        if (!x->renew || x->done || x->lock == NULL)
+        if (!x->renew || x->done || x->owner == NULL)
             continue;
         until = dlock__lease_until(dlock__lock_lease(x->lock), skew);
         if (until != 0 && mono_of_boot(until) < end)
@@ -404,7 +406,7 @@ static void read_replies(dlock__watchdog *w)
 static int has_work(dlock__watchdog *w)
 {
     for (dlock__watch *x = w->head; x != NULL; x = x->next)
-        if (x->renew && !x->done && x->lock != NULL)
+        if (x->renew && !x->done && x->owner != NULL)
             return 1;
     return w->orphans != NULL;
 }
@@ -415,7 +417,7 @@ static int64_t next_due(dlock__watchdog *w)
     int64_t next = DLOCK__FOREVER;
 
     for (dlock__watch *x = w->head; x != NULL; x = x->next)
-        if (x->renew && !x->done && !x->inflight && x->lock != NULL
+        if (x->renew && !x->done && !x->inflight && x->owner != NULL
             && x->next_renew_us < next)
             next = x->next_renew_us;
     for (orphan *o = w->orphans; o != NULL; o = o->next)
@@ -507,7 +509,7 @@ static void fire(dlock__watchdog *w, dlock__watch *x)
 {
     x->firing = 1;
     pthread_mutex_unlock(&w->mu);
-    dlock__lock_fire_lost(x->lock);
+    x->ops->fire_lost(x->owner);
     pthread_mutex_lock(&w->mu);
     x->firing = 0;
     pthread_cond_broadcast(&w->idle);
@@ -523,7 +525,7 @@ static int timer_pass(dlock__watchdog *w, int64_t *next)
         dlock__lease *lease;
         int64_t until;
 
-        if (x->lock == NULL || x->firing)
+        if (x->owner == NULL || x->firing)
             continue;
         if (x->fire_pending) {
             x->fire_pending = 0;
@@ -532,11 +534,10 @@ static int timer_pass(dlock__watchdog *w, int64_t *next)
         }
         if (x->done)
             continue;
-        lease = dlock__lock_lease(x->lock);
+        lease = x->ops->lease(x->owner);
         if (dlock__lease_lost(lease, skew)) {
             x->done = 1;
-            if (dlock__lock_mark_lost(x->lock)
-                && dlock__lock_has_callback(x->lock)) {
+            if (x->ops->mark_lost(x->owner)) {
                 fire(w, x);
                 return 1;
             }
@@ -683,19 +684,43 @@ void dlock__watchdog_free(dlock__watchdog *w)
     dlock__free(w);
 }
 
-dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
-                                int renew, dlock__watch **out, dlock__msg *m)
+/* The timer's view of a core lock. */
+static dlock__lease *lock_lease(void *lock)
+{
+    return dlock__lock_lease(lock);
+}
+
+static int lock_mark_lost(void *lock)
+{
+    return dlock__lock_mark_lost(lock);
+}
+
+static void lock_fire_lost(void *lock)
+{
+    if (dlock__lock_has_callback(lock))
+        dlock__lock_fire_lost(lock);
+}
+
+static const dlock__watch_ops lock_ops = {lock_lease, lock_mark_lost,
+                                          lock_fire_lost};
+
+/* Links a new watch of owner (renew: a core lock the renewer serves). */
+static dlock_err watch_new(dlock__watchdog *w, const dlock__watch_ops *ops,
+                           void *owner, dlock_lock *renew, dlock__watch **out,
+                           dlock__msg *m)
 {
     dlock__watch *x = dlock__calloc(1, sizeof(*x));
-    int64_t ttl = dlock__lease_ttl_ms(dlock__lock_lease(lock));
+    int64_t ttl = dlock__lease_ttl_ms(ops->lease(owner));
 
     *out = NULL;
     if (x == NULL)
         return dlock__msg_set(m, DLOCK_NOMEM,
                               "allocating the watchdog's "
-                              "entry for a lock");
-    x->lock = lock;
-    x->renew = renew;
+                              "entry for a lease");
+    x->owner = owner;
+    x->ops = ops;
+    x->lock = renew;
+    x->renew = renew != NULL;
     pthread_mutex_lock(&w->mu);
     x->next_renew_us = dlock__now_us() + ttl * 1000 / 3;
     x->next = w->head;
@@ -704,10 +729,23 @@ dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
     w->head = x;
     pthread_cond_signal(&w->timer_wake);
     pthread_mutex_unlock(&w->mu);
-    if (renew)
+    if (renew != NULL)
         wake_renewer(w);
     *out = x;
     return DLOCK_OK;
+}
+
+dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
+                                int renew, dlock__watch **out, dlock__msg *m)
+{
+    return watch_new(w, &lock_ops, lock, renew ? lock : NULL, out, m);
+}
+
+dlock_err dlock__watchdog_watch_lease(dlock__watchdog *w,
+                                      const dlock__watch_ops *ops, void *owner,
+                                      dlock__watch **out, dlock__msg *m)
+{
+    return watch_new(w, ops, owner, NULL, out, m);
 }
 
 void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *x)
@@ -720,6 +758,7 @@ void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *x)
     if (x->inflight) {
         /* The flight frees it; off the list now. */
         detach_watch(w, x);
+        x->owner = NULL;
         x->lock = NULL;
     } else {
         unlink_watch(w, x);
@@ -730,9 +769,9 @@ void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *x)
 void dlock__watchdog_reschedule(dlock__watchdog *w, dlock__watch *x)
 {
     pthread_mutex_lock(&w->mu);
-    if (x->lock != NULL)
+    if (x->owner != NULL)
         x->next_renew_us = dlock__now_us()
-                           + dlock__lease_ttl_ms(dlock__lock_lease(x->lock))
+                           + dlock__lease_ttl_ms(x->ops->lease(x->owner))
                                  * 1000 / 3;
     pthread_cond_signal(&w->timer_wake);
     pthread_mutex_unlock(&w->mu);

@@ -22,7 +22,9 @@
  * Breaker probes run on a third thread (prober.h).
  *
  * A lock is registered with dlock__watchdog_watch (renew = 0 registers it
- * only with the timer, for a lock with a callback and no renewal).  After
+ * only with the timer, for a lock with a callback and no renewal); a
+ * pattern's grant (pattern_lease.h) with dlock__watchdog_watch_lease, to
+ * the timer only, through a small table of what the timer needs.  After
  * dlock__watchdog_unwatch returns, neither thread touches the lock again;
  * unwatch never waits on the network, only on a callback of that lock that
  * is running.
@@ -34,6 +36,7 @@
 #define DLOCK_SRC_WATCHDOG_H
 
 #include "client_internal.h"
+#include "lease.h"
 
 typedef struct dlock__watch dlock__watch;
 
@@ -50,7 +53,27 @@ void dlock__watchdog_free(dlock__watchdog *w);
 dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
                                 int renew, dlock__watch **out, dlock__msg *m);
 
-/* Forgets the lock; see the top of this file.  NULL is fine. */
+/*
+ * What the timer needs of a lease that is not a core lock (a pattern's
+ * permit, hold or term, pattern_lease.h): its lease; mark_lost, which
+ * answers 1 for the one call that marked it; fire_lost, run on the timer
+ * thread with the watchdog's mutex released after mark_lost answered 1
+ * (or after nothing, if the owner has no callback).
+ */
+typedef struct dlock__watch_ops {
+    dlock__lease *(*lease)(void *owner);
+    int (*mark_lost)(void *owner);
+    void (*fire_lost)(void *owner);
+} dlock__watch_ops;
+
+/* Registers owner with the timer only (no renewal): at its lease's
+ * valid_until it is marked lost and fire_lost runs, once.  Returns
+ * DLOCK_OK or DLOCK_NOMEM. */
+dlock_err dlock__watchdog_watch_lease(dlock__watchdog *w,
+                                      const dlock__watch_ops *ops, void *owner,
+                                      dlock__watch **out, dlock__msg *m);
+
+/* Forgets the lock or lease; see the top of this file.  NULL is fine. */
 void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *watch);
 
 /* The lock's lease changed under its owner (dlock_extend): the next

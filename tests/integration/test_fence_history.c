@@ -73,15 +73,6 @@ static dlock_err expect_higher_or_refused(dlock_client *c, const char *url,
     return err;
 }
 
-/* Microseconds since the epoch on this host's wall clock. */
-static uint64_t host_wall_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* The server's TIME in microseconds, 0 if it did not answer. */
 static uint64_t server_time_us(const char *url)
 {
@@ -113,10 +104,8 @@ static void restart_without_persistence_and_clock_behind(void **state)
     grant(c, key);
     last = grant(c, key);
 
-    TK_EXPECT(testkit_redis_stop(server) == 0, "the server stops");
-    TK_EXPECT(testkit_wallclock_set(server->wallclock_file, BEHIND_MS) == 0,
-              "its clock is set 60 s behind");
-    TK_EXPECT(testkit_redis_restart(server) == 0, "it starts again, empty");
+    TK_EXPECT(testkit_redis_restart_at(server, BEHIND_MS) == 0,
+              "it restarts, empty, with its clock 60 s behind");
     TK_EXPECT(testkit_redis_int(server->admin_url, "DBSIZE") == 0,
               "the restart lost every key (no persistence)");
     err = expect_higher_or_refused(c, server->admin_url, key, last, 0);
@@ -133,7 +122,7 @@ static void restart_without_persistence_and_clock_behind(void **state)
 
     /* Now 2 s behind the last fence: a 15 s budget covers the lag, and
      * only a wait for the server's clock can give a grant. */
-    lag_ms = (host_wall_us() - last) / 1000 + 2000;
+    lag_ms = ((uint64_t)testkit_wall_us() - last) / 1000 + 2000;
     TK_EXPECT(testkit_redis_clock_step(server, -(int64_t)lag_ms) == 0,
               "the server's clock moves to 2 s behind the last fence");
     TK_EXPECT(server_time_us(server->admin_url) < last,

@@ -23,15 +23,19 @@ const char *patkit_url(void)
 
 dlock_client *patkit_client(void)
 {
+    return patkit_client_of(patkit_url(), 2000);
+}
+
+dlock_client *patkit_client_of(const char *url, int io_timeout_ms)
+{
     dlock_client_opts o;
     char errbuf[DLOCK_ERRMSG_MAX] = "";
     dlock_client *c = NULL;
-    const char *url = patkit_url();
     dlock_err err;
 
     dlock_client_opts_init(&o);
     o.connect_timeout_ms = 1000;
-    o.io_timeout_ms = 2000;
+    o.io_timeout_ms = io_timeout_ms;
     o.breaker_probe_ms = 100;
     err = dlock_client_new(url, &o, &c, errbuf, sizeof(errbuf));
     TK_EXPECT(err == DLOCK_OK && c != NULL, "a client for %s, got %s: %s", url,

@@ -33,6 +33,10 @@ const char *patkit_url(void);
  * must be made. */
 dlock_client *patkit_client(void);
 
+/* The same client for another server (a private one, or a proxy), with
+ * an I/O timeout of io_timeout_ms. */
+dlock_client *patkit_client_of(const char *url, int io_timeout_ms);
+
 /* 1 if key exists. */
 int patkit_exists(const char *key);
 

@@ -112,6 +112,10 @@ char *testkit_key(char buf[TESTKIT_KEY_MAX], const char *name);
 int64_t testkit_now_us(void);
 int64_t testkit_now_ms(void);
 
+/* Microseconds since the epoch on this host's wall clock (to compare with
+ * a server's TIME or a fence). */
+int64_t testkit_wall_us(void);
+
 /*
  * Calls cond(arg) until it returns non-zero or timeout_ms has passed,
  * sleeping 1 ms at first and at most 10 ms between calls.  Returns 1 if
@@ -230,6 +234,11 @@ int testkit_redis_restart(testkit_redis *r);
 
 /* SIGSTOP and SIGCONT: the server keeps its sockets but answers nothing
  * while paused.  Return 0 or -1. */
+/* Stops r, sets its wall clock offset_ms away from the host's (a server
+ * started with opts.wallclock) and starts it again; without persistence it
+ * comes back empty.  Returns 0, or -1 with the reason on stderr. */
+int testkit_redis_restart_at(testkit_redis *r, int64_t offset_ms);
+
 int testkit_redis_pause(testkit_redis *r);
 int testkit_redis_resume(testkit_redis *r);
 

@@ -145,6 +145,14 @@ int64_t testkit_now_ms(void)
     return testkit_now_us() / 1000;
 }
 
+int64_t testkit_wall_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static void sleep_us(int64_t us)
 {
     struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};

@@ -538,6 +538,14 @@ int testkit_redis_restart(testkit_redis *r)
     return launch(r);
 }
 
+int testkit_redis_restart_at(testkit_redis *r, int64_t offset_ms)
+{
+    if (testkit_redis_stop(r) != 0
+        || testkit_wallclock_set(r->wallclock_file, offset_ms) != 0)
+        return -1;
+    return launch(r);
+}
+
 int testkit_redis_pause(testkit_redis *r)
 {
     if (r->pid == 0 || kill(r->pid, SIGSTOP) != 0)

@@ -1,0 +1,439 @@
+/*
+ * test_pattern_lease.c: a pattern's grant never claims more than it can
+ * know, and its fence never goes back (issue 13, for the patterns).
+ *
+ * Each pattern grant (a semaphore permit, a write hold, a leader's term)
+ * carries the core lock's lease (src/lib/pattern_lease.h), so the tests
+ * here are the core's (tests/integration/test_validity.c and
+ * test_fence_history.c) for the patterns, against private redis-servers:
+ *   - network silence (a paused dlock-test-proxy: bytes held, no reset):
+ *     the grant is LOST at valid_until, its on_lost runs once then, and an
+ *     extend or renewal stuck on the silent link returns by then, though no
+ *     reply ever comes (the client waits 5 s for a reply, far past the
+ *     1.5 s TTL);
+ *   - a restart without persistence with the server's wall clock 60 s
+ *     behind (the wall-clock shim): the next permit's grant number and the
+ *     next leader term are higher than the last, or refused with
+ *     DLOCK_UNPROVEN writing nothing; a call whose wait covers the lag
+ *     waits for the server's clock and gets a higher one.
+ * Waits are bounded conditions; nothing sleeps and hopes.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "patkit.h"
+
+#define BEHIND_MS (-60000)
+/* Long enough that a loaded machine (ASan, a build beside it) still holds
+ * the grant when the link goes silent; the io timeout is far past it. */
+#define TTL_MS 1500
+#define IO_TIMEOUT_MS 5000
+
+/* The semaphore of the permit the silent test holds (one at a time). */
+static dlock_semaphore *semaphore_of_permit;
+
+/* What an on_lost callback saw. */
+typedef struct lost_seen {
+    atomic_int calls;
+    atomic_llong at_ms; /* testkit_now_ms() of the first call */
+} lost_seen;
+
+static void saw_loss(lost_seen *s)
+{
+    if (atomic_fetch_add(&s->calls, 1) == 0)
+        atomic_store(&s->at_ms, testkit_now_ms());
+}
+
+static int callback_ran(void *arg)
+{
+    return atomic_load(&((lost_seen *)arg)->calls) > 0;
+}
+
+static void permit_lost(dlock_permit *p, void *arg)
+{
+    (void)p;
+    saw_loss(arg);
+}
+
+static void hold_lost(dlock_rwlock *l, void *arg)
+{
+    (void)l;
+    saw_loss(arg);
+}
+
+static void term_lost(dlock_leader *l, uint64_t term, void *arg)
+{
+    (void)l;
+    (void)term;
+    saw_loss(arg);
+}
+
+/* A private redis-server (wallclock: under the shim). */
+static testkit_redis *private_redis(const char *name, int wallclock)
+{
+    testkit_redis *r = testkit_redis_start(
+        &(testkit_redis_opts){.name = name, .wallclock = wallclock});
+
+    TK_EXPECT(r != NULL, "a private redis-server %s starts", name);
+    return r;
+}
+
+/* A server behind a proxy, and a client through the proxy. */
+typedef struct silent {
+    testkit_redis *server;
+    testkit_proxy *proxy;
+    dlock_client *client;
+    lost_seen seen;
+    int64_t paused_ms; /* when the proxy went silent */
+    int64_t valid_ms;  /* what the grant claimed then */
+} silent;
+
+static void silent_start(silent *s, const char *name)
+{
+    char target[64];
+
+    memset(s, 0, sizeof(*s));
+    s->server = private_redis(name, 0);
+    snprintf(target, sizeof(target), "127.0.0.1:%d", s->server->port);
+    s->proxy = testkit_proxy_start(name, target);
+    TK_EXPECT(s->proxy != NULL, "the proxy starts");
+    s->client = patkit_client_of(s->proxy->url, IO_TIMEOUT_MS);
+}
+
+/* Pauses the proxy and notes how long the grant claims to be valid. */
+static void silent_pause(silent *s, int64_t (*valid_ms)(const void *),
+                         const void *grant)
+{
+    TK_EXPECT(testkit_proxy_ctl(s->proxy, "pause") == 0, "the proxy pauses");
+    s->paused_ms = testkit_now_ms();
+    s->valid_ms = valid_ms(grant);
+    TK_EXPECT(s->valid_ms > 0 && s->valid_ms <= TTL_MS,
+              "valid for %lld ms at the pause", (long long)s->valid_ms);
+}
+
+/* The loss came at valid_until: on_lost once, not before, a few ms
+ * after (250 ms covers a loaded machine; before the pattern lease it came
+ * after the 5 s io timeout, or never). */
+static void expect_lost_at_valid_until(silent *s, const char *what)
+{
+    int64_t late;
+
+    TK_EXPECT(testkit_wait_until(callback_ran, &s->seen, 4000),
+              "%s: on_lost runs within 4 s of the pause (valid %lld ms)", what,
+              (long long)s->valid_ms);
+    late = atomic_load(&s->seen.at_ms) - (s->paused_ms + s->valid_ms);
+    print_message("%s: paused with %lld ms valid; on_lost %lld ms after\n",
+                  what, (long long)s->valid_ms, (long long)late);
+    TK_EXPECT(late >= -2 && late < 250,
+              "%s: on_lost runs at valid_until (%lld ms off; -2..250)", what,
+              (long long)late);
+    TK_EXPECT(atomic_load(&s->seen.calls) == 1, "%s: on_lost ran once", what);
+}
+
+static void silent_stop(silent *s)
+{
+    TK_EXPECT(testkit_proxy_ctl(s->proxy, "resume") == 0, "resumes");
+    dlock_client_free(s->client);
+    testkit_proxy_free(s->proxy);
+    testkit_redis_free(s->server);
+}
+
+/* An extend on the silent link returns by valid_until (+ 250 ms), not
+ * after the io timeout, and does not succeed. */
+static void expect_extend_bounded(silent *s, dlock_err err, const char *what)
+{
+    int64_t took = testkit_now_ms() - s->paused_ms;
+
+    TK_EXPECT(err != DLOCK_OK, "%s: an extend nobody answers fails (%s)", what,
+              dlock_errname(err));
+    TK_EXPECT(took < s->valid_ms + 250,
+              "%s: the extend returned %lld ms after the pause, with %lld ms "
+              "of validity left then",
+              what, (long long)took, (long long)s->valid_ms);
+}
+
+/* A grant with an extend and an on_lost of its own (a permit, a hold):
+ * how to take one, and its accessors over a void pointer. */
+typedef struct grant_ops {
+    const char *what;
+    void *(*take)(silent *s, const char *name); /* on_lost set */
+    int64_t (*valid_ms)(const void *grant);
+    int (*lost)(const void *grant);
+    dlock_err (*extend)(void *grant);
+    void (*drop)(void *grant);
+} grant_ops;
+
+/* Takes a grant through the proxy, silences the link: an extend returns
+ * by valid_until, the loss comes then, once, and sticks. */
+static void grant_is_lost_at_valid_until(const grant_ops *ops)
+{
+    silent s;
+    char name[TESTKIT_KEY_MAX];
+    void *grant;
+
+    silent_start(&s, ops->what);
+    grant = ops->take(&s, testkit_key(name, ops->what));
+    silent_pause(&s, ops->valid_ms, grant);
+    expect_extend_bounded(&s, ops->extend(grant), ops->what);
+    expect_lost_at_valid_until(&s, ops->what);
+    TK_EXPECT(ops->lost(grant) == 1 && ops->valid_ms(grant) == 0,
+              "%s: lost() is 1 and valid_ms() 0 after the loss", ops->what);
+    TK_EXPECT(ops->extend(grant) == DLOCK_STATE,
+              "%s: extend of a lost grant is refused", ops->what);
+    TK_EXPECT(atomic_load(&s.seen.calls) == 1, "still one on_lost call");
+    ops->drop(grant);
+    silent_stop(&s);
+}
+
+/* A permit of a semaphore of two; the semaphore is freed with it. */
+static void *permit_take(silent *s, const char *name)
+{
+    dlock_semaphore *sem = NULL;
+    dlock_permit *p = NULL;
+
+    TK_EXPECT_ERR(dlock_semaphore_new(s->client, name, 2, &sem), DLOCK_OK,
+                  s->client, "semaphore_new");
+    TK_EXPECT_ERR(dlock_semaphore_acquire(sem, TTL_MS, 0, &p), DLOCK_OK,
+                  s->client, "acquire");
+    TK_EXPECT_ERR(dlock_permit_on_lost(p, permit_lost, &s->seen), DLOCK_OK,
+                  s->client, "on_lost");
+    semaphore_of_permit = sem;
+    return p;
+}
+
+static int64_t permit_valid(const void *p)
+{
+    return dlock_permit_valid_ms(p);
+}
+
+static int permit_is_lost(const void *p)
+{
+    return dlock_permit_lost(p);
+}
+
+static dlock_err permit_extend(void *p)
+{
+    return dlock_semaphore_extend(p, 0);
+}
+
+static void permit_drop(void *p)
+{
+    dlock_permit_free(p);
+    dlock_semaphore_free(semaphore_of_permit);
+}
+
+static void silent_network_loses_a_permit_at_valid_until(void **state)
+{
+    static const grant_ops permit = {"plea-permit", permit_take,
+                                     permit_valid,  permit_is_lost,
+                                     permit_extend, permit_drop};
+
+    (void)state;
+    grant_is_lost_at_valid_until(&permit);
+}
+
+static void *hold_take(silent *s, const char *name)
+{
+    dlock_rwlock *l = NULL;
+
+    TK_EXPECT_ERR(dlock_rwlock_acquire(s->client, name, DLOCK_RWLOCK_WRITE,
+                                       TTL_MS, 0, &l),
+                  DLOCK_OK, s->client, "write-lock");
+    TK_EXPECT_ERR(dlock_rwlock_on_lost(l, hold_lost, &s->seen), DLOCK_OK,
+                  s->client, "on_lost");
+    return l;
+}
+
+static int64_t hold_valid(const void *l)
+{
+    return dlock_rwlock_valid_ms(l);
+}
+
+static int hold_is_lost(const void *l)
+{
+    return dlock_rwlock_lost(l);
+}
+
+static dlock_err hold_extend(void *l)
+{
+    return dlock_rwlock_extend(l, 0);
+}
+
+static void hold_drop(void *l)
+{
+    dlock_rwlock_free(l);
+}
+
+static void silent_network_loses_a_write_hold_at_valid_until(void **state)
+{
+    static const grant_ops hold = {"plea-hold",  hold_take,   hold_valid,
+                                   hold_is_lost, hold_extend, hold_drop};
+
+    (void)state;
+    grant_is_lost_at_valid_until(&hold);
+}
+
+static int64_t term_valid(const void *l)
+{
+    return dlock_leader_valid_ms(l);
+}
+
+/* The background leader renews every ttl/3; with the link silent its
+ * renewal is stuck, but the term ends at valid_until all the same: on_lost
+ * (on the candidate's thread) runs then, and is_leader reads 0. */
+static void silent_network_ends_a_leader_term_at_valid_until(void **state)
+{
+    silent s;
+    dlock_leader_opts o;
+    dlock_leader *ld = NULL;
+    char name[TESTKIT_KEY_MAX];
+
+    (void)state;
+    silent_start(&s, "plea-leader");
+    dlock_leader_opts_init(&o);
+    o.ttl_ms = TTL_MS;
+    o.on_lost = term_lost;
+    o.arg = &s.seen;
+    TK_EXPECT_ERR(dlock_leader_new(s.client, testkit_key(name, "ld"), &o, &ld),
+                  DLOCK_OK, s.client, "leader_new");
+    TK_EXPECT_ERR(dlock_leader_start(ld), DLOCK_OK, s.client, "start");
+    TK_EXPECT(dlock_leader_wait(ld, 1, 3000) == DLOCK_OK, "it leads");
+    silent_pause(&s, term_valid, ld);
+    expect_lost_at_valid_until(&s, "leader term");
+    TK_EXPECT(dlock_leader_is_leader(ld) == 0
+                  && dlock_leader_valid_ms(ld) == 0,
+              "is_leader() is 0 and valid_ms() 0 after the term ended");
+    TK_EXPECT(testkit_proxy_ctl(s.proxy, "resume") == 0, "resumes");
+    dlock_leader_free(ld);
+    silent_stop(&s);
+}
+
+/* ---- fences after a restart with the clock behind -------------------- */
+
+/* Stops server, sets its clock 60 s behind and starts it again, empty. */
+static void restart_behind(testkit_redis *server)
+{
+    TK_EXPECT(testkit_redis_restart_at(server, BEHIND_MS) == 0,
+              "it restarts with its clock 60 s behind");
+    TK_EXPECT(testkit_redis_int(server->admin_url, "DBSIZE") == 0,
+              "the restart lost every key (no persistence)");
+}
+
+/* Moves the server's clock to 1.5 s behind last (a fence: server us). */
+static void clock_just_behind(testkit_redis *server, uint64_t last)
+{
+    int64_t host_us = testkit_wall_us();
+    int64_t lag_ms = (host_us - (int64_t)last) / 1000 + 1500;
+
+    TK_EXPECT(testkit_redis_clock_step(server, -lag_ms) == 0,
+              "the server's clock moves to 1.5 s behind the last fence");
+}
+
+static uint64_t take_permit(dlock_semaphore *sem, dlock_client *c)
+{
+    dlock_permit *p = NULL;
+    uint64_t fence;
+
+    TK_EXPECT_ERR(dlock_semaphore_acquire(sem, 5000, 0, &p), DLOCK_OK, c,
+                  "acquire");
+    fence = dlock_permit_fence(p);
+    TK_EXPECT_ERR(dlock_semaphore_release(p), DLOCK_OK, c, "release");
+    return fence;
+}
+
+static void permit_fence_never_goes_back_after_a_restart(void **state)
+{
+    testkit_redis *server = private_redis("plea-sem-fence", 1);
+    dlock_client *c = patkit_client_of(server->url, IO_TIMEOUT_MS);
+    dlock_semaphore *sem;
+    dlock_permit *p = NULL;
+    char name[TESTKIT_KEY_MAX], holders[TESTKIT_KEY_MAX + 64];
+    uint64_t last;
+    dlock_err err;
+
+    (void)state;
+    testkit_key(name, "semfence");
+    TK_EXPECT_ERR(dlock_semaphore_new(c, name, 3, &sem), DLOCK_OK, c, "new");
+    take_permit(sem, c);
+    last = take_permit(sem, c);
+    restart_behind(server);
+    err = dlock_semaphore_acquire(sem, 5000, 0, &p);
+    TK_EXPECT(err == DLOCK_UNPROVEN && p == NULL,
+              "with the counter gone and the clock 60 s behind, no higher "
+              "grant number can be shown: refused, got %s (fence %llu, last "
+              "%llu)",
+              dlock_errname(err),
+              (unsigned long long)(p != NULL ? dlock_permit_fence(p) : 0),
+              (unsigned long long)last);
+    TK_EXPECT(testkit_redis_int(server->admin_url, "ZCARD %s",
+                                patkit_pkey(holders, "sem", name, ":holders"))
+                  == 0,
+              "a refused acquire took no permit");
+    clock_just_behind(server, last);
+    TK_EXPECT_ERR(dlock_semaphore_acquire(sem, 5000, 4000, &p), DLOCK_OK, c,
+                  "an acquire that may wait 4 s waits for the clock");
+    TK_EXPECT(dlock_permit_fence(p) > last, "grant number %llu > last %llu",
+              (unsigned long long)dlock_permit_fence(p),
+              (unsigned long long)last);
+    TK_EXPECT_ERR(dlock_semaphore_release(p), DLOCK_OK, c, "release");
+    dlock_semaphore_free(sem);
+    dlock_client_free(c);
+    testkit_redis_free(server);
+}
+
+static void leader_term_never_goes_back_after_a_restart(void **state)
+{
+    testkit_redis *server = private_redis("plea-term", 1);
+    dlock_client *c = patkit_client_of(server->url, IO_TIMEOUT_MS);
+    dlock_leader *ld = NULL;
+    char name[TESTKIT_KEY_MAX], lease[TESTKIT_KEY_MAX + 64];
+    uint64_t last;
+    dlock_err err;
+
+    (void)state;
+    testkit_key(name, "term");
+    TK_EXPECT_ERR(dlock_leader_new(c, name, NULL, &ld), DLOCK_OK, c, "new");
+    TK_EXPECT_ERR(dlock_leader_campaign(ld, 0), DLOCK_OK, c, "campaign");
+    TK_EXPECT_ERR(dlock_leader_resign(ld), DLOCK_OK, c, "resign");
+    TK_EXPECT_ERR(dlock_leader_campaign(ld, 0), DLOCK_OK, c, "campaign");
+    last = dlock_leader_term(ld);
+    TK_EXPECT_ERR(dlock_leader_resign(ld), DLOCK_OK, c, "resign");
+    restart_behind(server);
+    err = dlock_leader_campaign(ld, 0);
+    TK_EXPECT(err == DLOCK_UNPROVEN,
+              "with the term counter gone and the clock 60 s behind, no "
+              "higher term can be shown: refused, got %s (term %llu, last "
+              "%llu)",
+              dlock_errname(err), (unsigned long long)dlock_leader_term(ld),
+              (unsigned long long)last);
+    TK_EXPECT(dlock_leader_is_leader(ld) == 0, "a refused campaign leads not");
+    TK_EXPECT(testkit_redis_int(server->admin_url, "EXISTS %s",
+                                patkit_pkey(lease, "leader", name, ""))
+                  == 0,
+              "a refused campaign wrote no lease");
+    clock_just_behind(server, last);
+    TK_EXPECT_ERR(dlock_leader_campaign(ld, 4000), DLOCK_OK, c,
+                  "a campaign that may wait 4 s waits for the clock");
+    TK_EXPECT(dlock_leader_term(ld) > last, "term %llu > last %llu",
+              (unsigned long long)dlock_leader_term(ld),
+              (unsigned long long)last);
+    TK_EXPECT_ERR(dlock_leader_resign(ld), DLOCK_OK, c, "resign");
+    dlock_leader_free(ld);
+    dlock_client_free(c);
+    testkit_redis_free(server);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(silent_network_loses_a_permit_at_valid_until),
+        cmocka_unit_test(silent_network_loses_a_write_hold_at_valid_until),
+        cmocka_unit_test(silent_network_ends_a_leader_term_at_valid_until),
+        cmocka_unit_test(permit_fence_never_goes_back_after_a_restart),
+        cmocka_unit_test(leader_term_never_goes_back_after_a_restart),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
