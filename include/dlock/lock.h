@@ -110,13 +110,19 @@
  * still live (entries past their deadline, of waiters that died or gave
  * up, are dropped), with a new fence by the core rule and a PX of that
  * waiter's confirm window, and publishes on "dlock:granted:TOKEN", the
- * waiter's own channel.  The woken waiter confirms with one round trip
- * (its acquire finds its own token: it sets the full TTL and reads the
- * fence); a waiter that never confirms (paused, dead) loses the grant when
- * the confirm window runs out, and the next waiter's fallback try takes
- * the free key in its turn.  The waiter's validity starts at the send time
- * of the confirming request, never earlier, so it cannot overstate: the
- * TTL it counts was set by that very request.  A free key with waiters
+ * waiter's own channel, with the fence and the number of the waiter's
+ * try whose queue entry was granted.  The waiter holds the lock when that
+ * message arrives, without another round trip: its validity is the
+ * confirm window counted from the send time of that try (which ran before
+ * the grant, so the count starts no later than the server's), and the
+ * watchdog's renewer then sends the confirm at once (a renewal that sets
+ * the full TTL; the lock's validity grows when it lands).  A message that
+ * cannot be trusted that way (an older try's grant, a fence not above the
+ * client's floor, a confirm window already spent in the queue) is not
+ * taken; the waiter confirms with a try (its acquire finds its own token).
+ * A waiter that never confirms (paused, dead) loses the grant when the
+ * confirm window runs out, and the next waiter's fallback try takes the
+ * free key in its turn.  docs/fair.md says when to use it.  A free key with waiters
  * queued is taken only by the first of them; a fair try that will not wait
  * never jumps the queue.  A wait that ends without the lock leaves the
  * queue (and passes on a grant that arrived meanwhile).  Every party on a

@@ -193,8 +193,12 @@ struct dlock_lock {
     dlock__watch *watch; /* the watchdog's entry, or NULL */
 
     int fair;
-    int64_t confirm_ms;       /* fair: the grant's confirm window */
-    int64_t wait_deadline_us; /* fair: when the wait ends (queue entries) */
+    int64_t confirm_ms;        /* fair: the grant's confirm window */
+    int64_t wait_deadline_us;  /* fair: when the wait ends (queue entries) */
+    uint64_t tries;            /* fair: tries sent, numbering them */
+    dlock__fair_queued queued; /* fair: the latest try that queued us */
+    int granted_by_message;    /* fair: held on a grant message, the full
+                                * TTL not set yet (the confirm is due) */
 };
 
 /* The reentrant locks a client holds, listed through lock->rnext. */
@@ -478,7 +482,7 @@ static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
 static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                           dlock__msg *m)
 {
-    char ttl[24], floor[24], keep[24], entry[24], confirm[24];
+    char ttl[24], floor[24], keep[24], entry[24], confirm[24], seq[24];
     const char *argv[] = {l->key,   l->fence_key, l->legacy_fence_key,
                           l->token, ttl,          floor,
                           keep};
@@ -493,7 +497,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                           keep,
                           waiting ? "1" : "0",
                           entry,
-                          confirm};
+                          confirm,
+                          seq};
     const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
     const uint64_t floor_us = dlock__fence_floor(l->client);
     dlock__lease_ticket t;
@@ -509,9 +514,10 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
              (long long)(ttl_ms + DLOCK__FENCE_KEEP_MS));
     snprintf(entry, sizeof(entry), "%lld", (long long)fair_entry_ms(l));
     snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
+    snprintf(seq, sizeof(seq), "%llu", (unsigned long long)++l->tries);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     if (l->fair)
-        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5, 12,
+        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5, 13,
                                  fair, NULL, &r, m);
     else
         err = dlock__client_eval(l->client, &acquire_script, 3, 7, argv, NULL,
@@ -537,6 +543,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                                    : DLOCK__LEASE_NOT_RUN);
     dlock__fence_floor_raise(l->client, a.now_us);
     if (a.status == 0) {
+        if (l->fair && waiting)
+            l->queued = (dlock__fair_queued){l->tries, t.sent_us};
         *holder_ttl_ms = a.pttl;
         return DLOCK_BUSY;
     }
@@ -567,6 +575,31 @@ static dlock_err acquire_try(void *arg, int waiting, int64_t *holder_ttl_ms,
     return try_once(arg, waiting, holder_ttl_ms, m);
 }
 
+/* A grant message on a fair waiter's channel (lock_fair.c says when it
+ * is taken, and why its validity is safe): 1 if the lock is now held. */
+static int fair_take_grant(void *arg, const char *msg, size_t len)
+{
+    dlock_lock *l = arg;
+    dlock__fair_grant g;
+    dlock__lease_ticket t;
+    int64_t until;
+
+    if (!dlock__fair_grant_parse(msg, len, &g)
+        || !dlock__fair_grant_check(&g, &l->queued,
+                                    dlock__fence_floor(l->client),
+                                    dlock__boot_us(), &until))
+        return 0;
+    /* A request that set the key to ours for confirm_ms, sent when the
+     * granted try was: the lease counts from that send time. */
+    t = dlock__lease_begin(&l->lease, g.confirm_ms, skew_of(l));
+    t.sent_us = l->queued.sent_us;
+    dlock__lease_end(&l->lease, &t, DLOCK__LEASE_GRANTED);
+    dlock__fence_floor_raise(l->client, g.fence);
+    l->fence = g.fence;
+    l->granted_by_message = g.confirm_ms < dlock__lease_ttl_ms(&l->lease);
+    return 1;
+}
+
 /* Tries, and while busy waits (wait.h) until deadline_us. */
 static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
                                  dlock_policy policy, int64_t *holder_ttl_ms,
@@ -579,6 +612,7 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
         .seed = l->token,
         .fail_fast = policy == DLOCK_FAIL_OPEN,
         .poll_max_ms = l->fair ? FAIR_ENTRY_MAX_MS / 3 : 0,
+        .take_message = l->fair ? fair_take_grant : NULL,
     };
 
     for (;;) {
@@ -823,13 +857,18 @@ static void fair_leave(dlock_lock *l)
 }
 
 /* Registers a held lock with the watchdog: renewals if asked for, and the
- * timer that marks it lost at valid_until when it has a callback. */
+ * timer that marks it lost at valid_until when it has a callback.  A fair
+ * lock held on a grant message has its confirm (the first renewal, which
+ * sets the full TTL) sent by the renewer at once. */
 static dlock_err watch(dlock_lock *l, int renew, dlock__msg *m)
 {
+    dlock__watchdog *w = dlock__client_watchdog(l->client);
+
+    if (l->granted_by_message)
+        return dlock__watchdog_watch_confirm(w, l, renew, &l->watch, m);
     if (!renew && l->on_lost == NULL)
         return DLOCK_OK;
-    return dlock__watchdog_watch(dlock__client_watchdog(l->client), l, renew,
-                                 &l->watch, m);
+    return dlock__watchdog_watch(w, l, renew, &l->watch, m);
 }
 
 dlock_err dlock_acquire(dlock_client *c, const char *key,

@@ -41,6 +41,8 @@ struct dlock__waiter {
     channel *ch;
     pthread_cond_t cv;
     int woken;
+    size_t msg_len; /* the last non-empty message that woke it, if kept */
+    char msg[DLOCK__NOTIFY_MSG_MAX];
     dlock__waiter *next;
     dlock__waiter *prev;
 };
@@ -110,11 +112,18 @@ static void requeue(channel *ch, dlock__waiter *w)
 
 /* Wakes the longest-waiting waiter not already woken, and puts it at the
  * back of the queue: if it loses the race for the key, the next release
- * wakes someone else, so no waiter of this client starves. */
-static void wake_one(channel *ch)
+ * wakes someone else, so no waiter of this client starves.  A non-empty
+ * payload that fits is kept for the woken waiter (an empty one does not
+ * replace what it has not taken yet). */
+static void wake_one(channel *ch, const redisReply *payload)
 {
     for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
         if (!w->woken) {
+            if (payload != NULL && payload->type == REDIS_REPLY_STRING
+                && payload->len > 0 && payload->len <= sizeof(w->msg)) {
+                memcpy(w->msg, payload->str, payload->len);
+                w->msg_len = payload->len;
+            }
             w->woken = 1;
             pthread_cond_signal(&w->cv);
             requeue(ch, w);
@@ -150,7 +159,7 @@ static void handle_push(dlock__notifier *n, const redisReply *r)
     if (ch == NULL)
         return;
     if (strcmp(kind->str, "message") == 0) {
-        wake_one(ch);
+        wake_one(ch, r->element[2]);
     } else if (strcmp(kind->str, "subscribe") == 0) {
         if (ch->state == SENT)
             ch->state = SUBSCRIBED;
@@ -474,6 +483,19 @@ int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
     return woken;
 }
 
+size_t dlock__notify_take_message(dlock__notifier *n, dlock__waiter *w,
+                                  char *buf, size_t cap)
+{
+    size_t len;
+
+    pthread_mutex_lock(&n->mu);
+    len = w->msg_len <= cap ? w->msg_len : 0;
+    memcpy(buf, w->msg, len);
+    w->msg_len = 0;
+    pthread_mutex_unlock(&n->mu);
+    return len;
+}
+
 void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
 {
     channel *ch;
@@ -493,7 +515,7 @@ void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
         ch->tail = w->prev;
     /* A wake-up this waiter did not use belongs to the next one. */
     if (w->woken)
-        wake_one(ch);
+        wake_one(ch, NULL);
     last = --ch->refs == 0;
     pthread_mutex_unlock(&n->mu);
     if (last)

@@ -182,6 +182,18 @@ static int join(wait_state *s)
     return subscribed;
 }
 
+/* 1 if a message that woke the wait was taken in place of a try. */
+static int message_taken(wait_state *s, void *arg)
+{
+    char msg[DLOCK__NOTIFY_MSG_MAX];
+    size_t len;
+
+    if (s->spec->take_message == NULL || s->w == NULL)
+        return 0;
+    len = dlock__notify_take_message(s->n, s->w, msg, sizeof(msg));
+    return len > 0 && s->spec->take_message(arg, msg, len);
+}
+
 dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
                           void *arg, int64_t *hint_ms, dlock__msg *m)
 {
@@ -217,9 +229,13 @@ dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
         }
         if (wake_at > w->deadline_us)
             wake_at = w->deadline_us;
-        if (nap(&s, wake_at, watch_breaker))
+        if (nap(&s, wake_at, watch_breaker)) {
             s.idle_wakes = 0;
-        else if (err == DLOCK_BUSY)
+            if (message_taken(&s, arg)) {
+                err = DLOCK_OK;
+                break;
+            }
+        } else if (err == DLOCK_BUSY)
             s.idle_wakes++;
         if (cancelled(&s))
             break;

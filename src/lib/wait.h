@@ -40,6 +40,7 @@
 #define DLOCK_SRC_WAIT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "client_internal.h"
@@ -74,6 +75,12 @@ typedef struct dlock__wait {
      * repeated to keep something alive (a waiting writer's intent); 0:
      * the default 10 s. */
     int64_t poll_max_ms;
+    /* When not NULL, the payload of a notification that woke the wait is
+     * offered to it (with the try's arg) before the next try; answering 1
+     * ends the wait with DLOCK_OK, as a try that succeeded would: the
+     * message carried what the try would have fetched (a fair grant,
+     * lock_fair.h).  0: the try runs as usual. */
+    int (*take_message)(void *arg, const char *msg, size_t len);
 } dlock__wait;
 
 /*

@@ -35,12 +35,17 @@
 
 /* Most requests sent in one go; more wait for the next turn of the loop. */
 #define BATCH_MAX 512
+/* A fair grant's confirm that failed is sent again this soon: the grant
+ * lasts only its confirm window. */
+#define CONFIRM_RETRY_US 50000
 /* Most orphans kept; past it a timed-out request is left to its TTL. */
 #define ORPHANS_MAX 1024
 
 struct dlock__watch {
     dlock_lock *lock; /* NULL: detached, freed when out of flight */
     int renew;
+    int confirming;  /* a fair grant's confirm is due (see watch_confirm) */
+    int renew_after; /* what renew becomes once the confirm lands */
     int inflight;
     int done;         /* lost: neither renewed nor timed again */
     int fire_pending; /* a renewal marked it lost: run on_lost */
@@ -191,8 +196,14 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
         if (err == DLOCK_OK) {
             dlock__client_count_renewal(w->client);
             x->next_renew_us = dlock__now_us() + ttl * 1000 / 3;
+            if (x->confirming) {
+                x->confirming = 0;
+                x->renew = x->renew_after;
+            }
         } else {
-            x->next_renew_us = dlock__now_us() + retry_interval_us(ttl);
+            x->next_renew_us = dlock__now_us()
+                               + (x->confirming ? CONFIRM_RETRY_US
+                                                : retry_interval_us(ttl));
         }
         if (err == DLOCK_LOST) {
             x->done = 1;
@@ -683,8 +694,10 @@ void dlock__watchdog_free(dlock__watchdog *w)
     dlock__free(w);
 }
 
-dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
-                                int renew, dlock__watch **out, dlock__msg *m)
+/* Registers lock; confirming: its first renewal is due now, and renew
+ * applies once that one has landed. */
+static dlock_err watch_lock(dlock__watchdog *w, dlock_lock *lock, int renew,
+                            int confirming, dlock__watch **out, dlock__msg *m)
 {
     dlock__watch *x = dlock__calloc(1, sizeof(*x));
     int64_t ttl = dlock__lease_ttl_ms(dlock__lock_lease(lock));
@@ -695,19 +708,34 @@ dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
                               "allocating the watchdog's "
                               "entry for a lock");
     x->lock = lock;
-    x->renew = renew;
+    x->renew = renew || confirming;
+    x->confirming = confirming;
+    x->renew_after = renew;
     pthread_mutex_lock(&w->mu);
-    x->next_renew_us = dlock__now_us() + ttl * 1000 / 3;
+    x->next_renew_us = dlock__now_us() + (confirming ? 0 : ttl * 1000 / 3);
     x->next = w->head;
     if (w->head != NULL)
         w->head->prev = x;
     w->head = x;
     pthread_cond_signal(&w->timer_wake);
     pthread_mutex_unlock(&w->mu);
-    if (renew)
+    if (x->renew)
         wake_renewer(w);
     *out = x;
     return DLOCK_OK;
+}
+
+dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
+                                int renew, dlock__watch **out, dlock__msg *m)
+{
+    return watch_lock(w, lock, renew, 0, out, m);
+}
+
+dlock_err dlock__watchdog_watch_confirm(dlock__watchdog *w, dlock_lock *lock,
+                                        int renew, dlock__watch **out,
+                                        dlock__msg *m)
+{
+    return watch_lock(w, lock, renew, 1, out, m);
 }
 
 void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *x)

@@ -15,12 +15,18 @@
  *   - A waiter handed the lock that never confirms (a `dlock run --fair`
  *     SIGSTOPped while queued) holds the key only for its confirm window,
  *     then the next waiter gets it.
+ *   - The grant needs no second round trip: a MONITOR connection sees
+ *     every command; between the holder's release and the waiter's
+ *     return with the lock, the waiter sends no acquire (its first
+ *     renewal, the confirm, follows, and its validity then grows past the
+ *     confirm window).  Counted in commands, not timed.
  * The bounds on time are generous (the machine may be loaded); what they
  * separate is "within the confirm window" from "after the 30 s entry
  * lifetime or the 10 s TTL".
  */
 #include "itkit.h"
 
+#include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -256,6 +262,13 @@ static void *taker_main(void *arg)
     return NULL;
 }
 
+/* The confirm (the first renewal) landed: more validity than the
+ * default confirm window (2 s) can give. */
+static int confirmed(void *arg)
+{
+    return dlock_lock_valid_ms(arg) > CLI_CONFIRM_MS + 500;
+}
+
 /* The holder releases with a CLI waiter ahead of a thread in the queue;
  * before the release, stop_signal goes to the CLI waiter.  The thread must
  * get the lock within the confirm window plus slack. */
@@ -322,6 +335,172 @@ static void grant_never_confirmed_lapses(void **state)
     cli_waiter_is_skipped(SIGSTOP, "fair-stopped");
 }
 
+/* ---- the grant travels in the notification ----------------------------- */
+
+#define MON_ARGS 12
+
+/* A MONITOR line split into its quoted arguments (lua's own calls are
+ * marked lua and skipped by the callers). */
+typedef struct mon_line {
+    int lua;
+    int argc;
+    char argv[MON_ARGS][128];
+} mon_line;
+
+static void mon_parse(const char *s, mon_line *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->lua = strstr(s, " lua]") != NULL;
+    s = strchr(s, ']');
+    while (s != NULL && out->argc < MON_ARGS) {
+        size_t n = 0;
+
+        s = strchr(s, '"');
+        if (s == NULL)
+            break;
+        for (s++; *s != '\0' && *s != '"'; s++) {
+            if (*s == '\\' && s[1] != '\0')
+                s++;
+            if (n + 1 < sizeof(out->argv[0]))
+                out->argv[out->argc][n++] = *s;
+        }
+        out->argv[out->argc++][n] = '\0';
+        if (*s == '"')
+            s++;
+    }
+}
+
+/* Reads the next MONITOR line (the connection has a read timeout);
+ * 0 when none came. */
+static int mon_next(redisContext *mon, mon_line *line)
+{
+    redisReply *r = NULL;
+
+    if (redisGetReply(mon, (void **)&r) != REDIS_OK || r == NULL)
+        return 0;
+    if (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING)
+        mon_parse(r->str, line);
+    else
+        memset(line, 0, sizeof(*line));
+    freeReplyObject(r);
+    return 1;
+}
+
+/* The fair scripts' calls: EVALSHA sha 5 K fence legacy queue waiters
+ * TOKEN ...; 1 if line is one on key by token (any script). */
+static int mon_fair_call(const mon_line *l, const char *key, const char *token)
+{
+    return !l->lua && l->argc > 8 && strcmp(l->argv[2], "5") == 0
+           && strcmp(l->argv[3], key) == 0
+           && (token == NULL || strcmp(l->argv[8], token) == 0);
+}
+
+static redisContext *monitor_connect(const char *url)
+{
+    char host[64] = "127.0.0.1";
+    int port = 6379;
+    const char *at = strstr(url, "://");
+    struct timeval tv = {10, 0};
+    redisContext *mon;
+    redisReply *r;
+
+    if (at != NULL)
+        sscanf(at + 3, "%63[^:]:%d", host, &port);
+    mon = redisConnectWithTimeout(host, port, tv);
+    TK_EXPECT(mon != NULL && mon->err == 0, "MONITOR connection to %s:%d",
+              host, port);
+    TK_EXPECT(redisSetTimeout(mon, tv) == REDIS_OK, "read timeout set");
+    r = redisCommand(mon, "MONITOR");
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "MONITOR started");
+    freeReplyObject(r);
+    return mon;
+}
+
+static void grant_needs_no_second_round_trip(void **state)
+{
+    const char *url = itkit_shared_url();
+    char key[TESTKIT_KEY_MAX], marker[64], holder_token[DLOCK_TOKEN_LEN + 1];
+    char acquire_sha[128] = "", waiter_token[128] = "";
+    redisContext *mon = monitor_connect(url);
+    dlock_client *holder_client = fair_client(url, 2);
+    dlock_client *waiter_client = fair_client(url, 1);
+    dlock_acquire_opts first = fair_opts(0);
+    taker t;
+    pthread_t thread;
+    dlock_lock *held;
+    mon_line line;
+    int waiter_tries = 0, released = 0, after_release = 0, marked = 0;
+    uint64_t held_fence;
+    redisReply *echo;
+
+    (void)state;
+    testkit_key(key, "fair-grant-message");
+    first.wait_ms = 0;
+    held = itkit_acquire(holder_client, key, &first);
+    held_fence = dlock_lock_fence(held);
+    snprintf(holder_token, sizeof(holder_token), "%s", dlock_lock_token(held));
+    t = (taker){waiter_client, key, NULL, DLOCK_OK, 0};
+    TK_EXPECT(pthread_create(&thread, NULL, taker_main, &t) == 0,
+              "waiter started");
+    /* The holder's acquire names the fair acquire script; the waiter
+     * tries once, subscribes, and tries again on the confirmation: after
+     * that try it is asleep on its channel, and its entry is the one the
+     * release grants. */
+    while (waiter_tries < 2 && mon_next(mon, &line)) {
+        if (!mon_fair_call(&line, key, NULL))
+            continue;
+        if (acquire_sha[0] == '\0'
+            && strcmp(line.argv[8], holder_token) == 0) {
+            snprintf(acquire_sha, sizeof(acquire_sha), "%s", line.argv[1]);
+        } else if (acquire_sha[0] != '\0'
+                   && strcmp(line.argv[1], acquire_sha) == 0
+                   && strcmp(line.argv[8], holder_token) != 0) {
+            snprintf(waiter_token, sizeof(waiter_token), "%s", line.argv[8]);
+            waiter_tries++;
+        }
+    }
+    TK_EXPECT(waiter_tries == 2,
+              "the waiter queued and tried again once "
+              "subscribed (saw %d tries)",
+              waiter_tries);
+    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
+    pthread_join(thread, NULL);
+    TK_EXPECT(t.err == DLOCK_OK, "the waiter got the lock: %s",
+              dlock_errname(t.err));
+    snprintf(marker, sizeof(marker), "fair-grant-mark-%d", (int)getpid());
+    echo = testkit_redis_cmd(url, "ECHO %s", marker);
+    freeReplyObject(echo);
+    while (!marked && mon_next(mon, &line))
+        if (!line.lua && line.argc == 2 && strcmp(line.argv[0], "ECHO") == 0
+            && strcmp(line.argv[1], marker) == 0)
+            marked = 1;
+        else if (mon_fair_call(&line, key, holder_token)
+                 && strcmp(line.argv[1], acquire_sha) != 0)
+            released = 1;
+        else if (released && mon_fair_call(&line, key, waiter_token)
+                 && strcmp(line.argv[1], acquire_sha) == 0)
+            after_release++;
+    TK_EXPECT(marked && released,
+              "MONITOR showed the release (%d) and "
+              "the marker (%d)",
+              released, marked);
+    TK_EXPECT(after_release == 0,
+              "the waiter held the lock on the grant message alone: it "
+              "sent %d acquire(s) after the release",
+              after_release);
+    TK_EXPECT(dlock_lock_fence(t.lock) > held_fence,
+              "fence %llu above the holder's %llu",
+              (unsigned long long)dlock_lock_fence(t.lock),
+              (unsigned long long)held_fence);
+    TK_EXPECT(testkit_wait_until(confirmed, t.lock, 5000),
+              "the confirm set the full TTL: %lld ms valid",
+              (long long)dlock_lock_valid_ms(t.lock));
+    TK_EXPECT(dlock_release(t.lock) == DLOCK_OK, "waiter released");
+    redisFree(mon);
+    dlock_client_free(waiter_client);
+    dlock_client_free(holder_client);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +508,7 @@ int main(void)
         cmocka_unit_test(contended_fair_lock_excludes),
         cmocka_unit_test(waiter_killed_while_queued_is_skipped),
         cmocka_unit_test(grant_never_confirmed_lapses),
+        cmocka_unit_test(grant_needs_no_second_round_trip),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
