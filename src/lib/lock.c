@@ -613,6 +613,7 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
         .fail_fast = policy == DLOCK_FAIL_OPEN,
         .poll_max_ms = l->fair ? FAIR_ENTRY_MAX_MS / 3 : 0,
         .take_message = l->fair ? fair_take_grant : NULL,
+        .fifo = !l->fair,
     };
 
     for (;;) {

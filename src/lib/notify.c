@@ -467,6 +467,18 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
     return DLOCK_OK;
 }
 
+int dlock__notify_has_waiters(dlock__notifier *n, const char *name)
+{
+    channel *ch;
+    int has;
+
+    pthread_mutex_lock(&n->mu);
+    ch = find_channel(n, name, strlen(name));
+    has = ch != NULL && ch->head != NULL;
+    pthread_mutex_unlock(&n->mu);
+    return has;
+}
+
 int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
                        int64_t deadline_us)
 {

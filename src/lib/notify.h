@@ -51,6 +51,9 @@ void dlock__notifier_free(dlock__notifier *n);
 dlock_err dlock__notify_join(dlock__notifier *n, const char *channel,
                              dlock__waiter **out, int *subscribed);
 
+/* 1 if a waiter of this notifier is joined on channel. */
+int dlock__notify_has_waiters(dlock__notifier *n, const char *channel);
+
 /* Waits until woken or deadline_us; returns 1 if woken, 0 on deadline. */
 int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
                        int64_t deadline_us);

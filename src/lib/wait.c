@@ -194,11 +194,38 @@ static int message_taken(wait_state *s, void *arg)
     return len > 0 && s->spec->take_message(arg, msg, len);
 }
 
+/* With fifo: if this client already has waiters on the channel, joins
+ * behind them and sleeps until a release wakes this waiter (or the short
+ * fallback); returns 1 if it joined. */
+static int queue_behind(wait_state *s)
+{
+    dlock__notifier *n;
+    int subscribed = 0;
+
+    if (!s->spec->fifo || s->spec->channel == NULL
+        || dlock__now_us() >= s->spec->deadline_us)
+        return 0;
+    n = dlock__client_notifier_peek(s->spec->client);
+    if (n == NULL || !dlock__notify_has_waiters(n, s->spec->channel))
+        return 0;
+    s->n = n;
+    if (dlock__notify_join(n, s->spec->channel, &s->w, &subscribed)
+        != DLOCK_OK)
+        return 0;
+    if (subscribed) {
+        int64_t wake_at = dlock__now_us() + busy_interval_us(s, 0);
+
+        nap(s, wake_at < s->spec->deadline_us ? wake_at : s->spec->deadline_us,
+            0);
+    }
+    return 1;
+}
+
 dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
                           void *arg, int64_t *hint_ms, dlock__msg *m)
 {
     wait_state s = {.spec = w, .rng = jitter_seed(w->seed)};
-    int joined = 0;
+    int joined = queue_behind(&s);
     dlock_err err;
 
     for (;;) {
