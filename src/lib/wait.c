@@ -27,6 +27,9 @@
 /* The longest sleep while subscribed, and without a notifier. */
 #define POLL_MAX_US 10000000
 #define UNSUBSCRIBED_MAX_US 200000
+/* Queued behind the client's waiters (wait.h, "Barging"): the fallback
+ * when no release wakes us, 150-200 ms. */
+#define BEHIND_MAX_US 200000
 /* Transport errors: first interval and cap of their backoff. */
 #define ERROR_FIRST_US 50000
 #define ERROR_MAX_US 2000000
@@ -213,7 +216,8 @@ static int queue_behind(wait_state *s)
         != DLOCK_OK)
         return 0;
     if (subscribed) {
-        int64_t wake_at = dlock__now_us() + busy_interval_us(s, 0);
+        int64_t wake_at = dlock__now_us() + BEHIND_MAX_US
+                          - jitter(s, BEHIND_MAX_US / 4);
 
         nap(s, wake_at < s->spec->deadline_us ? wake_at : s->spec->deadline_us,
             0);

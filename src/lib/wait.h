@@ -30,7 +30,7 @@
  * loop: nearly every grant went back to the releaser, and a waiter waited
  * up to a second).  With fifo set, a bounded wait whose client already has
  * waiters on the channel does not try first: it joins behind them and
- * tries when a release wakes it (or after a short fallback, 25-50 ms, in
+ * tries when a release wakes it (or after a fallback of 150-200 ms, in
  * case no release comes).  Within one client the key then goes round in
  * order of arrival; across clients it is still first come, first served
  * at the server (a fair lock, lock_fair.h, queues across processes).
