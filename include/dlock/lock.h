@@ -126,7 +126,12 @@
  * queued is taken only by the first of them; a fair try that will not wait
  * never jumps the queue.  A wait that ends without the lock leaves the
  * queue (and passes on a grant that arrived meanwhile).  Every party on a
- * key must use fair mode: a plain acquire does not look at the queue.
+ * fair key should use fair mode.  A plain acquire does not take a free key
+ * while live fair waiters are queued (it answers DLOCK_BUSY, with a
+ * message that says so, and a plain wait keeps waiting until the queue is
+ * empty), and a plain holder's release nudges the first fair waiter; but a
+ * plain acquire is not queued, so it is served only when no fair waiter
+ * is.
  *
  * States of a dlock_lock, and what moves it:
  *   HELD      after dlock_acquire returns DLOCK_OK; valid_ms() > 0.
@@ -288,7 +293,9 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
 /*
  * Builds a lock object for a lock that another process acquired, from its
  * key and token (for example the CLI's `dlock release KEY TOKEN`), so that
- * dlock_release and dlock_extend can act on it.  No round trip: the first
+ * dlock_release and dlock_extend can act on it.  Its release is the fair one
+ * (see "Fair locks"): it hands the key to the first fair waiter queued,
+ * if any, and is the plain release otherwise, so it suits both kinds.  No round trip: the first
  * extend or release says whether the token still holds.  The fence is 0 and
  * the TTL unknown until an extend.  Returns DLOCK_OK, DLOCK_INVALID (bad key
  * or a token that is not DLOCK_TOKEN_LEN hex digits) or DLOCK_NOMEM.

@@ -778,7 +778,7 @@ void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
                              int nkeys, int argc, const char **argv,
                              int64_t ttl_ms)
 {
-    const char *av[8];
+    const char *av[16]; /* EVAL, body, numkeys and the script's args */
     char nk[16];
     orphan *o;
     int len;

@@ -15,6 +15,12 @@
  *   - A waiter handed the lock that never confirms (a `dlock run --fair`
  *     SIGSTOPped while queued) holds the key only for its confirm window,
  *     then the next waiter gets it.
+ *   - A plain acquire does not take a free key while a live fair waiter
+ *     is queued (an entry written here, as a waiter elsewhere would), and
+ *     takes it once that entry's deadline has passed.
+ *   - `dlock acquire --fair` and `dlock release --fair`: the CLI's lock
+ *     is handed to a queued library waiter by its release, long before the
+ *     CLI lock's 30 s TTL.
  *   - The grant needs no second round trip: a MONITOR connection sees
  *     every command; between the holder's release and the waiter's
  *     return with the lock, the waiter sends no acquire (its first
@@ -335,6 +341,137 @@ static void grant_never_confirmed_lapses(void **state)
     cli_waiter_is_skipped(SIGSTOP, "fair-stopped");
 }
 
+/* The server's clock in milliseconds. */
+static long long server_ms(const char *url)
+{
+    redisReply *r = testkit_redis_cmd(url, "TIME");
+    long long ms = 0;
+
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        ms = atoll(r->element[0]->str) * 1000
+             + atoll(r->element[1]->str) / 1000;
+    if (r != NULL)
+        freeReplyObject(r);
+    TK_EXPECT(ms > 0, "TIME answered");
+    return ms;
+}
+
+/* Writes a queue entry for token on key that lives until deadline_ms
+ * (server time), as a fair waiter's try would. */
+static void write_entry(const char *url, const char *key, const char *token,
+                        long long deadline_ms)
+{
+    char queue[TESTKIT_KEY_MAX + 32], waiters[TESTKIT_KEY_MAX + 32];
+    char entry[64];
+    redisReply *r;
+
+    snprintf(queue, sizeof(queue), "#dlock:queue:{%s}", key);
+    snprintf(waiters, sizeof(waiters), "#dlock:waiters:{%s}", key);
+    snprintf(entry, sizeof(entry), "%lld:2000:1", deadline_ms);
+    r = testkit_redis_cmd(url, "ZADD %s 1 %s", queue, token);
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_INTEGER, "ZADD");
+    freeReplyObject(r);
+    r = testkit_redis_cmd(url, "HSET %s %s %s", waiters, token, entry);
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_INTEGER, "HSET");
+    freeReplyObject(r);
+    r = testkit_redis_cmd(url, "PEXPIRE %s 60000", queue);
+    freeReplyObject(r);
+    r = testkit_redis_cmd(url, "PEXPIRE %s 60000", waiters);
+    freeReplyObject(r);
+}
+
+static void plain_acquire_does_not_jump_the_queue(void **state)
+{
+    const char *url = itkit_shared_url();
+    const char *token = "00112233445566778899aabbccddeeff";
+    char key[TESTKIT_KEY_MAX];
+    dlock_client *c = fair_client(url, 2);
+    dlock_acquire_opts plain = itkit_acquire_opts(TTL_MS, 0);
+    dlock_lock *l = NULL;
+    dlock_err err;
+
+    (void)state;
+    testkit_key(key, "fair-plain");
+    write_entry(url, key, token, server_ms(url) + 30000);
+    err = dlock_acquire(c, key, &plain, &l);
+    TK_EXPECT(err == DLOCK_BUSY,
+              "a plain acquire of a free key with a "
+              "fair waiter queued is busy, got %s",
+              dlock_errname(err));
+    TK_EXPECT(strstr(dlock_client_errmsg(c), "fair waiters") != NULL,
+              "the message says why: %s", dlock_client_errmsg(c));
+    /* The waiter gave up (its entry's deadline passed): the key is free
+     * for anyone. */
+    write_entry(url, key, token, server_ms(url) - 1);
+    err = dlock_acquire(c, key, &plain, &l);
+    TK_EXPECT(err == DLOCK_OK,
+              "a plain acquire behind a dead entry takes "
+              "the key: %s",
+              dlock_client_errmsg(c));
+    TK_EXPECT(dlock_release(l) == DLOCK_OK, "released");
+    dlock_client_free(c);
+}
+
+/* Runs `dlock acquire --fair --ttl 30s KEY` against url and reads the
+ * token it prints into token. */
+static void cli_acquire_fair(const char *url, const char *key,
+                             char token[DLOCK_TOKEN_LEN + 1])
+{
+    char cmd[2048], line[256];
+    FILE *p;
+    const char *t = NULL;
+
+    snprintf(cmd, sizeof(cmd),
+             "%s/src/cli/dlock acquire --fair --ttl 30s "
+             "--url '%s' '%s'",
+             testkit_build_dir(), url, key);
+    p = popen(cmd, "r");
+    TK_EXPECT(p != NULL, "dlock acquire started");
+    if (fgets(line, sizeof(line), p) != NULL)
+        t = strstr(line, "token=");
+    TK_EXPECT(pclose(p) == 0 && t != NULL, "dlock acquire --fair printed a "
+                                           "token and exited 0");
+    snprintf(token, DLOCK_TOKEN_LEN + 1, "%s", t + 6);
+}
+
+static void cli_fair_acquire_and_release(void **state)
+{
+    const char *url = itkit_shared_url();
+    char key[TESTKIT_KEY_MAX], token[DLOCK_TOKEN_LEN + 1], cmd[2048];
+    dlock_client *c = fair_client(url, 2);
+    dlock_lock_info info;
+    taker t;
+    pthread_t thread;
+    int64_t released_ms;
+
+    (void)state;
+    testkit_key(key, "fair-cli");
+    cli_acquire_fair(url, key, token);
+    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK && info.held
+                  && info.ttl_ms > CLI_CONFIRM_MS,
+              "held with the full TTL, not the confirm window: %lld ms",
+              (long long)info.ttl_ms);
+    t = (taker){c, key, NULL, DLOCK_OK, 0};
+    TK_EXPECT(pthread_create(&thread, NULL, taker_main, &t) == 0,
+              "waiter started");
+    expect_queue(c, key, 1);
+    snprintf(cmd, sizeof(cmd),
+             "%s/src/cli/dlock release --fair --url '%s' "
+             "'%s' %s",
+             testkit_build_dir(), url, key, token);
+    released_ms = testkit_now_ms();
+    TK_EXPECT(system(cmd) == 0, "dlock release --fair exited 0");
+    pthread_join(thread, NULL);
+    TK_EXPECT(t.err == DLOCK_OK, "the queued waiter got the lock: %s",
+              dlock_errname(t.err));
+    TK_EXPECT(t.got_ms - released_ms < 10000,
+              "handed over by the release, "
+              "not at the CLI lock's 30 s TTL: %lld ms",
+              (long long)(t.got_ms - released_ms));
+    TK_EXPECT(dlock_release(t.lock) == DLOCK_OK, "waiter released");
+    dlock_client_free(c);
+}
+
 /* ---- the grant travels in the notification ----------------------------- */
 
 #define MON_ARGS 12
@@ -509,6 +646,8 @@ int main(void)
         cmocka_unit_test(waiter_killed_while_queued_is_skipped),
         cmocka_unit_test(grant_never_confirmed_lapses),
         cmocka_unit_test(grant_needs_no_second_round_trip),
+        cmocka_unit_test(plain_acquire_does_not_jump_the_queue),
+        cmocka_unit_test(cli_fair_acquire_and_release),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
