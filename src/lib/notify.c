@@ -115,21 +115,30 @@ static void requeue(channel *ch, dlock__waiter *w)
  * wakes someone else, so no waiter of this client starves.  A non-empty
  * payload that fits is kept for the woken waiter (an empty one does not
  * replace what it has not taken yet). */
+static void keep_payload(dlock__waiter *w, const redisReply *payload)
+{
+    if (payload != NULL && payload->type == REDIS_REPLY_STRING
+        && payload->len > 0 && payload->len <= sizeof(w->msg)) {
+        memcpy(w->msg, payload->str, payload->len);
+        w->msg_len = payload->len;
+    }
+}
+
 static void wake_one(channel *ch, const redisReply *payload)
 {
     for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
         if (!w->woken) {
-            if (payload != NULL && payload->type == REDIS_REPLY_STRING
-                && payload->len > 0 && payload->len <= sizeof(w->msg)) {
-                memcpy(w->msg, payload->str, payload->len);
-                w->msg_len = payload->len;
-            }
+            keep_payload(w, payload);
             w->woken = 1;
             pthread_cond_signal(&w->cv);
             requeue(ch, w);
             return;
         }
     }
+    /* Everyone is awake already (say, by a SUBSCRIBE confirmation): the
+     * payload still reaches the one that will look next. */
+    if (ch->head != NULL)
+        keep_payload(ch->head, payload);
 }
 
 static void remove_channel(dlock__notifier *n, channel *victim)
