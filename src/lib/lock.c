@@ -569,7 +569,9 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     dlock__fence_floor_raise(l->client, a.now_us);
     if (a.status == 0) {
         if (l->fair && waiting)
-            l->queued = (dlock__fair_queued){l->tries, t.sent_us};
+            l->queued = (dlock__fair_queued){l->tries, t.sent_us,
+                                             floor_us > a.now_us ? floor_us
+                                                                 : a.now_us};
         *holder_ttl_ms = a.pttl;
         return DLOCK_BUSY;
     }
@@ -610,9 +612,7 @@ static int fair_take_grant(void *arg, const char *msg, size_t len)
     int64_t until;
 
     if (!dlock__fair_grant_parse(msg, len, &g)
-        || !dlock__fair_grant_check(&g, &l->queued,
-                                    dlock__fence_floor(l->client),
-                                    dlock__boot_us(), &until))
+        || !dlock__fair_grant_check(&g, &l->queued, dlock__boot_us(), &until))
         return 0;
     /* A request that set the key to ours for confirm_ms, sent when the
      * granted try was: the lease counts from that send time. */

@@ -37,8 +37,13 @@
  *     in the queue.  If that leaves nothing (queued longer than the
  *     confirm window), the message is not taken and the waiter confirms
  *     with a try, as before.
- *   - The fence must be above this client's floor (fence.h), as a try's
- *     would; otherwise a try decides.
+ *   - The fence must be above the floor (fence.h) the granted try proves:
+ *     the client's floor when it was sent and the server time in its
+ *     reply, all seen before the grant, as an acquire's floor is what the
+ *     client saw before sending it.  Server times that other threads of
+ *     the client saw after the grant may be higher than its fence and
+ *     prove nothing against it (checking them declined four grants in ten
+ *     in a 16-thread loop).  A fence not above it: a try decides.
  * Then the full TTL is set by the first renewal, sent at once by the
  * watchdog's renewer (lock.c): the "confirm".  Until it lands the lock is
  * valid for what is left of the confirm window; a waiter that never
@@ -221,11 +226,11 @@ int dlock__fair_grant_parse(const char *msg, size_t len, dlock__fair_grant *g)
 }
 
 int dlock__fair_grant_check(const dlock__fair_grant *g,
-                            const dlock__fair_queued *q, uint64_t floor,
-                            int64_t now_us, int64_t *until_us)
+                            const dlock__fair_queued *q, int64_t now_us,
+                            int64_t *until_us)
 {
     *until_us = 0;
-    if (q->try_seq == 0 || g->try_seq != q->try_seq || g->fence <= floor
+    if (q->try_seq == 0 || g->try_seq != q->try_seq || g->fence <= q->floor
         || g->confirm_ms <= 0)
         return 0;
     *until_us = dlock__lease_until_of(q->sent_us, g->confirm_ms);

@@ -45,10 +45,16 @@ typedef struct dlock__fair_grant {
 } dlock__fair_grant;
 
 /* The waiter's latest try that came back busy with its entry written:
- * its number (0: none yet) and send time (dlock__boot_us). */
+ * its number (0: none yet), send time (dlock__boot_us), and the floor it
+ * proves a grant must exceed: the larger of the client's floor when the
+ * try was sent and the server time in its reply (fence.h).  Both were
+ * seen before the try ran, hence before any grant of it; what other
+ * threads of the client see after the grant may be higher and proves
+ * nothing against it. */
 typedef struct dlock__fair_queued {
     uint64_t try_seq;
     int64_t sent_us;
+    uint64_t floor;
 } dlock__fair_queued;
 
 /* A grant is taken only with at least this much validity left. */
@@ -61,14 +67,14 @@ int dlock__fair_grant_parse(const char *msg, size_t len, dlock__fair_grant *g);
 /*
  * 1 if the waiter whose latest queued try is q may hold the lock on grant
  * g now (dlock__boot_us now_us), with validity until *until_us
- * (CLOCK_BOOTTIME): the grant is of that very try, its fence is above the
- * client's floor, and the confirm window counted from the try's send time
+ * (CLOCK_BOOTTIME): the grant is of that very try, its fence is above
+ * q's floor, and the confirm window counted from the try's send time
  * leaves at least DLOCK__FAIR_GRANT_MIN_LEFT_US.  0: not taken; the
  * waiter tries as it would without the message.  lock_fair.c's top
  * comment says why the try's send time is a safe start.
  */
 int dlock__fair_grant_check(const dlock__fair_grant *g,
-                            const dlock__fair_queued *q, uint64_t floor,
-                            int64_t now_us, int64_t *until_us);
+                            const dlock__fair_queued *q, int64_t now_us,
+                            int64_t *until_us);
 
 #endif /* DLOCK_SRC_LOCK_FAIR_H */

@@ -5,7 +5,7 @@
  * A grant is "try:fence:confirm_ms" exactly; anything else (the empty
  * nudge, a missing field, a sign, a fence of 0) is not one.  A grant is
  * taken only for the waiter's latest queued try, with a fence above the
- * client's floor, and its validity is the confirm window counted from
+ * floor that try proves, and its validity is the confirm window counted from
  * that try's send time less the lease's drift allowance, so a waiter that
  * sat in the queue longer than the window does not take it.
  */
@@ -54,26 +54,29 @@ static void grant_is_taken_only_when_it_is_safe(void **state)
     const dlock__fair_grant g = {.try_seq = 3,
                                  .fence = 500,
                                  .confirm_ms = 2000};
-    const int64_t sent = 10000000, floor = 400;
-    const dlock__fair_queued q = {.try_seq = 3, .sent_us = sent};
+    const int64_t sent = 10000000;
+    const dlock__fair_queued q = {.try_seq = 3, .sent_us = sent, .floor = 400};
     const dlock__fair_queued older = {.try_seq = 4, .sent_us = sent};
     const dlock__fair_queued none = {0};
+    const dlock__fair_queued high = {.try_seq = 3,
+                                     .sent_us = sent,
+                                     .floor = 500};
     int64_t until;
 
     (void)state;
-    TK_EXPECT(dlock__fair_grant_check(&g, &q, floor, sent + 1000, &until),
+    TK_EXPECT(dlock__fair_grant_check(&g, &q, sent + 1000, &until),
               "a grant of the latest queued try is taken");
     TK_EXPECT(until == dlock__lease_until_of(sent, 2000)
                   && until < sent + 2000000,
               "validity counts from the try's send time, less drift: %lld",
               (long long)(until - sent));
-    TK_EXPECT(!dlock__fair_grant_check(&g, &older, floor, sent + 1000, &until),
+    TK_EXPECT(!dlock__fair_grant_check(&g, &older, sent + 1000, &until),
               "a grant of an older try than the latest is not taken");
-    TK_EXPECT(!dlock__fair_grant_check(&g, &none, floor, sent + 1000, &until),
+    TK_EXPECT(!dlock__fair_grant_check(&g, &none, sent + 1000, &until),
               "no queued try: not taken");
-    TK_EXPECT(!dlock__fair_grant_check(&g, &q, 500, sent + 1000, &until),
+    TK_EXPECT(!dlock__fair_grant_check(&g, &high, sent + 1000, &until),
               "a fence not above the floor is not taken");
-    TK_EXPECT(!dlock__fair_grant_check(&g, &q, floor, sent + 1990000, &until),
+    TK_EXPECT(!dlock__fair_grant_check(&g, &q, sent + 1990000, &until),
               "a confirm window spent in the queue is not taken");
 }
 
