@@ -6,7 +6,8 @@
  * Both take KEYS = {K, fence key, legacy fence key (read only), queue key,
  * waiters key}:
  *   acquire  ARGV = {token, ttl_ms, floor, fence keep ms, waiting (1/0),
- *            entry_ms, confirm_ms, try number}; answers as the core acquire does:
+ *            entry_ms, confirm_ms, try number}; answers as the core
+ *            acquire does:
  *            {1, "fence", now} (held: granted now, or a grant handed over
  *            by a release that this call confirms), {0, hint_ms, now}
  *            (busy; hint_ms <= 0 when the key is free but another waiter's
