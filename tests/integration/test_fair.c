@@ -21,6 +21,11 @@
  *   - `dlock acquire --fair` and `dlock release --fair`: the CLI's lock
  *     is handed to a queued library waiter by its release, long before the
  *     CLI lock's 30 s TTL.
+ *   - Nor with 8 waiter threads on one client while another thread of it
+ *     keeps making fair tries that will not wait (their replies carry
+ *     server times past each grant's fence, which a grant's check must
+ *     not count): after the release the waiters send only the one try each
+ *     of the 7 nudged ones makes, no confirming acquire.
  *   - The grant needs no second round trip: a MONITOR connection sees
  *     every command; between the holder's release and the waiter's
  *     return with the lock, the waiter sends no acquire (its first
@@ -474,7 +479,7 @@ static void cli_fair_acquire_and_release(void **state)
 
 /* ---- the grant travels in the notification ----------------------------- */
 
-#define MON_ARGS 12
+#define MON_ARGS 16
 
 /* A MONITOR line split into its quoted arguments (lua's own calls are
  * marked lua and skipped by the callers). */
@@ -638,6 +643,134 @@ static void grant_needs_no_second_round_trip(void **state)
     dlock_client_free(holder_client);
 }
 
+#define SHARED_WAITERS 8
+
+/* Reads MONITOR until key's fair acquires (sha) carry n distinct tokens
+ * other than holder, each seen at least twice (queued, then the try on
+ * the SUBSCRIBE confirmation: after it the waiter sleeps). */
+static int mon_until_waiters(redisContext *mon, const char *key,
+                             const char *sha, const char *holder, int n)
+{
+    static char tokens[SHARED_WAITERS][128];
+    static int seen[SHARED_WAITERS];
+    int known = 0, ready = 0;
+    mon_line line;
+
+    memset(seen, 0, sizeof(seen));
+    while (ready < n && mon_next(mon, &line)) {
+        int i;
+
+        if (!mon_fair_call(&line, key, NULL) || strcmp(line.argv[1], sha) != 0
+            || strcmp(line.argv[8], holder) == 0)
+            continue;
+        for (i = 0; i < known && strcmp(tokens[i], line.argv[8]) != 0; i++)
+            ;
+        if (i == known && known < SHARED_WAITERS)
+            snprintf(tokens[known++], sizeof(tokens[0]), "%s", line.argv[8]);
+        if (i < known && ++seen[i] == 2)
+            ready++;
+    }
+    return ready;
+}
+
+typedef struct raiser {
+    run *r;
+    atomic_int stop;
+    int tries;
+} raiser;
+
+/* Fair tries that will not wait, on the waiters' client, until stopped
+ * or it got the key (the queue was empty): each reply raises the client's
+ * floor to the server's time. */
+static void *raiser_main(void *arg)
+{
+    raiser *x = arg;
+    dlock_acquire_opts o = fair_opts(0);
+
+    o.wait_ms = 0;
+    while (!atomic_load(&x->stop)) {
+        dlock_lock *l = NULL;
+
+        x->tries++;
+        if (dlock_acquire(x->r->client, x->r->key, &o, &l) == DLOCK_OK) {
+            dlock_release(l);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void grants_by_message_on_one_client(void **state)
+{
+    const char *url = itkit_shared_url();
+    char key[TESTKIT_KEY_MAX], marker[64], holder_token[DLOCK_TOKEN_LEN + 1];
+    char acquire_sha[128] = "";
+    redisContext *mon = monitor_connect(url);
+    dlock_client *c = fair_client(url, SHARED_WAITERS + 2);
+    dlock_acquire_opts first = fair_opts(10000);
+    static run r;
+    waiter w[SHARED_WAITERS];
+    pthread_t threads[SHARED_WAITERS], raise_thread;
+    raiser x = {&r, 0, 0};
+    dlock_lock *held;
+    mon_line line;
+    int released = 0, after_release = 0, marked = 0;
+    redisReply *echo;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    r.client = c;
+    r.key = testkit_key(key, "fair-one-client");
+    first.wait_ms = 0;
+    held = itkit_acquire(c, key, &first);
+    snprintf(holder_token, sizeof(holder_token), "%s", dlock_lock_token(held));
+    while (acquire_sha[0] == '\0' && mon_next(mon, &line))
+        if (mon_fair_call(&line, key, holder_token))
+            snprintf(acquire_sha, sizeof(acquire_sha), "%s", line.argv[1]);
+    for (int i = 0; i < SHARED_WAITERS; i++) {
+        w[i] = (waiter){&r, i, 1, 2000};
+        TK_EXPECT(pthread_create(&threads[i], NULL, waiter_main, &w[i]) == 0,
+                  "thread %d started", i);
+    }
+    TK_EXPECT(mon_until_waiters(mon, key, acquire_sha, holder_token,
+                                SHARED_WAITERS)
+                  == SHARED_WAITERS,
+              "every waiter queued and tried again once subscribed");
+    TK_EXPECT(pthread_create(&raise_thread, NULL, raiser_main, &x) == 0,
+              "raiser started");
+    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
+    for (int i = 0; i < SHARED_WAITERS; i++)
+        pthread_join(threads[i], NULL);
+    atomic_store(&x.stop, 1);
+    pthread_join(raise_thread, NULL);
+    TK_EXPECT(atomic_load(&r.failures) == 0, "no failure: %s", r.failure);
+    TK_EXPECT(atomic_load(&r.served) == SHARED_WAITERS, "%d grants",
+              atomic_load(&r.served));
+    snprintf(marker, sizeof(marker), "fair-one-client-mark-%d", (int)getpid());
+    echo = testkit_redis_cmd(url, "ECHO %s", marker);
+    freeReplyObject(echo);
+    while (!marked && mon_next(mon, &line))
+        if (!line.lua && line.argc == 2 && strcmp(line.argv[0], "ECHO") == 0
+            && strcmp(line.argv[1], marker) == 0)
+            marked = 1;
+        else if (mon_fair_call(&line, key, holder_token)
+                 && strcmp(line.argv[1], acquire_sha) != 0)
+            released = 1;
+        else if (released && mon_fair_call(&line, key, NULL)
+                 && strcmp(line.argv[1], acquire_sha) == 0 && line.argc > 12
+                 && strcmp(line.argv[12], "1") == 0)
+            after_release++; /* a waiting try: not the raiser's */
+    TK_EXPECT(marked && released, "MONITOR showed the release and marker");
+    TK_EXPECT(x.tries > 1, "the raiser tried %d times", x.tries);
+    TK_EXPECT(after_release <= SHARED_WAITERS - 1,
+              "after the release only the nudged waiters tried (at most "
+              "%d), got %d acquires: a grant was declined",
+              SHARED_WAITERS - 1, after_release);
+    expect_fences_increase(&r, SHARED_WAITERS);
+    redisFree(mon);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -646,6 +779,7 @@ int main(void)
         cmocka_unit_test(waiter_killed_while_queued_is_skipped),
         cmocka_unit_test(grant_never_confirmed_lapses),
         cmocka_unit_test(grant_needs_no_second_round_trip),
+        cmocka_unit_test(grants_by_message_on_one_client),
         cmocka_unit_test(plain_acquire_does_not_jump_the_queue),
         cmocka_unit_test(cli_fair_acquire_and_release),
     };
