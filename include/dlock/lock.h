@@ -110,17 +110,29 @@
  * still live (entries past their deadline, of waiters that died or gave
  * up, are dropped), with a new fence by the core rule and a PX of that
  * waiter's confirm window, and publishes on "dlock:granted:TOKEN", the
- * waiter's own channel.  The woken waiter confirms with one round trip
- * (its acquire finds its own token: it sets the full TTL and reads the
- * fence); a waiter that never confirms (paused, dead) loses the grant when
- * the confirm window runs out, and the next waiter's fallback try takes
- * the free key in its turn.  The waiter's validity starts at the send time
- * of the confirming request, never earlier, so it cannot overstate: the
- * TTL it counts was set by that very request.  A free key with waiters
- * queued is taken only by the first of them; a fair try that will not wait
+ * waiter's own channel, with the fence and the number of the waiter's
+ * try whose queue entry was granted.  The waiter holds the lock when that
+ * message arrives, without another round trip: its validity is the
+ * confirm window counted from the send time of that try (which ran before
+ * the grant, so the count starts no later than the server's), and the
+ * watchdog's renewer then sends the confirm at once (a renewal that sets
+ * the full TTL; the lock's validity grows when it lands).  A message that
+ * cannot be trusted that way (an older try's grant, a fence not above
+ * what the client had seen before that try, a confirm window already
+ * spent in the queue) is not taken; the waiter confirms with a try (its
+ * acquire finds its own token).  A waiter that never confirms (paused,
+ * dead) loses the grant when the confirm window runs out, and the next
+ * waiter's fallback try takes the free key in its turn.  docs/fair.md says
+ * when to use it.  A free key with waiters queued is taken only by the
+ * first of them; a fair try that will not wait
  * never jumps the queue.  A wait that ends without the lock leaves the
  * queue (and passes on a grant that arrived meanwhile).  Every party on a
- * key must use fair mode: a plain acquire does not look at the queue.
+ * fair key should use fair mode.  A plain acquire does not take a free key
+ * while live fair waiters are queued (it answers DLOCK_BUSY, with a
+ * message that says so, and a plain wait keeps waiting until the queue is
+ * empty), and a plain holder's release nudges the first fair waiter; but a
+ * plain acquire is not queued, so it is served only when no fair waiter
+ * is.
  *
  * States of a dlock_lock, and what moves it:
  *   HELD      after dlock_acquire returns DLOCK_OK; valid_ms() > 0.
@@ -282,8 +294,11 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
 /*
  * Builds a lock object for a lock that another process acquired, from its
  * key and token (for example the CLI's `dlock release KEY TOKEN`), so that
- * dlock_release and dlock_extend can act on it.  No round trip: the first
- * extend or release says whether the token still holds.  The fence is 0 and
+ * dlock_release and dlock_extend can act on it.  Its release is the fair
+ * one (see "Fair locks"): it hands the key to the first fair waiter
+ * queued, if any, and is the plain release otherwise, so it suits both
+ * kinds.  No round trip: the first extend or release says whether the
+ * token still holds.  The fence is 0 and
  * the TTL unknown until an extend.  Returns DLOCK_OK, DLOCK_INVALID (bad key
  * or a token that is not DLOCK_TOKEN_LEN hex digits) or DLOCK_NOMEM.
  */

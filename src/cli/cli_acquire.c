@@ -8,6 +8,11 @@
  * `dlock release` it with the printed token.  The lock object is therefore
  * freed without a release.  If the line cannot be written, the token is
  * lost to the caller, so the lock is released again and dlock exits 70.
+ *
+ * --fair queues in the fair lock's line.  A fair waiter may hold the lock
+ * on the grant message with only its confirm window set in Redis, the
+ * full TTL following from the watchdog, which exits with this process; so
+ * a fair acquire is extended to --ttl before the line is printed.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -40,7 +45,10 @@ int cli_cmd_acquire(const struct cli_args *a)
     dlock_acquire_opts_init(&opts);
     opts.ttl_ms = a->ttl_ms;
     opts.wait_ms = a->wait_ms;
+    opts.fair = a->fair;
     err = dlock_acquire(client, a->key, &opts, &lock);
+    if (err == DLOCK_OK && a->fair)
+        err = dlock_extend(lock, a->ttl_ms);
     if (err == DLOCK_BUSY) {
         cli_say("%s", dlock_client_errmsg(client));
     } else if (err != DLOCK_OK) {

@@ -91,9 +91,10 @@ static const struct command_spec commands[CLI_CMD_COUNT] = {
                          | BIT(OPT_CONFLICT_EXIT_CODE) | BIT(OPT_FAIL_OPEN)
                          | BIT(OPT_QUIET) | BIT(OPT_EVERY) | BIT(OPT_FAIR),
                      OPERANDS_KEY_COMMAND},
-    [CLI_CMD_ACQUIRE] = {"acquire", COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT),
+    [CLI_CMD_ACQUIRE] = {"acquire",
+                         COMMON | BIT(OPT_TTL) | BIT(OPT_WAIT) | BIT(OPT_FAIR),
                          OPERANDS_KEY},
-    [CLI_CMD_RELEASE] = {"release", COMMON | BIT(OPT_TOKEN),
+    [CLI_CMD_RELEASE] = {"release", COMMON | BIT(OPT_TOKEN) | BIT(OPT_FAIR),
                          OPERANDS_KEY_TOKEN},
     [CLI_CMD_EXTEND] = {"extend", COMMON | BIT(OPT_TTL) | BIT(OPT_TOKEN),
                         OPERANDS_KEY_TOKEN},

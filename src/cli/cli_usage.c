@@ -93,6 +93,11 @@ static const char *const texts[CLI_CMD_COUNT] = {
         "  -w, --wait D             wait up to D for a busy lock (default "
         "0);\n"
         "                           'forever' or -1: no limit\n"
+        "      --fair               wait in line: waiters get KEY in the\n"
+        "                           order they came, handed over by Redis\n"
+        "                           at release (every party on KEY must\n"
+        "                           use --fair; a plain acquire does not\n"
+        "                           go ahead of queued fair waiters)\n"
         "\n"
         "exit status: 0 acquired, 75 busy, 69 Redis unavailable, 64 usage.\n",
     [CLI_CMD_RELEASE] =
@@ -104,6 +109,9 @@ static const char *const texts[CLI_CMD_COUNT] = {
         "\n"
         "options:\n"
         "      --token T            TOKEN as an option ('-': stdin)\n"
+        "      --fair               accepted for symmetry: every release\n"
+        "                           hands KEY to the first fair waiter\n"
+        "                           queued, if any\n"
         "\n"
         "exit status: 0 released, 76 not held by TOKEN any more,\n"
         "69 Redis unavailable, 64 usage.\n",

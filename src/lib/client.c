@@ -579,6 +579,16 @@ dlock__notifier *dlock__client_notifier(dlock_client *c)
     return n;
 }
 
+dlock__notifier *dlock__client_notifier_peek(dlock_client *c)
+{
+    dlock__notifier *n;
+
+    pthread_mutex_lock(&c->notifier_mu);
+    n = c->notifier;
+    pthread_mutex_unlock(&c->notifier_mu);
+    return n;
+}
+
 /* Connects, reads the server's clock (the first sample of its offset:
  * lease.h) and loads the core scripts. */
 struct dlock__redlock *dlock__client_redlock(dlock_client *c)

@@ -134,6 +134,9 @@ int64_t dlock__client_io_deadline(const dlock_client *c);
 /* The notifier, started on first use; NULL if it cannot be started (then
  * waiters poll). */
 dlock__notifier *dlock__client_notifier(dlock_client *c);
+/* The client's notifier if it has been started, else NULL (starts
+ * nothing). */
+dlock__notifier *dlock__client_notifier_peek(dlock_client *c);
 
 /* Returns a probe's connection to the pool after the breaker closed. */
 void dlock__client_adopt(dlock_client *c, dlock__conn *conn);

@@ -55,6 +55,8 @@
  * grant waits this long at most for the waiter to confirm it. */
 #define FAIR_ENTRY_MAX_MS 30000
 #define FAIR_CONFIRM_MS 2000
+/* The acquire script's busy hint for a free key with fair waiters. */
+#define FAIR_QUEUED_HINT (-2)
 
 /*
  * Fences are handled as decimal strings, never as Lua numbers: Lua's
@@ -63,13 +65,19 @@
  * digit (gt), and inc adds one digit-wise.
  *
  * KEYS: the lock, its fence counter, the legacy counter (read only; see
- * fence.h).  ARGV: token, ttl ms, the client's floor, the counter's TTL ms.
+ * fence.h), the fair queue and its entries (read only; lock_fair.h).
+ * ARGV: token, ttl ms, the client's floor, the counter's TTL ms.
  * The next fence is max(last + 1, server microseconds), last being the
  * larger of the two counters; it is granted only if it is above the floor
  * (the highest fence or server time the client has seen), else nothing is
  * written and the answer is {2, now}: the server's clock is behind what
  * this client saw and its counter cannot show a higher number.  Every
  * answer carries now, the server's microseconds, for the floor.
+ *
+ * A free key with live fair waiters queued (one of the first 16 entries
+ * before its deadline) is not taken: a plain acquire does not jump the
+ * fair queue.  The answer is then busy with hint FAIR_QUEUED_HINT (-2, a
+ * PTTL no held key has), which the caller reports as such.
  */
 static const dlock__script acquire_script = {
     "acquire",
@@ -91,6 +99,17 @@ static const dlock__script acquire_script = {
     "if holder then\n"
     "  return {0, redis.call('PTTL', KEYS[1]), now}\n"
     "end\n"
+    "local queued = redis.call('ZRANGE', KEYS[4], 0, 15)\n"
+    "if #queued > 0 then\n"
+    "  local now_ms = tonumber(t[1]) * 1000 + "
+    "math.floor(tonumber(t[2]) / 1000)\n"
+    "  for _, who in ipairs(queued) do\n"
+    "    local v = redis.call('HGET', KEYS[5], who) or ''\n"
+    "    if (tonumber(string.match(v, '^(%d+)')) or 0) >= now_ms then\n"
+    "      return {0, -2, now}\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "local last = dec(redis.call('GET', KEYS[2]))\n"
     "local legacy = dec(redis.pcall('GET', KEYS[3]))\n"
     "if legacy and (not last or gt(legacy, last)) then last = legacy end\n"
@@ -105,11 +124,17 @@ static const dlock__script acquire_script = {
     1,
 };
 
+/* KEYS: the lock, the fair queue (read only).  ARGV: token, the released
+ * channel, the fair granted-channel prefix.  A plain holder's release
+ * also nudges the first fair waiter queued behind it (an empty message on
+ * its own channel), whose try then takes the free key. */
 static const dlock__script release_script = {
     "release",
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
     "  redis.call('DEL', KEYS[1])\n"
     "  redis.call('PUBLISH', ARGV[2], '')\n"
+    "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n"
+    "  if head then redis.call('PUBLISH', ARGV[3] .. head, '') end\n"
     "  return 1\n"
     "end\n"
     "return 0\n",
@@ -193,8 +218,12 @@ struct dlock_lock {
     dlock__watch *watch; /* the watchdog's entry, or NULL */
 
     int fair;
-    int64_t confirm_ms;       /* fair: the grant's confirm window */
-    int64_t wait_deadline_us; /* fair: when the wait ends (queue entries) */
+    int64_t confirm_ms;        /* fair: the grant's confirm window */
+    int64_t wait_deadline_us;  /* fair: when the wait ends (queue entries) */
+    uint64_t tries;            /* fair: tries sent, numbering them */
+    dlock__fair_queued queued; /* fair: the latest try that queued us */
+    int granted_by_message;    /* fair: held on a grant message, the full
+                                * TTL not set yet (the confirm is due) */
 };
 
 /* The reentrant locks a client holds, listed through lock->rnext. */
@@ -478,10 +507,10 @@ static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
 static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                           dlock__msg *m)
 {
-    char ttl[24], floor[24], keep[24], entry[24], confirm[24];
-    const char *argv[] = {l->key,   l->fence_key, l->legacy_fence_key,
-                          l->token, ttl,          floor,
-                          keep};
+    char ttl[24], floor[24], keep[24], entry[24], confirm[24], seq[24];
+    const char *argv[] = {l->key,       l->fence_key,   l->legacy_fence_key,
+                          l->queue_key, l->waiters_key, l->token,
+                          ttl,          floor,          keep};
     const char *fair[] = {l->key,
                           l->fence_key,
                           l->legacy_fence_key,
@@ -493,7 +522,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                           keep,
                           waiting ? "1" : "0",
                           entry,
-                          confirm};
+                          confirm,
+                          seq};
     const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
     const uint64_t floor_us = dlock__fence_floor(l->client);
     dlock__lease_ticket t;
@@ -509,12 +539,13 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
              (long long)(ttl_ms + DLOCK__FENCE_KEEP_MS));
     snprintf(entry, sizeof(entry), "%lld", (long long)fair_entry_ms(l));
     snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
+    snprintf(seq, sizeof(seq), "%llu", (unsigned long long)++l->tries);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     if (l->fair)
-        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5, 12,
+        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5, 13,
                                  fair, NULL, &r, m);
     else
-        err = dlock__client_eval(l->client, &acquire_script, 3, 7, argv, NULL,
+        err = dlock__client_eval(l->client, &acquire_script, 5, 9, argv, NULL,
                                  &r, m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
@@ -537,6 +568,10 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                                    : DLOCK__LEASE_NOT_RUN);
     dlock__fence_floor_raise(l->client, a.now_us);
     if (a.status == 0) {
+        if (l->fair && waiting)
+            l->queued = (dlock__fair_queued){l->tries, t.sent_us,
+                                             floor_us > a.now_us ? floor_us
+                                                                 : a.now_us};
         *holder_ttl_ms = a.pttl;
         return DLOCK_BUSY;
     }
@@ -567,6 +602,29 @@ static dlock_err acquire_try(void *arg, int waiting, int64_t *holder_ttl_ms,
     return try_once(arg, waiting, holder_ttl_ms, m);
 }
 
+/* A grant message on a fair waiter's channel (lock_fair.c says when it
+ * is taken, and why its validity is safe): 1 if the lock is now held. */
+static int fair_take_grant(void *arg, const char *msg, size_t len)
+{
+    dlock_lock *l = arg;
+    dlock__fair_grant g;
+    dlock__lease_ticket t;
+    int64_t until;
+
+    if (!dlock__fair_grant_parse(msg, len, &g)
+        || !dlock__fair_grant_check(&g, &l->queued, dlock__boot_us(), &until))
+        return 0;
+    /* A request that set the key to ours for confirm_ms, sent when the
+     * granted try was: the lease counts from that send time. */
+    t = dlock__lease_begin(&l->lease, g.confirm_ms, skew_of(l));
+    t.sent_us = l->queued.sent_us;
+    dlock__lease_end(&l->lease, &t, DLOCK__LEASE_GRANTED);
+    dlock__fence_floor_raise(l->client, g.fence);
+    l->fence = g.fence;
+    l->granted_by_message = g.confirm_ms < dlock__lease_ttl_ms(&l->lease);
+    return 1;
+}
+
 /* Tries, and while busy waits (wait.h) until deadline_us. */
 static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
                                  dlock_policy policy, int64_t *holder_ttl_ms,
@@ -579,6 +637,8 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
         .seed = l->token,
         .fail_fast = policy == DLOCK_FAIL_OPEN,
         .poll_max_ms = l->fair ? FAIR_ENTRY_MAX_MS / 3 : 0,
+        .take_message = l->fair ? fair_take_grant : NULL,
+        .fifo = !l->fair,
     };
 
     for (;;) {
@@ -709,7 +769,17 @@ static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
     dlock__tstate *t = dlock__client_tstate(c);
 
     if (t != NULL)
-        t->busy_ttl_ms = holder_ttl_ms;
+        t->busy_ttl_ms = holder_ttl_ms == FAIR_QUEUED_HINT ? 0 : holder_ttl_ms;
+    if (holder_ttl_ms == FAIR_QUEUED_HINT) {
+        dlock__msg_set(m, DLOCK_BUSY,
+                       "lock %.64s on %s is free but fair waiters are "
+                       "queued for it, and a non-fair acquire does not go "
+                       "ahead of them: every party on a fair key must "
+                       "acquire it fair (opts.fair, --fair) (waited %lld ms)",
+                       l->key, dlock_client_endpoint(c),
+                       (long long)((dlock__now_us() - started_us) / 1000));
+        return;
+    }
     dlock__msg_set(m, DLOCK_BUSY,
                    "lock %.64s on %s is held by another owner "
                    "for %lld more ms (waited %lld ms)",
@@ -775,7 +845,8 @@ static void fair_release_args(dlock_lock *l, char floor[24], char keep[24],
 
 static void leave_no_orphan(dlock_lock *l, dlock_err err)
 {
-    const char *argv[] = {l->key, l->token, l->channel};
+    const char *argv[] = {l->key, l->queue_key, l->token, l->channel,
+                          DLOCK__FAIR_GRANT_PREFIX};
     char floor[24], keep[24];
     const char *fair[10];
 
@@ -789,7 +860,7 @@ static void leave_no_orphan(dlock_lock *l, dlock_err err)
                                 dlock__lease_ttl_ms(&l->lease));
     else
         dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
-                                &release_script, 1, 3, argv,
+                                &release_script, 2, 5, argv,
                                 dlock__lease_ttl_ms(&l->lease));
 }
 
@@ -798,7 +869,8 @@ static void leave_no_orphan(dlock_lock *l, dlock_err err)
  * reply. */
 static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
 {
-    const char *argv[] = {l->key, l->token, l->channel};
+    const char *argv[] = {l->key, l->queue_key, l->token, l->channel,
+                          DLOCK__FAIR_GRANT_PREFIX};
     char floor[24], keep[24];
     const char *fair[10];
 
@@ -806,7 +878,7 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
     if (l->fair)
         return dlock__client_eval(l->client, &dlock__fair_release_script, 5,
                                   10, fair, NULL, r, m);
-    return dlock__client_eval(l->client, &release_script, 1, 3, argv, NULL, r,
+    return dlock__client_eval(l->client, &release_script, 2, 5, argv, NULL, r,
                               m);
 }
 
@@ -823,13 +895,18 @@ static void fair_leave(dlock_lock *l)
 }
 
 /* Registers a held lock with the watchdog: renewals if asked for, and the
- * timer that marks it lost at valid_until when it has a callback. */
+ * timer that marks it lost at valid_until when it has a callback.  A fair
+ * lock held on a grant message has its confirm (the first renewal, which
+ * sets the full TTL) sent by the renewer at once. */
 static dlock_err watch(dlock_lock *l, int renew, dlock__msg *m)
 {
+    dlock__watchdog *w = dlock__client_watchdog(l->client);
+
+    if (l->granted_by_message)
+        return dlock__watchdog_watch_confirm(w, l, renew, &l->watch, m);
     if (!renew && l->on_lost == NULL)
         return DLOCK_OK;
-    return dlock__watchdog_watch(dlock__client_watchdog(l->client), l, renew,
-                                 &l->watch, m);
+    return dlock__watchdog_watch(w, l, renew, &l->watch, m);
 }
 
 dlock_err dlock_acquire(dlock_client *c, const char *key,
@@ -1175,6 +1252,9 @@ dlock_err dlock_lock_attach(dlock_client *c, const char *key,
         (*out)->token[i] = (ch >= 'A' && ch <= 'F') ? (char)(ch + 32) : ch;
     }
     (*out)->token[DLOCK_TOKEN_LEN] = '\0';
+    /* Released by the fair rule: it hands the key to the first fair
+     * waiter if any are queued, and is the plain release otherwise. */
+    (*out)->fair = 1;
     return DLOCK_OK;
 }
 

@@ -41,6 +41,8 @@ struct dlock__waiter {
     channel *ch;
     pthread_cond_t cv;
     int woken;
+    size_t msg_len; /* the last non-empty message that woke it, if kept */
+    char msg[DLOCK__NOTIFY_MSG_MAX];
     dlock__waiter *next;
     dlock__waiter *prev;
 };
@@ -110,17 +112,33 @@ static void requeue(channel *ch, dlock__waiter *w)
 
 /* Wakes the longest-waiting waiter not already woken, and puts it at the
  * back of the queue: if it loses the race for the key, the next release
- * wakes someone else, so no waiter of this client starves. */
-static void wake_one(channel *ch)
+ * wakes someone else, so no waiter of this client starves.  A non-empty
+ * payload that fits is kept for the woken waiter (an empty one does not
+ * replace what it has not taken yet). */
+static void keep_payload(dlock__waiter *w, const redisReply *payload)
+{
+    if (payload != NULL && payload->type == REDIS_REPLY_STRING
+        && payload->len > 0 && payload->len <= sizeof(w->msg)) {
+        memcpy(w->msg, payload->str, payload->len);
+        w->msg_len = payload->len;
+    }
+}
+
+static void wake_one(channel *ch, const redisReply *payload)
 {
     for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
         if (!w->woken) {
+            keep_payload(w, payload);
             w->woken = 1;
             pthread_cond_signal(&w->cv);
             requeue(ch, w);
             return;
         }
     }
+    /* Everyone is awake already (say, by a SUBSCRIBE confirmation): the
+     * payload still reaches the one that will look next. */
+    if (ch->head != NULL)
+        keep_payload(ch->head, payload);
 }
 
 static void remove_channel(dlock__notifier *n, channel *victim)
@@ -150,7 +168,7 @@ static void handle_push(dlock__notifier *n, const redisReply *r)
     if (ch == NULL)
         return;
     if (strcmp(kind->str, "message") == 0) {
-        wake_one(ch);
+        wake_one(ch, r->element[2]);
     } else if (strcmp(kind->str, "subscribe") == 0) {
         if (ch->state == SENT)
             ch->state = SUBSCRIBED;
@@ -458,6 +476,18 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
     return DLOCK_OK;
 }
 
+int dlock__notify_has_waiters(dlock__notifier *n, const char *name)
+{
+    channel *ch;
+    int has;
+
+    pthread_mutex_lock(&n->mu);
+    ch = find_channel(n, name, strlen(name));
+    has = ch != NULL && ch->head != NULL;
+    pthread_mutex_unlock(&n->mu);
+    return has;
+}
+
 int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
                        int64_t deadline_us)
 {
@@ -472,6 +502,19 @@ int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
     w->woken = 0;
     pthread_mutex_unlock(&n->mu);
     return woken;
+}
+
+size_t dlock__notify_take_message(dlock__notifier *n, dlock__waiter *w,
+                                  char *buf, size_t cap)
+{
+    size_t len;
+
+    pthread_mutex_lock(&n->mu);
+    len = w->msg_len <= cap ? w->msg_len : 0;
+    memcpy(buf, w->msg, len);
+    w->msg_len = 0;
+    pthread_mutex_unlock(&n->mu);
+    return len;
 }
 
 void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
@@ -493,7 +536,7 @@ void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
         ch->tail = w->prev;
     /* A wake-up this waiter did not use belongs to the next one. */
     if (w->woken)
-        wake_one(ch);
+        wake_one(ch, NULL);
     last = --ch->refs == 0;
     pthread_mutex_unlock(&n->mu);
     if (last)

@@ -16,13 +16,17 @@
  * remaining TTL: the fallback for a holder that dies without releasing.
  *
  * A waiter that was woken but leaves without waiting again passes its
- * wake-up to the next waiter, so no notification is swallowed.
+ * wake-up to the next waiter, so no notification is swallowed.  The
+ * payload of the last non-empty message that woke a waiter (up to
+ * DLOCK__NOTIFY_MSG_MAX bytes) is kept for it: a fair grant travels in it
+ * (lock_fair.h).
  *
  * Threads: thread-safe.  A dlock__waiter belongs to the thread that joined.
  */
 #ifndef DLOCK_SRC_NOTIFY_H
 #define DLOCK_SRC_NOTIFY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "client_internal.h"
@@ -47,9 +51,21 @@ void dlock__notifier_free(dlock__notifier *n);
 dlock_err dlock__notify_join(dlock__notifier *n, const char *channel,
                              dlock__waiter **out, int *subscribed);
 
+/* 1 if a waiter of this notifier is joined on channel. */
+int dlock__notify_has_waiters(dlock__notifier *n, const char *channel);
+
 /* Waits until woken or deadline_us; returns 1 if woken, 0 on deadline. */
 int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
                        int64_t deadline_us);
+
+/* The longest message payload kept for a waiter; longer ones only wake. */
+#define DLOCK__NOTIFY_MSG_MAX 64
+
+/* Copies the payload kept for w (see the top of this file) into buf (cap
+ * bytes, not NUL-terminated) and forgets it; returns its length, 0 if none
+ * (or it does not fit). */
+size_t dlock__notify_take_message(dlock__notifier *n, dlock__waiter *w,
+                                  char *buf, size_t cap);
 
 /* Leaves the channel and frees w; NULL is fine. */
 void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w);

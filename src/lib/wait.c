@@ -27,6 +27,9 @@
 /* The longest sleep while subscribed, and without a notifier. */
 #define POLL_MAX_US 10000000
 #define UNSUBSCRIBED_MAX_US 200000
+/* Queued behind the client's waiters (wait.h, "Barging"): the fallback
+ * when no release wakes us, 150-200 ms. */
+#define BEHIND_MAX_US 200000
 /* Transport errors: first interval and cap of their backoff. */
 #define ERROR_FIRST_US 50000
 #define ERROR_MAX_US 2000000
@@ -182,11 +185,51 @@ static int join(wait_state *s)
     return subscribed;
 }
 
+/* 1 if a message that woke the wait was taken in place of a try. */
+static int message_taken(wait_state *s, void *arg)
+{
+    char msg[DLOCK__NOTIFY_MSG_MAX];
+    size_t len;
+
+    if (s->spec->take_message == NULL || s->w == NULL)
+        return 0;
+    len = dlock__notify_take_message(s->n, s->w, msg, sizeof(msg));
+    return len > 0 && s->spec->take_message(arg, msg, len);
+}
+
+/* With fifo: if this client already has waiters on the channel, joins
+ * behind them and sleeps until a release wakes this waiter (or the short
+ * fallback); returns 1 if it joined. */
+static int queue_behind(wait_state *s)
+{
+    dlock__notifier *n;
+    int subscribed = 0;
+
+    if (!s->spec->fifo || s->spec->channel == NULL
+        || dlock__now_us() >= s->spec->deadline_us)
+        return 0;
+    n = dlock__client_notifier_peek(s->spec->client);
+    if (n == NULL || !dlock__notify_has_waiters(n, s->spec->channel))
+        return 0;
+    s->n = n;
+    if (dlock__notify_join(n, s->spec->channel, &s->w, &subscribed)
+        != DLOCK_OK)
+        return 0;
+    if (subscribed) {
+        int64_t wake_at = dlock__now_us() + BEHIND_MAX_US
+                          - jitter(s, BEHIND_MAX_US / 4);
+
+        nap(s, wake_at < s->spec->deadline_us ? wake_at : s->spec->deadline_us,
+            0);
+    }
+    return 1;
+}
+
 dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
                           void *arg, int64_t *hint_ms, dlock__msg *m)
 {
     wait_state s = {.spec = w, .rng = jitter_seed(w->seed)};
-    int joined = 0;
+    int joined = queue_behind(&s);
     dlock_err err;
 
     for (;;) {
@@ -217,9 +260,13 @@ dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
         }
         if (wake_at > w->deadline_us)
             wake_at = w->deadline_us;
-        if (nap(&s, wake_at, watch_breaker))
+        if (nap(&s, wake_at, watch_breaker)) {
             s.idle_wakes = 0;
-        else if (err == DLOCK_BUSY)
+            if (message_taken(&s, arg)) {
+                err = DLOCK_OK;
+                break;
+            }
+        } else if (err == DLOCK_BUSY)
             s.idle_wakes++;
         if (cancelled(&s))
             break;

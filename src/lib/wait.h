@@ -23,6 +23,18 @@
  * channel and that try covers a release between the busy answer and the
  * subscription; if it already is, the loop tries again at once.
  *
+ * Barging.  A release wakes the longest-waiting waiter of the client,
+ * which then needs a round trip; a thread of the same client that has just
+ * released and wants the key again would win that race almost every time,
+ * so one waiter could lose release after release (the free-for-all hot
+ * loop: nearly every grant went back to the releaser, and a waiter waited
+ * up to a second).  With fifo set, a bounded wait whose client already has
+ * waiters on the channel does not try first: it joins behind them and
+ * tries when a release wakes it (or after a fallback of 150-200 ms, in
+ * case no release comes).  Within one client the key then goes round in
+ * order of arrival; across clients it is still first come, first served
+ * at the server (a fair lock, lock_fair.h, queues across processes).
+ *
  * Transport errors (DLOCK_UNAVAILABLE, DLOCK_TIMEOUT) end a bounded wait at
  * once, as before.  An unbounded wait (DLOCK__FOREVER) rides them out
  * unless fail_fast is set: it backs off exponentially (50 ms .. 2 s, with
@@ -40,6 +52,7 @@
 #define DLOCK_SRC_WAIT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "client_internal.h"
@@ -74,6 +87,17 @@ typedef struct dlock__wait {
      * repeated to keep something alive (a waiting writer's intent); 0:
      * the default 10 s. */
     int64_t poll_max_ms;
+    /* When not NULL, the payload of a notification that woke the wait is
+     * offered to it (with the try's arg) before the next try; answering 1
+     * ends the wait with DLOCK_OK, as a try that succeeded would: the
+     * message carried what the try would have fetched (a fair grant,
+     * lock_fair.h).  0: the try runs as usual. */
+    int (*take_message)(void *arg, const char *msg, size_t len);
+    /* Non-zero: queue behind this client's waiters on the channel before
+     * the first try (see "Barging" above).  For waits where one release
+     * lets one waiter in (an exclusive lock), not where it may let in
+     * several (readers, permits). */
+    int fifo;
 } dlock__wait;
 
 /*

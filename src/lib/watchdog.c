@@ -35,6 +35,9 @@
 
 /* Most requests sent in one go; more wait for the next turn of the loop. */
 #define BATCH_MAX 512
+/* A fair grant's confirm that failed is sent again this soon: the grant
+ * lasts only its confirm window. */
+#define CONFIRM_RETRY_US 50000
 /* Most orphans kept; past it a timed-out request is left to its TTL. */
 #define ORPHANS_MAX 1024
 
@@ -43,6 +46,8 @@ struct dlock__watch {
     const dlock__watch_ops *ops;
     dlock_lock *lock; /* owner, when it is a core lock (renewals) */
     int renew;
+    int confirming;  /* a fair grant's confirm is due (see watch_confirm) */
+    int renew_after; /* what renew becomes once the confirm lands */
     int inflight;
     int done;         /* lost: neither renewed nor timed again */
     int fire_pending; /* a renewal marked it lost: run on_lost */
@@ -193,8 +198,14 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
         if (err == DLOCK_OK) {
             dlock__client_count_renewal(w->client);
             x->next_renew_us = dlock__now_us() + ttl * 1000 / 3;
+            if (x->confirming) {
+                x->confirming = 0;
+                x->renew = x->renew_after;
+            }
         } else {
-            x->next_renew_us = dlock__now_us() + retry_interval_us(ttl);
+            x->next_renew_us = dlock__now_us()
+                               + (x->confirming ? CONFIRM_RETRY_US
+                                                : retry_interval_us(ttl));
         }
         if (err == DLOCK_LOST) {
             x->done = 1;
@@ -704,10 +715,12 @@ static void lock_fire_lost(void *lock)
 static const dlock__watch_ops lock_ops = {lock_lease, lock_mark_lost,
                                           lock_fire_lost};
 
-/* Links a new watch of owner (renew: a core lock the renewer serves). */
+/* Links a new watch of owner (renew: a core lock the renewer serves;
+ * confirming: its first renewal is due now, and renewals go on after it
+ * only if renew_after). */
 static dlock_err watch_new(dlock__watchdog *w, const dlock__watch_ops *ops,
-                           void *owner, dlock_lock *renew, dlock__watch **out,
-                           dlock__msg *m)
+                           void *owner, dlock_lock *renew, int confirming,
+                           int renew_after, dlock__watch **out, dlock__msg *m)
 {
     dlock__watch *x = dlock__calloc(1, sizeof(*x));
     int64_t ttl = dlock__lease_ttl_ms(ops->lease(owner));
@@ -721,15 +734,17 @@ static dlock_err watch_new(dlock__watchdog *w, const dlock__watch_ops *ops,
     x->ops = ops;
     x->lock = renew;
     x->renew = renew != NULL;
+    x->confirming = confirming;
+    x->renew_after = renew_after;
     pthread_mutex_lock(&w->mu);
-    x->next_renew_us = dlock__now_us() + ttl * 1000 / 3;
+    x->next_renew_us = dlock__now_us() + (confirming ? 0 : ttl * 1000 / 3);
     x->next = w->head;
     if (w->head != NULL)
         w->head->prev = x;
     w->head = x;
     pthread_cond_signal(&w->timer_wake);
     pthread_mutex_unlock(&w->mu);
-    if (renew != NULL)
+    if (x->renew)
         wake_renewer(w);
     *out = x;
     return DLOCK_OK;
@@ -738,14 +753,22 @@ static dlock_err watch_new(dlock__watchdog *w, const dlock__watch_ops *ops,
 dlock_err dlock__watchdog_watch(dlock__watchdog *w, dlock_lock *lock,
                                 int renew, dlock__watch **out, dlock__msg *m)
 {
-    return watch_new(w, &lock_ops, lock, renew ? lock : NULL, out, m);
+    return watch_new(w, &lock_ops, lock, renew ? lock : NULL, 0, renew, out,
+                     m);
 }
 
 dlock_err dlock__watchdog_watch_lease(dlock__watchdog *w,
                                       const dlock__watch_ops *ops, void *owner,
                                       dlock__watch **out, dlock__msg *m)
 {
-    return watch_new(w, ops, owner, NULL, out, m);
+    return watch_new(w, ops, owner, NULL, 0, 0, out, m);
+}
+
+dlock_err dlock__watchdog_watch_confirm(dlock__watchdog *w, dlock_lock *lock,
+                                        int renew, dlock__watch **out,
+                                        dlock__msg *m)
+{
+    return watch_new(w, &lock_ops, lock, lock, 1, renew, out, m);
 }
 
 void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *x)
@@ -789,7 +812,7 @@ void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
                              int nkeys, int argc, const char **argv,
                              int64_t ttl_ms)
 {
-    const char *av[8];
+    const char *av[16]; /* EVAL, body, numkeys and the script's args */
     char nk[16];
     orphan *o;
     int len;

@@ -73,6 +73,14 @@ dlock_err dlock__watchdog_watch_lease(dlock__watchdog *w,
                                       const dlock__watch_ops *ops, void *owner,
                                       dlock__watch **out, dlock__msg *m);
 
+/* As dlock__watchdog_watch, for a fair lock held on a grant message
+ * (lock_fair.c): its first renewal, the confirm that sets the full TTL, is
+ * sent at once (and again every 50 ms while it fails short of a loss);
+ * after it, renew says whether the renewals go on. */
+dlock_err dlock__watchdog_watch_confirm(dlock__watchdog *w, dlock_lock *lock,
+                                        int renew, dlock__watch **out,
+                                        dlock__msg *m);
+
 /* Forgets the lock or lease; see the top of this file.  NULL is fine. */
 void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *watch);
 

@@ -15,12 +15,29 @@
  *   - A waiter handed the lock that never confirms (a `dlock run --fair`
  *     SIGSTOPped while queued) holds the key only for its confirm window,
  *     then the next waiter gets it.
+ *   - A plain acquire does not take a free key while a live fair waiter
+ *     is queued (an entry written here, as a waiter elsewhere would), and
+ *     takes it once that entry's deadline has passed.
+ *   - `dlock acquire --fair` and `dlock release --fair`: the CLI's lock
+ *     is handed to a queued library waiter by its release, long before the
+ *     CLI lock's 30 s TTL.
+ *   - Nor with 8 waiter threads on one client while another thread of it
+ *     keeps making fair tries that will not wait (their replies carry
+ *     server times past each grant's fence, which a grant's check must
+ *     not count): after the release the waiters send only the one try each
+ *     of the 7 nudged ones makes, no confirming acquire.
+ *   - The grant needs no second round trip: a MONITOR connection sees
+ *     every command; between the holder's release and the waiter's
+ *     return with the lock, the waiter sends no acquire (its first
+ *     renewal, the confirm, follows, and its validity then grows past the
+ *     confirm window).  Counted in commands, not timed.
  * The bounds on time are generous (the machine may be loaded); what they
  * separate is "within the confirm window" from "after the 30 s entry
  * lifetime or the 10 s TTL".
  */
 #include "itkit.h"
 
+#include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -256,6 +273,13 @@ static void *taker_main(void *arg)
     return NULL;
 }
 
+/* The confirm (the first renewal) landed: more validity than the
+ * default confirm window (2 s) can give. */
+static int confirmed(void *arg)
+{
+    return dlock_lock_valid_ms(arg) > CLI_CONFIRM_MS + 500;
+}
+
 /* The holder releases with a CLI waiter ahead of a thread in the queue;
  * before the release, stop_signal goes to the CLI waiter.  The thread must
  * get the lock within the confirm window plus slack. */
@@ -322,6 +346,431 @@ static void grant_never_confirmed_lapses(void **state)
     cli_waiter_is_skipped(SIGSTOP, "fair-stopped");
 }
 
+/* The server's clock in milliseconds. */
+static long long server_ms(const char *url)
+{
+    redisReply *r = testkit_redis_cmd(url, "TIME");
+    long long ms = 0;
+
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        ms = atoll(r->element[0]->str) * 1000
+             + atoll(r->element[1]->str) / 1000;
+    if (r != NULL)
+        freeReplyObject(r);
+    TK_EXPECT(ms > 0, "TIME answered");
+    return ms;
+}
+
+/* Writes a queue entry for token on key that lives until deadline_ms
+ * (server time), as a fair waiter's try would. */
+static void write_entry(const char *url, const char *key, const char *token,
+                        long long deadline_ms)
+{
+    char queue[TESTKIT_KEY_MAX + 32], waiters[TESTKIT_KEY_MAX + 32];
+    char entry[64];
+    redisReply *r;
+
+    snprintf(queue, sizeof(queue), "#dlock:queue:{%s}", key);
+    snprintf(waiters, sizeof(waiters), "#dlock:waiters:{%s}", key);
+    snprintf(entry, sizeof(entry), "%lld:2000:1", deadline_ms);
+    r = testkit_redis_cmd(url, "ZADD %s 1 %s", queue, token);
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_INTEGER, "ZADD");
+    freeReplyObject(r);
+    r = testkit_redis_cmd(url, "HSET %s %s %s", waiters, token, entry);
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_INTEGER, "HSET");
+    freeReplyObject(r);
+    r = testkit_redis_cmd(url, "PEXPIRE %s 60000", queue);
+    freeReplyObject(r);
+    r = testkit_redis_cmd(url, "PEXPIRE %s 60000", waiters);
+    freeReplyObject(r);
+}
+
+static void plain_acquire_does_not_jump_the_queue(void **state)
+{
+    const char *url = itkit_shared_url();
+    const char *token = "00112233445566778899aabbccddeeff";
+    char key[TESTKIT_KEY_MAX];
+    dlock_client *c = fair_client(url, 2);
+    dlock_acquire_opts plain = itkit_acquire_opts(TTL_MS, 0);
+    dlock_lock *l = NULL;
+    dlock_err err;
+
+    (void)state;
+    testkit_key(key, "fair-plain");
+    write_entry(url, key, token, server_ms(url) + 30000);
+    err = dlock_acquire(c, key, &plain, &l);
+    TK_EXPECT(err == DLOCK_BUSY,
+              "a plain acquire of a free key with a "
+              "fair waiter queued is busy, got %s",
+              dlock_errname(err));
+    TK_EXPECT(strstr(dlock_client_errmsg(c), "fair waiters") != NULL,
+              "the message says why: %s", dlock_client_errmsg(c));
+    /* The waiter gave up (its entry's deadline passed): the key is free
+     * for anyone. */
+    write_entry(url, key, token, server_ms(url) - 1);
+    err = dlock_acquire(c, key, &plain, &l);
+    TK_EXPECT(err == DLOCK_OK,
+              "a plain acquire behind a dead entry takes "
+              "the key: %s",
+              dlock_client_errmsg(c));
+    TK_EXPECT(dlock_release(l) == DLOCK_OK, "released");
+    dlock_client_free(c);
+}
+
+/* Runs `dlock acquire --fair --ttl 30s KEY` against url and reads the
+ * token it prints into token. */
+static void cli_acquire_fair(const char *url, const char *key,
+                             char token[DLOCK_TOKEN_LEN + 1])
+{
+    char cmd[2048], line[256];
+    FILE *p;
+    const char *t = NULL;
+
+    snprintf(cmd, sizeof(cmd),
+             "%s/src/cli/dlock acquire --fair --ttl 30s "
+             "--url '%s' '%s'",
+             testkit_build_dir(), url, key);
+    p = popen(cmd, "r");
+    TK_EXPECT(p != NULL, "dlock acquire started");
+    if (fgets(line, sizeof(line), p) != NULL)
+        t = strstr(line, "token=");
+    TK_EXPECT(pclose(p) == 0 && t != NULL, "dlock acquire --fair printed a "
+                                           "token and exited 0");
+    snprintf(token, DLOCK_TOKEN_LEN + 1, "%s", t + 6);
+}
+
+static void cli_fair_acquire_and_release(void **state)
+{
+    const char *url = itkit_shared_url();
+    char key[TESTKIT_KEY_MAX], token[DLOCK_TOKEN_LEN + 1], cmd[2048];
+    dlock_client *c = fair_client(url, 2);
+    dlock_lock_info info;
+    taker t;
+    pthread_t thread;
+    int64_t released_ms;
+
+    (void)state;
+    testkit_key(key, "fair-cli");
+    cli_acquire_fair(url, key, token);
+    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK && info.held
+                  && info.ttl_ms > CLI_CONFIRM_MS,
+              "held with the full TTL, not the confirm window: %lld ms",
+              (long long)info.ttl_ms);
+    t = (taker){c, key, NULL, DLOCK_OK, 0};
+    TK_EXPECT(pthread_create(&thread, NULL, taker_main, &t) == 0,
+              "waiter started");
+    expect_queue(c, key, 1);
+    snprintf(cmd, sizeof(cmd),
+             "%s/src/cli/dlock release --fair --url '%s' "
+             "'%s' %s",
+             testkit_build_dir(), url, key, token);
+    released_ms = testkit_now_ms();
+    TK_EXPECT(system(cmd) == 0, "dlock release --fair exited 0");
+    pthread_join(thread, NULL);
+    TK_EXPECT(t.err == DLOCK_OK, "the queued waiter got the lock: %s",
+              dlock_errname(t.err));
+    TK_EXPECT(t.got_ms - released_ms < 10000,
+              "handed over by the release, "
+              "not at the CLI lock's 30 s TTL: %lld ms",
+              (long long)(t.got_ms - released_ms));
+    TK_EXPECT(dlock_release(t.lock) == DLOCK_OK, "waiter released");
+    dlock_client_free(c);
+}
+
+/* ---- the grant travels in the notification ----------------------------- */
+
+#define MON_ARGS 16
+
+/* A MONITOR line split into its quoted arguments (lua's own calls are
+ * marked lua and skipped by the callers). */
+typedef struct mon_line {
+    int lua;
+    int argc;
+    char argv[MON_ARGS][128];
+} mon_line;
+
+static void mon_parse(const char *s, mon_line *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->lua = strstr(s, " lua]") != NULL;
+    s = strchr(s, ']');
+    while (s != NULL && out->argc < MON_ARGS) {
+        size_t n = 0;
+
+        s = strchr(s, '"');
+        if (s == NULL)
+            break;
+        for (s++; *s != '\0' && *s != '"'; s++) {
+            if (*s == '\\' && s[1] != '\0')
+                s++;
+            if (n + 1 < sizeof(out->argv[0]))
+                out->argv[out->argc][n++] = *s;
+        }
+        out->argv[out->argc++][n] = '\0';
+        if (*s == '"')
+            s++;
+    }
+}
+
+/* Reads the next MONITOR line (the connection has a read timeout);
+ * 0 when none came. */
+static int mon_next(redisContext *mon, mon_line *line)
+{
+    redisReply *r = NULL;
+
+    if (redisGetReply(mon, (void **)&r) != REDIS_OK || r == NULL)
+        return 0;
+    if (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING)
+        mon_parse(r->str, line);
+    else
+        memset(line, 0, sizeof(*line));
+    freeReplyObject(r);
+    return 1;
+}
+
+/* The fair scripts' calls: EVALSHA sha 5 K fence legacy queue waiters
+ * TOKEN ...; 1 if line is one on key by token (any script). */
+static int mon_fair_call(const mon_line *l, const char *key, const char *token)
+{
+    return !l->lua && l->argc > 8 && strcmp(l->argv[2], "5") == 0
+           && strcmp(l->argv[3], key) == 0
+           && (token == NULL || strcmp(l->argv[8], token) == 0);
+}
+
+static redisContext *monitor_connect(const char *url)
+{
+    char host[64] = "127.0.0.1";
+    int port = 6379;
+    const char *at = strstr(url, "://");
+    struct timeval tv = {10, 0};
+    redisContext *mon;
+    redisReply *r;
+
+    if (at != NULL)
+        sscanf(at + 3, "%63[^:]:%d", host, &port);
+    mon = redisConnectWithTimeout(host, port, tv);
+    TK_EXPECT(mon != NULL && mon->err == 0, "MONITOR connection to %s:%d",
+              host, port);
+    TK_EXPECT(redisSetTimeout(mon, tv) == REDIS_OK, "read timeout set");
+    r = redisCommand(mon, "MONITOR");
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "MONITOR started");
+    freeReplyObject(r);
+    return mon;
+}
+
+static void grant_needs_no_second_round_trip(void **state)
+{
+    const char *url = itkit_shared_url();
+    char key[TESTKIT_KEY_MAX], marker[64], holder_token[DLOCK_TOKEN_LEN + 1];
+    char acquire_sha[128] = "", waiter_token[128] = "";
+    redisContext *mon = monitor_connect(url);
+    dlock_client *holder_client = fair_client(url, 2);
+    dlock_client *waiter_client = fair_client(url, 1);
+    dlock_acquire_opts first = fair_opts(0);
+    taker t;
+    pthread_t thread;
+    dlock_lock *held;
+    mon_line line;
+    int waiter_tries = 0, released = 0, after_release = 0, marked = 0;
+    uint64_t held_fence;
+    redisReply *echo;
+
+    (void)state;
+    testkit_key(key, "fair-grant-message");
+    first.wait_ms = 0;
+    held = itkit_acquire(holder_client, key, &first);
+    held_fence = dlock_lock_fence(held);
+    snprintf(holder_token, sizeof(holder_token), "%s", dlock_lock_token(held));
+    t = (taker){waiter_client, key, NULL, DLOCK_OK, 0};
+    TK_EXPECT(pthread_create(&thread, NULL, taker_main, &t) == 0,
+              "waiter started");
+    /* The holder's acquire names the fair acquire script; the waiter
+     * tries once, subscribes, and tries again on the confirmation: after
+     * that try it is asleep on its channel, and its entry is the one the
+     * release grants. */
+    while (waiter_tries < 2 && mon_next(mon, &line)) {
+        if (!mon_fair_call(&line, key, NULL))
+            continue;
+        if (acquire_sha[0] == '\0'
+            && strcmp(line.argv[8], holder_token) == 0) {
+            snprintf(acquire_sha, sizeof(acquire_sha), "%s", line.argv[1]);
+        } else if (acquire_sha[0] != '\0'
+                   && strcmp(line.argv[1], acquire_sha) == 0
+                   && strcmp(line.argv[8], holder_token) != 0) {
+            snprintf(waiter_token, sizeof(waiter_token), "%s", line.argv[8]);
+            waiter_tries++;
+        }
+    }
+    TK_EXPECT(waiter_tries == 2,
+              "the waiter queued and tried again once "
+              "subscribed (saw %d tries)",
+              waiter_tries);
+    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
+    pthread_join(thread, NULL);
+    TK_EXPECT(t.err == DLOCK_OK, "the waiter got the lock: %s",
+              dlock_errname(t.err));
+    snprintf(marker, sizeof(marker), "fair-grant-mark-%d", (int)getpid());
+    echo = testkit_redis_cmd(url, "ECHO %s", marker);
+    freeReplyObject(echo);
+    while (!marked && mon_next(mon, &line))
+        if (!line.lua && line.argc == 2 && strcmp(line.argv[0], "ECHO") == 0
+            && strcmp(line.argv[1], marker) == 0)
+            marked = 1;
+        else if (mon_fair_call(&line, key, holder_token)
+                 && strcmp(line.argv[1], acquire_sha) != 0)
+            released = 1;
+        else if (released && mon_fair_call(&line, key, waiter_token)
+                 && strcmp(line.argv[1], acquire_sha) == 0)
+            after_release++;
+    TK_EXPECT(marked && released,
+              "MONITOR showed the release (%d) and "
+              "the marker (%d)",
+              released, marked);
+    TK_EXPECT(after_release == 0,
+              "the waiter held the lock on the grant message alone: it "
+              "sent %d acquire(s) after the release",
+              after_release);
+    TK_EXPECT(dlock_lock_fence(t.lock) > held_fence,
+              "fence %llu above the holder's %llu",
+              (unsigned long long)dlock_lock_fence(t.lock),
+              (unsigned long long)held_fence);
+    TK_EXPECT(testkit_wait_until(confirmed, t.lock, 5000),
+              "the confirm set the full TTL: %lld ms valid",
+              (long long)dlock_lock_valid_ms(t.lock));
+    TK_EXPECT(dlock_release(t.lock) == DLOCK_OK, "waiter released");
+    redisFree(mon);
+    dlock_client_free(waiter_client);
+    dlock_client_free(holder_client);
+}
+
+#define SHARED_WAITERS 8
+
+/* Reads MONITOR until key's fair acquires (sha) carry n distinct tokens
+ * other than holder, each seen at least twice (queued, then the try on
+ * the SUBSCRIBE confirmation: after it the waiter sleeps). */
+static int mon_until_waiters(redisContext *mon, const char *key,
+                             const char *sha, const char *holder, int n)
+{
+    static char tokens[SHARED_WAITERS][128];
+    static int seen[SHARED_WAITERS];
+    int known = 0, ready = 0;
+    mon_line line;
+
+    memset(seen, 0, sizeof(seen));
+    while (ready < n && mon_next(mon, &line)) {
+        int i;
+
+        if (!mon_fair_call(&line, key, NULL) || strcmp(line.argv[1], sha) != 0
+            || strcmp(line.argv[8], holder) == 0)
+            continue;
+        for (i = 0; i < known && strcmp(tokens[i], line.argv[8]) != 0; i++)
+            ;
+        if (i == known && known < SHARED_WAITERS)
+            snprintf(tokens[known++], sizeof(tokens[0]), "%s", line.argv[8]);
+        if (i < known && ++seen[i] == 2)
+            ready++;
+    }
+    return ready;
+}
+
+typedef struct raiser {
+    run *r;
+    atomic_int stop;
+    int tries;
+} raiser;
+
+/* Fair tries that will not wait, on the waiters' client, until stopped
+ * or it got the key (the queue was empty): each reply raises the client's
+ * floor to the server's time. */
+static void *raiser_main(void *arg)
+{
+    raiser *x = arg;
+    dlock_acquire_opts o = fair_opts(0);
+
+    o.wait_ms = 0;
+    while (!atomic_load(&x->stop)) {
+        dlock_lock *l = NULL;
+
+        x->tries++;
+        if (dlock_acquire(x->r->client, x->r->key, &o, &l) == DLOCK_OK) {
+            dlock_release(l);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void grants_by_message_on_one_client(void **state)
+{
+    const char *url = itkit_shared_url();
+    char key[TESTKIT_KEY_MAX], marker[64], holder_token[DLOCK_TOKEN_LEN + 1];
+    char acquire_sha[128] = "";
+    redisContext *mon = monitor_connect(url);
+    dlock_client *c = fair_client(url, SHARED_WAITERS + 2);
+    dlock_acquire_opts first = fair_opts(10000);
+    static run r;
+    waiter w[SHARED_WAITERS];
+    pthread_t threads[SHARED_WAITERS], raise_thread;
+    raiser x = {&r, 0, 0};
+    dlock_lock *held;
+    mon_line line;
+    int released = 0, after_release = 0, marked = 0;
+    redisReply *echo;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    r.client = c;
+    r.key = testkit_key(key, "fair-one-client");
+    first.wait_ms = 0;
+    held = itkit_acquire(c, key, &first);
+    snprintf(holder_token, sizeof(holder_token), "%s", dlock_lock_token(held));
+    while (acquire_sha[0] == '\0' && mon_next(mon, &line))
+        if (mon_fair_call(&line, key, holder_token))
+            snprintf(acquire_sha, sizeof(acquire_sha), "%s", line.argv[1]);
+    for (int i = 0; i < SHARED_WAITERS; i++) {
+        w[i] = (waiter){&r, i, 1, 2000};
+        TK_EXPECT(pthread_create(&threads[i], NULL, waiter_main, &w[i]) == 0,
+                  "thread %d started", i);
+    }
+    TK_EXPECT(mon_until_waiters(mon, key, acquire_sha, holder_token,
+                                SHARED_WAITERS)
+                  == SHARED_WAITERS,
+              "every waiter queued and tried again once subscribed");
+    TK_EXPECT(pthread_create(&raise_thread, NULL, raiser_main, &x) == 0,
+              "raiser started");
+    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
+    for (int i = 0; i < SHARED_WAITERS; i++)
+        pthread_join(threads[i], NULL);
+    atomic_store(&x.stop, 1);
+    pthread_join(raise_thread, NULL);
+    TK_EXPECT(atomic_load(&r.failures) == 0, "no failure: %s", r.failure);
+    TK_EXPECT(atomic_load(&r.served) == SHARED_WAITERS, "%d grants",
+              atomic_load(&r.served));
+    snprintf(marker, sizeof(marker), "fair-one-client-mark-%d", (int)getpid());
+    echo = testkit_redis_cmd(url, "ECHO %s", marker);
+    freeReplyObject(echo);
+    while (!marked && mon_next(mon, &line))
+        if (!line.lua && line.argc == 2 && strcmp(line.argv[0], "ECHO") == 0
+            && strcmp(line.argv[1], marker) == 0)
+            marked = 1;
+        else if (mon_fair_call(&line, key, holder_token)
+                 && strcmp(line.argv[1], acquire_sha) != 0)
+            released = 1;
+        else if (released && mon_fair_call(&line, key, NULL)
+                 && strcmp(line.argv[1], acquire_sha) == 0 && line.argc > 12
+                 && strcmp(line.argv[12], "1") == 0)
+            after_release++; /* a waiting try: not the raiser's */
+    TK_EXPECT(marked && released, "MONITOR showed the release and marker");
+    TK_EXPECT(x.tries > 1, "the raiser tried %d times", x.tries);
+    TK_EXPECT(after_release <= SHARED_WAITERS - 1,
+              "after the release only the nudged waiters tried (at most "
+              "%d), got %d acquires: a grant was declined",
+              SHARED_WAITERS - 1, after_release);
+    expect_fences_increase(&r, SHARED_WAITERS);
+    redisFree(mon);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +778,10 @@ int main(void)
         cmocka_unit_test(contended_fair_lock_excludes),
         cmocka_unit_test(waiter_killed_while_queued_is_skipped),
         cmocka_unit_test(grant_never_confirmed_lapses),
+        cmocka_unit_test(grant_needs_no_second_round_trip),
+        cmocka_unit_test(grants_by_message_on_one_client),
+        cmocka_unit_test(plain_acquire_does_not_jump_the_queue),
+        cmocka_unit_test(cli_fair_acquire_and_release),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

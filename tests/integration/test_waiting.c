@@ -12,6 +12,14 @@
  * (generous, for a loaded 2-core machine).  test_wait_quiet.c counts what
  * waiting costs the server.
  *
+ * A thread that releases and at once wants the key again must not barge
+ * ahead of a waiter of its own client that the release woke (wait.h,
+ * "Barging"): over 8 rounds on one client, the woken waiter's fence is
+ * below the re-acquiring releaser's in at least half of them (without the
+ * rule the releaser wins most rounds: its try leaves before the waiter
+ * has even been woken; with it, only a stall past the 150-200 ms fallback
+ * lets the releaser in first).
+ *
  * A wait with a deadline must end with DLOCK_BUSY at the deadline: not
  * much earlier, not much later ([wait, wait + 150 ms]).  After a BUSY,
  * dlock_client_busy_ttl_ms tells how long the holder's TTL still runs.
@@ -32,6 +40,7 @@ typedef struct waiter {
     dlock_lock *lock;
     int64_t granted_us;
     char message[DLOCK_ERRMSG_MAX];
+    uint64_t fence; /* quick_waiter_main: the fence it was granted */
 } waiter;
 
 static void *waiter_main(void *arg)
@@ -102,6 +111,74 @@ static int64_t one_handoff(const char *url, dlock_client *holder,
                   "release");
     testkit_forget_lock(url, key);
     return w.granted_us - released_at;
+}
+
+#define BARGE_ROUNDS 8
+
+/* The waiter of one round: takes the key, releases it at once. */
+static void *quick_waiter_main(void *arg)
+{
+    waiter *w = arg;
+
+    waiter_main(w);
+    if (w->result == DLOCK_OK) {
+        w->fence = dlock_lock_fence(w->lock);
+        if (dlock_release(w->lock) != DLOCK_OK)
+            w->result = DLOCK_LOST;
+    }
+    return NULL;
+}
+
+/* One round: 1 if the waiter got the key before the releaser's second
+ * acquire did. */
+static int waiter_goes_first(const char *url, dlock_client *c)
+{
+    dlock_acquire_opts ho = itkit_acquire_opts(HOLDER_TTL_MS, 0);
+    dlock_acquire_opts again = itkit_acquire_opts(HOLDER_TTL_MS, 5000);
+    char key[TESTKIT_KEY_MAX];
+    channel_probe probe = {url, ""};
+    waiter w = {c, key, DLOCK_OK, NULL, 0, "", 0};
+    pthread_t thread;
+    dlock_lock *held, *second = NULL;
+    uint64_t second_fence;
+
+    testkit_key(key, "waiting_barge");
+    snprintf(probe.channel, sizeof(probe.channel), "dlock:released:%s", key);
+    held = itkit_acquire(c, key, &ho);
+    TK_EXPECT(pthread_create(&thread, NULL, quick_waiter_main, &w) == 0,
+              "the waiter thread starts");
+    TK_EXPECT(testkit_wait_until(has_subscriber, &probe, 3000),
+              "the waiter subscribes to %s within 3 s", probe.channel);
+    TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, c, "the holder's release");
+    TK_EXPECT_ERR(dlock_acquire(c, key, &again, &second), DLOCK_OK, c,
+                  "the releaser's second acquire");
+    second_fence = dlock_lock_fence(second);
+    TK_EXPECT_ERR(dlock_release(second), DLOCK_OK, c,
+                  "the releaser's second release");
+    pthread_join(thread, NULL);
+    TK_EXPECT(w.result == DLOCK_OK, "the waiter got the lock: %s: %s",
+              dlock_errname(w.result), w.message);
+    testkit_forget_lock(url, key);
+    return w.fence < second_fence;
+}
+
+static void releaser_does_not_barge(void **state)
+{
+    const char *url = itkit_shared_url();
+    dlock_client_opts o = itkit_client_opts();
+    dlock_client *c;
+    int first = 0;
+
+    (void)state;
+    o.pool_size = 2;
+    c = itkit_client(url, &o);
+    for (int i = 0; i < BARGE_ROUNDS; i++)
+        first += waiter_goes_first(url, c);
+    TK_EXPECT(first >= BARGE_ROUNDS / 2,
+              "the woken waiter went before "
+              "the re-acquiring releaser in %d of %d rounds",
+              first, BARGE_ROUNDS);
+    dlock_client_free(c);
 }
 
 static int compare_i64(const void *a, const void *b)
@@ -233,6 +310,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(waiter_is_woken_by_the_release),
+        cmocka_unit_test(releaser_does_not_barge),
         cmocka_unit_test(wait_ends_with_busy_at_the_deadline),
         cmocka_unit_test(busy_ttl_reports_the_holders_ttl),
     };
