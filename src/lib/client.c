@@ -336,45 +336,74 @@ static dlock_err fast_fail(dlock_client *c, dlock__msg *m)
                           last[0] != '\0' ? last : "(none recorded)");
 }
 
+/* How the pool opens a connection: with the connect timeout, counted in
+ * the stats like every connection of the application's pool. */
+static dlock_err dial_for_pool(void *arg, int64_t deadline_us,
+                               dlock__conn **out, dlock__msg *m)
+{
+    (void)deadline_us; /* a connect has its own timeout, as it always had */
+    return dlock__client_connect(arg, out, m);
+}
+
+#define FORMAT_STACK_BYTES 1024
+/* Attempts for a command that never left (its connection broke while it
+ * was queued): safe to send again, but not forever. */
+#define UNSENT_RETRIES 3
+
+/* The command in RESP, on the caller's stack when it fits (*cmd ==
+ * stack), else in an allocation the caller frees. */
+static dlock_err format_command(dlock_client *c, int argc, const char **argv,
+                                const size_t *lens,
+                                char stack[FORMAT_STACK_BYTES], char **cmd,
+                                size_t *len, dlock__msg *m)
+{
+    *cmd = stack;
+    *len = dlock__resp_format(stack, FORMAT_STACK_BYTES, argc, argv, lens);
+    if (*len <= FORMAT_STACK_BYTES)
+        return DLOCK_OK;
+    *cmd = dlock__malloc(*len);
+    if (*cmd == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s",
+                              argc > 0 ? argv[0] : "a command", c->ep.desc);
+    dlock__resp_format(*cmd, *len, argc, argv, lens);
+    return DLOCK_OK;
+}
+
 /*
- * One command through the breaker and the pool.  A reused connection that
- * fails may be dead from a server restart: then the idle connections are
- * dropped too and, if the command is retry_safe, it goes once more on a
- * fresh connection.  bypass_breaker is for health checks.
+ * One command through the breaker and the pool, pipelined with other
+ * threads' (pool.h), under one deadline for all its attempts.  A connection
+ * that fails under it may be dead from a server restart: then the idle
+ * connections are dropped too and, if the command is retry_safe and the
+ * connection had answered before, it goes once more on another connection
+ * (with the same token, for a lock: re-asking resolves what happened).
+ * A command that never left its queue is sent again whatever it is.
+ * bypass_breaker is for health checks.
  */
 static dlock_err run_command(dlock_client *c, int argc, const char **argv,
                              const size_t *lens, int retry_safe,
                              int bypass_breaker, redisReply **reply,
                              dlock__msg *m)
 {
+    char stack[FORMAT_STACK_BYTES], *cmd;
+    size_t len;
+    int64_t deadline = dlock__client_io_deadline(c);
+    int retried = 0;
+    dlock_err err;
+
     *reply = NULL;
     if (!bypass_breaker && !dlock__breaker_allows(&c->breaker))
         return fast_fail(c, m);
+    err = format_command(c, argc, argv, lens, stack, &cmd, &len, m);
+    if (err != DLOCK_OK)
+        return err;
     for (int attempt = 0;; attempt++) {
-        dlock__conn *conn;
-        int fresh = 0;
-        dlock_err err = dlock__pool_borrow(&c->pool,
-                                           dlock__client_io_deadline(c),
-                                           &conn);
+        dlock__pool_outcome oc;
 
-        if (err != DLOCK_OK)
-            return dlock__msg_set(m, err,
-                                  "waiting for one of %d pooled "
-                                  "connections to %s",
-                                  c->pool.max, c->ep.desc);
-        if (conn == NULL) {
-            fresh = 1;
-            err = dlock__client_connect(c, &conn, m);
-            if (err != DLOCK_OK) {
-                dlock__pool_return(&c->pool, NULL);
-                if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
-                    dlock__client_transport_failed(c, m);
-                return err;
-            }
-        }
         atomic_fetch_add(&c->n_commands, 1);
-        err = dlock__conn_call(conn, argc, argv, lens,
-                               dlock__client_io_deadline(c), reply, m);
+        err = dlock__pool_call(&c->pool, dial_for_pool, c, cmd, len, deadline,
+                               reply, &oc, m);
+        if (oc.dial_failed && err != DLOCK_NOMEM && err != DLOCK_INVALID)
+            dlock__client_transport_failed(c, m);
         if (err == DLOCK_OK && c->deploy != NULL && attempt == 0
             && dlock__deploy_is_readonly(*reply)) {
             /* A demoted master refused the command, which did not run:
@@ -382,26 +411,27 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
              * of its own (the idle ones go to the old server). */
             freeReplyObject(*reply);
             *reply = NULL;
-            dlock__pool_return(&c->pool, conn);
             dlock__pool_drop_idle(&c->pool);
             dlock__deploy_master_failed(c->deploy);
+            deadline = dlock__client_io_deadline(c);
             continue;
         }
-        if (err == DLOCK_OK) {
-            dlock__pool_return(&c->pool, conn);
+        if (err == DLOCK_OK)
             dlock__client_transport_ok(c);
-            return DLOCK_OK;
-        }
-        if (!dlock__conn_broken(conn)) {
-            dlock__pool_return(&c->pool, conn);
-            return err;
-        }
-        dlock__pool_return(&c->pool, conn);
-        dlock__client_transport_failed(c, m);
-        if (fresh || attempt > 0 || !retry_safe || err == DLOCK_TIMEOUT)
-            return err;
+        if (err == DLOCK_OK || !oc.broken)
+            break;
+        if (oc.report)
+            dlock__client_transport_failed(c, m);
+        if (!oc.sent && attempt < UNSENT_RETRIES)
+            continue;
+        if (!oc.reused || retried || !retry_safe || err == DLOCK_TIMEOUT)
+            break;
+        retried = 1;
         dlock__pool_drop_idle(&c->pool);
     }
+    if (cmd != stack)
+        dlock__free(cmd);
+    return err;
 }
 
 dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,

@@ -19,6 +19,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,11 +36,12 @@ struct dlock__conn {
     SSL *ssl;
     redisReader *reader;
     const dlock__endpoint *ep;
-    int broken;
-    int tls_unproven; /* TLS up, but no reply read through it yet */
-    size_t fed;       /* bytes fed since the last complete reply */
-    size_t held;      /* bytes of reply objects built since then */
-    int over_budget;  /* the reader was refused an object */
+    atomic_int broken; /* atomic: a pipe's writer reads it while its reader
+                        * may set it */
+    int tls_unproven;  /* TLS up, but no reply read through it yet */
+    size_t fed;        /* bytes fed since the last complete reply */
+    size_t held;       /* bytes of reply objects built since then */
+    int over_budget;   /* the reader was refused an object */
     int64_t last_used_us;
 };
 
@@ -461,6 +463,47 @@ dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
     }
 }
 
+/* Appends "<prefix><n>\r\n" at buf + at when it fits; returns the new
+ * length either way. */
+static size_t put_count(char *buf, size_t cap, size_t at, char prefix,
+                        size_t n)
+{
+    char digits[24];
+    int nd = 0;
+
+    do {
+        digits[nd++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    if (at + (size_t)nd + 3 <= cap) {
+        buf[at] = prefix;
+        for (int i = 0; i < nd; i++)
+            buf[at + 1 + (size_t)i] = digits[nd - 1 - i];
+        buf[at + 1 + (size_t)nd] = '\r';
+        buf[at + 2 + (size_t)nd] = '\n';
+    }
+    return at + (size_t)nd + 3;
+}
+
+size_t dlock__resp_format(char *buf, size_t cap, int argc, const char **argv,
+                          const size_t *lens)
+{
+    size_t at = put_count(buf, cap, 0, '*', (size_t)argc);
+
+    for (int i = 0; i < argc; i++) {
+        size_t len = lens != NULL ? lens[i] : strlen(argv[i]);
+
+        at = put_count(buf, cap, at, '$', len);
+        if (at + len + 2 <= cap) {
+            memcpy(buf + at, argv[i], len);
+            buf[at + len] = '\r';
+            buf[at + len + 1] = '\n';
+        }
+        at += len + 2;
+    }
+    return at;
+}
+
 dlock_err dlock__conn_call(dlock__conn *c, int argc, const char **argv,
                            const size_t *lens, int64_t deadline_us,
                            redisReply **reply, dlock__msg *m)
@@ -606,6 +649,16 @@ int dlock__conn_buffered(const dlock__conn *c)
 {
     return (c->ssl != NULL && dlock__tls_pending(c->ssl))
            || (c->reader->len > c->reader->pos);
+}
+
+int dlock__conn_tls(const dlock__conn *c)
+{
+    return c->ssl != NULL;
+}
+
+const char *dlock__conn_desc(const dlock__conn *c)
+{
+    return c->ep->desc;
 }
 
 int dlock__conn_broken(const dlock__conn *c)
