@@ -349,6 +349,10 @@ static dlock_err dial_for_pool(void *arg, int64_t deadline_us,
 /* Attempts for a command that never left (its connection broke while it
  * was queued): safe to send again, but not forever. */
 #define UNSENT_RETRIES 3
+/* Sends again of a retry_safe command whose connection failed under it:
+ * the second covers the other pooled connections dying with the first
+ * (a server restart, CLIENT KILL) before anyone noticed. */
+#define BROKEN_RETRIES 2
 
 /* The command in RESP, on the caller's stack when it fits (*cmd ==
  * stack), else in an allocation the caller frees. */
@@ -374,8 +378,9 @@ static dlock_err format_command(dlock_client *c, int argc, const char **argv,
  * threads' (pool.h), under one deadline for all its attempts.  A connection
  * that fails under it may be dead from a server restart: then the idle
  * connections are dropped too and, if the command is retry_safe and the
- * connection had answered before, it goes once more on another connection
- * (with the same token, for a lock: re-asking resolves what happened).
+ * connection had answered before, it goes again on another connection, at
+ * most BROKEN_RETRIES times (with the same token, for a lock: re-asking
+ * resolves what happened; tstate->resent tells lock.c it re-asked).
  * A command that never left its queue is sent again whatever it is.
  * bypass_breaker is for health checks.
  */
@@ -387,6 +392,7 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
     char stack[FORMAT_STACK_BYTES], *cmd;
     size_t len;
     int64_t deadline = dlock__client_io_deadline(c);
+    dlock__tstate *t = dlock__client_tstate(c);
     int retried = 0;
     dlock_err err;
 
@@ -424,11 +430,14 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
             dlock__client_transport_failed(c, m);
         if (!oc.sent && attempt < UNSENT_RETRIES)
             continue;
-        if (!oc.reused || retried || !retry_safe || err == DLOCK_TIMEOUT)
+        if (!oc.reused || retried >= BROKEN_RETRIES || !retry_safe
+            || err == DLOCK_TIMEOUT)
             break;
-        retried = 1;
+        retried++;
         dlock__pool_drop_idle(&c->pool);
     }
+    if (t != NULL)
+        t->resent = retried > 0;
     if (cmd != stack)
         dlock__free(cmd);
     return err;
