@@ -1,7 +1,7 @@
 /*
  * pipe.c: many threads' commands pipelined on one connection (pipe.h).
  *
- * Flat combining under the pool's mutex: the lists, the two roles (writer,
+ * Flat combining under the pipe's mutex: the lists, the two roles (writer,
  * reader) and every call's done flag change only with the mutex held; the
  * writer and the reader drop it for the socket work itself.  Each call has
  * its own condition variable, so a reply wakes exactly the thread that
@@ -16,6 +16,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -27,27 +28,28 @@
 #define WRITE_BATCH_MAX (64u * 1024)
 
 struct dlock__pipe {
-    pthread_mutex_t *mu;
+    pthread_mutex_t mu;
     dlock__conn *conn;
     dlock__call *queued, *queued_tail; /* not yet written, in order */
     dlock__call *flight, *flight_tail; /* written, replies due in order */
-    int load;                          /* calls inside dlock__pipe_run */
-    int writing, reading, broken;
+    int load;          /* calls joined: the pool's, under its mutex */
+    atomic_int broken; /* set under mu, read by the pool */
+    int writing, reading;
     int duplex; /* 0 on TLS: reading and writing exclude each other */
     unsigned long long answered;
     char *wbuf; /* the writer's, outside the mutex too */
     size_t wcap;
 };
 
-dlock__pipe *dlock__pipe_new(dlock__conn *conn, pthread_mutex_t *mu)
+dlock__pipe *dlock__pipe_new(dlock__conn *conn)
 {
     dlock__pipe *p = dlock__calloc(1, sizeof(*p));
 
-    if (p == NULL) {
+    if (p == NULL || pthread_mutex_init(&p->mu, NULL) != 0) {
+        dlock__free(p);
         dlock__conn_free(conn);
         return NULL;
     }
-    p->mu = mu;
     p->conn = conn;
     p->duplex = !dlock__conn_tls(conn);
     return p;
@@ -58,6 +60,7 @@ void dlock__pipe_free(dlock__pipe *p)
     if (p == NULL)
         return;
     assert(p->load == 0);
+    pthread_mutex_destroy(&p->mu);
     dlock__conn_free(p->conn);
     dlock__free(p->wbuf);
     dlock__free(p);
@@ -68,15 +71,20 @@ int dlock__pipe_load(const dlock__pipe *p)
     return p->load;
 }
 
-int dlock__pipe_broken(const dlock__pipe *p)
+int dlock__pipe_broken(dlock__pipe *p)
 {
-    return p->broken;
+    return atomic_load(&p->broken);
 }
 
-void dlock__pipe_retire(dlock__pipe *p)
+void dlock__pipe_join(dlock__pipe *p)
 {
-    assert(p->load == 0);
-    p->broken = 1;
+    p->load++;
+}
+
+int dlock__pipe_leave(dlock__pipe *p)
+{
+    assert(p->load > 0);
+    return --p->load == 0 && atomic_load(&p->broken);
 }
 
 dlock__conn *dlock__pipe_detach(dlock__pipe *p)
@@ -149,6 +157,7 @@ static void break_pipe(dlock__pipe *p, dlock_err err, const dlock__msg *why,
                                                            : err;
 
         p->flight = c->next;
+        c->broke = 1;
         c->report = n-- == total;
         explain(p, c, e, why, total);
         finish(p, c, e);
@@ -157,6 +166,7 @@ static void break_pipe(dlock__pipe *p, dlock_err err, const dlock__msg *why,
         dlock__call *c = p->queued;
 
         p->queued = c->next;
+        c->broke = 1;
         c->report = total == 0 && c == first_queued;
         explain(p, c, DLOCK_UNAVAILABLE, why, total);
         finish(p, c, DLOCK_UNAVAILABLE);
@@ -260,9 +270,9 @@ static void write_queued(dlock__pipe *p)
 
         if (n == 0)
             continue;
-        pthread_mutex_unlock(p->mu);
+        pthread_mutex_unlock(&p->mu);
         err = dlock__conn_send(p->conn, p->wbuf, n, deadline_us, &why);
-        pthread_mutex_lock(p->mu);
+        pthread_mutex_lock(&p->mu);
         if (err != DLOCK_OK && !p->broken)
             break_pipe(p, err, &why, NULL);
     }
@@ -278,9 +288,9 @@ static int deliver_one(dlock__pipe *p, const dlock__call *call)
     dlock__call *c;
     dlock_err err;
 
-    pthread_mutex_unlock(p->mu);
+    pthread_mutex_unlock(&p->mu);
     err = dlock__conn_recv(p->conn, call->deadline_us, &r, &why);
-    pthread_mutex_lock(p->mu);
+    pthread_mutex_lock(&p->mu);
     if (p->broken) {
         if (r != NULL)
             freeReplyObject(r);
@@ -315,6 +325,10 @@ static void read_until(dlock__pipe *p, dlock__call *call)
     p->reading = 1;
     while (!call->done && deliver_one(p, call))
         ;
+    /* Replies already here go out now, sparing their threads a turn. */
+    while (!p->broken && p->flight != NULL && dlock__conn_buffered(p->conn)
+           && deliver_one(p, call))
+        ;
     p->reading = 0;
     if (p->broken)
         return;
@@ -341,7 +355,7 @@ static void wait_turn(dlock__pipe *p, dlock__call *call)
 {
     struct timespec ts = dlock__timespec_of(call->deadline_us);
 
-    if (pthread_cond_timedwait(&call->wake, p->mu, &ts) == ETIMEDOUT
+    if (pthread_cond_timedwait(&call->wake, &p->mu, &ts) == ETIMEDOUT
         && !call->done)
         expire(p, call);
 }
@@ -352,7 +366,8 @@ static void call_start(dlock__call *call)
 
     call->reply = NULL;
     call->err = DLOCK_OK;
-    call->sent = call->reused = call->report = call->done = 0;
+    call->sent = call->reused = call->report = call->broke = 0;
+    call->done = 0;
     call->next = NULL;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -363,7 +378,7 @@ static void call_start(dlock__call *call)
 void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
 {
     call_start(call);
-    p->load++;
+    pthread_mutex_lock(&p->mu);
     if (p->broken) {
         dlock__msg_set(call->m, DLOCK_UNAVAILABLE,
                        "not sent: the connection to %s had failed",
@@ -379,6 +394,6 @@ void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
             read_until(p, call);
         else
             wait_turn(p, call);
-    p->load--;
+    pthread_mutex_unlock(&p->mu);
     pthread_cond_destroy(&call->wake);
 }

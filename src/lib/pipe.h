@@ -24,9 +24,12 @@
  * in-flight list is appended in the order bytes are written (one writer at
  * a time) and popped one reply at a time (one reader at a time).
  *
- * Threads: every function is called with *mu held (the pool's mutex), and
- * dlock__pipe_run drops it while it writes or reads.  Calls live on their
- * callers' stacks; a call is on a pipe's lists only until it is done.
+ * Threads: dlock__pipe_run is called by any number of threads at once; a
+ * pipe's own mutex guards its lists and roles and is dropped while a thread
+ * writes or reads.  The pool joins, detaches and frees pipes under its own
+ * mutex (pool.c says how a broken pipe is freed exactly once).  Calls live
+ * on their callers' stacks; a call is on a pipe's lists only until it is
+ * done.
  */
 #ifndef DLOCK_SRC_PIPE_H
 #define DLOCK_SRC_PIPE_H
@@ -49,6 +52,7 @@ typedef struct dlock__call {
     dlock_err err;
     int sent;   /* its bytes reached the socket: it may have run */
     int reused; /* the pipe had answered before this call failed */
+    int broke;  /* it failed because its pipe broke */
     int report; /* the one call of a broken pipe that reports the failure
                  * (to the breaker: one failure, however many calls) */
     /* The pipe's: */
@@ -61,30 +65,31 @@ typedef struct dlock__pipe dlock__pipe;
 
 /* A pipe over conn, which it owns from now on (also on failure: then conn
  * is freed).  Returns NULL when out of memory. */
-dlock__pipe *dlock__pipe_new(dlock__conn *conn, pthread_mutex_t *mu);
+dlock__pipe *dlock__pipe_new(dlock__conn *conn);
 
-/* Frees the pipe and its connection; it must have no calls.  NULL is
+/* Frees the pipe and its connection; nobody may have joined it.  NULL is
  * fine. */
 void dlock__pipe_free(dlock__pipe *p);
 
-/* Runs call (cmd, len, deadline_us and m set) on p, with *mu held; returns
- * with *mu held and the call done.  The condition variable inside call is
- * initialised and destroyed here. */
+/* Counts a call in before it runs and out after; both under the pool's
+ * mutex, so that a pipe seen there with load 0 has nobody inside.  Leave
+ * returns 1 if p is broken and now empty: the caller frees it. */
+void dlock__pipe_join(dlock__pipe *p);
+int dlock__pipe_leave(dlock__pipe *p);
+
+/* Runs call (cmd, len, deadline_us and m set) on p, which the caller
+ * joined, and returns once the call is done, without touching p again.
+ * The condition variable inside call is initialised and destroyed here. */
 void dlock__pipe_run(dlock__pipe *p, dlock__call *call);
 
-/* Calls queued or in flight on p. */
+/* Calls joined and not yet left (under the pool's mutex). */
 int dlock__pipe_load(const dlock__pipe *p);
 
-/* 1 once p has failed: it takes no more calls and is freed when its load
- * falls to 0. */
-int dlock__pipe_broken(const dlock__pipe *p);
+/* 1 once p has failed: it takes no more calls. */
+int dlock__pipe_broken(dlock__pipe *p);
 
-/* Breaks an idle pipe (for the pool dropping connections a server restart
- * likely killed). */
-void dlock__pipe_retire(dlock__pipe *p);
-
-/* Takes the connection out of an idle, live pipe and frees the pipe (for a
- * caller that needs a connection to itself). */
+/* Takes the connection out of a live pipe nobody has joined and frees the
+ * pipe (for a caller that needs a connection to itself). */
 dlock__conn *dlock__pipe_detach(dlock__pipe *p);
 
 #endif /* DLOCK_SRC_PIPE_H */

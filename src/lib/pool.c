@@ -1,9 +1,12 @@
 /*
  * pool.c: the bounded connection pool (see pool.h).
  *
- * One mutex guards the pool and every pipe in it (pipe.c runs under it):
- * its critical sections are a few pointer moves, and a single mutex keeps
- * choosing a pipe and joining it one atomic step.
+ * The pool's mutex guards its tables; each pipe has its own mutex for its
+ * commands (pipe.c), so threads on different connections do not contend.
+ * A pipe is chosen and joined (its load raised) under the pool's mutex, so
+ * a pipe with load 0 seen there can be detached or freed at once.  A
+ * broken pipe takes no new calls, and the call that leaves it last (under
+ * the pool's mutex too) unlinks and frees it.
  */
 #include "pool.h"
 
@@ -165,8 +168,14 @@ void dlock__pool_counts(dlock__pool *p, int *open, int *lent)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* The pipe a new command should join, or NULL: an idle live pipe first,
- * else (when no slot is free to open one) the least loaded live pipe. */
+/* Commands a busy pipe takes before the pool opens another connection
+ * (while it may): more per connection means fewer system calls per
+ * command on both sides, fewer means less waiting behind others. */
+#define PIPE_DEPTH 4
+
+/* The pipe a new command should join, or NULL to open a connection: an
+ * idle live pipe first, else the least loaded live pipe, unless that one
+ * is PIPE_DEPTH deep and a slot is free. */
 static dlock__pipe *choose_pipe(dlock__pool *p, int may_open)
 {
     dlock__pipe *best = NULL;
@@ -181,14 +190,16 @@ static dlock__pipe *choose_pipe(dlock__pool *p, int may_open)
         if (best == NULL || dlock__pipe_load(q) < dlock__pipe_load(best))
             best = q;
     }
-    return may_open ? NULL : best;
+    if (may_open && (best == NULL || dlock__pipe_load(best) >= PIPE_DEPTH))
+        return NULL;
+    return best;
 }
 
 /* Adds a pipe over conn (an idle or newly opened connection whose slot is
  * counted); on failure the slot is freed and NULL returned. */
 static dlock__pipe *add_pipe(dlock__pool *p, dlock__conn *conn)
 {
-    dlock__pipe *pipe = dlock__pipe_new(conn, &p->mu);
+    dlock__pipe *pipe = dlock__pipe_new(conn);
 
     if (pipe == NULL) {
         p->open--;
@@ -259,10 +270,11 @@ static dlock_err pipe_for_call(dlock__pool *p, dlock__pool_dial dial,
     }
 }
 
-/* Frees pipe if it broke and this was its last call. */
+/* Counts a call out of pipe; returns pipe, unlinked, if it broke and this
+ * was its last call, else NULL. */
 static dlock__pipe *leave_pipe(dlock__pool *p, dlock__pipe *pipe)
 {
-    if (!dlock__pipe_broken(pipe) || dlock__pipe_load(pipe) > 0)
+    if (!dlock__pipe_leave(pipe))
         return NULL;
     for (int i = 0; i < p->npipes; i++) {
         if (p->pipes[i] == pipe) {
@@ -291,15 +303,17 @@ dlock_err dlock__pool_call(dlock__pool *p, dlock__pool_dial dial, void *arg,
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&p->mu);
     err = pipe_for_call(p, dial, arg, deadline_us, &pipe, out, m);
-    if (err != DLOCK_OK) {
-        pthread_mutex_unlock(&p->mu);
+    if (err == DLOCK_OK)
+        dlock__pipe_join(pipe);
+    pthread_mutex_unlock(&p->mu);
+    if (err != DLOCK_OK)
         return err;
-    }
     dlock__pipe_run(pipe, &call);
-    out->broken = call.err != DLOCK_OK && dlock__pipe_broken(pipe);
+    pthread_mutex_lock(&p->mu);
     dead = leave_pipe(p, pipe);
     pthread_mutex_unlock(&p->mu);
     dlock__pipe_free(dead);
+    out->broken = call.broke;
     out->sent = call.sent;
     out->reused = call.reused;
     out->report = call.report;
