@@ -94,10 +94,7 @@
 #define MAX_ERRORS_PER_THREAD 100
 
 typedef struct bench_opts {
-    const char *url; /* NULL: start a private server */
-    const char *workdir;
-    const char *server_bin;
-    const char *rb_bin;
+    bench_redis_opts redis;
     long pairs;
     long warmup;
     long rb_requests;
@@ -256,15 +253,15 @@ static int measure_limit_pipelined(bench_run *run, int clients, int pipeline,
                                                  : run->o.rb_requests;
     const int timeout_ms = 120000;
 
-    if (bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
-                               clients, pipeline, n, &run->acquire_cmd,
-                               timeout_ms, &out->acquire, run->err,
-                               sizeof(run->err))
+    if (bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
+                               run->server.pid, clients, pipeline, n,
+                               &run->acquire_cmd, timeout_ms, &out->acquire,
+                               run->err, sizeof(run->err))
             != 0
-        || bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
-                                  clients, pipeline, n, &run->release_cmd,
-                                  timeout_ms, &out->release, run->err,
-                                  sizeof(run->err))
+        || bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
+                                  run->server.pid, clients, pipeline, n,
+                                  &run->release_cmd, timeout_ms, &out->release,
+                                  run->err, sizeof(run->err))
                != 0)
         return -1;
     print_limit("acquire", &out->acquire);
@@ -310,14 +307,15 @@ static int measure_floor(bench_run *run)
         set_cmd.argv[i] = strdup(set[i]);
     for (int i = 0; i < 5; i++)
         del_cmd.argv[i] = strdup(del[i]);
-    if (bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid, 1,
-                               1, run->o.pairs, &set_cmd, 120000,
-                               &run->floor.acquire, run->err, sizeof(run->err))
+    if (bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
+                               run->server.pid, 1, 1, run->o.pairs, &set_cmd,
+                               120000, &run->floor.acquire, run->err,
+                               sizeof(run->err))
             == 0
-        && bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
-                                  1, 1, run->o.pairs, &del_cmd, 120000,
-                                  &run->floor.release, run->err,
-                                  sizeof(run->err))
+        && bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
+                                  run->server.pid, 1, 1, run->o.pairs,
+                                  &del_cmd, 120000, &run->floor.release,
+                                  run->err, sizeof(run->err))
                == 0) {
         print_limit("floor.set_nx", &run->floor.acquire);
         print_limit("floor.compare_and_delete", &run->floor.release);
@@ -1250,42 +1248,26 @@ static int run_phases(bench_run *run)
 
 static int setup_target(bench_run *run)
 {
-    if (run->o.url != NULL) {
-        return bench_target_parse(run->o.url, &run->target, run->err,
-                                  sizeof(run->err));
-    }
-    if (bench_server_start(&run->server, run->o.server_bin, run->o.workdir,
-                           run->err, sizeof(run->err))
-        != 0)
-        return -1;
-    run->target = run->server.target;
-    progress("private redis-server pid %d on %s", (int)run->server.pid,
-             run->target.url);
-    return 0;
+    return bench_redis_setup(&run->o.redis, "bench_lock", &run->server,
+                             &run->target, run->err, sizeof(run->err));
 }
 
 static void usage(FILE *out)
 {
-    fputs("usage: bench_lock [options]\n"
-          "  --url URL           benchmark this server instead of starting a"
-          " private one\n"
-          "                      (e.g. the stack's redis://127.0.0.1:16379/0)"
-          "\n"
-          "  --workdir DIR       folder for the private server (var/bench)\n"
-          "  --redis-server BIN  redis-server to start (redis-server)\n"
-          "  --redis-benchmark BIN  (redis-benchmark)\n"
-          "  --pairs N           sequential pairs, and -c 1 requests (20000)"
-          "\n"
-          "  --warmup N          pairs before timing (2000)\n"
-          "  --rb-requests N     requests per multi-client redis-benchmark"
-          " run (50000)\n"
-          "  --duration-ms MS    per thread count and hand-off run (3000)\n"
-          "  --hold-us US        hand-off hold time (1000)\n"
-          "  --ttl-ms MS         lock TTL (10000)\n"
-          "  --wait-ms MS        hand-off acquire wait bound (2000)\n"
-          "  --pool N            the client's pool_size (the library's "
-          "default)\n",
-          out);
+    fputs(
+        "usage: bench_lock [options]\n" BENCH_REDIS_USAGE
+        "  --pairs N              sequential pairs, and -c 1 requests (20000)"
+        "\n"
+        "  --warmup N             pairs before timing (2000)\n"
+        "  --rb-requests N        requests per multi-client redis-benchmark"
+        " run (50000)\n"
+        "  --duration-ms MS       per thread count and hand-off run (3000)\n"
+        "  --hold-us US           hand-off hold time (1000)\n"
+        "  --ttl-ms MS            lock TTL (10000)\n"
+        "  --wait-ms MS           hand-off acquire wait bound (2000)\n"
+        "  --pool N               the client's pool_size (the library's "
+        "default)\n",
+        out);
 }
 
 /* Parses a positive number for option name; exits on a bad one. */
@@ -1297,10 +1279,7 @@ static long parse_positive(const char *name, const char *s)
 static void parse_args(int argc, char **argv, bench_opts *o)
 {
     static const struct option longopts[] = {
-        {"url", required_argument, NULL, 'u'},
-        {"workdir", required_argument, NULL, 'w'},
-        {"redis-server", required_argument, NULL, 'S'},
-        {"redis-benchmark", required_argument, NULL, 'B'},
+        BENCH_REDIS_LONGOPTS,
         {"pairs", required_argument, NULL, 'n'},
         {"warmup", required_argument, NULL, 'W'},
         {"rb-requests", required_argument, NULL, 'r'},
@@ -1313,9 +1292,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         {NULL, 0, NULL, 0},
     };
     *o = (bench_opts){
-        .workdir = "var/bench",
-        .server_bin = "redis-server",
-        .rb_bin = "redis-benchmark",
+        .redis = BENCH_REDIS_OPTS_DEFAULT,
         .pairs = 20000,
         .warmup = 2000,
         .rb_requests = 50000,
@@ -1326,11 +1303,9 @@ static void parse_args(int argc, char **argv, bench_opts *o)
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (bench_redis_option(&o->redis, ch, optarg))
+            continue;
         switch (ch) {
-        case 'u': o->url = optarg; break;
-        case 'w': o->workdir = optarg; break;
-        case 'S': o->server_bin = optarg; break;
-        case 'B': o->rb_bin = optarg; break;
         case 'n': o->pairs = parse_positive("--pairs", optarg); break;
         case 'W': o->warmup = parse_positive("--warmup", optarg); break;
         case 'r':
