@@ -45,7 +45,7 @@ struct dlock_client {
     dlock__skew skew;
 
     pthread_mutex_t scripts_mu;
-    int nscripts;
+    atomic_int nscripts; /* entries of scripts[] complete (script_sha) */
     struct {
         const dlock__script *script;
         char sha[41];
@@ -490,24 +490,38 @@ static void sha1_hex(const char *body, char out[41])
     out[40] = '\0';
 }
 
-/* Copies the script's SHA into sha, computing and caching it once. */
+/* 1 if s is among the first n entries of the SHA table. */
+static int script_known(const dlock_client *c, const dlock__script *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (c->scripts[i].script == s)
+            return 1;
+    return 0;
+}
+
+/* Copies the script's SHA into sha, computing and caching it once.  The
+ * table only grows and an entry is complete before nscripts counts it
+ * (release store, acquire load), so a lookup takes no lock: every
+ * command of every thread comes here. */
 static void script_sha(dlock_client *c, const dlock__script *s, char sha[41])
 {
-    pthread_mutex_lock(&c->scripts_mu);
-    for (int i = 0; i < c->nscripts; i++) {
+    int n = atomic_load_explicit(&c->nscripts, memory_order_acquire);
+
+    for (int i = 0; i < n; i++) {
         if (c->scripts[i].script == s) {
             memcpy(sha, c->scripts[i].sha, 41);
-            pthread_mutex_unlock(&c->scripts_mu);
             return;
         }
     }
     sha1_hex(s->body, sha);
     /* The table is sized for every script the library has; one that does
      * not fit is still correct, only hashed on each call. */
-    if (c->nscripts < DLOCK__MAX_SCRIPTS && sha[0] != '\0') {
-        c->scripts[c->nscripts].script = s;
-        memcpy(c->scripts[c->nscripts].sha, sha, 41);
-        c->nscripts++;
+    pthread_mutex_lock(&c->scripts_mu);
+    n = atomic_load_explicit(&c->nscripts, memory_order_relaxed);
+    if (n < DLOCK__MAX_SCRIPTS && sha[0] != '\0' && !script_known(c, s, n)) {
+        c->scripts[n].script = s;
+        memcpy(c->scripts[n].sha, sha, 41);
+        atomic_store_explicit(&c->nscripts, n + 1, memory_order_release);
     }
     pthread_mutex_unlock(&c->scripts_mu);
 }

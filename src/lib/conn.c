@@ -42,6 +42,11 @@ struct dlock__conn {
     size_t fed;        /* bytes fed since the last complete reply */
     size_t held;       /* bytes of reply objects built since then */
     int over_budget;   /* the reader was refused an object */
+    /* 1 from a send until the next read: a reply cannot be there yet, so
+     * that read waits with poll before it tries recv, sparing the recv
+     * that would only say EAGAIN (one system call per round trip).
+     * Atomic: a pipe's writer sets it while its reader may clear it. */
+    atomic_int poll_first;
     int64_t last_used_us;
 };
 
@@ -336,6 +341,7 @@ dlock_err dlock__conn_send(dlock__conn *c, const char *buf, size_t len,
                 n = 0;
         }
         done += (size_t)n;
+        c->poll_first = 1;
         if (n == 0 && wait_fd(c->fd, want, deadline_us) <= 0)
             return mark_broken(c, dlock__msg_set(m, DLOCK_TIMEOUT,
                                                  "send to %s: socket not "
@@ -428,6 +434,16 @@ static dlock_err take_reply(dlock__conn *c, redisReply **reply, dlock__msg *m)
     return DLOCK_OK;
 }
 
+/* The connection waited past its deadline for a reply: it is broken, as
+ * a late reply would be taken for the next command's. */
+static dlock_err no_reply(dlock__conn *c, int64_t started, dlock__msg *m)
+{
+    return mark_broken(
+        c, dlock__msg_set(m, DLOCK_TIMEOUT, "no reply from %s after %lld ms",
+                          c->ep->desc,
+                          (long long)((dlock__now_us() - started) / 1000)));
+}
+
 dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
                            redisReply **reply, dlock__msg *m)
 {
@@ -445,6 +461,9 @@ dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
 
         if (err != DLOCK_OK || *reply != NULL)
             return err;
+        if (atomic_exchange(&c->poll_first, 0) && c->ssl == NULL
+            && deadline_us != 0 && wait_fd(c->fd, POLLIN, deadline_us) <= 0)
+            return no_reply(c, started, m);
         err = fill_reader(c, &got, &want, m);
         if (err != DLOCK_OK)
             return err;
@@ -453,13 +472,7 @@ dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
         if (deadline_us == 0)
             return DLOCK_OK;
         if (wait_fd(c->fd, want, deadline_us) <= 0)
-            return mark_broken(c, dlock__msg_set(m, DLOCK_TIMEOUT,
-                                                 "no reply from %s after "
-                                                 "%lld ms",
-                                                 c->ep->desc,
-                                                 (long long)((dlock__now_us()
-                                                              - started)
-                                                             / 1000)));
+            return no_reply(c, started, m);
     }
 }
 

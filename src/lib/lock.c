@@ -802,10 +802,11 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
     char floor[24], keep[24];
     const char *fair[10];
 
-    fair_release_args(l, floor, keep, fair);
-    if (l->fair)
+    if (l->fair) {
+        fair_release_args(l, floor, keep, fair);
         return dlock__client_eval(l->client, &dlock__fair_release_script, 5,
                                   10, fair, NULL, r, m);
+    }
     return dlock__client_eval(l->client, &release_script, 1, 3, argv, NULL, r,
                               m);
 }

@@ -383,6 +383,8 @@ void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
         dlock__msg_set(call->m, DLOCK_UNAVAILABLE,
                        "not sent: the connection to %s had failed",
                        dlock__conn_desc(p->conn));
+        /* It broke between the pool's choice and now: go elsewhere. */
+        call->broke = 1;
         finish(p, call, DLOCK_UNAVAILABLE);
     } else {
         append(&p->queued, &p->queued_tail, call);
