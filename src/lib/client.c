@@ -2,10 +2,13 @@
  * client.c: the dlock_client: URL, options, pool, breaker, scripts.
  *
  * Every round trip of the library goes through run_command below, which
- * applies, in order: the breaker (fail fast while open), the pool (borrow a
- * warm connection or open one), the I/O deadline, and one retry on a fresh
- * connection when a reused connection turns out dead (the usual sign of a
- * server restart) and the command is safe to send twice.  Lua scripts add
+ * applies, in order: the breaker (fail fast while open), the pool (the
+ * command pipelined with other threads' on a pooled connection, pool.h),
+ * one I/O deadline for all its attempts, and up to two more sends on
+ * another connection when one that had answered before fails under it
+ * (the usual sign of a server restart) and the command is safe to send
+ * twice; a command that never left its queue is always sent again.  Lua
+ * scripts add
  * the SHA cache and the NOSCRIPT fallback on top (dlock__client_eval).
  *
  * Invariants: a client that dlock_client_new returned has a parsed
