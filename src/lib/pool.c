@@ -259,6 +259,7 @@ static dlock_err pipe_for_call(dlock__pool *p, dlock__pool_dial dial,
         if (p->open < p->max) {
             err = open_pipe(p, dial, arg, deadline_us, out, m);
             oc->dial_failed = err != DLOCK_OK;
+            oc->opened = err == DLOCK_OK;
             return err;
         }
         ts = dlock__timespec_of(deadline_us);
@@ -315,7 +316,9 @@ dlock_err dlock__pool_call(dlock__pool *p, dlock__pool_dial dial, void *arg,
     dlock__pipe_free(dead);
     out->broken = call.broke;
     out->sent = call.sent;
-    out->reused = call.reused;
+    /* Only the command that opened the connection counts it fresh: one
+     * that joined it found it open, as it would have found an idle one. */
+    out->reused = call.reused || !out->opened;
     out->report = call.report;
     *reply = call.reply;
     return call.err;

@@ -56,7 +56,9 @@ typedef struct dlock__pool_outcome {
     int dial_failed; /* no connection: the pool could not open one */
     int broken;      /* the connection failed while the command was on it */
     int sent;        /* its bytes reached the socket: it may have run */
-    int reused;      /* that connection had answered before */
+    int reused;      /* that connection had answered before, or this
+                      * command had not opened it */
+    int opened;      /* the pool opened a connection for this command */
     int report;      /* count the failure: one command per broken
                       * connection has this */
 } dlock__pool_outcome;

@@ -18,6 +18,10 @@
  * many_threads_share_two_connections: 64 threads x 250 pairs on the shared
  * stack's Redis (1,000 with DLOCK_TEST_LONG=1).
  *
+ * tls_pipes_take_turns_reading_and_writing: 16 threads x 100 pairs over
+ * rediss:// on a pool of 2 (a TLS connection cannot read and write at
+ * once, so its writer and reader take turns: pipe.c).
+ *
  * killed_connections_resolve_every_command: 32 threads on a private
  * redis-server (so that CLIENT KILL reaches only this client), which the
  * test thread kills KILLS times mid-run.  Every command in flight then
@@ -45,6 +49,8 @@
 #define PAIRS_LONG 1000
 #define KILL_PAIRS 200
 #define KILLS 5
+#define TLS_THREADS 16
+#define TLS_PAIRS 100
 #define TTL_MS 10000
 #define WAIT_MS 20000
 #define RUN_TIMEOUT_MS 40000
@@ -149,10 +155,11 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static dlock_client *pool_of_two(const char *url)
+static dlock_client *pool_of_two(const char *url, const char *ca_file)
 {
     dlock_client_opts o = itkit_client_opts();
 
+    o.tls_ca_file = ca_file;
     o.pool_size = 2;
     o.io_timeout_ms = 5000;
     return itkit_client(url, &o);
@@ -226,7 +233,7 @@ static void many_threads_share_two_connections(void **state)
                           ? PAIRS_LONG
                           : PAIRS_SHORT;
     const char *url = itkit_shared_url();
-    dlock_client *c = pool_of_two(url);
+    dlock_client *c = pool_of_two(url, NULL);
     worker *w = calloc(THREADS, sizeof(*w));
     dlock_client_stats st;
     run r;
@@ -248,6 +255,30 @@ static void many_threads_share_two_connections(void **state)
     dlock_client_free(c);
     free(r.keys);
     free(w);
+}
+
+static void tls_pipes_take_turns_reading_and_writing(void **state)
+{
+    testkit_redis_opts so = {.name = "pipeline-tls", .tls = 1};
+    testkit_redis *srv = testkit_redis_start(&so);
+    worker w[TLS_THREADS];
+    dlock_client *c;
+    run r;
+
+    (void)state;
+    TK_EXPECT(srv != NULL, "a private redis-server with TLS");
+    c = pool_of_two(srv->tls_url, srv->certs.ca_file);
+    run_init(&r, c, TLS_THREADS / 2, TLS_PAIRS);
+    start_workers(&r, w, TLS_THREADS);
+    join_workers(&r, w, TLS_THREADS);
+    expect_clean(&r);
+    TK_EXPECT(atomic_load(&r.grants) == (long)TLS_THREADS * TLS_PAIRS,
+              "%ld grants of %ld", atomic_load(&r.grants),
+              (long)TLS_THREADS * TLS_PAIRS);
+    dlock_client_free(c);
+    free(r.keys);
+    testkit_redis_stop(srv);
+    testkit_redis_free(srv);
 }
 
 typedef struct progress {
@@ -293,7 +324,7 @@ static void killed_connections_resolve_every_command(void **state)
 
     (void)state;
     TK_EXPECT(srv != NULL, "a private redis-server");
-    c = pool_of_two(srv->url);
+    c = pool_of_two(srv->url, NULL);
     run_init(&r, c, KILL_THREADS / 2, KILL_PAIRS);
     start_workers(&r, w, KILL_THREADS);
     for (int i = 1; i <= KILLS; i++) {
@@ -331,6 +362,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(many_threads_share_two_connections),
+        cmocka_unit_test(tls_pipes_take_turns_reading_and_writing),
         cmocka_unit_test(killed_connections_resolve_every_command),
     };
 
