@@ -338,6 +338,20 @@ static void read_until(dlock__pipe *p, dlock__call *call)
         pthread_cond_signal(&p->flight->wake);
 }
 
+/*
+ * A caller writes what is queued.  While it wrote a later batch, a reader
+ * may have handed it its own reply and, finding no call in flight then,
+ * woken nobody: the batch just sent has no reader.  A caller whose call is
+ * done therefore wakes the oldest call in flight to read, as a reader that
+ * is done does.
+ */
+static void write_as_caller(dlock__pipe *p, const dlock__call *call)
+{
+    write_queued(p);
+    if (call->done && !p->broken && p->flight != NULL && !p->reading)
+        pthread_cond_signal(&p->flight->wake);
+}
+
 static int may_write(const dlock__pipe *p)
 {
     return p->queued != NULL && !p->writing && !p->broken
@@ -391,7 +405,7 @@ void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
     }
     while (!call->done)
         if (may_write(p))
-            write_queued(p);
+            write_as_caller(p, call);
         else if (may_read(p, call))
             read_until(p, call);
         else

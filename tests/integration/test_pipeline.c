@@ -109,7 +109,10 @@ static void check_held(run *r, key_state *k, dlock_lock *l)
     dlock_err err;
 
     if (atomic_exchange(&k->inside, 1) != 0)
-        note(r, &r->overlaps, "two holders of %s at once", k->name);
+        note(r, &r->overlaps,
+             "two holders of %s at once (fence %llu, the key's last %llu)",
+             k->name, (unsigned long long)dlock_lock_fence(l),
+             (unsigned long long)k->last_fence);
     if (dlock_lock_fence(l) <= k->last_fence)
         note(r, &r->crossed, "fence %llu of %s not above its last %llu",
              (unsigned long long)dlock_lock_fence(l), k->name,
@@ -220,7 +223,10 @@ static void join_workers(run *r, worker *w, int n)
 static void expect_clean(run *r)
 {
     if (r->first[0] != '\0')
-        fprintf(stderr, "first problem: %s\n", r->first);
+        fprintf(stderr,
+                "first problem: %s\n(%d overlaps, %d crossed, %d failed)\n",
+                r->first, atomic_load(&r->overlaps),
+                atomic_load(&r->crossed), atomic_load(&r->failures));
     TK_EXPECT(atomic_load(&r->overlaps) == 0, "%d overlapping holders",
               atomic_load(&r->overlaps));
     TK_EXPECT(atomic_load(&r->crossed) == 0,
