@@ -225,8 +225,8 @@ static void expect_clean(run *r)
     if (r->first[0] != '\0')
         fprintf(stderr,
                 "first problem: %s\n(%d overlaps, %d crossed, %d failed)\n",
-                r->first, atomic_load(&r->overlaps),
-                atomic_load(&r->crossed), atomic_load(&r->failures));
+                r->first, atomic_load(&r->overlaps), atomic_load(&r->crossed),
+                atomic_load(&r->failures));
     TK_EXPECT(atomic_load(&r->overlaps) == 0, "%d overlapping holders",
               atomic_load(&r->overlaps));
     TK_EXPECT(atomic_load(&r->crossed) == 0,
