@@ -13,6 +13,7 @@
  *   library itself does not use it.
  */
 #include "bench_redis.h"
+#include "bench_run.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -806,4 +807,30 @@ int bench_rb_run_pipelined(const char *rb_bin, const bench_target *t,
     }
     free(text);
     return rc;
+}
+
+int bench_redis_option(bench_redis_opts *o, int ch, const char *arg)
+{
+    switch (ch) {
+    case 'u': o->url = arg; return 1;
+    case 'w': o->workdir = arg; return 1;
+    case 'S': o->server_bin = arg; return 1;
+    case 'B': o->rb_bin = arg; return 1;
+    default: return 0;
+    }
+}
+
+int bench_redis_setup(const bench_redis_opts *o, const char *who,
+                      bench_server *server, bench_target *target, char *err,
+                      size_t errlen)
+{
+    if (o->url != NULL)
+        return bench_target_parse(o->url, target, err, errlen);
+    if (bench_server_start(server, o->server_bin, o->workdir, err, errlen)
+        != 0)
+        return -1;
+    *target = server->target;
+    bench_progress(who, "private redis-server pid %d on %s", (int)server->pid,
+                   target->url);
+    return 0;
 }

@@ -65,6 +65,49 @@ int bench_server_start(bench_server *s, const char *server_bin,
  * running. */
 void bench_server_stop(bench_server *s);
 
+/* The options every benchmark of a Redis server takes alike. */
+typedef struct bench_redis_opts {
+    const char *url;        /* NULL: start a private server */
+    const char *workdir;    /* the private server's parent folder */
+    const char *server_bin; /* redis-server to start */
+    const char *rb_bin;     /* redis-benchmark to run */
+} bench_redis_opts;
+
+/* The defaults: a private server under var/bench, both programs from
+ * PATH. */
+#define BENCH_REDIS_OPTS_DEFAULT \
+    ((bench_redis_opts){NULL, "var/bench", "redis-server", "redis-benchmark"})
+
+/* The getopt_long entries for those options (values 'u', 'w', 'S', 'B'),
+ * and their lines for a usage text. */
+#define BENCH_REDIS_LONGOPTS                            \
+    {"url", required_argument, NULL, 'u'},              \
+        {"workdir", required_argument, NULL, 'w'},      \
+        {"redis-server", required_argument, NULL, 'S'}, \
+    {                                                   \
+        "redis-benchmark", required_argument, NULL, 'B' \
+    }
+#define BENCH_REDIS_USAGE                                                  \
+    "  --url URL              benchmark this server instead of a private " \
+    "one\n"                                                                \
+    "  --workdir DIR          folder for the private server (var/bench)\n" \
+    "  --redis-server BIN     (redis-server)\n"                            \
+    "  --redis-benchmark BIN  (redis-benchmark)\n"
+
+/* Takes option ch's value arg into o if it is one of those; returns 1 if
+ * it was, 0 if ch is the caller's. */
+int bench_redis_option(bench_redis_opts *o, int ch, const char *arg);
+
+/*
+ * The server a run measures: o->url's when given, else a private server
+ * started into *server (which the caller stops with bench_server_stop).
+ * Says which on stderr as who.  Returns 0 with *target set, or -1 with a
+ * message in err.  Forks: call before any thread exists.
+ */
+int bench_redis_setup(const bench_redis_opts *o, const char *who,
+                      bench_server *server, bench_target *target, char *err,
+                      size_t errlen);
+
 /* Asks the server for INFO's redis_version into buf ("?" on failure). */
 void bench_server_version(const bench_target *t, char *buf, size_t len);
 

@@ -94,10 +94,7 @@
 #define MAX_ERRORS_PER_THREAD 100
 
 typedef struct bench_opts {
-    const char *url; /* NULL: start a private server */
-    const char *workdir;
-    const char *server_bin;
-    const char *rb_bin;
+    bench_redis_opts redis;
     long pairs;
     long warmup;
     long rb_requests;
@@ -105,6 +102,7 @@ typedef struct bench_opts {
     int hold_us;
     int ttl_ms;
     int wait_ms;
+    int pool_size; /* 0: the library's default */
 } bench_opts;
 
 /* What redis-benchmark measured for both commands at one client count. */
@@ -121,7 +119,11 @@ typedef struct bench_run {
     bench_cmd acquire_cmd;
     bench_cmd release_cmd;
     bench_limit c1;
+    bench_limit floor; /* SET NX PX + compare-and-delete at -c 1 */
     bench_table table;
+    /* The issue 17 targets, printed apart at the end (rows of table). */
+    int targets[8];
+    int ntargets;
     char prefix[48]; /* "bench:<pid>" */
     char err[2048];
 } bench_run;
@@ -251,15 +253,15 @@ static int measure_limit_pipelined(bench_run *run, int clients, int pipeline,
                                                  : run->o.rb_requests;
     const int timeout_ms = 120000;
 
-    if (bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
-                               clients, pipeline, n, &run->acquire_cmd,
-                               timeout_ms, &out->acquire, run->err,
-                               sizeof(run->err))
+    if (bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
+                               run->server.pid, clients, pipeline, n,
+                               &run->acquire_cmd, timeout_ms, &out->acquire,
+                               run->err, sizeof(run->err))
             != 0
-        || bench_rb_run_pipelined(run->o.rb_bin, &run->target, run->server.pid,
-                                  clients, pipeline, n, &run->release_cmd,
-                                  timeout_ms, &out->release, run->err,
-                                  sizeof(run->err))
+        || bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
+                                  run->server.pid, clients, pipeline, n,
+                                  &run->release_cmd, timeout_ms, &out->release,
+                                  run->err, sizeof(run->err))
                != 0)
         return -1;
     print_limit("acquire", &out->acquire);
@@ -274,6 +276,57 @@ static int measure_limit_pipelined(bench_run *run, int clients, int pipeline,
 static int measure_limit(bench_run *run, int clients, bench_limit *out)
 {
     return measure_limit_pipelined(run, clients, 1, out);
+}
+
+/* The cheapest correct lock a client could send, replayed at -c 1: SET
+ * key token NX PX ttl, then a compare-and-delete script; the 1-client
+ * pair's floor.  Like the replays above, after the first call the SET
+ * finds the key held and the delete finds it gone. */
+static int measure_floor(bench_run *run)
+{
+    static const char cad[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+                              "return redis.call('DEL', KEYS[1]) end return 0";
+    const char *set[] = {"SET", NULL, "floor-token", "NX", "PX", "10000"};
+    const char *del[] = {"EVALSHA", NULL, "1", NULL, "floor-token"};
+    char key[96], sha[41], ttl[24];
+    bench_cmd set_cmd = {0}, del_cmd = {0};
+    int rc = -1;
+
+    snprintf(key, sizeof(key), "%s:floor", run->prefix);
+    snprintf(ttl, sizeof(ttl), "%d", run->o.ttl_ms);
+    set[1] = key;
+    set[5] = ttl;
+    del[3] = key;
+    if (bench_script_load(&run->target, cad, sha, run->err, sizeof(run->err))
+        != 0)
+        return -1;
+    del[1] = sha;
+    set_cmd.argc = 6;
+    del_cmd.argc = 5;
+    for (int i = 0; i < 6; i++)
+        set_cmd.argv[i] = strdup(set[i]);
+    for (int i = 0; i < 5; i++)
+        del_cmd.argv[i] = strdup(del[i]);
+    if (bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
+                               run->server.pid, 1, 1, run->o.pairs, &set_cmd,
+                               120000, &run->floor.acquire, run->err,
+                               sizeof(run->err))
+            == 0
+        && bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
+                                  run->server.pid, 1, 1, run->o.pairs,
+                                  &del_cmd, 120000, &run->floor.release,
+                                  run->err, sizeof(run->err))
+               == 0) {
+        print_limit("floor.set_nx", &run->floor.acquire);
+        print_limit("floor.compare_and_delete", &run->floor.release);
+        progress("floor -c 1: SET NX p50 %.1f us, compare-and-delete p50 "
+                 "%.1f us",
+                 run->floor.acquire.p50_us, run->floor.release.p50_us);
+        rc = 0;
+    }
+    bench_cmd_free(&set_cmd);
+    bench_cmd_free(&del_cmd);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------
@@ -329,6 +382,37 @@ static long run_pairs(bench_run *run, const char *key, long n, seq_samples *s)
     return errors;
 }
 
+/* Adds f to the table as one of the issue 17 targets. */
+static void add_target(bench_run *run, const bench_figure *f)
+{
+    if (run->ntargets < (int)(sizeof(run->targets) / sizeof(*run->targets)))
+        run->targets[run->ntargets++] = run->table.n;
+    bench_table_add(&run->table, stdout, f);
+}
+
+/* One line per issue 17 target: figure, value, limit, ratio, target and
+ * whether it was met, for a reader comparing runs. */
+static void print_targets(const bench_run *run, FILE *out)
+{
+    if (run->ntargets == 0)
+        return;
+    fprintf(out, "\nissue 17 targets (ratios to limits measured in this "
+                 "run):\n");
+    for (int i = 0; i < run->ntargets; i++) {
+        const bench_figure *f = &run->table.rows[run->targets[i]];
+        char target[64];
+        const int met = bench_figure_met(f);
+
+        fprintf(out,
+                "  %-28s %10.1f %-7s limit %10.1f  ratio %5.2f  target "
+                "%-14s %s\n",
+                run->table.names[run->targets[i]], f->value, f->unit, f->limit,
+                bench_figure_ratio(f),
+                bench_figure_target(f, target, sizeof(target)),
+                met == 1 ? "met" : "NOT MET");
+    }
+}
+
 static void add_latency_figure(bench_run *run, const char *name, double value,
                                double limit, const char *from, double goal,
                                long long n, const bench_cost *cost,
@@ -368,6 +452,19 @@ static void report_sequential(bench_run *run, seq_samples *s,
                        a->p50_us + r->p50_us,
                        "redis-benchmark -c 1: p50(acquire) + p50(release)",
                        1.2, n, cost, bench_samples_mean_us(&s->pair));
+    if (run->floor.acquire.rps > 0) {
+        bench_figure f;
+
+        bench_figure_init(&f, "seq.pair.p50.vs_floor", "us",
+                          BENCH_LOWER_IS_BETTER);
+        f.value = bench_samples_quantile_us(&s->pair, 0.50);
+        f.limit = run->floor.acquire.p50_us + run->floor.release.p50_us;
+        f.limit_from = "redis-benchmark -c 1: p50(SET NX PX) + "
+                       "p50(compare-and-delete EVALSHA)";
+        f.goal = 1.15;
+        f.n = n;
+        add_target(run, &f);
+    }
     add_latency_figure(run, "seq.pair.p99",
                        bench_samples_quantile_us(&s->pair, 0.99),
                        a->p99_us + r->p99_us,
@@ -450,6 +547,7 @@ typedef struct tput_worker {
     long pairs;
     long errors;
     int64_t end_ns;
+    bench_samples pair; /* each pair's duration */
     char errmsg[DLOCK_ERRMSG_MAX];
 } tput_worker;
 
@@ -482,10 +580,12 @@ static void *tput_thread(void *arg)
     const int64_t deadline = tput_gate_wait(w->gate);
     while (bench_clock_ns() < deadline && w->errors < MAX_ERRORS_PER_THREAD) {
         dlock_lock *lock = NULL;
+        const int64_t t0 = bench_clock_ns();
         dlock_err rc = dlock_acquire(w->run->client, w->key, &ao, &lock);
         if (rc == DLOCK_OK)
             rc = dlock_release(lock);
         if (rc == DLOCK_OK) {
+            bench_samples_add(&w->pair, bench_clock_ns() - t0);
             w->pairs++;
         } else if (w->errors++ == 0) {
             snprintf(w->errmsg, sizeof(w->errmsg), "%s: %s", dlock_errname(rc),
@@ -500,8 +600,12 @@ typedef struct tput_result {
     long pairs;
     long errors;
     double seconds;
+    double p99_us; /* of one pair, over every thread */
     bench_cost cost;
 } tput_result;
+
+/* Samples kept per thread; more pairs than this are counted, not timed. */
+#define TPUT_SAMPLES (1u << 17)
 
 /* Starts nthreads workers, opens the gate at *start_ns and joins them;
  * returns the number started. */
@@ -538,8 +642,18 @@ static int measure_tput(bench_run *run, int nthreads, tput_result *out)
     tput_worker w[MAX_THREADS];
     int64_t start = 0;
 
+    bench_samples all;
+
     memset(w, 0, sizeof(w));
     memset(out, 0, sizeof(*out));
+    for (int i = 0; i < nthreads; i++) {
+        if (bench_samples_init(&w[i].pair, TPUT_SAMPLES) != 0) {
+            for (int j = 0; j < i; j++)
+                bench_samples_free(&w[j].pair);
+            snprintf(run->err, sizeof(run->err), "out of memory");
+            return -1;
+        }
+    }
     cost_begin(run, &out->cost);
     const int started = run_tput_threads(run, w, nthreads, &start);
     cost_end(run, &out->cost);
@@ -556,7 +670,49 @@ static int measure_tput(bench_run *run, int nthreads, tput_result *out)
             snprintf(run->err, sizeof(run->err), "%s", w[i].errmsg);
     }
     out->seconds = (double)(end - start) / 1e9;
+    out->p99_us = NAN;
+    if (bench_samples_init(&all, (size_t)nthreads * TPUT_SAMPLES) == 0) {
+        for (int i = 0; i < nthreads; i++)
+            bench_samples_merge(&all, &w[i].pair);
+        bench_samples_sort(&all);
+        out->p99_us = bench_samples_quantile_us(&all, 0.99);
+        bench_samples_free(&all);
+    }
+    for (int i = 0; i < nthreads; i++)
+        bench_samples_free(&w[i].pair);
     return 0;
+}
+
+/* The issue 17 targets of nthreads: pairs/s against the higher of the
+ * -c N and -c 1 -P N limits, and the pair's p99 against that limit's
+ * p99(acquire) + p99(release). */
+static void report_tput_targets(bench_run *run, int nthreads,
+                                const tput_result *r, const bench_limit *cn,
+                                const bench_limit *piped)
+{
+    const bench_limit *best = pair_rate(piped) > pair_rate(cn) ? piped : cn;
+    char name[64], from[128];
+    bench_figure f;
+
+    snprintf(name, sizeof(name), "tput.%dthreads.vs_best", nthreads);
+    snprintf(from, sizeof(from),
+             "the higher of redis-benchmark -c %d and -c 1 -P %d (here %s)",
+             nthreads, nthreads, best == piped ? "-P" : "-c");
+    bench_figure_init(&f, name, "pairs/s", BENCH_HIGHER_IS_BETTER);
+    f.value = r->seconds > 0 ? (double)r->pairs / r->seconds : NAN;
+    f.limit = pair_rate(best);
+    f.limit_from = from;
+    f.goal = 0.90;
+    f.n = r->pairs;
+    add_target(run, &f);
+    snprintf(name, sizeof(name), "tput.%dthreads.p99", nthreads);
+    bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
+    f.value = r->p99_us;
+    f.limit = best->acquire.p99_us + best->release.p99_us;
+    f.limit_from = "p99(acquire) + p99(release) of that limit";
+    f.goal = 2.0;
+    f.n = r->pairs;
+    add_target(run, &f);
 }
 
 /* pipeline > 1: the figure against the `-c 1 -P pipeline` limit. */
@@ -609,8 +765,10 @@ static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
     if (measure_tput(run, nthreads, &r) != 0)
         return -1;
     report_tput(run, nthreads, &r, l, 1);
-    if (nthreads > 1)
+    if (nthreads > 1) {
         report_tput(run, nthreads, &r, &pipelined, nthreads);
+        report_tput_targets(run, nthreads, &r, l, &pipelined);
+    }
     progress("%d threads: %.0f pairs/s (%ld errors)", nthreads,
              (double)r.pairs / r.seconds, r.errors);
     return r.errors >= (long)nthreads * MAX_ERRORS_PER_THREAD ? -1 : 0;
@@ -1048,7 +1206,8 @@ static int connect_client(bench_run *run)
     char errbuf[DLOCK_ERRMSG_MAX];
 
     dlock_client_opts_init(&co);
-    co.pool_size = MAX_THREADS;
+    if (run->o.pool_size > 0)
+        co.pool_size = run->o.pool_size;
     const dlock_err rc = dlock_client_new(run->target.url, &co, &run->client,
                                           errbuf, sizeof(errbuf));
     if (rc != DLOCK_OK) {
@@ -1066,7 +1225,7 @@ static int run_phases(bench_run *run)
     if (capture_commands(run) != 0)
         return -1;
     progress("limit at -c 1 (%ld requests per command)", run->o.pairs);
-    if (measure_limit(run, 1, &run->c1) != 0)
+    if (measure_limit(run, 1, &run->c1) != 0 || measure_floor(run) != 0)
         return -1;
     progress("(a) %ld sequential pairs after %ld warm-up", run->o.pairs,
              run->o.warmup);
@@ -1089,40 +1248,26 @@ static int run_phases(bench_run *run)
 
 static int setup_target(bench_run *run)
 {
-    if (run->o.url != NULL) {
-        return bench_target_parse(run->o.url, &run->target, run->err,
-                                  sizeof(run->err));
-    }
-    if (bench_server_start(&run->server, run->o.server_bin, run->o.workdir,
-                           run->err, sizeof(run->err))
-        != 0)
-        return -1;
-    run->target = run->server.target;
-    progress("private redis-server pid %d on %s", (int)run->server.pid,
-             run->target.url);
-    return 0;
+    return bench_redis_setup(&run->o.redis, "bench_lock", &run->server,
+                             &run->target, run->err, sizeof(run->err));
 }
 
 static void usage(FILE *out)
 {
-    fputs("usage: bench_lock [options]\n"
-          "  --url URL           benchmark this server instead of starting a"
-          " private one\n"
-          "                      (e.g. the stack's redis://127.0.0.1:16379/0)"
-          "\n"
-          "  --workdir DIR       folder for the private server (var/bench)\n"
-          "  --redis-server BIN  redis-server to start (redis-server)\n"
-          "  --redis-benchmark BIN  (redis-benchmark)\n"
-          "  --pairs N           sequential pairs, and -c 1 requests (20000)"
-          "\n"
-          "  --warmup N          pairs before timing (2000)\n"
-          "  --rb-requests N     requests per multi-client redis-benchmark"
-          " run (50000)\n"
-          "  --duration-ms MS    per thread count and hand-off run (3000)\n"
-          "  --hold-us US        hand-off hold time (1000)\n"
-          "  --ttl-ms MS         lock TTL (10000)\n"
-          "  --wait-ms MS        hand-off acquire wait bound (2000)\n",
-          out);
+    fputs(
+        "usage: bench_lock [options]\n" BENCH_REDIS_USAGE
+        "  --pairs N              sequential pairs, and -c 1 requests (20000)"
+        "\n"
+        "  --warmup N             pairs before timing (2000)\n"
+        "  --rb-requests N        requests per multi-client redis-benchmark"
+        " run (50000)\n"
+        "  --duration-ms MS       per thread count and hand-off run (3000)\n"
+        "  --hold-us US           hand-off hold time (1000)\n"
+        "  --ttl-ms MS            lock TTL (10000)\n"
+        "  --wait-ms MS           hand-off acquire wait bound (2000)\n"
+        "  --pool N               the client's pool_size (the library's "
+        "default)\n",
+        out);
 }
 
 /* Parses a positive number for option name; exits on a bad one. */
@@ -1134,10 +1279,7 @@ static long parse_positive(const char *name, const char *s)
 static void parse_args(int argc, char **argv, bench_opts *o)
 {
     static const struct option longopts[] = {
-        {"url", required_argument, NULL, 'u'},
-        {"workdir", required_argument, NULL, 'w'},
-        {"redis-server", required_argument, NULL, 'S'},
-        {"redis-benchmark", required_argument, NULL, 'B'},
+        BENCH_REDIS_LONGOPTS,
         {"pairs", required_argument, NULL, 'n'},
         {"warmup", required_argument, NULL, 'W'},
         {"rb-requests", required_argument, NULL, 'r'},
@@ -1145,13 +1287,12 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         {"hold-us", required_argument, NULL, 'H'},
         {"ttl-ms", required_argument, NULL, 't'},
         {"wait-ms", required_argument, NULL, 'T'},
+        {"pool", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     *o = (bench_opts){
-        .workdir = "var/bench",
-        .server_bin = "redis-server",
-        .rb_bin = "redis-benchmark",
+        .redis = BENCH_REDIS_OPTS_DEFAULT,
         .pairs = 20000,
         .warmup = 2000,
         .rb_requests = 50000,
@@ -1162,11 +1303,9 @@ static void parse_args(int argc, char **argv, bench_opts *o)
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (bench_redis_option(&o->redis, ch, optarg))
+            continue;
         switch (ch) {
-        case 'u': o->url = optarg; break;
-        case 'w': o->workdir = optarg; break;
-        case 'S': o->server_bin = optarg; break;
-        case 'B': o->rb_bin = optarg; break;
         case 'n': o->pairs = parse_positive("--pairs", optarg); break;
         case 'W': o->warmup = parse_positive("--warmup", optarg); break;
         case 'r':
@@ -1178,6 +1317,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         case 'H': o->hold_us = (int)parse_positive("--hold-us", optarg); break;
         case 't': o->ttl_ms = (int)parse_positive("--ttl-ms", optarg); break;
         case 'T': o->wait_ms = (int)parse_positive("--wait-ms", optarg); break;
+        case 'P': o->pool_size = (int)parse_positive("--pool", optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -1211,6 +1351,7 @@ int main(int argc, char **argv)
     if (run.table.n > 0) {
         fputc('\n', stderr);
         bench_table_print(&run.table, stderr);
+        print_targets(&run, stderr);
     }
     const int contended = pressure > CONTENDED_PRESSURE;
     if (contended) {

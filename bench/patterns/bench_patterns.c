@@ -69,10 +69,7 @@
 #define TICK_PERIOD_MS 3600000
 
 typedef struct opts {
-    const char *url;
-    const char *server_bin;
-    const char *rb_bin;
-    const char *workdir;
+    bench_redis_opts redis;
     long ops;
 } opts;
 
@@ -128,8 +125,9 @@ static int prepare_floor(bench_ctx *x)
  * from other work on the shared machine hits both about equally. */
 static int measure_floor(bench_ctx *x, const char *before)
 {
-    if (bench_rb_run(x->o.rb_bin, &x->target, x->server.pid, 1, x->o.ops * 2,
-                     &x->floor_cmd, 120000, &x->floor, x->err, sizeof(x->err))
+    if (bench_rb_run(x->o.redis.rb_bin, &x->target, x->server.pid, 1,
+                     x->o.ops * 2, &x->floor_cmd, 120000, &x->floor, x->err,
+                     sizeof(x->err))
         != 0)
         return -1;
     printf("{\"kind\":\"limit\",\"op\":\"evalsha_return_1\",\"for\":");
@@ -489,20 +487,11 @@ static int setup(bench_ctx *x)
 {
     char errbuf[DLOCK_ERRMSG_MAX] = "";
 
-    if (x->o.url != NULL) {
-        if (bench_target_parse(x->o.url, &x->target, x->err, sizeof(x->err))
-            != 0)
-            return -1;
-    } else {
-        /* Forked before any thread exists (bench_redis.h). */
-        if (bench_server_start(&x->server, x->o.server_bin, x->o.workdir,
-                               x->err, sizeof(x->err))
-            != 0)
-            return -1;
-        x->target = x->server.target;
-        progress("private redis-server pid %d on %s", (int)x->server.pid,
-                 x->target.url);
-    }
+    /* Forked before any thread exists (bench_redis.h). */
+    if (bench_redis_setup(&x->o.redis, "bench_patterns", &x->server,
+                          &x->target, x->err, sizeof(x->err))
+        != 0)
+        return -1;
     if (dlock_client_new(x->target.url, NULL, &x->client, errbuf,
                          sizeof(errbuf))
         != DLOCK_OK) {
@@ -531,42 +520,33 @@ static void print_run(const bench_ctx *x, const char *when)
 static void usage(FILE *out)
 {
     fputs("usage: bench_patterns [options]\n"
-          "  --url URL              use this server instead of a private one\n"
-          "  --ops N                decisions timed per pattern step (5000)\n"
-          "  --redis-server BIN     (redis-server)\n"
-          "  --redis-benchmark BIN  (redis-benchmark)\n"
-          "  --workdir DIR          folder for the private server "
-          "(var/bench)\n",
+          "  --ops N                decisions timed per pattern step "
+          "(5000)\n" BENCH_REDIS_USAGE,
           out);
 }
 
 static void parse_args(int argc, char **argv, opts *o)
 {
     static const struct option longopts[] = {
-        {"url", required_argument, NULL, 'u'},
+        BENCH_REDIS_LONGOPTS,
         {"ops", required_argument, NULL, 'n'},
-        {"redis-server", required_argument, NULL, 'S'},
-        {"redis-benchmark", required_argument, NULL, 'B'},
-        {"workdir", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int ch;
 
-    *o = (opts){NULL, "redis-server", "redis-benchmark", "var/bench", 5000};
+    *o = (opts){BENCH_REDIS_OPTS_DEFAULT, 5000};
     for (;;) {
         ch = getopt_long(argc, argv, "h", longopts, NULL);
         if (ch == -1)
             break;
+        if (bench_redis_option(&o->redis, ch, optarg))
+            continue;
         switch (ch) {
-        case 'u': o->url = optarg; break;
         case 'n':
             o->ops = bench_parse_long("bench_patterns", "--ops", optarg, 100,
                                       10000000);
             break;
-        case 'S': o->server_bin = optarg; break;
-        case 'B': o->rb_bin = optarg; break;
-        case 'w': o->workdir = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }

@@ -46,7 +46,10 @@ typedef struct dlock_client_opts {
     int connect_timeout_ms;
     /* Milliseconds allowed for one command's round trip.  Default 5000. */
     int io_timeout_ms;
-    /* Most connections the pool opens; callers beyond it wait for one.
+    /* Most connections the pool opens.  It bounds connections, not
+     * callers: threads' commands are pipelined on the open connections
+     * (a new one is opened while a busy one carries 4 or more commands
+     * and the pool is not full), so 64 threads run on a pool of 2.
      * Default 16. */
     int pool_size;
     /* TCP keepalive idle seconds; 0 = default 60; -1 = off. */

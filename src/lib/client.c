@@ -2,10 +2,13 @@
  * client.c: the dlock_client: URL, options, pool, breaker, scripts.
  *
  * Every round trip of the library goes through run_command below, which
- * applies, in order: the breaker (fail fast while open), the pool (borrow a
- * warm connection or open one), the I/O deadline, and one retry on a fresh
- * connection when a reused connection turns out dead (the usual sign of a
- * server restart) and the command is safe to send twice.  Lua scripts add
+ * applies, in order: the breaker (fail fast while open), the pool (the
+ * command pipelined with other threads' on a pooled connection, pool.h),
+ * one I/O deadline for all its attempts, and up to two more sends on
+ * another connection when one that had answered before fails under it
+ * (the usual sign of a server restart) and the command is safe to send
+ * twice; a command that never left its queue is always sent again.  Lua
+ * scripts add
  * the SHA cache and the NOSCRIPT fallback on top (dlock__client_eval).
  *
  * Invariants: a client that dlock_client_new returned has a parsed
@@ -45,7 +48,7 @@ struct dlock_client {
     dlock__skew skew;
 
     pthread_mutex_t scripts_mu;
-    int nscripts;
+    atomic_int nscripts; /* entries of scripts[] complete (script_sha) */
     struct {
         const dlock__script *script;
         char sha[41];
@@ -341,45 +344,80 @@ static dlock_err fast_fail(dlock_client *c, dlock__msg *m)
                           last[0] != '\0' ? last : "(none recorded)");
 }
 
+/* How the pool opens a connection: with the connect timeout, counted in
+ * the stats like every connection of the application's pool. */
+static dlock_err dial_for_pool(void *arg, int64_t deadline_us,
+                               dlock__conn **out, dlock__msg *m)
+{
+    (void)deadline_us; /* a connect has its own timeout, as it always had */
+    return dlock__client_connect(arg, out, m);
+}
+
+#define FORMAT_STACK_BYTES 1024
+/* Attempts for a command that never left (its connection broke while it
+ * was queued): safe to send again, but not forever. */
+#define UNSENT_RETRIES 3
+/* Sends again of a retry_safe command whose connection failed under it:
+ * the second covers the other pooled connections dying with the first
+ * (a server restart, CLIENT KILL) before anyone noticed. */
+#define BROKEN_RETRIES 2
+
+/* The command in RESP, on the caller's stack when it fits (*cmd ==
+ * stack), else in an allocation the caller frees. */
+static dlock_err format_command(dlock_client *c, int argc, const char **argv,
+                                const size_t *lens,
+                                char stack[FORMAT_STACK_BYTES], char **cmd,
+                                size_t *len, dlock__msg *m)
+{
+    *cmd = stack;
+    *len = dlock__resp_format(stack, FORMAT_STACK_BYTES, argc, argv, lens);
+    if (*len <= FORMAT_STACK_BYTES)
+        return DLOCK_OK;
+    *cmd = dlock__malloc(*len);
+    if (*cmd == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s",
+                              argc > 0 ? argv[0] : "a command", c->ep.desc);
+    dlock__resp_format(*cmd, *len, argc, argv, lens);
+    return DLOCK_OK;
+}
+
 /*
- * One command through the breaker and the pool.  A reused connection that
- * fails may be dead from a server restart: then the idle connections are
- * dropped too and, if the command is retry_safe, it goes once more on a
- * fresh connection.  bypass_breaker is for health checks.
+ * One command through the breaker and the pool, pipelined with other
+ * threads' (pool.h), under one deadline for all its attempts.  A connection
+ * that fails under it may be dead from a server restart: then the idle
+ * connections are dropped too and, if the command is retry_safe and the
+ * connection had answered before, it goes again on another connection, at
+ * most BROKEN_RETRIES times (with the same token, for a lock: re-asking
+ * resolves what happened; tstate->resent tells lock.c it re-asked).
+ * A command that never left its queue is sent again whatever it is.
+ * bypass_breaker is for health checks.
  */
 static dlock_err run_command(dlock_client *c, int argc, const char **argv,
                              const size_t *lens, int retry_safe,
                              int bypass_breaker, redisReply **reply,
                              dlock__msg *m)
 {
+    char stack[FORMAT_STACK_BYTES], *cmd;
+    size_t len;
+    int64_t deadline = dlock__client_io_deadline(c);
+    dlock__tstate *t = dlock__client_tstate(c);
+    int retried = 0;
+    dlock_err err;
+
     *reply = NULL;
     if (!bypass_breaker && !dlock__breaker_allows(&c->breaker))
         return fast_fail(c, m);
+    err = format_command(c, argc, argv, lens, stack, &cmd, &len, m);
+    if (err != DLOCK_OK)
+        return err;
     for (int attempt = 0;; attempt++) {
-        dlock__conn *conn;
-        int fresh = 0;
-        dlock_err err = dlock__pool_borrow(&c->pool,
-                                           dlock__client_io_deadline(c),
-                                           &conn);
+        dlock__pool_outcome oc;
 
-        if (err != DLOCK_OK)
-            return dlock__msg_set(m, err,
-                                  "waiting for one of %d pooled "
-                                  "connections to %s",
-                                  c->pool.max, c->ep.desc);
-        if (conn == NULL) {
-            fresh = 1;
-            err = dlock__client_connect(c, &conn, m);
-            if (err != DLOCK_OK) {
-                dlock__pool_return(&c->pool, NULL);
-                if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
-                    dlock__client_transport_failed(c, m);
-                return err;
-            }
-        }
         atomic_fetch_add(&c->n_commands, 1);
-        err = dlock__conn_call(conn, argc, argv, lens,
-                               dlock__client_io_deadline(c), reply, m);
+        err = dlock__pool_call(&c->pool, dial_for_pool, c, cmd, len, deadline,
+                               reply, &oc, m);
+        if (oc.dial_failed && err != DLOCK_NOMEM && err != DLOCK_INVALID)
+            dlock__client_transport_failed(c, m);
         if (err == DLOCK_OK && c->deploy != NULL && attempt == 0
             && dlock__deploy_is_readonly(*reply)) {
             /* A demoted master refused the command, which did not run:
@@ -387,26 +425,30 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
              * of its own (the idle ones go to the old server). */
             freeReplyObject(*reply);
             *reply = NULL;
-            dlock__pool_return(&c->pool, conn);
             dlock__pool_drop_idle(&c->pool);
             dlock__deploy_master_failed(c->deploy);
+            deadline = dlock__client_io_deadline(c);
             continue;
         }
-        if (err == DLOCK_OK) {
-            dlock__pool_return(&c->pool, conn);
+        if (err == DLOCK_OK)
             dlock__client_transport_ok(c);
-            return DLOCK_OK;
-        }
-        if (!dlock__conn_broken(conn)) {
-            dlock__pool_return(&c->pool, conn);
-            return err;
-        }
-        dlock__pool_return(&c->pool, conn);
-        dlock__client_transport_failed(c, m);
-        if (fresh || attempt > 0 || !retry_safe || err == DLOCK_TIMEOUT)
-            return err;
+        if (err == DLOCK_OK || !oc.broken)
+            break;
+        if (oc.report)
+            dlock__client_transport_failed(c, m);
+        if (!oc.sent && attempt < UNSENT_RETRIES)
+            continue;
+        if (!oc.reused || retried >= BROKEN_RETRIES || !retry_safe
+            || err == DLOCK_TIMEOUT)
+            break;
+        retried++;
         dlock__pool_drop_idle(&c->pool);
     }
+    if (t != NULL)
+        t->resent = retried > 0;
+    if (cmd != stack)
+        dlock__free(cmd);
+    return err;
 }
 
 dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,
@@ -456,24 +498,38 @@ static void sha1_hex(const char *body, char out[41])
     out[40] = '\0';
 }
 
-/* Copies the script's SHA into sha, computing and caching it once. */
+/* 1 if s is among the first n entries of the SHA table. */
+static int script_known(const dlock_client *c, const dlock__script *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (c->scripts[i].script == s)
+            return 1;
+    return 0;
+}
+
+/* Copies the script's SHA into sha, computing and caching it once.  The
+ * table only grows and an entry is complete before nscripts counts it
+ * (release store, acquire load), so a lookup takes no lock: every
+ * command of every thread comes here. */
 static void script_sha(dlock_client *c, const dlock__script *s, char sha[41])
 {
-    pthread_mutex_lock(&c->scripts_mu);
-    for (int i = 0; i < c->nscripts; i++) {
+    int n = atomic_load_explicit(&c->nscripts, memory_order_acquire);
+
+    for (int i = 0; i < n; i++) {
         if (c->scripts[i].script == s) {
             memcpy(sha, c->scripts[i].sha, 41);
-            pthread_mutex_unlock(&c->scripts_mu);
             return;
         }
     }
     sha1_hex(s->body, sha);
     /* The table is sized for every script the library has; one that does
      * not fit is still correct, only hashed on each call. */
-    if (c->nscripts < DLOCK__MAX_SCRIPTS && sha[0] != '\0') {
-        c->scripts[c->nscripts].script = s;
-        memcpy(c->scripts[c->nscripts].sha, sha, 41);
-        c->nscripts++;
+    pthread_mutex_lock(&c->scripts_mu);
+    n = atomic_load_explicit(&c->nscripts, memory_order_relaxed);
+    if (n < DLOCK__MAX_SCRIPTS && sha[0] != '\0' && !script_known(c, s, n)) {
+        c->scripts[n].script = s;
+        memcpy(c->scripts[n].sha, sha, 41);
+        atomic_store_explicit(&c->nscripts, n + 1, memory_order_release);
     }
     pthread_mutex_unlock(&c->scripts_mu);
 }

@@ -53,6 +53,10 @@ typedef struct dlock__tstate {
     dlock__msg msg;
     int64_t busy_ttl_ms;
     int64_t io_until_us;
+    /* 1 if this thread's last command was sent again because its
+     * connection failed after sending it: the first send may have run, so
+     * a token-checking script may find its own earlier effect. */
+    int resent;
     struct dlock__tstate *next;
     struct dlock__tstate *prev;
     struct dlock_client *client;

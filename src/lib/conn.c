@@ -19,6 +19,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,11 +36,17 @@ struct dlock__conn {
     SSL *ssl;
     redisReader *reader;
     const dlock__endpoint *ep;
-    int broken;
-    int tls_unproven; /* TLS up, but no reply read through it yet */
-    size_t fed;       /* bytes fed since the last complete reply */
-    size_t held;      /* bytes of reply objects built since then */
-    int over_budget;  /* the reader was refused an object */
+    atomic_int broken; /* atomic: a pipe's writer reads it while its reader
+                        * may set it */
+    int tls_unproven;  /* TLS up, but no reply read through it yet */
+    size_t fed;        /* bytes fed since the last complete reply */
+    size_t held;       /* bytes of reply objects built since then */
+    int over_budget;   /* the reader was refused an object */
+    /* 1 from a send until the next read: a reply cannot be there yet, so
+     * that read waits with poll before it tries recv, sparing the recv
+     * that would only say EAGAIN (one system call per round trip).
+     * Atomic: a pipe's writer sets it while its reader may clear it. */
+    atomic_int poll_first;
     int64_t last_used_us;
 };
 
@@ -334,6 +341,7 @@ dlock_err dlock__conn_send(dlock__conn *c, const char *buf, size_t len,
                 n = 0;
         }
         done += (size_t)n;
+        c->poll_first = 1;
         if (n == 0 && wait_fd(c->fd, want, deadline_us) <= 0)
             return mark_broken(c, dlock__msg_set(m, DLOCK_TIMEOUT,
                                                  "send to %s: socket not "
@@ -426,6 +434,16 @@ static dlock_err take_reply(dlock__conn *c, redisReply **reply, dlock__msg *m)
     return DLOCK_OK;
 }
 
+/* The connection waited past its deadline for a reply: it is broken, as
+ * a late reply would be taken for the next command's. */
+static dlock_err no_reply(dlock__conn *c, int64_t started, dlock__msg *m)
+{
+    return mark_broken(
+        c, dlock__msg_set(m, DLOCK_TIMEOUT, "no reply from %s after %lld ms",
+                          c->ep->desc,
+                          (long long)((dlock__now_us() - started) / 1000)));
+}
+
 dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
                            redisReply **reply, dlock__msg *m)
 {
@@ -443,6 +461,9 @@ dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
 
         if (err != DLOCK_OK || *reply != NULL)
             return err;
+        if (atomic_exchange(&c->poll_first, 0) && c->ssl == NULL
+            && deadline_us != 0 && wait_fd(c->fd, POLLIN, deadline_us) <= 0)
+            return no_reply(c, started, m);
         err = fill_reader(c, &got, &want, m);
         if (err != DLOCK_OK)
             return err;
@@ -451,14 +472,49 @@ dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
         if (deadline_us == 0)
             return DLOCK_OK;
         if (wait_fd(c->fd, want, deadline_us) <= 0)
-            return mark_broken(c, dlock__msg_set(m, DLOCK_TIMEOUT,
-                                                 "no reply from %s after "
-                                                 "%lld ms",
-                                                 c->ep->desc,
-                                                 (long long)((dlock__now_us()
-                                                              - started)
-                                                             / 1000)));
+            return no_reply(c, started, m);
     }
+}
+
+/* Appends "<prefix><n>\r\n" at buf + at when it fits; returns the new
+ * length either way. */
+static size_t put_count(char *buf, size_t cap, size_t at, char prefix,
+                        size_t n)
+{
+    char digits[24];
+    int nd = 0;
+
+    do {
+        digits[nd++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    if (at + (size_t)nd + 3 <= cap) {
+        buf[at] = prefix;
+        for (int i = 0; i < nd; i++)
+            buf[at + 1 + (size_t)i] = digits[nd - 1 - i];
+        buf[at + 1 + (size_t)nd] = '\r';
+        buf[at + 2 + (size_t)nd] = '\n';
+    }
+    return at + (size_t)nd + 3;
+}
+
+size_t dlock__resp_format(char *buf, size_t cap, int argc, const char **argv,
+                          const size_t *lens)
+{
+    size_t at = put_count(buf, cap, 0, '*', (size_t)argc);
+
+    for (int i = 0; i < argc; i++) {
+        size_t len = lens != NULL ? lens[i] : strlen(argv[i]);
+
+        at = put_count(buf, cap, at, '$', len);
+        if (at + len + 2 <= cap) {
+            memcpy(buf + at, argv[i], len);
+            buf[at + len] = '\r';
+            buf[at + len + 1] = '\n';
+        }
+        at += len + 2;
+    }
+    return at;
 }
 
 dlock_err dlock__conn_call(dlock__conn *c, int argc, const char **argv,
@@ -606,6 +662,16 @@ int dlock__conn_buffered(const dlock__conn *c)
 {
     return (c->ssl != NULL && dlock__tls_pending(c->ssl))
            || (c->reader->len > c->reader->pos);
+}
+
+int dlock__conn_tls(const dlock__conn *c)
+{
+    return c->ssl != NULL;
+}
+
+const char *dlock__conn_desc(const dlock__conn *c)
+{
+    return c->ep->desc;
 }
 
 int dlock__conn_broken(const dlock__conn *c)

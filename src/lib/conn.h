@@ -18,7 +18,9 @@
  * Ownership: the connection borrows the endpoint and the SSL_CTX, which must
  * outlive it.  Replies are the caller's, freed with freeReplyObject.
  *
- * Threads: a connection is used by one thread at a time (the pool lends it).
+ * Threads: a connection is used by one thread at a time (the pool lends it),
+ * except that on a plain socket one thread may send while another reads
+ * (pipe.c's writer and reader).
  */
 #ifndef DLOCK_SRC_CONN_H
 #define DLOCK_SRC_CONN_H
@@ -72,6 +74,14 @@ dlock_err dlock__conn_call(dlock__conn *conn, int argc, const char **argv,
                            const size_t *lens, int64_t deadline_us,
                            redisReply **reply, dlock__msg *m);
 
+/* Writes the command argv[0..argc) (lens as for dlock__conn_call) in
+ * RESP into buf, cap bytes, and returns its length, which may exceed cap:
+ * then buf holds nothing usable and the caller calls again with a buffer
+ * of that size.  Allocates nothing, so a command of the usual size is
+ * formatted on the caller's stack. */
+size_t dlock__resp_format(char *buf, size_t cap, int argc, const char **argv,
+                          const size_t *lens);
+
 /* Sends len raw bytes (an already formatted command). */
 dlock_err dlock__conn_send(dlock__conn *conn, const char *buf, size_t len,
                            int64_t deadline_us, dlock__msg *m);
@@ -86,6 +96,12 @@ int dlock__conn_fd(const dlock__conn *conn);
 
 /* 1 when bytes are buffered (reader or TLS) that poll(2) cannot see. */
 int dlock__conn_buffered(const dlock__conn *conn);
+
+/* 1 on a TLS connection (whose reads and writes must not overlap). */
+int dlock__conn_tls(const dlock__conn *conn);
+
+/* The server's host:port (or socket path), for messages. */
+const char *dlock__conn_desc(const dlock__conn *conn);
 
 /* 1 once the connection has failed and must not be used again. */
 int dlock__conn_broken(const dlock__conn *conn);

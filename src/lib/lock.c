@@ -874,10 +874,11 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
     char floor[24], keep[24];
     const char *fair[10];
 
-    fair_release_args(l, floor, keep, fair);
-    if (l->fair)
+    if (l->fair) {
+        fair_release_args(l, floor, keep, fair);
         return dlock__client_eval(l->client, &dlock__fair_release_script, 5,
                                   10, fair, NULL, r, m);
+    }
     return dlock__client_eval(l->client, &release_script, 2, 5, argv, NULL, r,
                               m);
 }
@@ -1060,6 +1061,17 @@ long long dlock__lock_renew_command(dlock_lock *l, char **cmd,
 }
 
 /* Runs the release script; DLOCK_OK, DLOCK_LOST or a transport error. */
+/* 1 if a release that found our token gone was re-asked after its
+ * connection failed with it in flight, while our lease was still valid:
+ * nobody else could have removed the key before our first send, so that
+ * send ran and the lock is released. */
+static int released_before(dlock_lock *l)
+{
+    const dlock__tstate *t = dlock__client_tstate(l->client);
+
+    return t != NULL && t->resent && !dlock__lock_is_lost(l);
+}
+
 static dlock_err release_once(dlock_lock *l, dlock__msg *m)
 {
     redisReply *r;
@@ -1079,7 +1091,7 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
                              "expected an integer, got %s",
                              l->key, dlock_client_endpoint(l->client),
                              dlock__reply_type_name(r));
-    } else if (r->integer != 1) {
+    } else if (r->integer != 1 && !released_before(l)) {
         err = dlock__msg_set(m, DLOCK_LOST,
                              "release of lock %.64s on %s: "
                              "the key no longer holds our token (expired or "

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "tls.h"
 #include "clock.h"
 
 enum channel_state { WANT, SENT, SUBSCRIBED, LEAVING };
@@ -354,6 +355,7 @@ static void *notifier_main(void *arg)
         }
     }
     pthread_mutex_unlock(&n->mu);
+    dlock__tls_thread_end();
     return NULL;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "tls.h"
 #include "clock.h"
 
 struct dlock__prober {
@@ -70,6 +71,7 @@ static void *prober_main(void *arg)
         pthread_cond_timedwait(&p->wake, &p->mu, &ts);
     }
     pthread_mutex_unlock(&p->mu);
+    dlock__tls_thread_end();
     return NULL;
 }
 

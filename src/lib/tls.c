@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
@@ -302,4 +303,9 @@ void dlock__tls_free(SSL *ssl)
     SSL_set_quiet_shutdown(ssl, 1);
     SSL_shutdown(ssl);
     SSL_free(ssl);
+}
+
+void dlock__tls_thread_end(void)
+{
+    OPENSSL_thread_stop();
 }

@@ -54,4 +54,9 @@ int dlock__tls_pending(SSL *ssl);
 
 void dlock__tls_free(SSL *ssl);
 
+/* Frees what OpenSSL keeps for the calling thread (its random generators,
+ * made by a handshake).  A library thread that may have connected calls
+ * this last, as OpenSSL only frees it by itself for the main thread. */
+void dlock__tls_thread_end(void);
+
 #endif /* DLOCK_SRC_TLS_H */

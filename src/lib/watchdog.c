@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "tls.h"
 #include "clock.h"
 #include "lease.h"
 #include "lock_internal.h"
@@ -510,6 +511,7 @@ static void *renewer_main(void *arg)
     if (w->conn != NULL)
         drop_conn(w);
     pthread_mutex_unlock(&w->mu);
+    dlock__tls_thread_end();
     return NULL;
 }
 

@@ -1,0 +1,380 @@
+/*
+ * test_pipeline.c: many threads pipelined on a pool of two connections.
+ *
+ * Each test runs THREADS threads on one client whose pool holds 2
+ * connections, so nearly every command rides behind others on a shared
+ * connection.  Two threads share each key and wait for it, so the lock has
+ * to exclude.  After every acquire the holder checks three things:
+ *
+ *   - exclusion: a per-key flag that the holder sets on entry must be
+ *     clear (two holders at once would find it set);
+ *   - replies not crossed: dlock_inspect (another round trip through the
+ *     same pipes) must name this lock's own token as the key's holder, and
+ *     the fence must be above the key's previous fence: a reply handed to
+ *     the wrong thread shows up as another key's fence or token, a false
+ *     "held", or a reply of the wrong shape (an error);
+ *   - every call succeeds, also where a test kills connections.
+ *
+ * many_threads_share_two_connections: 64 threads x 250 pairs on the shared
+ * stack's Redis (1,000 with DLOCK_TEST_LONG=1).
+ *
+ * tls_pipes_take_turns_reading_and_writing: 16 threads x 100 pairs over
+ * rediss:// on a pool of 1 (a TLS connection cannot read and write at
+ * once, so its writer and reader take turns: pipe.c).  One connection,
+ * opened by dlock_client_new on the test's thread: OpenSSL keeps a
+ * random generator per thread that makes a handshake, which LeakSanitizer
+ * reports when a worker thread that made one exits.
+ *
+ * killed_connections_resolve_every_command: 32 threads on a private
+ * redis-server (so that CLIENT KILL reaches only this client), which the
+ * test thread kills KILLS times mid-run.  Every command in flight then
+ * resolves by the library's rule (re-asked with the same token, or
+ * reported); afterwards no key is left held (no orphan), no holder ever
+ * overlapped (no double grant), and no inspect denied a granted lock (no
+ * false "held").  A release whose reply was lost re-asks, finds its token
+ * gone and must still report DLOCK_OK (its first send ran), never
+ * DLOCK_LOST.  No call fails: the kills are spaced, so a command re-asked
+ * on another connection finds the server up.
+ */
+#include "itkit.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define THREADS 64
+#define KILL_THREADS 32
+#define PAIRS_SHORT 250
+#define PAIRS_LONG 1000
+#define KILL_PAIRS 200
+#define KILLS 5
+#define TLS_THREADS 16
+#define TLS_PAIRS 100
+#define TTL_MS 10000
+#define WAIT_MS 20000
+#define RUN_TIMEOUT_MS 40000
+
+typedef struct key_state {
+    char name[TESTKIT_KEY_MAX];
+    atomic_int inside;
+    uint64_t last_fence; /* written only by the key's holder */
+} key_state;
+
+typedef struct run {
+    dlock_client *client;
+    key_state *keys;
+    int nkeys;
+    int pairs;
+    atomic_int overlaps;
+    atomic_int crossed;
+    atomic_int failures;
+    atomic_long grants;
+    atomic_int finished; /* workers done */
+    atomic_int stop;     /* a problem was seen: workers stop early */
+    atomic_int claimed;
+    char first[DLOCK_ERRMSG_MAX + 128];
+} run;
+
+typedef struct worker {
+    run *r;
+    int index;
+    pthread_t thread;
+} worker;
+
+static void note(run *r, atomic_int *counter, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void note(run *r, atomic_int *counter, const char *fmt, ...)
+{
+    int unclaimed = 0;
+    va_list ap;
+
+    atomic_fetch_add(counter, 1);
+    atomic_store(&r->stop, 1);
+    if (!atomic_compare_exchange_strong(&r->claimed, &unclaimed, 1))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(r->first, sizeof(r->first), fmt, ap);
+    va_end(ap);
+}
+
+/* What a holder checks while it holds l on k. */
+static void check_held(run *r, key_state *k, dlock_lock *l)
+{
+    dlock_lock_info info;
+    dlock_err err;
+
+    if (atomic_exchange(&k->inside, 1) != 0)
+        note(r, &r->overlaps,
+             "two holders of %s at once (fence %llu, the key's last %llu)",
+             k->name, (unsigned long long)dlock_lock_fence(l),
+             (unsigned long long)k->last_fence);
+    if (dlock_lock_fence(l) <= k->last_fence)
+        note(r, &r->crossed, "fence %llu of %s not above its last %llu",
+             (unsigned long long)dlock_lock_fence(l), k->name,
+             (unsigned long long)k->last_fence);
+    k->last_fence = dlock_lock_fence(l);
+    err = dlock_inspect(r->client, k->name, &info);
+    if (err == DLOCK_OK && strcmp(info.token, dlock_lock_token(l)) != 0)
+        note(r, &r->crossed, "%s is held by \"%s\", not by our \"%s\"",
+             k->name, info.token, dlock_lock_token(l));
+    else if (err != DLOCK_OK)
+        note(r, &r->failures, "inspect %s: %s: %s", k->name,
+             dlock_errname(err), dlock_client_errmsg(r->client));
+    sched_yield();
+    atomic_store(&k->inside, 0);
+}
+
+static void call_failed(run *r, const char *what, const key_state *k,
+                        dlock_err err)
+{
+    note(r, &r->failures, "%s %s: %s: %s", what, k->name, dlock_errname(err),
+         dlock_client_errmsg(r->client));
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    run *r = w->r;
+    key_state *k = &r->keys[w->index % r->nkeys];
+    dlock_acquire_opts o = itkit_acquire_opts(TTL_MS, WAIT_MS);
+
+    for (int i = 0; i < r->pairs && !atomic_load(&r->stop); i++) {
+        dlock_lock *l = NULL;
+        dlock_err err = dlock_acquire(r->client, k->name, &o, &l);
+
+        if (err != DLOCK_OK) {
+            call_failed(r, "acquire", k, err);
+            continue;
+        }
+        atomic_fetch_add(&r->grants, 1);
+        check_held(r, k, l);
+        err = dlock_release(l);
+        if (err != DLOCK_OK)
+            call_failed(r, "release", k, err);
+    }
+    atomic_fetch_add(&r->finished, 1);
+    return NULL;
+}
+
+static dlock_client *pooled_client(const char *url, const char *ca_file,
+                                   int pool_size)
+{
+    dlock_client_opts o = itkit_client_opts();
+
+    o.tls_ca_file = ca_file;
+    o.pool_size = pool_size;
+    o.io_timeout_ms = 15000; /* a loaded machine under ASan is slow */
+    return itkit_client(url, &o);
+}
+
+static void run_init(run *r, dlock_client *c, int nkeys, int pairs)
+{
+    memset(r, 0, sizeof(*r));
+    r->client = c;
+    r->nkeys = nkeys;
+    r->pairs = pairs;
+    r->keys = calloc((size_t)nkeys, sizeof(*r->keys));
+    assert_non_null(r->keys);
+    for (int i = 0; i < nkeys; i++)
+        testkit_key(r->keys[i].name, "pipeline");
+}
+
+static void start_workers(run *r, worker *w, int n)
+{
+    for (int i = 0; i < n; i++) {
+        w[i] = (worker){.r = r, .index = i};
+        assert_int_equal(pthread_create(&w[i].thread, NULL, worker_main,
+                                        &w[i]),
+                         0);
+    }
+}
+
+typedef struct finish_line {
+    run *r;
+    int n;
+} finish_line;
+
+static int all_finished(void *arg)
+{
+    finish_line *f = arg;
+
+    return atomic_load(&f->r->finished) == f->n;
+}
+
+/* Joins the workers, failing the test (and leaving them) if they have not
+ * all finished within RUN_TIMEOUT_MS: a crossed reply can leave a thread
+ * waiting for a lock that it holds itself. */
+static void join_workers(run *r, worker *w, int n)
+{
+    finish_line f = {r, n};
+
+    TK_EXPECT(testkit_wait_until(all_finished, &f, RUN_TIMEOUT_MS),
+              "%d of %d threads finished within %d ms (first problem: %s)",
+              atomic_load(&r->finished), n, RUN_TIMEOUT_MS, r->first);
+    for (int i = 0; i < n; i++)
+        pthread_join(w[i].thread, NULL);
+}
+
+static void expect_clean(run *r)
+{
+    if (r->first[0] != '\0')
+        fprintf(stderr,
+                "first problem: %s\n(%d overlaps, %d crossed, %d failed)\n",
+                r->first, atomic_load(&r->overlaps), atomic_load(&r->crossed),
+                atomic_load(&r->failures));
+    TK_EXPECT(atomic_load(&r->overlaps) == 0, "%d overlapping holders",
+              atomic_load(&r->overlaps));
+    TK_EXPECT(atomic_load(&r->crossed) == 0,
+              "%d replies that belonged to another command",
+              atomic_load(&r->crossed));
+    TK_EXPECT(atomic_load(&r->failures) == 0, "%d failed calls, first: %s",
+              atomic_load(&r->failures), r->first);
+}
+
+static void many_threads_share_two_connections(void **state)
+{
+    const int pairs = getenv("DLOCK_TEST_LONG") != NULL
+                              && strcmp(getenv("DLOCK_TEST_LONG"), "1") == 0
+                          ? PAIRS_LONG
+                          : PAIRS_SHORT;
+    const char *url = itkit_shared_url();
+    dlock_client *c = pooled_client(url, NULL, 2);
+    worker *w = calloc(THREADS, sizeof(*w));
+    dlock_client_stats st;
+    run r;
+
+    (void)state;
+    assert_non_null(w);
+    run_init(&r, c, THREADS / 2, pairs);
+    start_workers(&r, w, THREADS);
+    join_workers(&r, w, THREADS);
+    dlock_client_stats_get(c, &st);
+    expect_clean(&r);
+    TK_EXPECT(atomic_load(&r.grants) == (long)THREADS * pairs,
+              "%ld grants of %ld", atomic_load(&r.grants),
+              (long)THREADS * pairs);
+    TK_EXPECT(st.pool_open <= 2, "%d connections open on a pool of 2",
+              st.pool_open);
+    for (int i = 0; i < r.nkeys; i++)
+        testkit_forget_lock(url, r.keys[i].name);
+    dlock_client_free(c);
+    free(r.keys);
+    free(w);
+}
+
+static void tls_pipes_take_turns_reading_and_writing(void **state)
+{
+    testkit_redis_opts so = {.name = "pipeline-tls", .tls = 1};
+    testkit_redis *srv = testkit_redis_start(&so);
+    worker w[TLS_THREADS];
+    dlock_client *c;
+    run r;
+
+    (void)state;
+    TK_EXPECT(srv != NULL, "a private redis-server with TLS");
+    c = pooled_client(srv->tls_url, srv->certs.ca_file, 1);
+    run_init(&r, c, TLS_THREADS / 2, TLS_PAIRS);
+    start_workers(&r, w, TLS_THREADS);
+    join_workers(&r, w, TLS_THREADS);
+    expect_clean(&r);
+    TK_EXPECT(atomic_load(&r.grants) == (long)TLS_THREADS * TLS_PAIRS,
+              "%ld grants of %ld", atomic_load(&r.grants),
+              (long)TLS_THREADS * TLS_PAIRS);
+    dlock_client_free(c);
+    free(r.keys);
+    testkit_redis_stop(srv);
+    testkit_redis_free(srv);
+}
+
+typedef struct progress {
+    run *r;
+    long target;
+} progress;
+
+static int grants_reached(void *arg)
+{
+    progress *p = arg;
+
+    return atomic_load(&p->r->grants) >= p->target;
+}
+
+typedef struct key_probe {
+    const char *url;
+    run *r;
+} key_probe;
+
+/* 1 when no key of the run is held (a timed-out acquire's clean-up runs
+ * on the watchdog, so it may come a little later). */
+static int no_key_held(void *arg)
+{
+    key_probe *kp = arg;
+
+    for (int i = 0; i < kp->r->nkeys; i++)
+        if (testkit_redis_int(kp->url, "EXISTS %s", kp->r->keys[i].name) != 0)
+            return 0;
+    return 1;
+}
+
+static void killed_connections_resolve_every_command(void **state)
+{
+    testkit_redis_opts so = {.name = "pipeline"};
+    testkit_redis *srv = testkit_redis_start(&so);
+    const long total = (long)KILL_THREADS * KILL_PAIRS;
+    worker w[KILL_THREADS];
+    dlock_client_stats st;
+    dlock_client *c;
+    key_probe kp;
+    int kills = 0;
+    run r;
+
+    (void)state;
+    TK_EXPECT(srv != NULL, "a private redis-server");
+    c = pooled_client(srv->url, NULL, 2);
+    run_init(&r, c, KILL_THREADS / 2, KILL_PAIRS);
+    start_workers(&r, w, KILL_THREADS);
+    for (int i = 1; i <= KILLS; i++) {
+        progress p = {&r, total * i / (KILLS + 1)};
+        redisReply *reply;
+
+        if (!testkit_wait_until(grants_reached, &p, RUN_TIMEOUT_MS))
+            break;
+        reply = testkit_redis_cmd(srv->admin_url,
+                                  "CLIENT KILL TYPE normal SKIPME yes");
+        if (reply != NULL && reply->type == REDIS_REPLY_INTEGER)
+            kills += reply->integer > 0;
+        freeReplyObject(reply);
+    }
+    join_workers(&r, w, KILL_THREADS);
+    dlock_client_stats_get(c, &st);
+    fprintf(stderr, "%d kills hit; %ld grants, %llu transport errors\n", kills,
+            atomic_load(&r.grants), (unsigned long long)st.transport_errors);
+    expect_clean(&r);
+    TK_EXPECT(kills == KILLS, "%d of %d kills found connections", kills,
+              KILLS);
+    TK_EXPECT(st.transport_errors > 0, "the kills broke no command");
+    TK_EXPECT(atomic_load(&r.grants) == total, "%ld grants of %ld",
+              atomic_load(&r.grants), total);
+    kp = (key_probe){srv->url, &r};
+    TK_EXPECT(testkit_wait_until(no_key_held, &kp, 5000),
+              "a key is still held after every thread released");
+    dlock_client_free(c);
+    free(r.keys);
+    testkit_redis_stop(srv);
+    testkit_redis_free(srv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(many_threads_share_two_connections),
+        cmocka_unit_test(tls_pipes_take_turns_reading_and_writing),
+        cmocka_unit_test(killed_connections_resolve_every_command),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
