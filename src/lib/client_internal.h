@@ -72,6 +72,26 @@ const dlock_client_opts *dlock__client_opts(const dlock_client *c);
  * runs its rounds on them), else NULL. */
 struct dlock__redlock *dlock__client_redlock(dlock_client *c);
 
+/* 1 if the client's URL is redis+cluster://: each key's commands go to the
+ * master of its slot (cluster.c). */
+int dlock__client_is_cluster(const dlock_client *c);
+
+/* Runs a command formatted in RESP, cmd[0..len) (borrowed), on the
+ * master of key's slot of a cluster client, with the cluster's
+ * redirections and retries; what names it in messages.  For the
+ * watchdog, whose renewals are formatted ahead.  Returns as
+ * dlock__client_eval's transport, with server errors as replies;
+ * DLOCK_INVALID if the client is not a cluster's. */
+dlock_err dlock__client_call_routed(dlock_client *c, const char *key,
+                                    size_t keylen, const char *cmd, size_t len,
+                                    const char *what, int retry_safe,
+                                    redisReply **reply, dlock__msg *m);
+
+/* "host:port" of the server that serves key (a cluster's master of the
+ * key's slot, as the slot map says now), else the client's endpoint
+ * description.  Valid for the client's life. */
+const char *dlock__client_server_of(dlock_client *c, const char *key);
+
 /* Counts a renewal, or a lock found lost, in the client's stats. */
 void dlock__client_count_renewal(dlock_client *c);
 void dlock__client_count_lost(dlock_client *c);

@@ -8,9 +8,9 @@
  *
  * Invariant: owner_node[s] is -1 or the nodeset index of the master that
  * the latest map (or a later MOVED) names for slot s; it is written only
- * under c->mu.  A command is repeated after a transport failure or a
- * CLUSTERDOWN/TRYAGAIN, so callers send only commands that are safe to
- * repeat (the lock scripts are, by token).
+ * under c->mu.  A command is repeated after a CLUSTERDOWN/TRYAGAIN or a
+ * redirection (it did not run), and after a transport failure only when
+ * the caller says it is safe to repeat (the lock scripts are, by token).
  */
 #include "cluster.h"
 
@@ -560,8 +560,27 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
                               const size_t *lens, int64_t deadline_us,
                               redisReply **reply, int *node, dlock__msg *m)
 {
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    dlock_err err;
+
+    *reply = NULL;
+    if (len < 0)
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s", argv[0]);
+    err = dlock__cluster_call_raw(c, key, keylen, cmd, (size_t)len, argv[0], 1,
+                                  deadline_us, reply, node, m);
+    free(cmd); /* hiredis allocates with malloc */
+    return err;
+}
+
+dlock_err dlock__cluster_call_raw(dlock__cluster *c, const char *key,
+                                  size_t keylen, const char *cmd, size_t len,
+                                  const char *what, int retry_safe,
+                                  int64_t deadline_us, redisReply **reply,
+                                  int *node, dlock__msg *m)
+{
     unsigned slot = dlock__cluster_keyslot(key, keylen);
-    int ask_node = -1, target = -1;
+    int ask_node = -1, target = -1, unanswered;
     dlock_err err = DLOCK_UNAVAILABLE;
     dlock__redirect r;
 
@@ -574,10 +593,9 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
                                  "slot %u",
                                  slot);
         } else {
-            err = dlock__nodeset_call_after(&c->nodes, target,
-                                            ask_node >= 0 ? "ASKING" : NULL,
-                                            argc, argv, lens, deadline_us,
-                                            reply, m);
+            err = dlock__nodeset_call_raw(&c->nodes, target,
+                                          ask_node >= 0 ? "ASKING" : NULL, cmd,
+                                          len, what, deadline_us, reply, m);
         }
         ask_node = -1;
         switch (dlock__cluster_route(err, *reply, &r)) {
@@ -595,14 +613,15 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
                 ask_node = -1;
             break;
         case DLOCK__ROUTE_REFRESH:
+            /* A transport error leaves unknown whether the command ran;
+             * CLUSTERDOWN and TRYAGAIN say it did not. */
+            unanswered = *reply == NULL && target >= 0;
             if (*reply != NULL)
-                err = dlock__reply_error(*reply, argv[0],
-                                         dlock__nodeset_desc(&c->nodes,
-                                                             target),
-                                         m);
+                err = dlock__reply_error(
+                    *reply, what, dlock__nodeset_desc(&c->nodes, target), m);
             freeReplyObject(*reply);
             *reply = NULL;
-            if (dlock__now_us() >= deadline_us)
+            if (dlock__now_us() >= deadline_us || (unanswered && !retry_safe))
                 return err;
             pause_before_retry(hop, deadline_us);
             (void)dlock__cluster_refresh(c, deadline_us, NULL);

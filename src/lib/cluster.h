@@ -135,4 +135,13 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
                               const size_t *lens, int64_t deadline_us,
                               redisReply **reply, int *node, dlock__msg *m);
 
+/* The same for a command formatted in RESP, cmd[0..len) (borrowed), named
+ * what in messages.  After a transport failure the command may have run:
+ * it is sent again only if retry_safe (dlock__cluster_call always is). */
+dlock_err dlock__cluster_call_raw(dlock__cluster *c, const char *key,
+                                  size_t keylen, const char *cmd, size_t len,
+                                  const char *what, int retry_safe,
+                                  int64_t deadline_us, redisReply **reply,
+                                  int *node, dlock__msg *m);
+
 #endif /* DLOCK_SRC_CLUSTER_H */
