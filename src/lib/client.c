@@ -397,16 +397,59 @@ dlock_err dlock__client_call_routed(dlock_client *c, const char *key,
     return run_routed(c, key, keylen, cmd, len, what, retry_safe, reply, m);
 }
 
+static dlock_err not_a_cluster(dlock_client *c, dlock__msg *m)
+{
+    return dlock__msg_set(m, DLOCK_INVALID, "%s is not a Redis Cluster",
+                          c->ep.desc);
+}
+
+dlock_err dlock__client_cluster_members(dlock_client *c, dlock__member *out,
+                                        int max, int *count, dlock__msg *m)
+{
+    *count = 0;
+    if (cluster_of(c) == NULL)
+        return not_a_cluster(c, m);
+    return dlock__cluster_members(cluster_of(c), dlock__client_io_deadline(c),
+                                  out, max, count, m);
+}
+
+dlock_err dlock__client_node_command(dlock_client *c, int node, int argc,
+                                     const char **argv, redisReply **reply,
+                                     dlock__msg *m)
+{
+    dlock_err err;
+
+    *reply = NULL;
+    if (cluster_of(c) == NULL)
+        return not_a_cluster(c, m);
+    err = dlock__cluster_node_call(cluster_of(c), node, argc, argv,
+                                   dlock__client_io_deadline(c), reply, m);
+    if (err == DLOCK_OK && (*reply)->type == REDIS_REPLY_ERROR) {
+        err = dlock__reply_error(*reply, argv[0],
+                                 dlock__client_node_desc(c, node), m);
+        freeReplyObject(*reply);
+        *reply = NULL;
+    }
+    return err;
+}
+
+const char *dlock__client_node_desc(dlock_client *c, int node)
+{
+    return cluster_of(c) != NULL
+               ? dlock__nodeset_desc(&cluster_of(c)->nodes, node)
+               : "?";
+}
+
 int dlock__client_is_cluster(const dlock_client *c)
 {
     return cluster_of((dlock_client *)c) != NULL;
 }
 
-const char *dlock__client_server_of(dlock_client *c, const char *key)
+const char *dlock_client_node_of(dlock_client *c, const char *key)
 {
-    if (c->deploy == NULL || c->deploy->kind != DLOCK__CLUSTER)
-        return c->ep.desc;
-    return dlock__deploy_server(c->deploy, key, key ? strlen(key) : 0);
+    if (cluster_of(c) == NULL || key == NULL)
+        return NULL;
+    return dlock__deploy_server(c->deploy, key, strlen(key));
 }
 
 /*

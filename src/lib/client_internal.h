@@ -87,10 +87,17 @@ dlock_err dlock__client_call_routed(dlock_client *c, const char *key,
                                     const char *what, int retry_safe,
                                     redisReply **reply, dlock__msg *m);
 
-/* "host:port" of the server that serves key (a cluster's master of the
- * key's slot, as the slot map says now), else the client's endpoint
- * description.  Valid for the client's life. */
-const char *dlock__client_server_of(dlock_client *c, const char *key);
+/* A cluster client's members (cluster.h's dlock__cluster_members) and a
+ * command on one of them; "host:port" of a member.  DLOCK_INVALID for a
+ * client of another deployment. */
+struct dlock__member;
+dlock_err dlock__client_cluster_members(dlock_client *c,
+                                        struct dlock__member *out, int max,
+                                        int *count, dlock__msg *m);
+dlock_err dlock__client_node_command(dlock_client *c, int node, int argc,
+                                     const char **argv, redisReply **reply,
+                                     dlock__msg *m);
+const char *dlock__client_node_desc(dlock_client *c, int node);
 
 /* Counts a renewal, or a lock found lost, in the client's stats. */
 void dlock__client_count_renewal(dlock_client *c);

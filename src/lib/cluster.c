@@ -633,3 +633,79 @@ dlock_err dlock__cluster_call_raw(dlock__cluster *c, const char *key,
                            "retries",
                            slot, DLOCK__CLUSTER_HOPS_MAX);
 }
+
+/* ---- members, for the doctor -------------------------------------------- */
+
+/* Adds one node of a CLUSTER SHARDS shard to out (and to the nodeset, so
+ * commands can be sent to it); shard_master is its master's index in out
+ * or -1 for a master itself.  Returns 0 when the node has no address. */
+static int add_member(dlock__cluster *c, const redisReply *node,
+                      dlock__member *out, dlock__msg *m)
+{
+    const redisReply *ip = field(node, "ip");
+    const redisReply *port = field(node, "port");
+    const redisReply *health = field(node, "health");
+    long long p;
+
+    memset(out, 0, sizeof(*out));
+    if (ip == NULL || ip->type != REDIS_REPLY_STRING || port == NULL
+        || !reply_integer(port, &p) || p < 1 || p > 65535)
+        return 0;
+    out->master = field_is(node, "role", "master");
+    if (health != NULL && health->type == REDIS_REPLY_STRING)
+        snprintf(out->health, sizeof(out->health), "%s", health->str);
+    if (dlock__nodeset_add(&c->nodes, &c->template_ep, ip->str, (int)p,
+                           &out->node, m)
+        != DLOCK_OK)
+        return 0;
+    return 1;
+}
+
+dlock_err dlock__cluster_members(dlock__cluster *c, int64_t deadline_us,
+                                 dlock__member *out, int max, int *count,
+                                 dlock__msg *m)
+{
+    const char *argv[] = {"CLUSTER", "SHARDS"};
+    redisReply *r;
+    dlock_err err = dlock__cluster_call(c, "", 0, 2, argv, NULL, deadline_us,
+                                        &r, NULL, m);
+
+    *count = 0;
+    if (err != DLOCK_OK)
+        return err;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        err = r->type == REDIS_REPLY_ERROR
+                  ? dlock__reply_error(r, "CLUSTER SHARDS", "the cluster", m)
+                  : bad_shape(m, "CLUSTER SHARDS", "the cluster",
+                              "not an array");
+        freeReplyObject(r);
+        return err;
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *nodes = field(r->element[i], "nodes");
+        int first = *count;
+
+        for (size_t j = 0; nodes != NULL && nodes->type == REDIS_REPLY_ARRAY
+                           && j < nodes->elements && *count < max;
+             j++)
+            *count += add_member(c, nodes->element[j], &out[*count], m);
+        /* Each replica names its shard's master (the first listed). */
+        for (int k = first; k < *count; k++) {
+            out[k].shard = (int)i;
+            out[k].master_node = -1;
+            for (int j = first; j < *count; j++)
+                if (!out[k].master && out[j].master)
+                    out[k].master_node = out[j].node;
+        }
+    }
+    freeReplyObject(r);
+    return DLOCK_OK;
+}
+
+dlock_err dlock__cluster_node_call(dlock__cluster *c, int node, int argc,
+                                   const char **argv, int64_t deadline_us,
+                                   redisReply **reply, dlock__msg *m)
+{
+    return dlock__nodeset_call(&c->nodes, node, argc, argv, NULL, deadline_us,
+                               reply, m);
+}
