@@ -10,8 +10,8 @@
  *     the promoted replica by itself, and the time from the kill to the
  *     first new grant is printed; scripts/stack up sentinel then brings
  *     the old master back as a replica;
- *   - Cluster URLs are refused with a message that says they are not
- *     served yet (docs/deployments.md).
+ *   - a cluster URL whose seeds do not answer fails DLOCK_UNAVAILABLE,
+ *     saying the slot map could not be read.
  */
 #include <setjmp.h>
 #include <stdarg.h>
