@@ -60,8 +60,7 @@ grep -qx "node: $master" <<<"$status" ||
         "master is $master"
 
 # A waiter in another process, woken by the release: the holder's TTL is
-# 20 s, the wait 15 s, so only the notification ends it in time.
-start=$(date +%s%N)
+# 20 s, so only the notification ends the wait soon after the release.
 timeout 20 "$DLOCK" run --url "$URL" --wait 15s "$KEY:acq" -- true &
 waiter=$!
 subscribed() {
@@ -79,11 +78,14 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 subscribed || fail "the waiter never subscribed to the release channel"
+start=$(date +%s%N)
 DLOCK_TOKEN=$token timeout 10 "$DLOCK" release --url "$URL" "$KEY:acq" ||
     fail "dlock release exited $?"
 wait "$waiter" || fail "the waiter exited $?"
 waited=$((($(date +%s%N) - start) / 1000000))
-((waited < 10000)) || fail "the waiter took $waited ms: not woken"
+# Unwoken, its next try would come seconds later (the fallback follows
+# the holder's TTL, at most 10 s apart).
+((waited < 5000)) || fail "the waiter ended $waited ms after the release"
 timeout 10 "$DLOCK" status --url "$URL" "$KEY:acq" | grep -q '^held: no' ||
     fail "dlock status still shows the lock held after release"
 
@@ -92,5 +94,5 @@ sections=$(grep -c '^== ' "${TMPDIR:-/tmp}/doctor.$$")
 rm -f "${TMPDIR:-/tmp}/doctor.$$"
 ((sections == 6)) || fail "dlock doctor judged $sections nodes, not 6"
 printf 'test_cli_cluster: run, --every (%d ticks), leader, acquire, %s\n' \
-    "$ticks" "status (node $master), a waiter woken in $waited ms, \
+    "$ticks" "status (node $master), a waiter done $waited ms after the release, \
 release and doctor (6 nodes) over $URL"
