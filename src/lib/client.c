@@ -7,6 +7,11 @@
  * connection when a reused connection turns out dead (the usual sign of a
  * server restart) and the command is safe to send twice.  Lua scripts add
  * the SHA cache and the NOSCRIPT fallback on top (dlock__client_eval).
+ * A Redis Cluster client takes another road in run_command: each command
+ * goes by its first key to the master of the key's slot, on that master's
+ * pool, through cluster.c (redirections, map refreshes), and the breaker
+ * is left to the single-server and Sentinel roads (one shard down says
+ * nothing of the others).
  *
  * Invariants: a client that dlock_client_new returned has a parsed
  * endpoint, a pool, a breaker and a running background thread; its option
