@@ -199,8 +199,7 @@ static void unreachable_cluster_seeds_are_reported(void **state)
                       == DLOCK_UNAVAILABLE
                   && c == NULL,
               "%s is unavailable", url_c);
-    TK_EXPECT(strstr(err, "slot map") != NULL, "the message says so: %s",
-              err);
+    TK_EXPECT(strstr(err, "slot map") != NULL, "the message says so: %s", err);
 }
 
 int main(void)
