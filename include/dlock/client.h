@@ -184,6 +184,16 @@ DLOCK_API void dlock_client_stats_get(const dlock_client *client,
  * "unix:/run/redis.sock", for logs.  Borrowed for the client's life. */
 DLOCK_API const char *dlock_client_endpoint(const dlock_client *client);
 
+/* For a client of a Redis Cluster (redis+cluster://), "host:port" of the
+ * master that serves key: the owner of the key's slot in the client's
+ * slot map, which every command about the key corrects when the cluster
+ * answers MOVED (so right after dlock_inspect it names the master that
+ * answered).  NULL for other deployments, whose one endpoint (or set of
+ * Redlock masters) serves every key.  Borrowed for the client's life.  No
+ * round trip. */
+DLOCK_API const char *dlock_client_node_of(dlock_client *client,
+                                           const char *key);
+
 #ifdef __cplusplus
 }
 #endif

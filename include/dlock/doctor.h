@@ -67,6 +67,33 @@ typedef struct dlock_doctor_report {
 DLOCK_API dlock_err dlock_doctor_run(dlock_client *client,
                                      dlock_doctor_report *report);
 
+/* Most servers dlock_doctor_run_cluster judges. */
+#define DLOCK_DOCTOR_NODES_MAX 64
+
+/* One server of a Redis Cluster, judged on its own. */
+typedef struct dlock_doctor_node {
+    char server[280]; /* "127.0.0.1:7001" */
+    char role[320];   /* "master (shard 0)", "replica of ... (shard 0)" */
+    dlock_err err;    /* DLOCK_OK: report is filled; else why not in error */
+    char error[DLOCK_ERRMSG_MAX];
+    dlock_doctor_report report;
+} dlock_doctor_node;
+
+/*
+ * For a client of a Redis Cluster (redis+cluster://): lists every master
+ * and replica of every shard (CLUSTER SHARDS, Redis 7.0 or later) and
+ * judges each on its own as dlock_doctor_run does, except that a replica's
+ * replication check looks at its link to its master (it takes over after a
+ * failover).  Fills nodes[0..*count) with at most max servers (at most
+ * DLOCK_DOCTOR_NODES_MAX); a server that cannot be asked gets its error
+ * in its own entry.  Returns DLOCK_OK when the list was read (whatever
+ * the verdicts), DLOCK_INVALID for a client of another deployment or bad
+ * arguments, or the error of reading the list.
+ */
+DLOCK_API dlock_err dlock_doctor_run_cluster(dlock_client *client,
+                                             dlock_doctor_node *nodes, int max,
+                                             int *count);
+
 /* "safe", "unsafe" or "unknown". */
 DLOCK_API const char *dlock_doctor_verdict_name(dlock_doctor_verdict v);
 

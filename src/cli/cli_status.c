@@ -9,6 +9,10 @@
  *   last_fence: 1764698811123456
  *   waiters: 2
  *   next_waiter_ms: 29410
+ * On a Redis Cluster (redis+cluster://) a last line says which master
+ * serves the key's slot, the one that just answered:
+ *   node: 10.0.0.7:6379
+ * and --json adds "node": "10.0.0.7:6379".
  * waiters counts a fair lock's queue (run --fair); next_waiter_ms, shown
  * only with waiters, is how long the first waiter's entry still lives
  * unless it tries again (an entry that lapses is skipped).
@@ -65,6 +69,27 @@ static int print_text(const char *key, const dlock_lock_info *info)
     return 0;
 }
 
+/* The cluster master serving key, as one more line of text. */
+static int print_node_text(dlock_client *client, const char *key)
+{
+    const char *node = dlock_client_node_of(client, key);
+
+    return node == NULL || printf("node: %s\n", node) >= 0 ? 0 : -1;
+}
+
+/* Adds the cluster master serving key to o (NULL stays NULL). */
+static json_t *with_node(json_t *o, dlock_client *client, const char *key)
+{
+    const char *node = dlock_client_node_of(client, key);
+
+    if (o != NULL && node != NULL
+        && json_object_set_new(o, "node", json_string(node)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 /* Prints o (a new reference, or NULL when json_pack failed) on one line
  * and releases it. */
 static int print_object(json_t *o, const char *what, const char *name)
@@ -81,7 +106,8 @@ static int print_object(json_t *o, const char *what, const char *name)
     return rc;
 }
 
-static int print_json(const char *key, const dlock_lock_info *info)
+static int print_json(dlock_client *client, const char *key,
+                      const dlock_lock_info *info)
 {
     json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I}", "key", key, "held",
                           info->held, "ttl_ms", (json_int_t)info->ttl_ms,
@@ -89,7 +115,7 @@ static int print_json(const char *key, const dlock_lock_info *info)
                           "waiters", (json_int_t)info->waiters,
                           "next_waiter_ms", (json_int_t)info->next_waiter_ms);
 
-    return print_object(o, "lock", key);
+    return print_object(with_node(o, client, key), "lock", key);
 }
 
 static int print_leader_text(const char *role, const dlock_leader_info *in)
@@ -160,8 +186,9 @@ int cli_cmd_status(const struct cli_args *a)
         cli_say("cannot inspect lock %.64s: %s", a->key,
                 dlock_client_errmsg(client));
         code = cli_exit_of(err, CLI_EXIT_BUSY);
-    } else if ((a->json ? print_json(a->key, &info)
-                        : print_text(a->key, &info))
+    } else if ((a->json ? print_json(client, a->key, &info)
+                        : print_text(a->key, &info)
+                              || print_node_text(client, a->key))
                    != 0
                || fflush(stdout) != 0) {
         code = CLI_EXIT_INTERNAL;

@@ -10,6 +10,11 @@
  * twice; a command that never left its queue is always sent again.  Lua
  * scripts add
  * the SHA cache and the NOSCRIPT fallback on top (dlock__client_eval).
+ * A Redis Cluster client takes another road in run_command: each command
+ * goes by its first key to the master of the key's slot, on that master's
+ * pool, through cluster.c (redirections, map refreshes), and the breaker
+ * is left to the single-server and Sentinel roads (one shard down says
+ * nothing of the others).
  *
  * Invariants: a client that dlock_client_new returned has a parsed
  * endpoint, a pool, a breaker and a running background thread; its option
@@ -63,7 +68,7 @@ struct dlock_client {
     dlock__prober *prober;     /* breaker probes */
     dlock__reentry *reentry;   /* held reentrant locks (lock.c's) */
     dlock__notifier *notifier; /* subscriber for waiters, started lazily */
-    dlock__deploy *deploy;     /* a Sentinel deployment; NULL: one server */
+    dlock__deploy *deploy;     /* Sentinel, Cluster, Redlock; NULL: one */
     pthread_mutex_t notifier_mu;
 
     pthread_mutex_t last_error_mu;
@@ -381,6 +386,122 @@ static dlock_err format_command(dlock_client *c, int argc, const char **argv,
     return DLOCK_OK;
 }
 
+static dlock__cluster *cluster_of(dlock_client *c)
+{
+    return c->deploy != NULL && c->deploy->kind == DLOCK__CLUSTER
+               ? &c->deploy->cluster
+               : NULL;
+}
+
+/*
+ * A cluster's command, formatted in cmd[0..len): to the master of key's
+ * slot (key NULL: slot 0's) through that master's pool, following
+ * redirections and failovers (cluster.c).  A failing node does not trip
+ * the client's breaker: one shard down says nothing of the others, and
+ * the cluster code already retries with a fresh slot map.
+ */
+static dlock_err run_routed(dlock_client *c, const char *key, size_t keylen,
+                            const char *cmd, size_t len, const char *what,
+                            int retry_safe, redisReply **reply, dlock__msg *m)
+{
+    dlock_err err;
+
+    atomic_fetch_add(&c->n_commands, 1);
+    err = dlock__cluster_call_raw(cluster_of(c), key ? key : "",
+                                  key ? keylen : 0, cmd, len, what, retry_safe,
+                                  dlock__client_io_deadline(c), reply, NULL,
+                                  m);
+    if (err == DLOCK_UNAVAILABLE || err == DLOCK_TIMEOUT)
+        atomic_fetch_add(&c->n_transport_errors, 1);
+    return err;
+}
+
+/* run_routed for a command given as arguments. */
+static dlock_err run_routed_argv(dlock_client *c, const char *key,
+                                 size_t keylen, int argc, const char **argv,
+                                 const size_t *lens, int retry_safe,
+                                 redisReply **reply, dlock__msg *m)
+{
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    dlock_err err;
+
+    *reply = NULL;
+    if (len < 0)
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s", argv[0]);
+    err = run_routed(c, key, keylen, cmd, (size_t)len, argv[0], retry_safe,
+                     reply, m);
+    free(cmd); /* hiredis allocates with malloc */
+    return err;
+}
+
+dlock_err dlock__client_call_routed(dlock_client *c, const char *key,
+                                    size_t keylen, const char *cmd, size_t len,
+                                    const char *what, int retry_safe,
+                                    redisReply **reply, dlock__msg *m)
+{
+    *reply = NULL;
+    if (cluster_of(c) == NULL)
+        return dlock__msg_set(m, DLOCK_INVALID, "%s: %s is not a cluster",
+                              what, c->ep.desc);
+    return run_routed(c, key, keylen, cmd, len, what, retry_safe, reply, m);
+}
+
+static dlock_err not_a_cluster(dlock_client *c, dlock__msg *m)
+{
+    return dlock__msg_set(m, DLOCK_INVALID, "%s is not a Redis Cluster",
+                          c->ep.desc);
+}
+
+dlock_err dlock__client_cluster_members(dlock_client *c, dlock__member *out,
+                                        int max, int *count, dlock__msg *m)
+{
+    *count = 0;
+    if (cluster_of(c) == NULL)
+        return not_a_cluster(c, m);
+    return dlock__cluster_members(cluster_of(c), dlock__client_io_deadline(c),
+                                  out, max, count, m);
+}
+
+dlock_err dlock__client_node_command(dlock_client *c, int node, int argc,
+                                     const char **argv, redisReply **reply,
+                                     dlock__msg *m)
+{
+    dlock_err err;
+
+    *reply = NULL;
+    if (cluster_of(c) == NULL)
+        return not_a_cluster(c, m);
+    err = dlock__cluster_node_call(cluster_of(c), node, argc, argv,
+                                   dlock__client_io_deadline(c), reply, m);
+    if (err == DLOCK_OK && (*reply)->type == REDIS_REPLY_ERROR) {
+        err = dlock__reply_error(*reply, argv[0],
+                                 dlock__client_node_desc(c, node), m);
+        freeReplyObject(*reply);
+        *reply = NULL;
+    }
+    return err;
+}
+
+const char *dlock__client_node_desc(dlock_client *c, int node)
+{
+    return cluster_of(c) != NULL
+               ? dlock__nodeset_desc(&cluster_of(c)->nodes, node)
+               : "?";
+}
+
+int dlock__client_is_cluster(const dlock_client *c)
+{
+    return cluster_of((dlock_client *)c) != NULL;
+}
+
+const char *dlock_client_node_of(dlock_client *c, const char *key)
+{
+    if (cluster_of(c) == NULL || key == NULL)
+        return NULL;
+    return dlock__deploy_server(c->deploy, key, strlen(key));
+}
+
 /*
  * One command through the breaker and the pool, pipelined with other
  * threads' (pool.h), under one deadline for all its attempts.  A connection
@@ -391,11 +512,13 @@ static dlock_err format_command(dlock_client *c, int argc, const char **argv,
  * resolves what happened; tstate->resent tells lock.c it re-asked).
  * A command that never left its queue is sent again whatever it is.
  * bypass_breaker is for health checks.
+ * In a cluster the command goes to the master of key's slot instead
+ * (run_routed).
  */
-static dlock_err run_command(dlock_client *c, int argc, const char **argv,
-                             const size_t *lens, int retry_safe,
-                             int bypass_breaker, redisReply **reply,
-                             dlock__msg *m)
+static dlock_err run_command(dlock_client *c, const char *key, size_t keylen,
+                             int argc, const char **argv, const size_t *lens,
+                             int retry_safe, int bypass_breaker,
+                             redisReply **reply, dlock__msg *m)
 {
     char stack[FORMAT_STACK_BYTES], *cmd;
     size_t len;
@@ -405,6 +528,9 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
     dlock_err err;
 
     *reply = NULL;
+    if (cluster_of(c) != NULL)
+        return run_routed_argv(c, key, keylen, argc, argv, lens, retry_safe,
+                               reply, m);
     if (!bypass_breaker && !dlock__breaker_allows(&c->breaker))
         return fast_fail(c, m);
     err = format_command(c, argc, argv, lens, stack, &cmd, &len, m);
@@ -455,7 +581,7 @@ dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,
                                 const size_t *lens, redisReply **reply,
                                 dlock__msg *m)
 {
-    dlock_err err = run_command(c, argc, argv, lens, 1, 0, reply, m);
+    dlock_err err = run_command(c, NULL, 0, argc, argv, lens, 1, 0, reply, m);
 
     if (err == DLOCK_OK && (*reply)->type == REDIS_REPLY_ERROR) {
         err = dlock__reply_error(*reply, argv[0], c->ep.desc, m);
@@ -595,7 +721,8 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
     for (int i = 0; i < 3; i++)
         al[i] = strlen(av[i]);
     for (int attempt = 0;; attempt++) {
-        err = run_command(c, argc + 3, av, al, s->retry_safe, 0, reply, m);
+        err = run_command(c, nkeys > 0 ? argv[0] : NULL, nkeys > 0 ? al[3] : 0,
+                          argc + 3, av, al, s->retry_safe, 0, reply, m);
         if (err != DLOCK_OK)
             goto out;
         if (!is_noscript(*reply) || attempt > 0)
@@ -603,6 +730,16 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
         /* The server lost its script cache (restart, SCRIPT FLUSH). */
         freeReplyObject(*reply);
         *reply = NULL;
+        if (cluster_of(c) != NULL) {
+            /* A master of a cluster that has not seen the script (it was
+             * loaded on another): EVAL caches it there, on the node the
+             * key routes to, which SCRIPT LOAD could not aim at. */
+            av[0] = "EVAL";
+            av[1] = s->body;
+            al[0] = 4;
+            al[1] = strlen(s->body);
+            continue;
+        }
         err = dlock__client_script_load(c, s, m);
         if (err != DLOCK_OK)
             goto out;
@@ -666,7 +803,7 @@ static dlock_err warm_up(dlock_client *c, dlock__msg *m)
     if (dlock__client_redlock(c) != NULL)
         return dlock__redlock_ping(dlock__client_redlock(c),
                                    c->opts.connect_timeout_ms, m);
-    err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
+    err = run_command(c, NULL, 0, 1, argv, NULL, 1, 1, &r, m);
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "warm-up TIME");
     if (r->type == REDIS_REPLY_ERROR)
@@ -700,8 +837,8 @@ static dlock_err init_sync(dlock_client *c, dlock__msg *m)
  * Parses url into d and c->ep.  A single server's endpoint moves into
  * c->ep; for a Sentinel deployment c->ep is the first sentinel's, named
  * after the deployment in messages, and d keeps the rest for
- * dlock__deploy_new.  Cluster and Redlock URLs parse but are not served
- * yet, and are refused here.
+ * dlock__deploy_new.  A cluster's c->ep is its first seed's, named after
+ * the cluster.
  */
 static dlock_err parse_url(dlock_client *c, const char *url,
                            dlock__deployment *d, dlock__msg *m)
@@ -710,13 +847,6 @@ static dlock_err parse_url(dlock_client *c, const char *url,
 
     if (err != DLOCK_OK)
         return err;
-    if (d->kind == DLOCK__CLUSTER)
-        return dlock__msg_set(m, DLOCK_INVALID,
-                              "redis+cluster:// URLs are "
-                              "not served by this libdlock yet "
-                              "(docs/deployments.md): use redis://, "
-                              "rediss://, unix://, redis+sentinel:// or "
-                              "redlock://");
     if (d->kind == DLOCK__SINGLE) {
         c->ep = d->nodes[0];
         memset(&d->nodes[0], 0, sizeof(d->nodes[0]));
@@ -728,6 +858,10 @@ static dlock_err parse_url(dlock_client *c, const char *url,
                  "Sentinel master %.100s "
                  "via %d sentinels",
                  d->master_name, d->nnodes);
+    else if (err == DLOCK_OK && d->kind == DLOCK__CLUSTER)
+        snprintf(c->ep.desc, sizeof(c->ep.desc),
+                 "Cluster seeded by %d nodes (%.100s...)", d->nnodes,
+                 d->nodes[0].desc);
     else if (err == DLOCK_OK)
         snprintf(c->ep.desc, sizeof(c->ep.desc), "Redlock over %d masters",
                  d->nnodes);
@@ -781,7 +915,7 @@ static dlock_err build_with(dlock_client *c, const char *url,
             return err;
         c->cfg.tls = c->tls;
     }
-    if (d->kind == DLOCK__SENTINEL || d->kind == DLOCK__REDLOCK) {
+    if (d->kind != DLOCK__SINGLE) {
         err = dlock__deploy_new(d, &c->cfg, c->opts.pool_size,
                                 dlock__deadline_after_ms(
                                     c->opts.connect_timeout_ms),
@@ -883,7 +1017,7 @@ dlock_err dlock_client_ping(dlock_client *c, int64_t *rtt_us)
 
     if (rtt_us != NULL)
         *rtt_us = 0;
-    err = run_command(c, 1, argv, NULL, 1, 1, &r, m);
+    err = run_command(c, NULL, 0, 1, argv, NULL, 1, 1, &r, m);
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "PING");
     if (r->type == REDIS_REPLY_ERROR)

@@ -79,6 +79,33 @@ const dlock_client_opts *dlock__client_opts(const dlock_client *c);
  * runs its rounds on them), else NULL. */
 struct dlock__redlock *dlock__client_redlock(dlock_client *c);
 
+/* 1 if the client's URL is redis+cluster://: each key's commands go to the
+ * master of its slot (cluster.c). */
+int dlock__client_is_cluster(const dlock_client *c);
+
+/* Runs a command formatted in RESP, cmd[0..len) (borrowed), on the
+ * master of key's slot of a cluster client, with the cluster's
+ * redirections and retries; what names it in messages.  For the
+ * watchdog, whose renewals are formatted ahead.  Returns as
+ * dlock__client_eval's transport, with server errors as replies;
+ * DLOCK_INVALID if the client is not a cluster's. */
+dlock_err dlock__client_call_routed(dlock_client *c, const char *key,
+                                    size_t keylen, const char *cmd, size_t len,
+                                    const char *what, int retry_safe,
+                                    redisReply **reply, dlock__msg *m);
+
+/* A cluster client's members (cluster.h's dlock__cluster_members) and a
+ * command on one of them; "host:port" of a member.  DLOCK_INVALID for a
+ * client of another deployment. */
+struct dlock__member;
+dlock_err dlock__client_cluster_members(dlock_client *c,
+                                        struct dlock__member *out, int max,
+                                        int *count, dlock__msg *m);
+dlock_err dlock__client_node_command(dlock_client *c, int node, int argc,
+                                     const char **argv, redisReply **reply,
+                                     dlock__msg *m);
+const char *dlock__client_node_desc(dlock_client *c, int node);
+
 /* Counts a renewal, or a lock found lost, in the client's stats. */
 void dlock__client_count_renewal(dlock_client *c);
 void dlock__client_count_lost(dlock_client *c);

@@ -8,9 +8,9 @@
  *
  * Invariant: owner_node[s] is -1 or the nodeset index of the master that
  * the latest map (or a later MOVED) names for slot s; it is written only
- * under c->mu.  A command is repeated after a transport failure or a
- * CLUSTERDOWN/TRYAGAIN, so callers send only commands that are safe to
- * repeat (the lock scripts are, by token).
+ * under c->mu.  A command is repeated after a CLUSTERDOWN/TRYAGAIN or a
+ * redirection (it did not run), and after a transport failure only when
+ * the caller says it is safe to repeat (the lock scripts are, by token).
  */
 #include "cluster.h"
 
@@ -560,8 +560,27 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
                               const size_t *lens, int64_t deadline_us,
                               redisReply **reply, int *node, dlock__msg *m)
 {
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    dlock_err err;
+
+    *reply = NULL;
+    if (len < 0)
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s", argv[0]);
+    err = dlock__cluster_call_raw(c, key, keylen, cmd, (size_t)len, argv[0], 1,
+                                  deadline_us, reply, node, m);
+    free(cmd); /* hiredis allocates with malloc */
+    return err;
+}
+
+dlock_err dlock__cluster_call_raw(dlock__cluster *c, const char *key,
+                                  size_t keylen, const char *cmd, size_t len,
+                                  const char *what, int retry_safe,
+                                  int64_t deadline_us, redisReply **reply,
+                                  int *node, dlock__msg *m)
+{
     unsigned slot = dlock__cluster_keyslot(key, keylen);
-    int ask_node = -1, target = -1;
+    int ask_node = -1, target = -1, unanswered;
     dlock_err err = DLOCK_UNAVAILABLE;
     dlock__redirect r;
 
@@ -574,10 +593,9 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
                                  "slot %u",
                                  slot);
         } else {
-            err = dlock__nodeset_call_after(&c->nodes, target,
-                                            ask_node >= 0 ? "ASKING" : NULL,
-                                            argc, argv, lens, deadline_us,
-                                            reply, m);
+            err = dlock__nodeset_call_raw(&c->nodes, target,
+                                          ask_node >= 0 ? "ASKING" : NULL, cmd,
+                                          len, what, deadline_us, reply, m);
         }
         ask_node = -1;
         switch (dlock__cluster_route(err, *reply, &r)) {
@@ -595,14 +613,15 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
                 ask_node = -1;
             break;
         case DLOCK__ROUTE_REFRESH:
+            /* A transport error leaves unknown whether the command ran;
+             * CLUSTERDOWN and TRYAGAIN say it did not. */
+            unanswered = *reply == NULL && target >= 0;
             if (*reply != NULL)
-                err = dlock__reply_error(*reply, argv[0],
-                                         dlock__nodeset_desc(&c->nodes,
-                                                             target),
-                                         m);
+                err = dlock__reply_error(
+                    *reply, what, dlock__nodeset_desc(&c->nodes, target), m);
             freeReplyObject(*reply);
             *reply = NULL;
-            if (dlock__now_us() >= deadline_us)
+            if (dlock__now_us() >= deadline_us || (unanswered && !retry_safe))
                 return err;
             pause_before_retry(hop, deadline_us);
             (void)dlock__cluster_refresh(c, deadline_us, NULL);
@@ -613,4 +632,80 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
                            "slot %u after %d redirections or "
                            "retries",
                            slot, DLOCK__CLUSTER_HOPS_MAX);
+}
+
+/* ---- members, for the doctor -------------------------------------------- */
+
+/* Adds one node of a CLUSTER SHARDS shard to out (and to the nodeset, so
+ * commands can be sent to it); shard_master is its master's index in out
+ * or -1 for a master itself.  Returns 0 when the node has no address. */
+static int add_member(dlock__cluster *c, const redisReply *node,
+                      dlock__member *out, dlock__msg *m)
+{
+    const redisReply *ip = field(node, "ip");
+    const redisReply *port = field(node, "port");
+    const redisReply *health = field(node, "health");
+    long long p;
+
+    memset(out, 0, sizeof(*out));
+    if (ip == NULL || ip->type != REDIS_REPLY_STRING || port == NULL
+        || !reply_integer(port, &p) || p < 1 || p > 65535)
+        return 0;
+    out->master = field_is(node, "role", "master");
+    if (health != NULL && health->type == REDIS_REPLY_STRING)
+        snprintf(out->health, sizeof(out->health), "%s", health->str);
+    if (dlock__nodeset_add(&c->nodes, &c->template_ep, ip->str, (int)p,
+                           &out->node, m)
+        != DLOCK_OK)
+        return 0;
+    return 1;
+}
+
+dlock_err dlock__cluster_members(dlock__cluster *c, int64_t deadline_us,
+                                 dlock__member *out, int max, int *count,
+                                 dlock__msg *m)
+{
+    const char *argv[] = {"CLUSTER", "SHARDS"};
+    redisReply *r;
+    dlock_err err = dlock__cluster_call(c, "", 0, 2, argv, NULL, deadline_us,
+                                        &r, NULL, m);
+
+    *count = 0;
+    if (err != DLOCK_OK)
+        return err;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        err = r->type == REDIS_REPLY_ERROR
+                  ? dlock__reply_error(r, "CLUSTER SHARDS", "the cluster", m)
+                  : bad_shape(m, "CLUSTER SHARDS", "the cluster",
+                              "not an array");
+        freeReplyObject(r);
+        return err;
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *nodes = field(r->element[i], "nodes");
+        int first = *count;
+
+        for (size_t j = 0; nodes != NULL && nodes->type == REDIS_REPLY_ARRAY
+                           && j < nodes->elements && *count < max;
+             j++)
+            *count += add_member(c, nodes->element[j], &out[*count], m);
+        /* Each replica names its shard's master (the first listed). */
+        for (int k = first; k < *count; k++) {
+            out[k].shard = (int)i;
+            out[k].master_node = -1;
+            for (int j = first; j < *count; j++)
+                if (!out[k].master && out[j].master)
+                    out[k].master_node = out[j].node;
+        }
+    }
+    freeReplyObject(r);
+    return DLOCK_OK;
+}
+
+dlock_err dlock__cluster_node_call(dlock__cluster *c, int node, int argc,
+                                   const char **argv, int64_t deadline_us,
+                                   redisReply **reply, dlock__msg *m)
+{
+    return dlock__nodeset_call(&c->nodes, node, argc, argv, NULL, deadline_us,
+                               reply, m);
 }

@@ -135,4 +135,36 @@ dlock_err dlock__cluster_call(dlock__cluster *c, const char *key,
                               const size_t *lens, int64_t deadline_us,
                               redisReply **reply, int *node, dlock__msg *m);
 
+/* The same for a command formatted in RESP, cmd[0..len) (borrowed), named
+ * what in messages.  After a transport failure the command may have run:
+ * it is sent again only if retry_safe (dlock__cluster_call always is). */
+dlock_err dlock__cluster_call_raw(dlock__cluster *c, const char *key,
+                                  size_t keylen, const char *cmd, size_t len,
+                                  const char *what, int retry_safe,
+                                  int64_t deadline_us, redisReply **reply,
+                                  int *node, dlock__msg *m);
+
+/* One node of the cluster as CLUSTER SHARDS lists it, for the doctor. */
+typedef struct dlock__member {
+    int node;        /* nodeset index: send it commands with that */
+    int master;      /* 1: a master; 0: a replica */
+    int master_node; /* a replica's master (nodeset index), else -1 */
+    int shard;       /* index of its shard in the listing */
+    char health[16]; /* "online", "failed", "loading", "" */
+} dlock__member;
+
+/* Lists every master and replica (at most max) from CLUSTER SHARDS on
+ * slot 0's master, adding each to the nodeset.  Returns DLOCK_OK, a
+ * transport error, DLOCK_PROTOCOL or the server's refusal (before Redis
+ * 7.0 CLUSTER SHARDS does not exist: DLOCK_SERVER). */
+dlock_err dlock__cluster_members(dlock__cluster *c, int64_t deadline_us,
+                                 dlock__member *out, int max, int *count,
+                                 dlock__msg *m);
+
+/* Runs a command on node (a nodeset index) itself, master or replica,
+ * without routing; error replies come back as replies. */
+dlock_err dlock__cluster_node_call(dlock__cluster *c, int node, int argc,
+                                   const char **argv, int64_t deadline_us,
+                                   redisReply **reply, dlock__msg *m);
+
 #endif /* DLOCK_SRC_CLUSTER_H */

@@ -141,6 +141,31 @@ dlock_err dlock__deploy_call(dlock__deploy *dp, const char *key, size_t keylen,
                           dlock__deploy_kind_name(dp->kind), argv[0]);
 }
 
+/* A connection to a master of the cluster: slot 0's, or else the first
+ * of the others that answers (a subscriber hears PUBLISH from the whole
+ * cluster, and the breaker's probe asks only whether one answers).  When
+ * none does, the slot map is read again for the next try. */
+static dlock_err cluster_connect(dlock__cluster *c, int64_t deadline_us,
+                                 dlock__conn **out, dlock__msg *m)
+{
+    int tried[DLOCK__NODESET_MAX] = {0};
+    dlock_err err = dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                                   "no master of the cluster is known");
+
+    for (unsigned slot = 0; slot < DLOCK__CLUSTER_SLOTS; slot++) {
+        int index = dlock__cluster_slot_node(c, slot);
+
+        if (index < 0 || tried[index])
+            continue;
+        tried[index] = 1;
+        err = dlock__nodeset_connect(&c->nodes, index, deadline_us, out, m);
+        if (err == DLOCK_OK || err == DLOCK_NOMEM || err == DLOCK_AUTH)
+            return err;
+    }
+    (void)dlock__cluster_refresh(c, deadline_us, NULL);
+    return err;
+}
+
 dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
                                 dlock__conn **out, dlock__msg *m)
 {
@@ -159,9 +184,7 @@ dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
             master_failed(dp, index);
         return err;
     case DLOCK__CLUSTER:
-        index = dlock__cluster_slot_node(&dp->cluster, 0);
-        return dlock__nodeset_connect(&dp->cluster.nodes, index, deadline_us,
-                                      out, m);
+        return cluster_connect(&dp->cluster, deadline_us, out, m);
     case DLOCK__SINGLE:
     case DLOCK__REDLOCK: break;
     }

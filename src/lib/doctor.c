@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "client_internal.h"
+#include "cluster.h"
 
 /* Copies INFO's value of field (up to the end of its line) into out;
  * returns 1 if the field is there. */
@@ -191,7 +192,32 @@ static void check_replicas(const char *info, dlock_doctor_check *k)
               n, worst_gap);
 }
 
-static void check_replication(const char *info, dlock_doctor_check *k)
+/* A cluster replica is judged by its link to its master: it takes over
+ * after a failover, and what it has not received is lost then. */
+static void check_replica_link(const char *info, dlock_doctor_check *k)
+{
+    char link[16] = "", since[32] = "";
+
+    if (!info_field(info, "master_link_status", link, sizeof(link))) {
+        unknown(k, "master_link_status");
+        return;
+    }
+    info_field(info, "master_last_io_seconds_ago", since, sizeof(since));
+    if (strcmp(link, "up") == 0)
+        judge(k, DLOCK_DOCTOR_SAFE, "replica",
+              "link to its master up (last I/O %s s ago); replication is "
+              "asynchronous, so a failover to it may still lose the last "
+              "grants",
+              since[0] != '\0' ? since : "?");
+    else
+        judge(k, DLOCK_DOCTOR_UNSAFE, "replica",
+              "link to its master %s: a failover to it would lose what it "
+              "has not received",
+              link);
+}
+
+static void check_replication(const char *info, int replica_ok,
+                              dlock_doctor_check *k)
 {
     char role[16];
 
@@ -201,6 +227,8 @@ static void check_replication(const char *info, dlock_doctor_check *k)
     }
     if (strcmp(role, "master") == 0)
         check_replicas(info, k);
+    else if (replica_ok)
+        check_replica_link(info, k);
     else
         judge(k, DLOCK_DOCTOR_UNSAFE, role,
               "role %s: a replica refuses lock "
@@ -217,15 +245,26 @@ static int64_t wall_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Runs the one-word command cmd on the client's server (node < 0) or on
+ * node of its cluster. */
+static dlock_err doctor_command(dlock_client *c, int node, const char *cmd,
+                                redisReply **r, dlock__msg *m)
+{
+    const char *argv[] = {cmd};
+
+    if (node < 0)
+        return dlock__client_command(c, 1, argv, NULL, r, m);
+    return dlock__client_node_command(c, node, 1, argv, r, m);
+}
+
 /* TIME against our wall clock, taken at the middle of the round trip. */
-static dlock_err check_clock(dlock_client *c, dlock_doctor_check *k,
+static dlock_err check_clock(dlock_client *c, int node, dlock_doctor_check *k,
                              dlock__msg *m)
 {
-    const char *argv[] = {"TIME"};
     int64_t before = wall_us(), after, server, offset_ms, slack_ms;
     redisReply *r;
     char found[32];
-    dlock_err err = dlock__client_command(c, 1, argv, NULL, &r, m);
+    dlock_err err = doctor_command(c, node, "TIME", &r, m);
 
     after = wall_us();
     if (err != DLOCK_OK)
@@ -260,21 +299,19 @@ static dlock_err check_clock(dlock_client *c, dlock_doctor_check *k,
     return DLOCK_OK;
 }
 
-dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
+/* The checks of one server: the client's (node < 0) or node of its
+ * cluster, where a replica (replica_ok) is judged by its link. */
+static dlock_err doctor_run(dlock_client *c, int node, int replica_ok,
+                            dlock_doctor_report *out, dlock__msg *m)
 {
     static const char *const names[DLOCK_DOCTOR_CHECKS] = {
         "version", "eviction", "persistence", "replication", "clock",
     };
-    const char *argv[] = {"INFO"};
-    dlock__msg *m;
     redisReply *r;
     dlock_err err;
 
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
     memset(out, 0, sizeof(*out));
-    m = dlock__client_begin(c);
-    err = dlock__client_command(c, 1, argv, NULL, &r, m);
+    err = doctor_command(c, node, "INFO", &r, m);
     if (err != DLOCK_OK)
         return err;
     if (r->type != REDIS_REPLY_STRING) {
@@ -289,9 +326,9 @@ dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
     check_version(r->str, &out->checks[0]);
     check_eviction(r->str, &out->checks[1]);
     check_persistence(r->str, &out->checks[2]);
-    check_replication(r->str, &out->checks[3]);
+    check_replication(r->str, replica_ok, &out->checks[3]);
     freeReplyObject(r);
-    err = check_clock(c, &out->checks[4], m);
+    err = check_clock(c, node, &out->checks[4], m);
     if (err != DLOCK_OK) {
         memset(out, 0, sizeof(*out));
         return err;
@@ -301,6 +338,56 @@ dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
         out->unsafe += out->checks[i].verdict == DLOCK_DOCTOR_UNSAFE;
         out->unknown += out->checks[i].verdict == DLOCK_DOCTOR_UNKNOWN;
     }
+    return DLOCK_OK;
+}
+
+dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
+{
+    if (c == NULL || out == NULL)
+        return DLOCK_INVALID;
+    return doctor_run(c, -1, 0, out, dlock__client_begin(c));
+}
+
+/* Judges member k of the cluster into *out. */
+static void doctor_member(dlock_client *c, const dlock__member *k,
+                          dlock_doctor_node *out)
+{
+    dlock__msg m;
+
+    dlock__msg_clear(&m);
+    snprintf(out->server, sizeof(out->server), "%s",
+             dlock__client_node_desc(c, k->node));
+    if (k->master)
+        snprintf(out->role, sizeof(out->role), "master (shard %d)", k->shard);
+    else
+        snprintf(out->role, sizeof(out->role), "replica of %s (shard %d)",
+                 dlock__client_node_desc(c, k->master_node), k->shard);
+    out->err = doctor_run(c, k->node, !k->master, &out->report, &m);
+    snprintf(out->error, sizeof(out->error), "%s",
+             out->err != DLOCK_OK ? m.text : "");
+}
+
+dlock_err dlock_doctor_run_cluster(dlock_client *c, dlock_doctor_node *nodes,
+                                   int max, int *count)
+{
+    dlock__member members[DLOCK_DOCTOR_NODES_MAX];
+    dlock__msg *m;
+    dlock_err err;
+    int n = 0;
+
+    if (count != NULL)
+        *count = 0;
+    if (c == NULL || nodes == NULL || count == NULL || max < 1)
+        return DLOCK_INVALID;
+    m = dlock__client_begin(c);
+    if (max > DLOCK_DOCTOR_NODES_MAX)
+        max = DLOCK_DOCTOR_NODES_MAX;
+    err = dlock__client_cluster_members(c, members, max, &n, m);
+    if (err != DLOCK_OK)
+        return err;
+    for (int i = 0; i < n; i++)
+        doctor_member(c, &members[i], &nodes[i]);
+    *count = n;
     return DLOCK_OK;
 }
 

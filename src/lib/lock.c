@@ -266,6 +266,11 @@ void dlock__reentry_free(dlock__reentry *r)
     dlock__free(r);
 }
 
+const char *dlock__lock_key(const dlock_lock *l)
+{
+    return l->key;
+}
+
 dlock__lease *dlock__lock_lease(dlock_lock *l)
 {
     return &l->lease;

@@ -16,6 +16,9 @@
 #include "dlock/lock.h"
 #include "lease.h"
 
+/* The lock's key (its name); lives as long as the lock. */
+const char *dlock__lock_key(const dlock_lock *lock);
+
 /* The lock's lease (its validity); lives as long as the lock. */
 dlock__lease *dlock__lock_lease(dlock_lock *lock);
 

@@ -194,33 +194,28 @@ dlock_err dlock__nodeset_call(dlock__nodeset *ns, int i, int argc,
                                      deadline_us, reply, m);
 }
 
-/* Sends first (if not NULL) and the command in one write, and reads the
- * first's reply, which must be +OK. */
+/* Sends first (if not NULL) and the formatted command cmd[0..len) in one
+ * write, and reads the first's reply, which must be +OK. */
 static dlock_err send_both(dlock__conn *c, const char *desc, const char *first,
-                           int argc, const char **argv, const size_t *lens,
+                           const char *cmd, size_t len, const char *what,
                            int64_t deadline_us, dlock__msg *m)
 {
-    char *cmd = NULL, *both;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
     size_t flen = first ? strlen(first) : 0;
+    char *both;
     redisReply *r;
     dlock_err err;
 
-    if (len < 0)
-        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s", argv[0],
+    if (first == NULL)
+        return dlock__conn_send(c, cmd, len, deadline_us, m);
+    both = dlock__malloc(flen + len);
+    if (both == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s", what,
                               desc);
-    both = dlock__malloc(flen + (size_t)len);
-    if (both == NULL) {
-        free(cmd); /* hiredis allocates with malloc */
-        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s", argv[0],
-                              desc);
-    }
-    memcpy(both, first ? first : "", flen);
-    memcpy(both + flen, cmd, (size_t)len);
-    free(cmd);
-    err = dlock__conn_send(c, both, flen + (size_t)len, deadline_us, m);
+    memcpy(both, first, flen);
+    memcpy(both + flen, cmd, len);
+    err = dlock__conn_send(c, both, flen + len, deadline_us, m);
     dlock__free(both);
-    if (err != DLOCK_OK || first == NULL)
+    if (err != DLOCK_OK)
         return err;
     err = dlock__conn_recv(c, deadline_us, &r, m);
     if (err != DLOCK_OK)
@@ -243,6 +238,25 @@ dlock_err dlock__nodeset_call_after(dlock__nodeset *ns, int i,
                                     int64_t deadline_us, redisReply **reply,
                                     dlock__msg *m)
 {
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    dlock_err err;
+
+    *reply = NULL;
+    if (len < 0)
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s for %s", argv[0],
+                              dlock__nodeset_desc(ns, i));
+    err = dlock__nodeset_call_raw(ns, i, first, cmd, (size_t)len, argv[0],
+                                  deadline_us, reply, m);
+    free(cmd); /* hiredis allocates with malloc */
+    return err;
+}
+
+dlock_err dlock__nodeset_call_raw(dlock__nodeset *ns, int i, const char *first,
+                                  const char *cmd, size_t len,
+                                  const char *what, int64_t deadline_us,
+                                  redisReply **reply, dlock__msg *m)
+{
     dlock__node *n = node_at(ns, i);
     dlock__conn *c = NULL;
     char raw[64];
@@ -262,8 +276,7 @@ dlock_err dlock__nodeset_call_after(dlock__nodeset *ns, int i,
         err = borrow(ns, n, deadline_us, &c, &reused, m);
         if (err != DLOCK_OK)
             return err;
-        err = send_both(c, n->ep.desc, first, argc, argv, lens, deadline_us,
-                        m);
+        err = send_both(c, n->ep.desc, first, cmd, len, what, deadline_us, m);
         if (err == DLOCK_OK)
             err = dlock__conn_recv(c, deadline_us, reply, m);
         broken = dlock__conn_broken(c);

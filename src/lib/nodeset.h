@@ -92,6 +92,13 @@ dlock_err dlock__nodeset_call_after(dlock__nodeset *ns, int i,
                                     int64_t deadline_us, redisReply **reply,
                                     dlock__msg *m);
 
+/* The same with the command already formatted in RESP, cmd[0..len)
+ * (borrowed for the call); what names it in messages ("EVALSHA"). */
+dlock_err dlock__nodeset_call_raw(dlock__nodeset *ns, int i, const char *first,
+                                  const char *cmd, size_t len,
+                                  const char *what, int64_t deadline_us,
+                                  redisReply **reply, dlock__msg *m);
+
 /* Lends an idle connection of server i without waiting and without
  * connecting: 1 and *conn when one is idle, else 0 (*conn NULL).  It must
  * come back through dlock__nodeset_put.  For callers that multiplex

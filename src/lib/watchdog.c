@@ -20,6 +20,7 @@
  */
 #include "watchdog.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -66,6 +67,7 @@ struct dlock__watch {
 typedef struct orphan {
     char *cmd;
     size_t len;
+    char *key; /* its first key, for a cluster's routing; may be NULL */
     int inflight;
     int64_t next_send_us; /* monotonic */
     int64_t backoff_us;
@@ -240,6 +242,7 @@ static void prune_orphans(dlock__watchdog *w)
         if (!o->inflight && o->give_up_us <= now) {
             *link = o->next;
             free(o->cmd);
+            dlock__free(o->key);
             dlock__free(o);
             w->norphans--;
         } else {
@@ -316,14 +319,15 @@ static int queue_orphan(dlock__watchdog *w, orphan *o, char **buf, size_t *len)
     return 1;
 }
 
-/* Builds the requests due now into *buf; *next gets the next due time. */
-static size_t collect_due(dlock__watchdog *w, char **buf, size_t *len,
-                          int64_t *next)
+/* Builds at most max requests due now into *buf; *next gets the next due
+ * time. */
+static size_t collect_due_max(dlock__watchdog *w, char **buf, size_t *len,
+                              int64_t *next, size_t max)
 {
     int64_t now = dlock__now_us();
     size_t n = 0;
 
-    for (dlock__watch *x = w->head; x != NULL && n < BATCH_MAX; x = x->next) {
+    for (dlock__watch *x = w->head; x != NULL && n < max; x = x->next) {
         if (!x->renew || x->done || x->inflight || x->owner == NULL)
             continue;
         if (x->next_renew_us > now) {
@@ -338,7 +342,7 @@ static size_t collect_due(dlock__watchdog *w, char **buf, size_t *len,
         else if (now + 10000 < *next)
             *next = now + 10000; /* out of memory: try again soon */
     }
-    for (orphan *o = w->orphans; o != NULL && n < BATCH_MAX; o = o->next) {
+    for (orphan *o = w->orphans; o != NULL && n < max; o = o->next) {
         if (o->inflight)
             continue;
         if (o->next_send_us > now) {
@@ -349,6 +353,73 @@ static size_t collect_due(dlock__watchdog *w, char **buf, size_t *len,
         }
     }
     return n;
+}
+
+static size_t collect_due(dlock__watchdog *w, char **buf, size_t *len,
+                          int64_t *next)
+{
+    return collect_due_max(w, buf, len, next, BATCH_MAX);
+}
+
+static size_t collect_due_one(dlock__watchdog *w, char **buf, size_t *len,
+                              int64_t *next)
+{
+    return collect_due_max(w, buf, len, next, 1);
+}
+
+/* --- the cluster's renewer ------------------------------------------- */
+
+/*
+ * In a cluster each key has its own master, so there is no one connection
+ * to pipeline on: the renewer sends each request due through the client's
+ * routed path (the master of the key's slot, its pool, redirections and
+ * failovers followed) and lands it as the pipelined path would.  A lock
+ * unwatched meanwhile is detached as usual (its flight keeps the watch).
+ */
+
+/* The first request due now as a flight of its own, its command in *cmd
+ * and its key (copied) in *key; NULL when nothing is due (*next then
+ * says when). */
+static flight *take_due(dlock__watchdog *w, char **cmd, size_t *len,
+                        char **key, int64_t *next)
+{
+    size_t n = collect_due_one(w, cmd, len, next);
+    flight *f;
+
+    if (n == 0)
+        return NULL;
+    f = fifo_pop(w);
+    assert(f != NULL && w->fifo == NULL);
+    if (f->orphan != NULL)
+        *key = f->orphan->key ? dlock__strdup(f->orphan->key) : NULL;
+    else
+        *key = dlock__strdup(dlock__lock_key(f->watch->lock));
+    return f;
+}
+
+static void renew_routed(dlock__watchdog *w, int64_t *next)
+{
+    for (int sent = 0; sent < BATCH_MAX && !w->stop; sent++) {
+        char *cmd = NULL, *key = NULL;
+        size_t len = 0;
+        redisReply *r = NULL;
+        dlock__msg m;
+        flight *f = take_due(w, &cmd, &len, &key, next);
+        dlock_err err;
+
+        if (f == NULL)
+            return;
+        pthread_mutex_unlock(&w->mu);
+        err = dlock__client_call_routed(w->client, key, key ? strlen(key) : 0,
+                                        cmd, len, "renewal", 1, &r, &m);
+        pthread_mutex_lock(&w->mu);
+        land(w, f, err == DLOCK_OK ? r : NULL);
+        if (r != NULL)
+            freeReplyObject(r);
+        free(cmd);
+        dlock__free(key);
+    }
+    *next = dlock__now_us(); /* a full batch: more may be due */
 }
 
 /* The earliest expiry of the requests in flight that are still worth an
@@ -482,6 +553,13 @@ static void *renewer_main(void *arg)
         size_t len = 0;
 
         prune_orphans(w);
+        if (dlock__client_is_cluster(w->client)) {
+            renew_routed(w, &next);
+            if (w->stop)
+                break;
+            wait_renewer(w, next);
+            continue;
+        }
         if (w->conn == NULL && has_work(w))
             connect_renewer(w);
         if (w->conn == NULL && has_work(w))
@@ -691,6 +769,7 @@ void dlock__watchdog_free(dlock__watchdog *w)
 
         w->orphans = o->next;
         free(o->cmd);
+        dlock__free(o->key);
         dlock__free(o);
     }
     destroy_sync(w);
@@ -842,6 +921,9 @@ void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
         return;
     }
     o->len = (size_t)len;
+    /* Best effort like the rest: without its key a cluster's undo goes to
+     * slot 0's master, where it finds nothing and the TTL ends it. */
+    o->key = nkeys > 0 ? dlock__strdup(argv[0]) : NULL;
     o->give_up_us = dlock__boot_us() + ttl_ms * 1000;
     o->next_send_us = dlock__now_us();
     o->backoff_us = 50000;

@@ -14,7 +14,11 @@
  *            renewer also undoes orphans: a request that may have run
  *            without us seeing the answer (a timed-out acquire or release)
  *            is resolved with the same token by a release sent here until
- *            it has undone it or the key's TTL has run out anyway.
+ *            it has undone it or the key's TTL has run out anyway.  On a
+ *            Redis Cluster each key has its own master and there is no
+ *            one connection: the renewer sends each request through the
+ *            client's routing (the key's master, its pool, redirections)
+ *            one after another instead.
  *   timer    wakes at the earliest valid_until of the locks it watches and
  *            marks each lost that is past it, whether or not any reply ever
  *            comes; it runs on_lost callbacks (for losses found by time or

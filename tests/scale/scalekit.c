@@ -128,3 +128,211 @@ void scalekit_group_done(void)
         fprintf(stderr, "scalekit: scripts/stack %s failed\n", args);
     started_group[0] = '\0';
 }
+
+/* ---- cluster topology and changes, through redis-server itself --------- */
+
+/* CLUSTER SLOTS from the node on port (the caller frees it), or NULL. */
+static redisReply *cluster_slots(int port)
+{
+    char url[64];
+    redisReply *r = testkit_redis_cmd(scalekit_node_url(port, url,
+                                                        sizeof(url)),
+                                      "CLUSTER SLOTS");
+
+    if (r != NULL && r->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        r = NULL;
+    }
+    return r;
+}
+
+/* The range of a CLUSTER SLOTS reply that holds slot, or NULL. */
+static const redisReply *range_of(const redisReply *r, unsigned slot)
+{
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+
+        if (e->elements >= 3 && (long long)slot >= e->element[0]->integer
+            && (long long)slot <= e->element[1]->integer)
+            return e;
+    }
+    return NULL;
+}
+
+int scalekit_cluster_master_of(int any_port, unsigned slot)
+{
+    redisReply *r = cluster_slots(any_port);
+    const redisReply *e = r != NULL ? range_of(r, slot) : NULL;
+    int port = e != NULL ? (int)e->element[2]->element[1]->integer : -1;
+
+    freeReplyObject(r);
+    return port;
+}
+
+int scalekit_cluster_other_master(int any_port, int master_port)
+{
+    redisReply *r = cluster_slots(any_port);
+    int port = -1;
+
+    for (size_t i = 0; r != NULL && i < r->elements && port < 0; i++) {
+        int p = (int)r->element[i]->element[2]->element[1]->integer;
+
+        if (p != master_port)
+            port = p;
+    }
+    freeReplyObject(r);
+    return port;
+}
+
+/* 1 if the replica on port has its replication link up. */
+static int link_up(int port)
+{
+    char url[64];
+    redisReply *r = testkit_redis_cmd(scalekit_node_url(port, url,
+                                                        sizeof(url)),
+                                      "INFO replication");
+    int up = r != NULL && r->type == REDIS_REPLY_STRING
+             && strstr(r->str, "master_link_status:up") != NULL;
+
+    freeReplyObject(r);
+    return up;
+}
+
+typedef struct replica_probe {
+    int any_port;
+    int master_port;
+    int port;
+} replica_probe;
+
+/* Succeeds once the slot map lists a replica of the master whose
+ * replication link is up (a demoted master takes a moment). */
+static int has_synced_replica(void *arg)
+{
+    replica_probe *p = arg;
+    redisReply *r = cluster_slots(p->any_port);
+
+    p->port = -1;
+    for (size_t i = 0; r != NULL && i < r->elements && p->port < 0; i++) {
+        const redisReply *e = r->element[i];
+
+        if (e->element[2]->element[1]->integer != p->master_port)
+            continue;
+        for (size_t j = 3; j < e->elements && p->port < 0; j++)
+            if (link_up((int)e->element[j]->element[1]->integer))
+                p->port = (int)e->element[j]->element[1]->integer;
+    }
+    freeReplyObject(r);
+    return p->port > 0;
+}
+
+int scalekit_cluster_replica_of(int any_port, int master_port)
+{
+    replica_probe p = {.any_port = any_port, .master_port = master_port};
+
+    TK_EXPECT(testkit_wait_until(has_synced_replica, &p, 30000),
+              "master %d has a synced replica", master_port);
+    return p.port;
+}
+
+/* The node id of the node on port, into id. */
+static void node_id(int port, char id[64])
+{
+    char url[64];
+    redisReply *r = testkit_redis_cmd(scalekit_node_url(port, url,
+                                                        sizeof(url)),
+                                      "CLUSTER MYID");
+
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STRING, "CLUSTER MYID on %d",
+              port);
+    snprintf(id, 64, "%s", r->str);
+    freeReplyObject(r);
+}
+
+/* CLUSTER SETSLOT slot verb id on the node on port, expecting +OK. */
+static void setslot(int port, unsigned slot, const char *verb, const char *id)
+{
+    char url[64];
+    redisReply *r = testkit_redis_cmd(scalekit_node_url(port, url,
+                                                        sizeof(url)),
+                                      "CLUSTER SETSLOT %u %s %s", slot, verb,
+                                      id);
+
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "CLUSTER SETSLOT %u %s on %d: %s", slot, verb, port,
+              r != NULL && r->str != NULL ? r->str : "no reply");
+    freeReplyObject(r);
+}
+
+/* MIGRATEs the keys of slot from `from` to `to` in batches; returns how
+ * many moved. */
+static int move_keys(unsigned slot, int from, int to)
+{
+    char url[64];
+    int moved = 0;
+
+    for (;;) {
+        redisReply *keys = testkit_redis_cmd(scalekit_node_url(from, url,
+                                                               sizeof(url)),
+                                             "CLUSTER GETKEYSINSLOT %u 100",
+                                             slot);
+        redisReply *r;
+
+        TK_EXPECT(keys != NULL && keys->type == REDIS_REPLY_ARRAY,
+                  "CLUSTER GETKEYSINSLOT %u on %d", slot, from);
+        if (keys->elements == 0) {
+            freeReplyObject(keys);
+            return moved;
+        }
+        for (size_t i = 0; i < keys->elements; i++) {
+            r = testkit_redis_cmd(url, "MIGRATE 127.0.0.1 %d %b 0 5000", to,
+                                  keys->element[i]->str,
+                                  keys->element[i]->len);
+            /* NOKEY: the key expired or was deleted meanwhile. */
+            TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+                      "MIGRATE %s to %d: %s", keys->element[i]->str, to,
+                      r != NULL && r->str != NULL ? r->str : "no reply");
+            freeReplyObject(r);
+            moved++;
+        }
+        freeReplyObject(keys);
+    }
+}
+
+int scalekit_cluster_migrate_slot(int any_port, unsigned slot, int to)
+{
+    int from = scalekit_cluster_master_of(any_port, slot);
+    char from_id[64], to_id[64];
+    int moved;
+
+    TK_EXPECT(from > 0 && from != to, "slot %u has a master other than %d",
+              slot, to);
+    node_id(from, from_id);
+    node_id(to, to_id);
+    setslot(to, slot, "IMPORTING", from_id);
+    setslot(from, slot, "MIGRATING", to_id);
+    moved = move_keys(slot, from, to);
+    setslot(to, slot, "NODE", to_id);
+    setslot(from, slot, "NODE", to_id);
+    return moved;
+}
+
+int scalekit_cluster_nodes(int any_port, int *ports, int max)
+{
+    redisReply *r = cluster_slots(any_port);
+    int n = 0;
+
+    for (size_t i = 0; r != NULL && i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+
+        for (size_t j = 2; j < e->elements; j++) {
+            int port = (int)e->element[j]->element[1]->integer, seen = 0;
+
+            for (int k = 0; k < n; k++)
+                seen |= ports[k] == port;
+            if (!seen && n < max)
+                ports[n++] = port;
+        }
+    }
+    freeReplyObject(r);
+    return n;
+}

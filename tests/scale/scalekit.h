@@ -38,4 +38,25 @@ int scalekit_signal_node(const char *group, int port, int sig);
 /* "redis://127.0.0.1:<port>/0", for testkit_redis_cmd. */
 const char *scalekit_node_url(int port, char *buf, size_t size);
 
+/*
+ * The cluster group's topology and changes, through the nodes themselves
+ * (CLUSTER SLOTS from the node on any_port):
+ *   scalekit_cluster_master_of      the port of slot's master, or -1;
+ *   scalekit_cluster_other_master   a master other than master_port;
+ *   scalekit_cluster_replica_of     a replica of master_port whose link
+ *                                   is up, waiting up to 30 s (fails the
+ *                                   test otherwise);
+ *   scalekit_cluster_migrate_slot   moves slot and its keys to the master
+ *                                   on port to (IMPORTING, MIGRATING,
+ *                                   MIGRATE in batches, SETSLOT NODE);
+ *                                   returns the number of keys moved;
+ *   scalekit_cluster_nodes          the ports of every master and replica
+ *                                   (at most max), returns how many.
+ */
+int scalekit_cluster_master_of(int any_port, unsigned slot);
+int scalekit_cluster_other_master(int any_port, int master_port);
+int scalekit_cluster_replica_of(int any_port, int master_port);
+int scalekit_cluster_migrate_slot(int any_port, unsigned slot, int to);
+int scalekit_cluster_nodes(int any_port, int *ports, int max);
+
 #endif /* DLOCK_SCALEKIT_H */

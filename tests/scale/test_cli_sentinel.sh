@@ -11,6 +11,8 @@ set -u
 DLOCK=${1:?usage: $0 /path/to/dlock}
 SOURCE_DIR=${DLOCK_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd -P)}
 KEY=t:cli-sentinel:$$
+# shellcheck source=tests/scale/cli_deploykit.sh
+. "$(dirname "$0")/cli_deploykit.sh"
 
 fail() {
     printf 'test_cli_sentinel: FAILED: %s\n' "$*" >&2
@@ -21,18 +23,7 @@ URL=$("$SOURCE_DIR/scripts/stack" env sentinel |
     sed -n 's/^export SENTINEL_URL=//p' | tr -d '\\')
 [[ $URL == redis+sentinel://* ]] || fail "no SENTINEL_URL from scripts/stack"
 
-out=$(timeout 20 "$DLOCK" run --url "$URL" --ttl 3s "$KEY:run" -- \
-    sh -c 'echo ran-under-lock') || fail "dlock run exited $?"
-[[ $out == ran-under-lock ]] || fail "dlock run printed '$out'"
-
-out=$(timeout -s INT 4 "$DLOCK" run --url "$URL" --every 1s --ttl 2s \
-    "$KEY:every" -- sh -c 'echo tick' 2>/dev/null)
-ticks=$(grep -c '^tick$' <<<"$out")
-((ticks >= 2)) || fail "dlock run --every ran $ticks ticks in 4 s"
-
-out=$(timeout -s INT 3 "$DLOCK" leader --url "$URL" --ttl 2s "$KEY:lead" -- \
-    sh -c 'echo leading; sleep 30' 2>/dev/null)
-[[ $out == leading ]] || fail "dlock leader printed '$out'"
+cli_deploy_basics "$URL" 4
 
 # acquire prints "token=<hex> fence=<n>".
 out=$(timeout 10 "$DLOCK" acquire --url "$URL" --ttl 10s "$KEY:acq") ||
