@@ -271,23 +271,31 @@ static void sighup_reopens_the_log_file(void **state)
               "new lines go to the new file");
 }
 
+/* A create that the test hook parks for pause_ms inside its transaction;
+ * answered is set once its answer is in. */
 typedef struct slow_create {
     int port;
     const char *token;
+    int pause_ms;
+    const char *title;
+    atomic_int answered;
     rvt_resp resp;
 } slow_create;
 
 static void *slow_create_main(void *arg)
 {
     slow_create *s = arg;
-    char auth[4200];
-    const char *body = "{\"title\":\"drained\",\"content\":\"x\"}";
-    const char *headers[] = {auth, "Content-Type: application/json",
-                             "X-Test-Pause-Ms: 1000", NULL};
+    char auth[4200], pause[48], body[160];
+    const char *headers[] = {auth, "Content-Type: application/json", pause,
+                             NULL};
 
     snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->token);
+    snprintf(pause, sizeof(pause), "X-Test-Pause-Ms: %d", s->pause_ms);
+    snprintf(body, sizeof(body), "{\"title\":\"%s\",\"content\":\"x\"}",
+             s->title);
     rvt_http(s->port, "POST", "/v1/documents", headers, body, strlen(body),
              &s->resp);
+    atomic_store(&s->answered, 1);
     return NULL;
 }
 
@@ -299,28 +307,6 @@ static int in_transaction(void *arg)
            > 0;
 }
 
-typedef struct blocker {
-    int port;
-    const char *token;
-    atomic_int answered;
-    rvt_resp resp;
-} blocker;
-
-static void *blocker_main(void *arg)
-{
-    blocker *b = arg;
-    char auth[4200];
-    const char *body = "{\"title\":\"blocker\",\"content\":\"x\"}";
-    const char *headers[] = {auth, "Content-Type: application/json",
-                             "X-Test-Pause-Ms: 3000", NULL};
-
-    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", b->token);
-    rvt_http(b->port, "POST", "/v1/documents", headers, body, strlen(body),
-             &b->resp);
-    atomic_store(&b->answered, 1);
-    return NULL;
-}
-
 /* The one worker (REVIEWD_THREADS=1) is parked for 3 s inside a request's
  * transaction; /healthz, asked again and again on fresh connections,
  * answers every time while that request is still parked: it is answered
@@ -328,13 +314,13 @@ static void *blocker_main(void *arg)
  * bound is the block itself, not a machine speed. */
 static void healthz_answers_while_every_worker_is_blocked(void **state)
 {
-    blocker b = {srv.port, alice, 0, {0}};
+    slow_create b = {srv.port, alice, 3000, "blocker", 0, {0}};
     pthread_t t;
     rvt_resp r;
     int i, ok = 0;
 
     (void)state;
-    assert_int_equal(pthread_create(&t, NULL, blocker_main, &b), 0);
+    assert_int_equal(pthread_create(&t, NULL, slow_create_main, &b), 0);
     TK_EXPECT(testkit_wait_until(in_transaction, &db, 5000),
               "the blocker is parked inside its transaction");
     for (i = 0; i < 10 && !atomic_load(&b.answered); i++) {
@@ -354,7 +340,7 @@ static void healthz_answers_while_every_worker_is_blocked(void **state)
 
 static void sigterm_drains_the_request_in_flight(void **state)
 {
-    slow_create slow = {srv.port, alice, {0}};
+    slow_create slow = {srv.port, alice, 1000, "drained", 0, {0}};
     pthread_t t;
 
     (void)state;
