@@ -94,7 +94,7 @@ static void a_key_held_by_hand_turns_decisions_away_until_its_ttl(void **state)
     assert_int_equal(rvt_create_pending(srv.port, alice, doc, rid), 0);
     snprintf(key, sizeof(key), "lock:doc:review:%s", rid);
     freeReplyObject(
-        testkit_redis_cmd(redis_url, "SET %s %s PX 600", key, TOKEN_BY_HAND));
+        testkit_redis_cmd(redis_url, "SET %s %s PX 2000", key, TOKEN_BY_HAND));
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
     rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
     rvt_expect_status(&r, 409, "LOCK_BUSY", "approve while the key is held");
