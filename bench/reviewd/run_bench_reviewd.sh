@@ -51,7 +51,10 @@ bench_redis_start "$dir"
 redis_port=$BENCH_REDIS_PORT
 
 secret=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
-LISTEN_ADDR=127.0.0.1:0 DATABASE_URL=$db_url JWT_SECRET=$secret \
+# 1,000 idle keep-alive connections come from one address (the idle
+# phase): the per-address cap must let them in.
+REVIEWD_MAX_CONNECTIONS_PER_IP=${REVIEWD_MAX_CONNECTIONS_PER_IP:-2048} \
+    LISTEN_ADDR=127.0.0.1:0 DATABASE_URL=$db_url JWT_SECRET=$secret \
     REDIS_URL=redis://127.0.0.1:$redis_port/0 \
     REVIEWD_LOG_FILE=$dir/reviewd.log "$reviewd" serve 2>"$dir/stderr" &
 reviewd_pid=$!

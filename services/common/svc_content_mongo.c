@@ -19,15 +19,31 @@
 
 #include <mongoc/mongoc.h>
 
+#include "svc_deadline.h"
+
 #define RV_MONGO_COLLECTION "document_content"
 #define RV_MONGO_DEFAULT_DB "reviewd"
 #define RV_MONGO_SELECT_MS 2000
 #define RV_MONGO_CONNECT_MS 2000
 #define RV_MONGO_SOCKET_MS 10000
 
+/* Budget classes: pool i's timeouts fit budget_ms >> i (rv_content.h). */
+#define RV_MONGO_CLASSES 6
+/* A client on loan from one of the pools, and that pool. */
+typedef struct lease {
+    mongoc_client_pool_t *pool;
+    mongoc_client_t *client;
+} lease;
+#define RV_MONGO_CLASS_MIN_MS 20
+
 struct svc_mongo_store {
     mongoc_uri_t *uri;
-    mongoc_client_pool_t *pool;
+    /* One pool per budget class, the widest first; a call takes a client
+     * from the widest whose bound fits what its thread's deadline leaves
+     * (svc_deadline.h).  Without a budget, one pool. */
+    mongoc_client_pool_t *pools[RV_MONGO_CLASSES];
+    int class_ms[RV_MONGO_CLASSES]; /* each pool's bound (0: no budget) */
+    int classes;
     char db[128];
     char endpoint[512];
     atomic_int index_ready; /* the unique index exists */
@@ -63,14 +79,61 @@ svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
     return svc_mongo_store_open(url, appname, 0, err, errlen);
 }
 
-/* A share of budget_ms (at least 10 ms), or dflt without a budget. */
-static int budget_share(int budget_ms, int num, int den, int dflt)
+/* Half of bound_ms (at least 10 ms), or dflt without a bound. */
+static int half_of(int bound_ms, int dflt)
 {
-    const int v = budget_ms * num / den;
-
-    if (budget_ms <= 0)
+    if (bound_ms <= 0)
         return dflt;
-    return v >= 10 ? v : 10;
+    return bound_ms / 2 >= 10 ? bound_ms / 2 : 10;
+}
+
+/*
+ * The pool of one budget class: the timeouts the URL leaves unset come
+ * from bound_ms (server selection and connect half of it, a socket read
+ * the other half, so a call never outlasts the bound) or, with no bound,
+ * the defaults; reads are not retried under a bound unless the URL says
+ * retryReads.  NULL with the reason in err.
+ */
+static mongoc_client_pool_t *class_pool(const mongoc_uri_t *base,
+                                        const char *appname, int bound_ms,
+                                        char *err, size_t errlen)
+{
+    bson_error_t error;
+    mongoc_uri_t *uri = mongoc_uri_copy(base);
+    mongoc_client_pool_t *pool = NULL;
+
+    if (uri == NULL
+        || default_timeout(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+                           half_of(bound_ms, RV_MONGO_SELECT_MS))
+               != 0
+        || default_timeout(uri, MONGOC_URI_CONNECTTIMEOUTMS,
+                           half_of(bound_ms, RV_MONGO_CONNECT_MS))
+               != 0
+        || default_timeout(uri, MONGOC_URI_SOCKETTIMEOUTMS,
+                           half_of(bound_ms, RV_MONGO_SOCKET_MS))
+               != 0
+        || !mongoc_uri_set_appname(uri, appname)
+        || (bound_ms > 0 && !mongoc_uri_has_option(uri, MONGOC_URI_RETRYREADS)
+            && !mongoc_uri_set_option_as_bool(uri, MONGOC_URI_RETRYREADS,
+                                              false))) {
+        snprintf(err, errlen,
+                 "MONGO_URL: cannot set default timeouts or "
+                 "the appname");
+        mongoc_uri_destroy(uri);
+        return NULL;
+    }
+    pool = mongoc_client_pool_new_with_error(uri, &error);
+    mongoc_uri_destroy(uri);
+    if (pool == NULL) {
+        snprintf(err, errlen, "MONGO_URL: %s", error.message);
+        return NULL;
+    }
+    if (!mongoc_client_pool_set_error_api(pool, MONGOC_ERROR_API_VERSION_2)) {
+        snprintf(err, errlen, "MONGO_URL: cannot set the error API");
+        mongoc_client_pool_destroy(pool);
+        return NULL;
+    }
+    return pool;
 }
 
 svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
@@ -91,25 +154,6 @@ svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
         snprintf(err, errlen, "MONGO_URL: %s", error.message);
         goto fail;
     }
-    if (default_timeout(m->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                        budget_share(budget_ms, 1, 2, RV_MONGO_SELECT_MS))
-            != 0
-        || default_timeout(m->uri, MONGOC_URI_CONNECTTIMEOUTMS,
-                           budget_share(budget_ms, 1, 2, RV_MONGO_CONNECT_MS))
-               != 0
-        || default_timeout(m->uri, MONGOC_URI_SOCKETTIMEOUTMS,
-                           budget_share(budget_ms, 1, 1, RV_MONGO_SOCKET_MS))
-               != 0
-        || !mongoc_uri_set_appname(m->uri, appname)
-        || (budget_ms > 0
-            && !mongoc_uri_has_option(m->uri, MONGOC_URI_RETRYREADS)
-            && !mongoc_uri_set_option_as_bool(m->uri, MONGOC_URI_RETRYREADS,
-                                              false))) {
-        snprintf(err, errlen,
-                 "MONGO_URL: cannot set default timeouts or "
-                 "the appname");
-        goto fail;
-    }
     db = mongoc_uri_get_database(m->uri);
     if (db == NULL || *db == '\0')
         db = RV_MONGO_DEFAULT_DB;
@@ -118,16 +162,16 @@ svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
         goto fail;
     }
     strcpy(m->db, db);
-    m->pool = mongoc_client_pool_new_with_error(m->uri, &error);
-    if (m->pool == NULL) {
-        snprintf(err, errlen, "MONGO_URL: %s", error.message);
-        goto fail;
-    }
-    if (!mongoc_client_pool_set_error_api(m->pool,
-                                          MONGOC_ERROR_API_VERSION_2)) {
-        snprintf(err, errlen, "MONGO_URL: cannot set the error API");
-        goto fail;
-    }
+    do {
+        const int bound = budget_ms > 0 ? budget_ms >> m->classes : 0;
+
+        m->class_ms[m->classes] = bound;
+        m->pools[m->classes] = class_pool(m->uri, appname, bound, err, errlen);
+        if (m->pools[m->classes] == NULL)
+            goto fail;
+        m->classes++;
+    } while (budget_ms > 0 && m->classes < RV_MONGO_CLASSES
+             && (budget_ms >> m->classes) >= RV_MONGO_CLASS_MIN_MS);
     describe_endpoint(m);
     return m;
 fail:
@@ -137,9 +181,12 @@ fail:
 
 void svc_mongo_store_free(svc_mongo_store *m)
 {
+    int i;
+
     if (m == NULL)
         return;
-    mongoc_client_pool_destroy(m->pool);
+    for (i = 0; i < m->classes; i++)
+        mongoc_client_pool_destroy(m->pools[i]);
     mongoc_uri_destroy(m->uri);
     free(m);
 }
@@ -215,31 +262,50 @@ static svc_store_rc ensure_index(svc_mongo_store *m, mongoc_client_t *client,
     return SVC_STORE_OK;
 }
 
-/* The collection on a client popped from the pool, or NULL. */
-static mongoc_collection_t *collection(svc_mongo_store *m,
-                                       mongoc_client_t **client)
+/* Pops a client from the widest class whose bound fits what the
+ * thread's deadline leaves (the narrowest when none does: a spent budget
+ * is refused before the call, by the caller). */
+static void lease_take(svc_mongo_store *m, lease *l)
 {
-    *client = mongoc_client_pool_pop(m->pool);
-    if (*client == NULL)
-        return NULL;
-    return mongoc_client_get_collection(*client, m->db, RV_MONGO_COLLECTION);
+    const int left = svc_deadline_left_ms(0);
+    int i = 0;
+
+    if (left >= 0)
+        while (i + 1 < m->classes && m->class_ms[i] > left)
+            i++;
+    l->pool = m->pools[i];
+    l->client = mongoc_client_pool_pop(l->pool);
 }
 
-static void release(svc_mongo_store *m, mongoc_client_t *client,
-                    mongoc_collection_t *coll)
+static void lease_give_back(lease *l)
+{
+    if (l->client != NULL)
+        mongoc_client_pool_push(l->pool, l->client);
+    l->client = NULL;
+}
+
+/* The collection on a client popped from the pool, or NULL. */
+static mongoc_collection_t *collection(svc_mongo_store *m, lease *client)
+{
+    lease_take(m, client);
+    if (client->client == NULL)
+        return NULL;
+    return mongoc_client_get_collection(client->client, m->db,
+                                        RV_MONGO_COLLECTION);
+}
+
+static void release(lease *client, mongoc_collection_t *coll)
 {
     mongoc_collection_destroy(coll);
-    if (client != NULL)
-        mongoc_client_pool_push(m->pool, client);
+    lease_give_back(client);
 }
 
 /* Frees what a find built, in reverse order; NULLs are fine. */
-static void release_find(svc_mongo_store *m, mongoc_client_t *client,
-                         mongoc_collection_t *coll, mongoc_cursor_t *cursor,
-                         bson_t *filter, bson_t *opts)
+static void release_find(lease *client, mongoc_collection_t *coll,
+                         mongoc_cursor_t *cursor, bson_t *filter, bson_t *opts)
 {
     mongoc_cursor_destroy(cursor);
-    release(m, client, coll);
+    release(client, coll);
     bson_destroy(filter);
     bson_destroy(opts);
 }
@@ -251,7 +317,7 @@ svc_store_rc svc_mongo_store_put(svc_mongo_store *m, const char *doc_id,
     char key[64];
     bson_error_t error;
     bson_t *filter = NULL, *update = NULL, *opts = NULL;
-    mongoc_client_t *client = NULL;
+    lease client = {NULL, NULL};
     mongoc_collection_t *coll = NULL;
     svc_store_rc rc = SVC_STORE_ERROR;
     const long long id = parse_id(doc_id);
@@ -273,7 +339,7 @@ svc_store_rc svc_mongo_store_put(svc_mongo_store *m, const char *doc_id,
         snprintf(err, errlen, "mongo put %s: out of memory", key);
         goto done;
     }
-    rc = ensure_index(m, client, err, errlen);
+    rc = ensure_index(m, client.client, err, errlen);
     if (rc != SVC_STORE_OK)
         goto done;
     if (!mongoc_collection_update_one(coll, filter, update, opts, NULL,
@@ -284,7 +350,7 @@ svc_store_rc svc_mongo_store_put(svc_mongo_store *m, const char *doc_id,
         rc = failure(m, what, &error, err, errlen);
     }
 done:
-    release(m, client, coll);
+    release(&client, coll);
     bson_destroy(filter);
     bson_destroy(update);
     bson_destroy(opts);
@@ -323,7 +389,7 @@ svc_store_rc svc_mongo_store_get(svc_mongo_store *m, const char *doc_id,
     bson_error_t error;
     bson_t *filter = NULL, *opts = NULL;
     const bson_t *doc = NULL;
-    mongoc_client_t *client = NULL;
+    lease client = {NULL, NULL};
     mongoc_collection_t *coll = NULL;
     mongoc_cursor_t *cursor = NULL;
     svc_store_rc rc = SVC_STORE_ERROR;
@@ -358,7 +424,7 @@ svc_store_rc svc_mongo_store_get(svc_mongo_store *m, const char *doc_id,
         snprintf(err, errlen, "mongo get %s: out of memory", key);
     }
 done:
-    release_find(m, client, coll, cursor, filter, opts);
+    release_find(&client, coll, cursor, filter, opts);
     return rc;
 }
 
@@ -373,7 +439,7 @@ svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
                             "version", BCON_INT32(1), "written_at",
                             BCON_INT32(1), "}");
     const bson_t *doc = NULL;
-    mongoc_client_t *client = NULL;
+    lease client = {NULL, NULL};
     mongoc_collection_t *coll = NULL;
     mongoc_cursor_t *cursor = NULL;
     svc_store_rc rc = SVC_STORE_OK;
@@ -414,7 +480,7 @@ svc_store_rc svc_mongo_store_each(svc_mongo_store *m,
     if (mongoc_cursor_error(cursor, &error))
         rc = failure(m, "list", &error, err, errlen);
 done:
-    release_find(m, client, coll, cursor, filter, opts);
+    release_find(&client, coll, cursor, filter, opts);
     return rc;
 }
 
@@ -430,7 +496,7 @@ svc_store_rc svc_mongo_store_delete_older(svc_mongo_store *m, long long id,
     bson_t *filter = BCON_NEW("document_id", BCON_INT64(id), "version",
                               BCON_INT32(version), "written_at", "{", "$lt",
                               BCON_DATE_TIME(before_ms), "}");
-    mongoc_client_t *client = NULL;
+    lease client = {NULL, NULL};
     mongoc_collection_t *coll = filter != NULL ? collection(m, &client) : NULL;
     svc_store_rc rc = SVC_STORE_ERROR;
 
@@ -451,7 +517,7 @@ svc_store_rc svc_mongo_store_delete_older(svc_mongo_store *m, long long id,
         rc = SVC_STORE_OK;
     }
     bson_destroy(&reply);
-    release_find(m, client, coll, NULL, filter, NULL);
+    release_find(&client, coll, NULL, filter, NULL);
     return rc;
 }
 
@@ -459,18 +525,18 @@ svc_store_rc svc_mongo_store_ping(svc_mongo_store *m, char *err, size_t errlen)
 {
     bson_error_t error;
     bson_t *cmd = BCON_NEW("ping", BCON_INT32(1));
-    mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
+    lease client = {NULL, NULL};
     svc_store_rc rc = SVC_STORE_ERROR;
 
-    if (cmd == NULL || client == NULL)
+    lease_take(m, &client);
+    if (cmd == NULL || client.client == NULL)
         snprintf(err, errlen, "mongo ping: out of memory");
-    else if (!mongoc_client_command_simple(client, m->db, cmd, NULL, NULL,
-                                           &error))
+    else if (!mongoc_client_command_simple(client.client, m->db, cmd, NULL,
+                                           NULL, &error))
         rc = failure(m, "ping", &error, err, errlen);
     else
         rc = SVC_STORE_OK;
-    if (client != NULL)
-        mongoc_client_pool_push(m->pool, client);
+    lease_give_back(&client);
     bson_destroy(cmd);
     return rc;
 }

@@ -49,12 +49,16 @@ typedef enum svc_store_rc {
  */
 svc_mongo_store *svc_mongo_store_new(const char *url, const char *appname,
                                      char *err, size_t errlen);
-/* The same, with the timeouts the URL leaves unset derived from a
- * request's budget_ms instead of the defaults above: server selection
- * and connect half of it, a socket read all of it, so one call never
- * outlasts the budget of the request that makes it; for the same reason
- * a read is not retried unless the URL says retryReads (budget_ms <= 0:
- * the defaults). */
+/* The same, with the timeouts the URL leaves unset cut from a request's
+ * budget_ms instead of the defaults above.  libmongoc fixes a client's
+ * timeouts when its pool is made, so the store keeps one pool per budget
+ * class (bounds budget_ms, budget_ms / 2, ... down to 20 ms; server
+ * selection and connect half a bound, a socket read the other half), and
+ * each call takes a client from the widest class that fits what the
+ * calling thread's deadline leaves (svc_deadline.h): a call made late in
+ * a request never outlasts the request's budget by more than the
+ * narrowest bound.  For the same reason a read is not retried unless the
+ * URL says retryReads (budget_ms <= 0: one pool, the defaults). */
 svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
                                       int budget_ms, char *err, size_t errlen);
 void svc_mongo_store_free(svc_mongo_store *m);

@@ -2,7 +2,10 @@
  * kh_store.c: the exactly-once indexing transaction (see kh_store.h).
  *
  * Statements are sent with PQexecParams (text parameters, no client-side
- * quoting).  Any failed statement ends the attempt: the transaction is
+ * quoting; the chunks go as array literals, escaped here).  An event
+ * costs four round trips whatever its number of chunks: the savepoint,
+ * the claim with the document read, the chunks replaced with their count,
+ * the release (under load each round trip is a turn for the CPU).  Any failed statement ends the attempt: the transaction is
  * rolled back, a connection that libpq reports bad is dropped and made
  * again on the next call, and the caller retries the message later.
  *
@@ -44,31 +47,48 @@ typedef struct doc_row {
     char *owned; /* the text when it came from MongoDB */
 } doc_row;
 
-static const char claim_sql[] =
-    "INSERT INTO kh_processed_event (event_id, document_id, outcome) "
-    "VALUES ($1::uuid, $2::bigint, 'indexed') "
-    "ON CONFLICT (event_id) DO NOTHING RETURNING 1";
-static const char doc_sql[] =
-    "SELECT d.status, d.version, d.title, coalesce(c.content, '') "
-    "FROM kh_document d LEFT JOIN kh_document_content c "
-    "ON c.document_id = d.id WHERE d.id = $1::bigint FOR SHARE OF d";
+/* The event claimed and the document read in one round trip: fresh is
+ * 0 for an event already processed (then nothing was written), and the
+ * document's columns are NULL when it does not exist. */
+#define CLAIM_AND_READ(content, from)                                     \
+    "WITH claim AS (INSERT INTO kh_processed_event "                      \
+    "(event_id, document_id, outcome) "                                   \
+    "VALUES ($1::uuid, $2::bigint, 'indexed') "                           \
+    "ON CONFLICT (event_id) DO NOTHING RETURNING 1) "                     \
+    "SELECT (SELECT count(*) FROM claim), d.status, d.version, d.title, " \
+    "d.content FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT d.status, "  \
+    "d.version, d.title, " content " AS content FROM " from               \
+    " WHERE d.id = $2::bigint FOR SHARE OF d) d ON true"
+static const char claim_doc_sql[] = CLAIM_AND_READ(
+    "coalesce(c.content, '')",
+    "kh_document d LEFT JOIN kh_document_content c ON c.document_id = d.id");
 /* The same row without the text, which is in MongoDB. */
-static const char doc_mongo_sql[] =
-    "SELECT d.status, d.version, d.title, '' "
-    "FROM kh_document d WHERE d.id = $1::bigint FOR SHARE OF d";
+static const char claim_doc_mongo_sql[] = CLAIM_AND_READ("''",
+                                                         "kh_document d");
 static const char stale_sql[] =
     "UPDATE kh_processed_event SET outcome = 'stale' "
     "WHERE event_id = $1::uuid";
-static const char delete_sql[] =
-    "DELETE FROM kh_chunk WHERE document_id = $1::bigint";
-static const char insert_sql[] =
-    "INSERT INTO kh_chunk (document_id, chunk_index, document_version, "
-    "content, byte_offset, tsv, embedding, event_id) "
-    "VALUES ($1::bigint, $2::integer, $3::integer, $4, $5::integer, "
-    "kh_search_vector($6, $4), $7::real[], $8::uuid)";
-static const char count_sql[] =
-    "UPDATE kh_processed_event SET chunks = $2::integer "
-    "WHERE event_id = $1::uuid";
+/* The document's chunks replaced and their number recorded in one
+ * statement: the chunks come as parallel arrays (index, text, byte
+ * offset, embedding as a real[] literal or NULL); those at an index the
+ * document still has are overwritten and those past its end deleted (the
+ * two touch different rows, so the statement's parts cannot meet). */
+static const char replace_sql[] =
+    "WITH chunk AS (SELECT * FROM unnest($2::integer[], $3::text[], "
+    "$4::integer[], $5::text[]) AS t(i, c, o, e)), "
+    "ins AS (INSERT INTO kh_chunk (document_id, chunk_index, "
+    "document_version, content, byte_offset, tsv, embedding, event_id) "
+    "SELECT $1::bigint, i, $6::integer, c, o, kh_search_vector($7, c), "
+    "e::real[], $8::uuid FROM chunk "
+    "ON CONFLICT (document_id, chunk_index) DO UPDATE SET "
+    "document_version = EXCLUDED.document_version, "
+    "content = EXCLUDED.content, byte_offset = EXCLUDED.byte_offset, "
+    "tsv = EXCLUDED.tsv, embedding = EXCLUDED.embedding, "
+    "event_id = EXCLUDED.event_id, indexed_at = now()), "
+    "gone AS (DELETE FROM kh_chunk WHERE document_id = $1::bigint "
+    "AND chunk_index >= cardinality($2::integer[])) "
+    "UPDATE kh_processed_event SET chunks = cardinality($2::integer[]) "
+    "WHERE event_id = $8::uuid";
 
 const char *kh_outcome_name(kh_outcome outcome)
 {
@@ -191,24 +211,27 @@ static int run_ok(kh_store *s, const char *what, const char *sql, int n,
     return res != NULL ? 0 : -1;
 }
 
-/* Reads the document; *found = 0 if it does not exist. */
-static int load_doc(kh_store *s, const kh_event *ev, doc_row *d, int *found,
-                    char *err, size_t errlen)
+/* Claims the event and reads its document: *fresh = 0 when the event
+ * was processed before, *found = 0 when the document does not exist. */
+static int claim_and_load(kh_store *s, const kh_event *ev, doc_row *d,
+                          int *fresh, int *found, char *err, size_t errlen)
 {
-    const char *params[] = {ev->document_id};
-    const char *sql = s->mongo != NULL ? doc_mongo_sql : doc_sql;
+    const char *params[] = {ev->event_id, ev->document_id};
+    const char *sql = s->mongo != NULL ? claim_doc_mongo_sql : claim_doc_sql;
 
     memset(d, 0, sizeof(*d));
-    d->res = run(s, "read document", sql, 1, params, err, errlen);
+    d->res = run(s, "record event and read document", sql, 2, params, err,
+                 errlen);
     if (d->res == NULL)
         return -1;
-    *found = PQntuples(d->res) == 1;
+    *fresh = PQntuples(d->res) == 1 && atoi(PQgetvalue(d->res, 0, 0)) == 1;
+    *found = PQntuples(d->res) == 1 && !PQgetisnull(d->res, 0, 1);
     if (*found) {
-        d->status = PQgetvalue(d->res, 0, 0);
-        d->version = atoi(PQgetvalue(d->res, 0, 1));
-        d->title = PQgetvalue(d->res, 0, 2);
-        d->content = PQgetvalue(d->res, 0, 3);
-        d->content_len = (size_t)PQgetlength(d->res, 0, 3);
+        d->status = PQgetvalue(d->res, 0, 1);
+        d->version = atoi(PQgetvalue(d->res, 0, 2));
+        d->title = PQgetvalue(d->res, 0, 3);
+        d->content = PQgetvalue(d->res, 0, 4);
+        d->content_len = (size_t)PQgetlength(d->res, 0, 4);
     }
     return 0;
 }
@@ -270,61 +293,137 @@ static int embed_chunk(const kh_store *s, const char *text, size_t len,
     return 0;
 }
 
-static int insert_chunk(kh_store *s, const kh_event *ev, const doc_row *d,
-                        size_t index, const kh_chunk_span *span, char *err,
-                        size_t errlen)
+/* A growing PostgreSQL array literal ("{...}"); failed on no memory. */
+typedef struct array_text {
+    char *data;
+    size_t len, cap;
+    int failed;
+} array_text;
+
+static void at_put(array_text *a, const char *bytes, size_t n)
 {
-    char idx[24], version[24], offset[24];
-    char *text = strndup(d->content + span->offset, span->length);
-    char *embedding = NULL;
-    int rc = -1;
+    if (a->failed)
+        return;
+    if (a->len + n + 2 > a->cap) {
+        const size_t cap = (a->len + n + 2) * 2;
+        char *p = realloc(a->data, cap);
 
+        if (p == NULL) {
+            a->failed = 1;
+            return;
+        }
+        a->data = p;
+        a->cap = cap;
+    }
+    memcpy(a->data + a->len, bytes, n);
+    a->len += n;
+    a->data[a->len] = '\0';
+}
+
+/* Appends element i: a double-quoted string with " and \ escaped, or
+ * NULL when text is NULL. */
+static void at_element(array_text *a, size_t i, const char *text, size_t n)
+{
+    size_t k, from = 0;
+
+    at_put(a, i == 0 ? "{" : ",", 1);
     if (text == NULL) {
-        snprintf(err, errlen, "chunk: out of memory");
-        return -1;
+        at_put(a, "NULL", 4);
+        return;
     }
-    snprintf(idx, sizeof(idx), "%zu", index);
-    snprintf(version, sizeof(version), "%d", d->version);
-    snprintf(offset, sizeof(offset), "%zu", span->offset);
-    if (embed_chunk(s, text, span->length, &embedding, err, errlen) == 0) {
-        const char *params[] = {ev->document_id, idx,
-                                version,         text,
-                                offset,          d->title,
-                                embedding,       ev->event_id};
+    at_put(a, "\"", 1);
+    for (k = 0; k < n; k++) {
+        if (text[k] == '"' || text[k] == '\\') {
+            at_put(a, text + from, k - from);
+            at_put(a, "\\", 1);
+            from = k;
+        }
+    }
+    at_put(a, text + from, n - from);
+    at_put(a, "\"", 1);
+}
 
-        rc = run_ok(s, "insert chunk", insert_sql, 8, params, err, errlen);
+static void at_end(array_text *a, size_t n)
+{
+    at_put(a, n == 0 ? "{}" : "}", n == 0 ? 2 : 1);
+}
+
+/* The chunks as the four arrays of replace_sql.  Returns 0, or -1 with
+ * err set (an embedding that failed, or no memory). */
+static int chunk_arrays(const kh_store *s, const doc_row *d,
+                        const kh_chunk_span *spans, size_t n,
+                        array_text out[4], char *err, size_t errlen)
+{
+    char num[24];
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        const char *text = d->content + spans[i].offset;
+        char *embedding = NULL;
+
+        snprintf(num, sizeof(num), "%zu", i);
+        at_element(&out[0], i, num, strlen(num));
+        at_element(&out[1], i, text, spans[i].length);
+        snprintf(num, sizeof(num), "%zu", spans[i].offset);
+        at_element(&out[2], i, num, strlen(num));
+        if (s->opts.embed_command != NULL) {
+            char *copy = strndup(text, spans[i].length);
+
+            if (copy == NULL) {
+                snprintf(err, errlen, "chunk: out of memory");
+                return -1;
+            }
+            if (embed_chunk(s, copy, spans[i].length, &embedding, err, errlen)
+                != 0) {
+                free(copy);
+                return -1;
+            }
+            free(copy);
+        }
+        at_element(&out[3], i, embedding,
+                   embedding != NULL ? strlen(embedding) : 0);
+        free(embedding);
     }
-    free(embedding);
-    free(text);
-    return rc;
+    for (i = 0; i < 4; i++) {
+        at_end(&out[i], n);
+        if (out[i].failed) {
+            snprintf(err, errlen, "chunks: out of memory");
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Replaces the document's chunks; *chunks gets their number. */
 static int replace_chunks(kh_store *s, const kh_event *ev, const doc_row *d,
                           int *chunks, char *err, size_t errlen)
 {
-    const char *del[] = {ev->document_id};
     kh_chunk_span *spans = NULL;
+    array_text arrays[4];
     size_t n = 0, i;
-    char count[24];
-    int rc = 0;
+    char version[24];
+    int rc;
 
+    memset(arrays, 0, sizeof(arrays));
     if (kh_chunk_split(d->content, d->content_len, &s->opts.chunk, &spans, &n)
         != 0) {
         snprintf(err, errlen, "chunking: bad options or out of memory");
         return -1;
     }
-    rc = run_ok(s, "delete chunks", delete_sql, 1, del, err, errlen);
-    for (i = 0; rc == 0 && i < n; i++)
-        rc = insert_chunk(s, ev, d, i, &spans[i], err, errlen);
+    rc = chunk_arrays(s, d, spans, n, arrays, err, errlen);
     free(spans);
     if (rc == 0) {
-        const char *params[] = {ev->event_id, count};
+        const char *params[] = {ev->document_id, arrays[0].data,
+                                arrays[1].data,  arrays[2].data,
+                                arrays[3].data,  version,
+                                d->title,        ev->event_id};
 
-        snprintf(count, sizeof(count), "%zu", n);
-        rc = run_ok(s, "record chunks", count_sql, 2, params, err, errlen);
-        *chunks = (int)n;
+        snprintf(version, sizeof(version), "%d", d->version);
+        rc = run_ok(s, "replace chunks", replace_sql, 8, params, err, errlen);
+        *chunks = rc == 0 ? (int)n : 0;
     }
+    for (i = 0; i < 4; i++)
+        free(arrays[i].data);
     return rc;
 }
 
@@ -332,20 +431,16 @@ static int replace_chunks(kh_store *s, const kh_event *ev, const doc_row *d,
 static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
                               char *err, size_t errlen)
 {
-    const char *claim[] = {ev->event_id, ev->document_id};
     const char *stale[] = {ev->event_id};
-    PGresult *res = run(s, "record event", claim_sql, 2, claim, err, errlen);
     doc_row d;
-    int fresh, found = 0, rc;
+    int fresh = 0, found = 0, rc;
 
-    if (res == NULL)
+    if (claim_and_load(s, ev, &d, &fresh, &found, err, errlen) != 0)
         return KH_FAILED;
-    fresh = PQntuples(res) == 1;
-    PQclear(res);
-    if (!fresh)
+    if (!fresh) {
+        doc_clear(&d);
         return KH_DUPLICATE;
-    if (load_doc(s, ev, &d, &found, err, errlen) != 0)
-        return KH_FAILED;
+    }
     if (!found || strcmp(d.status, "approved") != 0
         || d.version != ev->document_version) {
         doc_clear(&d);

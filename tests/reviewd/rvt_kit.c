@@ -9,6 +9,12 @@
  */
 #include "rvt_kit.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -802,6 +808,19 @@ const char *rvt_field(const rvt_resp *r, const char *path)
         path += n + (path[n] == '.');
     }
     return json_string_value(v);
+}
+
+void rvt_expect_status(const rvt_resp *r, int status, const char *code,
+                       const char *what)
+{
+    const char *got = rvt_field(r, "code");
+
+    TK_EXPECT(r->status == status, "%s answers %d, got %d: %s", what, status,
+              r->status, r->body != NULL ? r->body : "(no body)");
+    if (code != NULL) {
+        TK_EXPECT(got != NULL && strcmp(got, code) == 0, "%s gives %s, got %s",
+                  what, code, got != NULL ? got : "(none)");
+    }
 }
 
 void rvt_resp_free(rvt_resp *r)

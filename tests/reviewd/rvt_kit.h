@@ -164,6 +164,12 @@ int rvt_call(int port, const char *method, const char *path, const char *token,
 const char *rvt_header(const rvt_resp *r, const char *name, char *buf,
                        size_t len);
 
+/* In a cmocka test: fails unless r has status and, when code is not
+ * NULL, that error code; the message names what was asked and shows the
+ * body. */
+void rvt_expect_status(const rvt_resp *r, int status, const char *code,
+                       const char *what);
+
 /* A string field of the response JSON (nested with "a.b"), or NULL. */
 const char *rvt_field(const rvt_resp *r, const char *path);
 

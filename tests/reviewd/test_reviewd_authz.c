@@ -70,19 +70,6 @@ static int teardown(void **state)
     return clean ? 0 : -1;
 }
 
-static void expect_status(rvt_resp *r, int status, const char *code,
-                          const char *what)
-{
-    const char *got = rvt_field(r, "code");
-
-    TK_EXPECT(r->status == status, "%s answers %d, got %d: %s", what, status,
-              r->status, r->body != NULL ? r->body : "(no body)");
-    if (code != NULL) {
-        TK_EXPECT(got != NULL && strcmp(got, code) == 0, "%s gives %s, got %s",
-                  what, code, got != NULL ? got : "(none)");
-    }
-}
-
 /* ---- eight attackers against the owner ---------------------------------- */
 
 typedef struct attack {
@@ -190,9 +177,9 @@ static void a_held_redis_lock_still_answers_strangers_403(void **state)
                                       TOKEN_BY_HAND));
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
     rvt_call(srv.port, "POST", path, mallory, NULL, NULL, &r);
-    expect_status(&r, 403, "FORBIDDEN",
-                  "a stranger's submit while the "
-                  "submit lock is held");
+    rvt_expect_status(&r, 403, "FORBIDDEN",
+                      "a stranger's submit while the "
+                      "submit lock is held");
     rvt_resp_free(&r);
     testkit_forget_lock(redis_url, key);
 
@@ -206,20 +193,20 @@ static void a_held_redis_lock_still_answers_strangers_403(void **state)
 
         snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
         rvt_call(srv.port, "POST", path, alice_admin, NULL, NULL, &r);
-        expect_status(&r, 403, "FORBIDDEN",
-                      "the author's own approve while "
-                      "the review lock is held");
+        rvt_expect_status(&r, 403, "FORBIDDEN",
+                          "the author's own approve while "
+                          "the review lock is held");
         rvt_resp_free(&r);
         free(alice_admin);
     }
     rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
-    expect_status(&r, 409, "LOCK_BUSY",
-                  "a reviewer who may decide, while "
-                  "the lock is held");
+    rvt_expect_status(&r, 409, "LOCK_BUSY",
+                      "a reviewer who may decide, while "
+                      "the lock is held");
     rvt_resp_free(&r);
     testkit_forget_lock(redis_url, key);
     rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
-    expect_status(&r, 200, NULL, "the reviewer once the lock is free");
+    rvt_expect_status(&r, 200, NULL, "the reviewer once the lock is free");
     rvt_resp_free(&r);
 }
 
@@ -243,13 +230,14 @@ static void a_locked_row_still_answers_strangers_403_at_once(void **state)
     snprintf(path, sizeof(path), "/v1/documents/%s", doc);
     t0 = testkit_now_ms();
     rvt_call(srv.port, "PUT", path, mallory, "{\"title\":\"mine\"}", NULL, &r);
-    expect_status(&r, 403, "FORBIDDEN", "a stranger's edit of a locked row");
+    rvt_expect_status(&r, 403, "FORBIDDEN",
+                      "a stranger's edit of a locked row");
     rvt_resp_free(&r);
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
     rvt_call(srv.port, "POST", path, mallory, NULL, NULL, &r);
-    expect_status(&r, 403, "FORBIDDEN",
-                  "a stranger's submit of a locked "
-                  "row");
+    rvt_expect_status(&r, 403, "FORBIDDEN",
+                      "a stranger's submit of a locked "
+                      "row");
     rvt_resp_free(&r);
     /* Under the 3 s statement timeout a wait on the row lock shows. */
     TK_EXPECT(testkit_now_ms() - t0 < 2500,
@@ -260,7 +248,7 @@ static void a_locked_row_still_answers_strangers_403_at_once(void **state)
     snprintf(path, sizeof(path), "/v1/documents/%s", doc);
     rvt_call(srv.port, "PUT", path, alice, "{\"title\":\"still mine\"}", NULL,
              &r);
-    expect_status(&r, 200, NULL, "the owner's edit once the row is free");
+    rvt_expect_status(&r, 200, NULL, "the owner's edit once the row is free");
     TK_EXPECT(r.json != NULL
                   && json_integer_value(json_object_get(r.json, "version"))
                          == 2,

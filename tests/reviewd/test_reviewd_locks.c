@@ -66,19 +66,6 @@ static int teardown(void **state)
     return clean && clean_off ? 0 : -1;
 }
 
-static void expect_status(rvt_resp *r, int status, const char *code,
-                          const char *what)
-{
-    const char *got = rvt_field(r, "code");
-
-    TK_EXPECT(r->status == status, "%s answers %d, got %d: %s", what, status,
-              r->status, r->body != NULL ? r->body : "(no body)");
-    if (code != NULL) {
-        TK_EXPECT(got != NULL && strcmp(got, code) == 0, "%s gives %s", what,
-                  code);
-    }
-}
-
 typedef struct key_wait {
     const char *key;
     int want; /* 1: exists, 0: gone */
@@ -107,14 +94,14 @@ static void a_key_held_by_hand_turns_decisions_away_until_its_ttl(void **state)
     assert_int_equal(rvt_create_pending(srv.port, alice, doc, rid), 0);
     snprintf(key, sizeof(key), "lock:doc:review:%s", rid);
     freeReplyObject(
-        testkit_redis_cmd(redis_url, "SET %s %s PX 600", key, TOKEN_BY_HAND));
+        testkit_redis_cmd(redis_url, "SET %s %s PX 2000", key, TOKEN_BY_HAND));
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
     rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
-    expect_status(&r, 409, "LOCK_BUSY", "approve while the key is held");
+    rvt_expect_status(&r, 409, "LOCK_BUSY", "approve while the key is held");
     rvt_resp_free(&r);
     TK_EXPECT(wait_key(key, 0), "the hand-held key expires by its TTL");
     rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
-    expect_status(&r, 200, NULL, "approve once the key expired");
+    rvt_expect_status(&r, 200, NULL, "approve once the key expired");
     TK_EXPECT(rvt_field(&r, "review.fence") != NULL,
               "the decision carries the lock's fence");
     rvt_resp_free(&r);
@@ -133,7 +120,7 @@ static void a_submit_lock_held_by_hand_creates_no_review(void **state)
                                       TOKEN_BY_HAND));
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
     rvt_call(srv.port, "POST", path, alice, NULL, NULL, &r);
-    expect_status(&r, 409, "LOCK_BUSY", "submit while the key is held");
+    rvt_expect_status(&r, 409, "LOCK_BUSY", "submit while the key is held");
     rvt_resp_free(&r);
     snprintf(sql, sizeof(sql),
              "SELECT count(*) FROM kh_document_review "
@@ -142,7 +129,7 @@ static void a_submit_lock_held_by_hand_creates_no_review(void **state)
     TK_EXPECT(rvt_sql_int(&db, sql) == 0, "no review was created");
     freeReplyObject(testkit_redis_cmd(redis_url, "DEL %s", key));
     rvt_call(srv.port, "POST", path, alice, NULL, NULL, &r);
-    expect_status(&r, 201, NULL, "submit once the key is gone");
+    rvt_expect_status(&r, 201, NULL, "submit once the key is gone");
     rvt_resp_free(&r);
     testkit_forget_lock(redis_url, key);
 }
@@ -200,15 +187,15 @@ static void a_holder_paused_past_its_ttl_cannot_make_a_second_decision(
     TK_EXPECT(wait_key(key, 0), "its 300 ms TTL runs out while it stalls");
     snprintf(path, sizeof(path), "/v1/reviews/%s/reject", rid);
     rvt_call(srv.port, "POST", path, carol, "{\"comment\":\"no\"}", NULL, &r);
-    expect_status(&r, 200, NULL, "a second reviewer takes the free lock");
+    rvt_expect_status(&r, 200, NULL, "a second reviewer takes the free lock");
     snprintf(fence, sizeof(fence), "%s",
              rvt_field(&r, "review.fence") != NULL
                  ? rvt_field(&r, "review.fence")
                  : "");
     rvt_resp_free(&r);
     pthread_join(t, NULL);
-    expect_status(&slow.resp, 409, "INVALID_STATE",
-                  "the holder whose lock expired");
+    rvt_expect_status(&slow.resp, 409, "INVALID_STATE",
+                      "the holder whose lock expired");
     rvt_resp_free(&slow.resp);
     snprintf(sql, sizeof(sql),
              "SELECT r.status || ' ' || r.reviewer || ' ' "
@@ -268,12 +255,12 @@ static void without_redis_an_idempotent_twin_is_busy_while_the_first_runs(
     TK_EXPECT(testkit_wait_until(advisory_held, &w, 5000),
               "the first request holds the key's advisory lock");
     rvt_call(srv_off.port, "POST", slow.path, alice, NULL, "twin-key", &r);
-    expect_status(&r, 409, "LOCK_BUSY", "the twin while the first runs");
+    rvt_expect_status(&r, 409, "LOCK_BUSY", "the twin while the first runs");
     rvt_resp_free(&r);
     pthread_join(t, NULL);
-    expect_status(&slow.resp, 201, NULL, "the first request");
+    rvt_expect_status(&slow.resp, 201, NULL, "the first request");
     rvt_call(srv_off.port, "POST", slow.path, alice, NULL, "twin-key", &r);
-    expect_status(&r, 201, NULL, "a retry after it finished");
+    rvt_expect_status(&r, 201, NULL, "a retry after it finished");
     TK_EXPECT(slow.resp.body != NULL && r.body != NULL
                   && strcmp(slow.resp.body, r.body) == 0,
               "the retry replays the first response");
@@ -292,7 +279,7 @@ static void without_redis_decisions_have_no_fence_and_readyz_is_degraded(
 
     (void)state;
     rvt_call(srv_off.port, "GET", "/readyz", NULL, NULL, NULL, &r);
-    expect_status(&r, 200, NULL, "/readyz without Redis");
+    rvt_expect_status(&r, 200, NULL, "/readyz without Redis");
     TK_EXPECT(strcmp(rvt_field(&r, "status"), "degraded") == 0
                   && strcmp(rvt_field(&r, "redis"), "off") == 0,
               "degraded with redis off: %s", r.body);
@@ -300,7 +287,7 @@ static void without_redis_decisions_have_no_fence_and_readyz_is_degraded(
     assert_int_equal(rvt_create_pending(srv_off.port, alice, doc, rid), 0);
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
     rvt_call(srv_off.port, "POST", path, bob, NULL, NULL, &r);
-    expect_status(&r, 200, NULL, "approve without Redis");
+    rvt_expect_status(&r, 200, NULL, "approve without Redis");
     TK_EXPECT(json_is_null(
                   json_object_get(json_object_get(r.json, "review"), "fence")),
               "fence is null for a degraded decision");

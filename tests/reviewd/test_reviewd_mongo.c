@@ -176,19 +176,6 @@ static int teardown(void **state)
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static void expect_status(const rvt_resp *r, int status, const char *code,
-                          const char *what)
-{
-    const char *got = rvt_field(r, "code");
-
-    TK_EXPECT(r->status == status, "%s answers %d, got %d: %s", what, status,
-              r->status, r->body != NULL ? r->body : "(no body)");
-    if (code != NULL) {
-        TK_EXPECT(got != NULL && strcmp(got, code) == 0, "%s gives %s, got %s",
-                  what, code, got != NULL ? got : "none");
-    }
-}
-
 /* {"title":..., "content":...} (either may be NULL), malloc'd. */
 static char *doc_body(const char *title, const char *content)
 {
@@ -261,7 +248,7 @@ static void create(const char *title, const char *content, char id[24])
     assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", alice, body,
                               NULL, &r),
                      0);
-    expect_status(&r, 201, NULL, "POST /v1/documents");
+    rvt_expect_status(&r, 201, NULL, "POST /v1/documents");
     snprintf(id, 24, "%s", rvt_field(&r, "id"));
     rvt_resp_free(&r);
     free(body);
@@ -305,7 +292,7 @@ static void each_version_has_its_own_record_through_the_lifecycle(void **state)
     create("lifecycle", text, id);
 
     get_doc(id, 1, &r);
-    expect_status(&r, 200, NULL, "GET ?include=content");
+    rvt_expect_status(&r, 200, NULL, "GET ?include=content");
     TK_EXPECT(rvt_field(&r, "content") != NULL
                   && strcmp(rvt_field(&r, "content"), text) == 0,
               "the content read back is the content written");
@@ -319,18 +306,18 @@ static void each_version_has_its_own_record_through_the_lifecycle(void **state)
               "MongoDB holds record (%s, 1) with the text", id);
 
     put_doc(id, NULL, "second text", &r);
-    expect_status(&r, 200, NULL, "PUT content");
+    rvt_expect_status(&r, 200, NULL, "PUT content");
     TK_EXPECT(json_int(&r, "version") == 2, "an edit bumps the version");
     TK_EXPECT(strcmp(rvt_field(&r, "preview"), "second text") == 0,
               "the preview follows the new text");
     rvt_resp_free(&r);
     put_doc(id, "renamed", NULL, &r);
-    expect_status(&r, 200, NULL, "PUT title alone");
+    rvt_expect_status(&r, 200, NULL, "PUT title alone");
     TK_EXPECT(json_int(&r, "version") == 3, "a title edit bumps it too");
     rvt_resp_free(&r);
 
     get_doc(id, 1, &r);
-    expect_status(&r, 200, NULL, "GET version 3 with content");
+    rvt_expect_status(&r, 200, NULL, "GET version 3 with content");
     TK_EXPECT(strcmp(rvt_field(&r, "content"), "second text") == 0,
               "a title edit keeps the text");
     TK_EXPECT(strcmp(rvt_field(&r, "title"), "renamed") == 0, "new title");
@@ -348,7 +335,7 @@ static void each_version_has_its_own_record_through_the_lifecycle(void **state)
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", id);
     assert_int_equal(rvt_call(srv.port, "POST", path, alice, NULL, NULL, &r),
                      0);
-    expect_status(&r, 201, NULL, "submit");
+    rvt_expect_status(&r, 201, NULL, "submit");
     snprintf(rid, sizeof(rid), "%s", rvt_field(&r, "review.id"));
     TK_EXPECT(json_integer_value(
                   json_object_get(json_object_get(r.json, "review"),
@@ -358,12 +345,12 @@ static void each_version_has_its_own_record_through_the_lifecycle(void **state)
     rvt_resp_free(&r);
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
     assert_int_equal(rvt_call(srv.port, "POST", path, bob, "{}", NULL, &r), 0);
-    expect_status(&r, 200, NULL, "approve");
+    rvt_expect_status(&r, 200, NULL, "approve");
     TK_EXPECT(strcmp(rvt_field(&r, "document.status"), "approved") == 0,
               "the document is approved");
     rvt_resp_free(&r);
     get_doc(id, 1, &r);
-    expect_status(&r, 200, NULL, "GET the approved document's text");
+    rvt_expect_status(&r, 200, NULL, "GET the approved document's text");
     TK_EXPECT(strcmp(rvt_field(&r, "content"), "second text") == 0,
               "the approved version's text is served");
     rvt_resp_free(&r);
@@ -389,7 +376,7 @@ static void a_missing_record_is_reported_not_served_empty(void **state)
     TK_EXPECT(count_records(id) == 0, "the record is gone");
 
     get_doc(id, 1, &r);
-    expect_status(&r, 500, "CONTENT_MISSING", "GET with a lost record");
+    rvt_expect_status(&r, 500, "CONTENT_MISSING", "GET with a lost record");
     TK_EXPECT(rvt_field(&r, "content") == NULL, "no content is served");
     rvt_resp_free(&r);
     TK_EXPECT(rvt_server_log_has(&srv, "\"msg\":\"content_missing\""),
@@ -397,11 +384,12 @@ static void a_missing_record_is_reported_not_served_empty(void **state)
     TK_EXPECT(metric("reviewd_content_mongo_missing_total") == missing + 1,
               "/metrics counts the missing record");
     get_doc(id, 0, &r);
-    expect_status(&r, 200, NULL, "GET without content still works");
+    rvt_expect_status(&r, 200, NULL, "GET without content still works");
     rvt_resp_free(&r);
     /* An edit of the title alone must copy the text, so it fails too. */
     put_doc(id, "retitled", NULL, &r);
-    expect_status(&r, 500, "CONTENT_MISSING", "PUT title over a lost text");
+    rvt_expect_status(&r, 500, "CONTENT_MISSING",
+                      "PUT title over a lost text");
     rvt_resp_free(&r);
     get_doc(id, 0, &r);
     TK_EXPECT(json_int(&r, "version") == 1
@@ -466,7 +454,7 @@ static void a_failed_commit_leaves_a_harmless_orphan(void **state)
                          0);
         free(body);
     }
-    expect_status(&r, 500, "INTERNAL", "a create whose commit fails");
+    rvt_expect_status(&r, 500, "INTERNAL", "a create whose commit fails");
     rvt_resp_free(&r);
     orphan = record_with_text(text);
     TK_EXPECT(orphan > 0, "the create's record was written before the "
@@ -481,7 +469,7 @@ static void a_failed_commit_leaves_a_harmless_orphan(void **state)
 
     create("edited", "the committed text", id);
     put_doc(id, "fail at commit", "orphan of an edit", &r);
-    expect_status(&r, 500, "INTERNAL", "an edit whose commit fails");
+    rvt_expect_status(&r, 500, "INTERNAL", "an edit whose commit fails");
     rvt_resp_free(&r);
     rec = record_text(id, 2);
     TK_EXPECT(rec != NULL && strcmp(rec, "orphan of an edit") == 0,
@@ -504,7 +492,7 @@ static void a_failed_commit_leaves_a_harmless_orphan(void **state)
     TK_EXPECT(strstr(listed, line) == NULL,
               "the committed version is not an orphan: %s", listed);
     put_doc(id, NULL, "the real second text", &r);
-    expect_status(&r, 200, NULL, "the next edit");
+    rvt_expect_status(&r, 200, NULL, "the next edit");
     rvt_resp_free(&r);
     get_doc(id, 1, &r);
     TK_EXPECT(json_int(&r, "version") == 2
@@ -541,10 +529,12 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
     assert_int_equal(rvt_call(srv.port, "POST", "/v1/documents", alice,
                               "{\"title\":\"t\",\"content\":\"c\"}", NULL, &r),
                      0);
-    expect_status(&r, 503, "CONTENT_UNAVAILABLE", "create during the outage");
+    rvt_expect_status(&r, 503, "CONTENT_UNAVAILABLE",
+                      "create during the outage");
     rvt_resp_free(&r);
     put_doc(id, "changed", "changed text", &r);
-    expect_status(&r, 503, "CONTENT_UNAVAILABLE", "edit during the outage");
+    rvt_expect_status(&r, 503, "CONTENT_UNAVAILABLE",
+                      "edit during the outage");
     rvt_resp_free(&r);
     assert_int_equal(rvt_sql(&db, sql, after, sizeof(after)), 0);
     TK_EXPECT(strcmp(before, after) == 0, "the row is unchanged: %s, then %s",
@@ -552,10 +542,10 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
     TK_EXPECT(rvt_sql_int(&db, "SELECT count(*) FROM kh_document") == docs,
               "no document row was added");
     get_doc(id, 1, &r);
-    expect_status(&r, 503, "CONTENT_UNAVAILABLE", "read of the text");
+    rvt_expect_status(&r, 503, "CONTENT_UNAVAILABLE", "read of the text");
     rvt_resp_free(&r);
     get_doc(id, 0, &r);
-    expect_status(&r, 200, NULL, "read without the text");
+    rvt_expect_status(&r, 200, NULL, "read without the text");
     rvt_resp_free(&r);
     TK_EXPECT(rvt_server_log_has(&srv, "content_store_unavailable"),
               "the log says content_store_unavailable");
@@ -577,16 +567,16 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
         rvt_resp_free(&r);
         usleep(100000);
     }
-    expect_status(&r, 500, "CONTENT_MISSING",
-                  "read of a record lost with "
-                  "the server's memory");
+    rvt_expect_status(&r, 500, "CONTENT_MISSING",
+                      "read of a record lost with "
+                      "the server's memory");
     rvt_resp_free(&r);
     create("after", "text after the outage", other);
     readiness(ready, sizeof(ready));
     TK_EXPECT(strncmp(ready, "ok/", 3) == 0,
               "/readyz says ok again after a write, got %s", ready);
     get_doc(other, 1, &r);
-    expect_status(&r, 200, NULL, "read after the outage");
+    rvt_expect_status(&r, 200, NULL, "read after the outage");
     TK_EXPECT(strcmp(rvt_field(&r, "content"), "text after the outage") == 0,
               "the new text is served");
     rvt_resp_free(&r);

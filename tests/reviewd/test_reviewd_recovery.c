@@ -66,12 +66,6 @@ static int teardown(void **state)
     return clean ? 0 : -1;
 }
 
-static void expect_status(rvt_resp *r, int status, const char *what)
-{
-    TK_EXPECT(r->status == status, "%s answers %d, got %d: %s", what, status,
-              r->status, r->body != NULL ? r->body : "(no body)");
-}
-
 /* Ends every backend of reviewd on the test database, as a restart would;
  * returns how many. */
 static long long cut_reviewd_connections(void)
@@ -93,7 +87,7 @@ static void keyed_posts_recover_right_after_a_restart(void **state)
                                               "was cut");
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
     rvt_call(srv.port, "POST", path, alice, NULL, "after-restart-1", &r);
-    expect_status(&r, 201, "a keyed submit right after the restart");
+    rvt_expect_status(&r, 201, NULL, "a keyed submit right after the restart");
     snprintf(rid, sizeof(rid), "%s",
              rvt_field(&r, "review.id") != NULL ? rvt_field(&r, "review.id")
                                                 : "0");
@@ -101,10 +95,11 @@ static void keyed_posts_recover_right_after_a_restart(void **state)
     TK_EXPECT(cut_reviewd_connections() >= 1, "cut again");
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
     rvt_call(srv.port, "POST", path, bob, NULL, "after-restart-2", &r);
-    expect_status(&r, 200, "a keyed approve right after the restart");
+    rvt_expect_status(&r, 200, NULL,
+                      "a keyed approve right after the restart");
     rvt_resp_free(&r);
     rvt_call(srv.port, "POST", path, bob, NULL, "after-restart-2", &r);
-    expect_status(&r, 200, "its retry, replayed");
+    rvt_expect_status(&r, 200, NULL, "its retry, replayed");
     rvt_resp_free(&r);
 }
 

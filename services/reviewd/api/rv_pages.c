@@ -57,12 +57,16 @@ static int read_param(const char *key, const char *v,
                                 : "unknown query parameter (limit, after)");
 }
 
-int rv_page_args_read(const rv_request *req, const rv_page_filter *filter,
-                      rv_page_args *a, rv_reply *reply)
+int rv_page_open(const rv_request *req, const rv_page_list *list,
+                 rv_page *page, rv_reply *reply)
 {
+    const rv_page_filter *filter = list->filter;
+    rv_page_args *a = &page->args;
+
     const char *key;
     json_t *value;
 
+    page->list = list;
     a->filter = NULL;
     a->limit = RV_PAGE_DEFAULT;
     snprintf(a->after, sizeof(a->after), "0");
@@ -96,11 +100,27 @@ static json_t *page_json(PGresult *res, int limit, rv_page_row_fn row)
                      rows > limit ? PQgetvalue(res, shown - 1, 0) : NULL);
 }
 
-rv_db_status rv_page_reply(rv_db_status st, PGresult *res, int limit,
-                           rv_page_row_fn row, rv_reply *reply)
+rv_db_status rv_page_fetch(const rv_page *page, rv_db_conn *c,
+                           const char *filter, rv_reply *reply)
 {
+    const rv_page_list *list = page->list;
+    const int limit = page->args.limit;
+    PGresult *res = NULL;
+    /* One row more than shown: whether a next page exists. */
+    const rv_db_status st = list->query(c,
+                                        filter != NULL ? filter
+                                                       : page->args.filter,
+                                        page->args.after, limit + 1, &res);
+
     if (st == RV_DB_OK)
-        rv_reply_json(reply, 200, page_json(res, limit, row));
+        rv_reply_json(reply, 200, page_json(res, limit, list->row));
     PQclear(res);
     return st;
+}
+
+rv_db_status rv_page_work(rv_request *req, rv_db_conn *c, void *arg,
+                          rv_reply *reply)
+{
+    (void)req;
+    return rv_page_fetch(arg, c, NULL, reply);
 }

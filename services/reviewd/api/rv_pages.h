@@ -36,24 +36,50 @@ typedef struct rv_page_filter {
     const char *detail;
 } rv_page_filter;
 
-/*
- * Reads limit, after and the filter (NULL: the endpoint has none) from
- * req's query.  Returns 0, or -1 with 400 INVALID_ARGUMENT set on reply
- * for an unknown, repeated or bad parameter.
- */
-int rv_page_args_read(const rv_request *req, const rv_page_filter *filter,
-                      rv_page_args *a, rv_reply *reply);
-
 /* Turns row i of a list result into its JSON view (a new reference). */
 typedef json_t *(*rv_page_row_fn)(PGresult *res, int i);
 
+/* An endpoint's query: rows with id > after whose filter column is
+ * filter (NULL: any), ordered by id, at most limit (rv_query.h). */
+typedef rv_db_status (*rv_page_query_fn)(rv_db_conn *c, const char *filter,
+                                         const char *after, int limit,
+                                         PGresult **out);
+
+/* What a list endpoint is: its filter parameter (NULL: none), its query
+ * and its rows' view. */
+typedef struct rv_page_list {
+    const rv_page_filter *filter;
+    rv_page_query_fn query;
+    rv_page_row_fn row;
+} rv_page_list;
+
+/* One request's page of a list. */
+typedef struct rv_page {
+    const rv_page_list *list;
+    rv_page_args args;
+} rv_page;
+
 /*
- * The end of a list's work function: when st is RV_DB_OK, replies 200
- * with {"items": [...], "next": id|null} from res, which holds up to
- * limit + 1 rows whose first column is the id (an allocation failure
- * becomes 500).  Frees res either way and returns st (for rv_tx_read).
+ * The opening of a list handler: reads limit, after and the list's
+ * filter from req's query into page.  Returns 0, or -1 with 400
+ * INVALID_ARGUMENT set on reply for an unknown, repeated or bad
+ * parameter.
  */
-rv_db_status rv_page_reply(rv_db_status st, PGresult *res, int limit,
-                           rv_page_row_fn row, rv_reply *reply);
+int rv_page_open(const rv_request *req, const rv_page_list *list,
+                 rv_page *page, rv_reply *reply);
+
+/*
+ * The end of a list's work: runs the list's query for the page with
+ * filter (NULL: the query string's) and on success replies 200 with
+ * {"items": [...], "next": id|null} (an allocation failure becomes
+ * 500).  Returns the query's status (for rv_tx_read).
+ */
+rv_db_status rv_page_fetch(const rv_page *page, rv_db_conn *c,
+                           const char *filter, rv_reply *reply);
+
+/* The whole work of a list with nothing to check first, in the shape of
+ * rv_tx_read's work function: arg is an rv_page. */
+rv_db_status rv_page_work(rv_request *req, rv_db_conn *c, void *arg,
+                          rv_reply *reply);
 
 #endif

@@ -3,7 +3,9 @@
  *
  * Each variable is read by one small function that either stores a
  * checked value or writes "NAME: what is wrong" and fails; rv_config_load
- * runs them in order and stops at the first failure.  URLs are checked
+ * runs them in order and stops at the first failure.  The numeric
+ * settings are one table (name, range, default, field) walked by one
+ * loop, so a new one is a line, not a function.  URLs are checked
  * for form here (DATABASE_URL by libpq's own parser, REDIS_URL by scheme
  * here and fully by dlock_client_new at start-up, AMQP_URL by hand since
  * its client arrives with issue 5), so a typo stops the service before it
@@ -15,6 +17,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <libpq-fe.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,28 +69,6 @@ static int env_int(const char *name, long long lo, long long hi,
         return -1;
     }
     *out = n;
-    return 0;
-}
-
-static int env_int_into(const char *name, long long lo, long long hi,
-                        int *field, char *errbuf, size_t errlen)
-{
-    long long v = *field;
-
-    if (env_int(name, lo, hi, &v, errbuf, errlen) != 0)
-        return -1;
-    *field = (int)v;
-    return 0;
-}
-
-static int env_i64_into(const char *name, long long lo, long long hi,
-                        int64_t *field, char *errbuf, size_t errlen)
-{
-    long long v = *field;
-
-    if (env_int(name, lo, hi, &v, errbuf, errlen) != 0)
-        return -1;
-    *field = v;
     return 0;
 }
 
@@ -249,23 +230,28 @@ int rv_config_check_amqp_url(const char *url)
     return strpbrk(url, " \t\r\n") == NULL ? 0 : -1;
 }
 
+/* Copies the value of name into the field dst of size bytes, or says
+ * it is too long. */
+static int copy_into(char *dst, size_t size, const char *name,
+                     const char *value, char *errbuf, size_t errlen)
+{
+    if (strlen(value) >= size) {
+        snprintf(errbuf, errlen, "%s: longer than %zu bytes", name, size - 1);
+        return -1;
+    }
+    snprintf(dst, size, "%s", value);
+    return 0;
+}
+
 /* REVIEWD_AMQP_EXCHANGE: 1..127 bytes (AMQP's short string allows 255,
  * but no real name comes near). */
 static int load_exchange(rv_config *cfg, char *errbuf, size_t errlen)
 {
     const char *v = env_value("REVIEWD_AMQP_EXCHANGE");
 
-    if (v == NULL)
-        v = RV_CONFIG_EXCHANGE;
-    if (strlen(v) >= sizeof(cfg->amqp_exchange)) {
-        snprintf(errbuf, errlen,
-                 "REVIEWD_AMQP_EXCHANGE: longer than %zu "
-                 "bytes",
-                 sizeof(cfg->amqp_exchange) - 1);
-        return -1;
-    }
-    snprintf(cfg->amqp_exchange, sizeof(cfg->amqp_exchange), "%s", v);
-    return 0;
+    return copy_into(cfg->amqp_exchange, sizeof(cfg->amqp_exchange),
+                     "REVIEWD_AMQP_EXCHANGE",
+                     v != NULL ? v : RV_CONFIG_EXCHANGE, errbuf, errlen);
 }
 
 /* REVIEWD_AMQP_QUEUES, defaulting to kh-indexer's queue when the
@@ -279,15 +265,8 @@ static int load_queues(rv_config *cfg, char *errbuf, size_t errlen)
                 ? RV_CONFIG_QUEUES
                 : "";
     }
-    if (strlen(v) >= sizeof(cfg->amqp_queues)) {
-        snprintf(errbuf, errlen,
-                 "REVIEWD_AMQP_QUEUES: longer than %zu "
-                 "bytes",
-                 sizeof(cfg->amqp_queues) - 1);
-        return -1;
-    }
-    snprintf(cfg->amqp_queues, sizeof(cfg->amqp_queues), "%s", v);
-    return 0;
+    return copy_into(cfg->amqp_queues, sizeof(cfg->amqp_queues),
+                     "REVIEWD_AMQP_QUEUES", v, errbuf, errlen);
 }
 
 static int load_amqp(rv_config *cfg, char *errbuf, size_t errlen)
@@ -366,77 +345,105 @@ static int load_log(rv_config *cfg, char *errbuf, size_t errlen)
                         : 0;
 }
 
+/*
+ * The numeric settings: name, range, default and the rv_config field it
+ * fills, read in this order by one loop (the first bad one is the one
+ * reported).  A default outside the range means "derived" (see
+ * derive_defaults), and is kept when the variable is unset.
+ */
+typedef struct int_setting {
+    const char *name;
+    long long lo, hi;
+    long long def;
+    size_t offset; /* of the field in rv_config */
+    size_t size;   /* sizeof the field: an int or an int64_t */
+} int_setting;
+
+#define SETTING(name, lo, hi, def, field)              \
+    {                                                  \
+        name, lo, hi, def, offsetof(rv_config, field), \
+            sizeof(((rv_config *)0)->field)            \
+    }
+
+#define DAY_S 86400
+
+static const int_setting int_settings[] = {
+    SETTING("REVIEWD_THREADS", 1, 256, 0, threads),
+    SETTING("REVIEWD_MAX_CONNECTIONS", 1, 65536, 2048, max_connections),
+    SETTING("REVIEWD_CONNECTION_TIMEOUT_S", 1, 3600, 30, connection_timeout_s),
+    SETTING("REVIEWD_SUBMIT_LOCK_TTL_MS", 10, 3600000, 8000,
+            submit_lock_ttl_ms),
+    SETTING("REVIEWD_REVIEW_LOCK_TTL_MS", 10, 3600000, 10000,
+            review_lock_ttl_ms),
+    SETTING("REVIEWD_IDEMPOTENCY_TTL_S", 1, 30 * DAY_S, DAY_S,
+            idempotency_ttl_s),
+    SETTING("REVIEWD_SWEEP_INTERVAL_S", 1, DAY_S, 60, sweep_interval_s),
+    SETTING("REVIEWD_REDIS_CHECK_MS", 50, 60000, 1000, redis_check_ms),
+    SETTING("REVIEWD_REDIS_TIMEOUT_MS", 10, 60000, 1000, redis_timeout_ms),
+    SETTING("REVIEWD_PG_TIMEOUT_S", 1, 600, 5, pg_timeout_s),
+    SETTING("REVIEWD_DRAIN_TIMEOUT_S", 0, 600, 10, drain_timeout_s),
+    SETTING("REVIEWD_JWT_LEEWAY_S", 0, 300, 30, jwt_leeway_s),
+    SETTING("REVIEWD_JWT_MAX_LIFETIME_S", 1, 365 * DAY_S, DAY_S,
+            jwt_max_lifetime_s),
+    /* the bulkheads; the caps left unset follow the pool size */
+    SETTING("REVIEWD_REQUEST_BUDGET_MS", 50, 600000, 2000, request_budget_ms),
+    SETTING("REVIEWD_READYZ_TIMEOUT_MS", 10, 60000, 1000, readyz_timeout_ms),
+    SETTING("REVIEWD_BREAKER_FAILURES", 1, 1000, 3, breaker_failures),
+    SETTING("REVIEWD_BREAKER_OPEN_MS", 10, 600000, 1000, breaker_open_ms),
+    SETTING("REVIEWD_PG_MAX_CONCURRENT", 1, 256, 0, pg_max_concurrent),
+    SETTING("REVIEWD_MONGO_MAX_CONCURRENT", 1, 256, 0, mongo_max_concurrent),
+    /* the outbox relay and the content sweep */
+    SETTING("REVIEWD_RELAY_BATCH", 1, 10000, 100, relay_batch),
+    SETTING("REVIEWD_RELAY_SWEEP_MS", 10, 600000, 1000, relay_sweep_ms),
+    SETTING("REVIEWD_RELAY_BACKOFF_MAX_MS", 10, 600000, 5000,
+            relay_backoff_max_ms),
+    SETTING("REVIEWD_AMQP_TIMEOUT_MS", 10, 600000, 5000, amqp_timeout_ms),
+    SETTING("REVIEWD_OUTBOX_RETENTION_S", 1, 365 * DAY_S, 7 * DAY_S,
+            outbox_retention_s),
+    SETTING("REVIEWD_ORPHAN_GRACE_S", 0, 365 * DAY_S, 3600, orphan_grace_s),
+    SETTING("REVIEWD_ORPHAN_SWEEP_S", 0, 365 * DAY_S, 3600, orphan_sweep_s),
+    /* the connections */
+    SETTING("REVIEWD_MAX_CONNECTIONS_PER_IP", 1, 65536, 256,
+            max_connections_per_ip),
+    SETTING("REVIEWD_HEADER_TIMEOUT_S", 1, 3600, 10, header_timeout_s),
+    SETTING("REVIEWD_BODY_TIMEOUT_S", 1, 3600, 30, body_timeout_s),
+    SETTING("REVIEWD_BODY_BUFFER_MB", 1, 65536, 64, body_buffer_mb),
+};
+
+#define INT_SETTING_COUNT (sizeof(int_settings) / sizeof(int_settings[0]))
+
+static void setting_store(rv_config *cfg, const int_setting *s, long long v)
+{
+    char *field = (char *)cfg + s->offset;
+
+    if (s->size == sizeof(int64_t)) {
+        const int64_t wide = v;
+
+        memcpy(field, &wide, sizeof(wide));
+    } else {
+        const int narrow = (int)v;
+
+        memcpy(field, &narrow, sizeof(narrow));
+    }
+}
+
 static void set_defaults(rv_config *cfg)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t i;
 
     memset(cfg, 0, sizeof(*cfg));
-    cfg->threads = (int)(cpus > 4 ? (cpus > 32 ? 256 : 8 * cpus) : 32);
-    cfg->request_budget_ms = 2000;
-    cfg->readyz_timeout_ms = 1000;
-    cfg->breaker_failures = 3;
-    cfg->breaker_open_ms = 1000;
-    cfg->max_connections = 2048;
-    cfg->connection_timeout_s = 30;
-    cfg->max_connections_per_ip = 256;
-    cfg->header_timeout_s = 10;
-    cfg->body_timeout_s = 30;
-    cfg->body_buffer_mb = 64;
-    cfg->submit_lock_ttl_ms = 8000;
-    cfg->review_lock_ttl_ms = 10000;
-    cfg->idempotency_ttl_s = 86400;
-    cfg->sweep_interval_s = 60;
-    cfg->redis_check_ms = 1000;
-    cfg->redis_timeout_ms = 1000;
-    cfg->pg_timeout_s = 5;
-    cfg->jwt_leeway_s = 30;
-    cfg->jwt_max_lifetime_s = 86400;
-    cfg->drain_timeout_s = 10;
-    cfg->relay_batch = 100;
-    cfg->relay_sweep_ms = 1000;
-    cfg->relay_backoff_max_ms = 5000;
-    cfg->amqp_timeout_ms = 5000;
-    cfg->outbox_retention_s = 7 * 86400;
-    cfg->orphan_grace_s = 3600;
-    cfg->orphan_sweep_s = 3600;
+    for (i = 0; i < INT_SETTING_COUNT; i++)
+        setting_store(cfg, &int_settings[i], int_settings[i].def);
 }
 
-static int load_relay(rv_config *cfg, char *e, size_t n)
+/* The defaults that follow others: the pool from the CPUs, the caps from
+ * the pool (so however the two dependencies fail, workers stay free). */
+static void derive_defaults(rv_config *cfg)
 {
-    return env_int_into("REVIEWD_RELAY_BATCH", 1, 10000, &cfg->relay_batch, e,
-                        n)
-                   || env_int_into("REVIEWD_RELAY_SWEEP_MS", 10, 600000,
-                                   &cfg->relay_sweep_ms, e, n)
-                   || env_int_into("REVIEWD_RELAY_BACKOFF_MAX_MS", 10, 600000,
-                                   &cfg->relay_backoff_max_ms, e, n)
-                   || env_int_into("REVIEWD_AMQP_TIMEOUT_MS", 10, 600000,
-                                   &cfg->amqp_timeout_ms, e, n)
-                   || env_int_into("REVIEWD_OUTBOX_RETENTION_S", 1,
-                                   365 * 86400, &cfg->outbox_retention_s, e, n)
-                   || env_int_into("REVIEWD_ORPHAN_GRACE_S", 0, 365 * 86400,
-                                   &cfg->orphan_grace_s, e, n)
-                   || env_int_into("REVIEWD_ORPHAN_SWEEP_S", 0, 365 * 86400,
-                                   &cfg->orphan_sweep_s, e, n)
-               ? -1
-               : 0;
-}
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
-/* The bulkheads' settings; the caps left unset follow the pool size. */
-static int load_bulkheads(rv_config *cfg, char *e, size_t n)
-{
-    if (env_int_into("REVIEWD_REQUEST_BUDGET_MS", 50, 600000,
-                     &cfg->request_budget_ms, e, n)
-        || env_int_into("REVIEWD_READYZ_TIMEOUT_MS", 10, 60000,
-                        &cfg->readyz_timeout_ms, e, n)
-        || env_int_into("REVIEWD_BREAKER_FAILURES", 1, 1000,
-                        &cfg->breaker_failures, e, n)
-        || env_int_into("REVIEWD_BREAKER_OPEN_MS", 10, 600000,
-                        &cfg->breaker_open_ms, e, n)
-        || env_int_into("REVIEWD_PG_MAX_CONCURRENT", 1, 256,
-                        &cfg->pg_max_concurrent, e, n)
-        || env_int_into("REVIEWD_MONGO_MAX_CONCURRENT", 1, 256,
-                        &cfg->mongo_max_concurrent, e, n))
-        return -1;
+    if (cfg->threads == 0)
+        cfg->threads = (int)(cpus > 4 ? (cpus > 32 ? 256 : 8 * cpus) : 32);
     if (cfg->mongo_max_concurrent == 0)
         cfg->mongo_max_concurrent = cfg->threads >= 4 ? cfg->threads / 4 : 1;
     if (cfg->pg_max_concurrent == 0) {
@@ -444,51 +451,21 @@ static int load_bulkheads(rv_config *cfg, char *e, size_t n)
 
         cfg->pg_max_concurrent = rest >= 1 ? rest : 1;
     }
-    return 0;
 }
 
-static int load_http(rv_config *cfg, char *e, size_t n)
+static int load_numbers(rv_config *cfg, char *e, size_t n)
 {
-    return env_int_into("REVIEWD_MAX_CONNECTIONS_PER_IP", 1, 65536,
-                        &cfg->max_connections_per_ip, e, n)
-                   || env_int_into("REVIEWD_HEADER_TIMEOUT_S", 1, 3600,
-                                   &cfg->header_timeout_s, e, n)
-                   || env_int_into("REVIEWD_BODY_TIMEOUT_S", 1, 3600,
-                                   &cfg->body_timeout_s, e, n)
-                   || env_int_into("REVIEWD_BODY_BUFFER_MB", 1, 65536,
-                                   &cfg->body_buffer_mb, e, n)
-               ? -1
-               : 0;
-}
+    size_t i;
 
-static int load_tuning(rv_config *cfg, char *e, size_t n)
-{
-    if (env_int_into("REVIEWD_THREADS", 1, 256, &cfg->threads, e, n)
-        || env_int_into("REVIEWD_MAX_CONNECTIONS", 1, 65536,
-                        &cfg->max_connections, e, n)
-        || env_int_into("REVIEWD_CONNECTION_TIMEOUT_S", 1, 3600,
-                        &cfg->connection_timeout_s, e, n)
-        || env_i64_into("REVIEWD_SUBMIT_LOCK_TTL_MS", 10, 3600000,
-                        &cfg->submit_lock_ttl_ms, e, n)
-        || env_i64_into("REVIEWD_REVIEW_LOCK_TTL_MS", 10, 3600000,
-                        &cfg->review_lock_ttl_ms, e, n)
-        || env_int_into("REVIEWD_IDEMPOTENCY_TTL_S", 1, 30 * 86400,
-                        &cfg->idempotency_ttl_s, e, n)
-        || env_int_into("REVIEWD_SWEEP_INTERVAL_S", 1, 86400,
-                        &cfg->sweep_interval_s, e, n)
-        || env_int_into("REVIEWD_REDIS_CHECK_MS", 50, 60000,
-                        &cfg->redis_check_ms, e, n)
-        || env_int_into("REVIEWD_REDIS_TIMEOUT_MS", 10, 60000,
-                        &cfg->redis_timeout_ms, e, n)
-        || env_int_into("REVIEWD_PG_TIMEOUT_S", 1, 600, &cfg->pg_timeout_s, e,
-                        n)
-        || env_int_into("REVIEWD_DRAIN_TIMEOUT_S", 0, 600,
-                        &cfg->drain_timeout_s, e, n)
-        || env_i64_into("REVIEWD_JWT_LEEWAY_S", 0, 300, &cfg->jwt_leeway_s, e,
-                        n)
-        || env_i64_into("REVIEWD_JWT_MAX_LIFETIME_S", 1, 365 * 86400,
-                        &cfg->jwt_max_lifetime_s, e, n))
-        return -1;
+    for (i = 0; i < INT_SETTING_COUNT; i++) {
+        const int_setting *s = &int_settings[i];
+        long long v = s->def;
+
+        if (env_int(s->name, s->lo, s->hi, &v, e, n) != 0)
+            return -1;
+        setting_store(cfg, s, v);
+    }
+    derive_defaults(cfg);
 #ifdef REVIEWD_TESTING
     {
         long long hooks = 0;
@@ -547,10 +524,7 @@ int rv_config_load(rv_config *cfg, int need, char *errbuf, size_t errlen)
         || load_jwt(cfg, need, errbuf, errlen) != 0
         || load_content_store(cfg, errbuf, errlen) != 0
         || load_log(cfg, errbuf, errlen) != 0
-        || load_tuning(cfg, errbuf, errlen) != 0
-        || load_bulkheads(cfg, errbuf, errlen) != 0
-        || load_relay(cfg, errbuf, errlen) != 0
-        || load_http(cfg, errbuf, errlen) != 0
+        || load_numbers(cfg, errbuf, errlen) != 0
         || load_dev_login(cfg, need, errbuf, errlen) != 0) {
         rv_config_clear(cfg);
         return -1;

@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,132 +236,168 @@ static void render_family(textbuf *tb, const char *name, const char *help,
     }
 }
 
-static void render_gauge(textbuf *tb, const char *name, const char *type,
-                         const char *help, long long value)
-{
-    tb_printf(tb, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name,
-              type, name, value);
-}
+/* How a sampled value is read and printed. */
+typedef enum gauge_kind {
+    G_INT,    /* int */
+    G_I64,    /* int64_t */
+    G_U64,    /* uint64_t */
+    G_MS_AS_S /* int64_t milliseconds printed as seconds (-1: unknown) */
+} gauge_kind;
 
-/* The outbox and its relay (rv_relay.c). */
-static void render_outbox(textbuf *tb, const rv_metrics_gauges *g)
-{
-    render_gauge(tb, "reviewd_outbox_backlog", "gauge",
-                 "Outbox events not yet confirmed by RabbitMQ (-1: the "
-                 "database could not be read).",
-                 g->outbox_backlog);
-    tb_printf(tb,
-              "# HELP reviewd_outbox_oldest_age_seconds Age of the "
-              "oldest unsent outbox event (0 when none).\n"
-              "# TYPE reviewd_outbox_oldest_age_seconds gauge\n"
-              "reviewd_outbox_oldest_age_seconds %.3f\n",
-              g->outbox_oldest_ms < 0 ? -1.0
-                                      : (double)g->outbox_oldest_ms / 1e3);
-    render_gauge(tb, "reviewd_amqp_configured", "gauge",
-                 "1 if AMQP_URL is set (the relay runs).", g->amqp_configured);
-    render_gauge(tb, "reviewd_amqp_up", "gauge",
-                 "1 while the relay is connected to RabbitMQ.", g->amqp_up);
-    render_gauge(tb, "reviewd_relay_publishes_total", "counter",
-                 "Events handed to RabbitMQ (republishes included).",
-                 (long long)g->relay_publishes);
-    render_gauge(tb, "reviewd_relay_confirms_total", "counter",
-                 "Publishes acknowledged by publisher confirms.",
-                 (long long)g->relay_confirms);
-    render_gauge(tb, "reviewd_relay_nacks_total", "counter",
-                 "Publishes refused (nacked) by RabbitMQ; sent again.",
-                 (long long)g->relay_nacks);
-    render_gauge(tb, "reviewd_relay_reconnects_total", "counter",
-                 "Connections to RabbitMQ made after the first.",
-                 (long long)g->relay_reconnects);
-}
+/* One sampled metric: its name, type, help and where its value sits in
+ * rv_metrics_gauges.  The page lists them in this order. */
+typedef struct gauge_entry {
+    const char *name;
+    const char *type; /* "gauge" or "counter" */
+    const char *help;
+    size_t offset;
+    gauge_kind kind;
+} gauge_entry;
 
-static void render_content(textbuf *tb, const rv_metrics_gauges *g)
-{
-    render_gauge(tb, "reviewd_content_mongo", "gauge",
-                 "1 if document text is kept in MongoDB.", g->content_mongo);
-    render_gauge(tb, "reviewd_content_mongo_ok_total", "counter",
-                 "MongoDB content records written or read.",
-                 (long long)g->content_ok);
-    render_gauge(tb, "reviewd_content_mongo_missing_total", "counter",
-                 "Reads of a committed version that found no record.",
-                 (long long)g->content_missing);
-    render_gauge(tb, "reviewd_content_mongo_unavailable_total", "counter",
-                 "MongoDB calls that could not reach the server.",
-                 (long long)g->content_unavailable);
-    render_gauge(tb, "reviewd_content_mongo_errors_total", "counter",
-                 "MongoDB calls the server refused.",
-                 (long long)g->content_errors);
-}
+#define KIND_OF(field)                            \
+    _Generic(((rv_metrics_gauges *)0)->field, int \
+             : G_INT, int64_t                     \
+             : G_I64, uint64_t                    \
+             : G_U64)
+#define GAUGE(name, help, field)                                 \
+    {                                                            \
+        name, "gauge", help, offsetof(rv_metrics_gauges, field), \
+            KIND_OF(field)                                       \
+    }
+#define COUNTER(name, help, field)                                 \
+    {                                                              \
+        name, "counter", help, offsetof(rv_metrics_gauges, field), \
+            KIND_OF(field)                                         \
+    }
 
-static void render_bulkheads(textbuf *tb, const rv_metrics_gauges *g)
+static const gauge_entry gauge_entries[] = {
+    GAUGE("reviewd_redis_configured", "1 if REDIS_URL is set.",
+          redis_configured),
+    GAUGE("reviewd_redis_up", "1 if the last Redis health check succeeded.",
+          redis_up),
+    GAUGE("reviewd_redis_breaker_open",
+          "1 while libdlock's circuit breaker is open.", breaker_open),
+    COUNTER("reviewd_redis_commands_total",
+            "Redis round trips sent by libdlock.", redis_commands),
+    COUNTER("reviewd_redis_transport_errors_total",
+            "Redis connects or round trips that failed.",
+            redis_transport_errors),
+    COUNTER("reviewd_redis_breaker_opens_total", "Times the breaker opened.",
+            redis_breaker_opens),
+    COUNTER("reviewd_redis_fast_fails_total",
+            "Lock calls refused at once by the open breaker.",
+            redis_fast_fails),
+    GAUGE("reviewd_pg_pool_size",
+          "PostgreSQL connections the pool may open (one per HTTP "
+          "worker thread).",
+          pg_pool_size),
+    GAUGE("reviewd_pg_connections_open", "PostgreSQL connections open now.",
+          pg_open),
+    GAUGE("reviewd_pg_connections_in_use",
+          "PostgreSQL connections running a request now.", pg_in_use),
+    COUNTER("reviewd_pg_connects_total", "Successful PostgreSQL connects.",
+            pg_connects),
+    COUNTER("reviewd_pg_connect_failures_total", "Failed PostgreSQL connects.",
+            pg_connect_failures),
+    GAUGE("reviewd_http_connections", "Open HTTP connections.",
+          http_connections),
+    GAUGE("reviewd_http_inflight_requests", "Requests being answered now.",
+          http_inflight),
+    COUNTER("reviewd_idempotency_swept_total",
+            "Expired idempotency records deleted by the sweep.", idem_swept),
+    /* the outbox and its relay (rv_relay.c) */
+    GAUGE("reviewd_outbox_backlog",
+          "Outbox events not yet confirmed by RabbitMQ (-1: the "
+          "database could not be read).",
+          outbox_backlog),
+    {"reviewd_outbox_oldest_age_seconds", "gauge",
+     "Age of the oldest unsent outbox event (0 when none).",
+     offsetof(rv_metrics_gauges, outbox_oldest_ms), G_MS_AS_S},
+    GAUGE("reviewd_amqp_configured", "1 if AMQP_URL is set (the relay runs).",
+          amqp_configured),
+    GAUGE("reviewd_amqp_up", "1 while the relay is connected to RabbitMQ.",
+          amqp_up),
+    COUNTER("reviewd_relay_publishes_total",
+            "Events handed to RabbitMQ (republishes included).",
+            relay_publishes),
+    COUNTER("reviewd_relay_confirms_total",
+            "Publishes acknowledged by publisher confirms.", relay_confirms),
+    COUNTER("reviewd_relay_nacks_total",
+            "Publishes refused (nacked) by RabbitMQ; sent again.",
+            relay_nacks),
+    COUNTER("reviewd_relay_reconnects_total",
+            "Connections to RabbitMQ made after the first.", relay_reconnects),
+    /* the content store */
+    GAUGE("reviewd_content_mongo", "1 if document text is kept in MongoDB.",
+          content_mongo),
+    COUNTER("reviewd_content_mongo_ok_total",
+            "MongoDB content records written or read.", content_ok),
+    COUNTER("reviewd_content_mongo_missing_total",
+            "Reads of a committed version that found no record.",
+            content_missing),
+    COUNTER("reviewd_content_mongo_unavailable_total",
+            "MongoDB calls that could not reach the server.",
+            content_unavailable),
+    COUNTER("reviewd_content_mongo_errors_total",
+            "MongoDB calls the server refused.", content_errors),
+    /* the bulkheads (svc_bulkhead.h) */
+    GAUGE("reviewd_pg_breaker_open",
+          "1 while PostgreSQL's circuit breaker is open.", pg_breaker_open),
+    COUNTER("reviewd_pg_breaker_opens_total",
+            "Times PostgreSQL's breaker opened.", pg_breaker_opens),
+    COUNTER("reviewd_pg_refused_total",
+            "PostgreSQL calls refused at once by the breaker or the "
+            "concurrency cap.",
+            pg_refused),
+    GAUGE("reviewd_content_mongo_breaker_open",
+          "1 while MongoDB's circuit breaker is open.", content_breaker_open),
+    COUNTER("reviewd_content_mongo_breaker_opens_total",
+            "Times MongoDB's breaker opened.", content_breaker_opens),
+    COUNTER("reviewd_content_mongo_refused_total",
+            "MongoDB calls refused at once by the breaker or the "
+            "concurrency cap.",
+            content_refused),
+};
+
+#define GAUGE_COUNT (sizeof(gauge_entries) / sizeof(gauge_entries[0]))
+
+static void render_gauge(textbuf *tb, const gauge_entry *e,
+                         const rv_metrics_gauges *g)
 {
-    render_gauge(tb, "reviewd_pg_breaker_open", "gauge",
-                 "1 while PostgreSQL's circuit breaker is open.",
-                 g->pg_breaker_open);
-    render_gauge(tb, "reviewd_pg_breaker_opens_total", "counter",
-                 "Times PostgreSQL's breaker opened.",
-                 (long long)g->pg_breaker_opens);
-    render_gauge(tb, "reviewd_pg_refused_total", "counter",
-                 "PostgreSQL calls refused at once by the breaker or the "
-                 "concurrency cap.",
-                 (long long)g->pg_refused);
-    render_gauge(tb, "reviewd_content_mongo_breaker_open", "gauge",
-                 "1 while MongoDB's circuit breaker is open.",
-                 g->content_breaker_open);
-    render_gauge(tb, "reviewd_content_mongo_breaker_opens_total", "counter",
-                 "Times MongoDB's breaker opened.",
-                 (long long)g->content_breaker_opens);
-    render_gauge(tb, "reviewd_content_mongo_refused_total", "counter",
-                 "MongoDB calls refused at once by the breaker or the "
-                 "concurrency cap.",
-                 (long long)g->content_refused);
+    const char *field = (const char *)g + e->offset;
+    int i;
+    int64_t i64;
+    uint64_t u64;
+
+    tb_printf(tb, "# HELP %s %s\n# TYPE %s %s\n", e->name, e->help, e->name,
+              e->type);
+    switch (e->kind) {
+    case G_INT:
+        memcpy(&i, field, sizeof(i));
+        tb_printf(tb, "%s %d\n", e->name, i);
+        break;
+    case G_I64:
+        memcpy(&i64, field, sizeof(i64));
+        tb_printf(tb, "%s %lld\n", e->name, (long long)i64);
+        break;
+    case G_U64:
+        memcpy(&u64, field, sizeof(u64));
+        tb_printf(tb, "%s %llu\n", e->name, (unsigned long long)u64);
+        break;
+    case G_MS_AS_S:
+        memcpy(&i64, field, sizeof(i64));
+        tb_printf(tb, "%s %.3f\n", e->name,
+                  i64 < 0 ? -1.0 : (double)i64 / 1e3);
+        break;
+    }
 }
 
 static void render_gauges(textbuf *tb, const rv_metrics_gauges *g)
 {
-    render_gauge(tb, "reviewd_redis_configured", "gauge",
-                 "1 if REDIS_URL is set.", g->redis_configured);
-    render_gauge(tb, "reviewd_redis_up", "gauge",
-                 "1 if the last Redis health check succeeded.", g->redis_up);
-    render_gauge(tb, "reviewd_redis_breaker_open", "gauge",
-                 "1 while libdlock's circuit breaker is open.",
-                 g->breaker_open);
-    render_gauge(tb, "reviewd_redis_commands_total", "counter",
-                 "Redis round trips sent by libdlock.",
-                 (long long)g->redis_commands);
-    render_gauge(tb, "reviewd_redis_transport_errors_total", "counter",
-                 "Redis connects or round trips that failed.",
-                 (long long)g->redis_transport_errors);
-    render_gauge(tb, "reviewd_redis_breaker_opens_total", "counter",
-                 "Times the breaker opened.",
-                 (long long)g->redis_breaker_opens);
-    render_gauge(tb, "reviewd_redis_fast_fails_total", "counter",
-                 "Lock calls refused at once by the open breaker.",
-                 (long long)g->redis_fast_fails);
-    render_gauge(tb, "reviewd_pg_pool_size", "gauge",
-                 "PostgreSQL connections the pool may open (one per HTTP "
-                 "worker thread).",
-                 g->pg_pool_size);
-    render_gauge(tb, "reviewd_pg_connections_open", "gauge",
-                 "PostgreSQL connections open now.", g->pg_open);
-    render_gauge(tb, "reviewd_pg_connections_in_use", "gauge",
-                 "PostgreSQL connections running a request now.",
-                 g->pg_in_use);
-    render_gauge(tb, "reviewd_pg_connects_total", "counter",
-                 "Successful PostgreSQL connects.", (long long)g->pg_connects);
-    render_gauge(tb, "reviewd_pg_connect_failures_total", "counter",
-                 "Failed PostgreSQL connects.",
-                 (long long)g->pg_connect_failures);
-    render_gauge(tb, "reviewd_http_connections", "gauge",
-                 "Open HTTP connections.", g->http_connections);
-    render_gauge(tb, "reviewd_http_inflight_requests", "gauge",
-                 "Requests being answered now.", g->http_inflight);
-    render_gauge(tb, "reviewd_idempotency_swept_total", "counter",
-                 "Expired idempotency records deleted by the sweep.",
-                 (long long)g->idem_swept);
-    render_outbox(tb, g);
-    render_content(tb, g);
-    render_bulkheads(tb, g);
+    size_t i;
+
+    for (i = 0; i < GAUGE_COUNT; i++)
+        render_gauge(tb, &gauge_entries[i], g);
 }
 
 char *rv_metrics_render(rv_metrics *m, const rv_metrics_gauges *g)

@@ -185,26 +185,17 @@ static json_t *document_row(PGresult *res, int i)
     return rv_view_document(&d, NULL);
 }
 
-static rv_db_status list_work(rv_request *req, rv_db_conn *c, void *arg,
-                              rv_reply *reply)
-{
-    const rv_page_args *a = arg;
-    PGresult *res = NULL;
-    const rv_db_status st = rv_query_doc_list(c, a->filter, a->after,
-                                              a->limit + 1, &res);
-
-    (void)req;
-    return rv_page_reply(st, res, a->limit, document_row, reply);
-}
+static const rv_page_list document_pages = {&author_filter, rv_query_doc_list,
+                                            document_row};
 
 /* Any role, like GET /v1/documents/{id}: ?author=alice lists one
  * author's documents (the console's "your documents"). */
 void rv_handle_document_list(rv_request *req, rv_reply *reply)
 {
-    rv_page_args a;
+    rv_page page;
 
-    if (rv_page_args_read(req, &author_filter, &a, reply) == 0)
-        rv_tx_read(req, list_work, &a, reply);
+    if (rv_page_open(req, &document_pages, &page, reply) == 0)
+        rv_tx_read(req, rv_page_work, &page, reply);
 }
 
 /* Writes an allowed edit: the row (version + 1), then the text of the

@@ -33,26 +33,20 @@ static json_t *review_row(PGresult *res, int i)
     return rv_view_review(&r);
 }
 
-static rv_db_status list_work(rv_request *req, rv_db_conn *c, void *arg,
-                              rv_reply *reply)
-{
-    const rv_page_args *a = arg;
-    PGresult *res = NULL;
-    const rv_db_status st = rv_query_review_list(c, a->filter, a->after,
-                                                 a->limit + 1, &res);
-
-    (void)req;
-    return rv_page_reply(st, res, a->limit, review_row, reply);
-}
+static const rv_page_list review_pages = {&status_filter, rv_query_review_list,
+                                          review_row};
+/* A document's history: the document's id is the filter. */
+static const rv_page_list document_review_pages = {
+    NULL, rv_query_review_list_of_document, review_row};
 
 void rv_handle_review_list(rv_request *req, rv_reply *reply)
 {
-    rv_page_args a;
+    rv_page page;
 
     if (!rv_request_require_role(req, RV_ROLE_REVIEWER | RV_ROLE_ADMIN, reply))
         return;
-    if (rv_page_args_read(req, &status_filter, &a, reply) == 0)
-        rv_tx_read(req, list_work, &a, reply);
+    if (rv_page_open(req, &review_pages, &page, reply) == 0)
+        rv_tx_read(req, rv_page_work, &page, reply);
 }
 
 static rv_db_status get_work(rv_request *req, rv_db_conn *c, void *arg,
@@ -80,23 +74,20 @@ void rv_handle_review_get(rv_request *req, rv_reply *reply)
 static rv_db_status document_reviews_work(rv_request *req, rv_db_conn *c,
                                           void *arg, rv_reply *reply)
 {
-    const rv_page_args *a = arg;
     char id[RV_LOAD_ID_LEN];
-    PGresult *res = NULL;
     rv_doc d;
     rv_db_status st;
 
     if (!rv_load_document(req, c, 0, id, &d, reply, &st))
         return st;
     rv_query_doc_clear(&d);
-    st = rv_query_review_list_of_document(c, id, a->after, a->limit + 1, &res);
-    return rv_page_reply(st, res, a->limit, review_row, reply);
+    return rv_page_fetch(arg, c, id, reply);
 }
 
 void rv_handle_document_reviews(rv_request *req, rv_reply *reply)
 {
-    rv_page_args a;
+    rv_page page;
 
-    if (rv_page_args_read(req, NULL, &a, reply) == 0)
-        rv_tx_read(req, document_reviews_work, &a, reply);
+    if (rv_page_open(req, &document_review_pages, &page, reply) == 0)
+        rv_tx_read(req, document_reviews_work, &page, reply);
 }

@@ -22,13 +22,14 @@ typedef struct op_entry {
     int needs_auth;
     int takes_body;  /* a body is read, so its media type matters */
     int takes_query; /* the handler checks its own query parameters */
+    int in_memory;   /* answers from memory: never waits on a server */
 } op_entry;
 
 /* One rule for query parameters on every route (docs/api.md): an
  * operation that takes none refuses any with 400, as the three that take
  * some refuse one they do not know. */
 static const op_entry ops[] = {
-    [RV_OP_NONE] = {NULL, 0, 0, 0},
+    [RV_OP_NONE] = {NULL, 0, 0, 0, 1},
     [RV_OP_DOCUMENT_CREATE] = {rv_handle_document_create, 1, 1, 0},
     [RV_OP_DOCUMENT_GET] = {rv_handle_document_get, 1, 0, 1},
     [RV_OP_DOCUMENT_UPDATE] = {rv_handle_document_update, 1, 1, 0},
@@ -37,14 +38,14 @@ static const op_entry ops[] = {
     [RV_OP_REVIEW_GET] = {rv_handle_review_get, 1, 0, 0},
     [RV_OP_REVIEW_APPROVE] = {rv_handle_review_approve, 1, 1, 0},
     [RV_OP_REVIEW_REJECT] = {rv_handle_review_reject, 1, 1, 0},
-    [RV_OP_HEALTHZ] = {rv_handle_healthz, 0, 0, 0},
+    [RV_OP_HEALTHZ] = {rv_handle_healthz, 0, 0, 0, 1},
     [RV_OP_READYZ] = {rv_handle_readyz, 0, 0, 0},
     [RV_OP_METRICS] = {rv_handle_metrics, 0, 0, 0},
     [RV_OP_SEARCH] = {rv_handle_search, 1, 0, 1},
     [RV_OP_DOCUMENT_LIST] = {rv_handle_document_list, 1, 0, 1},
     [RV_OP_DOCUMENT_REVIEWS] = {rv_handle_document_reviews, 1, 0, 1},
     /* The console's files ignore a query string (a browser may add one). */
-    [RV_OP_CONSOLE] = {rv_handle_console, 0, 0, 1},
+    [RV_OP_CONSOLE] = {rv_handle_console, 0, 0, 1, 1},
     [RV_OP_DEV_TOKEN_INFO] = {rv_handle_dev_token_info, 0, 0, 0},
     [RV_OP_DEV_TOKEN_ISSUE] = {rv_handle_dev_token_issue, 0, 1, 0},
 };
@@ -146,6 +147,11 @@ int rv_dispatch_late(const rv_request *req, rv_reply *reply)
         return 1;
     }
     return 0;
+}
+
+int rv_dispatch_in_memory(const rv_request *req)
+{
+    return ops[req->match.op].in_memory;
 }
 
 void rv_dispatch(rv_request *req, rv_reply *reply)

@@ -35,6 +35,11 @@ int rv_dispatch_early(rv_request *req, int64_t declared_len, rv_reply *reply);
  */
 int rv_dispatch_late(const rv_request *req, rv_reply *reply);
 
+/* 1 when the request's handler answers from memory (/healthz, the
+ * console's files): run on the event-loop thread, never handed to the
+ * worker pool (rv_jobs.h), so it cannot wait behind blocked work. */
+int rv_dispatch_in_memory(const rv_request *req);
+
 /* Runs rv_dispatch_late and then the handler; reply is always set. */
 void rv_dispatch(rv_request *req, rv_reply *reply);
 

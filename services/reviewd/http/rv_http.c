@@ -11,6 +11,11 @@
  *      the cap, or once a check of step 1 has failed, the rest is read
  *      and discarded (0.9.75 cannot queue a response mid-upload);
  *   3. a last call with no data: the request is dispatched and answered.
+ *      A handler that may wait on a server runs on the worker pool
+ *      (rv_jobs.h) with the connection suspended, and MHD calls us once
+ *      more when the worker resumes it, to send the reply; only those
+ *      that answer from memory (/healthz) run on the event loop, so no
+ *      blocked request can hold them up.
  * An answer decided in step 1 is sent in step 3, after the body: MHD
  * closes a connection it answered with request bytes still unread, and
  * the kernel turns that close into a reset that destroys the answer
@@ -42,6 +47,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +60,7 @@
 #include "handlers/rv_console.h"
 #include "http/rv_conns.h"
 #include "http/rv_dispatch.h"
+#include "http/rv_jobs.h"
 #include "svc_deadline.h"
 #include "svc_json.h"
 #include "api/rv_request.h"
@@ -74,6 +81,7 @@ struct rv_http {
     uint64_t id_key;              /* random: keys the permutation */
     atomic_uint_fast64_t id_next; /* requests numbered from 1 */
     rv_conns *conns;              /* open connections, their deadlines */
+    rv_jobs *jobs;                /* the handlers' threads (rv_jobs.h) */
     int64_t header_ms;            /* REVIEWD_HEADER_TIMEOUT_S */
     int64_t body_ms;              /* REVIEWD_BODY_TIMEOUT_S */
     int64_t idle_ms;              /* REVIEWD_CONNECTION_TIMEOUT_S */
@@ -93,6 +101,10 @@ typedef struct http_req {
     int too_large;
     int no_room; /* the body budget is spent */
     int decided; /* reply set before the body: discard, then send */
+    rv_job job;  /* the handler's run on the worker pool */
+    struct MHD_Connection *mhd; /* suspended while the job runs */
+    int handed_over;            /* the job was queued */
+    atomic_int ran;             /* the job has set the reply */
     size_t discarded;
     struct timespec start;
 } http_req;
@@ -447,6 +459,63 @@ static enum MHD_Result on_headers(rv_http *http, struct MHD_Connection *conn,
     return MHD_YES;
 }
 
+/* Runs the matched handler under the request's budget: every dependency
+ * call of the request shares one (svc_deadline.h). */
+static void run_handler(http_req *h)
+{
+    h->req.body = h->body != NULL ? h->body : "";
+    h->req.body_len = h->len;
+    svc_deadline_start(h->req.app->cfg->request_budget_ms);
+    rv_dispatch(&h->req, &h->reply);
+    svc_deadline_clear();
+}
+
+/* The body is done with: its share of the budget is free now, not when
+ * MHD calls on_completed (after the client has the answer). */
+static void release_body(http_req *h)
+{
+    h->req.body = NULL;
+    h->req.body_len = 0;
+    free(h->body);
+    h->body = NULL;
+    atomic_fetch_sub(&h->http->body_reserved, h->cap);
+    h->cap = 0;
+    h->len = 0;
+}
+
+/* A worker's run of one request: the handler, then the connection back
+ * to its event loop, which sends the reply (step 3 again). */
+static void job_main(rv_job *job)
+{
+    http_req *h = (http_req *)((char *)job - offsetof(http_req, job));
+    struct MHD_Connection *conn = h->mhd;
+
+    run_handler(h);
+    release_body(h);
+    /* h may be answered and freed from here on: conn was read before. */
+    atomic_store(&h->ran, 1);
+    MHD_resume_connection(conn);
+}
+
+/* Suspends the connection and queues its handler on the worker pool, so
+ * this event-loop thread goes on serving its other connections. */
+static enum MHD_Result hand_over(struct MHD_Connection *conn, http_req *h)
+{
+    h->mhd = conn;
+    h->handed_over = 1;
+    h->job.run = job_main;
+    MHD_suspend_connection(conn);
+    if (rv_jobs_push(h->http->jobs, &h->job) != 0) {
+        /* Stopping: no worker will run it. */
+        rv_reply_error(&h->reply, 503, "UNAVAILABLE",
+                       "the service is shutting down");
+        release_body(h);
+        atomic_store(&h->ran, 1);
+        MHD_resume_connection(conn);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -462,6 +531,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         *upload_data_size = 0;
         return h->discarded > RV_DISCARD_MAX ? MHD_NO : MHD_YES;
     }
+    if (h->handed_over) {
+        /* Resumed by the worker (hand_over); anything earlier is a call
+         * MHD makes before the suspension took, answered next time. */
+        return atomic_load(&h->ran) ? respond(conn, h) : MHD_YES;
+    }
     if (!rv_conn_arm(h->conn, 0))
         return MHD_NO; /* the reaper has answered 408 */
     if (h->decided) {
@@ -473,23 +547,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         rv_reply_error(&h->reply, 503, "UNAVAILABLE",
                        "too many request "
                        "bodies in flight; retry later");
+    } else if (!rv_dispatch_in_memory(&h->req)) {
+        return hand_over(conn, h);
     } else {
-        h->req.body = h->body != NULL ? h->body : "";
-        h->req.body_len = h->len;
-        /* Every dependency call of the request shares one budget. */
-        svc_deadline_start(h->req.app->cfg->request_budget_ms);
-        rv_dispatch(&h->req, &h->reply);
-        svc_deadline_clear();
+        run_handler(h);
     }
-    /* The body is done with: its share of the budget is free now, not
-     * when MHD calls on_completed (after the client has the answer). */
-    h->req.body = NULL;
-    h->req.body_len = 0;
-    free(h->body);
-    h->body = NULL;
-    atomic_fetch_sub(&h->http->body_reserved, h->cap);
-    h->cap = 0;
-    h->len = 0;
+    release_body(h);
     return respond(conn, h);
 }
 
@@ -659,6 +722,16 @@ static int resolve_listen(const rv_config *cfg, struct sockaddr_storage *ss,
     return 0;
 }
 
+/* MHD's event loops only read, write and answer from memory: one per
+ * CPU is enough, and never more than the workers they feed. */
+static unsigned event_loops(const rv_config *cfg)
+{
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const long n = cpus < 1 ? 1 : cpus > 16 ? 16 : cpus;
+
+    return (unsigned)(n < cfg->threads ? n : cfg->threads);
+}
+
 rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
                        size_t errlen)
 {
@@ -667,7 +740,7 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
     socklen_t sslen = 0;
     const union MHD_DaemonInfo *info;
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC
-                     | MHD_USE_ERROR_LOG;
+                     | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     rv_http *http;
 
     if (resolve_listen(cfg, &ss, &sslen, errbuf, errlen) != 0)
@@ -691,11 +764,17 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
         free(http);
         return NULL;
     }
+    http->jobs = rv_jobs_start(cfg->threads, errbuf, errlen);
+    if (http->jobs == NULL) {
+        rv_conns_free(http->conns);
+        free(http);
+        return NULL;
+    }
     http->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, http, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, event_loops(cfg),
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RV_CONN_MEMORY,
@@ -708,6 +787,7 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
                  "LISTEN_ADDR: cannot listen on %s:%u "
                  "(in use, or not a local address)",
                  cfg->listen_host, (unsigned)cfg->listen_port);
+        rv_jobs_stop(http->jobs);
         rv_conns_free(http->conns);
         free(http);
         return NULL;
@@ -733,6 +813,9 @@ void rv_http_stop(rv_http *http, int drain_s)
     while (atomic_load(&http->app->inflight) > 0
            && elapsed_s(&start) < (double)drain_s)
         nanosleep(&pause, NULL);
+    /* Every handler finishes and resumes its connection before MHD,
+     * which must not stop with a connection suspended, closes them. */
+    rv_jobs_stop(http->jobs);
     MHD_stop_daemon(http->daemon);
     rv_conns_free(http->conns);
     free(http);

@@ -1,10 +1,13 @@
 /*
  * rv_http.h: reviewd's HTTP server on GNU libmicrohttpd.
  *
- * libmicrohttpd runs an epoll loop in each of REVIEWD_THREADS worker
- * threads (MHD_USE_EPOLL_INTERNAL_THREAD with a thread pool); a request is
- * handled start to end on the thread that accepted it, which is why each
- * worker can own its PostgreSQL connection.  Limits: MHD's connection
+ * libmicrohttpd runs an epoll loop in each of a few event-loop threads
+ * (MHD_USE_EPOLL_INTERNAL_THREAD with a pool, one per CPU); they read
+ * requests, write answers and answer /healthz from memory.  Every other
+ * handler runs on one of REVIEWD_THREADS workers (rv_jobs.h), each with
+ * its own PostgreSQL connection, while its connection is suspended, so a
+ * request blocked on a server never holds up a connection that shares
+ * its event loop.  Limits: MHD's connection
  * limit (REVIEWD_MAX_CONNECTIONS) and per-address limit
  * (REVIEWD_MAX_CONNECTIONS_PER_IP), its idle timeout
  * (REVIEWD_CONNECTION_TIMEOUT_S) and a per-connection memory pool that

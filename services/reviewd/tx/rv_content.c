@@ -14,7 +14,7 @@
  * a dead MongoDB costs the requests that need the text a fast 503
  * CONTENT_UNAVAILABLE and holds no other worker.  A call is not started
  * once the request's budget is spent (svc_deadline.h), and libmongoc's
- * own timeouts are cut from the budget (svc_mongo_store_open).
+ * own timeouts come from what the budget leaves (svc_mongo_store_open).
  */
 #include "tx/rv_content.h"
 

@@ -1,0 +1,44 @@
+/*
+ * rv_jobs.h: the worker threads that run reviewd's handlers.
+ *
+ * libmicrohttpd pins a connection to the event-loop thread that accepted
+ * it, so a handler that blocks on PostgreSQL or MongoDB in that thread
+ * also stalls every other connection the thread serves, /healthz
+ * included.  rv_http.c therefore suspends a request's connection, hands
+ * the request to this pool and resumes the connection when the handler
+ * is done: the event-loop threads only read, write and answer from
+ * memory, and the blocking work waits here, on threads sized for waiting
+ * (REVIEWD_THREADS), each with its own PostgreSQL connection (rv_db.h
+ * keys the connection to the thread).
+ *
+ * Jobs are intrusive (the caller embeds an rv_job in its own state), so
+ * handing one over allocates nothing; they run in the order given.
+ *
+ * Ownership: rv_jobs_start / rv_jobs_stop; a job belongs to its caller
+ * and must outlive its run.  Threads: rv_jobs_push from any thread;
+ * start and stop from one thread.
+ */
+#ifndef RV_JOBS_H
+#define RV_JOBS_H
+
+#include <stddef.h>
+
+typedef struct rv_jobs rv_jobs;
+
+typedef struct rv_job {
+    struct rv_job *next; /* the queue's; set by rv_jobs_push */
+    void (*run)(struct rv_job *job);
+} rv_job;
+
+/* Starts threads workers.  NULL with a message in errbuf on failure. */
+rv_jobs *rv_jobs_start(int threads, char *errbuf, size_t errlen);
+
+/* Queues job (job->run set by the caller).  Returns 0, or -1 once
+ * rv_jobs_stop has begun (the job will not run). */
+int rv_jobs_push(rv_jobs *jobs, rv_job *job);
+
+/* Refuses further jobs, runs the ones queued, joins the threads and
+ * frees the pool.  NULL does nothing. */
+void rv_jobs_stop(rv_jobs *jobs);
+
+#endif /* RV_JOBS_H */
