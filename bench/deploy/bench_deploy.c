@@ -175,7 +175,9 @@ static int redlock_pair(dlock__redlock *rl, const char *key)
                                &fence, &m)
         != DLOCK_OK)
         return -1;
-    return dlock__redlock_release(rl, key, "tok", 50, &m) == DLOCK_OK ? 0 : -1;
+    return dlock__redlock_release(rl, key, "tok", NULL, 50, &m) == DLOCK_OK
+               ? 0
+               : -1;
 }
 
 typedef enum kind { SINGLE, ROUTED, REDLOCK } kind;

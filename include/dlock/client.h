@@ -81,6 +81,22 @@ typedef struct dlock_client_opts {
     const char *tls_key_file;
     const char *tls_server_name;
     int tls_verify_peer;
+
+    /* Replication.  Redis replicates asynchronously: a master can grant a
+     * lock and fail before a replica has it, and the replica promoted in
+     * its place grants it again.  With wait_replicas N > 0, each acquire
+     * and each renewal (the watchdog's and dlock_extend's) is followed by
+     * WAIT N wait_timeout_ms on its connection; a grant that fewer than N
+     * replicas acknowledged in time is released again and the acquire
+     * returns DLOCK_UNREPLICATED (never a lock), and such a renewal does
+     * not count (the lease keeps its last acknowledged end).  Costs about
+     * one replication round trip per acquire and renewal
+     * (docs/benchmarks.md); renewals then go one lock at a time.  Default
+     * 0 (asynchronous).  wait_timeout_ms: default 1000.  The URL's
+     * ?wait_replicas=N&wait_timeout=MS apply where these are 0.  Not for
+     * redlock:// (each grant is on a majority of masters already). */
+    int wait_replicas;
+    int wait_timeout_ms;
 } dlock_client_opts;
 
 /* Fills opts with the defaults listed above. */

@@ -26,6 +26,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "deploy.h"
+#include "replwait.h"
 #include "dlock/dlock.h"
 #include "lease.h"
 #include "lock_internal.h"
@@ -149,6 +150,11 @@ static dlock_err normalise_opts(dlock_client_opts *o, dlock__msg *m)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "client timeouts and breaker settings must "
                               "not be negative");
+    if (o->wait_replicas < 0 || o->wait_timeout_ms < 0)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "wait_replicas %d and wait_timeout_ms %d "
+                              "must not be negative",
+                              o->wait_replicas, o->wait_timeout_ms);
     if (o->pool_size < 1 || o->pool_size > 1024)
         return dlock__msg_set(m, DLOCK_INVALID, "pool_size %d is not 1..1024",
                               o->pool_size);
@@ -342,10 +348,43 @@ static dlock_err fast_fail(dlock_client *c, dlock__msg *m)
  * dropped too and, if the command is retry_safe, it goes once more on a
  * fresh connection.  bypass_breaker is for health checks.
  */
+static dlock_err run_command_acked(dlock_client *c, int argc,
+                                   const char **argv, const size_t *lens,
+                                   int retry_safe, int bypass_breaker,
+                                   redisReply **reply, int *acked,
+                                   dlock__msg *m);
+
 static dlock_err run_command(dlock_client *c, int argc, const char **argv,
                              const size_t *lens, int retry_safe,
                              int bypass_breaker, redisReply **reply,
                              dlock__msg *m)
+{
+    return run_command_acked(c, argc, argv, lens, retry_safe, bypass_breaker,
+                             reply, NULL, m);
+}
+
+/* One round trip on conn: the command alone, or (acked not NULL) the
+ * command followed by WAIT for the client's wait_replicas (replwait.h),
+ * whose timeout extends the deadline. */
+static dlock_err call_on(dlock_client *c, dlock__conn *conn, int argc,
+                         const char **argv, const size_t *lens,
+                         redisReply **reply, int *acked, dlock__msg *m)
+{
+    if (acked == NULL)
+        return dlock__conn_call(conn, argc, argv, lens,
+                                dlock__client_io_deadline(c), reply, m);
+    return dlock__call_with_wait(conn, argc, argv, lens, c->opts.wait_replicas,
+                                 c->opts.wait_timeout_ms,
+                                 dlock__client_io_deadline(c)
+                                     + (int64_t)c->opts.wait_timeout_ms * 1000,
+                                 reply, acked, m);
+}
+
+static dlock_err run_command_acked(dlock_client *c, int argc,
+                                   const char **argv, const size_t *lens,
+                                   int retry_safe, int bypass_breaker,
+                                   redisReply **reply, int *acked,
+                                   dlock__msg *m)
 {
     *reply = NULL;
     if (!bypass_breaker && !dlock__breaker_allows(&c->breaker))
@@ -373,8 +412,7 @@ static dlock_err run_command(dlock_client *c, int argc, const char **argv,
             }
         }
         atomic_fetch_add(&c->n_commands, 1);
-        err = dlock__conn_call(conn, argc, argv, lens,
-                               dlock__client_io_deadline(c), reply, m);
+        err = call_on(c, conn, argc, argv, lens, reply, acked, m);
         if (err == DLOCK_OK && c->deploy != NULL && attempt == 0
             && dlock__deploy_is_readonly(*reply)) {
             /* A demoted master refused the command, which did not run:
@@ -504,6 +542,15 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
                              const size_t *lens, redisReply **reply,
                              dlock__msg *m)
 {
+    return dlock__client_eval_acked(c, s, nkeys, argc, argv, lens, reply, NULL,
+                                    m);
+}
+
+dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
+                                   int nkeys, int argc, const char **argv,
+                                   const size_t *lens, redisReply **reply,
+                                   int *acked, dlock__msg *m)
+{
     const char *stack_argv[EVAL_STACK_ARGS + 3];
     size_t stack_lens[EVAL_STACK_ARGS + 3];
     const char **av = stack_argv;
@@ -512,6 +559,8 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
     dlock_err err;
 
     *reply = NULL;
+    if (c->opts.wait_replicas <= 0)
+        acked = NULL;
     if (argc > EVAL_STACK_ARGS) {
         av = dlock__calloc((size_t)argc + 3, sizeof(*av));
         al = dlock__calloc((size_t)argc + 3, sizeof(*al));
@@ -534,7 +583,8 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
     for (int i = 0; i < 3; i++)
         al[i] = strlen(av[i]);
     for (int attempt = 0;; attempt++) {
-        err = run_command(c, argc + 3, av, al, s->retry_safe, 0, reply, m);
+        err = run_command_acked(c, argc + 3, av, al, s->retry_safe, 0, reply,
+                                acked, m);
         if (err != DLOCK_OK)
             goto out;
         if (!is_noscript(*reply) || attempt > 0)
@@ -696,6 +746,8 @@ static dlock_err build_with(dlock_client *c, const char *url,
         err = copy_opt_strings(&c->opts, m);
     if (err == DLOCK_OK)
         err = parse_url(c, url, d, m);
+    if (err == DLOCK_OK)
+        err = dlock__replwait_opts(&c->opts, d, m);
     if (err != DLOCK_OK)
         return err;
     c->cfg.keepalive_s = c->opts.keepalive_s;

@@ -44,6 +44,7 @@
 #include "fence.h"
 #include "lock_fair.h"
 #include "redlock.h"
+#include "replwait.h"
 #include "token.h"
 #include "wait.h"
 #include "watchdog.h"
@@ -414,9 +415,12 @@ static int64_t fair_entry_ms(const dlock_lock *l)
  * timeout); the fence is the majority fence of redlock.h.  The lease
  * records each round like a single request: begun before the round,
  * granted when a majority granted it, so validity is measured from the
- * round's start.  The watchdog's renewer and the reentrant table work on
- * one server's connection, so Redlock locks are taken without them
- * (dlock_acquire refuses those options) and renewed with dlock_extend.
+ * round's start.  The watchdog renews a Redlock lock with the same
+ * rounds (watchdog.h: one round at a time, each needing a majority), the
+ * reentrant registry is local and works as for one server, and a waiter
+ * is woken by the release's PUBLISH on any master (the notifier
+ * subscribes to the first it reaches) or by its poll.  Fair locks are
+ * refused: the queue and its hand-off are one server's atomic script.
  */
 static dlock__redlock *redlock_of(const dlock_lock *l)
 {
@@ -452,7 +456,8 @@ static dlock_err redlock_try_once(dlock_lock *l, int64_t *holder_ttl_ms,
     return DLOCK_OK;
 }
 
-static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
+static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, int *marked,
+                               dlock__msg *m)
 {
     dlock__lease_ticket t = dlock__lease_begin(&l->lease, ttl_ms, NULL);
     int64_t validity = 0;
@@ -464,9 +469,34 @@ static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
     dlock__lease_end(&l->lease, &t,
                      err == DLOCK_OK ? DLOCK__LEASE_GRANTED
                                      : DLOCK__LEASE_NOT_RUN);
-    if (err == DLOCK_LOST && dlock__lock_mark_lost(l))
-        dlock__lock_fire_lost(l);
+    if (err == DLOCK_LOST)
+        *marked = dlock__lock_mark_lost(l);
     return err;
+}
+
+static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m);
+static void leave_no_orphan(dlock_lock *l, dlock_err err);
+
+/* A grant that too few replicas acknowledged: a failover to one that
+ * lacks it would grant the lock again, so it is released at once (a fair
+ * lock's release hands it on) and reported, never held. */
+static dlock_err release_unreplicated(dlock_lock *l, int acked, dlock__msg *m)
+{
+    const dlock_client_opts *o = dlock__client_opts(l->client);
+    dlock__msg scratch;
+    redisReply *r = NULL;
+
+    if (release_call(l, &r, &scratch) == DLOCK_OK)
+        freeReplyObject(r);
+    else
+        leave_no_orphan(l, DLOCK_TIMEOUT);
+    return dlock__msg_set(m, DLOCK_UNREPLICATED,
+                          "acquiring lock %.64s on %s: granted, but %d of "
+                          "the %d replicas asked for acknowledged it within "
+                          "%d ms (WAIT); released again, since a failover "
+                          "could lose it",
+                          l->key, dlock_client_endpoint(l->client), acked,
+                          o->wait_replicas, o->wait_timeout_ms);
 }
 
 /* One acquire attempt: DLOCK_OK (held; fence and validity set),
@@ -499,6 +529,7 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     dlock__lease_ticket t;
     acquire_answer a = {0};
     redisReply *r;
+    int acked = 0;
     dlock_err err;
 
     if (redlock_of(l) != NULL)
@@ -511,11 +542,11 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     if (l->fair)
-        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5, 12,
-                                 fair, NULL, &r, m);
+        err = dlock__client_eval_acked(l->client, &dlock__fair_acquire_script,
+                                       5, 12, fair, NULL, &r, &acked, m);
     else
-        err = dlock__client_eval(l->client, &acquire_script, 3, 7, argv, NULL,
-                                 &r, m);
+        err = dlock__client_eval_acked(l->client, &acquire_script, 3, 7, argv,
+                                       NULL, &r, &acked, m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
@@ -532,6 +563,12 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
         return err;
     }
     freeReplyObject(r);
+    if (a.status == 1
+        && dlock__replwait_short(dlock__client_opts(l->client), acked)) {
+        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
+        dlock__fence_floor_raise(l->client, a.fence);
+        return release_unreplicated(l, acked, m);
+    }
     dlock__lease_end(&l->lease, &t,
                      a.status == 1 ? DLOCK__LEASE_GRANTED
                                    : DLOCK__LEASE_NOT_RUN);
@@ -852,13 +889,12 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
     err = check_key(key, m);
     if (err == DLOCK_OK)
         err = validate_opts(opts, m);
-    if (err == DLOCK_OK && dlock__client_redlock(c) != NULL
-        && (opts->watchdog || opts->reentrant || opts->fair))
+    if (err == DLOCK_OK && dlock__client_redlock(c) != NULL && opts->fair)
         err = dlock__msg_set(m, DLOCK_INVALID,
-                             "a lock on %s cannot use "
-                             "the watchdog, be reentrant or fair yet: take "
-                             "it without them and renew it with "
-                             "dlock_extend",
+                             "a fair lock on %s is refused: its queue and "
+                             "hand-off are one server's atomic script, "
+                             "which independent masters cannot share "
+                             "(docs/deployments.md)",
                              dlock_client_endpoint(c));
     if (err != DLOCK_OK)
         return err;
@@ -990,7 +1026,7 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
 
     if (redlock_of(l) != NULL)
         return dlock__redlock_release(
-            redlock_of(l), l->key, l->token,
+            redlock_of(l), l->key, l->token, l->channel,
             redlock_node_timeout_ms(l, dlock__lease_ttl_ms(&l->lease)), m);
     err = release_call(l, &r, m);
 
@@ -1013,29 +1049,57 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
     return err;
 }
 
-/* Runs the extend script for ttl_ms through the pool: DLOCK_OK (lease
- * renewed), DLOCK_LOST (marked; on_lost run if this call marked it) or a
- * transport error (the lease keeps its old end, or an earlier one). */
-static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
+/* A renewal that the master ran (the key holds our token) but that too
+ * few replicas acknowledged: it does not count. */
+static int renewal_unacked(dlock_lock *l, const redisReply *r, int acked)
 {
+    int held = 0;
+    int64_t server_us;
+
+    return dlock__replwait_short(dlock__client_opts(l->client), acked)
+           && r->type != REDIS_REPLY_ERROR
+           && extend_reply(r, &held, &server_us) && held;
+}
+
+/* Runs the extend script for ttl_ms through the pool (or the Redlock
+ * round): DLOCK_OK (lease renewed), DLOCK_LOST (marked; *marked says
+ * whether this call marked it, and the caller then runs on_lost),
+ * DLOCK_UNREPLICATED (the lease keeps its last acknowledged end) or a
+ * transport error (the lease keeps its old end, or an earlier one). */
+static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
+                            dlock__msg *m)
+{
+    const dlock_client_opts *o = dlock__client_opts(l->client);
     char ttl[24];
     const char *argv[] = {l->key, l->token, ttl};
     dlock__lease_ticket t;
     redisReply *r;
-    int marked = 0;
+    int acked = 0;
     dlock_err err;
 
+    *marked = 0;
     if (redlock_of(l) != NULL)
-        return redlock_renew(l, ttl_ms, m);
+        return redlock_renew(l, ttl_ms, marked, m);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
-    err = dlock__client_eval(l->client, &extend_script, 1, 3, argv, NULL, &r,
-                             m);
+    err = dlock__client_eval_acked(l->client, &extend_script, 1, 3, argv, NULL,
+                                   &r, &acked, m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "extend of lock %.64s", l->key);
     }
-    err = dlock__lock_renew_reply(l, &t, r, dlock__boot_us(), &marked);
+    if (renewal_unacked(l, r, acked)) {
+        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
+        freeReplyObject(r);
+        return dlock__msg_set(m, DLOCK_UNREPLICATED,
+                              "extend of lock %.64s on %s: %d of the %d "
+                              "replicas asked for acknowledged it within %d "
+                              "ms (WAIT); the lease keeps its last "
+                              "acknowledged end",
+                              l->key, dlock_client_endpoint(l->client), acked,
+                              o->wait_replicas, o->wait_timeout_ms);
+    }
+    err = dlock__lock_renew_reply(l, &t, r, dlock__boot_us(), marked);
     if (err == DLOCK_LOST)
         dlock__msg_set(m, DLOCK_LOST,
                        "extend of lock %.64s on %s: the key "
@@ -1048,11 +1112,35 @@ static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
                        l->key, dlock_client_endpoint(l->client),
                        dlock__reply_type_name(r));
     freeReplyObject(r);
+    return err == DLOCK_SERVER ? DLOCK_PROTOCOL : err;
+}
+
+/* renew_once on the owner's thread, which runs on_lost if it marked the
+ * loss. */
+static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
+{
+    int marked = 0;
+    dlock_err err = renew_once(l, ttl_ms, &marked, m);
+
     if (marked)
         dlock__lock_fire_lost(l);
     if (err == DLOCK_OK)
         dlock__watchdog_recheck(dlock__client_watchdog(l->client));
-    return err == DLOCK_SERVER ? DLOCK_PROTOCOL : err;
+    return err;
+}
+
+int dlock__lock_renews_in_rounds(dlock_client *c)
+{
+    return dlock__client_redlock(c) != NULL
+           || dlock__client_opts(c)->wait_replicas > 0;
+}
+
+dlock_err dlock__lock_renew_sync(dlock_lock *l, int *marked)
+{
+    dlock__msg scratch;
+
+    dlock__msg_clear(&scratch);
+    return renew_once(l, dlock__lease_ttl_ms(&l->lease), marked, &scratch);
 }
 
 /* The loss as the owner reports it: marks the lock and runs on_lost if

@@ -59,9 +59,13 @@ static const char fence_lua[] =
     "end\n"
     "return 0\n";
 
+/* Deletes the key if it holds ARGV[1] and, given a channel (ARGV[2]),
+ * publishes on it so that a waiter subscribed to this master wakes. */
 static const char release_lua[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('DEL', KEYS[1])\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "  if ARGV[2] then redis.call('PUBLISH', ARGV[2], '') end\n"
+    "  return 1\n"
     "end\n"
     "return 0\n";
 
@@ -494,17 +498,17 @@ static dlock_err script_round(dlock__redlock *r, const char *body, int nkeys,
 }
 
 dlock_err dlock__redlock_release(dlock__redlock *r, const char *key,
-                                 const char *token, int64_t node_timeout_ms,
-                                 dlock__msg *m)
+                                 const char *token, const char *channel,
+                                 int64_t node_timeout_ms, dlock__msg *m)
 {
     dlock__node_result res[DLOCK__NODES_MAX];
     const char *descs[DLOCK__NODES_MAX];
-    const char *ka[] = {key, token};
+    const char *ka[] = {key, token, channel};
     char failures[DLOCK_ERRMSG_MAX / 2];
     dlock_err err;
 
-    err = script_round(r, release_lua, 1, ka, 1, node_timeout_ms, judge_flag,
-                       res, m);
+    err = script_round(r, release_lua, 1, ka, channel != NULL ? 2 : 1,
+                       node_timeout_ms, judge_flag, res, m);
     if (err != DLOCK_OK)
         return err;
     dlock__redlock_failures(res, r->n, dlock__redlock_descs(r, descs),
@@ -591,7 +595,8 @@ dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
         /* Undo what this round set, on every master, at once. */
         *validity_ms = 0;
         *fence = 0;
-        (void)dlock__redlock_release(r, key, token, node_timeout_ms, NULL);
+        (void)dlock__redlock_release(r, key, token, NULL, node_timeout_ms,
+                                     NULL);
     }
     return err;
 }

@@ -162,11 +162,12 @@ dlock_err dlock__redlock_extend(dlock__redlock *r, const char *key,
                                 int64_t node_timeout_ms, int64_t *validity_ms,
                                 dlock__msg *m);
 
-/* Deletes key (by token) on every master.  DLOCK_OK when every master
- * answered; DLOCK_UNAVAILABLE (the key will expire by its TTL on the
- * others) with the failures in m otherwise. */
+/* Deletes key (by token) on every master and, with a channel (may be
+ * NULL), publishes the release on it where the key was deleted.  DLOCK_OK
+ * when every master answered; DLOCK_UNAVAILABLE (the key will expire by
+ * its TTL on the others) with the failures in m otherwise. */
 dlock_err dlock__redlock_release(dlock__redlock *r, const char *key,
-                                 const char *token, int64_t node_timeout_ms,
-                                 dlock__msg *m);
+                                 const char *token, const char *channel,
+                                 int64_t node_timeout_ms, dlock__msg *m);
 
 #endif /* DLOCK_SRC_REDLOCK_H */
