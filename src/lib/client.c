@@ -559,6 +559,13 @@ dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
     dlock_err err;
 
     *reply = NULL;
+    if (dlock__client_redlock(c) != NULL)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "%s on %s: this needs one server's atomic "
+                              "script, which independent Redlock masters "
+                              "do not share; the patterns are not served on "
+                              "redlock:// (docs/deployments.md)",
+                              s->name, c->ep.desc);
     if (c->opts.wait_replicas <= 0)
         acked = NULL;
     if (argc > EVAL_STACK_ARGS) {

@@ -1335,6 +1335,93 @@ static dlock_err parse_inspect(const redisReply *r, dlock_lock_info *info)
     return DLOCK_OK;
 }
 
+/* Reads key on every Redlock master into res (the round's results). */
+static dlock_err redlock_inspect_round(dlock_client *c, const char *key,
+                                       dlock__node_result *res, dlock__msg *m)
+{
+    dlock_lock *l = NULL;
+    dlock_err err = check_key(key, m);
+
+    if (err == DLOCK_OK)
+        err = lock_new(c, key, &l, m);
+    if (err == DLOCK_OK)
+        err = dlock__redlock_inspect(dlock__client_redlock(c), l->key,
+                                     l->fence_key,
+                                     dlock__client_opts(c)->io_timeout_ms, res,
+                                     m);
+    dlock_lock_free(l);
+    return err;
+}
+
+/* The Redlock view of key: held when a majority holds one token. */
+static dlock_err redlock_inspect(dlock_client *c, const char *key,
+                                 dlock_lock_info *info, dlock__msg *m)
+{
+    dlock__node_result res[DLOCK__NODES_MAX];
+    dlock__redlock *r = dlock__client_redlock(c);
+    dlock_err err = redlock_inspect_round(c, key, res, m);
+
+    info->next_waiter_ms = -1;
+    for (int i = 0; i < r->n && err == DLOCK_OK; i++) {
+        int same = 0;
+        int64_t ttl = INT64_MAX;
+
+        if ((uint64_t)res[i].value2 > info->last_fence
+            && res[i].vote == DLOCK__VOTE_YES)
+            info->last_fence = (uint64_t)res[i].value2;
+        for (int j = 0; j < r->n && res[i].text[0] != '\0'; j++) {
+            if (res[j].vote != DLOCK__VOTE_YES
+                || strcmp(res[j].text, res[i].text) != 0)
+                continue;
+            same++;
+            ttl = res[j].value < ttl ? res[j].value : ttl;
+        }
+        if (same >= dlock__redlock_quorum(r->n) && !info->held) {
+            info->held = 1;
+            info->ttl_ms = ttl;
+            snprintf(info->token, sizeof(info->token), "%s", res[i].text);
+        }
+    }
+    return err;
+}
+
+dlock_err dlock_inspect_nodes(dlock_client *c, const char *key,
+                              dlock_node_info *out, int max, int *n)
+{
+    dlock__node_result res[DLOCK__NODES_MAX];
+    const char *descs[DLOCK__NODES_MAX];
+    dlock__redlock *r;
+    dlock__msg *m;
+    dlock_err err;
+
+    if (c == NULL || out == NULL || n == NULL || max < 0)
+        return DLOCK_INVALID;
+    *n = 0;
+    m = dlock__client_begin(c);
+    r = dlock__client_redlock(c);
+    if (r == NULL)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "%s: one server decides each lock; use "
+                              "dlock_inspect",
+                              dlock_client_endpoint(c));
+    err = redlock_inspect_round(c, key, res, m);
+    if (err != DLOCK_OK)
+        return err;
+    dlock__redlock_descs(r, descs);
+    for (int i = 0; i < r->n && i < max; i++, (*n)++) {
+        dlock_node_info *o = &out[i];
+
+        memset(o, 0, sizeof(*o));
+        snprintf(o->node, sizeof(o->node), "%s", descs[i]);
+        o->answered = res[i].vote == DLOCK__VOTE_YES;
+        o->held = o->answered && res[i].text[0] != '\0';
+        o->ttl_ms = o->held ? res[i].value : 0;
+        snprintf(o->token, sizeof(o->token), "%.32s", res[i].text);
+        snprintf(o->why, sizeof(o->why), "%s", res[i].why);
+    }
+    return DLOCK_OK;
+}
+
 dlock_err dlock_inspect(dlock_client *c, const char *key,
                         dlock_lock_info *info)
 {
@@ -1347,6 +1434,8 @@ dlock_err dlock_inspect(dlock_client *c, const char *key,
         return DLOCK_INVALID;
     memset(info, 0, sizeof(*info));
     m = dlock__client_begin(c);
+    if (dlock__client_redlock(c) != NULL)
+        return redlock_inspect(c, key, info, m);
     err = check_key(key, m);
     if (err == DLOCK_OK)
         err = lock_new(c, key, &l, m);

@@ -601,6 +601,40 @@ dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
     return err;
 }
 
+/* Answers {token or '', pttl, fence counter}. */
+static const char inspect_lua[] =
+    "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
+    "        tonumber(redis.call('GET', KEYS[2]) or '0') or 0}\n";
+
+/* {token, pttl, counter}: YES with them. */
+static void judge_inspect(const redisReply *reply, dlock__node_result *res)
+{
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[1]->type != REDIS_REPLY_INTEGER
+        || reply->element[2]->type != REDIS_REPLY_INTEGER)
+        return;
+    res->vote = DLOCK__VOTE_YES;
+    snprintf(res->text, sizeof(res->text), "%.*s",
+             (int)(reply->element[0]->len < sizeof(res->text)
+                       ? reply->element[0]->len
+                       : sizeof(res->text) - 1),
+             reply->element[0]->str);
+    res->value = reply->element[1]->integer;
+    res->value2 = reply->element[2]->integer;
+}
+
+dlock_err dlock__redlock_inspect(dlock__redlock *r, const char *key,
+                                 const char *fence_key,
+                                 int64_t node_timeout_ms,
+                                 dlock__node_result *res, dlock__msg *m)
+{
+    const char *keys[] = {key, fence_key};
+
+    return script_round(r, inspect_lua, 2, keys, 0, node_timeout_ms,
+                        judge_inspect, res, m);
+}
+
 /* +PONG: YES. */
 static void judge_pong(const redisReply *reply, dlock__node_result *res)
 {
