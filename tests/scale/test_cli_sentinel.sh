@@ -25,6 +25,18 @@ out=$(timeout 20 "$DLOCK" run --url "$URL" --ttl 3s "$KEY:run" -- \
     sh -c 'echo ran-under-lock') || fail "dlock run exited $?"
 [[ $out == ran-under-lock ]] || fail "dlock run printed '$out'"
 
+# Each grant acknowledged by a replica (--wait-replicas); asking for
+# more replicas than there are is refused with exit 69, never run.
+out=$(timeout 20 "$DLOCK" run --url "$URL" --wait-replicas 1 --ttl 3s \
+    "$KEY:acked" -- sh -c 'echo acked') || fail "run --wait-replicas 1: $?"
+[[ $out == acked ]] || fail "dlock run --wait-replicas 1 printed '$out'"
+err=$(DLOCK_WAIT_REPLICAS=3 timeout 20 "$DLOCK" run --url "$URL" \
+    --wait-replicas-timeout 100ms --ttl 3s "$KEY:three" -- \
+    sh -c 'echo must-not-run' 2>&1)
+code=$?
+((code == 69)) && [[ $err != *must-not-run* && $err == *released* ]] ||
+    fail "DLOCK_WAIT_REPLICAS=3 exited $code: $err"
+
 out=$(timeout -s INT 4 "$DLOCK" run --url "$URL" --every 1s --ttl 2s \
     "$KEY:every" -- sh -c 'echo tick' 2>/dev/null)
 ticks=$(grep -c '^tick$' <<<"$out")
