@@ -67,6 +67,34 @@ typedef struct dlock_doctor_report {
 DLOCK_API dlock_err dlock_doctor_run(dlock_client *client,
                                      dlock_doctor_report *report);
 
+/* One server of a deployment as dlock_doctor_nodes saw it. */
+typedef struct dlock_doctor_node {
+    char node[64]; /* "host:port" */
+    char role[16]; /* "sentinel", "master" or "replica" */
+    int answered;  /* 0: it could not be asked (note says why) */
+    int checked;   /* 1: report holds the five checks (masters) */
+    dlock_doctor_report report;
+    char note[256]; /* sentinel: the master it names and what it counts;
+                     * replica: its link state, lag and bytes behind */
+} dlock_doctor_node;
+
+/* Most servers dlock_doctor_nodes reports. */
+#define DLOCK_DOCTOR_NODES_MAX 40
+
+/*
+ * For a deployment of several servers: a redis+sentinel:// client gives
+ * every sentinel (SENTINEL MASTER: the master it names, its replicas and
+ * sentinels), the current master (the five checks) and each replica the
+ * master lists (state, lag, bytes behind); a redlock:// client gives
+ * every master with the five checks.  Each server is asked in turn,
+ * bounded by the I/O timeout.  out[0..max) receives the servers, *n how
+ * many.  Returns DLOCK_OK (a server that did not answer says so in its
+ * entry), or DLOCK_INVALID for a single server (use dlock_doctor_run).
+ */
+DLOCK_API dlock_err dlock_doctor_nodes(dlock_client *client,
+                                       dlock_doctor_node *out, int max,
+                                       int *n);
+
 /* "safe", "unsafe" or "unknown". */
 DLOCK_API const char *dlock_doctor_verdict_name(dlock_doctor_verdict v);
 

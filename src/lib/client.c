@@ -633,6 +633,11 @@ dlock__notifier *dlock__client_notifier(dlock_client *c)
 
 /* Connects, reads the server's clock (the first sample of its offset:
  * lease.h) and loads the core scripts. */
+struct dlock__deploy *dlock__client_deploy(dlock_client *c)
+{
+    return c->deploy;
+}
+
 struct dlock__redlock *dlock__client_redlock(dlock_client *c)
 {
     return c->deploy != NULL && c->deploy->kind == DLOCK__REDLOCK

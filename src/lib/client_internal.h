@@ -68,6 +68,10 @@ dlock__skew *dlock__client_skew(dlock_client *c);
 dlock__breaker *dlock__client_breaker(dlock_client *c);
 const dlock_client_opts *dlock__client_opts(const dlock_client *c);
 
+/* The client's deployment (deploy.h) when its URL names several
+ * servers, else NULL. */
+struct dlock__deploy *dlock__client_deploy(dlock_client *c);
+
 /* The client's Redlock masters when its URL is redlock:// (lock.c then
  * runs its rounds on them), else NULL. */
 struct dlock__redlock *dlock__client_redlock(dlock_client *c);

@@ -6,6 +6,8 @@
  * where CONFIG is disabled, as on most managed offerings.  Each check is a
  * small function from INFO's text to a verdict and a sentence; the
  * sentences say what goes wrong for a lock, not only which setting differs.
+ * The checks are shared with doctor_deploy.c, which asks every server of
+ * a Sentinel or Redlock deployment (doctor_internal.h).
  */
 #include "dlock/doctor.h"
 
@@ -17,6 +19,7 @@
 #include <time.h>
 
 #include "client_internal.h"
+#include "doctor_internal.h"
 
 /* Copies INFO's value of field (up to the end of its line) into out;
  * returns 1 if the field is there. */
@@ -209,7 +212,7 @@ static void check_replication(const char *info, dlock_doctor_check *k)
               role);
 }
 
-static int64_t wall_us(void)
+int64_t dlock__doctor_wall_us(void)
 {
     struct timespec ts;
 
@@ -217,29 +220,22 @@ static int64_t wall_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* TIME against our wall clock, taken at the middle of the round trip. */
-static dlock_err check_clock(dlock_client *c, dlock_doctor_check *k,
-                             dlock__msg *m)
+/* TIME's reply r against our wall clock, taken at the middle of the
+ * round trip from before to after. */
+void dlock__doctor_judge_time(const redisReply *r, int64_t before,
+                              int64_t after, dlock_doctor_check *k)
 {
-    const char *argv[] = {"TIME"};
-    int64_t before = wall_us(), after, server, offset_ms, slack_ms;
-    redisReply *r;
+    int64_t server, offset_ms, slack_ms;
     char found[32];
-    dlock_err err = dlock__client_command(c, 1, argv, NULL, &r, m);
 
-    after = wall_us();
-    if (err != DLOCK_OK)
-        return err;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
         || r->element[0]->type != REDIS_REPLY_STRING
         || r->element[1]->type != REDIS_REPLY_STRING) {
-        freeReplyObject(r);
         judge(k, DLOCK_DOCTOR_UNKNOWN, "", "TIME did not answer two numbers");
-        return DLOCK_OK;
+        return;
     }
     server = strtoll(r->element[0]->str, NULL, 10) * 1000000
              + strtoll(r->element[1]->str, NULL, 10);
-    freeReplyObject(r);
     offset_ms = (server - (before + after) / 2) / 1000;
     slack_ms = (after - before) / 2000;
     snprintf(found, sizeof(found), "%+" PRId64 "ms", offset_ms);
@@ -257,14 +253,50 @@ static dlock_err check_clock(dlock_client *c, dlock_doctor_check *k,
               "NTP on both",
               offset_ms < 0 ? -offset_ms : offset_ms,
               offset_ms > 0 ? "ahead of" : "behind");
+}
+
+static dlock_err check_clock(dlock_client *c, dlock_doctor_check *k,
+                             dlock__msg *m)
+{
+    const char *argv[] = {"TIME"};
+    int64_t before = dlock__doctor_wall_us();
+    redisReply *r;
+    dlock_err err = dlock__client_command(c, 1, argv, NULL, &r, m);
+
+    if (err != DLOCK_OK)
+        return err;
+    dlock__doctor_judge_time(r, before, dlock__doctor_wall_us(), k);
+    freeReplyObject(r);
     return DLOCK_OK;
+}
+
+static const char *const check_names[DLOCK_DOCTOR_CHECKS] = {
+    "version", "eviction", "persistence", "replication", "clock",
+};
+
+/* The four checks INFO's text decides. */
+void dlock__doctor_judge_info(const char *info, dlock_doctor_report *out)
+{
+    check_version(info, &out->checks[0]);
+    check_eviction(info, &out->checks[1]);
+    check_persistence(info, &out->checks[2]);
+    check_replication(info, &out->checks[3]);
+}
+
+/* Names the checks and counts the verdicts. */
+void dlock__doctor_tally(dlock_doctor_report *out)
+{
+    out->unsafe = 0;
+    out->unknown = 0;
+    for (int i = 0; i < DLOCK_DOCTOR_CHECKS; i++) {
+        out->checks[i].name = check_names[i];
+        out->unsafe += out->checks[i].verdict == DLOCK_DOCTOR_UNSAFE;
+        out->unknown += out->checks[i].verdict == DLOCK_DOCTOR_UNKNOWN;
+    }
 }
 
 dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
 {
-    static const char *const names[DLOCK_DOCTOR_CHECKS] = {
-        "version", "eviction", "persistence", "replication", "clock",
-    };
     const char *argv[] = {"INFO"};
     dlock__msg *m;
     redisReply *r;
@@ -286,21 +318,14 @@ dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
         freeReplyObject(r);
         return err;
     }
-    check_version(r->str, &out->checks[0]);
-    check_eviction(r->str, &out->checks[1]);
-    check_persistence(r->str, &out->checks[2]);
-    check_replication(r->str, &out->checks[3]);
+    dlock__doctor_judge_info(r->str, out);
     freeReplyObject(r);
     err = check_clock(c, &out->checks[4], m);
     if (err != DLOCK_OK) {
         memset(out, 0, sizeof(*out));
         return err;
     }
-    for (int i = 0; i < DLOCK_DOCTOR_CHECKS; i++) {
-        out->checks[i].name = names[i];
-        out->unsafe += out->checks[i].verdict == DLOCK_DOCTOR_UNSAFE;
-        out->unknown += out->checks[i].verdict == DLOCK_DOCTOR_UNKNOWN;
-    }
+    dlock__doctor_tally(out);
     return DLOCK_OK;
 }
 

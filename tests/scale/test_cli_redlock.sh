@@ -3,7 +3,8 @@
 # redlock:// URL (scripts/stack's redlock group of five masters, started
 # by the scale fixture): `dlock run` runs its command under a lock that
 # the watchdog renews on a majority, `dlock status` says which masters
-# hold it, and `dlock run --every` and `dlock leader`, which need the
+# hold it, `dlock doctor` judges each master, and `dlock run --every`
+# and `dlock leader`, which need the
 # leadership pattern (one server's atomic script), are refused with a
 # message that says why (docs/deployments.md).  Each step is bounded
 # with timeout(1).
@@ -39,6 +40,15 @@ grep -q '^nodes: held on 5 of 5: ' <<<"$status" ||
 timeout 10 "$DLOCK" status --url "$URL" "$KEY:held" |
     grep -q '^nodes: held on 0 of 5' || fail "status after the run"
 
+# doctor judges every master (exit 78 here: the stack runs without AOF).
+doc=$(timeout 20 "$DLOCK" doctor --url "$URL")
+code=$?
+((code == 0 || code == 78)) || fail "doctor exited $code: $doc"
+(($(grep -c '^master ' <<<"$doc") == 5)) ||
+    fail "doctor does not list the 5 masters: $doc"
+(($(grep -c '^  persistence ' <<<"$doc") == 5)) ||
+    fail "doctor does not judge each master: $doc"
+
 err=$(timeout 10 "$DLOCK" run --url "$URL" --every 1s "$KEY:every" -- \
     true 2>&1 >/dev/null)
 code=$?
@@ -48,5 +58,5 @@ err=$(timeout 10 "$DLOCK" leader --url "$URL" "$KEY:lead" -- true 2>&1)
 code=$?
 ((code != 0)) && grep -q 'redlock://' <<<"$err" ||
     fail "leader exited $code: $err"
-printf 'test_cli_redlock: run (renewed), status (5 of 5 masters), %s\n' \
+printf 'test_cli_redlock: run (renewed), status (5 of 5 masters), doctor, %s\n' \
     "--every and leader refused with the reason"

@@ -3,7 +3,8 @@
 # redis+sentinel:// URL (scripts/stack's sentinel group, started by the
 # scale fixture): `dlock run` runs its command under the lock, `dlock run
 # --every` runs a tick per second on one node, `dlock leader` leads, and
-# `dlock acquire`/`status`/`release` see the lock on the master.  Each
+# `dlock acquire`/`status`/`release` see the lock on the master, and
+# `dlock doctor` shows every sentinel, the master and its replicas.  Each
 # step is bounded with timeout(1); a run with --every or leader is
 # stopped by SIGINT and its output is checked.
 set -u
@@ -57,5 +58,13 @@ DLOCK_TOKEN=$token timeout 10 "$DLOCK" release --url "$URL" "$KEY:acq" ||
     fail "dlock release exited $?"
 timeout 10 "$DLOCK" status --url "$URL" "$KEY:acq" | grep -q '^held: no' ||
     fail "dlock status still shows the lock held after release"
-printf 'test_cli_sentinel: run, --every (%d ticks), leader, acquire, %s\n' \
+# doctor: the three sentinels, the master with its checks, two replicas.
+doc=$(timeout 20 "$DLOCK" doctor --url "$URL")
+code=$?
+((code == 0 || code == 78)) || fail "doctor exited $code: $doc"
+(($(grep -c '^sentinel .*names master' <<<"$doc") == 3)) &&
+    (($(grep -c '^master ' <<<"$doc") == 1)) &&
+    (($(grep -c '^replica .*state online, lag' <<<"$doc") == 2)) ||
+    fail "doctor does not show the sentinels, master and replicas: $doc"
+printf 'test_cli_sentinel: doctor, run, --every (%d ticks), leader, acquire, %s\n' \
     "$ticks" "status and release over $URL"
