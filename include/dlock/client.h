@@ -116,9 +116,11 @@ DLOCK_API void dlock_client_opts_init(dlock_client_opts *opts);
  *      Credentials and TLS apply to the sentinels and the master alike.
  *      redlock://host:port,host:port,host:port[/db] (and redlocks://):
  *      3 or more independent masters, locks granted by a majority with a
- *      majority fence; dlock_acquire, dlock_extend and dlock_release
- *      only (no watchdog, no reentrancy, no patterns yet).
+ *      majority fence, renewed by the watchdog in majority rounds,
+ *      reentrant and woken on release; fair locks and the patterns are
+ *      refused (docs/deployments.md).
  *      redis+cluster:// URLs are refused (not served yet).
+ *      Every form takes ?wait_replicas=N&wait_timeout=MS (see the options).
  *      User and password are percent-decoded; IPv6 hosts go in brackets.
  * opts: may be NULL for all defaults.
  * out: receives the client, or NULL on failure.
