@@ -48,6 +48,22 @@ static int print_text(const dlock_doctor_report *r)
     return 0;
 }
 
+/* Prints the report object (NULL: it could not be built) on one line,
+ * then releases o and part; 0, or -1 after saying so. */
+static int print_and_free(json_t *report, json_t *o, json_t *part)
+{
+    int rc = -1;
+
+    if (report != NULL && json_dumpf(report, stdout, JSON_COMPACT) == 0
+        && putchar('\n') != EOF)
+        rc = 0;
+    if (rc != 0)
+        cli_say("doctor: cannot print the report as JSON");
+    json_decref(o);
+    json_decref(part);
+    return rc;
+}
+
 static int print_json(const char *server, const dlock_doctor_report *r)
 {
     json_t *checks = json_array();
@@ -68,15 +84,9 @@ static int print_json(const char *server, const dlock_doctor_report *r)
     if (checks != NULL)
         o = json_pack("{s:s, s:b, s:O}", "server", server, "safe",
                       r->unsafe + r->unknown == 0, "checks", checks);
-    if (o != NULL && json_dumpf(o, stdout, JSON_COMPACT) == 0
-        && putchar('\n') != EOF)
-        rc = 0;
+    rc = 0;
 out:
-    if (rc != 0)
-        cli_say("doctor: cannot print the report as JSON");
-    json_decref(o);
-    json_decref(checks);
-    return rc;
+    return print_and_free(rc == 0 ? o : NULL, o, checks);
 }
 
 /* 1 if node o is fine: it answered, its checks (a master's) are all
@@ -151,15 +161,9 @@ static int print_nodes_json(const char *deployment,
     if (list != NULL)
         o = json_pack("{s:s, s:b, s:O}", "deployment", deployment, "safe",
                       safe, "nodes", list);
-    if (o != NULL && json_dumpf(o, stdout, JSON_COMPACT) == 0
-        && putchar('\n') != EOF)
-        rc = 0;
+    rc = 0;
 out:
-    if (rc != 0)
-        cli_say("doctor: cannot print the report as JSON");
-    json_decref(o);
-    json_decref(list);
-    return rc;
+    return print_and_free(rc == 0 ? o : NULL, o, list);
 }
 
 /* A Sentinel or Redlock deployment: every server (dlock_doctor_nodes).

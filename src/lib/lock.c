@@ -477,12 +477,25 @@ static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, int *marked,
 static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m);
 static void leave_no_orphan(dlock_lock *l, dlock_err err);
 
+/* DLOCK_UNREPLICATED for what (a grant or renewal of l) that acked of
+ * the replicas asked for acknowledged in time, and what was done. */
+static dlock_err unreplicated(dlock_lock *l, const char *what, int acked,
+                              const char *done, dlock__msg *m)
+{
+    const dlock_client_opts *o = dlock__client_opts(l->client);
+
+    return dlock__msg_set(m, DLOCK_UNREPLICATED,
+                          "%s lock %.64s on %s: %d of the %d replicas asked "
+                          "for acknowledged it within %d ms (WAIT); %s",
+                          what, l->key, dlock_client_endpoint(l->client),
+                          acked, o->wait_replicas, o->wait_timeout_ms, done);
+}
+
 /* A grant that too few replicas acknowledged: a failover to one that
  * lacks it would grant the lock again, so it is released at once (a fair
  * lock's release hands it on) and reported, never held. */
 static dlock_err release_unreplicated(dlock_lock *l, int acked, dlock__msg *m)
 {
-    const dlock_client_opts *o = dlock__client_opts(l->client);
     dlock__msg scratch;
     redisReply *r = NULL;
 
@@ -490,13 +503,8 @@ static dlock_err release_unreplicated(dlock_lock *l, int acked, dlock__msg *m)
         freeReplyObject(r);
     else
         leave_no_orphan(l, DLOCK_TIMEOUT);
-    return dlock__msg_set(m, DLOCK_UNREPLICATED,
-                          "acquiring lock %.64s on %s: granted, but %d of "
-                          "the %d replicas asked for acknowledged it within "
-                          "%d ms (WAIT); released again, since a failover "
-                          "could lose it",
-                          l->key, dlock_client_endpoint(l->client), acked,
-                          o->wait_replicas, o->wait_timeout_ms);
+    return unreplicated(l, "acquiring", acked,
+                        "released again, since a failover could lose it", m);
 }
 
 /* One acquire attempt: DLOCK_OK (held; fence and validity set),
@@ -1069,7 +1077,6 @@ static int renewal_unacked(dlock_lock *l, const redisReply *r, int acked)
 static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
                             dlock__msg *m)
 {
-    const dlock_client_opts *o = dlock__client_opts(l->client);
     char ttl[24];
     const char *argv[] = {l->key, l->token, ttl};
     dlock__lease_ticket t;
@@ -1091,13 +1098,8 @@ static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
     if (renewal_unacked(l, r, acked)) {
         dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
         freeReplyObject(r);
-        return dlock__msg_set(m, DLOCK_UNREPLICATED,
-                              "extend of lock %.64s on %s: %d of the %d "
-                              "replicas asked for acknowledged it within %d "
-                              "ms (WAIT); the lease keeps its last "
-                              "acknowledged end",
-                              l->key, dlock_client_endpoint(l->client), acked,
-                              o->wait_replicas, o->wait_timeout_ms);
+        return unreplicated(l, "extend of", acked,
+                            "the lease keeps its last acknowledged end", m);
     }
     err = dlock__lock_renew_reply(l, &t, r, dlock__boot_us(), marked);
     if (err == DLOCK_LOST)
