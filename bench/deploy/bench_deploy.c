@@ -18,11 +18,17 @@
  * slowest server's rate halved (a pair is two round trips; for Redlock the
  * slowest of the N parallel round trips bounds each round).  A line per
  * deployment is printed as JSON, then a table.
+ *
+ * Then the cost of waiting for replicas: acquire+release pairs through
+ * the public client on the Sentinel URL, without and with wait_replicas
+ * 1 (WAIT after each grant).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dlock/dlock.h"
 
 #include "bench_clock.h"
 #include "bench_samples.h"
@@ -175,7 +181,9 @@ static int redlock_pair(dlock__redlock *rl, const char *key)
                                &fence, &m)
         != DLOCK_OK)
         return -1;
-    return dlock__redlock_release(rl, key, "tok", 50, &m) == DLOCK_OK ? 0 : -1;
+    return dlock__redlock_release(rl, key, "tok", NULL, 50, &m) == DLOCK_OK
+               ? 0
+               : -1;
 }
 
 typedef enum kind { SINGLE, ROUTED, REDLOCK } kind;
@@ -240,12 +248,64 @@ static int run(result *r, const char *url, int nodes_for_limit, kind k,
     return 0;
 }
 
+/* Pairs through the public client on url: dlock_acquire (whose script
+ * also advances the fence) and dlock_release, each grant acknowledged by
+ * wait_replicas replicas (WAIT) when that is not 0: what the option
+ * costs.  The limit is the one of the deployment measured before. */
+static int run_client(result *r, const char *url, int wait_replicas,
+                      double limit, int pairs)
+{
+    dlock_client_opts o;
+    dlock_acquire_opts a;
+    dlock_client *c = NULL;
+    bench_samples s;
+    char err[512];
+    int64_t start;
+    int failed = 0;
+
+    dlock_client_opts_init(&o);
+    o.wait_replicas = wait_replicas;
+    dlock_acquire_opts_init(&a);
+    a.ttl_ms = 10000;
+    r->limit_per_s = limit;
+    if (url == NULL || bench_samples_init(&s, (size_t)pairs) != 0)
+        return -1;
+    if (dlock_client_new(url, &o, &c, err, sizeof(err)) != DLOCK_OK) {
+        fprintf(stderr, "bench_deploy: %s: %s\n", r->name, err);
+        bench_samples_free(&s);
+        return -1;
+    }
+    start = bench_clock_ns();
+    for (int i = 0; i < pairs; i++) {
+        char key[64];
+        int64_t t0 = bench_clock_ns();
+        dlock_lock *l = NULL;
+
+        snprintf(key, sizeof(key), "b:client:%d", i % 1000);
+        failed += dlock_acquire(c, key, &a, &l) != DLOCK_OK
+                  || dlock_release(l) != DLOCK_OK;
+        bench_samples_add(&s, bench_clock_ns() - t0);
+    }
+    report(r, &s, bench_clock_ns() - start, pairs);
+    if (failed)
+        fprintf(stderr, "bench_deploy: %s: %d pairs failed\n", r->name,
+                failed);
+    bench_samples_free(&s);
+    dlock_client_free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int pairs = 2000;
     result rs[] = {
-        {.name = "single"},    {.name = "sentinel"},  {.name = "cluster"},
-        {.name = "redlock-3"}, {.name = "redlock-5"},
+        {.name = "single"},
+        {.name = "sentinel"},
+        {.name = "cluster"},
+        {.name = "redlock-3"},
+        {.name = "redlock-5"},
+        {.name = "sentinel-client"},
+        {.name = "sentinel-client-wait-1"},
     };
 
     if (argc == 3 && strcmp(argv[1], "--pairs") == 0)
@@ -258,7 +318,11 @@ int main(int argc, char **argv)
         || run(&rs[1], group_url("sentinel", "SENTINEL_URL"), 3, ROUTED, pairs)
         || run(&rs[2], group_url("cluster", "CLUSTER_URL"), 3, ROUTED, pairs)
         || run(&rs[3], group_url("redlock", "REDLOCK_URL"), 3, REDLOCK, pairs)
-        || run(&rs[4], group_url("redlock", "REDLOCK_URL"), 5, REDLOCK, pairs))
+        || run(&rs[4], group_url("redlock", "REDLOCK_URL"), 5, REDLOCK, pairs)
+        || run_client(&rs[5], group_url("sentinel", "SENTINEL_URL"), 0,
+                      rs[1].limit_per_s, pairs)
+        || run_client(&rs[6], group_url("sentinel", "SENTINEL_URL"), 1,
+                      rs[1].limit_per_s, pairs))
         return 1;
     printf("\n| deployment | pairs/s | p50 (us) | limit (pairs/s) |\n"
            "| --- | ---: | ---: | ---: |\n");

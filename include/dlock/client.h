@@ -84,6 +84,22 @@ typedef struct dlock_client_opts {
     const char *tls_key_file;
     const char *tls_server_name;
     int tls_verify_peer;
+
+    /* Replication.  Redis replicates asynchronously: a master can grant a
+     * lock and fail before a replica has it, and the replica promoted in
+     * its place grants it again.  With wait_replicas N > 0, each acquire
+     * and each renewal (the watchdog's and dlock_extend's) is followed by
+     * WAIT N wait_timeout_ms on its connection; a grant that fewer than N
+     * replicas acknowledged in time is released again and the acquire
+     * returns DLOCK_UNREPLICATED (never a lock), and such a renewal does
+     * not count (the lease keeps its last acknowledged end).  Costs about
+     * one replication round trip per acquire and renewal
+     * (docs/benchmarks.md); renewals then go one lock at a time.  Default
+     * 0 (asynchronous).  wait_timeout_ms: default 1000.  The URL's
+     * ?wait_replicas=N&wait_timeout=MS apply where these are 0.  Not for
+     * redlock:// (each grant is on a majority of masters already). */
+    int wait_replicas;
+    int wait_timeout_ms;
 } dlock_client_opts;
 
 /* Fills opts with the defaults listed above. */
@@ -103,9 +119,11 @@ DLOCK_API void dlock_client_opts_init(dlock_client_opts *opts);
  *      Credentials and TLS apply to the sentinels and the master alike.
  *      redlock://host:port,host:port,host:port[/db] (and redlocks://):
  *      3 or more independent masters, locks granted by a majority with a
- *      majority fence; dlock_acquire, dlock_extend and dlock_release
- *      only (no watchdog, no reentrancy, no patterns yet).
+ *      majority fence, renewed by the watchdog in majority rounds,
+ *      reentrant and woken on release; fair locks and the patterns are
+ *      refused (docs/deployments.md).
  *      redis+cluster:// URLs are refused (not served yet).
+ *      Every form takes ?wait_replicas=N&wait_timeout=MS (see the options).
  *      User and password are percent-decoded; IPv6 hosts go in brackets.
  * opts: may be NULL for all defaults.
  * out: receives the client, or NULL on failure.

@@ -67,32 +67,37 @@ typedef struct dlock_doctor_report {
 DLOCK_API dlock_err dlock_doctor_run(dlock_client *client,
                                      dlock_doctor_report *report);
 
-/* Most servers dlock_doctor_run_cluster judges. */
-#define DLOCK_DOCTOR_NODES_MAX 64
-
-/* One server of a Redis Cluster, judged on its own. */
+/* One server of a deployment as dlock_doctor_nodes saw it. */
 typedef struct dlock_doctor_node {
-    char server[280]; /* "127.0.0.1:7001" */
-    char role[320];   /* "master (shard 0)", "replica of ... (shard 0)" */
-    dlock_err err;    /* DLOCK_OK: report is filled; else why not in error */
-    char error[DLOCK_ERRMSG_MAX];
+    char node[280]; /* "host:port" */
+    char role[16];  /* "sentinel", "master" or "replica" */
+    int answered;   /* 0: it could not be asked (note says why) */
+    int checked;    /* 1: report holds the five checks (masters) */
     dlock_doctor_report report;
+    char note[320]; /* sentinel: the master it names and what it counts;
+                     * replica: its link state, lag and bytes behind;
+                     * cluster: the shard (and a replica's master) */
 } dlock_doctor_node;
 
+/* Most servers dlock_doctor_nodes reports. */
+#define DLOCK_DOCTOR_NODES_MAX 64
+
 /*
- * For a client of a Redis Cluster (redis+cluster://): lists every master
- * and replica of every shard (CLUSTER SHARDS, Redis 7.0 or later) and
- * judges each on its own as dlock_doctor_run does, except that a replica's
- * replication check looks at its link to its master (it takes over after a
- * failover).  Fills nodes[0..*count) with at most max servers (at most
- * DLOCK_DOCTOR_NODES_MAX); a server that cannot be asked gets its error
- * in its own entry.  Returns DLOCK_OK when the list was read (whatever
- * the verdicts), DLOCK_INVALID for a client of another deployment or bad
- * arguments, or the error of reading the list.
+ * For a deployment of several servers: a redis+sentinel:// client gives
+ * every sentinel (SENTINEL MASTER: the master it names, its replicas and
+ * sentinels), the current master (the five checks) and each replica the
+ * master lists (state, lag, bytes behind); a redlock:// client gives
+ * every master with the five checks; a redis+cluster:// client gives every
+ * master and replica of every shard (CLUSTER SHARDS, Redis 7.0 or later),
+ * each with the five checks, a replica's replication check judging its
+ * link to its master (it takes over after a failover).  Each server is asked in turn,
+ * bounded by the I/O timeout.  out[0..max) receives the servers, *n how
+ * many.  Returns DLOCK_OK (a server that did not answer says so in its
+ * entry), or DLOCK_INVALID for a single server (use dlock_doctor_run).
  */
-DLOCK_API dlock_err dlock_doctor_run_cluster(dlock_client *client,
-                                             dlock_doctor_node *nodes, int max,
-                                             int *count);
+DLOCK_API dlock_err dlock_doctor_nodes(dlock_client *client,
+                                       dlock_doctor_node *out, int max,
+                                       int *n);
 
 /* "safe", "unsafe" or "unknown". */
 DLOCK_API const char *dlock_doctor_verdict_name(dlock_doctor_verdict v);

@@ -57,7 +57,13 @@ typedef enum dlock_err {
      * fence and server time this client has seen (its counter was lost or
      * is stale, and its clock is behind).  Try again later, and check the
      * server (dlock doctor): see docs/guarantees.md. */
-    DLOCK_UNPROVEN = 13
+    DLOCK_UNPROVEN = 13,
+    /* No lock was granted, or a renewal did not count: the client asks
+     * for replicas to acknowledge each grant and renewal (WAIT, the
+     * wait_replicas option) and fewer did within the wait's timeout, so a
+     * failover could lose it.  An acquire was released again.  Check the
+     * replicas (dlock doctor) or ask for fewer: docs/deployments.md. */
+    DLOCK_UNREPLICATED = 14
 } dlock_err;
 
 /*

@@ -343,9 +343,32 @@ typedef struct dlock_lock_info {
                              * -1 without waiters */
 } dlock_lock_info;
 
-/* Reads the state of the lock named key in one round trip. */
+/* Reads the state of the lock named key in one round trip.  On a
+ * redlock:// client: held when a majority of the masters hold one token
+ * (that token, the least TTL among them, the highest fence counter). */
 DLOCK_API dlock_err dlock_inspect(dlock_client *client, const char *key,
                                   dlock_lock_info *info);
+
+/* What one server says about a lock name (dlock_inspect_nodes). */
+typedef struct dlock_node_info {
+    char node[64];                   /* "host:port" */
+    int answered;                    /* 0: no answer (why says so) */
+    int held;                        /* 1 if the key exists there */
+    int64_t ttl_ms;                  /* its remaining TTL there; 0 if free */
+    char token[DLOCK_TOKEN_LEN + 1]; /* its holder there, "" if free */
+    char why[96];                    /* when it did not answer */
+} dlock_node_info;
+
+/*
+ * Reads the lock named key on every server that votes on it: the masters
+ * of a redlock:// client, all at once, each bounded by the I/O timeout.
+ * out[0..max) receives one entry per master, *n how many (at most max).
+ * For other deployments one server decides; DLOCK_INVALID says to use
+ * dlock_inspect.  Returns DLOCK_OK (also when some masters did not
+ * answer: their entries say so), DLOCK_INVALID or DLOCK_NOMEM.
+ */
+DLOCK_API dlock_err dlock_inspect_nodes(dlock_client *client, const char *key,
+                                        dlock_node_info *out, int max, int *n);
 
 /*
  * Scoped form: acquires key with opts, runs fn(lock, arg) while holding it,

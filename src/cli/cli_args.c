@@ -35,6 +35,8 @@ enum option_id {
     OPT_LEADER,
     OPT_TOKEN,
     OPT_FAIR,
+    OPT_WAIT_REPLICAS,
+    OPT_WAIT_REPLICAS_TIMEOUT,
     OPT_COUNT
 };
 
@@ -42,9 +44,10 @@ enum option_id {
 #define LONG_ONLY(id) (256 + (id))
 
 /* The options every subcommand takes: help and how to reach Redis. */
-#define COMMON                                                          \
-    (BIT(OPT_HELP) | BIT(OPT_URL) | BIT(OPT_TLS_CA) | BIT(OPT_TLS_CERT) \
-     | BIT(OPT_TLS_KEY) | BIT(OPT_TLS_SERVER_NAME))
+#define COMMON                                                              \
+    (BIT(OPT_HELP) | BIT(OPT_URL) | BIT(OPT_TLS_CA) | BIT(OPT_TLS_CERT)     \
+     | BIT(OPT_TLS_KEY) | BIT(OPT_TLS_SERVER_NAME) | BIT(OPT_WAIT_REPLICAS) \
+     | BIT(OPT_WAIT_REPLICAS_TIMEOUT))
 
 /* The short options, for every subcommand; the mask decides the rest. */
 static const char short_options[] = ":hu:t:w:E:q";
@@ -68,6 +71,9 @@ static const struct option long_options[] = {
     {"leader", no_argument, NULL, LONG_ONLY(OPT_LEADER)},
     {"token", required_argument, NULL, LONG_ONLY(OPT_TOKEN)},
     {"fair", no_argument, NULL, LONG_ONLY(OPT_FAIR)},
+    {"wait-replicas", required_argument, NULL, LONG_ONLY(OPT_WAIT_REPLICAS)},
+    {"wait-replicas-timeout", required_argument, NULL,
+     LONG_ONLY(OPT_WAIT_REPLICAS_TIMEOUT)},
     {NULL, 0, NULL, 0},
 };
 
@@ -182,6 +188,23 @@ static int parse_exit_code(const char *text, int *code)
     return 0;
 }
 
+int cli_args_replicas(const char *text, int *out)
+{
+    int value = 0;
+
+    if (text == NULL || *text == '\0' || strlen(text) > 2)
+        return -1;
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        value = value * 10 + (*p - '0');
+    }
+    if (value < 1 || value > 64)
+        return -1;
+    *out = value;
+    return 0;
+}
+
 /* Durations and numbers, checked for their option's range. */
 static int set_valued(struct cli_args *a, int id, const char *v, char *why,
                       size_t whylen)
@@ -215,6 +238,20 @@ static int set_valued(struct cli_args *a, int id, const char *v, char *why,
             return fail(why, whylen,
                         "--%s '%s' is not a duration (such as "
                         "500ms, 5s)",
+                        name, v);
+        return 0;
+    case OPT_WAIT_REPLICAS:
+        if (cli_args_replicas(v, &a->wait_replicas) != 0)
+            return fail(why, whylen, "--%s '%s' is not a number 1..64", name,
+                        v);
+        return 0;
+    case OPT_WAIT_REPLICAS_TIMEOUT:
+        if (cli_duration_parse(v, &a->wait_replicas_timeout_ms) != 0
+            || a->wait_replicas_timeout_ms == 0
+            || a->wait_replicas_timeout_ms > 3600000)
+            return fail(why, whylen,
+                        "--%s '%s' is not a duration of 1 ms to 1 h "
+                        "(such as 500ms, 2s)",
                         name, v);
         return 0;
     case OPT_CONFLICT_EXIT_CODE:

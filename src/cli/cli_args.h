@@ -42,11 +42,14 @@ struct cli_args {
     enum cli_command which;
     int help; /* --help: print the subcommand's usage */
 
-    const char *url;             /* --url, or NULL: see cli_client_url */
-    const char *tls_ca_file;     /* --tls-ca */
-    const char *tls_cert_file;   /* --tls-cert */
-    const char *tls_key_file;    /* --tls-key */
-    const char *tls_server_name; /* --tls-server-name */
+    const char *url;                  /* --url, or NULL: see cli_client_url */
+    const char *tls_ca_file;          /* --tls-ca */
+    const char *tls_cert_file;        /* --tls-cert */
+    const char *tls_key_file;         /* --tls-key */
+    const char *tls_server_name;      /* --tls-server-name */
+    int wait_replicas;                /* --wait-replicas; 0 = not given */
+    int64_t wait_replicas_timeout_ms; /* --wait-replicas-timeout; 0 = not
+                                       * given */
 
     int64_t ttl_ms;   /* --ttl; CLI_DEFAULT_TTL_MS */
     int64_t wait_ms;  /* --wait; 0 = do not wait, -1 = forever */
@@ -64,6 +67,10 @@ struct cli_args {
                                * not given, "-" for stdin (cli_token.h) */
     char **command;    /* run, leader: COMMAND [ARGS], NULL-ended */
 };
+
+/* Parses a replica count, 1..64 in plain decimal, into *out (for
+ * --wait-replicas and DLOCK_WAIT_REPLICAS); 0, or -1 if it is not one. */
+int cli_args_replicas(const char *text, int *out);
 
 /* The subcommand named name, or -1 if there is none. */
 int cli_command_find(const char *name);

@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 
+#include "cli_duration.h"
 #include "cli_exit.h"
 #include "cli_say.h"
 
@@ -31,6 +32,33 @@ const char *cli_client_url(const struct cli_args *a)
 #define LIBRARY_TIMEOUT_MS 5000
 #define LEASE_TIMEOUT_MIN_MS 50
 
+/* The replicas each grant and renewal must reach: --wait-replicas and
+ * --wait-replicas-timeout, else DLOCK_WAIT_REPLICAS and
+ * DLOCK_WAIT_REPLICAS_TIMEOUT, else the URL's (the library reads
+ * those).  Returns 0, or -1 after saying which variable is wrong. */
+static int replica_opts(const struct cli_args *a, dlock_client_opts *opts)
+{
+    const char *n = getenv("DLOCK_WAIT_REPLICAS");
+    const char *t = getenv("DLOCK_WAIT_REPLICAS_TIMEOUT");
+    int64_t ms = a->wait_replicas_timeout_ms;
+
+    opts->wait_replicas = a->wait_replicas;
+    if (opts->wait_replicas == 0 && n != NULL && n[0] != '\0'
+        && cli_args_replicas(n, &opts->wait_replicas) != 0) {
+        cli_say("DLOCK_WAIT_REPLICAS '%.20s' is not a number 1..64", n);
+        return -1;
+    }
+    if (ms == 0 && t != NULL && t[0] != '\0'
+        && (cli_duration_parse(t, &ms) != 0 || ms <= 0 || ms > 3600000)) {
+        cli_say("DLOCK_WAIT_REPLICAS_TIMEOUT '%.20s' is not a duration of "
+                "1 ms to 1 h",
+                t);
+        return -1;
+    }
+    opts->wait_timeout_ms = (int)ms;
+    return 0;
+}
+
 /* Connects with opts' timeouts (0: the library's) and the TLS options. */
 static int open_client(const struct cli_args *a, dlock_client_opts *opts,
                        dlock_client **out)
@@ -39,6 +67,8 @@ static int open_client(const struct cli_args *a, dlock_client_opts *opts,
     char why[DLOCK_ERRMSG_MAX];
     dlock_err err;
 
+    if (replica_opts(a, opts) != 0)
+        return CLI_EXIT_USAGE;
     opts->tls_ca_file = a->tls_ca_file;
     opts->tls_cert_file = a->tls_cert_file;
     opts->tls_key_file = a->tls_key_file;

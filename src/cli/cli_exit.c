@@ -21,7 +21,8 @@ int cli_exit_of(dlock_err err, int busy_code)
     case DLOCK_AUTH:
     case DLOCK_PROTOCOL:
     case DLOCK_SERVER:
-    case DLOCK_UNPROVEN: return CLI_EXIT_UNAVAILABLE;
+    case DLOCK_UNPROVEN:
+    case DLOCK_UNREPLICATED: return CLI_EXIT_UNAVAILABLE;
     case DLOCK_INVALID: return CLI_EXIT_USAGE;
     case DLOCK_NOMEM:
     case DLOCK_SYSTEM:

@@ -23,6 +23,13 @@
  * it is what lets a process release or extend the lock.  Exit 0 whether
  * the lock is held or not; the output says which.
  *
+ * On a redlock:// URL the lock is held when a majority of the masters
+ * hold one token, and the text output goes on with which of them do
+ * (dlock_inspect_nodes), for example:
+ *   nodes: held on 3 of 5: 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7004
+ *   node: 127.0.0.1:7001 holds it (ttl_ms 2900)
+ *   node: 127.0.0.1:7003 no answer (timed out)
+ *
  * `dlock status --leader ROLE` reads a role of `dlock leader` and `run
  * --every` instead (dlock_leader_inspect, also one round trip):
  *   role: nightly-report
@@ -37,6 +44,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "dlock/leader.h"
 
@@ -88,6 +96,51 @@ static json_t *with_node(json_t *o, dlock_client *client, const char *key)
         return NULL;
     }
     return o;
+}
+
+/* One node's line: "node: 127.0.0.1:7001 holds it (ttl_ms 2900)". */
+static int print_node(const dlock_node_info *n, const dlock_lock_info *info)
+{
+    if (!n->answered)
+        return printf("node: %s no answer (%s)\n", n->node, n->why) < 0;
+    if (!n->held)
+        return printf("node: %s free\n", n->node) < 0;
+    if (info->held && strcmp(n->token, info->token) == 0)
+        return printf("node: %s holds it (ttl_ms %" PRId64 ")\n", n->node,
+                      n->ttl_ms)
+               < 0;
+    return printf("node: %s another token (ttl_ms %" PRId64 ")\n", n->node,
+                  n->ttl_ms)
+           < 0;
+}
+
+/* For a lock decided by several servers (redlock://), which of them hold
+ * it: "nodes: held on 3 of 5: a,b,c", then a line per node.  Nothing for
+ * one server.  Returns 0, or -1 when printing failed. */
+static int print_nodes(dlock_client *client, const char *key,
+                       const dlock_lock_info *info)
+{
+    dlock_node_info nodes[16];
+    int n = 0, holding = 0;
+
+    if (dlock_inspect_nodes(client, key, nodes, 16, &n) != DLOCK_OK)
+        return 0;
+    for (int i = 0; i < n; i++)
+        holding += info->held && nodes[i].held
+                   && strcmp(nodes[i].token, info->token) == 0;
+    if (printf("nodes: held on %d of %d:", holding, n) < 0)
+        return -1;
+    for (int i = 0, listed = 0; i < n; i++)
+        if (info->held && nodes[i].held
+            && strcmp(nodes[i].token, info->token) == 0
+            && printf("%s%s", listed++ ? "," : " ", nodes[i].node) < 0)
+            return -1;
+    if (putchar('\n') == EOF)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (print_node(&nodes[i], info) != 0)
+            return -1;
+    return 0;
 }
 
 /* Prints o (a new reference, or NULL when json_pack failed) on one line
@@ -190,6 +243,7 @@ int cli_cmd_status(const struct cli_args *a)
                         : print_text(a->key, &info)
                               || print_node_text(client, a->key))
                    != 0
+               || (!a->json && print_nodes(client, a->key, &info) != 0)
                || fflush(stdout) != 0) {
         code = CLI_EXIT_INTERNAL;
     }

@@ -34,6 +34,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "deploy.h"
+#include "replwait.h"
 #include "dlock/dlock.h"
 #include "lease.h"
 #include "lock_internal.h"
@@ -157,6 +158,11 @@ static dlock_err normalise_opts(dlock_client_opts *o, dlock__msg *m)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "client timeouts and breaker settings must "
                               "not be negative");
+    if (o->wait_replicas < 0 || o->wait_timeout_ms < 0)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "wait_replicas %d and wait_timeout_ms %d "
+                              "must not be negative",
+                              o->wait_replicas, o->wait_timeout_ms);
     if (o->pool_size < 1 || o->pool_size > 1024)
         return dlock__msg_set(m, DLOCK_INVALID, "pool_size %d is not 1..1024",
                               o->pool_size);
@@ -577,6 +583,96 @@ static dlock_err run_command(dlock_client *c, const char *key, size_t keylen,
     return err;
 }
 
+/* One round trip on conn, lent to this caller alone: the command followed
+ * by WAIT for the client's wait_replicas (replwait.h), whose timeout
+ * extends the deadline.  The two must share a connection back to back,
+ * so they are not pipelined with other threads' commands. */
+static dlock_err call_with_wait(dlock_client *c, dlock__conn *conn, int argc,
+                                const char **argv, const size_t *lens,
+                                redisReply **reply, int *acked, dlock__msg *m)
+{
+    return dlock__call_with_wait(conn, argc, argv, lens, c->opts.wait_replicas,
+                                 c->opts.wait_timeout_ms,
+                                 dlock__client_io_deadline(c)
+                                     + (int64_t)c->opts.wait_timeout_ms * 1000,
+                                 reply, acked, m);
+}
+
+/*
+ * run_command for a write whose replication must be acknowledged (acked
+ * not NULL: *acked receives WAIT's count): on a connection borrowed from
+ * the pool for the command and its WAIT, with run_command's rules for a
+ * demoted master and one retry of a retry_safe command on a fresh
+ * connection.  A cluster client does not serve WAIT (refused).
+ */
+static dlock_err run_command_acked(dlock_client *c, const char *key,
+                                   size_t keylen, int argc, const char **argv,
+                                   const size_t *lens, int retry_safe,
+                                   redisReply **reply, int *acked,
+                                   dlock__msg *m)
+{
+    if (acked == NULL)
+        return run_command(c, key, keylen, argc, argv, lens, retry_safe, 0,
+                           reply, m);
+    *reply = NULL;
+    if (cluster_of(c) != NULL)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "wait_replicas on %s: a Redis Cluster client "
+                              "does not wait for replicas",
+                              c->ep.desc);
+    if (!dlock__breaker_allows(&c->breaker))
+        return fast_fail(c, m);
+    for (int attempt = 0;; attempt++) {
+        dlock__conn *conn;
+        int fresh = 0;
+        dlock_err err = dlock__pool_borrow(&c->pool,
+                                           dlock__client_io_deadline(c),
+                                           &conn);
+
+        if (err != DLOCK_OK)
+            return dlock__msg_set(m, err,
+                                  "waiting for one of %d pooled "
+                                  "connections to %s",
+                                  c->pool.max, c->ep.desc);
+        if (conn == NULL) {
+            fresh = 1;
+            err = dlock__client_connect(c, &conn, m);
+            if (err != DLOCK_OK) {
+                dlock__pool_return(&c->pool, NULL);
+                if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
+                    dlock__client_transport_failed(c, m);
+                return err;
+            }
+        }
+        atomic_fetch_add(&c->n_commands, 1);
+        err = call_with_wait(c, conn, argc, argv, lens, reply, acked, m);
+        if (err == DLOCK_OK && c->deploy != NULL && attempt == 0
+            && dlock__deploy_is_readonly(*reply)) {
+            /* A demoted master refused the command, which did not run. */
+            freeReplyObject(*reply);
+            *reply = NULL;
+            dlock__pool_return(&c->pool, conn);
+            dlock__pool_drop_idle(&c->pool);
+            dlock__deploy_master_failed(c->deploy);
+            continue;
+        }
+        if (err == DLOCK_OK) {
+            dlock__pool_return(&c->pool, conn);
+            dlock__client_transport_ok(c);
+            return DLOCK_OK;
+        }
+        if (!dlock__conn_broken(conn)) {
+            dlock__pool_return(&c->pool, conn);
+            return err;
+        }
+        dlock__pool_return(&c->pool, conn);
+        dlock__client_transport_failed(c, m);
+        if (fresh || attempt > 0 || !retry_safe || err == DLOCK_TIMEOUT)
+            return err;
+        dlock__pool_drop_idle(&c->pool);
+    }
+}
+
 dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,
                                 const size_t *lens, redisReply **reply,
                                 dlock__msg *m)
@@ -691,6 +787,15 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
                              const size_t *lens, redisReply **reply,
                              dlock__msg *m)
 {
+    return dlock__client_eval_acked(c, s, nkeys, argc, argv, lens, reply, NULL,
+                                    m);
+}
+
+dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
+                                   int nkeys, int argc, const char **argv,
+                                   const size_t *lens, redisReply **reply,
+                                   int *acked, dlock__msg *m)
+{
     const char *stack_argv[EVAL_STACK_ARGS + 3];
     size_t stack_lens[EVAL_STACK_ARGS + 3];
     const char **av = stack_argv;
@@ -699,6 +804,15 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
     dlock_err err;
 
     *reply = NULL;
+    if (dlock__client_redlock(c) != NULL)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "%s on %s: this needs one server's atomic "
+                              "script, which independent Redlock masters "
+                              "do not share; the patterns are not served on "
+                              "redlock:// (docs/deployments.md)",
+                              s->name, c->ep.desc);
+    if (c->opts.wait_replicas <= 0)
+        acked = NULL;
     if (argc > EVAL_STACK_ARGS) {
         av = dlock__calloc((size_t)argc + 3, sizeof(*av));
         al = dlock__calloc((size_t)argc + 3, sizeof(*al));
@@ -721,8 +835,9 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
     for (int i = 0; i < 3; i++)
         al[i] = strlen(av[i]);
     for (int attempt = 0;; attempt++) {
-        err = run_command(c, nkeys > 0 ? argv[0] : NULL, nkeys > 0 ? al[3] : 0,
-                          argc + 3, av, al, s->retry_safe, 0, reply, m);
+        err = run_command_acked(c, nkeys > 0 ? argv[0] : NULL,
+                                nkeys > 0 ? al[3] : 0, argc + 3, av, al,
+                                s->retry_safe, reply, acked, m);
         if (err != DLOCK_OK)
             goto out;
         if (!is_noscript(*reply) || attempt > 0)
@@ -784,6 +899,11 @@ dlock__notifier *dlock__client_notifier_peek(dlock_client *c)
 
 /* Connects, reads the server's clock (the first sample of its offset:
  * lease.h) and loads the core scripts. */
+struct dlock__deploy *dlock__client_deploy(dlock_client *c)
+{
+    return c->deploy;
+}
+
 struct dlock__redlock *dlock__client_redlock(dlock_client *c)
 {
     return c->deploy != NULL && c->deploy->kind == DLOCK__REDLOCK
@@ -901,6 +1021,8 @@ static dlock_err build_with(dlock_client *c, const char *url,
         err = copy_opt_strings(&c->opts, m);
     if (err == DLOCK_OK)
         err = parse_url(c, url, d, m);
+    if (err == DLOCK_OK)
+        err = dlock__replwait_opts(&c->opts, d, m);
     if (err != DLOCK_OK)
         return err;
     c->cfg.keepalive_s = c->opts.keepalive_s;

@@ -75,6 +75,10 @@ dlock__skew *dlock__client_skew(dlock_client *c);
 dlock__breaker *dlock__client_breaker(dlock_client *c);
 const dlock_client_opts *dlock__client_opts(const dlock_client *c);
 
+/* The client's deployment (deploy.h) when its URL names several
+ * servers, else NULL. */
+struct dlock__deploy *dlock__client_deploy(dlock_client *c);
+
 /* The client's Redlock masters when its URL is redlock:// (lock.c then
  * runs its rounds on them), else NULL. */
 struct dlock__redlock *dlock__client_redlock(dlock_client *c);
@@ -140,6 +144,20 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
                              int nkeys, int argc, const char **argv,
                              const size_t *lens, redisReply **reply,
                              dlock__msg *m);
+
+/*
+ * dlock__client_eval for a write that must reach replicas: when the
+ * client asks for wait_replicas (dlock_client_opts), the script is
+ * followed by WAIT on the same connection and *acked gets how many
+ * replicas acknowledged it within wait_timeout_ms (replwait.h); without
+ * that option (or with acked NULL) it is dlock__client_eval and *acked is
+ * left alone.  Deciding what too few acknowledgements mean is the
+ * caller's.
+ */
+dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
+                                   int nkeys, int argc, const char **argv,
+                                   const size_t *lens, redisReply **reply,
+                                   int *acked, dlock__msg *m);
 
 /* Runs a plain command through the pool with the same rules. */
 dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,

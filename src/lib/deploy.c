@@ -166,6 +166,23 @@ static dlock_err cluster_connect(dlock__cluster *c, int64_t deadline_us,
     return err;
 }
 
+/* A Redlock release publishes on every master where it deleted the key,
+ * so a subscriber needs only one: the first, in the URL's order, that a
+ * connection reaches before deadline_us. */
+static dlock_err redlock_connect(dlock__deploy *dp, int64_t deadline_us,
+                                 dlock__conn **out, dlock__msg *m)
+{
+    dlock_err err = DLOCK_UNAVAILABLE;
+
+    for (int i = 0; i < dp->redlock.n; i++) {
+        err = dlock__nodeset_connect(&dp->redlock.nodes, i, deadline_us, out,
+                                     m);
+        if (err == DLOCK_OK)
+            return DLOCK_OK;
+    }
+    return err;
+}
+
 dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
                                 dlock__conn **out, dlock__msg *m)
 {
@@ -185,8 +202,8 @@ dlock_err dlock__deploy_connect(dlock__deploy *dp, int64_t deadline_us,
         return err;
     case DLOCK__CLUSTER:
         return cluster_connect(&dp->cluster, deadline_us, out, m);
-    case DLOCK__SINGLE:
-    case DLOCK__REDLOCK: break;
+    case DLOCK__REDLOCK: return redlock_connect(dp, deadline_us, out, m);
+    case DLOCK__SINGLE: break;
     }
     return dlock__msg_set(m, DLOCK_INVALID,
                           "a %s deployment has no one "

@@ -6,6 +6,8 @@
  * where CONFIG is disabled, as on most managed offerings.  Each check is a
  * small function from INFO's text to a verdict and a sentence; the
  * sentences say what goes wrong for a lock, not only which setting differs.
+ * The checks are shared with doctor_deploy.c, which asks every server of
+ * a Sentinel, Redlock or Cluster deployment (doctor_internal.h).
  */
 #include "dlock/doctor.h"
 
@@ -17,7 +19,7 @@
 #include <time.h>
 
 #include "client_internal.h"
-#include "cluster.h"
+#include "doctor_internal.h"
 
 /* Copies INFO's value of field (up to the end of its line) into out;
  * returns 1 if the field is there. */
@@ -237,7 +239,7 @@ static void check_replication(const char *info, int replica_ok,
               role);
 }
 
-static int64_t wall_us(void)
+int64_t dlock__doctor_wall_us(void)
 {
     struct timespec ts;
 
@@ -245,40 +247,22 @@ static int64_t wall_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Runs the one-word command cmd on the client's server (node < 0) or on
- * node of its cluster. */
-static dlock_err doctor_command(dlock_client *c, int node, const char *cmd,
-                                redisReply **r, dlock__msg *m)
+/* TIME's reply r against our wall clock, taken at the middle of the
+ * round trip from before to after. */
+void dlock__doctor_judge_time(const redisReply *r, int64_t before,
+                              int64_t after, dlock_doctor_check *k)
 {
-    const char *argv[] = {cmd};
-
-    if (node < 0)
-        return dlock__client_command(c, 1, argv, NULL, r, m);
-    return dlock__client_node_command(c, node, 1, argv, r, m);
-}
-
-/* TIME against our wall clock, taken at the middle of the round trip. */
-static dlock_err check_clock(dlock_client *c, int node, dlock_doctor_check *k,
-                             dlock__msg *m)
-{
-    int64_t before = wall_us(), after, server, offset_ms, slack_ms;
-    redisReply *r;
+    int64_t server, offset_ms, slack_ms;
     char found[32];
-    dlock_err err = doctor_command(c, node, "TIME", &r, m);
 
-    after = wall_us();
-    if (err != DLOCK_OK)
-        return err;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
         || r->element[0]->type != REDIS_REPLY_STRING
         || r->element[1]->type != REDIS_REPLY_STRING) {
-        freeReplyObject(r);
         judge(k, DLOCK_DOCTOR_UNKNOWN, "", "TIME did not answer two numbers");
-        return DLOCK_OK;
+        return;
     }
     server = strtoll(r->element[0]->str, NULL, 10) * 1000000
              + strtoll(r->element[1]->str, NULL, 10);
-    freeReplyObject(r);
     offset_ms = (server - (before + after) / 2) / 1000;
     slack_ms = (after - before) / 2000;
     snprintf(found, sizeof(found), "%+" PRId64 "ms", offset_ms);
@@ -296,22 +280,61 @@ static dlock_err check_clock(dlock_client *c, int node, dlock_doctor_check *k,
               "NTP on both",
               offset_ms < 0 ? -offset_ms : offset_ms,
               offset_ms > 0 ? "ahead of" : "behind");
+}
+
+static dlock_err check_clock(dlock_client *c, dlock_doctor_check *k,
+                             dlock__msg *m)
+{
+    const char *argv[] = {"TIME"};
+    int64_t before = dlock__doctor_wall_us();
+    redisReply *r;
+    dlock_err err = dlock__client_command(c, 1, argv, NULL, &r, m);
+
+    if (err != DLOCK_OK)
+        return err;
+    dlock__doctor_judge_time(r, before, dlock__doctor_wall_us(), k);
+    freeReplyObject(r);
     return DLOCK_OK;
 }
 
-/* The checks of one server: the client's (node < 0) or node of its
- * cluster, where a replica (replica_ok) is judged by its link. */
-static dlock_err doctor_run(dlock_client *c, int node, int replica_ok,
-                            dlock_doctor_report *out, dlock__msg *m)
+static const char *const check_names[DLOCK_DOCTOR_CHECKS] = {
+    "version", "eviction", "persistence", "replication", "clock",
+};
+
+/* The four checks INFO's text decides. */
+void dlock__doctor_judge_info(const char *info, int replica_ok,
+                              dlock_doctor_report *out)
 {
-    static const char *const names[DLOCK_DOCTOR_CHECKS] = {
-        "version", "eviction", "persistence", "replication", "clock",
-    };
+    check_version(info, &out->checks[0]);
+    check_eviction(info, &out->checks[1]);
+    check_persistence(info, &out->checks[2]);
+    check_replication(info, replica_ok, &out->checks[3]);
+}
+
+/* Names the checks and counts the verdicts. */
+void dlock__doctor_tally(dlock_doctor_report *out)
+{
+    out->unsafe = 0;
+    out->unknown = 0;
+    for (int i = 0; i < DLOCK_DOCTOR_CHECKS; i++) {
+        out->checks[i].name = check_names[i];
+        out->unsafe += out->checks[i].verdict == DLOCK_DOCTOR_UNSAFE;
+        out->unknown += out->checks[i].verdict == DLOCK_DOCTOR_UNKNOWN;
+    }
+}
+
+dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
+{
+    const char *argv[] = {"INFO"};
+    dlock__msg *m;
     redisReply *r;
     dlock_err err;
 
+    if (c == NULL || out == NULL)
+        return DLOCK_INVALID;
     memset(out, 0, sizeof(*out));
-    err = doctor_command(c, node, "INFO", &r, m);
+    m = dlock__client_begin(c);
+    err = dlock__client_command(c, 1, argv, NULL, &r, m);
     if (err != DLOCK_OK)
         return err;
     if (r->type != REDIS_REPLY_STRING) {
@@ -323,71 +346,14 @@ static dlock_err doctor_run(dlock_client *c, int node, int replica_ok,
         freeReplyObject(r);
         return err;
     }
-    check_version(r->str, &out->checks[0]);
-    check_eviction(r->str, &out->checks[1]);
-    check_persistence(r->str, &out->checks[2]);
-    check_replication(r->str, replica_ok, &out->checks[3]);
+    dlock__doctor_judge_info(r->str, 0, out);
     freeReplyObject(r);
-    err = check_clock(c, node, &out->checks[4], m);
+    err = check_clock(c, &out->checks[4], m);
     if (err != DLOCK_OK) {
         memset(out, 0, sizeof(*out));
         return err;
     }
-    for (int i = 0; i < DLOCK_DOCTOR_CHECKS; i++) {
-        out->checks[i].name = names[i];
-        out->unsafe += out->checks[i].verdict == DLOCK_DOCTOR_UNSAFE;
-        out->unknown += out->checks[i].verdict == DLOCK_DOCTOR_UNKNOWN;
-    }
-    return DLOCK_OK;
-}
-
-dlock_err dlock_doctor_run(dlock_client *c, dlock_doctor_report *out)
-{
-    if (c == NULL || out == NULL)
-        return DLOCK_INVALID;
-    return doctor_run(c, -1, 0, out, dlock__client_begin(c));
-}
-
-/* Judges member k of the cluster into *out. */
-static void doctor_member(dlock_client *c, const dlock__member *k,
-                          dlock_doctor_node *out)
-{
-    dlock__msg m;
-
-    dlock__msg_clear(&m);
-    snprintf(out->server, sizeof(out->server), "%s",
-             dlock__client_node_desc(c, k->node));
-    if (k->master)
-        snprintf(out->role, sizeof(out->role), "master (shard %d)", k->shard);
-    else
-        snprintf(out->role, sizeof(out->role), "replica of %s (shard %d)",
-                 dlock__client_node_desc(c, k->master_node), k->shard);
-    out->err = doctor_run(c, k->node, !k->master, &out->report, &m);
-    snprintf(out->error, sizeof(out->error), "%s",
-             out->err != DLOCK_OK ? m.text : "");
-}
-
-dlock_err dlock_doctor_run_cluster(dlock_client *c, dlock_doctor_node *nodes,
-                                   int max, int *count)
-{
-    dlock__member members[DLOCK_DOCTOR_NODES_MAX];
-    dlock__msg *m;
-    dlock_err err;
-    int n = 0;
-
-    if (count != NULL)
-        *count = 0;
-    if (c == NULL || nodes == NULL || count == NULL || max < 1)
-        return DLOCK_INVALID;
-    m = dlock__client_begin(c);
-    if (max > DLOCK_DOCTOR_NODES_MAX)
-        max = DLOCK_DOCTOR_NODES_MAX;
-    err = dlock__client_cluster_members(c, members, max, &n, m);
-    if (err != DLOCK_OK)
-        return err;
-    for (int i = 0; i < n; i++)
-        doctor_member(c, &members[i], &nodes[i]);
-    *count = n;
+    dlock__doctor_tally(out);
     return DLOCK_OK;
 }
 

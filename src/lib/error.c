@@ -27,6 +27,8 @@ const char *dlock_strerror(dlock_err err)
     case DLOCK_UNPROVEN:
         return "redis cannot prove the next fence is "
                "higher than every earlier one";
+    case DLOCK_UNREPLICATED:
+        return "fewer replicas than asked acknowledged the write in time";
     }
     return "unknown dlock error";
 }
@@ -48,6 +50,7 @@ const char *dlock_errname(dlock_err err)
     case DLOCK_SYSTEM: return "DLOCK_SYSTEM";
     case DLOCK_STATE: return "DLOCK_STATE";
     case DLOCK_UNPROVEN: return "DLOCK_UNPROVEN";
+    case DLOCK_UNREPLICATED: return "DLOCK_UNREPLICATED";
     }
     return "DLOCK_UNKNOWN";
 }

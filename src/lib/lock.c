@@ -44,6 +44,7 @@
 #include "fence.h"
 #include "lock_fair.h"
 #include "redlock.h"
+#include "replwait.h"
 #include "token.h"
 #include "wait.h"
 #include "watchdog.h"
@@ -448,9 +449,12 @@ static int64_t fair_entry_ms(const dlock_lock *l)
  * timeout); the fence is the majority fence of redlock.h.  The lease
  * records each round like a single request: begun before the round,
  * granted when a majority granted it, so validity is measured from the
- * round's start.  The watchdog's renewer and the reentrant table work on
- * one server's connection, so Redlock locks are taken without them
- * (dlock_acquire refuses those options) and renewed with dlock_extend.
+ * round's start.  The watchdog renews a Redlock lock with the same
+ * rounds (watchdog.h: one round at a time, each needing a majority), the
+ * reentrant registry is local and works as for one server, and a waiter
+ * is woken by the release's PUBLISH on any master (the notifier
+ * subscribes to the first it reaches) or by its poll.  Fair locks are
+ * refused: the queue and its hand-off are one server's atomic script.
  */
 static dlock__redlock *redlock_of(const dlock_lock *l)
 {
@@ -486,7 +490,8 @@ static dlock_err redlock_try_once(dlock_lock *l, int64_t *holder_ttl_ms,
     return DLOCK_OK;
 }
 
-static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
+static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, int *marked,
+                               dlock__msg *m)
 {
     dlock__lease_ticket t = dlock__lease_begin(&l->lease, ttl_ms, NULL);
     int64_t validity = 0;
@@ -498,9 +503,42 @@ static dlock_err redlock_renew(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
     dlock__lease_end(&l->lease, &t,
                      err == DLOCK_OK ? DLOCK__LEASE_GRANTED
                                      : DLOCK__LEASE_NOT_RUN);
-    if (err == DLOCK_LOST && dlock__lock_mark_lost(l))
-        dlock__lock_fire_lost(l);
+    if (err == DLOCK_LOST)
+        *marked = dlock__lock_mark_lost(l);
     return err;
+}
+
+static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m);
+static void leave_no_orphan(dlock_lock *l, dlock_err err);
+
+/* DLOCK_UNREPLICATED for what (a grant or renewal of l) that acked of
+ * the replicas asked for acknowledged in time, and what was done. */
+static dlock_err unreplicated(dlock_lock *l, const char *what, int acked,
+                              const char *done, dlock__msg *m)
+{
+    const dlock_client_opts *o = dlock__client_opts(l->client);
+
+    return dlock__msg_set(m, DLOCK_UNREPLICATED,
+                          "%s lock %.64s on %s: %d of the %d replicas asked "
+                          "for acknowledged it within %d ms (WAIT); %s",
+                          what, l->key, dlock_client_endpoint(l->client),
+                          acked, o->wait_replicas, o->wait_timeout_ms, done);
+}
+
+/* A grant that too few replicas acknowledged: a failover to one that
+ * lacks it would grant the lock again, so it is released at once (a fair
+ * lock's release hands it on) and reported, never held. */
+static dlock_err release_unreplicated(dlock_lock *l, int acked, dlock__msg *m)
+{
+    dlock__msg scratch;
+    redisReply *r = NULL;
+
+    if (release_call(l, &r, &scratch) == DLOCK_OK)
+        freeReplyObject(r);
+    else
+        leave_no_orphan(l, DLOCK_TIMEOUT);
+    return unreplicated(l, "acquiring", acked,
+                        "released again, since a failover could lose it", m);
 }
 
 /* One acquire attempt: DLOCK_OK (held; fence and validity set),
@@ -534,6 +572,7 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     dlock__lease_ticket t;
     acquire_answer a = {0};
     redisReply *r;
+    int acked = 0;
     dlock_err err;
 
     if (redlock_of(l) != NULL)
@@ -547,11 +586,11 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     snprintf(seq, sizeof(seq), "%llu", (unsigned long long)++l->tries);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     if (l->fair)
-        err = dlock__client_eval(l->client, &dlock__fair_acquire_script, 5, 13,
-                                 fair, NULL, &r, m);
+        err = dlock__client_eval_acked(l->client, &dlock__fair_acquire_script,
+                                       5, 13, fair, NULL, &r, &acked, m);
     else
-        err = dlock__client_eval(l->client, &acquire_script, 5, 9, argv, NULL,
-                                 &r, m);
+        err = dlock__client_eval_acked(l->client, &acquire_script, 5, 9, argv,
+                                       NULL, &r, &acked, m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
@@ -568,6 +607,12 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
         return err;
     }
     freeReplyObject(r);
+    if (a.status == 1
+        && dlock__replwait_short(dlock__client_opts(l->client), acked)) {
+        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
+        dlock__fence_floor_raise(l->client, a.fence);
+        return release_unreplicated(l, acked, m);
+    }
     dlock__lease_end(&l->lease, &t,
                      a.status == 1 ? DLOCK__LEASE_GRANTED
                                    : DLOCK__LEASE_NOT_RUN);
@@ -935,13 +980,12 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
     err = check_key(key, m);
     if (err == DLOCK_OK)
         err = validate_opts(opts, m);
-    if (err == DLOCK_OK && dlock__client_redlock(c) != NULL
-        && (opts->watchdog || opts->reentrant || opts->fair))
+    if (err == DLOCK_OK && dlock__client_redlock(c) != NULL && opts->fair)
         err = dlock__msg_set(m, DLOCK_INVALID,
-                             "a lock on %s cannot use "
-                             "the watchdog, be reentrant or fair yet: take "
-                             "it without them and renew it with "
-                             "dlock_extend",
+                             "a fair lock on %s is refused: its queue and "
+                             "hand-off are one server's atomic script, "
+                             "which independent masters cannot share "
+                             "(docs/deployments.md)",
                              dlock_client_endpoint(c));
     if (err != DLOCK_OK)
         return err;
@@ -1084,7 +1128,7 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
 
     if (redlock_of(l) != NULL)
         return dlock__redlock_release(
-            redlock_of(l), l->key, l->token,
+            redlock_of(l), l->key, l->token, l->channel,
             redlock_node_timeout_ms(l, dlock__lease_ttl_ms(&l->lease)), m);
     err = release_call(l, &r, m);
 
@@ -1107,29 +1151,51 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
     return err;
 }
 
-/* Runs the extend script for ttl_ms through the pool: DLOCK_OK (lease
- * renewed), DLOCK_LOST (marked; on_lost run if this call marked it) or a
+/* A renewal that the master ran (the key holds our token) but that too
+ * few replicas acknowledged: it does not count. */
+static int renewal_unacked(dlock_lock *l, const redisReply *r, int acked)
+{
+    int held = 0;
+    int64_t server_us;
+
+    return dlock__replwait_short(dlock__client_opts(l->client), acked)
+           && r->type != REDIS_REPLY_ERROR
+           && extend_reply(r, &held, &server_us) && held;
+}
+
+/* Runs the extend script for ttl_ms through the pool (or the Redlock
+ * round): DLOCK_OK (lease renewed), DLOCK_LOST (marked; *marked says
+ * whether this call marked it, and the caller then runs on_lost),
+ * DLOCK_UNREPLICATED (the lease keeps its last acknowledged end) or a
  * transport error (the lease keeps its old end, or an earlier one). */
-static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
+static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
+                            dlock__msg *m)
 {
     char ttl[24];
     const char *argv[] = {l->key, l->token, ttl};
     dlock__lease_ticket t;
     redisReply *r;
-    int marked = 0;
+    int acked = 0;
     dlock_err err;
 
+    *marked = 0;
     if (redlock_of(l) != NULL)
-        return redlock_renew(l, ttl_ms, m);
+        return redlock_renew(l, ttl_ms, marked, m);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
-    err = dlock__client_eval(l->client, &extend_script, 1, 3, argv, NULL, &r,
-                             m);
+    err = dlock__client_eval_acked(l->client, &extend_script, 1, 3, argv, NULL,
+                                   &r, &acked, m);
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, &t, outcome_of(err));
         return dlock__msg_wrap(m, err, "extend of lock %.64s", l->key);
     }
-    err = dlock__lock_renew_reply(l, &t, r, dlock__boot_us(), &marked);
+    if (renewal_unacked(l, r, acked)) {
+        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
+        freeReplyObject(r);
+        return unreplicated(l, "extend of", acked,
+                            "the lease keeps its last acknowledged end", m);
+    }
+    err = dlock__lock_renew_reply(l, &t, r, dlock__boot_us(), marked);
     if (err == DLOCK_LOST)
         dlock__msg_set(m, DLOCK_LOST,
                        "extend of lock %.64s on %s: the key "
@@ -1142,11 +1208,35 @@ static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
                        l->key, dlock_client_endpoint(l->client),
                        dlock__reply_type_name(r));
     freeReplyObject(r);
+    return err == DLOCK_SERVER ? DLOCK_PROTOCOL : err;
+}
+
+/* renew_once on the owner's thread, which runs on_lost if it marked the
+ * loss. */
+static dlock_err renew_now(dlock_lock *l, int64_t ttl_ms, dlock__msg *m)
+{
+    int marked = 0;
+    dlock_err err = renew_once(l, ttl_ms, &marked, m);
+
     if (marked)
         dlock__lock_fire_lost(l);
     if (err == DLOCK_OK)
         dlock__watchdog_recheck(dlock__client_watchdog(l->client));
-    return err == DLOCK_SERVER ? DLOCK_PROTOCOL : err;
+    return err;
+}
+
+int dlock__lock_renews_in_rounds(dlock_client *c)
+{
+    return dlock__client_redlock(c) != NULL
+           || dlock__client_opts(c)->wait_replicas > 0;
+}
+
+dlock_err dlock__lock_renew_sync(dlock_lock *l, int *marked)
+{
+    dlock__msg scratch;
+
+    dlock__msg_clear(&scratch);
+    return renew_once(l, dlock__lease_ttl_ms(&l->lease), marked, &scratch);
 }
 
 /* The loss as the owner reports it: marks the lock and runs on_lost if
@@ -1344,6 +1434,93 @@ static dlock_err parse_inspect(const redisReply *r, dlock_lock_info *info)
     return DLOCK_OK;
 }
 
+/* Reads key on every Redlock master into res (the round's results). */
+static dlock_err redlock_inspect_round(dlock_client *c, const char *key,
+                                       dlock__node_result *res, dlock__msg *m)
+{
+    dlock_lock *l = NULL;
+    dlock_err err = check_key(key, m);
+
+    if (err == DLOCK_OK)
+        err = lock_new(c, key, &l, m);
+    if (err == DLOCK_OK)
+        err = dlock__redlock_inspect(dlock__client_redlock(c), l->key,
+                                     l->fence_key,
+                                     dlock__client_opts(c)->io_timeout_ms, res,
+                                     m);
+    dlock_lock_free(l);
+    return err;
+}
+
+/* The Redlock view of key: held when a majority holds one token. */
+static dlock_err redlock_inspect(dlock_client *c, const char *key,
+                                 dlock_lock_info *info, dlock__msg *m)
+{
+    dlock__node_result res[DLOCK__NODES_MAX];
+    dlock__redlock *r = dlock__client_redlock(c);
+    dlock_err err = redlock_inspect_round(c, key, res, m);
+
+    info->next_waiter_ms = -1;
+    for (int i = 0; i < r->n && err == DLOCK_OK; i++) {
+        int same = 0;
+        int64_t ttl = INT64_MAX;
+
+        if ((uint64_t)res[i].value2 > info->last_fence
+            && res[i].vote == DLOCK__VOTE_YES)
+            info->last_fence = (uint64_t)res[i].value2;
+        for (int j = 0; j < r->n && res[i].text[0] != '\0'; j++) {
+            if (res[j].vote != DLOCK__VOTE_YES
+                || strcmp(res[j].text, res[i].text) != 0)
+                continue;
+            same++;
+            ttl = res[j].value < ttl ? res[j].value : ttl;
+        }
+        if (same >= dlock__redlock_quorum(r->n) && !info->held) {
+            info->held = 1;
+            info->ttl_ms = ttl;
+            snprintf(info->token, sizeof(info->token), "%s", res[i].text);
+        }
+    }
+    return err;
+}
+
+dlock_err dlock_inspect_nodes(dlock_client *c, const char *key,
+                              dlock_node_info *out, int max, int *n)
+{
+    dlock__node_result res[DLOCK__NODES_MAX];
+    const char *descs[DLOCK__NODES_MAX];
+    dlock__redlock *r;
+    dlock__msg *m;
+    dlock_err err;
+
+    if (c == NULL || out == NULL || n == NULL || max < 0)
+        return DLOCK_INVALID;
+    *n = 0;
+    m = dlock__client_begin(c);
+    r = dlock__client_redlock(c);
+    if (r == NULL)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "%s: one server decides each lock; use "
+                              "dlock_inspect",
+                              dlock_client_endpoint(c));
+    err = redlock_inspect_round(c, key, res, m);
+    if (err != DLOCK_OK)
+        return err;
+    dlock__redlock_descs(r, descs);
+    for (int i = 0; i < r->n && i < max; i++, (*n)++) {
+        dlock_node_info *o = &out[i];
+
+        memset(o, 0, sizeof(*o));
+        snprintf(o->node, sizeof(o->node), "%s", descs[i]);
+        o->answered = res[i].vote == DLOCK__VOTE_YES;
+        o->held = o->answered && res[i].text[0] != '\0';
+        o->ttl_ms = o->held ? res[i].value : 0;
+        snprintf(o->token, sizeof(o->token), "%.32s", res[i].text);
+        snprintf(o->why, sizeof(o->why), "%s", res[i].why);
+    }
+    return DLOCK_OK;
+}
+
 dlock_err dlock_inspect(dlock_client *c, const char *key,
                         dlock_lock_info *info)
 {
@@ -1356,6 +1533,8 @@ dlock_err dlock_inspect(dlock_client *c, const char *key,
         return DLOCK_INVALID;
     memset(info, 0, sizeof(*info));
     m = dlock__client_begin(c);
+    if (dlock__client_redlock(c) != NULL)
+        return redlock_inspect(c, key, info, m);
     err = check_key(key, m);
     if (err == DLOCK_OK)
         err = lock_new(c, key, &l, m);

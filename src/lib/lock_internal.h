@@ -46,6 +46,24 @@ dlock_err dlock__lock_renew_reply(dlock_lock *lock,
                                   const redisReply *r, int64_t recv_us,
                                   int *marked);
 
+/*
+ * 1 when the client's renewals cannot ride the renewer's pipeline: a
+ * Redlock renewal is a round on every master, and a renewal that waits
+ * for replicas (wait_replicas) is followed by WAIT on its connection.
+ * The renewer then renews such locks one at a time through
+ * dlock__lock_renew_sync.
+ */
+int dlock__lock_renews_in_rounds(dlock_client *c);
+
+/*
+ * Renews lock now with its lease's TTL, as dlock_extend does, on the
+ * calling thread (the renewer's), without running on_lost: *marked says
+ * whether this call marked the lock lost.  Returns DLOCK_OK (renewed),
+ * DLOCK_LOST, or another error (not renewed: try again).  Bounded by the
+ * I/O timeout (and the WAIT timeout), or by the Redlock per-node timeout.
+ */
+dlock_err dlock__lock_renew_sync(dlock_lock *lock, int *marked);
+
 /* Marks the lock lost and counts it; returns 1 for the one call that did
  * (that caller then runs dlock__lock_fire_lost). */
 int dlock__lock_mark_lost(dlock_lock *lock);

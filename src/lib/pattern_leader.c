@@ -338,6 +338,14 @@ dlock_err dlock_leader_new(dlock_client *c, const char *name,
     err = dlock__pattern_open(c, out != NULL, "leader", name, &m);
     if (err == DLOCK_OK)
         err = check_opts(opts, m);
+    /* Refused here rather than by every campaign, which would retry. */
+    if (err == DLOCK_OK && dlock__client_redlock(c) != NULL)
+        err = dlock__msg_set(m, DLOCK_INVALID,
+                             "leader %.64s on %s: terms and ticks are one "
+                             "server's atomic script, which independent "
+                             "masters do not share; leadership is not served "
+                             "on redlock:// (docs/deployments.md)",
+                             name, dlock_client_endpoint(c));
     if (err != DLOCK_OK)
         return err;
     l = dlock__calloc(1, sizeof(*l));

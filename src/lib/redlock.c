@@ -59,9 +59,13 @@ static const char fence_lua[] =
     "end\n"
     "return 0\n";
 
+/* Deletes the key if it holds ARGV[1] and, given a channel (ARGV[2]),
+ * publishes on it so that a waiter subscribed to this master wakes. */
 static const char release_lua[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('DEL', KEYS[1])\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "  if ARGV[2] then redis.call('PUBLISH', ARGV[2], '') end\n"
+    "  return 1\n"
     "end\n"
     "return 0\n";
 
@@ -494,17 +498,17 @@ static dlock_err script_round(dlock__redlock *r, const char *body, int nkeys,
 }
 
 dlock_err dlock__redlock_release(dlock__redlock *r, const char *key,
-                                 const char *token, int64_t node_timeout_ms,
-                                 dlock__msg *m)
+                                 const char *token, const char *channel,
+                                 int64_t node_timeout_ms, dlock__msg *m)
 {
     dlock__node_result res[DLOCK__NODES_MAX];
     const char *descs[DLOCK__NODES_MAX];
-    const char *ka[] = {key, token};
+    const char *ka[] = {key, token, channel};
     char failures[DLOCK_ERRMSG_MAX / 2];
     dlock_err err;
 
-    err = script_round(r, release_lua, 1, ka, 1, node_timeout_ms, judge_flag,
-                       res, m);
+    err = script_round(r, release_lua, 1, ka, channel != NULL ? 2 : 1,
+                       node_timeout_ms, judge_flag, res, m);
     if (err != DLOCK_OK)
         return err;
     dlock__redlock_failures(res, r->n, dlock__redlock_descs(r, descs),
@@ -591,9 +595,44 @@ dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
         /* Undo what this round set, on every master, at once. */
         *validity_ms = 0;
         *fence = 0;
-        (void)dlock__redlock_release(r, key, token, node_timeout_ms, NULL);
+        (void)dlock__redlock_release(r, key, token, NULL, node_timeout_ms,
+                                     NULL);
     }
     return err;
+}
+
+/* Answers {token or '', pttl, fence counter}. */
+static const char inspect_lua[] =
+    "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
+    "        tonumber(redis.call('GET', KEYS[2]) or '0') or 0}\n";
+
+/* {token, pttl, counter}: YES with them. */
+static void judge_inspect(const redisReply *reply, dlock__node_result *res)
+{
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3
+        || reply->element[0]->type != REDIS_REPLY_STRING
+        || reply->element[1]->type != REDIS_REPLY_INTEGER
+        || reply->element[2]->type != REDIS_REPLY_INTEGER)
+        return;
+    res->vote = DLOCK__VOTE_YES;
+    snprintf(res->text, sizeof(res->text), "%.*s",
+             (int)(reply->element[0]->len < sizeof(res->text)
+                       ? reply->element[0]->len
+                       : sizeof(res->text) - 1),
+             reply->element[0]->str);
+    res->value = reply->element[1]->integer;
+    res->value2 = reply->element[2]->integer;
+}
+
+dlock_err dlock__redlock_inspect(dlock__redlock *r, const char *key,
+                                 const char *fence_key,
+                                 int64_t node_timeout_ms,
+                                 dlock__node_result *res, dlock__msg *m)
+{
+    const char *keys[] = {key, fence_key};
+
+    return script_round(r, inspect_lua, 2, keys, 0, node_timeout_ms,
+                        judge_inspect, res, m);
 }
 
 /* +PONG: YES. */

@@ -51,9 +51,11 @@ typedef enum dlock__vote {
 
 typedef struct dlock__node_result {
     dlock__vote vote;
-    dlock_err err; /* DLOCK_OK when the master answered */
-    int64_t value; /* what the answer carried (counter, pttl) */
-    char why[160]; /* for FAILED: "timed out", "refused", ... */
+    dlock_err err;  /* DLOCK_OK when the master answered */
+    int64_t value;  /* what the answer carried (counter, pttl) */
+    int64_t value2; /* a second number (inspect: the fence counter) */
+    char text[40];  /* a string it carried (inspect: the token) */
+    char why[160];  /* for FAILED: "timed out", "refused", ... */
 } dlock__node_result;
 
 typedef struct dlock__redlock {
@@ -147,6 +149,15 @@ dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
                                  int64_t *validity_ms, uint64_t *fence,
                                  dlock__msg *m);
 
+/* Reads key on every master at once, each bounded by node_timeout_ms:
+ * res[i] is YES with text the token, value the PTTL and value2 the fence
+ * counter of fence_key, or FAILED with why.  Returns what
+ * dlock__redlock_round returns. */
+dlock_err dlock__redlock_inspect(dlock__redlock *r, const char *key,
+                                 const char *fence_key,
+                                 int64_t node_timeout_ms,
+                                 dlock__node_result *res, dlock__msg *m);
+
 /* PINGs every master at once, each bounded by node_timeout_ms:
  * DLOCK_OK when a majority answered, else DLOCK_UNAVAILABLE naming the
  * masters that did not (the client's warm-up). */
@@ -162,11 +173,12 @@ dlock_err dlock__redlock_extend(dlock__redlock *r, const char *key,
                                 int64_t node_timeout_ms, int64_t *validity_ms,
                                 dlock__msg *m);
 
-/* Deletes key (by token) on every master.  DLOCK_OK when every master
- * answered; DLOCK_UNAVAILABLE (the key will expire by its TTL on the
- * others) with the failures in m otherwise. */
+/* Deletes key (by token) on every master and, with a channel (may be
+ * NULL), publishes the release on it where the key was deleted.  DLOCK_OK
+ * when every master answered; DLOCK_UNAVAILABLE (the key will expire by
+ * its TTL on the others) with the failures in m otherwise. */
 dlock_err dlock__redlock_release(dlock__redlock *r, const char *key,
-                                 const char *token, int64_t node_timeout_ms,
-                                 dlock__msg *m);
+                                 const char *token, const char *channel,
+                                 int64_t node_timeout_ms, dlock__msg *m);
 
 #endif /* DLOCK_SRC_REDLOCK_H */

@@ -1,6 +1,6 @@
 /*
- * replwait.c: a write followed by WAIT on the same connection (see
- * replwait.h).
+ * replwait.c: a write followed by WAIT on the same connection, and the
+ * client's options that ask for it (see replwait.h).
  */
 #include "replwait.h"
 
@@ -74,4 +74,28 @@ dlock_err dlock__call_with_wait(dlock__conn *conn, int argc, const char **argv,
         *acked = 0;
     }
     return err;
+}
+
+dlock_err dlock__replwait_opts(dlock_client_opts *o,
+                               const dlock__deployment *d, dlock__msg *m)
+{
+    if (o->wait_replicas == 0)
+        o->wait_replicas = d->wait_replicas;
+    if (o->wait_timeout_ms == 0)
+        o->wait_timeout_ms = d->wait_timeout_ms;
+    if (o->wait_timeout_ms == 0)
+        o->wait_timeout_ms = DLOCK__WAIT_TIMEOUT_MS;
+    if (o->wait_replicas > 0 && d->kind == DLOCK__REDLOCK)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "wait_replicas %d on a Redlock URL: its "
+                              "masters are independent and each grant is "
+                              "on a majority of them already; use it with "
+                              "redis:// or redis+sentinel://",
+                              o->wait_replicas);
+    return DLOCK_OK;
+}
+
+int dlock__replwait_short(const dlock_client_opts *o, int acked)
+{
+    return o->wait_replicas > 0 && acked < o->wait_replicas;
 }

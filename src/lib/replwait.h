@@ -26,7 +26,26 @@
 #include <hiredis/hiredis.h>
 
 #include "conn.h"
+#include "dlock/client.h"
 #include "msg.h"
+#include "url.h"
+
+/* wait_timeout_ms when neither the options nor the URL give one. */
+#define DLOCK__WAIT_TIMEOUT_MS 1000
+
+/*
+ * Completes the client's replication options from its URL: the URL's
+ * ?wait_replicas and ?wait_timeout fill the fields of o that are 0, and
+ * wait_timeout_ms gets its default.  Refuses wait_replicas on a Redlock
+ * deployment (DLOCK_INVALID): its masters are independent, and a grant
+ * is on a majority of them already.
+ */
+dlock_err dlock__replwait_opts(dlock_client_opts *o,
+                               const dlock__deployment *d, dlock__msg *m);
+
+/* 1 when a write that acked replicas acknowledged falls short of what
+ * the options ask for (never when they ask for none). */
+int dlock__replwait_short(const dlock_client_opts *o, int acked);
 
 /*
  * Sends the command and then WAIT replicas timeout_ms, and reads both

@@ -15,6 +15,7 @@
  */
 #include "url.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,23 +153,57 @@ static dlock_err parse_authority(const char *s, size_t len, int default_port,
     return DLOCK_OK;
 }
 
-/* Parses "db=N" query parameters joined by '&'. */
+/* The URL's numeric parameters: name=, where it goes, its range. */
+typedef struct query_param {
+    const char *name;
+    size_t offset; /* of the int in dlock__endpoint */
+    long max;
+} query_param;
+
+static const query_param query_params[] = {
+    {"db=", offsetof(dlock__endpoint, db), 2147483647L},
+    {"wait_replicas=", offsetof(dlock__endpoint, wait_replicas), 64},
+    {"wait_timeout=", offsetof(dlock__endpoint, wait_timeout_ms), 3600000L},
+};
+
+/* Parses one "name=N" into ep; 0 if its name is unknown, -1 if its value
+ * is not a number in range. */
+static int parse_param(const char *s, size_t len, dlock__endpoint *ep)
+{
+    for (size_t i = 0; i < sizeof(query_params) / sizeof(*query_params); i++) {
+        const query_param *q = &query_params[i];
+        size_t n = strlen(q->name);
+
+        if (len <= n || memcmp(s, q->name, n) != 0)
+            continue;
+        return parse_int(s + n, len - n, 0, q->max,
+                         (int *)((char *)ep + q->offset))
+                   ? 1
+                   : -1;
+    }
+    return 0;
+}
+
+/* Parses "db=N", "wait_replicas=N" and "wait_timeout=MS" query
+ * parameters joined by '&'. */
 static dlock_err parse_query(const char *s, size_t len, dlock__endpoint *ep,
                              dlock__msg *m)
 {
     while (len > 0) {
         const char *amp = memchr(s, '&', len);
         size_t plen = amp ? (size_t)(amp - s) : len;
+        int known = plen > 0 ? parse_param(s, plen, ep) : 1;
 
-        if (plen > 3 && memcmp(s, "db=", 3) == 0) {
-            if (!parse_int(s + 3, plen - 3, 0, 2147483647L, &ep->db))
-                return dlock__msg_set(m, DLOCK_INVALID,
-                                      "the URL's db is not a number");
-        } else if (plen > 0) {
+        if (known < 0)
             return dlock__msg_set(m, DLOCK_INVALID,
-                                  "unknown URL parameter '%.*s' (only db=N)",
+                                  "the URL parameter '%.*s' is not a "
+                                  "number in range",
                                   (int)(plen > 40 ? 40 : plen), s);
-        }
+        if (known == 0)
+            return dlock__msg_set(m, DLOCK_INVALID,
+                                  "unknown URL parameter '%.*s' (only db=N, "
+                                  "wait_replicas=N and wait_timeout=MS)",
+                                  (int)(plen > 40 ? 40 : plen), s);
         if (amp == NULL)
             break;
         len -= plen + 1;
@@ -532,6 +567,8 @@ dlock_err dlock__url_parse_deployment(const char *url, dlock__deployment *d,
         err = dlock__url_parse(url, &d->nodes[0], m);
         d->nnodes = err == DLOCK_OK ? 1 : 0;
         d->db = d->nodes[0].db;
+        d->wait_replicas = d->nodes[0].wait_replicas;
+        d->wait_timeout_ms = d->nodes[0].wait_timeout_ms;
         return err;
     }
     shared.transport = sc->transport;
@@ -541,6 +578,8 @@ dlock_err dlock__url_parse_deployment(const char *url, dlock__deployment *d,
     if (err == DLOCK_OK)
         err = parse_deployment_rest(rest, len, d, &shared, m);
     d->db = shared.db;
+    d->wait_replicas = shared.wait_replicas;
+    d->wait_timeout_ms = shared.wait_timeout_ms;
     for (int i = 0; i < d->nnodes && err == DLOCK_OK; i++)
         err = complete_node(d, &d->nodes[i], &shared, m);
     dlock__endpoint_clear(&shared);

@@ -3,6 +3,7 @@
  *
  * The accepted forms (see dlock_client_new):
  *   redis://[user[:pass]@]host[:port][/db][?db=N]
+ *   (every form also takes ?wait_replicas=N&wait_timeout=MS, replwait.h)
  *   rediss://...            the same over TLS
  *   unix://[user[:pass]@]/absolute/path.sock[?db=N]
  * The scheme is case-insensitive; user and password are percent-decoded;
@@ -37,12 +38,14 @@ typedef enum dlock__transport {
 
 typedef struct dlock__endpoint {
     dlock__transport transport;
-    char *host;     /* TCP and TLS: host name or address, no brackets */
-    int port;       /* TCP and TLS: 1..65535 */
-    char *path;     /* UNIX: socket path */
-    char *user;     /* NULL when absent */
-    char *password; /* NULL when absent */
-    int db;         /* 0.. */
+    char *host;          /* TCP and TLS: host name or address, no brackets */
+    int port;            /* TCP and TLS: 1..65535 */
+    char *path;          /* UNIX: socket path */
+    char *user;          /* NULL when absent */
+    char *password;      /* NULL when absent */
+    int db;              /* 0.. */
+    int wait_replicas;   /* ?wait_replicas=N (replwait.h); 0 when absent */
+    int wait_timeout_ms; /* ?wait_timeout=MS; 0 when absent */
     char desc[300]; /* "host:port", "[::1]:port" or "unix:/path", for logs */
 } dlock__endpoint;
 
@@ -82,6 +85,8 @@ typedef struct dlock__deployment {
     char *master_name;                       /* DLOCK__SENTINEL only */
     int db; /* the locks' database: every node's, or the Sentinel master's
               * (the sentinels' own endpoints have db 0) */
+    int wait_replicas;   /* the URL's ?wait_replicas=N, else 0 */
+    int wait_timeout_ms; /* the URL's ?wait_timeout=MS, else 0 */
 } dlock__deployment;
 
 /* Parses any URL above into d (whose previous contents are ignored): a

@@ -14,6 +14,13 @@
  * as "unknown": they may have run).  Renewal times are on CLOCK_MONOTONIC
  * (poll and condition variables), validity on CLOCK_BOOTTIME (lease.h).
  *
+ * Rounds: a client whose renewals cannot be pipelined (a Redlock round on
+ * every master, or a renewal followed by WAIT: dlock__lock_renews_in_rounds)
+ * has its locks renewed by the renewer one at a time with mu released,
+ * each flagged renewing meanwhile; unwatch waits for that flag, so the
+ * round never touches a freed lock.  The renewer's connection then only
+ * carries orphans.
+ *
  * Timer loop: sleep on a condition variable until the earliest validity
  * end among live watches; mark each lock past it lost; run pending
  * callbacks with the watch flagged firing (unwatch waits for that flag).
@@ -54,6 +61,7 @@ struct dlock__watch {
     int done;         /* lost: neither renewed nor timed again */
     int fire_pending; /* a renewal marked it lost: run on_lost */
     int firing;
+    int renewing;          /* rounds: a renewal of it runs with mu released */
     int64_t next_renew_us; /* monotonic */
     struct dlock__watch *next;
     struct dlock__watch *prev;
@@ -91,6 +99,7 @@ struct dlock__watchdog {
     pthread_t renewer, timer;
     int wake_fd[2]; /* wakes the renewer's poll */
     int stop;
+    int rounds; /* renewals one at a time (see the top of this file) */
     dlock__watch *head;
     orphan *orphans;
     flight *fifo, *fifo_tail;
@@ -173,6 +182,33 @@ static flight *fifo_pop(dlock__watchdog *w)
     return f;
 }
 
+/* Schedules x's next renewal after one that ended with err (mu held):
+ * a third of the TTL after a renewal, sooner after a failure, never
+ * after a loss (marked: this renewal marked it, so on_lost runs). */
+static void renewed(dlock__watchdog *w, dlock__watch *x, dlock_err err,
+                    int marked)
+{
+    int64_t ttl = dlock__lease_ttl_ms(dlock__lock_lease(x->lock));
+
+    if (err == DLOCK_OK) {
+        dlock__client_count_renewal(w->client);
+        x->next_renew_us = dlock__now_us() + ttl * 1000 / 3;
+        if (x->confirming) {
+            x->confirming = 0;
+            x->renew = x->renew_after;
+        }
+    } else {
+        x->next_renew_us = dlock__now_us()
+                           + (x->confirming ? CONFIRM_RETRY_US
+                                            : retry_interval_us(ttl));
+    }
+    if (err == DLOCK_LOST) {
+        x->done = 1;
+        x->fire_pending = marked;
+    }
+    pthread_cond_signal(&w->timer_wake);
+}
+
 /* Ends one request in flight with reply r (NULL: none will come). */
 static void land(dlock__watchdog *w, flight *f, const redisReply *r)
 {
@@ -192,29 +228,11 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
             dlock__free(x); /* detached by unwatch */
     } else {
         int marked = 0;
-        dlock_lock *l = x->lock;
-        dlock_err err = dlock__lock_renew_reply(l, &f->ticket, r,
+        dlock_err err = dlock__lock_renew_reply(x->lock, &f->ticket, r,
                                                 dlock__boot_us(), &marked);
-        int64_t ttl = dlock__lease_ttl_ms(dlock__lock_lease(l));
 
         x->inflight = 0;
-        if (err == DLOCK_OK) {
-            dlock__client_count_renewal(w->client);
-            x->next_renew_us = dlock__now_us() + ttl * 1000 / 3;
-            if (x->confirming) {
-                x->confirming = 0;
-                x->renew = x->renew_after;
-            }
-        } else {
-            x->next_renew_us = dlock__now_us()
-                               + (x->confirming ? CONFIRM_RETRY_US
-                                                : retry_interval_us(ttl));
-        }
-        if (err == DLOCK_LOST) {
-            x->done = 1;
-            x->fire_pending = marked;
-        }
-        pthread_cond_signal(&w->timer_wake);
+        renewed(w, x, err, marked);
     }
     dlock__free(f);
 }
@@ -328,7 +346,8 @@ static size_t collect_due_max(dlock__watchdog *w, char **buf, size_t *len,
     size_t n = 0;
 
     for (dlock__watch *x = w->head; x != NULL && n < max; x = x->next) {
-        if (!x->renew || x->done || x->inflight || x->owner == NULL)
+        if (w->rounds || !x->renew || x->done || x->inflight
+            || x->owner == NULL)
             continue;
         if (x->next_renew_us > now) {
             if (x->next_renew_us < *next)
@@ -486,12 +505,53 @@ static void read_replies(dlock__watchdog *w)
     }
 }
 
+/* 1 if the renewer's connection has something to carry. */
 static int has_work(dlock__watchdog *w)
 {
-    for (dlock__watch *x = w->head; x != NULL; x = x->next)
+    for (dlock__watch *x = w->head; x != NULL && !w->rounds; x = x->next)
         if (x->renew && !x->done && x->owner != NULL)
             return 1;
     return w->orphans != NULL;
+}
+
+/* Rounds: the first watch whose renewal is due now, or NULL with *next
+ * lowered to the earliest due time (mu held). */
+static dlock__watch *due_round(dlock__watchdog *w, int64_t *next)
+{
+    int64_t now = dlock__now_us();
+
+    for (dlock__watch *x = w->head; x != NULL; x = x->next) {
+        if (!x->renew || x->done || x->lock == NULL)
+            continue;
+        if (x->next_renew_us > now) {
+            if (x->next_renew_us < *next)
+                *next = x->next_renew_us;
+            continue;
+        }
+        if (!dlock__lock_is_lost(x->lock))
+            return x; /* a lost one is the timer's to mark */
+    }
+    return NULL;
+}
+
+/* Rounds: renews one due lock with mu released; returns 1 if it did (the
+ * list may have changed meanwhile), else 0 with *next lowered. */
+static int renew_one_round(dlock__watchdog *w, int64_t *next)
+{
+    dlock__watch *x = due_round(w, next);
+    int marked = 0;
+    dlock_err err;
+
+    if (x == NULL)
+        return 0;
+    x->renewing = 1;
+    pthread_mutex_unlock(&w->mu);
+    err = dlock__lock_renew_sync(x->lock, &marked);
+    pthread_mutex_lock(&w->mu);
+    x->renewing = 0;
+    renewed(w, x, err, marked);
+    pthread_cond_broadcast(&w->idle);
+    return 1;
 }
 
 /* The earliest renewal due among the watches not in flight. */
@@ -553,6 +613,8 @@ static void *renewer_main(void *arg)
         size_t len = 0;
 
         prune_orphans(w);
+        if (w->rounds && renew_one_round(w, &next))
+            continue;
         if (dlock__client_is_cluster(w->client)) {
             renew_routed(w, &next);
             if (w->stop)
@@ -723,6 +785,7 @@ dlock_err dlock__watchdog_new(dlock_client *c, dlock__watchdog **out,
     if (w == NULL)
         return dlock__msg_set(m, DLOCK_NOMEM, "allocating the watchdog");
     w->client = c;
+    w->rounds = dlock__lock_renews_in_rounds(c);
     err = init_sync(w, m);
     if (err != DLOCK_OK) {
         dlock__free(w);
@@ -857,7 +920,7 @@ void dlock__watchdog_unwatch(dlock__watchdog *w, dlock__watch *x)
     if (x == NULL)
         return;
     pthread_mutex_lock(&w->mu);
-    while (x->firing)
+    while (x->firing || x->renewing)
         pthread_cond_wait(&w->idle, &w->mu);
     if (x->inflight) {
         /* The flight frees it; off the list now. */

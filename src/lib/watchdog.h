@@ -31,7 +31,9 @@
  * the timer only, through a small table of what the timer needs.  After
  * dlock__watchdog_unwatch returns, neither thread touches the lock again;
  * unwatch never waits on the network, only on a callback of that lock that
- * is running.
+ * is running, or (for a client that renews in rounds: Redlock, or the
+ * wait_replicas option, lock_internal.h) on a renewal of that lock in
+ * progress, which its own timeouts bound.
  *
  * Threads: every function is thread-safe, except that dlock__watchdog_free
  * must be the last call.

@@ -290,6 +290,33 @@ static void status_takes_json_after_the_key(void **state)
     TK_EXPECT(a.json && strcmp(a.key, "job") == 0, "--json after KEY");
 }
 
+static void every_command_takes_the_replica_options(void **state)
+{
+    static const char *const w[] = {"acquire", "--wait-replicas",
+                                    "2",       "--wait-replicas-timeout",
+                                    "250ms",   "job",
+                                    NULL};
+    static const char *const zero[] = {"run",  "--wait-replicas",
+                                       "0",    "job",
+                                       "true", NULL};
+    static const char *const many[] = {"status", "--wait-replicas", "65",
+                                       "job", NULL};
+    static const char *const never[] = {"release", "--wait-replicas-timeout",
+                                        "0",       "job",
+                                        "t",       NULL};
+    struct line l;
+    struct cli_args a;
+
+    (void)state;
+    parse_ok(CLI_CMD_ACQUIRE, w, &l, &a);
+    TK_EXPECT(a.wait_replicas == 2 && a.wait_replicas_timeout_ms == 250,
+              "2 replicas within 250 ms, got %d within %lld", a.wait_replicas,
+              (long long)a.wait_replicas_timeout_ms);
+    parse_refused(CLI_CMD_RUN, zero, "1..64");
+    parse_refused(CLI_CMD_STATUS, many, "1..64");
+    parse_refused(CLI_CMD_RELEASE, never, "1 ms to 1 h");
+}
+
 static void run_every_takes_a_tick_and_the_lease_options(void **state)
 {
     static const char *const w[] = {"run", "--every", "1m",     "--ttl",
@@ -384,6 +411,7 @@ int main(void)
         cmocka_unit_test(other_commands_refuse_what_they_do_not_use),
         cmocka_unit_test(help_skips_the_operand_checks),
         cmocka_unit_test(status_takes_json_after_the_key),
+        cmocka_unit_test(every_command_takes_the_replica_options),
         cmocka_unit_test(run_every_takes_a_tick_and_the_lease_options),
         cmocka_unit_test(run_every_refuses_the_options_of_a_single_run),
         cmocka_unit_test(leader_takes_key_and_command_like_run),

@@ -83,7 +83,7 @@ static int64_t one_handoff(const char *url, dlock_client *holder,
     dlock_acquire_opts ho = itkit_acquire_opts(HOLDER_TTL_MS, 0);
     char key[TESTKIT_KEY_MAX];
     channel_probe probe = {url, ""};
-    waiter w = {other, key, DLOCK_OK, NULL, 0, ""};
+    waiter w = {other, key, DLOCK_OK, NULL, 0, "", 0};
     pthread_t thread;
     dlock_lock *held;
     int64_t released_at;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/scale/groups.sh up|down: the CTest fixture of the scale suite.
 #
-# `up` starts scripts/stack's sentinel and cluster groups once for every
+# `up` starts scripts/stack's sentinel, cluster and redlock groups once for every
 # test of the suite (a cold start of each costs about 10 s, too much to
 # pay per test), writing the groups it started itself to
 # var/stack/scale-started; `down` stops exactly those, so a run leaves
@@ -17,7 +17,7 @@ case ${1:-} in
 up)
     mkdir -p "$ROOT/var/stack"
     : >"$MARK"
-    for group in sentinel cluster; do
+    for group in sentinel cluster redlock; do
         # A bare env lists the groups of which any node runs.
         if ! "$ROOT/scripts/stack" env | grep -qi "^export ${group}_URL="
         then

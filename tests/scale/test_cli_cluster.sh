@@ -81,9 +81,14 @@ timeout 10 "$DLOCK" status --url "$URL" "$KEY:acq" | grep -q '^held: no' ||
     fail "dlock status still shows the lock held after release"
 
 timeout 20 "$DLOCK" doctor --url "$URL" >"${TMPDIR:-/tmp}/doctor.$$" 2>&1
-sections=$(grep -c '^== ' "${TMPDIR:-/tmp}/doctor.$$")
+# One line per server ("master 127.0.0.1:7001: shard 0", "replica ..."),
+# each with its five checks under it.
+sections=$(grep -cE '^(master|replica) +[^ ]+: shard|^replica +[^ ]+: replica of' \
+    "${TMPDIR:-/tmp}/doctor.$$")
+checks=$(grep -cE '^  clock ' "${TMPDIR:-/tmp}/doctor.$$")
 rm -f "${TMPDIR:-/tmp}/doctor.$$"
-((sections == 6)) || fail "dlock doctor judged $sections nodes, not 6"
+((sections == 6 && checks == 6)) ||
+    fail "dlock doctor listed $sections nodes and $checks clock checks, not 6"
 printf 'test_cli_cluster: run, --every (%d ticks), leader, acquire, %s\n' \
     "$ticks" "status (node $master), a waiter done $waited ms after the release, \
 release and doctor (6 nodes) over $URL"

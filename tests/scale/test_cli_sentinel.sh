@@ -3,7 +3,8 @@
 # redis+sentinel:// URL (scripts/stack's sentinel group, started by the
 # scale fixture): `dlock run` runs its command under the lock, `dlock run
 # --every` runs a tick per second on one node, `dlock leader` leads, and
-# `dlock acquire`/`status`/`release` see the lock on the master.  Each
+# `dlock acquire`/`status`/`release` see the lock on the master, and
+# `dlock doctor` shows every sentinel, the master and its replicas.  Each
 # step is bounded with timeout(1); a run with --every or leader is
 # stopped by SIGINT and its output is checked.
 set -u
@@ -25,6 +26,18 @@ URL=$("$SOURCE_DIR/scripts/stack" env sentinel |
 
 cli_deploy_basics "$URL" 4
 
+# Each grant acknowledged by a replica (--wait-replicas); asking for
+# more replicas than there are is refused with exit 69, never run.
+out=$(timeout 20 "$DLOCK" run --url "$URL" --wait-replicas 1 --ttl 3s \
+    "$KEY:acked" -- sh -c 'echo acked') || fail "run --wait-replicas 1: $?"
+[[ $out == acked ]] || fail "dlock run --wait-replicas 1 printed '$out'"
+err=$(DLOCK_WAIT_REPLICAS=3 timeout 20 "$DLOCK" run --url "$URL" \
+    --wait-replicas-timeout 100ms --ttl 3s "$KEY:three" -- \
+    sh -c 'echo must-not-run' 2>&1)
+code=$?
+((code == 69)) && [[ $err != *must-not-run* && $err == *released* ]] ||
+    fail "DLOCK_WAIT_REPLICAS=3 exited $code: $err"
+
 # acquire prints "token=<hex> fence=<n>".
 out=$(timeout 10 "$DLOCK" acquire --url "$URL" --ttl 10s "$KEY:acq") ||
     fail "dlock acquire exited $?"
@@ -36,5 +49,13 @@ DLOCK_TOKEN=$token timeout 10 "$DLOCK" release --url "$URL" "$KEY:acq" ||
     fail "dlock release exited $?"
 timeout 10 "$DLOCK" status --url "$URL" "$KEY:acq" | grep -q '^held: no' ||
     fail "dlock status still shows the lock held after release"
-printf 'test_cli_sentinel: run, --every (%d ticks), leader, acquire, %s\n' \
+# doctor: the three sentinels, the master with its checks, two replicas.
+doc=$(timeout 20 "$DLOCK" doctor --url "$URL")
+code=$?
+((code == 0 || code == 78)) || fail "doctor exited $code: $doc"
+(($(grep -c '^sentinel .*names master' <<<"$doc") == 3)) &&
+    (($(grep -c '^master ' <<<"$doc") == 1)) &&
+    (($(grep -c '^replica .*state online, lag' <<<"$doc") == 2)) ||
+    fail "doctor does not show the sentinels, master and replicas: $doc"
+printf 'test_cli_sentinel: doctor, run, --every (%d ticks), leader, acquire, %s\n' \
     "$ticks" "status and release over $URL"

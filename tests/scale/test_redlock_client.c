@@ -5,7 +5,11 @@
  *
  *   - dlock_client_new takes the URL; a lock is acquired with a fence,
  *     refused to another owner while held, extended, released;
- *   - the watchdog and reentrant options are refused, not ignored;
+ *   - the watchdog renews by rounds and goes on with 3 of 5 masters, and
+ *     the lock is lost (on_lost) within its TTL once a majority is gone;
+ *   - reentrancy counts holds; fair locks and the patterns are refused
+ *     with a message that says why, never run on one master;
+ *   - a release wakes a waiter at once (its PUBLISH on the masters);
  *   - 4 threads share one lock through dlock_acquire's waiting: no
  *     overlap, every fence above the last;
  *   - with 2 of 5 masters stopped locks are granted, with 3 of 5 acquire
@@ -23,8 +27,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dlock/dlock.h"
+#include "dlock/semaphore.h"
 #include "testkit.h"
 
 #define MASTERS 5
@@ -101,23 +107,156 @@ static void a_lock_is_fenced_exclusive_extended_and_released(void **state)
     TK_EXPECT(dlock_release(b) == DLOCK_OK, "released again");
 }
 
-static void watchdog_and_reentrant_are_refused(void **state)
+static uint64_t renewals(void)
 {
+    dlock_client_stats st;
+
+    dlock_client_stats_get(client, &st);
+    return st.renewals;
+}
+
+typedef struct renewal_goal {
+    uint64_t at_least;
+} renewal_goal;
+
+static int renewed_enough(void *arg)
+{
+    return renewals() >= ((renewal_goal *)arg)->at_least;
+}
+
+static void note_lost(dlock_lock *l, void *arg)
+{
+    (void)l;
+    atomic_store((atomic_int *)arg, 1);
+}
+
+static int flag_set(void *arg)
+{
+    return atomic_load((atomic_int *)arg) != 0;
+}
+
+/* The watchdog renews by Redlock rounds: it goes on with 3 of 5 masters
+ * and marks the lock lost (on_lost) once a majority cannot renew it,
+ * within the TTL. */
+static void the_watchdog_renews_on_a_majority(void **state)
+{
+    atomic_int lost = 0;
     dlock_acquire_opts o;
     dlock_lock *l = NULL;
+    renewal_goal goal;
+    int64_t start, took;
 
     (void)state;
     dlock_acquire_opts_init(&o);
+    o.ttl_ms = 600;
     o.watchdog = 1;
-    TK_EXPECT(dlock_acquire(client, "t:rlc:wd", &o, &l) == DLOCK_INVALID
-                  && l == NULL,
-              "the watchdog is refused");
-    TK_EXPECT(strstr(dlock_client_errmsg(client), "dlock_extend") != NULL,
-              "the message says what to do: %s", dlock_client_errmsg(client));
-    o.watchdog = 0;
+    o.on_lost = note_lost;
+    o.on_lost_arg = &lost;
+    TK_EXPECT(dlock_acquire(client, "t:rlc:wd", &o, &l) == DLOCK_OK,
+              "acquired with the watchdog: %s", dlock_client_errmsg(client));
+    goal.at_least = renewals() + 3;
+    TK_EXPECT(testkit_wait_until(renewed_enough, &goal, 5000),
+              "three renewals by the watchdog");
+    TK_EXPECT(!atomic_load(&lost) && !dlock_lock_lost(l), "held past its TTL");
+    TK_EXPECT(testkit_redis_stop(servers[1]) == 0
+                  && testkit_redis_stop(servers[2]) == 0,
+              "two masters stop");
+    goal.at_least = renewals() + 2;
+    TK_EXPECT(testkit_wait_until(renewed_enough, &goal, 5000),
+              "renewed by the three left");
+    TK_EXPECT(!dlock_lock_lost(l), "still held on 3 of 5");
+    TK_EXPECT(testkit_redis_stop(servers[3]) == 0, "a third stops");
+    start = testkit_now_ms();
+    TK_EXPECT(testkit_wait_until(flag_set, &lost, 5000),
+              "on_lost runs once no majority renews it");
+    took = testkit_now_ms() - start;
+    printf("# redlock: watchdog lock lost %" PRId64 " ms after the majority "
+           "went (TTL 600 ms)\n",
+           took);
+    /* The validity ends at most a TTL after the last renewal, which came
+     * before the third master went; the rest is the timer's wake-up on
+     * a loaded machine. */
+    TK_EXPECT(took <= 600 + 1400, "within the TTL (%" PRId64 " ms)", took);
+    TK_EXPECT(testkit_redis_restart(servers[1]) == 0
+                  && testkit_redis_restart(servers[2]) == 0
+                  && testkit_redis_restart(servers[3]) == 0,
+              "they restart");
+    TK_EXPECT(dlock_release(l) == DLOCK_LOST, "its release says lost: %s",
+              dlock_client_errmsg(client));
+}
+
+static void reentrant_holds_count_and_fair_is_refused(void **state)
+{
+    dlock_acquire_opts o;
+    dlock_lock *a = NULL, *b = NULL;
+    dlock_semaphore *sem = NULL;
+    dlock_permit *p = NULL;
+
+    (void)state;
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 5000;
     o.reentrant = 1;
-    TK_EXPECT(dlock_acquire(client, "t:rlc:wd", &o, &l) == DLOCK_INVALID,
-              "reentrant is refused");
+    TK_EXPECT(dlock_acquire(client, "t:rlc:re", &o, &a) == DLOCK_OK
+                  && dlock_acquire(client, "t:rlc:re", &o, &b) == DLOCK_OK,
+              "entered twice: %s", dlock_client_errmsg(client));
+    TK_EXPECT(a == b && dlock_lock_holds(a) == 2, "one lock held twice");
+    TK_EXPECT(dlock_release(b) == DLOCK_OK && dlock_release(a) == DLOCK_OK,
+              "released twice: %s", dlock_client_errmsg(client));
+    o.reentrant = 0;
+    o.fair = 1;
+    TK_EXPECT(dlock_acquire(client, "t:rlc:fair", &o, &a) == DLOCK_INVALID,
+              "fair is refused");
+    TK_EXPECT(strstr(dlock_client_errmsg(client), "fair") != NULL,
+              "the message says why: %s", dlock_client_errmsg(client));
+    TK_EXPECT(dlock_semaphore_new(client, "t:rlc:sem", 2, &sem) == DLOCK_OK,
+              "a semaphore handle");
+    TK_EXPECT(dlock_semaphore_acquire(sem, 1000, 0, &p) == DLOCK_INVALID,
+              "a pattern is refused, never run on one master");
+    TK_EXPECT(strstr(dlock_client_errmsg(client), "redlock://") != NULL,
+              "the message says why: %s", dlock_client_errmsg(client));
+    dlock_semaphore_free(sem);
+}
+
+typedef struct holder {
+    dlock_lock *lock;
+} holder;
+
+static void *release_soon(void *arg)
+{
+    holder *h = arg;
+
+    usleep(200000); /* the waiter is waiting by then, or gets it at once */
+    (void)dlock_release(h->lock);
+    return NULL;
+}
+
+/* A waiter is woken by the release's PUBLISH, long before its poll (a
+ * tenth of the 30 s TTL) would have tried again. */
+static void a_release_wakes_a_waiter(void **state)
+{
+    dlock_acquire_opts o;
+    dlock_lock *l = NULL;
+    holder h = {0};
+    pthread_t t;
+    int64_t start, took;
+
+    (void)state;
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 30000;
+    TK_EXPECT(dlock_acquire(client, "t:rlc:wake", &o, &h.lock) == DLOCK_OK,
+              "held: %s", dlock_client_errmsg(client));
+    TK_EXPECT(pthread_create(&t, NULL, release_soon, &h) == 0, "releaser");
+    o.wait_ms = 10000;
+    start = testkit_now_ms();
+    TK_EXPECT(dlock_acquire(client, "t:rlc:wake", &o, &l) == DLOCK_OK,
+              "the waiter gets it: %s", dlock_client_errmsg(client));
+    took = testkit_now_ms() - start;
+    pthread_join(t, NULL);
+    printf("# redlock: a waiter got the lock %" PRId64 " ms after it began "
+           "waiting (released at 200 ms)\n",
+           took);
+    TK_EXPECT(took < 2000, "woken by the release (%" PRId64 " ms)", took);
+    TK_EXPECT(dlock_release(l) == DLOCK_OK, "released");
 }
 
 typedef struct shared {
@@ -211,7 +350,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_lock_is_fenced_exclusive_extended_and_released),
-        cmocka_unit_test(watchdog_and_reentrant_are_refused),
+        cmocka_unit_test(the_watchdog_renews_on_a_majority),
+        cmocka_unit_test(reentrant_holds_count_and_fair_is_refused),
+        cmocka_unit_test(a_release_wakes_a_waiter),
         cmocka_unit_test(threads_wait_their_turn),
         cmocka_unit_test(minority_loss_grants_majority_loss_fails_closed),
     };

@@ -170,8 +170,8 @@ static void *contender(void *arg)
         s->fence = fence;
         s->counter++;
         atomic_store(&s->inside, 0);
-        (void)dlock__redlock_release(&redlock, s->key, token, NODE_TIMEOUT_MS,
-                                     &m);
+        (void)dlock__redlock_release(&redlock, s->key, token, NULL,
+                                     NODE_TIMEOUT_MS, &m);
     }
     return NULL;
 }
@@ -282,7 +282,7 @@ static void two_of_five_down_still_grants(void **state)
     last_fence = fence;
     dlock__msg_clear(&m);
     TK_EXPECT(dlock__redlock_release(&redlock, "t:redlock:exclusion", token,
-                                     NODE_TIMEOUT_MS, &m)
+                                     NULL, NODE_TIMEOUT_MS, &m)
                   == DLOCK_UNAVAILABLE,
               "release reports the masters it missed");
     snprintf(port1, sizeof(port1), ":%d refused", servers[1]->port);
@@ -371,7 +371,7 @@ static void restarted_masters_rejoin(void **state)
                   "master %d holds "
                   "the key again",
                   i);
-    TK_EXPECT(dlock__redlock_release(&redlock, "t:redlock:rejoin", token,
+    TK_EXPECT(dlock__redlock_release(&redlock, "t:redlock:rejoin", token, NULL,
                                      NODE_TIMEOUT_MS, &m)
                   == DLOCK_OK,
               "released on all five: %s", m.text);
@@ -398,7 +398,7 @@ static void stopped_master_costs_only_the_node_timeout(void **state)
     TK_EXPECT(validity > TTL_MS - NODE_TIMEOUT_MS - 800,
               "validity %" PRId64 " counts the wait", validity);
     dlock__msg_clear(&m);
-    err = dlock__redlock_release(&redlock, "t:redlock:paused", token,
+    err = dlock__redlock_release(&redlock, "t:redlock:paused", token, NULL,
                                  NODE_TIMEOUT_MS, &m);
     TK_EXPECT(testkit_redis_resume(servers[2]) == 0, "master 2 resumes");
     TK_EXPECT(err == DLOCK_UNAVAILABLE && strstr(m.text, "timed out"),

@@ -5,10 +5,15 @@
  *
  *   - dlock_client_new takes redis+sentinel://.../dlock, and a lock with
  *     its watchdog is taken, renewed and released on the master;
+ *   - with ?wait_replicas=1 grants and watchdog renewals wait for a
+ *     replica; asking for 3 of 2 replicas gives DLOCK_UNREPLICATED and
+ *     the grant is released;
  *   - 4 threads share one lock without overlap;
  *   - the master is killed (SIGKILL by its pid file): locking resumes on
  *     the promoted replica by itself, and the time from the kill to the
- *     first new grant is printed; scripts/stack up sentinel then brings
+ *     first new grant is printed, and every lock granted with a replica's
+ *     acknowledgement before the kill is still held by its owner on the
+ *     new master; scripts/stack up sentinel then brings
  *     the old master back as a replica;
  *   - a cluster URL whose seeds do not answer fails DLOCK_UNAVAILABLE,
  *     saying the slot map could not be read.
@@ -33,6 +38,25 @@
 
 static const char *url;
 static dlock_client *client;
+/* The same master, each grant and renewal acknowledged by a replica. */
+static dlock_client *acked;
+
+/* A client on url with extra URL parameters (NULL on failure). */
+static dlock_client *client_with(const char *params, int wait_replicas)
+{
+    dlock_client_opts o;
+    dlock_client *c = NULL;
+    char u[1024], err[512];
+
+    snprintf(u, sizeof(u), "%s%s", url, params);
+    dlock_client_opts_init(&o);
+    o.connect_timeout_ms = 1000;
+    o.io_timeout_ms = 1000;
+    o.wait_replicas = wait_replicas;
+    if (dlock_client_new(u, &o, &c, err, sizeof(err)) != DLOCK_OK)
+        fprintf(stderr, "dlock_client_new(%s): %s\n", u, err);
+    return c;
+}
 
 static int setup(void **state)
 {
@@ -50,13 +74,15 @@ static int setup(void **state)
         fprintf(stderr, "dlock_client_new(%s): %s\n", url, err);
         return -1;
     }
-    return 0;
+    acked = client_with("?wait_replicas=1&wait_timeout=1000", 0);
+    return acked != NULL ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
     dlock_client_free(client);
+    dlock_client_free(acked);
     scalekit_group_done();
     return 0;
 }
@@ -77,6 +103,58 @@ static void a_lock_is_taken_renewed_and_released(void **state)
     TK_EXPECT(dlock_lock_valid_ms(l) > 0, "valid");
     TK_EXPECT(dlock_release(l) == DLOCK_OK, "released: %s",
               dlock_client_errmsg(client));
+}
+
+static uint64_t renewals(dlock_client *c)
+{
+    dlock_client_stats st;
+
+    dlock_client_stats_get(c, &st);
+    return st.renewals;
+}
+
+static int renewed_twice(void *arg)
+{
+    return renewals(acked) >= *(uint64_t *)arg + 2;
+}
+
+/* wait_replicas from the URL: grants and watchdog renewals acknowledged
+ * by a replica; asking for more replicas than there are gives
+ * DLOCK_UNREPLICATED, and the grant is released, never held. */
+static void grants_wait_for_replicas(void **state)
+{
+    dlock_acquire_opts o;
+    dlock_lock *l = NULL;
+    dlock_lock_info info;
+    dlock_client *three;
+    uint64_t base;
+
+    (void)state;
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 600;
+    o.watchdog = 1;
+    TK_EXPECT(dlock_acquire(acked, "t:sentinel:acked", &o, &l) == DLOCK_OK,
+              "acquired, acknowledged: %s", dlock_client_errmsg(acked));
+    base = renewals(acked);
+    TK_EXPECT(testkit_wait_until(renewed_twice, &base, 5000),
+              "renewed twice, acknowledged");
+    TK_EXPECT(!dlock_lock_lost(l) && dlock_release(l) == DLOCK_OK,
+              "held until released: %s", dlock_client_errmsg(acked));
+    three = client_with("?wait_timeout=100", 3);
+    TK_EXPECT(three != NULL, "a client asking for 3 replicas");
+    o.watchdog = 0;
+    o.ttl_ms = 5000;
+    TK_EXPECT(dlock_acquire(three, "t:sentinel:three", &o, &l)
+                      == DLOCK_UNREPLICATED
+                  && l == NULL,
+              "2 replicas cannot acknowledge for 3: %s",
+              dlock_client_errmsg(three));
+    TK_EXPECT(strstr(dlock_client_errmsg(three), "released") != NULL,
+              "the message says so: %s", dlock_client_errmsg(three));
+    TK_EXPECT(dlock_inspect(client, "t:sentinel:three", &info) == DLOCK_OK
+                  && !info.held,
+              "and the grant was released");
+    dlock_client_free(three);
 }
 
 typedef struct shared {
@@ -159,15 +237,53 @@ static int granted(void *arg)
     return 1;
 }
 
+#define ACKED_LOCKS 20
+
+/* Takes ACKED_LOCKS locks on the client that waits for a replica. */
+static void take_acked(dlock_lock **locks)
+{
+    dlock_acquire_opts o;
+
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 60000; /* outlives the failover */
+    for (int i = 0; i < ACKED_LOCKS; i++) {
+        char key[64];
+
+        snprintf(key, sizeof(key), "t:sentinel:kept:%d", i);
+        TK_EXPECT(dlock_acquire(acked, key, &o, &locks[i]) == DLOCK_OK,
+                  "acknowledged grant %d: %s", i, dlock_client_errmsg(acked));
+    }
+}
+
+/* How many of locks the new master still holds for their owner; each
+ * is released. */
+static int still_held(dlock_lock **locks)
+{
+    int held = 0;
+
+    for (int i = 0; i < ACKED_LOCKS; i++) {
+        dlock_lock_info info;
+
+        if (dlock_inspect(client, dlock_lock_key(locks[i]), &info) == DLOCK_OK
+            && info.held
+            && strcmp(info.token, dlock_lock_token(locks[i])) == 0)
+            held++;
+        (void)dlock_release(locks[i]);
+    }
+    return held;
+}
+
 static void locking_resumes_after_the_master_is_killed(void **state)
 {
-    int old = master_port(), now;
+    int old = master_port(), now, kept;
+    dlock_lock *locks[ACKED_LOCKS] = {0};
     int64_t killed, resumed;
 
     (void)state;
     TK_EXPECT(old > 0, "the sentinels name a master");
     TK_EXPECT(granted(NULL), "a grant before the failover: %s",
               dlock_client_errmsg(client));
+    take_acked(locks);
     TK_EXPECT(scalekit_signal_node("sentinel", old, SIGKILL) > 0,
               "master %d is killed", old);
     killed = testkit_now_ms();
@@ -181,6 +297,11 @@ static void locking_resumes_after_the_master_is_killed(void **state)
            "killed (new master %d)\n",
            resumed, old, now);
     TK_EXPECT(now > 0 && now != old, "a new master (%d)", now);
+    kept = still_held(locks);
+    printf("# sentinel: %d of %d locks acknowledged by a replica before the "
+           "kill are held by their owners on the new master\n",
+           kept, ACKED_LOCKS);
+    TK_EXPECT(kept == ACKED_LOCKS, "no acknowledged lock is lost");
     TK_EXPECT(scalekit_group_url("sentinel") != NULL,
               "the old master "
               "comes back as a replica");
@@ -206,6 +327,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_lock_is_taken_renewed_and_released),
+        cmocka_unit_test(grants_wait_for_replicas),
         cmocka_unit_test(threads_share_a_lock_without_overlap),
         cmocka_unit_test(locking_resumes_after_the_master_is_killed),
         cmocka_unit_test(unreachable_cluster_seeds_are_reported),

@@ -36,6 +36,7 @@ static const struct {
     {DLOCK_SYSTEM, 11, "DLOCK_SYSTEM"},
     {DLOCK_STATE, 12, "DLOCK_STATE"},
     {DLOCK_UNPROVEN, 13, "DLOCK_UNPROVEN"},
+    {DLOCK_UNREPLICATED, 14, "DLOCK_UNREPLICATED"},
 };
 
 #define NCODES (sizeof(codes) / sizeof(*codes))
@@ -47,10 +48,10 @@ static void error_values_are_fixed(void **state)
         TK_EXPECT((int)codes[i].err == codes[i].value, "%s is %d, got %d",
                   codes[i].name, codes[i].value, (int)codes[i].err);
     /* Every value up to the last is listed: no gaps, none forgotten. */
-    TK_EXPECT(NCODES == (size_t)DLOCK_UNPROVEN + 1,
+    TK_EXPECT(NCODES == (size_t)DLOCK_UNREPLICATED + 1,
               "the table lists all "
               "%d codes",
-              (int)DLOCK_UNPROVEN + 1);
+              (int)DLOCK_UNREPLICATED + 1);
 }
 
 static void every_error_has_a_distinct_non_empty_text(void **state)

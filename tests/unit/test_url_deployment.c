@@ -164,6 +164,25 @@ static void single_server_urls_give_one_node(void **state)
     dlock__deployment_clear(&d);
 }
 
+static void every_url_takes_the_replica_parameters(void **state)
+{
+    dlock__deployment d;
+
+    (void)state;
+    parse_ok("redis://h:7/4?wait_replicas=2&wait_timeout=300", &d);
+    TK_EXPECT(d.db == 4 && d.wait_replicas == 2 && d.wait_timeout_ms == 300,
+              "db 4, 2 replicas in 300 ms, got %d, %d, %d", d.db,
+              d.wait_replicas, d.wait_timeout_ms);
+    dlock__deployment_clear(&d);
+    parse_ok("redis+sentinel://a,b/m?wait_replicas=1&db=2", &d);
+    TK_EXPECT(d.db == 2 && d.wait_replicas == 1 && d.wait_timeout_ms == 0,
+              "db 2, 1 replica, the default timeout");
+    dlock__deployment_clear(&d);
+    parse_invalid("redis://h?wait_replicas=two", "not a number in range");
+    parse_invalid("redis://h?wait_replicas=65", "not a number in range");
+    parse_invalid("redis+sentinel://a/m?wait=1", "wait_replicas=N");
+}
+
 static void single_server_parser_refuses_deployments(void **state)
 {
     static const char *const urls[] = {
@@ -283,6 +302,7 @@ int main(void)
         cmocka_unit_test(cluster_url_lists_seed_nodes),
         cmocka_unit_test(redlock_url_lists_masters_with_db),
         cmocka_unit_test(single_server_urls_give_one_node),
+        cmocka_unit_test(every_url_takes_the_replica_parameters),
         cmocka_unit_test(single_server_parser_refuses_deployments),
         cmocka_unit_test(malformed_deployment_urls_are_invalid),
         cmocka_unit_test(more_than_the_node_limit_is_invalid),
