@@ -1478,7 +1478,8 @@ static dlock_err redlock_inspect(dlock_client *c, const char *key,
         if (same >= dlock__redlock_quorum(r->n) && !info->held) {
             info->held = 1;
             info->ttl_ms = ttl;
-            snprintf(info->token, sizeof(info->token), "%s", res[i].text);
+            snprintf(info->token, sizeof(info->token), "%.*s", DLOCK_TOKEN_LEN,
+                     res[i].text);
         }
     }
     return err;
@@ -1515,8 +1516,9 @@ dlock_err dlock_inspect_nodes(dlock_client *c, const char *key,
         o->answered = res[i].vote == DLOCK__VOTE_YES;
         o->held = o->answered && res[i].text[0] != '\0';
         o->ttl_ms = o->held ? res[i].value : 0;
-        snprintf(o->token, sizeof(o->token), "%.32s", res[i].text);
-        snprintf(o->why, sizeof(o->why), "%s", res[i].why);
+        snprintf(o->token, sizeof(o->token), "%.*s", DLOCK_TOKEN_LEN,
+                 res[i].text);
+        snprintf(o->why, sizeof(o->why), "%.95s", res[i].why);
     }
     return DLOCK_OK;
 }
