@@ -48,7 +48,7 @@ static const dlock__script acquire_script = {
     "  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
     "  return {0, tonumber(first[2]) - now}\n"
     "end\n"
-    "local fence = next_fence(KEYS[2], ARGV[4])\n"
+    "local fence = next_fence(KEYS[2], ARGV[4], ARGV[3])\n"
     "if not fence then return {2, now_str} end\n"
     "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
     "keep_zset()\n"
