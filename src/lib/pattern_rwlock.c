@@ -340,15 +340,15 @@ dlock_rwlock_mode dlock_rwlock_mode_of(const dlock_rwlock *l)
 
 int64_t dlock_rwlock_valid_ms(const dlock_rwlock *l)
 {
-    return dlock__pattern_lease_valid_ms((dlock__pattern_lease *)&l->lease);
+    return dlock__pattern_lease_valid_ms(&l->lease);
 }
 
 uint64_t dlock_rwlock_fence(const dlock_rwlock *l)
 {
-    return l->lease.fence;
+    return dlock__pattern_lease_fence(&l->lease);
 }
 
 int dlock_rwlock_lost(const dlock_rwlock *l)
 {
-    return dlock__pattern_lease_lost((dlock__pattern_lease *)&l->lease);
+    return dlock__pattern_lease_lost(&l->lease);
 }

@@ -306,17 +306,17 @@ dlock_err dlock_permit_on_lost(dlock_permit *p, dlock_permit_lost_fn fn,
 
 int64_t dlock_permit_valid_ms(const dlock_permit *p)
 {
-    return dlock__pattern_lease_valid_ms((dlock__pattern_lease *)&p->lease);
+    return dlock__pattern_lease_valid_ms(&p->lease);
 }
 
 uint64_t dlock_permit_fence(const dlock_permit *p)
 {
-    return p->lease.fence;
+    return dlock__pattern_lease_fence(&p->lease);
 }
 
 int dlock_permit_lost(const dlock_permit *p)
 {
-    return dlock__pattern_lease_lost((dlock__pattern_lease *)&p->lease);
+    return dlock__pattern_lease_lost(&p->lease);
 }
 
 const char *dlock_permit_token(const dlock_permit *p)
