@@ -512,6 +512,13 @@ static void pattern_counters_expire_30_days_after_a_grant(void **state)
     testkit_redis_free(server);
 }
 
+/* got is above than: what a lost or stale counter must never undo. */
+static void expect_higher(const char *what, uint64_t got, uint64_t than)
+{
+    TK_EXPECT(got > than, "%s: %llu is above %llu", what,
+              (unsigned long long)got, (unsigned long long)than);
+}
+
 static void lost_counters_never_lower_a_fence(void **state)
 {
     testkit_redis *server = private_redis("plea-lost", 1);
@@ -538,11 +545,9 @@ static void lost_counters_never_lower_a_fence(void **state)
     expire_now(server, "sem", sname, ":fence");
     TK_EXPECT_ERR(dlock_semaphore_acquire(sem, 5000, 0, &p2), DLOCK_OK, c,
                   "acquire");
-    TK_EXPECT(dlock_permit_fence(p2) > dlock_permit_fence(p1),
-              "with the counter gone the next grant number %llu is above "
-              "the held one's %llu",
-              (unsigned long long)dlock_permit_fence(p2),
-              (unsigned long long)dlock_permit_fence(p1));
+    expect_higher("with the counter gone, the next grant number over the "
+                  "held permit's",
+                  dlock_permit_fence(p2), dlock_permit_fence(p1));
 
     /* Read holds: a counter left behind, then gone, under a live writer's
      * recorded fence and a live reader's. */
@@ -557,18 +562,14 @@ static void lost_counters_never_lower_a_fence(void **state)
         "the counter goes 1 s behind the last write (a lagging "
         "replica's)");
     r1 = hold(c, rname, DLOCK_RWLOCK_READ);
-    TK_EXPECT(dlock_rwlock_fence(r1) > wf,
-              "a read hold's fence %llu is above the last write's %llu, "
-              "whatever the counter says",
-              (unsigned long long)dlock_rwlock_fence(r1),
-              (unsigned long long)wf);
+    expect_higher("with the counter behind, a read hold's fence over the "
+                  "last write's",
+                  dlock_rwlock_fence(r1), wf);
     expire_now(server, "rw", rname, ":fence");
     r2 = hold(c, rname, DLOCK_RWLOCK_READ);
-    TK_EXPECT(dlock_rwlock_fence(r2) > dlock_rwlock_fence(r1),
-              "with the counter gone a read hold's fence %llu is above the "
-              "live reader's %llu",
-              (unsigned long long)dlock_rwlock_fence(r2),
-              (unsigned long long)dlock_rwlock_fence(r1));
+    expect_higher("with the counter gone, a read hold's fence over the "
+                  "live reader's",
+                  dlock_rwlock_fence(r2), dlock_rwlock_fence(r1));
     dlock_rwlock_release(r1);
     dlock_rwlock_release(r2);
 
@@ -579,9 +580,8 @@ static void lost_counters_never_lower_a_fence(void **state)
     TK_EXPECT_ERR(dlock_leader_resign(ld), DLOCK_OK, c, "resign");
     expire_now(server, "leader", lname, ":term");
     TK_EXPECT_ERR(dlock_leader_campaign(ld, 0), DLOCK_OK, c, "campaign");
-    TK_EXPECT(dlock_leader_term(ld) > term, "the next term %llu > %llu",
-              (unsigned long long)dlock_leader_term(ld),
-              (unsigned long long)term);
+    expect_higher("with the counter gone, the next term over the last",
+                  dlock_leader_term(ld), term);
     TK_EXPECT_ERR(dlock_leader_resign(ld), DLOCK_OK, c, "resign");
 
     /* The counters gone and the server's clock 60 s behind: no fence
