@@ -43,8 +43,9 @@
  * Redis keys, for a role named R (one cluster slot):
  *   {leader:R}        the lease: a hash (token, term, id, since) with the
  *                     TTL; gone when nobody leads.
- *   {leader:R}:term   the last term granted, without TTL, so terms keep
- *                     growing: the next term is max(last + 1, server time
+ *   {leader:R}:term   the last term granted; it expires 30 days after the
+ *                     TTL of the last term, when the server's clock is
+ *                     past it.  The next term is max(last + 1, server time
  *                     in microseconds), as for lock fences, and granted
  *                     only above every term, fence and server time this
  *                     client has seen (its floor), so a term is never
@@ -229,7 +230,7 @@ typedef struct dlock_leader_info {
     char id[DLOCK_LEADER_ID_MAX + 1]; /* the leader's id, "" if none */
     uint64_t term;                    /* the leader's term, 0 if none */
     int64_t ttl_ms;                   /* its lease's remaining TTL */
-    uint64_t last_term;               /* last term ever granted */
+    uint64_t last_term; /* last term granted (0 once its counter expired) */
 } dlock_leader_info;
 
 /* Reads the role named name in one round trip. */

@@ -22,7 +22,9 @@
  *   {rw:L}:intent   a waiting writer's token, for one second at a time:
  *                   while it exists no new reader is admitted, so a steady
  *                   stream of readers cannot starve a writer;
- *   {rw:L}:fence    the last write grant number (dlock_rwlock_fence);
+ *   {rw:L}:fence    the last fence granted, to a reader or a writer
+ *                   (dlock_rwlock_fence); it expires 30 days after the
+ *                   TTL of its last grant;
  *   {rw:L}:waiters  how many callers wait, so a release wakes them all.
  * Releases publish on "dlock:rw:L": a writer's release wakes every waiting
  * reader, the last reader's release wakes the waiting writer.
@@ -72,7 +74,7 @@ typedef enum dlock_rwlock_mode {
  * forever), woken by releases.  Returns DLOCK_OK with *out the grant;
  * DLOCK_BUSY when it could not be had in time (dlock_client_busy_ttl_ms
  * says how long the blocking holder's lease still runs); DLOCK_UNPROVEN
- * when no write fence above the ones seen can be shown (see
+ * when no fence above the ones seen can be shown (see
  * dlock_rwlock_fence); DLOCK_INVALID,
  * DLOCK_NOMEM or a transport error.  One round trip when it is free.
  */
@@ -120,13 +122,21 @@ DLOCK_API dlock_err dlock_rwlock_on_lost(dlock_rwlock *lock,
  * server's.  0 when lost or expired.  Any thread. */
 DLOCK_API int64_t dlock_rwlock_valid_ms(const dlock_rwlock *lock);
 
-/* For a write grant, its fencing token: it grows with every write grant of
- * this name, and is never lower than a fence this client saw before, even
- * after a Redis restart that lost the counter with the server's clock
- * behind (acquire then waits, within wait_ms, or fails with
- * DLOCK_UNPROVEN).  For a read grant, the fence of the last write granted
- * before it as the server has it (0 if none, also after such a restart):
- * the generation of the data it reads. */
+/*
+ * The grant's fence (> 0).  Read and write grants of a name draw fences
+ * from one counter by one rule, the core lock's: max(counter + 1, the
+ * server's clock in microseconds), granted only above every fence and
+ * server time this client saw before.  So a write grant's fence is a
+ * fencing token: higher than every grant before it.  A read grant's fence
+ * tells which writes it can see: every write granted before it has a lower
+ * fence, every write granted after it a higher one (the generation of the
+ * data it reads is the highest write fence below it), and it is never
+ * lower than a fence this client saw, even after the counter expired (30
+ * days after the last grant) or a Redis restart lost it with the server's
+ * clock behind: then acquire waits, within wait_ms, or fails with
+ * DLOCK_UNPROVEN.  (A read grant used to answer the last write's fence
+ * itself, which went back to 0 once the counter was gone.)
+ */
 DLOCK_API uint64_t dlock_rwlock_fence(const dlock_rwlock *lock);
 
 /* 1 once the lease is lost: its valid_until passed, or an extend or

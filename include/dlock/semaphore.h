@@ -20,7 +20,8 @@
  *   {sem:S}:holders  a sorted set: each holder's token, scored by its
  *                    expiry in server milliseconds; the key's own TTL is
  *                    the latest expiry, so an unused semaphore disappears.
- *   {sem:S}:fence    the last grant number (see dlock_permit_fence).
+ *   {sem:S}:fence    the last grant number (see dlock_permit_fence); it
+ *                    expires 30 days after the TTL of the last grant.
  * Every step is one Lua call that first drops expired holders by the
  * server's clock (TIME), so expiry never depends on a client's clock, and
  * then grants only while fewer than N remain.  A release publishes on

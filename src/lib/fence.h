@@ -36,9 +36,18 @@
 #define DLOCK__RESERVED_PREFIX "#dlock:"
 
 /* How long a fence counter outlives its last grant: 30 days past the
- * lock's TTL.  After that the clock (server microseconds, 30 days on)
- * is far above the expired counter. */
-#define DLOCK__FENCE_KEEP_MS ((int64_t)30 * 86400 * 1000)
+ * grant's TTL, for the core lock's counters and the patterns' alike
+ * (every grant sets it again).  After that the clock (server
+ * microseconds, 30 days on) is far above the expired counter, so the
+ * next fence, max(counter + 1, clock), is still higher; where the clock
+ * is not (stepped back, or a restart behind), the client's floor refuses
+ * the grant.  DLOCK__FENCE_KEEP_LUA is the same in a Lua expression. */
+#define DLOCK__FENCE_KEEP_DAYS 30
+#define DLOCK__FENCE_KEEP_MS ((int64_t)DLOCK__FENCE_KEEP_DAYS * 86400 * 1000)
+#define DLOCK__FENCE_STR2(x) #x
+#define DLOCK__FENCE_STR(x) DLOCK__FENCE_STR2(x)
+#define DLOCK__FENCE_KEEP_LUA \
+    DLOCK__FENCE_STR(DLOCK__FENCE_KEEP_DAYS) " * 86400000"
 
 /* 1 if key has a non-empty cluster hash tag ({...}), as Redis Cluster
  * defines it: the text between the first '{' and the first '}' after it. */

@@ -42,12 +42,15 @@
 /*
  * Lua fragments pasted into the scripts.  DLOCK__LUA_NOW_MS defines `now`
  * (server milliseconds) and `now_us` (server microseconds) from TIME.
- * DLOCK__LUA_FENCE defines next_fence(key, floor): max(last + 1, server
- * microseconds), the rule of the core lock's fences, stored and returned
- * as a decimal string, but only if it is above floor (the client's fence
- * floor, fence.h); else it writes nothing and returns nil, and the script
- * answers {2, now_str} (pattern_lease.h).  It works on decimal strings, so
- * it stays exact past 2^53, where Lua's doubles would stop counting.
+ * DLOCK__LUA_FENCE defines next_fence(key, floor, ttl): max(last + 1,
+ * server microseconds), the rule of the core lock's fences, stored and
+ * returned as a decimal string, but only if it is above floor (the
+ * client's fence floor, fence.h); else it writes nothing and returns nil,
+ * and the script answers {2, now_str} (pattern_lease.h).  The counter
+ * expires as the core lock's does: ttl (the grant's, in ms) plus 30 days
+ * after its last grant (DLOCK__FENCE_KEEP_MS), when the clock is past it.
+ * It works on decimal strings, so it stays exact past 2^53, where Lua's
+ * doubles would stop counting.
  * DLOCK__LUA_WAKE defines wake(counter_key, channel): publishes
  * min(max(n, 1), DLOCK__WAKE_MAX) messages for the n waiters registered in
  * counter_key and deletes it; register_waiter(counter_key) counts one
@@ -66,13 +69,14 @@
     "  return head:sub(1, -2) .. string.char(head:byte(-1) + 1) .. tail\n" \
     "end\n"                                                                \
     "local now_str = t[1] .. string.format('%06d', tonumber(t[2]))\n"      \
-    "local function next_fence(key, floor)\n"                              \
+    "local function next_fence(key, floor, ttl)\n"                         \
     "  local fence, last = now_str, dec(redis.call('GET', key))\n"         \
     "  if last and gt(last, fence) or last == fence then\n"                \
     "    fence = plus_one(last)\n"                                         \
     "  end\n"                                                              \
     "  if #fence <= 19 and gt(fence, floor) then\n"                        \
-    "    redis.call('SET', key, fence)\n"                                  \
+    "    redis.call('SET', key, fence, 'PX', string.format('%d',\n"        \
+    "               tonumber(ttl) + " DLOCK__FENCE_KEEP_LUA "))\n"         \
     "    return fence\n"                                                   \
     "  end\n"                                                              \
     "end\n"

@@ -109,7 +109,7 @@ int64_t dlock_idem_valid_ms(const dlock_idem *idem)
 
     if (r->status != DLOCK__RECORD_FIRST || r->finished)
         return 0;
-    return dlock__pattern_lease_valid_ms((dlock__pattern_lease *)&r->lease);
+    return dlock__pattern_lease_valid_ms(&r->lease);
 }
 
 const char *dlock_idem_key(const dlock_idem *idem)

@@ -61,7 +61,7 @@ static const dlock__script campaign_script = {
     "  return {1, redis.call('HGET', KEYS[1], 'term') or '0'}\n"
     "end\n"
     "if cur then return {0, redis.call('PTTL', KEYS[1])} end\n"
-    "local term = next_fence(KEYS[2], ARGV[4])\n"
+    "local term = next_fence(KEYS[2], ARGV[4], ARGV[2])\n"
     "if not term then return {2, now_str} end\n"
     "redis.call('HSET', KEYS[1], 'token', ARGV[1], 'term', term, 'id',\n"
     "           ARGV[3], 'since', string.format('%d', now))\n"

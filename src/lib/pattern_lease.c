@@ -338,14 +338,27 @@ dlock_err dlock__pattern_lease_extend(dlock__pattern_lease *pl, int64_t ttl_ms,
     return err;
 }
 
-int64_t dlock__pattern_lease_valid_ms(dlock__pattern_lease *pl)
+/* The public accessors take their grant const; the lease still locks its
+ * mutex to read, so the one cast that allows it is here (every grant is
+ * allocated writable). */
+static dlock__lease *lease_of(const dlock__pattern_lease *pl)
 {
-    return dlock__lease_left_us(&pl->lease, skew_of(pl)) / 1000;
+    return (dlock__lease *)&pl->lease;
 }
 
-int dlock__pattern_lease_lost(dlock__pattern_lease *pl)
+int64_t dlock__pattern_lease_valid_ms(const dlock__pattern_lease *pl)
 {
-    return dlock__lease_lost(&pl->lease, skew_of(pl));
+    return dlock__lease_left_us(lease_of(pl), skew_of(pl)) / 1000;
+}
+
+int dlock__pattern_lease_lost(const dlock__pattern_lease *pl)
+{
+    return dlock__lease_lost(lease_of(pl), skew_of(pl));
+}
+
+uint64_t dlock__pattern_lease_fence(const dlock__pattern_lease *pl)
+{
+    return pl->fence;
 }
 
 int64_t dlock__pattern_lease_ttl_ms(const dlock__pattern_lease *pl)

@@ -159,11 +159,15 @@ dlock_err dlock__pattern_lease_extend(dlock__pattern_lease *pl, int64_t ttl_ms,
                                       int argc, const char **argv,
                                       char ttl_arg[24], dlock__msg *m);
 
-/* Milliseconds left (0 when lost or expired); any thread. */
-int64_t dlock__pattern_lease_valid_ms(dlock__pattern_lease *pl);
-
-/* 1 once the grant is lost: marked, or valid_until passed; any thread. */
-int dlock__pattern_lease_lost(dlock__pattern_lease *pl);
+/* What every grant's public accessors answer (dlock_permit_valid_ms,
+ * dlock_rwlock_fence, ...), each a one-line call of these.
+ * valid_ms: milliseconds left (0 when lost or expired); any thread.
+ * lost: 1 once the grant is lost: marked, or valid_until passed; any
+ * thread.  fence: the last grant's fence or term (0 before a grant); the
+ * owner's thread. */
+int64_t dlock__pattern_lease_valid_ms(const dlock__pattern_lease *pl);
+int dlock__pattern_lease_lost(const dlock__pattern_lease *pl);
+uint64_t dlock__pattern_lease_fence(const dlock__pattern_lease *pl);
 
 /* Marks the grant lost and runs the callback if this call marked it. */
 void dlock__pattern_lease_found_lost(dlock__pattern_lease *pl);

@@ -35,21 +35,31 @@
 #define INTENT_RENEW_MS 300
 
 /* KEYS: readers, writer, intent, fence, waiters.  ARGV: token, ttl,
- * waiting, the client's fence floor (write only: a read grant hands out
- * no new fence, it answers the last write's). */
+ * waiting, the client's fence floor.  Reads and writes draw their fences
+ * from one counter by the one rule (next_fence), so a read hold's fence is
+ * above every write's granted before it and below every write's after
+ * it, and never lower than a fence this client saw: a counter that
+ * expired, or was lost or left behind, cannot make a reader report an
+ * older generation.  A retried read (our token already a reader) answers
+ * the counter as it stands, as a retried write does. */
 static const dlock__script read_script = {
     "rwlock.read",
-    DLOCK__LUA_NOW_MS DLOCK__LUA_WAKE DLOCK__LUA_KEEP_ZSET
+    DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE DLOCK__LUA_WAKE DLOCK__LUA_KEEP_ZSET
     "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
     "local expiry = now + tonumber(ARGV[2])\n"
-    "local fence = redis.call('GET', KEYS[4]) or '0'\n"
-    "if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then\n"
+    "local reader = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    "if not reader then\n"
     "  local blocked = redis.call('PTTL', KEYS[2])\n"
     "  if blocked == -2 then blocked = redis.call('PTTL', KEYS[3]) end\n"
     "  if blocked ~= -2 then\n"
     "    if ARGV[3] == '1' then register_waiter(KEYS[5]) end\n"
     "    return {0, blocked}\n"
     "  end\n"
+    "end\n"
+    "local fence = reader and redis.call('GET', KEYS[4])\n"
+    "if not fence then\n"
+    "  fence = next_fence(KEYS[4], ARGV[4], ARGV[2])\n"
+    "  if not fence then return {2, now_str} end\n"
     "end\n"
     "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
     "keep_zset()\n"
@@ -82,7 +92,7 @@ static const dlock__script write_script = {
     "  end\n"
     "  return busy(tonumber(first[2]) - now)\n"
     "end\n"
-    "local fence = next_fence(KEYS[4], ARGV[4])\n"
+    "local fence = next_fence(KEYS[4], ARGV[4], ARGV[2])\n"
     "if not fence then return {2, now_str} end\n"
     "redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])\n"
     "if intent then redis.call('DEL', KEYS[3]) end\n"
@@ -330,15 +340,15 @@ dlock_rwlock_mode dlock_rwlock_mode_of(const dlock_rwlock *l)
 
 int64_t dlock_rwlock_valid_ms(const dlock_rwlock *l)
 {
-    return dlock__pattern_lease_valid_ms((dlock__pattern_lease *)&l->lease);
+    return dlock__pattern_lease_valid_ms(&l->lease);
 }
 
 uint64_t dlock_rwlock_fence(const dlock_rwlock *l)
 {
-    return l->lease.fence;
+    return dlock__pattern_lease_fence(&l->lease);
 }
 
 int dlock_rwlock_lost(const dlock_rwlock *l)
 {
-    return dlock__pattern_lease_lost((dlock__pattern_lease *)&l->lease);
+    return dlock__pattern_lease_lost(&l->lease);
 }

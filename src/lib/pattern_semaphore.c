@@ -48,7 +48,7 @@ static const dlock__script acquire_script = {
     "  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
     "  return {0, tonumber(first[2]) - now}\n"
     "end\n"
-    "local fence = next_fence(KEYS[2], ARGV[4])\n"
+    "local fence = next_fence(KEYS[2], ARGV[4], ARGV[3])\n"
     "if not fence then return {2, now_str} end\n"
     "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
     "keep_zset()\n"
@@ -306,17 +306,17 @@ dlock_err dlock_permit_on_lost(dlock_permit *p, dlock_permit_lost_fn fn,
 
 int64_t dlock_permit_valid_ms(const dlock_permit *p)
 {
-    return dlock__pattern_lease_valid_ms((dlock__pattern_lease *)&p->lease);
+    return dlock__pattern_lease_valid_ms(&p->lease);
 }
 
 uint64_t dlock_permit_fence(const dlock_permit *p)
 {
-    return p->lease.fence;
+    return dlock__pattern_lease_fence(&p->lease);
 }
 
 int dlock_permit_lost(const dlock_permit *p)
 {
-    return dlock__pattern_lease_lost((dlock__pattern_lease *)&p->lease);
+    return dlock__pattern_lease_lost(&p->lease);
 }
 
 const char *dlock_permit_token(const dlock_permit *p)

@@ -15,7 +15,14 @@
  *     behind (the wall-clock shim): the next permit's grant number and the
  *     next leader term are higher than the last, or refused with
  *     DLOCK_UNPROVEN writing nothing; a call whose wait covers the lag
- *     waits for the server's clock and gets a higher one.
+ *     waits for the server's clock and gets a higher one;
+ *   - the counters expire as the core lock's do: 30 days past the TTL of
+ *     their last grant (a permit, a read or write hold, a term), and a
+ *     counter that is gone (deleted here, as expiry would) or left behind
+ *     (set lower, as a lagging replica has it) while a holder's fence is
+ *     recorded never gives a lower fence: a read hold's included, whose
+ *     fence is drawn from the counter as a write's is; with the server's
+ *     clock stepped back every grant is refused with DLOCK_UNPROVEN.
  * Waits are bounded conditions; nothing sleeps and hopes.
  */
 #include <pthread.h>
@@ -425,6 +432,190 @@ static void leader_term_never_goes_back_after_a_restart(void **state)
     testkit_redis_free(server);
 }
 
+/* ---- counters expire, and a lost counter never lowers a fence -------- */
+
+#define KEEP_MS ((long long)30 * 86400 * 1000)
+
+/* The PTTL of {kind:name}suffix is 30 days past a grant of ttl_ms. */
+static void expect_kept(testkit_redis *server, const char *kind,
+                        const char *name, const char *suffix, long long ttl_ms)
+{
+    char key[TESTKIT_KEY_MAX + 64];
+    long long pttl = testkit_redis_int(server->admin_url, "PTTL %s",
+                                       patkit_pkey(key, kind, name, suffix));
+
+    TK_EXPECT(pttl > KEEP_MS && pttl <= KEEP_MS + ttl_ms,
+              "%s expires 30 days past the grant's %lld ms TTL: PTTL %lld "
+              "(30 days is %lld)",
+              key, ttl_ms, pttl, KEEP_MS);
+}
+
+/* Deletes {kind:name}suffix, as its expiry would. */
+static void expire_now(testkit_redis *server, const char *kind,
+                       const char *name, const char *suffix)
+{
+    char key[TESTKIT_KEY_MAX + 64];
+
+    TK_EXPECT(testkit_redis_int(server->admin_url, "DEL %s",
+                                patkit_pkey(key, kind, name, suffix))
+                  == 1,
+              "the counter %s existed and is gone", key);
+}
+
+static dlock_rwlock *hold(dlock_client *c, const char *name,
+                          dlock_rwlock_mode mode)
+{
+    dlock_rwlock *l = NULL;
+
+    TK_EXPECT_ERR(dlock_rwlock_acquire(c, name, mode, 5000, 0, &l), DLOCK_OK,
+                  c, mode == DLOCK_RWLOCK_READ ? "read hold" : "write hold");
+    return l;
+}
+
+static void pattern_counters_expire_30_days_after_a_grant(void **state)
+{
+    testkit_redis *server = private_redis("plea-keep", 0);
+    dlock_client *c = patkit_client_of(server->url, IO_TIMEOUT_MS);
+    char sname[TESTKIT_KEY_MAX], rname[TESTKIT_KEY_MAX],
+        lname[TESTKIT_KEY_MAX];
+    dlock_semaphore *sem;
+    dlock_permit *p = NULL;
+    dlock_rwlock *l;
+    dlock_leader *ld = NULL;
+    dlock_leader_opts o;
+
+    (void)state;
+    testkit_key(sname, "keepsem");
+    testkit_key(rname, "keeprw");
+    testkit_key(lname, "keepld");
+    TK_EXPECT_ERR(dlock_semaphore_new(c, sname, 2, &sem), DLOCK_OK, c, "new");
+    TK_EXPECT_ERR(dlock_semaphore_acquire(sem, 5000, 0, &p), DLOCK_OK, c,
+                  "acquire");
+    expect_kept(server, "sem", sname, ":fence", 5000);
+    dlock_semaphore_release(p);
+    l = hold(c, rname, DLOCK_RWLOCK_WRITE);
+    expect_kept(server, "rw", rname, ":fence", 5000);
+    dlock_rwlock_release(l);
+    expire_now(server, "rw", rname, ":fence");
+    l = hold(c, rname, DLOCK_RWLOCK_READ);
+    expect_kept(server, "rw", rname, ":fence", 5000);
+    dlock_rwlock_release(l);
+    dlock_leader_opts_init(&o);
+    o.ttl_ms = 4000;
+    TK_EXPECT_ERR(dlock_leader_new(c, lname, &o, &ld), DLOCK_OK, c, "new");
+    TK_EXPECT_ERR(dlock_leader_campaign(ld, 0), DLOCK_OK, c, "campaign");
+    expect_kept(server, "leader", lname, ":term", 4000);
+    dlock_leader_resign(ld);
+    dlock_leader_free(ld);
+    dlock_semaphore_free(sem);
+    dlock_client_free(c);
+    testkit_redis_free(server);
+}
+
+/* got is above than: what a lost or stale counter must never undo. */
+static void expect_higher(const char *what, uint64_t got, uint64_t than)
+{
+    TK_EXPECT(got > than, "%s: %llu is above %llu", what,
+              (unsigned long long)got, (unsigned long long)than);
+}
+
+static void lost_counters_never_lower_a_fence(void **state)
+{
+    testkit_redis *server = private_redis("plea-lost", 1);
+    dlock_client *c = patkit_client_of(server->url, IO_TIMEOUT_MS);
+    char sname[TESTKIT_KEY_MAX], rname[TESTKIT_KEY_MAX],
+        lname[TESTKIT_KEY_MAX];
+    char key[TESTKIT_KEY_MAX + 64];
+    dlock_semaphore *sem;
+    dlock_permit *p1 = NULL, *p2 = NULL, *p3 = NULL;
+    dlock_rwlock *w, *r1, *r2, *r3 = NULL;
+    dlock_leader *ld = NULL;
+    uint64_t wf, term;
+    dlock_err err;
+
+    (void)state;
+    testkit_key(sname, "lostsem");
+    testkit_key(rname, "lostrw");
+    testkit_key(lname, "lostld");
+
+    /* A permit held while its counter expires: the next is higher. */
+    TK_EXPECT_ERR(dlock_semaphore_new(c, sname, 3, &sem), DLOCK_OK, c, "new");
+    TK_EXPECT_ERR(dlock_semaphore_acquire(sem, 5000, 0, &p1), DLOCK_OK, c,
+                  "acquire");
+    expire_now(server, "sem", sname, ":fence");
+    TK_EXPECT_ERR(dlock_semaphore_acquire(sem, 5000, 0, &p2), DLOCK_OK, c,
+                  "acquire");
+    expect_higher("with the counter gone, the next grant number over the "
+                  "held permit's",
+                  dlock_permit_fence(p2), dlock_permit_fence(p1));
+
+    /* Read holds: a counter left behind, then gone, under a live writer's
+     * recorded fence and a live reader's. */
+    w = hold(c, rname, DLOCK_RWLOCK_WRITE);
+    wf = dlock_rwlock_fence(w);
+    dlock_rwlock_release(w);
+    TK_EXPECT(
+        testkit_redis_int(server->admin_url, "EVAL %s 1 %s %lld",
+                          "return redis.call('INCRBY', KEYS[1], ARGV[1])",
+                          patkit_pkey(key, "rw", rname, ":fence"), -1000000LL)
+            == (long long)(wf - 1000000),
+        "the counter goes 1 s behind the last write (a lagging "
+        "replica's)");
+    r1 = hold(c, rname, DLOCK_RWLOCK_READ);
+    expect_higher("with the counter behind, a read hold's fence over the "
+                  "last write's",
+                  dlock_rwlock_fence(r1), wf);
+    expire_now(server, "rw", rname, ":fence");
+    r2 = hold(c, rname, DLOCK_RWLOCK_READ);
+    expect_higher("with the counter gone, a read hold's fence over the "
+                  "live reader's",
+                  dlock_rwlock_fence(r2), dlock_rwlock_fence(r1));
+    dlock_rwlock_release(r1);
+    dlock_rwlock_release(r2);
+
+    /* A term whose counter expired: the next term is higher. */
+    TK_EXPECT_ERR(dlock_leader_new(c, lname, NULL, &ld), DLOCK_OK, c, "new");
+    TK_EXPECT_ERR(dlock_leader_campaign(ld, 0), DLOCK_OK, c, "campaign");
+    term = dlock_leader_term(ld);
+    TK_EXPECT_ERR(dlock_leader_resign(ld), DLOCK_OK, c, "resign");
+    expire_now(server, "leader", lname, ":term");
+    TK_EXPECT_ERR(dlock_leader_campaign(ld, 0), DLOCK_OK, c, "campaign");
+    expect_higher("with the counter gone, the next term over the last",
+                  dlock_leader_term(ld), term);
+    TK_EXPECT_ERR(dlock_leader_resign(ld), DLOCK_OK, c, "resign");
+
+    /* The counters gone and the server's clock 60 s behind: no fence
+     * above the ones seen can be shown, so every grant is refused. */
+    expire_now(server, "sem", sname, ":fence");
+    expire_now(server, "rw", rname, ":fence");
+    expire_now(server, "leader", lname, ":term");
+    TK_EXPECT(testkit_redis_clock_step(server, BEHIND_MS) == 0,
+              "the server's clock steps 60 s back");
+    err = dlock_semaphore_acquire(sem, 5000, 0, &p3);
+    TK_EXPECT(err == DLOCK_UNPROVEN && p3 == NULL, "a permit is refused: %s",
+              dlock_errname(err));
+    err = dlock_rwlock_acquire(c, rname, DLOCK_RWLOCK_READ, 5000, 0, &r3);
+    TK_EXPECT(err == DLOCK_UNPROVEN && r3 == NULL,
+              "a read hold is refused: %s (fence %llu)", dlock_errname(err),
+              (unsigned long long)(r3 != NULL ? dlock_rwlock_fence(r3) : 0));
+    TK_EXPECT(testkit_redis_int(server->admin_url, "ZCARD %s",
+                                patkit_pkey(key, "rw", rname, ":readers"))
+                  == 0,
+              "a refused read hold joined no readers");
+    err = dlock_rwlock_acquire(c, rname, DLOCK_RWLOCK_WRITE, 5000, 0, &r3);
+    TK_EXPECT(err == DLOCK_UNPROVEN && r3 == NULL,
+              "a write hold is refused: %s", dlock_errname(err));
+    err = dlock_leader_campaign(ld, 0);
+    TK_EXPECT(err == DLOCK_UNPROVEN, "a term is refused: %s",
+              dlock_errname(err));
+    dlock_permit_free(p1);
+    dlock_permit_free(p2);
+    dlock_leader_free(ld);
+    dlock_semaphore_free(sem);
+    dlock_client_free(c);
+    testkit_redis_free(server);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -433,6 +624,8 @@ int main(void)
         cmocka_unit_test(silent_network_ends_a_leader_term_at_valid_until),
         cmocka_unit_test(permit_fence_never_goes_back_after_a_restart),
         cmocka_unit_test(leader_term_never_goes_back_after_a_restart),
+        cmocka_unit_test(pattern_counters_expire_30_days_after_a_grant),
+        cmocka_unit_test(lost_counters_never_lower_a_fence),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
