@@ -482,10 +482,10 @@ static dlock_err script_round(dlock__redlock *r, const char *body, int nkeys,
                               int64_t timeout_ms, dlock__redlock_judge judge,
                               dlock__node_result *res, dlock__msg *m)
 {
-    const char *argv[8];
+    const char *argv[10];
     char nk[4];
 
-    assert(nkeys + nargs + 3 <= 8);
+    assert(nkeys + nargs + 3 <= 10);
     snprintf(nk, sizeof(nk), "%d", nkeys);
     argv[0] = "EVAL";
     argv[1] = body;
@@ -495,6 +495,16 @@ static dlock_err script_round(dlock__redlock *r, const char *body, int nkeys,
     return dlock__redlock_round(r, 3 + nkeys + nargs, argv, NULL,
                                 dlock__deadline_after_ms(timeout_ms), judge,
                                 res, m);
+}
+
+dlock_err dlock__redlock_eval(dlock__redlock *r, const char *body, int nkeys,
+                              const char **keys_and_args, int nargs,
+                              int64_t node_timeout_ms,
+                              dlock__redlock_judge judge,
+                              dlock__node_result *res, dlock__msg *m)
+{
+    return script_round(r, body, nkeys, keys_and_args, nargs, node_timeout_ms,
+                        judge, res, m);
 }
 
 dlock_err dlock__redlock_release(dlock__redlock *r, const char *key,

@@ -127,6 +127,19 @@ dlock_err dlock__redlock_round(dlock__redlock *r, int argc, const char **argv,
                                dlock__redlock_judge judge,
                                dlock__node_result *res, dlock__msg *m);
 
+/*
+ * EVAL of body with nkeys keys then nargs arguments (keys_and_args holds
+ * both, at most 7 in all) as one round, each master bounded by
+ * node_timeout_ms: for steps beside the lock's own (the leader's tick
+ * claim, pattern_leader_redlock.c).  Returns what dlock__redlock_round
+ * returns.
+ */
+dlock_err dlock__redlock_eval(dlock__redlock *r, const char *body, int nkeys,
+                              const char **keys_and_args, int nargs,
+                              int64_t node_timeout_ms,
+                              dlock__redlock_judge judge,
+                              dlock__node_result *res, dlock__msg *m);
+
 /* The masters' descriptions, for dlock__redlock_decide. */
 const char *const *dlock__redlock_descs(dlock__redlock *r,
                                         const char *out[DLOCK__NODES_MAX]);
