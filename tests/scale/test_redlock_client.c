@@ -12,6 +12,10 @@
  *   - a release wakes a waiter at once (its PUBLISH on the masters);
  *   - 4 threads share one lock through dlock_acquire's waiting: no
  *     overlap, every fence above the last;
+ *   - leader election: one of two candidates leads with a majority term,
+ *     claims a tick once, hands over to the other (a higher term) when it
+ *     stops, and the leader loses its leadership (on_lost, is_leader 0)
+ *     within its TTL once 3 of 5 masters are gone;
  *   - with 2 of 5 masters stopped locks are granted, with 3 of 5 acquire
  *     fails closed with DLOCK_UNAVAILABLE in bounded time, and restarted
  *     masters take part again.
@@ -30,6 +34,7 @@
 #include <unistd.h>
 
 #include "dlock/dlock.h"
+#include "dlock/leader.h"
 #include "dlock/semaphore.h"
 #include "testkit.h"
 
@@ -311,6 +316,86 @@ static void threads_wait_their_turn(void **state)
               "every attempt granted or given up");
 }
 
+static void note_leader_lost(dlock_leader *leader, uint64_t term, void *arg)
+{
+    (void)leader;
+    (void)term;
+    atomic_store((atomic_int *)arg, 1);
+}
+
+static dlock_leader *candidate(atomic_int *lost)
+{
+    dlock_leader_opts o;
+    dlock_leader *l = NULL;
+
+    dlock_leader_opts_init(&o);
+    o.ttl_ms = 600;
+    o.on_lost = note_leader_lost;
+    o.arg = lost;
+    TK_EXPECT(dlock_leader_new(client, "t:rlc:leader", &o, &l) == DLOCK_OK
+                  && dlock_leader_start(l) == DLOCK_OK,
+              "a candidate campaigns: %s", dlock_client_errmsg(client));
+    return l;
+}
+
+/* dlock_leader on Redlock: a majority lease, a majority term, a tick
+ * claimed once, a hand-over, and the leadership lost in bounded time when
+ * no majority renews it. */
+static void one_of_two_candidates_leads_on_a_majority(void **state)
+{
+    atomic_int lost_a = 0, lost_b = 0;
+    dlock_leader_tick_info t;
+    dlock_leader *a, *b;
+    uint64_t term_a;
+    int64_t start, took;
+
+    (void)state;
+    a = candidate(&lost_a);
+    TK_EXPECT(dlock_leader_wait(a, 1, 5000) == DLOCK_OK, "the first leads");
+    term_a = dlock_leader_term(a);
+    b = candidate(&lost_b);
+    TK_EXPECT(term_a > 0, "with a term (%" PRIu64 ")", term_a);
+    TK_EXPECT(dlock_leader_tick(a, 60000, &t) == DLOCK_OK,
+              "the leader claims the tick: %s", dlock_client_errmsg(client));
+    TK_EXPECT(dlock_leader_tick(a, 60000, &t) == DLOCK_BUSY, "only once: %s",
+              dlock_client_errmsg(client));
+    TK_EXPECT(dlock_leader_tick(b, 60000, &t) == DLOCK_LOST,
+              "never by the other");
+    /* Past the TTL: the leader's renewals keep the other out. */
+    TK_EXPECT(dlock_leader_wait(b, 1, 800) == DLOCK_TIMEOUT
+                  && dlock_leader_is_leader(a),
+              "the other waits while the first renews");
+    TK_EXPECT(dlock_leader_stop(a) == DLOCK_OK, "the first resigns: %s",
+              dlock_client_errmsg(client));
+    start = testkit_now_ms();
+    TK_EXPECT(dlock_leader_wait(b, 1, 3000) == DLOCK_OK,
+              "the other takes over");
+    printf("# redlock leader: taken over %" PRId64 " ms after the "
+           "resignation, term %" PRIu64 " after %" PRIu64 "\n",
+           testkit_now_ms() - start, dlock_leader_term(b), term_a);
+    TK_EXPECT(dlock_leader_term(b) > term_a, "in a higher term");
+    TK_EXPECT(testkit_redis_stop(servers[0]) == 0
+                  && testkit_redis_stop(servers[2]) == 0
+                  && testkit_redis_stop(servers[4]) == 0,
+              "3 of 5 masters stop");
+    start = testkit_now_ms();
+    TK_EXPECT(testkit_wait_until(flag_set, &lost_b, 5000),
+              "on_lost runs once no majority renews the lease");
+    took = testkit_now_ms() - start;
+    printf("# redlock leader: leadership lost %" PRId64 " ms after the "
+           "majority went (TTL 600 ms)\n",
+           took);
+    TK_EXPECT(!dlock_leader_is_leader(b) && dlock_leader_valid_ms(b) == 0,
+              "and it no longer calls itself leader");
+    TK_EXPECT(took <= 600 + 1400, "within the TTL (%" PRId64 " ms)", took);
+    TK_EXPECT(testkit_redis_restart(servers[0]) == 0
+                  && testkit_redis_restart(servers[2]) == 0
+                  && testkit_redis_restart(servers[4]) == 0,
+              "they restart");
+    dlock_leader_free(a);
+    dlock_leader_free(b);
+}
+
 static void minority_loss_grants_majority_loss_fails_closed(void **state)
 {
     dlock_lock *l = NULL;
@@ -354,6 +439,7 @@ int main(void)
         cmocka_unit_test(reentrant_holds_count_and_fair_is_refused),
         cmocka_unit_test(a_release_wakes_a_waiter),
         cmocka_unit_test(threads_wait_their_turn),
+        cmocka_unit_test(one_of_two_candidates_leads_on_a_majority),
         cmocka_unit_test(minority_loss_grants_majority_loss_fails_closed),
     };
 
