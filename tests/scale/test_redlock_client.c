@@ -217,8 +217,11 @@ static void reentrant_holds_count_and_fair_is_refused(void **state)
               "a semaphore handle");
     TK_EXPECT(dlock_semaphore_acquire(sem, 1000, 0, &p) == DLOCK_INVALID,
               "a pattern is refused, never run on one master");
-    TK_EXPECT(strstr(dlock_client_errmsg(client), "redlock://") != NULL,
-              "the message says why: %s", dlock_client_errmsg(client));
+    TK_EXPECT(strstr(dlock_client_errmsg(client), "redlock://") != NULL
+                  && strstr(dlock_client_errmsg(client), "dlock_acquire")
+                         != NULL,
+              "the message says why and what to use: %s",
+              dlock_client_errmsg(client));
     dlock_semaphore_free(sem);
 }
 
