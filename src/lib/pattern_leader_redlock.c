@@ -248,7 +248,7 @@ dlock_err dlock__leader_redlock_inspect(dlock_client *c,
     const char *descs[DLOCK__NODES_MAX];
     dlock__redlock *r = dlock__client_redlock(c);
     const int64_t io_ms = dlock__client_opts(c)->io_timeout_ms;
-    int64_t unused;
+    int64_t unused, ttl;
     char what[96];
     dlock_err err;
 
@@ -261,26 +261,12 @@ dlock_err dlock__leader_redlock_inspect(dlock_client *c,
                                 what, INT32_MAX, 0, &unused, m);
     if (err != DLOCK_OK)
         return err;
-    for (int i = 0; i < r->n; i++) {
-        int same = 0;
-        int64_t ttl = INT64_MAX;
-
-        if (res[i].vote != DLOCK__VOTE_YES)
-            continue;
-        if ((uint64_t)res[i].value2 > info->last_term)
+    for (int i = 0; i < r->n; i++)
+        if (res[i].vote == DLOCK__VOTE_YES
+            && (uint64_t)res[i].value2 > info->last_term)
             info->last_term = (uint64_t)res[i].value2;
-        for (int j = 0; j < r->n && res[i].text[0] != '\0'; j++) {
-            if (res[j].vote != DLOCK__VOTE_YES
-                || strcmp(res[j].text, res[i].text) != 0)
-                continue;
-            same++;
-            ttl = res[j].value < ttl ? res[j].value : ttl;
-        }
-        if (same >= dlock__redlock_quorum(r->n) && !info->held) {
-            info->held = 1;
-            info->ttl_ms = ttl > 0 ? ttl : 0;
-        }
-    }
+    info->held = dlock__redlock_majority_holder(res, r->n, &ttl) >= 0;
+    info->ttl_ms = ttl > 0 ? ttl : 0;
     dlock__msg_clear(m);
     return DLOCK_OK;
 }

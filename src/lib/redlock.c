@@ -645,6 +645,31 @@ dlock_err dlock__redlock_inspect(dlock__redlock *r, const char *key,
                         judge_inspect, res, m);
 }
 
+int dlock__redlock_majority_holder(const dlock__node_result *res, int n,
+                                   int64_t *ttl_ms)
+{
+    for (int i = 0; i < n; i++) {
+        int same = 0;
+        int64_t ttl = INT64_MAX;
+
+        if (res[i].vote != DLOCK__VOTE_YES || res[i].text[0] == '\0')
+            continue;
+        for (int j = 0; j < n; j++) {
+            if (res[j].vote != DLOCK__VOTE_YES
+                || strcmp(res[j].text, res[i].text) != 0)
+                continue;
+            same++;
+            ttl = res[j].value < ttl ? res[j].value : ttl;
+        }
+        if (same >= dlock__redlock_quorum(n)) {
+            *ttl_ms = ttl;
+            return i;
+        }
+    }
+    *ttl_ms = 0;
+    return -1;
+}
+
 /* +PONG: YES. */
 static void judge_pong(const redisReply *reply, dlock__node_result *res)
 {

@@ -171,6 +171,12 @@ dlock_err dlock__redlock_inspect(dlock__redlock *r, const char *key,
                                  int64_t node_timeout_ms,
                                  dlock__node_result *res, dlock__msg *m);
 
+/* Which token dlock__redlock_inspect's results show held by a majority:
+ * its index in res with *ttl_ms the lowest PTTL among those holding it,
+ * or -1 when none is. */
+int dlock__redlock_majority_holder(const dlock__node_result *res, int n,
+                                   int64_t *ttl_ms);
+
 /* PINGs every master at once, each bounded by node_timeout_ms:
  * DLOCK_OK when a majority answered, else DLOCK_UNAVAILABLE naming the
  * masters that did not (the client's warm-up). */

@@ -103,6 +103,10 @@ wait_for 5 test -s "$DIR/second" ||
 took=$((($(date +%s%N) - start) / 1000000))
 (($(cat "$DIR/second") > $(cat "$DIR/first"))) ||
     fail "terms $(cat "$DIR/first") then $(cat "$DIR/second")"
+st=$(timeout 10 "$DLOCK" status --url "$URL" --leader "$KEY:lead")
+grep -q '^held: yes' <<<"$st" &&
+    grep -q "^last_term: $(cat "$DIR/second")\$" <<<"$st" ||
+    fail "status --leader while the second leads: $st"
 kill -TERM "$second"
 wait "$second" || fail "the second leader exited $? on SIGTERM"
 printf 'test_cli_redlock: run (renewed), status (5 of 5 masters), doctor, %s\n' \
