@@ -371,16 +371,26 @@ static dlock__leader_keys keys_of(const dlock_leader *l)
                                 l->tick_key, l->channel};
 }
 
+static void fresh_lease(dlock_leader *l);
+static int set_standby(dlock_leader *l);
+
 /* A Redlock campaign: a new grant with the next majority term, or, while
  * we lead, a renewal that keeps the term (a second grant would write a
- * new fence, and a term must not change under a running leader). */
+ * new fence, and a term must not change under a running leader); a
+ * renewal that finds the lease gone ends that term and campaigns anew. */
 static dlock_err campaign_redlock(dlock_leader *l, int leading,
                                   int64_t *hint_ms, dlock__msg *m)
 {
     const dlock__leader_keys k = keys_of(l);
 
-    if (leading)
-        return dlock__leader_redlock_renew(&l->lease, &k, m);
+    if (leading) {
+        const dlock_err err = dlock__leader_redlock_renew(&l->lease, &k, m);
+
+        if (err != DLOCK_LOST && err != DLOCK_STATE)
+            return err;
+        set_standby(l);
+        fresh_lease(l);
+    }
     return dlock__leader_redlock_campaign(&l->lease, &k, hint_ms, m);
 }
 
@@ -814,8 +824,8 @@ dlock_err dlock_leader_tick(dlock_leader *l, int64_t period_ms,
         const dlock__leader_keys k = keys_of(l);
 
         return dlock__leader_redlock_tick(&l->lease, &k,
-                                          dlock_leader_is_leader(l), period_ms,
-                                          call, info, m);
+                                          dlock_leader_is_leader(l), l->ttl_ms,
+                                          period_ms, call, info, m);
     }
     snprintf(period, sizeof(period), "%lld", (long long)period_ms);
     argv[0] = l->lease_key;

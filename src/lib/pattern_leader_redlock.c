@@ -198,7 +198,8 @@ static dlock_err refused_tick(const dlock__node_result *res, int n,
 
 dlock_err dlock__leader_redlock_tick(dlock__pattern_lease *pl,
                                      const dlock__leader_keys *k, int leading,
-                                     int64_t period_ms, const char *call,
+                                     int64_t ttl_ms, int64_t period_ms,
+                                     const char *call,
                                      dlock_leader_tick_info *info,
                                      dlock__msg *m)
 {
@@ -220,9 +221,8 @@ dlock_err dlock__leader_redlock_tick(dlock__pattern_lease *pl,
     snprintf(period, sizeof(period), "%" PRId64, period_ms);
     snprintf(tick, sizeof(tick), "%" PRId64, info->tick);
     err = dlock__redlock_eval(r, tick_lua, 2, ka, 4,
-                              node_timeout_ms(pl->client,
-                                              dlock__pattern_lease_ttl_ms(pl)),
-                              judge_tick, res, m);
+                              node_timeout_ms(pl->client, ttl_ms), judge_tick,
+                              res, m);
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "tick of leader %.64s", k->name);
     snprintf(what, sizeof(what), "tick %" PRId64 " of leader %.64s",

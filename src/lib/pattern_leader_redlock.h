@@ -59,11 +59,14 @@ dlock_err dlock__leader_redlock_resign(dlock__pattern_lease *pl,
 
 /* Claims the tick of period_ms that the local clock is in, for the
  * holder of pl (leading: whether it leads by its own view; a candidate
- * that does not is answered DLOCK_LOST without a round).  call is the
- * claim's id.  Returns as dlock_leader_tick; info is filled. */
+ * that does not is answered DLOCK_LOST without a round).  Any thread: it
+ * reads only pl's client and token; ttl_ms (the leader's lease) sets the
+ * per-node timeout.  call is the claim's id.  Returns as
+ * dlock_leader_tick; info is filled. */
 dlock_err dlock__leader_redlock_tick(dlock__pattern_lease *pl,
                                      const dlock__leader_keys *k, int leading,
-                                     int64_t period_ms, const char *call,
+                                     int64_t ttl_ms, int64_t period_ms,
+                                     const char *call,
                                      dlock_leader_tick_info *info,
                                      dlock__msg *m);
 

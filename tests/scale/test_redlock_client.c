@@ -341,6 +341,31 @@ static dlock_leader *candidate(atomic_int *lost)
     return l;
 }
 
+/* Driven mode: a campaign while leading renews and keeps the term; after
+ * a resignation the next campaign is a new term. */
+static void driven_campaign_keeps_its_term(void)
+{
+    dlock_leader *d = NULL;
+    uint64_t term;
+
+    TK_EXPECT(dlock_leader_new(client, "t:rlc:driven", NULL, &d) == DLOCK_OK
+                  && dlock_leader_campaign(d, 0) == DLOCK_OK,
+              "a driven candidate leads: %s", dlock_client_errmsg(client));
+    term = dlock_leader_term(d);
+    TK_EXPECT(dlock_leader_campaign(d, 0) == DLOCK_OK
+                  && dlock_leader_term(d) == term,
+              "campaigning again keeps term %" PRIu64 " (%" PRIu64 ")", term,
+              dlock_leader_term(d));
+    TK_EXPECT(dlock_leader_renew(d) == DLOCK_OK, "renewed: %s",
+              dlock_client_errmsg(client));
+    TK_EXPECT(dlock_leader_resign(d) == DLOCK_OK && !dlock_leader_is_leader(d),
+              "resigned: %s", dlock_client_errmsg(client));
+    TK_EXPECT(dlock_leader_campaign(d, 0) == DLOCK_OK
+                  && dlock_leader_term(d) > term,
+              "the next campaign is a new term");
+    dlock_leader_free(d);
+}
+
 /* dlock_leader on Redlock: a majority lease, a majority term, a tick
  * claimed once, a hand-over, and the leadership lost in bounded time when
  * no majority renews it. */
@@ -377,6 +402,7 @@ static void one_of_two_candidates_leads_on_a_majority(void **state)
            "resignation, term %" PRIu64 " after %" PRIu64 "\n",
            testkit_now_ms() - start, dlock_leader_term(b), term_a);
     TK_EXPECT(dlock_leader_term(b) > term_a, "in a higher term");
+    driven_campaign_keeps_its_term();
     TK_EXPECT(testkit_redis_stop(servers[0]) == 0
                   && testkit_redis_stop(servers[2]) == 0
                   && testkit_redis_stop(servers[4]) == 0,
