@@ -15,6 +15,10 @@
  *             so a retried call is answered "yours" again and a second
  *             call "already run").
  *   inspect   read the lease and the term counter.
+ * On a redlock:// client each step is a majority round instead of its
+ * script (pattern_leader_redlock.c: the lease a Redlock lock, the term
+ * its majority fence, the tick a majority register); the states, the
+ * lease's validity and the thread below are the same.
  *
  * States of a candidate (under mu): standby (leading 0) and leading
  * (leading 1, term set).  The lease of each term is a pattern lease
