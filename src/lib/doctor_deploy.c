@@ -163,7 +163,7 @@ static int replicas_of(const char *info, const char *master,
         snprintf(o->role, sizeof(o->role), "replica");
         o->answered = 1;
         snprintf(o->note, sizeof(o->note),
-                 "replica of %s: state %s, lag %s s, %lld bytes behind",
+                 "replica of %.64s: state %s, lag %s s, %lld bytes behind",
                  master, state, lag, top - strtoll(offset, NULL, 10));
         n++;
     }
