@@ -140,6 +140,15 @@ static int flag_set(void *arg)
     return atomic_load((atomic_int *)arg) != 0;
 }
 
+/* Milliseconds until *flag is set (an on_lost ran), within 5 s. */
+static int64_t ms_until_set(atomic_int *flag, const char *what)
+{
+    const int64_t start = testkit_now_ms();
+
+    TK_EXPECT(testkit_wait_until(flag_set, flag, 5000), "%s", what);
+    return testkit_now_ms() - start;
+}
+
 /* The watchdog renews by Redlock rounds: it goes on with 3 of 5 masters
  * and marks the lock lost (on_lost) once a majority cannot renew it,
  * within the TTL. */
@@ -149,7 +158,7 @@ static void the_watchdog_renews_on_a_majority(void **state)
     dlock_acquire_opts o;
     dlock_lock *l = NULL;
     renewal_goal goal;
-    int64_t start, took;
+    int64_t took;
 
     (void)state;
     dlock_acquire_opts_init(&o);
@@ -171,10 +180,7 @@ static void the_watchdog_renews_on_a_majority(void **state)
               "renewed by the three left");
     TK_EXPECT(!dlock_lock_lost(l), "still held on 3 of 5");
     TK_EXPECT(testkit_redis_stop(servers[3]) == 0, "a third stops");
-    start = testkit_now_ms();
-    TK_EXPECT(testkit_wait_until(flag_set, &lost, 5000),
-              "on_lost runs once no majority renews it");
-    took = testkit_now_ms() - start;
+    took = ms_until_set(&lost, "on_lost runs once no majority renews it");
     printf("# redlock: watchdog lock lost %" PRId64 " ms after the majority "
            "went (TTL 600 ms)\n",
            took);
@@ -407,10 +413,8 @@ static void one_of_two_candidates_leads_on_a_majority(void **state)
                   && testkit_redis_stop(servers[2]) == 0
                   && testkit_redis_stop(servers[4]) == 0,
               "3 of 5 masters stop");
-    start = testkit_now_ms();
-    TK_EXPECT(testkit_wait_until(flag_set, &lost_b, 5000),
-              "on_lost runs once no majority renews the lease");
-    took = testkit_now_ms() - start;
+    took = ms_until_set(&lost_b,
+                        "on_lost runs once no majority renews the lease");
     printf("# redlock leader: leadership lost %" PRId64 " ms after the "
            "majority went (TTL 600 ms)\n",
            took);
