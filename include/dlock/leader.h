@@ -57,6 +57,22 @@
  * A resignation publishes on "dlock:leader:R" so a waiting candidate takes
  * over at once.
  *
+ * On a redlock:// client (N independent masters) the same calls work, as
+ * majority rounds (docs/deployments.md): the lease {leader:R} is a Redlock
+ * lock (a token string, no hash), granted, renewed every ttl/3 and
+ * resigned on a majority like dlock_acquire's, and valid_until is the
+ * Redlock validity (TTL - the round's time - drift).  The term is the
+ * majority fence of {leader:R}:term (the highest counter a majority
+ * reports, plus one, written back to a majority): unique and growing with
+ * each leadership in real-time order as long as no master loses its data,
+ * but a small counter, not server time, and never DLOCK_UNPROVEN.  A
+ * tick is claimed on {leader:R}:tick of every master and runs only when a
+ * majority took it from the lease's holder, so it still runs at most
+ * once; the tick number and next_in_ms come from this process's clock
+ * (the masters share none), and a claim that only a minority took skips
+ * that tick.  dlock_leader_inspect gives held, ttl_ms and last_term from
+ * a majority, but no id and term 0 (the masters keep only tokens).
+ *
  * Choosing the TTL: a leader that cannot renew stops leading when its own
  * conservative view of the lease ends (valid_until: the send time of the
  * last successful campaign or renewal, on CLOCK_BOOTTIME, plus the TTL,

@@ -806,10 +806,13 @@ dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
     *reply = NULL;
     if (dlock__client_redlock(c) != NULL)
         return dlock__msg_set(m, DLOCK_INVALID,
-                              "%s on %s: this needs one server's atomic "
-                              "script, which independent Redlock masters "
-                              "do not share; the patterns are not served on "
-                              "redlock:// (docs/deployments.md)",
+                              "%s on %s: not served on redlock://; it is one "
+                              "atomic script over one server's keys, and "
+                              "independent masters share no atomic step (a "
+                              "count or holder set split over masters is "
+                              "none); use a lock (dlock_acquire) or a leader "
+                              "on redlock://, or this pattern on one server, "
+                              "Sentinel or Cluster (docs/deployments.md)",
                               s->name, c->ep.desc);
     if (c->opts.wait_replicas <= 0)
         acked = NULL;

@@ -1459,30 +1459,22 @@ static dlock_err redlock_inspect(dlock_client *c, const char *key,
     dlock__node_result res[DLOCK__NODES_MAX];
     dlock__redlock *r = dlock__client_redlock(c);
     dlock_err err = redlock_inspect_round(c, key, res, m);
+    int holder;
 
     info->next_waiter_ms = -1;
-    for (int i = 0; i < r->n && err == DLOCK_OK; i++) {
-        int same = 0;
-        int64_t ttl = INT64_MAX;
-
+    if (err != DLOCK_OK)
+        return err;
+    for (int i = 0; i < r->n; i++)
         if ((uint64_t)res[i].value2 > info->last_fence
             && res[i].vote == DLOCK__VOTE_YES)
             info->last_fence = (uint64_t)res[i].value2;
-        for (int j = 0; j < r->n && res[i].text[0] != '\0'; j++) {
-            if (res[j].vote != DLOCK__VOTE_YES
-                || strcmp(res[j].text, res[i].text) != 0)
-                continue;
-            same++;
-            ttl = res[j].value < ttl ? res[j].value : ttl;
-        }
-        if (same >= dlock__redlock_quorum(r->n) && !info->held) {
-            info->held = 1;
-            info->ttl_ms = ttl;
-            snprintf(info->token, sizeof(info->token), "%.*s", DLOCK_TOKEN_LEN,
-                     res[i].text);
-        }
+    holder = dlock__redlock_majority_holder(res, r->n, &info->ttl_ms);
+    if (holder >= 0) {
+        info->held = 1;
+        snprintf(info->token, sizeof(info->token), "%.*s", DLOCK_TOKEN_LEN,
+                 res[holder].text);
     }
-    return err;
+    return DLOCK_OK;
 }
 
 dlock_err dlock_inspect_nodes(dlock_client *c, const char *key,

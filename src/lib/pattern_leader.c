@@ -15,6 +15,10 @@
  *             so a retried call is answered "yours" again and a second
  *             call "already run").
  *   inspect   read the lease and the term counter.
+ * On a redlock:// client each step is a majority round instead of its
+ * script (pattern_leader_redlock.c: the lease a Redlock lock, the term
+ * its majority fence, the tick a majority register); the states, the
+ * lease's validity and the thread below are the same.
  *
  * States of a candidate (under mu): standby (leading 0) and leading
  * (leading 1, term set).  The lease of each term is a pattern lease
@@ -47,6 +51,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "pattern_common.h"
+#include "pattern_leader_redlock.h"
 #include "pattern_lease.h"
 
 #define DEFAULT_TTL_MS 10000
@@ -338,14 +343,6 @@ dlock_err dlock_leader_new(dlock_client *c, const char *name,
     err = dlock__pattern_open(c, out != NULL, "leader", name, &m);
     if (err == DLOCK_OK)
         err = check_opts(opts, m);
-    /* Refused here rather than by every campaign, which would retry. */
-    if (err == DLOCK_OK && dlock__client_redlock(c) != NULL)
-        err = dlock__msg_set(m, DLOCK_INVALID,
-                             "leader %.64s on %s: terms and ticks are one "
-                             "server's atomic script, which independent "
-                             "masters do not share; leadership is not served "
-                             "on redlock:// (docs/deployments.md)",
-                             name, dlock_client_endpoint(c));
     if (err != DLOCK_OK)
         return err;
     l = dlock__calloc(1, sizeof(*l));
@@ -365,6 +362,42 @@ dlock_err dlock_leader_new(dlock_client *c, const char *name,
 
 /* ---- the scripts ------------------------------------------------------- */
 
+/* On a redlock:// client the steps are majority rounds instead
+ * (pattern_leader_redlock.h). */
+static int on_redlock(const dlock_leader *l)
+{
+    return dlock__client_redlock(l->client) != NULL;
+}
+
+static dlock__leader_keys keys_of(const dlock_leader *l)
+{
+    return (dlock__leader_keys){l->name, l->lease_key, l->term_key,
+                                l->tick_key, l->channel};
+}
+
+static void fresh_lease(dlock_leader *l);
+static int set_standby(dlock_leader *l);
+
+/* A Redlock campaign: a new grant with the next majority term, or, while
+ * we lead, a renewal that keeps the term (a second grant would write a
+ * new fence, and a term must not change under a running leader); a
+ * renewal that finds the lease gone ends that term and campaigns anew. */
+static dlock_err campaign_redlock(dlock_leader *l, int leading,
+                                  int64_t *hint_ms, dlock__msg *m)
+{
+    const dlock__leader_keys k = keys_of(l);
+
+    if (leading) {
+        const dlock_err err = dlock__leader_redlock_renew(&l->lease, &k, m);
+
+        if (err != DLOCK_LOST && err != DLOCK_STATE)
+            return err;
+        set_standby(l);
+        fresh_lease(l);
+    }
+    return dlock__leader_redlock_campaign(&l->lease, &k, hint_ms, m);
+}
+
 /* One campaign attempt (a dlock__wait_try_fn). */
 static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
                                dlock__msg *m)
@@ -383,8 +416,9 @@ static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
     if (!leading)
         fresh_lease(l);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
-    err = dlock__pattern_lease_try(&l->lease, &campaign_script, 2, 5, argv,
-                                   hint_ms, m);
+    err = on_redlock(l) ? campaign_redlock(l, leading, hint_ms, m)
+                        : dlock__pattern_lease_try(&l->lease, &campaign_script,
+                                                   2, 5, argv, hint_ms, m);
     if (err == DLOCK_OK)
         set_leading(l, l->lease.fence);
     return err;
@@ -394,7 +428,10 @@ static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
 static dlock_err resign_once(dlock_leader *l, dlock__msg *m)
 {
     const char *argv[] = {l->lease_key, l->lease.token, l->channel};
+    const dlock__leader_keys k = keys_of(l);
 
+    if (on_redlock(l))
+        return dlock__leader_redlock_resign(&l->lease, &k, m);
     return dlock__pattern_lease_call(&l->lease, &resign_script, 1, 3, argv,
                                      NULL, 0, m);
 }
@@ -403,8 +440,12 @@ static dlock_err renew_once(dlock_leader *l, dlock__msg *m)
 {
     char ttl[24];
     const char *argv[] = {l->lease_key, l->lease.token, ttl};
-    dlock_err err = dlock__pattern_lease_extend(&l->lease, 0, &renew_script, 1,
-                                                3, argv, ttl, m);
+    const dlock__leader_keys k = keys_of(l);
+    dlock_err err = on_redlock(l)
+                        ? dlock__leader_redlock_renew(&l->lease, &k, m)
+                        : dlock__pattern_lease_extend(&l->lease, 0,
+                                                      &renew_script, 1, 3,
+                                                      argv, ttl, m);
 
     if (err == DLOCK_OK)
         l->renew_at_us = dlock__now_us() + l->ttl_ms * 1000 / 3;
@@ -783,6 +824,13 @@ dlock_err dlock_leader_tick(dlock_leader *l, int64_t period_ms,
         err = dlock__token_new(call, m);
     if (err != DLOCK_OK)
         return err;
+    if (on_redlock(l)) {
+        const dlock__leader_keys k = keys_of(l);
+
+        return dlock__leader_redlock_tick(&l->lease, &k,
+                                          dlock_leader_is_leader(l), l->ttl_ms,
+                                          period_ms, call, info, m);
+    }
     snprintf(period, sizeof(period), "%lld", (long long)period_ms);
     argv[0] = l->lease_key;
     argv[1] = l->tick_key;
@@ -844,9 +892,14 @@ dlock_err dlock_leader_inspect(dlock_client *c, const char *name,
         err = dlock__msg_set(m, DLOCK_NOMEM, "inspecting leader %.64s", name);
     } else {
         const char *argv[] = {lease, term};
+        const dlock__leader_keys k = {name, lease, term, NULL, NULL};
 
-        err = dlock__client_eval(c, &inspect_script, 2, 2, argv, NULL, &r, m);
-        if (err == DLOCK_OK) {
+        if (dlock__client_redlock(c) != NULL)
+            err = dlock__leader_redlock_inspect(c, &k, info, m);
+        else
+            err = dlock__client_eval(c, &inspect_script, 2, 2, argv, NULL, &r,
+                                     m);
+        if (err == DLOCK_OK && dlock__client_redlock(c) == NULL) {
             if (!parse_inspect(r, info))
                 err = dlock__pattern_bad_reply(c, "leader.inspect",
                                                "{id, term, pttl, last}", r, m);

@@ -482,10 +482,10 @@ static dlock_err script_round(dlock__redlock *r, const char *body, int nkeys,
                               int64_t timeout_ms, dlock__redlock_judge judge,
                               dlock__node_result *res, dlock__msg *m)
 {
-    const char *argv[8];
+    const char *argv[10];
     char nk[4];
 
-    assert(nkeys + nargs + 3 <= 8);
+    assert(nkeys + nargs + 3 <= 10);
     snprintf(nk, sizeof(nk), "%d", nkeys);
     argv[0] = "EVAL";
     argv[1] = body;
@@ -495,6 +495,16 @@ static dlock_err script_round(dlock__redlock *r, const char *body, int nkeys,
     return dlock__redlock_round(r, 3 + nkeys + nargs, argv, NULL,
                                 dlock__deadline_after_ms(timeout_ms), judge,
                                 res, m);
+}
+
+dlock_err dlock__redlock_eval(dlock__redlock *r, const char *body, int nkeys,
+                              const char **keys_and_args, int nargs,
+                              int64_t node_timeout_ms,
+                              dlock__redlock_judge judge,
+                              dlock__node_result *res, dlock__msg *m)
+{
+    return script_round(r, body, nkeys, keys_and_args, nargs, node_timeout_ms,
+                        judge, res, m);
 }
 
 dlock_err dlock__redlock_release(dlock__redlock *r, const char *key,
@@ -633,6 +643,31 @@ dlock_err dlock__redlock_inspect(dlock__redlock *r, const char *key,
 
     return script_round(r, inspect_lua, 2, keys, 0, node_timeout_ms,
                         judge_inspect, res, m);
+}
+
+int dlock__redlock_majority_holder(const dlock__node_result *res, int n,
+                                   int64_t *ttl_ms)
+{
+    for (int i = 0; i < n; i++) {
+        int same = 0;
+        int64_t ttl = INT64_MAX;
+
+        if (res[i].vote != DLOCK__VOTE_YES || res[i].text[0] == '\0')
+            continue;
+        for (int j = 0; j < n; j++) {
+            if (res[j].vote != DLOCK__VOTE_YES
+                || strcmp(res[j].text, res[i].text) != 0)
+                continue;
+            same++;
+            ttl = res[j].value < ttl ? res[j].value : ttl;
+        }
+        if (same >= dlock__redlock_quorum(n)) {
+            *ttl_ms = ttl;
+            return i;
+        }
+    }
+    *ttl_ms = 0;
+    return -1;
 }
 
 /* +PONG: YES. */

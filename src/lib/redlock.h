@@ -127,6 +127,19 @@ dlock_err dlock__redlock_round(dlock__redlock *r, int argc, const char **argv,
                                dlock__redlock_judge judge,
                                dlock__node_result *res, dlock__msg *m);
 
+/*
+ * EVAL of body with nkeys keys then nargs arguments (keys_and_args holds
+ * both, at most 7 in all) as one round, each master bounded by
+ * node_timeout_ms: for steps beside the lock's own (the leader's tick
+ * claim, pattern_leader_redlock.c).  Returns what dlock__redlock_round
+ * returns.
+ */
+dlock_err dlock__redlock_eval(dlock__redlock *r, const char *body, int nkeys,
+                              const char **keys_and_args, int nargs,
+                              int64_t node_timeout_ms,
+                              dlock__redlock_judge judge,
+                              dlock__node_result *res, dlock__msg *m);
+
 /* The masters' descriptions, for dlock__redlock_decide. */
 const char *const *dlock__redlock_descs(dlock__redlock *r,
                                         const char *out[DLOCK__NODES_MAX]);
@@ -157,6 +170,12 @@ dlock_err dlock__redlock_inspect(dlock__redlock *r, const char *key,
                                  const char *fence_key,
                                  int64_t node_timeout_ms,
                                  dlock__node_result *res, dlock__msg *m);
+
+/* Which token dlock__redlock_inspect's results show held by a majority:
+ * its index in res with *ttl_ms the lowest PTTL among those holding it,
+ * or -1 when none is. */
+int dlock__redlock_majority_holder(const dlock__node_result *res, int n,
+                                   int64_t *ttl_ms);
 
 /* PINGs every master at once, each bounded by node_timeout_ms:
  * DLOCK_OK when a majority answered, else DLOCK_UNAVAILABLE naming the

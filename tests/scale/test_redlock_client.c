@@ -12,6 +12,10 @@
  *   - a release wakes a waiter at once (its PUBLISH on the masters);
  *   - 4 threads share one lock through dlock_acquire's waiting: no
  *     overlap, every fence above the last;
+ *   - leader election: one of two candidates leads with a majority term,
+ *     claims a tick once, hands over to the other (a higher term) when it
+ *     stops, and the leader loses its leadership (on_lost, is_leader 0)
+ *     within its TTL once 3 of 5 masters are gone;
  *   - with 2 of 5 masters stopped locks are granted, with 3 of 5 acquire
  *     fails closed with DLOCK_UNAVAILABLE in bounded time, and restarted
  *     masters take part again.
@@ -30,6 +34,7 @@
 #include <unistd.h>
 
 #include "dlock/dlock.h"
+#include "dlock/leader.h"
 #include "dlock/semaphore.h"
 #include "testkit.h"
 
@@ -135,6 +140,15 @@ static int flag_set(void *arg)
     return atomic_load((atomic_int *)arg) != 0;
 }
 
+/* Milliseconds until *flag is set (an on_lost ran), within 5 s. */
+static int64_t ms_until_set(atomic_int *flag, const char *what)
+{
+    const int64_t start = testkit_now_ms();
+
+    TK_EXPECT(testkit_wait_until(flag_set, flag, 5000), "%s", what);
+    return testkit_now_ms() - start;
+}
+
 /* The watchdog renews by Redlock rounds: it goes on with 3 of 5 masters
  * and marks the lock lost (on_lost) once a majority cannot renew it,
  * within the TTL. */
@@ -144,7 +158,7 @@ static void the_watchdog_renews_on_a_majority(void **state)
     dlock_acquire_opts o;
     dlock_lock *l = NULL;
     renewal_goal goal;
-    int64_t start, took;
+    int64_t took;
 
     (void)state;
     dlock_acquire_opts_init(&o);
@@ -166,10 +180,7 @@ static void the_watchdog_renews_on_a_majority(void **state)
               "renewed by the three left");
     TK_EXPECT(!dlock_lock_lost(l), "still held on 3 of 5");
     TK_EXPECT(testkit_redis_stop(servers[3]) == 0, "a third stops");
-    start = testkit_now_ms();
-    TK_EXPECT(testkit_wait_until(flag_set, &lost, 5000),
-              "on_lost runs once no majority renews it");
-    took = testkit_now_ms() - start;
+    took = ms_until_set(&lost, "on_lost runs once no majority renews it");
     printf("# redlock: watchdog lock lost %" PRId64 " ms after the majority "
            "went (TTL 600 ms)\n",
            took);
@@ -212,8 +223,11 @@ static void reentrant_holds_count_and_fair_is_refused(void **state)
               "a semaphore handle");
     TK_EXPECT(dlock_semaphore_acquire(sem, 1000, 0, &p) == DLOCK_INVALID,
               "a pattern is refused, never run on one master");
-    TK_EXPECT(strstr(dlock_client_errmsg(client), "redlock://") != NULL,
-              "the message says why: %s", dlock_client_errmsg(client));
+    TK_EXPECT(strstr(dlock_client_errmsg(client), "redlock://") != NULL
+                  && strstr(dlock_client_errmsg(client), "dlock_acquire")
+                         != NULL,
+              "the message says why and what to use: %s",
+              dlock_client_errmsg(client));
     dlock_semaphore_free(sem);
 }
 
@@ -311,6 +325,110 @@ static void threads_wait_their_turn(void **state)
               "every attempt granted or given up");
 }
 
+static void note_leader_lost(dlock_leader *leader, uint64_t term, void *arg)
+{
+    (void)leader;
+    (void)term;
+    atomic_store((atomic_int *)arg, 1);
+}
+
+static dlock_leader *candidate(atomic_int *lost)
+{
+    dlock_leader_opts o;
+    dlock_leader *l = NULL;
+
+    dlock_leader_opts_init(&o);
+    o.ttl_ms = 600;
+    o.on_lost = note_leader_lost;
+    o.arg = lost;
+    TK_EXPECT(dlock_leader_new(client, "t:rlc:leader", &o, &l) == DLOCK_OK
+                  && dlock_leader_start(l) == DLOCK_OK,
+              "a candidate campaigns: %s", dlock_client_errmsg(client));
+    return l;
+}
+
+/* Driven mode: a campaign while leading renews and keeps the term; after
+ * a resignation the next campaign is a new term. */
+static void driven_campaign_keeps_its_term(void)
+{
+    dlock_leader *d = NULL;
+    uint64_t term;
+
+    TK_EXPECT(dlock_leader_new(client, "t:rlc:driven", NULL, &d) == DLOCK_OK
+                  && dlock_leader_campaign(d, 0) == DLOCK_OK,
+              "a driven candidate leads: %s", dlock_client_errmsg(client));
+    term = dlock_leader_term(d);
+    TK_EXPECT(dlock_leader_campaign(d, 0) == DLOCK_OK
+                  && dlock_leader_term(d) == term,
+              "campaigning again keeps term %" PRIu64 " (%" PRIu64 ")", term,
+              dlock_leader_term(d));
+    TK_EXPECT(dlock_leader_renew(d) == DLOCK_OK, "renewed: %s",
+              dlock_client_errmsg(client));
+    TK_EXPECT(dlock_leader_resign(d) == DLOCK_OK && !dlock_leader_is_leader(d),
+              "resigned: %s", dlock_client_errmsg(client));
+    TK_EXPECT(dlock_leader_campaign(d, 0) == DLOCK_OK
+                  && dlock_leader_term(d) > term,
+              "the next campaign is a new term");
+    dlock_leader_free(d);
+}
+
+/* dlock_leader on Redlock: a majority lease, a majority term, a tick
+ * claimed once, a hand-over, and the leadership lost in bounded time when
+ * no majority renews it. */
+static void one_of_two_candidates_leads_on_a_majority(void **state)
+{
+    atomic_int lost_a = 0, lost_b = 0;
+    dlock_leader_tick_info t;
+    dlock_leader *a, *b;
+    uint64_t term_a;
+    int64_t start, took;
+
+    (void)state;
+    a = candidate(&lost_a);
+    TK_EXPECT(dlock_leader_wait(a, 1, 5000) == DLOCK_OK, "the first leads");
+    term_a = dlock_leader_term(a);
+    b = candidate(&lost_b);
+    TK_EXPECT(term_a > 0, "with a term (%" PRIu64 ")", term_a);
+    TK_EXPECT(dlock_leader_tick(a, 60000, &t) == DLOCK_OK,
+              "the leader claims the tick: %s", dlock_client_errmsg(client));
+    TK_EXPECT(dlock_leader_tick(a, 60000, &t) == DLOCK_BUSY, "only once: %s",
+              dlock_client_errmsg(client));
+    TK_EXPECT(dlock_leader_tick(b, 60000, &t) == DLOCK_LOST,
+              "never by the other");
+    /* Past the TTL: the leader's renewals keep the other out. */
+    TK_EXPECT(dlock_leader_wait(b, 1, 800) == DLOCK_TIMEOUT
+                  && dlock_leader_is_leader(a),
+              "the other waits while the first renews");
+    TK_EXPECT(dlock_leader_stop(a) == DLOCK_OK, "the first resigns: %s",
+              dlock_client_errmsg(client));
+    start = testkit_now_ms();
+    TK_EXPECT(dlock_leader_wait(b, 1, 3000) == DLOCK_OK,
+              "the other takes over");
+    printf("# redlock leader: taken over %" PRId64 " ms after the "
+           "resignation, term %" PRIu64 " after %" PRIu64 "\n",
+           testkit_now_ms() - start, dlock_leader_term(b), term_a);
+    TK_EXPECT(dlock_leader_term(b) > term_a, "in a higher term");
+    driven_campaign_keeps_its_term();
+    TK_EXPECT(testkit_redis_stop(servers[0]) == 0
+                  && testkit_redis_stop(servers[2]) == 0
+                  && testkit_redis_stop(servers[4]) == 0,
+              "3 of 5 masters stop");
+    took = ms_until_set(&lost_b,
+                        "on_lost runs once no majority renews the lease");
+    printf("# redlock leader: leadership lost %" PRId64 " ms after the "
+           "majority went (TTL 600 ms)\n",
+           took);
+    TK_EXPECT(!dlock_leader_is_leader(b) && dlock_leader_valid_ms(b) == 0,
+              "and it no longer calls itself leader");
+    TK_EXPECT(took <= 600 + 1400, "within the TTL (%" PRId64 " ms)", took);
+    TK_EXPECT(testkit_redis_restart(servers[0]) == 0
+                  && testkit_redis_restart(servers[2]) == 0
+                  && testkit_redis_restart(servers[4]) == 0,
+              "they restart");
+    dlock_leader_free(a);
+    dlock_leader_free(b);
+}
+
 static void minority_loss_grants_majority_loss_fails_closed(void **state)
 {
     dlock_lock *l = NULL;
@@ -354,6 +472,7 @@ int main(void)
         cmocka_unit_test(reentrant_holds_count_and_fair_is_refused),
         cmocka_unit_test(a_release_wakes_a_waiter),
         cmocka_unit_test(threads_wait_their_turn),
+        cmocka_unit_test(one_of_two_candidates_leads_on_a_majority),
         cmocka_unit_test(minority_loss_grants_majority_loss_fails_closed),
     };
 
