@@ -1478,7 +1478,9 @@ static dlock_err redlock_inspect(dlock_client *c, const char *key,
         if (same >= dlock__redlock_quorum(r->n) && !info->held) {
             info->held = 1;
             info->ttl_ms = ttl;
-            snprintf(info->token, sizeof(info->token), "%s", res[i].text);
+            /* A token is 32 hex digits; text holds more only for what
+             * is not ours to show whole. */
+            snprintf(info->token, sizeof(info->token), "%.32s", res[i].text);
         }
     }
     return err;
@@ -1516,7 +1518,8 @@ dlock_err dlock_inspect_nodes(dlock_client *c, const char *key,
         o->held = o->answered && res[i].text[0] != '\0';
         o->ttl_ms = o->held ? res[i].value : 0;
         snprintf(o->token, sizeof(o->token), "%.32s", res[i].text);
-        snprintf(o->why, sizeof(o->why), "%s", res[i].why);
+        /* The public field is shorter than the round's message: cut. */
+        snprintf(o->why, sizeof(o->why), "%.95s", res[i].why);
     }
     return DLOCK_OK;
 }
