@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svc_env.h"
+
 struct svc_amqp_conn {
     char *url_copy; /* amqp_parse_url writes into it */
     struct amqp_connection_info info;
@@ -40,11 +42,11 @@ struct svc_amqp_conn {
 static int tls_file(const char *name, char *out, size_t len, char *err,
                     size_t errlen)
 {
-    const char *v = getenv(name);
+    const char *v = svc_env_str(name);
     FILE *f;
 
     out[0] = '\0';
-    if (v == NULL || v[0] == '\0')
+    if (v == NULL)
         return 0;
     if (strlen(v) >= len) {
         snprintf(err, errlen, "%s: longer than %zu bytes", name, len - 1);

@@ -11,13 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The environment value of name, or NULL when unset or empty. */
-static const char *env_value(const char *name)
-{
-    const char *v = getenv(name);
-
-    return (v != NULL && v[0] != '\0') ? v : NULL;
-}
+#include "svc_env.h"
 
 static int mongodb_scheme(const char *url)
 {
@@ -28,8 +22,8 @@ static int mongodb_scheme(const char *url)
 int svc_content_env_load(svc_content_kind *kind, char **mongo_url, char *err,
                          size_t errlen)
 {
-    const char *store = env_value("CONTENT_STORE");
-    const char *mongo = env_value("MONGO_URL");
+    const char *store = svc_env_str("CONTENT_STORE");
+    const char *mongo = svc_env_str("MONGO_URL");
 
     *kind = SVC_CONTENT_PG;
     *mongo_url = NULL;

@@ -49,7 +49,6 @@
  * 100 ms up to KH_BACKOFF_MAX_MS, logging the outage once at each end.
  * Signals only set flags; the loop looks at them at least every 250 ms.
  */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +58,7 @@
 #include "kh_consumer.h"
 #include "kh_store.h"
 #include "svc_amqp_conn.h"
+#include "svc_env.h"
 #include "svc_log.h"
 
 #define KH_VERSION "0.1.0"
@@ -111,33 +111,16 @@ static void on_signal(int sig)
         stop_requested = 1;
 }
 
-static int env_int(const char *name, long lo, long hi, int *out, char *err,
+/* svc_env_int into an int setting ([lo, hi] fits an int). */
+static int env_int(const char *name, int lo, int hi, int *out, char *err,
                    size_t errlen)
 {
-    const char *v = getenv(name);
-    char *end = NULL;
-    long n;
+    long long v = *out;
 
-    if (v == NULL || v[0] == '\0')
-        return 0;
-    errno = 0;
-    n = strtol(v, &end, 10);
-    if (errno != 0 || *end != '\0' || n < lo || n > hi) {
-        snprintf(err, errlen,
-                 "%s: expected an integer in %ld..%ld, got "
-                 "\"%.32s\"",
-                 name, lo, hi, v);
+    if (svc_env_int(name, lo, hi, &v, err, errlen) != 0)
         return -1;
-    }
-    *out = (int)n;
+    *out = (int)v;
     return 0;
-}
-
-static const char *env_str(const char *name)
-{
-    const char *v = getenv(name);
-
-    return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
 static int load_config(kh_config *cfg, char *err, size_t errlen)
@@ -151,15 +134,18 @@ static int load_config(kh_config *cfg, char *err, size_t errlen)
     cfg->backoff_max_ms = 5000;
     cfg->store.embed_timeout_ms = 10000;
     cfg->store.pg_timeout_s = 5;
-    cfg->database_url = env_str("DATABASE_URL");
-    cfg->amqp_url = env_str("AMQP_URL");
-    cfg->exchange = env_str("KH_EXCHANGE") != NULL ? env_str("KH_EXCHANGE")
-                                                   : KH_EXCHANGE;
-    cfg->queue = env_str("KH_QUEUE") != NULL ? env_str("KH_QUEUE") : KH_QUEUE;
-    cfg->store.embed_command = env_str("EMBED_COMMAND");
-    cfg->log_file = env_str("KH_LOG_FILE");
-    cfg->log_level = svc_log_level_parse(
-        env_str("KH_LOG_LEVEL") != NULL ? env_str("KH_LOG_LEVEL") : "info");
+    cfg->database_url = svc_env_str("DATABASE_URL");
+    cfg->amqp_url = svc_env_str("AMQP_URL");
+    cfg->exchange = svc_env_str("KH_EXCHANGE") != NULL
+                        ? svc_env_str("KH_EXCHANGE")
+                        : KH_EXCHANGE;
+    cfg->queue = svc_env_str("KH_QUEUE") != NULL ? svc_env_str("KH_QUEUE")
+                                                 : KH_QUEUE;
+    cfg->store.embed_command = svc_env_str("EMBED_COMMAND");
+    cfg->log_file = svc_env_str("KH_LOG_FILE");
+    cfg->log_level = svc_log_level_parse(svc_env_str("KH_LOG_LEVEL") != NULL
+                                             ? svc_env_str("KH_LOG_LEVEL")
+                                             : "info");
     if (cfg->database_url == NULL || cfg->amqp_url == NULL) {
         snprintf(err, errlen, "%s: required",
                  cfg->database_url == NULL ? "DATABASE_URL" : "AMQP_URL");

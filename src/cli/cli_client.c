@@ -111,8 +111,11 @@ int cli_client_open_for_lease(const struct cli_args *a, int start_offline,
     return open_client(a, &opts, out);
 }
 
-int cli_client_attach_token(const struct cli_args *a, dlock_client **client,
-                            dlock_lock **lock, char token[CLI_TOKEN_MAX])
+/* Finds the token into token, connects and attaches it to a->key.
+ * Returns CLI_EXIT_OK with *client and *lock set; else the exit code,
+ * said on stderr, with *lock NULL and *client set or NULL. */
+static int attach_token(const struct cli_args *a, dlock_client **client,
+                        dlock_lock **lock, char token[CLI_TOKEN_MAX])
 {
     char why[160];
     dlock_err err;
@@ -134,5 +137,30 @@ int cli_client_attach_token(const struct cli_args *a, dlock_client **client,
         return CLI_EXIT_OK;
     cli_say("cannot use that token for lock %.64s: %s", a->key,
             dlock_client_errmsg(*client));
+    return cli_exit_of(err, CLI_EXIT_BUSY);
+}
+
+int cli_client_on_token(const struct cli_args *a, cli_token_call call,
+                        const char *verb, const char *lost)
+{
+    dlock_client *client = NULL;
+    dlock_lock *lock = NULL;
+    char token[CLI_TOKEN_MAX];
+    dlock_err err;
+    const int code = attach_token(a, &client, &lock, token);
+
+    if (code != CLI_EXIT_OK) {
+        dlock_client_free(client);
+        return code;
+    }
+    err = call(lock, a);
+    if (err == DLOCK_LOST)
+        cli_say("lock %.64s is not held by token %s any more (it expired or "
+                "was taken): %s",
+                a->key, token, lost);
+    else if (err != DLOCK_OK)
+        cli_say("cannot %s lock %.64s: %s", verb, a->key,
+                dlock_client_errmsg(client));
+    dlock_client_free(client);
     return cli_exit_of(err, CLI_EXIT_BUSY);
 }

@@ -37,14 +37,21 @@ int cli_client_open(const struct cli_args *a, int start_offline,
 int cli_client_open_for_lease(const struct cli_args *a, int start_offline,
                               dlock_client **out);
 
+/* The one call release or extend makes on the lock it attached: it
+ * returns the library's answer and leaves l freed (dlock_release frees
+ * it; an extend frees it with dlock_lock_free). */
+typedef dlock_err (*cli_token_call)(dlock_lock *l, const struct cli_args *a);
+
 /*
  * For release and extend: finds the token (cli_token.h: the operand,
- * stdin or $DLOCK_TOKEN) into token, connects (cli_client_open) and
- * attaches the token to a->key.  Returns 0 with *client and *lock set;
- * else the exit code, said on stderr, with *lock NULL and *client set or
- * NULL (the caller frees both).
+ * stdin or $DLOCK_TOKEN), connects (cli_client_open), attaches the token
+ * to a->key and runs call on that lock.  A failure is said on stderr:
+ * a token that no longer holds the key as "... any more (it expired or
+ * was taken): " followed by lost (what did not happen), another as
+ * "cannot VERB lock KEY: " and the client's message.  Returns the exit
+ * code (cli_exit_of, CLI_EXIT_BUSY for a lost token); frees everything.
  */
-int cli_client_attach_token(const struct cli_args *a, dlock_client **client,
-                            dlock_lock **lock, char token[CLI_TOKEN_MAX]);
+int cli_client_on_token(const struct cli_args *a, cli_token_call call,
+                        const char *verb, const char *lost);
 
 #endif /* DLOCK_CLI_CLIENT_H */

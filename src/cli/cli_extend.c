@@ -9,30 +9,16 @@
  */
 #include "cli_client.h"
 #include "cli_cmd.h"
-#include "cli_exit.h"
-#include "cli_say.h"
+
+static dlock_err extend_call(dlock_lock *l, const struct cli_args *a)
+{
+    const dlock_err err = dlock_extend(l, a->ttl_ms);
+
+    dlock_lock_free(l);
+    return err;
+}
 
 int cli_cmd_extend(const struct cli_args *a)
 {
-    dlock_client *client = NULL;
-    dlock_lock *lock = NULL;
-    char token[CLI_TOKEN_MAX];
-    dlock_err err;
-    const int code = cli_client_attach_token(a, &client, &lock, token);
-
-    if (code != CLI_EXIT_OK) {
-        dlock_client_free(client);
-        return code;
-    }
-    err = dlock_extend(lock, a->ttl_ms);
-    if (err == DLOCK_LOST)
-        cli_say("lock %.64s is not held by token %s any more (it expired or "
-                "was taken): not extended",
-                a->key, token);
-    else if (err != DLOCK_OK)
-        cli_say("cannot extend lock %.64s: %s", a->key,
-                dlock_client_errmsg(client));
-    dlock_lock_free(lock);
-    dlock_client_free(client);
-    return cli_exit_of(err, CLI_EXIT_BUSY);
+    return cli_client_on_token(a, extend_call, "extend", "not extended");
 }

@@ -10,29 +10,14 @@
  */
 #include "cli_client.h"
 #include "cli_cmd.h"
-#include "cli_exit.h"
-#include "cli_say.h"
+
+static dlock_err release_call(dlock_lock *l, const struct cli_args *a)
+{
+    (void)a;
+    return dlock_release(l);
+}
 
 int cli_cmd_release(const struct cli_args *a)
 {
-    dlock_client *client = NULL;
-    dlock_lock *lock = NULL;
-    char token[CLI_TOKEN_MAX];
-    dlock_err err;
-    const int code = cli_client_attach_token(a, &client, &lock, token);
-
-    if (code != CLI_EXIT_OK) {
-        dlock_client_free(client);
-        return code;
-    }
-    err = dlock_release(lock);
-    if (err == DLOCK_LOST)
-        cli_say("lock %.64s is not held by token %s any more (it expired or "
-                "was taken): nothing released",
-                a->key, token);
-    else if (err != DLOCK_OK)
-        cli_say("cannot release lock %.64s: %s", a->key,
-                dlock_client_errmsg(client));
-    dlock_client_free(client);
-    return cli_exit_of(err, CLI_EXIT_BUSY);
+    return cli_client_on_token(a, release_call, "release", "nothing released");
 }

@@ -162,8 +162,11 @@ static int replicas_of(const char *info, const char *master,
         snprintf(o->node, sizeof(o->node), "%s:%s", ip, port);
         snprintf(o->role, sizeof(o->role), "replica");
         o->answered = 1;
+        /* The figures are what the note is for: a master's name long
+         * enough to crowd them out (a node holds 279 characters, the note
+         * 319) is cut to 190, which leaves them room whatever they say. */
         snprintf(o->note, sizeof(o->note),
-                 "replica of %.200s: state %s, lag %s s, %lld bytes behind",
+                 "replica of %.190s: state %s, lag %s s, %lld bytes behind",
                  master, state, lag, top - strtoll(offset, NULL, 10));
         n++;
     }

@@ -361,6 +361,33 @@ int evt_consumer_count(evt_consumer *c, const char *message_id)
     return n;
 }
 
+/* What evt_consumer_wait_all and evt_db_wait_indexed poll: a set of
+ * event ids and where to look for them. */
+typedef struct ids_wait {
+    evt_consumer *consumer;
+    rvt_db *db;
+    char (*ids)[64];
+    int n;
+} ids_wait;
+
+static int all_arrived(void *arg)
+{
+    const ids_wait *w = arg;
+
+    for (int i = 0; i < w->n; i++)
+        if (evt_consumer_count(w->consumer, w->ids[i]) < 1)
+            return 0;
+    return 1;
+}
+
+int evt_consumer_wait_all(evt_consumer *c, char (*ids)[64], int n,
+                          int64_t timeout_ms)
+{
+    ids_wait w = {.consumer = c, .ids = ids, .n = n};
+
+    return testkit_wait_until(all_arrived, &w, timeout_ms);
+}
+
 evt_event *evt_consumer_events(evt_consumer *c, size_t *n)
 {
     evt_event *copy = NULL;
@@ -1052,11 +1079,11 @@ static PGresult *query(rvt_db *db, const char *sql, int nparams,
     return res;
 }
 
-/* The first value of a one-parameter count query, or -1. */
-static long long count_of(rvt_db *db, const char *sql, const char *param)
+/* The first value of a count query with nparams parameters, or -1. */
+static long long count_of(rvt_db *db, const char *sql, int nparams,
+                          const char *const *params)
 {
-    const char *const params[] = {param};
-    PGresult *res = query(db, sql, 1, params);
+    PGresult *res = query(db, sql, nparams, params);
     long long n = -1;
 
     if (res != NULL && PQntuples(res) == 1)
@@ -1067,18 +1094,22 @@ static long long count_of(rvt_db *db, const char *sql, const char *param)
 
 long long evt_db_chunks(rvt_db *db, const char *doc_id)
 {
+    const char *const params[] = {doc_id};
+
     return count_of(db,
                     "SELECT count(*) FROM kh_chunk "
                     "WHERE document_id = $1::bigint",
-                    doc_id);
+                    1, params);
 }
 
 long long evt_db_processed(rvt_db *db, const char *outcome)
 {
+    const char *const params[] = {outcome};
+
     return count_of(db,
                     "SELECT count(*) FROM kh_processed_event "
                     "WHERE outcome = $1",
-                    outcome);
+                    1, params);
 }
 
 /* Compares one stored chunk (row i of res) with the span it should be. */
@@ -1191,6 +1222,34 @@ int evt_db_event_id(rvt_db *db, const char *doc_id, const char *routing_key,
     }
     PQclear(res);
     return rc;
+}
+
+long long evt_db_event_processed(rvt_db *db, const char *event_id,
+                                 const char *outcome)
+{
+    const char *const params[] = {event_id, outcome};
+
+    return count_of(db,
+                    "SELECT count(*) FROM kh_processed_event "
+                    "WHERE event_id = $1 AND outcome = $2",
+                    2, params);
+}
+
+static int all_indexed(void *arg)
+{
+    const ids_wait *w = arg;
+
+    for (int i = 0; i < w->n; i++)
+        if (evt_db_event_processed(w->db, w->ids[i], "indexed") != 1)
+            return 0;
+    return 1;
+}
+
+int evt_db_wait_indexed(rvt_db *db, char (*ids)[64], int n, int64_t timeout_ms)
+{
+    ids_wait w = {.db = db, .ids = ids, .n = n};
+
+    return testkit_wait_until(all_indexed, &w, timeout_ms);
 }
 
 static int outbox_empty(void *arg)

@@ -83,6 +83,12 @@ int evt_consumer_count(evt_consumer *c, const char *message_id);
  * *n 0 when empty or out of memory. */
 evt_event *evt_consumer_events(evt_consumer *c, size_t *n);
 
+/* Polls until c has received each of the n message ids (ids[0..n), 64
+ * bytes each, borrowed for the call) at least once, up to timeout_ms.
+ * 1 if so, 0 on timeout. */
+int evt_consumer_wait_all(evt_consumer *c, char (*ids)[64], int n,
+                          int64_t timeout_ms);
+
 /*
  * The stack's RabbitMQ (testkit_amqp_url), made to answer: if a test
  * consumer cannot connect, runs "scripts/stack up rabbitmq" and tries
@@ -245,6 +251,16 @@ char *evt_db_outbox_ids(rvt_db *db, const char *routing_key, size_t *n);
  * (the newest), into out (64 bytes); 0 or -1. */
 int evt_db_event_id(rvt_db *db, const char *doc_id, const char *routing_key,
                     char *out);
+
+/* kh_processed_event rows of one event with that outcome (-1 on error). */
+long long evt_db_event_processed(rvt_db *db, const char *event_id,
+                                 const char *outcome);
+
+/* Polls until each of the n event ids (ids[0..n), 64 bytes each, borrowed
+ * for the call) has exactly one "indexed" row in kh_processed_event, up to
+ * timeout_ms.  1 if so, 0 on timeout. */
+int evt_db_wait_indexed(rvt_db *db, char (*ids)[64], int n,
+                        int64_t timeout_ms);
 
 /* Polls until the outbox has no unsent row, up to timeout_ms.  1 if so. */
 int evt_db_wait_outbox_empty(rvt_db *db, int64_t timeout_ms);

@@ -145,35 +145,6 @@ static int teardown(void **state)
 
 /* ---- helpers --------------------------------------------------------- */
 
-static long long processed_as(fixture *f, const char *event_id,
-                              const char *outcome)
-{
-    char sql[256];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT count(*) FROM kh_processed_event "
-             "WHERE event_id = '%s' AND outcome = '%s'",
-             event_id, outcome);
-    return rvt_sql_int(&f->db, sql);
-}
-
-typedef struct indexed_wait {
-    fixture *f;
-    char (*ids)[64];
-    int n;
-} indexed_wait;
-
-static int all_indexed(void *arg)
-{
-    const indexed_wait *w = arg;
-    int i;
-
-    for (i = 0; i < w->n; i++)
-        if (processed_as(w->f, w->ids[i], "indexed") != 1)
-            return 0;
-    return 1;
-}
-
 /* Percent-encodes every byte that is not an unreserved character. */
 static void url_encode(const char *s, char *out, size_t len)
 {
@@ -267,7 +238,6 @@ static void search_finds_approved_chinese_and_english_only(void **state)
 {
     fixture *f = *state;
     char zh[24], en[24], rejected[24], pending[24], ids[2][64];
-    indexed_wait w = {f, ids, 2};
     evt_indexer *const ix = &f->ix;
     int port;
 
@@ -301,7 +271,7 @@ static void search_finds_approved_chinese_and_english_only(void **state)
                      0);
     assert_int_equal(evt_db_event_id(&f->db, en, "document.approved", ids[1]),
                      0);
-    TK_EXPECT(testkit_wait_until(all_indexed, &w, WAIT_MS),
+    TK_EXPECT(evt_db_wait_indexed(&f->db, ids, 2, WAIT_MS),
               "kh-indexer indexes both approvals");
     expect_hits(f, "备份", 1, zh); /* a word inside a sentence */
     expect_hits(f, "数据", 1, zh); /* the first half of 数据库 */
@@ -334,7 +304,6 @@ static void redelivered_message_is_not_indexed_twice(void **state)
                                       "KH_CHUNK_OVERLAP=40", NULL};
     fixture *f = *state;
     char docs[2][24], ids[2][64];
-    indexed_wait w = {f, ids, 2};
     evt_indexer *const ix = &f->ix;
     int i;
 
@@ -352,7 +321,7 @@ static void redelivered_message_is_not_indexed_twice(void **state)
                                          ids[i]),
                          0);
     }
-    TK_EXPECT(testkit_wait_until(all_indexed, &w, WAIT_MS),
+    TK_EXPECT(evt_db_wait_indexed(&f->db, ids, 2, WAIT_MS),
               "both approvals are indexed");
     TK_EXPECT(testkit_wait_until(redelivery_seen, ix, WAIT_MS),
               "the indexer drops its channel twice and sees a redelivered "
@@ -419,23 +388,6 @@ static void approve_one(int item, void *arg)
         atomic_fetch_add(&b->failures, 1);
 }
 
-typedef struct arrival {
-    fixture *f;
-    char (*ids)[64];
-    int n;
-} arrival;
-
-static int all_arrived(void *arg)
-{
-    const arrival *a = arg;
-    int i;
-
-    for (i = 0; i < a->n; i++)
-        if (evt_consumer_count(a->f->consumer, a->ids[i]) < 1)
-            return 0;
-    return 1;
-}
-
 typedef struct amqp_state {
     int port;
     const char *want;
@@ -462,8 +414,6 @@ static void approvals_while_broker_stopped_arrive_once_after_restart(
     char docs[STOPPED_APPROVALS][24], reviews[STOPPED_APPROVALS][24];
     char ids[STOPPED_APPROVALS][64];
     batch_docs b = {f, 0, 0, docs, reviews, 0};
-    arrival a = {f, ids, STOPPED_APPROVALS};
-    indexed_wait w = {f, ids, STOPPED_APPROVALS};
     amqp_state down = {0, "down"};
     evt_indexer *const ix = &f->ix;
     int64_t t0;
@@ -499,7 +449,8 @@ static void approvals_while_broker_stopped_arrive_once_after_restart(
     }
     assert_int_equal(evt_rabbit_restart(&f->rabbit), 0);
     t0 = testkit_now_ms();
-    arrived = testkit_wait_until(all_arrived, &a, BACK_WITHIN_MS);
+    arrived = evt_consumer_wait_all(f->consumer, ids, STOPPED_APPROVALS,
+                                    BACK_WITHIN_MS);
     fprintf(stderr,
             "stopped broker: %d events arrived %lld ms after the "
             "restart\n",
@@ -513,7 +464,7 @@ static void approvals_while_broker_stopped_arrive_once_after_restart(
                   "event %s arrives once, got %d", ids[i],
                   evt_consumer_count(f->consumer, ids[i]));
     }
-    TK_EXPECT(testkit_wait_until(all_indexed, &w, WAIT_MS),
+    TK_EXPECT(evt_db_wait_indexed(&f->db, ids, STOPPED_APPROVALS, WAIT_MS),
               "kh-indexer reconnects and indexes the %d approvals",
               STOPPED_APPROVALS);
     TK_EXPECT(evt_indexer_stop(ix), "kh-indexer exits cleanly");

@@ -317,32 +317,14 @@ static void approve_doc(fixture *f, const char *last, char *doc_id,
                      0);
 }
 
-typedef struct processed_wait {
-    fixture *f;
-    const char *event_id;
-} processed_wait;
-
-static int processed(void *arg)
-{
-    const processed_wait *w = arg;
-    char sql[200];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT count(*) FROM kh_processed_event "
-             "WHERE event_id = '%s' AND outcome = 'indexed'",
-             w->event_id);
-    return rvt_sql_int(&w->f->db, sql) == 1;
-}
-
 static void indexer_stores_each_chunks_vector(void **state)
 {
     fixture *f = *state;
     char doc[24], event_id[64];
-    processed_wait w = {f, event_id};
     int n;
 
     approve_doc(f, "The last paragraph ends the document.", doc, event_id);
-    TK_EXPECT(testkit_wait_until(processed, &w, WAIT_MS),
+    TK_EXPECT(evt_db_wait_indexed(&f->db, &event_id, 1, WAIT_MS),
               "kh-indexer indexes the approval");
     n = chunks_with_their_vectors(f, doc);
     TK_EXPECT(n > 1,
@@ -369,7 +351,6 @@ static void failing_embedding_fails_the_event_until_it_works(void **state)
 {
     fixture *f = *state;
     char doc[24], event_id[64], sql[200];
-    processed_wait w = {f, event_id};
     failures_wait fw = {&f->ix, event_id};
     FILE *flag = fopen(f->fail_file, "w");
     int n;
@@ -391,7 +372,7 @@ static void failing_embedding_fails_the_event_until_it_works(void **state)
     TK_EXPECT(evt_db_chunks(&f->db, doc) == 0, "no chunk of a half-embedded "
                                                "document is committed");
     assert_int_equal(unlink(f->fail_file), 0);
-    TK_EXPECT(testkit_wait_until(processed, &w, WAIT_MS),
+    TK_EXPECT(evt_db_wait_indexed(&f->db, &event_id, 1, WAIT_MS),
               "once the command works, the retried event is indexed");
     n = chunks_with_their_vectors(f, doc);
     TK_EXPECT(n > 1, "every chunk has its vector after the retry (got %d)", n);

@@ -4,6 +4,7 @@
 #include "itkit.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <time.h>
 
 const char *itkit_shared_url(void)
@@ -74,4 +75,26 @@ void itkit_pace_ms(int64_t ms)
 
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+int itkit_fixture_setup(void **state, const testkit_redis_opts *so)
+{
+    itkit_fixture *fx = calloc(1, sizeof(*fx));
+
+    *state = fx;
+    if (fx == NULL)
+        return -1;
+    fx->server = testkit_redis_start(so);
+    return fx->server != NULL ? 0 : -1;
+}
+
+int itkit_fixture_teardown(void **state)
+{
+    itkit_fixture *fx = *state;
+
+    if (fx != NULL) {
+        testkit_redis_free(fx->server);
+        free(fx);
+    }
+    return 0;
 }

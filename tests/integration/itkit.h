@@ -44,6 +44,24 @@ dlock_acquire_opts itkit_acquire_opts(int64_t ttl_ms, int64_t wait_ms);
 dlock_lock *itkit_acquire(dlock_client *c, const char *key,
                           const dlock_acquire_opts *opts);
 
+/* The state of a test file whose tests share one private server (a
+ * redis-server of the test's own, started by the test kit with the
+ * options that file needs: TLS, passwords, ACL users). */
+typedef struct itkit_fixture {
+    testkit_redis *server; /* owned; freed by itkit_fixture_teardown */
+} itkit_fixture;
+
+/* A cmocka group setup's body: allocates an itkit_fixture into *state and
+ * starts its server with *so (borrowed for the call).  Returns 0, or -1
+ * when memory or the server could not be had (cmocka then skips the
+ * group's tests and reports the failure); *state is set either way, for
+ * the teardown. */
+int itkit_fixture_setup(void **state, const testkit_redis_opts *so);
+
+/* A cmocka group teardown: stops the server and frees what
+ * itkit_fixture_setup made (a NULL *state does nothing).  Returns 0. */
+int itkit_fixture_teardown(void **state);
+
 /* Sleeps ms milliseconds: only to pace a loop that checks a condition
  * again and again (never to wait for something to happen). */
 void itkit_pace_ms(int64_t ms);

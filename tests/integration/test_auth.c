@@ -17,37 +17,17 @@
 #define ACL_PASS "acl-s3cret"
 #define DEFAULT_PASS "default-s3cret"
 
-typedef struct fixture {
-    testkit_redis *server;
-} fixture;
-
 static int setup(void **state)
 {
     testkit_redis_opts so = {.name = "auth",
                              .requirepass = DEFAULT_PASS,
                              .acl_user = ACL_USER,
                              .acl_pass = ACL_PASS};
-    fixture *fx = calloc(1, sizeof(*fx));
 
-    if (fx == NULL)
-        return -1;
-    *state = fx;
-    fx->server = testkit_redis_start(&so);
-    return fx->server != NULL ? 0 : -1;
+    return itkit_fixture_setup(state, &so);
 }
 
-static int teardown(void **state)
-{
-    fixture *fx = *state;
-
-    if (fx != NULL) {
-        testkit_redis_free(fx->server);
-        free(fx);
-    }
-    return 0;
-}
-
-static void url_for(const fixture *fx, const char *userinfo, char *buf,
+static void url_for(const itkit_fixture *fx, const char *userinfo, char *buf,
                     size_t len)
 {
     snprintf(buf, len, "redis://%s127.0.0.1:%d/0", userinfo, fx->server->port);
@@ -83,7 +63,7 @@ static void expect_auth_refused(const char *url, const dlock_client_opts *o,
 
 static void acl_user_and_password_in_the_url_work(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     char url[256];
     dlock_client *c;
 
@@ -95,7 +75,7 @@ static void acl_user_and_password_in_the_url_work(void **state)
 
 static void acl_user_with_a_wrong_password_is_refused(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     char url[256];
 
     url_for(fx, ACL_USER ":wrong-s3cret@", url, sizeof(url));
@@ -106,7 +86,7 @@ static void acl_user_with_a_wrong_password_is_refused(void **state)
 
 static void requirepass_with_password_only_works(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     char url[256];
     dlock_client *c;
 
@@ -118,7 +98,7 @@ static void requirepass_with_password_only_works(void **state)
 
 static void requirepass_with_a_wrong_or_no_password_is_refused(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     char url[256];
 
     url_for(fx, ":wrong-s3cret@", url, sizeof(url));
@@ -129,7 +109,7 @@ static void requirepass_with_a_wrong_or_no_password_is_refused(void **state)
 
 static void credentials_in_options_override_the_url(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client_opts o = itkit_client_opts();
     char url[256];
     dlock_client *c;
@@ -158,5 +138,5 @@ int main(void)
         cmocka_unit_test(credentials_in_options_override_the_url),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, itkit_fixture_teardown);
 }

@@ -17,31 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fixture {
-    testkit_redis *server;
-} fixture;
-
 static int setup(void **state)
 {
     testkit_redis_opts so = {.name = "fail_open"};
-    fixture *fx = calloc(1, sizeof(*fx));
 
-    if (fx == NULL)
-        return -1;
-    *state = fx;
-    fx->server = testkit_redis_start(&so);
-    return fx->server != NULL ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    fixture *fx = *state;
-
-    if (fx != NULL) {
-        testkit_redis_free(fx->server);
-        free(fx);
-    }
-    return 0;
+    return itkit_fixture_setup(state, &so);
 }
 
 /* Runs a command on the private server behind the library's back; it
@@ -71,7 +51,7 @@ static void expect_error_not_degraded(dlock_client *c, const char *key,
 
 static void noperm_is_an_error(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     char url[800], key[TESTKIT_KEY_MAX];
     dlock_client *c;
 
@@ -90,7 +70,7 @@ static void noperm_is_an_error(void **state)
 
 static void script_error_is_an_error(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client *c = itkit_client(fx->server->url, NULL);
     char key[TESTKIT_KEY_MAX];
 
@@ -103,7 +83,7 @@ static void script_error_is_an_error(void **state)
 
 static void out_of_memory_is_an_error(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client *c = itkit_client(fx->server->url, NULL);
     char key[TESTKIT_KEY_MAX];
 
@@ -117,7 +97,7 @@ static void out_of_memory_is_an_error(void **state)
 
 static void replica_is_an_error(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client *c = itkit_client(fx->server->url, NULL);
     char key[TESTKIT_KEY_MAX];
 
@@ -156,7 +136,7 @@ static int server_busy(void *arg)
 
 static void busy_server_degrades(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client *c = itkit_client(fx->server->url, NULL);
     dlock_acquire_opts o = itkit_acquire_opts(5000, 0);
     char key[TESTKIT_KEY_MAX];
@@ -190,7 +170,7 @@ static void busy_server_degrades(void **state)
 
 static void unreachable_server_degrades(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client *c = itkit_client(fx->server->url, NULL);
     dlock_acquire_opts o = itkit_acquire_opts(5000, 0);
     char key[TESTKIT_KEY_MAX];
@@ -217,5 +197,5 @@ int main(void)
         cmocka_unit_test(unreachable_server_degrades),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, itkit_fixture_teardown);
 }

@@ -18,31 +18,11 @@
 #include <string.h>
 #include <strings.h>
 
-typedef struct fixture {
-    testkit_redis *server;
-} fixture;
-
 static int setup(void **state)
 {
     testkit_redis_opts so = {.name = "tls", .tls = 1};
-    fixture *fx = calloc(1, sizeof(*fx));
 
-    if (fx == NULL)
-        return -1;
-    *state = fx;
-    fx->server = testkit_redis_start(&so);
-    return fx->server != NULL ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    fixture *fx = *state;
-
-    if (fx != NULL) {
-        testkit_redis_free(fx->server);
-        free(fx);
-    }
-    return 0;
+    return itkit_fixture_setup(state, &so);
 }
 
 /* Sets tls-auth-clients on the server through its plain port. */
@@ -95,7 +75,7 @@ static void lock_round(dlock_client *c, const char *name)
 
 static void right_ca_works_by_address_and_by_name(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.ca_file);
     char by_name[128];
     dlock_client *c;
@@ -114,7 +94,7 @@ static void right_ca_works_by_address_and_by_name(void **state)
 
 static void wrong_ca_is_refused_with_a_verification_error(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.other_ca_file);
     char errbuf[DLOCK_ERRMSG_MAX];
 
@@ -131,7 +111,7 @@ static void wrong_ca_is_refused_with_a_verification_error(void **state)
 
 static void wrong_host_name_is_refused(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.ca_file);
     char errbuf[DLOCK_ERRMSG_MAX];
 
@@ -149,7 +129,7 @@ static void wrong_host_name_is_refused(void **state)
 
 static void verification_off_accepts_an_untrusted_server(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.other_ca_file);
     dlock_client *c;
 
@@ -162,7 +142,7 @@ static void verification_off_accepts_an_untrusted_server(void **state)
 
 static void required_client_certificate_is_checked(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.ca_file);
     char errbuf[DLOCK_ERRMSG_MAX];
     dlock_client *c;
@@ -182,7 +162,7 @@ static void required_client_certificate_is_checked(void **state)
 
 static void certificate_without_key_is_invalid(void **state)
 {
-    fixture *fx = *state;
+    itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.ca_file);
     char errbuf[DLOCK_ERRMSG_MAX];
 
@@ -208,5 +188,5 @@ int main(void)
         cmocka_unit_test(certificate_without_key_is_invalid),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, itkit_fixture_teardown);
 }

@@ -1,8 +1,8 @@
 /*
  * rv_monitor.c: the periodic Redis check with transition logging.
  *
- * The thread sleeps on a condition variable with a deadline, so
- * rv_monitor_stop wakes it at once instead of waiting out the interval.
+ * The check runs on a ticker (rv_ticker.h), so rv_monitor_stop wakes it
+ * at once instead of waiting out the interval.
  * There is no AMQP probe: the outbox relay holds the real connection and
  * reports its state itself (rv_relay_state), which says more than a TCP
  * connect could (a broker that accepts the socket but refuses the login
@@ -10,21 +10,17 @@
  */
 #include "bg/rv_monitor.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "bg/rv_ticker.h"
 
 struct rv_monitor {
     rv_locks *locks;
     svc_log *log;
     int interval_ms;
     atomic_int redis;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stopping;
+    rv_ticker *ticker;
 };
 
 const char *rv_dep_state_name(rv_dep_state state)
@@ -60,53 +56,10 @@ static void check_once(rv_monitor *mon)
     }
 }
 
-static void deadline_after(struct timespec *ts, int ms)
+static void monitor_tick(rv_ticker *t, void *arg)
 {
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-static void *monitor_main(void *arg)
-{
-    rv_monitor *mon = arg;
-    struct timespec deadline;
-
-    pthread_mutex_lock(&mon->mu);
-    while (!mon->stopping) {
-        deadline_after(&deadline, mon->interval_ms);
-        while (!mon->stopping
-               && pthread_cond_timedwait(&mon->cv, &mon->mu, &deadline)
-                      != ETIMEDOUT) {
-        }
-        if (mon->stopping)
-            break;
-        pthread_mutex_unlock(&mon->mu);
-        check_once(mon);
-        pthread_mutex_lock(&mon->mu);
-    }
-    pthread_mutex_unlock(&mon->mu);
-    return NULL;
-}
-
-static int init_sync(rv_monitor *mon)
-{
-    pthread_condattr_t attr;
-    int rc;
-
-    if (pthread_condattr_init(&attr) != 0)
-        return -1;
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    rc = pthread_cond_init(&mon->cv, &attr);
-    pthread_condattr_destroy(&attr);
-    if (rc != 0)
-        return -1;
-    pthread_mutex_init(&mon->mu, NULL);
-    return 0;
+    (void)t;
+    check_once(arg);
 }
 
 rv_monitor *rv_monitor_start(const rv_config *cfg, rv_locks *locks,
@@ -116,10 +69,6 @@ rv_monitor *rv_monitor_start(const rv_config *cfg, rv_locks *locks,
 
     if (mon == NULL)
         return NULL;
-    if (init_sync(mon) != 0) {
-        free(mon);
-        return NULL;
-    }
     mon->locks = locks;
     mon->log = log;
     mon->interval_ms = cfg->redis_check_ms;
@@ -128,9 +77,8 @@ rv_monitor *rv_monitor_start(const rv_config *cfg, rv_locks *locks,
     if (!rv_locks_configured(locks))
         atomic_store(&mon->redis, RV_DEP_OFF);
     check_once(mon);
-    if (pthread_create(&mon->thread, NULL, monitor_main, mon) != 0) {
-        pthread_cond_destroy(&mon->cv);
-        pthread_mutex_destroy(&mon->mu);
+    mon->ticker = rv_ticker_start(mon->interval_ms, monitor_tick, mon);
+    if (mon->ticker == NULL) {
         free(mon);
         return NULL;
     }
@@ -141,13 +89,7 @@ void rv_monitor_stop(rv_monitor *mon)
 {
     if (mon == NULL)
         return;
-    pthread_mutex_lock(&mon->mu);
-    mon->stopping = 1;
-    pthread_cond_signal(&mon->cv);
-    pthread_mutex_unlock(&mon->mu);
-    pthread_join(mon->thread, NULL);
-    pthread_cond_destroy(&mon->cv);
-    pthread_mutex_destroy(&mon->mu);
+    rv_ticker_stop(mon->ticker);
     free(mon);
 }
 

@@ -1,8 +1,8 @@
 /*
  * rv_sweeper.c: the idempotency sweep thread (see rv_sweeper.h).
  *
- * The thread waits on a condition variable with a monotonic deadline, so
- * stopping it never waits out the interval.  It connects lazily and
+ * The sweep runs on a ticker (rv_ticker.h), so stopping it never waits
+ * out the interval.  It connects lazily and
  * reconnects after a failure on its next round; a failure is logged once
  * per outage, not every round.
  *
@@ -15,12 +15,10 @@
  */
 #include "bg/rv_sweeper.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bg/rv_ticker.h"
 #include "db/rv_query.h"
 
 /* Rows deleted per statement: milliseconds of work each. */
@@ -30,21 +28,8 @@ struct rv_sweeper {
     rv_app *app;
     rv_db_conn *conn;
     int failing;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stopping;
+    rv_ticker *ticker;
 };
-
-static int stop_requested(rv_sweeper *sw)
-{
-    int stopping;
-
-    pthread_mutex_lock(&sw->mu);
-    stopping = sw->stopping;
-    pthread_mutex_unlock(&sw->mu);
-    return stopping;
-}
 
 /* Deletes one batch; *deleted is how many rows it took. */
 static rv_db_status sweep_batch(rv_sweeper *sw, unsigned long *deleted)
@@ -65,8 +50,11 @@ static rv_db_status sweep_batch(rv_sweeper *sw, unsigned long *deleted)
     return st;
 }
 
-static void sweep_once(rv_sweeper *sw)
+/* One round, on the ticker's thread t; a stop request is seen between
+ * batches. */
+static void sweep_once(rv_ticker *t, void *arg)
 {
+    rv_sweeper *sw = arg;
     rv_db_status st = RV_DB_UNAVAILABLE;
     unsigned long deleted = RV_SWEEP_BATCH;
 
@@ -76,7 +64,7 @@ static void sweep_once(rv_sweeper *sw)
         do {
             st = sweep_batch(sw, &deleted);
         } while (st == RV_DB_OK && deleted == RV_SWEEP_BATCH
-                 && !stop_requested(sw));
+                 && !rv_ticker_stopping(t));
     }
     if (st == RV_DB_OK) {
         sw->failing = 0;
@@ -93,47 +81,16 @@ static void sweep_once(rv_sweeper *sw)
     sw->conn = NULL;
 }
 
-static void *sweeper_main(void *arg)
-{
-    rv_sweeper *sw = arg;
-    const int interval = sw->app->cfg->sweep_interval_s;
-    struct timespec deadline;
-
-    pthread_mutex_lock(&sw->mu);
-    while (!sw->stopping) {
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += interval;
-        while (!sw->stopping
-               && pthread_cond_timedwait(&sw->cv, &sw->mu, &deadline)
-                      != ETIMEDOUT) {
-        }
-        if (sw->stopping)
-            break;
-        pthread_mutex_unlock(&sw->mu);
-        sweep_once(sw);
-        pthread_mutex_lock(&sw->mu);
-    }
-    pthread_mutex_unlock(&sw->mu);
-    return NULL;
-}
-
 rv_sweeper *rv_sweeper_start(rv_app *app)
 {
     rv_sweeper *sw = calloc(1, sizeof(*sw));
-    pthread_condattr_t attr;
 
-    if (sw == NULL || pthread_condattr_init(&attr) != 0) {
-        free(sw);
+    if (sw == NULL)
         return NULL;
-    }
     sw->app = app;
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&sw->cv, &attr);
-    pthread_condattr_destroy(&attr);
-    pthread_mutex_init(&sw->mu, NULL);
-    if (pthread_create(&sw->thread, NULL, sweeper_main, sw) != 0) {
-        pthread_cond_destroy(&sw->cv);
-        pthread_mutex_destroy(&sw->mu);
+    sw->ticker = rv_ticker_start(app->cfg->sweep_interval_s * 1000, sweep_once,
+                                 sw);
+    if (sw->ticker == NULL) {
         free(sw);
         return NULL;
     }
@@ -144,13 +101,7 @@ void rv_sweeper_stop(rv_sweeper *sw)
 {
     if (sw == NULL)
         return;
-    pthread_mutex_lock(&sw->mu);
-    sw->stopping = 1;
-    pthread_cond_signal(&sw->cv);
-    pthread_mutex_unlock(&sw->mu);
-    pthread_join(sw->thread, NULL);
+    rv_ticker_stop(sw->ticker);
     rv_db_conn_close(sw->conn);
-    pthread_cond_destroy(&sw->cv);
-    pthread_mutex_destroy(&sw->mu);
     free(sw);
 }

@@ -24,17 +24,10 @@
 #include <unistd.h>
 
 #include "svc_content_env.h"
+#include "svc_env.h"
 #include "svc_log.h"
 
 #define RV_JWT_SECRET_MIN 32
-
-/* The environment value of name, or NULL when unset or empty. */
-static const char *env_value(const char *name)
-{
-    const char *v = getenv(name);
-
-    return (v != NULL && v[0] != '\0') ? v : NULL;
-}
 
 static int dup_into(char **dst, const char *value, const char *name,
                     char *errbuf, size_t errlen)
@@ -44,31 +37,6 @@ static int dup_into(char **dst, const char *value, const char *name,
         snprintf(errbuf, errlen, "%s: out of memory", name);
         return -1;
     }
-    return 0;
-}
-
-/* Parses a decimal integer in [lo, hi] from name, or keeps *out (the
- * default) when the variable is unset. */
-static int env_int(const char *name, long long lo, long long hi,
-                   long long *out, char *errbuf, size_t errlen)
-{
-    const char *v = env_value(name);
-    char *end = NULL;
-    long long n;
-
-    if (v == NULL)
-        return 0;
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || !isdigit((unsigned char)v[0])
-        || n < lo || n > hi) {
-        snprintf(errbuf, errlen,
-                 "%s: expected an integer in %lld..%lld, "
-                 "got \"%.64s\"",
-                 name, lo, hi, v);
-        return -1;
-    }
-    *out = n;
     return 0;
 }
 
@@ -109,7 +77,7 @@ int rv_config_parse_listen(const char *text, char *host, size_t hostlen,
 
 static int load_listen(rv_config *cfg, char *errbuf, size_t errlen)
 {
-    const char *v = env_value("LISTEN_ADDR");
+    const char *v = svc_env_str("LISTEN_ADDR");
 
     if (v == NULL)
         v = "127.0.0.1:8080";
@@ -127,7 +95,7 @@ static int load_listen(rv_config *cfg, char *errbuf, size_t errlen)
 
 static int load_database(rv_config *cfg, int need, char *errbuf, size_t errlen)
 {
-    const char *v = env_value("DATABASE_URL");
+    const char *v = svc_env_str("DATABASE_URL");
     char *pqerr = NULL;
     PQconninfoOption *opts;
 
@@ -161,7 +129,7 @@ static int load_database(rv_config *cfg, int need, char *errbuf, size_t errlen)
 
 static int load_redis(rv_config *cfg, char *errbuf, size_t errlen)
 {
-    const char *v = env_value("REDIS_URL");
+    const char *v = svc_env_str("REDIS_URL");
 
     if (v == NULL)
         return 0;
@@ -247,7 +215,7 @@ static int copy_into(char *dst, size_t size, const char *name,
  * but no real name comes near). */
 static int load_exchange(rv_config *cfg, char *errbuf, size_t errlen)
 {
-    const char *v = env_value("REVIEWD_AMQP_EXCHANGE");
+    const char *v = svc_env_str("REVIEWD_AMQP_EXCHANGE");
 
     return copy_into(cfg->amqp_exchange, sizeof(cfg->amqp_exchange),
                      "REVIEWD_AMQP_EXCHANGE",
@@ -271,7 +239,7 @@ static int load_queues(rv_config *cfg, char *errbuf, size_t errlen)
 
 static int load_amqp(rv_config *cfg, char *errbuf, size_t errlen)
 {
-    const char *v = env_value("AMQP_URL");
+    const char *v = svc_env_str("AMQP_URL");
 
     if (load_exchange(cfg, errbuf, errlen) != 0
         || load_queues(cfg, errbuf, errlen) != 0
@@ -294,7 +262,7 @@ static int load_amqp(rv_config *cfg, char *errbuf, size_t errlen)
 
 static int load_jwt(rv_config *cfg, int need, char *errbuf, size_t errlen)
 {
-    const char *v = env_value("JWT_SECRET");
+    const char *v = svc_env_str("JWT_SECRET");
 
     if (v == NULL) {
         if (need & (RV_NEED_JWT | RV_NEED_SERVE)) {
@@ -326,8 +294,8 @@ static int load_content_store(rv_config *cfg, char *errbuf, size_t errlen)
 
 static int load_log(rv_config *cfg, char *errbuf, size_t errlen)
 {
-    const char *file = env_value("REVIEWD_LOG_FILE");
-    const char *level = env_value("REVIEWD_LOG_LEVEL");
+    const char *file = svc_env_str("REVIEWD_LOG_FILE");
+    const char *level = svc_env_str("REVIEWD_LOG_LEVEL");
 
     cfg->log_level = SVC_LOG_INFO;
     if (level != NULL) {
@@ -461,7 +429,7 @@ static int load_numbers(rv_config *cfg, char *e, size_t n)
         const int_setting *s = &int_settings[i];
         long long v = s->def;
 
-        if (env_int(s->name, s->lo, s->hi, &v, e, n) != 0)
+        if (svc_env_int(s->name, s->lo, s->hi, &v, e, n) != 0)
             return -1;
         setting_store(cfg, s, v);
     }
@@ -470,7 +438,7 @@ static int load_numbers(rv_config *cfg, char *e, size_t n)
     {
         long long hooks = 0;
 
-        if (env_int("REVIEWD_TEST_HOOKS", 0, 1, &hooks, e, n))
+        if (svc_env_int("REVIEWD_TEST_HOOKS", 0, 1, &hooks, e, n))
             return -1;
         cfg->test_hooks = (int)hooks;
     }
@@ -498,7 +466,7 @@ static int load_dev_login(rv_config *cfg, int need, char *errbuf,
 {
     long long on = 0;
 
-    if (env_int("DEV_LOGIN", 0, 1, &on, errbuf, errlen) != 0)
+    if (svc_env_int("DEV_LOGIN", 0, 1, &on, errbuf, errlen) != 0)
         return -1;
     if (on && (need & RV_NEED_SERVE)
         && !rv_config_host_is_loopback(cfg->listen_host)) {
