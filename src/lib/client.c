@@ -801,6 +801,8 @@ dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
     const char **av = stack_argv;
     size_t *al = stack_lens;
     char sha[41], nk[16];
+    dlock__tstate *t = dlock__client_tstate(c);
+    int resent = 0;
     dlock_err err;
 
     *reply = NULL;
@@ -841,6 +843,12 @@ dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
         err = run_command_acked(c, nkeys > 0 ? argv[0] : NULL,
                                 nkeys > 0 ? al[3] : 0, argc + 3, av, al,
                                 s->retry_safe, reply, acked, m);
+        /* A send that may have run stays told (tstate->resent) through
+         * the NOSCRIPT retry and its SCRIPT LOAD. */
+        if (t != NULL) {
+            resent |= t->resent;
+            t->resent = resent;
+        }
         if (err != DLOCK_OK)
             goto out;
         if (!is_noscript(*reply) || attempt > 0)

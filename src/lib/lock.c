@@ -1109,22 +1109,61 @@ long long dlock__lock_renew_command(dlock_lock *l, char **cmd,
     return len;
 }
 
-/* Runs the release script; DLOCK_OK, DLOCK_LOST or a transport error. */
-/* 1 if a release that found our token gone was re-asked after its
- * connection failed with it in flight, while our lease was still valid:
- * nobody else could have removed the key before our first send, so that
- * send ran and the lock is released. */
+/* KEYS: the fence counter, the lock.  ARGV: our fence.  1 when the
+ * counter still holds exactly our fence and the key is gone. */
+static const dlock__script release_check_script = {
+    "release.check",
+    "if redis.call('GET', KEYS[1]) == ARGV[1] and "
+    "redis.call('EXISTS', KEYS[2]) == 0 then\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n",
+    1,
+};
+
+/*
+ * 1 if a release that found our token gone had been re-asked after its
+ * connection failed with it in flight, and the server proves that the
+ * first send ran: our lease was still valid (the key had not expired),
+ * and the fence counter still holds exactly our fence, so the server kept
+ * its data since our grant (a restart without persistence loses the
+ * counter with the key) and granted nobody after us.  0 when it was not
+ * re-asked; -1 when it was but nothing proves the first send ran (it may
+ * have, and another holder taken the key since; or the server may have
+ * lost the lock first): the caller reports a loss, never a release.
+ */
 static int released_before(dlock_lock *l)
 {
     const dlock__tstate *t = dlock__client_tstate(l->client);
+    char fence[24];
+    const char *argv[3];
+    redisReply *r;
+    dlock__msg m;
+    int ran;
 
-    return t != NULL && t->resent && !dlock__lock_is_lost(l);
+    if (t == NULL || !t->resent)
+        return 0;
+    if (dlock__lock_is_lost(l) || l->fence == 0)
+        return -1;
+    snprintf(fence, sizeof(fence), "%llu", (unsigned long long)l->fence);
+    argv[0] = l->fence_key;
+    argv[1] = l->key;
+    argv[2] = fence;
+    if (dlock__client_eval(l->client, &release_check_script, 2, 3, argv, NULL,
+                           &r, &m)
+        != DLOCK_OK)
+        return -1;
+    ran = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return ran ? 1 : -1;
 }
 
+/* Runs the release script; DLOCK_OK, DLOCK_LOST or a transport error. */
 static dlock_err release_once(dlock_lock *l, dlock__msg *m)
 {
     redisReply *r;
     dlock_err err;
+    int resent = 0;
 
     if (redlock_of(l) != NULL)
         return dlock__redlock_release(
@@ -1140,7 +1179,16 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
                              "expected an integer, got %s",
                              l->key, dlock_client_endpoint(l->client),
                              dlock__reply_type_name(r));
-    } else if (r->integer != 1 && !released_before(l)) {
+    } else if (r->integer != 1 && (resent = released_before(l)) < 0) {
+        err = dlock__msg_set(m, DLOCK_LOST,
+                             "release of lock %.64s on %s: re-asked after "
+                             "its connection failed, it found our token "
+                             "gone; the first send may have released it, "
+                             "but nothing proves the lock was still ours "
+                             "then (another holder since, or a server that "
+                             "restarted empty)",
+                             l->key, dlock_client_endpoint(l->client));
+    } else if (r->integer != 1 && resent == 0) {
         err = dlock__msg_set(m, DLOCK_LOST,
                              "release of lock %.64s on %s: "
                              "the key no longer holds our token (expired or "
