@@ -136,13 +136,16 @@ static int load_redis(rv_config *cfg, char *errbuf, size_t errlen)
     if (strncmp(v, "redis://", 8) != 0 && strncmp(v, "rediss://", 9) != 0
         && strncmp(v, "unix://", 7) != 0
         && strncmp(v, "redis+sentinel://", 17) != 0
-        && strncmp(v, "rediss+sentinel://", 18) != 0) {
+        && strncmp(v, "rediss+sentinel://", 18) != 0
+        && strncmp(v, "redis+cluster://", 16) != 0
+        && strncmp(v, "rediss+cluster://", 17) != 0) {
         char shown[160];
 
         svc_log_redact_url(v, shown, sizeof(shown));
         snprintf(errbuf, errlen,
                  "REDIS_URL: expected redis://, rediss://, "
-                 "unix:// or redis+sentinel://, got \"%s\"",
+                 "unix://, redis+sentinel:// or redis+cluster://, "
+                 "got \"%s\"",
                  shown);
         return -1;
     }
