@@ -732,6 +732,22 @@ static unsigned event_loops(const rv_config *cfg)
     return (unsigned)(n < cfg->threads ? n : cfg->threads);
 }
 
+/* libmicrohttpd's fatal errors (MHD_PANIC: for one, a daemon stopped
+ * while a connection is still suspended) abort the process; the default
+ * says so only on stderr.  This puts the reason in reviewd's own log
+ * first, then aborts as MHD requires. */
+static void on_mhd_panic(void *cls, const char *file, unsigned int line,
+                         const char *reason)
+{
+    rv_app *app = cls;
+
+    svc_log_write(app->log, SVC_LOG_ERROR, "http_panic",
+                  json_pack("{s:s, s:i, s:s}", "file", file ? file : "?",
+                            "line", (int)line, "reason",
+                            reason ? reason : "?"));
+    abort();
+}
+
 rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
                        size_t errlen)
 {
@@ -753,6 +769,7 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
         return NULL;
     }
     http->app = app;
+    MHD_set_panic_func(on_mhd_panic, app);
     draw_id_prefix(http);
     http->header_ms = (int64_t)cfg->header_timeout_s * 1000;
     http->body_ms = (int64_t)cfg->body_timeout_s * 1000;
