@@ -7,7 +7,7 @@
  *
  * It starts scripts/stack's groups (redis, sentinel, cluster, redlock;
  * DLOCK_STACK_PORT_OFFSET applies) and measures, on one thread, N pairs
- * on each, through the library's deployment modules (src/lib/deploy.c,
+ * on each, through the library's deployment modules (src/lib/deploy/deploy.c,
  * redlock.c): the client itself does not serve these URLs yet, so this
  * measures the routing and the Redlock rounds as the client will use
  * them.  A pair is SET key token NX PX 10000 then a compare-and-delete
@@ -32,10 +32,10 @@
 
 #include "bench_clock.h"
 #include "bench_samples.h"
-#include "clock.h"
-#include "deploy.h"
-#include "redlock.h"
-#include "url.h"
+#include "base/clock.h"
+#include "deploy/deploy.h"
+#include "deploy/redlock.h"
+#include "transport/url.h"
 
 static const char release_lua[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then "

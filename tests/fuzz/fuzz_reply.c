@@ -31,7 +31,7 @@
  * vector of an array as soon as it reads the count, 8 bytes an element,
  * so 13 bytes ("*100000000\r\n") once made the transport hold 800 MB.
  * The transport now charges every reply object to a per-reply budget
- * (src/lib/conn.c) and refuses such a reply with DLOCK_PROTOCOL; the
+ * (src/lib/transport/conn.c) and refuses such a reply with DLOCK_PROTOCOL; the
  * memory check above keeps it refused on corpus/reply/array-count-800mb.
  *
  * Input format: byte 0 is the control byte, the rest is what the server
@@ -50,8 +50,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "conn.h"
+#include "base/clock.h"
+#include "transport/conn.h"
 #include "fuzz_target.h"
 
 #if defined(__has_feature)

@@ -40,9 +40,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "fuzz_target.h"
-#include "url.h"
+#include "transport/url.h"
 
 #define TARGET "url"
 #define INPUT_MAX (DLOCK__URL_MAX + 16)

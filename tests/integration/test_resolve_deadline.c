@@ -4,7 +4,7 @@
  *
  * getaddrinfo(3) has no timeout of its own: with a DNS server that never
  * answers, it blocks for as long as the resolver retries, tens of seconds.
- * src/lib/resolve.c runs the lookup under the connect deadline.  To prove
+ * src/lib/transport/resolve.c runs the lookup under the connect deadline.  To prove
  * it, this program defines getaddrinfo itself: the library, a shared
  * object, binds to the executable's definition first, as it would to an
  * LD_PRELOAD shim's (done here rather than with LD_PRELOAD so that the

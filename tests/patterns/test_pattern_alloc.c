@@ -10,7 +10,7 @@
  * next step BUSY instead of OK).  The calls that also copy a value back
  * from Redis (a DONE idempotency record) are walked on that path too.
  *
- * The hook is dlock__alloc_fail_nth from src/lib/alloc.h (DLOCK_TESTING
+ * The hook is dlock__alloc_fail_nth from src/lib/base/alloc.h (DLOCK_TESTING
  * build); it counts the calling thread's allocations only, so the client's
  * background threads are not affected.  The client and the thread's
  * message state are made before the walks.
@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 
 #define MAX_STEPS 200
 

@@ -3,7 +3,7 @@
  * know, and its fence never goes back (issue 13, for the patterns).
  *
  * Each pattern grant (a semaphore permit, a write hold, a leader's term)
- * carries the core lock's lease (src/lib/pattern_lease.h), so the tests
+ * carries the core lock's lease (src/lib/patterns/pattern_lease.h), so the tests
  * here are the core's (tests/integration/test_validity.c and
  * test_fence_history.c) for the patterns, against private redis-servers:
  *   - network silence (a paused dlock-test-proxy: bytes held, no reset):

@@ -12,7 +12,7 @@
 
 #include <signal.h>
 
-#include "url.h"
+#include "transport/url.h"
 
 /*
  * The URL of deployment group ("sentinel", "cluster", "redlock"): runs

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster.h"
+#include "deploy/cluster.h"
 #include "dlock/dlock.h"
 #include "dlock/patterns.h"
 #include "scalekit.h"

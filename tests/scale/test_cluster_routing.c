@@ -1,5 +1,5 @@
 /*
- * test_cluster_routing.c: Redis Cluster routing (src/lib/cluster.c) on
+ * test_cluster_routing.c: Redis Cluster routing (src/lib/deploy/cluster.c) on
  * scripts/stack's cluster group (three masters, three replicas).
  *
  *   - the slot map from the seeds serves all 16384 slots with 3 masters;
@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "cluster.h"
+#include "base/clock.h"
+#include "deploy/cluster.h"
 #include "scalekit.h"
 #include "testkit.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_redlock_masters.c: Redlock (src/lib/redlock.c) over five private
+ * test_redlock_masters.c: Redlock (src/lib/deploy/redlock.c) over five private
  * redis-server processes on loopback, started, stopped and paused by pid
  * through testkit.
  *
@@ -33,11 +33,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "redlock.h"
+#include "base/clock.h"
+#include "deploy/redlock.h"
 #include "scalekit.h"
 #include "testkit.h"
-#include "token.h"
+#include "base/token.h"
 
 #define MASTERS 5
 #define TTL_MS 5000

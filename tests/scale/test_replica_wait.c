@@ -1,5 +1,5 @@
 /*
- * test_replica_wait.c: a write followed by WAIT (src/lib/replwait.c) on
+ * test_replica_wait.c: a write followed by WAIT (src/lib/transport/replwait.c) on
  * the master of scripts/stack's sentinel group (two replicas).
  *
  *   - with both replicas up, a SET is acknowledged by 2 replicas at once;
@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "replwait.h"
+#include "base/clock.h"
+#include "transport/replwait.h"
 #include "scalekit.h"
-#include "sentinel.h"
+#include "deploy/sentinel.h"
 #include "testkit.h"
 
 static dlock__deployment deployment;

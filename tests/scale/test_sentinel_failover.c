@@ -1,5 +1,5 @@
 /*
- * test_sentinel_failover.c: Sentinel discovery (src/lib/sentinel.c) on
+ * test_sentinel_failover.c: Sentinel discovery (src/lib/deploy/sentinel.c) on
  * scripts/stack's sentinel group (a master, two replicas, three
  * sentinels), through a real failover.
  *
@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "deploy.h"
+#include "base/clock.h"
+#include "deploy/deploy.h"
 #include "scalekit.h"
-#include "sentinel.h"
+#include "deploy/sentinel.h"
 #include "testkit.h"
 
 static dlock__deployment deployment;

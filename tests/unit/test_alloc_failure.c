@@ -7,7 +7,7 @@
  * call must return DLOCK_NOMEM and leave nothing behind: no leak (the ASan
  * build's LeakSanitizer checks at exit) and, for dlock_acquire, no key in
  * Redis (the next step of the walk would then get DLOCK_BUSY).  The hook is
- * dlock__alloc_fail_nth from src/lib/alloc.h, in the DLOCK_TESTING build.
+ * dlock__alloc_fail_nth from src/lib/base/alloc.h, in the DLOCK_TESTING build.
  *
  * Only the library's own allocations are counted: hiredis and OpenSSL
  * allocate outside the wrapper, and so do the library's background threads
@@ -23,10 +23,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "dlock/dlock.h"
 #include "testkit.h"
-#include "url.h"
+#include "transport/url.h"
 
 /* More steps than any constructor has allocations; reaching it means the
  * call never succeeds. */

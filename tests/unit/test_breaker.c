@@ -1,5 +1,5 @@
 /*
- * test_breaker.c: the circuit breaker (src/lib/breaker.c).
+ * test_breaker.c: the circuit breaker (src/lib/base/breaker.c).
  *
  * The breaker decides whether a call pays a connect timeout or fails fast,
  * so its two transitions are pinned here: CLOSED -> OPEN exactly at the
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "breaker.h"
+#include "base/breaker.h"
 #include "testkit.h"
 
 static void opens_exactly_at_the_threshold(void **state)

@@ -16,9 +16,9 @@
 
 #include <string.h>
 
-#include "client_internal.h"
+#include "client/client_internal.h"
 #include "dlock/dlock.h"
-#include "lease.h"
+#include "base/lease.h"
 #include "testkit.h"
 
 static dlock_client *new_client(const dlock_client_opts *o)

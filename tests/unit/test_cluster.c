@@ -21,7 +21,7 @@
 
 #include <hiredis/read.h>
 
-#include "cluster.h"
+#include "deploy/cluster.h"
 #include "testkit.h"
 
 /* The reply that RESP text resp reads to (the caller frees it). */

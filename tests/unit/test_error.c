@@ -1,5 +1,5 @@
 /*
- * test_error.c: the one error space (include/dlock/error.h, src/lib/error.c).
+ * test_error.c: the one error space (include/dlock/error.h, src/lib/base/error.c).
  *
  * Error values are stored and compared across versions, so each one is
  * pinned to its number here, and each has its own non-empty text and its

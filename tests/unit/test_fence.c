@@ -1,6 +1,6 @@
 /*
  * test_fence.c: fence counter keys, reserved names and the floor
- * (src/lib/fence.c).
+ * (src/lib/client/fence.c).
  *
  * The counter must sit in the lock's cluster slot (the slot is computed
  * here as Redis Cluster does: CRC16 of the hash tag, or of the whole key,
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fence.h"
+#include "client/fence.h"
 #include "testkit.h"
 
 static uint16_t crc16(const char *s, size_t len)

@@ -1,5 +1,5 @@
 /*
- * test_lease.c: the validity arithmetic of src/lib/lease.c.
+ * test_lease.c: the validity arithmetic of src/lib/base/lease.c.
  *
  * No server: tickets are begun and ended by hand in the orders that
  * racing requests can take, and the skew tracker is fed samples as round
@@ -13,7 +13,7 @@
 
 #include <string.h>
 
-#include "lease.h"
+#include "base/lease.h"
 
 #define SEC 1000000
 

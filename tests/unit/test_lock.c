@@ -18,9 +18,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "dlock/dlock.h"
-#include "lock_internal.h"
+#include "lock/lock_internal.h"
 #include "testkit.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef"

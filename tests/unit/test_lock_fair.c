@@ -1,5 +1,5 @@
 /*
- * test_lock_fair.c: the fair lock's grant message (src/lib/lock_fair.c):
+ * test_lock_fair.c: the fair lock's grant message (src/lib/lock/lock_fair.c):
  * what a waiter reads from it and when it may hold the lock on it.
  *
  * A grant is "try:fence:confirm_ms" exactly; anything else (the empty
@@ -17,8 +17,8 @@
 
 #include <string.h>
 
-#include "lease.h"
-#include "lock_fair.h"
+#include "base/lease.h"
+#include "lock/lock_fair.h"
 #include "testkit.h"
 
 static int parse(const char *msg, dlock__fair_grant *g)

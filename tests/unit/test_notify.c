@@ -17,11 +17,11 @@
 
 #include <string.h>
 
-#include "alloc.h"
-#include "client_internal.h"
-#include "clock.h"
+#include "base/alloc.h"
+#include "client/client_internal.h"
+#include "base/clock.h"
 #include "dlock/dlock.h"
-#include "notify.h"
+#include "client/notify.h"
 #include "testkit.h"
 
 /* Bound on anything that should happen at once (a loaded machine). */

@@ -1,5 +1,5 @@
 /*
- * test_redlock.c: the pure decisions of Redlock (src/lib/redlock.c):
+ * test_redlock.c: the pure decisions of Redlock (src/lib/deploy/redlock.c):
  * majority, drift, validity, per-node timeout, what a round's votes mean,
  * the per-node failure message, and the random retry delay.
  *
@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "redlock.h"
+#include "deploy/redlock.h"
 #include "testkit.h"
 
 static const char *const descs[] = {

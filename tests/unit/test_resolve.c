@@ -1,5 +1,5 @@
 /*
- * test_resolve.c: host lookup under a deadline (src/lib/resolve.c).
+ * test_resolve.c: host lookup under a deadline (src/lib/transport/resolve.c).
  *
  * A numeric address is parsed without a lookup; a name goes to the lookup
  * thread and comes back within the deadline; a name that cannot resolve is
@@ -15,8 +15,8 @@
 
 #include <netdb.h>
 
-#include "clock.h"
-#include "resolve.h"
+#include "base/clock.h"
+#include "transport/resolve.h"
 #include "testkit.h"
 
 static void numeric_and_named_hosts_resolve(void **state)

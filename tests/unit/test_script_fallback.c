@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client_internal.h"
+#include "client/client_internal.h"
 #include "dlock/dlock.h"
 #include "testkit.h"
 

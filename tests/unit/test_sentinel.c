@@ -15,7 +15,7 @@
 
 #include <hiredis/read.h>
 
-#include "sentinel.h"
+#include "deploy/sentinel.h"
 #include "testkit.h"
 
 static redisReply *reply_of(const char *resp)

@@ -1,5 +1,5 @@
 /*
- * test_token.c: owner tokens (src/lib/token.c).
+ * test_token.c: owner tokens (src/lib/base/token.c).
  *
  * A token is the whole proof of ownership of a lock, so it must have the
  * documented shape (DLOCK_TOKEN_LEN lower-case hex digits) and must not
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "testkit.h"
-#include "token.h"
+#include "base/token.h"
 
 #define TOKENS 10000
 

@@ -1,5 +1,5 @@
 /*
- * test_url.c: the Redis URL parsers of src/lib/url.c on every form that
+ * test_url.c: the Redis URL parsers of src/lib/transport/url.c on every form that
  * dlock/client.h documents, and on each kind of malformed URL: the
  * single-server parser (dlock__url_parse) and the deployment parser
  * (dlock__url_parse_deployment: Sentinel, Cluster, Redlock).
@@ -23,9 +23,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "testkit.h"
-#include "url.h"
+#include "transport/url.h"
 
 /* Parses url, expecting success. */
 static void parse_ok(const char *url, dlock__endpoint *ep)

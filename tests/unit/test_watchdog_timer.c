@@ -15,11 +15,11 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "dlock/dlock.h"
-#include "lock_internal.h"
+#include "lock/lock_internal.h"
 #include "testkit.h"
-#include "watchdog.h"
+#include "lock/watchdog.h"
 
 static dlock_client *new_client(void)
 {

@@ -1,0 +1,548 @@
+/*
+ * notify.c: the subscriber thread that wakes waiters (see notify.h).
+ *
+ * Channel states, moved only by the subscriber thread except where noted:
+ *   WANT        someone joined (set by join) or the connection was renewed:
+ *               a SUBSCRIBE is to be sent;
+ *   SENT        SUBSCRIBE sent, confirmation pending;
+ *   SUBSCRIBED  confirmed; releases on it reach us;
+ *   LEAVING     refs fell to 0 and UNSUBSCRIBE was sent.
+ * A channel with refs == 0 is removed once it is no longer on the server
+ * (never sent, or its UNSUBSCRIBE confirmed).  A channel re-joined while
+ * LEAVING goes back to WANT when the UNSUBSCRIBE is confirmed.
+ *
+ * Other threads only change refs and waiter lists under mu and write one
+ * byte to the wake pipe; the subscriber thread is the only one that talks
+ * to the connection.
+ */
+#include "client/notify.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "transport/tls.h"
+#include "base/clock.h"
+
+enum channel_state { WANT, SENT, SUBSCRIBED, LEAVING };
+
+typedef struct channel {
+    char *name;
+    int refs;
+    enum channel_state state;
+    dlock__waiter *head;
+    dlock__waiter *tail;
+    struct channel *next;
+} channel;
+
+struct dlock__waiter {
+    channel *ch;
+    pthread_cond_t cv;
+    int woken;
+    size_t msg_len; /* the last non-empty message that woke it, if kept */
+    char msg[DLOCK__NOTIFY_MSG_MAX];
+    dlock__waiter *next;
+    dlock__waiter *prev;
+};
+
+struct dlock__notifier {
+    dlock_client *client;
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int pipe_fds[2];
+    int stop;
+    channel *channels;
+    dlock__conn *conn; /* the subscriber thread's only */
+    int64_t backoff_us;
+};
+
+#define BACKOFF_MIN_US 50000
+#define BACKOFF_MAX_US 2000000
+
+static void poke(dlock__notifier *n)
+{
+    char byte = 1;
+    ssize_t rc = write(n->pipe_fds[1], &byte, 1);
+
+    /* A full pipe already holds a wake-up; nothing else can fail here. */
+    (void)rc;
+}
+
+static void drain_pipe(dlock__notifier *n)
+{
+    char buf[64];
+
+    while (read(n->pipe_fds[0], buf, sizeof(buf)) > 0)
+        ;
+}
+
+static channel *find_channel(dlock__notifier *n, const char *name, size_t len)
+{
+    for (channel *ch = n->channels; ch != NULL; ch = ch->next)
+        if (strlen(ch->name) == len && memcmp(ch->name, name, len) == 0)
+            return ch;
+    return NULL;
+}
+
+static void wake_all(channel *ch)
+{
+    for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
+        w->woken = 1;
+        pthread_cond_signal(&w->cv);
+    }
+}
+
+/* Moves w to the tail of its channel's queue. */
+static void requeue(channel *ch, dlock__waiter *w)
+{
+    if (ch->tail == w)
+        return;
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        ch->head = w->next;
+    w->next->prev = w->prev;
+    w->prev = ch->tail;
+    w->next = NULL;
+    ch->tail->next = w;
+    ch->tail = w;
+}
+
+/* Wakes the longest-waiting waiter not already woken, and puts it at the
+ * back of the queue: if it loses the race for the key, the next release
+ * wakes someone else, so no waiter of this client starves.  A non-empty
+ * payload that fits is kept for the woken waiter (an empty one does not
+ * replace what it has not taken yet). */
+static void keep_payload(dlock__waiter *w, const redisReply *payload)
+{
+    if (payload != NULL && payload->type == REDIS_REPLY_STRING
+        && payload->len > 0 && payload->len <= sizeof(w->msg)) {
+        memcpy(w->msg, payload->str, payload->len);
+        w->msg_len = payload->len;
+    }
+}
+
+static void wake_one(channel *ch, const redisReply *payload)
+{
+    for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
+        if (!w->woken) {
+            keep_payload(w, payload);
+            w->woken = 1;
+            pthread_cond_signal(&w->cv);
+            requeue(ch, w);
+            return;
+        }
+    }
+    /* Everyone is awake already (say, by a SUBSCRIBE confirmation): the
+     * payload still reaches the one that will look next. */
+    if (ch->head != NULL)
+        keep_payload(ch->head, payload);
+}
+
+static void remove_channel(dlock__notifier *n, channel *victim)
+{
+    channel **link = &n->channels;
+
+    while (*link != victim)
+        link = &(*link)->next;
+    *link = victim->next;
+    dlock__free(victim->name);
+    dlock__free(victim);
+}
+
+/* Handles one pushed reply: ["subscribe"|"unsubscribe"|"message", ch, x]. */
+static void handle_push(dlock__notifier *n, const redisReply *r)
+{
+    const redisReply *kind, *name;
+    channel *ch;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+        return;
+    kind = r->element[0];
+    name = r->element[1];
+    if (kind->type != REDIS_REPLY_STRING || name->type != REDIS_REPLY_STRING)
+        return;
+    ch = find_channel(n, name->str, name->len);
+    if (ch == NULL)
+        return;
+    if (strcmp(kind->str, "message") == 0) {
+        wake_one(ch, r->element[2]);
+    } else if (strcmp(kind->str, "subscribe") == 0) {
+        if (ch->state == SENT)
+            ch->state = SUBSCRIBED;
+        /* Releases before this point were not seen: everyone retries. */
+        wake_all(ch);
+    } else if (strcmp(kind->str, "unsubscribe") == 0 && ch->state == LEAVING) {
+        if (ch->refs == 0)
+            remove_channel(n, ch);
+        else
+            ch->state = WANT;
+    }
+}
+
+/* Marks every channel to be subscribed again on a new connection and wakes
+ * all waiters, who fall back to polling until then. */
+static void connection_lost(dlock__notifier *n)
+{
+    channel *ch = n->channels;
+
+    while (ch != NULL) {
+        channel *next = ch->next;
+
+        if (ch->refs == 0) {
+            remove_channel(n, ch);
+        } else {
+            ch->state = WANT;
+            wake_all(ch);
+        }
+        ch = next;
+    }
+}
+
+/* Builds "SUBSCRIBE a b ..." or "UNSUBSCRIBE ..." for channels in state
+ * from, moving them to state to; returns the argument count (0: none). */
+static int collect(dlock__notifier *n, const char **argv, int max,
+                   const char *verb, enum channel_state from, int want_refs,
+                   enum channel_state to)
+{
+    int argc = 1;
+
+    argv[0] = verb;
+    for (channel *ch = n->channels; ch != NULL && argc < max; ch = ch->next) {
+        int has_refs = ch->refs > 0;
+
+        if (ch->state != from || has_refs != want_refs)
+            continue;
+        argv[argc++] = ch->name;
+        ch->state = to;
+    }
+    return argc > 1 ? argc : 0;
+}
+
+/* Sends pending SUBSCRIBE/UNSUBSCRIBE commands (mu held; the connection is
+ * the subscriber thread's alone, and writes are small). */
+static dlock_err send_changes(dlock__notifier *n, dlock__msg *m)
+{
+    const char *argv[65];
+    channel *ch = n->channels;
+    dlock_err err = DLOCK_OK;
+    int argc;
+
+    /* Channels left before their SUBSCRIBE went out need nothing. */
+    while (ch != NULL) {
+        channel *next = ch->next;
+
+        if (ch->refs == 0 && ch->state == WANT)
+            remove_channel(n, ch);
+        ch = next;
+    }
+    for (;;) {
+        char *cmd = NULL;
+        int len;
+
+        argc = collect(n, argv, 65, "SUBSCRIBE", WANT, 1, SENT);
+        if (argc == 0)
+            argc = collect(n, argv, 65, "UNSUBSCRIBE", SUBSCRIBED, 0, LEAVING);
+        if (argc == 0)
+            return DLOCK_OK;
+        len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
+        if (len < 0)
+            return dlock__msg_set(m, DLOCK_NOMEM, "formatting SUBSCRIBE");
+        err = dlock__conn_send(n->conn, cmd, (size_t)len,
+                               dlock__client_io_deadline(n->client), m);
+        free(cmd); /* hiredis allocates with malloc */
+        if (err != DLOCK_OK)
+            return err;
+    }
+}
+
+/* Reads every complete reply available now (mu held). */
+static dlock_err read_pushes(dlock__notifier *n, dlock__msg *m)
+{
+    for (;;) {
+        redisReply *r;
+        dlock_err err = dlock__conn_recv(n->conn, 0, &r, m);
+
+        if (err != DLOCK_OK)
+            return err;
+        if (r == NULL)
+            return DLOCK_OK;
+        handle_push(n, r);
+        freeReplyObject(r);
+    }
+}
+
+/* Waits for the connection or the wake pipe (mu not held). */
+static void wait_events(dlock__notifier *n, int conn_fd, int timeout_ms)
+{
+    struct pollfd fds[2] = {
+        {.fd = n->pipe_fds[0], .events = POLLIN},
+        {.fd = conn_fd, .events = POLLIN},
+    };
+
+    if (poll(fds, conn_fd >= 0 ? 2 : 1, timeout_ms) < 0 && errno != EINTR)
+        return;
+    if (fds[0].revents & POLLIN)
+        drain_pipe(n);
+}
+
+/* One turn with a live connection: send changes, wait, read (mu held). */
+static void serve(dlock__notifier *n)
+{
+    dlock__msg m;
+    int fd = dlock__conn_fd(n->conn);
+    int buffered;
+    dlock_err err = send_changes(n, &m);
+
+    if (err == DLOCK_OK) {
+        buffered = dlock__conn_buffered(n->conn);
+        pthread_mutex_unlock(&n->mu);
+        if (!buffered)
+            wait_events(n, fd, 1000);
+        pthread_mutex_lock(&n->mu);
+        if (!n->stop)
+            err = read_pushes(n, &m);
+    }
+    if (err != DLOCK_OK) {
+        dlock__conn_free(n->conn);
+        n->conn = NULL;
+        connection_lost(n);
+    }
+}
+
+/* Connects with back-off (mu held on entry and exit). */
+static void reconnect(dlock__notifier *n)
+{
+    dlock__msg m;
+    dlock__conn *conn = NULL;
+    dlock_err err;
+
+    pthread_mutex_unlock(&n->mu);
+    err = dlock__client_connect(n->client, &conn, &m);
+    if (err != DLOCK_OK)
+        wait_events(n, -1, (int)(n->backoff_us / 1000));
+    pthread_mutex_lock(&n->mu);
+    if (err != DLOCK_OK) {
+        n->backoff_us = n->backoff_us * 2 > BACKOFF_MAX_US ? BACKOFF_MAX_US
+                                                           : n->backoff_us * 2;
+        return;
+    }
+    n->backoff_us = BACKOFF_MIN_US;
+    n->conn = conn;
+    /* Every channel is WANT already (joined since, or reset when the last
+     * connection was lost): serve() subscribes them, and the confirmation
+     * wakes their waiters.  Waking them now would only cost each a try. */
+}
+
+static void *notifier_main(void *arg)
+{
+    dlock__notifier *n = arg;
+
+    pthread_mutex_lock(&n->mu);
+    while (!n->stop) {
+        if (n->channels == NULL && n->conn == NULL) {
+            /* Nobody waits: do not hold a connection open for nothing. */
+            pthread_mutex_unlock(&n->mu);
+            wait_events(n, -1, -1);
+            pthread_mutex_lock(&n->mu);
+        } else if (n->conn == NULL) {
+            reconnect(n);
+        } else {
+            serve(n);
+        }
+    }
+    pthread_mutex_unlock(&n->mu);
+    dlock__tls_thread_end();
+    return NULL;
+}
+
+dlock_err dlock__notifier_new(dlock_client *c, dlock__notifier **out)
+{
+    dlock__notifier *n = dlock__calloc(1, sizeof(*n));
+
+    *out = NULL;
+    if (n == NULL)
+        return DLOCK_NOMEM;
+    n->client = c;
+    n->backoff_us = BACKOFF_MIN_US;
+    if (pipe2(n->pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0)
+        goto fail_pipe;
+    if (pthread_mutex_init(&n->mu, NULL) != 0)
+        goto fail_mutex;
+    if (dlock__thread_start(&n->thread, notifier_main, n) != 0)
+        goto fail_thread;
+    *out = n;
+    return DLOCK_OK;
+fail_thread:
+    pthread_mutex_destroy(&n->mu);
+fail_mutex:
+    close(n->pipe_fds[0]);
+    close(n->pipe_fds[1]);
+fail_pipe:
+    dlock__free(n);
+    return DLOCK_SYSTEM;
+}
+
+void dlock__notifier_free(dlock__notifier *n)
+{
+    if (n == NULL)
+        return;
+    pthread_mutex_lock(&n->mu);
+    n->stop = 1;
+    pthread_mutex_unlock(&n->mu);
+    poke(n);
+    pthread_join(n->thread, NULL);
+    while (n->channels != NULL)
+        remove_channel(n, n->channels);
+    dlock__conn_free(n->conn);
+    close(n->pipe_fds[0]);
+    close(n->pipe_fds[1]);
+    pthread_mutex_destroy(&n->mu);
+    dlock__free(n);
+}
+
+/* Finds or creates the channel entry (mu held). */
+static channel *join_channel(dlock__notifier *n, const char *name)
+{
+    channel *ch = find_channel(n, name, strlen(name));
+
+    if (ch != NULL)
+        return ch;
+    ch = dlock__calloc(1, sizeof(*ch));
+    if (ch == NULL)
+        return NULL;
+    ch->name = dlock__strdup(name);
+    if (ch->name == NULL) {
+        dlock__free(ch);
+        return NULL;
+    }
+    ch->state = WANT;
+    ch->next = n->channels;
+    n->channels = ch;
+    return ch;
+}
+
+/* A condition variable on the monotonic clock, as dlock__notify_wait's
+ * deadlines are.  Returns 0 or an errno value. */
+static int monotonic_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t attr;
+    int rc = pthread_condattr_init(&attr);
+
+    if (rc != 0)
+        return rc;
+    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(cv, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc;
+}
+
+dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
+                             dlock__waiter **out, int *subscribed)
+{
+    dlock__waiter *w = dlock__calloc(1, sizeof(*w));
+    channel *ch;
+
+    *out = NULL;
+    *subscribed = 0;
+    if (w == NULL)
+        return DLOCK_NOMEM;
+    if (monotonic_cond_init(&w->cv) != 0) {
+        dlock__free(w);
+        return DLOCK_SYSTEM;
+    }
+    pthread_mutex_lock(&n->mu);
+    ch = join_channel(n, name);
+    if (ch == NULL) {
+        pthread_mutex_unlock(&n->mu);
+        pthread_cond_destroy(&w->cv);
+        dlock__free(w);
+        return DLOCK_NOMEM;
+    }
+    w->ch = ch;
+    w->prev = ch->tail;
+    if (ch->tail != NULL)
+        ch->tail->next = w;
+    else
+        ch->head = w;
+    ch->tail = w;
+    ch->refs++;
+    *subscribed = ch->state == SUBSCRIBED;
+    pthread_mutex_unlock(&n->mu);
+    poke(n);
+    *out = w;
+    return DLOCK_OK;
+}
+
+int dlock__notify_has_waiters(dlock__notifier *n, const char *name)
+{
+    channel *ch;
+    int has;
+
+    pthread_mutex_lock(&n->mu);
+    ch = find_channel(n, name, strlen(name));
+    has = ch != NULL && ch->head != NULL;
+    pthread_mutex_unlock(&n->mu);
+    return has;
+}
+
+int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
+                       int64_t deadline_us)
+{
+    struct timespec ts = dlock__timespec_of(deadline_us);
+    int woken;
+
+    pthread_mutex_lock(&n->mu);
+    while (!w->woken)
+        if (pthread_cond_timedwait(&w->cv, &n->mu, &ts) == ETIMEDOUT)
+            break;
+    woken = w->woken;
+    w->woken = 0;
+    pthread_mutex_unlock(&n->mu);
+    return woken;
+}
+
+size_t dlock__notify_take_message(dlock__notifier *n, dlock__waiter *w,
+                                  char *buf, size_t cap)
+{
+    size_t len;
+
+    pthread_mutex_lock(&n->mu);
+    len = w->msg_len <= cap ? w->msg_len : 0;
+    memcpy(buf, w->msg, len);
+    w->msg_len = 0;
+    pthread_mutex_unlock(&n->mu);
+    return len;
+}
+
+void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
+{
+    channel *ch;
+    int last;
+
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&n->mu);
+    ch = w->ch;
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        ch->head = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
+    else
+        ch->tail = w->prev;
+    /* A wake-up this waiter did not use belongs to the next one. */
+    if (w->woken)
+        wake_one(ch, NULL);
+    last = --ch->refs == 0;
+    pthread_mutex_unlock(&n->mu);
+    if (last)
+        poke(n);
+    pthread_cond_destroy(&w->cv);
+    dlock__free(w);
+}

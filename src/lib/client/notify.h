@@ -1,0 +1,73 @@
+/*
+ * notify.h: release notifications for waiters.
+ *
+ * Each client has at most one subscriber connection, owned by one thread,
+ * shared by every waiter of that client.  A waiter joins the channel of
+ * the key it waits for (the first joiner subscribes), waits on its own
+ * condition variable, and leaves (the last one out unsubscribes).
+ *
+ * Wake-ups: a message on a channel wakes the longest-waiting waiter of that
+ * channel, not all of them, so a release hands the key to one contender of
+ * this client and not a herd.  The confirmation of a SUBSCRIBE, and a lost
+ * subscriber connection, wake every waiter of the channel: a release that
+ * happened before the subscription took effect would otherwise be missed,
+ * so each waiter tries again once it is subscribed.  Waiters also wake at
+ * their own deadline, which the wait loop (wait.h) sets from the holder's
+ * remaining TTL: the fallback for a holder that dies without releasing.
+ *
+ * A waiter that was woken but leaves without waiting again passes its
+ * wake-up to the next waiter, so no notification is swallowed.  The
+ * payload of the last non-empty message that woke a waiter (up to
+ * DLOCK__NOTIFY_MSG_MAX bytes) is kept for it: a fair grant travels in it
+ * (lock_fair.h).
+ *
+ * Threads: thread-safe.  A dlock__waiter belongs to the thread that joined.
+ */
+#ifndef DLOCK_SRC_NOTIFY_H
+#define DLOCK_SRC_NOTIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client/client_internal.h"
+
+typedef struct dlock__waiter dlock__waiter;
+
+/* Starts the subscriber thread (it connects in the background).
+ * Returns DLOCK_OK, DLOCK_NOMEM or DLOCK_SYSTEM. */
+dlock_err dlock__notifier_new(dlock_client *c, dlock__notifier **out);
+
+/* Stops the thread and frees everything; no waiter may remain. */
+void dlock__notifier_free(dlock__notifier *n);
+
+/*
+ * Joins channel; *out is NULL on failure (the caller polls).  *subscribed
+ * is 1 if the channel was already subscribed: releases from now on wake
+ * the waiter, but one since the caller's last try was missed, so it tries
+ * again at once.  0: the SUBSCRIBE confirmation (or a lost connection)
+ * will wake it, and that try covers the gap.  Returns DLOCK_OK,
+ * DLOCK_NOMEM or DLOCK_SYSTEM.
+ */
+dlock_err dlock__notify_join(dlock__notifier *n, const char *channel,
+                             dlock__waiter **out, int *subscribed);
+
+/* 1 if a waiter of this notifier is joined on channel. */
+int dlock__notify_has_waiters(dlock__notifier *n, const char *channel);
+
+/* Waits until woken or deadline_us; returns 1 if woken, 0 on deadline. */
+int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
+                       int64_t deadline_us);
+
+/* The longest message payload kept for a waiter; longer ones only wake. */
+#define DLOCK__NOTIFY_MSG_MAX 64
+
+/* Copies the payload kept for w (see the top of this file) into buf (cap
+ * bytes, not NUL-terminated) and forgets it; returns its length, 0 if none
+ * (or it does not fit). */
+size_t dlock__notify_take_message(dlock__notifier *n, dlock__waiter *w,
+                                  char *buf, size_t cap);
+
+/* Leaves the channel and frees w; NULL is fine. */
+void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w);
+
+#endif /* DLOCK_SRC_NOTIFY_H */

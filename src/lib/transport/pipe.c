@@ -1,0 +1,415 @@
+/*
+ * pipe.c: many threads' commands pipelined on one connection (pipe.h).
+ *
+ * Flat combining under the pipe's mutex: the lists, the two roles (writer,
+ * reader) and every call's done flag change only with the mutex held; the
+ * writer and the reader drop it for the socket work itself.  Each call has
+ * its own condition variable, so a reply wakes exactly the thread that
+ * waits for it (a broadcast would wake every waiter on 2 cores).
+ *
+ * TLS: one SSL object must not be read and written at once, so on a TLS
+ * connection the roles exclude each other: the writer sends what is queued
+ * while nobody reads, and a reader that is done writes what queued up
+ * meanwhile before it hands over.  Plain sockets take both at once.
+ */
+#include "transport/pipe.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+
+/* What one write may carry; a single larger command gets a buffer of its
+ * own size. */
+#define WRITE_BATCH_MAX (64u * 1024)
+
+struct dlock__pipe {
+    pthread_mutex_t mu;
+    dlock__conn *conn;
+    dlock__call *queued, *queued_tail; /* not yet written, in order */
+    dlock__call *flight, *flight_tail; /* written, replies due in order */
+    int load;          /* calls joined: the pool's, under its mutex */
+    atomic_int broken; /* set under mu, read by the pool */
+    int writing, reading;
+    int duplex; /* 0 on TLS: reading and writing exclude each other */
+    unsigned long long answered;
+    char *wbuf; /* the writer's, outside the mutex too */
+    size_t wcap;
+};
+
+dlock__pipe *dlock__pipe_new(dlock__conn *conn)
+{
+    dlock__pipe *p = dlock__calloc(1, sizeof(*p));
+
+    if (p == NULL || pthread_mutex_init(&p->mu, NULL) != 0) {
+        dlock__free(p);
+        dlock__conn_free(conn);
+        return NULL;
+    }
+    p->conn = conn;
+    p->duplex = !dlock__conn_tls(conn);
+    return p;
+}
+
+void dlock__pipe_free(dlock__pipe *p)
+{
+    if (p == NULL)
+        return;
+    assert(p->load == 0);
+    pthread_mutex_destroy(&p->mu);
+    dlock__conn_free(p->conn);
+    dlock__free(p->wbuf);
+    dlock__free(p);
+}
+
+int dlock__pipe_load(const dlock__pipe *p)
+{
+    return p->load;
+}
+
+int dlock__pipe_broken(dlock__pipe *p)
+{
+    return atomic_load(&p->broken);
+}
+
+void dlock__pipe_join(dlock__pipe *p)
+{
+    p->load++;
+}
+
+int dlock__pipe_leave(dlock__pipe *p)
+{
+    assert(p->load > 0);
+    return --p->load == 0 && atomic_load(&p->broken);
+}
+
+dlock__conn *dlock__pipe_detach(dlock__pipe *p)
+{
+    dlock__conn *conn = p->conn;
+
+    assert(p->load == 0 && !p->broken);
+    p->conn = NULL;
+    dlock__pipe_free(p);
+    return conn;
+}
+
+static void append(dlock__call **head, dlock__call **tail, dlock__call *c)
+{
+    c->next = NULL;
+    if (*tail != NULL)
+        (*tail)->next = c;
+    else
+        *head = c;
+    *tail = c;
+}
+
+/* Marks c done with err and wakes its thread. */
+static void finish(dlock__pipe *p, dlock__call *c, dlock_err err)
+{
+    c->err = err;
+    c->reused = p->answered > 0;
+    c->done = 1;
+    pthread_cond_signal(&c->wake);
+}
+
+/* The message of a call that failed with the pipe: the pipe's reason, or
+ * for a call past its deadline, how long it waited. */
+static void explain(const dlock__pipe *p, dlock__call *c, dlock_err err,
+                    const dlock__msg *why, int in_flight)
+{
+    if (c->m == NULL)
+        return;
+    if (err == DLOCK_TIMEOUT) {
+        dlock__msg_set(c->m, err,
+                       "no reply from %s by the command's deadline (%d "
+                       "commands were in flight on its connection)",
+                       dlock__conn_desc(p->conn), in_flight);
+        return;
+    }
+    memcpy(c->m->text, why->text, sizeof(c->m->text));
+    dlock__msg_wrap(c->m, err, "%s with %d commands on one connection",
+                    c->sent ? "sent" : "not sent", in_flight);
+}
+
+/*
+ * Breaks p: every call in flight fails (DLOCK_TIMEOUT if its deadline has
+ * passed or it is the victim whose wait ended it, else err), every queued call fails unsent, and a thread blocked
+ * on the socket is woken by shutting it down.
+ */
+static void break_pipe(dlock__pipe *p, dlock_err err, const dlock__msg *why,
+                       const dlock__call *victim)
+{
+    int64_t now = dlock__now_us();
+    const dlock__call *first_queued = p->queued;
+    int n = 0, total;
+
+    p->broken = 1;
+    for (dlock__call *c = p->flight; c != NULL; c = c->next)
+        n++;
+    total = n;
+    while (p->flight != NULL) {
+        dlock__call *c = p->flight;
+        dlock_err e = c == victim || c->deadline_us <= now ? DLOCK_TIMEOUT
+                                                           : err;
+
+        p->flight = c->next;
+        c->broke = 1;
+        c->report = n-- == total;
+        explain(p, c, e, why, total);
+        finish(p, c, e);
+    }
+    while (p->queued != NULL) {
+        dlock__call *c = p->queued;
+
+        p->queued = c->next;
+        c->broke = 1;
+        c->report = total == 0 && c == first_queued;
+        explain(p, c, DLOCK_UNAVAILABLE, why, total);
+        finish(p, c, DLOCK_UNAVAILABLE);
+    }
+    p->flight_tail = p->queued_tail = NULL;
+    if (p->reading || p->writing)
+        shutdown(dlock__conn_fd(p->conn), SHUT_RDWR);
+}
+
+/* Gives up on a call past its deadline: a queued one leaves the queue
+ * (nothing was sent), one in flight breaks the pipe. */
+static void expire(dlock__pipe *p, dlock__call *call)
+{
+    dlock__msg why;
+    dlock__call **link = &p->queued, *prev = NULL;
+
+    while (*link != NULL && *link != call) {
+        prev = *link;
+        link = &(*link)->next;
+    }
+    if (*link == call) {
+        *link = call->next;
+        if (p->queued_tail == call)
+            p->queued_tail = prev;
+        dlock__msg_set(call->m, DLOCK_TIMEOUT,
+                       "command for %s still queued at its deadline",
+                       dlock__conn_desc(p->conn));
+        finish(p, call, DLOCK_TIMEOUT);
+        return;
+    }
+    dlock__msg_set(&why, DLOCK_UNAVAILABLE,
+                   "connection to %s dropped: a command on it got no reply "
+                   "by its deadline",
+                   dlock__conn_desc(p->conn));
+    break_pipe(p, DLOCK_UNAVAILABLE, &why, call);
+}
+
+/*
+ * Moves the queued calls that fit into the write buffer to the flight
+ * list and copies their bytes there; returns the byte count (0 when a call
+ * failed instead: out of memory for a large command) and the earliest
+ * deadline among them.
+ */
+static size_t take_batch(dlock__pipe *p, int64_t *deadline_us)
+{
+    size_t n = 0;
+
+    if (p->wcap < p->queued->len || p->wbuf == NULL) {
+        size_t want = p->queued->len > 4096 ? p->queued->len : 4096;
+        char *grown = dlock__realloc(p->wbuf, want);
+
+        if (grown == NULL) {
+            dlock__call *c = p->queued;
+
+            p->queued = c->next;
+            if (p->queued == NULL)
+                p->queued_tail = NULL;
+            dlock__msg_set(c->m, DLOCK_NOMEM, "a write buffer for %s",
+                           dlock__conn_desc(p->conn));
+            finish(p, c, DLOCK_NOMEM);
+            return 0;
+        }
+        p->wbuf = grown;
+        p->wcap = want;
+    }
+    *deadline_us = p->queued->deadline_us;
+    while (p->queued != NULL && n + p->queued->len <= p->wcap) {
+        dlock__call *c = p->queued;
+
+        p->queued = c->next;
+        memcpy(p->wbuf + n, c->cmd, c->len);
+        n += c->len;
+        c->sent = 1;
+        if (c->deadline_us < *deadline_us)
+            *deadline_us = c->deadline_us;
+        append(&p->flight, &p->flight_tail, c);
+    }
+    if (p->queued == NULL)
+        p->queued_tail = NULL;
+    else if (p->wcap < WRITE_BATCH_MAX) {
+        char *grown = dlock__realloc(p->wbuf, WRITE_BATCH_MAX);
+
+        /* Next batch fits more; without memory it stays as it is. */
+        if (grown != NULL) {
+            p->wbuf = grown;
+            p->wcap = WRITE_BATCH_MAX;
+        }
+    }
+    return n;
+}
+
+/* The writer: sends everything queued, one write per batch. */
+static void write_queued(dlock__pipe *p)
+{
+    p->writing = 1;
+    while (p->queued != NULL && !p->broken) {
+        int64_t deadline_us;
+        size_t n = take_batch(p, &deadline_us);
+        dlock__msg why;
+        dlock_err err;
+
+        if (n == 0)
+            continue;
+        pthread_mutex_unlock(&p->mu);
+        err = dlock__conn_send(p->conn, p->wbuf, n, deadline_us, &why);
+        pthread_mutex_lock(&p->mu);
+        if (err != DLOCK_OK && !p->broken)
+            break_pipe(p, err, &why, NULL);
+    }
+    p->writing = 0;
+}
+
+/* Takes the next reply off the socket and gives it to the oldest call in
+ * flight; returns 0 when the pipe broke instead. */
+static int deliver_one(dlock__pipe *p, const dlock__call *call)
+{
+    redisReply *r = NULL;
+    dlock__msg why;
+    dlock__call *c;
+    dlock_err err;
+
+    pthread_mutex_unlock(&p->mu);
+    err = dlock__conn_recv(p->conn, call->deadline_us, &r, &why);
+    pthread_mutex_lock(&p->mu);
+    if (p->broken) {
+        if (r != NULL)
+            freeReplyObject(r);
+        return 0;
+    }
+    if (err == DLOCK_OK && p->flight == NULL) {
+        freeReplyObject(r);
+        err = dlock__msg_set(&why, DLOCK_PROTOCOL,
+                             "a reply from %s that no command asked for",
+                             dlock__conn_desc(p->conn));
+    }
+    if (err != DLOCK_OK) {
+        break_pipe(p, err == DLOCK_TIMEOUT ? DLOCK_UNAVAILABLE : err, &why,
+                   err == DLOCK_TIMEOUT ? call : NULL);
+        return 0;
+    }
+    c = p->flight;
+    p->flight = c->next;
+    if (p->flight == NULL)
+        p->flight_tail = NULL;
+    c->reply = r;
+    p->answered++;
+    finish(p, c, DLOCK_OK);
+    return 1;
+}
+
+/* The reader: hands out replies until call's has come, then writes what
+ * queued meanwhile if the writer had to wait (TLS) and wakes the oldest
+ * call in flight to read next. */
+static void read_until(dlock__pipe *p, dlock__call *call)
+{
+    p->reading = 1;
+    while (!call->done && deliver_one(p, call))
+        ;
+    /* Replies already here go out now, sparing their threads a turn. */
+    while (!p->broken && p->flight != NULL && dlock__conn_buffered(p->conn)
+           && deliver_one(p, call))
+        ;
+    p->reading = 0;
+    if (p->broken)
+        return;
+    if (p->queued != NULL && !p->writing)
+        write_queued(p);
+    if (p->flight != NULL && !p->reading)
+        pthread_cond_signal(&p->flight->wake);
+}
+
+/*
+ * A caller writes what is queued.  While it wrote a later batch, a reader
+ * may have handed it its own reply and, finding no call in flight then,
+ * woken nobody: the batch just sent has no reader.  A caller whose call is
+ * done therefore wakes the oldest call in flight to read, as a reader that
+ * is done does.
+ */
+static void write_as_caller(dlock__pipe *p, const dlock__call *call)
+{
+    write_queued(p);
+    if (call->done && !p->broken && p->flight != NULL && !p->reading)
+        pthread_cond_signal(&p->flight->wake);
+}
+
+static int may_write(const dlock__pipe *p)
+{
+    return p->queued != NULL && !p->writing && !p->broken
+           && (p->duplex || !p->reading);
+}
+
+static int may_read(const dlock__pipe *p, const dlock__call *call)
+{
+    return call->sent && !p->reading && !p->broken
+           && (p->duplex || !p->writing);
+}
+
+/* Waits for a wake-up or the call's deadline; past it, gives up. */
+static void wait_turn(dlock__pipe *p, dlock__call *call)
+{
+    struct timespec ts = dlock__timespec_of(call->deadline_us);
+
+    if (pthread_cond_timedwait(&call->wake, &p->mu, &ts) == ETIMEDOUT
+        && !call->done)
+        expire(p, call);
+}
+
+static void call_start(dlock__call *call)
+{
+    pthread_condattr_t attr;
+
+    call->reply = NULL;
+    call->err = DLOCK_OK;
+    call->sent = call->reused = call->report = call->broke = 0;
+    call->done = 0;
+    call->next = NULL;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&call->wake, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
+{
+    call_start(call);
+    pthread_mutex_lock(&p->mu);
+    if (p->broken) {
+        dlock__msg_set(call->m, DLOCK_UNAVAILABLE,
+                       "not sent: the connection to %s had failed",
+                       dlock__conn_desc(p->conn));
+        /* It broke between the pool's choice and now: go elsewhere. */
+        call->broke = 1;
+        finish(p, call, DLOCK_UNAVAILABLE);
+    } else {
+        append(&p->queued, &p->queued_tail, call);
+    }
+    while (!call->done)
+        if (may_write(p))
+            write_as_caller(p, call);
+        else if (may_read(p, call))
+            read_until(p, call);
+        else
+            wait_turn(p, call);
+    pthread_mutex_unlock(&p->mu);
+    pthread_cond_destroy(&call->wake);
+}
