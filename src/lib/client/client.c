@@ -16,8 +16,12 @@
  * is left to the single-server and Sentinel roads (one shard down says
  * nothing of the others).
  *
- * Invariants: a client that dlock_client_new returned has a parsed
- * endpoint, a pool, a breaker and a running background thread; its option
+ * The public dlock_client_new and dlock_client_free are in
+ * lock/client_new.c: they add the lock layer's watchdog and scripts to the
+ * client built here, so this layer never reaches up into the lock's.
+ *
+ * Invariants: a client that dlock__client_build returned has a parsed
+ * endpoint, a pool, a breaker and a running prober thread; its option
  * strings are its own copies; per-thread states are on c->tstates until the
  * thread exits or the client is freed.
  */
@@ -37,11 +41,9 @@
 #include "transport/replwait.h"
 #include "dlock/dlock.h"
 #include "base/lease.h"
-#include "lock/lock_internal.h"
 #include "client/notify.h"
 #include "client/prober.h"
 #include "transport/tls.h"
-#include "lock/watchdog.h"
 
 struct dlock_client {
     dlock__endpoint ep;
@@ -910,7 +912,7 @@ struct dlock__redlock *dlock__client_redlock(dlock_client *c)
                : NULL;
 }
 
-static dlock_err warm_up(dlock_client *c, dlock__msg *m)
+dlock_err dlock__client_warm_up(dlock_client *c, dlock__msg *m)
 {
     const char *argv[] = {"TIME"};
     int64_t sent = dlock__boot_us();
@@ -931,9 +933,7 @@ static dlock_err warm_up(dlock_client *c, dlock__msg *m)
         dlock__skew_sample(&c->skew, sent, dlock__boot_us(),
                            dlock__server_time_us(r, 0));
     freeReplyObject(r);
-    if (err != DLOCK_OK)
-        return err;
-    return dlock__lock_load_scripts(c, m);
+    return err;
 }
 
 static dlock_err init_sync(dlock_client *c, dlock__msg *m)
@@ -1051,60 +1051,53 @@ static dlock_err build_with(dlock_client *c, const char *url,
     dlock__breaker_init(&c->breaker, c->opts.breaker_threshold);
     err = init_sync(c, m);
     if (err == DLOCK_OK)
-        err = dlock__reentry_new(&c->reentry, m);
-    if (err == DLOCK_OK)
         err = dlock__prober_new(c, &c->prober, m);
-    if (err != DLOCK_OK)
-        return err;
-    return dlock__watchdog_new(c, &c->watchdog, m);
-}
-
-dlock_err dlock_client_new(const char *url, const dlock_client_opts *opts,
-                           dlock_client **out, char *errbuf, size_t errlen)
-{
-    dlock__msg m;
-    dlock_client *c;
-    dlock_err err;
-
-    dlock__msg_clear(&m);
-    if (out == NULL)
-        return DLOCK_INVALID;
-    *out = NULL;
-    c = dlock__calloc(1, sizeof(*c));
-    if (c == NULL) {
-        err = dlock__msg_set(&m, DLOCK_NOMEM, "allocating a client");
-        goto fail;
-    }
-    dlock__skew_init(&c->skew);
-    err = build(c, url, opts, &m);
-    if (err == DLOCK_OK)
-        err = warm_up(c, &m);
-    if (err != DLOCK_OK && c->opts.start_offline && c->watchdog != NULL
-        && err != DLOCK_NOMEM && err != DLOCK_INVALID && err != DLOCK_AUTH) {
-        /* Start with the breaker open; the probe connects later. */
-        dlock__breaker_trip(&c->breaker);
-        dlock__prober_kick(c->prober);
-        err = DLOCK_OK;
-    }
-    if (err != DLOCK_OK)
-        goto fail;
-    *out = c;
-    return DLOCK_OK;
-fail:
-    if (errbuf != NULL && errlen > 0)
-        snprintf(errbuf, errlen, "%s", m.text);
-    dlock_client_free(c);
     return err;
 }
 
-void dlock_client_free(dlock_client *c)
+dlock_err dlock__client_build(const char *url, const dlock_client_opts *opts,
+                              dlock_client **out, dlock__msg *m)
+{
+    dlock_client *c = dlock__calloc(1, sizeof(*c));
+    dlock_err err;
+
+    *out = NULL;
+    if (c == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "allocating a client");
+    dlock__skew_init(&c->skew);
+    err = build(c, url, opts, m);
+    if (err != DLOCK_OK) {
+        dlock__client_destroy(c);
+        return err;
+    }
+    *out = c;
+    return DLOCK_OK;
+}
+
+void dlock__client_attach(dlock_client *c, dlock__watchdog *w,
+                          dlock__reentry *r)
+{
+    c->watchdog = w;
+    c->reentry = r;
+}
+
+dlock_err dlock__client_start_offline(dlock_client *c, dlock_err err)
+{
+    if (!c->opts.start_offline || err == DLOCK_NOMEM || err == DLOCK_INVALID
+        || err == DLOCK_AUTH)
+        return err;
+    /* Start with the breaker open; the probe connects later. */
+    dlock__breaker_trip(&c->breaker);
+    dlock__prober_kick(c->prober);
+    return DLOCK_OK;
+}
+
+void dlock__client_destroy(dlock_client *c)
 {
     if (c == NULL)
         return;
-    dlock__watchdog_free(c->watchdog);
     dlock__prober_free(c->prober);
     dlock__notifier_free(c->notifier);
-    dlock__reentry_free(c->reentry);
     if (c->pool_ready)
         dlock__pool_destroy(&c->pool);
     dlock__deploy_free(c->deploy);

@@ -76,6 +76,38 @@ dlock__skew *dlock__client_skew(dlock_client *c);
 dlock__breaker *dlock__client_breaker(dlock_client *c);
 const dlock_client_opts *dlock__client_opts(const dlock_client *c);
 
+/*
+ * How a client is made and ended; the public dlock_client_new and
+ * dlock_client_free (lock/client_new.c) call these in this order:
+ *
+ * dlock__client_build parses url and opts (NULL: the defaults), and makes
+ * the pool or deployment, the breaker and the prober; it connects to
+ * nothing yet.  *out is the client, or NULL on failure (m says why).
+ *
+ * dlock__client_attach gives the client the lock layer's parts, which the
+ * accessors above hand out: the watchdog and the reentrant registry.  The
+ * caller keeps them and frees them (dlock_client_free) before or after
+ * dlock__client_destroy, never while the client is in use.
+ *
+ * dlock__client_warm_up makes the first round trip: TIME on one server
+ * (its sample starts the clock offset, lease.h), or a majority's PING for
+ * Redlock.  Its error is the client's first transport error.
+ *
+ * dlock__client_start_offline returns DLOCK_OK when err (a warm-up's) is
+ * one the client may start with under opts.start_offline: the breaker is
+ * then open and the prober connects later.  Else it returns err.
+ *
+ * dlock__client_destroy stops the client's threads and frees all but the
+ * attached parts.  NULL is a no-op.
+ */
+dlock_err dlock__client_build(const char *url, const dlock_client_opts *opts,
+                              dlock_client **out, dlock__msg *m);
+void dlock__client_attach(dlock_client *c, dlock__watchdog *w,
+                          dlock__reentry *r);
+dlock_err dlock__client_warm_up(dlock_client *c, dlock__msg *m);
+dlock_err dlock__client_start_offline(dlock_client *c, dlock_err err);
+void dlock__client_destroy(dlock_client *c);
+
 /* The client's deployment (deploy.h) when its URL names several
  * servers, else NULL. */
 struct dlock__deploy *dlock__client_deploy(dlock_client *c);
