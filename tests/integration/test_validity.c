@@ -65,8 +65,7 @@ static testkit_redis *private_redis(const char *name, int wallclock)
  * 5 s io timeout of a renewal stuck on the silent connection. */
 static void silent_network_loses_the_lock_at_valid_until(void **state)
 {
-    testkit_proxied *link = testkit_proxied_start(
-        &(testkit_redis_opts){.name = "lease-silent"});
+    testkit_proxied *link = itkit_proxied("lease-silent");
     char key[TESTKIT_KEY_MAX];
     dlock_client_opts co = itkit_client_opts();
     dlock_client *c;
@@ -76,7 +75,6 @@ static void silent_network_loses_the_lock_at_valid_until(void **state)
     int64_t paused_ms, valid_at_pause, late;
 
     (void)state;
-    TK_EXPECT(link != NULL, "a private redis-server and a proxy start");
     co.io_timeout_ms = 5000;
     c = itkit_client(link->url, &co);
     o.watchdog = 1;
@@ -326,8 +324,7 @@ static int orphan_undone(void *arg)
  * undone with the same token long before its TTL. */
 static void a_timed_out_acquire_leaves_no_orphan(void **state)
 {
-    testkit_proxied *link = testkit_proxied_start(
-        &(testkit_redis_opts){.name = "lease-orphan"});
+    testkit_proxied *link = itkit_proxied("lease-orphan");
     char key[TESTKIT_KEY_MAX];
     dlock_client_opts co = itkit_client_opts();
     dlock_client *c;
@@ -337,7 +334,6 @@ static void a_timed_out_acquire_leaves_no_orphan(void **state)
     dlock_err err;
 
     (void)state;
-    TK_EXPECT(link != NULL, "a private redis-server and a proxy start");
     co.io_timeout_ms = 300;
     c = itkit_client(link->url, &co);
     testkit_key(key, "orphan");
