@@ -67,19 +67,20 @@
 
 static const char *redis_url;
 static char *alice;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {NULL, NULL, NULL}};
 
 static int setup(void **state)
 {
     (void)state;
     redis_url = testkit_shared_redis();
-    alice = rvt_token("alice", "author", 3600);
-    return redis_url != NULL && alice != NULL ? 0 : -1;
+    return redis_url != NULL ? rvt_people_mint(people) : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    free(alice);
+    rvt_people_free(people);
     return 0;
 }
 
