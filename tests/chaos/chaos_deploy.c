@@ -63,15 +63,13 @@ static void append_hosts(char *url, size_t len, testkit_redis *const *nodes,
 
 static int start_proxies(chaos_nemesis *n)
 {
-    char target[64];
     int total = n->cfg.api_clients + n->cfg.cli_clients;
 
-    snprintf(target, sizeof(target), "127.0.0.1:%d", n->redis->port);
     for (int i = 0; i < total && i < CHAOS_CLIENTS_MAX; i++) {
         char name[32];
 
         snprintf(name, sizeof(name), "chaos-proxy-%d", i);
-        n->proxies[i] = testkit_proxy_start(name, target);
+        n->proxies[i] = testkit_proxy_for(name, n->redis->port);
         if (n->proxies[i] == NULL)
             return -1;
     }

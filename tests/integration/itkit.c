@@ -69,6 +69,16 @@ dlock_lock *itkit_acquire(dlock_client *c, const char *key,
     return l;
 }
 
+testkit_proxied *itkit_proxied(const char *name)
+{
+    testkit_proxied *link = testkit_proxied_start(
+        &(testkit_redis_opts){.name = name});
+
+    TK_EXPECT(link != NULL, "a private redis-server %s and a proxy start",
+              name);
+    return link;
+}
+
 void itkit_pace_ms(int64_t ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

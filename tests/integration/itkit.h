@@ -44,6 +44,11 @@ dlock_acquire_opts itkit_acquire_opts(int64_t ttl_ms, int64_t wait_ms);
 dlock_lock *itkit_acquire(dlock_client *c, const char *key,
                           const dlock_acquire_opts *opts);
 
+/* A private redis-server named name with a proxy in front of it
+ * (testkit_proxied_start) that must start; the test frees it with
+ * testkit_proxied_free. */
+testkit_proxied *itkit_proxied(const char *name);
+
 /* The state of a test file whose tests share one private server (a
  * redis-server of the test's own, started by the test kit with the
  * options that file needs: TLS, passwords, ACL users). */

@@ -155,28 +155,23 @@ static void *release_main(void *arg)
 
 static void release_after_an_empty_restart_reports_the_loss(void **state)
 {
-    testkit_redis_opts so = {.name = "fence_release"};
-    testkit_redis *server = testkit_redis_start(&so);
+    testkit_proxied *link = itkit_proxied("fence_release");
     dlock_acquire_opts o = itkit_acquire_opts(30000, 0);
     dlock_client_opts co = itkit_client_opts();
-    testkit_proxy *proxy;
     dlock_client *c;
     releaser r = {0};
     pthread_t thread;
-    char key[TESTKIT_KEY_MAX], target[64];
+    char key[TESTKIT_KEY_MAX];
 
     (void)state;
-    TK_EXPECT(server != NULL, "a private redis-server starts");
-    snprintf(target, sizeof(target), "127.0.0.1:%d", server->port);
-    proxy = testkit_proxy_start("fence_release", target);
-    TK_EXPECT(proxy != NULL, "a proxy starts in front of it");
     co.io_timeout_ms = 15000;
-    c = itkit_client(proxy->url, &co);
+    c = itkit_client(link->url, &co);
     testkit_key(key, "fence_release");
     r.lock = itkit_acquire(c, key, &o);
 
     /* The release goes out into a silent network ... */
-    TK_EXPECT(testkit_proxy_ctl(proxy, "pause") == 0, "the proxy pauses");
+    TK_EXPECT(testkit_proxy_ctl(link->proxy, "pause") == 0,
+              "the proxy pauses");
     TK_EXPECT(pthread_create(&thread, NULL, release_main, &r) == 0,
               "the releasing thread starts");
     /* Time for it to be written (nothing outside shows a send into a
@@ -185,21 +180,20 @@ static void release_after_an_empty_restart_reports_the_loss(void **state)
     nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
     /* ... the server restarts empty, the connection is reset, and the
      * release is re-asked on a new one. */
-    TK_EXPECT(testkit_redis_restart(server) == 0,
+    TK_EXPECT(testkit_redis_restart(link->server) == 0,
               "it restarts, empty, under the held lock");
-    TK_EXPECT(testkit_proxy_ctl(proxy, "reset") == 0
-                  && testkit_proxy_ctl(proxy, "resume") == 0,
+    TK_EXPECT(testkit_proxy_ctl(link->proxy, "reset") == 0
+                  && testkit_proxy_ctl(link->proxy, "resume") == 0,
               "the proxy resets its connections and forwards again");
     TK_EXPECT(pthread_join(thread, NULL) == 0, "the release returns");
-    TK_EXPECT(testkit_redis_int(server->admin_url, "DBSIZE") == 0,
+    TK_EXPECT(testkit_redis_int(link->server->admin_url, "DBSIZE") == 0,
               "the restart lost every key (no persistence)");
     TK_EXPECT(r.err == DLOCK_LOST,
               "a re-asked release that finds the lock gone after an empty "
               "restart is a loss, not a release: got %s",
               dlock_strerror(r.err));
     dlock_client_free(c);
-    testkit_proxy_free(proxy);
-    testkit_redis_free(server);
+    testkit_proxied_free(link);
 }
 
 /* The server's replication offset (INFO replication), -1 if unknown. */
@@ -259,7 +253,7 @@ static void failover_to_a_lagging_replica_with_clock_behind(void **state)
     testkit_redis *primary = testkit_redis_start(&po);
     testkit_redis *replica = testkit_redis_start(&ro);
     testkit_proxy *front, *link;
-    char key[TESTKIT_KEY_MAX], target[32];
+    char key[TESTKIT_KEY_MAX];
     pair servers;
     dlock_client *c;
     uint64_t last;
@@ -267,9 +261,8 @@ static void failover_to_a_lagging_replica_with_clock_behind(void **state)
 
     (void)state;
     TK_EXPECT(primary != NULL && replica != NULL, "two redis-servers start");
-    snprintf(target, sizeof(target), "127.0.0.1:%d", primary->port);
-    front = testkit_proxy_start("fence_front", target);
-    link = testkit_proxy_start("fence_link", target);
+    front = testkit_proxy_for("fence_front", primary->port);
+    link = testkit_proxy_for("fence_link", primary->port);
     TK_EXPECT(front != NULL && link != NULL, "two proxies start");
     /* A full sync at once, not after the diskless sync's 5 s delay. */
     r = testkit_redis_cmd(primary->admin_url,

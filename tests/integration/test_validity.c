@@ -65,9 +65,8 @@ static testkit_redis *private_redis(const char *name, int wallclock)
  * 5 s io timeout of a renewal stuck on the silent connection. */
 static void silent_network_loses_the_lock_at_valid_until(void **state)
 {
-    testkit_redis *r = private_redis("lease-silent", 0);
-    char target[64], key[TESTKIT_KEY_MAX];
-    testkit_proxy *p;
+    testkit_proxied *link = itkit_proxied("lease-silent");
+    char key[TESTKIT_KEY_MAX];
     dlock_client_opts co = itkit_client_opts();
     dlock_client *c;
     dlock_acquire_opts o = itkit_acquire_opts(1500, 0);
@@ -76,17 +75,15 @@ static void silent_network_loses_the_lock_at_valid_until(void **state)
     int64_t paused_ms, valid_at_pause, late;
 
     (void)state;
-    snprintf(target, sizeof(target), "127.0.0.1:%d", r->port);
-    p = testkit_proxy_start("lease-silent-proxy", target);
-    TK_EXPECT(p != NULL, "the proxy starts");
     co.io_timeout_ms = 5000;
-    c = itkit_client(p->url, &co);
+    c = itkit_client(link->url, &co);
     o.watchdog = 1;
     o.on_lost = on_lost;
     o.on_lost_arg = &seen;
     l = itkit_acquire(c, testkit_key(key, "silent"), &o);
     itkit_pace_ms(700); /* at least one renewal on the renewer's link */
-    TK_EXPECT(testkit_proxy_ctl(p, "pause") == 0, "the proxy pauses");
+    TK_EXPECT(testkit_proxy_ctl(link->proxy, "pause") == 0,
+              "the proxy pauses");
     paused_ms = testkit_now_ms();
     valid_at_pause = dlock_lock_valid_ms(l);
     TK_EXPECT(valid_at_pause > 0 && valid_at_pause <= 1500,
@@ -108,14 +105,14 @@ static void silent_network_loses_the_lock_at_valid_until(void **state)
     itkit_pace_ms(300);
     TK_EXPECT(atomic_load(&seen.calls) == 1, "on_lost ran once, got %d",
               atomic_load(&seen.calls));
-    TK_EXPECT(testkit_proxy_ctl(p, "resume") == 0, "the proxy resumes");
+    TK_EXPECT(testkit_proxy_ctl(link->proxy, "resume") == 0,
+              "the proxy resumes");
     TK_EXPECT(dlock_extend(l, 0) == DLOCK_STATE, "extend of a lost lock is "
                                                  "refused");
     TK_EXPECT(atomic_load(&seen.calls) == 1, "still one on_lost call");
     dlock_lock_free(l);
     dlock_client_free(c);
-    testkit_proxy_free(p);
-    testkit_redis_free(r);
+    testkit_proxied_free(link);
 }
 
 /* After the TTL ran out and another client took the key, the holder's
@@ -327,9 +324,8 @@ static int orphan_undone(void *arg)
  * undone with the same token long before its TTL. */
 static void a_timed_out_acquire_leaves_no_orphan(void **state)
 {
-    testkit_redis *r = private_redis("lease-orphan", 0);
-    char target[64], key[TESTKIT_KEY_MAX];
-    testkit_proxy *p;
+    testkit_proxied *link = itkit_proxied("lease-orphan");
+    char key[TESTKIT_KEY_MAX];
     dlock_client_opts co = itkit_client_opts();
     dlock_client *c;
     dlock_acquire_opts o = itkit_acquire_opts(10000, 0);
@@ -338,30 +334,27 @@ static void a_timed_out_acquire_leaves_no_orphan(void **state)
     dlock_err err;
 
     (void)state;
-    snprintf(target, sizeof(target), "127.0.0.1:%d", r->port);
-    p = testkit_proxy_start("lease-orphan-proxy", target);
-    TK_EXPECT(p != NULL, "the proxy starts");
     co.io_timeout_ms = 300;
-    c = itkit_client(p->url, &co);
+    c = itkit_client(link->url, &co);
     testkit_key(key, "orphan");
-    TK_EXPECT(testkit_proxy_ctl(p, "delay 700") == 0, "delay 700 ms");
+    TK_EXPECT(testkit_proxy_ctl(link->proxy, "delay 700") == 0,
+              "delay 700 ms");
     err = dlock_acquire(c, key, &o, &l);
     TK_EXPECT(err == DLOCK_TIMEOUT || err == DLOCK_UNAVAILABLE,
               "the acquire times out, got %s: %s", dlock_errname(err),
               dlock_client_errmsg(c));
-    TK_EXPECT(testkit_proxy_ctl(p, "delay 0") == 0, "no delay");
-    check.url = r->url;
+    TK_EXPECT(testkit_proxy_ctl(link->proxy, "delay 0") == 0, "no delay");
+    check.url = link->server->url;
     check.key = key;
     snprintf(check.fence_key, sizeof(check.fence_key), "#dlock:fence:{%s}",
              key);
     TK_EXPECT(testkit_wait_until(orphan_undone, &check, 4000),
               "the acquire ran and its key was released within 4 s (of a "
               "10 s TTL): EXISTS key %lld, fence %lld",
-              testkit_redis_int(r->url, "EXISTS %s", key),
-              testkit_redis_int(r->url, "EXISTS %s", check.fence_key));
+              testkit_redis_int(check.url, "EXISTS %s", key),
+              testkit_redis_int(check.url, "EXISTS %s", check.fence_key));
     dlock_client_free(c);
-    testkit_proxy_free(p);
-    testkit_redis_free(r);
+    testkit_proxied_free(link);
 }
 
 #define MANY 200

@@ -38,9 +38,6 @@
 #define TTL_MS 1500
 #define IO_TIMEOUT_MS 5000
 
-/* The semaphore of the permit the silent test holds (one at a time). */
-static dlock_semaphore *semaphore_of_permit;
-
 /* What an on_lost callback saw. */
 typedef struct lost_seen {
     atomic_int calls;
@@ -87,11 +84,51 @@ static testkit_redis *private_redis(const char *name, int wallclock)
     return r;
 }
 
-/* A server behind a proxy, and a client through the proxy. */
+/* A grant the silent-link tests hold: a permit (with its semaphore), a
+ * write hold, or a leader's term; one of permit, hold and leader is set. */
+typedef struct grant {
+    dlock_semaphore *sem;
+    dlock_permit *permit;
+    dlock_rwlock *hold;
+    dlock_leader *leader;
+} grant;
+
+static int64_t grant_valid_ms(const grant *g)
+{
+    if (g->permit != NULL)
+        return dlock_permit_valid_ms(g->permit);
+    if (g->hold != NULL)
+        return dlock_rwlock_valid_ms(g->hold);
+    return dlock_leader_valid_ms(g->leader);
+}
+
+/* lost() and extend() of a permit or a hold (a term has neither). */
+static int grant_lost(const grant *g)
+{
+    return g->permit != NULL ? dlock_permit_lost(g->permit)
+                             : dlock_rwlock_lost(g->hold);
+}
+
+static dlock_err grant_extend(grant *g)
+{
+    return g->permit != NULL ? dlock_semaphore_extend(g->permit, 0)
+                             : dlock_rwlock_extend(g->hold, 0);
+}
+
+static void grant_free(grant *g)
+{
+    dlock_permit_free(g->permit);
+    dlock_semaphore_free(g->sem);
+    dlock_rwlock_free(g->hold);
+    dlock_leader_free(g->leader);
+}
+
+/* A server behind a proxy, a client through the proxy, and the grant the
+ * client holds there. */
 typedef struct silent {
-    testkit_redis *server;
-    testkit_proxy *proxy;
+    testkit_proxied *link;
     dlock_client *client;
+    grant grant;
     lost_seen seen;
     int64_t paused_ms; /* when the proxy went silent */
     int64_t valid_ms;  /* what the grant claimed then */
@@ -99,23 +136,19 @@ typedef struct silent {
 
 static void silent_start(silent *s, const char *name)
 {
-    char target[64];
-
     memset(s, 0, sizeof(*s));
-    s->server = private_redis(name, 0);
-    snprintf(target, sizeof(target), "127.0.0.1:%d", s->server->port);
-    s->proxy = testkit_proxy_start(name, target);
-    TK_EXPECT(s->proxy != NULL, "the proxy starts");
-    s->client = patkit_client_of(s->proxy->url, IO_TIMEOUT_MS);
+    s->link = testkit_proxied_start(&(testkit_redis_opts){.name = name});
+    TK_EXPECT(s->link != NULL, "a private redis-server and a proxy start");
+    s->client = patkit_client_of(s->link->url, IO_TIMEOUT_MS);
 }
 
 /* Pauses the proxy and notes how long the grant claims to be valid. */
-static void silent_pause(silent *s, int64_t (*valid_ms)(const void *),
-                         const void *grant)
+static void silent_pause(silent *s)
 {
-    TK_EXPECT(testkit_proxy_ctl(s->proxy, "pause") == 0, "the proxy pauses");
+    TK_EXPECT(testkit_proxy_ctl(s->link->proxy, "pause") == 0,
+              "the proxy pauses");
     s->paused_ms = testkit_now_ms();
-    s->valid_ms = valid_ms(grant);
+    s->valid_ms = grant_valid_ms(&s->grant);
     TK_EXPECT(s->valid_ms > 0 && s->valid_ms <= TTL_MS,
               "valid for %lld ms at the pause", (long long)s->valid_ms);
 }
@@ -139,12 +172,13 @@ static void expect_lost_at_valid_until(silent *s, const char *what)
     TK_EXPECT(atomic_load(&s->seen.calls) == 1, "%s: on_lost ran once", what);
 }
 
+/* Resumes the link, then frees the grant, the client, proxy and server. */
 static void silent_stop(silent *s)
 {
-    TK_EXPECT(testkit_proxy_ctl(s->proxy, "resume") == 0, "resumes");
+    TK_EXPECT(testkit_proxy_ctl(s->link->proxy, "resume") == 0, "resumes");
+    grant_free(&s->grant);
     dlock_client_free(s->client);
-    testkit_proxy_free(s->proxy);
-    testkit_redis_free(s->server);
+    testkit_proxied_free(s->link);
 }
 
 /* An extend on the silent link returns by valid_until (+ 250 ms), not
@@ -161,130 +195,63 @@ static void expect_extend_bounded(silent *s, dlock_err err, const char *what)
               what, (long long)took, (long long)s->valid_ms);
 }
 
-/* A grant with an extend and an on_lost of its own (a permit, a hold):
- * how to take one, and its accessors over a void pointer. */
-typedef struct grant_ops {
-    const char *what;
-    void *(*take)(silent *s, const char *name); /* on_lost set */
-    int64_t (*valid_ms)(const void *grant);
-    int (*lost)(const void *grant);
-    dlock_err (*extend)(void *grant);
-    void (*drop)(void *grant);
-} grant_ops;
-
-/* Takes a grant through the proxy, silences the link: an extend returns
- * by valid_until, the loss comes then, once, and sticks. */
-static void grant_is_lost_at_valid_until(const grant_ops *ops)
+/* Takes a grant (a permit or a hold, with on_lost set) through the proxy
+ * with take, silences the link: an extend returns by valid_until, the
+ * loss comes then, once, and sticks. */
+static void grant_is_lost_at_valid_until(const char *what,
+                                         void (*take)(silent *s,
+                                                      const char *name))
 {
     silent s;
     char name[TESTKIT_KEY_MAX];
-    void *grant;
 
-    silent_start(&s, ops->what);
-    grant = ops->take(&s, testkit_key(name, ops->what));
-    silent_pause(&s, ops->valid_ms, grant);
-    expect_extend_bounded(&s, ops->extend(grant), ops->what);
-    expect_lost_at_valid_until(&s, ops->what);
-    TK_EXPECT(ops->lost(grant) == 1 && ops->valid_ms(grant) == 0,
-              "%s: lost() is 1 and valid_ms() 0 after the loss", ops->what);
-    TK_EXPECT(ops->extend(grant) == DLOCK_STATE,
-              "%s: extend of a lost grant is refused", ops->what);
+    silent_start(&s, what);
+    take(&s, testkit_key(name, what));
+    silent_pause(&s);
+    expect_extend_bounded(&s, grant_extend(&s.grant), what);
+    expect_lost_at_valid_until(&s, what);
+    TK_EXPECT(grant_lost(&s.grant) == 1 && grant_valid_ms(&s.grant) == 0,
+              "%s: lost() is 1 and valid_ms() 0 after the loss", what);
+    TK_EXPECT(grant_extend(&s.grant) == DLOCK_STATE,
+              "%s: extend of a lost grant is refused", what);
     TK_EXPECT(atomic_load(&s.seen.calls) == 1, "still one on_lost call");
-    ops->drop(grant);
     silent_stop(&s);
 }
 
-/* A permit of a semaphore of two; the semaphore is freed with it. */
-static void *permit_take(silent *s, const char *name)
+/* A permit of a semaphore of two. */
+static void permit_take(silent *s, const char *name)
 {
-    dlock_semaphore *sem = NULL;
-    dlock_permit *p = NULL;
+    grant *g = &s->grant;
 
-    TK_EXPECT_ERR(dlock_semaphore_new(s->client, name, 2, &sem), DLOCK_OK,
+    TK_EXPECT_ERR(dlock_semaphore_new(s->client, name, 2, &g->sem), DLOCK_OK,
                   s->client, "semaphore_new");
-    TK_EXPECT_ERR(dlock_semaphore_acquire(sem, TTL_MS, 0, &p), DLOCK_OK,
-                  s->client, "acquire");
-    TK_EXPECT_ERR(dlock_permit_on_lost(p, permit_lost, &s->seen), DLOCK_OK,
-                  s->client, "on_lost");
-    semaphore_of_permit = sem;
-    return p;
-}
-
-static int64_t permit_valid(const void *p)
-{
-    return dlock_permit_valid_ms(p);
-}
-
-static int permit_is_lost(const void *p)
-{
-    return dlock_permit_lost(p);
-}
-
-static dlock_err permit_extend(void *p)
-{
-    return dlock_semaphore_extend(p, 0);
-}
-
-static void permit_drop(void *p)
-{
-    dlock_permit_free(p);
-    dlock_semaphore_free(semaphore_of_permit);
+    TK_EXPECT_ERR(dlock_semaphore_acquire(g->sem, TTL_MS, 0, &g->permit),
+                  DLOCK_OK, s->client, "acquire");
+    TK_EXPECT_ERR(dlock_permit_on_lost(g->permit, permit_lost, &s->seen),
+                  DLOCK_OK, s->client, "on_lost");
 }
 
 static void silent_network_loses_a_permit_at_valid_until(void **state)
 {
-    static const grant_ops permit = {"plea-permit", permit_take,
-                                     permit_valid,  permit_is_lost,
-                                     permit_extend, permit_drop};
-
     (void)state;
-    grant_is_lost_at_valid_until(&permit);
+    grant_is_lost_at_valid_until("plea-permit", permit_take);
 }
 
-static void *hold_take(silent *s, const char *name)
+static void hold_take(silent *s, const char *name)
 {
-    dlock_rwlock *l = NULL;
+    grant *g = &s->grant;
 
     TK_EXPECT_ERR(dlock_rwlock_acquire(s->client, name, DLOCK_RWLOCK_WRITE,
-                                       TTL_MS, 0, &l),
+                                       TTL_MS, 0, &g->hold),
                   DLOCK_OK, s->client, "write-lock");
-    TK_EXPECT_ERR(dlock_rwlock_on_lost(l, hold_lost, &s->seen), DLOCK_OK,
+    TK_EXPECT_ERR(dlock_rwlock_on_lost(g->hold, hold_lost, &s->seen), DLOCK_OK,
                   s->client, "on_lost");
-    return l;
-}
-
-static int64_t hold_valid(const void *l)
-{
-    return dlock_rwlock_valid_ms(l);
-}
-
-static int hold_is_lost(const void *l)
-{
-    return dlock_rwlock_lost(l);
-}
-
-static dlock_err hold_extend(void *l)
-{
-    return dlock_rwlock_extend(l, 0);
-}
-
-static void hold_drop(void *l)
-{
-    dlock_rwlock_free(l);
 }
 
 static void silent_network_loses_a_write_hold_at_valid_until(void **state)
 {
-    static const grant_ops hold = {"plea-hold",  hold_take,   hold_valid,
-                                   hold_is_lost, hold_extend, hold_drop};
-
     (void)state;
-    grant_is_lost_at_valid_until(&hold);
-}
-
-static int64_t term_valid(const void *l)
-{
-    return dlock_leader_valid_ms(l);
+    grant_is_lost_at_valid_until("plea-hold", hold_take);
 }
 
 /* The background leader renews every ttl/3; with the link silent its
@@ -294,7 +261,6 @@ static void silent_network_ends_a_leader_term_at_valid_until(void **state)
 {
     silent s;
     dlock_leader_opts o;
-    dlock_leader *ld = NULL;
     char name[TESTKIT_KEY_MAX];
 
     (void)state;
@@ -303,17 +269,18 @@ static void silent_network_ends_a_leader_term_at_valid_until(void **state)
     o.ttl_ms = TTL_MS;
     o.on_lost = term_lost;
     o.arg = &s.seen;
-    TK_EXPECT_ERR(dlock_leader_new(s.client, testkit_key(name, "ld"), &o, &ld),
+    TK_EXPECT_ERR(dlock_leader_new(s.client, testkit_key(name, "ld"), &o,
+                                   &s.grant.leader),
                   DLOCK_OK, s.client, "leader_new");
-    TK_EXPECT_ERR(dlock_leader_start(ld), DLOCK_OK, s.client, "start");
-    TK_EXPECT(dlock_leader_wait(ld, 1, 3000) == DLOCK_OK, "it leads");
-    silent_pause(&s, term_valid, ld);
+    TK_EXPECT_ERR(dlock_leader_start(s.grant.leader), DLOCK_OK, s.client,
+                  "start");
+    TK_EXPECT(dlock_leader_wait(s.grant.leader, 1, 3000) == DLOCK_OK,
+              "it leads");
+    silent_pause(&s);
     expect_lost_at_valid_until(&s, "leader term");
-    TK_EXPECT(dlock_leader_is_leader(ld) == 0
-                  && dlock_leader_valid_ms(ld) == 0,
+    TK_EXPECT(dlock_leader_is_leader(s.grant.leader) == 0
+                  && dlock_leader_valid_ms(s.grant.leader) == 0,
               "is_leader() is 0 and valid_ms() 0 after the term ended");
-    TK_EXPECT(testkit_proxy_ctl(s.proxy, "resume") == 0, "resumes");
-    dlock_leader_free(ld);
     silent_stop(&s);
 }
 

@@ -850,6 +850,35 @@ char *rvt_token(const char *sub, const char *role, long ttl_s)
     return tok;
 }
 
+int rvt_people_mint(const rvt_person *people)
+{
+    for (const rvt_person *p = people; p->token != NULL; p++) {
+        *p->token = rvt_token(p->sub, p->role, 3600);
+        if (*p->token == NULL) {
+            fprintf(stderr, "rvt: no token for %s (%s)\n", p->sub, p->role);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void rvt_people_free(const rvt_person *people)
+{
+    for (const rvt_person *p = people; p->token != NULL; p++) {
+        free(*p->token);
+        *p->token = NULL;
+    }
+}
+
+int rvt_fixture_end(rvt_db *db, rvt_server *srv, const rvt_person *people)
+{
+    const int clean = rvt_fixture_stop(db, srv);
+
+    if (people != NULL)
+        rvt_people_free(people);
+    return clean ? 0 : -1;
+}
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 int rvt_create_doc(int port, const char *author_token, const char *title,

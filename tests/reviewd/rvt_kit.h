@@ -180,6 +180,28 @@ void rvt_resp_free(rvt_resp *r);
 /* A valid HS256 token for sub/role, valid for ttl_s (negative: expired). */
 char *rvt_token(const char *sub, const char *role, long ttl_s);
 
+/* One person a test program acts as: rvt_people_mint writes a token for
+ * sub and role, valid for an hour, into *token (a static of the program,
+ * owned until rvt_people_free). */
+typedef struct rvt_person {
+    char **token;
+    const char *sub;
+    const char *role;
+} rvt_person;
+
+/* Mints the token of each person of people, a list ended by an entry
+ * whose token is NULL.  Returns 0, or -1 when one could not be made (a
+ * setup's result). */
+int rvt_people_mint(const rvt_person *people);
+
+/* Frees each person's token and sets it to NULL. */
+void rvt_people_free(const rvt_person *people);
+
+/* The usual teardown: rvt_fixture_stop, then rvt_people_free (people may
+ * be NULL).  Returns 0 if reviewd exited 0, else -1 (a teardown's
+ * result). */
+int rvt_fixture_end(rvt_db *db, rvt_server *srv, const rvt_person *people);
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 /* Creates a draft by the author token; writes its id into id (24 bytes).

@@ -33,6 +33,12 @@
 static rvt_db db;
 static rvt_server srv;
 static char *alice, *dave, *bob, *carol, *root;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {&dave, "dave", "author"},
+                                    {&bob, "bob", "reviewer"},
+                                    {&carol, "carol", "reviewer"},
+                                    {&root, "root", "admin"},
+                                    {NULL, NULL, NULL}};
 
 #define PORT (srv.port)
 
@@ -92,26 +98,14 @@ static int setup(void **state)
         || rvt_fixture_start(&db, &srv, "api", testkit_redis_url(), NULL, 1)
                != 0)
         return -1;
-    alice = rvt_token("alice", "author", 3600);
-    dave = rvt_token("dave", "author", 3600);
-    bob = rvt_token("bob", "reviewer", 3600);
-    carol = rvt_token("carol", "reviewer", 3600);
-    root = rvt_token("root", "admin", 3600);
-    return 0;
+    return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
 {
-    const int clean = rvt_fixture_stop(&db, &srv);
-
     (void)state;
-    free(alice);
-    free(dave);
-    free(bob);
-    free(carol);
-    free(root);
     /* reviewd must exit 0 on SIGTERM (under ASan: no leak, no error). */
-    return clean ? 0 : -1;
+    return rvt_fixture_end(&db, &srv, people);
 }
 
 static void create_answers_201_with_a_draft_in_the_api_form(void **state)

@@ -40,6 +40,10 @@
 static rvt_db db;
 static rvt_server srv;
 static char *alice, *mallory, *bob;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {&mallory, "mallory", "author"},
+                                    {&bob, "bob", "reviewer"},
+                                    {NULL, NULL, NULL}};
 static const char *redis_url;
 
 static int setup(void **state)
@@ -53,21 +57,13 @@ static int setup(void **state)
     if (redis_url == NULL
         || rvt_fixture_start(&db, &srv, "authz", redis_url, env, 1) != 0)
         return -1;
-    alice = rvt_token("alice", "author", 3600);
-    mallory = rvt_token("mallory", "author", 3600);
-    bob = rvt_token("bob", "reviewer", 3600);
-    return 0;
+    return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
 {
-    const int clean = rvt_fixture_stop(&db, &srv);
-
     (void)state;
-    free(alice);
-    free(mallory);
-    free(bob);
-    return clean ? 0 : -1;
+    return rvt_fixture_end(&db, &srv, people);
 }
 
 /* ---- eight attackers against the owner ---------------------------------- */

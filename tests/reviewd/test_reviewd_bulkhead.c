@@ -67,19 +67,20 @@
 
 static const char *redis_url;
 static char *alice;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {NULL, NULL, NULL}};
 
 static int setup(void **state)
 {
     (void)state;
     redis_url = testkit_shared_redis();
-    alice = rvt_token("alice", "author", 3600);
-    return redis_url != NULL && alice != NULL ? 0 : -1;
+    return redis_url != NULL ? rvt_people_mint(people) : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    free(alice);
+    rvt_people_free(people);
     return 0;
 }
 
@@ -343,15 +344,14 @@ static void mongo_dead_costs_only_the_text(void **state)
     testkit_proxy *proxy;
     rvt_db db;
     rvt_server srv;
-    char target[64], url_env[300], id[32], with[96], without[96];
+    char url_env[300], id[32], with[96], without[96];
     const char *env[] = {"CONTENT_STORE=mongo", url_env, DEFAULT_POOL, NULL};
     char mongo_db[64];
 
     (void)state;
     snprintf(mongo_db, sizeof(mongo_db), "rvt_bulk_%ld", (long)getpid());
     assert_int_equal(rvt_mongo_open(&mongo, "bulkhead_mongo", mongo_db), 0);
-    snprintf(target, sizeof(target), "127.0.0.1:%d", mongo.port);
-    proxy = testkit_proxy_start("bulkhead_mongo_proxy", target);
+    proxy = testkit_proxy_for("bulkhead_mongo_proxy", mongo.port);
     assert_non_null(proxy);
     /* No timeouts in the URL: reviewd's own, cut from its budget. */
     snprintf(url_env, sizeof(url_env), "MONGO_URL=mongodb://127.0.0.1:%d/%s",

@@ -38,23 +38,21 @@
 static rvt_db db;
 static rvt_server srv;
 static char *alice;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {NULL, NULL, NULL}};
 
 static int setup(void **state)
 {
     (void)state;
     if (rvt_fixture_start(&db, &srv, "consistency", NULL, NULL, 1) != 0)
         return -1;
-    alice = rvt_token("alice", "author", 3600);
-    return 0;
+    return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
 {
-    const int clean = rvt_fixture_stop(&db, &srv);
-
     (void)state;
-    free(alice);
-    return clean ? 0 : -1;
+    return rvt_fixture_end(&db, &srv, people);
 }
 
 /* ---- one snapshot --------------------------------------------------------- */

@@ -50,6 +50,9 @@ static rvt_db db;
 static rvt_server srv;
 static char *author;
 static char *reviewer;
+static const rvt_person people[] = {{&author, "ann", "author"},
+                                    {&reviewer, "rex", "reviewer"},
+                                    {NULL, NULL, NULL}};
 
 static int setup(void **state)
 {
@@ -66,19 +69,13 @@ static int setup(void **state)
     (void)state;
     if (rvt_fixture_start(&db, &srv, "edges", NULL, env, 1) != 0)
         return -1;
-    author = rvt_token("ann", "author", 3600);
-    reviewer = rvt_token("rex", "reviewer", 3600);
-    return 0;
+    return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
 {
-    const int clean = rvt_fixture_stop(&db, &srv);
-
     (void)state;
-    free(author);
-    free(reviewer);
-    return clean ? 0 : -1;
+    return rvt_fixture_end(&db, &srv, people);
 }
 
 /* ---- a raw client ------------------------------------------------------- */

@@ -37,6 +37,8 @@
 static rvt_db db;
 static rvt_server srv;
 static char *alice;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {NULL, NULL, NULL}};
 static char env_db[600];
 
 static int setup(void **state)
@@ -55,17 +57,13 @@ static int setup(void **state)
     if (rvt_fixture_start(&db, &srv, "limits", NULL, env, 0) != 0)
         return -1;
     snprintf(env_db, sizeof(env_db), "DATABASE_URL=%s", db.url);
-    alice = rvt_token("alice", "author", 3600);
-    return 0;
+    return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
 {
-    const int clean = rvt_fixture_stop(&db, &srv);
-
     (void)state;
-    free(alice);
-    return clean ? 0 : -1;
+    return rvt_fixture_end(&db, &srv, people);
 }
 
 static int open_idle(int port)

@@ -32,6 +32,10 @@
 static rvt_db db, db_off;
 static rvt_server srv, srv_off;
 static char *alice, *bob, *carol;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {&bob, "bob", "reviewer"},
+                                    {&carol, "carol", "reviewer"},
+                                    {NULL, NULL, NULL}};
 static const char *redis_url;
 
 static int setup(void **state)
@@ -48,22 +52,16 @@ static int setup(void **state)
         || rvt_fixture_start(&db_off, &srv_off, "locks_off", NULL, env_off, 0)
                != 0)
         return -1;
-    alice = rvt_token("alice", "author", 3600);
-    bob = rvt_token("bob", "reviewer", 3600);
-    carol = rvt_token("carol", "reviewer", 3600);
-    return 0;
+    return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
 {
-    const int clean = rvt_fixture_stop(&db, &srv);
-    const int clean_off = rvt_fixture_stop(&db_off, &srv_off);
+    const int rc = rvt_fixture_end(&db, &srv, people);
+    const int rc_off = rvt_fixture_end(&db_off, &srv_off, NULL);
 
     (void)state;
-    free(alice);
-    free(bob);
-    free(carol);
-    return clean && clean_off ? 0 : -1;
+    return rc == 0 && rc_off == 0 ? 0 : -1;
 }
 
 typedef struct key_wait {

@@ -43,6 +43,9 @@ static mongoc_client_t *peek; /* the test's own client */
 static rvt_db db;
 static rvt_server srv;
 static char *alice, *bob;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {&bob, "bob", "reviewer"},
+                                    {NULL, NULL, NULL}};
 
 /* ---- looking behind reviewd's back ------------------------------------ */
 
@@ -156,9 +159,7 @@ static int setup(void **state)
     if (peek == NULL
         || rvt_fixture_start(&db, &srv, "mongo", redis_url, env, 1) != 0)
         return -1;
-    alice = rvt_token("alice", "author", 3600);
-    bob = rvt_token("bob", "reviewer", 3600);
-    return 0;
+    return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
@@ -169,8 +170,7 @@ static int teardown(void **state)
     mongoc_client_destroy(peek);
     mongoc_cleanup();
     rvt_mongo_close(&mongo, clean);
-    free(alice);
-    free(bob);
+    rvt_people_free(people);
     return clean ? 0 : -1;
 }
 

@@ -37,6 +37,9 @@
 static rvt_db db;
 static rvt_server srv;
 static char *alice, *bob;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {&bob, "bob", "reviewer"},
+                                    {NULL, NULL, NULL}};
 
 static int setup(void **state)
 {
@@ -51,19 +54,13 @@ static int setup(void **state)
                              env, 1)
                != 0)
         return -1;
-    alice = rvt_token("alice", "author", 3600);
-    bob = rvt_token("bob", "reviewer", 3600);
-    return 0;
+    return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
 {
-    const int clean = rvt_fixture_stop(&db, &srv);
-
     (void)state;
-    free(alice);
-    free(bob);
-    return clean ? 0 : -1;
+    return rvt_fixture_end(&db, &srv, people);
 }
 
 /* Ends every backend of reviewd on the test database, as a restart would;

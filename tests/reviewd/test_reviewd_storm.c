@@ -36,6 +36,10 @@ static rvt_db db;
 static rvt_server srv;
 static testkit_redis *redis;
 static char *alice, *bob, *carol;
+static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {&bob, "bob", "reviewer"},
+                                    {&carol, "carol", "reviewer"},
+                                    {NULL, NULL, NULL}};
 
 static int setup(void **state)
 {
@@ -48,22 +52,16 @@ static int setup(void **state)
     if (redis == NULL
         || rvt_fixture_start(&db, &srv, "storm", redis->url, env, 0) != 0)
         return -1;
-    alice = rvt_token("alice", "author", 3600);
-    bob = rvt_token("bob", "reviewer", 3600);
-    carol = rvt_token("carol", "reviewer", 3600);
-    return 0;
+    return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
 {
-    const int clean = rvt_fixture_stop(&db, &srv);
+    const int rc = rvt_fixture_end(&db, &srv, people);
 
     (void)state;
     testkit_redis_free(redis);
-    free(alice);
-    free(bob);
-    free(carol);
-    return clean ? 0 : -1;
+    return rc;
 }
 
 /* Counts answers by status; fails on anything but 2xx and 409. */

@@ -40,7 +40,7 @@ static void a_late_call_ends_within_what_the_budget_leaves(void **state)
     rvt_mongo mongo;
     testkit_proxy *proxy;
     svc_mongo_store *store;
-    char db[64], target[64], url[256], err[512];
+    char db[64], url[256], err[512];
     char *content = NULL;
     int64_t t0, took;
     svc_store_rc rc;
@@ -48,8 +48,7 @@ static void a_late_call_ends_within_what_the_budget_leaves(void **state)
     (void)state;
     snprintf(db, sizeof(db), "rvt_budget_%ld", (long)getpid());
     assert_int_equal(rvt_mongo_open(&mongo, "mongo_budget", db), 0);
-    snprintf(target, sizeof(target), "127.0.0.1:%d", mongo.port);
-    proxy = testkit_proxy_start("mongo_budget_proxy", target);
+    proxy = testkit_proxy_for("mongo_budget_proxy", mongo.port);
     assert_non_null(proxy);
     /* No timeouts in the URL: the store's own, cut from the budget. */
     snprintf(url, sizeof(url), "mongodb://127.0.0.1:%d/%s", proxy->port, db);

@@ -75,14 +75,12 @@ static int setup(void **state)
 {
     static world w;
     testkit_redis_opts oa = {.name = "proxy-a"}, ob = {.name = "proxy-b"};
-    char target[64];
 
     w.a = testkit_redis_start(&oa);
     w.b = testkit_redis_start(&ob);
     if (w.a == NULL || w.b == NULL)
         return -1;
-    snprintf(target, sizeof(target), "127.0.0.1:%d", w.a->port);
-    w.p = testkit_proxy_start("proxy", target);
+    w.p = testkit_proxy_for("proxy", w.a->port);
     *state = &w;
     return w.p != NULL ? 0 : -1;
 }

@@ -305,4 +305,30 @@ int testkit_proxy_ctl(testkit_proxy *p, const char *command);
 /* SIGTERM, waits for exit, removes its folder and frees p.  NULL is fine. */
 void testkit_proxy_free(testkit_proxy *p);
 
+/* testkit_proxy_start in front of a server listening on 127.0.0.1:port
+ * (a private redis-server's port, a MongoDB's, a master's). */
+testkit_proxy *testkit_proxy_for(const char *name, int port);
+
+/*
+ * A private redis-server with a proxy in front of it: what a test needs
+ * to silence, delay or reset the link between a client and its server
+ * while the test itself still reaches the server directly.
+ */
+typedef struct testkit_proxied {
+    testkit_redis *server; /* owned; the test's own way in (server->url) */
+    testkit_proxy *proxy;  /* owned; forwards to server's plain port */
+    const char *url;       /* proxy->url: for the client under test */
+} testkit_proxied;
+
+/*
+ * Starts a private redis-server with *opts (as testkit_redis_start) and a
+ * proxy named "<opts->name>-proxy" in front of it.  Returns both, or NULL
+ * with the reason on stderr (whatever had started is stopped again).
+ */
+testkit_proxied *testkit_proxied_start(const testkit_redis_opts *opts);
+
+/* Stops the proxy, then the server (testkit_proxy_free, then
+ * testkit_redis_free), and frees pr.  NULL is fine. */
+void testkit_proxied_free(testkit_proxied *pr);
+
 #endif /* DLOCK_TESTKIT_H */

@@ -7,6 +7,8 @@
  * same code: this file forks and execs it, waits for its port file (which
  * it writes once it listens), and talks to its control socket through
  * "dlock-test-proxy ctl", the same client the shell helpers use.
+ * testkit_proxied is the setup most fault tests share (a private
+ * redis-server and a proxy in front of it), made and freed in one call.
  *
  * Invariants: a started proxy is our child with PR_SET_PDEATHSIG, so it
  * exits with the test; every wait is bounded; it is signalled only by pid.
@@ -205,4 +207,45 @@ void testkit_proxy_free(testkit_proxy *p)
     if (p->dir[0] != '\0')
         testkit_scratch_remove(p->dir);
     free(p);
+}
+
+testkit_proxy *testkit_proxy_for(const char *name, int port)
+{
+    char target[32];
+
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    return testkit_proxy_start(name, target);
+}
+
+testkit_proxied *testkit_proxied_start(const testkit_redis_opts *opts)
+{
+    testkit_proxied *pr = calloc(1, sizeof(*pr));
+    char name[128];
+
+    if (pr == NULL) {
+        fprintf(stderr, "testkit: no memory for server %s and its proxy\n",
+                opts->name);
+        return NULL;
+    }
+    pr->server = testkit_redis_start(opts);
+    if (pr->server == NULL)
+        goto fail;
+    snprintf(name, sizeof(name), "%s-proxy", opts->name);
+    pr->proxy = testkit_proxy_for(name, pr->server->port);
+    if (pr->proxy == NULL)
+        goto fail;
+    pr->url = pr->proxy->url;
+    return pr;
+fail:
+    testkit_proxied_free(pr);
+    return NULL;
+}
+
+void testkit_proxied_free(testkit_proxied *pr)
+{
+    if (pr == NULL)
+        return;
+    testkit_proxy_free(pr->proxy);
+    testkit_redis_free(pr->server);
+    free(pr);
 }
