@@ -172,6 +172,7 @@ int kh_consumer_next(kh_consumer *c, int timeout_ms, kh_delivery *d)
     return -1;
 }
 
+/* ack: 0 reject with requeue, 1 ack this one, 2 ack through tag. */
 static int settle(kh_consumer *c, uint64_t tag, int ack)
 {
     const char *what = ack ? "ack" : "reject";
@@ -183,7 +184,7 @@ static int settle(kh_consumer *c, uint64_t tag, int ack)
         return -1;
     }
     k = svc_amqp_conn_state(c->ac);
-    st = ack ? amqp_basic_ack(k, KH_CHANNEL, tag, 0)
+    st = ack ? amqp_basic_ack(k, KH_CHANNEL, tag, ack == 2)
              : amqp_basic_reject(k, KH_CHANNEL, tag, 1);
     return st == AMQP_STATUS_OK ? 0 : svc_amqp_conn_fail(c->ac, what, st);
 }
@@ -191,6 +192,11 @@ static int settle(kh_consumer *c, uint64_t tag, int ack)
 int kh_consumer_ack(kh_consumer *c, uint64_t tag)
 {
     return settle(c, tag, 1);
+}
+
+int kh_consumer_ack_through(kh_consumer *c, uint64_t tag)
+{
+    return settle(c, tag, 2);
 }
 
 int kh_consumer_requeue(kh_consumer *c, uint64_t tag)

@@ -67,6 +67,12 @@ int kh_consumer_next(kh_consumer *c, int timeout_ms, kh_delivery *d);
 int kh_consumer_ack(kh_consumer *c, uint64_t tag);
 int kh_consumer_requeue(kh_consumer *c, uint64_t tag);
 
+/* Acknowledges every delivery of this connection up to and including
+ * tag in one frame (basic.ack with multiple set): for a batch whose
+ * deliveries all succeeded, when every earlier one is settled already.
+ * Returns 0 or -1 (the connection is then closed). */
+int kh_consumer_ack_through(kh_consumer *c, uint64_t tag);
+
 #ifdef KH_TESTING
 /* Closes channel 1 without acknowledging what is outstanding, then the
  * connection: the broker redelivers.  The redelivery test hook; it exists

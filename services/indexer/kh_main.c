@@ -260,8 +260,19 @@ static int hook_drop_ack(kh_indexer *ix)
     svc_log_write(ix->log, SVC_LOG_INFO, "test_channel_dropped", NULL);
     return 1;
 }
+
+static int hook_drops_pending(const kh_indexer *ix)
+{
+    return ix->drops_left > 0;
+}
 #else
 static int hook_drop_ack(kh_indexer *ix)
+{
+    (void)ix;
+    return 0;
+}
+
+static int hook_drops_pending(const kh_indexer *ix)
 {
     (void)ix;
     return 0;
@@ -337,9 +348,10 @@ static void batch_lost(kh_item *items, int n, const char *err)
     }
 }
 
-/* Logs each item's outcome and settles it: ack, or requeue a failure
- * after KH_RETRY_MS (once for the batch), or (test builds only) drop the
- * channel so the broker redelivers everything unacknowledged. */
+/* Logs each item's outcome and settles it: ack (the whole batch in one
+ * frame when nothing failed), or requeue a failure after KH_RETRY_MS
+ * (once for the batch), or (test builds only) drop the channel so the
+ * broker redelivers everything unacknowledged. */
 static void settle_batch(kh_indexer *ix, const kh_item *items, int n)
 {
     int i, failed = 0, rc;
@@ -351,19 +363,26 @@ static void settle_batch(kh_indexer *ix, const kh_item *items, int n)
     }
     if (failed > 0)
         sleep_ms(ix->cfg.retry_ms);
-    for (i = 0; i < n; i++) {
+    if (n > 0 && failed == 0 && !hook_drops_pending(ix)) {
+        /* Every delivery before this batch is settled already: one frame
+         * acknowledges the whole batch. */
+        rc = kh_consumer_ack_through(ix->amqp, items[n - 1].tag);
+        i = n;
+    } else {
+        rc = 0;
+        i = 0;
+    }
+    for (; rc == 0 && i < n; i++)
         if (items[i].out == KH_FAILED)
             rc = kh_consumer_requeue(ix->amqp, items[i].tag);
         else if (hook_drop_ack(ix))
             return;
         else
             rc = kh_consumer_ack(ix->amqp, items[i].tag);
-        if (rc != 0) {
-            svc_log_write(ix->log, SVC_LOG_WARN, "amqp_settle_failed",
-                          json_pack("{s:s}", "error",
-                                    kh_consumer_errmsg(ix->amqp)));
-            return;
-        }
+    if (rc != 0) {
+        svc_log_write(ix->log, SVC_LOG_WARN, "amqp_settle_failed",
+                      json_pack("{s:s}", "error",
+                                kh_consumer_errmsg(ix->amqp)));
     }
 }
 

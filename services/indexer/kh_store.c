@@ -3,11 +3,18 @@
  *
  * Statements are sent with PQexecParams (text parameters, no client-side
  * quoting; the chunks go as array literals, escaped here).  An event
- * costs four round trips whatever its number of chunks: the savepoint,
- * the claim with the document read, the chunks replaced with their count,
- * the release (under load each round trip is a turn for the CPU).  Any failed statement ends the attempt: the transaction is
- * rolled back, a connection that libpq reports bad is dropped and made
- * again on the next call, and the caller retries the message later.
+ * costs two round trips whatever its number of chunks, each a libpq
+ * pipeline of two statements: the savepoint with the claim and document
+ * read (and the batch's BEGIN before the first event's), then the chunks
+ * replaced with their count (or the stale mark) with the savepoint's
+ * release.  Under load each round trip is a wake-up of the PostgreSQL
+ * backend that waits its turn for a CPU, so their number, not the work
+ * in them, sets the indexer's rate.  A statement that fails aborts the
+ * rest of its pipeline, so a release never follows a failed write: the
+ * event is rolled back to its savepoint as before.  Any failed statement
+ * ends the attempt: the transaction is rolled back, a connection that
+ * libpq reports bad is dropped and made again on the next call, and the
+ * caller retries the message later.
  *
  * The text comes from the store CONTENT_STORE names, as reviewd wrote
  * it.  With pg it is joined to the document row.  With mongo the row is
@@ -35,6 +42,8 @@ struct kh_store {
     kh_store_opts opts;
     PGconn *pg;
     svc_mongo_store *mongo; /* NULL: the text is in kh_document_content */
+    int begin_pending;      /* the batch's BEGIN goes with its first event */
+    int begin_failed;       /* ... and it failed: the batch cannot commit */
 };
 
 typedef struct doc_row {
@@ -211,18 +220,131 @@ static int run_ok(kh_store *s, const char *what, const char *sql, int n,
     return res != NULL ? 0 : -1;
 }
 
-/* Claims the event and reads its document: *fresh = 0 when the event
- * was processed before, *found = 0 when the document does not exist. */
+/* One statement of a pipeline (run_steps). */
+typedef struct kh_step {
+    const char *what; /* for the error message */
+    const char *sql;
+    int n;
+    const char *const *params;
+} kh_step;
+
+/* A connection whose pipeline is in an unknown state is never used
+ * again: the next batch connects afresh. */
+static void drop_connection(kh_store *s)
+{
+    PQfinish(s->pg);
+    s->pg = NULL;
+}
+
+/* The next result of the pipeline, past the NULL that ends each
+ * statement's results. */
+static PGresult *next_result(PGconn *pg)
+{
+    PGresult *r = PQgetResult(pg);
+
+    if (r == NULL && PQstatus(pg) == CONNECTION_OK)
+        r = PQgetResult(pg);
+    return r;
+}
+
+/*
+ * Sends the n steps in one pipeline (one round trip) and reads every
+ * result.  Returns 0 with *kept the result of step keep (-1: none kept;
+ * the caller clears it), or -1 with err naming the first step that
+ * failed; the steps after a failed one did not run.  *failed_at gets
+ * the index of that step (n when none failed).
+ */
+static int run_steps(kh_store *s, const kh_step *steps, int n, int keep,
+                     PGresult **kept, int *failed_at, char *err, size_t errlen)
+{
+    int i, sent = s->pg != NULL && PQenterPipelineMode(s->pg) == 1;
+    PGresult *r;
+
+    *kept = NULL;
+    *failed_at = 0;
+    for (i = 0; sent && i < n; i++)
+        sent = PQsendQueryParams(s->pg, steps[i].sql, steps[i].n, NULL,
+                                 steps[i].params, NULL, NULL, 0)
+               == 1;
+    if (!sent || PQpipelineSync(s->pg) != 1) {
+        set_err(err, errlen, steps[0].what,
+                s->pg != NULL ? PQerrorMessage(s->pg) : "not connected");
+        drop_connection(s);
+        return -1;
+    }
+    *failed_at = n;
+    for (i = 0; i < n; i++) {
+        ExecStatusType st;
+
+        r = next_result(s->pg);
+        st = PQresultStatus(r);
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK
+            && *failed_at == n) {
+            *failed_at = i;
+            set_err(err, errlen, steps[i].what,
+                    r != NULL ? PQresultErrorMessage(r)
+                              : PQerrorMessage(s->pg));
+        }
+        if (i == keep && *failed_at == n)
+            *kept = r;
+        else
+            PQclear(r);
+        if (r == NULL)
+            break; /* the connection failed: no sync will come */
+    }
+    while (PQstatus(s->pg) == CONNECTION_OK
+           && (r = next_result(s->pg)) != NULL) {
+        const int done = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+
+        PQclear(r);
+        if (done)
+            break;
+    }
+    if (PQstatus(s->pg) != CONNECTION_OK || PQexitPipelineMode(s->pg) != 1)
+        drop_connection(s);
+    if (*failed_at < n || (*kept == NULL && keep >= 0)) {
+        if (*failed_at == n)
+            set_err(err, errlen, steps[n - 1].what, "the connection failed");
+        PQclear(*kept);
+        *kept = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static const char savepoint_sql[] = "SAVEPOINT kh_event";
+static const char release_sql[] = "RELEASE SAVEPOINT kh_event";
+
+/*
+ * Opens the event's savepoint, claims the event and reads its document,
+ * in one round trip (with the batch's BEGIN when it is still to be sent):
+ * *fresh = 0 when the event was processed before, *found = 0 when the
+ * document does not exist.  *saved says whether the savepoint was made
+ * (so whether a failure must roll back to it).
+ */
 static int claim_and_load(kh_store *s, const kh_event *ev, doc_row *d,
-                          int *fresh, int *found, char *err, size_t errlen)
+                          int *fresh, int *found, int *saved, char *err,
+                          size_t errlen)
 {
     const char *params[] = {ev->event_id, ev->document_id};
-    const char *sql = s->mongo != NULL ? claim_doc_mongo_sql : claim_doc_sql;
+    const int b = s->begin_pending;
+    const kh_step steps[] = {
+        {"begin", "BEGIN", 0, NULL},
+        {"savepoint", savepoint_sql, 0, NULL},
+        {"record event and read document",
+         s->mongo != NULL ? claim_doc_mongo_sql : claim_doc_sql, 2, params},
+    };
+    int failed_at = 0, rc;
 
     memset(d, 0, sizeof(*d));
-    d->res = run(s, "record event and read document", sql, 2, params, err,
-                 errlen);
-    if (d->res == NULL)
+    *saved = 0;
+    s->begin_pending = 0;
+    rc = run_steps(s, steps + (b ? 0 : 1), b ? 3 : 2, b ? 2 : 1, &d->res,
+                   &failed_at, err, errlen);
+    if (b && failed_at == 0)
+        s->begin_failed = 1;
+    *saved = failed_at > (b ? 1 : 0);
+    if (rc != 0)
         return -1;
     *fresh = PQntuples(d->res) == 1 && atoi(PQgetvalue(d->res, 0, 0)) == 1;
     *found = PQntuples(d->res) == 1 && !PQgetisnull(d->res, 0, 1);
@@ -234,6 +356,19 @@ static int claim_and_load(kh_store *s, const kh_event *ev, doc_row *d,
         d->content_len = (size_t)PQgetlength(d->res, 0, 4);
     }
     return 0;
+}
+
+/* The event's write and the savepoint's release in one round trip.  A
+ * failed write aborts the release, so the savepoint is still there to
+ * roll back to.  Returns 0 or -1 (err set). */
+static int write_and_release(kh_store *s, const kh_step *write, char *err,
+                             size_t errlen)
+{
+    const kh_step steps[] = {*write, {"release", release_sql, 0, NULL}};
+    PGresult *none = NULL;
+    int failed_at = 0;
+
+    return run_steps(s, steps, 2, -1, &none, &failed_at, err, errlen);
 }
 
 static void doc_clear(doc_row *d)
@@ -394,7 +529,8 @@ static int chunk_arrays(const kh_store *s, const doc_row *d,
     return 0;
 }
 
-/* Replaces the document's chunks; *chunks gets their number. */
+/* Replaces the document's chunks and releases the event's savepoint;
+ * *chunks gets their number. */
 static int replace_chunks(kh_store *s, const kh_event *ev, const doc_row *d,
                           int *chunks, char *err, size_t errlen)
 {
@@ -418,8 +554,10 @@ static int replace_chunks(kh_store *s, const kh_event *ev, const doc_row *d,
                                 arrays[3].data,  version,
                                 d->title,        ev->event_id};
 
+        const kh_step write = {"replace chunks", replace_sql, 8, params};
+
         snprintf(version, sizeof(version), "%d", d->version);
-        rc = run_ok(s, "replace chunks", replace_sql, 8, params, err, errlen);
+        rc = write_and_release(s, &write, err, errlen);
         *chunks = rc == 0 ? (int)n : 0;
     }
     for (i = 0; i < 4; i++)
@@ -427,15 +565,17 @@ static int replace_chunks(kh_store *s, const kh_event *ev, const doc_row *d,
     return rc;
 }
 
-/* The body of the transaction, after BEGIN. */
+/* The body of the transaction: *saved says whether the event's
+ * savepoint exists (it is released already on KH_INDEXED and KH_STALE). */
 static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
-                              char *err, size_t errlen)
+                              int *saved, char *err, size_t errlen)
 {
     const char *stale[] = {ev->event_id};
+    const kh_step mark_stale = {"record stale", stale_sql, 1, stale};
     doc_row d;
     int fresh = 0, found = 0, rc;
 
-    if (claim_and_load(s, ev, &d, &fresh, &found, err, errlen) != 0)
+    if (claim_and_load(s, ev, &d, &fresh, &found, saved, err, errlen) != 0)
         return KH_FAILED;
     if (!fresh) {
         doc_clear(&d);
@@ -444,9 +584,8 @@ static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
     if (!found || strcmp(d.status, "approved") != 0
         || d.version != ev->document_version) {
         doc_clear(&d);
-        return run_ok(s, "record stale", stale_sql, 1, stale, err, errlen) == 0
-                   ? KH_STALE
-                   : KH_FAILED;
+        return write_and_release(s, &mark_stale, err, errlen) == 0 ? KH_STALE
+                                                                   : KH_FAILED;
     }
     rc = load_text(s, ev, &d, err, errlen);
     if (rc == 0)
@@ -455,11 +594,14 @@ static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
     return rc == 0 ? KH_INDEXED : KH_FAILED;
 }
 
+/* BEGIN is not sent here: it travels with the first event's statements
+ * (claim_and_load), one round trip less per batch. */
 int kh_store_batch_begin(kh_store *s, char *err, size_t errlen)
 {
-    if (ensure_connected(s, err, errlen) != 0
-        || run_ok(s, "begin", "BEGIN", 0, NULL, err, errlen) != 0)
+    if (ensure_connected(s, err, errlen) != 0)
         return -1;
+    s->begin_pending = 1;
+    s->begin_failed = 0;
     return 0;
 }
 
@@ -467,32 +609,38 @@ kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev, int *chunks,
                                 char *err, size_t errlen)
 {
     kh_outcome out;
+    int saved = 0;
 
     *chunks = 0;
-    if (run_ok(s, "savepoint", "SAVEPOINT kh_event", 0, NULL, err, errlen)
-        != 0)
+    if (s->begin_failed) {
+        snprintf(err, errlen, "begin: the batch's transaction did not start");
         return KH_FAILED;
-    out = apply_in_tx(s, ev, chunks, err, errlen);
-    if (out == KH_INDEXED || out == KH_STALE) {
-        return run_ok(s, "release", "RELEASE SAVEPOINT kh_event", 0, NULL, err,
-                      errlen)
-                       == 0
-                   ? out
-                   : KH_FAILED;
     }
+    out = apply_in_tx(s, ev, chunks, &saved, err, errlen);
+    if (out == KH_INDEXED || out == KH_STALE)
+        return out;
     /* A duplicate wrote nothing; a failure must leave nothing.  The
-     * savepoint is released too, so a batch never stacks them.  If even
-     * the rollback to the savepoint fails, the transaction is lost and
-     * the commit will say so. */
-    if (out == KH_FAILED)
-        *chunks = 0;
-    PQclear(PQexec(s->pg, "ROLLBACK TO SAVEPOINT kh_event; "
-                          "RELEASE SAVEPOINT kh_event"));
+     * savepoint is released too, so a batch never stacks them.  If there
+     * is none, or even the rollback to it fails, the transaction is lost
+     * and the commit will say so. */
+    *chunks = 0;
+    if (saved) {
+        PQclear(PQexec(s->pg, "ROLLBACK TO SAVEPOINT kh_event; "
+                              "RELEASE SAVEPOINT kh_event"));
+    }
     return out;
 }
 
 int kh_store_batch_commit(kh_store *s, char *err, size_t errlen)
 {
+    if (s->begin_pending) {
+        s->begin_pending = 0; /* no event was applied: nothing began */
+        return 0;
+    }
+    if (s->begin_failed) {
+        snprintf(err, errlen, "begin: the batch's transaction did not start");
+        return -1;
+    }
     if (run_ok(s, "commit", "COMMIT", 0, NULL, err, errlen) != 0) {
         PQclear(PQexec(s->pg, "ROLLBACK"));
         return -1;

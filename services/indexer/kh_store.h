@@ -90,7 +90,10 @@ kh_outcome kh_store_apply(kh_store *s, const kh_event *ev, int *chunks,
 /*
  * The same work for several events in ONE transaction, which is what
  * lets the indexer keep up with a busy relay (a commit per event costs a
- * WAL flush each).  kh_store_batch_begin opens it (0, or -1 with err);
+ * WAL flush each).  kh_store_batch_begin opens it (0, or -1 with err;
+ * it makes sure of the connection, and BEGIN itself goes out with the
+ * first event's statements, so a BEGIN that fails makes every event of
+ * the batch KH_FAILED and the commit -1);
  * kh_store_batch_apply applies one event inside a savepoint, so a
  * failed event is undone alone and the others stay; kh_store_batch_commit
  * commits (0) or, failing, rolls everything back (-1, err set): every

@@ -1,0 +1,245 @@
+/*
+ * test_rv_jobs.c: reviewd's worker pool (http/rv_jobs.c) runs every job
+ * it accepts exactly once, in the order given when it must queue them,
+ * and wakes an idle worker for every job handed to it.
+ *
+ * Every request of reviewd crosses this pool, and the pool hands a job
+ * straight to an idle worker's own semaphore: a lost wake-up there
+ * strands a request until its client gives up, and a job run twice
+ * answers a connection twice.  No server is needed; each wait is bounded.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "http/rv_jobs.h"
+
+#define WAIT_MS 5000
+
+/* A job that counts its runs and records where it ran in the order. */
+typedef struct counted {
+    rv_job job;
+    atomic_int runs;
+    int index;
+    struct shared *shared;
+} counted;
+
+typedef struct shared {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int done;           /* jobs finished */
+    int order[64];      /* job indexes in the order they ran */
+    int gate_open;      /* the blocker job waits for this */
+    int blocker_inside; /* the blocker job has started */
+} shared;
+
+static void shared_init(shared *s)
+{
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cond, NULL);
+}
+
+static void shared_destroy(shared *s)
+{
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->mu);
+}
+
+static void deadline_in(struct timespec *ts, int ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* Waits (bounded) until *flag reaches want; returns its value. */
+static int wait_for(shared *s, const int *flag, int want)
+{
+    struct timespec until;
+    int rc = 0, v;
+
+    deadline_in(&until, WAIT_MS);
+    pthread_mutex_lock(&s->mu);
+    while (*flag < want && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&s->cond, &s->mu, &until);
+    v = *flag;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+static void run_counted(rv_job *job)
+{
+    counted *c = (counted *)job;
+    shared *s = c->shared;
+
+    atomic_fetch_add(&c->runs, 1);
+    pthread_mutex_lock(&s->mu);
+    if (s->done < (int)(sizeof(s->order) / sizeof(s->order[0])))
+        s->order[s->done] = c->index;
+    s->done++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Occupies the only worker until the gate opens. */
+static void run_blocker(rv_job *job)
+{
+    shared *s = ((counted *)job)->shared;
+    struct timespec until;
+    int rc = 0;
+
+    deadline_in(&until, WAIT_MS);
+    pthread_mutex_lock(&s->mu);
+    s->blocker_inside = 1;
+    pthread_cond_broadcast(&s->cond);
+    while (!s->gate_open && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&s->cond, &s->mu, &until);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* One job at a time, each awaited: every push must wake an idle worker
+ * (the semaphore hand-over), or the wait times out. */
+static void test_idle_worker_woken_for_each_job(void **state)
+{
+    enum { N = 300 };
+    counted *jobs = calloc(N, sizeof(*jobs));
+    char err[128];
+    rv_jobs *pool = rv_jobs_start(4, err, sizeof(err));
+    shared s;
+    int i;
+
+    (void)state;
+    assert_non_null(jobs);
+    assert_non_null(pool);
+    shared_init(&s);
+    for (i = 0; i < N; i++) {
+        jobs[i].job.run = run_counted;
+        jobs[i].shared = &s;
+        assert_int_equal(rv_jobs_push(pool, &jobs[i].job), 0);
+        assert_int_equal(wait_for(&s, &s.done, i + 1), i + 1);
+    }
+    rv_jobs_stop(pool);
+    for (i = 0; i < N; i++)
+        assert_int_equal(atomic_load(&jobs[i].runs), 1);
+    shared_destroy(&s);
+    free(jobs);
+}
+
+/* While the only worker is busy, jobs queue and then run in the order
+ * they were pushed. */
+static void test_queued_jobs_run_in_order(void **state)
+{
+    enum { N = 50 };
+    counted blocker, jobs[N];
+    char err[128];
+    rv_jobs *pool = rv_jobs_start(1, err, sizeof(err));
+    shared s;
+    int i;
+
+    (void)state;
+    assert_non_null(pool);
+    shared_init(&s);
+    memset(&blocker, 0, sizeof(blocker));
+    memset(jobs, 0, sizeof(jobs));
+    blocker.job.run = run_blocker;
+    blocker.shared = &s;
+    assert_int_equal(rv_jobs_push(pool, &blocker.job), 0);
+    assert_int_equal(wait_for(&s, &s.blocker_inside, 1), 1);
+    for (i = 0; i < N; i++) {
+        jobs[i].job.run = run_counted;
+        jobs[i].index = i;
+        jobs[i].shared = &s;
+        assert_int_equal(rv_jobs_push(pool, &jobs[i].job), 0);
+    }
+    pthread_mutex_lock(&s.mu);
+    s.gate_open = 1;
+    pthread_cond_broadcast(&s.cond);
+    pthread_mutex_unlock(&s.mu);
+    assert_int_equal(wait_for(&s, &s.done, N), N);
+    rv_jobs_stop(pool);
+    for (i = 0; i < N; i++)
+        assert_int_equal(s.order[i], i);
+    shared_destroy(&s);
+}
+
+typedef struct pusher {
+    rv_jobs *pool;
+    counted *jobs;
+    int n;
+} pusher;
+
+static void *push_all(void *arg)
+{
+    pusher *p = arg;
+    int i;
+
+    for (i = 0; i < p->n; i++)
+        if (rv_jobs_push(p->pool, &p->jobs[i].job) != 0)
+            return (void *)1;
+    return NULL;
+}
+
+/* Four threads push at once into eight workers; stop runs what is
+ * queued: each job ran exactly once. */
+static void test_concurrent_pushes_each_run_once(void **state)
+{
+    enum { THREADS = 4, EACH = 2000 };
+    counted *jobs = calloc(THREADS * EACH, sizeof(*jobs));
+    pthread_t t[THREADS];
+    pusher p[THREADS];
+    char err[128];
+    rv_jobs *pool = rv_jobs_start(8, err, sizeof(err));
+    shared s;
+    void *rc;
+    int i;
+
+    (void)state;
+    assert_non_null(jobs);
+    assert_non_null(pool);
+    shared_init(&s);
+    for (i = 0; i < THREADS * EACH; i++) {
+        jobs[i].job.run = run_counted;
+        jobs[i].shared = &s;
+    }
+    for (i = 0; i < THREADS; i++) {
+        p[i].pool = pool;
+        p[i].jobs = jobs + i * EACH;
+        p[i].n = EACH;
+        assert_int_equal(pthread_create(&t[i], NULL, push_all, &p[i]), 0);
+    }
+    for (i = 0; i < THREADS; i++) {
+        assert_int_equal(pthread_join(t[i], &rc), 0);
+        assert_null(rc);
+    }
+    rv_jobs_stop(pool);
+    for (i = 0; i < THREADS * EACH; i++)
+        assert_int_equal(atomic_load(&jobs[i].runs), 1);
+    assert_int_equal(s.done, THREADS * EACH);
+    shared_destroy(&s);
+    free(jobs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idle_worker_woken_for_each_job),
+        cmocka_unit_test(test_queued_jobs_run_in_order),
+        cmocka_unit_test(test_concurrent_pushes_each_run_once),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
