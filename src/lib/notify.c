@@ -13,7 +13,19 @@
  *
  * Other threads only change refs and waiter lists under mu and write one
  * byte to the wake pipe; the subscriber thread is the only one that talks
- * to the connection.
+ * to the connection, and it reads it with mu released.
+ *
+ * The wake-up is on the hand-off's path (a fair grant is held when its
+ * message wakes the waiter), so it costs one thread wake-up and no more:
+ * a waiter sleeps on its own mutex and condition variable, which a waker
+ * holds only to set woken and signal (with mu held too, so the waiter
+ * cannot be freed meanwhile).  Sleeping on mu instead, a woken waiter
+ * would find mu still held by the subscriber thread (reading the next
+ * reply, sending changes) and go back to sleep until it was let go.  A
+ * waiter that leaves does not wake the subscriber thread to unsubscribe:
+ * that waits for its next turn (a join, a message, or at most
+ * IDLE_TURN_MS), so the hand-off's waiter does not wake another
+ * thread on its way out.
  */
 #include "notify.h"
 
@@ -40,6 +52,7 @@ typedef struct channel {
 
 struct dlock__waiter {
     channel *ch;
+    pthread_mutex_t mu; /* guards woken; a waker holds the notifier's too */
     pthread_cond_t cv;
     int woken;
     size_t msg_len; /* the last non-empty message that woke it, if kept */
@@ -61,6 +74,11 @@ struct dlock__notifier {
 
 #define BACKOFF_MIN_US 50000
 #define BACKOFF_MAX_US 2000000
+/* The longest the subscriber thread sleeps with a connection open; a
+ * channel nobody waits on stays subscribed at most this long. */
+#define IDLE_TURN_MS 1000
+/* Replies read in one go before they are handled under mu. */
+#define PUSHES_MAX 16
 
 static void poke(dlock__notifier *n)
 {
@@ -87,12 +105,36 @@ static channel *find_channel(dlock__notifier *n, const char *name, size_t len)
     return NULL;
 }
 
-static void wake_all(channel *ch)
+/* Wakes w unless it is woken already; returns 1 if this call woke it
+ * (the notifier's mu held). */
+static int wake(dlock__waiter *w)
 {
-    for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
+    int was;
+
+    pthread_mutex_lock(&w->mu);
+    was = w->woken;
+    if (!was) {
         w->woken = 1;
         pthread_cond_signal(&w->cv);
     }
+    pthread_mutex_unlock(&w->mu);
+    return !was;
+}
+
+static int is_woken(dlock__waiter *w)
+{
+    int woken;
+
+    pthread_mutex_lock(&w->mu);
+    woken = w->woken;
+    pthread_mutex_unlock(&w->mu);
+    return woken;
+}
+
+static void wake_all(channel *ch)
+{
+    for (dlock__waiter *w = ch->head; w != NULL; w = w->next)
+        wake(w);
 }
 
 /* Moves w to the tail of its channel's queue. */
@@ -128,10 +170,8 @@ static void keep_payload(dlock__waiter *w, const redisReply *payload)
 static void wake_one(channel *ch, const redisReply *payload)
 {
     for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
-        if (!w->woken) {
+        if (wake(w)) {
             keep_payload(w, payload);
-            w->woken = 1;
-            pthread_cond_signal(&w->cv);
             requeue(ch, w);
             return;
         }
@@ -259,19 +299,30 @@ static dlock_err send_changes(dlock__notifier *n, dlock__msg *m)
     }
 }
 
-/* Reads every complete reply available now (mu held). */
+/* Reads every complete reply available now (mu held on entry and exit,
+ * released while reading: the connection is this thread's alone), and
+ * handles them under mu. */
 static dlock_err read_pushes(dlock__notifier *n, dlock__msg *m)
 {
     for (;;) {
-        redisReply *r;
-        dlock_err err = dlock__conn_recv(n->conn, 0, &r, m);
+        redisReply *r[PUSHES_MAX];
+        dlock_err err = DLOCK_OK;
+        int got = 0;
 
-        if (err != DLOCK_OK)
+        pthread_mutex_unlock(&n->mu);
+        while (got < PUSHES_MAX) {
+            err = dlock__conn_recv(n->conn, 0, &r[got], m);
+            if (err != DLOCK_OK || r[got] == NULL)
+                break;
+            got++;
+        }
+        pthread_mutex_lock(&n->mu);
+        for (int i = 0; i < got; i++) {
+            handle_push(n, r[i]);
+            freeReplyObject(r[i]);
+        }
+        if (err != DLOCK_OK || got < PUSHES_MAX)
             return err;
-        if (r == NULL)
-            return DLOCK_OK;
-        handle_push(n, r);
-        freeReplyObject(r);
     }
 }
 
@@ -301,7 +352,7 @@ static void serve(dlock__notifier *n)
         buffered = dlock__conn_buffered(n->conn);
         pthread_mutex_unlock(&n->mu);
         if (!buffered)
-            wait_events(n, fd, 1000);
+            wait_events(n, fd, IDLE_TURN_MS);
         pthread_mutex_lock(&n->mu);
         if (!n->stop)
             err = read_pushes(n, &m);
@@ -446,12 +497,18 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
 {
     dlock__waiter *w = dlock__calloc(1, sizeof(*w));
     channel *ch;
+    int need_send;
 
     *out = NULL;
     *subscribed = 0;
     if (w == NULL)
         return DLOCK_NOMEM;
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        dlock__free(w);
+        return DLOCK_SYSTEM;
+    }
     if (monotonic_cond_init(&w->cv) != 0) {
+        pthread_mutex_destroy(&w->mu);
         dlock__free(w);
         return DLOCK_SYSTEM;
     }
@@ -460,6 +517,7 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
     if (ch == NULL) {
         pthread_mutex_unlock(&n->mu);
         pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
         dlock__free(w);
         return DLOCK_NOMEM;
     }
@@ -472,8 +530,11 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
     ch->tail = w;
     ch->refs++;
     *subscribed = ch->state == SUBSCRIBED;
+    /* Only a SUBSCRIBE to send needs the subscriber thread now. */
+    need_send = ch->state == WANT;
     pthread_mutex_unlock(&n->mu);
-    poke(n);
+    if (need_send)
+        poke(n);
     *out = w;
     return DLOCK_OK;
 }
@@ -496,13 +557,14 @@ int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
     struct timespec ts = dlock__timespec_of(deadline_us);
     int woken;
 
-    pthread_mutex_lock(&n->mu);
+    (void)n; /* the waiter's own mutex is enough (see the top) */
+    pthread_mutex_lock(&w->mu);
     while (!w->woken)
-        if (pthread_cond_timedwait(&w->cv, &n->mu, &ts) == ETIMEDOUT)
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT)
             break;
     woken = w->woken;
     w->woken = 0;
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_unlock(&w->mu);
     return woken;
 }
 
@@ -522,7 +584,6 @@ size_t dlock__notify_take_message(dlock__notifier *n, dlock__waiter *w,
 void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
 {
     channel *ch;
-    int last;
 
     if (w == NULL)
         return;
@@ -537,12 +598,13 @@ void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
     else
         ch->tail = w->prev;
     /* A wake-up this waiter did not use belongs to the next one. */
-    if (w->woken)
+    if (is_woken(w))
         wake_one(ch, NULL);
-    last = --ch->refs == 0;
+    /* The last one out leaves the UNSUBSCRIBE to the subscriber thread's
+     * next turn (see the top of this file): no poke. */
+    ch->refs--;
     pthread_mutex_unlock(&n->mu);
-    if (last)
-        poke(n);
     pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
     dlock__free(w);
 }
