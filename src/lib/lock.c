@@ -689,6 +689,7 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
         .poll_max_ms = l->fair ? FAIR_ENTRY_MAX_MS / 3 : 0,
         .take_message = l->fair ? fair_take_grant : NULL,
         .fifo = !l->fair,
+        .direct = l->fair,
     };
 
     for (;;) {

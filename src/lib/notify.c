@@ -33,13 +33,24 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "tls.h"
 #include "clock.h"
 
+/* Direct waiters' connections kept for the next one; more are closed. */
+#define DIRECT_IDLE_MAX 16
+
 enum channel_state { WANT, SENT, SUBSCRIBED, LEAVING };
+
+/* A direct waiter's subscription (see "Direct waiters" below): its own
+ * connection (NULL after a failure, until the next wait reconnects). */
+typedef struct direct_sub {
+    char *name;
+    dlock__conn *conn;
+} direct_sub;
 
 typedef struct channel {
     char *name;
@@ -51,7 +62,8 @@ typedef struct channel {
 } channel;
 
 struct dlock__waiter {
-    channel *ch;
+    channel *ch;        /* NULL for a direct waiter */
+    direct_sub *direct; /* a direct waiter's own subscription */
     pthread_mutex_t mu; /* guards woken; a waker holds the notifier's too */
     pthread_cond_t cv;
     int woken;
@@ -70,6 +82,8 @@ struct dlock__notifier {
     channel *channels;
     dlock__conn *conn; /* the subscriber thread's only */
     int64_t backoff_us;
+    dlock__conn *idle[DIRECT_IDLE_MAX]; /* direct waiters' spare ones */
+    int nidle;
 };
 
 #define BACKOFF_MIN_US 50000
@@ -79,6 +93,12 @@ struct dlock__notifier {
 #define IDLE_TURN_MS 1000
 /* Replies read in one go before they are handled under mu. */
 #define PUSHES_MAX 16
+/* A direct waiter whose connection failed tries again this often. */
+#define DIRECT_RETRY_US 100000
+
+static int direct_wait(dlock__notifier *n, dlock__waiter *w,
+                       int64_t deadline_us);
+static void direct_leave(dlock__notifier *n, dlock__waiter *w);
 
 static void poke(dlock__notifier *n)
 {
@@ -449,6 +469,8 @@ void dlock__notifier_free(dlock__notifier *n)
     while (n->channels != NULL)
         remove_channel(n, n->channels);
     dlock__conn_free(n->conn);
+    while (n->nidle > 0)
+        dlock__conn_free(n->idle[--n->nidle]);
     close(n->pipe_fds[0]);
     close(n->pipe_fds[1]);
     pthread_mutex_destroy(&n->mu);
@@ -557,7 +579,8 @@ int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
     struct timespec ts = dlock__timespec_of(deadline_us);
     int woken;
 
-    (void)n; /* the waiter's own mutex is enough (see the top) */
+    if (w->direct != NULL)
+        return direct_wait(n, w, deadline_us);
     pthread_mutex_lock(&w->mu);
     while (!w->woken)
         if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT)
@@ -573,11 +596,14 @@ size_t dlock__notify_take_message(dlock__notifier *n, dlock__waiter *w,
 {
     size_t len;
 
-    pthread_mutex_lock(&n->mu);
+    /* A direct waiter's payload is written by its own thread only. */
+    if (w->direct == NULL)
+        pthread_mutex_lock(&n->mu);
     len = w->msg_len <= cap ? w->msg_len : 0;
     memcpy(buf, w->msg, len);
     w->msg_len = 0;
-    pthread_mutex_unlock(&n->mu);
+    if (w->direct == NULL)
+        pthread_mutex_unlock(&n->mu);
     return len;
 }
 
@@ -587,6 +613,10 @@ void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
 
     if (w == NULL)
         return;
+    if (w->direct != NULL) {
+        direct_leave(n, w);
+        return;
+    }
     pthread_mutex_lock(&n->mu);
     ch = w->ch;
     if (w->prev != NULL)
@@ -606,5 +636,181 @@ void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
     pthread_mutex_unlock(&n->mu);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
+    dlock__free(w);
+}
+
+/*
+ * Direct waiters.  A fair waiter holds the lock when its grant message
+ * arrives (lock_fair.h), so the message's way to the waiting thread is the
+ * whole hand-off.  Through the subscriber thread it is two thread
+ * wake-ups, one after the other (the subscriber's, then the waiter's); a
+ * direct waiter subscribes its own channel on a connection of its own and
+ * sleeps in poll(2) on that socket, so the message wakes the waiting
+ * thread itself, at the moment the release's reply wakes the releaser.
+ * The price is one connection per direct waiter at a time; they are kept
+ * (up to DIRECT_IDLE_MAX) for the next one, which sends its SUBSCRIBE on a
+ * connection whose last UNSUBSCRIBE may still be answering: replies about
+ * other channels are skipped.
+ */
+
+/* Sends "verb name" on conn. */
+static dlock_err direct_send(dlock__notifier *n, dlock__conn *conn,
+                             const char *verb, const char *name, dlock__msg *m)
+{
+    const char *argv[] = {verb, name};
+    char buf[512];
+    size_t len = dlock__resp_format(buf, sizeof(buf), 2, argv, NULL);
+
+    if (len > sizeof(buf))
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "channel name of %zu bytes is too long",
+                              strlen(name));
+    return dlock__conn_send(conn, buf, len,
+                            dlock__client_io_deadline(n->client), m);
+}
+
+/* Gives d a connection (a kept one, else a new one) with its SUBSCRIBE
+ * sent; d->conn stays NULL on failure. */
+static dlock_err direct_subscribe(dlock__notifier *n, direct_sub *d,
+                                  dlock__msg *m)
+{
+    dlock__conn *conn = NULL;
+    dlock_err err;
+
+    pthread_mutex_lock(&n->mu);
+    if (n->nidle > 0)
+        conn = n->idle[--n->nidle];
+    pthread_mutex_unlock(&n->mu);
+    if (conn == NULL) {
+        err = dlock__client_connect(n->client, &conn, m);
+        if (err != DLOCK_OK)
+            return err;
+    }
+    err = direct_send(n, conn, "SUBSCRIBE", d->name, m);
+    if (err != DLOCK_OK) {
+        dlock__conn_free(conn);
+        return err;
+    }
+    d->conn = conn;
+    return DLOCK_OK;
+}
+
+dlock_err dlock__notify_join_direct(dlock__notifier *n, const char *name,
+                                    dlock__waiter **out)
+{
+    dlock__waiter *w = dlock__calloc(1, sizeof(*w));
+    direct_sub *d = dlock__calloc(1, sizeof(*d));
+    dlock__msg m;
+    dlock_err err = DLOCK_NOMEM;
+
+    *out = NULL;
+    if (w != NULL && d != NULL)
+        d->name = dlock__strdup(name);
+    if (d != NULL && d->name != NULL)
+        err = direct_subscribe(n, d, &m);
+    if (err != DLOCK_OK) {
+        if (d != NULL)
+            dlock__free(d->name);
+        dlock__free(d);
+        dlock__free(w);
+        return err;
+    }
+    w->direct = d;
+    *out = w;
+    return DLOCK_OK;
+}
+
+/* Handles one reply on a direct waiter's connection: 1 if it wakes the
+ * waiter (its SUBSCRIBE confirmed: a release before it was missed; or a
+ * message on its channel, whose payload is kept). */
+static int direct_push(dlock__waiter *w, const redisReply *r)
+{
+    const redisReply *kind, *name;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+        return 0;
+    kind = r->element[0];
+    name = r->element[1];
+    if (kind->type != REDIS_REPLY_STRING || name->type != REDIS_REPLY_STRING
+        || name->len != strlen(w->direct->name)
+        || memcmp(name->str, w->direct->name, name->len) != 0)
+        return 0;
+    if (strcmp(kind->str, "subscribe") == 0)
+        return 1;
+    if (strcmp(kind->str, "message") != 0)
+        return 0;
+    keep_payload(w, r->element[2]);
+    return 1;
+}
+
+/* dlock__notify_wait for a direct waiter.  A failed connection wakes it
+ * (a message may have been lost: the caller tries again); the next wait
+ * connects and subscribes anew, whose confirmation wakes it again. */
+static int direct_wait(dlock__notifier *n, dlock__waiter *w,
+                       int64_t deadline_us)
+{
+    direct_sub *d = w->direct;
+    dlock__msg m;
+
+    if (d->conn == NULL && direct_subscribe(n, d, &m) != DLOCK_OK) {
+        int64_t retry = dlock__now_us() + DIRECT_RETRY_US;
+        struct timespec ts = dlock__timespec_of(
+            retry < deadline_us ? retry : deadline_us);
+
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        return 0;
+    }
+    for (;;) {
+        struct pollfd pfd = {.fd = dlock__conn_fd(d->conn), .events = POLLIN};
+        int woken = 0;
+        int64_t left;
+
+        for (;;) {
+            redisReply *r;
+
+            if (dlock__conn_recv(d->conn, 0, &r, &m) != DLOCK_OK) {
+                dlock__conn_free(d->conn);
+                d->conn = NULL;
+                return 1;
+            }
+            if (r == NULL)
+                break;
+            woken |= direct_push(w, r);
+            freeReplyObject(r);
+        }
+        if (woken)
+            return 1;
+        left = deadline_us - dlock__now_us();
+        if (left <= 0)
+            return 0;
+        if (dlock__conn_buffered(d->conn))
+            continue;
+        /* Rounded up: never wake before the deadline. */
+        left = (left + 999) / 1000;
+        if (poll(&pfd, 1, left < IDLE_TURN_MS ? (int)left : IDLE_TURN_MS) < 0
+            && errno != EINTR)
+            return 0;
+    }
+}
+
+/* Leaves a direct waiter's channel; its connection is kept for the next
+ * one if the UNSUBSCRIBE went out. */
+static void direct_leave(dlock__notifier *n, dlock__waiter *w)
+{
+    direct_sub *d = w->direct;
+    dlock__msg m;
+
+    if (d->conn != NULL
+        && direct_send(n, d->conn, "UNSUBSCRIBE", d->name, &m) == DLOCK_OK) {
+        pthread_mutex_lock(&n->mu);
+        if (n->nidle < DIRECT_IDLE_MAX) {
+            n->idle[n->nidle++] = d->conn;
+            d->conn = NULL;
+        }
+        pthread_mutex_unlock(&n->mu);
+    }
+    dlock__conn_free(d->conn);
+    dlock__free(d->name);
+    dlock__free(d);
     dlock__free(w);
 }

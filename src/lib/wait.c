@@ -179,6 +179,11 @@ static int join(wait_state *s)
     s->n = dlock__client_notifier(s->spec->client);
     if (s->n == NULL)
         return 0;
+    /* Not subscribed yet either way: the confirmation wakes it. */
+    if (s->spec->direct
+        && dlock__notify_join_direct(s->n, s->spec->channel, &s->w)
+               == DLOCK_OK)
+        return 0;
     if (dlock__notify_join(s->n, s->spec->channel, &s->w, &subscribed)
         != DLOCK_OK)
         return 0;

@@ -98,6 +98,12 @@ typedef struct dlock__wait {
      * lets one waiter in (an exclusive lock), not where it may let in
      * several (readers, permits). */
     int fifo;
+    /* Non-zero: the channel is this wait's alone (a fair waiter's own);
+     * it is joined on a connection of its own, so a message wakes this
+     * thread from its socket with no thread between (notify.h).  The
+     * shared subscriber is the fallback if that connection cannot be
+     * had. */
+    int direct;
 } dlock__wait;
 
 /*
