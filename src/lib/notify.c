@@ -41,7 +41,7 @@
 #include "clock.h"
 
 /* Direct waiters' connections kept for the next one; more are closed. */
-#define DIRECT_IDLE_MAX 16
+#define DIRECT_IDLE_MAX DLOCK__NOTIFY_KEPT_MAX
 
 enum channel_state { WANT, SENT, SUBSCRIBED, LEAVING };
 
@@ -681,8 +681,9 @@ static dlock_err direct_subscribe(dlock__notifier *n, direct_sub *d,
     if (n->nidle > 0)
         conn = n->idle[--n->nidle];
     pthread_mutex_unlock(&n->mu);
+    /* Not counted as a reconnect in the client's stats: nothing failed. */
     if (conn == NULL) {
-        err = dlock__client_connect(n->client, &conn, m);
+        err = dlock__client_connect_until(n->client, DLOCK__FOREVER, &conn, m);
         if (err != DLOCK_OK)
             return err;
     }
@@ -813,4 +814,14 @@ static void direct_leave(dlock__notifier *n, dlock__waiter *w)
     dlock__free(d->name);
     dlock__free(d);
     dlock__free(w);
+}
+
+int dlock__notify_kept(dlock__notifier *n)
+{
+    int kept;
+
+    pthread_mutex_lock(&n->mu);
+    kept = n->nidle;
+    pthread_mutex_unlock(&n->mu);
+    return kept;
 }

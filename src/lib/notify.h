@@ -67,6 +67,11 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *channel,
 dlock_err dlock__notify_join_direct(dlock__notifier *n, const char *channel,
                                     dlock__waiter **out);
 
+/* How many direct waiters' connections are kept for the next one (at
+ * most DLOCK__NOTIFY_KEPT_MAX). */
+int dlock__notify_kept(dlock__notifier *n);
+#define DLOCK__NOTIFY_KEPT_MAX 16
+
 /* 1 if a waiter of this notifier is joined on channel. */
 int dlock__notify_has_waiters(dlock__notifier *n, const char *channel);
 
