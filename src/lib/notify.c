@@ -67,7 +67,8 @@ struct dlock__waiter {
     pthread_mutex_t mu; /* guards woken; a waker holds the notifier's too */
     pthread_cond_t cv;
     int woken;
-    size_t msg_len; /* the last non-empty message that woke it, if kept */
+    int keeps_place; /* a woken waiter stays where it is (set_fifo) */
+    size_t msg_len;  /* the last non-empty message that woke it, if kept */
     char msg[DLOCK__NOTIFY_MSG_MAX];
     dlock__waiter *next;
     dlock__waiter *prev;
@@ -174,8 +175,13 @@ static void requeue(channel *ch, dlock__waiter *w)
 }
 
 /* Wakes the longest-waiting waiter not already woken, and puts it at the
- * back of the queue: if it loses the race for the key, the next release
- * wakes someone else, so no waiter of this client starves.  A non-empty
+ * back of the queue: where one release may let in another waiter than
+ * the one woken (a writer woken while readers hold), the next release
+ * wakes someone else, so no waiter of this client starves.  A waiter that
+ * keeps its place (an exclusive lock's, dlock__notify_set_fifo) stays at
+ * the front: if it loses the key to a barger, the next release is its
+ * again, instead of its going behind every other waiter (the hand-off's
+ * longest waits came from such losers sent to the back).  A non-empty
  * payload that fits is kept for the woken waiter (an empty one does not
  * replace what it has not taken yet). */
 static void keep_payload(dlock__waiter *w, const redisReply *payload)
@@ -192,7 +198,8 @@ static void wake_one(channel *ch, const redisReply *payload)
     for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
         if (wake(w)) {
             keep_payload(w, payload);
-            requeue(ch, w);
+            if (!w->keeps_place)
+                requeue(ch, w);
             return;
         }
     }
@@ -824,4 +831,11 @@ int dlock__notify_kept(dlock__notifier *n)
     kept = n->nidle;
     pthread_mutex_unlock(&n->mu);
     return kept;
+}
+
+void dlock__notify_set_fifo(dlock__notifier *n, dlock__waiter *w)
+{
+    pthread_mutex_lock(&n->mu);
+    w->keeps_place = 1;
+    pthread_mutex_unlock(&n->mu);
 }

@@ -72,6 +72,11 @@ dlock_err dlock__notify_join_direct(dlock__notifier *n, const char *channel,
 int dlock__notify_kept(dlock__notifier *n);
 #define DLOCK__NOTIFY_KEPT_MAX 16
 
+/* Makes w keep its place when woken (notify.c, wake_one): for waiters of
+ * whom any one can use a release (an exclusive lock's), so the longest
+ * waiting is woken first until it leaves. */
+void dlock__notify_set_fifo(dlock__notifier *n, dlock__waiter *w);
+
 /* 1 if a waiter of this notifier is joined on channel. */
 int dlock__notify_has_waiters(dlock__notifier *n, const char *channel);
 

@@ -187,6 +187,8 @@ static int join(wait_state *s)
     if (dlock__notify_join(s->n, s->spec->channel, &s->w, &subscribed)
         != DLOCK_OK)
         return 0;
+    if (s->spec->fifo)
+        dlock__notify_set_fifo(s->n, s->w);
     return subscribed;
 }
 
@@ -220,6 +222,7 @@ static int queue_behind(wait_state *s)
     if (dlock__notify_join(n, s->spec->channel, &s->w, &subscribed)
         != DLOCK_OK)
         return 0;
+    dlock__notify_set_fifo(n, s->w);
     if (subscribed) {
         int64_t wake_at = dlock__now_us() + BEHIND_MAX_US
                           - jitter(s, BEHIND_MAX_US / 4);

@@ -31,8 +31,10 @@
  * up to a second).  With fifo set, a bounded wait whose client already has
  * waiters on the channel does not try first: it joins behind them and
  * tries when a release wakes it (or after a fallback of 150-200 ms, in
- * case no release comes).  Within one client the key then goes round in
- * order of arrival; across clients it is still first come, first served
+ * case no release comes).  A waiter a release woke that then loses the
+ * key (to such a fallback try, or to another client) keeps its place at
+ * the front, so the next release is its again.  Within one client the key
+ * then goes round in order of arrival; across clients it is still first come, first served
  * at the server (a fair lock, lock_fair.h, queues across processes).
  *
  * Transport errors (DLOCK_UNAVAILABLE, DLOCK_TIMEOUT) end a bounded wait at

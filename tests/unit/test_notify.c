@@ -177,6 +177,41 @@ static void joining_a_subscribed_channel_says_it_is_subscribed(void **state)
     dlock__notify_leave(f->n, first);
 }
 
+/* Two waiters on one channel, the first joined first; each release wakes
+ * one.  The first, woken, does not leave (it lost the key) and waits
+ * again: the next release wakes it again if it keeps its place
+ * (dlock__notify_set_fifo), the second one if not. */
+static void second_release_wakes(fixture *f, const char *name, int fifo)
+{
+    char ch[TESTKIT_KEY_MAX];
+    dlock__waiter *first = join_subscribed(f->n, testkit_key(ch, name));
+    dlock__waiter *second = NULL, *woken, *not_woken;
+    int subscribed = -1;
+
+    assert_int_equal(dlock__notify_join(f->n, ch, &second, &subscribed),
+                     DLOCK_OK);
+    if (fifo) {
+        dlock__notify_set_fifo(f->n, first);
+        dlock__notify_set_fifo(f->n, second);
+    }
+    assert_int_equal(publish(ch), 1);
+    assert_int_equal(dlock__notify_wait(f->n, first, after_ms(SOON_MS)), 1);
+    assert_int_equal(dlock__notify_wait(f->n, second, after_ms(50)), 0);
+    assert_int_equal(publish(ch), 1);
+    woken = fifo ? first : second;
+    not_woken = fifo ? second : first;
+    assert_int_equal(dlock__notify_wait(f->n, woken, after_ms(SOON_MS)), 1);
+    assert_int_equal(dlock__notify_wait(f->n, not_woken, after_ms(50)), 0);
+    dlock__notify_leave(f->n, second);
+    dlock__notify_leave(f->n, first);
+}
+
+static void a_woken_waiter_that_keeps_its_place_is_woken_again(void **state)
+{
+    second_release_wakes(*state, "notify_fifo", 1);
+    second_release_wakes(*state, "notify_rotate", 0);
+}
+
 static void leaving_unsubscribes_only_when_the_last_waiter_leaves(void **state)
 {
     fixture *f = *state;
@@ -322,6 +357,7 @@ int main(void)
             leaving_unsubscribes_only_when_the_last_waiter_leaves),
         cmocka_unit_test(notifier_new_without_memory_is_nomem),
         cmocka_unit_test(join_fails_cleanly_at_every_allocation),
+        cmocka_unit_test(a_woken_waiter_that_keeps_its_place_is_woken_again),
         cmocka_unit_test(a_direct_waiter_is_woken_by_its_own_connection),
         cmocka_unit_test(direct_connections_kept_are_bounded),
     };
