@@ -90,11 +90,15 @@ typedef struct dlock__wait {
      * the default 10 s. */
     int64_t poll_max_ms;
     /* When not NULL, the payload of a notification that woke the wait is
-     * offered to it (with the try's arg) before the next try; answering 1
-     * ends the wait with DLOCK_OK, as a try that succeeded would: the
-     * message carried what the try would have fetched (a fair grant,
-     * lock_fair.h).  0: the try runs as usual. */
-    int (*take_message)(void *arg, const char *msg, size_t len);
+     * offered to it (with the try's arg) before the next try; answering
+     * DLOCK__MSG_TAKEN ends the wait with DLOCK_OK, as a try that
+     * succeeded would: the message carried what the try would have
+     * fetched (a fair grant, lock_fair.h).  DLOCK__MSG_BUSY: the message
+     * says what a busy answer would (the holder's time in *hint_ms, a fair
+     * nudge), so the wait sleeps again without a try.  0: the try runs as
+     * usual. */
+    int (*take_message)(void *arg, const char *msg, size_t len,
+                        int64_t *hint_ms);
     /* Non-zero: queue behind this client's waiters on the channel before
      * the first try (see "Barging" above).  For waits where one release
      * lets one waiter in (an exclusive lock), not where it may let in
@@ -107,6 +111,10 @@ typedef struct dlock__wait {
      * had. */
     int direct;
 } dlock__wait;
+
+/* What take_message answers besides 0 (see dlock__wait). */
+#define DLOCK__MSG_TAKEN 1
+#define DLOCK__MSG_BUSY 2
 
 /*
  * Runs try_fn(arg, ...) until it answers something other than DLOCK_BUSY
