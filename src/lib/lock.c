@@ -953,7 +953,8 @@ static void fair_leave(dlock_lock *l)
 /* Registers a held lock with the watchdog: renewals if asked for, and the
  * timer that marks it lost at valid_until when it has a callback.  A fair
  * lock held on a grant message has its confirm (the first renewal, which
- * sets the full TTL) sent by the renewer at once. */
+ * sets the full TTL) sent by the renewer 200 us later, after this acquire
+ * has returned (watchdog.c). */
 static dlock_err watch(dlock_lock *l, int renew, dlock__msg *m)
 {
     dlock__watchdog *w = dlock__client_watchdog(l->client);

@@ -50,8 +50,9 @@
  *     the client saw after the grant may be higher than its fence and
  *     prove nothing against it (checking them declined four grants in ten
  *     in a 16-thread loop).  A fence not above it: a try decides.
- * Then the full TTL is set by the first renewal, sent at once by the
- * watchdog's renewer (lock.c): the "confirm".  Until it lands the lock is
+ * Then the full TTL is set by the first renewal, sent 200 us after the
+ * grant was taken by the watchdog's renewer (lock.c, watchdog.c): the
+ * "confirm".  Until it lands the lock is
  * valid for what is left of the confirm window; a waiter that never
  * confirms (paused, dead) loses the key when the window runs out, and the
  * next waiter's try takes the free key in its turn.
