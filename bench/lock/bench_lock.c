@@ -102,7 +102,8 @@ typedef struct bench_opts {
     int hold_us;
     int ttl_ms;
     int wait_ms;
-    int pool_size; /* 0: the library's default */
+    int pool_size;    /* 0: the library's default */
+    const char *only; /* "handoff" or "fair": those runs alone; NULL: all */
 } bench_opts;
 
 /* What redis-benchmark measured for both commands at one client count. */
@@ -1227,21 +1228,26 @@ static int run_phases(bench_run *run)
     progress("limit at -c 1 (%ld requests per command)", run->o.pairs);
     if (measure_limit(run, 1, &run->c1) != 0 || measure_floor(run) != 0)
         return -1;
-    progress("(a) %ld sequential pairs after %ld warm-up", run->o.pairs,
-             run->o.warmup);
-    if (bench_sequential(run) != 0)
-        return -1;
-    progress("(b) throughput, %d ms per thread count", run->o.duration_ms);
-    if (bench_tput(run, 1, &run->c1) != 0 || bench_tput(run, 8, NULL) != 0
-        || bench_tput(run, 32, NULL) != 0)
-        return -1;
+    if (run->o.only == NULL) {
+        progress("(a) %ld sequential pairs after %ld warm-up", run->o.pairs,
+                 run->o.warmup);
+        if (bench_sequential(run) != 0)
+            return -1;
+        progress("(b) throughput, %d ms per thread count", run->o.duration_ms);
+        if (bench_tput(run, 1, &run->c1) != 0 || bench_tput(run, 8, NULL) != 0
+            || bench_tput(run, 32, NULL) != 0)
+            return -1;
+    }
     progress("(c) hand-off, %d us holds, %d ms each", run->o.hold_us,
              run->o.duration_ms);
-    if (bench_handoff(run, 4, 0, 0) != 0 || bench_handoff(run, 16, 0, 0) != 0
-        || bench_handoff(run, 4, 1, 0) != 0
-        || bench_handoff(run, 16, 1, 0) != 0
-        || bench_handoff(run, 4, 0, 1) != 0
-        || bench_handoff(run, 16, 0, 1) != 0)
+    if (run->o.only == NULL || strcmp(run->o.only, "handoff") == 0) {
+        if (bench_handoff(run, 4, 0, 0) != 0
+            || bench_handoff(run, 16, 0, 0) != 0
+            || bench_handoff(run, 4, 1, 0) != 0
+            || bench_handoff(run, 16, 1, 0) != 0)
+            return -1;
+    }
+    if (bench_handoff(run, 4, 0, 1) != 0 || bench_handoff(run, 16, 0, 1) != 0)
         return -1;
     return 0;
 }
@@ -1266,7 +1272,9 @@ static void usage(FILE *out)
         "  --ttl-ms MS            lock TTL (10000)\n"
         "  --wait-ms MS           hand-off acquire wait bound (2000)\n"
         "  --pool N               the client's pool_size (the library's "
-        "default)\n",
+        "default)\n"
+        "  --only handoff|fair    only the hand-off runs, or the fair ones "
+        "(with the -c 1 limit they are compared with)\n",
         out);
 }
 
@@ -1288,6 +1296,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         {"ttl-ms", required_argument, NULL, 't'},
         {"wait-ms", required_argument, NULL, 'T'},
         {"pool", required_argument, NULL, 'P'},
+        {"only", required_argument, NULL, 'O'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1318,6 +1327,14 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         case 't': o->ttl_ms = (int)parse_positive("--ttl-ms", optarg); break;
         case 'T': o->wait_ms = (int)parse_positive("--wait-ms", optarg); break;
         case 'P': o->pool_size = (int)parse_positive("--pool", optarg); break;
+        case 'O':
+            if (strcmp(optarg, "handoff") != 0
+                && strcmp(optarg, "fair") != 0) {
+                usage(stderr);
+                exit(2);
+            }
+            o->only = optarg;
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }

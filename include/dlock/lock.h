@@ -115,8 +115,11 @@
  * message arrives, without another round trip: its validity is the
  * confirm window counted from the send time of that try (which ran before
  * the grant, so the count starts no later than the server's), and the
- * watchdog's renewer then sends the confirm at once (a renewal that sets
- * the full TTL; the lock's validity grows when it lands).  A message that
+ * watchdog's renewer then sends the confirm within a fraction of a
+ * millisecond (a renewal that sets the full TTL; the lock's validity
+ * grows when it lands).  A fair waiter waits on a connection of its own
+ * (kept for the client's next fair waiter), so the grant wakes it
+ * directly.  A message that
  * cannot be trusted that way (an older try's grant, a fence not above
  * what the client had seen before that try, a confirm window already
  * spent in the queue) is not taken; the waiter confirms with a try (its

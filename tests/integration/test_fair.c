@@ -676,7 +676,7 @@ static int mon_until_waiters(redisContext *mon, const char *key,
 typedef struct raiser {
     run *r;
     atomic_int stop;
-    int tries;
+    atomic_int tries;
 } raiser;
 
 /* Fair tries that will not wait, on the waiters' client, until stopped
@@ -691,13 +691,21 @@ static void *raiser_main(void *arg)
     while (!atomic_load(&x->stop)) {
         dlock_lock *l = NULL;
 
-        x->tries++;
+        atomic_fetch_add(&x->tries, 1);
         if (dlock_acquire(x->r->client, x->r->key, &o, &l) == DLOCK_OK) {
             dlock_release(l);
             break;
         }
     }
     return NULL;
+}
+
+/* The raiser is trying in a loop (its first tries answered). */
+static int raiser_running(void *arg)
+{
+    raiser *x = arg;
+
+    return atomic_load(&x->tries) > 2;
 }
 
 static void grants_by_message_on_one_client(void **state)
@@ -738,6 +746,10 @@ static void grants_by_message_on_one_client(void **state)
               "every waiter queued and tried again once subscribed");
     TK_EXPECT(pthread_create(&raise_thread, NULL, raiser_main, &x) == 0,
               "raiser started");
+    /* The hand-offs take a few round trips in all: a raiser not yet
+     * running at the release could miss them all. */
+    TK_EXPECT(testkit_wait_until(raiser_running, &x, 10000),
+              "the raiser is trying");
     TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
     for (int i = 0; i < SHARED_WAITERS; i++)
         pthread_join(threads[i], NULL);
@@ -761,7 +773,8 @@ static void grants_by_message_on_one_client(void **state)
                  && strcmp(line.argv[12], "1") == 0)
             after_release++; /* a waiting try: not the raiser's */
     TK_EXPECT(marked && released, "MONITOR showed the release and marker");
-    TK_EXPECT(x.tries > 1, "the raiser tried %d times", x.tries);
+    TK_EXPECT(atomic_load(&x.tries) > 1, "the raiser tried %d times",
+              atomic_load(&x.tries));
     TK_EXPECT(after_release <= SHARED_WAITERS - 1,
               "after the release only the nudged waiters tried (at most "
               "%d), got %d acquires: a grant was declined",

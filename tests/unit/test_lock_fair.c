@@ -49,6 +49,29 @@ static void grant_message_is_read_exactly(void **state)
               "only len bytes are read");
 }
 
+static int nudge(const char *msg, int64_t *ms)
+{
+    return dlock__fair_nudge_parse(msg, strlen(msg), ms);
+}
+
+/* A nudge with the holder's time is one decimal field; a grant, the
+ * empty nudge and anything else are not. */
+static void nudge_message_is_read_exactly(void **state)
+{
+    dlock__fair_grant g;
+    int64_t ms = -1;
+
+    (void)state;
+    TK_EXPECT(nudge("2000", &ms) && ms == 2000, "a nudge parses: %lld",
+              (long long)ms);
+    TK_EXPECT(!parse("2000", &g), "a nudge is no grant");
+    TK_EXPECT(!nudge("7:1700000000000123:2000", &ms), "a grant is no nudge");
+    TK_EXPECT(!nudge("", &ms), "the empty nudge carries no time");
+    TK_EXPECT(!nudge("-5", &ms) && !nudge("5x", &ms) && !nudge("5:", &ms),
+              "only digits");
+    TK_EXPECT(!nudge("123456789012345678901", &ms), "at most 20 digits");
+}
+
 static void grant_is_taken_only_when_it_is_safe(void **state)
 {
     const dlock__fair_grant g = {.try_seq = 3,
@@ -85,6 +108,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grant_message_is_read_exactly),
         cmocka_unit_test(grant_is_taken_only_when_it_is_safe),
+        cmocka_unit_test(nudge_message_is_read_exactly),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

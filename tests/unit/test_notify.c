@@ -177,6 +177,41 @@ static void joining_a_subscribed_channel_says_it_is_subscribed(void **state)
     dlock__notify_leave(f->n, first);
 }
 
+/* Two waiters on one channel, the first joined first; each release wakes
+ * one.  The first, woken, does not leave (it lost the key) and waits
+ * again: the next release wakes it again if it keeps its place
+ * (dlock__notify_set_fifo), the second one if not. */
+static void second_release_wakes(fixture *f, const char *name, int fifo)
+{
+    char ch[TESTKIT_KEY_MAX];
+    dlock__waiter *first = join_subscribed(f->n, testkit_key(ch, name));
+    dlock__waiter *second = NULL, *woken, *not_woken;
+    int subscribed = -1;
+
+    assert_int_equal(dlock__notify_join(f->n, ch, &second, &subscribed),
+                     DLOCK_OK);
+    if (fifo) {
+        dlock__notify_set_fifo(f->n, first);
+        dlock__notify_set_fifo(f->n, second);
+    }
+    assert_int_equal(publish(ch), 1);
+    assert_int_equal(dlock__notify_wait(f->n, first, after_ms(SOON_MS)), 1);
+    assert_int_equal(dlock__notify_wait(f->n, second, after_ms(50)), 0);
+    assert_int_equal(publish(ch), 1);
+    woken = fifo ? first : second;
+    not_woken = fifo ? second : first;
+    assert_int_equal(dlock__notify_wait(f->n, woken, after_ms(SOON_MS)), 1);
+    assert_int_equal(dlock__notify_wait(f->n, not_woken, after_ms(50)), 0);
+    dlock__notify_leave(f->n, second);
+    dlock__notify_leave(f->n, first);
+}
+
+static void a_woken_waiter_that_keeps_its_place_is_woken_again(void **state)
+{
+    second_release_wakes(*state, "notify_fifo", 1);
+    second_release_wakes(*state, "notify_rotate", 0);
+}
+
 static void leaving_unsubscribes_only_when_the_last_waiter_leaves(void **state)
 {
     fixture *f = *state;
@@ -248,6 +283,68 @@ static void join_fails_cleanly_at_every_allocation(void **state)
     assert_true(testkit_wait_until(unsubscribed, ch, SOON_MS));
 }
 
+/* Joins channel as a direct waiter and waits for its confirmation. */
+static dlock__waiter *join_direct(dlock__notifier *n, const char *channel)
+{
+    dlock__waiter *w = NULL;
+
+    assert_int_equal(dlock__notify_join_direct(n, channel, &w), DLOCK_OK);
+    assert_non_null(w);
+    assert_int_equal(dlock__notify_wait(n, w, after_ms(SOON_MS)), 1);
+    assert_int_equal(numsub(channel), 1);
+    return w;
+}
+
+/* A direct waiter (notify.h) sleeps on its own connection: a PUBLISH on
+ * its channel wakes it with the payload kept, nothing else does; leaving
+ * keeps the connection (the channel unsubscribed on the server), and the
+ * next direct waiter takes it, skipping what was still in it for the old
+ * channel. */
+static void a_direct_waiter_is_woken_by_its_own_connection(void **state)
+{
+    fixture *f = *state;
+    char ch[TESTKIT_KEY_MAX], next[TESTKIT_KEY_MAX];
+    char msg[DLOCK__NOTIFY_MSG_MAX];
+    dlock__waiter *w = join_direct(f->n, testkit_key(ch, "notify_direct"));
+
+    assert_int_equal(dlock__notify_wait(f->n, w, after_ms(50)), 0);
+    assert_int_equal(publish(ch), 1);
+    assert_int_equal(dlock__notify_wait(f->n, w, after_ms(SOON_MS)), 1);
+    assert_int_equal(dlock__notify_take_message(f->n, w, msg, sizeof(msg)),
+                     strlen("released"));
+    assert_memory_equal(msg, "released", strlen("released"));
+    assert_int_equal(dlock__notify_kept(f->n), 0);
+    /* Left unread in the connection that the next waiter takes. */
+    assert_int_equal(publish(ch), 1);
+    dlock__notify_leave(f->n, w);
+    assert_int_equal(dlock__notify_kept(f->n), 1);
+    assert_true(testkit_wait_until(unsubscribed, ch, SOON_MS));
+
+    w = join_direct(f->n, testkit_key(next, "notify_direct_next"));
+    assert_int_equal(dlock__notify_kept(f->n), 0);
+    assert_int_equal(dlock__notify_take_message(f->n, w, msg, sizeof(msg)), 0);
+    assert_int_equal(dlock__notify_wait(f->n, w, after_ms(50)), 0);
+    dlock__notify_leave(f->n, w);
+    assert_int_equal(dlock__notify_kept(f->n), 1);
+}
+
+/* At most DLOCK__NOTIFY_KEPT_MAX connections are kept; the rest close. */
+static void direct_connections_kept_are_bounded(void **state)
+{
+    enum { N = DLOCK__NOTIFY_KEPT_MAX + 4 };
+    fixture *f = *state;
+    dlock__waiter *w[N];
+    char ch[N][TESTKIT_KEY_MAX];
+
+    for (int i = 0; i < N; i++)
+        w[i] = join_direct(f->n, testkit_key(ch[i], "notify_direct_many"));
+    for (int i = 0; i < N; i++)
+        dlock__notify_leave(f->n, w[i]);
+    assert_int_equal(dlock__notify_kept(f->n), DLOCK__NOTIFY_KEPT_MAX);
+    for (int i = 0; i < N; i++)
+        assert_true(testkit_wait_until(unsubscribed, ch[i], SOON_MS));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -260,6 +357,9 @@ int main(void)
             leaving_unsubscribes_only_when_the_last_waiter_leaves),
         cmocka_unit_test(notifier_new_without_memory_is_nomem),
         cmocka_unit_test(join_fails_cleanly_at_every_allocation),
+        cmocka_unit_test(a_woken_waiter_that_keeps_its_place_is_woken_again),
+        cmocka_unit_test(a_direct_waiter_is_woken_by_its_own_connection),
+        cmocka_unit_test(direct_connections_kept_are_bounded),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

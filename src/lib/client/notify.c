@@ -13,7 +13,19 @@
  *
  * Other threads only change refs and waiter lists under mu and write one
  * byte to the wake pipe; the subscriber thread is the only one that talks
- * to the connection.
+ * to the connection, and it reads it with mu released.
+ *
+ * The wake-up is on the hand-off's path (a fair grant is held when its
+ * message wakes the waiter), so it costs one thread wake-up and no more:
+ * a waiter sleeps on its own mutex and condition variable, which a waker
+ * holds only to set woken and signal (with mu held too, so the waiter
+ * cannot be freed meanwhile).  Sleeping on mu instead, a woken waiter
+ * would find mu still held by the subscriber thread (reading the next
+ * reply, sending changes) and go back to sleep until it was let go.  A
+ * waiter that leaves does not wake the subscriber thread to unsubscribe:
+ * that waits for its next turn (a join, a message, or at most
+ * IDLE_TURN_MS), so the hand-off's waiter does not wake another
+ * thread on its way out.
  */
 #include "client/notify.h"
 
@@ -21,13 +33,24 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
 #include "transport/tls.h"
 #include "base/clock.h"
 
+/* Direct waiters' connections kept for the next one; more are closed. */
+#define DIRECT_IDLE_MAX DLOCK__NOTIFY_KEPT_MAX
+
 enum channel_state { WANT, SENT, SUBSCRIBED, LEAVING };
+
+/* A direct waiter's subscription (see "Direct waiters" below): its own
+ * connection (NULL after a failure, until the next wait reconnects). */
+typedef struct direct_sub {
+    char *name;
+    dlock__conn *conn;
+} direct_sub;
 
 typedef struct channel {
     char *name;
@@ -39,10 +62,13 @@ typedef struct channel {
 } channel;
 
 struct dlock__waiter {
-    channel *ch;
+    channel *ch;        /* NULL for a direct waiter */
+    direct_sub *direct; /* a direct waiter's own subscription */
+    pthread_mutex_t mu; /* guards woken; a waker holds the notifier's too */
     pthread_cond_t cv;
     int woken;
-    size_t msg_len; /* the last non-empty message that woke it, if kept */
+    int keeps_place; /* a woken waiter stays where it is (set_fifo) */
+    size_t msg_len;  /* the last non-empty message that woke it, if kept */
     char msg[DLOCK__NOTIFY_MSG_MAX];
     dlock__waiter *next;
     dlock__waiter *prev;
@@ -57,10 +83,23 @@ struct dlock__notifier {
     channel *channels;
     dlock__conn *conn; /* the subscriber thread's only */
     int64_t backoff_us;
+    dlock__conn *idle[DIRECT_IDLE_MAX]; /* direct waiters' spare ones */
+    int nidle;
 };
 
 #define BACKOFF_MIN_US 50000
 #define BACKOFF_MAX_US 2000000
+/* The longest the subscriber thread sleeps with a connection open; a
+ * channel nobody waits on stays subscribed at most this long. */
+#define IDLE_TURN_MS 1000
+/* Replies read in one go before they are handled under mu. */
+#define PUSHES_MAX 16
+/* A direct waiter whose connection failed tries again this often. */
+#define DIRECT_RETRY_US 100000
+
+static int direct_wait(dlock__notifier *n, dlock__waiter *w,
+                       int64_t deadline_us);
+static void direct_leave(dlock__notifier *n, dlock__waiter *w);
 
 static void poke(dlock__notifier *n)
 {
@@ -87,12 +126,36 @@ static channel *find_channel(dlock__notifier *n, const char *name, size_t len)
     return NULL;
 }
 
-static void wake_all(channel *ch)
+/* Wakes w unless it is woken already; returns 1 if this call woke it
+ * (the notifier's mu held). */
+static int wake(dlock__waiter *w)
 {
-    for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
+    int was;
+
+    pthread_mutex_lock(&w->mu);
+    was = w->woken;
+    if (!was) {
         w->woken = 1;
         pthread_cond_signal(&w->cv);
     }
+    pthread_mutex_unlock(&w->mu);
+    return !was;
+}
+
+static int is_woken(dlock__waiter *w)
+{
+    int woken;
+
+    pthread_mutex_lock(&w->mu);
+    woken = w->woken;
+    pthread_mutex_unlock(&w->mu);
+    return woken;
+}
+
+static void wake_all(channel *ch)
+{
+    for (dlock__waiter *w = ch->head; w != NULL; w = w->next)
+        wake(w);
 }
 
 /* Moves w to the tail of its channel's queue. */
@@ -112,8 +175,13 @@ static void requeue(channel *ch, dlock__waiter *w)
 }
 
 /* Wakes the longest-waiting waiter not already woken, and puts it at the
- * back of the queue: if it loses the race for the key, the next release
- * wakes someone else, so no waiter of this client starves.  A non-empty
+ * back of the queue: where one release may let in another waiter than
+ * the one woken (a writer woken while readers hold), the next release
+ * wakes someone else, so no waiter of this client starves.  A waiter that
+ * keeps its place (an exclusive lock's, dlock__notify_set_fifo) stays at
+ * the front: if it loses the key to a barger, the next release is its
+ * again, instead of its going behind every other waiter (the hand-off's
+ * longest waits came from such losers sent to the back).  A non-empty
  * payload that fits is kept for the woken waiter (an empty one does not
  * replace what it has not taken yet). */
 static void keep_payload(dlock__waiter *w, const redisReply *payload)
@@ -128,11 +196,10 @@ static void keep_payload(dlock__waiter *w, const redisReply *payload)
 static void wake_one(channel *ch, const redisReply *payload)
 {
     for (dlock__waiter *w = ch->head; w != NULL; w = w->next) {
-        if (!w->woken) {
+        if (wake(w)) {
             keep_payload(w, payload);
-            w->woken = 1;
-            pthread_cond_signal(&w->cv);
-            requeue(ch, w);
+            if (!w->keeps_place)
+                requeue(ch, w);
             return;
         }
     }
@@ -259,19 +326,30 @@ static dlock_err send_changes(dlock__notifier *n, dlock__msg *m)
     }
 }
 
-/* Reads every complete reply available now (mu held). */
+/* Reads every complete reply available now (mu held on entry and exit,
+ * released while reading: the connection is this thread's alone), and
+ * handles them under mu. */
 static dlock_err read_pushes(dlock__notifier *n, dlock__msg *m)
 {
     for (;;) {
-        redisReply *r;
-        dlock_err err = dlock__conn_recv(n->conn, 0, &r, m);
+        redisReply *r[PUSHES_MAX];
+        dlock_err err = DLOCK_OK;
+        int got = 0;
 
-        if (err != DLOCK_OK)
+        pthread_mutex_unlock(&n->mu);
+        while (got < PUSHES_MAX) {
+            err = dlock__conn_recv(n->conn, 0, &r[got], m);
+            if (err != DLOCK_OK || r[got] == NULL)
+                break;
+            got++;
+        }
+        pthread_mutex_lock(&n->mu);
+        for (int i = 0; i < got; i++) {
+            handle_push(n, r[i]);
+            freeReplyObject(r[i]);
+        }
+        if (err != DLOCK_OK || got < PUSHES_MAX)
             return err;
-        if (r == NULL)
-            return DLOCK_OK;
-        handle_push(n, r);
-        freeReplyObject(r);
     }
 }
 
@@ -301,7 +379,7 @@ static void serve(dlock__notifier *n)
         buffered = dlock__conn_buffered(n->conn);
         pthread_mutex_unlock(&n->mu);
         if (!buffered)
-            wait_events(n, fd, 1000);
+            wait_events(n, fd, IDLE_TURN_MS);
         pthread_mutex_lock(&n->mu);
         if (!n->stop)
             err = read_pushes(n, &m);
@@ -398,6 +476,8 @@ void dlock__notifier_free(dlock__notifier *n)
     while (n->channels != NULL)
         remove_channel(n, n->channels);
     dlock__conn_free(n->conn);
+    while (n->nidle > 0)
+        dlock__conn_free(n->idle[--n->nidle]);
     close(n->pipe_fds[0]);
     close(n->pipe_fds[1]);
     pthread_mutex_destroy(&n->mu);
@@ -446,12 +526,18 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
 {
     dlock__waiter *w = dlock__calloc(1, sizeof(*w));
     channel *ch;
+    int need_send;
 
     *out = NULL;
     *subscribed = 0;
     if (w == NULL)
         return DLOCK_NOMEM;
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        dlock__free(w);
+        return DLOCK_SYSTEM;
+    }
     if (monotonic_cond_init(&w->cv) != 0) {
+        pthread_mutex_destroy(&w->mu);
         dlock__free(w);
         return DLOCK_SYSTEM;
     }
@@ -460,6 +546,7 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
     if (ch == NULL) {
         pthread_mutex_unlock(&n->mu);
         pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
         dlock__free(w);
         return DLOCK_NOMEM;
     }
@@ -472,8 +559,11 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
     ch->tail = w;
     ch->refs++;
     *subscribed = ch->state == SUBSCRIBED;
+    /* Only a SUBSCRIBE to send needs the subscriber thread now. */
+    need_send = ch->state == WANT;
     pthread_mutex_unlock(&n->mu);
-    poke(n);
+    if (need_send)
+        poke(n);
     *out = w;
     return DLOCK_OK;
 }
@@ -496,13 +586,15 @@ int dlock__notify_wait(dlock__notifier *n, dlock__waiter *w,
     struct timespec ts = dlock__timespec_of(deadline_us);
     int woken;
 
-    pthread_mutex_lock(&n->mu);
+    if (w->direct != NULL)
+        return direct_wait(n, w, deadline_us);
+    pthread_mutex_lock(&w->mu);
     while (!w->woken)
-        if (pthread_cond_timedwait(&w->cv, &n->mu, &ts) == ETIMEDOUT)
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT)
             break;
     woken = w->woken;
     w->woken = 0;
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_unlock(&w->mu);
     return woken;
 }
 
@@ -511,21 +603,27 @@ size_t dlock__notify_take_message(dlock__notifier *n, dlock__waiter *w,
 {
     size_t len;
 
-    pthread_mutex_lock(&n->mu);
+    /* A direct waiter's payload is written by its own thread only. */
+    if (w->direct == NULL)
+        pthread_mutex_lock(&n->mu);
     len = w->msg_len <= cap ? w->msg_len : 0;
     memcpy(buf, w->msg, len);
     w->msg_len = 0;
-    pthread_mutex_unlock(&n->mu);
+    if (w->direct == NULL)
+        pthread_mutex_unlock(&n->mu);
     return len;
 }
 
 void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
 {
     channel *ch;
-    int last;
 
     if (w == NULL)
         return;
+    if (w->direct != NULL) {
+        direct_leave(n, w);
+        return;
+    }
     pthread_mutex_lock(&n->mu);
     ch = w->ch;
     if (w->prev != NULL)
@@ -537,12 +635,207 @@ void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
     else
         ch->tail = w->prev;
     /* A wake-up this waiter did not use belongs to the next one. */
-    if (w->woken)
+    if (is_woken(w))
         wake_one(ch, NULL);
-    last = --ch->refs == 0;
+    /* The last one out leaves the UNSUBSCRIBE to the subscriber thread's
+     * next turn (see the top of this file): no poke. */
+    ch->refs--;
     pthread_mutex_unlock(&n->mu);
-    if (last)
-        poke(n);
     pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
     dlock__free(w);
+}
+
+/*
+ * Direct waiters.  A fair waiter holds the lock when its grant message
+ * arrives (lock_fair.h), so the message's way to the waiting thread is the
+ * whole hand-off.  Through the subscriber thread it is two thread
+ * wake-ups, one after the other (the subscriber's, then the waiter's); a
+ * direct waiter subscribes its own channel on a connection of its own and
+ * sleeps in poll(2) on that socket, so the message wakes the waiting
+ * thread itself, at the moment the release's reply wakes the releaser.
+ * The price is one connection per direct waiter at a time; they are kept
+ * (up to DIRECT_IDLE_MAX) for the next one, which sends its SUBSCRIBE on a
+ * connection whose last UNSUBSCRIBE may still be answering: replies about
+ * other channels are skipped.
+ */
+
+/* Sends "verb name" on conn. */
+static dlock_err direct_send(dlock__notifier *n, dlock__conn *conn,
+                             const char *verb, const char *name, dlock__msg *m)
+{
+    const char *argv[] = {verb, name};
+    char buf[512];
+    size_t len = dlock__resp_format(buf, sizeof(buf), 2, argv, NULL);
+
+    if (len > sizeof(buf))
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "channel name of %zu bytes is too long",
+                              strlen(name));
+    return dlock__conn_send(conn, buf, len,
+                            dlock__client_io_deadline(n->client), m);
+}
+
+/* Gives d a connection (a kept one, else a new one) with its SUBSCRIBE
+ * sent; d->conn stays NULL on failure. */
+static dlock_err direct_subscribe(dlock__notifier *n, direct_sub *d,
+                                  dlock__msg *m)
+{
+    dlock__conn *conn = NULL;
+    dlock_err err;
+
+    pthread_mutex_lock(&n->mu);
+    if (n->nidle > 0)
+        conn = n->idle[--n->nidle];
+    pthread_mutex_unlock(&n->mu);
+    /* Not counted as a reconnect in the client's stats: nothing failed. */
+    if (conn == NULL) {
+        err = dlock__client_connect_until(n->client, DLOCK__FOREVER, &conn, m);
+        if (err != DLOCK_OK)
+            return err;
+    }
+    err = direct_send(n, conn, "SUBSCRIBE", d->name, m);
+    if (err != DLOCK_OK) {
+        dlock__conn_free(conn);
+        return err;
+    }
+    d->conn = conn;
+    return DLOCK_OK;
+}
+
+dlock_err dlock__notify_join_direct(dlock__notifier *n, const char *name,
+                                    dlock__waiter **out)
+{
+    dlock__waiter *w = dlock__calloc(1, sizeof(*w));
+    direct_sub *d = dlock__calloc(1, sizeof(*d));
+    dlock__msg m;
+    dlock_err err = DLOCK_NOMEM;
+
+    *out = NULL;
+    if (w != NULL && d != NULL)
+        d->name = dlock__strdup(name);
+    if (d != NULL && d->name != NULL)
+        err = direct_subscribe(n, d, &m);
+    if (err != DLOCK_OK) {
+        if (d != NULL)
+            dlock__free(d->name);
+        dlock__free(d);
+        dlock__free(w);
+        return err;
+    }
+    w->direct = d;
+    *out = w;
+    return DLOCK_OK;
+}
+
+/* Handles one reply on a direct waiter's connection: 1 if it wakes the
+ * waiter (its SUBSCRIBE confirmed: a release before it was missed; or a
+ * message on its channel, whose payload is kept). */
+static int direct_push(dlock__waiter *w, const redisReply *r)
+{
+    const redisReply *kind, *name;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+        return 0;
+    kind = r->element[0];
+    name = r->element[1];
+    if (kind->type != REDIS_REPLY_STRING || name->type != REDIS_REPLY_STRING
+        || name->len != strlen(w->direct->name)
+        || memcmp(name->str, w->direct->name, name->len) != 0)
+        return 0;
+    if (strcmp(kind->str, "subscribe") == 0)
+        return 1;
+    if (strcmp(kind->str, "message") != 0)
+        return 0;
+    keep_payload(w, r->element[2]);
+    return 1;
+}
+
+/* dlock__notify_wait for a direct waiter.  A failed connection wakes it
+ * (a message may have been lost: the caller tries again); the next wait
+ * connects and subscribes anew, whose confirmation wakes it again. */
+static int direct_wait(dlock__notifier *n, dlock__waiter *w,
+                       int64_t deadline_us)
+{
+    direct_sub *d = w->direct;
+    dlock__msg m;
+
+    if (d->conn == NULL && direct_subscribe(n, d, &m) != DLOCK_OK) {
+        int64_t retry = dlock__now_us() + DIRECT_RETRY_US;
+        struct timespec ts = dlock__timespec_of(
+            retry < deadline_us ? retry : deadline_us);
+
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        return 0;
+    }
+    for (;;) {
+        struct pollfd pfd = {.fd = dlock__conn_fd(d->conn), .events = POLLIN};
+        int woken = 0;
+        int64_t left;
+
+        for (;;) {
+            redisReply *r;
+
+            if (dlock__conn_recv(d->conn, 0, &r, &m) != DLOCK_OK) {
+                dlock__conn_free(d->conn);
+                d->conn = NULL;
+                return 1;
+            }
+            if (r == NULL)
+                break;
+            woken |= direct_push(w, r);
+            freeReplyObject(r);
+        }
+        if (woken)
+            return 1;
+        left = deadline_us - dlock__now_us();
+        if (left <= 0)
+            return 0;
+        if (dlock__conn_buffered(d->conn))
+            continue;
+        /* Rounded up: never wake before the deadline. */
+        left = (left + 999) / 1000;
+        if (poll(&pfd, 1, left < IDLE_TURN_MS ? (int)left : IDLE_TURN_MS) < 0
+            && errno != EINTR)
+            return 0;
+    }
+}
+
+/* Leaves a direct waiter's channel; its connection is kept for the next
+ * one if the UNSUBSCRIBE went out. */
+static void direct_leave(dlock__notifier *n, dlock__waiter *w)
+{
+    direct_sub *d = w->direct;
+    dlock__msg m;
+
+    if (d->conn != NULL
+        && direct_send(n, d->conn, "UNSUBSCRIBE", d->name, &m) == DLOCK_OK) {
+        pthread_mutex_lock(&n->mu);
+        if (n->nidle < DIRECT_IDLE_MAX) {
+            n->idle[n->nidle++] = d->conn;
+            d->conn = NULL;
+        }
+        pthread_mutex_unlock(&n->mu);
+    }
+    dlock__conn_free(d->conn);
+    dlock__free(d->name);
+    dlock__free(d);
+    dlock__free(w);
+}
+
+int dlock__notify_kept(dlock__notifier *n)
+{
+    int kept;
+
+    pthread_mutex_lock(&n->mu);
+    kept = n->nidle;
+    pthread_mutex_unlock(&n->mu);
+    return kept;
+}
+
+void dlock__notify_set_fifo(dlock__notifier *n, dlock__waiter *w)
+{
+    pthread_mutex_lock(&n->mu);
+    w->keeps_place = 1;
+    pthread_mutex_unlock(&n->mu);
 }

@@ -21,6 +21,9 @@
  * DLOCK__NOTIFY_MSG_MAX bytes) is kept for it: a fair grant travels in it
  * (lock_fair.h).
  *
+ * A direct waiter (dlock__notify_join_direct) has the channel on a
+ * connection of its own and is woken by its socket, not by this thread.
+ *
  * Threads: thread-safe.  A dlock__waiter belongs to the thread that joined.
  */
 #ifndef DLOCK_SRC_NOTIFY_H
@@ -50,6 +53,29 @@ void dlock__notifier_free(dlock__notifier *n);
  */
 dlock_err dlock__notify_join(dlock__notifier *n, const char *channel,
                              dlock__waiter **out, int *subscribed);
+
+/*
+ * Joins channel as a direct waiter: on a connection of its own (one kept
+ * from an earlier direct waiter, else a new one), on whose socket
+ * dlock__notify_wait sleeps, so a message wakes the waiting thread with
+ * no other thread between (notify.c, "Direct waiters").  For a channel
+ * only this waiter listens on (a fair waiter's own).  The SUBSCRIBE
+ * confirmation wakes it, as for a channel not yet subscribed.  *out is
+ * NULL on failure (DLOCK_NOMEM, or the connect or send's error): the
+ * caller joins the shared way.
+ */
+dlock_err dlock__notify_join_direct(dlock__notifier *n, const char *channel,
+                                    dlock__waiter **out);
+
+/* How many direct waiters' connections are kept for the next one (at
+ * most DLOCK__NOTIFY_KEPT_MAX). */
+int dlock__notify_kept(dlock__notifier *n);
+#define DLOCK__NOTIFY_KEPT_MAX 16
+
+/* Makes w keep its place when woken (notify.c, wake_one): for waiters of
+ * whom any one can use a release (an exclusive lock's), so the longest
+ * waiting is woken first until it leaves. */
+void dlock__notify_set_fifo(dlock__notifier *n, dlock__waiter *w);
 
 /* 1 if a waiter of this notifier is joined on channel. */
 int dlock__notify_has_waiters(dlock__notifier *n, const char *channel);

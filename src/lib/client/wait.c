@@ -179,14 +179,22 @@ static int join(wait_state *s)
     s->n = dlock__client_notifier(s->spec->client);
     if (s->n == NULL)
         return 0;
+    /* Not subscribed yet either way: the confirmation wakes it. */
+    if (s->spec->direct
+        && dlock__notify_join_direct(s->n, s->spec->channel, &s->w)
+               == DLOCK_OK)
+        return 0;
     if (dlock__notify_join(s->n, s->spec->channel, &s->w, &subscribed)
         != DLOCK_OK)
         return 0;
+    if (s->spec->fifo)
+        dlock__notify_set_fifo(s->n, s->w);
     return subscribed;
 }
 
-/* 1 if a message that woke the wait was taken in place of a try. */
-static int message_taken(wait_state *s, void *arg)
+/* What take_message made of the message that woke the wait (wait.h),
+ * 0 if none or not offered. */
+static int message_taken(wait_state *s, void *arg, int64_t *hint_ms)
 {
     char msg[DLOCK__NOTIFY_MSG_MAX];
     size_t len;
@@ -194,7 +202,7 @@ static int message_taken(wait_state *s, void *arg)
     if (s->spec->take_message == NULL || s->w == NULL)
         return 0;
     len = dlock__notify_take_message(s->n, s->w, msg, sizeof(msg));
-    return len > 0 && s->spec->take_message(arg, msg, len);
+    return len > 0 ? s->spec->take_message(arg, msg, len, hint_ms) : 0;
 }
 
 /* With fifo: if this client already has waiters on the channel, joins
@@ -215,6 +223,7 @@ static int queue_behind(wait_state *s)
     if (dlock__notify_join(n, s->spec->channel, &s->w, &subscribed)
         != DLOCK_OK)
         return 0;
+    dlock__notify_set_fifo(n, s->w);
     if (subscribed) {
         int64_t wake_at = dlock__now_us() + BEHIND_MAX_US
                           - jitter(s, BEHIND_MAX_US / 4);
@@ -230,15 +239,19 @@ dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
 {
     wait_state s = {.spec = w, .rng = jitter_seed(w->seed)};
     int joined = queue_behind(&s);
-    dlock_err err;
+    int told_busy = 0; /* a message said what a busy try would have */
+    dlock_err err = DLOCK_BUSY;
 
     for (;;) {
         int64_t now = dlock__now_us(), wake_at;
         int will_wait = now < w->deadline_us && !cancelled(&s);
         int watch_breaker = 0;
 
-        *hint_ms = 0;
-        err = try_fn(arg, will_wait, hint_ms, m);
+        if (!told_busy) {
+            *hint_ms = 0;
+            err = try_fn(arg, will_wait, hint_ms, m);
+        }
+        told_busy = 0;
         if (dlock__now_us() >= w->deadline_us || cancelled(&s))
             break;
         if (err == DLOCK_BUSY) {
@@ -261,10 +274,17 @@ dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
         if (wake_at > w->deadline_us)
             wake_at = w->deadline_us;
         if (nap(&s, wake_at, watch_breaker)) {
+            int64_t told_hint = 0;
+            int taken = message_taken(&s, arg, &told_hint);
+
             s.idle_wakes = 0;
-            if (message_taken(&s, arg)) {
+            if (taken == DLOCK__MSG_TAKEN) {
                 err = DLOCK_OK;
                 break;
+            }
+            if (taken == DLOCK__MSG_BUSY && err == DLOCK_BUSY) {
+                told_busy = 1;
+                *hint_ms = told_hint;
             }
         } else if (err == DLOCK_BUSY)
             s.idle_wakes++;

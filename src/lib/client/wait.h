@@ -31,8 +31,10 @@
  * up to a second).  With fifo set, a bounded wait whose client already has
  * waiters on the channel does not try first: it joins behind them and
  * tries when a release wakes it (or after a fallback of 150-200 ms, in
- * case no release comes).  Within one client the key then goes round in
- * order of arrival; across clients it is still first come, first served
+ * case no release comes).  A waiter a release woke that then loses the
+ * key (to such a fallback try, or to another client) keeps its place at
+ * the front, so the next release is its again.  Within one client the key
+ * then goes round in order of arrival; across clients it is still first come, first served
  * at the server (a fair lock, lock_fair.h, queues across processes).
  *
  * Transport errors (DLOCK_UNAVAILABLE, DLOCK_TIMEOUT) end a bounded wait at
@@ -88,17 +90,31 @@ typedef struct dlock__wait {
      * the default 10 s. */
     int64_t poll_max_ms;
     /* When not NULL, the payload of a notification that woke the wait is
-     * offered to it (with the try's arg) before the next try; answering 1
-     * ends the wait with DLOCK_OK, as a try that succeeded would: the
-     * message carried what the try would have fetched (a fair grant,
-     * lock_fair.h).  0: the try runs as usual. */
-    int (*take_message)(void *arg, const char *msg, size_t len);
+     * offered to it (with the try's arg) before the next try; answering
+     * DLOCK__MSG_TAKEN ends the wait with DLOCK_OK, as a try that
+     * succeeded would: the message carried what the try would have
+     * fetched (a fair grant, lock_fair.h).  DLOCK__MSG_BUSY: the message
+     * says what a busy answer would (the holder's time in *hint_ms, a fair
+     * nudge), so the wait sleeps again without a try.  0: the try runs as
+     * usual. */
+    int (*take_message)(void *arg, const char *msg, size_t len,
+                        int64_t *hint_ms);
     /* Non-zero: queue behind this client's waiters on the channel before
      * the first try (see "Barging" above).  For waits where one release
      * lets one waiter in (an exclusive lock), not where it may let in
      * several (readers, permits). */
     int fifo;
+    /* Non-zero: the channel is this wait's alone (a fair waiter's own);
+     * it is joined on a connection of its own, so a message wakes this
+     * thread from its socket with no thread between (notify.h).  The
+     * shared subscriber is the fallback if that connection cannot be
+     * had. */
+    int direct;
 } dlock__wait;
+
+/* What take_message answers besides 0 (see dlock__wait). */
+#define DLOCK__MSG_TAKEN 1
+#define DLOCK__MSG_BUSY 2
 
 /*
  * Runs try_fn(arg, ...) until it answers something other than DLOCK_BUSY

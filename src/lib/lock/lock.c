@@ -653,14 +653,18 @@ static dlock_err acquire_try(void *arg, int waiting, int64_t *holder_ttl_ms,
 }
 
 /* A grant message on a fair waiter's channel (lock_fair.c says when it
- * is taken, and why its validity is safe): 1 if the lock is now held. */
-static int fair_take_grant(void *arg, const char *msg, size_t len)
+ * is taken, and why its validity is safe): DLOCK__MSG_TAKEN if the lock
+ * is now held; DLOCK__MSG_BUSY for a nudge with the holder's time. */
+static int fair_take_grant(void *arg, const char *msg, size_t len,
+                           int64_t *hint_ms)
 {
     dlock_lock *l = arg;
     dlock__fair_grant g;
     dlock__lease_ticket t;
     int64_t until;
 
+    if (dlock__fair_nudge_parse(msg, len, hint_ms))
+        return DLOCK__MSG_BUSY;
     if (!dlock__fair_grant_parse(msg, len, &g)
         || !dlock__fair_grant_check(&g, &l->queued, dlock__boot_us(), &until))
         return 0;
@@ -672,7 +676,7 @@ static int fair_take_grant(void *arg, const char *msg, size_t len)
     dlock__fence_floor_raise(l->client, g.fence);
     l->fence = g.fence;
     l->granted_by_message = g.confirm_ms < dlock__lease_ttl_ms(&l->lease);
-    return 1;
+    return DLOCK__MSG_TAKEN;
 }
 
 /* Tries, and while busy waits (wait.h) until deadline_us. */
@@ -689,6 +693,7 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
         .poll_max_ms = l->fair ? FAIR_ENTRY_MAX_MS / 3 : 0,
         .take_message = l->fair ? fair_take_grant : NULL,
         .fifo = !l->fair,
+        .direct = l->fair,
     };
 
     for (;;) {
@@ -948,7 +953,8 @@ static void fair_leave(dlock_lock *l)
 /* Registers a held lock with the watchdog: renewals if asked for, and the
  * timer that marks it lost at valid_until when it has a callback.  A fair
  * lock held on a grant message has its confirm (the first renewal, which
- * sets the full TTL) sent by the renewer at once. */
+ * sets the full TTL) sent by the renewer 200 us later, after this acquire
+ * has returned (watchdog.c). */
 static dlock_err watch(dlock_lock *l, int renew, dlock__msg *m)
 {
     dlock__watchdog *w = dlock__client_watchdog(l->client);

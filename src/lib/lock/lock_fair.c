@@ -16,9 +16,15 @@
  * fence is max(last + 1, server microseconds), kept as decimal strings;
  * see lock.c) and a PX of the waiter's confirm window, then publishes
  * "try:fence:confirm" on the waiter's own channel.  The release also
- * nudges the next waiter (an empty message on its channel): its try then
- * learns the confirm window as the holder's TTL, so if the grant lapses it
- * comes for the key at once rather than at the old holder's TTL.
+ * nudges the next waiter with the confirm window ("confirm" alone on its
+ * channel): the key's holder has it for at most that long unless it
+ * confirms, so the next waiter sets its fallback timer to it, and if the
+ * grant lapses it comes for the key then rather than at the old holder's
+ * TTL.  It learns this without a try: a try there would land in the very
+ * microseconds the granted waiter needs the CPUs (an older release nudged
+ * with an empty message, which still makes a try).  Other nudges (a plain
+ * holder's release, a grant that could not be made) are empty: the key
+ * is free and the nudged waiter's try takes it.
  *
  * The waiter holds the lock when that message arrives, with no round trip
  * (dlock__fair_grant_check).  What it may claim:
@@ -44,8 +50,9 @@
  *     the client saw after the grant may be higher than its fence and
  *     prove nothing against it (checking them declined four grants in ten
  *     in a 16-thread loop).  A fence not above it: a try decides.
- * Then the full TTL is set by the first renewal, sent at once by the
- * watchdog's renewer (lock.c): the "confirm".  Until it lands the lock is
+ * Then the full TTL is set by the first renewal, sent 200 us after the
+ * grant was taken by the watchdog's renewer (lock.c, watchdog.c): the
+ * "confirm".  Until it lands the lock is
  * valid for what is left of the confirm window; a waiter that never
  * confirms (paused, dead) loses the key when the window runs out, and the
  * next waiter's try takes the free key in its turn.
@@ -173,7 +180,10 @@ const dlock__script dlock__fair_release_script = {
     "    redis.call('PUBLISH', ARGV[3] .. head,\n"
     "                try .. ':' .. fence .. ':' .. confirm)\n"
     "    local nxt = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
-    "    if nxt then redis.call('PUBLISH', ARGV[3] .. nxt, '') end\n"
+    "    if nxt then\n"
+    "      redis.call('PUBLISH', ARGV[3] .. nxt, string.format('%d', "
+    "confirm))\n"
+    "    end\n"
     "    return 1\n"
     "  end\n"
     "  leave(head)\n"
@@ -222,6 +232,18 @@ int dlock__fair_grant_parse(const char *msg, size_t len, dlock__fair_grant *g)
         || confirm > INT64_MAX / 1000 || g->fence == 0)
         return 0;
     g->confirm_ms = (int64_t)confirm;
+    return 1;
+}
+
+int dlock__fair_nudge_parse(const char *msg, size_t len, int64_t *ttl_ms)
+{
+    const char *p = msg, *end = msg + len;
+    uint64_t ms = 0;
+
+    *ttl_ms = 0;
+    if (!grant_field(&p, end, '\0', &ms) || p != end || ms > INT64_MAX / 1000)
+        return 0;
+    *ttl_ms = (int64_t)ms;
     return 1;
 }
 

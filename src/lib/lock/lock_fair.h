@@ -65,6 +65,10 @@ typedef struct dlock__fair_queued {
  * one, 0 if not (an empty nudge, or anything else). */
 int dlock__fair_grant_parse(const char *msg, size_t len, dlock__fair_grant *g);
 
+/* Reads a nudge with the holder's remaining time, "ms" (lock_fair.c): 1
+ * and *ttl_ms if msg is one, 0 if not (an empty nudge, a grant). */
+int dlock__fair_nudge_parse(const char *msg, size_t len, int64_t *ttl_ms);
+
 /*
  * 1 if the waiter whose latest queued try is q may hold the lock on grant
  * g now (dlock__boot_us now_us), with validity until *until_us

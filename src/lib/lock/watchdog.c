@@ -21,6 +21,19 @@
  * round never touches a freed lock.  The renewer's connection then only
  * carries orphans.
  *
+ * A fair grant's confirm (watch_confirm) is registered on the hand-off's
+ * path: the granted waiter's acquire returns after it.  Waking the
+ * renewer and the timer there put both threads (and the confirm's trip
+ * to Redis) on the CPUs in the very microseconds the waiter needed them
+ * (on 2 cores: a hand-off gap of about 120 us, against 20-70 us without
+ * the two wake-ups).  So the waiter wakes neither: it arms the renewer's
+ * alarm (a timerfd the renewer polls) CONFIRM_DELAY_US ahead, one system
+ * call that wakes nobody now; the renewer, woken by the alarm, tells the
+ * timer and sends the confirm.  The grant is taken only with 2 ms of
+ * validity left (lock_fair.h), so the confirm is still in time; an alarm
+ * already armed is not moved later (a stream of grants cannot postpone
+ * it for ever).  Without a timerfd, the wake-ups are immediate as before.
+ *
  * Timer loop: sleep on a condition variable until the earliest validity
  * end among live watches; mark each lock past it lost; run pending
  * callbacks with the watch flagged firing (unwatch waits for that flag).
@@ -34,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -47,6 +61,9 @@
 /* A fair grant's confirm that failed is sent again this soon: the grant
  * lasts only its confirm window. */
 #define CONFIRM_RETRY_US 50000
+/* A fair grant's confirm is sent this long after the grant is taken (see
+ * the top of this file): after the waiter's acquire has returned. */
+#define CONFIRM_DELAY_US 200
 /* Most orphans kept; past it a timed-out request is left to its TTL. */
 #define ORPHANS_MAX 1024
 
@@ -97,7 +114,9 @@ struct dlock__watchdog {
     pthread_cond_t timer_wake;
     pthread_cond_t idle; /* a callback ended */
     pthread_t renewer, timer;
-    int wake_fd[2]; /* wakes the renewer's poll */
+    int wake_fd[2];   /* wakes the renewer's poll */
+    int alarm_fd;     /* the renewer's alarm (a timerfd), -1 if none */
+    int64_t alarm_at; /* monotonic: when it rings; 0 if not armed */
     int stop;
     int rounds; /* renewals one at a time (see the top of this file) */
     dlock__watch *head;
@@ -132,6 +151,37 @@ static void drain_wakes(dlock__watchdog *w)
 
     while (read(w->wake_fd[0], buf, sizeof(buf)) > 0)
         ;
+}
+
+/* Arms the renewer's alarm for at_us (monotonic) unless it is armed
+ * already, which rings sooner (mu held).  0 if there is no alarm: the
+ * caller wakes the renewer itself. */
+static int alarm_arm(dlock__watchdog *w, int64_t at_us)
+{
+    struct itimerspec its = {.it_value = dlock__timespec_of(at_us)};
+
+    if (w->alarm_fd < 0)
+        return 0;
+    /* Rang over a millisecond ago and not heard: the renewer is busy (a
+     * connect, a round); the caller wakes both threads as before. */
+    if (w->alarm_at != 0)
+        return w->alarm_at > dlock__now_us() - 1000;
+    if (timerfd_settime(w->alarm_fd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
+        return 0;
+    w->alarm_at = at_us;
+    return 1;
+}
+
+/* After the alarm rang (mu held): tells the timer of the watches linked
+ * without waking it. */
+static void alarm_rang(dlock__watchdog *w)
+{
+    uint64_t expirations;
+
+    if (read(w->alarm_fd, &expirations, sizeof(expirations)) < 0)
+        return; /* not rung yet (EAGAIN) */
+    w->alarm_at = 0;
+    pthread_cond_signal(&w->timer_wake);
 }
 
 /* Takes x off the list of watches (it stays allocated). */
@@ -574,9 +624,9 @@ static int64_t next_due(dlock__watchdog *w)
  * scheduled renewals: the list is read again here. */
 static void wait_renewer(dlock__watchdog *w, int64_t next)
 {
-    struct pollfd p[2];
+    struct pollfd p[3];
     nfds_t n = 1;
-    int timeout;
+    int timeout, alarm = -1;
 
     if (w->conn != NULL && next_due(w) < next)
         next = next_due(w);
@@ -589,17 +639,24 @@ static void wait_renewer(dlock__watchdog *w, int64_t next)
     timeout = dlock__ms_left(next);
     p[0].fd = w->wake_fd[0];
     p[0].events = POLLIN;
+    if (w->alarm_fd >= 0) {
+        alarm = (int)n;
+        p[n].fd = w->alarm_fd;
+        p[n++].events = POLLIN;
+    }
     if (w->conn != NULL && w->fifo != NULL) {
         if (dlock__conn_buffered(w->conn))
             timeout = 0;
-        p[1].fd = dlock__conn_fd(w->conn);
-        p[1].events = POLLIN;
-        n = 2;
+        p[n].fd = dlock__conn_fd(w->conn);
+        p[n++].events = POLLIN;
     }
     pthread_mutex_unlock(&w->mu);
-    poll(p, n, timeout);
+    if (poll(p, n, timeout) < 0)
+        p[0].revents = 0;
     drain_wakes(w);
     pthread_mutex_lock(&w->mu);
+    if (alarm >= 0 && (p[alarm].revents & POLLIN))
+        alarm_rang(w);
 }
 
 static void *renewer_main(void *arg)
@@ -762,11 +819,15 @@ static dlock_err init_sync(dlock__watchdog *w, dlock__msg *m)
                               "wake-up pipe: %s",
                               strerror(errno));
     }
+    /* Without it, confirms wake the renewer at once (see the top). */
+    w->alarm_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     return DLOCK_OK;
 }
 
 static void destroy_sync(dlock__watchdog *w)
 {
+    if (w->alarm_fd >= 0)
+        close(w->alarm_fd);
     close(w->wake_fd[0]);
     close(w->wake_fd[1]);
     pthread_cond_destroy(&w->idle);
@@ -868,6 +929,7 @@ static dlock_err watch_new(dlock__watchdog *w, const dlock__watch_ops *ops,
 {
     dlock__watch *x = dlock__calloc(1, sizeof(*x));
     int64_t ttl = dlock__lease_ttl_ms(ops->lease(owner));
+    int alarmed = 0;
 
     *out = NULL;
     if (x == NULL)
@@ -881,14 +943,19 @@ static dlock_err watch_new(dlock__watchdog *w, const dlock__watch_ops *ops,
     x->confirming = confirming;
     x->renew_after = renew_after;
     pthread_mutex_lock(&w->mu);
-    x->next_renew_us = dlock__now_us() + (confirming ? 0 : ttl * 1000 / 3);
+    x->next_renew_us = dlock__now_us()
+                       + (confirming ? CONFIRM_DELAY_US : ttl * 1000 / 3);
     x->next = w->head;
     if (w->head != NULL)
         w->head->prev = x;
     w->head = x;
-    pthread_cond_signal(&w->timer_wake);
+    /* A confirm rings the renewer's alarm instead (see the top). */
+    if (confirming)
+        alarmed = alarm_arm(w, x->next_renew_us);
+    if (!alarmed)
+        pthread_cond_signal(&w->timer_wake);
     pthread_mutex_unlock(&w->mu);
-    if (x->renew)
+    if (x->renew && !alarmed)
         wake_renewer(w);
     *out = x;
     return DLOCK_OK;

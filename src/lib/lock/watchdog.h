@@ -81,7 +81,8 @@ dlock_err dlock__watchdog_watch_lease(dlock__watchdog *w,
 
 /* As dlock__watchdog_watch, for a fair lock held on a grant message
  * (lock_fair.c): its first renewal, the confirm that sets the full TTL, is
- * sent at once (and again every 50 ms while it fails short of a loss);
+ * sent 200 us from now without waking the renewer now (watchdog.c, its
+ * alarm), and again every 50 ms while it fails short of a loss;
  * after it, renew says whether the renewals go on. */
 dlock_err dlock__watchdog_watch_confirm(dlock__watchdog *w, dlock_lock *lock,
                                         int renew, dlock__watch **out,
