@@ -102,7 +102,8 @@ typedef struct bench_opts {
     int hold_us;
     int ttl_ms;
     int wait_ms;
-    int pool_size; /* 0: the library's default */
+    int pool_size;  /* 0: the library's default */
+    int no_handoff; /* skip (c): quick runs on the client path */
 } bench_opts;
 
 /* What redis-benchmark measured for both commands at one client count. */
@@ -1235,6 +1236,8 @@ static int run_phases(bench_run *run)
     if (bench_tput(run, 1, &run->c1) != 0 || bench_tput(run, 8, NULL) != 0
         || bench_tput(run, 32, NULL) != 0)
         return -1;
+    if (run->o.no_handoff)
+        return 0;
     progress("(c) hand-off, %d us holds, %d ms each", run->o.hold_us,
              run->o.duration_ms);
     if (bench_handoff(run, 4, 0, 0) != 0 || bench_handoff(run, 16, 0, 0) != 0
@@ -1266,7 +1269,8 @@ static void usage(FILE *out)
         "  --ttl-ms MS            lock TTL (10000)\n"
         "  --wait-ms MS           hand-off acquire wait bound (2000)\n"
         "  --pool N               the client's pool_size (the library's "
-        "default)\n",
+        "default)\n"
+        "  --no-handoff           skip (c), for quick runs of (a) and (b)\n",
         out);
 }
 
@@ -1288,6 +1292,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         {"ttl-ms", required_argument, NULL, 't'},
         {"wait-ms", required_argument, NULL, 'T'},
         {"pool", required_argument, NULL, 'P'},
+        {"no-handoff", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1318,6 +1323,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         case 't': o->ttl_ms = (int)parse_positive("--ttl-ms", optarg); break;
         case 'T': o->wait_ms = (int)parse_positive("--wait-ms", optarg); break;
         case 'P': o->pool_size = (int)parse_positive("--pool", optarg); break;
+        case 'N': o->no_handoff = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
