@@ -103,7 +103,7 @@ typedef struct bench_opts {
     int ttl_ms;
     int wait_ms;
     int pool_size;    /* 0: the library's default */
-    const char *only; /* "handoff" or "fair": those runs alone; NULL: all */
+    const char *only; /* "client", "handoff" or "fair": those runs alone */
 } bench_opts;
 
 /* What redis-benchmark measured for both commands at one client count. */
@@ -1228,7 +1228,7 @@ static int run_phases(bench_run *run)
     progress("limit at -c 1 (%ld requests per command)", run->o.pairs);
     if (measure_limit(run, 1, &run->c1) != 0 || measure_floor(run) != 0)
         return -1;
-    if (run->o.only == NULL) {
+    if (run->o.only == NULL || strcmp(run->o.only, "client") == 0) {
         progress("(a) %ld sequential pairs after %ld warm-up", run->o.pairs,
                  run->o.warmup);
         if (bench_sequential(run) != 0)
@@ -1238,6 +1238,8 @@ static int run_phases(bench_run *run)
             || bench_tput(run, 32, NULL) != 0)
             return -1;
     }
+    if (run->o.only != NULL && strcmp(run->o.only, "client") == 0)
+        return 0;
     progress("(c) hand-off, %d us holds, %d ms each", run->o.hold_us,
              run->o.duration_ms);
     if (run->o.only == NULL || strcmp(run->o.only, "handoff") == 0) {
@@ -1273,8 +1275,9 @@ static void usage(FILE *out)
         "  --wait-ms MS           hand-off acquire wait bound (2000)\n"
         "  --pool N               the client's pool_size (the library's "
         "default)\n"
-        "  --only handoff|fair    only the hand-off runs, or the fair ones "
-        "(with the -c 1 limit they are compared with)\n",
+        "  --only client|handoff|fair\n"
+        "                         only (a) and (b), the hand-off runs, or the "
+        "fair ones (with the -c 1 limit they are compared with)\n",
         out);
 }
 
@@ -1328,7 +1331,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         case 'T': o->wait_ms = (int)parse_positive("--wait-ms", optarg); break;
         case 'P': o->pool_size = (int)parse_positive("--pool", optarg); break;
         case 'O':
-            if (strcmp(optarg, "handoff") != 0
+            if (strcmp(optarg, "client") != 0 && strcmp(optarg, "handoff") != 0
                 && strcmp(optarg, "fair") != 0) {
                 usage(stderr);
                 exit(2);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -47,6 +48,12 @@ struct dlock__conn {
      * that would only say EAGAIN (one system call per round trip).
      * Atomic: a pipe's writer sets it while its reader may clear it. */
     atomic_int poll_first;
+    /* A plain socket is made blocking once open: a read that waits is then
+     * one recv under SO_RCVTIMEO instead of poll and recv (every other
+     * socket call passes MSG_DONTWAIT).  rcvtimeo_us is the timeout set,
+     * 0 for none yet; set once, as deadlines are mostly the same length. */
+    int blocking;
+    int64_t rcvtimeo_us;
     int64_t last_used_us;
 };
 
@@ -329,7 +336,8 @@ dlock_err dlock__conn_send(dlock__conn *c, const char *buf, size_t len,
                                                           c->ep->desc),
                                           m));
         } else {
-            n = send(c->fd, buf + done, len - done, MSG_NOSIGNAL);
+            n = send(c->fd, buf + done, len - done,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n < 0 && errno == EINTR)
                 continue;
             if (n < 0 && errno != EAGAIN)
@@ -351,10 +359,11 @@ dlock_err dlock__conn_send(dlock__conn *c, const char *buf, size_t len,
     return DLOCK_OK;
 }
 
-/* Reads what the socket has into the reader.  Returns DLOCK_OK with *got
- * the byte count (0: nothing now, *want says which event to wait for). */
-static dlock_err fill_reader(dlock__conn *c, size_t *got, short *want,
-                             dlock__msg *m)
+/* Reads what the socket has into the reader (with wait, on a blocking
+ * socket, waiting up to its SO_RCVTIMEO).  Returns DLOCK_OK with *got the
+ * byte count (0: nothing now, *want says which event to wait for). */
+static dlock_err fill_reader(dlock__conn *c, int wait, size_t *got,
+                             short *want, dlock__msg *m)
 {
     char buf[16384];
     ssize_t n;
@@ -371,15 +380,17 @@ static dlock_err fill_reader(dlock__conn *c, size_t *got, short *want,
                                                         c->ep->desc),
                                         m));
     } else {
+        /* A blocking read cut short by a signal returns to the caller's
+         * loop, which weighs the time left again. */
         do {
-            n = recv(c->fd, buf, sizeof(buf), 0);
-        } while (n < 0 && errno == EINTR);
+            n = recv(c->fd, buf, sizeof(buf), wait ? 0 : MSG_DONTWAIT);
+        } while (n < 0 && errno == EINTR && !wait);
         if (n == 0)
             return mark_broken(c, dlock__msg_set(m, DLOCK_UNAVAILABLE,
                                                  "read from %s: connection "
                                                  "closed by server",
                                                  c->ep->desc));
-        if (n < 0 && errno != EAGAIN)
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
             return mark_broken(c,
                                dlock__msg_set(m, DLOCK_UNAVAILABLE,
                                               "read from %s: %s", c->ep->desc,
@@ -444,6 +455,29 @@ static dlock_err no_reply(dlock__conn *c, int64_t started, dlock__msg *m)
                           (long long)((dlock__now_us() - started) / 1000)));
 }
 
+/* Shortest SO_RCVTIMEO worth a blocking read; closer to the deadline the
+ * read waits with poll, which takes the exact time left. */
+#define RCVTIMEO_MIN_US 10000
+
+/* 1 if a blocking recv may wait now: its SO_RCVTIMEO ends before
+ * deadline_us (set to half the time left when it would not). */
+static int may_block(dlock__conn *c, int64_t deadline_us)
+{
+    int64_t left = deadline_us - dlock__now_us();
+    struct timeval tv;
+
+    if (!c->blocking || deadline_us == 0 || left < 2 * RCVTIMEO_MIN_US)
+        return 0;
+    if (c->rcvtimeo_us != 0 && c->rcvtimeo_us <= left)
+        return 1;
+    tv.tv_sec = (time_t)(left / 2 / 1000000);
+    tv.tv_usec = (suseconds_t)(left / 2 % 1000000);
+    if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
+        return 0;
+    c->rcvtimeo_us = left / 2;
+    return 1;
+}
+
 dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
                            redisReply **reply, dlock__msg *m)
 {
@@ -458,13 +492,15 @@ dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
         size_t got;
         short want;
         dlock_err err = take_reply(c, reply, m);
+        int wait;
 
         if (err != DLOCK_OK || *reply != NULL)
             return err;
-        if (atomic_exchange(&c->poll_first, 0) && c->ssl == NULL
+        wait = may_block(c, deadline_us);
+        if (atomic_exchange(&c->poll_first, 0) && !wait && c->ssl == NULL
             && deadline_us != 0 && wait_fd(c->fd, POLLIN, deadline_us) <= 0)
             return no_reply(c, started, m);
-        err = fill_reader(c, &got, &want, m);
+        err = fill_reader(c, wait, &got, &want, m);
         if (err != DLOCK_OK)
             return err;
         if (got > 0)
@@ -612,6 +648,11 @@ dlock_err dlock__conn_open(const dlock__endpoint *ep,
     err = handshake(c, cfg, deadline_us, m);
     if (err != DLOCK_OK)
         goto fail;
+    /* TLS stays non-blocking: OpenSSL reads and writes the socket itself.
+     * Should fcntl fail, the socket just stays non-blocking. */
+    if (c->ssl == NULL
+        && fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK) == 0)
+        c->blocking = 1;
     c->last_used_us = dlock__now_us();
     *out = c;
     return DLOCK_OK;

@@ -3,9 +3,17 @@
  *
  * Flat combining under the pipe's mutex: the lists, the two roles (writer,
  * reader) and every call's done flag change only with the mutex held; the
- * writer and the reader drop it for the socket work itself.  Each call has
- * its own condition variable, so a reply wakes exactly the thread that
- * waits for it (a broadcast would wake every waiter on 2 cores).
+ * writer and the reader drop it for the socket work itself.
+ *
+ * Each call has its own futex word (call->state), so a reply wakes exactly
+ * the thread that waits for it, and only if it sleeps: a thread that has
+ * not yet gone to sleep sees the word change and costs no system call.  A
+ * thread woken with its reply returns without taking the mutex again (with
+ * a condition variable it would queue on the mutex the reader holds: a
+ * second wake-up per command, a convoy at 32 threads on 2 cores).  The
+ * reader may wake a word whose call has just returned (the waiter saw the
+ * word change before the wake came): a spurious wake-up of whatever waits
+ * there next, which every futex user tolerates, never a lost one.
  *
  * TLS: one SSL object must not be read and written at once, so on a TLS
  * connection the roles exclude each other: the writer sends what is queued
@@ -16,9 +24,12 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -97,6 +108,49 @@ dlock__conn *dlock__pipe_detach(dlock__pipe *p)
     return conn;
 }
 
+/* call->state: its thread runs (or is about to sleep), sleeps on the
+ * word, has its result, or was woken to take a role (read or write). */
+enum { CALL_RUNNING, CALL_SLEEPING, CALL_DONE, CALL_TURN };
+
+static void wake_word(atomic_int *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Sleeps while *word is CALL_SLEEPING, until deadline_us; returns 0 when
+ * the word changed (or a spurious wake-up), ETIMEDOUT at the deadline. */
+static int sleep_on_word(atomic_int *word, int64_t deadline_us)
+{
+    struct timespec ts = dlock__timespec_of(deadline_us);
+
+    /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. */
+    if (syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, CALL_SLEEPING, &ts,
+                NULL, FUTEX_BITSET_MATCH_ANY)
+            != 0
+        && errno == ETIMEDOUT)
+        return ETIMEDOUT;
+    return 0;
+}
+
+static int call_done(const dlock__call *c)
+{
+    return atomic_load(&c->state) == CALL_DONE;
+}
+
+/* Wakes c's thread to take a role, unless it is done or already told. */
+static void give_turn(dlock__call *c)
+{
+    int s = atomic_load(&c->state);
+
+    while (s == CALL_RUNNING || s == CALL_SLEEPING) {
+        if (atomic_compare_exchange_weak(&c->state, &s, CALL_TURN)) {
+            if (s == CALL_SLEEPING)
+                wake_word(&c->state);
+            return;
+        }
+    }
+}
+
 static void append(dlock__call **head, dlock__call **tail, dlock__call *c)
 {
     c->next = NULL;
@@ -107,13 +161,14 @@ static void append(dlock__call **head, dlock__call **tail, dlock__call *c)
     *tail = c;
 }
 
-/* Marks c done with err and wakes its thread. */
+/* Marks c done with err and wakes its thread if it sleeps.  From the
+ * store on, c may be gone (its thread returned). */
 static void finish(dlock__pipe *p, dlock__call *c, dlock_err err)
 {
     c->err = err;
     c->reused = p->answered > 0;
-    c->done = 1;
-    pthread_cond_signal(&c->wake);
+    if (atomic_exchange(&c->state, CALL_DONE) == CALL_SLEEPING)
+        wake_word(&c->state);
 }
 
 /* The message of a call that failed with the pipe: the pipe's reason, or
@@ -323,7 +378,7 @@ static int deliver_one(dlock__pipe *p, const dlock__call *call)
 static void read_until(dlock__pipe *p, dlock__call *call)
 {
     p->reading = 1;
-    while (!call->done && deliver_one(p, call))
+    while (!call_done(call) && deliver_one(p, call))
         ;
     /* Replies already here go out now, sparing their threads a turn. */
     while (!p->broken && p->flight != NULL && dlock__conn_buffered(p->conn)
@@ -335,7 +390,7 @@ static void read_until(dlock__pipe *p, dlock__call *call)
     if (p->queued != NULL && !p->writing)
         write_queued(p);
     if (p->flight != NULL && !p->reading)
-        pthread_cond_signal(&p->flight->wake);
+        give_turn(p->flight);
 }
 
 /*
@@ -348,8 +403,8 @@ static void read_until(dlock__pipe *p, dlock__call *call)
 static void write_as_caller(dlock__pipe *p, const dlock__call *call)
 {
     write_queued(p);
-    if (call->done && !p->broken && p->flight != NULL && !p->reading)
-        pthread_cond_signal(&p->flight->wake);
+    if (call_done(call) && !p->broken && p->flight != NULL && !p->reading)
+        give_turn(p->flight);
 }
 
 static int may_write(const dlock__pipe *p)
@@ -364,29 +419,47 @@ static int may_read(const dlock__pipe *p, const dlock__call *call)
            && (p->duplex || !p->writing);
 }
 
-/* Waits for a wake-up or the call's deadline; past it, gives up. */
-static void wait_turn(dlock__pipe *p, dlock__call *call)
+/*
+ * Drops the mutex and sleeps until the call is done, its thread is given a
+ * role, or its deadline passes (then it gives up).  Returns 1 with the
+ * mutex held again, or 0 when the call is done and the mutex not taken.
+ */
+static int wait_turn(dlock__pipe *p, dlock__call *call)
 {
-    struct timespec ts = dlock__timespec_of(call->deadline_us);
+    int s = CALL_RUNNING;
 
-    if (pthread_cond_timedwait(&call->wake, &p->mu, &ts) == ETIMEDOUT
-        && !call->done)
-        expire(p, call);
+    atomic_store(&call->state, CALL_RUNNING);
+    pthread_mutex_unlock(&p->mu);
+    if (atomic_compare_exchange_strong(&call->state, &s, CALL_SLEEPING)) {
+        int timed_out = 0;
+
+        while (atomic_load(&call->state) == CALL_SLEEPING && !timed_out)
+            timed_out = sleep_on_word(&call->state, call->deadline_us);
+        s = CALL_SLEEPING;
+        if (timed_out
+            && atomic_compare_exchange_strong(&call->state, &s,
+                                              CALL_RUNNING)) {
+            pthread_mutex_lock(&p->mu);
+            if (!call_done(call))
+                expire(p, call);
+            return 1;
+        }
+    }
+    if (call_done(call))
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    if (!call_done(call))
+        atomic_store(&call->state, CALL_RUNNING);
+    return 1;
 }
 
 static void call_start(dlock__call *call)
 {
-    pthread_condattr_t attr;
-
     call->reply = NULL;
     call->err = DLOCK_OK;
     call->sent = call->reused = call->report = call->broke = 0;
-    call->done = 0;
+    atomic_init(&call->state, CALL_RUNNING);
     call->next = NULL;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&call->wake, &attr);
-    pthread_condattr_destroy(&attr);
 }
 
 void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
@@ -403,13 +476,12 @@ void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
     } else {
         append(&p->queued, &p->queued_tail, call);
     }
-    while (!call->done)
+    while (!call_done(call))
         if (may_write(p))
             write_as_caller(p, call);
         else if (may_read(p, call))
             read_until(p, call);
-        else
-            wait_turn(p, call);
+        else if (!wait_turn(p, call))
+            return;
     pthread_mutex_unlock(&p->mu);
-    pthread_cond_destroy(&call->wake);
 }

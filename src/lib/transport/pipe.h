@@ -35,6 +35,7 @@
 #define DLOCK_SRC_PIPE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,8 +57,7 @@ typedef struct dlock__call {
     int report; /* the one call of a broken pipe that reports the failure
                  * (to the breaker: one failure, however many calls) */
     /* The pipe's: */
-    int done;
-    pthread_cond_t wake;
+    atomic_int state; /* a futex word: running, sleeping, done, turn */
     struct dlock__call *next;
 } dlock__call;
 
@@ -78,8 +78,7 @@ void dlock__pipe_join(dlock__pipe *p);
 int dlock__pipe_leave(dlock__pipe *p);
 
 /* Runs call (cmd, len, deadline_us and m set) on p, which the caller
- * joined, and returns once the call is done, without touching p again.
- * The condition variable inside call is initialised and destroyed here. */
+ * joined, and returns once the call is done, without touching p again. */
 void dlock__pipe_run(dlock__pipe *p, dlock__call *call);
 
 /* Calls joined and not yet left (under the pool's mutex). */
