@@ -18,7 +18,7 @@ struct rv_jobs {
     pthread_cond_t ready;
     rv_job *head, *tail;
     int stopping;
-    int started; /* threads created */
+    int started; /* threads created, and not joined yet */
     pthread_t *threads;
 };
 
@@ -78,7 +78,7 @@ rv_jobs *rv_jobs_start(int threads, char *errbuf, size_t errlen)
     if (rc != 0) {
         snprintf(errbuf, errlen, "http: cannot start worker %d of %d: %s",
                  jobs->started + 1, threads, strerror(rc));
-        rv_jobs_stop(jobs);
+        rv_jobs_free(jobs);
         return NULL;
     }
     return jobs;
@@ -115,6 +115,14 @@ void rv_jobs_stop(rv_jobs *jobs)
     pthread_mutex_unlock(&jobs->mu);
     for (i = 0; i < jobs->started; i++)
         pthread_join(jobs->threads[i], NULL);
+    jobs->started = 0;
+}
+
+void rv_jobs_free(rv_jobs *jobs)
+{
+    if (jobs == NULL)
+        return;
+    rv_jobs_stop(jobs);
     pthread_cond_destroy(&jobs->ready);
     pthread_mutex_destroy(&jobs->mu);
     free(jobs->threads);
