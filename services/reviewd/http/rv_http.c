@@ -81,6 +81,7 @@ struct rv_http {
     rv_app *app;
     struct MHD_Daemon *daemon;    /* without a socket of its own */
     rv_listener *listener;        /* accepts for it (rv_listener.h) */
+    atomic_long admitted;         /* handed to MHD and not closed yet */
     unsigned char id_prefix[9];   /* random, drawn once at start */
     uint64_t id_key;              /* random: keys the permutation */
     atomic_uint_fast64_t id_next; /* requests numbered from 1 */
@@ -643,6 +644,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
         rv_conns_remove(http->conns, *socket_context);
         *socket_context = NULL;
         atomic_fetch_sub(&http->app->connections, 1);
+        atomic_fetch_sub(&http->admitted, 1);
     }
 }
 
@@ -760,7 +762,9 @@ static void on_accepted(void *cls, int fd, const struct sockaddr *addr,
 {
     rv_http *http = cls;
 
+    atomic_fetch_add(&http->admitted, 1);
     if (MHD_add_connection(http->daemon, fd, addr, addrlen) != MHD_YES) {
+        atomic_fetch_sub(&http->admitted, 1);
         svc_log_write(http->app->log, SVC_LOG_DEBUG, "http_server",
                       json_pack("{s:s,s:s}", "detail",
                                 "a new connection was not taken", "error",
@@ -768,13 +772,21 @@ static void on_accepted(void *cls, int fd, const struct sockaddr *addr,
     }
 }
 
-/* Room for one more connection under REVIEWD_MAX_CONNECTIONS (MHD's own
- * limit closes one that slips past, accepted before the count moved). */
+/*
+ * Room for one more connection under REVIEWD_MAX_CONNECTIONS.  The count
+ * is ours and exact (admitted: up when handed over, down when MHD says
+ * closed or refuses it), because MHD's own limit must never be reached
+ * by a connection added from outside: in 0.9.75 an event loop that meets
+ * its limit there returns still holding its cleanup mutex and deadlocks
+ * on the next lock.  So MHD's limit is set out of reach (rv_http_start)
+ * and this is the one that holds.  A connection MHD drops for want of
+ * memory before announcing it stays counted (MHD tells us nothing).
+ */
 static int has_room(void *cls)
 {
-    const rv_http *http = cls;
+    rv_http *http = cls;
 
-    return atomic_load(&http->app->connections)
+    return atomic_load(&http->admitted)
            < (long)http->app->cfg->max_connections;
 }
 
@@ -825,6 +837,7 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
     http->idle_ms = (int64_t)cfg->connection_timeout_s * 1000;
     http->body_budget = (size_t)cfg->body_buffer_mb * 1024 * 1024;
     atomic_init(&http->body_reserved, 0);
+    atomic_init(&http->admitted, 0);
     http->conns = rv_conns_new(on_deadline, http, errbuf, errlen);
     if (http->conns == NULL) {
         free(http);
@@ -839,7 +852,8 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
     http->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, http, MHD_OPTION_THREAD_POOL_SIZE,
         event_loops(cfg), MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections * event_loops(cfg) /* has_room */,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RV_CONN_MEMORY,
