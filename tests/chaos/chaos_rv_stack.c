@@ -243,7 +243,7 @@ int chaos_rv_stack_stop(chaos_rv_stack *s, int keep)
     int unclean = 0;
 
     for (int i = 0; i < CHAOS_RV_INSTANCES; i++) {
-        if (s->rvd[i].pid > 0 && !rvt_server_stop(&s->rvd[i]))
+        if (s->rvd[i].pid > 0 && !rvt_server_terminate(&s->rvd[i]))
             unclean++;
         atomic_store(&s->port[i], 0);
     }

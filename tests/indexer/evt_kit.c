@@ -404,12 +404,13 @@ evt_event *evt_consumer_events(evt_consumer *c, size_t *n)
 
 int evt_fixture_close(rvt_server *s, evt_consumer *c, rvt_db *db)
 {
-    const int clean = rvt_server_stop(s);
+    const int clean = rvt_server_terminate(s);
 
     evt_consumer_free(c);
     rvt_db_drop(db);
     if (clean)
         rvt_server_remove_dir(s);
+    rvt_server_expect_clean(s);
     return clean;
 }
 

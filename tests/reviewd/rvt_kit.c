@@ -450,7 +450,7 @@ int rvt_server_start(rvt_server *s, const rvt_db *db, const char *redis_url,
         fprintf(stderr, "rvt: reviewd did not start (%s)\n",
                 w.exited ? "it exited" : "no listening line");
         rvt_server_log_tail(s);
-        rvt_server_stop(s);
+        rvt_server_terminate(s);
         return -1;
     }
     return 0;
@@ -469,10 +469,15 @@ static int server_reaped(void *arg)
     return 0;
 }
 
-int rvt_server_stop(rvt_server *s)
+static int exited_clean(const rvt_server *s)
+{
+    return WIFEXITED(s->exit_status) && WEXITSTATUS(s->exit_status) == 0;
+}
+
+int rvt_server_terminate(rvt_server *s)
 {
     if (s->pid <= 0)
-        return WIFEXITED(s->exit_status) && WEXITSTATUS(s->exit_status) == 0;
+        return exited_clean(s);
     kill(s->pid, SIGTERM);
     if (!testkit_wait_until(server_reaped, s,
                             scaled_ms(RVT_STOP_TIMEOUT_MS))) {
@@ -481,12 +486,34 @@ int rvt_server_stop(rvt_server *s)
         testkit_wait_until(server_reaped, s, 5000);
         return 0;
     }
-    if (!WIFEXITED(s->exit_status) || WEXITSTATUS(s->exit_status) != 0) {
+    if (!exited_clean(s)) {
         fprintf(stderr, "rvt: reviewd exited with status 0x%x\n",
                 s->exit_status);
         rvt_server_log_tail(s);
         return 0;
     }
+    return 1;
+}
+
+void rvt_server_expect_clean(const rvt_server *s)
+{
+    if (exited_clean(s))
+        return;
+    if (WIFSIGNALED(s->exit_status)) {
+        fail_msg("reviewd (log %s) was killed by signal %d (%s)%s", s->log,
+                 WTERMSIG(s->exit_status), strsignal(WTERMSIG(s->exit_status)),
+                 rvt_server_log_has(s, "http_panic")
+                     ? ": libmicrohttpd panicked, see http_panic in its log"
+                     : "");
+    }
+    fail_msg("reviewd (log %s) exited with status %d, not 0", s->log,
+             WIFEXITED(s->exit_status) ? WEXITSTATUS(s->exit_status) : -1);
+}
+
+int rvt_server_stop(rvt_server *s)
+{
+    rvt_server_terminate(s);
+    rvt_server_expect_clean(s);
     return 1;
 }
 
@@ -511,13 +538,12 @@ int rvt_fixture_start(rvt_db *db, rvt_server *srv, const char *name,
 
 int rvt_fixture_stop(rvt_db *db, rvt_server *srv)
 {
-    const int clean = rvt_server_stop(srv);
+    const int clean = rvt_server_terminate(srv);
 
     if (clean)
         rvt_server_remove_dir(srv);
-    else
-        rvt_server_log_tail(srv);
     rvt_db_drop(db);
+    rvt_server_expect_clean(srv);
     return clean;
 }
 

@@ -16,7 +16,9 @@
  *   - reviewd started on port 0 (the kernel picks a free one) with its
  *     JSON log in var/test/<name>-<pid>/reviewd-N.log, found ready by its
  *     "listening" line, stopped with SIGTERM by pid, and required to exit
- *     0 (under ASan that also means "no leak, no error");
+ *     0, which rvt_server_stop asserts itself (under ASan that also means
+ *     "no leak, no error"), so a crash or an abort at shutdown fails
+ *     whichever test stopped it;
  *   - an HTTP/1.1 client on plain sockets (one connection per request,
  *     Connection: close), which also sends raw bytes for the fuzz test;
  *   - HS256 tokens made with libjwt, including wrong ones on purpose.
@@ -90,8 +92,21 @@ int rvt_db_offset_ids(rvt_db *db);
  */
 int rvt_server_start(rvt_server *s, const rvt_db *db, const char *redis_url,
                      const char *const *extra_env, const char *name);
-/* SIGTERM, waits up to 15 s (then SIGKILL).  Returns 1 if it exited 0. */
+/*
+ * SIGTERM, waits up to 15 s (then SIGKILL), and requires a clean exit:
+ * status 0, no signal (a crash, an abort by libmicrohttpd's panic, or
+ * under ASan an error or a leak), else the running cmocka test fails
+ * there, naming the status and the log (its tail on stderr).  Returns 1
+ * (the return is kept for callers that test it).
+ */
 int rvt_server_stop(rvt_server *s);
+/* rvt_server_stop without the requirement, for cleanup that must finish
+ * before a test fails and for programs that are not cmocka tests:
+ * returns 1 if it exited 0, else 0 with the status and the log's tail on
+ * stderr. */
+int rvt_server_terminate(rvt_server *s);
+/* Fails the running cmocka test unless the stopped server exited 0. */
+void rvt_server_expect_clean(const rvt_server *s);
 /* Removes the server's folder (kept with DLOCK_TEST_KEEP). */
 void rvt_server_remove_dir(const rvt_server *s);
 /* 1 if the server's log contains text. */
@@ -129,9 +144,9 @@ pid_t rvt_spawn(const char *bin, const char *const *argv,
 int rvt_fixture_start(rvt_db *db, rvt_server *srv, const char *name,
                       const char *redis_url, const char *const *extra_env,
                       int offset_ids);
-/* Stops reviewd (rvt_server_stop), removes its folder when it exited 0
- * and prints its log's tail when not, then drops the database.  Returns
- * 1 if reviewd exited 0, which a teardown reports. */
+/* Stops reviewd, removes its folder when it exited 0 (its log's tail is
+ * on stderr when not), drops the database, then requires the clean exit
+ * as rvt_server_stop does.  Returns 1. */
 int rvt_fixture_stop(rvt_db *db, rvt_server *srv);
 
 /* The reviewd binary (REVIEWD_BIN, or build/services/reviewd/reviewd). */

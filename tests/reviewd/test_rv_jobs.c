@@ -132,7 +132,7 @@ static void test_idle_worker_woken_for_each_job(void **state)
         assert_int_equal(rv_jobs_push(pool, &jobs[i].job), 0);
         assert_int_equal(wait_for(&s, &s.done, i + 1), i + 1);
     }
-    rv_jobs_stop(pool);
+    rv_jobs_free(pool);
     for (i = 0; i < N; i++)
         assert_int_equal(atomic_load(&jobs[i].runs), 1);
     shared_destroy(&s);
@@ -170,7 +170,7 @@ static void test_queued_jobs_run_in_order(void **state)
     pthread_cond_broadcast(&s.cond);
     pthread_mutex_unlock(&s.mu);
     assert_int_equal(wait_for(&s, &s.done, N), N);
-    rv_jobs_stop(pool);
+    rv_jobs_free(pool);
     for (i = 0; i < N; i++)
         assert_int_equal(s.order[i], i);
     shared_destroy(&s);
@@ -225,7 +225,7 @@ static void test_concurrent_pushes_each_run_once(void **state)
         assert_int_equal(pthread_join(t[i], &rc), 0);
         assert_null(rc);
     }
-    rv_jobs_stop(pool);
+    rv_jobs_free(pool);
     for (i = 0; i < THREADS * EACH; i++)
         assert_int_equal(atomic_load(&jobs[i].runs), 1);
     assert_int_equal(s.done, THREADS * EACH);

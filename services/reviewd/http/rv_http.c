@@ -61,6 +61,7 @@
 #include "http/rv_conns.h"
 #include "http/rv_dispatch.h"
 #include "http/rv_jobs.h"
+#include "http/rv_listener.h"
 #include "svc_deadline.h"
 #include "svc_json.h"
 #include "api/rv_request.h"
@@ -73,10 +74,14 @@
 #define RV_CONN_MEMORY (32 * 1024)
 #define RV_URL_MAX (8 * 1024)
 #define RV_HEADERS_MAX (16 * 1024)
+/* Connections the kernel holds for us while reviewd is busy or full. */
+#define RV_LISTEN_BACKLOG 1024
 
 struct rv_http {
     rv_app *app;
-    struct MHD_Daemon *daemon;
+    struct MHD_Daemon *daemon;    /* without a socket of its own */
+    rv_listener *listener;        /* accepts for it (rv_listener.h) */
+    atomic_long admitted;         /* handed to MHD and not closed yet */
     unsigned char id_prefix[9];   /* random, drawn once at start */
     uint64_t id_key;              /* random: keys the permutation */
     atomic_uint_fast64_t id_next; /* requests numbered from 1 */
@@ -639,6 +644,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
         rv_conns_remove(http->conns, *socket_context);
         *socket_context = NULL;
         atomic_fetch_sub(&http->app->connections, 1);
+        atomic_fetch_sub(&http->admitted, 1);
     }
 }
 
@@ -733,8 +739,9 @@ static unsigned event_loops(const rv_config *cfg)
 }
 
 /* libmicrohttpd's fatal errors (MHD_PANIC: for one, a daemon stopped
- * while a connection is still suspended) abort the process; the default
- * says so only on stderr.  This puts the reason in reviewd's own log
+ * while a connection is still suspended, or the race of
+ * MHD_quiesce_daemon that rv_listener.h avoids) abort the process; the
+ * default says so only on stderr.  This puts the reason in reviewd's own log
  * first, then aborts as MHD requires. */
 static void on_mhd_panic(void *cls, const char *file, unsigned int line,
                          const char *reason)
@@ -748,21 +755,75 @@ static void on_mhd_panic(void *cls, const char *file, unsigned int line,
     abort();
 }
 
+/* A connection the listener accepted, to MHD's event loops; MHD closes
+ * fd itself if it cannot take it (its limits, or no memory). */
+static void on_accepted(void *cls, int fd, const struct sockaddr *addr,
+                        socklen_t addrlen)
+{
+    rv_http *http = cls;
+
+    atomic_fetch_add(&http->admitted, 1);
+    if (MHD_add_connection(http->daemon, fd, addr, addrlen) != MHD_YES) {
+        atomic_fetch_sub(&http->admitted, 1);
+        svc_log_write(http->app->log, SVC_LOG_DEBUG, "http_server",
+                      json_pack("{s:s,s:s}", "detail",
+                                "a new connection was not taken", "error",
+                                strerror(errno)));
+    }
+}
+
+/*
+ * Room for one more connection under REVIEWD_MAX_CONNECTIONS.  The count
+ * is ours and exact (admitted: up when handed over, down when MHD says
+ * closed or refuses it), because MHD's own limit must never be reached
+ * by a connection added from outside: in 0.9.75 an event loop that meets
+ * its limit there returns still holding its cleanup mutex and deadlocks
+ * on the next lock.  So MHD's limit is set out of reach (rv_http_start)
+ * and this is the one that holds.  A connection MHD drops for want of
+ * memory before announcing it stays counted (MHD tells us nothing).
+ */
+static int has_room(void *cls)
+{
+    rv_http *http = cls;
+
+    return atomic_load(&http->admitted)
+           < (long)http->app->cfg->max_connections;
+}
+
+/* The listener, once MHD runs; on failure MHD is stopped again and
+ * errbuf says why. */
+static int start_listener(rv_http *http, const struct sockaddr_storage *ss,
+                          socklen_t sslen, uint16_t *port, char *errbuf,
+                          size_t errlen)
+{
+    const rv_config *cfg = http->app->cfg;
+    char why[256];
+
+    http->listener = rv_listener_start((const struct sockaddr *)ss, sslen,
+                                       RV_LISTEN_BACKLOG, on_accepted,
+                                       has_room, http, port, why, sizeof(why));
+    if (http->listener != NULL)
+        return 0;
+    snprintf(errbuf, errlen,
+             "LISTEN_ADDR: cannot listen on %s:%u "
+             "(in use, or not a local address: %s)",
+             cfg->listen_host, (unsigned)cfg->listen_port, why);
+    return -1;
+}
+
 rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
                        size_t errlen)
 {
     const rv_config *cfg = app->cfg;
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
-    const union MHD_DaemonInfo *info;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC
-                     | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    const unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC
+                           | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME
+                           | MHD_USE_NO_LISTEN_SOCKET;
     rv_http *http;
 
     if (resolve_listen(cfg, &ss, &sslen, errbuf, errlen) != 0)
         return NULL;
-    if (ss.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
     http = calloc(1, sizeof(*http));
     if (http == NULL) {
         snprintf(errbuf, errlen, "http: out of memory");
@@ -776,6 +837,7 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
     http->idle_ms = (int64_t)cfg->connection_timeout_s * 1000;
     http->body_budget = (size_t)cfg->body_buffer_mb * 1024 * 1024;
     atomic_init(&http->body_reserved, 0);
+    atomic_init(&http->admitted, 0);
     http->conns = rv_conns_new(on_deadline, http, errbuf, errlen);
     if (http->conns == NULL) {
         free(http);
@@ -788,42 +850,39 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
         return NULL;
     }
     http->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, http, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, event_loops(cfg),
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        flags, 0, NULL, NULL, on_request, http, MHD_OPTION_THREAD_POOL_SIZE,
+        event_loops(cfg), MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections * event_loops(cfg) /* has_room */,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RV_CONN_MEMORY,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, http, MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
         MHD_OPTION_URI_LOG_CALLBACK, on_request_line, http,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, app, MHD_OPTION_END);
-    if (http->daemon == NULL) {
-        snprintf(errbuf, errlen,
-                 "LISTEN_ADDR: cannot listen on %s:%u "
-                 "(in use, or not a local address)",
-                 cfg->listen_host, (unsigned)cfg->listen_port);
-        rv_jobs_stop(http->jobs);
+    if (http->daemon == NULL)
+        snprintf(errbuf, errlen, "http: cannot start libmicrohttpd");
+    if (http->daemon == NULL
+        || start_listener(http, &ss, sslen, port, errbuf, errlen) != 0) {
+        MHD_stop_daemon(http->daemon);
+        rv_jobs_free(http->jobs);
         rv_conns_free(http->conns);
         free(http);
         return NULL;
     }
-    info = MHD_get_daemon_info(http->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    *port = info != NULL ? info->port : cfg->listen_port;
     return http;
 }
 
 void rv_http_stop(rv_http *http, int drain_s)
 {
     struct timespec start, pause = {0, 10 * 1000 * 1000};
-    MHD_socket listen_fd;
 
     if (http == NULL)
         return;
-    listen_fd = MHD_quiesce_daemon(http->daemon);
-    if (listen_fd != MHD_INVALID_SOCKET)
-        close(listen_fd);
+    /* New clients are refused from here on (no MHD_quiesce_daemon:
+     * rv_listener.h says why). */
+    rv_listener_stop(http->listener);
     clock_gettime(CLOCK_MONOTONIC, &start);
     /* Polling a counter at 10 ms is fine here: this runs once, at exit,
      * and the bound is the drain timeout. */
@@ -831,9 +890,12 @@ void rv_http_stop(rv_http *http, int drain_s)
            && elapsed_s(&start) < (double)drain_s)
         nanosleep(&pause, NULL);
     /* Every handler finishes and resumes its connection before MHD,
-     * which must not stop with a connection suspended, closes them. */
+     * which must not stop with a connection suspended, closes them.  The
+     * pool is freed only after MHD: until then a kept-alive connection
+     * may still bring a request, which the stopped pool refuses (503). */
     rv_jobs_stop(http->jobs);
     MHD_stop_daemon(http->daemon);
+    rv_jobs_free(http->jobs);
     rv_conns_free(http->conns);
     free(http);
 }

@@ -3,7 +3,9 @@
  *
  * libmicrohttpd runs an epoll loop in each of a few event-loop threads
  * (MHD_USE_EPOLL_INTERNAL_THREAD with a pool, one per CPU); they read
- * requests, write answers and answer /healthz from memory.  Every other
+ * requests, write answers and answer /healthz from memory.  The
+ * listening socket is ours, not MHD's: a thread of its own accepts and
+ * hands each connection over (rv_listener.h says why).  Every other
  * handler runs on one of REVIEWD_THREADS workers (rv_jobs.h), each with
  * its own PostgreSQL connection, while its connection is suspended, so a
  * request blocked on a server never holds up a connection that shares
@@ -37,9 +39,10 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
                        size_t errlen);
 
 /*
- * Stops accepting, waits up to drain_s seconds for in-flight requests to
- * finish (their responses are sent), then closes every connection and
- * joins the workers (which closes their PostgreSQL connections).
+ * Stops accepting (the listening socket is closed: new clients are
+ * refused), waits up to drain_s seconds for in-flight requests to finish
+ * (their responses are sent), then joins the workers (which closes their
+ * PostgreSQL connections) and closes every connection.
  */
 void rv_http_stop(rv_http *http, int drain_s);
 

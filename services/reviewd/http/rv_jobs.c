@@ -37,7 +37,8 @@ struct rv_jobs {
     rv_job *head, *tail; /* jobs no idle worker could take */
     worker *idle;        /* the stack of idle workers */
     int stopping;
-    int started; /* threads created */
+    int started;  /* threads created, and not joined yet */
+    int nworkers; /* workers[], each with its semaphore */
     worker *workers;
 };
 
@@ -103,6 +104,7 @@ rv_jobs *rv_jobs_start(int threads, char *errbuf, size_t errlen)
         jobs->workers[i].jobs = jobs;
         sem_init(&jobs->workers[i].go, 0, 0);
     }
+    jobs->nworkers = threads;
     while (jobs->started < threads) {
         worker *w = &jobs->workers[jobs->started];
 
@@ -114,9 +116,7 @@ rv_jobs *rv_jobs_start(int threads, char *errbuf, size_t errlen)
     if (rc != 0) {
         snprintf(errbuf, errlen, "http: cannot start worker %d of %d: %s",
                  jobs->started + 1, threads, strerror(rc));
-        for (i = jobs->started; i < threads; i++)
-            sem_destroy(&jobs->workers[i].go);
-        rv_jobs_stop(jobs);
+        rv_jobs_free(jobs);
         return NULL;
     }
     return jobs;
@@ -164,10 +164,20 @@ void rv_jobs_stop(rv_jobs *jobs)
         sem_post(&w->go);
     }
     pthread_mutex_unlock(&jobs->mu);
-    for (i = 0; i < jobs->started; i++) {
+    for (i = 0; i < jobs->started; i++)
         pthread_join(jobs->workers[i].thread, NULL);
+    jobs->started = 0;
+}
+
+void rv_jobs_free(rv_jobs *jobs)
+{
+    int i;
+
+    if (jobs == NULL)
+        return;
+    rv_jobs_stop(jobs);
+    for (i = 0; i < jobs->nworkers; i++)
         sem_destroy(&jobs->workers[i].go);
-    }
     pthread_mutex_destroy(&jobs->mu);
     free(jobs->workers);
     free(jobs);

@@ -14,9 +14,10 @@
  * Jobs are intrusive (the caller embeds an rv_job in its own state), so
  * handing one over allocates nothing; they run in the order given.
  *
- * Ownership: rv_jobs_start / rv_jobs_stop; a job belongs to its caller
- * and must outlive its run.  Threads: rv_jobs_push from any thread;
- * start and stop from one thread.
+ * Ownership: rv_jobs_start / rv_jobs_free; a job belongs to its caller
+ * and must outlive its run.  Threads: rv_jobs_push from any thread, also
+ * after rv_jobs_stop (it then refuses) until rv_jobs_free; start, stop
+ * and free from one thread.
  */
 #ifndef RV_JOBS_H
 #define RV_JOBS_H
@@ -37,8 +38,14 @@ rv_jobs *rv_jobs_start(int threads, char *errbuf, size_t errlen);
  * rv_jobs_stop has begun (the job will not run). */
 int rv_jobs_push(rv_jobs *jobs, rv_job *job);
 
-/* Refuses further jobs, runs the ones queued, joins the threads and
- * frees the pool.  NULL does nothing. */
+/* Refuses further jobs, runs the ones queued and joins the threads.  The
+ * pool stays valid, refusing, until rv_jobs_free: libmicrohttpd's event
+ * loops may still hand over a request until its daemon is stopped.
+ * NULL does nothing. */
 void rv_jobs_stop(rv_jobs *jobs);
+
+/* Stops the pool if that was not done, and frees it.  NULL does
+ * nothing. */
+void rv_jobs_free(rv_jobs *jobs);
 
 #endif /* RV_JOBS_H */
