@@ -310,6 +310,27 @@ static int prepare_slot(bench_http *h, ev_slot *s, size_t i)
     return 0;
 }
 
+/*
+ * prepare_slot, tried again after a refusal: preparing is the run's set-up,
+ * not a figure, and on a loaded machine reviewd's request budget may turn
+ * a slow create or submit into a 503.  A retried slot may leave an unused
+ * draft behind, which nothing counts.  At most PREP_TRIES tries, 20 ms
+ * apart; -1 when every one failed.
+ */
+#define PREP_TRIES 5
+static int prepare_with_retries(bench_http *h, ev_slot *s, size_t i)
+{
+    const struct timespec pause = {0, 20 * 1000000L};
+
+    for (int attempt = 1;; attempt++) {
+        if (prepare_slot(h, s, i) == 0)
+            return 0;
+        if (attempt == PREP_TRIES)
+            return -1;
+        nanosleep(&pause, NULL);
+    }
+}
+
 static int approve(bench_http *h, ev_slot *s)
 {
     char path[96];
@@ -356,7 +377,7 @@ static void *sender_main(void *arg)
         ev_slot *s = &slots[i];
 
         if (w->mode == 0) {
-            rc = prepare_slot(&w->h, s, i);
+            rc = prepare_with_retries(&w->h, s, i);
         } else {
             if (w->mode == 1)
                 wait_schedule(w, s, i);
