@@ -13,10 +13,8 @@
 #include "bg/rv_content_orphans.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +24,7 @@
 
 #include "svc_content_mongo.h"
 #include "svc_log.h"
+#include "svc_stop.h"
 
 typedef struct walk {
     PGconn *pg;
@@ -151,9 +150,8 @@ int rv_content_orphans_run(const rv_config *cfg, int do_delete, FILE *out,
 
 struct rv_orphan_sweeper {
     rv_app *app;
-    int wake[2]; /* rv_orphan_sweeper_stop writes to wake[1] */
+    svc_stop stop; /* rv_orphan_sweeper_stop's request */
     pthread_t thread;
-    atomic_int stopping;
 };
 
 /* One deleting pass, logged. */
@@ -183,12 +181,12 @@ static void *sweeper_main(void *arg)
     rv_orphan_sweeper *s = arg;
     struct pollfd p;
 
-    p.fd = s->wake[0];
+    p.fd = svc_stop_fd(&s->stop);
     p.events = POLLIN;
-    while (!atomic_load(&s->stopping)) {
+    while (!svc_stop_requested(&s->stop)) {
         const int n = poll(&p, 1, s->app->cfg->orphan_sweep_s * 1000);
 
-        if (n == 0 && !atomic_load(&s->stopping))
+        if (n == 0 && !svc_stop_requested(&s->stop))
             sweep_once(s);
         else if (n < 0 && errno != EINTR)
             break;
@@ -203,13 +201,12 @@ rv_orphan_sweeper *rv_orphan_sweeper_start(rv_app *app)
     if (s == NULL)
         return NULL;
     s->app = app;
-    if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    if (svc_stop_init(&s->stop) != 0) {
         free(s);
         return NULL;
     }
     if (pthread_create(&s->thread, NULL, sweeper_main, s) != 0) {
-        close(s->wake[0]);
-        close(s->wake[1]);
+        svc_stop_destroy(&s->stop);
         free(s);
         return NULL;
     }
@@ -220,12 +217,8 @@ void rv_orphan_sweeper_stop(rv_orphan_sweeper *s)
 {
     if (s == NULL)
         return;
-    atomic_store(&s->stopping, 1);
-    if (write(s->wake[1], "x", 1) < 0) {
-        /* The pipe is full, so the thread is being woken anyway. */
-    }
+    svc_stop_request(&s->stop);
     pthread_join(s->thread, NULL);
-    close(s->wake[0]);
-    close(s->wake[1]);
+    svc_stop_destroy(&s->stop);
     free(s);
 }

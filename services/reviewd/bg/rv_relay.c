@@ -64,7 +64,6 @@
 #include "bg/rv_relay.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -75,6 +74,7 @@
 #include <unistd.h>
 
 #include "bg/rv_amqp.h"
+#include "svc_stop.h"
 #include "db/rv_query.h"
 
 #define RV_RELAY_BACKOFF_MIN_MS 100
@@ -84,9 +84,8 @@ struct rv_relay {
     rv_app *app;
     rv_amqp *amqp;
     rv_db_conn *conn; /* LISTENing; NULL until connected */
-    int wake[2];      /* rv_relay_stop writes to wake[1] */
+    svc_stop stop;    /* rv_relay_stop's request */
     pthread_t thread;
-    atomic_int stopping;
     atomic_int state; /* rv_dep_state */
     int ever_connected;
     int pg_failing;
@@ -466,13 +465,10 @@ static void prune(rv_relay *r)
  * again", which the next round does anyway) and a broker close. */
 static void absorb_wakeups(rv_relay *r, const struct pollfd *p, int n)
 {
-    char buf[64];
     PGnotify *note;
 
-    if (p[0].revents & POLLIN) {
-        while (read(r->wake[0], buf, sizeof(buf)) > 0) {
-        }
-    }
+    if (p[0].revents & POLLIN)
+        svc_stop_drain(&r->stop);
     if (r->conn != NULL && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
         PGconn *pg = rv_db_conn_pg(r->conn);
 
@@ -498,7 +494,7 @@ static void wait_for_work(rv_relay *r)
     if (!rv_amqp_connected(r->amqp) && until_attempt < timeout)
         timeout = until_attempt > 0 ? (int)until_attempt : 0;
     memset(p, 0, sizeof(p));
-    p[0].fd = r->wake[0];
+    p[0].fd = svc_stop_fd(&r->stop);
     p[0].events = POLLIN;
     p[1].fd = r->conn != NULL ? PQsocket(rv_db_conn_pg(r->conn)) : -1;
     p[1].events = POLLIN;
@@ -516,11 +512,11 @@ static void *relay_main(void *arg)
     rv_relay *r = arg;
     int rc;
 
-    while (!atomic_load(&r->stopping)) {
+    while (!svc_stop_requested(&r->stop)) {
         if (ensure_pg(r) == 0 && ensure_amqp(r)) {
             do {
                 rc = relay_round(r);
-            } while (rc == 1 && !atomic_load(&r->stopping));
+            } while (rc == 1 && !svc_stop_requested(&r->stop));
             if (rc < 0)
                 drop_pg(r);
         }
@@ -557,14 +553,13 @@ rv_relay *rv_relay_start(rv_app *app)
                                 "memory",
                                 "queues", app->cfg->amqp_queues));
     }
-    if (r->amqp == NULL || pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    if (r->amqp == NULL || svc_stop_init(&r->stop) != 0) {
         rv_amqp_free(r->amqp);
         free(r);
         return NULL;
     }
     if (pthread_create(&r->thread, NULL, relay_main, r) != 0) {
-        close(r->wake[0]);
-        close(r->wake[1]);
+        svc_stop_destroy(&r->stop);
         rv_amqp_free(r->amqp);
         free(r);
         return NULL;
@@ -576,15 +571,11 @@ void rv_relay_stop(rv_relay *r)
 {
     if (r == NULL)
         return;
-    atomic_store(&r->stopping, 1);
-    if (write(r->wake[1], "x", 1) < 0) {
-        /* The pipe is full, so the thread is being woken anyway. */
-    }
+    svc_stop_request(&r->stop);
     pthread_join(r->thread, NULL);
     rv_db_conn_close(r->conn);
     rv_amqp_free(r->amqp);
-    close(r->wake[0]);
-    close(r->wake[1]);
+    svc_stop_destroy(&r->stop);
     free(r);
 }
 

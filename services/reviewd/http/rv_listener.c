@@ -14,22 +14,21 @@
 #include "http/rv_listener.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "svc_stop.h"
+
 #define RV_LISTENER_FULL_MS 10
 
 struct rv_listener {
     int fd;
-    int wake[2]; /* rv_listener_stop writes to wake[1] */
-    atomic_int stopping;
+    svc_stop stop; /* rv_listener_stop's request */
     pthread_t thread;
     rv_listener_hand_fn hand;
     rv_listener_room_fn room;
@@ -51,7 +50,7 @@ static int accept_all(rv_listener *l)
         socklen_t len = sizeof(ss);
         int fd;
 
-        if (atomic_load(&l->stopping) || !l->room(l->cls))
+        if (svc_stop_requested(&l->stop) || !l->room(l->cls))
             return 0;
         fd = accept4(l->fd, (struct sockaddr *)&ss, &len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -72,8 +71,9 @@ static void *listener_main(void *arg)
     rv_listener *l = arg;
     int wait_ms = -1;
 
-    while (!atomic_load(&l->stopping)) {
-        struct pollfd p[2] = {{l->wake[0], POLLIN, 0}, {l->fd, POLLIN, 0}};
+    while (!svc_stop_requested(&l->stop)) {
+        struct pollfd p[2] = {{svc_stop_fd(&l->stop), POLLIN, 0},
+                              {l->fd, POLLIN, 0}};
 
         /* Full: only the stop pipe, and a look again after the wait. */
         if (poll(p, wait_ms < 0 ? 2 : 1, wait_ms) < 0 && errno != EINTR)
@@ -135,13 +135,12 @@ rv_listener *rv_listener_start(const struct sockaddr *addr, socklen_t addrlen,
     l->hand = hand;
     l->room = room;
     l->cls = cls;
-    atomic_init(&l->stopping, 0);
     l->fd = open_socket(addr, addrlen, backlog, errbuf, errlen);
     if (l->fd < 0) {
         free(l);
         return NULL;
     }
-    if (pipe2(l->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    if (svc_stop_init(&l->stop) != 0) {
         snprintf(errbuf, errlen, "http: cannot make a pipe: %s",
                  strerror(errno));
         close(l->fd);
@@ -152,8 +151,7 @@ rv_listener *rv_listener_start(const struct sockaddr *addr, socklen_t addrlen,
     if (rc != 0) {
         snprintf(errbuf, errlen, "http: cannot start the listener: %s",
                  strerror(rc));
-        close(l->wake[0]);
-        close(l->wake[1]);
+        svc_stop_destroy(&l->stop);
         close(l->fd);
         free(l);
         return NULL;
@@ -166,13 +164,9 @@ void rv_listener_stop(rv_listener *l)
 {
     if (l == NULL)
         return;
-    atomic_store(&l->stopping, 1);
-    if (write(l->wake[1], "x", 1) < 0) {
-        /* The pipe is full, so the thread is being woken anyway. */
-    }
+    svc_stop_request(&l->stop);
     pthread_join(l->thread, NULL);
     close(l->fd);
-    close(l->wake[0]);
-    close(l->wake[1]);
+    svc_stop_destroy(&l->stop);
     free(l);
 }
