@@ -220,17 +220,26 @@ static void remove_channel(dlock__notifier *n, channel *victim)
     dlock__free(victim);
 }
 
-/* Handles one pushed reply: ["subscribe"|"unsubscribe"|"message", ch, x]. */
+/* The kind and channel of a pushed reply ["subscribe"|"unsubscribe"|
+ * "message", channel, x]; 0 if r is not one. */
+static int push_parts(const redisReply *r, const redisReply **kind,
+                      const redisReply **name)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+        return 0;
+    *kind = r->element[0];
+    *name = r->element[1];
+    return (*kind)->type == REDIS_REPLY_STRING
+           && (*name)->type == REDIS_REPLY_STRING;
+}
+
+/* Handles one pushed reply on the subscriber's connection. */
 static void handle_push(dlock__notifier *n, const redisReply *r)
 {
     const redisReply *kind, *name;
     channel *ch;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
-        return;
-    kind = r->element[0];
-    name = r->element[1];
-    if (kind->type != REDIS_REPLY_STRING || name->type != REDIS_REPLY_STRING)
+    if (!push_parts(r, &kind, &name))
         return;
     ch = find_channel(n, name->str, name->len);
     if (ch == NULL)
@@ -735,12 +744,7 @@ static int direct_push(dlock__waiter *w, const redisReply *r)
 {
     const redisReply *kind, *name;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
-        return 0;
-    kind = r->element[0];
-    name = r->element[1];
-    if (kind->type != REDIS_REPLY_STRING || name->type != REDIS_REPLY_STRING
-        || name->len != strlen(w->direct->name)
+    if (!push_parts(r, &kind, &name) || name->len != strlen(w->direct->name)
         || memcmp(name->str, w->direct->name, name->len) != 0)
         return 0;
     if (strcmp(kind->str, "subscribe") == 0)
