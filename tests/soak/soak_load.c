@@ -35,6 +35,9 @@
  * reading, /readyz must answer "ok" (bounded wait), so a dependency that
  * is still reconnecting after the last fault does not make the counts
  * differ.  Between them, every --sample-ms, a "run" sample is written.
+ * The load runs --seconds in all, not counting the time the start quiet
+ * point took (seconds on a loaded machine): --seconds minus --warmup of
+ * load always follow the start reading.
  *
  * The file DIR/started appears once the start reading is taken (the
  * script's nemesis waits for it).  Other files written into DIR:
@@ -962,7 +965,10 @@ static void mark_started(void)
 static int run_load(int threads)
 {
     const int64_t t0 = bench_clock_ns();
-    const int64_t end = t0 + (int64_t)opt.seconds * 1000000000LL;
+    /* The start quiet point does not count against the run: on a loaded
+     * machine it can take seconds, which would leave too little load
+     * after it for an idle connection to reach the server's timeout. */
+    int64_t end = t0 + (int64_t)opt.seconds * 1000000000LL;
     int64_t next_sample = t0, next_progress = t0 + 60000000000LL;
     int warm = opt.warmup == 0;
 
@@ -977,6 +983,7 @@ static int run_load(int threads)
             atomic_store(&pause_flag, 1);
             const int rc = quiet_point("start", threads, S_QUIET_START);
             atomic_store(&pause_flag, 0);
+            end += bench_clock_ns() - now;
             if (rc != 0)
                 return -1;
             mark_started();

@@ -3,7 +3,8 @@
  *
  *   soak_report --dir DIR [--grace-ms MS] [--rss-limit-pct P]
  *               [--no-rss-verdict] [--reviewd-exit N] [--indexer-exit N]
- *               [--peer NAME=PORT ...] [--http-port P] [--pool NAME=N]
+ *               [--peer NAME=PORT ...] [--http-port P]
+ *               [--pool NAME=[MIN..]MAX ...]
  *
  * It reads what soak_load wrote into DIR (counts.tsv, events.tsv,
  * samples.tsv) and the fault windows the script's nemesis wrote
@@ -19,16 +20,22 @@
  *     kind by kind (fds-start-PROC.txt and fds-end-PROC.txt, soak_load's
  *     listings): TCP connections are named by their peer (--peer
  *     redis=PORT: connections to that port; --http-port: reviewd's own
- *     clients), files by path, the rest by what readlink says.  One kind
- *     may differ: a pool that opens connections on demand (--pool
- *     redis=N, reviewd's lock client, whose size is its thread count + 2)
- *     holds between 1 and N at any quiet point, depending on the peak
- *     concurrency since the last reconnect, so it passes when both
- *     readings are within 1..N;
+ *     clients), files by path, the rest by what readlink says.  Kinds
+ *     that are pools opening connections on demand may differ, when both
+ *     readings are within their bounds: --pool redis=N (reviewd's lock
+ *     client, thread count + 2) holds 1..N, depending on the peak
+ *     concurrency since the last reconnect; --pool postgres=0..N
+ *     (reviewd's connection per thread, made on a thread's first request
+ *     and again on the first one after a restart) holds 0..N, since a
+ *     thread that has not run since a PostgreSQL restart holds a dead
+ *     connection or none;
  *   - no 5xx and no connection error outside a fault window, a window
  *     being a fault's [start - 1 s, end + grace] (default grace 15 s: the
  *     time reviewd's health checks, breaker and reconnects take to see
- *     the dependency back);
+ *     the dependency back), and after the warm-up (answers before the
+ *     start reading are counted apart: every worker's first request
+ *     connects and prepares, which on a loaded machine under the
+ *     sanitizers can outlast a request's budget and rightly answer 503);
  *   - no unexpected status (not the one asked for, not a fair 409) outside
  *     a fault window;
  *   - no review decided twice by a race, every idle connection cut by the
@@ -47,6 +54,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,9 +83,10 @@ typedef struct proc_figures {
     int fd_kinds_differing; /* -1: no listings */
 } proc_figures;
 
-/* Errors that are judged by where they fell (in a fault window or not). */
+/* Errors that are judged by where they fell: in a fault window, in the
+ * warm-up (before the start reading), or outside both. */
 typedef struct placed {
-    long long inside, outside;
+    long long inside, warmup, outside;
 } placed;
 
 #define MAX_PEERS 8
@@ -87,6 +96,14 @@ typedef struct peer {
     char name[32];
     int port;
 } peer;
+
+/* Connections to a peer that a process opens on demand: between min and
+ * max of them at any quiet point (--pool NAME=MAX or NAME=MIN..MAX). */
+#define MAX_POOLS 4
+typedef struct pool {
+    char name[32];
+    int min, max;
+} pool;
 
 /* Descriptors of one kind at the start and at the end reading. */
 typedef struct fd_kind {
@@ -103,9 +120,13 @@ static struct {
     peer peers[MAX_PEERS];
     int npeers;
     int http_port;
-    char pool_name[32];
-    int pool_max;
-} opt = {NULL, 15000, 10.0, 1, -1, -1, {{"", 0}}, 0, 0, "", 0};
+    pool pools[MAX_POOLS];
+    int npools;
+} opt = {NULL, 15000, 10.0, 1, -1, -1, {{"", 0}}, 0, 0, {{"", 0, 0}}, 0};
+
+/* When the start reading was taken (wall clock ms; 0: none): what came
+ * before it is the warm-up. */
+static long long start_reading_ms;
 
 static fault faults[MAX_FAULTS];
 static int nfaults;
@@ -254,8 +275,14 @@ static int read_events(void)
             p = &unavailable;
         else if (strcmp(fl[3], "unexpected") == 0)
             p = &unexpected;
-        if (p != NULL)
-            (*(in_fault_window(atoll(fl[0])) ? &p->inside : &p->outside))++;
+        if (p == NULL)
+            continue;
+        if (atoll(fl[0]) < start_reading_ms)
+            p->warmup++;
+        else if (in_fault_window(atoll(fl[0])))
+            p->inside++;
+        else
+            p->outside++;
     }
     fclose(f);
     return 0;
@@ -311,6 +338,9 @@ static int read_samples(void)
         p = proc_entry(fl[2]);
         if (p != NULL)
             add_sample(p, fl[1], atol(fl[3]), atoi(fl[4]));
+        if (strcmp(fl[1], "start") == 0
+            && (start_reading_ms == 0 || atoll(fl[0]) < start_reading_ms))
+            start_reading_ms = atoll(fl[0]);
     }
     fclose(f);
     return nprocs > 0 ? 0 : -1;
@@ -411,15 +441,20 @@ static int read_listing(const char *phase, const char *proc, int end,
     return 0;
 }
 
-/* Whether a kind that differs is the on-demand pool, within its bound. */
+/* Whether a kind that differs is an on-demand pool, within its bounds. */
 static int pool_within_bound(const fd_kind *k)
 {
     char name[64];
 
-    snprintf(name, sizeof(name), "tcp to %s", opt.pool_name);
-    return opt.pool_max > 0 && strcmp(k->name, name) == 0 && k->start >= 1
-           && k->start <= opt.pool_max && k->end >= 1
-           && k->end <= opt.pool_max;
+    for (int i = 0; i < opt.npools; i++) {
+        const pool *p = &opt.pools[i];
+
+        snprintf(name, sizeof(name), "tcp to %s", p->name);
+        if (strcmp(k->name, name) == 0)
+            return k->start >= p->min && k->start <= p->max && k->end >= p->min
+                   && k->end <= p->max;
+    }
+    return 0;
 }
 
 /* Prints proc's descriptors by kind; returns how many kinds differ
@@ -474,8 +509,10 @@ static void print_routes(void)
 
 static void print_placed(const char *what, const placed *p)
 {
-    printf("  %-44s %8lld  (in fault windows %lld, outside %lld)\n", what,
-           p->inside + p->outside, p->inside, p->outside);
+    printf("  %-44s %8lld  (in fault windows %lld, warm-up %lld, "
+           "outside %lld)\n",
+           what, p->inside + p->warmup + p->outside, p->inside, p->warmup,
+           p->outside);
 }
 
 static void print_kinds(void)
@@ -684,6 +721,22 @@ static int parse_pair(const char *arg, char *name, int *value)
     return 0;
 }
 
+/* Parses "NAME=MAX" (1..MAX: a pool that always keeps one) or
+ * "NAME=MIN..MAX" into p; -1 when it is malformed. */
+static int parse_pool(const char *arg, pool *p)
+{
+    const char *eq = strchr(arg, '=');
+    const char *dots;
+
+    if (eq == NULL || eq == arg || eq - arg >= (ptrdiff_t)sizeof(p->name))
+        return -1;
+    snprintf(p->name, sizeof(p->name), "%.*s", (int)(eq - arg), arg);
+    dots = strstr(eq, "..");
+    p->min = dots != NULL ? atoi(eq + 1) : 1;
+    p->max = atoi(dots != NULL ? dots + 2 : eq + 1);
+    return p->min >= 0 && p->max >= p->min && p->max > 0 ? 0 : -1;
+}
+
 static int parse_args(int argc, char **argv)
 {
     static const struct option longs[] = {
@@ -712,8 +765,10 @@ static int parse_args(int argc, char **argv)
             break;
         case 'h': opt.http_port = atoi(optarg); break;
         case 'P':
-            if (parse_pair(optarg, opt.pool_name, &opt.pool_max) != 0)
+            if (opt.npools == MAX_POOLS
+                || parse_pool(optarg, &opt.pools[opt.npools]) != 0)
                 return -1;
+            opt.npools++;
             break;
         default: return -1;
         }
@@ -728,11 +783,11 @@ int main(int argc, char **argv)
                 "usage: soak_report --dir DIR [--grace-ms MS] "
                 "[--rss-limit-pct P] [--no-rss-verdict] [--reviewd-exit N] "
                 "[--indexer-exit N] [--peer NAME=PORT ...] [--http-port P] "
-                "[--pool NAME=N]\n");
+                "[--pool NAME=[MIN..]MAX ...]\n");
         return 2;
     }
-    if (read_counts() != 0 || read_faults() != 0 || read_events() != 0
-        || read_samples() != 0) {
+    if (read_counts() != 0 || read_faults() != 0 || read_samples() != 0
+        || read_events() != 0) {
         fprintf(stderr,
                 "soak_report: the run's files in %s are missing or "
                 "empty\n",

@@ -13,7 +13,9 @@
 # growth past 10%, one more connection to PostgreSQL at the end, a Redis
 # pool past its bound, a review decided twice, /readyz not ok, an outbox
 # row left unsent, and a reviewd that did not exit 0.  A 503 inside a
-# fault window and a Redis pool that grew within its bound must pass.
+# fault window or in the warm-up, a Redis pool that grew within its bound
+# and PostgreSQL connections fewer at the end within their pool's bounds
+# (--pool postgres=0..N) must pass.
 # No server is needed; it takes well under a second.
 set -u
 
@@ -122,6 +124,29 @@ echo '6 tcp 127.0.0.1:40006 -> 127.0.0.1:5432 state 01' \
     >>"$d/fds-end-reviewd.txt"
 expect_fail "one more PostgreSQL connection at the end" \
     "open descriptors equal at start and end" "$d"
+
+d=$(case_dir pg-gone)
+sed -i '/:5432 state/d' "$d/fds-end-reviewd.txt"
+sed -i 's/\tend\treviewd\t10500\t4/\tend\treviewd\t10500\t3/' "$d/samples.tsv"
+expect_fail "no PostgreSQL connection at the end, with no pool for it" \
+    "open descriptors equal at start and end" "$d"
+expect_pass "no PostgreSQL connection at the end: threads not run since a restart" \
+    "$d" --pool postgres=0..2
+echo '6 tcp 127.0.0.1:40006 -> 127.0.0.1:5432 state 01' \
+    >>"$d/fds-end-reviewd.txt"
+for p in 40008 40010; do
+    echo "9 tcp 127.0.0.1:$p -> 127.0.0.1:5432 state 01" \
+        >>"$d/fds-end-reviewd.txt"
+done
+expect_fail "three PostgreSQL connections at the end, past a bound of 2" \
+    "open descriptors equal at start and end" "$d" --pool postgres=0..2
+
+d=$(case_dir warmup-503)
+printf '59000\tGET /v1/documents/{id}\t503\tunavailable\n' >>"$d/events.tsv"
+expect_pass "a 503 in the warm-up, before the start reading" "$d"
+printf '61000\tGET /v1/documents/{id}\t503\tunavailable\n' >>"$d/events.tsv"
+expect_fail "a 503 just after the start reading, before any fault" \
+    "no 5xx and no connection error outside fault windows" "$d"
 
 d=$(case_dir pool-over)
 for p in 40004 40006 40008; do
