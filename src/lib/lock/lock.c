@@ -621,7 +621,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
         if (l->fair && waiting)
             l->queued = (dlock__fair_queued){l->tries, t.sent_us,
                                              floor_us > a.now_us ? floor_us
-                                                                 : a.now_us};
+                                                                 : a.now_us,
+                                             t.base_hi_us};
         *holder_ttl_ms = a.pttl;
         return DLOCK_BUSY;
     }
@@ -669,10 +670,22 @@ static int fair_take_grant(void *arg, const char *msg, size_t len,
         || !dlock__fair_grant_check(&g, &l->queued, dlock__boot_us(), &until))
         return 0;
     /* A request that set the key to ours for confirm_ms, sent when the
-     * granted try was: the lease counts from that send time. */
+     * granted try was: the lease counts from that send time, and a step
+     * of the server's clock is measured from the offset known then.  The
+     * offset known now may already include a step made after the grant
+     * (seen by another thread's round trip while the message was on its
+     * way), which would hide that step from the lease for good. */
     t = dlock__lease_begin(&l->lease, g.confirm_ms, skew_of(l));
     t.sent_us = l->queued.sent_us;
+    t.base_hi_us = l->queued.base_hi_us;
     dlock__lease_end(&l->lease, &t, DLOCK__LEASE_GRANTED);
+    /* A step of the server's clock seen since the try can leave less than
+     * the grant check saw, or nothing (the key may be gone): a try
+     * decides, as for a grant too late to take; its answer sets the lease
+     * anew. */
+    if (dlock__lease_left_us(&l->lease, skew_of(l))
+        <= DLOCK__FAIR_GRANT_MIN_LEFT_US)
+        return 0;
     dlock__fence_floor_raise(l->client, g.fence);
     l->fence = g.fence;
     l->granted_by_message = g.confirm_ms < dlock__lease_ttl_ms(&l->lease);

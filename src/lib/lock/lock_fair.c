@@ -43,6 +43,13 @@
  *     in the queue.  If that leaves nothing (queued longer than the
  *     confirm window), the message is not taken and the waiter confirms
  *     with a try, as before.
+ *   - Redis expires the key by its own wall clock, so a forward step of
+ *     it after the grant shortens the grant (lease.h).  The step is
+ *     measured from the offset the client knew when the granted try was
+ *     sent (dlock__fair_queued.base_hi_us), never from the one known when
+ *     the message is taken, which may already include the step; if what
+ *     is left is under DLOCK__FAIR_GRANT_MIN_LEFT_US the message is not
+ *     taken either (lock.c, fair_take_grant).
  *   - The fence must be above the floor (fence.h) the granted try proves:
  *     the client's floor when it was sent and the server time in its
  *     reply, all seen before the grant, as an acquire's floor is what the

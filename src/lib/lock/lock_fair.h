@@ -56,6 +56,11 @@ typedef struct dlock__fair_queued {
     uint64_t try_seq;
     int64_t sent_us;
     uint64_t floor;
+    /* The server clock's offset (lease.h, dlock__skew's hi) the client
+     * knew when the try was sent: a grant counted from that send time is
+     * shrunk by any forward step of the server's clock seen after it,
+     * however late the message is taken. */
+    int64_t base_hi_us;
 } dlock__fair_queued;
 
 /* A grant is taken only with at least this much validity left. */
