@@ -598,6 +598,59 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
     dlock_client_free(c);
 }
 
+/* ---- a dead waiter at the head of the queue of a free key ------------ */
+
+static void dead_head_of_a_free_key_costs_one_confirm_window(void **state)
+{
+    const char *url = itkit_shared_url();
+    char key[TESTKIT_KEY_MAX], cli[600], cmd[1600];
+    dlock_client *c = itkit_client(url, NULL);
+    dlock_acquire_opts o = fair_opts(8000, 0);
+    dlock_lock *l = NULL;
+    queue_probe q = {url, key, 1};
+    dlock_err err;
+    int64_t started, took;
+    int status;
+    pid_t pid;
+
+    (void)state;
+    testkit_key(key, "fair-dead-head");
+    snprintf(cli, sizeof(cli), "%s/src/cli/dlock", testkit_build_dir());
+    /* A holder that exits without releasing: the key lives 1 s more. */
+    snprintf(cmd, sizeof(cmd),
+             "'%s' acquire --fair --ttl 1s --url '%s' '%s' >/dev/null", cli,
+             url, key);
+    TK_EXPECT(system(cmd) == 0, "dlock acquire --fair took the key");
+    /* A waiter whose entry lives 21 s, killed while queued: nothing
+     * releases the key, so no release skips or grants its entry. */
+    pid = fork();
+    if (pid == 0) {
+        execl(cli, "dlock", "run", "--fair", "--quiet", "--wait", "20s",
+              "--ttl", "10s", "--url", url, key, "--", "true", (char *)NULL);
+        _exit(127);
+    }
+    TK_EXPECT(pid > 0, "dlock run started");
+    TK_EXPECT(testkit_wait_until(entry_retried, &q, 10000),
+              "dlock run queued and asleep");
+    TK_EXPECT(kill(pid, SIGKILL) == 0 && waitpid(pid, &status, 0) == pid,
+              "dlock run killed while queued");
+    started = testkit_now_ms();
+    err = dlock_acquire(c, key, &o, &l);
+    took = testkit_now_ms() - started;
+    print_message("behind a dead head: %s after %lld ms\n", dlock_errname(err),
+                  (long long)took);
+    TK_EXPECT_ERR(err, DLOCK_OK, c,
+                  "the next waiter gets the free key behind the dead one");
+    /* 1 s of the holder's TTL, then the dead waiter's grant for its 2 s
+     * confirm window; its entry would have lived 21 s. */
+    TK_EXPECT(took < 1000 + 2000 + 3000,
+              "within the holder's TTL and one confirm window plus slack: "
+              "%lld ms",
+              (long long)took);
+    TK_EXPECT(dlock_release(l) == DLOCK_OK, "released");
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -607,6 +660,7 @@ int main(void)
         cmocka_unit_test(clock_step_after_grant_shrinks_it),
         cmocka_unit_test(clock_step_past_the_window_declines_the_grant),
         cmocka_unit_test(stopped_waiter_past_its_deadline_holds_nothing),
+        cmocka_unit_test(dead_head_of_a_free_key_costs_one_confirm_window),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -566,7 +566,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                           waiting ? "1" : "0",
                           entry,
                           confirm,
-                          seq};
+                          seq,
+                          DLOCK__FAIR_GRANT_PREFIX};
     const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
     const uint64_t floor_us = dlock__fence_floor(l->client);
     dlock__lease_ticket t;
@@ -587,7 +588,7 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     if (l->fair)
         err = dlock__client_eval_acked(l->client, &dlock__fair_acquire_script,
-                                       5, 13, fair, NULL, &r, &acked, m);
+                                       5, 14, fair, NULL, &r, &acked, m);
     else
         err = dlock__client_eval_acked(l->client, &acquire_script, 5, 9, argv,
                                        NULL, &r, &acked, m);
@@ -922,10 +923,15 @@ static void leave_no_orphan(dlock_lock *l, dlock_err err)
     if (err != DLOCK_TIMEOUT || redlock_of(l) != NULL)
         return;
     fair_release_args(l, floor, keep, fair);
+    /* A fair lock's undo also takes its entry out of the queue (see
+     * fair_leave): it goes on while the entry or a grant of it may live. */
     if (l->fair)
         dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
                                 &dlock__fair_release_script, 5, 10, fair,
-                                dlock__lease_ttl_ms(&l->lease));
+                                fair_entry_ms(l) + l->confirm_ms
+                                        > dlock__lease_ttl_ms(&l->lease)
+                                    ? fair_entry_ms(l) + l->confirm_ms
+                                    : dlock__lease_ttl_ms(&l->lease));
     else
         dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
                                 &release_script, 2, 5, argv,
@@ -952,15 +958,32 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
 }
 
 /* A fair wait that ended without the lock leaves the queue, and passes on
- * a grant that reached us meanwhile.  Best effort: an entry left behind
- * lapses at its deadline (the wait's end) and is skipped. */
+ * a grant that reached us meanwhile.  When Redis cannot be reached (the
+ * wait ended on that very failure, as a server restart does), the leave
+ * is handed to the watchdog's cleanup, which runs it again until the
+ * entry's deadline and a grant's confirm window have passed: left behind
+ * at the head of the queue, a live entry nobody serves keeps a free key
+ * from every other waiter until its deadline, up to FAIR_ENTRY_MAX_MS
+ * (tests/chaos, restart-aof with --fair: the lock was free and unused
+ * for a second after each restart). */
 static void fair_leave(dlock_lock *l)
 {
     dlock__msg scratch; /* the caller's message says why the wait ended */
     redisReply *r = NULL;
+    char floor[24], keep[24];
+    const char *fair[10];
+    dlock_err err = release_call(l, &r, &scratch);
 
-    if (release_call(l, &r, &scratch) == DLOCK_OK)
+    if (err == DLOCK_OK) {
         freeReplyObject(r);
+        return;
+    }
+    if (!redis_unreachable(err))
+        return;
+    fair_release_args(l, floor, keep, fair);
+    dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
+                            &dlock__fair_release_script, 5, 10, fair,
+                            fair_entry_ms(l) + l->confirm_ms);
 }
 
 /* Registers a held lock with the watchdog: renewals if asked for, and the
