@@ -550,8 +550,9 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
     held = itkit_acquire(c, key, &first);
     pid = fork();
     if (pid == 0) {
+        /* TTL 1 s: its confirm window, min(TTL, 2 s), is 1 s. */
         execl(cli, "dlock", "run", "--fair", "--quiet", "--wait", "1s",
-              "--ttl", "10s", "--url", url, key, "--", "sh", "-c", cmd,
+              "--ttl", "1s", "--url", url, key, "--", "sh", "-c", cmd,
               (char *)NULL);
         _exit(127);
     }
@@ -626,7 +627,7 @@ static void dead_head_of_a_free_key_costs_one_confirm_window(void **state)
     pid = fork();
     if (pid == 0) {
         execl(cli, "dlock", "run", "--fair", "--quiet", "--wait", "20s",
-              "--ttl", "10s", "--url", url, key, "--", "true", (char *)NULL);
+              "--ttl", "1s", "--url", url, key, "--", "true", (char *)NULL);
         _exit(127);
     }
     TK_EXPECT(pid > 0, "dlock run started");
@@ -641,9 +642,9 @@ static void dead_head_of_a_free_key_costs_one_confirm_window(void **state)
                   (long long)took);
     TK_EXPECT_ERR(err, DLOCK_OK, c,
                   "the next waiter gets the free key behind the dead one");
-    /* 1 s of the holder's TTL, then the dead waiter's grant for its 2 s
-     * confirm window; its entry would have lived 21 s. */
-    TK_EXPECT(took < 1000 + 2000 + 3000,
+    /* 1 s of the holder's TTL, then the dead waiter's grant for its 1 s
+     * confirm window (min(TTL, 2 s)); its entry would have lived 21 s. */
+    TK_EXPECT(took < 1000 + 1000 + 3000,
               "within the holder's TTL and one confirm window plus slack: "
               "%lld ms",
               (long long)took);
