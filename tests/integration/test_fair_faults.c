@@ -25,6 +25,11 @@
  *     waiters behind it are granted in order with rising fences, and
  *     when it is continued it does not run its command (it does not
  *     believe it holds the lock), while another holds it.
+ *   - A `dlock run --fair` killed while first in the queue, with the
+ *     holder gone without a release (so no release skips or grants its
+ *     entry): the next waiter gets the free key after the holder's TTL
+ *     and one confirm window, not at the dead entry's deadline 21 s
+ *     later.
  *
  * Topology.  The client under test connects to proxy P1 and opens its
  * pool connection through it first; then P1's target moves to proxy P2
