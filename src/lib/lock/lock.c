@@ -849,6 +849,14 @@ static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
                        (long long)((dlock__now_us() - started_us) / 1000));
         return;
     }
+    if (l->fair && holder_ttl_ms <= 0) {
+        dlock__msg_set(m, DLOCK_BUSY,
+                       "lock %.64s on %s is another fair waiter's turn "
+                       "(first in its queue) (waited %lld ms)",
+                       l->key, dlock_client_endpoint(c),
+                       (long long)((dlock__now_us() - started_us) / 1000));
+        return;
+    }
     dlock__msg_set(m, DLOCK_BUSY,
                    "lock %.64s on %s is held by another owner "
                    "for %lld more ms (waited %lld ms)",
