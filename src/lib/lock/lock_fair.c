@@ -17,8 +17,9 @@
  * waiter's try then takes the key in its turn: each such entry costs the
  * confirm window, never the rest of its deadline (without this, a free
  * key behind a dead head stayed unused until the head's deadline: in
- * tests/chaos's restart-aof with --fair, for seconds after a restart).  Both keys expire a minute after the latest
- * deadline written, so an abandoned queue does not stay.
+ * tests/chaos's restart-aof with --fair, for seconds after a restart).
+ * Both keys expire a minute after the latest deadline written, so an
+ * abandoned queue does not stay.
  *
  * The hand-off is done by the release script itself: it grants the key to
  * the first live waiter with a new fence by the core's rule (the next
