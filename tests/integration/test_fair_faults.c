@@ -542,6 +542,7 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
     dlock_lock *held;
     struct stat st;
     queue_probe q = {url, key, 1};
+    int64_t forked_ms;
     pid_t pid;
 
     (void)state;
@@ -553,6 +554,7 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
     snprintf(cli, sizeof(cli), "%s/src/cli/dlock", testkit_build_dir());
     snprintf(cmd, sizeof(cmd), "echo $DLOCK_FENCE > '%s'", marker);
     held = itkit_acquire(c, key, &first);
+    forked_ms = testkit_now_ms();
     pid = fork();
     if (pid == 0) {
         /* TTL 1 s: its confirm window, min(TTL, 2 s), is 1 s. */
@@ -581,8 +583,11 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
               "the %d waiters behind the stopped one were served", BEHIND);
     for (int i = 0; i < BEHIND - 1; i++)
         pthread_join(threads[i], NULL);
-    /* The last waiter holds the key while the stopped one goes on, long
-     * past the end of its wait and its queue entry's deadline. */
+    /* The last waiter holds the key while the stopped one goes on, past
+     * the end of its wait (1 s) and its queue entry's deadline (the end
+     * of its wait plus 1 s): a deadline, not a condition, so paced. */
+    while (testkit_now_ms() < forked_ms + 1000 + 1000 + 300)
+        itkit_pace_ms(10);
     TK_EXPECT(kill(pid, SIGCONT) == 0, "dlock run continued");
     TK_EXPECT(waitpid(pid, &status, 0) == pid, "dlock run exited");
     TK_EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 75,
