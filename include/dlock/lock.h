@@ -128,8 +128,18 @@
  * waiter's fallback try takes the free key in its turn.  docs/fair.md says
  * when to use it.  A free key with waiters queued is taken only by the
  * first of them; a fair try that will not wait
- * never jumps the queue.  A wait that ends without the lock leaves the
- * queue (and passes on a grant that arrived meanwhile).  Every party on a
+ * never jumps the queue.  A fair try that finds the key free with another
+ * live waiter first (the holder died or Redis restarted, so no release
+ * came) grants the key to that waiter as a release would and answers
+ * DLOCK_BUSY, so a first waiter that is gone costs one confirm window,
+ * not the rest of its entry's life.  A grant's validity also shrinks by
+ * any forward step of the server's clock seen since that try was sent,
+ * and a grant with nothing left is not taken.  A wait that ends without
+ * the lock leaves the queue (and passes on a grant that arrived
+ * meanwhile; when Redis cannot be reached, the client's watchdog thread
+ * leaves for it once Redis answers).  Joining, the waiter's own
+ * connection is opened by the wait's deadline (sooner than the connect
+ * timeout when the wait is shorter).  Every party on a
  * fair key should use fair mode.  A plain acquire does not take a free key
  * while live fair waiters are queued (it answers DLOCK_BUSY, with a
  * message that says so, and a plain wait keeps waiting until the queue is

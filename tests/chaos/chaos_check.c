@@ -4,7 +4,7 @@
  *   chaos_check [--seconds N] [--seed S] [--phases a,b,...|all]
  *               [--clients K] [--cli-clients C] [--dlock PATH]
  *               [--ttl-ms T] [--fencing full|writes|off] [--keep]
- *               [--sabotage split-key|short-ttl]
+ *               [--sabotage split-key|short-ttl] [--fair all|some]
  *
  * Runs one phase per fault kind, one after the other, each for N / phases
  * seconds (default N = 35: the ten phases of the default list, 3.5 s
@@ -66,6 +66,14 @@
  * another key (two holders at once, each releasing cleanly), short-ttl
  * makes the C API clients acquire with 1/50 of the TTL they log (the
  * lock is granted again "before the TTL ran out").  Both must fail.
+ *
+ * --fair all makes every client take a fair lock (opts.fair, `dlock run
+ * --fair`: a queue in Redis, the release granting the key to the first
+ * waiter by message, docs/fair.md), so the same bounds are checked over
+ * the hand-off under every fault; --fair some makes the clients with an
+ * even id fair and the others plain, on the same key.  redlock-minority
+ * is not run then (fair locks are refused on Redlock).  The CTest form is
+ * chaos.fair (DLOCK_TEST_LONG=1 only: scripts/chaos --fair).
  */
 #include <errno.h>
 #include <libgen.h>
@@ -152,6 +160,7 @@ typedef struct check_args {
     int64_t ttl_ms;
     chaos_fencing fencing;
     const char *sabotage;
+    int fair; /* CHAOS_FAIR_* */
     int keep;
     char bin_dir[512];
     char client_bin[600], step_bin[600];
@@ -163,7 +172,8 @@ static void usage(void)
     fprintf(stderr, "usage: chaos_check [--seconds N] [--seed S] "
                     "[--phases a,b,...|all] [--clients K] [--cli-clients C] "
                     "[--dlock PATH] [--ttl-ms T] [--fencing full|writes|off] "
-                    "[--keep] [--sabotage split-key|short-ttl]\nphases:");
+                    "[--keep] [--sabotage split-key|short-ttl] "
+                    "[--fair all|some]\nphases:");
     for (size_t i = 0; i < PHASE_COUNT; i++)
         fprintf(stderr, " %s", phases[i].name);
     fprintf(stderr, "\n");
@@ -238,6 +248,10 @@ static void parse_args(int argc, char **argv, check_args *a)
             a->ttl_ms = chaos_arg_int(v, 50, 60000, o);
         else if (strcmp(o, "--fencing") == 0)
             a->fencing = chaos_arg_fencing(v);
+        else if (strcmp(o, "--fair") == 0 && strcmp(v, "all") == 0)
+            a->fair = CHAOS_FAIR_ALL;
+        else if (strcmp(o, "--fair") == 0 && strcmp(v, "some") == 0)
+            a->fair = CHAOS_FAIR_SOME;
         else if (strcmp(o, "--sabotage") == 0
                  && (strcmp(v, "split-key") == 0
                      || strcmp(v, "short-ttl") == 0))
@@ -317,6 +331,7 @@ static void client_cfg(const check_args *a, const phase_spec *ph, size_t index,
     c->cpu = ph->pin ? c->hog_cpu : -1;
     c->fencing = a->fencing;
     c->sabotage = a->sabotage;
+    c->fair = a->fair;
     c->seed = a->seed ^ (index * 0x9e3779b97f4a7c15ull);
 }
 
@@ -351,9 +366,15 @@ static int deployment_served(const check_args *a, const chaos_client_cfg *cfg,
     static const char *const kinds[] = {
         [CHAOS_REDLOCK] = "Redlock", [CHAOS_CLUSTER] = "cluster"};
     char why[CHAOS_NOTE_MAX - 100];
-    int served = chaos_deploy_api_serves(cfg, ph->topology, a->out, why,
-                                         sizeof(why));
+    int served;
 
+    if (a->fair != CHAOS_FAIR_NONE && ph->topology == CHAOS_REDLOCK) {
+        snprintf(res->not_run, sizeof(res->not_run),
+                 "fair locks are refused on Redlock (--fair)");
+        return 0;
+    }
+    served = chaos_deploy_api_serves(cfg, ph->topology, a->out, why,
+                                     sizeof(why));
     if (served == 0)
         snprintf(res->not_run, sizeof(res->not_run),
                  "%s URLs not supported by this build (%s)",
@@ -433,7 +454,7 @@ int main(int argc, char **argv)
              testkit_source_dir(), (long)getpid());
     make_dir(a.out);
     printf("chaos: seed %llu, %zu phases x %.1f s, %d C API + %d dlock run "
-           "clients%s, TTL %lld ms, fencing %s%s%s\n",
+           "clients%s, TTL %lld ms, fencing %s%s%s%s\n",
            (unsigned long long)a.seed, a.nrun, (double)per_phase_ms / 1000,
            a.api_clients, a.cli_clients,
            a.cli_clients == 0 ? " (no dlock binary: --dlock PATH)" : "",
@@ -441,7 +462,10 @@ int main(int argc, char **argv)
            a.fencing == CHAOS_FENCE_FULL     ? "full"
            : a.fencing == CHAOS_FENCE_WRITES ? "writes only"
                                              : "off",
-           a.sabotage ? ", SABOTAGE " : "", a.sabotage ? a.sabotage : "");
+           a.sabotage ? ", SABOTAGE " : "", a.sabotage ? a.sabotage : "",
+           a.fair == CHAOS_FAIR_ALL    ? ", fair locks"
+           : a.fair == CHAOS_FAIR_SOME ? ", fair locks (even ids)"
+                                       : "");
     fflush(stdout);
     memset(results, 0, sizeof(results));
     for (size_t i = 0; i < a.nrun; i++) {

@@ -6,7 +6,7 @@
  *                [--think-ms MIN:MAX] --watchdog 0|1
  *                --until-us T --max-cycles M --seed S --fencing F
  *                [--cpu C] [--dlock PATH --step PATH]
- *                [--sabotage split-key|short-ttl]
+ *                [--sabotage split-key|short-ttl] [--fair 0|1]
  *
  * Both modes loop until the monotonic time --until-us or --max-cycles
  * cycles, whichever comes first; one cycle is: take the lock (waiting up to
@@ -40,6 +40,10 @@
  * when the library took the URL, 4 when it refused it as DLOCK_INVALID
  * (printing the library's message), 3 on anything else.
  *
+ * --fair 1 makes every acquire a fair one (opts.fair, dlock run --fair):
+ * the waiters queue in Redis and a release hands the key to the first
+ * (docs/fair.md), so the checker's bounds hold over the hand-off too.
+ *
  * --sabotage breaks the lock on purpose (chaos_check's self-check): with
  * split-key the odd clients lock KEY:b instead of KEY; with short-ttl an
  * api client acquires with a fiftieth of the TTL it logs.
@@ -69,7 +73,7 @@
 
 typedef struct client_args {
     const char *mode, *dir, *url, *key, *dlock, *step, *sabotage;
-    int id, watchdog, cpu;
+    int id, watchdog, cpu, fair;
     int64_t ttl_ms, wait_ms, work_min_ms, work_max_ms, until_us;
     int64_t think_min_ms, think_max_ms;
     int64_t max_cycles, seed;
@@ -92,7 +96,8 @@ static void usage(void)
             "--url URL --key KEY --ttl-ms T --wait-ms W --work-ms MIN:MAX "
             "[--think-ms MIN:MAX] --watchdog 0|1 --until-us T "
             "--max-cycles M --seed S --fencing F [--cpu C] "
-            "[--dlock PATH --step PATH] [--sabotage split-key|short-ttl]\n");
+            "[--dlock PATH --step PATH] [--sabotage split-key|short-ttl] "
+            "[--fair 0|1]\n");
     exit(2);
 }
 
@@ -146,6 +151,8 @@ static int parse_option(client_args *a, const char *name, const char *v)
         a->id = (int)chaos_arg_int(v, 0, CHAOS_CLIENTS_MAX - 1, name);
     else if (strcmp(name, "--watchdog") == 0)
         a->watchdog = (int)chaos_arg_int(v, 0, 1, name);
+    else if (strcmp(name, "--fair") == 0)
+        a->fair = (int)chaos_arg_int(v, 0, 1, name);
     else if (strcmp(name, "--cpu") == 0)
         a->cpu = (int)chaos_arg_int(v, -1, 4095, name);
     else if (strcmp(name, "--ttl-ms") == 0)
@@ -284,6 +291,7 @@ static int api_cycle(client *c, dlock_client *dc)
     o.ttl_ms = acquire_ttl(&c->a);
     o.wait_ms = wait_ms(c);
     o.watchdog = c->a.watchdog;
+    o.fair = c->a.fair;
     chaos_event(c->events, "acq_call %d", c->a.id);
     err = dlock_acquire(dc, c->a.key, &o, &lock);
     if (err != DLOCK_OK) {
@@ -330,13 +338,15 @@ static int64_t run_api(client *c)
  * (128 + N for signal N, -1 if it could not be started). */
 static int run_dlock(client *c)
 {
+    /* Not fair: the slot says --quiet once more. */
+    const char *fair = c->a.fair ? "--fair" : "--quiet";
     char ttl[32], ttl_ms[32], wait[32], id[16], work[32], fencing[8];
     const char *argv[] = {
-        c->a.dlock,  "run",    "--url",     c->a.url,   "--ttl",
-        ttl,         "--wait", wait,        "--grace",  "100ms",
-        "-q",        c->a.key, "--",        c->a.step,  "--dir",
-        c->a.dir,    "--id",   id,          "--ttl-ms", ttl_ms,
-        "--work-us", work,     "--fencing", fencing,    NULL,
+        c->a.dlock, "run",      "--url",   c->a.url,    "--ttl",  ttl,
+        "--wait",   wait,       "--grace", "100ms",     "-q",     fair,
+        c->a.key,   "--",       c->a.step, "--dir",     c->a.dir, "--id",
+        id,         "--ttl-ms", ttl_ms,    "--work-us", work,     "--fencing",
+        fencing,    NULL,
     };
     static const char *const fencing_names[] = {"full", "writes", "off"};
     int status;

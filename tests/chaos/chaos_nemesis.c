@@ -129,6 +129,9 @@ static void exec_client(const chaos_nemesis *n, const chaos_proc *p)
     push(argv, &i, "--cpu", cpu);
     if (c->sabotage != NULL)
         push(argv, &i, "--sabotage", c->sabotage);
+    if (c->fair == CHAOS_FAIR_ALL
+        || (c->fair == CHAOS_FAIR_SOME && p->id % 2 == 0))
+        push(argv, &i, "--fair", "1");
     if (p->cli) {
         push(argv, &i, "--dlock", c->dlock_bin);
         push(argv, &i, "--step", c->step_bin);

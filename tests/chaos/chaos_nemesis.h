@@ -64,8 +64,14 @@ typedef struct chaos_client_cfg {
     int hog_cpu;                        /* pin CPU hogs here */
     chaos_fencing fencing;
     const char *sabotage; /* NULL, or a way to break the lock */
+    /* Fair locks (opts.fair, dlock run --fair): CHAOS_FAIR_NONE, _ALL, or
+     * _SOME (the clients with an even id; the others plain, on the same
+     * key: the mixed parties docs/fair.md describes). */
+    int fair;
     uint64_t seed;
 } chaos_client_cfg;
+
+enum { CHAOS_FAIR_NONE, CHAOS_FAIR_ALL, CHAOS_FAIR_SOME };
 
 typedef struct chaos_proc {
     pid_t pid; /* 0: not running */

@@ -288,7 +288,9 @@ static dlock__waiter *join_direct(dlock__notifier *n, const char *channel)
 {
     dlock__waiter *w = NULL;
 
-    assert_int_equal(dlock__notify_join_direct(n, channel, &w), DLOCK_OK);
+    assert_int_equal(dlock__notify_join_direct(n, channel, after_ms(SOON_MS),
+                                               &w),
+                     DLOCK_OK);
     assert_non_null(w);
     assert_int_equal(dlock__notify_wait(n, w, after_ms(SOON_MS)), 1);
     assert_int_equal(numsub(channel), 1);

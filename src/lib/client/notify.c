@@ -669,26 +669,31 @@ void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
  * other channels are skipped.
  */
 
-/* Sends "verb name" on conn. */
+/* Sends "verb name" on conn, giving up at the I/O timeout or deadline_us
+ * (clock.h), whichever comes first. */
 static dlock_err direct_send(dlock__notifier *n, dlock__conn *conn,
-                             const char *verb, const char *name, dlock__msg *m)
+                             const char *verb, const char *name,
+                             int64_t deadline_us, dlock__msg *m)
 {
     const char *argv[] = {verb, name};
     char buf[512];
     size_t len = dlock__resp_format(buf, sizeof(buf), 2, argv, NULL);
+    int64_t io = dlock__client_io_deadline(n->client);
 
     if (len > sizeof(buf))
         return dlock__msg_set(m, DLOCK_INVALID,
                               "channel name of %zu bytes is too long",
                               strlen(name));
     return dlock__conn_send(conn, buf, len,
-                            dlock__client_io_deadline(n->client), m);
+                            deadline_us < io ? deadline_us : io, m);
 }
 
 /* Gives d a connection (a kept one, else a new one) with its SUBSCRIBE
- * sent; d->conn stays NULL on failure. */
+ * sent, by deadline_us (the waiter's own: a connect or handshake behind a
+ * silent network must not hold it past the end of its wait); d->conn
+ * stays NULL on failure. */
 static dlock_err direct_subscribe(dlock__notifier *n, direct_sub *d,
-                                  dlock__msg *m)
+                                  int64_t deadline_us, dlock__msg *m)
 {
     dlock__conn *conn = NULL;
     dlock_err err;
@@ -699,11 +704,11 @@ static dlock_err direct_subscribe(dlock__notifier *n, direct_sub *d,
     pthread_mutex_unlock(&n->mu);
     /* Not counted as a reconnect in the client's stats: nothing failed. */
     if (conn == NULL) {
-        err = dlock__client_connect_until(n->client, DLOCK__FOREVER, &conn, m);
+        err = dlock__client_connect_until(n->client, deadline_us, &conn, m);
         if (err != DLOCK_OK)
             return err;
     }
-    err = direct_send(n, conn, "SUBSCRIBE", d->name, m);
+    err = direct_send(n, conn, "SUBSCRIBE", d->name, deadline_us, m);
     if (err != DLOCK_OK) {
         dlock__conn_free(conn);
         return err;
@@ -713,7 +718,7 @@ static dlock_err direct_subscribe(dlock__notifier *n, direct_sub *d,
 }
 
 dlock_err dlock__notify_join_direct(dlock__notifier *n, const char *name,
-                                    dlock__waiter **out)
+                                    int64_t deadline_us, dlock__waiter **out)
 {
     dlock__waiter *w = dlock__calloc(1, sizeof(*w));
     direct_sub *d = dlock__calloc(1, sizeof(*d));
@@ -724,7 +729,7 @@ dlock_err dlock__notify_join_direct(dlock__notifier *n, const char *name,
     if (w != NULL && d != NULL)
         d->name = dlock__strdup(name);
     if (d != NULL && d->name != NULL)
-        err = direct_subscribe(n, d, &m);
+        err = direct_subscribe(n, d, deadline_us, &m);
     if (err != DLOCK_OK) {
         if (d != NULL)
             dlock__free(d->name);
@@ -764,7 +769,8 @@ static int direct_wait(dlock__notifier *n, dlock__waiter *w,
     direct_sub *d = w->direct;
     dlock__msg m;
 
-    if (d->conn == NULL && direct_subscribe(n, d, &m) != DLOCK_OK) {
+    if (d->conn == NULL
+        && direct_subscribe(n, d, deadline_us, &m) != DLOCK_OK) {
         int64_t retry = dlock__now_us() + DIRECT_RETRY_US;
         struct timespec ts = dlock__timespec_of(
             retry < deadline_us ? retry : deadline_us);
@@ -813,7 +819,8 @@ static void direct_leave(dlock__notifier *n, dlock__waiter *w)
     dlock__msg m;
 
     if (d->conn != NULL
-        && direct_send(n, d->conn, "UNSUBSCRIBE", d->name, &m) == DLOCK_OK) {
+        && direct_send(n, d->conn, "UNSUBSCRIBE", d->name, DLOCK__FOREVER, &m)
+               == DLOCK_OK) {
         pthread_mutex_lock(&n->mu);
         if (n->nidle < DIRECT_IDLE_MAX) {
             n->idle[n->nidle++] = d->conn;

@@ -60,12 +60,17 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *channel,
  * dlock__notify_wait sleeps, so a message wakes the waiting thread with
  * no other thread between (notify.c, "Direct waiters").  For a channel
  * only this waiter listens on (a fair waiter's own).  The SUBSCRIBE
- * confirmation wakes it, as for a channel not yet subscribed.  *out is
- * NULL on failure (DLOCK_NOMEM, or the connect or send's error): the
- * caller joins the shared way.
+ * confirmation wakes it, as for a channel not yet subscribed.  A new
+ * connection's connect, handshake and SUBSCRIBE give up at deadline_us
+ * (clock.h; the end of the caller's wait) if that comes before the
+ * connect and I/O timeouts, and so does a reconnect in
+ * dlock__notify_wait (at its deadline): a fair acquire that may wait
+ * 200 ms never blocks for the connect timeout behind a silent network.
+ * *out is NULL on failure (DLOCK_NOMEM, or the connect or send's error,
+ * DLOCK_TIMEOUT at deadline_us): the caller joins the shared way.
  */
 dlock_err dlock__notify_join_direct(dlock__notifier *n, const char *channel,
-                                    dlock__waiter **out);
+                                    int64_t deadline_us, dlock__waiter **out);
 
 /* How many direct waiters' connections are kept for the next one (at
  * most DLOCK__NOTIFY_KEPT_MAX). */

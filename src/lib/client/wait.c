@@ -181,7 +181,8 @@ static int join(wait_state *s)
         return 0;
     /* Not subscribed yet either way: the confirmation wakes it. */
     if (s->spec->direct
-        && dlock__notify_join_direct(s->n, s->spec->channel, &s->w)
+        && dlock__notify_join_direct(s->n, s->spec->channel,
+                                     s->spec->deadline_us, &s->w)
                == DLOCK_OK)
         return 0;
     if (dlock__notify_join(s->n, s->spec->channel, &s->w, &subscribed)

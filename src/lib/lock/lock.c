@@ -566,7 +566,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                           waiting ? "1" : "0",
                           entry,
                           confirm,
-                          seq};
+                          seq,
+                          DLOCK__FAIR_GRANT_PREFIX};
     const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
     const uint64_t floor_us = dlock__fence_floor(l->client);
     dlock__lease_ticket t;
@@ -587,7 +588,7 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     if (l->fair)
         err = dlock__client_eval_acked(l->client, &dlock__fair_acquire_script,
-                                       5, 13, fair, NULL, &r, &acked, m);
+                                       5, 14, fair, NULL, &r, &acked, m);
     else
         err = dlock__client_eval_acked(l->client, &acquire_script, 5, 9, argv,
                                        NULL, &r, &acked, m);
@@ -621,7 +622,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
         if (l->fair && waiting)
             l->queued = (dlock__fair_queued){l->tries, t.sent_us,
                                              floor_us > a.now_us ? floor_us
-                                                                 : a.now_us};
+                                                                 : a.now_us,
+                                             t.base_hi_us};
         *holder_ttl_ms = a.pttl;
         return DLOCK_BUSY;
     }
@@ -669,10 +671,22 @@ static int fair_take_grant(void *arg, const char *msg, size_t len,
         || !dlock__fair_grant_check(&g, &l->queued, dlock__boot_us(), &until))
         return 0;
     /* A request that set the key to ours for confirm_ms, sent when the
-     * granted try was: the lease counts from that send time. */
+     * granted try was: the lease counts from that send time, and a step
+     * of the server's clock is measured from the offset known then.  The
+     * offset known now may already include a step made after the grant
+     * (seen by another thread's round trip while the message was on its
+     * way), which would hide that step from the lease for good. */
     t = dlock__lease_begin(&l->lease, g.confirm_ms, skew_of(l));
     t.sent_us = l->queued.sent_us;
+    t.base_hi_us = l->queued.base_hi_us;
     dlock__lease_end(&l->lease, &t, DLOCK__LEASE_GRANTED);
+    /* A step of the server's clock seen since the try can leave less than
+     * the grant check saw, or nothing (the key may be gone): a try
+     * decides, as for a grant too late to take; its answer sets the lease
+     * anew. */
+    if (dlock__lease_left_us(&l->lease, skew_of(l))
+        <= DLOCK__FAIR_GRANT_MIN_LEFT_US)
+        return 0;
     dlock__fence_floor_raise(l->client, g.fence);
     l->fence = g.fence;
     l->granted_by_message = g.confirm_ms < dlock__lease_ttl_ms(&l->lease);
@@ -835,6 +849,14 @@ static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
                        (long long)((dlock__now_us() - started_us) / 1000));
         return;
     }
+    if (l->fair && holder_ttl_ms <= 0) {
+        dlock__msg_set(m, DLOCK_BUSY,
+                       "lock %.64s on %s is another fair waiter's turn "
+                       "(first in its queue) (waited %lld ms)",
+                       l->key, dlock_client_endpoint(c),
+                       (long long)((dlock__now_us() - started_us) / 1000));
+        return;
+    }
     dlock__msg_set(m, DLOCK_BUSY,
                    "lock %.64s on %s is held by another owner "
                    "for %lld more ms (waited %lld ms)",
@@ -909,10 +931,15 @@ static void leave_no_orphan(dlock_lock *l, dlock_err err)
     if (err != DLOCK_TIMEOUT || redlock_of(l) != NULL)
         return;
     fair_release_args(l, floor, keep, fair);
+    /* A fair lock's undo also takes its entry out of the queue (see
+     * fair_leave): it goes on while the entry or a grant of it may live. */
     if (l->fair)
         dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
                                 &dlock__fair_release_script, 5, 10, fair,
-                                dlock__lease_ttl_ms(&l->lease));
+                                fair_entry_ms(l) + l->confirm_ms
+                                        > dlock__lease_ttl_ms(&l->lease)
+                                    ? fair_entry_ms(l) + l->confirm_ms
+                                    : dlock__lease_ttl_ms(&l->lease));
     else
         dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
                                 &release_script, 2, 5, argv,
@@ -939,15 +966,32 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
 }
 
 /* A fair wait that ended without the lock leaves the queue, and passes on
- * a grant that reached us meanwhile.  Best effort: an entry left behind
- * lapses at its deadline (the wait's end) and is skipped. */
+ * a grant that reached us meanwhile.  When Redis cannot be reached (the
+ * wait ended on that very failure, as a server restart does), the leave
+ * is handed to the watchdog's cleanup, which runs it again until the
+ * entry's deadline and a grant's confirm window have passed: left behind
+ * at the head of the queue, a live entry nobody serves keeps a free key
+ * from every other waiter until its deadline, up to FAIR_ENTRY_MAX_MS
+ * (tests/chaos, restart-aof with --fair: the lock was free and unused
+ * for a second after each restart). */
 static void fair_leave(dlock_lock *l)
 {
     dlock__msg scratch; /* the caller's message says why the wait ended */
     redisReply *r = NULL;
+    char floor[24], keep[24];
+    const char *fair[10];
+    dlock_err err = release_call(l, &r, &scratch);
 
-    if (release_call(l, &r, &scratch) == DLOCK_OK)
+    if (err == DLOCK_OK) {
         freeReplyObject(r);
+        return;
+    }
+    if (!redis_unreachable(err))
+        return;
+    fair_release_args(l, floor, keep, fair);
+    dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
+                            &dlock__fair_release_script, 5, 10, fair,
+                            fair_entry_ms(l) + l->confirm_ms);
 }
 
 /* Registers a held lock with the watchdog: renewals if asked for, and the

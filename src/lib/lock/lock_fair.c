@@ -8,8 +8,18 @@
  * deadline and confirm window in server milliseconds, and the number of
  * the waiter's try that wrote it ("deadline:confirm:try").  An entry past
  * its deadline belongs to a waiter that died or gave up and is dropped
- * when it reaches the head.  Both keys expire a minute after the latest
- * deadline written, so an abandoned queue does not stay.
+ * when it reaches the head.  One within its deadline may belong to such
+ * a waiter too (killed, or whose leave could not reach Redis), so a
+ * fair try that finds the key free with another waiter at the head does
+ * what a release would: it grants the key to that waiter for its confirm
+ * window and tells it, and answers busy with that window.  A live head
+ * holds the key at once; a dead one's grant lapses, and the next
+ * waiter's try then takes the key in its turn: each such entry costs the
+ * confirm window, never the rest of its deadline (without this, a free
+ * key behind a dead head stayed unused until the head's deadline: in
+ * tests/chaos's restart-aof with --fair, for seconds after a restart).
+ * Both keys expire a minute after the latest deadline written, so an
+ * abandoned queue does not stay.
  *
  * The hand-off is done by the release script itself: it grants the key to
  * the first live waiter with a new fence by the core's rule (the next
@@ -43,6 +53,13 @@
  *     in the queue.  If that leaves nothing (queued longer than the
  *     confirm window), the message is not taken and the waiter confirms
  *     with a try, as before.
+ *   - Redis expires the key by its own wall clock, so a forward step of
+ *     it after the grant shortens the grant (lease.h).  The step is
+ *     measured from the offset the client knew when the granted try was
+ *     sent (dlock__fair_queued.base_hi_us), never from the one known when
+ *     the message is taken, which may already include the step; if what
+ *     is left is under DLOCK__FAIR_GRANT_MIN_LEFT_US the message is not
+ *     taken either (lock.c, fair_take_grant).
  *   - The fence must be above the floor (fence.h) the granted try proves:
  *     the client's floor when it was sent and the server time in its
  *     reply, all seen before the grant, as an acquire's floor is what the
@@ -133,6 +150,15 @@ const dlock__script dlock__fair_acquire_script = {
     "    redis.call('SET', KEYS[1], me, 'PX', ARGV[2])\n"
     "    leave(me)\n"
     "    return {1, fence, now}\n"
+    "  end\n"
+    "  local _, confirm, try = entry(head)\n"
+    "  local fence = confirm > 0 and next_fence(ARGV[3], ARGV[4])\n"
+    "  if fence then\n"
+    "    leave(head)\n"
+    "    redis.call('SET', KEYS[1], head, 'PX', confirm)\n"
+    "    redis.call('PUBLISH', ARGV[9] .. head,\n"
+    "               try .. ':' .. fence .. ':' .. confirm)\n"
+    "    holder = head\n"
     "  end\n"
     "end\n"
     "if ARGV[5] == '1' then\n"

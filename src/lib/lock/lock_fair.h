@@ -6,12 +6,14 @@
  * Both take KEYS = {K, fence key, legacy fence key (read only), queue key,
  * waiters key}:
  *   acquire  ARGV = {token, ttl_ms, floor, fence keep ms, waiting (1/0),
- *            entry_ms, confirm_ms, try number}; answers as the core
- *            acquire does:
+ *            entry_ms, confirm_ms, try number, granted-channel prefix};
+ *            answers as the core acquire does:
  *            {1, "fence", now} (held: granted now, or a grant handed over
  *            by a release that this call confirms), {0, hint_ms, now}
- *            (busy; hint_ms <= 0 when the key is free but another waiter's
- *            turn) or {2, now} (no fence above floor can be shown).  With
+ *            (busy; a free key with another live waiter at the head is
+ *            granted to it, as a release does, and hint_ms is its confirm
+ *            window; hint_ms <= 0 when that grant could not be made) or
+ *            {2, now} (no fence above floor can be shown).  With
  *            waiting = 1 a busy answer leaves the caller queued until
  *            entry_ms from now (server time).
  *   release  ARGV = {token, released channel, granted-channel prefix,
@@ -56,6 +58,11 @@ typedef struct dlock__fair_queued {
     uint64_t try_seq;
     int64_t sent_us;
     uint64_t floor;
+    /* The server clock's offset (lease.h, dlock__skew's hi) the client
+     * knew when the try was sent: a grant counted from that send time is
+     * shrunk by any forward step of the server's clock seen after it,
+     * however late the message is taken. */
+    int64_t base_hi_us;
 } dlock__fair_queued;
 
 /* A grant is taken only with at least this much validity left. */
