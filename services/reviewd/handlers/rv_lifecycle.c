@@ -149,18 +149,14 @@ static rv_db_status submit_work(rv_request *req, rv_db_conn *c, void *arg,
         rv_query_doc_clear(&d);
         return RV_DB_OK;
     }
-    st = rv_query_review_insert(c, id, d.version, req->who.sub, &r);
+    st = rv_query_review_submit(c, id, d.version, req->who.sub, &r, &after);
     rv_query_doc_clear(&d);
-    if (st != RV_DB_OK)
-        return st;
-    st = rv_query_doc_set_status(c, id, "pending_review", r.id, &after);
     if (st == RV_DB_OK) {
         st = emit_event(req, c, "document.submitted", &after, &r);
         if (st == RV_DB_OK)
             rv_reply_json(reply, 201, rv_view_decision(&after, &r));
-        rv_query_doc_clear(&after);
+        rv_query_review_clear(&r);
     }
-    rv_query_review_clear(&r);
     return st;
 }
 
@@ -199,10 +195,10 @@ static int may_decide(const rv_review *r, const rv_doc *d, rv_reply *reply)
     return 1;
 }
 
-/* Writes the decision: the review, then the document's status. */
+/* Writes the decision: the review and the document's status, in one
+ * statement, and the outbox row. */
 static rv_db_status write_decision(rv_request *req, rv_db_conn *c,
-                                   const decide_args *a, const rv_doc *d,
-                                   rv_reply *reply)
+                                   const decide_args *a, rv_reply *reply)
 {
     char rid[24];
     char fence[24];
@@ -215,7 +211,7 @@ static rv_db_status write_decision(rv_request *req, rv_db_conn *c,
     snprintf(fence, sizeof(fence), "%llu", (unsigned long long)a->held->fence);
     st = rv_query_review_decide(c, rid, a->decision, req->who.sub, a->comment,
                                 a->held->fence > 0 ? fence : NULL, &decided,
-                                &found);
+                                &after, &found);
     if (st != RV_DB_OK || !found) {
         if (st == RV_DB_OK) {
             rv_reply_error(reply, 409, "INVALID_STATE",
@@ -223,17 +219,12 @@ static rv_db_status write_decision(rv_request *req, rv_db_conn *c,
         }
         return st;
     }
-    st = rv_query_doc_set_status(c, d->id, a->decision, NULL, &after);
-    if (st == RV_DB_OK) {
-        st = emit_event(req, c,
-                        strcmp(a->decision, "approved") == 0
-                            ? "document.approved"
-                            : "document.rejected",
-                        &after, &decided);
-        if (st == RV_DB_OK)
-            rv_reply_json(reply, 200, rv_view_decision(&after, &decided));
-        rv_query_doc_clear(&after);
-    }
+    st = emit_event(req, c,
+                    strcmp(a->decision, "approved") == 0 ? "document.approved"
+                                                         : "document.rejected",
+                    &after, &decided);
+    if (st == RV_DB_OK)
+        rv_reply_json(reply, 200, rv_view_decision(&after, &decided));
     rv_query_review_clear(&decided);
     return st;
 }
@@ -267,7 +258,7 @@ static rv_db_status decide_work(rv_request *req, rv_db_conn *c, void *arg,
     if (!rv_load_decidable(req, c, 1, rid, &r, &d, reply, &st))
         return st;
     if (may_decide(&r, &d, reply))
-        st = write_decision(req, c, a, &d, reply);
+        st = write_decision(req, c, a, reply);
     rv_query_doc_clear(&d);
     rv_query_review_clear(&r);
     return st;
