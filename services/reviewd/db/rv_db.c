@@ -663,15 +663,21 @@ static int send_pipeline(rv_db_conn *c, int begin, const query *q)
 
 /*
  * The deferred BEGIN (when pending), the queued statements and q in one
- * round trip.  A failure of BEGIN itself (nothing of the transaction ran)
- * is RV_DB_RETRY; a queued statement's failure is classified as usual and
- * is the result (q did not run); else q's own.
+ * round trip.  A queued statement's failure is classified as usual and is
+ * the result (q did not run); else q's own.  When this pipeline begins
+ * the transaction, a connection lost before BEGIN's answer is RV_DB_RETRY
+ * (the transaction died with it), unless q is the COMMIT: then the
+ * server may have run everything, and that is RV_DB_UNAVAILABLE, whose
+ * outcome the caller must not guess.
  */
 static rv_db_status exec_pipelined(rv_db_conn *c, const query *q,
                                    PGresult **out)
 {
     const int begin = c->begin_pending;
     const int nlater = c->nlater;
+    const int commits = q->name == NULL && strcmp(q->sql, "COMMIT") == 0;
+    const rv_db_status lost = begin && !commits ? RV_DB_RETRY
+                                                : RV_DB_UNAVAILABLE;
     rv_db_status st = RV_DB_OK;
     PGresult *res;
     int i;
@@ -679,7 +685,7 @@ static rv_db_status exec_pipelined(rv_db_conn *c, const query *q,
     c->begin_pending = 0;
     if (!send_pipeline(c, begin, q)) {
         drop_later(c);
-        return RV_DB_RETRY;
+        return lost;
     }
     drop_later(c);
     if (begin) {
@@ -688,7 +694,7 @@ static rv_db_status exec_pipelined(rv_db_conn *c, const query *q,
             st = classify(c, res);
             PQclear(res);
             end_pipeline(c);
-            return st == RV_DB_UNAVAILABLE ? RV_DB_RETRY : st;
+            return st == RV_DB_UNAVAILABLE ? lost : st;
         }
         PQclear(res);
     }
