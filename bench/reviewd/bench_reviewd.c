@@ -17,7 +17,7 @@
  *   get     doc_get
  *   cycle   BEGIN doc_insert content_put COMMIT;
  *           doc_get (who may submit, before the lock);
- *           BEGIN doc_lock review_submit COMMIT;
+ *           BEGIN review_submit COMMIT;
  *           review_doc_get (four eyes, before the lock);
  *           BEGIN review_doc_lock review_decide COMMIT
  *
@@ -316,7 +316,7 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
     const char *ins[] = {":title", ":author", ":content"};
     const char *put[] = {":d_id", ":content"};
     const char *doc[] = {":d_id"};
-    const char *rins[] = {":d_id", ":version", ":author"};
+    const char *rins[] = {":d_id", ":author"};
     const char *rev[] = {":r_review_id"};
     const char *dec[] = {":r_review_id", ":st_approved", ":reviewer",
                          ":comment", ":fence"};
@@ -341,7 +341,6 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
     fputs("COMMIT;\n", c);
     write_stmt(c, RV_QUERY_DOC_GET, doc, NULL);
     fputs("BEGIN;\n", c);
-    write_stmt(c, RV_QUERY_DOC_LOCK, doc, NULL);
     write_stmt(c, RV_QUERY_REVIEW_SUBMIT, rins, "r_");
     fputs("COMMIT;\n", c);
     write_stmt(c, RV_QUERY_REVIEW_DOC_GET, rev, NULL);
@@ -438,8 +437,6 @@ static void pgbench_run(const char *script, const char *name, limit *out)
         "author=alice",
         "-D",
         "content=A document to review.",
-        "-D",
-        "version=1",
         "-D",
         "reviewer=bob",
         "-D",

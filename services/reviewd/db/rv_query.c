@@ -84,20 +84,27 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
          "JOIN kh_document d ON d.id = r.document_id WHERE r.id = $1::bigint "
          "FOR UPDATE OF r, d",
          1},
-    /* Submit's two writes as one statement: the new pending review, and
-     * the document moved to pending_review naming it (the composite
-     * foreign key is checked at the statement's end, when the review row
-     * exists).  Returns the review's columns, then the document's. */
+    /* Submit as one statement: the document row locked (FOR UPDATE, so
+     * a concurrent change is waited for and the conditions are checked
+     * again on the row as committed) only if $2 wrote it and it is a
+     * draft or rejected; then the new pending review of its version,
+     * and the document moved to pending_review naming it (the composite
+     * foreign key is checked at the statement's end, when the review
+     * row exists).  No row, nothing written, when a condition fails.
+     * Returns the review's columns, then the document's. */
     [RV_QUERY_REVIEW_SUBMIT] =
         {"review_submit",
-         "WITH r AS (INSERT INTO kh_document_review "
+         "WITH s AS (SELECT d.id, d.version FROM kh_document d "
+         "WHERE d.id = $1::bigint AND d.author = $2 "
+         "AND d.status IN ('draft', 'rejected') FOR UPDATE), "
+         "r AS (INSERT INTO kh_document_review "
          "(document_id, document_version, submitted_by) "
-         "VALUES ($1::bigint, $2::integer, $3) RETURNING *), "
+         "SELECT s.id, s.version, $2 FROM s RETURNING *), "
          "d AS (UPDATE kh_document AS d SET status = 'pending_review', "
          "current_review_id = r.id, updated_at = now() FROM r "
-         "WHERE d.id = $1::bigint RETURNING d.*) "
+         "WHERE d.id = r.document_id RETURNING d.*) "
          "SELECT " REVIEW_COLS ", " DOC_COLS " FROM r, d",
-         3},
+         2},
     /* A decision as one statement: the review, only while pending, and
      * its document's status (the same word: approved or rejected); no
      * row when the review was no longer pending, and then nothing is
@@ -487,14 +494,12 @@ rv_db_status rv_query_review_doc_get(rv_db_conn *c, const char *id, int lock,
 }
 
 rv_db_status rv_query_review_submit(rv_db_conn *c, const char *doc_id,
-                                    int version, const char *submitted_by,
-                                    rv_review *r, rv_doc *d)
+                                    const char *author, rv_review *r,
+                                    rv_doc *d, int *found)
 {
-    char v[16];
-    const char *params[] = {doc_id, v, submitted_by};
+    const char *params[] = {doc_id, author};
 
-    snprintf(v, sizeof(v), "%d", version);
-    return review_doc_one(c, RV_QUERY_REVIEW_SUBMIT, params, r, d, NULL);
+    return review_doc_one(c, RV_QUERY_REVIEW_SUBMIT, params, r, d, found);
 }
 
 rv_db_status rv_query_review_decide(rv_db_conn *c, const char *id,

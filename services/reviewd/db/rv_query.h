@@ -150,11 +150,14 @@ rv_db_status rv_query_review_get(rv_db_conn *c, const char *id, rv_review *out,
  * document); *found 0 when there is no such review. */
 rv_db_status rv_query_review_doc_get(rv_db_conn *c, const char *id, int lock,
                                      rv_review *r, rv_doc *d, int *found);
-/* Submit's writes: a new pending review of doc_id at version by
- * submitted_by, and the document moved to pending_review naming it. */
+/* Submit in one statement: if document doc_id is author's and a draft
+ * or rejected (checked on the row locked FOR UPDATE), a new pending
+ * review of its version by author, and the document moved to
+ * pending_review naming it; else *found 0 and nothing written (the
+ * caller reads the row to say why). */
 rv_db_status rv_query_review_submit(rv_db_conn *c, const char *doc_id,
-                                    int version, const char *submitted_by,
-                                    rv_review *r, rv_doc *d);
+                                    const char *author, rv_review *r,
+                                    rv_doc *d, int *found);
 /* Decides a pending review (status: "approved" or "rejected") and sets
  * its document's status to the same; *found 0, nothing written, if the
  * review was no longer pending.  fence NULL: degraded, no fence. */

@@ -13,8 +13,8 @@
  *      turns a concurrent duplicate away at once with 409 LOCK_BUSY;
  *   2. under it, one PostgreSQL transaction locks the rows (review first,
  *      then document), checks again who may act and the state, and
- *      writes; a request that lost the race sees the new state and gets
- *      409 INVALID_STATE;
+ *      writes (submit does all three in one statement); a request that
+ *      lost the race sees the new state and gets 409 INVALID_STATE;
  *   3. the schema's constraints (one pending review per document, one
  *      decision per review, four eyes) refuse whatever slipped past both.
  * The lock is an optimisation and a fast refusal; correctness rests on 2
@@ -130,33 +130,59 @@ static void run_locked(rv_request *req, const locked_op *op, rv_held *held,
     rv_locks_release(req->app->locks, held);
 }
 
-/* Submit: the owner moves a draft or rejected document to review. */
+/* Why submit_work's statement found no row, from the row locked: 404,
+ * 403 or 409 set on reply (*st RV_DB_OK), or 0 when the document may be
+ * submitted after all (a change committed in between). */
+static int refuse_submit(rv_request *req, rv_db_conn *c, rv_reply *reply,
+                         rv_db_status *st)
+{
+    char id[RV_LOAD_ID_LEN];
+    rv_doc d;
+    int may;
+
+    if (!rv_load_own_document(req, c, 1, "submit", id, &d, reply, st))
+        return 1;
+    may = d.state == RV_DOC_DRAFT || d.state == RV_DOC_REJECTED;
+    if (!may) {
+        rv_reply_error(reply, 409, "INVALID_STATE",
+                       "only a draft or "
+                       "rejected document can be submitted");
+    }
+    rv_query_doc_clear(&d);
+    return !may;
+}
+
+/*
+ * Submit: the owner moves a draft or rejected document to review.  The
+ * checks (owner, state) and both writes are one statement, one round
+ * trip with BEGIN; only when it finds no row is the row read (locked) to
+ * answer why, and the statement run once more if nothing stands in the
+ * way any longer.
+ */
 static rv_db_status submit_work(rv_request *req, rv_db_conn *c, void *arg,
                                 rv_reply *reply)
 {
     char id[RV_LOAD_ID_LEN];
-    rv_doc d, after;
+    rv_doc after;
     rv_review r;
     rv_db_status st;
+    int found = 0, n;
 
     (void)arg;
-    if (!rv_load_own_document(req, c, 1, "submit", id, &d, reply, &st))
-        return st;
-    if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
-        rv_reply_error(reply, 409, "INVALID_STATE",
-                       "only a draft or "
-                       "rejected document can be submitted");
-        rv_query_doc_clear(&d);
-        return RV_DB_OK;
+    rv_request_id_text(req, id, sizeof(id));
+    for (n = 0; n < 2 && !found; n++) {
+        st = rv_query_review_submit(c, id, req->who.sub, &r, &after, &found);
+        if (st != RV_DB_OK)
+            return st;
+        if (!found && refuse_submit(req, c, reply, &st))
+            return st;
     }
-    st = rv_query_review_submit(c, id, d.version, req->who.sub, &r, &after);
-    rv_query_doc_clear(&d);
-    if (st == RV_DB_OK) {
-        st = emit_event(req, c, "document.submitted", &after, &r);
-        if (st == RV_DB_OK)
-            rv_reply_json(reply, 201, rv_view_decision(&after, &r));
-        rv_query_review_clear(&r);
-    }
+    if (!found)
+        return RV_DB_ERROR; /* allowed under the row lock, yet refused */
+    st = emit_event(req, c, "document.submitted", &after, &r);
+    if (st == RV_DB_OK)
+        rv_reply_json(reply, 201, rv_view_decision(&after, &r));
+    rv_query_review_clear(&r);
     return st;
 }
 
