@@ -19,7 +19,7 @@
  *           doc_get (who may submit, before the lock);
  *           BEGIN review_submit COMMIT;
  *           review_doc_get (four eyes, before the lock);
- *           BEGIN review_doc_lock review_decide COMMIT
+ *           BEGIN review_decide COMMIT
  *
  * The Redis locks, JWT checks, HTTP and JSON are what reviewd adds on top
  * of that limit.  pgbench also logs every transaction (-l), so the limit
@@ -345,7 +345,6 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
     fputs("COMMIT;\n", c);
     write_stmt(c, RV_QUERY_REVIEW_DOC_GET, rev, NULL);
     fputs("BEGIN;\n", c);
-    write_stmt(c, RV_QUERY_REVIEW_DOC_LOCK, rev, NULL);
     write_stmt(c, RV_QUERY_REVIEW_DECIDE, dec, NULL);
     fputs("COMMIT;\n", c);
     fclose(g);

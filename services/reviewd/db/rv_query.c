@@ -105,16 +105,24 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
          "WHERE d.id = r.document_id RETURNING d.*) "
          "SELECT " REVIEW_COLS ", " DOC_COLS " FROM r, d",
          2},
-    /* A decision as one statement: the review, only while pending, and
-     * its document's status (the same word: approved or rejected); no
-     * row when the review was no longer pending, and then nothing is
-     * written. */
+    /* A decision as one statement: the review and its document locked,
+     * review first, then document (FOR UPDATE OF r, d, so a concurrent
+     * change is waited for and the conditions checked again on the rows
+     * as committed), only if the review is pending, its document is
+     * pending_review on it, and the reviewer $3 neither submitted the
+     * review nor wrote the document (four eyes); then the review decided
+     * ($2: approved or rejected) and the document given the same status.
+     * No row, nothing written, when a condition fails. */
     [RV_QUERY_REVIEW_DECIDE] =
         {"review_decide",
-         "WITH r AS (UPDATE kh_document_review AS r SET status = $2, "
+         "WITH s AS (SELECT r.id FROM kh_document_review r "
+         "JOIN kh_document d ON d.id = r.document_id "
+         "WHERE r.id = $1::bigint AND r.status = 'pending' "
+         "AND d.status = 'pending_review' AND d.current_review_id = r.id "
+         "AND r.submitted_by <> $3 AND d.author <> $3 FOR UPDATE OF r, d), "
+         "r AS (UPDATE kh_document_review AS r SET status = $2, "
          "reviewer = $3, comment = $4, fence = $5::numeric, "
-         "decided_at = now() WHERE r.id = $1::bigint "
-         "AND r.status = 'pending' RETURNING r.*), "
+         "decided_at = now() FROM s WHERE r.id = s.id RETURNING r.*), "
          "d AS (UPDATE kh_document AS d SET status = $2, updated_at = now() "
          "FROM r WHERE d.id = r.document_id RETURNING d.*) "
          "SELECT " REVIEW_COLS ", " DOC_COLS " FROM r, d",

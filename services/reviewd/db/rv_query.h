@@ -158,9 +158,12 @@ rv_db_status rv_query_review_doc_get(rv_db_conn *c, const char *id, int lock,
 rv_db_status rv_query_review_submit(rv_db_conn *c, const char *doc_id,
                                     const char *author, rv_review *r,
                                     rv_doc *d, int *found);
-/* Decides a pending review (status: "approved" or "rejected") and sets
- * its document's status to the same; *found 0, nothing written, if the
- * review was no longer pending.  fence NULL: degraded, no fence. */
+/* Decides review id (status: "approved" or "rejected") and sets its
+ * document's status to the same, in one statement, if the review is
+ * pending, its document pending_review on it and reviewer neither
+ * submitted the review nor wrote the document (checked on both rows
+ * locked, review first); else *found 0 and nothing written (the caller
+ * reads the rows to say why).  fence NULL: degraded, no fence. */
 rv_db_status rv_query_review_decide(rv_db_conn *c, const char *id,
                                     const char *status, const char *reviewer,
                                     const char *comment, const char *fence,

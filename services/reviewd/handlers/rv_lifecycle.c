@@ -221,40 +221,6 @@ static int may_decide(const rv_review *r, const rv_doc *d, rv_reply *reply)
     return 1;
 }
 
-/* Writes the decision: the review and the document's status, in one
- * statement, and the outbox row. */
-static rv_db_status write_decision(rv_request *req, rv_db_conn *c,
-                                   const decide_args *a, rv_reply *reply)
-{
-    char rid[24];
-    char fence[24];
-    rv_review decided;
-    rv_doc after;
-    int found = 0;
-    rv_db_status st;
-
-    rv_request_id_text(req, rid, sizeof(rid));
-    snprintf(fence, sizeof(fence), "%llu", (unsigned long long)a->held->fence);
-    st = rv_query_review_decide(c, rid, a->decision, req->who.sub, a->comment,
-                                a->held->fence > 0 ? fence : NULL, &decided,
-                                &after, &found);
-    if (st != RV_DB_OK || !found) {
-        if (st == RV_DB_OK) {
-            rv_reply_error(reply, 409, "INVALID_STATE",
-                           "this review has already been decided");
-        }
-        return st;
-    }
-    st = emit_event(req, c,
-                    strcmp(a->decision, "approved") == 0 ? "document.approved"
-                                                         : "document.rejected",
-                    &after, &decided);
-    if (st == RV_DB_OK)
-        rv_reply_json(reply, 200, rv_view_decision(&after, &decided));
-    rv_query_review_clear(&decided);
-    return st;
-}
-
 /* Before the lock: four eyes, on plain reads. */
 static rv_db_status decide_allowed(rv_request *req, rv_db_conn *c, void *arg,
                                    rv_reply *reply)
@@ -272,21 +238,64 @@ static rv_db_status decide_allowed(rv_request *req, rv_db_conn *c, void *arg,
     return st;
 }
 
+/* Why decide_work's statement found no row, from both rows locked
+ * (review, then document): 404, 403 or 409 set on reply (*st RV_DB_OK),
+ * or 0 when the decision may be made after all. */
+static int refuse_decision(rv_request *req, rv_db_conn *c, rv_reply *reply,
+                           rv_db_status *st)
+{
+    char rid[RV_LOAD_ID_LEN];
+    rv_review r;
+    rv_doc d;
+    int may;
+
+    if (!rv_load_decidable(req, c, 1, rid, &r, &d, reply, st))
+        return 1;
+    may = may_decide(&r, &d, reply);
+    rv_query_doc_clear(&d);
+    rv_query_review_clear(&r);
+    return !may;
+}
+
+/*
+ * A decision: the checks (four eyes, both states), both writes and the
+ * locks, review first, then document, in one statement, one round trip
+ * with BEGIN; only when it finds no row are the rows read (locked) to
+ * answer why, and the statement run once more if nothing stands in the
+ * way any longer.  Then the outbox row, sent with the COMMIT.
+ */
 static rv_db_status decide_work(rv_request *req, rv_db_conn *c, void *arg,
                                 rv_reply *reply)
 {
     const decide_args *a = arg;
     char rid[RV_LOAD_ID_LEN];
-    rv_review r;
-    rv_doc d;
+    char fence[24];
+    rv_review decided;
+    rv_doc after;
     rv_db_status st;
+    int found = 0, n;
 
-    if (!rv_load_decidable(req, c, 1, rid, &r, &d, reply, &st))
-        return st;
-    if (may_decide(&r, &d, reply))
-        st = write_decision(req, c, a, reply);
-    rv_query_doc_clear(&d);
-    rv_query_review_clear(&r);
+    rv_request_id_text(req, rid, sizeof(rid));
+    snprintf(fence, sizeof(fence), "%llu", (unsigned long long)a->held->fence);
+    for (n = 0; n < 2 && !found; n++) {
+        st = rv_query_review_decide(c, rid, a->decision, req->who.sub,
+                                    a->comment,
+                                    a->held->fence > 0 ? fence : NULL,
+                                    &decided, &after, &found);
+        if (st != RV_DB_OK)
+            return st;
+        if (!found && refuse_decision(req, c, reply, &st))
+            return st;
+    }
+    if (!found)
+        return RV_DB_ERROR; /* allowed under the row locks, yet refused */
+    st = emit_event(req, c,
+                    strcmp(a->decision, "approved") == 0 ? "document.approved"
+                                                         : "document.rejected",
+                    &after, &decided);
+    if (st == RV_DB_OK)
+        rv_reply_json(reply, 200, rv_view_decision(&after, &decided));
+    rv_query_review_clear(&decided);
     return st;
 }
 
