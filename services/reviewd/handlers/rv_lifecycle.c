@@ -76,6 +76,22 @@ static rv_db_status emit_event(const rv_request *req, rv_db_conn *c,
     return st;
 }
 
+/* The end of a transition that wrote its rows: the outbox row, then the
+ * reply (status, the document and its review); clears r, whose result d
+ * borrows (rv_query_review_doc_get). */
+static rv_db_status emit_and_reply(const rv_request *req, rv_db_conn *c,
+                                   const char *type, int status,
+                                   const rv_doc *d, rv_review *r,
+                                   rv_reply *reply)
+{
+    const rv_db_status st = emit_event(req, c, type, d, r);
+
+    if (st == RV_DB_OK)
+        rv_reply_json(reply, status, rv_view_decision(d, r));
+    rv_query_review_clear(r);
+    return st;
+}
+
 /* One locked operation: its Redis lock, the check before the lock and
  * the work under it. */
 typedef struct locked_op {
@@ -179,11 +195,8 @@ static rv_db_status submit_work(rv_request *req, rv_db_conn *c, void *arg,
     }
     if (!found)
         return RV_DB_ERROR; /* allowed under the row lock, yet refused */
-    st = emit_event(req, c, "document.submitted", &after, &r);
-    if (st == RV_DB_OK)
-        rv_reply_json(reply, 201, rv_view_decision(&after, &r));
-    rv_query_review_clear(&r);
-    return st;
+    return emit_and_reply(req, c, "document.submitted", 201, &after, &r,
+                          reply);
 }
 
 void rv_handle_document_submit(rv_request *req, rv_reply *reply)
@@ -289,14 +302,11 @@ static rv_db_status decide_work(rv_request *req, rv_db_conn *c, void *arg,
     }
     if (!found)
         return RV_DB_ERROR; /* allowed under the row locks, yet refused */
-    st = emit_event(req, c,
-                    strcmp(a->decision, "approved") == 0 ? "document.approved"
-                                                         : "document.rejected",
-                    &after, &decided);
-    if (st == RV_DB_OK)
-        rv_reply_json(reply, 200, rv_view_decision(&after, &decided));
-    rv_query_review_clear(&decided);
-    return st;
+    return emit_and_reply(req, c,
+                          strcmp(a->decision, "approved") == 0
+                              ? "document.approved"
+                              : "document.rejected",
+                          200, &after, &decided, reply);
 }
 
 static void handle_decision(rv_request *req, const char *decision,
