@@ -17,9 +17,9 @@
  *   get     doc_get
  *   cycle   BEGIN doc_insert content_put COMMIT;
  *           doc_get (who may submit, before the lock);
- *           BEGIN doc_lock review_insert doc_set_status COMMIT;
- *           review_get doc_get (four eyes, before the lock);
- *           BEGIN review_lock doc_lock review_decide doc_set_status COMMIT
+ *           BEGIN review_submit COMMIT;
+ *           review_doc_get (four eyes, before the lock);
+ *           BEGIN review_decide COMMIT
  *
  * The Redis locks, JWT checks, HTTP and JSON are what reviewd adds on top
  * of that limit.  pgbench also logs every transaction (-l), so the limit
@@ -316,12 +316,10 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
     const char *ins[] = {":title", ":author", ":content"};
     const char *put[] = {":d_id", ":content"};
     const char *doc[] = {":d_id"};
-    const char *rins[] = {":d_id", ":version", ":author"};
-    const char *pend[] = {":d_id", ":st_pending", ":r_id"};
-    const char *rev[] = {":r_id"};
-    const char *dec[] = {":r_id", ":st_approved", ":reviewer", ":comment",
-                         ":fence"};
-    const char *appr[] = {":d_id", ":st_approved", ":r_id"};
+    const char *rins[] = {":d_id", ":author"};
+    const char *rev[] = {":r_review_id"};
+    const char *dec[] = {":r_review_id", ":st_approved", ":reviewer",
+                         ":comment", ":fence"};
     FILE *g, *c;
 
     snprintf(get_path, len, "%s/pgbench_get.sql", opt.workdir);
@@ -343,17 +341,11 @@ static int write_scripts(char *get_path, char *cycle_path, size_t len)
     fputs("COMMIT;\n", c);
     write_stmt(c, RV_QUERY_DOC_GET, doc, NULL);
     fputs("BEGIN;\n", c);
-    write_stmt(c, RV_QUERY_DOC_LOCK, doc, NULL);
-    write_stmt(c, RV_QUERY_REVIEW_INSERT, rins, "r_");
-    write_stmt(c, RV_QUERY_DOC_SET_STATUS, pend, NULL);
+    write_stmt(c, RV_QUERY_REVIEW_SUBMIT, rins, "r_");
     fputs("COMMIT;\n", c);
-    write_stmt(c, RV_QUERY_REVIEW_GET, rev, NULL);
-    write_stmt(c, RV_QUERY_DOC_GET, doc, NULL);
+    write_stmt(c, RV_QUERY_REVIEW_DOC_GET, rev, NULL);
     fputs("BEGIN;\n", c);
-    write_stmt(c, RV_QUERY_REVIEW_LOCK, rev, NULL);
-    write_stmt(c, RV_QUERY_DOC_LOCK, doc, NULL);
     write_stmt(c, RV_QUERY_REVIEW_DECIDE, dec, NULL);
-    write_stmt(c, RV_QUERY_DOC_SET_STATUS, appr, NULL);
     fputs("COMMIT;\n", c);
     fclose(g);
     fclose(c);
@@ -445,13 +437,9 @@ static void pgbench_run(const char *script, const char *name, limit *out)
         "-D",
         "content=A document to review.",
         "-D",
-        "version=1",
-        "-D",
         "reviewer=bob",
         "-D",
         "comment=ok",
-        "-D",
-        "st_pending=pending_review",
         "-D",
         "st_approved=approved",
         "-D",

@@ -15,6 +15,17 @@
  * PostgreSQL backend that waits for a CPU.  While begin_pending is set
  * nothing of the transaction has been sent.
  *
+ * A write whose result the work does not read (the outbox row, the
+ * document's text) is queued by rv_db_conn_exec_later and goes out in the
+ * same pipeline as the next statement or the COMMIT, so the cycle's
+ * writes cost no round trip of their own.  The queue is sent in order
+ * before anything else, so every later statement of the transaction sees
+ * its effect; a queued statement's failure is the status of the call
+ * that sent it, and the statements after it in that pipeline never ran
+ * (the server skips to the sync, the transaction is then aborted and
+ * rolled back).  ROLLBACK, and a connection closed, drop the queue
+ * unsent.
+ *
  * The thread's connection hangs off a pthread key whose destructor closes
  * it when the MHD worker thread exits (at MHD_stop_daemon), so shutdown
  * closes the pool without a list of threads.
@@ -57,6 +68,19 @@ struct rv_db {
     atomic_uint_fast64_t failures;
 };
 
+/* The most statements rv_db_conn_exec_later keeps; one more is run at
+ * once instead. */
+#define RV_DB_LATER_MAX 4
+#define RV_DB_LATER_PARAMS 8
+
+/* A statement queued by rv_db_conn_exec_later, its parameters copied into
+ * one allocation (text). */
+typedef struct later_stmt {
+    int stmt;
+    char *text; /* owns every parameter's bytes */
+    const char *params[RV_DB_LATER_PARAMS];
+} later_stmt;
+
 struct rv_db_conn {
     rv_db *db;
     PGconn *pg;
@@ -65,6 +89,8 @@ struct rv_db_conn {
     int in_use;
     int begin_pending; /* rv_db_conn_begin_deferred: BEGIN not sent yet */
     int gated;         /* inside a bulkhead call (no nested entry) */
+    int nlater;        /* statements queued by rv_db_conn_exec_later */
+    later_stmt later[RV_DB_LATER_MAX];
     char errmsg[512];
     char constraint[128];
 };
@@ -128,9 +154,20 @@ static void set_error(rv_db_conn *c, const char *what, const char *msg)
         c->errmsg[--n] = '\0';
 }
 
+/* Forgets the queued statements, unsent. */
+static void drop_later(rv_db_conn *c)
+{
+    int i;
+
+    for (i = 0; i < c->nlater; i++)
+        free(c->later[i].text);
+    c->nlater = 0;
+}
+
 static void close_pg(rv_db_conn *c)
 {
     c->begin_pending = 0;
+    drop_later(c);
     if (c->pg != NULL) {
         PQfinish(c->pg);
         c->pg = NULL;
@@ -597,31 +634,77 @@ static void end_pipeline(rv_db_conn *c)
         c->broken = 1;
 }
 
-/* BEGIN and q in one round trip.  A failure of BEGIN itself (nothing of
- * the transaction ran) is RV_DB_RETRY; q's own is classified as usual. */
-static rv_db_status exec_after_begin(rv_db_conn *c, const query *q,
-                                     PGresult **out)
+/* Sends what is pending (a deferred BEGIN, the queued statements) and
+ * then q, all in one pipeline; 1, or 0 when libpq refused (c broken). */
+static int send_pipeline(rv_db_conn *c, int begin, const query *q)
 {
-    PGresult *begin = NULL, *res = NULL;
-    rv_db_status st;
+    int ok = PQenterPipelineMode(c->pg) == 1;
+    int i;
 
-    c->begin_pending = 0;
-    if (PQenterPipelineMode(c->pg) != 1
-        || PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) != 1
-        || send_query(c->pg, q) != 1 || PQpipelineSync(c->pg) != 1) {
+    if (ok && begin)
+        ok = PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)
+             == 1;
+    for (i = 0; ok && i < c->nlater; i++) {
+        const later_stmt *l = &c->later[i];
+        const rv_stmt_def *s = &c->db->stmts[l->stmt];
+
+        ok = PQsendQueryPrepared(c->pg, s->name, s->nparams, l->params, NULL,
+                                 NULL, 0)
+             == 1;
+    }
+    ok = ok && send_query(c->pg, q) == 1 && PQpipelineSync(c->pg) == 1;
+    if (!ok) {
         set_error(c, "pipeline", PQerrorMessage(c->pg));
         c->broken = 1;
         PQexitPipelineMode(c->pg);
-        return RV_DB_RETRY;
     }
-    begin = next_result(c);
-    if (PQresultStatus(begin) != PGRES_COMMAND_OK) {
-        st = classify(c, begin);
-        PQclear(begin);
-        end_pipeline(c);
-        return st == RV_DB_UNAVAILABLE ? RV_DB_RETRY : st;
+    return ok;
+}
+
+/*
+ * The deferred BEGIN (when pending), the queued statements and q in one
+ * round trip.  A queued statement's failure is classified as usual and is
+ * the result (q did not run); else q's own.  When this pipeline begins
+ * the transaction, a connection lost before BEGIN's answer is RV_DB_RETRY
+ * (the transaction died with it), unless q is the COMMIT: then the
+ * server may have run everything, and that is RV_DB_UNAVAILABLE, whose
+ * outcome the caller must not guess.
+ */
+static rv_db_status exec_pipelined(rv_db_conn *c, const query *q,
+                                   PGresult **out)
+{
+    const int begin = c->begin_pending;
+    const int nlater = c->nlater;
+    const int commits = q->name == NULL && strcmp(q->sql, "COMMIT") == 0;
+    const rv_db_status lost = begin && !commits ? RV_DB_RETRY
+                                                : RV_DB_UNAVAILABLE;
+    rv_db_status st = RV_DB_OK;
+    PGresult *res;
+    int i;
+
+    c->begin_pending = 0;
+    if (!send_pipeline(c, begin, q)) {
+        drop_later(c);
+        return lost;
     }
-    PQclear(begin);
+    drop_later(c);
+    if (begin) {
+        res = next_result(c);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            st = classify(c, res);
+            PQclear(res);
+            end_pipeline(c);
+            return st == RV_DB_UNAVAILABLE ? lost : st;
+        }
+        PQclear(res);
+    }
+    for (i = 0; i < nlater; i++) {
+        st = finish(c, next_result(c), NULL);
+        if (st != RV_DB_OK) {
+            end_pipeline(c);
+            return st;
+        }
+    }
     res = next_result(c);
     end_pipeline(c);
     return finish(c, res, out);
@@ -646,8 +729,8 @@ static rv_db_status run_query(rv_db_conn *c, const query *q, PGresult **out)
         *out = NULL;
     if (gate_enter(c) != 0)
         return RV_DB_UNAVAILABLE;
-    if (c->begin_pending)
-        st = exec_after_begin(c, q, out);
+    if (c->begin_pending || c->nlater > 0)
+        st = exec_pipelined(c, q, out);
     else
         st = finish(c, await_query(c, send_query(c->pg, q)), out);
     gate_leave(c, entered);
@@ -663,11 +746,50 @@ rv_db_status rv_db_conn_exec(rv_db_conn *c, int stmt,
     return run_query(c, &q, out);
 }
 
+rv_db_status rv_db_conn_exec_later(rv_db_conn *c, int stmt,
+                                   const char *const *params)
+{
+    const rv_stmt_def *s = &c->db->stmts[stmt];
+    size_t len[RV_DB_LATER_PARAMS], total = 0;
+    later_stmt *l;
+    char *p;
+    int i;
+
+    if (c->nlater == RV_DB_LATER_MAX || s->nparams > RV_DB_LATER_PARAMS)
+        return rv_db_conn_exec(c, stmt, params, NULL);
+    for (i = 0; i < s->nparams; i++) {
+        len[i] = params[i] != NULL ? strlen(params[i]) + 1 : 0;
+        total += len[i];
+    }
+    l = &c->later[c->nlater];
+    l->text = malloc(total > 0 ? total : 1);
+    if (l->text == NULL) {
+        set_error(c, "queue", "out of memory");
+        return RV_DB_ERROR;
+    }
+    l->stmt = stmt;
+    p = l->text;
+    for (i = 0; i < s->nparams; i++) {
+        l->params[i] = params[i] != NULL ? p : NULL;
+        if (params[i] != NULL)
+            memcpy(p, params[i], len[i]);
+        p += len[i];
+    }
+    c->nlater++;
+    return RV_DB_OK;
+}
+
 rv_db_status rv_db_conn_exec_sql(rv_db_conn *c, const char *sql)
 {
     const int entered = !c->gated;
     rv_db_status st = RV_DB_OK;
 
+    if (c->nlater > 0) {
+        /* The queue goes first, in one pipeline with sql (one statement). */
+        const query q = {NULL, sql, 0, NULL};
+
+        return run_query(c, &q, NULL);
+    }
     if (gate_enter(c) != 0)
         return RV_DB_UNAVAILABLE;
     if (c->begin_pending)
@@ -715,7 +837,7 @@ rv_db_status rv_db_conn_send_begin(rv_db_conn *c)
 
 rv_db_status rv_db_conn_commit(rv_db_conn *c)
 {
-    if (c->begin_pending) {
+    if (c->begin_pending && c->nlater == 0) {
         c->begin_pending = 0; /* nothing was sent: nothing to commit */
         return RV_DB_OK;
     }
@@ -725,6 +847,7 @@ rv_db_status rv_db_conn_commit(rv_db_conn *c)
 void rv_db_conn_rollback(rv_db_conn *c)
 {
     c->begin_pending = 0;
+    drop_later(c);
     if (c->pg != NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK
         && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
         /* Outside the bulkhead: it must not be refused, and it is bounded

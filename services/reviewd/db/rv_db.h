@@ -108,6 +108,20 @@ void rv_db_conn_end_use(rv_db_conn *conn);
 rv_db_status rv_db_conn_exec(rv_db_conn *conn, int stmt,
                              const char *const *params, PGresult **out);
 
+/*
+ * Queues prepared statement stmt (params copied) to be sent, inside the
+ * current transaction, in one pipeline with the next statement, SQL or
+ * COMMIT on conn: a write whose result the caller never reads costs no
+ * round trip of its own.  Statements run in the order given, so what
+ * follows sees the write.  Its failure is returned by the call that sends
+ * it (the statements after it in that pipeline do not run; the caller
+ * rolls back as for any failure).  ROLLBACK drops the queue unsent.
+ * Returns RV_DB_OK once queued (when the queue is full, the statement
+ * runs at once and this is its status), RV_DB_ERROR out of memory.
+ */
+rv_db_status rv_db_conn_exec_later(rv_db_conn *conn, int stmt,
+                                   const char *const *params);
+
 /* Runs a parameterless SQL string (BEGIN, COMMIT, a migration). */
 rv_db_status rv_db_conn_exec_sql(rv_db_conn *conn, const char *sql);
 

@@ -24,9 +24,13 @@
     "d.id::text, d.title, d.status, d.author, d.version, d.preview, " \
     "d.current_review_id::text, " TS("d.created_at") ", " TS("d.updated_at")
 
-#define REVIEW_COLS                                                   \
-    "r.id::text, r.document_id::text, r.document_version, r.status, " \
-    "r.submitted_by, r.reviewer, r.comment, r.fence::text, " TS(      \
+/* The review's id is named review_id, so that in a review-and-document
+ * row it does not share a name with the document's id (pgbench's \gset
+ * in bench_reviewd reads them by name). */
+#define REVIEW_COLS                                                      \
+    "r.id::text AS review_id, r.document_id::text, r.document_version, " \
+    "r.status, "                                                         \
+    "r.submitted_by, r.reviewer, r.comment, r.fence::text, " TS(         \
         "r.created_at") ", " TS("r.decided_at")
 
 const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
@@ -51,12 +55,6 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
          "version = d.version + 1, updated_at = now() "
          "WHERE d.id = $1::bigint RETURNING " DOC_COLS,
          3},
-    [RV_QUERY_DOC_SET_STATUS] =
-        {"doc_set_status",
-         "UPDATE kh_document AS d SET status = $2, "
-         "current_review_id = coalesce($3::bigint, d.current_review_id), "
-         "updated_at = now() WHERE d.id = $1::bigint RETURNING " DOC_COLS,
-         3},
     [RV_QUERY_CONTENT_PUT] =
         {"content_put",
          "INSERT INTO kh_document_content (document_id, content) "
@@ -72,23 +70,62 @@ const rv_stmt_def rv_query_stmts[RV_QUERY_COUNT] = {
                              " FROM kh_document_review r "
                              "WHERE r.id = $1::bigint",
                              1},
-    [RV_QUERY_REVIEW_LOCK] = {"review_lock",
-                              "SELECT " REVIEW_COLS
-                              " FROM kh_document_review r "
-                              "WHERE r.id = $1::bigint FOR UPDATE",
-                              1},
-    [RV_QUERY_REVIEW_INSERT] =
-        {"review_insert",
-         "INSERT INTO kh_document_review AS r "
+    /* A review with its document, in one round trip; locked, review
+     * first, then document: FOR UPDATE OF locks each output row's rows in
+     * the order named. */
+    [RV_QUERY_REVIEW_DOC_GET] =
+        {"review_doc_get",
+         "SELECT " REVIEW_COLS ", " DOC_COLS " FROM kh_document_review r "
+         "JOIN kh_document d ON d.id = r.document_id WHERE r.id = $1::bigint",
+         1},
+    [RV_QUERY_REVIEW_DOC_LOCK] =
+        {"review_doc_lock",
+         "SELECT " REVIEW_COLS ", " DOC_COLS " FROM kh_document_review r "
+         "JOIN kh_document d ON d.id = r.document_id WHERE r.id = $1::bigint "
+         "FOR UPDATE OF r, d",
+         1},
+    /* Submit as one statement: the document row locked (FOR UPDATE, so
+     * a concurrent change is waited for and the conditions are checked
+     * again on the row as committed) only if $2 wrote it and it is a
+     * draft or rejected; then the new pending review of its version,
+     * and the document moved to pending_review naming it (the composite
+     * foreign key is checked at the statement's end, when the review
+     * row exists).  No row, nothing written, when a condition fails.
+     * Returns the review's columns, then the document's. */
+    [RV_QUERY_REVIEW_SUBMIT] =
+        {"review_submit",
+         "WITH s AS (SELECT d.id, d.version FROM kh_document d "
+         "WHERE d.id = $1::bigint AND d.author = $2 "
+         "AND d.status IN ('draft', 'rejected') FOR UPDATE), "
+         "r AS (INSERT INTO kh_document_review "
          "(document_id, document_version, submitted_by) "
-         "VALUES ($1::bigint, $2::integer, $3) RETURNING " REVIEW_COLS,
-         3},
+         "SELECT s.id, s.version, $2 FROM s RETURNING *), "
+         "d AS (UPDATE kh_document AS d SET status = 'pending_review', "
+         "current_review_id = r.id, updated_at = now() FROM r "
+         "WHERE d.id = r.document_id RETURNING d.*) "
+         "SELECT " REVIEW_COLS ", " DOC_COLS " FROM r, d",
+         2},
+    /* A decision as one statement: the review and its document locked,
+     * review first, then document (FOR UPDATE OF r, d, so a concurrent
+     * change is waited for and the conditions checked again on the rows
+     * as committed), only if the review is pending, its document is
+     * pending_review on it, and the reviewer $3 neither submitted the
+     * review nor wrote the document (four eyes); then the review decided
+     * ($2: approved or rejected) and the document given the same status.
+     * No row, nothing written, when a condition fails. */
     [RV_QUERY_REVIEW_DECIDE] =
         {"review_decide",
-         "UPDATE kh_document_review AS r SET status = $2, reviewer = $3, "
-         "comment = $4, fence = $5::numeric, decided_at = now() "
+         "WITH s AS (SELECT r.id FROM kh_document_review r "
+         "JOIN kh_document d ON d.id = r.document_id "
          "WHERE r.id = $1::bigint AND r.status = 'pending' "
-         "RETURNING " REVIEW_COLS,
+         "AND d.status = 'pending_review' AND d.current_review_id = r.id "
+         "AND r.submitted_by <> $3 AND d.author <> $3 FOR UPDATE OF r, d), "
+         "r AS (UPDATE kh_document_review AS r SET status = $2, "
+         "reviewer = $3, comment = $4, fence = $5::numeric, "
+         "decided_at = now() FROM s WHERE r.id = s.id RETURNING r.*), "
+         "d AS (UPDATE kh_document AS d SET status = $2, updated_at = now() "
+         "FROM r WHERE d.id = r.document_id RETURNING d.*) "
+         "SELECT " REVIEW_COLS ", " DOC_COLS " FROM r, d",
          5},
     [RV_QUERY_REVIEW_LIST] =
         {"review_list",
@@ -273,21 +310,30 @@ static int state_of(const char *s, const char *const *names, size_t n)
     return 0;
 }
 
-/* Maps row i of res (DOC_COLS) into d; d->res is res. */
-void rv_query_doc_at(PGresult *res, int i, rv_doc *d)
+/* The number of columns REVIEW_COLS lists: a review-and-document row's
+ * document starts there. */
+#define REVIEW_NCOLS 10
+
+/* Maps row i of res, DOC_COLS from column k on, into d; d->res is res. */
+static void doc_at_col(PGresult *res, int i, int k, rv_doc *d)
 {
     d->res = res;
-    d->id = PQgetvalue(res, i, 0);
-    d->title = PQgetvalue(res, i, 1);
-    d->status = PQgetvalue(res, i, 2);
+    d->id = PQgetvalue(res, i, k);
+    d->title = PQgetvalue(res, i, k + 1);
+    d->status = PQgetvalue(res, i, k + 2);
     d->state = (rv_doc_state)state_of(d->status, doc_states,
                                       COUNT_OF(doc_states));
-    d->author = PQgetvalue(res, i, 3);
-    d->version = atoi(PQgetvalue(res, i, 4));
-    d->preview = PQgetvalue(res, i, 5);
-    d->current_review_id = nullable(res, i, 6);
-    rv_query_format_ms(PQgetvalue(res, i, 7), d->created_at);
-    rv_query_format_ms(PQgetvalue(res, i, 8), d->updated_at);
+    d->author = PQgetvalue(res, i, k + 3);
+    d->version = atoi(PQgetvalue(res, i, k + 4));
+    d->preview = PQgetvalue(res, i, k + 5);
+    d->current_review_id = nullable(res, i, k + 6);
+    rv_query_format_ms(PQgetvalue(res, i, k + 7), d->created_at);
+    rv_query_format_ms(PQgetvalue(res, i, k + 8), d->updated_at);
+}
+
+void rv_query_doc_at(PGresult *res, int i, rv_doc *d)
+{
+    doc_at_col(res, i, 0, d);
 }
 
 void rv_query_review_at(PGresult *res, int i, rv_review *r)
@@ -371,6 +417,25 @@ static rv_db_status review_one(rv_db_conn *c, int stmt,
     return rc;
 }
 
+/* Runs stmt and maps one review-and-document row: r owns the result, d
+ * borrows it (d->res NULL). */
+static rv_db_status review_doc_one(rv_db_conn *c, int stmt,
+                                   const char *const *params, rv_review *r,
+                                   rv_doc *d, int *found)
+{
+    PGresult *res = NULL;
+    const rv_db_status rc = exec_one(c, stmt, params, &res, found);
+
+    r->res = NULL;
+    d->res = NULL;
+    if (res != NULL) {
+        rv_query_review_at(res, 0, r);
+        doc_at_col(res, 0, REVIEW_NCOLS, d);
+        d->res = NULL;
+    }
+    return rc;
+}
+
 rv_db_status rv_query_doc_get(rv_db_conn *c, const char *id, int lock,
                               rv_doc *out, int *found)
 {
@@ -398,22 +463,12 @@ rv_db_status rv_query_doc_update(rv_db_conn *c, const char *id,
     return doc_one(c, RV_QUERY_DOC_UPDATE, params, out, NULL);
 }
 
-rv_db_status rv_query_doc_set_status(rv_db_conn *c, const char *id,
-                                     const char *status,
-                                     const char *current_review_id,
-                                     rv_doc *out)
-{
-    const char *params[] = {id, status, current_review_id};
-
-    return doc_one(c, RV_QUERY_DOC_SET_STATUS, params, out, NULL);
-}
-
 rv_db_status rv_query_content_put(rv_db_conn *c, const char *doc_id,
                                   const char *content)
 {
     const char *params[] = {doc_id, content};
 
-    return rv_db_conn_exec(c, RV_QUERY_CONTENT_PUT, params, NULL);
+    return rv_db_conn_exec_later(c, RV_QUERY_CONTENT_PUT, params);
 }
 
 rv_db_status rv_query_content_get(rv_db_conn *c, const char *doc_id,
@@ -427,34 +482,42 @@ rv_db_status rv_query_content_get(rv_db_conn *c, const char *doc_id,
     return rc;
 }
 
-rv_db_status rv_query_review_get(rv_db_conn *c, const char *id, int lock,
-                                 rv_review *out, int *found)
+rv_db_status rv_query_review_get(rv_db_conn *c, const char *id, rv_review *out,
+                                 int *found)
 {
     const char *params[] = {id};
 
-    return review_one(c, lock ? RV_QUERY_REVIEW_LOCK : RV_QUERY_REVIEW_GET,
-                      params, out, found);
+    return review_one(c, RV_QUERY_REVIEW_GET, params, out, found);
 }
 
-rv_db_status rv_query_review_insert(rv_db_conn *c, const char *doc_id,
-                                    int version, const char *submitted_by,
-                                    rv_review *out)
+rv_db_status rv_query_review_doc_get(rv_db_conn *c, const char *id, int lock,
+                                     rv_review *r, rv_doc *d, int *found)
 {
-    char v[16];
-    const char *params[] = {doc_id, v, submitted_by};
+    const char *params[] = {id};
 
-    snprintf(v, sizeof(v), "%d", version);
-    return review_one(c, RV_QUERY_REVIEW_INSERT, params, out, NULL);
+    return review_doc_one(c,
+                          lock ? RV_QUERY_REVIEW_DOC_LOCK
+                               : RV_QUERY_REVIEW_DOC_GET,
+                          params, r, d, found);
+}
+
+rv_db_status rv_query_review_submit(rv_db_conn *c, const char *doc_id,
+                                    const char *author, rv_review *r,
+                                    rv_doc *d, int *found)
+{
+    const char *params[] = {doc_id, author};
+
+    return review_doc_one(c, RV_QUERY_REVIEW_SUBMIT, params, r, d, found);
 }
 
 rv_db_status rv_query_review_decide(rv_db_conn *c, const char *id,
                                     const char *status, const char *reviewer,
                                     const char *comment, const char *fence,
-                                    rv_review *out, int *found)
+                                    rv_review *r, rv_doc *d, int *found)
 {
     const char *params[] = {id, status, reviewer, comment, fence};
 
-    return review_one(c, RV_QUERY_REVIEW_DECIDE, params, out, found);
+    return review_doc_one(c, RV_QUERY_REVIEW_DECIDE, params, r, d, found);
 }
 
 /* A list statement whose parameters are after, limit and one more
@@ -505,5 +568,5 @@ rv_db_status rv_query_outbox_insert(rv_db_conn *c, const char *type,
     const char *params[] = {type, doc_id, review_id, v, actor, occurred_at};
 
     snprintf(v, sizeof(v), "%d", version);
-    return rv_db_conn_exec(c, RV_QUERY_OUTBOX_INSERT, params, NULL);
+    return rv_db_conn_exec_later(c, RV_QUERY_OUTBOX_INSERT, params);
 }

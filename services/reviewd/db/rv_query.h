@@ -28,12 +28,12 @@ enum rv_stmt {
     RV_QUERY_DOC_LOCK,
     RV_QUERY_DOC_INSERT,
     RV_QUERY_DOC_UPDATE,
-    RV_QUERY_DOC_SET_STATUS,
     RV_QUERY_CONTENT_PUT,
     RV_QUERY_CONTENT_GET,
     RV_QUERY_REVIEW_GET,
-    RV_QUERY_REVIEW_LOCK,
-    RV_QUERY_REVIEW_INSERT,
+    RV_QUERY_REVIEW_DOC_GET,
+    RV_QUERY_REVIEW_DOC_LOCK,
+    RV_QUERY_REVIEW_SUBMIT,
     RV_QUERY_REVIEW_DECIDE,
     RV_QUERY_REVIEW_LIST,
     RV_QUERY_REVIEW_LIST_STATUS,
@@ -127,29 +127,47 @@ rv_db_status rv_query_doc_insert(rv_db_conn *c, const char *title,
 rv_db_status rv_query_doc_update(rv_db_conn *c, const char *id,
                                  const char *title, const char *content,
                                  rv_doc *out);
-/* Sets status and current_review_id (NULL: unchanged). */
-rv_db_status rv_query_doc_set_status(rv_db_conn *c, const char *id,
-                                     const char *status,
-                                     const char *current_review_id,
-                                     rv_doc *out);
-
 /* The PostgreSQL content store: upsert and read one document's text.
- * rv_query_content_get returns the result; the text is row 0, column 0. */
+ * The upsert is queued (rv_db_conn_exec_later: sent with the next
+ * statement or the COMMIT); rv_query_content_get returns the result, the
+ * text is row 0, column 0. */
 rv_db_status rv_query_content_put(rv_db_conn *c, const char *doc_id,
                                   const char *content);
 rv_db_status rv_query_content_get(rv_db_conn *c, const char *doc_id,
                                   PGresult **out, int *found);
 
-rv_db_status rv_query_review_get(rv_db_conn *c, const char *id, int lock,
-                                 rv_review *out, int *found);
-rv_db_status rv_query_review_insert(rv_db_conn *c, const char *doc_id,
-                                    int version, const char *submitted_by,
-                                    rv_review *out);
-/* Decides a pending review; found = 0 if it was no longer pending. */
+rv_db_status rv_query_review_get(rv_db_conn *c, const char *id, rv_review *out,
+                                 int *found);
+
+/*
+ * The functions below return a review and its document from one row, in
+ * one round trip: r owns the result and d borrows from it (d->res is
+ * NULL, so rv_query_doc_clear(d) frees nothing): clear r after the last
+ * use of d.
+ */
+
+/* Review id and its document, FOR UPDATE when lock (review first, then
+ * document); *found 0 when there is no such review. */
+rv_db_status rv_query_review_doc_get(rv_db_conn *c, const char *id, int lock,
+                                     rv_review *r, rv_doc *d, int *found);
+/* Submit in one statement: if document doc_id is author's and a draft
+ * or rejected (checked on the row locked FOR UPDATE), a new pending
+ * review of its version by author, and the document moved to
+ * pending_review naming it; else *found 0 and nothing written (the
+ * caller reads the row to say why). */
+rv_db_status rv_query_review_submit(rv_db_conn *c, const char *doc_id,
+                                    const char *author, rv_review *r,
+                                    rv_doc *d, int *found);
+/* Decides review id (status: "approved" or "rejected") and sets its
+ * document's status to the same, in one statement, if the review is
+ * pending, its document pending_review on it and reviewer neither
+ * submitted the review nor wrote the document (checked on both rows
+ * locked, review first); else *found 0 and nothing written (the caller
+ * reads the rows to say why).  fence NULL: degraded, no fence. */
 rv_db_status rv_query_review_decide(rv_db_conn *c, const char *id,
                                     const char *status, const char *reviewer,
                                     const char *comment, const char *fence,
-                                    rv_review *out, int *found);
+                                    rv_review *r, rv_doc *d, int *found);
 /* Reviews with id > after (status NULL: any), ordered by id, at most
  * limit rows; *out holds them all (read with rv_query_review_at). */
 rv_db_status rv_query_review_list(rv_db_conn *c, const char *status,
@@ -177,7 +195,9 @@ void rv_query_doc_at(PGresult *res, int i, rv_doc *d);
  * caller's transaction.  type is the routing key (document.submitted,
  * .approved, .rejected); occurred_at the change's RFC 3339 time.  The
  * event id is a random UUID made by PostgreSQL (gen_random_uuid), and the
- * payload is API.md's event body.
+ * payload is API.md's event body.  Queued like the content upsert
+ * (rv_db_conn_exec_later): it costs no round trip of its own, and its
+ * failure comes back from the next statement or the COMMIT.
  */
 rv_db_status rv_query_outbox_insert(rv_db_conn *c, const char *type,
                                     const char *doc_id, const char *review_id,

@@ -13,8 +13,8 @@
  *      turns a concurrent duplicate away at once with 409 LOCK_BUSY;
  *   2. under it, one PostgreSQL transaction locks the rows (review first,
  *      then document), checks again who may act and the state, and
- *      writes; a request that lost the race sees the new state and gets
- *      409 INVALID_STATE;
+ *      writes (submit does all three in one statement); a request that
+ *      lost the race sees the new state and gets 409 INVALID_STATE;
  *   3. the schema's constraints (one pending review per document, one
  *      decision per review, four eyes) refuse whatever slipped past both.
  * The lock is an optimisation and a fast refusal; correctness rests on 2
@@ -76,6 +76,22 @@ static rv_db_status emit_event(const rv_request *req, rv_db_conn *c,
     return st;
 }
 
+/* The end of a transition that wrote its rows: the outbox row, then the
+ * reply (status, the document and its review); clears r, whose result d
+ * borrows (rv_query_review_doc_get). */
+static rv_db_status emit_and_reply(const rv_request *req, rv_db_conn *c,
+                                   const char *type, int status,
+                                   const rv_doc *d, rv_review *r,
+                                   rv_reply *reply)
+{
+    const rv_db_status st = emit_event(req, c, type, d, r);
+
+    if (st == RV_DB_OK)
+        rv_reply_json(reply, status, rv_view_decision(d, r));
+    rv_query_review_clear(r);
+    return st;
+}
+
 /* One locked operation: its Redis lock, the check before the lock and
  * the work under it. */
 typedef struct locked_op {
@@ -130,38 +146,57 @@ static void run_locked(rv_request *req, const locked_op *op, rv_held *held,
     rv_locks_release(req->app->locks, held);
 }
 
-/* Submit: the owner moves a draft or rejected document to review. */
+/* Why submit_work's statement found no row, from the row locked: 404,
+ * 403 or 409 set on reply (*st RV_DB_OK), or 0 when the document may be
+ * submitted after all (a change committed in between). */
+static int refuse_submit(rv_request *req, rv_db_conn *c, rv_reply *reply,
+                         rv_db_status *st)
+{
+    char id[RV_LOAD_ID_LEN];
+    rv_doc d;
+    int may;
+
+    if (!rv_load_own_document(req, c, 1, "submit", id, &d, reply, st))
+        return 1;
+    may = d.state == RV_DOC_DRAFT || d.state == RV_DOC_REJECTED;
+    if (!may) {
+        rv_reply_error(reply, 409, "INVALID_STATE",
+                       "only a draft or "
+                       "rejected document can be submitted");
+    }
+    rv_query_doc_clear(&d);
+    return !may;
+}
+
+/*
+ * Submit: the owner moves a draft or rejected document to review.  The
+ * checks (owner, state) and both writes are one statement, one round
+ * trip with BEGIN; only when it finds no row is the row read (locked) to
+ * answer why, and the statement run once more if nothing stands in the
+ * way any longer.
+ */
 static rv_db_status submit_work(rv_request *req, rv_db_conn *c, void *arg,
                                 rv_reply *reply)
 {
     char id[RV_LOAD_ID_LEN];
-    rv_doc d, after;
+    rv_doc after;
     rv_review r;
     rv_db_status st;
+    int found = 0, n;
 
     (void)arg;
-    if (!rv_load_own_document(req, c, 1, "submit", id, &d, reply, &st))
-        return st;
-    if (d.state != RV_DOC_DRAFT && d.state != RV_DOC_REJECTED) {
-        rv_reply_error(reply, 409, "INVALID_STATE",
-                       "only a draft or "
-                       "rejected document can be submitted");
-        rv_query_doc_clear(&d);
-        return RV_DB_OK;
+    rv_request_id_text(req, id, sizeof(id));
+    for (n = 0; n < 2 && !found; n++) {
+        st = rv_query_review_submit(c, id, req->who.sub, &r, &after, &found);
+        if (st != RV_DB_OK)
+            return st;
+        if (!found && refuse_submit(req, c, reply, &st))
+            return st;
     }
-    st = rv_query_review_insert(c, id, d.version, req->who.sub, &r);
-    rv_query_doc_clear(&d);
-    if (st != RV_DB_OK)
-        return st;
-    st = rv_query_doc_set_status(c, id, "pending_review", r.id, &after);
-    if (st == RV_DB_OK) {
-        st = emit_event(req, c, "document.submitted", &after, &r);
-        if (st == RV_DB_OK)
-            rv_reply_json(reply, 201, rv_view_decision(&after, &r));
-        rv_query_doc_clear(&after);
-    }
-    rv_query_review_clear(&r);
-    return st;
+    if (!found)
+        return RV_DB_ERROR; /* allowed under the row lock, yet refused */
+    return emit_and_reply(req, c, "document.submitted", 201, &after, &r,
+                          reply);
 }
 
 void rv_handle_document_submit(rv_request *req, rv_reply *reply)
@@ -199,45 +234,6 @@ static int may_decide(const rv_review *r, const rv_doc *d, rv_reply *reply)
     return 1;
 }
 
-/* Writes the decision: the review, then the document's status. */
-static rv_db_status write_decision(rv_request *req, rv_db_conn *c,
-                                   const decide_args *a, const rv_doc *d,
-                                   rv_reply *reply)
-{
-    char rid[24];
-    char fence[24];
-    rv_review decided;
-    rv_doc after;
-    int found = 0;
-    rv_db_status st;
-
-    rv_request_id_text(req, rid, sizeof(rid));
-    snprintf(fence, sizeof(fence), "%llu", (unsigned long long)a->held->fence);
-    st = rv_query_review_decide(c, rid, a->decision, req->who.sub, a->comment,
-                                a->held->fence > 0 ? fence : NULL, &decided,
-                                &found);
-    if (st != RV_DB_OK || !found) {
-        if (st == RV_DB_OK) {
-            rv_reply_error(reply, 409, "INVALID_STATE",
-                           "this review has already been decided");
-        }
-        return st;
-    }
-    st = rv_query_doc_set_status(c, d->id, a->decision, NULL, &after);
-    if (st == RV_DB_OK) {
-        st = emit_event(req, c,
-                        strcmp(a->decision, "approved") == 0
-                            ? "document.approved"
-                            : "document.rejected",
-                        &after, &decided);
-        if (st == RV_DB_OK)
-            rv_reply_json(reply, 200, rv_view_decision(&after, &decided));
-        rv_query_doc_clear(&after);
-    }
-    rv_query_review_clear(&decided);
-    return st;
-}
-
 /* Before the lock: four eyes, on plain reads. */
 static rv_db_status decide_allowed(rv_request *req, rv_db_conn *c, void *arg,
                                    rv_reply *reply)
@@ -255,22 +251,62 @@ static rv_db_status decide_allowed(rv_request *req, rv_db_conn *c, void *arg,
     return st;
 }
 
+/* Why decide_work's statement found no row, from both rows locked
+ * (review, then document): 404, 403 or 409 set on reply (*st RV_DB_OK),
+ * or 0 when the decision may be made after all. */
+static int refuse_decision(rv_request *req, rv_db_conn *c, rv_reply *reply,
+                           rv_db_status *st)
+{
+    char rid[RV_LOAD_ID_LEN];
+    rv_review r;
+    rv_doc d;
+    int may;
+
+    if (!rv_load_decidable(req, c, 1, rid, &r, &d, reply, st))
+        return 1;
+    may = may_decide(&r, &d, reply);
+    rv_query_doc_clear(&d);
+    rv_query_review_clear(&r);
+    return !may;
+}
+
+/*
+ * A decision: the checks (four eyes, both states), both writes and the
+ * locks, review first, then document, in one statement, one round trip
+ * with BEGIN; only when it finds no row are the rows read (locked) to
+ * answer why, and the statement run once more if nothing stands in the
+ * way any longer.  Then the outbox row, sent with the COMMIT.
+ */
 static rv_db_status decide_work(rv_request *req, rv_db_conn *c, void *arg,
                                 rv_reply *reply)
 {
     const decide_args *a = arg;
     char rid[RV_LOAD_ID_LEN];
-    rv_review r;
-    rv_doc d;
+    char fence[24];
+    rv_review decided;
+    rv_doc after;
     rv_db_status st;
+    int found = 0, n;
 
-    if (!rv_load_decidable(req, c, 1, rid, &r, &d, reply, &st))
-        return st;
-    if (may_decide(&r, &d, reply))
-        st = write_decision(req, c, a, &d, reply);
-    rv_query_doc_clear(&d);
-    rv_query_review_clear(&r);
-    return st;
+    rv_request_id_text(req, rid, sizeof(rid));
+    snprintf(fence, sizeof(fence), "%llu", (unsigned long long)a->held->fence);
+    for (n = 0; n < 2 && !found; n++) {
+        st = rv_query_review_decide(c, rid, a->decision, req->who.sub,
+                                    a->comment,
+                                    a->held->fence > 0 ? fence : NULL,
+                                    &decided, &after, &found);
+        if (st != RV_DB_OK)
+            return st;
+        if (!found && refuse_decision(req, c, reply, &st))
+            return st;
+    }
+    if (!found)
+        return RV_DB_ERROR; /* allowed under the row locks, yet refused */
+    return emit_and_reply(req, c,
+                          strcmp(a->decision, "approved") == 0
+                              ? "document.approved"
+                              : "document.rejected",
+                          200, &after, &decided, reply);
 }
 
 static void handle_decision(rv_request *req, const char *decision,

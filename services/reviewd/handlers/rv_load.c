@@ -20,14 +20,14 @@ int rv_load_document(const rv_request *req, rv_db_conn *c, int lock,
     return *st == RV_DB_OK && found;
 }
 
-int rv_load_review(const rv_request *req, rv_db_conn *c, int lock,
+int rv_load_review(const rv_request *req, rv_db_conn *c,
                    char id[RV_LOAD_ID_LEN], rv_review *r, rv_reply *reply,
                    rv_db_status *st)
 {
     int found = 0;
 
     rv_request_id_text(req, id, RV_LOAD_ID_LEN);
-    *st = rv_query_review_get(c, id, lock, r, &found);
+    *st = rv_query_review_get(c, id, r, &found);
     if (*st == RV_DB_OK && !found)
         rv_reply_error(reply, 404, "NOT_FOUND", "no such review");
     return *st == RV_DB_OK && found;
@@ -68,13 +68,12 @@ int rv_load_decidable(const rv_request *req, rv_db_conn *c, int lock,
 {
     int found = 0;
 
-    if (!rv_load_review(req, c, lock, id, r, reply, st))
+    rv_request_id_text(req, id, RV_LOAD_ID_LEN);
+    *st = rv_query_review_doc_get(c, id, lock, r, d, &found);
+    if (*st != RV_DB_OK)
         return 0;
-    *st = rv_query_doc_get(c, r->document_id, lock, d, &found);
-    if (*st == RV_DB_OK && !found)
-        *st = RV_DB_ERROR; /* a foreign key makes this impossible */
-    if (*st != RV_DB_OK) {
-        rv_query_review_clear(r);
+    if (!found) {
+        rv_reply_error(reply, 404, "NOT_FOUND", "no such review");
         return 0;
     }
     if (strcmp(r->submitted_by, req->who.sub) != 0

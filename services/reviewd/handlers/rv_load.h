@@ -43,8 +43,8 @@ int rv_load_document(const rv_request *req, rv_db_conn *c, int lock,
                      char id[RV_LOAD_ID_LEN], rv_doc *d, rv_reply *reply,
                      rv_db_status *st);
 
-/* The same for the review named by the path's id. */
-int rv_load_review(const rv_request *req, rv_db_conn *c, int lock,
+/* The same for the review named by the path's id (never locked). */
+int rv_load_review(const rv_request *req, rv_db_conn *c,
                    char id[RV_LOAD_ID_LEN], rv_review *r, rv_reply *reply,
                    rv_db_status *st);
 
@@ -68,11 +68,13 @@ rv_db_status rv_load_check_author(rv_request *req, rv_db_conn *c, void *verb,
                                   rv_reply *reply);
 
 /*
- * rv_load_review, then the review's document (FOR UPDATE too when lock:
- * review first, then document, rv_query.c's order), and then the
- * four-eyes rule: a caller who submitted the review or wrote the document
- * gets 403 FORBIDDEN and 0, with both rows cleared and *st RV_DB_OK.  On
- * 1 both rows are the caller's.
+ * The review named by the path's id and its document, in one statement
+ * (FOR UPDATE when lock: review first, then document, rv_query.c's
+ * order), or 404 as rv_load_review; then the four-eyes rule: a caller who
+ * submitted the review or wrote the document gets 403 FORBIDDEN and 0,
+ * with both rows cleared and *st RV_DB_OK.  On 1 both rows are the
+ * caller's; d borrows r's result (rv_query_review_doc_get), so clear d,
+ * then r.
  */
 int rv_load_decidable(const rv_request *req, rv_db_conn *c, int lock,
                       char id[RV_LOAD_ID_LEN], rv_review *r, rv_doc *d,

@@ -57,7 +57,7 @@ static rv_db_status get_work(rv_request *req, rv_db_conn *c, void *arg,
     rv_db_status st;
 
     (void)arg;
-    if (rv_load_review(req, c, 0, id, &r, reply, &st)) {
+    if (rv_load_review(req, c, id, &r, reply, &st)) {
         rv_reply_json(reply, 200, rv_view_review(&r));
         rv_query_review_clear(&r);
     }
