@@ -252,7 +252,7 @@ static dlock_lock *rig_queue_waiter(rig *g, dlock_acquire_opts o)
     g->o = o;
     TK_EXPECT(pthread_create(&g->thread, NULL, fair_waiter_main, g) == 0,
               "waiter started");
-    TK_EXPECT(testkit_wait_until(waiter_asleep, g, 10000),
+    TK_EXPECT(testkit_wait_until(waiter_asleep, g, 30000),
               "the waiter queued, subscribed and tried again");
     return held;
 }
@@ -518,7 +518,7 @@ static void expect_queue(const char *url, const char *key, long long want)
 {
     queue_probe q = {url, key, want};
 
-    TK_EXPECT(testkit_wait_until(queue_holds, &q, 10000),
+    TK_EXPECT(testkit_wait_until(queue_holds, &q, 30000),
               "%lld waiters queued on %s", want, key);
 }
 
@@ -570,7 +570,7 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
     }
     TK_EXPECT(pid > 0, "dlock run started");
     /* Stopped asleep on its channel, so the grant reaches it. */
-    TK_EXPECT(testkit_wait_until(entry_retried, &q, 10000),
+    TK_EXPECT(testkit_wait_until(entry_retried, &q, 30000),
               "dlock run queued, subscribed and tried again");
     TK_EXPECT(kill(pid, SIGSTOP) == 0, "dlock run stopped while queued");
     for (int i = 0; i < BEHIND; i++) {
@@ -584,7 +584,7 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
     /* The stopped waiter is first: it is granted and never confirms, or
      * (on a slow machine) already past its entry's deadline and skipped. */
     TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
-    TK_EXPECT(testkit_wait_until(served_all, &b[0], 10000),
+    TK_EXPECT(testkit_wait_until(served_all, &b[0], 30000),
               "the %d waiters behind the stopped one were served", BEHIND);
     for (int i = 0; i < BEHIND - 1; i++)
         pthread_join(threads[i], NULL);
@@ -646,7 +646,7 @@ static void dead_head_of_a_free_key_costs_one_confirm_window(void **state)
         _exit(127);
     }
     TK_EXPECT(pid > 0, "dlock run started");
-    TK_EXPECT(testkit_wait_until(entry_retried, &q, 10000),
+    TK_EXPECT(testkit_wait_until(entry_retried, &q, 30000),
               "dlock run queued and asleep");
     TK_EXPECT(kill(pid, SIGKILL) == 0 && waitpid(pid, &status, 0) == pid,
               "dlock run killed while queued");
