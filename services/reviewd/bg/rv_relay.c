@@ -58,7 +58,10 @@
  * The broker is connected by this thread, never by start-up, so requests
  * are unaffected when RabbitMQ is down; after a failure the next attempt
  * waits 100 ms, doubling up to REVIEWD_RELAY_BACKOFF_MAX_MS.  An outage is
- * logged once when it starts and once when it ends.  Sent rows older than
+ * logged when it starts and when it ends (dependency_down/_up); in between,
+ * relay_amqp_retrying gives a failed attempt's error when it changes and
+ * every 30 s, so a relay that cannot connect says why, and one whose
+ * thread has stopped trying stands out by its silence.  Sent rows older than
  * REVIEWD_OUTBOX_RETENTION_S are deleted once a minute.
  */
 #include "bg/rv_relay.h"
@@ -79,6 +82,11 @@
 
 #define RV_RELAY_BACKOFF_MIN_MS 100
 #define RV_RELAY_PRUNE_EVERY_MS 60000
+/* While the broker stays unreachable, a failed attempt is logged when its
+ * error differs from the last one logged, or this long after it: an
+ * operator (or a failed test) sees why the relay does not connect, and
+ * that its thread still tries. */
+#define RV_RELAY_DOWN_LOG_EVERY_MS 30000
 
 struct rv_relay {
     rv_app *app;
@@ -91,6 +99,9 @@ struct rv_relay {
     int pg_failing;
     int backoff_ms;
     int64_t next_attempt_ms;
+    int64_t down_logged_ms;     /* when a failed attempt was last logged */
+    unsigned long failed_tries; /* attempts failed since the last connect */
+    char down_error[160];       /* the error last logged */
     int64_t next_prune_ms;
     atomic_ulong publishes;
     atomic_ulong confirms;
@@ -171,6 +182,27 @@ static void drop_pg(rv_relay *r)
     r->conn = NULL;
 }
 
+/* Logs a failed connect attempt when its error is new or the last one
+ * logged is RV_RELAY_DOWN_LOG_EVERY_MS old. */
+static void note_failed_try(rv_relay *r)
+{
+    const char *err = rv_amqp_errmsg(r->amqp);
+    const int64_t now = now_ms();
+
+    r->failed_tries++;
+    if (strncmp(err, r->down_error, sizeof(r->down_error) - 1) == 0
+        && now - r->down_logged_ms < RV_RELAY_DOWN_LOG_EVERY_MS)
+        return;
+    snprintf(r->down_error, sizeof(r->down_error), "%s", err);
+    r->down_logged_ms = now;
+    if (r->failed_tries == 1 && !r->ever_connected)
+        return; /* the first dependency_down has just said it */
+    svc_log_write(r->app->log, SVC_LOG_WARN, "relay_amqp_retrying",
+                  json_pack("{s:s,s:s,s:I}", "target",
+                            rv_amqp_endpoint(r->amqp), "error", err, "tries",
+                            (json_int_t)r->failed_tries));
+}
+
 /* Connects to the broker when it is time to try.  Returns 1 if connected. */
 static int ensure_amqp(rv_relay *r)
 {
@@ -182,6 +214,7 @@ static int ensure_amqp(rv_relay *r)
         return 0;
     if (rv_amqp_connect(r->amqp, cfg->amqp_timeout_ms) != 0) {
         set_state(r, RV_DEP_DOWN, rv_amqp_errmsg(r->amqp));
+        note_failed_try(r);
         r->next_attempt_ms = now_ms() + r->backoff_ms;
         r->backoff_ms = r->backoff_ms * 2 > cfg->relay_backoff_max_ms
                             ? cfg->relay_backoff_max_ms
@@ -192,6 +225,8 @@ static int ensure_amqp(rv_relay *r)
         atomic_fetch_add(&r->reconnects, 1);
     r->ever_connected = 1;
     r->backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
+    r->failed_tries = 0;
+    r->down_error[0] = '\0';
     set_state(r, RV_DEP_OK, NULL);
     return 1;
 }
