@@ -195,26 +195,19 @@ static void killed_master_is_replaced_and_followed(void **state)
            heard, port, found, resumed);
 }
 
-/* Succeeds once discovery names a master other than the one killed,
- * and ROLE on that node says master. */
-static int names_a_master_not_the_killed_one(void *arg)
+/* Succeeds once discovery names a master other than rd->old_port, and
+ * ROLE on that node says master. */
+static int names_a_master_not_the_old_one(void *arg)
 {
-    int *port = arg;
-    dlock__endpoint ep;
-    dlock__msg m;
+    rediscovery *rd = arg;
 
-    if (dlock__sentinel_discover(&sentinel, dlock__deadline_after_ms(1000),
-                                 &ep, &m)
-        != DLOCK_OK)
-        return 0;
-    *port = ep.port;
-    dlock__endpoint_clear(&ep);
-    return *port != killed_port && role_of(*port, "master");
+    return names_another_master(rd) && role_of(rd->new_port, "master");
 }
 
 static void old_master_returns_as_a_replica(void **state)
 {
-    int before, after = 0;
+    rediscovery rd = {0};
+    int before;
 
     (void)state;
     TK_EXPECT(killed_port > 0, "an earlier test killed the master");
@@ -227,15 +220,15 @@ static void old_master_returns_as_a_replica(void **state)
      * sentinels may fail over again on their own (down-after is 1 s, and
      * a loaded machine can make a healthy master late for it), so any
      * master but the old one passes, once a failover in flight ends. */
-    TK_EXPECT(testkit_wait_until(names_a_master_not_the_killed_one, &after,
-                                 30000),
+    rd.old_port = killed_port;
+    TK_EXPECT(testkit_wait_until(names_a_master_not_the_old_one, &rd, 30000),
               "discovery names a master other than the returned %d, "
               "confirmed by ROLE (last named %d)",
-              killed_port, after);
-    if (after != before)
+              killed_port, rd.new_port);
+    if (rd.new_port != before)
         printf("# sentinel: the sentinels failed over again while the old "
                "master rejoined (%d -> %d)\n",
-               before, after);
+               before, rd.new_port);
 }
 
 int main(void)

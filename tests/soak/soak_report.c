@@ -54,7 +54,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -708,16 +707,27 @@ static void check_exit(const char *who, int status)
     check(0, what, " (its stderr is in the run's folder)");
 }
 
+/* Copies the "name" of "name=value" into name (32 bytes); returns the
+ * value's text, or NULL when there is no name or it is too long. */
+static const char *split_name(const char *arg, char *name)
+{
+    const char *eq = strchr(arg, '=');
+
+    if (eq == NULL || eq == arg || eq - arg >= 32)
+        return NULL;
+    snprintf(name, 32, "%.*s", (int)(eq - arg), arg);
+    return eq + 1;
+}
+
 /* "name=number" into name (32 bytes) and *value; 0, or -1 when the form
  * is wrong. */
 static int parse_pair(const char *arg, char *name, int *value)
 {
-    const char *eq = strchr(arg, '=');
+    const char *v = split_name(arg, name);
 
-    if (eq == NULL || eq == arg || eq - arg >= 32 || atoi(eq + 1) <= 0)
+    if (v == NULL || atoi(v) <= 0)
         return -1;
-    snprintf(name, 32, "%.*s", (int)(eq - arg), arg);
-    *value = atoi(eq + 1);
+    *value = atoi(v);
     return 0;
 }
 
@@ -725,15 +735,14 @@ static int parse_pair(const char *arg, char *name, int *value)
  * "NAME=MIN..MAX" into p; -1 when it is malformed. */
 static int parse_pool(const char *arg, pool *p)
 {
-    const char *eq = strchr(arg, '=');
+    const char *v = split_name(arg, p->name);
     const char *dots;
 
-    if (eq == NULL || eq == arg || eq - arg >= (ptrdiff_t)sizeof(p->name))
+    if (v == NULL)
         return -1;
-    snprintf(p->name, sizeof(p->name), "%.*s", (int)(eq - arg), arg);
-    dots = strstr(eq, "..");
-    p->min = dots != NULL ? atoi(eq + 1) : 1;
-    p->max = atoi(dots != NULL ? dots + 2 : eq + 1);
+    dots = strstr(v, "..");
+    p->min = dots != NULL ? atoi(v) : 1;
+    p->max = atoi(dots != NULL ? dots + 2 : v);
     return p->min >= 0 && p->max >= p->min && p->max > 0 ? 0 : -1;
 }
 
