@@ -301,6 +301,66 @@ static void a_release_wakes_a_waiter(void **state)
     TK_EXPECT(dlock_release(l) == DLOCK_OK, "released");
 }
 
+typedef struct late_release {
+    dlock_lock *lock;
+    const char *key;
+} late_release;
+
+/* Releases at 200 ms on the two masters the lock still holds (the wake-up
+ * comes from the first), and lets the other three go at 500 ms, without a
+ * wake-up: a release whose deletes reach the masters one by one. */
+static void *release_in_two_steps(void *arg)
+{
+    late_release *h = arg;
+
+    usleep(200000);
+    (void)dlock_release(h->lock);
+    usleep(300000);
+    for (int i = 2; i < MASTERS; i++)
+        (void)testkit_redis_int(servers[i]->admin_url, "DEL %s", h->key);
+    return NULL;
+}
+
+/* A waiter woken by the first master to delete the key, whose try finds
+ * it still held on the others, tries again soon: no other wake-up is
+ * coming, and it must not wait for its poll (a tenth of the 30 s TTL). */
+static void a_waiter_woken_mid_release_tries_again_soon(void **state)
+{
+    dlock_acquire_opts o;
+    dlock_lock *l = NULL;
+    late_release h = {.key = "t:rlc:midrelease"};
+    pthread_t t;
+    int64_t start, took;
+
+    (void)state;
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 30000;
+    TK_EXPECT(dlock_acquire(client, h.key, &o, &h.lock) == DLOCK_OK,
+              "held: %s", dlock_client_errmsg(client));
+    for (int i = 2; i < MASTERS; i++) {
+        redisReply *r = testkit_redis_cmd(servers[i]->admin_url,
+                                          "SET %s still-held PX 30000", h.key);
+        int set = r != NULL && r->type == REDIS_REPLY_STATUS;
+
+        freeReplyObject(r);
+        TK_EXPECT(set, "master %d has not seen the release yet", i);
+    }
+    TK_EXPECT(pthread_create(&t, NULL, release_in_two_steps, &h) == 0,
+              "releaser");
+    o.wait_ms = 10000;
+    start = testkit_now_ms();
+    TK_EXPECT(dlock_acquire(client, h.key, &o, &l) == DLOCK_OK,
+              "the waiter gets it: %s", dlock_client_errmsg(client));
+    took = testkit_now_ms() - start;
+    pthread_join(t, NULL);
+    printf("# redlock: woken mid-release, the waiter got the lock %" PRId64
+           " ms after it began waiting (all masters free at 500 ms)\n",
+           took);
+    TK_EXPECT(took < 2000, "soon after the last delete (%" PRId64 " ms)",
+              took);
+    TK_EXPECT(dlock_release(l) == DLOCK_OK, "released");
+}
+
 typedef struct shared {
     atomic_int inside, overlaps, failures, regressions;
     uint64_t fence;
@@ -524,6 +584,8 @@ int main(void)
         cmocka_unit_test_teardown(reentrant_holds_count_and_fair_is_refused,
                                   every_master_runs),
         cmocka_unit_test_teardown(a_release_wakes_a_waiter, every_master_runs),
+        cmocka_unit_test_teardown(a_waiter_woken_mid_release_tries_again_soon,
+                                  every_master_runs),
         cmocka_unit_test_teardown(threads_wait_their_turn, every_master_runs),
         cmocka_unit_test_teardown(one_of_two_candidates_leads_on_a_majority,
                                   every_master_runs),

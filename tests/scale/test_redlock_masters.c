@@ -120,7 +120,8 @@ static dlock_err acquire_with(const char *key, const char *token,
     for (;;) {
         dlock__msg_clear(m);
         err = dlock__redlock_acquire(&redlock, key, fence_key, token, TTL_MS,
-                                     node_timeout_ms, validity, fence, m);
+                                     node_timeout_ms, validity, fence, NULL,
+                                     m);
         if ((err != DLOCK_BUSY && err != DLOCK_UNAVAILABLE
              && err != DLOCK_TIMEOUT)
             || testkit_now_ms() > give_up)
@@ -307,9 +308,78 @@ static dlock_err timed_acquire(const char *key, char *token, int64_t *validity,
     dlock__msg_clear(m);
     start = testkit_now_ms();
     err = dlock__redlock_acquire(&redlock, key, NULL, token, TTL_MS,
-                                 NODE_TIMEOUT_MS, validity, &fence, m);
+                                 NODE_TIMEOUT_MS, validity, &fence, NULL, m);
     *took_ms = testkit_now_ms() - start;
     return err;
+}
+
+/* Sets key on master i for another owner, with ttl_ms (0: no TTL). */
+static void held_elsewhere(int i, const char *key, int64_t ttl_ms)
+{
+    redisReply *r = ttl_ms > 0 ? testkit_redis_cmd(servers[i]->admin_url,
+                                                   "SET %s other PX %lld", key,
+                                                   (long long)ttl_ms)
+                               : testkit_redis_cmd(servers[i]->admin_url,
+                                                   "SET %s other", key);
+
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "master %d holds %s for another owner", i, key);
+    freeReplyObject(r);
+}
+
+static dlock_err busy_round(const char *key, dlock__redlock_busy *busy)
+{
+    char token[DLOCK_TOKEN_LEN + 1];
+    int64_t validity;
+    uint64_t fence;
+    dlock__msg m;
+
+    TK_EXPECT(dlock__token_new(token, &m) == DLOCK_OK, "a token");
+    *busy = (dlock__redlock_busy){.free_somewhere = -1, .held_ms = -2};
+    return dlock__redlock_acquire(&redlock, key, NULL, token, TTL_MS,
+                                  NODE_TIMEOUT_MS, &validity, &fence, busy,
+                                  &m);
+}
+
+/* A busy round says how long, by the masters' own PTTLs, a majority stays
+ * held (the third soonest expiry of five), and, when the key was free on
+ * some master (a release whose wake-up came from the first master to
+ * delete it, still in flight to the others), that a try soon is worth it
+ * and how long is not known. */
+static void a_busy_round_says_what_it_saw(void **state)
+{
+    const char *key = "t:redlock:busy";
+    dlock__redlock_busy busy;
+
+    (void)state;
+    for (int i = 0; i < MASTERS; i++)
+        held_elsewhere(i, key, 10000 * (i + 1));
+    TK_EXPECT(busy_round(key, &busy) == DLOCK_BUSY && !busy.free_somewhere,
+              "held on all five: busy, free nowhere");
+    TK_EXPECT(busy.held_ms > 20000 && busy.held_ms <= 30000,
+              "a majority is free once the third soonest expires: %" PRId64
+              " ms (PTTLs 10, 20, 30, 40, 50 s)",
+              busy.held_ms);
+    held_elsewhere(4, key, 0);
+    held_elsewhere(3, key, 0);
+    held_elsewhere(2, key, 0);
+    TK_EXPECT(busy_round(key, &busy) == DLOCK_BUSY && busy.held_ms == -1,
+              "three hold it without a TTL: held for good (%" PRId64 ")",
+              busy.held_ms);
+    for (int i = 0; i < 2; i++)
+        TK_EXPECT(testkit_redis_int(servers[i]->admin_url, "DEL %s", key) == 1,
+                  "master %d lets it go", i);
+    TK_EXPECT(busy_round(key, &busy) == DLOCK_BUSY && busy.free_somewhere
+                  && busy.held_ms == 0,
+              "free on two of five: busy, free somewhere, for how long not "
+              "known (%" PRId64 ")",
+              busy.held_ms);
+    for (int i = 0; i < 2; i++)
+        TK_EXPECT(testkit_redis_int(servers[i]->admin_url, "EXISTS %s", key)
+                      == 0,
+                  "the failed round took back what it set on master %d", i);
+    for (int i = 2; i < MASTERS; i++)
+        (void)testkit_redis_int(servers[i]->admin_url, "DEL %s", key);
 }
 
 static void three_of_five_down_fails_closed_in_time(void **state)
@@ -342,7 +412,7 @@ static void three_of_five_down_fails_closed_in_time(void **state)
 
 static int key_is(int i, const char *key, const char *token)
 {
-    redisReply *r = testkit_redis_cmd(servers[i]->url, "GET %s", key);
+    redisReply *r = testkit_redis_cmd(servers[i]->admin_url, "GET %s", key);
     int same = r != NULL && r->type == REDIS_REPLY_STRING
                && strcmp(r->str, token) == 0;
 
@@ -408,6 +478,7 @@ static void stopped_master_costs_only_the_node_timeout(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_busy_round_says_what_it_saw),
         cmocka_unit_test(processes_never_overlap_and_fences_grow),
         cmocka_unit_test(two_of_five_down_still_grants),
         cmocka_unit_test(three_of_five_down_fails_closed_in_time),

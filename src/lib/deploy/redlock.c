@@ -567,11 +567,39 @@ static dlock_err write_fence(dlock__redlock *r, const char *fence_key,
                                  validity_ms, m);
 }
 
+/* What a busy round's answers say (dlock__redlock_busy). */
+static void judge_busy(const dlock__node_result *res, int n,
+                       dlock__redlock_busy *busy)
+{
+    int64_t held[DLOCK__NODES_MAX];
+    int yes = 0, no = 0, need;
+
+    for (int i = 0; i < n; i++)
+        if (res[i].vote == DLOCK__VOTE_YES)
+            yes++;
+        else if (res[i].vote == DLOCK__VOTE_NO) /* PTTL -1: no TTL */
+            held[no++] = res[i].value < 0 ? INT64_MAX : res[i].value;
+    busy->free_somewhere = yes > 0;
+    busy->held_ms = 0;
+    need = dlock__redlock_quorum(n) - yes;
+    if (yes > 0 || need > no)
+        return;
+    /* The need-th soonest expiry is the one that frees a majority. */
+    for (int i = 1; i < no; i++)
+        for (int j = i; j > 0 && held[j] < held[j - 1]; j--) {
+            int64_t t = held[j];
+
+            held[j] = held[j - 1];
+            held[j - 1] = t;
+        }
+    busy->held_ms = held[need - 1] == INT64_MAX ? -1 : held[need - 1];
+}
+
 dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
                                  const char *fence_key, const char *token,
                                  int64_t ttl_ms, int64_t node_timeout_ms,
                                  int64_t *validity_ms, uint64_t *fence,
-                                 dlock__msg *m)
+                                 dlock__redlock_busy *busy, dlock__msg *m)
 {
     dlock__node_result res[DLOCK__NODES_MAX];
     const char *descs[DLOCK__NODES_MAX];
@@ -596,10 +624,15 @@ dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
                                     (dlock__now_us() - start_us) / 1000,
                                     validity_ms, m);
     }
+    if (err == DLOCK_BUSY && busy != NULL)
+        judge_busy(res, r->n, busy);
     if (err == DLOCK_OK && fence_key != NULL) {
         *fence = next_fence(res, r->n);
         err = write_fence(r, fence_key, *fence, ttl_ms, node_timeout_ms,
                           start_us, validity_ms, m);
+        /* Another grant's fence raced ours: a majority was free. */
+        if (err == DLOCK_BUSY && busy != NULL)
+            *busy = (dlock__redlock_busy){.free_somewhere = 1};
     }
     if (err != DLOCK_OK) {
         /* Undo what this round set, on every master, at once. */

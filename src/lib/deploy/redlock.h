@@ -146,6 +146,23 @@ const char *const *dlock__redlock_descs(dlock__redlock *r,
 
 /* ---- the lock ---------------------------------------------------------- */
 
+/* What a busy acquire round saw (dlock__redlock_acquire). */
+typedef struct dlock__redlock_busy {
+    /* Some master had the key free: it is changing hands (a release in
+     * flight, whose wake-up came from a master that deleted it first) or
+     * contenders split the vote.  A try soon is worth more than waiting
+     * for a wake-up that was already sent. */
+    int free_somewhere;
+    /* Absent a release, how long until enough masters, by their own
+     * PTTLs, let the key expire for a majority to be free: -1 if one of
+     * them holds it without a TTL, 0 if not known (too few answered, or
+     * free_somewhere). */
+    int64_t held_ms;
+} dlock__redlock_busy;
+
+/* Retry delays after a split round are drawn up to this. */
+#define DLOCK__REDLOCK_SPLIT_RETRY_MS 20
+
 /*
  * One acquire round for key with owner token and ttl_ms, each master
  * bounded by node_timeout_ms.  With fence_key (may be NULL: no fence), a
@@ -154,13 +171,14 @@ const char *const *dlock__redlock_descs(dlock__redlock *r,
  * round, and *fence the fence (0 without fence_key).  On any failure the
  * key is deleted (by token) on every master before returning.  Returns
  * what dlock__redlock_decide returns, or DLOCK_BUSY when another grant's
- * fence raced ours.
+ * fence raced ours; on DLOCK_BUSY, *busy (may be NULL) says what the
+ * round saw.
  */
 dlock_err dlock__redlock_acquire(dlock__redlock *r, const char *key,
                                  const char *fence_key, const char *token,
                                  int64_t ttl_ms, int64_t node_timeout_ms,
                                  int64_t *validity_ms, uint64_t *fence,
-                                 dlock__msg *m);
+                                 dlock__redlock_busy *busy, dlock__msg *m);
 
 /* Reads key on every master at once, each bounded by node_timeout_ms:
  * res[i] is YES with text the token, value the PTTL and value2 the fence

@@ -225,6 +225,7 @@ struct dlock_lock {
     dlock__fair_queued queued; /* fair: the latest try that queued us */
     int granted_by_message;    /* fair: held on a grant message, the full
                                 * TTL not set yet (the confirm is due) */
+    int64_t redlock_held_ms;   /* Redlock: the last busy round's held_ms */
 };
 
 /* The reentrant locks a client holds, listed through lock->rnext. */
@@ -472,18 +473,30 @@ static dlock_err redlock_try_once(dlock_lock *l, int64_t *holder_ttl_ms,
 {
     int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease), validity = 0;
     dlock__lease_ticket t = dlock__lease_begin(&l->lease, ttl_ms, NULL);
+    dlock__redlock_busy busy = {0};
     uint64_t fence = 0;
     dlock_err err;
 
     err = dlock__redlock_acquire(redlock_of(l), l->key, l->fence_key, l->token,
                                  ttl_ms, redlock_node_timeout_ms(l, ttl_ms),
-                                 &validity, &fence, m);
+                                 &validity, &fence, &busy, m);
     /* A failed round deleted what it set, on every master. */
     dlock__lease_end(&l->lease, &t,
                      err == DLOCK_OK ? DLOCK__LEASE_GRANTED
                                      : DLOCK__LEASE_NOT_RUN);
-    if (err == DLOCK_BUSY)
-        *holder_ttl_ms = ttl_ms / 10;
+    /* The wake-up of a release comes from the one master the notifier
+     * listens to, which may have deleted the key before the others: a
+     * round that found it free somewhere tries again within
+     * DLOCK__REDLOCK_SPLIT_RETRY_MS, for no other wake-up is coming.
+     * Otherwise it looks again at a tenth of the TTL, unless woken. */
+    if (err == DLOCK_BUSY) {
+        l->redlock_held_ms = busy.held_ms;
+        *holder_ttl_ms = busy.free_somewhere ? dlock__redlock_retry_delay_ms(
+                             DLOCK__REDLOCK_SPLIT_RETRY_MS)
+                                             : ttl_ms / 10;
+        if (*holder_ttl_ms < 1)
+            *holder_ttl_ms = 1;
+    }
     if (err != DLOCK_OK)
         return err;
     l->fence = fence;
@@ -857,11 +870,19 @@ static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
                        (long long)((dlock__now_us() - started_us) / 1000));
         return;
     }
-    dlock__msg_set(m, DLOCK_BUSY,
-                   "lock %.64s on %s is held by another owner "
-                   "for %lld more ms (waited %lld ms)",
-                   l->key, dlock_client_endpoint(c), (long long)holder_ttl_ms,
-                   (long long)((dlock__now_us() - started_us) / 1000));
+    if (holder_ttl_ms == 0)
+        dlock__msg_set(m, DLOCK_BUSY,
+                       "lock %.64s on %s is held by another owner, for how "
+                       "long is not known (waited %lld ms)",
+                       l->key, dlock_client_endpoint(c),
+                       (long long)((dlock__now_us() - started_us) / 1000));
+    else
+        dlock__msg_set(m, DLOCK_BUSY,
+                       "lock %.64s on %s is held by another owner "
+                       "for %lld more ms (waited %lld ms)",
+                       l->key, dlock_client_endpoint(c),
+                       (long long)holder_ttl_ms,
+                       (long long)((dlock__now_us() - started_us) / 1000));
 }
 
 /* A fair grant's confirm window: the caller's, else min(TTL, 2 s). */
@@ -1065,7 +1086,9 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
         && err != DLOCK_TIMEOUT)
         fair_leave(l);
     if (err == DLOCK_BUSY) {
-        set_busy(c, l, holder_ttl, started, m);
+        /* On Redlock the wait's hint is a retry time, not the holder's. */
+        set_busy(c, l, redlock_of(l) != NULL ? l->redlock_held_ms : holder_ttl,
+                 started, m);
         goto fail;
     }
     if (err != DLOCK_OK)

@@ -67,6 +67,7 @@ dlock_err dlock__leader_redlock_campaign(dlock__pattern_lease *pl,
 {
     const int64_t ttl_ms = dlock__pattern_lease_ttl_ms(pl);
     dlock__lease_ticket t = dlock__pattern_lease_begin(pl, ttl_ms);
+    dlock__redlock_busy busy = {0};
     int64_t validity = 0;
     uint64_t term = 0;
     dlock_err err;
@@ -74,13 +75,18 @@ dlock_err dlock__leader_redlock_campaign(dlock__pattern_lease *pl,
     err = dlock__redlock_acquire(redlock_of(pl), k->lease_key, k->term_key,
                                  pl->token, ttl_ms,
                                  node_timeout_ms(pl->client, ttl_ms),
-                                 &validity, &term, m);
+                                 &validity, &term, &busy, m);
     if (err == DLOCK_OK)
         pl->fence = term;
-    /* The holder's PTTL is one master's word: look again at a tenth of
-     * the TTL, as the core lock's waiting does on Redlock. */
+    /* As the core lock's waiting does on Redlock (lock.c): soon after a
+     * round that found the lease free somewhere, else at a tenth of the
+     * TTL unless woken. */
     if (err == DLOCK_BUSY)
-        *hint_ms = ttl_ms / 10 > 0 ? ttl_ms / 10 : 1;
+        *hint_ms = busy.free_somewhere ? dlock__redlock_retry_delay_ms(
+                       DLOCK__REDLOCK_SPLIT_RETRY_MS)
+                                       : ttl_ms / 10;
+    if (err == DLOCK_BUSY && *hint_ms < 1)
+        *hint_ms = 1;
     return dlock__pattern_lease_end(pl, &t, err);
 }
 
