@@ -178,7 +178,7 @@ static int redlock_pair(dlock__redlock *rl, const char *key)
     dlock__msg m;
 
     if (dlock__redlock_acquire(rl, key, NULL, "tok", 10000, 50, &validity,
-                               &fence, &m)
+                               &fence, NULL, &m)
         != DLOCK_OK)
         return -1;
     return dlock__redlock_release(rl, key, "tok", NULL, 50, &m) == DLOCK_OK
