@@ -281,7 +281,8 @@ DLOCK_API dlock_err dlock_acquire(dlock_client *client, const char *key,
  * expires by its TTL, and the library keeps sending the release with the
  * same token in the background until it is answered or the TTL is over),
  * or another transport error.  A lock whose validity ran out is reported
- * DLOCK_LOST even if its key had not yet expired.  For a reentrant lock
+ * DLOCK_LOST even if its key had not yet expired, and even if the release
+ * could not reach Redis (it is then sent in the background as above).  For a reentrant lock
  * held more than once, lowers the hold count and returns DLOCK_OK without a
  * round trip while its validity is known positive, DLOCK_LOST once it is
  * not.  A degraded lock is freed and DLOCK_OK returned.

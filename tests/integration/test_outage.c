@@ -100,6 +100,11 @@ static int breaker_open(void *arg)
     return dlock_client_breaker(arg) == DLOCK_BREAKER_OPEN;
 }
 
+static int validity_ran_out(void *lock)
+{
+    return dlock_lock_valid_ms(lock) == 0;
+}
+
 /* Waits until the client's probe has closed its breaker. */
 static void wait_for_recovery(dlock_client *c)
 {
@@ -330,6 +335,31 @@ static void breaker_closes_and_locks_work_when_redis_returns(void **state)
                   "recovery");
 }
 
+/* A lock whose validity ran out while Redis was down is released as
+ * DLOCK_LOST, not DLOCK_UNAVAILABLE: that its work was not protected to
+ * the end is what the caller must hear; the delete Redis could not take
+ * is the background's (and the key has expired by then anyway). */
+static void release_after_validity_ran_out_in_an_outage_says_lost(void **state)
+{
+    fixture *fx = *state;
+    dlock_acquire_opts o = itkit_acquire_opts(300, 0);
+    char key[TESTKIT_KEY_MAX];
+    dlock_lock *l;
+
+    server_up(fx);
+    wait_for_recovery(fx->client);
+    l = itkit_acquire(fx->client, testkit_key(key, "outage_expired"), &o);
+    server_down(fx);
+    TK_EXPECT(testkit_wait_until(validity_ran_out, l, 5000),
+              "its validity runs out while the server is down");
+    TK_EXPECT_ERR(dlock_release(l), DLOCK_LOST, fx->client,
+                  "the release says lost, not unavailable");
+    TK_EXPECT(strstr(dlock_client_errmsg(fx->client), "validity ran out")
+                  != NULL,
+              "and why: %s", dlock_client_errmsg(fx->client));
+    server_up(fx);
+}
+
 static void hung_server_times_out_within_the_io_timeout(void **state)
 {
     fixture *fx = *state;
@@ -413,6 +443,8 @@ int main(void)
         cmocka_unit_test(fail_open_acquire_gives_a_degraded_lock),
         cmocka_unit_test(open_breaker_keeps_a_thousand_calls_off_the_server),
         cmocka_unit_test(breaker_closes_and_locks_work_when_redis_returns),
+        cmocka_unit_test(
+            release_after_validity_ran_out_in_an_outage_says_lost),
         cmocka_unit_test(hung_server_times_out_within_the_io_timeout),
         cmocka_unit_test(client_started_offline_connects_when_redis_comes_up),
     };

@@ -1407,9 +1407,12 @@ dlock_err dlock_release(dlock_lock *l)
     if (!l->degraded) {
         err = release_once(l, m);
         leave_no_orphan(l, err);
-        /* A validity that ran out is a loss whatever Redis says now: the
-         * key may have been someone else's in between. */
-        if (expired && (err == DLOCK_OK || err == DLOCK_LOST))
+        /* A validity that ran out is a loss whatever Redis says now (the
+         * key may have been someone else's in between), and whether the
+         * release reached it or not: what it could not delete is left to
+         * the background release above, and the caller must hear that its
+         * work was not protected to the end, not that Redis is down. */
+        if (expired)
             err = report_lost(l, "release", m);
         else if (err == DLOCK_LOST)
             lost_found(l);
