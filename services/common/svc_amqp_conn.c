@@ -166,6 +166,8 @@ void svc_amqp_conn_step_end(svc_amqp_conn *c)
 
     pthread_mutex_lock(&g->mu);
     g->fd = -1;
+    /* svc_amqp_conn_fail reads it before its drop ends the step. */
+    g->fired = 0;
     pthread_mutex_unlock(&g->mu);
 }
 
