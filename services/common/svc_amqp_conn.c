@@ -14,6 +14,21 @@
  * hostname verification always on, and the client certificate when one
  * is configured.  A failed verification ends the connect before the
  * login, so credentials never reach a broker we could not verify.
+ *
+ * The step guard: rabbitmq-c 0.11.0 bounds the connect, the handshake and
+ * the wait for an RPC's reply, but not every wait.  Every send
+ * (amqp_send_method, amqp_basic_publish) polls for POLLOUT with
+ * amqp_time_infinite(), and amqp_read_message waits through
+ * amqp_simple_wait_frame_on_channel, again with amqp_time_infinite(): a
+ * broker that stops reading, or stops writing half way through a message,
+ * stalls the caller for good.  So each blocking step of the owner runs
+ * between svc_amqp_conn_step_begin and _end, and a thread of this module
+ * (started with the connection object, one per owner) shuts the socket
+ * down when a step outlives its bound.  shutdown(2) makes the blocked
+ * poll or recv return at once, rabbitmq-c reports a socket error, and the
+ * owner's failure path records "no answer within N ms" and drops the
+ * connection.  The bound is the step's own timeout plus a little slack,
+ * so a timeout rabbitmq-c does enforce is reported as its own.
  */
 #include "svc_amqp_conn.h"
 
@@ -21,12 +36,32 @@
 #include <amqp_tcp_socket.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "svc_env.h"
+
+/* Added to a step's bound, so that rabbitmq-c's own timeouts (when it has
+ * them) fire first and keep their exact message. */
+#define SVC_AMQP_GUARD_SLACK_MS 250
+
+/* The watchdog of one connection (see the top of the file). */
+typedef struct step_guard {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC */
+    pthread_t thread;
+    int fd;           /* the socket of the step in progress, -1: none */
+    int64_t deadline; /* ms, CLOCK_MONOTONIC */
+    int bound_ms;     /* the step's bound, for the message */
+    int fired;        /* the current or last step was cut short */
+    int quit;
+} step_guard;
 
 struct svc_amqp_conn {
     char *url_copy; /* amqp_parse_url writes into it */
@@ -35,7 +70,119 @@ struct svc_amqp_conn {
     amqp_connection_state_t conn; /* NULL: closed */
     char endpoint[300];           /* "host:port" */
     char err[520];                /* the last failure, "" after success */
+    int timeout_ms;               /* svc_amqp_conn_open's */
+    step_guard guard;
 };
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The watchdog thread: sleeps until the armed step's deadline, and shuts
+ * its socket down if the step is still running then.  The fd cannot be
+ * closed meanwhile: the owner disarms (under mu) before any close. */
+static void *guard_main(void *arg)
+{
+    step_guard *g = arg;
+
+    pthread_mutex_lock(&g->mu);
+    while (!g->quit) {
+        if (g->fd < 0) {
+            pthread_cond_wait(&g->cv, &g->mu);
+        } else if (mono_ms() >= g->deadline) {
+            shutdown(g->fd, SHUT_RDWR);
+            g->fired = 1;
+            g->fd = -1;
+        } else {
+            struct timespec at;
+
+            at.tv_sec = (time_t)(g->deadline / 1000);
+            at.tv_nsec = (long)(g->deadline % 1000) * 1000000L;
+            pthread_cond_timedwait(&g->cv, &g->mu, &at);
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+/* Starts c's watchdog.  0, or -1 (nothing held). */
+static int guard_start(step_guard *g)
+{
+    pthread_condattr_t ca;
+    int ok;
+
+    g->fd = -1;
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0
+         && pthread_cond_init(&g->cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok)
+        return -1;
+    if (pthread_mutex_init(&g->mu, NULL) != 0) {
+        pthread_cond_destroy(&g->cv);
+        return -1;
+    }
+    if (pthread_create(&g->thread, NULL, guard_main, g) != 0) {
+        pthread_mutex_destroy(&g->mu);
+        pthread_cond_destroy(&g->cv);
+        return -1;
+    }
+    return 0;
+}
+
+static void guard_stop(step_guard *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->quit = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+}
+
+void svc_amqp_conn_step_begin(svc_amqp_conn *c, int ms)
+{
+    step_guard *g = &c->guard;
+    const int fd = c->conn != NULL ? amqp_get_sockfd(c->conn) : -1;
+
+    pthread_mutex_lock(&g->mu);
+    g->fired = 0;
+    g->fd = fd;
+    g->bound_ms = ms;
+    g->deadline = mono_ms() + ms + SVC_AMQP_GUARD_SLACK_MS;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void svc_amqp_conn_step_end(svc_amqp_conn *c)
+{
+    step_guard *g = &c->guard;
+
+    pthread_mutex_lock(&g->mu);
+    g->fd = -1;
+    /* svc_amqp_conn_fail reads it before its drop ends the step. */
+    g->fired = 0;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* 1 (and the step's bound in *ms) if the last step was cut short. */
+static int guard_fired(svc_amqp_conn *c, int *ms)
+{
+    step_guard *g = &c->guard;
+    int fired;
+
+    pthread_mutex_lock(&g->mu);
+    fired = g->fired;
+    *ms = g->bound_ms;
+    pthread_mutex_unlock(&g->mu);
+    return fired;
+}
 
 /* One setting: the variable's value, which must name a readable file,
  * into out ("" when unset or empty).  0, or -1 with err set. */
@@ -89,6 +236,11 @@ svc_amqp_conn *svc_amqp_conn_new(const char *url, const svc_amqp_tls *tls)
         free(c);
         return NULL;
     }
+    if (guard_start(&c->guard) != 0) {
+        free(c->url_copy);
+        free(c);
+        return NULL;
+    }
     if (tls != NULL)
         c->tls = *tls;
     amqp_default_connection_info(&c->info);
@@ -106,6 +258,7 @@ void svc_amqp_conn_free(svc_amqp_conn *c)
     if (c == NULL)
         return;
     svc_amqp_conn_close(c);
+    guard_stop(&c->guard);
     free(c->url_copy);
     free(c);
 }
@@ -143,6 +296,7 @@ void svc_amqp_conn_set_err(svc_amqp_conn *c, const char *fmt, ...)
 
 void svc_amqp_conn_drop(svc_amqp_conn *c)
 {
+    svc_amqp_conn_step_end(c); /* before the close: the fd may be reused */
     if (c->conn != NULL) {
         amqp_destroy_connection(c->conn);
         c->conn = NULL;
@@ -151,7 +305,12 @@ void svc_amqp_conn_drop(svc_amqp_conn *c)
 
 int svc_amqp_conn_fail(svc_amqp_conn *c, const char *what, int status)
 {
-    svc_amqp_conn_set_err(c, "%s: %s", what, amqp_error_string2(status));
+    int bound_ms;
+
+    if (guard_fired(c, &bound_ms))
+        svc_amqp_conn_set_err(c, "%s: no answer within %d ms", what, bound_ms);
+    else
+        svc_amqp_conn_set_err(c, "%s: %s", what, amqp_error_string2(status));
     svc_amqp_conn_drop(c);
     return -1;
 }
@@ -271,6 +430,7 @@ int svc_amqp_conn_open(svc_amqp_conn *c, int timeout_ms)
     int st;
 
     svc_amqp_conn_close(c);
+    c->timeout_ms = timeout_ms;
     svc_amqp_conn_timeval(timeout_ms, &tv);
     sock = new_connection(c, &tv);
     if (sock == NULL)
@@ -278,6 +438,9 @@ int svc_amqp_conn_open(svc_amqp_conn *c, int timeout_ms)
     st = amqp_socket_open_noblock(sock, c->info.host, c->info.port, &tv);
     if (st != AMQP_STATUS_OK)
         return connect_failed(c, st);
+    /* amqp_login bounds its waits by the handshake timeout, but its
+     * sends and channel.open's are unbounded in rabbitmq-c. */
+    svc_amqp_conn_step_begin(c, timeout_ms);
     if (svc_amqp_conn_reply(c, "login",
                             amqp_login(c->conn, c->info.vhost, 1, 131072, 0,
                                        AMQP_SASL_METHOD_PLAIN, c->info.user,
@@ -287,6 +450,7 @@ int svc_amqp_conn_open(svc_amqp_conn *c, int timeout_ms)
     amqp_channel_open(c->conn, SVC_AMQP_CONN_CHANNEL);
     if (svc_amqp_conn_rpc(c, "channel.open") != 0)
         return -1;
+    svc_amqp_conn_step_end(c);
     c->err[0] = '\0';
     return 0;
 }
@@ -295,7 +459,9 @@ void svc_amqp_conn_close(svc_amqp_conn *c)
 {
     if (c->conn == NULL)
         return;
-    /* Best effort and bounded by the RPC timeout; the socket goes anyway. */
+    /* Best effort, bounded by the RPC timeout (the replies) and the guard
+     * (the sends); the socket goes anyway. */
+    svc_amqp_conn_step_begin(c, 2 * c->timeout_ms);
     amqp_channel_close(c->conn, SVC_AMQP_CONN_CHANNEL, AMQP_REPLY_SUCCESS);
     amqp_connection_close(c->conn, AMQP_REPLY_SUCCESS);
     svc_amqp_conn_drop(c);

@@ -13,6 +13,11 @@
  *     channel.open and whatever the owner sends afterwards) by
  *     amqp_set_handshake_timeout / amqp_set_rpc_timeout.  A thread stuck
  *     on a silent broker would stall the outbox or the indexer.
+ *     rabbitmq-c leaves some waits unbounded (every send's POLLOUT wait,
+ *     amqp_read_message), so the owner runs each blocking step between
+ *     svc_amqp_conn_step_begin and _end: a step that outlives its bound
+ *     has its socket shut down by this module's watchdog thread, fails
+ *     with "no answer within N ms", and the connection is dropped.
  *     Heartbeats are off: rabbitmq-c sends them only from inside its
  *     calls, so the owners watch the socket instead;
  *   - state: svc_amqp_conn_state() == NULL means closed.  Every failure
@@ -31,7 +36,10 @@
  * svc_amqp_conn_new until svc_amqp_conn_free.  It reaches rabbitmq-c's
  * connection only through svc_amqp_conn_state (borrowed, never freed by
  * the owner) and the failure text through svc_amqp_conn_errmsg.
- * Threads: one thread, the owner's.
+ * Threads: one thread, the owner's, calls these functions; each
+ * connection object also runs a watchdog thread of its own (started by
+ * svc_amqp_conn_new, joined by svc_amqp_conn_free) that only ever shuts
+ * the socket of an overrunning step down.
  */
 #ifndef SVC_AMQP_CONN_H
 #define SVC_AMQP_CONN_H
@@ -65,7 +73,8 @@ int svc_amqp_tls_load(svc_amqp_tls *t, char *err, size_t errlen);
  * certificate) is used only for amqps:// URLs.  Returns NULL on
  * allocation failure or a URL that does not parse. */
 svc_amqp_conn *svc_amqp_conn_new(const char *url, const svc_amqp_tls *tls);
-/* Closes (politely when still up) and frees c; NULL does nothing. */
+/* Closes (politely when still up), stops the watchdog and frees c; NULL
+ * does nothing. */
 void svc_amqp_conn_free(svc_amqp_conn *c);
 
 /* rabbitmq-c's connection, for the owner's own calls on
@@ -93,6 +102,16 @@ int svc_amqp_conn_open(svc_amqp_conn *c, int timeout_ms);
 void svc_amqp_conn_close(svc_amqp_conn *c);
 /* Drops the connection without talking to the broker. */
 void svc_amqp_conn_drop(svc_amqp_conn *c);
+
+/* Bounds the owner's next blocking step: unless svc_amqp_conn_step_end
+ * (or a drop or close) comes within ms (plus a little slack), the socket
+ * is shut down, so whatever rabbitmq-c call is blocked returns an error,
+ * which svc_amqp_conn_fail records as "what: no answer within ms ms".
+ * Nothing is armed while closed.  svc_amqp_conn_open and _close guard
+ * their own steps. */
+void svc_amqp_conn_step_begin(svc_amqp_conn *c, int ms);
+/* Ends the step: the watchdog forgets the socket. */
+void svc_amqp_conn_step_end(svc_amqp_conn *c);
 
 /* Records "amqp host:port: <fmt...>" as the failure. */
 __attribute__((format(printf, 2, 3))) void svc_amqp_conn_set_err(

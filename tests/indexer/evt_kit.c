@@ -618,27 +618,36 @@ static int rabbit_script(const evt_rabbit *r, const char *verb, int ports)
 /* A process that stops the node once the test is gone: it waits for EOF
  * on a pipe only the test holds (close-on-exec, so no child of the test
  * keeps it open), in a session of its own so that a kill of the test's
- * process group does not take it along. */
+ * process group does not take it along, and as a grandchild whose parent
+ * has exited, because CTest's timeout kills the test's whole process
+ * tree (found through parent pids), which took the guardian along and
+ * left the node and its epmd running.  The intermediate child is reaped
+ * here; the guardian, reparented, is nobody's to wait for. */
 static int start_guardian(evt_rabbit *r)
 {
-    int fds[2];
+    int fds[2], status = 0;
+    pid_t mid;
 
     if (pipe2(fds, O_CLOEXEC) != 0) {
         fprintf(stderr, "evt: pipe: %s\n", strerror(errno));
         return -1;
     }
-    r->guardian = fork();
-    if (r->guardian < 0) {
+    mid = fork();
+    if (mid < 0) {
         fprintf(stderr, "evt: fork: %s\n", strerror(errno));
         close(fds[0]);
         close(fds[1]);
         return -1;
     }
-    if (r->guardian == 0) {
+    if (mid == 0) {
         char byte;
+        pid_t g;
 
         setsid();
         close(fds[1]);
+        g = fork();
+        if (g != 0)
+            _exit(g < 0 ? 1 : 0);
         while (read(fds[0], &byte, 1) < 0 && errno == EINTR) {
         }
         execl(r->script, "rabbit_private.sh", "stop", r->dir, (char *)NULL);
@@ -646,6 +655,14 @@ static int start_guardian(evt_rabbit *r)
     }
     close(fds[0]);
     r->guard_fd = fds[1];
+    while (waitpid(mid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "evt: the guardian did not start\n");
+        close(r->guard_fd);
+        r->guard_fd = -1;
+        return -1;
+    }
     return 0;
 }
 
@@ -875,10 +892,6 @@ void evt_rabbit_free(evt_rabbit *r)
     if (r->guard_fd >= 0) {
         close(r->guard_fd); /* the guardian's stop finds nothing to do */
         r->guard_fd = -1;
-    }
-    if (r->guardian > 0) {
-        waitpid(r->guardian, NULL, 0);
-        r->guardian = 0;
     }
     snprintf(base, sizeof(base), "%s", r->dir);
     slash = strrchr(base, '/');

@@ -27,7 +27,9 @@
  *     SIGKILL itself (pid file checked against /proc) rather than through
  *     the script, so a kill "during a batch" lands within a millisecond of
  *     the test deciding it.  A guardian process watches the test: if the
- *     test dies without stopping the node, the guardian stops it.
+ *     test dies without stopping the node (a crash, CTest's timeout,
+ *     which kills the test's whole process tree), the guardian, detached
+ *     from that tree, stops it.
  *   - evt_indexer runs the kh-indexer binary (KH_INDEXER_BIN, or the build
  *     tree's) against a test database, with its JSON log in the test's
  *     folder; tests read what it did from that log (evt_log_count) and
@@ -160,7 +162,6 @@ typedef struct evt_rabbit {
     int tls_port;      /* evt_rabbit_begin_tls: the TLS listener */
     char tls_dir[512]; /* its PKI: ca.pem, wrong-ca.pem, server.* */
     char tls_url[128]; /* amqps://dlock:dlock@localhost:TLS_PORT/%2f */
-    pid_t guardian;    /* stops the node if the test dies */
     pid_t booting;     /* the start script while it runs */
     int guard_fd;      /* the guardian's pipe; closing it = "stop" */
     int running;
@@ -189,7 +190,7 @@ int evt_rabbit_restart(evt_rabbit *r);
 /* SIGKILL to the node at once, then waits until it is gone (10 s).
  * Returns 0 or -1. */
 int evt_rabbit_kill(evt_rabbit *r);
-/* Stops the node, ends the guardian and removes the folder (kept with
+/* Stops the node, lets the guardian go and removes the folder (kept with
  * DLOCK_TEST_KEEP). */
 void evt_rabbit_free(evt_rabbit *r);
 

@@ -3,7 +3,8 @@
 # tests that stop, kill and restart the broker (never the shared stack's).
 #
 #   rabbit_private.sh start DIR AMQP_PORT DIST_PORT EPMD_PORT
-#   rabbit_private.sh stop  DIR     graceful stop (the node and its epmd)
+#   rabbit_private.sh stop  DIR     graceful stop (the node, even one still
+#                                   booting, and its epmd)
 #   rabbit_private.sh kill  DIR     SIGKILL the node (epmd stays)
 #
 # With RABBIT_TLS_PORT and RABBIT_TLS_DIR set at start, the node also
@@ -157,6 +158,7 @@ cmd_start() {
     rm -f "$DIR/rabbitmq.pid"
     (cd "$DIR" && exec env "${ENVV[@]}" setsid nohup \
         "$RABBIT_BIN/rabbitmq-server" </dev/null >"$DIR/startup.log" 2>&1) &
+    printf '%s\n' "$!" >"$DIR/launch.pid"
     for ((i = 0; i < 600; i++)); do
         if [[ -s $DIR/rabbitmq.pid ]] && port_open "$amqp"; then
             return 0
@@ -167,15 +169,40 @@ cmd_start() {
     die "rabbitmq did not start on 127.0.0.1:$amqp within 60 s"
 }
 
+# launched PID: the process cmd_start launched (rabbitmq-server, which
+# may have become beam.smp) is still there.
+launched() {
+    pid_is "$1" rabbitmq-server || pid_is "$1" beam.smp
+}
+
 cmd_stop() {
-    local pid
+    local pid launch= i
     DIR=$1
+    # A node still booting (a start that gave up waiting, or was killed
+    # with the test) has not written rabbitmq.pid yet: wait for it, so it
+    # is stopped by its pid rather than left to finish booting alone.
+    [[ -r $DIR/launch.pid ]] && read -r launch <"$DIR/launch.pid" || true
+    for ((i = 0; i < 600; i++)); do
+        [[ -z $(pidfile_pid "$DIR/rabbitmq.pid" beam.smp) ]] || break
+        launched "$launch" || break
+        sleep 0.1
+    done
     pid=$(pidfile_pid "$DIR/rabbitmq.pid" beam.smp)
     if [[ -n $pid ]]; then
         kill -TERM "$pid" 2>/dev/null || true
         wait_gone "$pid" beam.smp 30 || { kill -KILL "$pid"; wait_gone "$pid" beam.smp 5; }
     fi
     rm -f "$DIR/rabbitmq.pid"
+    # A launch that never wrote its pid file goes by the launched pid.
+    if launched "$launch"; then
+        kill -TERM "$launch" 2>/dev/null || true
+        for ((i = 0; i < 300; i++)); do
+            launched "$launch" || break
+            sleep 0.1
+        done
+        ! launched "$launch" || kill -KILL "$launch" 2>/dev/null || true
+    fi
+    rm -f "$DIR/launch.pid"
     pid=$(pidfile_pid "$DIR/epmd.pid" epmd)
     if [[ -n $pid ]]; then
         kill -TERM "$pid" 2>/dev/null || true

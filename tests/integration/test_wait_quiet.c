@@ -26,6 +26,12 @@
  *                   Redis is down (it did, with DLOCK_UNAVAILABLE, at the
  *                   first transport error) and must get the key once Redis
  *                   is back.
+ *
+ * The waiter threads and all they touch live in static storage
+ * (crowd_case), and end_case, the teardown of both cases with waiters,
+ * lets them in and joins them whether the case passed or failed: a failed
+ * TK_EXPECT leaves by longjmp, and waiters holding the case's stack frame
+ * corrupted the next case.
  */
 #include "itkit.h"
 
@@ -266,43 +272,108 @@ static int one_finished(void *arg)
     return atomic_load(&((crowd *)arg)->finished) >= 1;
 }
 
+/* ---- one case's waiters ------------------------------------------------- */
+
+/* Everything a case's waiter threads touch (the crowd, the key's name, the
+ * clients) and the holder's grip, in static storage: a failed TK_EXPECT
+ * leaves the case by longjmp while its waiters still run, so their state
+ * must outlive the case's frame until end_case has ended them.  One case
+ * at a time uses it. */
+typedef struct crowd_case {
+    crowd cr;
+    char name[TESTKIT_KEY_MAX];
+    dlock_client *holder_c;
+    dlock_client *waiter_c;
+    held h; /* the holder's */
+    pthread_t threads[WAITERS];
+    int nthreads; /* started, not yet joined */
+} crowd_case;
+
+static crowd_case the_case;
+
+/* The case's clients and crowd, waiting wait_ms each; the key's name
+ * starts with prefix. */
+static crowd_case *begin_case(const char *prefix, int64_t wait_ms)
+{
+    crowd_case *cc = &the_case;
+
+    memset(cc, 0, sizeof(*cc));
+    cc->holder_c = itkit_client(server->url, NULL);
+    cc->waiter_c = itkit_client(server->url, NULL);
+    testkit_key(cc->name, prefix);
+    crowd_init(&cc->cr, cc->waiter_c, cc->name, wait_ms);
+    return cc;
+}
+
+static int waiters_done(void *arg)
+{
+    const crowd_case *cc = arg;
+
+    return atomic_load(&cc->cr.finished) == cc->nthreads;
+}
+
+/* Teardown of every case, passed or failed: lets the waiters in (the
+ * holder's release; a restart of Redis, which forgets every key, if they
+ * still wait, say on a server that is down), joins them and frees the
+ * case.  A waiter that does not return within the bound keeps the state
+ * (static, clients not freed) and fails the teardown. */
+static int end_case(void **state)
+{
+    crowd_case *cc = &the_case;
+
+    (void)state;
+    if (cc->h.lock != NULL || cc->h.permit != NULL) {
+        if (give_back(&cc->h) != DLOCK_OK)
+            abandon(&cc->h);
+    }
+    if (!testkit_wait_until(waiters_done, cc, 5000)
+        && (testkit_redis_restart(server) != 0
+            || !testkit_wait_until(waiters_done, cc, 20000))) {
+        fprintf(stderr, "# %d of %d waiters did not return; leaking them\n",
+                cc->nthreads - atomic_load(&cc->cr.finished), cc->nthreads);
+        return -1;
+    }
+    for (int i = 0; i < cc->nthreads; i++)
+        pthread_join(cc->threads[i], NULL);
+    pthread_mutex_destroy(&cc->cr.error_mu);
+    dlock_client_free(cc->waiter_c);
+    dlock_client_free(cc->holder_c);
+    memset(cc, 0, sizeof(*cc));
+    return 0;
+}
+
 /* ---- tests -------------------------------------------------------------- */
 
 static void quiet_waiters(void **state)
 {
-    dlock_client *holder_c = itkit_client(server->url, NULL);
-    dlock_client *waiter_c = itkit_client(server->url, NULL);
-    char name[TESTKIT_KEY_MAX];
-    pthread_t threads[WAITERS];
+    crowd_case *cc = begin_case("waitq", 30000);
+    crowd *const cr = &cc->cr;
     long long before, after, tries;
     int64_t released_ms;
-    crowd cr;
-    held h;
 
     (void)state;
-    testkit_key(name, "waitq");
-    TK_EXPECT_ERR(take(holder_c, name, LONG_TTL_MS, 0, &h), DLOCK_OK, holder_c,
-                  "the holder's acquire");
-    crowd_init(&cr, waiter_c, name, 30000);
+    TK_EXPECT_ERR(take(cc->holder_c, cc->name, LONG_TTL_MS, 0, &cc->h),
+                  DLOCK_OK, cc->holder_c, "the holder's acquire");
     before = scripts_run();
-    for (int i = 0; i < WAITERS; i++)
-        TK_EXPECT(pthread_create(&threads[i], NULL, crowd_main, &cr) == 0,
+    for (int i = 0; i < WAITERS; i++) {
+        TK_EXPECT(pthread_create(&cc->threads[i], NULL, crowd_main, cr) == 0,
                   "a waiter thread starts");
-    TK_EXPECT(testkit_wait_until(all_started, &cr, 10000),
+        cc->nthreads++;
+    }
+    TK_EXPECT(testkit_wait_until(all_started, cr, 10000),
               "all %d waiters start", WAITERS);
-    expect_subscriber(name);
+    expect_subscriber(cc->name);
     itkit_pace_ms(HOLD_MS); /* the holder's work */
-    TK_EXPECT(atomic_load(&cr.finished) == 0,
+    TK_EXPECT(atomic_load(&cr->finished) == 0,
               "no waiter returns while "
               "the " KIND " is held (%d did)",
-              atomic_load(&cr.finished));
+              atomic_load(&cr->finished));
     released_ms = testkit_now_ms();
-    TK_EXPECT_ERR(give_back(&h), DLOCK_OK, holder_c, "the holder's release");
-    TK_EXPECT(testkit_wait_until(all_finished, &cr, 20000),
+    TK_EXPECT_ERR(give_back(&cc->h), DLOCK_OK, cc->holder_c,
+                  "the holder's release");
+    TK_EXPECT(testkit_wait_until(all_finished, cr, 20000),
               "all waiters finish within 20 s (%d did)",
-              atomic_load(&cr.finished));
-    for (int i = 0; i < WAITERS; i++)
-        pthread_join(threads[i], NULL);
+              atomic_load(&cr->finished));
     after = scripts_run();
     TK_EXPECT(before >= 0 && after >= 0, "INFO commandstats answers");
     /* Every waiter's release and the holder's are scripts too. */
@@ -311,27 +382,24 @@ static void quiet_waiters(void **state)
             "# %s: %d waiters, %d ms hold: %lld tries (%.1f per "
             "waiter); last grant %lld ms after the release\n",
             KIND, WAITERS, HOLD_MS, tries, (double)tries / WAITERS,
-            (long long)(atomic_load(&cr.last_grant_ms) - released_ms));
-    TK_EXPECT(atomic_load(&cr.failed) == 0,
+            (long long)(atomic_load(&cr->last_grant_ms) - released_ms));
+    TK_EXPECT(atomic_load(&cr->failed) == 0,
               "every waiter gets the " KIND " (%d failed; last: %s)",
-              atomic_load(&cr.failed), cr.error);
-    TK_EXPECT(atomic_load(&cr.most_inside) == 1,
+              atomic_load(&cr->failed), cr->error);
+    TK_EXPECT(atomic_load(&cr->most_inside) == 1,
               "one holder at a time "
               "(saw %d)",
-              atomic_load(&cr.most_inside));
+              atomic_load(&cr->most_inside));
     TK_EXPECT(tries <= (long long)WAITERS * MAX_TRIES_PER_WAITER,
               "%d waiters over %d ms cost at most %d tries each, not a poll; "
               "got %lld in all",
               WAITERS, HOLD_MS, MAX_TRIES_PER_WAITER, tries);
-    TK_EXPECT(atomic_load(&cr.last_grant_ms) - released_ms
+    TK_EXPECT(atomic_load(&cr->last_grant_ms) - released_ms
                   <= HANDOVER_BOUND_MS,
               "release notifications hand the " KIND
               " to all %d waiters within %d ms; took %lld ms",
               WAITERS, HANDOVER_BOUND_MS,
-              (long long)(atomic_load(&cr.last_grant_ms) - released_ms));
-    pthread_mutex_destroy(&cr.error_mu);
-    dlock_client_free(waiter_c);
-    dlock_client_free(holder_c);
+              (long long)(atomic_load(&cr->last_grant_ms) - released_ms));
 }
 
 static void dead_holder(void **state)
@@ -390,47 +458,38 @@ static int open_or_returned(void *arg)
 
 static void forever_restart(void **state)
 {
-    dlock_client *holder_c = itkit_client(server->url, NULL);
-    dlock_client *waiter_c = itkit_client(server->url, NULL);
-    char name[TESTKIT_KEY_MAX];
-    pthread_t thread;
-    crowd cr;
-    held h;
+    crowd_case *cc = begin_case("waitr", -1);
+    crowd *const cr = &cc->cr;
 
     (void)state;
-    testkit_key(name, "waitr");
-    TK_EXPECT_ERR(take(holder_c, name, LONG_TTL_MS, 0, &h), DLOCK_OK, holder_c,
-                  "the holder's acquire");
-    crowd_init(&cr, waiter_c, name, -1);
-    TK_EXPECT(pthread_create(&thread, NULL, crowd_main, &cr) == 0,
+    TK_EXPECT_ERR(take(cc->holder_c, cc->name, LONG_TTL_MS, 0, &cc->h),
+                  DLOCK_OK, cc->holder_c, "the holder's acquire");
+    TK_EXPECT(pthread_create(&cc->threads[0], NULL, crowd_main, cr) == 0,
               "the waiter thread starts");
-    expect_subscriber(name);
+    cc->nthreads = 1;
+    expect_subscriber(cc->name);
     TK_EXPECT(testkit_redis_stop(server) == 0, "redis-server stops");
     /* The subscriber connection's loss wakes the waiter; its tries fail
      * until the breaker opens. */
-    TK_EXPECT(testkit_wait_until(open_or_returned, &cr, 10000),
+    TK_EXPECT(testkit_wait_until(open_or_returned, cr, 10000),
               "the waiter's tries open the breaker within 10 s");
-    TK_EXPECT(atomic_load(&cr.finished) == 0,
+    TK_EXPECT(atomic_load(&cr->finished) == 0,
               "a wait without end goes on "
               "while Redis is down; it returned (%s)",
-              cr.error);
+              cr->error);
     TK_EXPECT(testkit_redis_restart(server) == 0,
               "redis-server starts "
               "again on port %d",
               server->port);
-    TK_EXPECT(testkit_wait_until(one_finished, &cr, 15000),
+    TK_EXPECT(testkit_wait_until(one_finished, cr, 15000),
               "the waiter "
               "gets the " KIND " within 15 s of the restart");
-    pthread_join(thread, NULL);
-    TK_EXPECT(atomic_load(&cr.failed) == 0,
+    TK_EXPECT(atomic_load(&cr->failed) == 0,
               "the waiter's acquire and "
               "release work after the restart (%s)",
-              cr.error);
+              cr->error);
     /* The restarted server lost the holder's key: nothing to release. */
-    abandon(&h);
-    pthread_mutex_destroy(&cr.error_mu);
-    dlock_client_free(waiter_c);
-    dlock_client_free(holder_c);
+    abandon(&cc->h);
 }
 
 static int setup(void **state)
@@ -452,9 +511,9 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(quiet_waiters),
+        cmocka_unit_test_teardown(quiet_waiters, end_case),
         cmocka_unit_test(dead_holder),
-        cmocka_unit_test(forever_restart),
+        cmocka_unit_test_teardown(forever_restart, end_case),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -55,6 +55,51 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
+/* A round's waiter thread and what it reads and writes, in static
+ * storage: a failed TK_EXPECT leaves the round by longjmp while the waiter
+ * still runs (up to its 5 s wait), so that state must not live on the
+ * round's stack.  join_round, the teardown of the cases with rounds,
+ * joins it whether the case passed or failed. */
+static struct {
+    waiter w;
+    char key[TESTKIT_KEY_MAX];
+    pthread_t thread;
+    int live; /* started, not yet joined */
+} round_;
+
+/* Starts main on round_.w (client, round_.key); 0 or -1. */
+static int round_start(dlock_client *client, void *(*main)(void *))
+{
+    memset(&round_.w, 0, sizeof(round_.w));
+    round_.w.client = client;
+    round_.w.key = round_.key;
+    if (pthread_create(&round_.thread, NULL, main, &round_.w) != 0)
+        return -1;
+    round_.live = 1;
+    return 0;
+}
+
+static void round_join(void)
+{
+    if (round_.live) {
+        pthread_join(round_.thread, NULL);
+        round_.live = 0;
+    }
+}
+
+/* Teardown: joins a waiter a failed round left running and drops any lock
+ * it was granted (its key expires in Redis). */
+static int join_round(void **state)
+{
+    (void)state;
+    if (round_.live) {
+        round_join();
+        dlock_lock_free(round_.w.lock);
+        round_.w.lock = NULL;
+    }
+    return 0;
+}
+
 typedef struct channel_probe {
     const char *url;
     char channel[TESTKIT_KEY_MAX + 32];
@@ -81,17 +126,16 @@ static int64_t one_handoff(const char *url, dlock_client *holder,
                            dlock_client *other)
 {
     dlock_acquire_opts ho = itkit_acquire_opts(HOLDER_TTL_MS, 0);
-    char key[TESTKIT_KEY_MAX];
+    char *const key = round_.key;
     channel_probe probe = {url, ""};
-    waiter w = {other, key, DLOCK_OK, NULL, 0, "", 0};
-    pthread_t thread;
+    waiter *const w = &round_.w;
     dlock_lock *held;
     int64_t released_at;
 
     testkit_key(key, "waiting_handoff");
     snprintf(probe.channel, sizeof(probe.channel), "dlock:released:%s", key);
     held = itkit_acquire(holder, key, &ho);
-    TK_EXPECT(pthread_create(&thread, NULL, waiter_main, &w) == 0,
+    TK_EXPECT(round_start(other, waiter_main) == 0,
               "the waiter thread starts");
     TK_EXPECT(testkit_wait_until(has_subscriber, &probe, 3000),
               "the waiter "
@@ -101,16 +145,17 @@ static int64_t one_handoff(const char *url, dlock_client *holder,
     TK_EXPECT_ERR(dlock_release(held), DLOCK_OK, holder,
                   "the holder's "
                   "release");
-    pthread_join(thread, NULL);
-    TK_EXPECT(w.result == DLOCK_OK,
+    round_join();
+    TK_EXPECT(w->result == DLOCK_OK,
               "the waiter gets the released lock, got "
               "%s: %s",
-              dlock_errname(w.result), w.message);
-    TK_EXPECT_ERR(dlock_release(w.lock), DLOCK_OK, other,
+              dlock_errname(w->result), w->message);
+    TK_EXPECT_ERR(dlock_release(w->lock), DLOCK_OK, other,
                   "the waiter's "
                   "release");
+    w->lock = NULL;
     testkit_forget_lock(url, key);
-    return w.granted_us - released_at;
+    return w->granted_us - released_at;
 }
 
 #define BARGE_ROUNDS 8
@@ -125,6 +170,7 @@ static void *quick_waiter_main(void *arg)
         w->fence = dlock_lock_fence(w->lock);
         if (dlock_release(w->lock) != DLOCK_OK)
             w->result = DLOCK_LOST;
+        w->lock = NULL; /* released (or lost) either way */
     }
     return NULL;
 }
@@ -135,17 +181,16 @@ static int waiter_goes_first(const char *url, dlock_client *c)
 {
     dlock_acquire_opts ho = itkit_acquire_opts(HOLDER_TTL_MS, 0);
     dlock_acquire_opts again = itkit_acquire_opts(HOLDER_TTL_MS, 5000);
-    char key[TESTKIT_KEY_MAX];
+    char *const key = round_.key;
     channel_probe probe = {url, ""};
-    waiter w = {c, key, DLOCK_OK, NULL, 0, "", 0};
-    pthread_t thread;
+    waiter *const w = &round_.w;
     dlock_lock *held, *second = NULL;
     uint64_t second_fence;
 
     testkit_key(key, "waiting_barge");
     snprintf(probe.channel, sizeof(probe.channel), "dlock:released:%s", key);
     held = itkit_acquire(c, key, &ho);
-    TK_EXPECT(pthread_create(&thread, NULL, quick_waiter_main, &w) == 0,
+    TK_EXPECT(round_start(c, quick_waiter_main) == 0,
               "the waiter thread starts");
     TK_EXPECT(testkit_wait_until(has_subscriber, &probe, 3000),
               "the waiter subscribes to %s within 3 s", probe.channel);
@@ -155,11 +200,12 @@ static int waiter_goes_first(const char *url, dlock_client *c)
     second_fence = dlock_lock_fence(second);
     TK_EXPECT_ERR(dlock_release(second), DLOCK_OK, c,
                   "the releaser's second release");
-    pthread_join(thread, NULL);
-    TK_EXPECT(w.result == DLOCK_OK, "the waiter got the lock: %s: %s",
-              dlock_errname(w.result), w.message);
+    round_join();
+    TK_EXPECT(w->result == DLOCK_OK, "the waiter got the lock: %s: %s",
+              dlock_errname(w->result), w->message);
+    w->lock = NULL; /* released by quick_waiter_main */
     testkit_forget_lock(url, key);
-    return w.fence < second_fence;
+    return w->fence < second_fence;
 }
 
 static void releaser_does_not_barge(void **state)
@@ -309,8 +355,8 @@ static void busy_ttl_reports_the_holders_ttl(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(waiter_is_woken_by_the_release),
-        cmocka_unit_test(releaser_does_not_barge),
+        cmocka_unit_test_teardown(waiter_is_woken_by_the_release, join_round),
+        cmocka_unit_test_teardown(releaser_does_not_barge, join_round),
         cmocka_unit_test(wait_ends_with_busy_at_the_deadline),
         cmocka_unit_test(busy_ttl_reports_the_holders_ttl),
     };

@@ -7,8 +7,12 @@
  * confirm wait.  rabbitmq-c's calls block on the socket, so every one is
  * bounded: the connect, the handshake and each RPC (login, channel.open,
  * confirm.select, exchange.declare) by svc_amqp_conn_open's timeout, and
- * the confirm wait by its own deadline.  A relay thread stuck on a silent
- * broker would stall the whole outbox, which the bounds prevent.
+ * the confirm wait by its own deadline.  rabbitmq-c does not bound its
+ * sends (a broker that stops reading) nor amqp_read_message (a returned
+ * message cut short), so every step here also runs under
+ * svc_amqp_conn's step guard with the same timeout: the declarations, each
+ * publish, the confirm wait with its returns.  A relay thread stuck on a
+ * silent broker would stall the whole outbox, which the bounds prevent.
  * Heartbeats are off: rabbitmq-c sends them only from inside its calls,
  * and the relay instead checks the socket for a close on every round
  * (rv_amqp_alive).
@@ -33,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "svc_amqp_conn.h"
@@ -47,6 +52,7 @@ struct rv_amqp {
     const char *binding[RV_AMQP_MAX_QUEUES];
     int nqueues;
     uint64_t next_tag; /* the tag the next publish gets */
+    int timeout_ms;    /* rv_amqp_connect's: bounds each publish */
 };
 
 /* The word after the one at s (of length w): past its dot, or the end. */
@@ -187,9 +193,13 @@ static int must_route(const rv_amqp *a, const char *routing_key)
 
 int rv_amqp_connect(rv_amqp *a, int timeout_ms)
 {
-    if (svc_amqp_conn_open(a->ac, timeout_ms) != 0
-        || confirm_and_declare(a) != 0)
+    if (svc_amqp_conn_open(a->ac, timeout_ms) != 0)
         return -1;
+    a->timeout_ms = timeout_ms;
+    svc_amqp_conn_step_begin(a->ac, timeout_ms * (3 + 2 * a->nqueues));
+    if (confirm_and_declare(a) != 0)
+        return -1;
+    svc_amqp_conn_step_end(a->ac);
     a->next_tag = 1;
     return 0;
 }
@@ -225,12 +235,14 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
     props.message_id = amqp_cstring_bytes(message_id);
     bytes.bytes = (void *)body;
     bytes.len = len;
+    svc_amqp_conn_step_begin(a->ac, a->timeout_ms);
     st = amqp_basic_publish(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
                             amqp_cstring_bytes(a->exchange),
                             amqp_cstring_bytes(routing_key),
                             must_route(a, routing_key), 0, &props, bytes);
     if (st != AMQP_STATUS_OK)
         return svc_amqp_conn_fail(a->ac, "publish", st);
+    svc_amqp_conn_step_end(a->ac);
     *tag = a->next_tag++;
     return 0;
 }
@@ -338,6 +350,9 @@ int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
     const int64_t deadline = now_ms() + timeout_ms;
     const size_t n = (size_t)(last_tag - first_tag + 1);
 
+    /* The frames' waits end at the deadline; amqp_read_message's (a
+     * basic.return's header and body) only by the guard. */
+    svc_amqp_conn_step_begin(a->ac, timeout_ms);
     while (!all_settled(states, n)) {
         if (!svc_amqp_conn_is_open(a->ac)) {
             svc_amqp_conn_set_err(a->ac, "waiting for confirms: not "
@@ -348,6 +363,7 @@ int rv_amqp_wait_confirms(rv_amqp *a, uint64_t first_tag, uint64_t last_tag,
             return -1;
         amqp_maybe_release_buffers(svc_amqp_conn_state(a->ac));
     }
+    svc_amqp_conn_step_end(a->ac);
     return 0;
 }
 
@@ -373,6 +389,16 @@ int rv_amqp_alive(rv_amqp *a)
     svc_amqp_conn_fail(a->ac, "idle check", st);
     return 0;
 }
+
+#ifdef REVIEWD_TESTING
+void rv_amqp_test_break(rv_amqp *a)
+{
+    const int fd = rv_amqp_fd(a);
+
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+}
+#endif
 
 int rv_amqp_fd(const rv_amqp *a)
 {

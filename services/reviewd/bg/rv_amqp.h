@@ -92,6 +92,12 @@ int rv_amqp_alive(rv_amqp *a);
 /* The socket, for poll(2), or -1 when closed. */
 int rv_amqp_fd(const rv_amqp *a);
 
+#ifdef REVIEWD_TESTING
+/* Test builds: shuts the socket down without telling anyone, as a broker
+ * that died unseen would leave it; the next call on it fails. */
+void rv_amqp_test_break(rv_amqp *a);
+#endif
+
 /* "host:port" and the last failure. */
 const char *rv_amqp_endpoint(const rv_amqp *a);
 const char *rv_amqp_errmsg(const rv_amqp *a);

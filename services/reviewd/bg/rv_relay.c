@@ -112,6 +112,11 @@ struct rv_relay {
     /* REVIEWD_TEST_NACK_PUBLISH=N: the Nth publish of this process counts
      * as nacked whatever the broker said (a broker nack on demand). */
     uint64_t test_nack_publish;
+    /* REVIEWD_TEST_BREAK_BATCH=N: the broker's socket is shut down just
+     * before the Nth batch of this process is published, so the batch's
+     * first publish fails (a broker that died between batches, unseen). */
+    unsigned long test_break_batch;
+    unsigned long batches;
 #endif
 };
 
@@ -396,11 +401,24 @@ static void test_nack(rv_relay *r, batch *b)
     if (nth > before && nth <= before + (uint64_t)b->published)
         b->states[nth - before - 1] = RV_AMQP_NACKED;
 }
+
+/* REVIEWD_TEST_BREAK_BATCH: breaks the connection before the chosen
+ * batch's publishes, as a broker's death between batches would. */
+static void test_break(rv_relay *r)
+{
+    if (++r->batches == r->test_break_batch)
+        rv_amqp_test_break(r->amqp);
+}
 #else
 static void test_nack(rv_relay *r, batch *b)
 {
     (void)r;
     (void)b;
+}
+
+static void test_break(rv_relay *r)
+{
+    (void)r;
 }
 #endif
 
@@ -425,6 +443,7 @@ static int send_batch(rv_relay *r, batch *b, int *pg_failed)
 
     if (batch_alloc(b) != 0)
         return 0;
+    test_break(r);
     if (publish_batch(r, b) == 0 && b->published > 0) {
         rv_amqp_wait_confirms(r->amqp, b->first_tag,
                               b->first_tag + (uint64_t)b->published - 1,
@@ -441,7 +460,13 @@ static int send_batch(rv_relay *r, batch *b, int *pg_failed)
         *pg_failed = 1;
         return 0;
     }
-    return marked == b->published;
+    /* Nothing published is not "all acked": when the batch's first
+     * publish failed (a broker that died between batches), 0 == 0 made
+     * relay_main claim and fail the next batch at once, for ever, without
+     * ever returning to ensure_amqp to reconnect, and silently, the
+     * outage having been logged already. */
+    return b->published > 0 && marked == b->published
+           && rv_amqp_connected(r->amqp);
 }
 
 /* One round.  Returns 1 when a full batch went out (more may wait), 0
@@ -576,6 +601,10 @@ rv_relay *rv_relay_start(rv_app *app)
     if (getenv("REVIEWD_TEST_NACK_PUBLISH") != NULL) {
         r->test_nack_publish = strtoull(getenv("REVIEWD_TEST_NACK_PUBLISH"),
                                         NULL, 10);
+    }
+    if (getenv("REVIEWD_TEST_BREAK_BATCH") != NULL) {
+        r->test_break_batch = strtoul(getenv("REVIEWD_TEST_BREAK_BATCH"), NULL,
+                                      10);
     }
 #endif
     r->amqp = rv_amqp_new(app->cfg->amqp_url, app->cfg->amqp_exchange,
