@@ -299,9 +299,9 @@ static dlock__waiter *join_direct(dlock__notifier *n, const char *channel)
 
 /* A direct waiter (notify.h) sleeps on its own connection: a PUBLISH on
  * its channel wakes it with the payload kept, nothing else does; leaving
- * keeps the connection (the channel unsubscribed on the server), and the
- * next direct waiter takes it, skipping what was still in it for the old
- * channel. */
+ * keeps the connection with nothing sent (the channel still subscribed on
+ * the server), and the next direct waiter takes it, unsubscribing the old
+ * channel and skipping what was still in it for that channel. */
 static void a_direct_waiter_is_woken_by_its_own_connection(void **state)
 {
     fixture *f = *state;
@@ -320,17 +320,20 @@ static void a_direct_waiter_is_woken_by_its_own_connection(void **state)
     assert_int_equal(publish(ch), 1);
     dlock__notify_leave(f->n, w);
     assert_int_equal(dlock__notify_kept(f->n), 1);
-    assert_true(testkit_wait_until(unsubscribed, ch, SOON_MS));
+    assert_int_equal(numsub(ch), 1);
 
     w = join_direct(f->n, testkit_key(next, "notify_direct_next"));
     assert_int_equal(dlock__notify_kept(f->n), 0);
+    assert_true(testkit_wait_until(unsubscribed, ch, SOON_MS));
     assert_int_equal(dlock__notify_take_message(f->n, w, msg, sizeof(msg)), 0);
     assert_int_equal(dlock__notify_wait(f->n, w, after_ms(50)), 0);
     dlock__notify_leave(f->n, w);
     assert_int_equal(dlock__notify_kept(f->n), 1);
 }
 
-/* At most DLOCK__NOTIFY_KEPT_MAX connections are kept; the rest close. */
+/* At most DLOCK__NOTIFY_KEPT_MAX connections are kept; the rest close,
+ * which unsubscribes their channels.  Taking the kept ones again
+ * unsubscribes the rest. */
 static void direct_connections_kept_are_bounded(void **state)
 {
     enum { N = DLOCK__NOTIFY_KEPT_MAX + 4 };
@@ -343,8 +346,19 @@ static void direct_connections_kept_are_bounded(void **state)
     for (int i = 0; i < N; i++)
         dlock__notify_leave(f->n, w[i]);
     assert_int_equal(dlock__notify_kept(f->n), DLOCK__NOTIFY_KEPT_MAX);
-    for (int i = 0; i < N; i++)
+    for (int i = DLOCK__NOTIFY_KEPT_MAX; i < N; i++)
         assert_true(testkit_wait_until(unsubscribed, ch[i], SOON_MS));
+    for (int i = 0; i < DLOCK__NOTIFY_KEPT_MAX; i++)
+        assert_int_equal(numsub(ch[i]), 1);
+    for (int i = 0; i < DLOCK__NOTIFY_KEPT_MAX; i++) {
+        char again[TESTKIT_KEY_MAX];
+
+        w[i] = join_direct(f->n, testkit_key(again, "notify_direct_again"));
+    }
+    for (int i = 0; i < DLOCK__NOTIFY_KEPT_MAX; i++) {
+        assert_true(testkit_wait_until(unsubscribed, ch[i], SOON_MS));
+        dlock__notify_leave(f->n, w[i]);
+    }
 }
 
 int main(void)

@@ -52,6 +52,13 @@ typedef struct direct_sub {
     dlock__conn *conn;
 } direct_sub;
 
+/* A kept connection and the channel its last waiter left subscribed
+ * (owned; unsubscribed when the connection is next used). */
+typedef struct direct_idle {
+    dlock__conn *conn;
+    char *stale;
+} direct_idle;
+
 typedef struct channel {
     char *name;
     int refs;
@@ -83,7 +90,7 @@ struct dlock__notifier {
     channel *channels;
     dlock__conn *conn; /* the subscriber thread's only */
     int64_t backoff_us;
-    dlock__conn *idle[DIRECT_IDLE_MAX]; /* direct waiters' spare ones */
+    direct_idle idle[DIRECT_IDLE_MAX]; /* direct waiters' spare ones */
     int nidle;
 };
 
@@ -485,8 +492,11 @@ void dlock__notifier_free(dlock__notifier *n)
     while (n->channels != NULL)
         remove_channel(n, n->channels);
     dlock__conn_free(n->conn);
-    while (n->nidle > 0)
-        dlock__conn_free(n->idle[--n->nidle]);
+    while (n->nidle > 0) {
+        n->nidle--;
+        dlock__conn_free(n->idle[n->nidle].conn);
+        dlock__free(n->idle[n->nidle].stale);
+    }
     close(n->pipe_fds[0]);
     close(n->pipe_fds[1]);
     pthread_mutex_destroy(&n->mu);
@@ -664,26 +674,43 @@ void dlock__notify_leave(dlock__notifier *n, dlock__waiter *w)
  * sleeps in poll(2) on that socket, so the message wakes the waiting
  * thread itself, at the moment the release's reply wakes the releaser.
  * The price is one connection per direct waiter at a time; they are kept
- * (up to DIRECT_IDLE_MAX) for the next one, which sends its SUBSCRIBE on a
- * connection whose last UNSUBSCRIBE may still be answering: replies about
- * other channels are skipped.
+ * (up to DIRECT_IDLE_MAX) for the next one.
+ *
+ * Between the message and the waiter's return nothing else goes over the
+ * wire: a waiter that leaves sends no UNSUBSCRIBE (a loopback send wakes
+ * Redis and runs its TCP path on the waiter's time, on the hand-off's
+ * path).  Its channel stays subscribed, named in the kept connection's
+ * entry, until the next direct waiter takes the connection and sends
+ * "UNSUBSCRIBE old" and "SUBSCRIBE new" in one write, or the connection
+ * is closed.  A grant channel is one token's, so nothing is published on
+ * it after its wait ends but a stray nudge; replies about other channels
+ * (late messages, the UNSUBSCRIBE's confirmation) are skipped by name.
  */
 
-/* Sends "verb name" on conn, giving up at the I/O timeout or deadline_us
+/* Sends "UNSUBSCRIBE stale" (if stale is not NULL) and "SUBSCRIBE name" in
+ * one write on conn, giving up at the I/O timeout or deadline_us
  * (clock.h), whichever comes first. */
 static dlock_err direct_send(dlock__notifier *n, dlock__conn *conn,
-                             const char *verb, const char *name,
+                             const char *stale, const char *name,
                              int64_t deadline_us, dlock__msg *m)
 {
-    const char *argv[] = {verb, name};
-    char buf[512];
-    size_t len = dlock__resp_format(buf, sizeof(buf), 2, argv, NULL);
+    const char *unsub[] = {"UNSUBSCRIBE", stale};
+    const char *sub[] = {"SUBSCRIBE", name};
+    enum { HALF = 512 };
+    char buf[2 * HALF];
+    size_t len = 0, more;
     int64_t io = dlock__client_io_deadline(n->client);
 
-    if (len > sizeof(buf))
+    /* Both names were accepted here once: stale fits if name does. */
+    if (stale != NULL
+        && (len = dlock__resp_format(buf, HALF, 2, unsub, NULL)) > HALF)
+        len = 0;
+    more = dlock__resp_format(buf + len, HALF, 2, sub, NULL);
+    if (more > HALF)
         return dlock__msg_set(m, DLOCK_INVALID,
                               "channel name of %zu bytes is too long",
                               strlen(name));
+    len += more;
     return dlock__conn_send(conn, buf, len,
                             deadline_us < io ? deadline_us : io, m);
 }
@@ -695,25 +722,27 @@ static dlock_err direct_send(dlock__notifier *n, dlock__conn *conn,
 static dlock_err direct_subscribe(dlock__notifier *n, direct_sub *d,
                                   int64_t deadline_us, dlock__msg *m)
 {
-    dlock__conn *conn = NULL;
+    direct_idle kept = {NULL, NULL};
     dlock_err err;
 
     pthread_mutex_lock(&n->mu);
     if (n->nidle > 0)
-        conn = n->idle[--n->nidle];
+        kept = n->idle[--n->nidle];
     pthread_mutex_unlock(&n->mu);
     /* Not counted as a reconnect in the client's stats: nothing failed. */
-    if (conn == NULL) {
-        err = dlock__client_connect_until(n->client, deadline_us, &conn, m);
+    if (kept.conn == NULL) {
+        err = dlock__client_connect_until(n->client, deadline_us, &kept.conn,
+                                          m);
         if (err != DLOCK_OK)
             return err;
     }
-    err = direct_send(n, conn, "SUBSCRIBE", d->name, deadline_us, m);
+    err = direct_send(n, kept.conn, kept.stale, d->name, deadline_us, m);
+    dlock__free(kept.stale);
     if (err != DLOCK_OK) {
-        dlock__conn_free(conn);
+        dlock__conn_free(kept.conn);
         return err;
     }
-    d->conn = conn;
+    d->conn = kept.conn;
     return DLOCK_OK;
 }
 
@@ -795,6 +824,11 @@ static int direct_wait(dlock__notifier *n, dlock__waiter *w,
                 break;
             woken |= direct_push(w, r);
             freeReplyObject(r);
+            /* What is already read is handled; another read(2), which
+             * would find nothing, is not worth its time on the hand-off's
+             * path: a later reply waits for the next wait or taker. */
+            if (woken && !dlock__conn_buffered(d->conn))
+                break;
         }
         if (woken)
             return 1;
@@ -811,20 +845,18 @@ static int direct_wait(dlock__notifier *n, dlock__waiter *w,
     }
 }
 
-/* Leaves a direct waiter's channel; its connection is kept for the next
- * one if the UNSUBSCRIBE went out. */
+/* Leaves a direct waiter's channel: its connection is kept for the next
+ * one with the channel still subscribed (see above), or closed. */
 static void direct_leave(dlock__notifier *n, dlock__waiter *w)
 {
     direct_sub *d = w->direct;
-    dlock__msg m;
 
-    if (d->conn != NULL
-        && direct_send(n, d->conn, "UNSUBSCRIBE", d->name, DLOCK__FOREVER, &m)
-               == DLOCK_OK) {
+    if (d->conn != NULL) {
         pthread_mutex_lock(&n->mu);
         if (n->nidle < DIRECT_IDLE_MAX) {
-            n->idle[n->nidle++] = d->conn;
+            n->idle[n->nidle++] = (direct_idle){d->conn, d->name};
             d->conn = NULL;
+            d->name = NULL;
         }
         pthread_mutex_unlock(&n->mu);
     }

@@ -23,6 +23,9 @@
  *
  * A direct waiter (dlock__notify_join_direct) has the channel on a
  * connection of its own and is woken by its socket, not by this thread.
+ * When it leaves, its channel stays subscribed on the kept connection
+ * until the next direct waiter takes that connection (which unsubscribes
+ * it in the write of its own SUBSCRIBE) or it is closed.
  *
  * Threads: thread-safe.  A dlock__waiter belongs to the thread that joined.
  */
