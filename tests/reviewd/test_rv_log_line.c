@@ -330,7 +330,7 @@ static void buffered_lines_come_soon_and_in_the_order_made(void **state)
     }
 }
 
-enum { FREED_LINES = 4000 };
+enum { FREED_LINES = 2000 };
 
 static void every_buffered_line_is_written_when_the_log_is_freed(void **state)
 {
@@ -339,7 +339,7 @@ static void every_buffered_line_is_written_when_the_log_is_freed(void **state)
     json_t **got = calloc(FREED_LINES, sizeof(*got));
     char value[300];
 
-    /* A flush far away: only a full buffer (these lines are some 1.3 MB,
+    /* A flush far away: only a full buffer (these lines are some 660 KB,
      * more than it holds) and svc_log_free write them. */
     assert_non_null(got);
     memset(value, 'v', sizeof(value) - 1);
