@@ -81,6 +81,7 @@ void bench_http_close(bench_http *h)
 
 int bench_http_send(bench_http *h, const char *p, size_t n)
 {
+    h->len = 0;
     if (h->fd < 0)
         return -1;
     while (n > 0) {
@@ -150,21 +151,52 @@ int bench_http_read(bench_http *h, const char **body)
     }
 }
 
+int bench_http_read_some(bench_http *h, const char **body)
+{
+    ssize_t got;
+    int status;
+
+    if (h->fd < 0 || h->len + 1 >= sizeof(h->buf))
+        return -1;
+    got = recv(h->fd, h->buf + h->len, sizeof(h->buf) - h->len - 1,
+               MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    if (got <= 0)
+        return -1;
+    h->len += (size_t)got;
+    h->buf[h->len] = '\0';
+    status = complete_response(h, body);
+    if (status != 0)
+        close_if_asked(h, *body);
+    return status;
+}
+
+int bench_http_format(char *out, size_t outlen, const char *method,
+                      const char *path, const char *token, const char *body)
+{
+    const int n = snprintf(
+        out, outlen,
+        "%s %s HTTP/1.1\r\nHost: bench\r\n"
+        "%s%s%s%sContent-Length: %zu\r\n\r\n%s",
+        method, path, token != NULL ? "Authorization: Bearer " : "",
+        token != NULL ? token : "", token != NULL ? "\r\n" : "",
+        body != NULL ? "Content-Type: application/json\r\n" : "",
+        body != NULL ? strlen(body) : 0, body != NULL ? body : "");
+
+    return n < 0 || (size_t)n >= outlen ? -1 : n;
+}
+
 int bench_http_request(bench_http *h, const char *method, const char *path,
                        const char *token, const char *body,
                        const char **resp_body)
 {
     char req[8192];
-    int n, attempt, status = -1;
+    int attempt, status = -1;
+    const int n = bench_http_format(req, sizeof(req), method, path, token,
+                                    body);
 
-    n = snprintf(req, sizeof(req),
-                 "%s %s HTTP/1.1\r\nHost: bench\r\n"
-                 "%s%s%s%sContent-Length: %zu\r\n\r\n%s",
-                 method, path, token != NULL ? "Authorization: Bearer " : "",
-                 token != NULL ? token : "", token != NULL ? "\r\n" : "",
-                 body != NULL ? "Content-Type: application/json\r\n" : "",
-                 body != NULL ? strlen(body) : 0, body != NULL ? body : "");
-    if (n < 0 || (size_t)n >= sizeof(req))
+    if (n < 0)
         return -1;
     for (attempt = 0; attempt < 2 && status < 0; attempt++) {
         if (h->fd < 0 && bench_http_connect(h) != 0)

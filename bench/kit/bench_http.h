@@ -42,9 +42,23 @@ int bench_http_connect(bench_http *h);
 /* Closes the socket if open; h can be connected again. */
 void bench_http_close(bench_http *h);
 
-/* Sends all n bytes of p on the connection.  Returns 0, or -1 (a timeout,
- * a reset, or no connection). */
+/* Sends all n bytes of p on the connection, forgetting the last
+ * response.  Returns 0, or -1 (a timeout, a reset, or no connection). */
 int bench_http_send(bench_http *h, const char *p, size_t n);
+
+/* Formats a request as bench_http_request sends it into out (size
+ * outlen): the method, path, Host, the Bearer token unless NULL, and the
+ * JSON body unless NULL.  Returns its length, or -1 if it does not fit. */
+int bench_http_format(char *out, size_t outlen, const char *method,
+                      const char *path, const char *token, const char *body);
+
+/* For one thread driving many connections (an event loop): after
+ * bench_http_send of a request, reads what has arrived without waiting
+ * (one recv).  Returns the status of the complete response, with *body as
+ * for bench_http_read, 0 when more bytes are needed, or -1 when the
+ * connection closed or failed or the response outgrew the buffer.  A
+ * response that says "Connection: close" closes h. */
+int bench_http_read_some(bench_http *h, const char **body);
 
 /* Reads one response.  Returns its status code, with *body pointing at
  * its NUL-terminated body inside h->buf, or -1 when the connection closed,

@@ -6,7 +6,12 @@
  * 10), against a running reviewd:
  *
  *   get     GET /v1/documents/{id} on keep-alive connections, random ids
- *           among seeded documents;
+ *           among seeded documents, one request in flight on each, all
+ *           driven by one thread with epoll from requests formatted
+ *           before the phase (as pgbench drives its C clients from one
+ *           thread): 16 blocking threads cost more CPU per request than
+ *           pgbench's client, on the 2 cores reviewd shares, so the
+ *           figure measured the load generator as much as reviewd;
  *   cycle   create -> submit -> approve, each cycle a new document;
  *
  * and, right after each, the limit: pgbench with C clients running the
@@ -55,10 +60,12 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -134,16 +141,6 @@ static int64_t timed(bench_http *h, bench_samples *s, const char *method,
     return status == want ? 0 : -1;
 }
 
-static int one_get(worker *w, bench_http *h)
-{
-    char path[64];
-    const char *resp;
-    const long long id = seed_lo + rand_r(&w->seed) % (seed_hi - seed_lo + 1);
-
-    snprintf(path, sizeof(path), "/v1/documents/%lld", id);
-    return timed(h, &w->req, "GET", path, author_token, NULL, 200, &resp);
-}
-
 static int one_cycle(worker *w, bench_http *h)
 {
     char path[96], doc[24], rev[24];
@@ -179,13 +176,156 @@ static void *worker_main(void *arg)
         return NULL;
     }
     bench_http_init(h, opt.port, 0);
-    while (bench_clock_ns() < w->ph->deadline_ns) {
-        const int rc = w->ph->cycle ? one_cycle(w, h) : one_get(w, h);
-
-        atomic_fetch_add(rc == 0 ? &w->ph->ops : &w->ph->errors, 1);
-    }
+    while (bench_clock_ns() < w->ph->deadline_ns)
+        atomic_fetch_add(one_cycle(w, h) == 0 ? &w->ph->ops : &w->ph->errors,
+                         1);
     bench_http_close(h);
     free(h);
+    return NULL;
+}
+
+/* ---- the GET phase: one thread, C connections ---------------------------- */
+
+/* How long the GET loop waits, past the deadline, for the requests still
+ * in flight (each is counted, as a blocking client finishes its last). */
+#define GET_DRAIN_NS (5 * 1000000000LL)
+
+typedef struct get_conn {
+    bench_http h;
+    int64_t sent_ns; /* when its request went out; 0: none in flight */
+} get_conn;
+
+typedef struct get_loop {
+    worker *w;
+    int ep;
+    char **reqs; /* reqs[id - seed_lo]: the whole request, formatted */
+    int *req_len;
+} get_loop;
+
+/* Connects c and watches it; 0, or -1 (c stays closed). */
+static int get_connect(get_loop *g, get_conn *c)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+
+    if (bench_http_connect(&c->h) != 0)
+        return -1;
+    if (epoll_ctl(g->ep, EPOLL_CTL_ADD, c->h.fd, &ev) != 0) {
+        bench_http_close(&c->h);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sends c a GET of a random seeded document, reconnecting once if the
+ * connection is gone or fails; 0, or -1 (c closed, the error counted). */
+static int get_send(get_loop *g, get_conn *c)
+{
+    const long long n = seed_hi - seed_lo + 1;
+    const int i = (int)(rand_r(&g->w->seed) % n);
+
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (c->h.fd < 0 && get_connect(g, c) != 0)
+            break;
+        c->sent_ns = bench_clock_ns();
+        if (bench_http_send(&c->h, g->reqs[i], (size_t)g->req_len[i]) == 0)
+            return 0;
+        bench_http_close(&c->h); /* close takes it out of the epoll set */
+    }
+    c->sent_ns = 0;
+    atomic_fetch_add(&g->w->ph->errors, 1);
+    return -1;
+}
+
+/* Reads what arrived on c; when its response is complete, counts it and,
+ * before the deadline, sends the next request.  Returns the change in
+ * the number of requests in flight (0 or -1). */
+static int get_ready(get_loop *g, get_conn *c, int64_t deadline)
+{
+    const char *body;
+    const int status = bench_http_read_some(&c->h, &body);
+    int64_t now;
+
+    if (status == 0)
+        return 0;
+    now = bench_clock_ns();
+    bench_samples_add(&g->w->req, now - c->sent_ns);
+    c->sent_ns = 0;
+    atomic_fetch_add(status == 200 ? &g->w->ph->ops : &g->w->ph->errors, 1);
+    if (status < 0)
+        bench_http_close(&c->h);
+    if (now >= deadline)
+        return -1;
+    return get_send(g, c) == 0 ? 0 : -1;
+}
+
+/* Formats the GET of every seeded document once; 0, or -1 (no memory). */
+static int get_format(get_loop *g)
+{
+    const long long n = seed_hi - seed_lo + 1;
+
+    g->reqs = calloc((size_t)n, sizeof(*g->reqs));
+    g->req_len = calloc((size_t)n, sizeof(*g->req_len));
+    if (g->reqs == NULL || g->req_len == NULL)
+        return -1;
+    for (long long i = 0; i < n; i++) {
+        char path[64], req[4096];
+
+        snprintf(path, sizeof(path), "/v1/documents/%lld", seed_lo + i);
+        g->req_len[i] = bench_http_format(req, sizeof(req), "GET", path,
+                                          author_token, NULL);
+        g->reqs[i] = g->req_len[i] > 0 ? strdup(req) : NULL;
+        if (g->reqs[i] == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+static void get_format_free(get_loop *g)
+{
+    for (long long i = 0; g->reqs != NULL && i < seed_hi - seed_lo + 1; i++)
+        free(g->reqs[i]);
+    free(g->reqs);
+    free(g->req_len);
+}
+
+/* Runs opt.concurrency connections, one request in flight on each, to
+ * the deadline, then waits (at most GET_DRAIN_NS) for those in flight. */
+static void get_run(get_loop *g, get_conn *conns)
+{
+    const int n = opt.concurrency;
+    const int64_t deadline = g->w->ph->deadline_ns;
+    struct epoll_event ev[64];
+    int inflight = 0;
+
+    for (int i = 0; i < n; i++) {
+        bench_http_init(&conns[i].h, opt.port, 0);
+        inflight += get_send(g, &conns[i]) == 0;
+    }
+    while (inflight > 0 && bench_clock_ns() < deadline + GET_DRAIN_NS) {
+        const int got = epoll_wait(g->ep, ev, 64, 100);
+
+        for (int i = 0; i < got; i++)
+            inflight += get_ready(g, ev[i].data.ptr, deadline);
+    }
+    for (int i = 0; i < n; i++)
+        bench_http_close(&conns[i].h);
+}
+
+static void *get_main(void *arg)
+{
+    get_loop g = {.w = arg, .ep = epoll_create1(EPOLL_CLOEXEC)};
+    get_conn *conns = calloc((size_t)opt.concurrency, sizeof(*conns));
+
+    if (g.ep < 0 || conns == NULL || get_format(&g) != 0) {
+        fprintf(stderr, "bench_reviewd: cannot set up the GET loop\n");
+        atomic_fetch_add(&g.w->ph->errors, 1);
+    } else {
+        get_run(&g, conns);
+    }
+    get_format_free(&g);
+    free(conns);
+    if (g.ep >= 0)
+        close(g.ep);
     return NULL;
 }
 
@@ -221,19 +361,26 @@ static void join_workers(worker *w, pthread_t *t, int started, result *r)
     }
 }
 
-/* Starts the workers; returns how many started (all, unless out of
- * memory or threads). */
-static int start_workers(phase *ph, worker *w, pthread_t *t)
+/* Starts the threads of a phase (the cycle: one per client; GET: one
+ * for all, get_main); returns how many started (all, unless out of memory
+ * or threads). */
+static int start_workers(phase *ph, worker *w, pthread_t *t, int n)
 {
-    for (int i = 0; i < opt.concurrency; i++) {
+    const size_t samples = ph->cycle ? SAMPLES_PER_THREAD
+                                     : (size_t)opt.concurrency
+                                           * SAMPLES_PER_THREAD / 4;
+
+    for (int i = 0; i < n; i++) {
         w[i].ph = ph;
         w[i].seed = (unsigned)(i * 7919 + 1);
-        if (bench_samples_init(&w[i].req, SAMPLES_PER_THREAD) != 0
+        if (bench_samples_init(&w[i].req, samples) != 0
             || bench_samples_init(&w[i].cyc, SAMPLES_PER_THREAD / 3) != 0
-            || pthread_create(&t[i], NULL, worker_main, &w[i]) != 0)
+            || pthread_create(&t[i], NULL, ph->cycle ? worker_main : get_main,
+                              &w[i])
+                   != 0)
             return i;
     }
-    return opt.concurrency;
+    return n;
 }
 
 /* Runs one load phase for the configured time; 0, or -1 when it could
@@ -244,6 +391,7 @@ static int run_phase(int cycle, result *r)
     pthread_t *t = calloc((size_t)opt.concurrency, sizeof(*t));
     phase ph;
     int started = 0;
+    const int threads = cycle ? opt.concurrency : 1;
 
     memset(r, 0, sizeof(*r));
     memset(&ph, 0, sizeof(ph));
@@ -263,7 +411,7 @@ static int run_phase(int cycle, result *r)
     ph.deadline_ns = start + (int64_t)opt.duration_s * 1000000000LL;
     /* Workers that did start run to the deadline even when others did
      * not; the phase is then reported as not measured. */
-    started = start_workers(&ph, w, t);
+    started = start_workers(&ph, w, t, threads);
     join_workers(w, t, started, r);
     const int64_t cpu1 = bench_cpu_pid_us(opt.pid);
     const int64_t machine1 = bench_cpu_machine_us();
@@ -277,11 +425,11 @@ static int run_phase(int cycle, result *r)
     bench_samples_sort(&r->cyc);
     free(w);
     free(t);
-    if (started < opt.concurrency) {
+    if (started < threads) {
         fprintf(stderr,
                 "bench_reviewd: could only start %d of %d "
                 "workers\n",
-                started, opt.concurrency);
+                started, threads);
         return -1;
     }
     return 0;

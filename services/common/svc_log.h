@@ -13,8 +13,9 @@
  * objects passed to svc_log_write are consumed (reference stolen).
  *
  * Threads: every function may be called from any thread at once; one line
- * is written with one write(2) under the log's mutex, so lines never
- * interleave.  An svc_log_line belongs to the thread that began it.
+ * is written with one write(2) under the log's mutex (or, buffered, is
+ * appended whole under it), so lines never interleave.  An svc_log_line
+ * belongs to the thread that began it.
  */
 #ifndef SVC_LOG_H
 #define SVC_LOG_H
@@ -39,7 +40,21 @@ typedef struct svc_log svc_log;
 svc_log *svc_log_new(const char *path, svc_log_level min_level, char *errbuf,
                      size_t errlen);
 
-/* Closes the file (never stderr) and frees the log.  NULL is fine. */
+/*
+ * Buffers the lines of svc_log_line (the access log): they are written in
+ * batches by a thread of the log's own, each batch at most flush_ms after
+ * its first line was made (and at once when 512 KiB are pending), instead
+ * of one write(2) per line.  Lines of svc_log_write are still written at
+ * once, after whatever is pending, so the file keeps the order of the
+ * lines; svc_log_reopen and svc_log_free write what is pending first.
+ * Lines pending when the process dies without svc_log_free are lost.
+ * Call it once, before other threads use the log.  Returns 0, or -1 with
+ * why in errbuf (the log then writes every line at once, as before).
+ */
+int svc_log_buffer(svc_log *log, int flush_ms, char *errbuf, size_t errlen);
+
+/* Writes what is buffered, closes the file (never stderr) and frees the
+ * log.  NULL is fine. */
 void svc_log_free(svc_log *log);
 
 /* Reopens the log file (no-op for stderr).  Returns 0, or -1 and keeps the
@@ -97,8 +112,8 @@ void svc_log_line_int(svc_log_line *line, const char *key, long long value);
  * the microsecond). */
 void svc_log_line_fixed3(svc_log_line *line, const char *key, double value);
 
-/* Closes the object, writes the line with one write(2) and frees what the
- * line allocated. */
+/* Closes the object, writes the line with one write(2) (or buffers it,
+ * svc_log_buffer) and frees what the line allocated. */
 void svc_log_line_end(svc_log_line *line);
 
 /* Parses "debug", "info", "warn" or "error"; -1 for anything else. */

@@ -257,6 +257,9 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
                            errlen);
     if (app->log == NULL)
         return -1;
+    if (cfg->log_flush_ms > 0
+        && svc_log_buffer(app->log, cfg->log_flush_ms, err, errlen) != 0)
+        return -1;
     app->content = rv_content_new(cfg, app->log, err, errlen);
     if (app->content == NULL)
         return -1;

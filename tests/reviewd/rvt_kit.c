@@ -556,6 +556,25 @@ int rvt_server_log_has(const rvt_server *s, const char *text)
     return has;
 }
 
+typedef struct log_wait {
+    const rvt_server *s;
+    const char *text;
+} log_wait;
+
+static int log_has_text(void *arg)
+{
+    const log_wait *w = arg;
+
+    return rvt_server_log_has(w->s, w->text);
+}
+
+int rvt_server_log_shows(const rvt_server *s, const char *text)
+{
+    log_wait w = {s, text};
+
+    return testkit_wait_until(log_has_text, &w, 5000);
+}
+
 void rvt_server_log_tail(const rvt_server *s)
 {
     char *log = read_file(s->log);

@@ -111,6 +111,11 @@ void rvt_server_expect_clean(const rvt_server *s);
 void rvt_server_remove_dir(const rvt_server *s);
 /* 1 if the server's log contains text. */
 int rvt_server_log_has(const rvt_server *s, const char *text);
+/* 1 once the server's log contains text, 0 if it did not within 5 s:
+ * for the access log's lines, which reviewd writes in batches
+ * (REVIEWD_LOG_FLUSH_MS), so a request's line may come a little after
+ * its response. */
+int rvt_server_log_shows(const rvt_server *s, const char *text);
 /* Prints the log's last lines to stderr (after a failure). */
 void rvt_server_log_tail(const rvt_server *s);
 

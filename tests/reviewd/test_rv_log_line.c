@@ -6,8 +6,11 @@
  * keep jansson's guarantees: a hostile request id or path can neither
  * break a line nor forge another, a value that is not UTF-8 is left out
  * rather than written raw, a long line is written whole, and lines from
- * many threads never interleave.  Each test writes to a log file of its
- * own and reads it back with jansson.
+ * many threads never interleave.  Buffered (svc_log_buffer, as reviewd
+ * runs it), lines still reach the file soon, in the order they were made
+ * with the lines written at once, and all of them when the log is freed.
+ * Each test writes to a log file of its own and reads it back with
+ * jansson.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "svc_log.h"
@@ -266,6 +270,101 @@ static void lines_of_many_threads_never_interleave(void **state)
     free(got);
 }
 
+/* The lines in the file, counted, without parsing them. */
+static int count_lines(const fixture *f)
+{
+    FILE *fp = fopen(f->path, "r");
+    int n = 0, c;
+
+    assert_non_null(fp);
+    while ((c = getc(fp)) != EOF)
+        n += c == '\n';
+    fclose(fp);
+    return n;
+}
+
+/* Waits up to 5 s for the file to hold n lines; 1 once it does. */
+static int wait_for_lines(const fixture *f, int n)
+{
+    const struct timespec pause = {0, 2 * 1000 * 1000};
+
+    for (int i = 0; i < 2500; i++) {
+        if (count_lines(f) >= n)
+            return 1;
+        nanosleep(&pause, NULL);
+    }
+    return 0;
+}
+
+static void write_request_line(svc_log *log, int seq)
+{
+    svc_log_line line;
+
+    if (svc_log_line_begin(log, SVC_LOG_INFO, "request", &line)) {
+        svc_log_line_int(&line, "seq", seq);
+        svc_log_line_end(&line);
+    }
+}
+
+static void buffered_lines_come_soon_and_in_the_order_made(void **state)
+{
+    fixture *f = *state;
+    char err[256];
+    json_t *got[4];
+
+    assert_int_equal(svc_log_buffer(f->log, 20, err, sizeof(err)), 0);
+    write_request_line(f->log, 1);
+    svc_log_write(f->log, SVC_LOG_ERROR, "at_once",
+                  json_pack("{s:i}", "seq", 2));
+    write_request_line(f->log, 3);
+    assert_true(wait_for_lines(f, 3));
+    /* Line 3 was the flusher's to write, so it now waits for the next
+     * batch: a line alone must come too. */
+    write_request_line(f->log, 4);
+    assert_true(wait_for_lines(f, 4));
+    assert_int_equal(read_lines(f, got, 4), 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(json_integer_value(json_object_get(got[i], "seq")),
+                         i + 1);
+        json_decref(got[i]);
+    }
+}
+
+enum { FREED_LINES = 2000 };
+
+static void every_buffered_line_is_written_when_the_log_is_freed(void **state)
+{
+    fixture *f = *state;
+    char err[256];
+    json_t **got = calloc(FREED_LINES, sizeof(*got));
+    char value[300];
+
+    /* A flush far away: only a full buffer (these lines are some 660 KB,
+     * more than it holds) and svc_log_free write them. */
+    assert_non_null(got);
+    memset(value, 'v', sizeof(value) - 1);
+    value[sizeof(value) - 1] = '\0';
+    assert_int_equal(svc_log_buffer(f->log, 10000, err, sizeof(err)), 0);
+    for (int i = 0; i < FREED_LINES; i++) {
+        svc_log_line line;
+
+        assert_true(
+            svc_log_line_begin(f->log, SVC_LOG_INFO, "request", &line));
+        svc_log_line_int(&line, "seq", i);
+        svc_log_line_str(&line, "path", value);
+        svc_log_line_end(&line);
+    }
+    svc_log_free(f->log);
+    f->log = NULL;
+    assert_int_equal(read_lines(f, got, FREED_LINES), FREED_LINES);
+    for (int i = 0; i < FREED_LINES; i++) {
+        assert_int_equal(json_integer_value(json_object_get(got[i], "seq")),
+                         i);
+        json_decref(got[i]);
+    }
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +381,12 @@ int main(void)
             a_level_below_the_minimum_writes_nothing, open_log, close_log),
         cmocka_unit_test_setup_teardown(lines_of_many_threads_never_interleave,
                                         open_log, close_log),
+        cmocka_unit_test_setup_teardown(
+            buffered_lines_come_soon_and_in_the_order_made, open_log,
+            close_log),
+        cmocka_unit_test_setup_teardown(
+            every_buffered_line_is_written_when_the_log_is_freed, open_log,
+            close_log),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

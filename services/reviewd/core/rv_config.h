@@ -118,9 +118,12 @@ typedef struct rv_config {
     /* REVIEWD_DRAIN_TIMEOUT_S: how long SIGTERM waits for in-flight
      * requests (10). */
     int drain_timeout_s;
-    /* REVIEWD_LOG_FILE (NULL: stderr), REVIEWD_LOG_LEVEL (info). */
+    /* REVIEWD_LOG_FILE (NULL: stderr), REVIEWD_LOG_LEVEL (info);
+     * REVIEWD_LOG_FLUSH_MS, how long an access-log line may wait to be
+     * written with others (20; 0: each at once; svc_log_buffer). */
     char *log_file;
     int log_level;
+    int log_flush_ms;
     /* The outbox relay (rv_relay.c): REVIEWD_RELAY_BATCH, rows claimed per
      * transaction (100); REVIEWD_RELAY_SWEEP_MS, the fallback sweep when
      * no NOTIFY comes (1000); REVIEWD_RELAY_BACKOFF_MAX_MS, the cap of the

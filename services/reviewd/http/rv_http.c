@@ -37,9 +37,10 @@
  * frees its state.  A request is counted in app->inflight from 1 to the
  * completion callback, which is what SIGTERM's drain waits on.
  *
- * The request path makes no system call of its own beyond the database's
- * and the one write(2) of its log line: request ids come from a counter
- * (new_request_id) and the log line is formatted in place (svc_log_line).
+ * The request path makes no system call of its own beyond the database's:
+ * request ids come from a counter (new_request_id) and the log line is
+ * formatted in place (svc_log_line) and written with others in one
+ * write(2) (svc_log_buffer, REVIEWD_LOG_FLUSH_MS).
  */
 #include "http/rv_http.h"
 
