@@ -102,7 +102,7 @@ static int breaker_open(void *arg)
 
 static int validity_ran_out(void *lock)
 {
-    return dlock_lock_valid_ms(lock) == 0;
+    return dlock_lock_lost(lock);
 }
 
 /* Waits until the client's probe has closed its breaker. */

@@ -1411,8 +1411,11 @@ dlock_err dlock_release(dlock_lock *l)
          * key may have been someone else's in between), and whether the
          * release reached it or not: what it could not delete is left to
          * the background release above, and the caller must hear that its
-         * work was not protected to the end, not that Redis is down. */
-        if (expired)
+         * work was not protected to the end, not that Redis is down.  A
+         * release that failed while the validity ran out is the same. */
+        if (expired
+            || (err != DLOCK_OK && err != DLOCK_LOST
+                && dlock__lock_is_lost(l)))
             err = report_lost(l, "release", m);
         else if (err == DLOCK_LOST)
             lost_found(l);
