@@ -60,6 +60,8 @@ typedef struct step_guard {
     int64_t deadline; /* ms, CLOCK_MONOTONIC */
     int bound_ms;     /* the step's bound, for the message */
     int fired;        /* the current or last step was cut short */
+    int idle;         /* the thread waits with no deadline: signal it */
+    int64_t waking;   /* ms: when the thread wakes by itself, if not idle */
     int quit;
 } step_guard;
 
@@ -92,7 +94,9 @@ static void *guard_main(void *arg)
     pthread_mutex_lock(&g->mu);
     while (!g->quit) {
         if (g->fd < 0) {
+            g->idle = 1;
             pthread_cond_wait(&g->cv, &g->mu);
+            g->idle = 0;
         } else if (mono_ms() >= g->deadline) {
             shutdown(g->fd, SHUT_RDWR);
             g->fired = 1;
@@ -102,6 +106,7 @@ static void *guard_main(void *arg)
 
             at.tv_sec = (time_t)(g->deadline / 1000);
             at.tv_nsec = (long)(g->deadline % 1000) * 1000000L;
+            g->waking = g->deadline;
             pthread_cond_timedwait(&g->cv, &g->mu, &at);
         }
     }
@@ -156,7 +161,12 @@ void svc_amqp_conn_step_begin(svc_amqp_conn *c, int ms)
     g->fd = fd;
     g->bound_ms = ms;
     g->deadline = mono_ms() + ms + SVC_AMQP_GUARD_SLACK_MS;
-    pthread_cond_signal(&g->cv);
+    /* A thread sleeping until an earlier deadline wakes then and sleeps on
+     * to this one: only one waiting for no deadline, or for a later one,
+     * needs a wake-up, which keeps a step per publish or delivery off the
+     * scheduler. */
+    if (g->idle || g->deadline < g->waking)
+        pthread_cond_signal(&g->cv);
     pthread_mutex_unlock(&g->mu);
 }
 

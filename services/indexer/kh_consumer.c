@@ -8,6 +8,10 @@
  * the connect, the handshake and the RPCs by svc_amqp_conn_open's timeout,
  * and waiting for a message by amqp_consume_message's timeout, so the
  * indexer notices a stop request or a dead broker within a bounded time.
+ * rabbitmq-c bounds neither its sends (a broker that stops reading) nor
+ * the read of a delivery's header and body once its method frame is in
+ * (amqp_read_message), so the declarations, each delivery and each ack
+ * also run under svc_amqp_conn's step guard.
  * Heartbeats are off (rabbitmq-c sends them only from inside its calls);
  * a broker that stops or is killed closes the socket, and the next read
  * fails.
@@ -33,6 +37,7 @@ struct kh_consumer {
     char *exchange;
     char *queue;
     int prefetch;
+    int timeout_ms; /* kh_consumer_connect's: bounds each step */
     amqp_envelope_t env;
     int have_env;
 };
@@ -106,10 +111,15 @@ static int declare_and_consume(kh_consumer *c)
 int kh_consumer_connect(kh_consumer *c, int timeout_ms)
 {
     kh_consumer_close(c);
-    return svc_amqp_conn_open(c->ac, timeout_ms) == 0
-                   && declare_and_consume(c) == 0
-               ? 0
-               : -1;
+    if (svc_amqp_conn_open(c->ac, timeout_ms) != 0)
+        return -1;
+    c->timeout_ms = timeout_ms;
+    /* Five RPCs; a failure drops the connection, which ends the step. */
+    svc_amqp_conn_step_begin(c->ac, 5 * timeout_ms);
+    if (declare_and_consume(c) != 0)
+        return -1;
+    svc_amqp_conn_step_end(c->ac);
+    return 0;
 }
 
 void kh_consumer_close(kh_consumer *c)
@@ -151,15 +161,21 @@ int kh_consumer_next(kh_consumer *c, int timeout_ms, kh_delivery *d)
     }
     amqp_maybe_release_buffers(svc_amqp_conn_state(c->ac));
     svc_amqp_conn_timeval(timeout_ms, &tv);
+    /* The wait for a delivery ends at timeout_ms; reading the rest of one
+     * that began, only by the guard. */
+    svc_amqp_conn_step_begin(c->ac, timeout_ms + c->timeout_ms);
     r = amqp_consume_message(svc_amqp_conn_state(c->ac), &c->env, &tv, 0);
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+        svc_amqp_conn_step_end(c->ac);
         c->have_env = 1;
         fill_delivery(&c->env, d);
         return 1;
     }
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
-        && r.library_error == AMQP_STATUS_TIMEOUT)
+        && r.library_error == AMQP_STATUS_TIMEOUT) {
+        svc_amqp_conn_step_end(c->ac);
         return 0;
+    }
     /* Anything else (a channel or connection close from the broker, a
      * dead socket, an unexpected frame) ends this connection. */
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
@@ -184,9 +200,13 @@ static int settle(kh_consumer *c, uint64_t tag, int ack)
         return -1;
     }
     k = svc_amqp_conn_state(c->ac);
+    svc_amqp_conn_step_begin(c->ac, c->timeout_ms);
     st = ack ? amqp_basic_ack(k, KH_CHANNEL, tag, ack == 2)
              : amqp_basic_reject(k, KH_CHANNEL, tag, 1);
-    return st == AMQP_STATUS_OK ? 0 : svc_amqp_conn_fail(c->ac, what, st);
+    if (st != AMQP_STATUS_OK)
+        return svc_amqp_conn_fail(c->ac, what, st);
+    svc_amqp_conn_step_end(c->ac);
+    return 0;
 }
 
 int kh_consumer_ack(kh_consumer *c, uint64_t tag)
