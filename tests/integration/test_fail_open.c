@@ -13,6 +13,7 @@
 #include "itkit.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,14 @@ static void replica_is_an_error(void **state)
     dlock_client_free(c);
 }
 
+/* The busy script's thread, in static storage: a failed expectation
+ * leaves busy_server_degrades by longjmp with the script still running,
+ * and end_busy, its teardown, kills the script (or restarts the server)
+ * and joins the thread. */
+static pthread_t looping;
+static int looping_running; /* started, not yet joined */
+static atomic_int looping_done;
+
 /* Runs a script that never ends, until SCRIPT KILL. */
 static void *busy_script(void *arg)
 {
@@ -120,7 +129,41 @@ static void *busy_script(void *arg)
 
     if (r != NULL)
         freeReplyObject(r);
+    atomic_store(&looping_done, 1);
     return NULL;
+}
+
+/* Kills the script (again: it may have started after the last kill) and
+ * says whether its thread has returned. */
+static int script_killed(void *arg)
+{
+    redisReply *r = testkit_redis_cmd(arg, "SCRIPT KILL");
+
+    if (r != NULL)
+        freeReplyObject(r);
+    return atomic_load(&looping_done);
+}
+
+/* Teardown of busy_server_degrades, passed or failed: a script that
+ * cannot be killed within the bound ends with a restart of the server.
+ * A thread that still does not return is left running (its argument is
+ * the fixture's, not the case's) and fails the teardown. */
+static int end_busy(void **state)
+{
+    itkit_fixture *fx = *state;
+
+    if (!looping_running)
+        return 0;
+    if (!testkit_wait_until(script_killed, fx->server->admin_url, 10000)
+        && (testkit_redis_restart(fx->server) != 0
+            || !testkit_wait_until(script_killed, fx->server->admin_url,
+                                   10000))) {
+        fprintf(stderr, "# the busy script's thread did not return\n");
+        return -1;
+    }
+    pthread_join(looping, NULL);
+    looping_running = 0;
+    return 0;
 }
 
 static int server_busy(void *arg)
@@ -141,21 +184,23 @@ static void busy_server_degrades(void **state)
     dlock_acquire_opts o = itkit_acquire_opts(5000, 0);
     char key[TESTKIT_KEY_MAX];
     dlock_lock *l = NULL;
-    pthread_t looping;
     dlock_err err;
 
     ADMIN(fx, "CONFIG SET busy-reply-threshold 50");
+    atomic_store(&looping_done, 0);
     TK_EXPECT(pthread_create(&looping, NULL, busy_script,
                              fx->server->admin_url)
                   == 0,
               "a thread runs a "
               "script that never ends");
+    looping_running = 1;
     TK_EXPECT(testkit_wait_until(server_busy, fx->server->admin_url, 10000),
               "the server answers BUSY within 10 s");
     o.policy = DLOCK_FAIL_OPEN;
     err = dlock_acquire(c, testkit_key(key, "fo_busy"), &o, &l);
     ADMIN(fx, "SCRIPT KILL");
     pthread_join(looping, NULL);
+    looping_running = 0;
     TK_EXPECT_ERR(err, DLOCK_OK, c,
                   "a fail-open acquire while the server "
                   "is BUSY");
@@ -193,7 +238,7 @@ int main(void)
         cmocka_unit_test(script_error_is_an_error),
         cmocka_unit_test(out_of_memory_is_an_error),
         cmocka_unit_test(replica_is_an_error),
-        cmocka_unit_test(busy_server_degrades),
+        cmocka_unit_test_teardown(busy_server_degrades, end_busy),
         cmocka_unit_test(unreachable_server_degrades),
     };
 

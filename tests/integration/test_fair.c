@@ -34,6 +34,12 @@
  * The bounds on time are generous (the machine may be loaded); what they
  * separate is "within the confirm window" from "after the 30 s entry
  * lifetime or the 10 s TTL".
+ *
+ * The threads of a case and all they touch live in static storage
+ * (fair_case), and end_case, the teardown of every case with threads,
+ * lets them in (the holder's release), stops them, joins them and frees
+ * what the case opened whether the case passed or failed: a failed TK_EXPECT leaves by longjmp, and
+ * threads holding the case's stack frame corrupted the next case.
  */
 #include "itkit.h"
 
@@ -74,6 +80,13 @@ typedef struct waiter {
     int rounds;
     int64_t confirm_ms;
 } waiter;
+
+/* A thread making fair tries that will not wait (raiser_main). */
+typedef struct raiser {
+    run *r;
+    atomic_int stop;
+    atomic_int tries;
+} raiser;
 
 static dlock_acquire_opts fair_opts(int64_t confirm_ms)
 {
@@ -169,75 +182,6 @@ static void expect_fences_increase(const run *r, int n)
                   (unsigned long long)r->fences[i - 1]);
 }
 
-static void waiters_are_served_in_queue_order(void **state)
-{
-    char key[TESTKIT_KEY_MAX];
-    dlock_client *c = fair_client(itkit_shared_url(), WAITERS + 2);
-    dlock_acquire_opts first = fair_opts(10000);
-    static run r;
-    waiter w[WAITERS];
-    pthread_t threads[WAITERS];
-    dlock_lock *held;
-
-    (void)state;
-    memset(&r, 0, sizeof(r));
-    r.client = c;
-    r.key = testkit_key(key, "fair-order");
-    first.wait_ms = 0;
-    held = itkit_acquire(c, key, &first);
-    for (int i = 0; i < WAITERS; i++) {
-        w[i] = (waiter){&r, i, 1, 10000};
-        TK_EXPECT(pthread_create(&threads[i], NULL, waiter_main, &w[i]) == 0,
-                  "thread %d started", i);
-        expect_queue(c, key, i + 1);
-    }
-    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
-    for (int i = 0; i < WAITERS; i++)
-        pthread_join(threads[i], NULL);
-    TK_EXPECT(atomic_load(&r.failures) == 0, "no failure: %s", r.failure);
-    TK_EXPECT(atomic_load(&r.overlaps) == 0, "no overlap");
-    TK_EXPECT(atomic_load(&r.served) == WAITERS, "%d grants",
-              atomic_load(&r.served));
-    for (int i = 0; i < WAITERS; i++)
-        TK_EXPECT(r.order[i] == i, "grant %d went to waiter %d, not %d", i,
-                  r.order[i], i);
-    expect_fences_increase(&r, WAITERS);
-    dlock_client_free(c);
-}
-
-static void contended_fair_lock_excludes(void **state)
-{
-    char key[TESTKIT_KEY_MAX];
-    dlock_client *c = fair_client(itkit_shared_url(), LOOP_THREADS);
-    static run r;
-    waiter w[LOOP_THREADS];
-    pthread_t threads[LOOP_THREADS];
-    dlock_lock_info info;
-
-    (void)state;
-    memset(&r, 0, sizeof(r));
-    r.client = c;
-    r.key = testkit_key(key, "fair-loop");
-    for (int i = 0; i < LOOP_THREADS; i++) {
-        w[i] = (waiter){&r, i, LOOP_ROUNDS, 10000};
-        TK_EXPECT(pthread_create(&threads[i], NULL, waiter_main, &w[i]) == 0,
-                  "thread %d started", i);
-    }
-    for (int i = 0; i < LOOP_THREADS; i++)
-        pthread_join(threads[i], NULL);
-    TK_EXPECT(atomic_load(&r.failures) == 0, "no failure: %s", r.failure);
-    TK_EXPECT(atomic_load(&r.overlaps) == 0, "no overlap");
-    TK_EXPECT(atomic_load(&r.served) == LOOP_THREADS * LOOP_ROUNDS,
-              "%d grants", atomic_load(&r.served));
-    expect_fences_increase(&r, LOOP_THREADS * LOOP_ROUNDS);
-    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK && !info.held
-                  && info.waiters == 0,
-              "free and no queue left: held %d, %lld "
-              "waiters",
-              info.held, (long long)info.waiters);
-    dlock_client_free(c);
-}
-
 /* Starts `dlock run --fair --wait 60s KEY -- sleep 30` against url. */
 static pid_t start_cli_waiter(const char *url, const char *key)
 {
@@ -273,6 +217,202 @@ static void *taker_main(void *arg)
     return NULL;
 }
 
+/* ---- one case's threads ------------------------------------------------ */
+
+#define CASE_THREADS (WAITERS + 1)
+
+/* Everything a case's threads touch (the run, the waiters, the taker, the
+ * raiser, the key's name, the clients), the holder's lock and a CLI
+ * waiter, in static storage: a failed TK_EXPECT leaves the case by
+ * longjmp while its threads still run, so their state must outlive the
+ * case's frame until end_case has ended them.  One case at a time uses
+ * it. */
+typedef struct fair_case {
+    char key[TESTKIT_KEY_MAX];
+    run r;
+    waiter w[WAITERS];
+    taker t;
+    raiser x;
+    dlock_client *clients[2]; /* freed by end_case */
+    dlock_lock *held;         /* the holder's, until released */
+    pid_t cli_pid;            /* a `dlock run` waiter not yet reaped, or 0 */
+    redisContext *mon;        /* a MONITOR connection, freed by end_case */
+    pthread_t threads[CASE_THREADS];
+    void *(*mains[CASE_THREADS])(void *);
+    void *args[CASE_THREADS];
+    int nthreads; /* started */
+    int joined;   /* the first joined of them */
+    atomic_int finished;
+} fair_case;
+
+static fair_case the_case;
+
+static fair_case *begin_case(void)
+{
+    memset(&the_case, 0, sizeof(the_case));
+    return &the_case;
+}
+
+/* Runs the case's thread number arg and counts it finished. */
+static void *case_thread(void *arg)
+{
+    fair_case *fc = &the_case;
+    int i = (int)(intptr_t)arg;
+
+    fc->mains[i](fc->args[i]);
+    atomic_fetch_add(&fc->finished, 1);
+    return NULL;
+}
+
+/* Starts main(arg) as the case's next thread: 0, or -1 if it did not
+ * start.  join_case or end_case joins it. */
+static int case_start(void *(*main)(void *), void *arg)
+{
+    fair_case *fc = &the_case;
+    int i = fc->nthreads;
+
+    if (i >= CASE_THREADS)
+        return -1;
+    fc->mains[i] = main;
+    fc->args[i] = arg;
+    if (pthread_create(&fc->threads[i], NULL, case_thread, (void *)(intptr_t)i)
+        != 0)
+        return -1;
+    fc->nthreads++;
+    return 0;
+}
+
+/* Joins the case's threads up to (not including) number upto (the case's
+ * own, unbounded join). */
+static void join_threads(fair_case *fc, int upto)
+{
+    for (; fc->joined < upto; fc->joined++)
+        pthread_join(fc->threads[fc->joined], NULL);
+}
+
+/* Joins every thread the case started. */
+static void join_case(fair_case *fc)
+{
+    join_threads(fc, fc->nthreads);
+    fc->nthreads = 0;
+    fc->joined = 0;
+    atomic_store(&fc->finished, 0);
+}
+
+/* Releases *l and forgets it, so that end_case does not release it
+ * again. */
+static dlock_err release_of(dlock_lock **l)
+{
+    dlock_lock *lock = *l;
+
+    *l = NULL;
+    return dlock_release(lock);
+}
+
+static int threads_done(void *arg)
+{
+    const fair_case *fc = arg;
+
+    return atomic_load(&fc->finished) == fc->nthreads;
+}
+
+/* Teardown of every case with threads, passed or failed: releases the
+ * holder's lock (which lets the waiters in), stops the raiser and a CLI
+ * waiter, joins the threads, releases the taker's lock and frees the
+ * clients.  Threads that do not return within the bound keep the state
+ * (static, clients not freed) and fail the teardown. */
+static int end_case(void **state)
+{
+    fair_case *fc = &the_case;
+    int status;
+
+    (void)state;
+    if (fc->held != NULL)
+        (void)release_of(&fc->held);
+    atomic_store(&fc->x.stop, 1);
+    if (fc->cli_pid > 0) {
+        kill(fc->cli_pid, SIGKILL);
+        waitpid(fc->cli_pid, &status, 0);
+    }
+    if (!testkit_wait_until(threads_done, fc, 30000)) {
+        fprintf(stderr, "# %d of %d threads did not return; leaking them\n",
+                fc->nthreads - atomic_load(&fc->finished), fc->nthreads);
+        return -1;
+    }
+    join_case(fc);
+    if (fc->t.lock != NULL)
+        (void)release_of(&fc->t.lock);
+    for (int i = 0; i < 2; i++)
+        if (fc->clients[i] != NULL)
+            dlock_client_free(fc->clients[i]);
+    if (fc->mon != NULL)
+        redisFree(fc->mon);
+    memset(fc, 0, sizeof(*fc));
+    return 0;
+}
+
+static void waiters_are_served_in_queue_order(void **state)
+{
+    fair_case *fc = begin_case();
+    char *key = fc->key;
+    dlock_client *c = fc->clients[0] = fair_client(itkit_shared_url(),
+                                                   WAITERS + 2);
+    dlock_acquire_opts first = fair_opts(10000);
+    run *const r = &fc->r;
+
+    (void)state;
+    r->client = c;
+    r->key = testkit_key(key, "fair-order");
+    first.wait_ms = 0;
+    fc->held = itkit_acquire(c, key, &first);
+    for (int i = 0; i < WAITERS; i++) {
+        fc->w[i] = (waiter){r, i, 1, 10000};
+        TK_EXPECT(case_start(waiter_main, &fc->w[i]) == 0, "thread %d started",
+                  i);
+        expect_queue(c, key, i + 1);
+    }
+    TK_EXPECT(release_of(&fc->held) == DLOCK_OK, "holder released");
+    join_case(fc);
+    TK_EXPECT(atomic_load(&r->failures) == 0, "no failure: %s", r->failure);
+    TK_EXPECT(atomic_load(&r->overlaps) == 0, "no overlap");
+    TK_EXPECT(atomic_load(&r->served) == WAITERS, "%d grants",
+              atomic_load(&r->served));
+    for (int i = 0; i < WAITERS; i++)
+        TK_EXPECT(r->order[i] == i, "grant %d went to waiter %d, not %d", i,
+                  r->order[i], i);
+    expect_fences_increase(r, WAITERS);
+}
+
+static void contended_fair_lock_excludes(void **state)
+{
+    fair_case *fc = begin_case();
+    char *key = fc->key;
+    dlock_client *c = fc->clients[0] = fair_client(itkit_shared_url(),
+                                                   LOOP_THREADS);
+    run *const r = &fc->r;
+    dlock_lock_info info;
+
+    (void)state;
+    r->client = c;
+    r->key = testkit_key(key, "fair-loop");
+    for (int i = 0; i < LOOP_THREADS; i++) {
+        fc->w[i] = (waiter){r, i, LOOP_ROUNDS, 10000};
+        TK_EXPECT(case_start(waiter_main, &fc->w[i]) == 0, "thread %d started",
+                  i);
+    }
+    join_case(fc);
+    TK_EXPECT(atomic_load(&r->failures) == 0, "no failure: %s", r->failure);
+    TK_EXPECT(atomic_load(&r->overlaps) == 0, "no overlap");
+    TK_EXPECT(atomic_load(&r->served) == LOOP_THREADS * LOOP_ROUNDS,
+              "%d grants", atomic_load(&r->served));
+    expect_fences_increase(r, LOOP_THREADS * LOOP_ROUNDS);
+    TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK && !info.held
+                  && info.waiters == 0,
+              "free and no queue left: held %d, %lld "
+              "waiters",
+              info.held, (long long)info.waiters);
+}
+
 /* The confirm (the first renewal) landed: more validity than the
  * default confirm window (2 s) can give. */
 static int confirmed(void *arg)
@@ -285,33 +425,33 @@ static int confirmed(void *arg)
  * get the lock within the confirm window plus slack. */
 static void cli_waiter_is_skipped(int stop_signal, const char *name)
 {
+    fair_case *fc = begin_case();
     const char *url = itkit_shared_url();
-    char key[TESTKIT_KEY_MAX];
-    dlock_client *c = fair_client(url, 4);
+    char *key = fc->key;
+    dlock_client *c = fc->clients[0] = fair_client(url, 4);
     dlock_acquire_opts first = fair_opts(0);
-    dlock_lock *held;
     dlock_lock_info info;
-    taker t = {0};
-    pthread_t thread;
+    taker *const t = &fc->t;
     pid_t pid;
     int status;
     int64_t released_ms;
 
     testkit_key(key, name);
     first.wait_ms = 0;
-    held = itkit_acquire(c, key, &first);
-    pid = start_cli_waiter(url, key);
+    fc->held = itkit_acquire(c, key, &first);
+    pid = fc->cli_pid = start_cli_waiter(url, key);
     TK_EXPECT(pid > 0, "dlock run started");
     expect_queue(c, key, 1);
-    t = (taker){c, key, NULL, DLOCK_OK, 0};
-    TK_EXPECT(pthread_create(&thread, NULL, taker_main, &t) == 0,
-              "taker started");
+    *t = (taker){c, key, NULL, DLOCK_OK, 0};
+    TK_EXPECT(case_start(taker_main, t) == 0, "taker started");
     expect_queue(c, key, 2);
     TK_EXPECT(kill(pid, stop_signal) == 0, "signal %d sent", stop_signal);
-    if (stop_signal == SIGKILL)
+    if (stop_signal == SIGKILL) {
         TK_EXPECT(waitpid(pid, &status, 0) == pid, "dlock run reaped");
+        fc->cli_pid = 0;
+    }
     released_ms = testkit_now_ms();
-    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
+    TK_EXPECT(release_of(&fc->held) == DLOCK_OK, "holder released");
     /* The dead or stopped waiter was handed the key with its confirm
      * window as the PX, not the 10 s TTL. */
     TK_EXPECT(dlock_inspect(c, key, &info) == DLOCK_OK, "inspect");
@@ -319,19 +459,19 @@ static void cli_waiter_is_skipped(int stop_signal, const char *name)
               "the grant lasts "
               "the confirm window: ttl %lld ms",
               (long long)info.ttl_ms);
-    pthread_join(thread, NULL);
-    TK_EXPECT(t.err == DLOCK_OK, "the next waiter got the lock: %s",
-              dlock_errname(t.err));
-    TK_EXPECT(t.got_ms - released_ms <= CLI_CONFIRM_MS + 4000,
+    join_case(fc);
+    TK_EXPECT(t->err == DLOCK_OK, "the next waiter got the lock: %s",
+              dlock_errname(t->err));
+    TK_EXPECT(t->got_ms - released_ms <= CLI_CONFIRM_MS + 4000,
               "within the "
               "confirm window plus slack: %lld ms after the release",
-              (long long)(t.got_ms - released_ms));
-    TK_EXPECT(dlock_release(t.lock) == DLOCK_OK, "next waiter released");
+              (long long)(t->got_ms - released_ms));
+    TK_EXPECT(release_of(&t->lock) == DLOCK_OK, "next waiter released");
     if (stop_signal != SIGKILL) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
+        fc->cli_pid = 0;
     }
-    dlock_client_free(c);
 }
 
 static void waiter_killed_while_queued_is_skipped(void **state)
@@ -428,8 +568,8 @@ static void cli_acquire_fair(const char *url, const char *key,
 
     snprintf(cmd, sizeof(cmd),
              "%s/src/cli/dlock acquire --fair --ttl 30s "
-             "--url '%s' '%s'",
-             testkit_build_dir(), url, key);
+             "--url '%s' '%.*s'",
+             testkit_build_dir(), url, TESTKIT_KEY_MAX - 1, key);
     p = popen(cmd, "r");
     TK_EXPECT(p != NULL, "dlock acquire started");
     if (fgets(line, sizeof(line), p) != NULL)
@@ -441,12 +581,12 @@ static void cli_acquire_fair(const char *url, const char *key,
 
 static void cli_fair_acquire_and_release(void **state)
 {
+    fair_case *fc = begin_case();
     const char *url = itkit_shared_url();
-    char key[TESTKIT_KEY_MAX], token[DLOCK_TOKEN_LEN + 1], cmd[2048];
-    dlock_client *c = fair_client(url, 2);
+    char *key = fc->key, token[DLOCK_TOKEN_LEN + 1], cmd[2048];
+    dlock_client *c = fc->clients[0] = fair_client(url, 2);
     dlock_lock_info info;
-    taker t;
-    pthread_t thread;
+    taker *const t = &fc->t;
     int64_t released_ms;
 
     (void)state;
@@ -456,25 +596,23 @@ static void cli_fair_acquire_and_release(void **state)
                   && info.ttl_ms > CLI_CONFIRM_MS,
               "held with the full TTL, not the confirm window: %lld ms",
               (long long)info.ttl_ms);
-    t = (taker){c, key, NULL, DLOCK_OK, 0};
-    TK_EXPECT(pthread_create(&thread, NULL, taker_main, &t) == 0,
-              "waiter started");
+    *t = (taker){c, key, NULL, DLOCK_OK, 0};
+    TK_EXPECT(case_start(taker_main, t) == 0, "waiter started");
     expect_queue(c, key, 1);
     snprintf(cmd, sizeof(cmd),
              "%s/src/cli/dlock release --fair --url '%s' "
-             "'%s' %s",
-             testkit_build_dir(), url, key, token);
+             "'%.*s' %s",
+             testkit_build_dir(), url, TESTKIT_KEY_MAX - 1, key, token);
     released_ms = testkit_now_ms();
     TK_EXPECT(system(cmd) == 0, "dlock release --fair exited 0");
-    pthread_join(thread, NULL);
-    TK_EXPECT(t.err == DLOCK_OK, "the queued waiter got the lock: %s",
-              dlock_errname(t.err));
-    TK_EXPECT(t.got_ms - released_ms < 10000,
+    join_case(fc);
+    TK_EXPECT(t->err == DLOCK_OK, "the queued waiter got the lock: %s",
+              dlock_errname(t->err));
+    TK_EXPECT(t->got_ms - released_ms < 10000,
               "handed over by the release, "
               "not at the CLI lock's 30 s TTL: %lld ms",
-              (long long)(t.got_ms - released_ms));
-    TK_EXPECT(dlock_release(t.lock) == DLOCK_OK, "waiter released");
-    dlock_client_free(c);
+              (long long)(t->got_ms - released_ms));
+    TK_EXPECT(release_of(&t->lock) == DLOCK_OK, "waiter released");
 }
 
 /* ---- the grant travels in the notification ----------------------------- */
@@ -560,16 +698,15 @@ static redisContext *monitor_connect(const char *url)
 
 static void grant_needs_no_second_round_trip(void **state)
 {
+    fair_case *fc = begin_case();
     const char *url = itkit_shared_url();
-    char key[TESTKIT_KEY_MAX], marker[64], holder_token[DLOCK_TOKEN_LEN + 1];
+    char *key = fc->key, marker[64], holder_token[DLOCK_TOKEN_LEN + 1];
     char acquire_sha[128] = "", waiter_token[128] = "";
-    redisContext *mon = monitor_connect(url);
-    dlock_client *holder_client = fair_client(url, 2);
-    dlock_client *waiter_client = fair_client(url, 1);
+    redisContext *mon = fc->mon = monitor_connect(url);
+    dlock_client *holder_client = fc->clients[0] = fair_client(url, 2);
+    dlock_client *waiter_client = fc->clients[1] = fair_client(url, 1);
     dlock_acquire_opts first = fair_opts(0);
-    taker t;
-    pthread_t thread;
-    dlock_lock *held;
+    taker *const t = &fc->t;
     mon_line line;
     int waiter_tries = 0, released = 0, after_release = 0, marked = 0;
     uint64_t held_fence;
@@ -578,12 +715,12 @@ static void grant_needs_no_second_round_trip(void **state)
     (void)state;
     testkit_key(key, "fair-grant-message");
     first.wait_ms = 0;
-    held = itkit_acquire(holder_client, key, &first);
-    held_fence = dlock_lock_fence(held);
-    snprintf(holder_token, sizeof(holder_token), "%s", dlock_lock_token(held));
-    t = (taker){waiter_client, key, NULL, DLOCK_OK, 0};
-    TK_EXPECT(pthread_create(&thread, NULL, taker_main, &t) == 0,
-              "waiter started");
+    fc->held = itkit_acquire(holder_client, key, &first);
+    held_fence = dlock_lock_fence(fc->held);
+    snprintf(holder_token, sizeof(holder_token), "%s",
+             dlock_lock_token(fc->held));
+    *t = (taker){waiter_client, key, NULL, DLOCK_OK, 0};
+    TK_EXPECT(case_start(taker_main, t) == 0, "waiter started");
     /* The holder's acquire names the fair acquire script; the waiter
      * tries once, subscribes, and tries again on the confirmation: after
      * that try it is asleep on its channel, and its entry is the one the
@@ -605,10 +742,10 @@ static void grant_needs_no_second_round_trip(void **state)
               "the waiter queued and tried again once "
               "subscribed (saw %d tries)",
               waiter_tries);
-    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
-    pthread_join(thread, NULL);
-    TK_EXPECT(t.err == DLOCK_OK, "the waiter got the lock: %s",
-              dlock_errname(t.err));
+    TK_EXPECT(release_of(&fc->held) == DLOCK_OK, "holder released");
+    join_case(fc);
+    TK_EXPECT(t->err == DLOCK_OK, "the waiter got the lock: %s",
+              dlock_errname(t->err));
     snprintf(marker, sizeof(marker), "fair-grant-mark-%d", (int)getpid());
     echo = testkit_redis_cmd(url, "ECHO %s", marker);
     freeReplyObject(echo);
@@ -630,17 +767,14 @@ static void grant_needs_no_second_round_trip(void **state)
               "the waiter held the lock on the grant message alone: it "
               "sent %d acquire(s) after the release",
               after_release);
-    TK_EXPECT(dlock_lock_fence(t.lock) > held_fence,
+    TK_EXPECT(dlock_lock_fence(t->lock) > held_fence,
               "fence %llu above the holder's %llu",
-              (unsigned long long)dlock_lock_fence(t.lock),
+              (unsigned long long)dlock_lock_fence(t->lock),
               (unsigned long long)held_fence);
-    TK_EXPECT(testkit_wait_until(confirmed, t.lock, 5000),
+    TK_EXPECT(testkit_wait_until(confirmed, t->lock, 5000),
               "the confirm set the full TTL: %lld ms valid",
-              (long long)dlock_lock_valid_ms(t.lock));
-    TK_EXPECT(dlock_release(t.lock) == DLOCK_OK, "waiter released");
-    redisFree(mon);
-    dlock_client_free(waiter_client);
-    dlock_client_free(holder_client);
+              (long long)dlock_lock_valid_ms(t->lock));
+    TK_EXPECT(release_of(&t->lock) == DLOCK_OK, "waiter released");
 }
 
 #define SHARED_WAITERS 8
@@ -673,12 +807,6 @@ static int mon_until_waiters(redisContext *mon, const char *key,
     return ready;
 }
 
-typedef struct raiser {
-    run *r;
-    atomic_int stop;
-    atomic_int tries;
-} raiser;
-
 /* Fair tries that will not wait, on the waiters' client, until stopped
  * or it got the key (the queue was empty): each reply raises the client's
  * floor to the server's time. */
@@ -710,54 +838,51 @@ static int raiser_running(void *arg)
 
 static void grants_by_message_on_one_client(void **state)
 {
+    fair_case *fc = begin_case();
     const char *url = itkit_shared_url();
-    char key[TESTKIT_KEY_MAX], marker[64], holder_token[DLOCK_TOKEN_LEN + 1];
+    char *key = fc->key, marker[64], holder_token[DLOCK_TOKEN_LEN + 1];
     char acquire_sha[128] = "";
-    redisContext *mon = monitor_connect(url);
-    dlock_client *c = fair_client(url, SHARED_WAITERS + 2);
+    redisContext *mon = fc->mon = monitor_connect(url);
+    dlock_client *c = fc->clients[0] = fair_client(url, SHARED_WAITERS + 2);
     dlock_acquire_opts first = fair_opts(10000);
-    static run r;
-    waiter w[SHARED_WAITERS];
-    pthread_t threads[SHARED_WAITERS], raise_thread;
-    raiser x = {&r, 0, 0};
-    dlock_lock *held;
+    run *const r = &fc->r;
+    raiser *const x = &fc->x;
     mon_line line;
     int released = 0, after_release = 0, marked = 0;
     redisReply *echo;
 
     (void)state;
-    memset(&r, 0, sizeof(r));
-    r.client = c;
-    r.key = testkit_key(key, "fair-one-client");
+    x->r = r;
+    r->client = c;
+    r->key = testkit_key(key, "fair-one-client");
     first.wait_ms = 0;
-    held = itkit_acquire(c, key, &first);
-    snprintf(holder_token, sizeof(holder_token), "%s", dlock_lock_token(held));
+    fc->held = itkit_acquire(c, key, &first);
+    snprintf(holder_token, sizeof(holder_token), "%s",
+             dlock_lock_token(fc->held));
     while (acquire_sha[0] == '\0' && mon_next(mon, &line))
         if (mon_fair_call(&line, key, holder_token))
             snprintf(acquire_sha, sizeof(acquire_sha), "%s", line.argv[1]);
     for (int i = 0; i < SHARED_WAITERS; i++) {
-        w[i] = (waiter){&r, i, 1, 2000};
-        TK_EXPECT(pthread_create(&threads[i], NULL, waiter_main, &w[i]) == 0,
-                  "thread %d started", i);
+        fc->w[i] = (waiter){r, i, 1, 2000};
+        TK_EXPECT(case_start(waiter_main, &fc->w[i]) == 0, "thread %d started",
+                  i);
     }
     TK_EXPECT(mon_until_waiters(mon, key, acquire_sha, holder_token,
                                 SHARED_WAITERS)
                   == SHARED_WAITERS,
               "every waiter queued and tried again once subscribed");
-    TK_EXPECT(pthread_create(&raise_thread, NULL, raiser_main, &x) == 0,
-              "raiser started");
+    TK_EXPECT(case_start(raiser_main, x) == 0, "raiser started");
     /* The hand-offs take a few round trips in all: a raiser not yet
      * running at the release could miss them all. */
-    TK_EXPECT(testkit_wait_until(raiser_running, &x, 10000),
+    TK_EXPECT(testkit_wait_until(raiser_running, x, 10000),
               "the raiser is trying");
-    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
-    for (int i = 0; i < SHARED_WAITERS; i++)
-        pthread_join(threads[i], NULL);
-    atomic_store(&x.stop, 1);
-    pthread_join(raise_thread, NULL);
-    TK_EXPECT(atomic_load(&r.failures) == 0, "no failure: %s", r.failure);
-    TK_EXPECT(atomic_load(&r.served) == SHARED_WAITERS, "%d grants",
-              atomic_load(&r.served));
+    TK_EXPECT(release_of(&fc->held) == DLOCK_OK, "holder released");
+    join_threads(fc, SHARED_WAITERS);
+    atomic_store(&x->stop, 1);
+    join_case(fc);
+    TK_EXPECT(atomic_load(&r->failures) == 0, "no failure: %s", r->failure);
+    TK_EXPECT(atomic_load(&r->served) == SHARED_WAITERS, "%d grants",
+              atomic_load(&r->served));
     snprintf(marker, sizeof(marker), "fair-one-client-mark-%d", (int)getpid());
     echo = testkit_redis_cmd(url, "ECHO %s", marker);
     freeReplyObject(echo);
@@ -773,28 +898,27 @@ static void grants_by_message_on_one_client(void **state)
                  && strcmp(line.argv[12], "1") == 0)
             after_release++; /* a waiting try: not the raiser's */
     TK_EXPECT(marked && released, "MONITOR showed the release and marker");
-    TK_EXPECT(atomic_load(&x.tries) > 1, "the raiser tried %d times",
-              atomic_load(&x.tries));
+    TK_EXPECT(atomic_load(&x->tries) > 1, "the raiser tried %d times",
+              atomic_load(&x->tries));
     TK_EXPECT(after_release <= SHARED_WAITERS - 1,
               "after the release only the nudged waiters tried (at most "
               "%d), got %d acquires: a grant was declined",
               SHARED_WAITERS - 1, after_release);
-    expect_fences_increase(&r, SHARED_WAITERS);
-    redisFree(mon);
-    dlock_client_free(c);
+    expect_fences_increase(r, SHARED_WAITERS);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(waiters_are_served_in_queue_order),
-        cmocka_unit_test(contended_fair_lock_excludes),
-        cmocka_unit_test(waiter_killed_while_queued_is_skipped),
-        cmocka_unit_test(grant_never_confirmed_lapses),
-        cmocka_unit_test(grant_needs_no_second_round_trip),
-        cmocka_unit_test(grants_by_message_on_one_client),
+        cmocka_unit_test_teardown(waiters_are_served_in_queue_order, end_case),
+        cmocka_unit_test_teardown(contended_fair_lock_excludes, end_case),
+        cmocka_unit_test_teardown(waiter_killed_while_queued_is_skipped,
+                                  end_case),
+        cmocka_unit_test_teardown(grant_never_confirmed_lapses, end_case),
+        cmocka_unit_test_teardown(grant_needs_no_second_round_trip, end_case),
+        cmocka_unit_test_teardown(grants_by_message_on_one_client, end_case),
         cmocka_unit_test(plain_acquire_does_not_jump_the_queue),
-        cmocka_unit_test(cli_fair_acquire_and_release),
+        cmocka_unit_test_teardown(cli_fair_acquire_and_release, end_case),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,6 +38,12 @@
  * P2 silences them alone.  A target that is a socket listening but never
  * accepting (a "black hole") makes every new connection silent while the
  * pool's stays healthy.
+ *
+ * The waiter threads and all they touch live in static storage (the_rig,
+ * the_behind), and a per-case teardown (end_rig, end_behind) lets them
+ * in, joins them and frees the case whether it passed or failed: a failed
+ * TK_EXPECT leaves by longjmp, and threads holding the case's stack frame
+ * corrupted the next case.
  */
 #include "itkit.h"
 
@@ -45,6 +51,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,13 +178,20 @@ typedef struct rig {
     dlock_client *c;       /* under test, through P1 */
     dlock_client *other;   /* the holders, straight to the server */
     char key[TESTKIT_KEY_MAX];
+    dlock_lock *held; /* the other client's, until released */
     /* The fair waiter's thread. */
     pthread_t thread;
+    int running; /* started, not yet joined */
+    atomic_int finished;
     dlock_acquire_opts o;
     dlock_lock *lock;
     dlock_err err;
     int64_t valid_ms; /* dlock_lock_valid_ms right after the acquire */
 } rig;
+
+/* The rig of the case that runs: static, so that a waiter left running
+ * by a failed expectation never touches a dead frame. */
+static rig the_rig;
 
 static void rig_start(rig *g, const char *name, int wallclock)
 {
@@ -194,14 +208,20 @@ static void rig_start(rig *g, const char *name, int wallclock)
     retarget(g->pr->proxy, g->direct->port);
 }
 
+/* Frees what rig_start made (the waiter joined); the rig is then empty,
+ * and a second call does nothing. */
 static void rig_free(rig *g)
 {
+    if (g->pr == NULL)
+        return;
     black_hole_close(&g->bh);
+    dlock_lock_free(g->held);
     dlock_lock_free(g->lock);
     dlock_client_free(g->c);
     dlock_client_free(g->other);
     testkit_proxy_free(g->direct);
     testkit_proxied_free(g->pr);
+    memset(g, 0, sizeof(*g));
 }
 
 static void *fair_waiter_main(void *arg)
@@ -211,7 +231,57 @@ static void *fair_waiter_main(void *arg)
     g->err = dlock_acquire(g->c, g->key, &g->o, &g->lock);
     if (g->err == DLOCK_OK)
         g->valid_ms = dlock_lock_valid_ms(g->lock);
+    atomic_store(&g->finished, 1);
     return NULL;
+}
+
+/* Joins the waiter (the case's own, unbounded join). */
+static void rig_join(rig *g)
+{
+    pthread_join(g->thread, NULL);
+    g->running = 0;
+}
+
+/* Releases *l and forgets it, so that a teardown does not release it
+ * again. */
+static dlock_err release_of(dlock_lock **l)
+{
+    dlock_lock *lock = *l;
+
+    *l = NULL;
+    return dlock_release(lock);
+}
+
+static int rig_waiter_done(void *arg)
+{
+    rig *g = arg;
+
+    return atomic_load(&g->finished);
+}
+
+/* Teardown of the cases with a rig, passed or failed: lets the waiter in
+ * (P2 resumed, the holder's lock released; its own wait is bounded),
+ * joins it and frees the rig.  A waiter that does not return within the
+ * bound keeps the rig (static) and fails the teardown. */
+static int end_rig(void **state)
+{
+    rig *g = &the_rig;
+
+    (void)state;
+    if (g->pr == NULL)
+        return 0;
+    if (g->running) {
+        testkit_proxy_ctl(g->direct, "resume");
+        if (g->held != NULL)
+            (void)release_of(&g->held);
+        if (!testkit_wait_until(rig_waiter_done, g, 30000)) {
+            fprintf(stderr, "# the fair waiter did not return; leaking it\n");
+            return -1;
+        }
+        rig_join(g);
+    }
+    rig_free(g);
+    return 0;
 }
 
 /* 1 if key's fair queue has one entry, written by its waiter's 2nd try
@@ -242,19 +312,19 @@ static int waiter_asleep(void *arg)
     return one_entry_retried(g->pr->server->url, g->key);
 }
 
-/* The other client holds the key; the waiter (opts o) queues and sleeps
- * on its own connection through P2. */
-static dlock_lock *rig_queue_waiter(rig *g, dlock_acquire_opts o)
+/* The other client holds the key (g->held); the waiter (opts o) queues
+ * and sleeps on its own connection through P2. */
+static void rig_queue_waiter(rig *g, dlock_acquire_opts o)
 {
     dlock_acquire_opts first = fair_opts(0, 0);
-    dlock_lock *held = itkit_acquire(g->other, g->key, &first);
 
+    g->held = itkit_acquire(g->other, g->key, &first);
     g->o = o;
     TK_EXPECT(pthread_create(&g->thread, NULL, fair_waiter_main, g) == 0,
               "waiter started");
+    g->running = 1;
     TK_EXPECT(testkit_wait_until(waiter_asleep, g, 30000),
               "the waiter queued, subscribed and tried again");
-    return held;
 }
 
 static int key_gone(void *arg)
@@ -288,31 +358,31 @@ static void expect_validity_within_pttl(rig *g, const char *when)
 
 static void grant_arriving_after_its_window_is_not_taken(void **state)
 {
-    rig g;
-    dlock_lock *held, *next;
+    rig *const g = &the_rig;
+    dlock_lock *next;
     dlock_acquire_opts later = fair_opts(0, 0);
 
     (void)state;
-    rig_start(&g, "fair-late-grant", 0);
-    held = rig_queue_waiter(&g, fair_opts(2500, 400));
-    proxy_do(g.direct, "pause");
-    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
+    rig_start(g, "fair-late-grant", 0);
+    rig_queue_waiter(g, fair_opts(2500, 400));
+    proxy_do(g->direct, "pause");
+    TK_EXPECT(release_of(&g->held) == DLOCK_OK, "holder released");
     /* The grant (PX 400) runs out in Redis; another owner takes the
      * key.  The message is still held by P2. */
-    TK_EXPECT(testkit_wait_until(key_gone, &g, 5000),
+    TK_EXPECT(testkit_wait_until(key_gone, g, 5000),
               "the unconfirmed grant lapsed in Redis");
-    next = itkit_acquire(g.other, g.key, &later);
-    proxy_do(g.direct, "resume");
-    pthread_join(g.thread, NULL);
-    TK_EXPECT(g.err != DLOCK_OK,
+    next = itkit_acquire(g->other, g->key, &later);
+    proxy_do(g->direct, "resume");
+    rig_join(g);
+    TK_EXPECT(g->err != DLOCK_OK,
               "the waiter does not hold the lock another owner holds "
               "(fence %llu): it reported %s with %lld ms valid, fence %llu",
-              (unsigned long long)dlock_lock_fence(next), dlock_errname(g.err),
-              (long long)g.valid_ms,
-              (unsigned long long)(g.lock ? dlock_lock_fence(g.lock) : 0));
-    TK_EXPECT_ERR(g.err, DLOCK_BUSY, g.c, "the waiter's acquire");
+              (unsigned long long)dlock_lock_fence(next),
+              dlock_errname(g->err), (long long)g->valid_ms,
+              (unsigned long long)(g->lock ? dlock_lock_fence(g->lock) : 0));
+    TK_EXPECT_ERR(g->err, DLOCK_BUSY, g->c, "the waiter's acquire");
     TK_EXPECT(dlock_release(next) == DLOCK_OK, "next owner released");
-    rig_free(&g);
+    rig_free(g);
 }
 
 /* ---- 2a: a grant taken whose confirm stalls ---------------------------- */
@@ -346,30 +416,30 @@ static int pttl_below_600(void *arg)
 
 static void grant_whose_confirm_stalls_claims_only_its_window(void **state)
 {
-    rig g;
-    dlock_lock *held, *next;
+    rig *const g = &the_rig;
+    dlock_lock *next;
     dlock_acquire_opts later = fair_opts(5000, 0);
     int64_t granted_ms;
     uint64_t grant_fence;
 
     (void)state;
-    rig_start(&g, "fair-stalled-confirm", 0);
-    held = rig_queue_waiter(&g, fair_opts(5000, 1200));
+    rig_start(g, "fair-stalled-confirm", 0);
+    rig_queue_waiter(g, fair_opts(5000, 1200));
     /* The confirm goes out on the renewer's connection, opened after
      * the grant: through a black hole. */
-    retarget(g.pr->proxy, g.bh.port);
+    retarget(g->pr->proxy, g->bh.port);
     /* The grant message is held up for half its window: what is left is
      * all the waiter may claim. */
-    proxy_do(g.direct, "pause");
+    proxy_do(g->direct, "pause");
     granted_ms = testkit_now_ms();
-    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
-    grant_fence = fence_counter(&g);
-    TK_EXPECT(testkit_wait_until(pttl_below_600, &g, 5000),
+    TK_EXPECT(release_of(&g->held) == DLOCK_OK, "holder released");
+    grant_fence = fence_counter(g);
+    TK_EXPECT(testkit_wait_until(pttl_below_600, g, 5000),
               "half the grant's window has run out");
-    proxy_do(g.direct, "resume");
-    pthread_join(g.thread, NULL);
-    TK_EXPECT_ERR(g.err, DLOCK_OK, g.c, "the waiter's acquire");
-    if (dlock_lock_fence(g.lock) != grant_fence || g.valid_ms > 1200) {
+    proxy_do(g->direct, "resume");
+    rig_join(g);
+    TK_EXPECT_ERR(g->err, DLOCK_OK, g->c, "the waiter's acquire");
+    if (dlock_lock_fence(g->lock) != grant_fence || g->valid_ms > 1200) {
         /* So slow a machine that the window ran out before the message
          * was read: declined, and a try decided, on a connection made
          * before the black hole: it took the free key afresh (a new
@@ -378,63 +448,63 @@ static void grant_whose_confirm_stalls_claims_only_its_window(void **state)
          * ever give).  Either way the claim must be what Redis holds. */
         print_message("the grant lapsed before it was read; a try "
                       "decided (%lld ms valid)\n",
-                      (long long)g.valid_ms);
-        expect_validity_within_pttl(&g, "taken by a try");
-        rig_free(&g);
+                      (long long)g->valid_ms);
+        expect_validity_within_pttl(g, "taken by a try");
+        rig_free(g);
         return;
     }
-    TK_EXPECT(g.valid_ms > 0 && g.valid_ms <= 600,
+    TK_EXPECT(g->valid_ms > 0 && g->valid_ms <= 600,
               "at most what is left of the confirm window is claimed: "
               "%lld ms",
-              (long long)g.valid_ms);
-    expect_validity_within_pttl(&g, "confirm stalled");
-    TK_EXPECT(testkit_wait_until(lost, g.lock, 5000),
+              (long long)g->valid_ms);
+    expect_validity_within_pttl(g, "confirm stalled");
+    TK_EXPECT(testkit_wait_until(lost, g->lock, 5000),
               "the lock is lost when its confirm window ends");
     TK_EXPECT(testkit_now_ms() - granted_ms < 1200 + 2000,
               "lost at about the window's end");
-    next = itkit_acquire(g.other, g.key, &later);
-    TK_EXPECT(dlock_lock_fence(next) > dlock_lock_fence(g.lock),
+    next = itkit_acquire(g->other, g->key, &later);
+    TK_EXPECT(dlock_lock_fence(next) > dlock_lock_fence(g->lock),
               "the next owner's fence %llu is above the lapsed grant's %llu",
               (unsigned long long)dlock_lock_fence(next),
-              (unsigned long long)dlock_lock_fence(g.lock));
+              (unsigned long long)dlock_lock_fence(g->lock));
     TK_EXPECT(dlock_release(next) == DLOCK_OK, "next owner released");
-    rig_free(&g);
+    rig_free(g);
 }
 
 /* ---- 2b: the server's clock steps while the grant is on its way ------- */
 
 static void grant_after_clock_step(int64_t step_ms, const char *name)
 {
-    rig g;
+    rig *const g = &the_rig;
     char other_key[TESTKIT_KEY_MAX];
     dlock_acquire_opts plain = itkit_acquire_opts(30000, 0);
-    dlock_lock *held, *b;
+    dlock_lock *b;
 
-    rig_start(&g, name, 1);
+    rig_start(g, name, 1);
     plain.watchdog = 0;
     /* Another lock of the client under test, on its pooled connection:
      * its extend reads the server's clock after the step. */
-    b = itkit_acquire(g.c, testkit_key(other_key, name), &plain);
-    held = rig_queue_waiter(&g, fair_opts(5000, 3000));
-    retarget(g.pr->proxy, g.bh.port); /* the confirm stalls */
-    proxy_do(g.direct, "pause");
-    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
-    TK_EXPECT(testkit_redis_clock_step(g.pr->server, step_ms) == 0,
+    b = itkit_acquire(g->c, testkit_key(other_key, name), &plain);
+    rig_queue_waiter(g, fair_opts(5000, 3000));
+    retarget(g->pr->proxy, g->bh.port); /* the confirm stalls */
+    proxy_do(g->direct, "pause");
+    TK_EXPECT(release_of(&g->held) == DLOCK_OK, "holder released");
+    TK_EXPECT(testkit_redis_clock_step(g->pr->server, step_ms) == 0,
               "server clock +%lld ms", (long long)step_ms);
-    TK_EXPECT_ERR(dlock_extend(b, 0), DLOCK_OK, g.c,
+    TK_EXPECT_ERR(dlock_extend(b, 0), DLOCK_OK, g->c,
                   "extend of the other lock, which sees the step");
-    proxy_do(g.direct, "resume");
-    pthread_join(g.thread, NULL);
+    proxy_do(g->direct, "resume");
+    rig_join(g);
     print_message("grant after a +%lld ms step: %s, %lld ms valid\n",
-                  (long long)step_ms, dlock_errname(g.err),
-                  (long long)g.valid_ms);
-    if (g.err == DLOCK_OK) {
-        TK_EXPECT(g.valid_ms > 0, "a lock reported held has validity left");
-        expect_validity_within_pttl(&g, "after the step");
+                  (long long)step_ms, dlock_errname(g->err),
+                  (long long)g->valid_ms);
+    if (g->err == DLOCK_OK) {
+        TK_EXPECT(g->valid_ms > 0, "a lock reported held has validity left");
+        expect_validity_within_pttl(g, "after the step");
     } else
-        TK_EXPECT_ERR(g.err, DLOCK_BUSY, g.c, "the waiter's acquire");
+        TK_EXPECT_ERR(g->err, DLOCK_BUSY, g->c, "the waiter's acquire");
     TK_EXPECT(dlock_release(b) == DLOCK_OK, "other lock released");
-    rig_free(&g);
+    rig_free(g);
 }
 
 static void clock_step_after_grant_shrinks_it(void **state)
@@ -522,6 +592,82 @@ static void expect_queue(const char *url, const char *key, long long want)
               "%lld waiters queued on %s", want, key);
 }
 
+/* Everything the waiters behind a stopped one touch (the key's name, the
+ * client, the shared tallies, the waiters) and the holder's lock and the
+ * `dlock run` process, in static storage until end_behind has ended
+ * them. */
+typedef struct behind_case {
+    char key[TESTKIT_KEY_MAX];
+    dlock_client *c;
+    dlock_lock *held; /* the holder's, until released */
+    pid_t pid;        /* the stopped `dlock run`, until reaped */
+    pthread_mutex_t mu;
+    int order[BEHIND], served, inside;
+    uint64_t fences[BEHIND];
+    behind b[BEHIND];
+    pthread_t threads[BEHIND];
+    int nthreads; /* started */
+    int joined;   /* the first joined of them */
+    atomic_int finished;
+} behind_case;
+
+static behind_case the_behind;
+
+static void *behind_thread(void *arg)
+{
+    behind_main(arg);
+    atomic_fetch_add(&the_behind.finished, 1);
+    return NULL;
+}
+
+/* Joins the waiters up to (not including) number upto (the case's own,
+ * unbounded join). */
+static void behind_join(behind_case *bc, int upto)
+{
+    for (; bc->joined < upto; bc->joined++)
+        pthread_join(bc->threads[bc->joined], NULL);
+}
+
+static int behind_done(void *arg)
+{
+    behind_case *bc = arg;
+
+    return atomic_load(&bc->finished) == bc->nthreads;
+}
+
+/* Teardown of stopped_waiter_past_its_deadline_holds_nothing, passed or
+ * failed: kills the `dlock run`, releases the holder's lock (the waiters'
+ * own wait is bounded), joins the waiters, releases the lock the last
+ * one keeps and frees the client.  Waiters that do not return within the
+ * bound keep the state (static) and fail the teardown. */
+static int end_behind(void **state)
+{
+    behind_case *bc = &the_behind;
+    int status;
+
+    (void)state;
+    if (bc->pid > 0) {
+        kill(bc->pid, SIGKILL);
+        waitpid(bc->pid, &status, 0);
+    }
+    if (bc->held != NULL)
+        (void)release_of(&bc->held);
+    if (!testkit_wait_until(behind_done, bc, 30000)) {
+        fprintf(stderr, "# %d of %d waiters did not return; leaking them\n",
+                bc->nthreads - atomic_load(&bc->finished), bc->nthreads);
+        return -1;
+    }
+    behind_join(bc, bc->nthreads);
+    for (int i = 0; i < bc->nthreads; i++)
+        if (bc->b[i].lock != NULL)
+            (void)release_of(&bc->b[i].lock);
+    if (bc->c != NULL)
+        dlock_client_free(bc->c);
+    pthread_mutex_destroy(&bc->mu);
+    memset(bc, 0, sizeof(*bc));
+    return 0;
+}
+
 static int served_all(void *arg)
 {
     behind *b = arg;
@@ -535,22 +681,23 @@ static int served_all(void *arg)
 
 static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
 {
+    behind_case *bc = &the_behind;
     const char *url = itkit_shared_url();
-    char key[TESTKIT_KEY_MAX], dir[512], marker[700], cli[600], cmd[800];
-    dlock_client *c = itkit_client(url, NULL);
+    char *key = bc->key, dir[512], marker[700], cli[600], cmd[800];
+    dlock_client *c;
     dlock_acquire_opts first = fair_opts(0, 0);
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    int order[BEHIND], served = 0, inside = 0, status = 0;
-    uint64_t fences[BEHIND];
-    behind b[BEHIND];
-    pthread_t threads[BEHIND];
-    dlock_lock *held;
+    int *order = bc->order, status = 0;
+    uint64_t *fences = bc->fences;
+    behind *b = bc->b;
     struct stat st;
     queue_probe q = {url, key, 1};
     int64_t forked_ms;
     pid_t pid;
 
     (void)state;
+    memset(bc, 0, sizeof(*bc));
+    pthread_mutex_init(&bc->mu, NULL);
+    c = bc->c = itkit_client(url, NULL);
     testkit_key(key, "fair-stopped-past");
     TK_EXPECT(testkit_scratch_dir(dir, sizeof(dir), "fair-stopped-past")
                   != NULL,
@@ -558,9 +705,9 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
     snprintf(marker, sizeof(marker), "%s/ran", dir);
     snprintf(cli, sizeof(cli), "%s/src/cli/dlock", testkit_build_dir());
     snprintf(cmd, sizeof(cmd), "echo $DLOCK_FENCE > '%s'", marker);
-    held = itkit_acquire(c, key, &first);
+    bc->held = itkit_acquire(c, key, &first);
     forked_ms = testkit_now_ms();
-    pid = fork();
+    pid = bc->pid = fork();
     if (pid == 0) {
         /* TTL 1 s: its confirm window, min(TTL, 2 s), is 1 s. */
         execl(cli, "dlock", "run", "--fair", "--quiet", "--wait", "1s",
@@ -574,20 +721,21 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
               "dlock run queued, subscribed and tried again");
     TK_EXPECT(kill(pid, SIGSTOP) == 0, "dlock run stopped while queued");
     for (int i = 0; i < BEHIND; i++) {
-        b[i] = (behind){c,      key,     i,       &mu, order,
-                        fences, &served, &inside, 0,   i == BEHIND - 1,
-                        NULL,   DLOCK_OK};
-        TK_EXPECT(pthread_create(&threads[i], NULL, behind_main, &b[i]) == 0,
+        b[i] = (behind){
+            c,           key,         i, &bc->mu,         order, fences,
+            &bc->served, &bc->inside, 0, i == BEHIND - 1, NULL,  DLOCK_OK};
+        TK_EXPECT(pthread_create(&bc->threads[i], NULL, behind_thread, &b[i])
+                      == 0,
                   "waiter %d started", i);
+        bc->nthreads++;
         expect_queue(url, key, i + 2);
     }
     /* The stopped waiter is first: it is granted and never confirms, or
      * (on a slow machine) already past its entry's deadline and skipped. */
-    TK_EXPECT(dlock_release(held) == DLOCK_OK, "holder released");
+    TK_EXPECT(release_of(&bc->held) == DLOCK_OK, "holder released");
     TK_EXPECT(testkit_wait_until(served_all, &b[0], 30000),
               "the %d waiters behind the stopped one were served", BEHIND);
-    for (int i = 0; i < BEHIND - 1; i++)
-        pthread_join(threads[i], NULL);
+    behind_join(bc, BEHIND - 1);
     /* The last waiter holds the key while the stopped one goes on, past
      * the end of its wait (1 s) and its queue entry's deadline (the end
      * of its wait plus 1 s): a deadline, not a condition, so paced. */
@@ -595,11 +743,12 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
         itkit_pace_ms(10);
     TK_EXPECT(kill(pid, SIGCONT) == 0, "dlock run continued");
     TK_EXPECT(waitpid(pid, &status, 0) == pid, "dlock run exited");
+    bc->pid = 0;
     TK_EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 75,
               "dlock run, continued, exits 75 (busy), got status %d", status);
     TK_EXPECT(stat(marker, &st) != 0,
               "its command never ran: it did not believe it held the lock");
-    pthread_join(threads[BEHIND - 1], NULL);
+    behind_join(bc, BEHIND);
     for (int i = 0; i < BEHIND; i++) {
         TK_EXPECT(b[i].err == DLOCK_OK && !b[i].overlap,
                   "waiter %d served alone: %s", i, dlock_errname(b[i].err));
@@ -608,10 +757,9 @@ static void stopped_waiter_past_its_deadline_holds_nothing(void **state)
                   "grant %d's fence %llu above the one before", i,
                   (unsigned long long)fences[i]);
     }
-    TK_EXPECT(dlock_release(b[BEHIND - 1].lock) == DLOCK_OK,
+    TK_EXPECT(release_of(&b[BEHIND - 1].lock) == DLOCK_OK,
               "last waiter released");
     testkit_scratch_remove(dir);
-    dlock_client_free(c);
 }
 
 /* ---- a dead waiter at the head of the queue of a free key ------------ */
@@ -671,11 +819,15 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fair_wait_is_bounded_behind_a_silent_connect),
-        cmocka_unit_test(grant_arriving_after_its_window_is_not_taken),
-        cmocka_unit_test(grant_whose_confirm_stalls_claims_only_its_window),
-        cmocka_unit_test(clock_step_after_grant_shrinks_it),
-        cmocka_unit_test(clock_step_past_the_window_declines_the_grant),
-        cmocka_unit_test(stopped_waiter_past_its_deadline_holds_nothing),
+        cmocka_unit_test_teardown(grant_arriving_after_its_window_is_not_taken,
+                                  end_rig),
+        cmocka_unit_test_teardown(
+            grant_whose_confirm_stalls_claims_only_its_window, end_rig),
+        cmocka_unit_test_teardown(clock_step_after_grant_shrinks_it, end_rig),
+        cmocka_unit_test_teardown(
+            clock_step_past_the_window_declines_the_grant, end_rig),
+        cmocka_unit_test_teardown(
+            stopped_waiter_past_its_deadline_holds_nothing, end_behind),
         cmocka_unit_test(dead_head_of_a_free_key_costs_one_confirm_window),
     };
 

@@ -39,6 +39,12 @@
  * counted apart, and must be rare (at most one per command in flight at a
  * kill).  No other call fails: the kills are spaced, so a command re-asked
  * on another connection finds the server up.
+ *
+ * A case's run, workers, client and server live in static storage
+ * (pipe_case), and end_case, every case's teardown, stops and joins the
+ * workers whether the case passed or failed: a failed expectation leaves
+ * by longjmp, and workers holding the case's stack frame corrupted the
+ * next case.
  */
 #include "itkit.h"
 
@@ -192,6 +198,26 @@ static void run_init(run *r, dlock_client *c, int nkeys, int pairs)
         testkit_key(r->keys[i].name, "pipeline");
 }
 
+/* One case's run, workers, client and server, in static storage: a
+ * failed expectation leaves the case by longjmp while its workers still
+ * run, so what they touch must outlive the case's frame until end_case
+ * has stopped and joined them.  One case at a time uses it. */
+typedef struct pipe_case {
+    run r;
+    worker w[THREADS];
+    int started; /* workers started, not yet joined */
+    dlock_client *c;
+    testkit_redis *srv;
+} pipe_case;
+
+static pipe_case the_case;
+
+static pipe_case *begin_case(void)
+{
+    memset(&the_case, 0, sizeof(the_case));
+    return &the_case;
+}
+
 static void start_workers(run *r, worker *w, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -199,6 +225,7 @@ static void start_workers(run *r, worker *w, int n)
         assert_int_equal(pthread_create(&w[i].thread, NULL, worker_main,
                                         &w[i]),
                          0);
+        the_case.started = i + 1;
     }
 }
 
@@ -226,6 +253,45 @@ static void join_workers(run *r, worker *w, int n)
               atomic_load(&r->finished), n, RUN_TIMEOUT_MS, r->first);
     for (int i = 0; i < n; i++)
         pthread_join(w[i].thread, NULL);
+    the_case.started = 0;
+}
+
+static int started_finished(void *arg)
+{
+    pipe_case *pc = arg;
+
+    return atomic_load(&pc->r.finished) == pc->started;
+}
+
+/* Teardown of every case, passed or failed: stops the workers (each
+ * returns after its call in flight: a wait of at most WAIT_MS, a reply
+ * within the 15 s I/O timeout), joins them and frees the client, the keys
+ * and the server.  Workers that do not return within the bound keep the
+ * state (static, client not freed) and fail the teardown. */
+static int end_case(void **state)
+{
+    pipe_case *pc = &the_case;
+
+    (void)state;
+    if (pc->started > 0) {
+        atomic_store(&pc->r.stop, 1);
+        if (!testkit_wait_until(started_finished, pc, 2 * RUN_TIMEOUT_MS)) {
+            fprintf(stderr, "# %d of %d workers did not return; leaking\n",
+                    pc->started - atomic_load(&pc->r.finished), pc->started);
+            return -1;
+        }
+        for (int i = 0; i < pc->started; i++)
+            pthread_join(pc->w[i].thread, NULL);
+    }
+    if (pc->c != NULL)
+        dlock_client_free(pc->c);
+    free(pc->r.keys);
+    if (pc->srv != NULL) {
+        testkit_redis_stop(pc->srv);
+        testkit_redis_free(pc->srv);
+    }
+    memset(pc, 0, sizeof(*pc));
+    return 0;
 }
 
 static void expect_clean(run *r)
@@ -254,53 +320,47 @@ static void many_threads_share_two_connections(void **state)
                               && strcmp(getenv("DLOCK_TEST_LONG"), "1") == 0
                           ? PAIRS_LONG
                           : PAIRS_SHORT;
+    pipe_case *pc = begin_case();
     const char *url = itkit_shared_url();
-    dlock_client *c = pooled_client(url, NULL, 2);
-    worker *w = calloc(THREADS, sizeof(*w));
+    dlock_client *c = pc->c = pooled_client(url, NULL, 2);
+    worker *w = pc->w;
     dlock_client_stats st;
-    run r;
+    run *const r = &pc->r;
 
     (void)state;
-    assert_non_null(w);
-    run_init(&r, c, THREADS / 2, pairs);
-    start_workers(&r, w, THREADS);
-    join_workers(&r, w, THREADS);
+    run_init(r, c, THREADS / 2, pairs);
+    start_workers(r, w, THREADS);
+    join_workers(r, w, THREADS);
     dlock_client_stats_get(c, &st);
-    expect_clean(&r);
-    TK_EXPECT(atomic_load(&r.grants) == (long)THREADS * pairs,
-              "%ld grants of %ld", atomic_load(&r.grants),
+    expect_clean(r);
+    TK_EXPECT(atomic_load(&r->grants) == (long)THREADS * pairs,
+              "%ld grants of %ld", atomic_load(&r->grants),
               (long)THREADS * pairs);
     TK_EXPECT(st.pool_open <= 2, "%d connections open on a pool of 2",
               st.pool_open);
-    for (int i = 0; i < r.nkeys; i++)
-        testkit_forget_lock(url, r.keys[i].name);
-    dlock_client_free(c);
-    free(r.keys);
-    free(w);
+    for (int i = 0; i < r->nkeys; i++)
+        testkit_forget_lock(url, r->keys[i].name);
 }
 
 static void tls_pipes_take_turns_reading_and_writing(void **state)
 {
     testkit_redis_opts so = {.name = "pipeline-tls", .tls = 1};
-    testkit_redis *srv = testkit_redis_start(&so);
-    worker w[TLS_THREADS];
+    pipe_case *pc = begin_case();
+    testkit_redis *srv = pc->srv = testkit_redis_start(&so);
+    worker *w = pc->w;
     dlock_client *c;
-    run r;
+    run *const r = &pc->r;
 
     (void)state;
     TK_EXPECT(srv != NULL, "a private redis-server with TLS");
-    c = pooled_client(srv->tls_url, srv->certs.ca_file, 1);
-    run_init(&r, c, TLS_THREADS / 2, TLS_PAIRS);
-    start_workers(&r, w, TLS_THREADS);
-    join_workers(&r, w, TLS_THREADS);
-    expect_clean(&r);
-    TK_EXPECT(atomic_load(&r.grants) == (long)TLS_THREADS * TLS_PAIRS,
-              "%ld grants of %ld", atomic_load(&r.grants),
+    c = pc->c = pooled_client(srv->tls_url, srv->certs.ca_file, 1);
+    run_init(r, c, TLS_THREADS / 2, TLS_PAIRS);
+    start_workers(r, w, TLS_THREADS);
+    join_workers(r, w, TLS_THREADS);
+    expect_clean(r);
+    TK_EXPECT(atomic_load(&r->grants) == (long)TLS_THREADS * TLS_PAIRS,
+              "%ld grants of %ld", atomic_load(&r->grants),
               (long)TLS_THREADS * TLS_PAIRS);
-    dlock_client_free(c);
-    free(r.keys);
-    testkit_redis_stop(srv);
-    testkit_redis_free(srv);
 }
 
 typedef struct progress {
@@ -335,22 +395,23 @@ static int no_key_held(void *arg)
 static void killed_connections_resolve_every_command(void **state)
 {
     testkit_redis_opts so = {.name = "pipeline"};
-    testkit_redis *srv = testkit_redis_start(&so);
+    pipe_case *pc = begin_case();
+    testkit_redis *srv = pc->srv = testkit_redis_start(&so);
     const long total = (long)KILL_THREADS * KILL_PAIRS;
-    worker w[KILL_THREADS];
+    worker *w = pc->w;
     dlock_client_stats st;
     dlock_client *c;
     key_probe kp;
     int kills = 0;
-    run r;
+    run *const r = &pc->r;
 
     (void)state;
     TK_EXPECT(srv != NULL, "a private redis-server");
-    c = pooled_client(srv->url, NULL, 2);
-    run_init(&r, c, KILL_THREADS / 2, KILL_PAIRS);
-    start_workers(&r, w, KILL_THREADS);
+    c = pc->c = pooled_client(srv->url, NULL, 2);
+    run_init(r, c, KILL_THREADS / 2, KILL_PAIRS);
+    start_workers(r, w, KILL_THREADS);
     for (int i = 1; i <= KILLS; i++) {
-        progress p = {&r, total * i / (KILLS + 1)};
+        progress p = {r, total * i / (KILLS + 1)};
         redisReply *reply;
 
         if (!testkit_wait_until(grants_reached, &p, RUN_TIMEOUT_MS))
@@ -361,34 +422,34 @@ static void killed_connections_resolve_every_command(void **state)
             kills += reply->integer > 0;
         freeReplyObject(reply);
     }
-    join_workers(&r, w, KILL_THREADS);
+    join_workers(r, w, KILL_THREADS);
     dlock_client_stats_get(c, &st);
     fprintf(stderr,
             "%d kills hit; %ld grants, %llu transport errors, %d re-asked "
             "releases unproven (reported lost)\n",
-            kills, atomic_load(&r.grants),
-            (unsigned long long)st.transport_errors, atomic_load(&r.unproven));
-    expect_clean(&r);
+            kills, atomic_load(&r->grants),
+            (unsigned long long)st.transport_errors,
+            atomic_load(&r->unproven));
+    expect_clean(r);
     TK_EXPECT(kills == KILLS, "%d of %d kills found connections", kills,
               KILLS);
     TK_EXPECT(st.transport_errors > 0, "the kills broke no command");
-    TK_EXPECT(atomic_load(&r.grants) == total, "%ld grants of %ld",
-              atomic_load(&r.grants), total);
-    kp = (key_probe){srv->url, &r};
+    TK_EXPECT(atomic_load(&r->grants) == total, "%ld grants of %ld",
+              atomic_load(&r->grants), total);
+    kp = (key_probe){srv->url, r};
     TK_EXPECT(testkit_wait_until(no_key_held, &kp, 5000),
               "a key is still held after every thread released");
-    dlock_client_free(c);
-    free(r.keys);
-    testkit_redis_stop(srv);
-    testkit_redis_free(srv);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(many_threads_share_two_connections),
-        cmocka_unit_test(tls_pipes_take_turns_reading_and_writing),
-        cmocka_unit_test(killed_connections_resolve_every_command),
+        cmocka_unit_test_teardown(many_threads_share_two_connections,
+                                  end_case),
+        cmocka_unit_test_teardown(tls_pipes_take_turns_reading_and_writing,
+                                  end_case),
+        cmocka_unit_test_teardown(killed_connections_resolve_every_command,
+                                  end_case),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #define CONNECT_TIMEOUT_MS 500
 #define IO_TIMEOUT_MS 1000
@@ -114,15 +115,38 @@ static int reached(void *arg)
     return atomic_load(&t->lp->ok) >= t->ok;
 }
 
+/* The worker's loop, its thread and the server, in static storage: if an
+ * expectation fails while the worker runs, cmocka leaves the case's frame
+ * by longjmp, and end_case stops and joins the worker (each of its calls
+ * ends within CALL_BOUND_MS) and frees the rest. */
+static loop lp;
+static pthread_t worker;
+static int worker_running;
+static testkit_redis *server;
+
+static int end_case(void **state)
+{
+    (void)state;
+    if (worker_running) {
+        atomic_store(&lp.stop, 1);
+        pthread_join(worker, NULL);
+        worker_running = 0;
+    }
+    if (lp.client != NULL) {
+        dlock_client_free(lp.client);
+        pthread_mutex_destroy(&lp.error_mu);
+    }
+    if (server != NULL)
+        testkit_redis_free(server);
+    server = NULL;
+    memset(&lp, 0, sizeof(lp));
+    return 0;
+}
+
 static void client_reconnects_after_a_restart_mid_run(void **state)
 {
     testkit_redis_opts so = {.name = "restart"};
-    testkit_redis *server = testkit_redis_start(&so);
     dlock_client_opts co = itkit_client_opts();
-    /* Static: if an expectation fails while the worker runs, cmocka leaves
-     * this frame and the worker must not be left with a dangling loop. */
-    static loop lp;
-    pthread_t worker;
     target t = {&lp, 50};
     uint64_t fence_before;
     int64_t restarted_at, recovered_at;
@@ -130,14 +154,16 @@ static void client_reconnects_after_a_restart_mid_run(void **state)
     char err[sizeof(lp.last_error)];
 
     (void)state;
+    server = testkit_redis_start(&so);
     TK_EXPECT(server != NULL, "a private redis-server starts");
     co.connect_timeout_ms = CONNECT_TIMEOUT_MS;
     co.io_timeout_ms = IO_TIMEOUT_MS;
     co.breaker_probe_ms = 100;
-    lp.client = itkit_client(server->url, &co);
     pthread_mutex_init(&lp.error_mu, NULL);
+    lp.client = itkit_client(server->url, &co);
     TK_EXPECT(pthread_create(&worker, NULL, loop_main, &lp) == 0,
               "the worker thread starts");
+    worker_running = 1;
 
     TK_EXPECT(testkit_wait_until(reached, &t, 10000),
               "50 cycles before the "
@@ -169,6 +195,7 @@ static void client_reconnects_after_a_restart_mid_run(void **state)
               atomic_load(&lp.ok), t.ok);
     atomic_store(&lp.stop, 1);
     pthread_join(worker, NULL);
+    worker_running = 0;
 
     print_message("recovered %lld ms after the restart; %ld failed cycles; "
                   "longest call %lld ms; last error: %s\n",
@@ -191,15 +218,13 @@ static void client_reconnects_after_a_restart_mid_run(void **state)
               "restart (%llu) are above those before it (%llu)",
               (unsigned long long)atomic_load(&lp.last_fence),
               (unsigned long long)fence_before);
-    dlock_client_free(lp.client);
-    pthread_mutex_destroy(&lp.error_mu);
-    testkit_redis_free(server);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(client_reconnects_after_a_restart_mid_run),
+        cmocka_unit_test_teardown(client_reconnects_after_a_restart_mid_run,
+                                  end_case),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,14 @@
  *   - an acquire that timed out but ran later leaves no orphan: it is
  *     released with the same token long before its TTL.
  * Waits are bounded conditions; no test sleeps and hopes.
+ *
+ * What a case's threads and on_lost callbacks touch (the lost_seen, the
+ * extender, the slower) lives in static storage (the_case), with the
+ * case's locks, client and servers, and end_case, the teardown of those
+ * cases, stops and joins the thread and frees the rest whether the case
+ * passed or failed: a failed TK_EXPECT leaves by longjmp, and a thread or
+ * a watchdog's on_lost holding the case's stack frame corrupted the next
+ * case.
  */
 #include "itkit.h"
 
@@ -25,6 +33,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#define MANY 200
 
 /* What an on_lost callback saw. */
 typedef struct lost_seen {
@@ -59,28 +69,110 @@ static testkit_redis *private_redis(const char *name, int wallclock)
     return r;
 }
 
+/* ---- one case's state --------------------------------------------------- */
+
+typedef struct extender {
+    dlock_lock *lock;
+    atomic_int stop;
+    int fails;
+} extender;
+
+typedef struct slower {
+    const char *url;
+    atomic_int stop;
+    int loops;
+} slower;
+
+/* Everything a case's thread or on_lost touches, and what the case made
+ * (freed by end_case, in this order: the thread stopped and joined, the
+ * locks, the client, the servers).  One case at a time uses it. */
+typedef struct validity_case {
+    lost_seen seen;
+    extender e;
+    slower s;
+    pthread_t thread;
+    int running;      /* thread started, not yet joined */
+    atomic_int *stop; /* how to stop it: &e.stop or &s.stop */
+    dlock_lock *locks[MANY];
+    char keys[MANY][TESTKIT_KEY_MAX];
+    dlock_client *c;
+    testkit_proxied *link;
+    testkit_redis *r;
+} validity_case;
+
+static validity_case the_case;
+
+static validity_case *begin_case(void)
+{
+    memset(&the_case, 0, sizeof(the_case));
+    return &the_case;
+}
+
+/* Starts main(arg) as the case's thread, stopped through *stop. */
+static int case_start(void *(*main)(void *), void *arg, atomic_int *stop)
+{
+    validity_case *vc = &the_case;
+
+    vc->stop = stop;
+    if (pthread_create(&vc->thread, NULL, main, arg) != 0)
+        return -1;
+    vc->running = 1;
+    return 0;
+}
+
+/* Stops and joins the case's thread (the case's own join). */
+static void case_join(validity_case *vc)
+{
+    atomic_store(vc->stop, 1);
+    pthread_join(vc->thread, NULL);
+    vc->running = 0;
+}
+
+/* Teardown of the cases with a thread or an on_lost, passed or failed:
+ * each thread stops at its flag within one extend or busy loop. */
+static int end_case(void **state)
+{
+    validity_case *vc = &the_case;
+
+    (void)state;
+    if (vc->running)
+        case_join(vc);
+    for (int i = 0; i < MANY; i++)
+        if (vc->locks[i] != NULL)
+            dlock_lock_free(vc->locks[i]);
+    if (vc->c != NULL)
+        dlock_client_free(vc->c);
+    if (vc->link != NULL)
+        testkit_proxied_free(vc->link);
+    if (vc->r != NULL)
+        testkit_redis_free(vc->r);
+    memset(vc, 0, sizeof(*vc));
+    return 0;
+}
+
 /* The proxy stops forwarding (bytes held, no reset): the holder's renewals
  * get no answer.  The lock must be LOST, and on_lost run once, when the
  * validity it had at the pause runs out: not before, and not after the
  * 5 s io timeout of a renewal stuck on the silent connection. */
 static void silent_network_loses_the_lock_at_valid_until(void **state)
 {
-    testkit_proxied *link = itkit_proxied("lease-silent");
+    validity_case *vc = begin_case();
+    testkit_proxied *link = vc->link = itkit_proxied("lease-silent");
     char key[TESTKIT_KEY_MAX];
     dlock_client_opts co = itkit_client_opts();
     dlock_client *c;
     dlock_acquire_opts o = itkit_acquire_opts(1500, 0);
-    lost_seen seen = {0, 0};
+    lost_seen *const seen = &vc->seen;
     dlock_lock *l;
     int64_t paused_ms, valid_at_pause, late;
 
     (void)state;
     co.io_timeout_ms = 5000;
-    c = itkit_client(link->url, &co);
+    c = vc->c = itkit_client(link->url, &co);
     o.watchdog = 1;
     o.on_lost = on_lost;
-    o.on_lost_arg = &seen;
-    l = itkit_acquire(c, testkit_key(key, "silent"), &o);
+    o.on_lost_arg = seen;
+    l = vc->locks[0] = itkit_acquire(c, testkit_key(key, "silent"), &o);
     itkit_pace_ms(700); /* at least one renewal on the renewer's link */
     TK_EXPECT(testkit_proxy_ctl(link->proxy, "pause") == 0,
               "the proxy pauses");
@@ -88,10 +180,10 @@ static void silent_network_loses_the_lock_at_valid_until(void **state)
     valid_at_pause = dlock_lock_valid_ms(l);
     TK_EXPECT(valid_at_pause > 0 && valid_at_pause <= 1500,
               "valid for %lld ms at the pause", (long long)valid_at_pause);
-    TK_EXPECT(testkit_wait_until(callback_ran, &seen, 4000),
+    TK_EXPECT(testkit_wait_until(callback_ran, seen, 4000),
               "on_lost runs within 4 s of the pause (validity was %lld ms)",
               (long long)valid_at_pause);
-    late = atomic_load(&seen.at_ms) - (paused_ms + valid_at_pause);
+    late = atomic_load(&seen->at_ms) - (paused_ms + valid_at_pause);
     print_message("paused with %lld ms valid; on_lost %lld ms after that\n",
                   (long long)valid_at_pause, (long long)late);
     /* 500 ms covers a loaded machine's scheduling; before this library
@@ -103,16 +195,13 @@ static void silent_network_loses_the_lock_at_valid_until(void **state)
     TK_EXPECT(dlock_lock_lost(l) == 1 && dlock_lock_valid_ms(l) == 0,
               "lost() is 1 and valid_ms() 0 after the loss");
     itkit_pace_ms(300);
-    TK_EXPECT(atomic_load(&seen.calls) == 1, "on_lost ran once, got %d",
-              atomic_load(&seen.calls));
+    TK_EXPECT(atomic_load(&seen->calls) == 1, "on_lost ran once, got %d",
+              atomic_load(&seen->calls));
     TK_EXPECT(testkit_proxy_ctl(link->proxy, "resume") == 0,
               "the proxy resumes");
     TK_EXPECT(dlock_extend(l, 0) == DLOCK_STATE, "extend of a lost lock is "
                                                  "refused");
-    TK_EXPECT(atomic_load(&seen.calls) == 1, "still one on_lost call");
-    dlock_lock_free(l);
-    dlock_client_free(c);
-    testkit_proxied_free(link);
+    TK_EXPECT(atomic_load(&seen->calls) == 1, "still one on_lost call");
 }
 
 /* After the TTL ran out and another client took the key, the holder's
@@ -198,12 +287,6 @@ static void extend_to_a_shorter_ttl_reschedules_the_watchdog(void **state)
     dlock_client_free(c);
 }
 
-typedef struct extender {
-    dlock_lock *lock;
-    atomic_int stop;
-    int fails;
-} extender;
-
 static void *extend_loop(void *arg)
 {
     extender *e = arg;
@@ -219,35 +302,33 @@ static void *extend_loop(void *arg)
  * TTL.  (600 ms leaves a loaded sanitizer build room to answer.) */
 static void extend_racing_the_watchdog_is_ordered(void **state)
 {
+    validity_case *vc = begin_case();
     const char *url = itkit_shared_url();
-    dlock_client *c = itkit_client(url, NULL);
+    dlock_client *c = vc->c = itkit_client(url, NULL);
     dlock_acquire_opts o = itkit_acquire_opts(600, 0);
     char key[TESTKIT_KEY_MAX];
-    extender e;
-    pthread_t t;
+    extender *const e = &vc->e;
     int64_t start;
 
     (void)state;
     o.watchdog = 1;
-    e.lock = itkit_acquire(c, testkit_key(key, "extend_race"), &o);
-    atomic_init(&e.stop, 0);
-    e.fails = 0;
-    TK_EXPECT(pthread_create(&t, NULL, extend_loop, &e) == 0, "thread");
+    e->lock = vc->locks[0] = itkit_acquire(c, testkit_key(key, "extend_race"),
+                                           &o);
+    TK_EXPECT(case_start(extend_loop, e, &e->stop) == 0, "thread");
     start = testkit_now_ms();
     while (testkit_now_ms() - start < 1000) {
-        TK_EXPECT(dlock_lock_valid_ms(e.lock) <= 600, "valid_ms <= the "
-                                                      "TTL");
+        TK_EXPECT(dlock_lock_valid_ms(e->lock) <= 600, "valid_ms <= the "
+                                                       "TTL");
         itkit_pace_ms(5);
     }
-    atomic_store(&e.stop, 1);
-    pthread_join(t, NULL);
-    TK_EXPECT(e.fails == 0 && !dlock_lock_lost(e.lock),
+    case_join(vc);
+    TK_EXPECT(e->fails == 0 && !dlock_lock_lost(e->lock),
               "every extend "
               "held, %d failed",
-              e.fails);
-    TK_EXPECT_ERR(dlock_release(e.lock), DLOCK_OK, c, "release");
+              e->fails);
+    vc->locks[0] = NULL;
+    TK_EXPECT_ERR(dlock_release(e->lock), DLOCK_OK, c, "release");
     testkit_forget_lock(url, key);
-    dlock_client_free(c);
 }
 
 /* The Redis host's clock steps 15 s forward: lock A (20 s) now expires in
@@ -258,20 +339,21 @@ static void extend_racing_the_watchdog_is_ordered(void **state)
 static void redis_clock_step_shrinks_validity_at_the_next_round_trip(
     void **state)
 {
-    testkit_redis *r = private_redis("lease-clock", 1);
-    dlock_client *c = itkit_client(r->url, NULL);
+    validity_case *vc = begin_case();
+    testkit_redis *r = vc->r = private_redis("lease-clock", 1);
+    dlock_client *c = vc->c = itkit_client(r->url, NULL);
     dlock_acquire_opts oa = itkit_acquire_opts(20000, 0);
     dlock_acquire_opts ob = itkit_acquire_opts(30000, 0);
-    lost_seen seen = {0, 0};
+    lost_seen *const seen = &vc->seen;
     char ka[TESTKIT_KEY_MAX], kb[TESTKIT_KEY_MAX];
     dlock_lock *a, *b;
     long long pttl;
 
     (void)state;
     oa.on_lost = on_lost;
-    oa.on_lost_arg = &seen;
-    a = itkit_acquire(c, testkit_key(ka, "step_a"), &oa);
-    b = itkit_acquire(c, testkit_key(kb, "step_b"), &ob);
+    oa.on_lost_arg = seen;
+    a = vc->locks[0] = itkit_acquire(c, testkit_key(ka, "step_a"), &oa);
+    b = vc->locks[1] = itkit_acquire(c, testkit_key(kb, "step_b"), &ob);
     TK_EXPECT(dlock_lock_valid_ms(a) > 19000, "A valid ~20 s");
     TK_EXPECT(testkit_redis_clock_step(r, 15000) == 0, "step +15 s");
     TK_EXPECT_ERR(dlock_extend(b, 0), DLOCK_OK, c,
@@ -287,7 +369,7 @@ static void redis_clock_step_shrinks_validity_at_the_next_round_trip(
               (long long)dlock_lock_valid_ms(a), pttl);
     TK_EXPECT(dlock_lock_valid_ms(b) > 25000, "B, renewed after the step, "
                                               "is valid ~30 s");
-    TK_EXPECT(testkit_wait_until(callback_ran, &seen, 8000),
+    TK_EXPECT(testkit_wait_until(callback_ran, seen, 8000),
               "A's on_lost "
               "runs once Redis lets A go");
     /* valid_until is the drift allowance (1% + 2 ms: 202 ms) early. */
@@ -296,10 +378,10 @@ static void redis_clock_step_shrinks_validity_at_the_next_round_trip(
               "A was lost about when Redis let it go (PTTL "
               "%lld)",
               pttl);
+    vc->locks[0] = NULL;
     dlock_lock_free(a);
+    vc->locks[1] = NULL;
     TK_EXPECT_ERR(dlock_release(b), DLOCK_OK, c, "release B");
-    dlock_client_free(c);
-    testkit_redis_free(r);
 }
 
 typedef struct orphan_check {
@@ -357,14 +439,6 @@ static void a_timed_out_acquire_leaves_no_orphan(void **state)
     testkit_proxied_free(link);
 }
 
-#define MANY 200
-
-typedef struct slower {
-    const char *url;
-    atomic_int stop;
-    int loops;
-} slower;
-
 /* Keeps the server busy: EVAL a ~80 ms Lua loop, again and again. */
 static void *slow_down(void *arg)
 {
@@ -390,13 +464,13 @@ static void *slow_down(void *arg)
  * held in Redis, and none is marked lost while Redis still holds it. */
 static void many_locks_on_a_slow_server_are_renewed_side_by_side(void **state)
 {
-    testkit_redis *r = private_redis("lease-slow", 0);
-    dlock_client *c = itkit_client(r->url, NULL);
+    validity_case *vc = begin_case();
+    testkit_redis *r = vc->r = private_redis("lease-slow", 0);
+    dlock_client *c = vc->c = itkit_client(r->url, NULL);
     dlock_acquire_opts o = itkit_acquire_opts(1500, 0);
-    static char keys[MANY][TESTKIT_KEY_MAX];
-    dlock_lock *locks[MANY];
-    slower s;
-    pthread_t t;
+    char(*keys)[TESTKIT_KEY_MAX] = vc->keys;
+    dlock_lock **locks = vc->locks;
+    slower *const s = &vc->s;
     int64_t start;
     int checks = 0;
 
@@ -404,10 +478,8 @@ static void many_locks_on_a_slow_server_are_renewed_side_by_side(void **state)
     o.watchdog = 1;
     for (int i = 0; i < MANY; i++)
         locks[i] = itkit_acquire(c, testkit_key(keys[i], "many"), &o);
-    s.url = r->url;
-    atomic_init(&s.stop, 0);
-    s.loops = 0;
-    TK_EXPECT(pthread_create(&t, NULL, slow_down, &s) == 0, "thread");
+    s->url = r->url;
+    TK_EXPECT(case_start(slow_down, s, &s->stop) == 0, "thread");
     start = testkit_now_ms();
     while (testkit_now_ms() - start < 4000) {
         int i = checks % MANY;
@@ -425,8 +497,7 @@ static void many_locks_on_a_slow_server_are_renewed_side_by_side(void **state)
         freeReplyObject(rep);
         checks++;
     }
-    atomic_store(&s.stop, 1);
-    pthread_join(t, NULL);
+    case_join(vc);
     for (int i = 0; i < MANY; i++) {
         redisReply *rep = testkit_redis_cmd(r->url, "GET %s", keys[i]);
         int ours = rep != NULL && rep->type == REDIS_REPLY_STRING
@@ -440,24 +511,24 @@ static void many_locks_on_a_slow_server_are_renewed_side_by_side(void **state)
                   i, MANY, ours ? "holds" : "lost");
         TK_EXPECT(ours, "lock %d is held in Redis", i);
     }
-    print_message("%d busy loops of 80 ms, %d checks, no lock lost\n", s.loops,
-                  checks);
-    for (int i = 0; i < MANY; i++)
-        dlock_lock_free(locks[i]);
-    dlock_client_free(c);
-    testkit_redis_free(r);
+    print_message("%d busy loops of 80 ms, %d checks, no lock lost\n",
+                  s->loops, checks);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(silent_network_loses_the_lock_at_valid_until),
+        cmocka_unit_test_teardown(silent_network_loses_the_lock_at_valid_until,
+                                  end_case),
         cmocka_unit_test(reentrant_lock_past_its_ttl_is_not_reentered),
         cmocka_unit_test(extend_to_a_shorter_ttl_reschedules_the_watchdog),
-        cmocka_unit_test(extend_racing_the_watchdog_is_ordered),
-        cmocka_unit_test(
-            redis_clock_step_shrinks_validity_at_the_next_round_trip),
-        cmocka_unit_test(many_locks_on_a_slow_server_are_renewed_side_by_side),
+        cmocka_unit_test_teardown(extend_racing_the_watchdog_is_ordered,
+                                  end_case),
+        cmocka_unit_test_teardown(
+            redis_clock_step_shrinks_validity_at_the_next_round_trip,
+            end_case),
+        cmocka_unit_test_teardown(
+            many_locks_on_a_slow_server_are_renewed_side_by_side, end_case),
         cmocka_unit_test(a_timed_out_acquire_leaves_no_orphan),
     };
 
