@@ -112,7 +112,8 @@ static void include_content_reads_one_version_under_an_edit_storm(void **state)
     pthread_t t[READERS];
     reads s;
     rvt_resp r;
-    int edits = 0, attempts = 0;
+    int edits = 0, attempts = 0, unavailable = 0;
+    char refused[200] = "";
 
     (void)state;
     rvt_call(srv.port, "POST", "/v1/documents", alice,
@@ -133,6 +134,12 @@ static void include_content_reads_one_version_under_an_edit_storm(void **state)
         snprintf(body, sizeof(body), "{\"content\":\"v%d\"}", v);
         rvt_call(srv.port, "PUT", path, alice, body, NULL, &r);
         edits += r.status == 200;
+        /* A 503 (the request's budget ran out on a loaded machine) wrote
+         * nothing, which is what it says; any other refusal is a failure. */
+        unavailable += r.status == 503;
+        if (r.status != 200 && r.status != 503 && refused[0] == '\0')
+            snprintf(refused, sizeof(refused), "%d %.150s", r.status,
+                     r.body != NULL ? r.body : "");
         attempts++;
         rvt_resp_free(&r);
         if (attempts >= EDITS && atomic_load(&s.reads) >= 100)
@@ -141,8 +148,13 @@ static void include_content_reads_one_version_under_an_edit_storm(void **state)
     atomic_store(&s.stop, 1);
     for (int i = 0; i < READERS; i++)
         pthread_join(t[i], NULL);
-    TK_EXPECT(edits == attempts, "every edit succeeded (%d of %d)", edits,
-              attempts);
+    if (unavailable > 0)
+        printf("# %d of %d edits answered 503 (the request budget)\n",
+               unavailable, attempts);
+    TK_EXPECT(edits + unavailable == attempts && edits >= EDITS / 2,
+              "every edit succeeded or was refused as unavailable (%d of %d "
+              "succeeded, %d unavailable; first other refusal: %s)",
+              edits, attempts, unavailable, refused);
     TK_EXPECT(atomic_load(&s.reads) >= READERS, "the readers read %d times",
               atomic_load(&s.reads));
     TK_EXPECT(atomic_load(&s.mixed) == 0 && atomic_load(&s.failed) == 0,
