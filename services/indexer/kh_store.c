@@ -1,13 +1,17 @@
 /*
  * kh_store.c: the exactly-once indexing transaction (see kh_store.h).
  *
- * Statements are sent with PQexecParams (text parameters, no client-side
- * quoting; the chunks go as array literals, escaped here).  An event
- * costs two round trips whatever its number of chunks, each a libpq
- * pipeline of two statements: the savepoint with the claim and document
- * read (and the batch's BEGIN before the first event's), then the chunks
- * replaced with their count (or the stale mark) with the savepoint's
- * release.  Under load each round trip is a wake-up of the PostgreSQL
+ * Statements go with text parameters (no client-side quoting; the chunks
+ * go as array literals, escaped here).  Every statement of an event is
+ * prepared once per connection (ensure_connected) and executed by name
+ * with the session's generic plan: parsing, analysing and planning the
+ * claim and the replace again for each event was half of the backend's
+ * CPU per event (perf, docs/benchmarks.md), more than running them.  An
+ * event costs two round trips whatever its number of chunks, each a
+ * libpq pipeline of two statements: the savepoint with the claim and
+ * document read (and the batch's BEGIN before the first event's), then
+ * the chunks replaced with their count (or the stale mark) with the
+ * savepoint's release.  Under load each round trip is a wake-up of the PostgreSQL
  * backend that waits its turn for a CPU, so their number, not the work
  * in them, sets the indexer's rate.  A statement that fails aborts the
  * rest of its pipeline, so a release never follows a failed write: the
@@ -99,6 +103,18 @@ static const char replace_sql[] =
     "UPDATE kh_processed_event SET chunks = cardinality($2::integer[]) "
     "WHERE event_id = $8::uuid";
 
+static const char savepoint_sql[] = "SAVEPOINT kh_event";
+static const char release_sql[] = "RELEASE SAVEPOINT kh_event";
+
+/* The prepared statements' names; ensure_connected prepares each on a
+ * new connection (STMT_CLAIM with the claim of the store's content). */
+#define STMT_BEGIN "kh_begin"
+#define STMT_SAVEPOINT "kh_savepoint"
+#define STMT_CLAIM "kh_claim"
+#define STMT_STALE "kh_stale"
+#define STMT_REPLACE "kh_replace"
+#define STMT_RELEASE "kh_release"
+
 const char *kh_outcome_name(kh_outcome outcome)
 {
     switch (outcome) {
@@ -162,10 +178,58 @@ static void set_err(char *err, size_t errlen, const char *what,
         err[--n] = '\0';
 }
 
-/* Connects when there is no usable connection.  Returns 0 or -1. */
+/* A connection whose pipeline is in an unknown state is never used
+ * again: the next batch connects afresh. */
+static void drop_connection(kh_store *s)
+{
+    PQfinish(s->pg);
+    s->pg = NULL;
+}
+
+/* Prepares the statements of an event on a new connection.  Returns 0,
+ * or -1 with err set and the connection dropped (it is made again, and
+ * the statements prepared again, on the next call). */
+static int prepare_all(kh_store *s, char *err, size_t errlen)
+{
+    const struct {
+        const char *name, *sql;
+        int n;
+    } stmts[] = {
+        {STMT_BEGIN, "BEGIN", 0},
+        {STMT_SAVEPOINT, savepoint_sql, 0},
+        {STMT_CLAIM, s->mongo != NULL ? claim_doc_mongo_sql : claim_doc_sql,
+         2},
+        {STMT_STALE, stale_sql, 1},
+        {STMT_REPLACE, replace_sql, 8},
+        {STMT_RELEASE, release_sql, 0},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
+        PGresult *res = PQprepare(s->pg, stmts[i].name, stmts[i].sql,
+                                  stmts[i].n, NULL);
+
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            char what[64];
+
+            snprintf(what, sizeof(what), "prepare %s", stmts[i].name);
+            set_err(err, errlen, what,
+                    res != NULL ? PQresultErrorMessage(res)
+                                : PQerrorMessage(s->pg));
+            PQclear(res);
+            drop_connection(s);
+            return -1;
+        }
+        PQclear(res);
+    }
+    return 0;
+}
+
+/* Connects when there is no usable connection, and prepares the
+ * statements on a new one.  Returns 0 or -1. */
 static int ensure_connected(kh_store *s, char *err, size_t errlen)
 {
-    char timeout[16], stmt[64];
+    char timeout[16], stmt[128];
     const char *keys[] = {"connect_timeout", "application_name", "dbname",
                           NULL};
     const char *vals[] = {timeout, "kh-indexer", s->url, NULL};
@@ -183,16 +247,22 @@ static int ensure_connected(kh_store *s, char *err, size_t errlen)
         s->pg = NULL;
         return -1;
     }
-    snprintf(stmt, sizeof(stmt), "SET statement_timeout = %d",
+    /* A generic plan for every prepared statement: their plans are the
+     * same primary-key lookups whatever the parameters, and the default
+     * (auto) would plan the first five executions of each again. */
+    snprintf(stmt, sizeof(stmt),
+             "SET statement_timeout = %d; "
+             "SET plan_cache_mode = force_generic_plan",
              s->opts.pg_timeout_s * 1000);
     res = PQexec(s->pg, stmt);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
         set_err(err, errlen, "postgres session", PQresultErrorMessage(res));
         PQclear(res);
+        drop_connection(s);
         return -1;
     }
     PQclear(res);
-    return 0;
+    return prepare_all(s, err, errlen);
 }
 
 /* Runs one statement; returns the result (caller clears) or NULL with
@@ -223,18 +293,10 @@ static int run_ok(kh_store *s, const char *what, const char *sql, int n,
 /* One statement of a pipeline (run_steps). */
 typedef struct kh_step {
     const char *what; /* for the error message */
-    const char *sql;
+    const char *name; /* of the prepared statement (prepare_all) */
     int n;
     const char *const *params;
 } kh_step;
-
-/* A connection whose pipeline is in an unknown state is never used
- * again: the next batch connects afresh. */
-static void drop_connection(kh_store *s)
-{
-    PQfinish(s->pg);
-    s->pg = NULL;
-}
 
 /* The next result of the pipeline, past the NULL that ends each
  * statement's results. */
@@ -263,8 +325,8 @@ static int run_steps(kh_store *s, const kh_step *steps, int n, int keep,
     *kept = NULL;
     *failed_at = 0;
     for (i = 0; sent && i < n; i++)
-        sent = PQsendQueryParams(s->pg, steps[i].sql, steps[i].n, NULL,
-                                 steps[i].params, NULL, NULL, 0)
+        sent = PQsendQueryPrepared(s->pg, steps[i].name, steps[i].n,
+                                   steps[i].params, NULL, NULL, 0)
                == 1;
     if (!sent || PQpipelineSync(s->pg) != 1) {
         set_err(err, errlen, steps[0].what,
@@ -312,9 +374,6 @@ static int run_steps(kh_store *s, const kh_step *steps, int n, int keep,
     return 0;
 }
 
-static const char savepoint_sql[] = "SAVEPOINT kh_event";
-static const char release_sql[] = "RELEASE SAVEPOINT kh_event";
-
 /*
  * Opens the event's savepoint, claims the event and reads its document,
  * in one round trip (with the batch's BEGIN when it is still to be sent):
@@ -329,10 +388,9 @@ static int claim_and_load(kh_store *s, const kh_event *ev, doc_row *d,
     const char *params[] = {ev->event_id, ev->document_id};
     const int b = s->begin_pending;
     const kh_step steps[] = {
-        {"begin", "BEGIN", 0, NULL},
-        {"savepoint", savepoint_sql, 0, NULL},
-        {"record event and read document",
-         s->mongo != NULL ? claim_doc_mongo_sql : claim_doc_sql, 2, params},
+        {"begin", STMT_BEGIN, 0, NULL},
+        {"savepoint", STMT_SAVEPOINT, 0, NULL},
+        {"record event and read document", STMT_CLAIM, 2, params},
     };
     int failed_at = 0, rc;
 
@@ -364,7 +422,7 @@ static int claim_and_load(kh_store *s, const kh_event *ev, doc_row *d,
 static int write_and_release(kh_store *s, const kh_step *write, char *err,
                              size_t errlen)
 {
-    const kh_step steps[] = {*write, {"release", release_sql, 0, NULL}};
+    const kh_step steps[] = {*write, {"release", STMT_RELEASE, 0, NULL}};
     PGresult *none = NULL;
     int failed_at = 0;
 
@@ -554,7 +612,7 @@ static int replace_chunks(kh_store *s, const kh_event *ev, const doc_row *d,
                                 arrays[3].data,  version,
                                 d->title,        ev->event_id};
 
-        const kh_step write = {"replace chunks", replace_sql, 8, params};
+        const kh_step write = {"replace chunks", STMT_REPLACE, 8, params};
 
         snprintf(version, sizeof(version), "%d", d->version);
         rc = write_and_release(s, &write, err, errlen);
@@ -571,7 +629,7 @@ static kh_outcome apply_in_tx(kh_store *s, const kh_event *ev, int *chunks,
                               int *saved, char *err, size_t errlen)
 {
     const char *stale[] = {ev->event_id};
-    const kh_step mark_stale = {"record stale", stale_sql, 1, stale};
+    const kh_step mark_stale = {"record stale", STMT_STALE, 1, stale};
     doc_row d;
     int fresh = 0, found = 0, rc;
 
