@@ -105,6 +105,31 @@ kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev, int *chunks,
                                 char *err, size_t errlen);
 int kh_store_batch_commit(kh_store *s, char *err, size_t errlen);
 
+/* One event of kh_store_apply_many: ev in; out, chunks and err out. */
+typedef struct kh_apply {
+    kh_event ev;
+    kh_outcome out;
+    int chunks;
+    char err[400];
+} kh_apply;
+
+/*
+ * Applies the n events of items in ONE transaction, each exactly as
+ * kh_store_apply would, in two round trips whatever n: BEGIN with every
+ * event's claim and document read (one statement, in event id order),
+ * then every write (chunks, stale marks, and the claims of events that
+ * failed before their write undone) with COMMIT (one statement).  When
+ * the batch cannot go that way (an event twice in it, a document written
+ * twice, or any failed statement: the transaction is rolled back, or a
+ * lost COMMIT leaves its claims to decide), it is applied again event by
+ * event with savepoints (kh_store_batch_*), so one bad event costs only
+ * itself; returns 1 then, with why saying what stopped the batched way,
+ * else 0.  Every item's out is set; the caller acknowledges KH_FAILED
+ * items' messages never, the others only after this returns.
+ */
+int kh_store_apply_many(kh_store *s, kh_apply *items, size_t n, char *why,
+                        size_t whylen);
+
 /*
  * Parses an event body (JSON) into ev.  Returns 0, or -1 with err set when
  * it is not an object with a UUID-shaped event_id, type

@@ -25,6 +25,9 @@
  *     channel after applying a delivery instead of acking it; the log must
  *     show the redelivered copy as a duplicate (so the case cannot pass
  *     without a redelivery), and the document is indexed once;
+ *   - lost database connection: the indexer's PostgreSQL backend is
+ *     terminated between approvals; it connects again, prepares its
+ *     statements again, and indexes each later approval exactly once;
  *   - stopped broker (2): 20 approvals while RabbitMQ is stopped succeed,
  *     wait in the outbox, and all arrive once within 30 s of its restart.
  *
@@ -335,6 +338,63 @@ static void redelivered_message_is_not_indexed_twice(void **state)
         TK_EXPECT(evt_log_count(ix->log, "event_done", "event_id", ids[i],
                                 "outcome", "indexed", NULL)
                       == 1,
+                  "event %s is indexed exactly once", ids[i]);
+        TK_EXPECT(evt_db_chunks_match(&f->db, docs[i], CHUNK_TARGET,
+                                      CHUNK_OVERLAP, ids[i]),
+                  "document %s has the chunks of one run", docs[i]);
+    }
+    TK_EXPECT(evt_indexer_stop(ix), "kh-indexer exits cleanly");
+}
+
+/* ---- the database connection lost ------------------------------------ */
+
+/* Approves one document of this case; its id and its event's id out. */
+static void approve_lost_doc(fixture *f, int i, char *doc, char *id)
+{
+    char title[64];
+
+    snprintf(title, sizeof(title), "Reconnected %d", i);
+    assert_int_equal(make_doc(f, f->relay.port, title,
+                              "A document indexed across a lost database "
+                              "connection.\n\nIts chunks must be built "
+                              "once, by statements prepared again.",
+                              1, doc),
+                     0);
+    assert_int_equal(evt_db_event_id(&f->db, doc, "document.approved", id), 0);
+}
+
+/* kh-indexer prepares its statements on each connection it makes
+ * (kh_store.c): after its backend is terminated it connects again,
+ * prepares them again, and indexes what follows exactly once. */
+static void lost_database_connection_is_made_again(void **state)
+{
+    fixture *f = *state;
+    char docs[4][24], ids[4][64];
+    evt_indexer *const ix = &f->ix;
+    int i;
+
+    ensure_relay(f);
+    assert_int_equal(evt_indexer_start(ix, &f->db, f->rabbit.url, indexer_env,
+                                       "evt-faults"),
+                     0);
+    approve_lost_doc(f, 0, docs[0], ids[0]);
+    TK_EXPECT(evt_db_wait_indexed(&f->db, ids, 1, WAIT_MS),
+              "the first approval is indexed");
+    TK_EXPECT(rvt_sql_int(&f->db, "SELECT count(pg_terminate_backend(pid)) "
+                                  "FROM pg_stat_activity WHERE "
+                                  "application_name = 'kh-indexer' AND "
+                                  "datname = current_database()")
+                  >= 1,
+              "the indexer's database connection is terminated");
+    for (i = 1; i < 4; i++)
+        approve_lost_doc(f, i, docs[i], ids[i]);
+    TK_EXPECT(evt_db_wait_indexed(&f->db, ids, 4, WAIT_MS),
+              "the approvals after the lost connection are indexed");
+    for (i = 0; i < 4; i++) {
+        TK_EXPECT(evt_db_event_processed(&f->db, ids[i], "indexed") == 1
+                      && evt_log_count(ix->log, "event_done", "event_id",
+                                       ids[i], "outcome", "indexed", NULL)
+                             == 1,
                   "event %s is indexed exactly once", ids[i]);
         TK_EXPECT(evt_db_chunks_match(&f->db, docs[i], CHUNK_TARGET,
                                       CHUNK_OVERLAP, ids[i]),
@@ -667,6 +727,7 @@ int main(void)
         CASE(broker_killed_mid_batch_loses_nothing_and_indexes_once),
         CASE(search_finds_approved_chinese_and_english_only),
         CASE(redelivered_message_is_not_indexed_twice),
+        CASE(lost_database_connection_is_made_again),
         CASE(approvals_while_broker_stopped_arrive_once_after_restart),
     };
 
