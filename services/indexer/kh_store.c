@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kh_embed.h"
 #include "svc_content_mongo.h"
@@ -921,18 +922,15 @@ static void reset_items(kh_apply *items, size_t n)
     }
 }
 
-/* 1 if an event id (or, with docs, a document id) comes twice in
- * items[0..n). */
-static int twice(const kh_apply *items, size_t n, int docs)
+/* 1 if an event id comes twice in items[0..n) (in any case: PostgreSQL
+ * reads uuids so). */
+static int event_twice(const kh_apply *items, size_t n)
 {
     size_t i, j;
 
     for (i = 0; i < n; i++)
         for (j = 0; j < i; j++)
-            if (docs ? strcmp(items[i].ev.document_id, items[j].ev.document_id)
-                           == 0
-                     : strcasecmp(items[i].ev.event_id, items[j].ev.event_id)
-                           == 0)
+            if (strcasecmp(items[i].ev.event_id, items[j].ev.event_id) == 0)
                 return 1;
     return 0;
 }
@@ -1032,7 +1030,7 @@ static int apply_batched(kh_store *s, kh_apply *items, size_t n, char *why,
     memset(&ids, 0, sizeof(ids));
     memset(&docs, 0, sizeof(docs));
     memset(&w, 0, sizeof(w));
-    if (twice(items, n, 0)) {
+    if (event_twice(items, n)) {
         snprintf(why, whylen, "an event comes twice in the batch");
         return -1;
     }
