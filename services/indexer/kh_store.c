@@ -328,10 +328,18 @@ static int ensure_connected(kh_store *s, char *err, size_t errlen)
     }
     /* A generic plan for every prepared statement: their plans are the
      * same primary-key lookups whatever the parameters, and the default
-     * (auto) would plan the first five executions of each again. */
+     * (auto) would plan the first five executions of each again.  A
+     * generic plan is made once and kept while the tables grow, so it
+     * must not depend on how big they were then: every row this session
+     * touches is found by a key, and without enable_seqscan = off a
+     * plan made on a young or just emptied table (no statistics, a few
+     * pages) scans kh_chunk sequentially for = ANY (array) for as long
+     * as the connection lives (perf: a quarter of the backend's CPU after
+     * 20,000 events, and growing). */
     snprintf(stmt, sizeof(stmt),
              "SET statement_timeout = %d; "
-             "SET plan_cache_mode = force_generic_plan",
+             "SET plan_cache_mode = force_generic_plan; "
+             "SET enable_seqscan = off",
              s->opts.pg_timeout_s * 1000);
     res = PQexec(s->pg, stmt);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
