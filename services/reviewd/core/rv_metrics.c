@@ -305,6 +305,10 @@ static const gauge_entry gauge_entries[] = {
           http_inflight),
     COUNTER("reviewd_idempotency_swept_total",
             "Expired idempotency records deleted by the sweep.", idem_swept),
+    COUNTER("reviewd_loop_document_reads_total",
+            "GET /v1/documents/{id} answered on an HTTP event loop, "
+            "without a worker thread.",
+            loop_reads),
     /* the outbox and its relay (rv_relay.c) */
     GAUGE("reviewd_outbox_backlog",
           "Outbox events not yet confirmed by RabbitMQ (-1: the "
