@@ -383,6 +383,17 @@ int rv_dba_send(rv_dba *a, rv_dba_query *q, int stmt,
     return 0;
 }
 
+int rv_dba_load(const rv_dba *a)
+{
+    return a->state == DBA_READY ? a->in_flight : -1;
+}
+
+void rv_dba_want(rv_dba *a)
+{
+    if (a->state == DBA_DOWN)
+        a->wanted = 1;
+}
+
 void rv_dba_watch(const rv_dba *a, int *fd, uint32_t *events)
 {
     *fd = a->pg != NULL ? PQsocket(a->pg) : -1;

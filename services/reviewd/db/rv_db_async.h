@@ -86,6 +86,12 @@ void rv_dba_free(rv_dba *a);
 int rv_dba_send(rv_dba *a, rv_dba_query *q, int stmt,
                 const char *const *params, int budget_ms);
 
+/* Statements in flight now; -1 when not ready to send. */
+int rv_dba_load(const rv_dba *a);
+
+/* Asks a connection that is down to be made (rv_dba_tick does it). */
+void rv_dba_want(rv_dba *a);
+
 /* The socket the loop must watch (-1: none now) and for what
  * (EPOLLIN, with EPOLLOUT while output is pending or connecting). */
 void rv_dba_watch(const rv_dba *a, int *fd, uint32_t *events);

@@ -589,12 +589,15 @@ static void read_done(rv_dba_query *q, rv_dba_outcome outcome, PGresult *res)
  * take goes to the workers. */
 static int read_on_loop(struct MHD_Connection *conn, http_req *h)
 {
-    rv_dba *dba = h->loop != NULL ? rv_loop_db(h->loop) : NULL;
+    rv_dba *dba;
 
     /* rv_doc_loop_fits covers every check of rv_dispatch_late. */
-    if (dba == NULL || !h->req.app->cfg->loop_reads
+    if (h->loop == NULL || !h->req.app->cfg->loop_reads
         || !rv_doc_loop_fits(&h->req))
         return 0;
+    dba = rv_loop_db(h->loop);
+    if (dba == NULL)
+        return 0; /* none ready (one is being made) */
     h->read.done = read_done;
     h->mhd = conn;
     h->handed_over = 1;

@@ -22,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* epoll tags; PostgreSQL connection i is TAG_PG + i. */
 enum { TAG_MHD = 1, TAG_WAKE = 2, TAG_PG = 3 };
 
 /* A connection waiting to be adopted. */
@@ -36,12 +37,13 @@ struct rv_loop {
     struct MHD_Daemon *daemon;
     rv_loop_adopt_fn adopt;
     void *cls;
-    rv_dba *dba;
+    int ndba; /* 0 without a database */
+    rv_dba *dba[RV_LOOP_PG];
     int epfd;
     int wakefd;
     int mhd_fd;
-    int pg_fd;          /* in the epoll set now (-1: none) */
-    uint32_t pg_events; /* with these events */
+    int pg_fd[RV_LOOP_PG];          /* in the epoll set now (-1: none) */
+    uint32_t pg_events[RV_LOOP_PG]; /* with these events */
     pthread_t thread;
     int started;
     pthread_mutex_t mu; /* guards queue and stopping */
@@ -57,9 +59,29 @@ rv_loop *rv_loop_current(void)
     return current;
 }
 
-rv_dba *rv_loop_db(const rv_loop *l)
+rv_dba *rv_loop_db(rv_loop *l)
 {
-    return l->dba;
+    rv_dba *best = NULL;
+    int i, least = -1;
+
+    for (i = 0; i < l->ndba; i++) {
+        const int load = rv_dba_load(l->dba[i]);
+
+        if (load >= 0 && (least < 0 || load < least)) {
+            least = load;
+            best = l->dba[i];
+        }
+    }
+    if (least != 0) {
+        /* All busy, or none ready: one more is wanted. */
+        for (i = 0; i < l->ndba; i++) {
+            if (rv_dba_load(l->dba[i]) < 0) {
+                rv_dba_want(l->dba[i]);
+                break;
+            }
+        }
+    }
+    return best;
 }
 
 void rv_loop_wake(rv_loop *l)
@@ -70,37 +92,35 @@ void rv_loop_wake(rv_loop *l)
     (void)write(l->wakefd, &one, sizeof(one));
 }
 
-/* Puts PostgreSQL's socket in the epoll set as the connection wants. */
-static void watch_pg(rv_loop *l)
+/* Puts connection i's socket in the epoll set as it wants. */
+static void watch_pg(rv_loop *l, int i)
 {
     struct epoll_event ev;
     uint32_t events;
     int fd;
 
-    if (l->dba == NULL)
+    rv_dba_watch(l->dba[i], &fd, &events);
+    if (fd == l->pg_fd[i] && events == l->pg_events[i])
         return;
-    rv_dba_watch(l->dba, &fd, &events);
-    if (fd == l->pg_fd && events == l->pg_events)
-        return;
-    if (l->pg_fd >= 0 && fd != l->pg_fd) {
+    if (l->pg_fd[i] >= 0 && fd != l->pg_fd[i]) {
         /* Fails harmlessly when libpq already closed the old socket. */
-        (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->pg_fd, NULL);
-        l->pg_fd = -1;
+        (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->pg_fd[i], NULL);
+        l->pg_fd[i] = -1;
     }
-    l->pg_events = events;
+    l->pg_events[i] = events;
     if (fd < 0)
         return;
     memset(&ev, 0, sizeof(ev));
     ev.events = events;
-    ev.data.u32 = TAG_PG;
-    if (epoll_ctl(l->epfd, fd == l->pg_fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd,
-                  &ev)
+    ev.data.u32 = TAG_PG + (uint32_t)i;
+    if (epoll_ctl(l->epfd, fd == l->pg_fd[i] ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
+                  fd, &ev)
             != 0
         && errno == EEXIST) {
         /* A new socket on the old number, still registered. */
         (void)epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev);
     }
-    l->pg_fd = fd;
+    l->pg_fd[i] = fd;
 }
 
 /* Adopts every queued connection; 1 if there was one. */
@@ -126,12 +146,18 @@ static int adopt_queued(rv_loop *l)
     return 1;
 }
 
-/* The wait's bound: MHD's timeout and the connection's, -1 for none. */
+/* The wait's bound: MHD's timeout and the connections', -1 for none. */
 static int wait_ms(rv_loop *l)
 {
     MHD_UNSIGNED_LONG_LONG mhd_ms;
-    int ms = l->dba != NULL ? rv_dba_tick(l->dba) : -1;
+    int i, ms = -1;
 
+    for (i = 0; i < l->ndba; i++) {
+        const int t = rv_dba_tick(l->dba[i]);
+
+        if (t >= 0 && (ms < 0 || t < ms))
+            ms = t;
+    }
     if (MHD_get_timeout(l->daemon, &mhd_ms) == MHD_YES) {
         if (mhd_ms > 60000)
             mhd_ms = 60000;
@@ -145,38 +171,36 @@ static void *loop_main(void *arg)
 {
     rv_loop *l = arg;
     struct epoll_event evs[8];
+    int i;
 
     current = l;
     while (!atomic_load(&l->stop)) {
         const int timeout = wait_ms(l);
-        int i, n, run = 0;
+        int n, run = 0;
 
-        watch_pg(l);
+        for (i = 0; i < l->ndba; i++)
+            watch_pg(l, i);
         n = epoll_wait(l->epfd, evs, 8, timeout);
         if (n < 0 && errno != EINTR)
             break; /* not expected: the descriptors are ours */
         if (n == 0)
             run = 1; /* MHD's timeout may be due */
         for (i = 0; i < n; i++) {
-            switch (evs[i].data.u32) {
-            case TAG_MHD: run = 1; break;
-            case TAG_WAKE:
+            const uint32_t tag = evs[i].data.u32;
+
+            if (tag == TAG_WAKE)
                 adopt_queued(l);
-                run = 1;
-                break;
-            case TAG_PG:
-                rv_dba_handle(l->dba);
-                run = 1;
-                break;
-            }
+            else if (tag >= TAG_PG && tag < TAG_PG + (uint32_t)l->ndba)
+                rv_dba_handle(l->dba[tag - TAG_PG]);
+            run = 1;
         }
         if (run)
             MHD_run(l->daemon);
     }
     /* Stopping: every statement ends, its connection is resumed, and
      * MHD sees the resumptions once more before the daemon stops. */
-    if (l->dba != NULL)
-        rv_dba_close(l->dba);
+    for (i = 0; i < l->ndba; i++)
+        rv_dba_close(l->dba[i]);
     MHD_run(l->daemon);
     current = NULL;
     return NULL;
@@ -189,7 +213,7 @@ rv_loop *rv_loop_start(struct MHD_Daemon *d, rv_db *db, rv_loop_adopt_fn adopt,
         d, MHD_DAEMON_INFO_EPOLL_FD);
     rv_loop *l = calloc(1, sizeof(*l));
     struct epoll_event ev;
-    int rc;
+    int i, rc;
 
     if (l == NULL || info == NULL) {
         snprintf(errbuf, errlen, "http: cannot make an event loop%s",
@@ -201,16 +225,21 @@ rv_loop *rv_loop_start(struct MHD_Daemon *d, rv_db *db, rv_loop_adopt_fn adopt,
     l->adopt = adopt;
     l->cls = cls;
     l->mhd_fd = info->epoll_fd;
-    l->pg_fd = -1;
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    l->dba = db != NULL ? rv_dba_new(db) : NULL;
+    for (i = 0; db != NULL && i < RV_LOOP_PG; i++) {
+        l->pg_fd[i] = -1;
+        l->dba[i] = rv_dba_new(db);
+        if (l->dba[i] == NULL)
+            break;
+        l->ndba++;
+    }
     pthread_mutex_init(&l->mu, NULL);
     atomic_init(&l->stop, 0);
     memset(&ev, 0, sizeof(ev));
     ev.events = EPOLLIN;
     ev.data.u32 = TAG_MHD;
-    rc = l->epfd < 0 || l->wakefd < 0 || (db != NULL && l->dba == NULL)
+    rc = l->epfd < 0 || l->wakefd < 0 || (db != NULL && l->ndba < RV_LOOP_PG)
                  || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->mhd_fd, &ev) != 0
              ? -1
              : 0;
@@ -282,10 +311,13 @@ void rv_loop_stop(rv_loop *l)
 
 void rv_loop_free(rv_loop *l)
 {
+    int i;
+
     if (l == NULL)
         return;
     rv_loop_stop(l);
-    rv_dba_free(l->dba);
+    for (i = 0; i < l->ndba; i++)
+        rv_dba_free(l->dba[i]);
     if (l->epfd >= 0)
         close(l->epfd);
     if (l->wakefd >= 0)

@@ -1,7 +1,8 @@
 /*
  * rv_loop.h: an event-loop thread of reviewd's own, running one
- * libmicrohttpd daemon (external epoll mode) and one non-blocking
- * PostgreSQL connection (db/rv_db_async.h) in the same epoll set.
+ * libmicrohttpd daemon (external epoll mode) and up to RV_LOOP_PG
+ * non-blocking PostgreSQL connections (db/rv_db_async.h) in the same
+ * epoll set.
  *
  * With MHD's internal threads, a request that needs PostgreSQL had to
  * leave its event loop for a worker and come back (rv_jobs.h): two
@@ -13,6 +14,13 @@
  * The loop never blocks: MHD is run without waiting (MHD_run) when its
  * epoll descriptor is ready or its timeout is due, and PostgreSQL is
  * read only when its socket is readable.
+ *
+ * Why several connections: one pipelined connection carries every read
+ * of the loop, but its one backend then runs them one after the other,
+ * and on a busy machine a backend that waits for a CPU holds them all
+ * up.  A read goes to the ready connection with the fewest in flight;
+ * another connection is made only when every ready one has a read in
+ * flight, so a quiet service keeps one.
  *
  * New connections come from the listener thread (rv_loop_hand) through
  * a queue and an eventfd, and are added to the daemon on the loop's own
@@ -33,6 +41,9 @@
 
 #include "db/rv_db.h"
 #include "db/rv_db_async.h"
+
+/* PostgreSQL connections per loop, at most. */
+#define RV_LOOP_PG 4
 
 typedef struct rv_loop rv_loop;
 
@@ -55,8 +66,10 @@ int rv_loop_hand(rv_loop *l, int fd, const struct sockaddr *addr,
 /* The loop running on the calling thread, NULL on any other thread. */
 rv_loop *rv_loop_current(void);
 
-/* Its PostgreSQL connection (NULL without a database). */
-rv_dba *rv_loop_db(const rv_loop *l);
+/* The connection a new read should go to: the ready one with the fewest
+ * in flight (a down one is asked to connect when all are busy); NULL
+ * when none is ready, or without a database.  On l's thread only. */
+rv_dba *rv_loop_db(rv_loop *l);
 
 /* Makes l run its daemon soon, from any thread: after
  * MHD_resume_connection on another thread (an externally run daemon in
