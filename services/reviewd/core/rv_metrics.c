@@ -291,7 +291,9 @@ static const gauge_entry gauge_entries[] = {
           "PostgreSQL connections the pool may open (one per HTTP "
           "worker thread).",
           pg_pool_size),
-    GAUGE("reviewd_pg_connections_open", "PostgreSQL connections open now.",
+    GAUGE("reviewd_pg_connections_open",
+          "PostgreSQL connections open now: the workers' and the event "
+          "loops' (up to 4 each).",
           pg_open),
     GAUGE("reviewd_pg_connections_in_use",
           "PostgreSQL connections running a request now.", pg_in_use),
