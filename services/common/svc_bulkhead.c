@@ -108,6 +108,16 @@ static void trip(svc_bulkhead *b)
     b->open_until_ms = svc_deadline_now_ms() + b->open_ms;
 }
 
+void svc_bulkhead_release(svc_bulkhead *b)
+{
+    pthread_mutex_lock(&b->mu);
+    if (b->in_flight > 0)
+        b->in_flight--;
+    if (b->state == SVC_BREAKER_HALF_OPEN)
+        b->trial = 0; /* the trial said nothing: another may go */
+    pthread_mutex_unlock(&b->mu);
+}
+
 void svc_bulkhead_leave(svc_bulkhead *b, int reached)
 {
     pthread_mutex_lock(&b->mu);

@@ -62,6 +62,11 @@ svc_bulkhead_rc svc_bulkhead_enter(svc_bulkhead *b);
  * answered (whatever it said), 0 when it could not be reached in time. */
 void svc_bulkhead_leave(svc_bulkhead *b, int reached);
 
+/* After a call that enter let through and that ended without telling
+ * whether the server can be reached (cut short when another call on the
+ * same connection failed): frees its place, judges nothing. */
+void svc_bulkhead_release(svc_bulkhead *b);
+
 void svc_bulkhead_stats_get(svc_bulkhead *b, svc_bulkhead_stats *out);
 
 /* "closed", "open", "half_open". */

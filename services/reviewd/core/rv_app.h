@@ -42,6 +42,8 @@ typedef struct rv_app {
     atomic_long connections;
     /* Expired idempotency records the sweep has deleted. */
     atomic_ulong idem_swept;
+    /* Document reads answered on an event loop (rv_doc_loop.h). */
+    atomic_ulong loop_reads;
 } rv_app;
 
 #endif /* RV_APP_H */

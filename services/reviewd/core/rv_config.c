@@ -354,6 +354,7 @@ static const int_setting int_settings[] = {
     SETTING("REVIEWD_PG_TIMEOUT_S", 1, 600, 5, pg_timeout_s),
     SETTING("REVIEWD_DRAIN_TIMEOUT_S", 0, 600, 10, drain_timeout_s),
     SETTING("REVIEWD_LOG_FLUSH_MS", 0, 10000, 20, log_flush_ms),
+    SETTING("REVIEWD_LOOP_READS", 0, 1, 1, loop_reads),
     SETTING("REVIEWD_JWT_LEEWAY_S", 0, 300, 30, jwt_leeway_s),
     SETTING("REVIEWD_JWT_MAX_LIFETIME_S", 1, 365 * DAY_S, DAY_S,
             jwt_max_lifetime_s),

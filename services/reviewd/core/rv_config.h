@@ -124,6 +124,11 @@ typedef struct rv_config {
     char *log_file;
     int log_level;
     int log_flush_ms;
+    /* REVIEWD_LOOP_READS: 1 (default) answers GET /v1/documents/{id}
+     * without ?include=content on the event loop that read it, with a
+     * non-blocking PostgreSQL connection of the loop's own
+     * (http/rv_loop.h); 0 sends it to the worker pool like the rest. */
+    int loop_reads;
     /* The outbox relay (rv_relay.c): REVIEWD_RELAY_BATCH, rows claimed per
      * transaction (100); REVIEWD_RELAY_SWEEP_MS, the fallback sweep when
      * no NOTIFY comes (1000); REVIEWD_RELAY_BACKOFF_MAX_MS, the cap of the

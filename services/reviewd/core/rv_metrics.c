@@ -291,7 +291,9 @@ static const gauge_entry gauge_entries[] = {
           "PostgreSQL connections the pool may open (one per HTTP "
           "worker thread).",
           pg_pool_size),
-    GAUGE("reviewd_pg_connections_open", "PostgreSQL connections open now.",
+    GAUGE("reviewd_pg_connections_open",
+          "PostgreSQL connections open now: the workers' and the event "
+          "loops' (up to 4 each).",
           pg_open),
     GAUGE("reviewd_pg_connections_in_use",
           "PostgreSQL connections running a request now.", pg_in_use),
@@ -305,6 +307,10 @@ static const gauge_entry gauge_entries[] = {
           http_inflight),
     COUNTER("reviewd_idempotency_swept_total",
             "Expired idempotency records deleted by the sweep.", idem_swept),
+    COUNTER("reviewd_loop_document_reads_total",
+            "GET /v1/documents/{id} answered on an HTTP event loop, "
+            "without a worker thread.",
+            loop_reads),
     /* the outbox and its relay (rv_relay.c) */
     GAUGE("reviewd_outbox_backlog",
           "Outbox events not yet confirmed by RabbitMQ (-1: the "

@@ -64,6 +64,7 @@ typedef struct rv_metrics_gauges {
     int64_t http_connections;
     int64_t http_inflight;
     uint64_t idem_swept;
+    uint64_t loop_reads;
     int64_t outbox_backlog;   /* unsent outbox rows (-1: unknown) */
     int64_t outbox_oldest_ms; /* age of the oldest unsent row */
     int amqp_configured;

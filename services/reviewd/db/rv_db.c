@@ -886,3 +886,39 @@ PGconn *rv_db_conn_pg(rv_db_conn *c)
 {
     return c != NULL ? c->pg : NULL;
 }
+
+const char *rv_db_url(const rv_db *db)
+{
+    return db->url;
+}
+
+int rv_db_timeout_s(const rv_db *db)
+{
+    return db->timeout_s;
+}
+
+const rv_stmt_def *rv_db_stmts(const rv_db *db, size_t *nstmts)
+{
+    *nstmts = db->nstmts;
+    return db->stmts;
+}
+
+svc_bulkhead *rv_db_bulkhead(rv_db *db)
+{
+    return db->bulkhead;
+}
+
+svc_log *rv_db_log(rv_db *db)
+{
+    return db->log;
+}
+
+void rv_db_count(rv_db *db, int open_delta, int connected, int failed)
+{
+    if (open_delta != 0)
+        atomic_fetch_add(&db->open, open_delta);
+    if (connected)
+        atomic_fetch_add(&db->connects, 1);
+    if (failed)
+        atomic_fetch_add(&db->failures, 1);
+}

@@ -165,4 +165,15 @@ void rv_db_stats_get(rv_db *db, rv_db_stats *out);
  * the outbox relay polls its socket and reads PQnotifies.  Borrowed. */
 PGconn *rv_db_conn_pg(rv_db_conn *conn);
 
+/* For db/rv_db_async.c, whose connections an event loop drives: they
+ * share db's URL, statements, timeout, bulkhead, log and counters. */
+const char *rv_db_url(const rv_db *db);
+int rv_db_timeout_s(const rv_db *db);
+const rv_stmt_def *rv_db_stmts(const rv_db *db, size_t *nstmts);
+svc_bulkhead *rv_db_bulkhead(rv_db *db);
+svc_log *rv_db_log(rv_db *db);
+/* Counts a connection opened (open_delta 1) or closed (-1), and a
+ * connect that succeeded (connected) or failed (failed). */
+void rv_db_count(rv_db *db, int open_delta, int connected, int failed);
+
 #endif /* RV_DB_H */

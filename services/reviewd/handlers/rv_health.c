@@ -140,6 +140,7 @@ void rv_handle_metrics(rv_request *req, rv_reply *reply)
     g.http_connections = atomic_load(&app->connections);
     g.http_inflight = atomic_load(&app->inflight);
     g.idem_swept = atomic_load(&app->idem_swept);
+    g.loop_reads = atomic_load(&app->loop_reads);
     outbox_gauges(req, &g);
     relay_gauges(app, &g);
     content_gauges(app, &g);

@@ -15,7 +15,17 @@
  *      (rv_jobs.h) with the connection suspended, and MHD calls us once
  *      more when the worker resumes it, to send the reply; only those
  *      that answer from memory (/healthz) run on the event loop, so no
- *      blocked request can hold them up.
+ *      blocked request can hold them up.  The one exception is a
+ *      document read (rv_doc_loop.h): its statement is sent without
+ *      waiting on the loop's own PostgreSQL connection, the connection
+ *      suspended, and the loop that reads the answer sets the reply and
+ *      resumes it, never leaving the thread; when that connection
+ *      cannot take it, or loses it, the read goes to the workers.
+ *
+ * The event loops are ours (rv_loop.h), each running one daemon in
+ * external epoll mode; the listener hands each new connection to the
+ * next loop in turn.  The per-address limit is counted across them
+ * (rv_peers.h).
  * An answer decided in step 1 is sent in step 3, after the body: MHD
  * closes a connection it answered with request bytes still unread, and
  * the kernel turns that close into a reset that destroys the answer
@@ -59,10 +69,13 @@
 #include <unistd.h>
 
 #include "handlers/rv_console.h"
+#include "handlers/rv_doc_loop.h"
 #include "http/rv_conns.h"
 #include "http/rv_dispatch.h"
 #include "http/rv_jobs.h"
 #include "http/rv_listener.h"
+#include "http/rv_loop.h"
+#include "http/rv_peers.h"
 #include "svc_deadline.h"
 #include "svc_json.h"
 #include "api/rv_request.h"
@@ -78,10 +91,17 @@
 /* Connections the kernel holds for us while reviewd is busy or full. */
 #define RV_LISTEN_BACKLOG 1024
 
+/* The most event loops (one per CPU, at most the workers). */
+#define RV_LOOPS_MAX 16
+
 struct rv_http {
     rv_app *app;
-    struct MHD_Daemon *daemon;    /* without a socket of its own */
-    rv_listener *listener;        /* accepts for it (rv_listener.h) */
+    unsigned nloops;
+    struct MHD_Daemon *daemons[RV_LOOPS_MAX]; /* no socket of their own */
+    rv_loop *loops[RV_LOOPS_MAX];             /* each runs one daemon */
+    atomic_uint next_loop;        /* the loop the next connection gets */
+    rv_peers *peers;              /* connections per address */
+    rv_listener *listener;        /* accepts for them (rv_listener.h) */
     atomic_long admitted;         /* handed to MHD and not closed yet */
     unsigned char id_prefix[9];   /* random, drawn once at start */
     uint64_t id_key;              /* random: keys the permutation */
@@ -105,11 +125,14 @@ typedef struct http_req {
     size_t len;
     size_t cap; /* reserved from http->body_budget */
     int too_large;
-    int no_room; /* the body budget is spent */
-    int decided; /* reply set before the body: discard, then send */
-    rv_job job;  /* the handler's run on the worker pool */
+    int no_room;       /* the body budget is spent */
+    int decided;       /* reply set before the body: discard, then send */
+    rv_job job;        /* the handler's run on the worker pool */
+    rv_dba_query read; /* or its statement on the loop's connection */
+    rv_loop *loop;     /* the event loop serving the connection */
+    int64_t due_ms;    /* read sent: the budget's end (else 0) */
     struct MHD_Connection *mhd; /* suspended while the job runs */
-    int handed_over;            /* the job was queued */
+    int handed_over;            /* the job was queued, or read sent */
     atomic_int ran;             /* the job has set the reply */
     size_t discarded;
     struct timespec start;
@@ -250,6 +273,7 @@ static http_req *http_req_new(rv_http *http, struct MHD_Connection *conn,
         return NULL;
     clock_gettime(CLOCK_MONOTONIC, &h->start);
     h->http = http;
+    h->loop = rv_loop_current();
     h->conn = conn_of(conn);
     h->req.app = app;
     h->req.method = method;
@@ -469,9 +493,17 @@ static enum MHD_Result on_headers(rv_http *http, struct MHD_Connection *conn,
  * call of the request shares one (svc_deadline.h). */
 static void run_handler(http_req *h)
 {
+    int budget = h->req.app->cfg->request_budget_ms;
+
+    if (h->due_ms != 0) {
+        /* A read the loop gave up: what is left of its budget. */
+        const int64_t left = h->due_ms - svc_deadline_now_ms();
+
+        budget = left < 1 ? 1 : left < budget ? (int)left : budget;
+    }
     h->req.body = h->body != NULL ? h->body : "";
     h->req.body_len = h->len;
-    svc_deadline_start(h->req.app->cfg->request_budget_ms);
+    svc_deadline_start(budget);
     rv_dispatch(&h->req, &h->reply);
     svc_deadline_clear();
 }
@@ -495,12 +527,32 @@ static void job_main(rv_job *job)
 {
     http_req *h = (http_req *)((char *)job - offsetof(http_req, job));
     struct MHD_Connection *conn = h->mhd;
+    rv_loop *loop = h->loop;
 
     run_handler(h);
     release_body(h);
-    /* h may be answered and freed from here on: conn was read before. */
+    /* h may be answered and freed from here on: conn and loop were read
+     * before. */
     atomic_store(&h->ran, 1);
     MHD_resume_connection(conn);
+    if (loop != NULL)
+        rv_loop_wake(loop);
+}
+
+/* Queues the handler of a suspended connection on the worker pool. */
+static void push_job(http_req *h)
+{
+    h->job.run = job_main;
+    if (rv_jobs_push(h->http->jobs, &h->job) != 0) {
+        /* Stopping: no worker will run it. */
+        rv_reply_error(&h->reply, 503, "UNAVAILABLE",
+                       "the service is shutting down");
+        release_body(h);
+        atomic_store(&h->ran, 1);
+        MHD_resume_connection(h->mhd);
+        if (h->loop != NULL)
+            rv_loop_wake(h->loop);
+    }
 }
 
 /* Suspends the connection and queues its handler on the worker pool, so
@@ -509,17 +561,53 @@ static enum MHD_Result hand_over(struct MHD_Connection *conn, http_req *h)
 {
     h->mhd = conn;
     h->handed_over = 1;
-    h->job.run = job_main;
     MHD_suspend_connection(conn);
-    if (rv_jobs_push(h->http->jobs, &h->job) != 0) {
-        /* Stopping: no worker will run it. */
-        rv_reply_error(&h->reply, 503, "UNAVAILABLE",
-                       "the service is shutting down");
-        release_body(h);
-        atomic_store(&h->ran, 1);
-        MHD_resume_connection(conn);
-    }
+    push_job(h);
     return MHD_YES;
+}
+
+/* The end of a document read sent from the loop (rv_doc_loop.h), on the
+ * loop's thread: the reply, or the worker path. */
+static void read_done(rv_dba_query *q, rv_dba_outcome outcome, PGresult *res)
+{
+    http_req *h = (http_req *)((char *)q - offsetof(http_req, read));
+
+    if (!rv_doc_loop_finish(&h->req, outcome, res, &h->reply)) {
+        push_job(h);
+        return;
+    }
+    atomic_fetch_add(&h->req.app->loop_reads, 1);
+    release_body(h);
+    atomic_store(&h->ran, 1);
+    MHD_resume_connection(h->mhd);
+}
+
+/* A document read sent on this loop's PostgreSQL connection, with the
+ * connection suspended until read_done (which may run before this
+ * returns, if the connection fails while sending); 0 when the request
+ * is not one (the caller hands it over).  A read the connection cannot
+ * take goes to the workers. */
+static int read_on_loop(struct MHD_Connection *conn, http_req *h)
+{
+    rv_dba *dba;
+
+    /* rv_doc_loop_fits covers every check of rv_dispatch_late. */
+    if (h->loop == NULL || !h->req.app->cfg->loop_reads
+        || !rv_doc_loop_fits(&h->req))
+        return 0;
+    dba = rv_loop_db(h->loop);
+    if (dba == NULL)
+        return 0; /* none ready (one is being made) */
+    h->read.done = read_done;
+    h->mhd = conn;
+    h->handed_over = 1;
+    h->due_ms = svc_deadline_now_ms() + h->req.app->cfg->request_budget_ms;
+    MHD_suspend_connection(conn);
+    if (rv_doc_loop_send(dba, &h->req, &h->read) != 0) {
+        h->due_ms = 0; /* not sent: the whole budget is the worker's */
+        push_job(h);
+    }
+    return 1;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
@@ -554,7 +642,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                        "too many request "
                        "bodies in flight; retry later");
     } else if (!rv_dispatch_in_memory(&h->req)) {
-        return hand_over(conn, h);
+        return read_on_loop(conn, h) ? MHD_YES : hand_over(conn, h);
     } else {
         run_handler(h);
     }
@@ -644,6 +732,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
         /* Called before MHD closes the socket (rv_conns.h). */
         rv_conns_remove(http->conns, *socket_context);
         *socket_context = NULL;
+        info = MHD_get_connection_info(conn,
+                                       MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (info != NULL && info->client_addr != NULL)
+            rv_peers_remove(http->peers, info->client_addr);
         atomic_fetch_sub(&http->app->connections, 1);
         atomic_fetch_sub(&http->admitted, 1);
     }
@@ -729,12 +821,13 @@ static int resolve_listen(const rv_config *cfg, struct sockaddr_storage *ss,
     return 0;
 }
 
-/* MHD's event loops only read, write and answer from memory: one per
- * CPU is enough, and never more than the workers they feed. */
+/* The event loops read, write, answer from memory and send reads
+ * without waiting: one per CPU is enough, and never more than the
+ * workers they feed. */
 static unsigned event_loops(const rv_config *cfg)
 {
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const long n = cpus < 1 ? 1 : cpus > 16 ? 16 : cpus;
+    const long n = cpus < 1 ? 1 : cpus > RV_LOOPS_MAX ? RV_LOOPS_MAX : cpus;
 
     return (unsigned)(n < cfg->threads ? n : cfg->threads);
 }
@@ -756,20 +849,54 @@ static void on_mhd_panic(void *cls, const char *file, unsigned int line,
     abort();
 }
 
-/* A connection the listener accepted, to MHD's event loops; MHD closes
- * fd itself if it cannot take it (its limits, or no memory). */
+/* A connection no daemon took: its counts are given back. */
+static void not_taken(rv_http *http, const struct sockaddr *addr,
+                      const char *why)
+{
+    atomic_fetch_sub(&http->admitted, 1);
+    rv_peers_remove(http->peers, addr);
+    svc_log_write(http->app->log, SVC_LOG_DEBUG, "http_server",
+                  json_pack("{s:s,s:s}", "detail",
+                            "a new connection was not taken", "error", why));
+}
+
+/* On a loop's thread: the connection to its daemon, which closes fd
+ * itself if it cannot take it (its limits, or no memory); d is NULL
+ * when the loop stopped first. */
+static void on_adopt(void *cls, struct MHD_Daemon *d, int fd,
+                     const struct sockaddr *addr, socklen_t addrlen)
+{
+    rv_http *http = cls;
+
+    if (d == NULL) {
+        close(fd);
+        not_taken(http, addr, "stopping");
+    } else if (MHD_add_connection(d, fd, addr, addrlen) != MHD_YES) {
+        not_taken(http, addr, strerror(errno));
+    }
+}
+
+/* A connection the listener accepted, to the next event loop in turn,
+ * unless its address has REVIEWD_MAX_CONNECTIONS_PER_IP already (then it
+ * is closed at once, as MHD's own per-address limit did). */
 static void on_accepted(void *cls, int fd, const struct sockaddr *addr,
                         socklen_t addrlen)
 {
     rv_http *http = cls;
+    const unsigned i = atomic_fetch_add(&http->next_loop, 1) % http->nloops;
 
-    atomic_fetch_add(&http->admitted, 1);
-    if (MHD_add_connection(http->daemon, fd, addr, addrlen) != MHD_YES) {
-        atomic_fetch_sub(&http->admitted, 1);
+    if (!rv_peers_add(http->peers, addr)) {
+        close(fd);
         svc_log_write(http->app->log, SVC_LOG_DEBUG, "http_server",
-                      json_pack("{s:s,s:s}", "detail",
-                                "a new connection was not taken", "error",
-                                strerror(errno)));
+                      json_pack("{s:s}", "detail",
+                                "a new connection is over the limit "
+                                "per address"));
+        return;
+    }
+    atomic_fetch_add(&http->admitted, 1);
+    if (rv_loop_hand(http->loops[i], fd, addr, addrlen) != 0) {
+        close(fd);
+        not_taken(http, addr, "stopping, or out of memory");
     }
 }
 
@@ -812,15 +939,79 @@ static int start_listener(rv_http *http, const struct sockaddr_storage *ss,
     return -1;
 }
 
+/* Stops and frees what rv_http_start made (NULL members are fine): the
+ * pool's threads first, while the loops still send what they resume;
+ * then the loops (each ends its reads, which the stopped pool refuses
+ * with 503, and runs its daemon once more); then the daemons, which
+ * must not stop with a connection suspended; then the pool. */
+static void teardown(rv_http *http)
+{
+    unsigned i;
+
+    rv_jobs_stop(http->jobs);
+    for (i = 0; i < http->nloops; i++)
+        rv_loop_stop(http->loops[i]);
+    for (i = 0; i < http->nloops; i++) {
+        rv_loop_free(http->loops[i]);
+        if (http->daemons[i] != NULL)
+            MHD_stop_daemon(http->daemons[i]);
+    }
+    rv_jobs_free(http->jobs);
+    rv_peers_free(http->peers);
+    rv_conns_free(http->conns);
+    free(http);
+}
+
+/* One daemon in external epoll mode, for one of our loops. */
+static struct MHD_Daemon *start_daemon(rv_http *http)
+{
+    const rv_config *cfg = http->app->cfg;
+    const unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG
+                           | MHD_ALLOW_SUSPEND_RESUME
+                           | MHD_USE_NO_LISTEN_SOCKET;
+
+    /* MHD's own limits are out of reach: has_room and rv_peers count
+     * across the loops. */
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, http, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections + 1, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->connection_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RV_CONN_MEMORY,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
+        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, http,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, http->app, MHD_OPTION_END);
+}
+
+/* The daemons and their loops; -1 with errbuf set. */
+static int start_loops(rv_http *http, char *errbuf, size_t errlen)
+{
+    const unsigned n = event_loops(http->app->cfg);
+
+    for (http->nloops = 0; http->nloops < n; http->nloops++) {
+        const unsigned i = http->nloops;
+
+        http->daemons[i] = start_daemon(http);
+        if (http->daemons[i] == NULL) {
+            snprintf(errbuf, errlen, "http: cannot start libmicrohttpd");
+            return -1;
+        }
+        http->loops[i] = rv_loop_start(http->daemons[i], http->app->db,
+                                       on_adopt, http, errbuf, errlen);
+        if (http->loops[i] == NULL) {
+            http->nloops++; /* so that teardown stops its daemon */
+            return -1;
+        }
+    }
+    return 0;
+}
+
 rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
                        size_t errlen)
 {
     const rv_config *cfg = app->cfg;
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
-    const unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC
-                           | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME
-                           | MHD_USE_NO_LISTEN_SOCKET;
     rv_http *http;
 
     if (resolve_listen(cfg, &ss, &sslen, errbuf, errlen) != 0)
@@ -839,37 +1030,19 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
     http->body_budget = (size_t)cfg->body_buffer_mb * 1024 * 1024;
     atomic_init(&http->body_reserved, 0);
     atomic_init(&http->admitted, 0);
+    atomic_init(&http->next_loop, 0);
+    http->peers = rv_peers_new((unsigned)cfg->max_connections_per_ip);
     http->conns = rv_conns_new(on_deadline, http, errbuf, errlen);
-    if (http->conns == NULL) {
-        free(http);
+    if (http->peers == NULL || http->conns == NULL) {
+        if (http->peers == NULL)
+            snprintf(errbuf, errlen, "http: out of memory");
+        teardown(http);
         return NULL;
     }
     http->jobs = rv_jobs_start(cfg->threads, errbuf, errlen);
-    if (http->jobs == NULL) {
-        rv_conns_free(http->conns);
-        free(http);
-        return NULL;
-    }
-    http->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, http, MHD_OPTION_THREAD_POOL_SIZE,
-        event_loops(cfg), MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections * event_loops(cfg) /* has_room */,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg->connection_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RV_CONN_MEMORY,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
-        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, http,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, app, MHD_OPTION_END);
-    if (http->daemon == NULL)
-        snprintf(errbuf, errlen, "http: cannot start libmicrohttpd");
-    if (http->daemon == NULL
+    if (http->jobs == NULL || start_loops(http, errbuf, errlen) != 0
         || start_listener(http, &ss, sslen, port, errbuf, errlen) != 0) {
-        MHD_stop_daemon(http->daemon);
-        rv_jobs_free(http->jobs);
-        rv_conns_free(http->conns);
-        free(http);
+        teardown(http);
         return NULL;
     }
     return http;
@@ -891,12 +1064,9 @@ void rv_http_stop(rv_http *http, int drain_s)
            && elapsed_s(&start) < (double)drain_s)
         nanosleep(&pause, NULL);
     /* Every handler finishes and resumes its connection before MHD,
-     * which must not stop with a connection suspended, closes them.  The
-     * pool is freed only after MHD: until then a kept-alive connection
-     * may still bring a request, which the stopped pool refuses (503). */
-    rv_jobs_stop(http->jobs);
-    MHD_stop_daemon(http->daemon);
-    rv_jobs_free(http->jobs);
-    rv_conns_free(http->conns);
-    free(http);
+     * which must not stop with a connection suspended, closes them
+     * (teardown).  The pool is freed only after MHD: until then a
+     * kept-alive connection may still bring a request, which the stopped
+     * pool refuses (503). */
+    teardown(http);
 }
