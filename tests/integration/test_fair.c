@@ -24,13 +24,16 @@
  *   - Nor with 8 waiter threads on one client while another thread of it
  *     keeps making fair tries that will not wait (their replies carry
  *     server times past each grant's fence, which a grant's check must
- *     not count): after the release the waiters send only the one try each
- *     of the 7 nudged ones makes, no confirming acquire.
+ *     not count): after the release the waiters send at most one try
+ *     each (a fallback try), no confirming acquire.
  *   - A fair acquire on a client whose last fair try on the key found
  *     it busy subscribes to its grant channel before its first try, and
  *     sends that one try in all (no try on the SUBSCRIBE confirmation):
  *     the releaser looping back for a key with waiters sends two requests
- *     in the hand-off window, not three.  Seen on MONITOR.
+ *     in the hand-off window, not three.  And a release that grants the
+ *     key wakes only the grantee: nothing is published to the waiter
+ *     behind it (which would wake a second thread in the hand-off).
+ *     Seen on MONITOR.
  *   - The grant needs no second round trip: a MONITOR connection sees
  *     every command; between the holder's release and the waiter's
  *     return with the lock, the waiter sends no acquire (its first
@@ -936,7 +939,7 @@ static void grants_by_message_on_one_client(void **state)
     TK_EXPECT(atomic_load(&x->tries) > 1, "the raiser tried %d times",
               atomic_load(&x->tries));
     TK_EXPECT(after_release <= SHARED_WAITERS - 1,
-              "after the release only the nudged waiters tried (at most "
+              "after the release the waiters tried at most once each (at most "
               "%d), got %d acquires: a grant was declined",
               SHARED_WAITERS - 1, after_release);
     expect_fences_increase(r, SHARED_WAITERS);
@@ -960,6 +963,8 @@ static void reentry_subscribes_before_its_try(void **state)
     run *const r = &fc->r;
     mon_line line;
     int asleep = 0, subscribed_first = 0, second_tries = 0, marked = 0;
+    int second_woken = 0;
+    char second_channel[160];
     redisReply *echo;
 
     (void)state;
@@ -1015,6 +1020,8 @@ static void reentry_subscribes_before_its_try(void **state)
     snprintf(marker, sizeof(marker), "fair-reentry-mark-%d", (int)getpid());
     echo = testkit_redis_cmd(url, "ECHO %s", marker);
     freeReplyObject(echo);
+    snprintf(second_channel, sizeof(second_channel), "dlock:granted:%s",
+             second);
     while (!marked && mon_next(mon, &line))
         if (!line.lua && line.argc == 2 && strcmp(line.argv[0], "ECHO") == 0
             && strcmp(line.argv[1], marker) == 0)
@@ -1022,7 +1029,16 @@ static void reentry_subscribes_before_its_try(void **state)
         else if (mon_fair_call(&line, key, second)
                  && strcmp(line.argv[1], acquire_sha) == 0)
             second_tries++;
+        else if (line.lua && line.argc == 3
+                 && strcmp(line.argv[0], "PUBLISH") == 0
+                 && strcmp(line.argv[1], second_channel) == 0
+                 && strchr(line.argv[2], ':') == NULL)
+            second_woken++; /* anything but its grant */
     TK_EXPECT(marked, "MONITOR showed the marker");
+    TK_EXPECT(second_woken == 0,
+              "the holder's release, which granted the first waiter, "
+              "published nothing to the second: %d message(s)",
+              second_woken);
     TK_EXPECT(second_tries == 1,
               "the second waiter sent one try in all (queued, then "
               "granted by message), got %d",

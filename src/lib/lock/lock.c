@@ -56,6 +56,9 @@
  * grant waits this long at most for the waiter to confirm it. */
 #define FAIR_ENTRY_MAX_MS 30000
 #define FAIR_CONFIRM_MS 2000
+/* A queued fair waiter tries at least once per confirm window, and at
+ * most once a second (fair_poll_ms). */
+#define FAIR_POLL_MIN_MS 1000
 /* The acquire script's busy hint for a free key with fair waiters. */
 #define FAIR_QUEUED_HINT (-2)
 
@@ -754,6 +757,24 @@ static int fair_take_grant(void *arg, const char *msg, size_t len,
     return DLOCK__MSG_TAKEN;
 }
 
+/*
+ * The longest a queued fair waiter sleeps without a message: its confirm
+ * window (at least FAIR_POLL_MIN_MS, at most a third of an entry's life,
+ * which the try refreshes).  A granted waiter that never confirms holds
+ * the key for at most the confirm window, and no release comes after it:
+ * the next waiter's fallback try then takes the free key (or grants it
+ * to the head, lock_fair.c), so the queue moves on within about two
+ * windows without the release waking the next waiter at every grant.
+ */
+static int64_t fair_poll_ms(const dlock_lock *l)
+{
+    int64_t ms = l->confirm_ms;
+
+    if (ms < FAIR_POLL_MIN_MS)
+        ms = FAIR_POLL_MIN_MS;
+    return ms < FAIR_ENTRY_MAX_MS / 3 ? ms : FAIR_ENTRY_MAX_MS / 3;
+}
+
 /* Tries, and while busy waits (wait.h) until deadline_us. */
 static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
                                  dlock_policy policy, int64_t *holder_ttl_ms,
@@ -765,7 +786,7 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
         .deadline_us = deadline_us,
         .seed = l->token,
         .fail_fast = policy == DLOCK_FAIL_OPEN,
-        .poll_max_ms = l->fair ? FAIR_ENTRY_MAX_MS / 3 : 0,
+        .poll_max_ms = l->fair ? fair_poll_ms(l) : 0,
         .take_message = l->fair ? fair_take_grant : NULL,
         .fifo = !l->fair,
         .direct = l->fair,
