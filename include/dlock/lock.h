@@ -125,7 +125,8 @@
  * spent in the queue) is not taken; the waiter confirms with a try (its
  * acquire finds its own token).  A waiter that never confirms (paused,
  * dead) loses the grant when the confirm window runs out, and the next
- * waiter's fallback try takes the free key in its turn.  docs/fair.md says
+ * waiter's fallback try (a queued waiter tries once per confirm window,
+ * at least every second) takes the free key in its turn.  docs/fair.md says
  * when to use it.  A free key with waiters queued is taken only by the
  * first of them; a fair try that will not wait
  * never jumps the queue.  A fair try that finds the key free with another

@@ -24,8 +24,16 @@
  *   - Nor with 8 waiter threads on one client while another thread of it
  *     keeps making fair tries that will not wait (their replies carry
  *     server times past each grant's fence, which a grant's check must
- *     not count): after the release the waiters send only the one try each
- *     of the 7 nudged ones makes, no confirming acquire.
+ *     not count): after the release the waiters send at most one try
+ *     each (a fallback try), no confirming acquire.
+ *   - A fair acquire on a client whose last fair try on the key found
+ *     it busy subscribes to its grant channel before its first try, and
+ *     sends that one try in all (no try on the SUBSCRIBE confirmation):
+ *     the releaser looping back for a key with waiters sends two requests
+ *     in the hand-off window, not three.  And a release that grants the
+ *     key wakes only the grantee: nothing is published to the waiter
+ *     behind it (which would wake a second thread in the hand-off).
+ *     Seen on MONITOR.
  *   - The grant needs no second round trip: a MONITOR connection sees
  *     every command; between the holder's release and the waiter's
  *     return with the lock, the waiter sends no acquire (its first
@@ -220,6 +228,7 @@ static void *taker_main(void *arg)
 /* ---- one case's threads ------------------------------------------------ */
 
 #define CASE_THREADS (WAITERS + 1)
+#define SUBS_SEEN 256
 
 /* Everything a case's threads touch (the run, the waiters, the taker, the
  * raiser, the key's name, the clients), the holder's lock and a CLI
@@ -237,6 +246,10 @@ typedef struct fair_case {
     dlock_lock *held;         /* the holder's, until released */
     pid_t cli_pid;            /* a `dlock run` waiter not yet reaped, or 0 */
     redisContext *mon;        /* a MONITOR connection, freed by end_case */
+    /* The tokens whose grant channels MONITOR showed subscribed, the
+     * latest SUBS_SEEN of them (mon_note_subscribe). */
+    char subs[SUBS_SEEN][128];
+    int nsubs;
     pthread_t threads[CASE_THREADS];
     void *(*mains[CASE_THREADS])(void *);
     void *args[CASE_THREADS];
@@ -675,6 +688,32 @@ static int mon_fair_call(const mon_line *l, const char *key, const char *token)
            && (token == NULL || strcmp(l->argv[8], token) == 0);
 }
 
+/* Notes a SUBSCRIBE of a fair grant channel (dlock:granted:TOKEN) in the
+ * case's list of subscribed tokens. */
+static void mon_note_subscribe(const mon_line *l)
+{
+    fair_case *fc = &the_case;
+    const size_t plen = strlen("dlock:granted:");
+
+    if (l->lua || l->argc != 2 || strcmp(l->argv[0], "SUBSCRIBE") != 0
+        || strncmp(l->argv[1], "dlock:granted:", plen) != 0)
+        return;
+    snprintf(fc->subs[fc->nsubs++ % SUBS_SEEN], sizeof(fc->subs[0]), "%s",
+             l->argv[1] + plen);
+}
+
+/* 1 if MONITOR showed token's grant channel subscribed. */
+static int mon_subscribed(const char *token)
+{
+    const fair_case *fc = &the_case;
+    int n = fc->nsubs < SUBS_SEEN ? fc->nsubs : SUBS_SEEN;
+
+    for (int i = 0; i < n; i++)
+        if (strcmp(fc->subs[i], token) == 0)
+            return 1;
+    return 0;
+}
+
 static redisContext *monitor_connect(const char *url)
 {
     char host[64] = "127.0.0.1";
@@ -780,31 +819,30 @@ static void grant_needs_no_second_round_trip(void **state)
 #define SHARED_WAITERS 8
 
 /* Reads MONITOR until key's fair acquires (sha) carry n distinct tokens
- * other than holder, each seen at least twice (queued, then the try on
- * the SUBSCRIBE confirmation: after it the waiter sleeps). */
+ * other than holder, each seen in a try sent after its grant channel's
+ * SUBSCRIBE (the try on the confirmation, or the one try of a waiter
+ * that subscribed first): after it the waiter sleeps. */
 static int mon_until_waiters(redisContext *mon, const char *key,
                              const char *sha, const char *holder, int n)
 {
     static char tokens[SHARED_WAITERS][128];
-    static int seen[SHARED_WAITERS];
-    int known = 0, ready = 0;
+    int known = 0;
     mon_line line;
 
-    memset(seen, 0, sizeof(seen));
-    while (ready < n && mon_next(mon, &line)) {
+    while (known < n && mon_next(mon, &line)) {
         int i;
 
+        mon_note_subscribe(&line);
         if (!mon_fair_call(&line, key, NULL) || strcmp(line.argv[1], sha) != 0
-            || strcmp(line.argv[8], holder) == 0)
+            || strcmp(line.argv[8], holder) == 0
+            || !mon_subscribed(line.argv[8]))
             continue;
         for (i = 0; i < known && strcmp(tokens[i], line.argv[8]) != 0; i++)
             ;
-        if (i == known && known < SHARED_WAITERS)
+        if (i == known)
             snprintf(tokens[known++], sizeof(tokens[0]), "%s", line.argv[8]);
-        if (i < known && ++seen[i] == 2)
-            ready++;
     }
-    return ready;
+    return known;
 }
 
 /* Fair tries that will not wait, on the waiters' client, until stopped
@@ -901,10 +939,110 @@ static void grants_by_message_on_one_client(void **state)
     TK_EXPECT(atomic_load(&x->tries) > 1, "the raiser tried %d times",
               atomic_load(&x->tries));
     TK_EXPECT(after_release <= SHARED_WAITERS - 1,
-              "after the release only the nudged waiters tried (at most "
+              "after the release the waiters tried at most once each (at most "
               "%d), got %d acquires: a grant was declined",
               SHARED_WAITERS - 1, after_release);
     expect_fences_increase(r, SHARED_WAITERS);
+}
+
+/* A fair acquire on a client whose last fair try on the key found it
+ * busy (the releaser looping back for a key with waiters) subscribes to
+ * its grant channel and has the SUBSCRIBE confirmed before its first try,
+ * so it sends one try in all: no try on the confirmation. */
+static void reentry_subscribes_before_its_try(void **state)
+{
+    fair_case *fc = begin_case();
+    const char *url = itkit_shared_url();
+    char *key = fc->key, marker[64], holder_token[DLOCK_TOKEN_LEN + 1];
+    char acquire_sha[128] = "", first_token[128] = "", second[128] = "";
+    redisContext *mon = fc->mon = monitor_connect(url);
+    dlock_client *holder_client = fc->clients[0] = fair_client(url, 2);
+    dlock_client *c = fc->clients[1] = fair_client(url, 2);
+    dlock_acquire_opts first = fair_opts(0);
+    taker *const t = &fc->t;
+    run *const r = &fc->r;
+    mon_line line;
+    int asleep = 0, subscribed_first = 0, second_tries = 0, marked = 0;
+    int second_woken = 0;
+    char second_channel[160];
+    redisReply *echo;
+
+    (void)state;
+    testkit_key(key, "fair-reentry");
+    first.wait_ms = 0;
+    fc->held = itkit_acquire(holder_client, key, &first);
+    snprintf(holder_token, sizeof(holder_token), "%s",
+             dlock_lock_token(fc->held));
+    while (acquire_sha[0] == '\0' && mon_next(mon, &line))
+        if (mon_fair_call(&line, key, holder_token))
+            snprintf(acquire_sha, sizeof(acquire_sha), "%s", line.argv[1]);
+    /* The first waiter's busy answer marks the key contended on c. */
+    *t = (taker){c, key, NULL, DLOCK_OK, 0};
+    TK_EXPECT(case_start(taker_main, t) == 0, "first waiter started");
+    while (!asleep && mon_next(mon, &line)) {
+        mon_note_subscribe(&line);
+        if (!mon_fair_call(&line, key, NULL)
+            || strcmp(line.argv[1], acquire_sha) != 0
+            || strcmp(line.argv[8], holder_token) == 0)
+            continue;
+        snprintf(first_token, sizeof(first_token), "%s", line.argv[8]);
+        asleep = mon_subscribed(first_token);
+    }
+    TK_EXPECT(asleep, "the first waiter queued and sleeps on its channel");
+    r->client = c;
+    r->key = key;
+    fc->w[0] = (waiter){r, 0, 1, 0};
+    TK_EXPECT(case_start(waiter_main, &fc->w[0]) == 0,
+              "second waiter started");
+    while (second[0] == '\0' && mon_next(mon, &line)) {
+        mon_note_subscribe(&line);
+        if (!mon_fair_call(&line, key, NULL)
+            || strcmp(line.argv[1], acquire_sha) != 0
+            || strcmp(line.argv[8], holder_token) == 0
+            || strcmp(line.argv[8], first_token) == 0)
+            continue;
+        snprintf(second, sizeof(second), "%s", line.argv[8]);
+        subscribed_first = mon_subscribed(second);
+        second_tries = 1;
+    }
+    TK_EXPECT(second[0] != '\0', "MONITOR showed the second waiter's try");
+    TK_EXPECT(subscribed_first,
+              "the second waiter, on a client that found the key busy, "
+              "subscribed to its grant channel before its first try");
+    TK_EXPECT(release_of(&fc->held) == DLOCK_OK, "holder released");
+    join_threads(fc, 1);
+    TK_EXPECT(t->err == DLOCK_OK, "the first waiter got the lock: %s",
+              dlock_errname(t->err));
+    TK_EXPECT(release_of(&t->lock) == DLOCK_OK, "first waiter released");
+    join_case(fc);
+    TK_EXPECT(atomic_load(&r->failures) == 0, "no failure: %s", r->failure);
+    TK_EXPECT(atomic_load(&r->served) == 1, "the second waiter got the lock");
+    snprintf(marker, sizeof(marker), "fair-reentry-mark-%d", (int)getpid());
+    echo = testkit_redis_cmd(url, "ECHO %s", marker);
+    freeReplyObject(echo);
+    snprintf(second_channel, sizeof(second_channel), "dlock:granted:%s",
+             second);
+    while (!marked && mon_next(mon, &line))
+        if (!line.lua && line.argc == 2 && strcmp(line.argv[0], "ECHO") == 0
+            && strcmp(line.argv[1], marker) == 0)
+            marked = 1;
+        else if (mon_fair_call(&line, key, second)
+                 && strcmp(line.argv[1], acquire_sha) == 0)
+            second_tries++;
+        else if (line.lua && line.argc == 3
+                 && strcmp(line.argv[0], "PUBLISH") == 0
+                 && strcmp(line.argv[1], second_channel) == 0
+                 && strchr(line.argv[2], ':') == NULL)
+            second_woken++; /* anything but its grant */
+    TK_EXPECT(marked, "MONITOR showed the marker");
+    TK_EXPECT(second_woken == 0,
+              "the holder's release, which granted the first waiter, "
+              "published nothing to the second: %d message(s)",
+              second_woken);
+    TK_EXPECT(second_tries == 1,
+              "the second waiter sent one try in all (queued, then "
+              "granted by message), got %d",
+              second_tries);
 }
 
 int main(void)
@@ -917,6 +1055,7 @@ int main(void)
         cmocka_unit_test_teardown(grant_never_confirmed_lapses, end_case),
         cmocka_unit_test_teardown(grant_needs_no_second_round_trip, end_case),
         cmocka_unit_test_teardown(grants_by_message_on_one_client, end_case),
+        cmocka_unit_test_teardown(reentry_subscribes_before_its_try, end_case),
         cmocka_unit_test(plain_acquire_does_not_jump_the_queue),
         cmocka_unit_test_teardown(cli_fair_acquire_and_release, end_case),
     };

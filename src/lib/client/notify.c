@@ -789,6 +789,42 @@ static int direct_push(dlock__waiter *w, const redisReply *r)
     return 1;
 }
 
+int dlock__notify_direct_confirmed(dlock__notifier *n, dlock__waiter *w,
+                                   int64_t deadline_us)
+{
+    direct_sub *d;
+    int64_t io = dlock__client_io_deadline(n->client);
+    dlock__msg m;
+
+    if (w == NULL || w->direct == NULL || w->direct->conn == NULL)
+        return 0;
+    d = w->direct;
+    if (io < deadline_us)
+        deadline_us = io;
+    for (;;) {
+        const redisReply *kind, *name;
+        redisReply *r;
+        int confirmed;
+
+        /* Replies about a kept connection's old channel come first (the
+         * UNSUBSCRIBE's, late messages): skipped by name. */
+        if (dlock__now_us() >= deadline_us)
+            return 0;
+        if (dlock__conn_recv(d->conn, deadline_us, &r, &m) != DLOCK_OK) {
+            dlock__conn_free(d->conn);
+            d->conn = NULL;
+            return 0;
+        }
+        confirmed = push_parts(r, &kind, &name)
+                    && strcmp(kind->str, "subscribe") == 0
+                    && name->len == strlen(d->name)
+                    && memcmp(name->str, d->name, name->len) == 0;
+        freeReplyObject(r);
+        if (confirmed)
+            return 1;
+    }
+}
+
 /* dlock__notify_wait for a direct waiter.  A failed connection wakes it
  * (a message may have been lost: the caller tries again); the next wait
  * connects and subscribes anew, whose confirmation wakes it again. */

@@ -75,6 +75,15 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *channel,
 dlock_err dlock__notify_join_direct(dlock__notifier *n, const char *channel,
                                     int64_t deadline_us, dlock__waiter **out);
 
+/* Waits until w's SUBSCRIBE is confirmed, or deadline_us (clock.h); 1 if
+ * it was: every message published from now on reaches w, and the
+ * confirmation, read here, no longer wakes it.  0 on a failed connection
+ * (the next wait reconnects, and that confirmation wakes it), at the
+ * deadline (the confirmation, when it comes, wakes it), or if w is not a
+ * direct waiter. */
+int dlock__notify_direct_confirmed(dlock__notifier *n, dlock__waiter *w,
+                                   int64_t deadline_us);
+
 /* How many direct waiters' connections are kept for the next one (at
  * most DLOCK__NOTIFY_KEPT_MAX). */
 int dlock__notify_kept(dlock__notifier *n);

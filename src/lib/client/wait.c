@@ -243,6 +243,16 @@ dlock_err dlock__wait_run(const dlock__wait *w, dlock__wait_try_fn try_fn,
     int told_busy = 0; /* a message said what a busy try would have */
     dlock_err err = DLOCK_BUSY;
 
+    if (!joined && w->subscribe_first && w->direct
+        && dlock__now_us() < w->deadline_us) {
+        /* Unconfirmed (or joined the shared way), the confirmation wakes
+         * the wait after the try and another try follows, as when joined
+         * after a busy answer. */
+        joined = 1;
+        join(&s);
+        dlock__notify_direct_confirmed(s.n, s.w, w->deadline_us);
+    }
+
     for (;;) {
         int64_t now = dlock__now_us(), wake_at;
         int will_wait = now < w->deadline_us && !cancelled(&s);

@@ -21,7 +21,9 @@
  * poll.  The channel is joined after the first busy answer; if it is not
  * subscribed yet, the SUBSCRIBE confirmation wakes every waiter of the
  * channel and that try covers a release between the busy answer and the
- * subscription; if it already is, the loop tries again at once.
+ * subscription; if it already is, the loop tries again at once.  A wait
+ * that expects to be busy may subscribe before its first try instead
+ * (dlock__wait.subscribe_first).
  *
  * Barging.  A release wakes the longest-waiting waiter of the client,
  * which then needs a round trip; a thread of the same client that has just
@@ -110,6 +112,18 @@ typedef struct dlock__wait {
      * shared subscriber is the fallback if that connection cannot be
      * had. */
     int direct;
+    /* Non-zero (with direct): the channel is joined before the first try,
+     * and the try is sent once the SUBSCRIBE is confirmed, so a message
+     * published after the try reaches the wait and no second try is
+     * needed.  For a wait that expects to find the key busy (a fair
+     * waiter whose client has just waited for the key, such as its
+     * releaser looping back for it): the hand-off window then sees the
+     * SUBSCRIBE and one try, not a try, the SUBSCRIBE and the try the
+     * confirmation calls for.  It costs a round trip before the first try
+     * when the key turns out to be free.  If the confirmation does not
+     * come (a failed connection, the deadline), the wait goes on as
+     * without it. */
+    int subscribe_first;
 } dlock__wait;
 
 /* What take_message answers besides 0 (see dlock__wait). */

@@ -56,6 +56,9 @@
  * grant waits this long at most for the waiter to confirm it. */
 #define FAIR_ENTRY_MAX_MS 30000
 #define FAIR_CONFIRM_MS 2000
+/* A queued fair waiter tries at least once per confirm window, and at
+ * most once a second (fair_poll_ms). */
+#define FAIR_POLL_MIN_MS 1000
 /* The acquire script's busy hint for a free key with fair waiters. */
 #define FAIR_QUEUED_HINT (-2)
 
@@ -228,10 +231,16 @@ struct dlock_lock {
     int64_t redlock_held_ms;   /* Redlock: the last busy round's held_ms */
 };
 
-/* The reentrant locks a client holds, listed through lock->rnext. */
+/* lock.c's state per client: the reentrant locks it holds, listed
+ * through lock->rnext; and the fair key it last waited for. */
 struct dlock__reentry {
     pthread_mutex_t mu;
     dlock_lock *head;
+    /* key_hash of the key whose latest fair try in this client came back
+     * busy, 0 if none or if one found it free since: a fair acquire of
+     * it expects to wait, so it subscribes before its first try
+     * (fair_expects_busy). */
+    atomic_ullong fair_busy_key;
 };
 
 dlock_err dlock__lock_load_scripts(dlock_client *c, dlock__msg *m)
@@ -554,6 +563,46 @@ static dlock_err release_unreplicated(dlock_lock *l, int acked, dlock__msg *m)
                         "released again, since a failover could lose it", m);
 }
 
+/* FNV-1a of key, never 0 (fair_busy_key's "none"). */
+static uint64_t key_hash(const char *key)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (; *key != '\0'; key++)
+        h = (h ^ (unsigned char)*key) * 0x100000001b3ull;
+    return h != 0 ? h : 1;
+}
+
+/* Records what a fair try found: busy (the key is contended in this
+ * client: its next fair acquire subscribes first), or free (forgets it,
+ * if it was this key). */
+static void fair_note_busy(const dlock_lock *l, int busy)
+{
+    dlock__reentry *r = dlock__client_reentry(l->client);
+    unsigned long long h = key_hash(l->key);
+
+    if (r == NULL)
+        return;
+    if (busy)
+        atomic_store(&r->fair_busy_key, h);
+    else
+        atomic_compare_exchange_strong(&r->fair_busy_key, &h, 0);
+}
+
+/* 1 if the latest fair try on this key in this client came back busy: a
+ * fair acquire of it then joins its channel before the first try (wait.h
+ * subscribe_first).  The releaser of a fair key with waiters, looping
+ * back for it, finds it granted to the next waiter: it would otherwise
+ * send its try, a SUBSCRIBE and the try its confirmation calls for, all
+ * in the moments the granted waiter needs the CPUs; subscribed first, it
+ * sends the SUBSCRIBE and one try. */
+static int fair_expects_busy(const dlock_lock *l)
+{
+    dlock__reentry *r = dlock__client_reentry(l->client);
+
+    return r != NULL && atomic_load(&r->fair_busy_key) == key_hash(l->key);
+}
+
 /* One acquire attempt: DLOCK_OK (held; fence and validity set),
  * DLOCK_BUSY (*holder_ttl_ms set), DLOCK_UNPROVEN (l->fence_gap_us set)
  * or an error.  A fair lock runs the fair script (waiting: queue up if
@@ -631,6 +680,8 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
                      a.status == 1 ? DLOCK__LEASE_GRANTED
                                    : DLOCK__LEASE_NOT_RUN);
     dlock__fence_floor_raise(l->client, a.now_us);
+    if (l->fair && a.status != 2)
+        fair_note_busy(l, a.status == 0);
     if (a.status == 0) {
         if (l->fair && waiting)
             l->queued = (dlock__fair_queued){l->tries, t.sent_us,
@@ -706,6 +757,24 @@ static int fair_take_grant(void *arg, const char *msg, size_t len,
     return DLOCK__MSG_TAKEN;
 }
 
+/*
+ * The longest a queued fair waiter sleeps without a message: its confirm
+ * window (at least FAIR_POLL_MIN_MS, at most a third of an entry's life,
+ * which the try refreshes).  A granted waiter that never confirms holds
+ * the key for at most the confirm window, and no release comes after it:
+ * the next waiter's fallback try then takes the free key (or grants it
+ * to the head, lock_fair.c), so the queue moves on within about two
+ * windows without the release waking the next waiter at every grant.
+ */
+static int64_t fair_poll_ms(const dlock_lock *l)
+{
+    int64_t ms = l->confirm_ms;
+
+    if (ms < FAIR_POLL_MIN_MS)
+        ms = FAIR_POLL_MIN_MS;
+    return ms < FAIR_ENTRY_MAX_MS / 3 ? ms : FAIR_ENTRY_MAX_MS / 3;
+}
+
 /* Tries, and while busy waits (wait.h) until deadline_us. */
 static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
                                  dlock_policy policy, int64_t *holder_ttl_ms,
@@ -717,10 +786,11 @@ static dlock_err acquire_waiting(dlock_lock *l, int64_t deadline_us,
         .deadline_us = deadline_us,
         .seed = l->token,
         .fail_fast = policy == DLOCK_FAIL_OPEN,
-        .poll_max_ms = l->fair ? FAIR_ENTRY_MAX_MS / 3 : 0,
+        .poll_max_ms = l->fair ? fair_poll_ms(l) : 0,
         .take_message = l->fair ? fair_take_grant : NULL,
         .fifo = !l->fair,
         .direct = l->fair,
+        .subscribe_first = l->fair && fair_expects_busy(l),
     };
 
     for (;;) {

@@ -25,16 +25,19 @@
  * the first live waiter with a new fence by the core's rule (the next
  * fence is max(last + 1, server microseconds), kept as decimal strings;
  * see lock.c) and a PX of the waiter's confirm window, then publishes
- * "try:fence:confirm" on the waiter's own channel.  The release also
- * nudges the next waiter with the confirm window ("confirm" alone on its
- * channel): the key's holder has it for at most that long unless it
- * confirms, so the next waiter sets its fallback timer to it, and if the
- * grant lapses it comes for the key then rather than at the old holder's
- * TTL.  It learns this without a try: a try there would land in the very
- * microseconds the granted waiter needs the CPUs (an older release nudged
- * with an empty message, which still makes a try).  Other nudges (a plain
- * holder's release, a grant that could not be made) are empty: the key
- * is free and the nudged waiter's try takes it.
+ * "try:fence:confirm" on the waiter's own channel, and wakes nobody
+ * else.  If the grant lapses (a waiter that never confirms), the key is
+ * free after the confirm window and the next waiter's fallback try takes
+ * it: a queued waiter tries at least once per confirm window (at least
+ * every second; lock.c, fair_poll_ms), so it comes for the key within
+ * about two windows, never at the old holder's TTL.  An older release
+ * nudged the next waiter with the window instead ("confirm" alone on its
+ * channel, still understood: dlock__fair_nudge_parse), which woke a
+ * second thread in the very microseconds the granted waiter needed the
+ * CPUs, on every hand-off (20-40 us of the hand-off gap's median on 2
+ * CPUs, docs/benchmarks.md), to cover a waiter that died.  Other nudges (a
+ * plain holder's release, a grant that could not be made) are empty: the
+ * key is free and the nudged waiter's try takes it.
  *
  * The waiter holds the lock when that message arrives, with no round trip
  * (dlock__fair_grant_check).  What it may claim:
@@ -205,11 +208,6 @@ const dlock__script dlock__fair_release_script = {
     "    redis.call('SET', KEYS[1], head, 'PX', confirm)\n"
     "    redis.call('PUBLISH', ARGV[3] .. head,\n"
     "                try .. ':' .. fence .. ':' .. confirm)\n"
-    "    local nxt = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
-    "    if nxt then\n"
-    "      redis.call('PUBLISH', ARGV[3] .. nxt, string.format('%d', "
-    "confirm))\n"
-    "    end\n"
     "    return 1\n"
     "  end\n"
     "  leave(head)\n"
