@@ -27,8 +27,15 @@
  * unsent.
  *
  * The thread's connection hangs off a pthread key whose destructor closes
- * it when the MHD worker thread exits (at MHD_stop_daemon), so shutdown
- * closes the pool without a list of threads.
+ * it when the worker thread exits (rv_jobs_stop), so shutdown closes the
+ * pool without a list of threads.  A worker makes it when it starts
+ * (rv_db_thread_warm), bounded by timeout_s rather than a request's
+ * budget.  Made on first use instead, a burst of first requests after a
+ * start (bench_reviewd's 16 clients) made up to 16 connections at once,
+ * each a backend start, an authentication and every statement prepared,
+ * inside its request's 2 s budget: 40-160 ms each at a load of 6-9 on 2
+ * CPUs, and on a busier machine some ran out of budget, answered 503
+ * "no connection" and counted towards the breaker.
  *
  * No call waits longer than the thread's deadline (svc_deadline.h: the
  * request's budget, or timeout_s for background work): connections are
@@ -490,6 +497,19 @@ rv_db_conn *rv_db_thread_conn(rv_db *db)
         return NULL;
     }
     return c;
+}
+
+void rv_db_thread_warm(rv_db *db)
+{
+    const rv_db_conn *c;
+
+    if (rv_db_thread_conn(db) != NULL)
+        return;
+    c = pthread_getspecific(db->key);
+    svc_log_write(db->log, SVC_LOG_WARN, "postgres_warm_failed",
+                  json_pack("{s:s,s:s}", "error",
+                            c != NULL ? c->errmsg : "out of memory", "then",
+                            "the worker connects on its first request"));
 }
 
 rv_db_conn *rv_db_conn_open(rv_db *db, int prepare)
