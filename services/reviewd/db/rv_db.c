@@ -466,10 +466,11 @@ static int conn_usable(const rv_db_conn *c)
     return c->pg != NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK;
 }
 
-rv_db_conn *rv_db_thread_conn(rv_db *db)
+/* The calling thread's connection state, made DOWN on first call; NULL
+ * when out of memory. */
+static rv_db_conn *thread_state(rv_db *db)
 {
     rv_db_conn *c = pthread_getspecific(db->key);
-    int rc;
 
     if (c == NULL) {
         c = calloc(1, sizeof(*c));
@@ -482,6 +483,16 @@ rv_db_conn *rv_db_thread_conn(rv_db *db)
             return NULL;
         }
     }
+    return c;
+}
+
+rv_db_conn *rv_db_thread_conn(rv_db *db)
+{
+    rv_db_conn *c = thread_state(db);
+    int rc;
+
+    if (c == NULL)
+        return NULL;
     if (conn_usable(c))
         return c;
     if (gate_enter(c) != 0) {
@@ -499,13 +510,17 @@ rv_db_conn *rv_db_thread_conn(rv_db *db)
     return c;
 }
 
+/* Outside the bulkhead: no request waits on it, and workers still
+ * connecting just after a start must neither fill the cap (so that the
+ * first requests' calls were refused as FULL) nor count towards the
+ * breaker.  A connect that fails leaves the thread's connection DOWN,
+ * for its first request to make as before. */
 void rv_db_thread_warm(rv_db *db)
 {
-    const rv_db_conn *c;
+    rv_db_conn *c = thread_state(db);
 
-    if (rv_db_thread_conn(db) != NULL)
+    if (c != NULL && (conn_usable(c) || connect_ready(c) == 0))
         return;
-    c = pthread_getspecific(db->key);
     svc_log_write(db->log, SVC_LOG_WARN, "postgres_warm_failed",
                   json_pack("{s:s,s:s}", "error",
                             c != NULL ? c->errmsg : "out of memory", "then",

@@ -95,9 +95,10 @@ rv_db_conn *rv_db_thread_conn(rv_db *db);
  * thread's deadline or, without one, timeout_s: a burst of first requests
  * after a start then finds every worker connected, instead of each making
  * a connection (a backend start, authentication, every statement
- * prepared) inside its request's budget on a loaded machine.  Through the
- * bulkhead like any connect; a failure is logged and left to the next
- * request, which connects as before.
+ * prepared) inside its request's budget on a loaded machine.  Outside
+ * the bulkhead (it is no request's call: it neither takes a place under
+ * the cap nor counts towards the breaker); a failure is logged and left
+ * to the thread's first request, which connects as before.
  */
 void rv_db_thread_warm(rv_db *db);
 
