@@ -8,6 +8,11 @@
  * included; a first caller that dies blocks the key only until its lease
  * runs out; an abort hands the work to the next caller; and a first caller
  * whose lease ran out can no longer store a result over the next one's.
+ *
+ * The waiting caller's state, thread and clients live in static storage
+ * (the_wait), and end_wait, that case's teardown, completes the first
+ * caller's record if the case did not (so the waiter returns), joins it
+ * and frees what it used, whether the case passed or failed.
  */
 #include "patkit.h"
 
@@ -118,24 +123,67 @@ static void *wait_for_result(void *arg)
     return NULL;
 }
 
+/* The waiting case's state, in static storage: a failed expectation
+ * leaves the case by longjmp while the waiter still waits on a client and
+ * a key the case made. */
+typedef struct wait_case {
+    waiter w;
+    pthread_t thread;
+    int running; /* started, not yet joined */
+    dlock_client *c, *other;
+    dlock_idem *first;
+    char key[TESTKIT_KEY_MAX];
+} wait_case;
+
+static wait_case the_wait;
+
+/* Teardown of the waiting case, passed or failed: a first record still
+ * open is aborted (the waiter then becomes FIRST, or its 5 s wait runs
+ * out), the waiter joined, and the records, key and clients freed. */
+static int end_wait(void **state)
+{
+    wait_case *wc = &the_wait;
+
+    (void)state;
+    if (wc->first != NULL && dlock_idem_status(wc->first) == DLOCK_IDEM_FIRST)
+        dlock_idem_abort(wc->first);
+    if (wc->running)
+        pthread_join(wc->thread, NULL);
+    if (wc->w.st != NULL && dlock_idem_status(wc->w.st) == DLOCK_IDEM_FIRST)
+        dlock_idem_abort(wc->w.st);
+    dlock_idem_free(wc->first);
+    dlock_idem_free(wc->w.st);
+    if (wc->key[0] != '\0')
+        forget(wc->key);
+    dlock_client_free(wc->other);
+    dlock_client_free(wc->c);
+    memset(wc, 0, sizeof(*wc));
+    return 0;
+}
+
 static void a_waiting_caller_gets_the_result_once_the_first_completes(
     void **state)
 {
-    dlock_client *c = patkit_client(), *other = patkit_client();
-    char key[TESTKIT_KEY_MAX], rkey[TESTKIT_KEY_MAX + 64];
+    wait_case *const wc = &the_wait;
+    dlock_client *c, *other;
+    char *const key = wc->key;
+    char rkey[TESTKIT_KEY_MAX + 64];
     char channel[TESTKIT_KEY_MAX + 32];
-    waiter w = {other, NULL, DLOCK_OK, NULL, 0};
-    dlock_idem *first;
-    pthread_t thread;
+    waiter *const w = &wc->w;
     int64_t completed;
     size_t len;
 
     (void)state;
+    memset(wc, 0, sizeof(*wc));
+    c = wc->c = patkit_client();
+    other = wc->other = patkit_client();
+    *w = (waiter){other, NULL, DLOCK_OK, NULL, 0};
     testkit_key(key, "idem_wait");
     patkit_pkey(rkey, "idem", key, "");
-    w.key = key;
-    first = begin_ok(c, key, 10000, DLOCK_IDEM_FIRST);
-    pthread_create(&thread, NULL, wait_for_result, &w);
+    w->key = key;
+    wc->first = begin_ok(c, key, 10000, DLOCK_IDEM_FIRST);
+    pthread_create(&wc->thread, NULL, wait_for_result, w);
+    wc->running = 1;
     TK_EXPECT(patkit_wait_int_at_least(rkey, "waiters", 1, 3000),
               "the second caller registers as a waiter (in progress)");
     snprintf(channel, sizeof(channel), "dlock:idem:%s", key);
@@ -144,24 +192,21 @@ static void a_waiting_caller_gets_the_result_once_the_first_completes(
               "to %s",
               channel);
     completed = testkit_now_us();
-    TK_EXPECT_ERR(dlock_idem_complete(first, "ok", 2, 60000), DLOCK_OK, c,
+    TK_EXPECT_ERR(dlock_idem_complete(wc->first, "ok", 2, 60000), DLOCK_OK, c,
                   "completing");
-    pthread_join(thread, NULL);
-    TK_EXPECT(w.err == DLOCK_OK && dlock_idem_status(w.st) == DLOCK_IDEM_DONE,
-              "the waiter ends with DONE, got %s", dlock_errname(w.err));
-    TK_EXPECT(memcmp(dlock_idem_result(w.st, &len), "ok", 2) == 0 && len == 2,
+    pthread_join(wc->thread, NULL);
+    wc->running = 0;
+    TK_EXPECT(w->err == DLOCK_OK
+                  && dlock_idem_status(w->st) == DLOCK_IDEM_DONE,
+              "the waiter ends with DONE, got %s", dlock_errname(w->err));
+    TK_EXPECT(memcmp(dlock_idem_result(w->st, &len), "ok", 2) == 0 && len == 2,
               "the waiter gets the first caller's result");
     print_message("waiter had the result %lld us after the completion\n",
-                  (long long)(w.done_us - completed));
-    TK_EXPECT(w.done_us - completed < 1000000,
+                  (long long)(w->done_us - completed));
+    TK_EXPECT(w->done_us - completed < 1000000,
               "the waiter is woken well "
               "before the 10 s lease could run out, got %lld us",
-              (long long)(w.done_us - completed));
-    dlock_idem_free(first);
-    dlock_idem_free(w.st);
-    forget(key);
-    dlock_client_free(other);
-    dlock_client_free(c);
+              (long long)(w->done_us - completed));
 }
 
 typedef struct retry {
@@ -279,8 +324,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_later_caller_replays_the_stored_bytes),
         cmocka_unit_test(a_concurrent_caller_is_told_it_is_in_progress),
-        cmocka_unit_test(
-            a_waiting_caller_gets_the_result_once_the_first_completes),
+        cmocka_unit_test_teardown(
+            a_waiting_caller_gets_the_result_once_the_first_completes,
+            end_wait),
         cmocka_unit_test(
             a_crashed_first_caller_blocks_only_until_its_lease_runs_out),
         cmocka_unit_test(an_abort_makes_the_next_caller_first),

@@ -9,6 +9,12 @@
  * a waiting follower refreshes instead; a leader that dies is replaced when
  * its lease runs out; within keep_ms the stored value is served without a
  * refresh, and after it the next caller refreshes again.
+ *
+ * The threaded cases keep their refreshes, callers, threads and clients
+ * in static storage (the_case), and end_case, their teardown, opens every
+ * gate, joins the callers and frees what they got, whether the case
+ * passed or failed: a failed expectation leaves by longjmp while callers
+ * still wait on the case's state.
  */
 #include "patkit.h"
 
@@ -117,79 +123,138 @@ static int has_value(const dlock_once *f, const char *want)
     return v != NULL && len == strlen(want) && memcmp(v, want, len) == 0;
 }
 
+#define CROWD 8
+
+/* One threaded case's state, in static storage (one case at a time). */
+typedef struct once_case {
+    refresh fn[2];
+    int nfn; /* refreshes initialised */
+    caller k[CROWD];
+    pthread_t t[CROWD];
+    int started; /* callers started */
+    int joined;  /* callers joined, in order */
+    dlock_client *c[2];
+    char name[TESTKIT_KEY_MAX];
+} once_case;
+
+static once_case the_case;
+
+static once_case *begin_case(void)
+{
+    memset(&the_case, 0, sizeof(the_case));
+    the_case.c[0] = patkit_client();
+    the_case.c[1] = patkit_client();
+    return &the_case;
+}
+
+static refresh *case_refresh(once_case *oc, const char *value)
+{
+    refresh *r = &oc->fn[oc->nfn];
+
+    refresh_init(r, value);
+    oc->nfn++;
+    return r;
+}
+
+static void start_caller(once_case *oc, int i)
+{
+    pthread_create(&oc->t[i], NULL, call_once, &oc->k[i]);
+    oc->started = i + 1;
+}
+
+static void join_caller(once_case *oc, int i)
+{
+    pthread_join(oc->t[i], NULL);
+    oc->joined = i + 1;
+}
+
+/* Teardown of the threaded cases, passed or failed: opens the gates (a
+ * gated refresh returns, a follower gets the value or its wait runs out),
+ * joins the callers, frees their flights, the key and the clients. */
+static int end_case(void **state)
+{
+    once_case *oc = &the_case;
+
+    (void)state;
+    for (int i = 0; i < oc->nfn; i++)
+        refresh_open(&oc->fn[i]);
+    for (int i = oc->joined; i < oc->started; i++)
+        pthread_join(oc->t[i], NULL);
+    for (int i = 0; i < CROWD; i++)
+        dlock_once_free(oc->k[i].flight);
+    for (int i = 0; i < oc->nfn; i++) {
+        pthread_cond_destroy(&oc->fn[i].cv);
+        pthread_mutex_destroy(&oc->fn[i].mu);
+    }
+    if (oc->name[0] != '\0')
+        forget(oc->name);
+    dlock_client_free(oc->c[0]);
+    dlock_client_free(oc->c[1]);
+    memset(oc, 0, sizeof(*oc));
+    return 0;
+}
+
 static void a_follower_gets_the_leaders_value(void **state)
 {
-    dlock_client *c = patkit_client(), *other = patkit_client();
-    char name[TESTKIT_KEY_MAX], rkey[TESTKIT_KEY_MAX + 64];
-    refresh fn;
-    caller lead, follow;
-    pthread_t lt, ft;
+    once_case *const oc = begin_case();
+    char *const name = oc->name;
+    char rkey[TESTKIT_KEY_MAX + 64];
+    refresh *const fn = case_refresh(oc, "config v2");
+    caller *const lead = &oc->k[0], *const follow = &oc->k[1];
 
     (void)state;
     testkit_key(name, "once_follow");
     patkit_pkey(rkey, "once", name, "");
-    refresh_init(&fn, "config v2");
-    fn.gated = 1;
-    lead = caller_for(c, name, &fn);
-    follow = caller_for(other, name, &fn);
-    pthread_create(&lt, NULL, call_once, &lead);
-    TK_EXPECT(testkit_wait_until(started, &fn, 3000), "the leader refreshes");
-    pthread_create(&ft, NULL, call_once, &follow);
+    fn->gated = 1;
+    *lead = caller_for(oc->c[0], name, fn);
+    *follow = caller_for(oc->c[1], name, fn);
+    start_caller(oc, 0);
+    TK_EXPECT(testkit_wait_until(started, fn, 3000), "the leader refreshes");
+    start_caller(oc, 1);
     TK_EXPECT(patkit_wait_int_at_least(rkey, "waiters", 1, 3000),
               "the second caller follows");
-    refresh_open(&fn);
-    pthread_join(lt, NULL);
-    pthread_join(ft, NULL);
-    TK_EXPECT(lead.err == DLOCK_OK && dlock_once_led(lead.flight),
-              "the first caller led, got %s", dlock_errname(lead.err));
-    TK_EXPECT(follow.err == DLOCK_OK && !dlock_once_led(follow.flight),
-              "the second followed, got %s", dlock_errname(follow.err));
-    TK_EXPECT(has_value(lead.flight, "config v2")
-                  && has_value(follow.flight, "config v2"),
+    refresh_open(fn);
+    join_caller(oc, 0);
+    join_caller(oc, 1);
+    TK_EXPECT(lead->err == DLOCK_OK && dlock_once_led(lead->flight),
+              "the first caller led, got %s", dlock_errname(lead->err));
+    TK_EXPECT(follow->err == DLOCK_OK && !dlock_once_led(follow->flight),
+              "the second followed, got %s", dlock_errname(follow->err));
+    TK_EXPECT(has_value(lead->flight, "config v2")
+                  && has_value(follow->flight, "config v2"),
               "both have the leader's value");
-    TK_EXPECT(atomic_load(&fn.calls) == 1, "the refresh ran once, ran %d",
-              atomic_load(&fn.calls));
-    dlock_once_free(lead.flight);
-    dlock_once_free(follow.flight);
-    forget(name);
-    dlock_client_free(other);
-    dlock_client_free(c);
+    TK_EXPECT(atomic_load(&fn->calls) == 1, "the refresh ran once, ran %d",
+              atomic_load(&fn->calls));
 }
-
-#define CROWD 8
 
 static void a_crowd_causes_one_refresh(void **state)
 {
-    dlock_client *c[2] = {patkit_client(), patkit_client()};
-    char name[TESTKIT_KEY_MAX];
-    refresh fn;
-    caller k[CROWD];
-    pthread_t t[CROWD];
+    once_case *const oc = begin_case();
+    char *const name = oc->name;
+    refresh *const fn = case_refresh(oc, "fresh");
+    caller *const k = oc->k;
     int led = 0;
 
     (void)state;
     testkit_key(name, "once_crowd");
-    refresh_init(&fn, "fresh");
-    fn.work_ms = 100;
+    fn->work_ms = 100;
     for (int i = 0; i < CROWD; i++) {
-        k[i] = caller_for(c[i % 2], name, &fn);
-        pthread_create(&t[i], NULL, call_once, &k[i]);
+        k[i] = caller_for(oc->c[i % 2], name, fn);
+        start_caller(oc, i);
     }
     for (int i = 0; i < CROWD; i++) {
-        pthread_join(t[i], NULL);
+        join_caller(oc, i);
         TK_EXPECT(k[i].err == DLOCK_OK && has_value(k[i].flight, "fresh"),
                   "caller %d gets the fresh value, got %s", i,
                   dlock_errname(k[i].err));
         led += dlock_once_led(k[i].flight);
         dlock_once_free(k[i].flight);
+        k[i].flight = NULL;
     }
-    TK_EXPECT(atomic_load(&fn.calls) == 1 && led == 1,
+    TK_EXPECT(atomic_load(&fn->calls) == 1 && led == 1,
               "one refresh for %d "
               "callers, got %d (%d led)",
-              CROWD, atomic_load(&fn.calls), led);
-    forget(name);
-    dlock_client_free(c[0]);
-    dlock_client_free(c[1]);
+              CROWD, atomic_load(&fn->calls), led);
 }
 
 static void a_follower_past_its_deadline_keeps_its_old_value(void **state)
@@ -221,43 +286,38 @@ static void a_follower_past_its_deadline_keeps_its_old_value(void **state)
 
 static void a_failed_refresh_hands_over_to_a_follower(void **state)
 {
-    dlock_client *c = patkit_client(), *other = patkit_client();
-    char name[TESTKIT_KEY_MAX], rkey[TESTKIT_KEY_MAX + 64];
-    refresh failing, working;
-    caller lead, follow;
-    pthread_t lt, ft;
+    once_case *const oc = begin_case();
+    char *const name = oc->name;
+    char rkey[TESTKIT_KEY_MAX + 64];
+    refresh *const failing = case_refresh(oc, "");
+    refresh *const working = case_refresh(oc, "from the follower");
+    caller *const lead = &oc->k[0], *const follow = &oc->k[1];
 
     (void)state;
     testkit_key(name, "once_fail");
     patkit_pkey(rkey, "once", name, "");
-    refresh_init(&failing, "");
-    failing.gated = 1;
-    failing.fail = 1;
-    refresh_init(&working, "from the follower");
-    lead = caller_for(c, name, &failing);
-    follow = caller_for(other, name, &working);
-    pthread_create(&lt, NULL, call_once, &lead);
-    TK_EXPECT(testkit_wait_until(started, &failing, 3000), "the leader "
-                                                           "refreshes");
-    pthread_create(&ft, NULL, call_once, &follow);
+    failing->gated = 1;
+    failing->fail = 1;
+    *lead = caller_for(oc->c[0], name, failing);
+    *follow = caller_for(oc->c[1], name, working);
+    start_caller(oc, 0);
+    TK_EXPECT(testkit_wait_until(started, failing, 3000), "the leader "
+                                                          "refreshes");
+    start_caller(oc, 1);
     TK_EXPECT(patkit_wait_int_at_least(rkey, "waiters", 1, 3000),
               "the second caller follows");
-    refresh_open(&failing);
-    pthread_join(lt, NULL);
-    pthread_join(ft, NULL);
-    TK_EXPECT(lead.err == DLOCK_STATE && lead.fn_result == 42
-                  && lead.flight == NULL,
+    refresh_open(failing);
+    join_caller(oc, 0);
+    join_caller(oc, 1);
+    TK_EXPECT(lead->err == DLOCK_STATE && lead->fn_result == 42
+                  && lead->flight == NULL,
               "the failed leader gets DLOCK_STATE and "
               "its function's 42, got %s and %d",
-              dlock_errname(lead.err), lead.fn_result);
-    TK_EXPECT(follow.err == DLOCK_OK && dlock_once_led(follow.flight)
-                  && has_value(follow.flight, "from the follower"),
+              dlock_errname(lead->err), lead->fn_result);
+    TK_EXPECT(follow->err == DLOCK_OK && dlock_once_led(follow->flight)
+                  && has_value(follow->flight, "from the follower"),
               "the follower refreshes instead, got %s",
-              dlock_errname(follow.err));
-    dlock_once_free(follow.flight);
-    forget(name);
-    dlock_client_free(other);
-    dlock_client_free(c);
+              dlock_errname(follow->err));
 }
 
 static void a_dead_leader_is_replaced_when_its_lease_runs_out(void **state)
@@ -335,10 +395,11 @@ static void the_value_is_served_for_keep_ms_then_refreshed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_follower_gets_the_leaders_value),
-        cmocka_unit_test(a_crowd_causes_one_refresh),
+        cmocka_unit_test_teardown(a_follower_gets_the_leaders_value, end_case),
+        cmocka_unit_test_teardown(a_crowd_causes_one_refresh, end_case),
         cmocka_unit_test(a_follower_past_its_deadline_keeps_its_old_value),
-        cmocka_unit_test(a_failed_refresh_hands_over_to_a_follower),
+        cmocka_unit_test_teardown(a_failed_refresh_hands_over_to_a_follower,
+                                  end_case),
         cmocka_unit_test(a_dead_leader_is_replaced_when_its_lease_runs_out),
         cmocka_unit_test(the_value_is_served_for_keep_ms_then_refreshed),
     };

@@ -11,6 +11,10 @@
  * at once and reserves nothing.  Under 4 threads asking as fast as they
  * can for 0.6 s, the slots granted (by the server's clock) never exceed
  * W/T + burst in any window W, and come close to the rate.
+ *
+ * The senders' run lives in static storage (the_run), and end_run, that
+ * case's teardown, joins them and frees their limiters and clients
+ * whether the case passed or failed.
  */
 #include "patkit.h"
 
@@ -173,7 +177,40 @@ typedef struct run {
     atomic_int n;
     int64_t slots[MAX_SLOTS];
     atomic_int errors;
+    pthread_t threads[SENDERS];
+    int started; /* senders started, not yet joined */
+    dlock_client *c[2];
+    char name[TESTKIT_KEY_MAX];
 } run;
+
+/* The senders' run, in static storage: a failed expectation leaves the
+ * case by longjmp while they may still send, and end_run joins them
+ * (each stops at until_us) before it frees the limiters and clients. */
+static run the_run;
+
+static void join_senders(run *r)
+{
+    for (int i = 0; i < r->started; i++)
+        pthread_join(r->threads[i], NULL);
+    r->started = 0;
+}
+
+/* Teardown of the senders' case, passed or failed. */
+static int end_run(void **state)
+{
+    run *r = &the_run;
+
+    (void)state;
+    join_senders(r);
+    dlock_ratelimit_free(r->rl[0]);
+    dlock_ratelimit_free(r->rl[1]);
+    if (r->name[0] != '\0')
+        forget(r->name);
+    dlock_client_free(r->c[0]);
+    dlock_client_free(r->c[1]);
+    memset(r, 0, sizeof(*r));
+    return 0;
+}
 
 static void *send_fast(void *arg)
 {
@@ -219,27 +256,29 @@ static int busiest_window(const int64_t *slots, int n, int64_t window_us)
 
 static void many_senders_share_one_rate(void **state)
 {
-    dlock_client *c[2] = {patkit_client(), patkit_client()};
-    char name[TESTKIT_KEY_MAX];
-    pthread_t threads[SENDERS];
-    static run r;
+    run *const r = &the_run;
+    dlock_client **const c = r->c;
+    char *const name = r->name;
     int n, most;
 
     (void)state;
+    memset(r, 0, sizeof(*r));
+    c[0] = patkit_client();
+    c[1] = patkit_client();
     testkit_key(name, "rl_share");
-    memset(&r, 0, sizeof(r));
-    r.rl[0] = limiter(c[0], name, 100, 1000, 5); /* T = 10 ms */
-    r.rl[1] = limiter(c[1], name, 100, 1000, 5);
-    r.until_us = testkit_now_us() + RUN_US;
-    for (int i = 0; i < SENDERS; i++)
-        pthread_create(&threads[i], NULL, send_fast, &r);
-    for (int i = 0; i < SENDERS; i++)
-        pthread_join(threads[i], NULL);
-    n = atomic_load(&r.n);
-    TK_EXPECT(atomic_load(&r.errors) == 0 && n <= MAX_SLOTS,
-              "no call fails (%d did)", atomic_load(&r.errors));
-    qsort(r.slots, (size_t)n, sizeof(r.slots[0]), by_time);
-    most = busiest_window(r.slots, n, 200000);
+    r->rl[0] = limiter(c[0], name, 100, 1000, 5); /* T = 10 ms */
+    r->rl[1] = limiter(c[1], name, 100, 1000, 5);
+    r->until_us = testkit_now_us() + RUN_US;
+    for (int i = 0; i < SENDERS; i++) {
+        pthread_create(&r->threads[i], NULL, send_fast, r);
+        r->started = i + 1;
+    }
+    join_senders(r);
+    n = atomic_load(&r->n);
+    TK_EXPECT(atomic_load(&r->errors) == 0 && n <= MAX_SLOTS,
+              "no call fails (%d did)", atomic_load(&r->errors));
+    qsort(r->slots, (size_t)n, sizeof(r->slots[0]), by_time);
+    most = busiest_window(r->slots, n, 200000);
     print_message("%d slots in %d ms; busiest 200 ms window: %d (limit "
                   "%d)\n",
                   n, RUN_US / 1000, most, 20 + 5);
@@ -247,18 +286,13 @@ static void many_senders_share_one_rate(void **state)
               "no 200 ms window of server time holds more "
               "than 200/10 + burst 5 slots, saw %d",
               most);
-    TK_EXPECT(busiest_window(r.slots, n, 10000) <= 1 + 5,
+    TK_EXPECT(busiest_window(r->slots, n, 10000) <= 1 + 5,
               "nor any 10 ms "
               "window more than 1 + burst");
     TK_EXPECT(n >= 50,
               "the senders get close to the rate: at least 50 of "
               "~65 slots in 0.6 s, got %d",
               n);
-    dlock_ratelimit_free(r.rl[0]);
-    dlock_ratelimit_free(r.rl[1]);
-    forget(name);
-    dlock_client_free(c[0]);
-    dlock_client_free(c[1]);
 }
 
 static void bad_arguments_are_refused(void **state)
@@ -291,7 +325,7 @@ int main(void)
         cmocka_unit_test(wait_reserves_the_next_slot_and_sleeps_until_it),
         cmocka_unit_test(
             a_wait_beyond_the_limit_returns_at_once_and_takes_nothing),
-        cmocka_unit_test(many_senders_share_one_rate),
+        cmocka_unit_test_teardown(many_senders_share_one_rate, end_run),
         cmocka_unit_test(bad_arguments_are_refused),
     };
 

@@ -10,6 +10,12 @@
  * blocks only until its lease runs out.  Under 6 threads on 2 clients
  * mixing reads and writes, no writer ever overlaps anyone, and write
  * fences grow.
+ *
+ * The threaded cases keep their waiters, threads, clients and the lock
+ * the waiters wait behind in static storage (the_case), and end_case,
+ * their teardown, releases that lock, joins the threads and frees what
+ * they got, whether the case passed or failed: a failed expectation
+ * leaves by longjmp while they still wait.
  */
 #include "patkit.h"
 
@@ -115,21 +121,90 @@ static void *take_waiting(void *arg)
     return NULL;
 }
 
+#define READERS 3
+#define MIXERS 6
+
+/* One threaded case's state, in static storage (one case at a time). */
+typedef struct rw_case {
+    dlock_client *c, *other;
+    char name[TESTKIT_KEY_MAX];
+    dlock_rwlock *blocker; /* held by the case, waited behind */
+    waiter w[READERS];
+    pthread_t t[MIXERS];
+    int started; /* threads started */
+    int joined;  /* threads joined, in order */
+} rw_case;
+
+static rw_case the_case;
+
+static rw_case *begin_case(void)
+{
+    memset(&the_case, 0, sizeof(the_case));
+    the_case.c = patkit_client();
+    the_case.other = patkit_client();
+    return &the_case;
+}
+
+static void start_thread(rw_case *rc, void *(*fn)(void *), void *arg)
+{
+    pthread_create(&rc->t[rc->started], NULL, fn, arg);
+    rc->started++;
+}
+
+static void join_next(rw_case *rc)
+{
+    pthread_join(rc->t[rc->joined], NULL);
+    rc->joined++;
+}
+
+/* Releases the lock the case held; the case's own check of the result
+ * stays with the case. */
+static dlock_err release_blocker(rw_case *rc)
+{
+    dlock_rwlock *l = rc->blocker;
+
+    rc->blocker = NULL; /* freed by the release, whatever it returns */
+    return dlock_rwlock_release(l);
+}
+
+/* Teardown of the threaded cases, passed or failed: releases the lock
+ * the waiters wait behind (they then get it, or their 5 s wait runs out;
+ * a mixer ends after its rounds), joins the threads and releases what
+ * they got. */
+static int end_case(void **state)
+{
+    rw_case *rc = &the_case;
+
+    (void)state;
+    if (rc->blocker != NULL)
+        release_blocker(rc);
+    while (rc->joined < rc->started)
+        join_next(rc);
+    for (int i = 0; i < READERS; i++)
+        dlock_rwlock_release(rc->w[i].lock);
+    if (rc->name[0] != '\0')
+        forget(rc->name);
+    dlock_client_free(rc->other);
+    dlock_client_free(rc->c);
+    memset(rc, 0, sizeof(*rc));
+    return 0;
+}
+
 static void a_waiting_writer_stops_new_readers(void **state)
 {
-    dlock_client *c = patkit_client(), *other = patkit_client();
-    char name[TESTKIT_KEY_MAX], intent[TESTKIT_KEY_MAX + 64];
-    waiter w;
-    dlock_rwlock *reader;
-    pthread_t thread;
+    rw_case *const rc = begin_case();
+    dlock_client *c = rc->c, *other = rc->other;
+    char *const name = rc->name;
+    char intent[TESTKIT_KEY_MAX + 64];
+    waiter *const w = &rc->w[0];
     int64_t released;
 
     (void)state;
     testkit_key(name, "rw_intent");
     patkit_pkey(intent, "rw", name, ":intent");
-    reader = take(c, name, DLOCK_RWLOCK_READ, 10000, 0);
-    w = (waiter){other, name, DLOCK_RWLOCK_WRITE, DLOCK_OK, NULL, 0};
-    pthread_create(&thread, NULL, take_waiting, &w);
+    rc->blocker = take(c, name, DLOCK_RWLOCK_READ, 10000, 0);
+    *w = (waiter){other, name, DLOCK_RWLOCK_WRITE, DLOCK_OK, NULL, 0};
+    start_thread(rc, take_waiting, w);
     TK_EXPECT(testkit_wait_until(key_exists, intent, 3000),
               "the waiting "
               "writer sets its intent");
@@ -141,51 +216,46 @@ static void a_waiting_writer_stops_new_readers(void **state)
     TK_EXPECT(try_take(c, name, DLOCK_RWLOCK_READ) == DLOCK_BUSY,
               "a new reader is still refused 1.5 s into the writer's wait");
     released = testkit_now_us();
-    TK_EXPECT_ERR(dlock_rwlock_release(reader), DLOCK_OK, c, "releasing");
-    pthread_join(thread, NULL);
-    TK_EXPECT(w.err == DLOCK_OK, "the writer gets the lock, got %s",
-              dlock_errname(w.err));
-    TK_EXPECT(w.granted_us - released < 1000000,
+    TK_EXPECT_ERR(release_blocker(rc), DLOCK_OK, c, "releasing");
+    join_next(rc);
+    TK_EXPECT(w->err == DLOCK_OK, "the writer gets the lock, got %s",
+              dlock_errname(w->err));
+    TK_EXPECT(w->granted_us - released < 1000000,
               "woken by the last "
               "reader's release, not the 10 s lease: %lld us",
-              (long long)(w.granted_us - released));
+              (long long)(w->granted_us - released));
     TK_EXPECT(!patkit_exists(intent), "its intent is gone once it holds");
-    dlock_rwlock_release(w.lock);
-    forget(name);
-    dlock_client_free(other);
-    dlock_client_free(c);
 }
-
-#define READERS 3
 
 static void a_writers_release_wakes_every_waiting_reader(void **state)
 {
-    dlock_client *c = patkit_client(), *other = patkit_client();
-    char name[TESTKIT_KEY_MAX], waiters[TESTKIT_KEY_MAX + 64];
+    rw_case *const rc = begin_case();
+    dlock_client *c = rc->c, *other = rc->other;
+    char *const name = rc->name;
+    char waiters[TESTKIT_KEY_MAX + 64];
     char channel[TESTKIT_KEY_MAX + 32];
-    waiter r[READERS];
-    pthread_t t[READERS];
-    dlock_rwlock *writer;
+    waiter *const r = rc->w;
     int64_t released;
 
     (void)state;
     testkit_key(name, "rw_wake");
     patkit_pkey(waiters, "rw", name, ":waiters");
-    writer = take(c, name, DLOCK_RWLOCK_WRITE, 10000, 0);
+    rc->blocker = take(c, name, DLOCK_RWLOCK_WRITE, 10000, 0);
     for (int i = 0; i < READERS; i++) {
         r[i] = (waiter){other, name, DLOCK_RWLOCK_READ, DLOCK_OK, NULL, 0};
-        pthread_create(&t[i], NULL, take_waiting, &r[i]);
+        start_thread(rc, take_waiting, &r[i]);
     }
     TK_EXPECT(patkit_wait_int_at_least(waiters, NULL, 2 * READERS, 3000),
               "the readers wait (each registered twice: before and after "
               "joining the channel)");
-    snprintf(channel, sizeof(channel), "dlock:rw:%s", name);
+    snprintf(channel, sizeof(channel), "dlock:rw:%.*s",
+             (int)sizeof(rc->name) - 1, name);
     TK_EXPECT(patkit_wait_subscribed(channel, 3000), "and are subscribed");
     patkit_work_ms(50); /* the subscription's own wake-up settles first */
     released = testkit_now_us();
-    TK_EXPECT_ERR(dlock_rwlock_release(writer), DLOCK_OK, c, "releasing");
+    TK_EXPECT_ERR(release_blocker(rc), DLOCK_OK, c, "releasing");
     for (int i = 0; i < READERS; i++) {
-        pthread_join(t[i], NULL);
+        join_next(rc);
         TK_EXPECT(r[i].err == DLOCK_OK, "reader %d gets the lock, got %s", i,
                   dlock_errname(r[i].err));
         print_message("reader %d in %lld us after the release\n", i,
@@ -194,13 +264,9 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
                   "reader %d gets in "
                   "long before the writer's 10 s lease",
                   i);
-        dlock_rwlock_release(r[i].lock);
     }
     /* The fallback poll follows the writer's remaining lease (10 s, see
      * wait.c), so a reader in within 1 s was woken by the release. */
-    forget(name);
-    dlock_client_free(other);
-    dlock_client_free(c);
 }
 
 static void a_crashed_writer_blocks_only_until_its_lease_runs_out(void **state)
@@ -226,7 +292,6 @@ static void a_crashed_writer_blocks_only_until_its_lease_runs_out(void **state)
     dlock_client_free(c);
 }
 
-#define MIXERS 6
 #define MIX_ROUNDS 25
 
 typedef struct mix {
@@ -291,20 +356,19 @@ static void *mix_main(void *arg)
 
 static void no_writer_ever_overlaps_anyone(void **state)
 {
-    char name[TESTKIT_KEY_MAX];
+    rw_case *const rc = begin_case();
     static mix m;
-    pthread_t t[MIXERS];
 
     (void)state;
-    testkit_key(name, "rw_mix");
+    testkit_key(rc->name, "rw_mix");
     memset(&m, 0, sizeof(m));
-    m.client[0] = patkit_client();
-    m.client[1] = patkit_client();
-    m.name = name;
+    m.client[0] = rc->c;
+    m.client[1] = rc->other;
+    m.name = rc->name;
     for (int i = 0; i < MIXERS; i++)
-        pthread_create(&t[i], NULL, mix_main, &m);
+        start_thread(rc, mix_main, &m);
     for (int i = 0; i < MIXERS; i++)
-        pthread_join(t[i], NULL);
+        join_next(rc);
     print_message("%d reads, %d writes\n", atomic_load(&m.reads),
                   atomic_load(&m.writes));
     TK_EXPECT(atomic_load(&m.failures) == 0,
@@ -319,20 +383,19 @@ static void no_writer_ever_overlaps_anyone(void **state)
               "or writer, %d times it did",
               atomic_load(&m.overlaps));
     TK_EXPECT(atomic_load(&m.fence_went_back) == 0, "write fences grow");
-    forget(name);
-    dlock_client_free(m.client[0]);
-    dlock_client_free(m.client[1]);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(readers_share_and_writers_exclude),
-        cmocka_unit_test(a_waiting_writer_stops_new_readers),
-        cmocka_unit_test(a_writers_release_wakes_every_waiting_reader),
+        cmocka_unit_test_teardown(a_waiting_writer_stops_new_readers,
+                                  end_case),
+        cmocka_unit_test_teardown(a_writers_release_wakes_every_waiting_reader,
+                                  end_case),
         cmocka_unit_test(
             a_crashed_writer_blocks_only_until_its_lease_runs_out),
-        cmocka_unit_test(no_writer_ever_overlaps_anyone),
+        cmocka_unit_test_teardown(no_writer_ever_overlaps_anyone, end_case),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

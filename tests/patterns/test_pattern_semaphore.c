@@ -9,6 +9,12 @@
  * so only the notification can explain a quick grant); extend moves the
  * lease; and a holder whose lease ran out is told so on release and
  * extend.
+ *
+ * The threaded cases keep their threads, semaphores, clients and the
+ * permit the waiter waits behind in static storage (the_case), and
+ * end_case, their teardown, releases that permit, joins the threads and
+ * frees what they used, whether the case passed or failed: a failed
+ * expectation leaves by longjmp while they still wait.
  */
 #include "patkit.h"
 
@@ -129,45 +135,109 @@ static void *take_waiting(void *arg)
     return NULL;
 }
 
+#define THREADS 8
+
+/* One threaded case's state, in static storage (one case at a time). */
+typedef struct sem_case {
+    dlock_client *c[2];
+    char name[TESTKIT_KEY_MAX];
+    dlock_semaphore *sem[2];
+    dlock_permit *held; /* the case's permit, waited behind */
+    taker t;
+    pthread_t threads[THREADS];
+    int started; /* threads started */
+    int joined;  /* threads joined, in order */
+} sem_case;
+
+static sem_case the_case;
+
+static sem_case *begin_case(void)
+{
+    memset(&the_case, 0, sizeof(the_case));
+    the_case.c[0] = patkit_client();
+    the_case.c[1] = patkit_client();
+    return &the_case;
+}
+
+static void start_thread(sem_case *sc, void *(*fn)(void *), void *arg)
+{
+    pthread_create(&sc->threads[sc->started], NULL, fn, arg);
+    sc->started++;
+}
+
+static void join_next(sem_case *sc)
+{
+    pthread_join(sc->threads[sc->joined], NULL);
+    sc->joined++;
+}
+
+/* Releases the case's permit; the check of the result stays with the
+ * case. */
+static dlock_err release_held(sem_case *sc)
+{
+    dlock_permit *p = sc->held;
+
+    sc->held = NULL; /* freed by the release, whatever it returns */
+    return dlock_semaphore_release(p);
+}
+
+/* Teardown of the threaded cases, passed or failed: releases the permit
+ * the waiter waits behind (it then gets it, or its 5 s wait runs out; a
+ * contender ends after its rounds), joins the threads and frees the
+ * permits, semaphores, key and clients. */
+static int end_case(void **state)
+{
+    sem_case *sc = &the_case;
+
+    (void)state;
+    if (sc->held != NULL)
+        release_held(sc);
+    while (sc->joined < sc->started)
+        join_next(sc);
+    dlock_semaphore_release(sc->t.permit);
+    dlock_semaphore_free(sc->sem[0]);
+    dlock_semaphore_free(sc->sem[1]);
+    if (sc->name[0] != '\0')
+        forget(sc->name);
+    dlock_client_free(sc->c[0]);
+    dlock_client_free(sc->c[1]);
+    memset(sc, 0, sizeof(*sc));
+    return 0;
+}
+
 static void a_release_wakes_a_waiter(void **state)
 {
-    dlock_client *c = patkit_client(), *other = patkit_client();
-    char name[TESTKIT_KEY_MAX], channel[TESTKIT_KEY_MAX + 32];
-    dlock_semaphore *s, *s2;
-    taker t = {NULL, DLOCK_OK, NULL, 0};
-    dlock_permit *held;
-    pthread_t thread;
+    sem_case *const sc = begin_case();
+    dlock_client *c = sc->c[0], *other = sc->c[1];
+    char *const name = sc->name;
+    char channel[TESTKIT_KEY_MAX + 32];
+    dlock_semaphore *s;
+    taker *const t = &sc->t;
     int64_t released;
 
     (void)state;
     testkit_key(name, "sem_wake");
-    snprintf(channel, sizeof(channel), "dlock:sem:%s", name);
-    s = sem_new(c, name, 1);
-    s2 = sem_new(other, name, 1);
-    t.sem = s2;
-    held = take(s, c, 10000, 0);
-    pthread_create(&thread, NULL, take_waiting, &t);
+    snprintf(channel, sizeof(channel), "dlock:sem:%.*s",
+             (int)sizeof(sc->name) - 1, name);
+    s = sc->sem[0] = sem_new(c, name, 1);
+    sc->sem[1] = sem_new(other, name, 1);
+    *t = (taker){sc->sem[1], DLOCK_OK, NULL, 0};
+    sc->held = take(s, c, 10000, 0);
+    start_thread(sc, take_waiting, t);
     TK_EXPECT(patkit_wait_subscribed(channel, 3000), "the waiter subscribes");
     released = testkit_now_us();
-    TK_EXPECT_ERR(dlock_semaphore_release(held), DLOCK_OK, c, "releasing");
-    pthread_join(thread, NULL);
-    TK_EXPECT(t.err == DLOCK_OK, "the waiter gets the permit, got %s",
-              dlock_errname(t.err));
+    TK_EXPECT_ERR(release_held(sc), DLOCK_OK, c, "releasing");
+    join_next(sc);
+    TK_EXPECT(t->err == DLOCK_OK, "the waiter gets the permit, got %s",
+              dlock_errname(t->err));
     print_message("hand-off took %lld us\n",
-                  (long long)(t.granted_us - released));
-    TK_EXPECT(t.granted_us - released < 1000000,
+                  (long long)(t->granted_us - released));
+    TK_EXPECT(t->granted_us - released < 1000000,
               "the waiter is woken by the "
               "release, long before the 10 s lease, got %lld us",
-              (long long)(t.granted_us - released));
-    dlock_semaphore_release(t.permit);
-    dlock_semaphore_free(s);
-    dlock_semaphore_free(s2);
-    forget(name);
-    dlock_client_free(other);
-    dlock_client_free(c);
+              (long long)(t->granted_us - released));
 }
 
-#define THREADS 8
 #define ROUNDS 30
 #define PERMITS 3
 
@@ -209,20 +279,19 @@ static void *contend(void *arg)
 
 static void it_never_over_grants_under_concurrency(void **state)
 {
-    dlock_client *c[2] = {patkit_client(), patkit_client()};
-    char name[TESTKIT_KEY_MAX];
-    contest k;
-    pthread_t threads[THREADS];
+    sem_case *const sc = begin_case();
+    char *const name = sc->name;
+    static contest k;
 
     (void)state;
     testkit_key(name, "sem_contest");
     memset(&k, 0, sizeof(k));
-    k.sem[0] = sem_new(c[0], name, PERMITS);
-    k.sem[1] = sem_new(c[1], name, PERMITS);
+    k.sem[0] = sc->sem[0] = sem_new(sc->c[0], name, PERMITS);
+    k.sem[1] = sc->sem[1] = sem_new(sc->c[1], name, PERMITS);
     for (int i = 0; i < THREADS; i++)
-        pthread_create(&threads[i], NULL, contend, &k);
+        start_thread(sc, contend, &k);
     for (int i = 0; i < THREADS; i++)
-        pthread_join(threads[i], NULL);
+        join_next(sc);
     TK_EXPECT(atomic_load(&k.failures) == 0,
               "every acquire and release "
               "succeeds, %d failed",
@@ -237,11 +306,6 @@ static void it_never_over_grants_under_concurrency(void **state)
                   atomic_load(&k.most_inside), PERMITS,
                   atomic_load(&k.grants));
     TK_EXPECT(free_permits(k.sem[0]) == PERMITS, "all permits are back");
-    dlock_semaphore_free(k.sem[0]);
-    dlock_semaphore_free(k.sem[1]);
-    forget(name);
-    dlock_client_free(c[0]);
-    dlock_client_free(c[1]);
 }
 
 static void extend_moves_the_lease(void **state)
@@ -368,8 +432,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(permits_are_granted_up_to_the_limit),
         cmocka_unit_test(a_crashed_holders_permit_comes_back_after_its_ttl),
-        cmocka_unit_test(a_release_wakes_a_waiter),
-        cmocka_unit_test(it_never_over_grants_under_concurrency),
+        cmocka_unit_test_teardown(a_release_wakes_a_waiter, end_case),
+        cmocka_unit_test_teardown(it_never_over_grants_under_concurrency,
+                                  end_case),
         cmocka_unit_test(extend_moves_the_lease),
         cmocka_unit_test(a_holder_past_its_lease_is_told_it_lost_it),
         cmocka_unit_test(grant_numbers_stay_exact_past_2_to_the_53),

@@ -17,6 +17,11 @@
  *   - with the document's row locked by another transaction, a stranger's
  *     PUT and submit are 403 at once (before: they waited on the row lock
  *     until the statement timeout and answered 503).
+ *
+ * The attackers' state and threads live in static storage (the_attack),
+ * and end_attack, the case's teardown, stops and joins them whether the
+ * case passed or failed: a failed assertion leaves the case by longjmp,
+ * and the group's teardown would stop the server under them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,7 +80,11 @@ typedef struct attack {
     atomic_int other;      /* anything else */
     char first_other[160]; /* the first such answer, for the message */
     pthread_mutex_t mu;
+    pthread_t t[ATTACKERS];
+    int started; /* threads started, not yet joined */
 } attack;
+
+static attack the_attack;
 
 static void *attacker_main(void *arg)
 {
@@ -126,37 +135,56 @@ static int owner_round(const char *doc_path, char *why, size_t whylen)
     return status;
 }
 
+/* Stops and joins the attackers started (each returns after its request
+ * in flight, bounded by rvt_call's wait). */
+static void stop_attackers(attack *a)
+{
+    atomic_store(&a->stop, 1);
+    for (int i = 0; i < a->started; i++)
+        pthread_join(a->t[i], NULL);
+    a->started = 0;
+}
+
+/* Teardown of the attackers' case, passed or failed. */
+static int end_attack(void **state)
+{
+    (void)state;
+    stop_attackers(&the_attack);
+    pthread_mutex_destroy(&the_attack.mu);
+    memset(&the_attack, 0, sizeof(the_attack));
+    return 0;
+}
+
 static void attackers_never_hold_the_owners_submit_lock(void **state)
 {
     char doc[24], why[200] = "";
-    pthread_t t[ATTACKERS];
-    attack a;
+    attack *const a = &the_attack;
     int ok = 0;
 
     (void)state;
+    memset(a, 0, sizeof(*a));
+    pthread_mutex_init(&a->mu, NULL);
     assert_int_equal(rvt_create_doc(srv.port, alice, "victim", doc), 0);
-    memset(&a, 0, sizeof(a));
-    pthread_mutex_init(&a.mu, NULL);
-    snprintf(a.path, sizeof(a.path), "/v1/documents/%s/submit", doc);
-    for (int i = 0; i < ATTACKERS; i++)
-        assert_int_equal(pthread_create(&t[i], NULL, attacker_main, &a), 0);
+    snprintf(a->path, sizeof(a->path), "/v1/documents/%s/submit", doc);
+    for (int i = 0; i < ATTACKERS; i++) {
+        assert_int_equal(pthread_create(&a->t[i], NULL, attacker_main, a), 0);
+        a->started = i + 1;
+    }
     for (int i = 0; i < ROUNDS; i++)
-        if (owner_round(a.path, why, sizeof(why)) == 201)
+        if (owner_round(a->path, why, sizeof(why)) == 201)
             ok++;
         else
             fprintf(stderr, "round %d: %s\n", i, why);
-    atomic_store(&a.stop, 1);
-    for (int i = 0; i < ATTACKERS; i++)
-        pthread_join(t[i], NULL);
+    stop_attackers(a);
     TK_EXPECT(ok == ROUNDS,
               "the owner's submit succeeded %d times in %d "
               "under %d attackers (last failure: %s)",
               ok, ROUNDS, ATTACKERS, why);
-    TK_EXPECT(atomic_load(&a.other) == 0 && atomic_load(&a.forbidden) > 0,
+    TK_EXPECT(atomic_load(&a->other) == 0 && atomic_load(&a->forbidden) > 0,
               "the attackers got 403 %d times and something else %d times "
               "(first: %s)",
-              atomic_load(&a.forbidden), atomic_load(&a.other), a.first_other);
-    pthread_mutex_destroy(&a.mu);
+              atomic_load(&a->forbidden), atomic_load(&a->other),
+              a->first_other);
 }
 
 /* ---- 403 before 409 LOCK_BUSY ------------------------------------------- */
@@ -255,7 +283,8 @@ static void a_locked_row_still_answers_strangers_403_at_once(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(attackers_never_hold_the_owners_submit_lock),
+        cmocka_unit_test_teardown(attackers_never_hold_the_owners_submit_lock,
+                                  end_attack),
         cmocka_unit_test(a_held_redis_lock_still_answers_strangers_403),
         cmocka_unit_test(a_locked_row_still_answers_strangers_403_at_once),
     };

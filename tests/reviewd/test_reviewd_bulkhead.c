@@ -26,6 +26,12 @@
  * or libpq made /healthz wait seconds (MongoDB) or for ever (PostgreSQL).
  * A /healthz sample that gets no answer in 5 s ends the sampling, so the
  * test stays short when it fails.
+ *
+ * The client threads, their counters and the case's servers live in
+ * static storage (the_case), and end_case, each case's teardown, resumes
+ * the proxy, stops and joins the clients and stops what the case started,
+ * whether it passed or failed: a failed assertion leaves by longjmp while
+ * the clients still run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -89,7 +95,7 @@ static int teardown(void **state)
 typedef struct client {
     pthread_t thread;
     int port;
-    const char *path;
+    char path[96];
     atomic_int *stop;
     atomic_int *started;  /* clients that have begun their first call */
     atomic_int *answered; /* calls answered, all clients */
@@ -172,12 +178,69 @@ typedef struct outage {
     int64_t side_max_ms;   /* and within */
 } outage;
 
+/* One case's clients, their shared counters, and what the case started,
+ * in static storage: a failed assertion leaves the case by longjmp while
+ * the clients still call, so they must outlive its frame until end_case
+ * has stopped them.  One case at a time uses it. */
+typedef struct bulk_case {
+    client clients[CLIENTS];
+    atomic_int stop, started, answered;
+    int running; /* clients started, not yet joined */
+    testkit_proxy *proxy;
+    rvt_mongo mongo;
+    int mongo_open;
+    rvt_db db;
+    int db_made;
+    rvt_server srv;
+    int srv_running;
+} bulk_case;
+
+static bulk_case the_case;
+
+static bulk_case *begin_case(void)
+{
+    memset(&the_case, 0, sizeof(the_case));
+    return &the_case;
+}
+
+/* Stops the clients started and joins them (each returns after its call
+ * in flight, bounded by rvt_call's wait). */
+static void stop_clients(bulk_case *bc)
+{
+    atomic_store(&bc->stop, 1);
+    for (int i = 0; i < bc->running; i++)
+        pthread_join(bc->clients[i].thread, NULL);
+    bc->running = 0;
+}
+
+/* Teardown of every case, passed or failed: lets the proxy forward again
+ * so the clients' calls return, joins them, then stops reviewd, the
+ * database, the proxy and the MongoDB server the case left. */
+static int end_case(void **state)
+{
+    bulk_case *bc = &the_case;
+
+    (void)state;
+    if (bc->proxy != NULL)
+        testkit_proxy_ctl(bc->proxy, "resume");
+    stop_clients(bc);
+    if (bc->srv_running)
+        rvt_server_terminate(&bc->srv);
+    if (bc->db_made)
+        rvt_db_drop(&bc->db);
+    testkit_proxy_free(bc->proxy);
+    if (bc->mongo_open)
+        rvt_mongo_close(&bc->mongo, 1);
+    memset(bc, 0, sizeof(*bc));
+    return 0;
+}
+
 /* Runs the clients against the dead dependency and samples /healthz (and
  * side_path) meanwhile; asserts the bounds of the file's comment. */
 static void survive_outage(const outage *o)
 {
-    static client clients[CLIENTS];
-    atomic_int stop = 0, started = 0, answered = 0;
+    bulk_case *const bc = &the_case;
+    client *const clients = bc->clients;
     int64_t health[SAMPLES], all[CLIENTS * MAX_CALLS];
     int n = 0, nall = 0, i, unavailable = 0, calls = 0;
     int64_t worst = 0, side_worst = 0;
@@ -188,25 +251,26 @@ static void survive_outage(const outage *o)
     for (i = 0; i < CLIENTS; i++) {
         memset(&clients[i], 0, sizeof(clients[i]));
         clients[i].port = o->port;
-        clients[i].path = o->busy_path;
+        snprintf(clients[i].path, sizeof(clients[i].path), "%s", o->busy_path);
         clients[i].want_code = o->busy_code;
-        clients[i].stop = &stop;
-        clients[i].started = &started;
-        clients[i].answered = &answered;
+        clients[i].stop = &bc->stop;
+        clients[i].started = &bc->started;
+        clients[i].answered = &bc->answered;
         assert_int_equal(pthread_create(&clients[i].thread, NULL, client_run,
                                         &clients[i]),
                          0);
+        bc->running = i + 1;
     }
     /* Sampling starts as soon as every client has begun: the first calls
      * are still waiting out their budget, which is when a pool without
      * bulkheads is full.  (Not in the same instant: a connection that
      * libmicrohttpd accepts in one batch with a blocked request waits
      * behind it, docs/api.md says so.) */
-    assert_true(testkit_wait_until(all_started, &started, 10000));
+    assert_true(testkit_wait_until(all_started, &bc->started, 10000));
     begin = testkit_now_ms();
     for (n = 0; n < SAMPLES && elapsed < OUTAGE_MAX_MS
                 && (elapsed < OUTAGE_MS
-                    || atomic_load(&answered) < CLIENTS * AFTER_FIRST);
+                    || atomic_load(&bc->answered) < CLIENTS * AFTER_FIRST);
          n++, elapsed = testkit_now_ms() - begin) {
         health[n] = healthz_ms(o->port);
         if (health[n] < 0) {
@@ -232,9 +296,8 @@ static void survive_outage(const outage *o)
         }
         nanosleep(&pace, NULL);
     }
-    atomic_store(&stop, 1);
+    stop_clients(bc);
     for (i = 0; i < CLIENTS; i++) {
-        pthread_join(clients[i].thread, NULL);
         unavailable += clients[i].unavailable;
         calls += clients[i].calls;
         memcpy(all + nall, clients[i].ms,
@@ -340,53 +403,55 @@ static int create_doc(int port, char *id, size_t idlen)
 
 static void mongo_dead_costs_only_the_text(void **state)
 {
-    rvt_mongo mongo;
+    bulk_case *const bc = begin_case();
+    rvt_mongo *const mongo = &bc->mongo;
     testkit_proxy *proxy;
-    rvt_db db;
-    rvt_server srv;
+    rvt_db *const db = &bc->db;
+    rvt_server *const srv = &bc->srv;
     char url_env[300], id[32], with[96], without[96];
     const char *env[] = {"CONTENT_STORE=mongo", url_env, DEFAULT_POOL, NULL};
     char mongo_db[64];
 
     (void)state;
     snprintf(mongo_db, sizeof(mongo_db), "rvt_bulk_%ld", (long)getpid());
-    assert_int_equal(rvt_mongo_open(&mongo, "bulkhead_mongo", mongo_db), 0);
-    proxy = testkit_proxy_for("bulkhead_mongo_proxy", mongo.port);
+    assert_int_equal(rvt_mongo_open(mongo, "bulkhead_mongo", mongo_db), 0);
+    bc->mongo_open = 1;
+    proxy = bc->proxy = testkit_proxy_for("bulkhead_mongo_proxy", mongo->port);
     assert_non_null(proxy);
     /* No timeouts in the URL: reviewd's own, cut from its budget. */
     snprintf(url_env, sizeof(url_env), "MONGO_URL=mongodb://127.0.0.1:%d/%s",
              proxy->port, mongo_db);
-    assert_int_equal(rvt_fixture_start(&db, &srv, "bulkhead_mongo", redis_url,
+    bc->db_made = bc->srv_running = 1; /* at least in part: end_case */
+    assert_int_equal(rvt_fixture_start(db, srv, "bulkhead_mongo", redis_url,
                                        env, 1),
                      0);
-    assert_int_equal(create_doc(srv.port, id, sizeof(id)), 0);
+    assert_int_equal(create_doc(srv->port, id, sizeof(id)), 0);
     snprintf(with, sizeof(with), "/v1/documents/%s?include=content", id);
     snprintf(without, sizeof(without), "/v1/documents/%s", id);
     {
-        const recovers w = {srv.port, with};
+        const recovers w = {srv->port, with};
 
         assert_true(answers_200((void *)&w));
     }
 
     assert_int_equal(testkit_proxy_ctl(proxy, "pause"), 0);
     {
-        const outage o = {srv.port, with, "CONTENT_UNAVAILABLE",
-                          without,  200,  1500};
+        const outage o = {srv->port, with, "CONTENT_UNAVAILABLE",
+                          without,   200,  1500};
 
         survive_outage(&o);
     }
-    assert_true(metric(srv.port, "reviewd_content_mongo_breaker_opens_total")
+    assert_true(metric(srv->port, "reviewd_content_mongo_breaker_opens_total")
                 >= 1);
-    assert_true(metric(srv.port, "reviewd_content_mongo_refused_total") >= 1);
+    assert_true(metric(srv->port, "reviewd_content_mongo_refused_total") >= 1);
     assert_int_equal(testkit_proxy_ctl(proxy, "resume"), 0);
     {
-        recovers w = {srv.port, with};
+        recovers w = {srv->port, with};
 
         assert_true(testkit_wait_until(answers_200, &w, RECOVER_MS));
     }
-    assert_true(rvt_fixture_stop(&db, &srv));
-    testkit_proxy_free(proxy);
-    rvt_mongo_close(&mongo, 1);
+    bc->db_made = bc->srv_running = 0;
+    assert_true(rvt_fixture_stop(db, srv));
 }
 
 /* ---- PostgreSQL blackholed --------------------------------------------- */
@@ -427,58 +492,63 @@ static int readyz_ms(int port, int *status)
 
 static void postgres_dead_costs_only_its_callers(void **state)
 {
+    bulk_case *const bc = begin_case();
     testkit_proxy *proxy;
-    rvt_db db, via;
-    rvt_server srv;
+    rvt_db *const db = &bc->db;
+    rvt_db via;
+    rvt_server *const srv = &bc->srv;
     char target[300], id[32], path[96];
     const char *env[] = {DEFAULT_POOL, NULL};
     int status, ms;
 
     (void)state;
-    assert_int_equal(rvt_db_create(&db, "bulkhead_pg"), 0);
-    assert_int_equal(pg_target(db.url, target, sizeof(target)), 0);
-    proxy = testkit_proxy_start("bulkhead_pg_proxy", target);
+    assert_int_equal(rvt_db_create(db, "bulkhead_pg"), 0);
+    bc->db_made = 1;
+    assert_int_equal(pg_target(db->url, target, sizeof(target)), 0);
+    proxy = bc->proxy = testkit_proxy_start("bulkhead_pg_proxy", target);
     assert_non_null(proxy);
-    via = db;
+    via = *db;
     via.conn = NULL;
-    assert_true(strlen(db.url) + 40 < sizeof(via.url));
+    assert_true(strlen(db->url) + 40 < sizeof(via.url));
     snprintf(via.url, sizeof(via.url), "%.*s host=127.0.0.1 port=%d",
-             (int)sizeof(via.url) - 40, db.url, proxy->port);
-    assert_int_equal(rvt_server_start(&srv, &via, redis_url, env,
+             (int)sizeof(via.url) - 40, db->url, proxy->port);
+    assert_int_equal(rvt_server_start(srv, &via, redis_url, env,
                                       "reviewd_bulkhead_pg"),
                      0);
-    assert_int_equal(rvt_db_offset_ids(&db), 0); /* reviewd migrated it */
-    assert_int_equal(create_doc(srv.port, id, sizeof(id)), 0);
+    bc->srv_running = 1;
+    assert_int_equal(rvt_db_offset_ids(db), 0); /* reviewd migrated it */
+    assert_int_equal(create_doc(srv->port, id, sizeof(id)), 0);
     snprintf(path, sizeof(path), "/v1/documents/%s", id);
 
     assert_int_equal(testkit_proxy_ctl(proxy, "pause"), 0);
     {
-        const outage o = {srv.port, path, "UNAVAILABLE", NULL, 0, 0};
+        const outage o = {srv->port, path, "UNAVAILABLE", NULL, 0, 0};
 
         survive_outage(&o);
     }
-    assert_true(metric(srv.port, "reviewd_pg_breaker_opens_total") >= 1);
-    assert_true(metric(srv.port, "reviewd_pg_refused_total") >= 1);
-    ms = readyz_ms(srv.port, &status);
+    assert_true(metric(srv->port, "reviewd_pg_breaker_opens_total") >= 1);
+    assert_true(metric(srv->port, "reviewd_pg_refused_total") >= 1);
+    ms = readyz_ms(srv->port, &status);
     fprintf(stderr, "# /readyz: %d in %d ms\n", status, ms);
     assert_int_equal(status, 503);
     assert_true(ms < 2500); /* its 1 s bound, and a loaded machine */
 
     assert_int_equal(testkit_proxy_ctl(proxy, "resume"), 0);
     {
-        recovers w = {srv.port, path};
+        recovers w = {srv->port, path};
 
         assert_true(testkit_wait_until(answers_200, &w, RECOVER_MS));
     }
-    assert_true(rvt_fixture_stop(&db, &srv));
-    testkit_proxy_free(proxy);
+    bc->db_made = bc->srv_running = 0;
+    assert_true(rvt_fixture_stop(db, srv));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(mongo_dead_costs_only_the_text),
-        cmocka_unit_test(postgres_dead_costs_only_its_callers),
+        cmocka_unit_test_teardown(mongo_dead_costs_only_the_text, end_case),
+        cmocka_unit_test_teardown(postgres_dead_costs_only_its_callers,
+                                  end_case),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -13,6 +13,9 @@
  *     new key, a single bigint with the top bit set, while it is held);
  *   - tokens on the wire: an nbf 1 s ahead (an issuer's clock ahead of
  *     ours) is accepted, an exp of 1e300 is refused.
+ *
+ * The storm's readers live in static storage (the_reads), and end_reads,
+ * that case's teardown, stops and joins them whether it passed or failed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,7 +68,35 @@ typedef struct reads {
     atomic_int failed; /* not a 200 */
     char example[200];
     pthread_mutex_t mu;
+    pthread_t t[READERS];
+    int started; /* threads started, not yet joined */
 } reads;
+
+/* The readers' state and threads, in static storage: a failed assertion
+ * leaves the case by longjmp while they still read, and the group's
+ * teardown would stop the server under them; end_reads stops and joins
+ * them first. */
+static reads the_reads;
+
+/* Stops and joins the readers started (each returns after its request in
+ * flight, bounded by rvt_call's wait). */
+static void stop_readers(reads *s)
+{
+    atomic_store(&s->stop, 1);
+    for (int i = 0; i < s->started; i++)
+        pthread_join(s->t[i], NULL);
+    s->started = 0;
+}
+
+/* Teardown of the edit storm's case, passed or failed. */
+static int end_reads(void **state)
+{
+    (void)state;
+    stop_readers(&the_reads);
+    pthread_mutex_destroy(&the_reads.mu);
+    memset(&the_reads, 0, sizeof(the_reads));
+    return 0;
+}
 
 static void note(reads *s, const char *what, const rvt_resp *r)
 {
@@ -109,23 +140,25 @@ static void *reader_main(void *arg)
 static void include_content_reads_one_version_under_an_edit_storm(void **state)
 {
     char doc[24], path[128], body[64];
-    pthread_t t[READERS];
-    reads s;
+    reads *const s = &the_reads;
     rvt_resp r;
     int edits = 0, attempts = 0, unavailable = 0;
     char refused[200] = "";
 
     (void)state;
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->mu, NULL);
     rvt_call(srv.port, "POST", "/v1/documents", alice,
              "{\"title\":\"storm\",\"content\":\"v1\"}", NULL, &r);
     rvt_expect_status(&r, 201, NULL, "create");
     snprintf(doc, sizeof(doc), "%s", rvt_field(&r, "id"));
     rvt_resp_free(&r);
-    memset(&s, 0, sizeof(s));
-    pthread_mutex_init(&s.mu, NULL);
-    snprintf(s.path, sizeof(s.path), "/v1/documents/%s?include=content", doc);
-    for (int i = 0; i < READERS; i++)
-        assert_int_equal(pthread_create(&t[i], NULL, reader_main, &s), 0);
+    snprintf(s->path, sizeof(s->path), "/v1/documents/%s?include=content",
+             doc);
+    for (int i = 0; i < READERS; i++) {
+        assert_int_equal(pthread_create(&s->t[i], NULL, reader_main, s), 0);
+        s->started = i + 1;
+    }
     snprintf(path, sizeof(path), "/v1/documents/%s", doc);
     /* At least EDITS edits, and on until the readers have read 100 times
      * while edits run (bounded: a quiet machine edits faster than a loaded
@@ -142,12 +175,10 @@ static void include_content_reads_one_version_under_an_edit_storm(void **state)
                      r.body != NULL ? r.body : "");
         attempts++;
         rvt_resp_free(&r);
-        if (attempts >= EDITS && atomic_load(&s.reads) >= 100)
+        if (attempts >= EDITS && atomic_load(&s->reads) >= 100)
             break;
     }
-    atomic_store(&s.stop, 1);
-    for (int i = 0; i < READERS; i++)
-        pthread_join(t[i], NULL);
+    stop_readers(s);
     if (unavailable > 0)
         printf("# %d of %d edits answered 503 (the request budget)\n",
                unavailable, attempts);
@@ -155,13 +186,12 @@ static void include_content_reads_one_version_under_an_edit_storm(void **state)
               "every edit succeeded or was refused as unavailable (%d of %d "
               "succeeded, %d unavailable; first other refusal: %s)",
               edits, attempts, unavailable, refused);
-    TK_EXPECT(atomic_load(&s.reads) >= READERS, "the readers read %d times",
-              atomic_load(&s.reads));
-    TK_EXPECT(atomic_load(&s.mixed) == 0 && atomic_load(&s.failed) == 0,
+    TK_EXPECT(atomic_load(&s->reads) >= READERS, "the readers read %d times",
+              atomic_load(&s->reads));
+    TK_EXPECT(atomic_load(&s->mixed) == 0 && atomic_load(&s->failed) == 0,
               "%d of %d reads mixed two versions, %d failed (first: %s)",
-              atomic_load(&s.mixed), atomic_load(&s.reads),
-              atomic_load(&s.failed), s.example);
-    pthread_mutex_destroy(&s.mu);
+              atomic_load(&s->mixed), atomic_load(&s->reads),
+              atomic_load(&s->failed), s->example);
 }
 
 /* ---- the idempotency lock's key space ------------------------------------ */
@@ -237,8 +267,8 @@ static void tokens_allow_clock_skew_but_not_forever(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(
-            include_content_reads_one_version_under_an_edit_storm),
+        cmocka_unit_test_teardown(
+            include_content_reads_one_version_under_an_edit_storm, end_reads),
         cmocka_unit_test(old_key_space_collisions_do_not_refuse_a_keyed_post),
         cmocka_unit_test(tokens_allow_clock_skew_but_not_forever),
     };

@@ -390,20 +390,50 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void ten_thousand_mutated_requests_get_no_5xx_and_no_hang(void **state)
-{
+/* The fuzzing workers, in static storage: a failed assertion leaves the
+ * case by longjmp while they still send, and the group's teardown would
+ * stop the server under them; end_workers joins them first (each returns
+ * after its count of requests, every one bounded by a 10 s wait). */
+typedef struct workers {
     worker w[THREADS];
     pthread_t t[THREADS];
+    int started; /* threads started */
+    int joined;  /* threads joined */
+} workers;
+
+static workers the_workers;
+
+static void join_workers(workers *ws)
+{
+    for (; ws->joined < ws->started; ws->joined++)
+        pthread_join(ws->t[ws->joined], NULL);
+}
+
+/* Teardown of the fuzzing case, passed or failed. */
+static int end_workers(void **state)
+{
+    (void)state;
+    join_workers(&the_workers);
+    memset(&the_workers, 0, sizeof(the_workers));
+    return 0;
+}
+
+static void ten_thousand_mutated_requests_get_no_5xx_and_no_hang(void **state)
+{
+    workers *ws = &the_workers;
     int i;
 
     (void)state;
+    memset(ws, 0, sizeof(*ws));
     for (i = 0; i < THREADS; i++) {
-        w[i].state = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)i + 1;
-        w[i].count = REQUESTS / THREADS;
-        assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+        ws->w[i].state = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)i + 1;
+        ws->w[i].count = REQUESTS / THREADS;
+        assert_int_equal(pthread_create(&ws->t[i], NULL, worker_main,
+                                        &ws->w[i]),
+                         0);
+        ws->started = i + 1;
     }
-    for (i = 0; i < THREADS; i++)
-        pthread_join(t[i], NULL);
+    join_workers(ws);
     fprintf(stderr,
             "%d requests, %d closed without an answer (HTTP-level "
             "garbage), %d 5xx, %d hung\n",
@@ -441,7 +471,8 @@ static void the_service_is_healthy_afterwards(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(ten_thousand_mutated_requests_get_no_5xx_and_no_hang),
+        cmocka_unit_test_teardown(
+            ten_thousand_mutated_requests_get_no_5xx_and_no_hang, end_workers),
         cmocka_unit_test(the_service_is_healthy_afterwards),
     };
 

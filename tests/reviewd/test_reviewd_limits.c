@@ -10,7 +10,9 @@
  * the only worker is blocked.  Short-lived runs of the
  * binary check the start-up contract: a missing or malformed setting
  * stops reviewd with one line naming it, `reviewd token` prints a usable
- * token, and migrations started together apply once.
+ * token, and migrations started together apply once.  The threads a
+ * case starts keep their state in static storage (the_case), and
+ * end_case, that case's teardown, joins them whether it passed or failed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -313,6 +315,58 @@ static int in_transaction(void *arg)
            > 0;
 }
 
+typedef struct migrate_run {
+    const char *env[2];
+    int rc;
+    char out[2048];
+} migrate_run;
+
+#define MIGRATORS 3
+
+/* The threads a case started and what they write, in static storage: a
+ * failed expectation leaves the case by longjmp while they may still
+ * run, and end_case, every threaded case's teardown, joins them (a slow
+ * create returns within rvt_http's wait, a migrate when its reviewd
+ * exits) and frees what they left.  One case at a time uses it. */
+typedef struct limits_case {
+    slow_create slow;
+    migrate_run runs[MIGRATORS];
+    pthread_t t[MIGRATORS];
+    int started; /* threads started */
+    int joined;  /* threads joined */
+    char env[1100];
+    rvt_db fresh;
+    int fresh_made; /* fresh was created and not dropped */
+} limits_case;
+
+static limits_case the_case;
+
+static limits_case *begin_case(void)
+{
+    memset(&the_case, 0, sizeof(the_case));
+    return &the_case;
+}
+
+/* Joins the threads started and not joined yet, in order. */
+static void join_case_threads(limits_case *lc)
+{
+    for (; lc->joined < lc->started; lc->joined++)
+        pthread_join(lc->t[lc->joined], NULL);
+}
+
+static int end_case(void **state)
+{
+    limits_case *lc = &the_case;
+
+    (void)state;
+    join_case_threads(lc);
+    rvt_resp_free(&lc->slow.resp);
+    if (lc->fresh_made)
+        rvt_db_drop(&lc->fresh);
+    memset(lc, 0, sizeof(*lc));
+    return 0;
+}
+
 /* The one worker (REVIEWD_THREADS=1) is parked for 3 s inside a request's
  * transaction; /healthz, asked again and again on fresh connections,
  * answers every time while that request is still parked: it is answered
@@ -320,45 +374,48 @@ static int in_transaction(void *arg)
  * bound is the block itself, not a machine speed. */
 static void healthz_answers_while_every_worker_is_blocked(void **state)
 {
-    slow_create b = {srv.port, alice, 3000, "blocker", 0, {0}};
-    pthread_t t;
+    limits_case *lc = begin_case();
+    slow_create *const b = &lc->slow;
     rvt_resp r;
     int i, ok = 0;
 
     (void)state;
-    assert_int_equal(pthread_create(&t, NULL, slow_create_main, &b), 0);
+    *b = (slow_create){srv.port, alice, 3000, "blocker", 0, {0}};
+    assert_int_equal(pthread_create(&lc->t[0], NULL, slow_create_main, b), 0);
+    lc->started = 1;
     TK_EXPECT(testkit_wait_until(in_transaction, &db, 5000),
               "the blocker is parked inside its transaction");
-    for (i = 0; i < 10 && !atomic_load(&b.answered); i++) {
+    for (i = 0; i < 10 && !atomic_load(&b->answered); i++) {
         rvt_call(srv.port, "GET", "/healthz", NULL, NULL, NULL, &r);
         ok += r.status == 200;
         rvt_resp_free(&r);
     }
-    TK_EXPECT(i == 10 && ok == 10 && !atomic_load(&b.answered),
+    TK_EXPECT(i == 10 && ok == 10 && !atomic_load(&b->answered),
               "10 /healthz answered 200 while the worker was blocked, got "
               "%d of %d before the blocker's answer",
               ok, i);
-    pthread_join(t, NULL);
-    TK_EXPECT(b.resp.status == 201, "the blocker then succeeds, got %d",
-              b.resp.status);
-    rvt_resp_free(&b.resp);
+    join_case_threads(lc);
+    TK_EXPECT(b->resp.status == 201, "the blocker then succeeds, got %d",
+              b->resp.status);
 }
 
 static void sigterm_drains_the_request_in_flight(void **state)
 {
-    slow_create slow = {srv.port, alice, 1000, "drained", 0, {0}};
-    pthread_t t;
+    limits_case *lc = begin_case();
+    slow_create *const slow = &lc->slow;
 
     (void)state;
-    assert_int_equal(pthread_create(&t, NULL, slow_create_main, &slow), 0);
+    *slow = (slow_create){srv.port, alice, 1000, "drained", 0, {0}};
+    assert_int_equal(pthread_create(&lc->t[0], NULL, slow_create_main, slow),
+                     0);
+    lc->started = 1;
     TK_EXPECT(testkit_wait_until(in_transaction, &db, 5000),
               "the slow request is inside its transaction");
     assert_int_equal(kill(srv.pid, SIGTERM), 0);
-    pthread_join(t, NULL);
-    TK_EXPECT(slow.resp.status == 201,
+    join_case_threads(lc);
+    TK_EXPECT(slow->resp.status == 201,
               "the request in flight is answered after SIGTERM, got %d",
-              slow.resp.status);
-    rvt_resp_free(&slow.resp);
+              slow->resp.status);
     TK_EXPECT(rvt_server_stop(&srv), "reviewd exits 0 after draining");
     TK_EXPECT(rvt_sql_int(&db, "SELECT count(*) FROM kh_document WHERE "
                                "title = 'drained'")
@@ -448,12 +505,6 @@ static void the_token_command_prints_a_token_the_service_accepts(void **state)
     expect_refusal(args, NULL, 1, "JWT_SECRET");
 }
 
-typedef struct migrate_run {
-    const char *env[2];
-    int rc;
-    char out[2048];
-} migrate_run;
-
 static void *migrate_main(void *arg)
 {
     static const char *const args[] = {"migrate", NULL};
@@ -465,42 +516,42 @@ static void *migrate_main(void *arg)
 
 static void migrations_started_together_apply_once(void **state)
 {
-    char env[600];
-    migrate_run runs[3];
-    pthread_t t[3];
-    rvt_db fresh;
+    limits_case *lc = begin_case();
+    migrate_run *runs = lc->runs;
     int i;
 
     (void)state;
-    assert_int_equal(rvt_db_create(&fresh, "migrate"), 0);
-    snprintf(env, sizeof(env), "DATABASE_URL=%s", fresh.url);
-    for (i = 0; i < 3; i++) {
-        runs[i].env[0] = env;
+    assert_int_equal(rvt_db_create(&lc->fresh, "migrate"), 0);
+    lc->fresh_made = 1;
+    snprintf(lc->env, sizeof(lc->env), "DATABASE_URL=%s", lc->fresh.url);
+    for (i = 0; i < MIGRATORS; i++) {
+        runs[i].env[0] = lc->env;
         runs[i].env[1] = NULL;
-        assert_int_equal(pthread_create(&t[i], NULL, migrate_main, &runs[i]),
+        assert_int_equal(pthread_create(&lc->t[i], NULL, migrate_main,
+                                        &runs[i]),
                          0);
+        lc->started = i + 1;
     }
-    for (i = 0; i < 3; i++) {
-        pthread_join(t[i], NULL);
+    join_case_threads(lc);
+    for (i = 0; i < MIGRATORS; i++)
         TK_EXPECT(runs[i].rc == 0, "migrate %d exits 0: %s", i, runs[i].out);
-    }
-    TK_EXPECT(rvt_sql_int(&fresh, "SELECT count(*) FROM kh_schema_migration")
-                  == rvt_sql_int(&fresh, "SELECT max(version) FROM "
-                                         "kh_schema_migration"),
+    TK_EXPECT(rvt_sql_int(&lc->fresh,
+                          "SELECT count(*) FROM kh_schema_migration")
+                  == rvt_sql_int(&lc->fresh, "SELECT max(version) FROM "
+                                             "kh_schema_migration"),
               "each migration is recorded once");
-    TK_EXPECT(rvt_sql_int(&fresh,
+    TK_EXPECT(rvt_sql_int(&lc->fresh,
                           "SELECT count(*) FROM pg_indexes WHERE "
                           "indexname = 'kh_document_review_one_pending'")
                   == 1,
               "the partial unique index exists");
-    rvt_sql(&fresh,
+    rvt_sql(&lc->fresh,
             "UPDATE kh_schema_migration SET checksum = 'edited' "
             "WHERE version = 1",
             NULL, 0);
     migrate_main(&runs[0]);
     TK_EXPECT(runs[0].rc == 1 && strstr(runs[0].out, "changed") != NULL,
               "an edited applied migration is refused: %s", runs[0].out);
-    rvt_db_drop(&fresh);
 }
 
 int main(void)
@@ -513,11 +564,14 @@ int main(void)
         cmocka_unit_test(postgres_going_away_is_503_and_readyz_down),
         cmocka_unit_test(writes_survive_postgres_dropping_idle_connections),
         cmocka_unit_test(sighup_reopens_the_log_file),
-        cmocka_unit_test(healthz_answers_while_every_worker_is_blocked),
-        cmocka_unit_test(sigterm_drains_the_request_in_flight),
+        cmocka_unit_test_teardown(
+            healthz_answers_while_every_worker_is_blocked, end_case),
+        cmocka_unit_test_teardown(sigterm_drains_the_request_in_flight,
+                                  end_case),
         cmocka_unit_test(bad_settings_stop_start_up_with_one_line_naming_them),
         cmocka_unit_test(the_token_command_prints_a_token_the_service_accepts),
-        cmocka_unit_test(migrations_started_together_apply_once),
+        cmocka_unit_test_teardown(migrations_started_together_apply_once,
+                                  end_case),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

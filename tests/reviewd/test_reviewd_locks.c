@@ -11,7 +11,9 @@
  * INVALID_STATE: the database guard wins, so no second decision exists.
  * A second reviewd without Redis shows the PostgreSQL side of
  * Idempotency-Key (409 while the first request still runs) and degraded
- * readiness.
+ * readiness.  A stalled request lives in static storage (the_slow), and
+ * end_slow, its case's teardown, joins it whether the case passed or
+ * failed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -139,7 +141,44 @@ typedef struct slow_call {
     const char *body;
     const char *idem;
     rvt_resp resp;
+    pthread_t thread;
+    int running; /* started, not yet joined */
 } slow_call;
+
+/* The stalled request of a case, in static storage: a failed expectation
+ * leaves the case by longjmp while it still runs, and the group's
+ * teardown would stop the servers under it; end_slow joins it first.  One
+ * case at a time uses it. */
+static slow_call the_slow;
+
+static slow_call *begin_slow(void)
+{
+    memset(&the_slow, 0, sizeof(the_slow));
+    return &the_slow;
+}
+
+static void start_slow(slow_call *s, void *(*main_fn)(void *))
+{
+    assert_int_equal(pthread_create(&s->thread, NULL, main_fn, s), 0);
+    s->running = 1;
+}
+
+static void join_slow(slow_call *s)
+{
+    if (s->running)
+        pthread_join(s->thread, NULL);
+    s->running = 0;
+}
+
+/* Teardown of the cases with a stalled request, passed or failed: joins it
+ * (it returns within rvt_http's wait) and frees its answer. */
+static int end_slow(void **state)
+{
+    (void)state;
+    join_slow(&the_slow);
+    rvt_resp_free(&the_slow.resp);
+    return 0;
+}
 
 /* A request that stalls 1.5 s inside its transaction. */
 static void *slow_main(void *arg)
@@ -168,19 +207,17 @@ static void a_holder_paused_past_its_ttl_cannot_make_a_second_decision(
     void **state)
 {
     char doc[24], rid[24], key[96], path[128], sql[256], out[256];
-    slow_call slow;
-    pthread_t t;
+    slow_call *const slow = begin_slow();
     rvt_resp r;
     char fence[32];
 
     (void)state;
     assert_int_equal(rvt_create_pending(srv.port, alice, doc, rid), 0);
     snprintf(key, sizeof(key), "lock:doc:review:%s", rid);
-    memset(&slow, 0, sizeof(slow));
-    slow.port = srv.port;
-    snprintf(slow.path, sizeof(slow.path), "/v1/reviews/%s/approve", rid);
-    slow.token = bob;
-    assert_int_equal(pthread_create(&t, NULL, slow_main, &slow), 0);
+    slow->port = srv.port;
+    snprintf(slow->path, sizeof(slow->path), "/v1/reviews/%s/approve", rid);
+    slow->token = bob;
+    start_slow(slow, slow_main);
     TK_EXPECT(wait_key(key, 1), "the stalled approve holds the lock");
     TK_EXPECT(wait_key(key, 0), "its 300 ms TTL runs out while it stalls");
     snprintf(path, sizeof(path), "/v1/reviews/%s/reject", rid);
@@ -191,10 +228,10 @@ static void a_holder_paused_past_its_ttl_cannot_make_a_second_decision(
                  ? rvt_field(&r, "review.fence")
                  : "");
     rvt_resp_free(&r);
-    pthread_join(t, NULL);
-    rvt_expect_status(&slow.resp, 409, "INVALID_STATE",
+    join_slow(slow);
+    rvt_expect_status(&slow->resp, 409, "INVALID_STATE",
                       "the holder whose lock expired");
-    rvt_resp_free(&slow.resp);
+    rvt_resp_free(&slow->resp);
     snprintf(sql, sizeof(sql),
              "SELECT r.status || ' ' || r.reviewer || ' ' "
              "|| r.fence || ' ' || d.status FROM kh_document_review r JOIN "
@@ -238,35 +275,33 @@ static void without_redis_an_idempotent_twin_is_busy_while_the_first_runs(
 {
     char doc[24];
     advisory_wait w = {&db_off};
-    slow_call slow;
-    pthread_t t;
+    slow_call *const slow = begin_slow();
     rvt_resp r;
 
     (void)state;
     assert_int_equal(rvt_create_doc(srv_off.port, alice, "twin", doc), 0);
-    memset(&slow, 0, sizeof(slow));
-    slow.port = srv_off.port;
-    snprintf(slow.path, sizeof(slow.path), "/v1/documents/%s/submit", doc);
-    slow.token = alice;
-    slow.idem = "twin-key";
-    assert_int_equal(pthread_create(&t, NULL, slow_main, &slow), 0);
+    slow->port = srv_off.port;
+    snprintf(slow->path, sizeof(slow->path), "/v1/documents/%s/submit", doc);
+    slow->token = alice;
+    slow->idem = "twin-key";
+    start_slow(slow, slow_main);
     TK_EXPECT(testkit_wait_until(advisory_held, &w, 5000),
               "the first request holds the key's advisory lock");
-    rvt_call(srv_off.port, "POST", slow.path, alice, NULL, "twin-key", &r);
+    rvt_call(srv_off.port, "POST", slow->path, alice, NULL, "twin-key", &r);
     rvt_expect_status(&r, 409, "LOCK_BUSY", "the twin while the first runs");
     rvt_resp_free(&r);
-    pthread_join(t, NULL);
-    rvt_expect_status(&slow.resp, 201, NULL, "the first request");
-    rvt_call(srv_off.port, "POST", slow.path, alice, NULL, "twin-key", &r);
+    join_slow(slow);
+    rvt_expect_status(&slow->resp, 201, NULL, "the first request");
+    rvt_call(srv_off.port, "POST", slow->path, alice, NULL, "twin-key", &r);
     rvt_expect_status(&r, 201, NULL, "a retry after it finished");
-    TK_EXPECT(slow.resp.body != NULL && r.body != NULL
-                  && strcmp(slow.resp.body, r.body) == 0,
+    TK_EXPECT(slow->resp.body != NULL && r.body != NULL
+                  && strcmp(slow->resp.body, r.body) == 0,
               "the retry replays the first response");
     TK_EXPECT(json_is_null(
                   json_object_get(json_object_get(r.json, "review"), "fence")),
               "no fence without Redis");
     rvt_resp_free(&r);
-    rvt_resp_free(&slow.resp);
+    rvt_resp_free(&slow->resp);
 }
 
 static void without_redis_decisions_have_no_fence_and_readyz_is_degraded(
@@ -298,10 +333,12 @@ int main(void)
         cmocka_unit_test(
             a_key_held_by_hand_turns_decisions_away_until_its_ttl),
         cmocka_unit_test(a_submit_lock_held_by_hand_creates_no_review),
-        cmocka_unit_test(
-            a_holder_paused_past_its_ttl_cannot_make_a_second_decision),
-        cmocka_unit_test(
-            without_redis_an_idempotent_twin_is_busy_while_the_first_runs),
+        cmocka_unit_test_teardown(
+            a_holder_paused_past_its_ttl_cannot_make_a_second_decision,
+            end_slow),
+        cmocka_unit_test_teardown(
+            without_redis_an_idempotent_twin_is_busy_while_the_first_runs,
+            end_slow),
         cmocka_unit_test(
             without_redis_decisions_have_no_fence_and_readyz_is_degraded),
     };

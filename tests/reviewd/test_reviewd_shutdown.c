@@ -12,6 +12,12 @@
  * at SIGTERM, rv_listener.h), no crash, under ASan no error or leak.
  * Every request in flight is answered (201, or 503 once the workers have
  * stopped), never left hanging.
+ *
+ * The clients, their counters and the run's server live in static storage
+ * (the_run), and end_run, the case's teardown, stops reviewd and joins
+ * the clients whether the case passed or failed: a failed expectation
+ * leaves by longjmp while they still run, and the group's teardown frees
+ * the token they send.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,6 +66,41 @@ typedef struct load {
     atomic_int hanging; /* a request with no answer and no close */
     atomic_int bad;     /* an answer that is neither 201 nor 503 */
 } load;
+
+/* One run's clients and server, in static storage (one run at a time). */
+typedef struct run {
+    load l;
+    pthread_t t[PAUSERS + PROBERS];
+    int started; /* clients started, not yet joined */
+    rvt_server srv;
+    int srv_running;
+} run;
+
+static run the_run;
+
+/* Stops the clients started and joins them (each returns after its
+ * request in flight, bounded by rvt_http's wait). */
+static void stop_clients(run *rn)
+{
+    atomic_store(&rn->l.stop, 1);
+    for (int i = 0; i < rn->started; i++)
+        pthread_join(rn->t[i], NULL);
+    rn->started = 0;
+}
+
+/* Teardown of the case, passed or failed: stops the run's reviewd and
+ * its clients. */
+static int end_run(void **state)
+{
+    run *rn = &the_run;
+
+    (void)state;
+    if (rn->srv_running)
+        rvt_server_terminate(&rn->srv);
+    stop_clients(rn);
+    memset(rn, 0, sizeof(*rn));
+    return 0;
+}
 
 /* POSTs that a worker holds for 1-40 ms, with the connection suspended. */
 static void *pauser_main(void *arg)
@@ -122,36 +163,37 @@ static void stop_once_under_load(void)
     static const char *const env[] = {"REVIEWD_TEST_HOOKS=1",
                                       "REVIEWD_THREADS=4",
                                       "REVIEWD_LOG_FILE=@log", NULL};
-    pthread_t t[PAUSERS + PROBERS];
-    rvt_server srv;
-    load l;
+    run *const rn = &the_run;
+    rvt_server *const srv = &rn->srv;
+    load *const l = &rn->l;
     int i;
 
-    memset(&l, 0, sizeof(l));
-    assert_int_equal(rvt_server_start(&srv, &db, NULL, env, "rv_shutdown"), 0);
-    l.port = srv.port;
+    memset(rn, 0, sizeof(*rn));
+    assert_int_equal(rvt_server_start(srv, &db, NULL, env, "rv_shutdown"), 0);
+    rn->srv_running = 1;
+    l->port = srv->port;
     for (i = 0; i < PAUSERS + PROBERS; i++) {
-        assert_int_equal(pthread_create(&t[i], NULL,
+        assert_int_equal(pthread_create(&rn->t[i], NULL,
                                         i < PAUSERS ? pauser_main
                                                     : prober_main,
-                                        &l),
+                                        l),
                          0);
+        rn->started = i + 1;
     }
-    TK_EXPECT(testkit_wait_until(busy, &l, 10000),
+    TK_EXPECT(testkit_wait_until(busy, l, 10000),
               "the clients get going (%d POSTs sent, %d probes answered)",
-              atomic_load(&l.parked), atomic_load(&l.probes));
-    rvt_server_terminate(&srv);
-    atomic_store(&l.stop, 1);
-    for (i = 0; i < PAUSERS + PROBERS; i++)
-        pthread_join(t[i], NULL);
-    rvt_server_expect_clean(&srv);
-    TK_EXPECT(!rvt_server_log_has(&srv, "http_panic"),
-              "no libmicrohttpd panic in %s", srv.log);
-    TK_EXPECT(atomic_load(&l.hanging) == 0 && atomic_load(&l.bad) == 0,
+              atomic_load(&l->parked), atomic_load(&l->probes));
+    rvt_server_terminate(srv);
+    rn->srv_running = 0;
+    stop_clients(rn);
+    rvt_server_expect_clean(srv);
+    TK_EXPECT(!rvt_server_log_has(srv, "http_panic"),
+              "no libmicrohttpd panic in %s", srv->log);
+    TK_EXPECT(atomic_load(&l->hanging) == 0 && atomic_load(&l->bad) == 0,
               "every request in flight at SIGTERM is answered 201 or 503 "
               "or refused (%d hung, %d other answers)",
-              atomic_load(&l.hanging), atomic_load(&l.bad));
-    rvt_server_remove_dir(&srv);
+              atomic_load(&l->hanging), atomic_load(&l->bad));
+    rvt_server_remove_dir(srv);
 }
 
 static void sigterm_under_load_exits_0_every_time(void **state)
@@ -176,7 +218,8 @@ static void sigterm_under_load_exits_0_every_time(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(sigterm_under_load_exits_0_every_time),
+        cmocka_unit_test_teardown(sigterm_under_load_exits_0_every_time,
+                                  end_run),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

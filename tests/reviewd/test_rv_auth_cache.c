@@ -10,6 +10,11 @@
  * later clock past exp or before nbf, another secret, one changed byte.
  * The last tests fill the cache beyond its size and run it from several
  * threads, checking every answer's identity.
+ *
+ * The threaded case keeps its tokens, arguments and threads in static
+ * storage (the_verifiers), and its teardown joins whatever threads a
+ * failed assertion (a longjmp out of the case) left running before it
+ * frees the tokens they read.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -194,28 +199,61 @@ static void *verify_many(void *p)
     return NULL;
 }
 
+enum { VERIFIERS = 4 };
+
+/* The threaded case's state, in static storage: a failed assertion
+ * leaves the case while its threads still read the tokens and write
+ * their counts. */
+typedef struct verifiers {
+    char *alice, *bob;
+    pthread_t t[VERIFIERS];
+    thread_arg a[VERIFIERS];
+    int started; /* threads started */
+    int joined;  /* threads joined */
+} verifiers;
+
+static verifiers the_verifiers;
+
+/* Teardown of the threaded case, passed or failed: joins the threads
+ * still running (each returns after its 2,000 checks) and frees the
+ * tokens. */
+static int end_verifiers(void **state)
+{
+    verifiers *v = &the_verifiers;
+
+    (void)state;
+    for (int i = v->joined; i < v->started; i++)
+        pthread_join(v->t[i], NULL);
+    free(v->alice);
+    free(v->bob);
+    memset(v, 0, sizeof(*v));
+    return 0;
+}
+
 static void threads_verifying_the_same_tokens_see_their_identities(
     void **state)
 {
-    enum { T = 4 };
-    char *alice = rv_auth_issue((const unsigned char *)SECRET, strlen(SECRET),
-                                "alice", "author", NOW, 60);
-    char *bob = rv_auth_issue((const unsigned char *)SECRET, strlen(SECRET),
-                              "bob", "reviewer", NOW, 60);
-    pthread_t t[T];
-    thread_arg a[T];
+    verifiers *v = &the_verifiers;
 
     (void)state;
-    for (int i = 0; i < T; i++) {
-        a[i] = (thread_arg){{alice, bob}, {"alice", "bob"}, 0};
-        assert_int_equal(pthread_create(&t[i], NULL, verify_many, &a[i]), 0);
+    memset(v, 0, sizeof(*v));
+    v->alice = rv_auth_issue((const unsigned char *)SECRET, strlen(SECRET),
+                             "alice", "author", NOW, 60);
+    v->bob = rv_auth_issue((const unsigned char *)SECRET, strlen(SECRET),
+                           "bob", "reviewer", NOW, 60);
+    for (int i = 0; i < VERIFIERS; i++) {
+        v->a[i] = (thread_arg){{v->alice, v->bob}, {"alice", "bob"}, 0};
+        assert_int_equal(pthread_create(&v->t[i], NULL, verify_many, &v->a[i]),
+                         0);
+        v->started = i + 1;
     }
-    for (int i = 0; i < T; i++) {
-        assert_int_equal(pthread_join(t[i], NULL), 0);
-        assert_int_equal(a[i].failures, 0);
+    for (int i = 0; i < VERIFIERS; i++) {
+        const int joined = pthread_join(v->t[i], NULL);
+
+        v->joined = i + 1;
+        assert_int_equal(joined, 0);
+        assert_int_equal(v->a[i].failures, 0);
     }
-    free(alice);
-    free(bob);
 }
 
 int main(void)
@@ -226,8 +264,9 @@ int main(void)
         cmocka_unit_test(a_cached_token_does_not_verify_under_another_secret),
         cmocka_unit_test(one_changed_byte_of_a_cached_token_is_refused),
         cmocka_unit_test(many_tokens_each_verify_as_their_own_subject),
-        cmocka_unit_test(
-            threads_verifying_the_same_tokens_see_their_identities),
+        cmocka_unit_test_teardown(
+            threads_verifying_the_same_tokens_see_their_identities,
+            end_verifiers),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,9 @@
  * runs it), lines still reach the file soon, in the order they were made
  * with the lines written at once, and all of them when the log is freed.
  * Each test writes to a log file of its own and reads it back with
- * jansson.
+ * jansson.  The writing threads of the threaded case live in static
+ * storage (the_writers), and its teardown joins whatever a failed
+ * assertion left running before the log they write to is freed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -237,22 +239,59 @@ static void *write_many(void *p)
     return NULL;
 }
 
+/* The threaded case's writers, in static storage: a failed assertion
+ * leaves the case while they may still write, and end_writers joins them
+ * before the log is freed. */
+typedef struct writers {
+    pthread_t t[THREADS];
+    writer w[THREADS];
+    int started;  /* threads started */
+    int joined;   /* threads joined */
+    json_t **got; /* the lines read back (THREADS * LINES), owned */
+} writers;
+
+static writers the_writers;
+
+/* Teardown of the threaded case, passed or failed: joins the writers
+ * still running (each returns after its LINES lines), frees the lines
+ * read back, then closes the log. */
+static int end_writers(void **state)
+{
+    writers *ws = &the_writers;
+
+    for (int i = ws->joined; i < ws->started; i++)
+        pthread_join(ws->t[i], NULL);
+    for (int i = 0; ws->got != NULL && i < THREADS * LINES; i++)
+        json_decref(ws->got[i]);
+    free(ws->got);
+    memset(ws, 0, sizeof(*ws));
+    return close_log(state);
+}
+
 static void lines_of_many_threads_never_interleave(void **state)
 {
     fixture *f = *state;
-    pthread_t t[THREADS];
-    writer w[THREADS];
-    json_t **got = calloc(THREADS * LINES, sizeof(*got));
+    writers *ws = &the_writers;
+    json_t **got;
     int per[THREADS] = {0};
     int n;
 
+    memset(ws, 0, sizeof(*ws));
+    got = ws->got = calloc(THREADS * LINES, sizeof(*got));
     assert_non_null(got);
     for (int i = 0; i < THREADS; i++) {
-        w[i] = (writer){f->log, i};
-        assert_int_equal(pthread_create(&t[i], NULL, write_many, &w[i]), 0);
+        ws->w[i] = (writer){f->log, i};
+        assert_int_equal(pthread_create(&ws->t[i], NULL, write_many,
+                                        &ws->w[i]),
+                         0);
+        ws->started = i + 1;
     }
-    for (int i = 0; i < THREADS; i++)
-        assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < THREADS; i++) {
+        const int joined = pthread_join(ws->t[i], NULL);
+
+        ws->joined = i + 1;
+        assert_int_equal(joined, 0);
+    }
     n = read_lines(f, got, THREADS * LINES);
     assert_int_equal(n, THREADS * LINES);
     for (int i = 0; i < n; i++) {
@@ -263,11 +302,9 @@ static void lines_of_many_threads_never_interleave(void **state)
         assert_true(id >= 0 && id < THREADS);
         assert_int_equal(strspn(path, (char[]){(char)('a' + id), 0}), 599);
         per[id]++;
-        json_decref(got[i]);
     }
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(per[i], LINES);
-    free(got);
 }
 
 /* The lines in the file, counted, without parsing them. */
@@ -380,7 +417,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             a_level_below_the_minimum_writes_nothing, open_log, close_log),
         cmocka_unit_test_setup_teardown(lines_of_many_threads_never_interleave,
-                                        open_log, close_log),
+                                        open_log, end_writers),
         cmocka_unit_test_setup_teardown(
             buffered_lines_come_soon_and_in_the_order_made, open_log,
             close_log),

@@ -17,6 +17,13 @@
  *   - a reentrant lock, and each pattern (semaphore, read-write lock,
  *     leader, single-flight, idempotency, rate limit) runs on the
  *     cluster: their keys share one slot each.
+ *
+ * The threaded cases keep their threads' state in static storage (the_run,
+ * the_waiter), and their teardowns join whatever a failed expectation
+ * left running: it leaves the case by longjmp, and the group's teardown
+ * frees the clients the threads use.  The chaos thread does not call
+ * TK_EXPECT (which may only run on the test's thread): it records its
+ * failure, which the case then checks.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -103,6 +110,7 @@ typedef struct run {
     atomic_long granted, busy, unavailable, lost, overlaps, unexpected;
     char unexpected_msg[512];
     pthread_mutex_t mu;
+    char chaos_failure[256]; /* what the chaos thread saw fail, or "" */
 } run;
 
 typedef struct worker {
@@ -224,18 +232,30 @@ static int slot_served_by(void *arg)
     return scalekit_cluster_master_of(any_port, p->slot) == p->port;
 }
 
-/* Waits for the workers to have done n more operations. */
-static void let_run(run *r, long n)
+/* Records the chaos thread's first failure; returns 0. */
+static int chaos_fails(run *r, const char *what, int arg)
+{
+    if (r->chaos_failure[0] == '\0')
+        snprintf(r->chaos_failure, sizeof(r->chaos_failure), what, arg);
+    return 0;
+}
+
+/* Waits for the workers to have done n more operations; 1 if they did,
+ * else 0 with the failure recorded. */
+static int let_run(run *r, long n)
 {
     ops_probe p = {.r = r, .target = atomic_load(&r->ops) + n};
 
-    TK_EXPECT(testkit_wait_until(ops_reached, &p, 60000),
-              "the workers made progress (%ld operations)", p.target);
+    if (!testkit_wait_until(ops_reached, &p, 60000))
+        return chaos_fails(r, "the workers made progress (%d operations)",
+                           (int)p.target);
+    return 1;
 }
 
 /* Fails over the master on port: CLUSTER FAILOVER on its replica, or a
- * SIGKILL; waits until the replica serves slot; returns the ms taken. */
-static int64_t fail_over(unsigned slot, int master, int kill_it)
+ * SIGKILL; waits until the replica serves slot; returns the ms taken, or
+ * -1 with the failure recorded. */
+static int64_t fail_over(run *r, unsigned slot, int master, int kill_it)
 {
     master_probe p = {.slot = slot};
     int64_t start;
@@ -244,21 +264,22 @@ static int64_t fail_over(unsigned slot, int master, int kill_it)
     p.port = scalekit_cluster_replica_of(any_port, master);
     start = testkit_now_ms();
     if (kill_it) {
-        TK_EXPECT(scalekit_signal_node("cluster", master, SIGKILL) > 0,
-                  "master %d is killed", master);
+        if (scalekit_signal_node("cluster", master, SIGKILL) <= 0)
+            return chaos_fails(r, "master %d is killed", master) - 1;
         if (master == any_port)
             any_port = p.port;
     } else {
         redisReply *rep = testkit_redis_cmd(scalekit_node_url(p.port, url,
                                                               sizeof(url)),
                                             "CLUSTER FAILOVER");
+        const int ok = rep != NULL && rep->type == REDIS_REPLY_STATUS;
 
-        TK_EXPECT(rep != NULL && rep->type == REDIS_REPLY_STATUS,
-                  "CLUSTER FAILOVER on %d", p.port);
         freeReplyObject(rep);
+        if (!ok)
+            return chaos_fails(r, "CLUSTER FAILOVER on %d", p.port) - 1;
     }
-    TK_EXPECT(testkit_wait_until(slot_served_by, &p, 30000),
-              "replica %d serves slot %u", p.port, slot);
+    if (!testkit_wait_until(slot_served_by, &p, 30000))
+        return chaos_fails(r, "replica %d serves the hot slot", p.port) - 1;
     return testkit_now_ms() - start;
 }
 
@@ -271,24 +292,33 @@ static void *chaos(void *arg)
     int64_t start, migrated_ms, manual_ms, killed_ms = -1;
     int moved;
 
-    let_run(r, r->nkeys / 8);
+    if (!let_run(r, r->nkeys / 8))
+        goto done;
     start = testkit_now_ms();
     moved = scalekit_cluster_migrate_slot(any_port, hot, to);
     migrated_ms = testkit_now_ms() - start;
-    let_run(r, r->nkeys / 8);
-    manual_ms = fail_over(hot, to, 0);
+    if (!let_run(r, r->nkeys / 8))
+        goto done;
+    manual_ms = fail_over(r, hot, to, 0);
+    if (manual_ms < 0)
+        goto done;
     if (long_form) {
-        let_run(r, r->nkeys / 8);
-        killed_ms = fail_over(hot, scalekit_cluster_master_of(any_port, hot),
-                              1);
+        if (!let_run(r, r->nkeys / 8))
+            goto done;
+        killed_ms = fail_over(r, hot,
+                              scalekit_cluster_master_of(any_port, hot), 1);
+        if (killed_ms < 0)
+            goto done;
     }
-    let_run(r, r->nkeys / 8);
+    if (!let_run(r, r->nkeys / 8))
+        goto done;
     printf("# cluster: slot %u (%d keys) migrated %d -> %d in %" PRId64
            " ms; CLUSTER FAILOVER served again in %" PRId64 " ms",
            hot, moved, from, to, migrated_ms, manual_ms);
     if (killed_ms >= 0)
         printf("; a killed master's slots in %" PRId64 " ms", killed_ms);
     printf("\n");
+done:
     atomic_store(&r->chaos_done, 1);
     return NULL;
 }
@@ -308,45 +338,91 @@ static int slots_covered(int nkeys)
     return n;
 }
 
+#define WORKERS (CLIENTS * THREADS_PER_CLIENT)
+
+/* The migration case's run and threads, in static storage: a failed
+ * expectation leaves the case by longjmp while they may still run, and
+ * end_run stops and joins them before the clients are freed. */
+typedef struct run_case {
+    run r;
+    worker workers[WORKERS];
+    pthread_t threads[WORKERS], chaos_thread;
+    int started;       /* workers started, not yet joined */
+    int chaos_running; /* the chaos thread started, not yet joined */
+    int mu_made;       /* r.mu initialised */
+} run_case;
+
+static run_case the_run;
+
+/* Joins the chaos thread, then the workers (each stops after its pass
+ * once the chaos is done, or told to end). */
+static void join_run(run_case *rc)
+{
+    if (rc->chaos_running)
+        pthread_join(rc->chaos_thread, NULL);
+    rc->chaos_running = 0;
+    atomic_store(&rc->r.chaos_done, 1); /* no chaos thread: stop anyway */
+    for (int i = 0; i < rc->started; i++)
+        pthread_join(rc->threads[i], NULL);
+    rc->started = 0;
+}
+
+/* Teardown of the migration case, passed or failed. */
+static int end_run(void **state)
+{
+    run_case *rc = &the_run;
+
+    (void)state;
+    join_run(rc);
+    if (rc->mu_made)
+        pthread_mutex_destroy(&rc->r.mu);
+    free(rc->r.holders);
+    memset(rc, 0, sizeof(*rc));
+    return 0;
+}
+
 static void locks_hold_through_migration_and_failover(void **state)
 {
-    run r = {.nkeys = long_form ? 10000 : 2000};
-    pthread_t threads[CLIENTS * THREADS_PER_CLIENT], chaos_thread;
-    worker workers[CLIENTS * THREADS_PER_CLIENT];
+    run_case *const rc = &the_run;
+    run *const r = &rc->r;
     int64_t start = testkit_now_ms();
 
     (void)state;
-    r.holders = calloc((size_t)r.nkeys + 1, sizeof(*r.holders));
-    TK_EXPECT(r.holders != NULL, "checker counters allocated");
-    pthread_mutex_init(&r.mu, NULL);
-    for (int i = 0; i < CLIENTS * THREADS_PER_CLIENT; i++) {
-        workers[i] = (worker){&r, clients[i % CLIENTS], i};
-        TK_EXPECT(pthread_create(&threads[i], NULL, work, &workers[i]) == 0,
+    memset(rc, 0, sizeof(*rc));
+    r->nkeys = long_form ? 10000 : 2000;
+    r->holders = calloc((size_t)r->nkeys + 1, sizeof(*r->holders));
+    TK_EXPECT(r->holders != NULL, "checker counters allocated");
+    pthread_mutex_init(&r->mu, NULL);
+    rc->mu_made = 1;
+    for (int i = 0; i < WORKERS; i++) {
+        rc->workers[i] = (worker){r, clients[i % CLIENTS], i};
+        TK_EXPECT(pthread_create(&rc->threads[i], NULL, work, &rc->workers[i])
+                      == 0,
                   "worker %d starts", i);
+        rc->started = i + 1;
     }
-    TK_EXPECT(pthread_create(&chaos_thread, NULL, chaos, &r) == 0,
+    TK_EXPECT(pthread_create(&rc->chaos_thread, NULL, chaos, r) == 0,
               "the chaos thread starts");
-    pthread_join(chaos_thread, NULL);
-    for (int i = 0; i < CLIENTS * THREADS_PER_CLIENT; i++)
-        pthread_join(threads[i], NULL);
+    rc->chaos_running = 1;
+    join_run(rc);
+    TK_EXPECT(r->chaos_failure[0] == '\0', "%s", r->chaos_failure);
     printf("# cluster: %d keys over %d slots, %ld acquires in %" PRId64
            " ms: %ld granted, %ld busy, %ld unavailable while failing over, "
            "%ld found lost, %ld overlaps of valid locks\n",
-           r.nkeys, slots_covered(r.nkeys), atomic_load(&r.ops),
-           testkit_now_ms() - start, atomic_load(&r.granted),
-           atomic_load(&r.busy), atomic_load(&r.unavailable),
-           atomic_load(&r.lost), atomic_load(&r.overlaps));
-    TK_EXPECT(atomic_load(&r.overlaps) == 0, "no two holders of a valid lock");
-    TK_EXPECT(atomic_load(&r.unexpected) == 0, "no unexpected error (%s)",
-              r.unexpected_msg);
+           r->nkeys, slots_covered(r->nkeys), atomic_load(&r->ops),
+           testkit_now_ms() - start, atomic_load(&r->granted),
+           atomic_load(&r->busy), atomic_load(&r->unavailable),
+           atomic_load(&r->lost), atomic_load(&r->overlaps));
+    TK_EXPECT(atomic_load(&r->overlaps) == 0,
+              "no two holders of a valid lock");
+    TK_EXPECT(atomic_load(&r->unexpected) == 0, "no unexpected error (%s)",
+              r->unexpected_msg);
     /* A migration keeps TTLs and CLUSTER FAILOVER waits for the replica:
      * only a killed master (the long form) may lose a grant. */
-    TK_EXPECT(long_form || atomic_load(&r.lost) == 0, "no lock lost (%ld)",
-              atomic_load(&r.lost));
-    TK_EXPECT(atomic_load(&r.granted) >= r.nkeys,
+    TK_EXPECT(long_form || atomic_load(&r->lost) == 0, "no lock lost (%ld)",
+              atomic_load(&r->lost));
+    TK_EXPECT(atomic_load(&r->granted) >= r->nkeys,
               "every key was granted at least once overall");
-    pthread_mutex_destroy(&r.mu);
-    free(r.holders);
     if (long_form)
         TK_EXPECT(scalekit_group_url("cluster") != NULL,
                   "the killed node comes back");
@@ -358,7 +434,28 @@ typedef struct waiter {
     const char *key;
     dlock_err err;
     int64_t got_ms; /* testkit_now_ms when the acquire returned */
+    pthread_t thread;
+    int running;      /* started, not yet joined */
+    dlock_lock *held; /* the holder's lock, until released */
 } waiter;
+
+/* The waiter's case state, in static storage: a failed expectation leaves
+ * the case while the waiter still waits, and end_waiter releases the
+ * holder's lock (so the waiter gets it and returns) and joins it. */
+static waiter the_waiter;
+
+static int end_waiter(void **state)
+{
+    waiter *w = &the_waiter;
+
+    (void)state;
+    if (w->held != NULL)
+        dlock_release(w->held);
+    if (w->running)
+        pthread_join(w->thread, NULL);
+    memset(w, 0, sizeof(*w));
+    return 0;
+}
 
 static void *wait_for_key(void *arg)
 {
@@ -404,32 +501,37 @@ static int someone_listens(void *arg)
 
 static void a_waiter_is_woken_by_the_release(void **state)
 {
-    waiter w = {.key = "cc:wake"};
+    waiter *const w = &the_waiter;
     dlock_acquire_opts o;
-    dlock_lock *l = NULL;
+    dlock_lock *l;
     int64_t released_ms, after_ms;
-    pthread_t t;
 
     (void)state;
+    memset(w, 0, sizeof(*w));
+    w->key = "cc:wake";
     dlock_acquire_opts_init(&o);
     o.ttl_ms = 30000;
-    TK_EXPECT_ERR(dlock_acquire(clients[0], w.key, &o, &l), DLOCK_OK,
+    TK_EXPECT_ERR(dlock_acquire(clients[0], w->key, &o, &w->held), DLOCK_OK,
                   clients[0], "the holder acquires");
-    TK_EXPECT(pthread_create(&t, NULL, wait_for_key, &w) == 0,
+    TK_EXPECT(pthread_create(&w->thread, NULL, wait_for_key, w) == 0,
               "the waiter starts");
+    w->running = 1;
     TK_EXPECT(testkit_wait_until(someone_listens, "dlock:released:cc:wake",
                                  10000),
               "the waiter subscribes to the release channel");
     released_ms = testkit_now_ms();
+    l = w->held;
+    w->held = NULL; /* the release frees it, whatever it returns */
     TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, clients[0],
                   "the holder releases");
-    pthread_join(t, NULL);
-    after_ms = w.got_ms - released_ms;
+    pthread_join(w->thread, NULL);
+    w->running = 0;
+    after_ms = w->got_ms - released_ms;
     printf("# cluster: the waiter had the lock %" PRId64
            " ms after the release\n",
            after_ms);
-    TK_EXPECT(w.err == DLOCK_OK, "the waiter got the lock: %s",
-              dlock_strerror(w.err));
+    TK_EXPECT(w->err == DLOCK_OK, "the waiter got the lock: %s",
+              dlock_strerror(w->err));
     /* Without the notification its next try comes seconds later (the
      * fallback follows the holder's 30 s TTL, at most 10 s apart). */
     TK_EXPECT(after_ms < 2000, "woken by the release (%" PRId64 " ms)",
@@ -559,9 +661,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reentrant_locks_and_patterns_run_on_a_cluster),
-        cmocka_unit_test(a_waiter_is_woken_by_the_release),
+        cmocka_unit_test_teardown(a_waiter_is_woken_by_the_release,
+                                  end_waiter),
         cmocka_unit_test(the_watchdog_renews_on_every_master),
-        cmocka_unit_test(locks_hold_through_migration_and_failover),
+        cmocka_unit_test_teardown(locks_hold_through_migration_and_failover,
+                                  end_run),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

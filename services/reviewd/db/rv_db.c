@@ -27,8 +27,15 @@
  * unsent.
  *
  * The thread's connection hangs off a pthread key whose destructor closes
- * it when the MHD worker thread exits (at MHD_stop_daemon), so shutdown
- * closes the pool without a list of threads.
+ * it when the worker thread exits (rv_jobs_stop), so shutdown closes the
+ * pool without a list of threads.  A worker makes it when it starts
+ * (rv_db_thread_warm), bounded by timeout_s rather than a request's
+ * budget.  Made on first use instead, a burst of first requests after a
+ * start (bench_reviewd's 16 clients) made up to 16 connections at once,
+ * each a backend start, an authentication and every statement prepared,
+ * inside its request's 2 s budget: 40-160 ms each at a load of 6-9 on 2
+ * CPUs, and on a busier machine some ran out of budget, answered 503
+ * "no connection" and counted towards the breaker.
  *
  * No call waits longer than the thread's deadline (svc_deadline.h: the
  * request's budget, or timeout_s for background work): connections are
@@ -459,10 +466,11 @@ static int conn_usable(const rv_db_conn *c)
     return c->pg != NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK;
 }
 
-rv_db_conn *rv_db_thread_conn(rv_db *db)
+/* The calling thread's connection state, made DOWN on first call; NULL
+ * when out of memory. */
+static rv_db_conn *thread_state(rv_db *db)
 {
     rv_db_conn *c = pthread_getspecific(db->key);
-    int rc;
 
     if (c == NULL) {
         c = calloc(1, sizeof(*c));
@@ -475,6 +483,16 @@ rv_db_conn *rv_db_thread_conn(rv_db *db)
             return NULL;
         }
     }
+    return c;
+}
+
+rv_db_conn *rv_db_thread_conn(rv_db *db)
+{
+    rv_db_conn *c = thread_state(db);
+    int rc;
+
+    if (c == NULL)
+        return NULL;
     if (conn_usable(c))
         return c;
     if (gate_enter(c) != 0) {
@@ -490,6 +508,23 @@ rv_db_conn *rv_db_thread_conn(rv_db *db)
         return NULL;
     }
     return c;
+}
+
+/* Outside the bulkhead: no request waits on it, and workers still
+ * connecting just after a start must neither fill the cap (so that the
+ * first requests' calls were refused as FULL) nor count towards the
+ * breaker.  A connect that fails leaves the thread's connection DOWN,
+ * for its first request to make as before. */
+void rv_db_thread_warm(rv_db *db)
+{
+    rv_db_conn *c = thread_state(db);
+
+    if (c != NULL && (conn_usable(c) || connect_ready(c) == 0))
+        return;
+    svc_log_write(db->log, SVC_LOG_WARN, "postgres_warm_failed",
+                  json_pack("{s:s,s:s}", "error",
+                            c != NULL ? c->errmsg : "out of memory", "then",
+                            "the worker connects on its first request"));
 }
 
 rv_db_conn *rv_db_conn_open(rv_db *db, int prepare)

@@ -1,9 +1,10 @@
 /*
  * rv_db.h: PostgreSQL connections for reviewd, one per thread.
  *
- * Each HTTP worker thread owns one libpq connection, made on its first
- * request and kept for the thread's life, so a request never waits for a
- * pooled connection and a transaction never crosses threads.  Every
+ * Each HTTP worker thread owns one libpq connection, made when the
+ * thread starts (rv_db_thread_warm; else on its first request) and kept
+ * for the thread's life, so a request never waits for a pooled
+ * connection and a transaction never crosses threads.  Every
  * connection prepares the service's statements once (the table comes
  * from rv_query.c) and runs them with PQexecPrepared.  A connection
  * that breaks (server restart, network) is closed and made again on the
@@ -87,6 +88,19 @@ int rv_db_limit(rv_db *db, int max_concurrent, int failures, int open_ms);
 /* This thread's connection, connected and prepared, or NULL when
  * PostgreSQL cannot be reached now (logged, counted). */
 rv_db_conn *rv_db_thread_conn(rv_db *db);
+
+/*
+ * Makes the calling thread's connection ahead of its first request (an
+ * HTTP worker's thread start, rv_jobs_set_thread_start), within the
+ * thread's deadline or, without one, timeout_s: a burst of first requests
+ * after a start then finds every worker connected, instead of each making
+ * a connection (a backend start, authentication, every statement
+ * prepared) inside its request's budget on a loaded machine.  Outside
+ * the bulkhead (it is no request's call: it neither takes a place under
+ * the cap nor counts towards the breaker); a failure is logged and left
+ * to the thread's first request, which connects as before.
+ */
+void rv_db_thread_warm(rv_db *db);
 
 /* A connection owned by the caller (NULL when unreachable); close it with
  * rv_db_conn_close.  prepare = 0 skips the prepared statements, for the

@@ -14,6 +14,13 @@
  * Jobs are intrusive (the caller embeds an rv_job in its own state), so
  * handing one over allocates nothing; they run in the order given.
  *
+ * A worker can prepare itself before it takes its first job
+ * (rv_jobs_set_thread_start): reviewd's make their PostgreSQL connection
+ * there, so that the first requests after a start, which reach many idle
+ * workers at once, do not each wait for a connection of their own inside
+ * their budget.  A worker that is still preparing is not idle: jobs go to
+ * the ready ones, or wait in the queue.
+ *
  * Ownership: rv_jobs_start / rv_jobs_free; a job belongs to its caller
  * and must outlive its run.  Threads: rv_jobs_push from any thread, also
  * after rv_jobs_stop (it then refuses) until rv_jobs_free; start, stop
@@ -30,6 +37,11 @@ typedef struct rv_job {
     struct rv_job *next; /* the queue's; set by rv_jobs_push */
     void (*run)(struct rv_job *job);
 } rv_job;
+
+/* What each worker of the pools started afterwards runs once on its own
+ * thread before its first job (NULL: nothing), with arg.  Process-wide;
+ * set it before rv_jobs_start, on the thread that starts the pools. */
+void rv_jobs_set_thread_start(void (*fn)(void *arg), void *arg);
 
 /* Starts threads workers.  NULL with a message in errbuf on failure. */
 rv_jobs *rv_jobs_start(int threads, char *errbuf, size_t errlen);
