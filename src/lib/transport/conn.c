@@ -179,18 +179,19 @@ static redisReader *budgeted_reader(dlock__conn *c)
     return r;
 }
 
-/* Waits for events on fd until deadline; 1 ready, 0 timed out, -1 error. */
+/* Waits for events on fd until deadline; 1 ready, 0 timed out, -1 error.
+ * A deadline already past still looks once (poll with no wait): a caller
+ * that was paused (SIGSTOP, a stalled VM, a busy CPU) past its deadline
+ * while the reply arrived must read that reply, not call it missing and
+ * break the connection. */
 static int wait_fd(int fd, short events, int64_t deadline_us)
 {
     struct pollfd pfd = {.fd = fd, .events = events};
 
     for (;;) {
         int left = dlock__ms_left(deadline_us);
-        int rc;
+        int rc = poll(&pfd, 1, left);
 
-        if (left == 0)
-            return 0;
-        rc = poll(&pfd, 1, left);
         if (rc < 0 && errno == EINTR)
             continue;
         return rc < 0 ? -1 : rc;
