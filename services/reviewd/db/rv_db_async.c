@@ -43,6 +43,7 @@ struct rv_dba {
     int64_t connect_deadline;
     rv_dba_query *head, *tail;
     int in_flight; /* callers' statements in the queue */
+    int unsynced;  /* of them, queued since the last sync (rv_dba_flush) */
     rv_dba_query setup;
     char errmsg[512];
 };
@@ -148,6 +149,7 @@ static void shut(rv_dba *a, int failed)
     }
     a->state = DBA_DOWN;
     a->want_write = 0;
+    a->unsynced = 0;
     a->retry_at = now + (failed ? RV_DBA_RETRY_MS : 0);
     while (a->head != NULL) {
         q = pop(a);
@@ -269,7 +271,8 @@ static void poll_connect(rv_dba *a)
     }
 }
 
-/* The head's sync arrived: it is done. */
+/* The head is done: a caller's statement at the end of its result, the
+ * session's preparation at its sync. */
 static void finish_head(rv_dba *a)
 {
     rv_dba_query *q = pop(a);
@@ -292,28 +295,38 @@ static void finish_head(rv_dba *a)
     rv_db_count(a->db, 0, 1, 0);
 }
 
-/* Reads every result that has arrived, ending the statements whose sync
- * came; 0, or -1 with the connection failed. */
+/* Reads every result that has arrived, ending each caller's statement
+ * when its result is complete (libpq's NULL after it) and the session's
+ * preparation, several statements, at its sync; a caller's batch's sync
+ * only closes the batch.  0, or -1 with the connection failed. */
 static int drain(rv_dba *a)
 {
     int nulls = 0;
 
+    /* A batch's last sync may stay unread with nothing in flight: the
+     * next batch's first read takes it (and leaves it). */
     while (a->head != NULL && a->pg != NULL && !PQisBusy(a->pg)) {
         PGresult *r = PQgetResult(a->pg);
         ExecStatusType st;
 
         if (r == NULL) {
             /* Ends one statement's results; two in a row would mean
-             * libpq has nothing more for us (never expected). */
+             * libpq has nothing more for us (never expected).  Every
+             * statement has a result before its NULL (rows, an error,
+             * or PGRES_PIPELINE_ABORTED), so a NULL before the head's
+             * result is not the end of the head's. */
             if (++nulls > 1)
                 break;
+            if (!a->head->setup && a->head->res != NULL)
+                finish_head(a);
             continue;
         }
         nulls = 0;
         st = PQresultStatus(r);
         if (st == PGRES_PIPELINE_SYNC) {
             PQclear(r);
-            finish_head(a);
+            if (a->head != NULL && a->head->setup)
+                finish_head(a);
             continue;
         }
         if (a->head->setup) {
@@ -369,8 +382,7 @@ int rv_dba_send(rv_dba *a, rv_dba_query *q, int stmt,
     if (a->in_flight >= RV_DBA_MAX_IN_FLIGHT || !gate_enter(a))
         return -1;
     if (PQsendQueryPrepared(a->pg, s->name, s->nparams, params, NULL, NULL, 0)
-            != 1
-        || PQpipelineSync(a->pg) != 1) {
+        != 1) {
         set_error(a, "send", PQerrorMessage(a->pg));
         gate_leave(a, 0);
         shut(a, 1);
@@ -378,8 +390,24 @@ int rv_dba_send(rv_dba *a, rv_dba_query *q, int stmt,
     }
     q->deadline_ms = svc_deadline_now_ms() + budget_ms;
     push(a, q);
-    if (flush_out(a) != 0)
-        shut(a, 1); /* q ends LOST, through its callback */
+    a->unsynced++;
+    return 0;
+}
+
+int rv_dba_flush(rv_dba *a)
+{
+    if (a->unsynced == 0 || a->pg == NULL)
+        return 0;
+    a->unsynced = 0;
+    if (PQpipelineSync(a->pg) != 1) {
+        set_error(a, "send", PQerrorMessage(a->pg));
+        shut(a, 1);
+        return -1;
+    }
+    if (flush_out(a) != 0) {
+        shut(a, 1); /* the batch ends LOST, through its callbacks */
+        return -1;
+    }
     return 0;
 }
 

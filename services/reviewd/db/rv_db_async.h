@@ -4,11 +4,16 @@
  *
  * rv_db.h's connections block their thread until PostgreSQL answers,
  * which is why the handlers run on worker threads.  This one never
- * waits: a statement is sent (PQsendQueryPrepared, in libpq's pipeline
- * mode, each with its own sync so that one failing never aborts
- * another) and its answer is read when the loop sees the socket
- * readable; several statements may be in flight at once, answered in
- * the order sent.  Connecting is non-blocking too (PQconnectStartParams,
+ * waits: a statement is queued (PQsendQueryPrepared, in libpq's pipeline
+ * mode), the statements queued in one pass of the loop go out together
+ * with one sync (rv_dba_flush: one write to PostgreSQL, whose backend
+ * then reads them at once and answers them in one write), and the
+ * answers are read when the loop sees the socket readable; several
+ * statements may be in flight at once, answered in the order sent.  A
+ * statement that fails makes PostgreSQL skip the rest of its batch (up
+ * to the sync): those end DONE with a PGRES_PIPELINE_ABORTED result,
+ * which the caller treats as it treats any failed statement (the loop's
+ * reads go to the worker pool).  Connecting is non-blocking too (PQconnectStartParams,
  * PQconnectPoll), then the session is prepared as rv_db.c prepares its
  * own (statement_timeout, every statement of the table) in one round
  * trip.  While the connection is not ready, or RV_DBA_MAX_IN_FLIGHT
@@ -85,6 +90,15 @@ void rv_dba_free(rv_dba *a);
  */
 int rv_dba_send(rv_dba *a, rv_dba_query *q, int stmt,
                 const char *const *params, int budget_ms);
+
+/*
+ * Sends the statements rv_dba_send queued since the last flush, with one
+ * sync.  The loop calls it before it waits, so nothing queued waits for
+ * an event.  Returns 0, or -1 when the connection failed: the queued
+ * statements' done callbacks have then run (RV_DBA_LOST), and whatever
+ * they resumed must be run.
+ */
+int rv_dba_flush(rv_dba *a);
 
 /* Statements in flight now; -1 when not ready to send. */
 int rv_dba_load(const rv_dba *a);

@@ -175,8 +175,18 @@ static void *loop_main(void *arg)
 
     current = l;
     while (!atomic_load(&l->stop)) {
-        const int timeout = wait_ms(l);
-        int n, run = 0;
+        int timeout, n, run = 0, failed = 0;
+
+        /* The statements this pass queued go out, one write per
+         * connection; one that fails ends its statements, whose requests
+         * were resumed for the workers: MHD must see them now. */
+        for (i = 0; i < l->ndba; i++)
+            failed |= rv_dba_flush(l->dba[i]) != 0;
+        if (failed) {
+            MHD_run(l->daemon);
+            continue;
+        }
+        timeout = wait_ms(l);
 
         for (i = 0; i < l->ndba; i++)
             watch_pg(l, i);
