@@ -30,7 +30,6 @@
 #include "tx/rv_content.h"
 #include "bg/rv_content_orphans.h"
 #include "http/rv_http.h"
-#include "http/rv_jobs.h"
 #include "db/rv_migrate.h"
 #include "db/rv_query.h"
 #include "bg/rv_relay.h"
@@ -316,12 +315,6 @@ static void app_close(rv_app *app)
     svc_log_free(app->log);
 }
 
-/* Each HTTP worker's first act: its PostgreSQL connection (rv_db.h). */
-static void warm_worker(void *db)
-{
-    rv_db_thread_warm(db);
-}
-
 static int cmd_serve(void)
 {
     char err[512];
@@ -338,7 +331,6 @@ static int cmd_serve(void)
     if (rv_config_load(&cfg, RV_NEED_SERVE, err, sizeof(err)) != 0)
         return die(err);
     if (app_open(&app, &cfg, err, sizeof(err)) == 0) {
-        rv_jobs_set_thread_start(warm_worker, app.db);
         sweeper = rv_sweeper_start(&app);
         http = sweeper != NULL ? rv_http_start(&app, &port, err, sizeof(err))
                                : NULL;

@@ -186,7 +186,7 @@ static void test_idle_worker_woken_for_each_job(void **state)
     jobs_case *jc = begin_case(N);
     counted *jobs = jc->jobs;
     char err[128];
-    rv_jobs *pool = jc->pool = rv_jobs_start(4, err, sizeof(err));
+    rv_jobs *pool = jc->pool = rv_jobs_start(4, NULL, NULL, err, sizeof(err));
     shared *const s = &jc->s;
     int i;
 
@@ -212,7 +212,7 @@ static void test_queued_jobs_run_in_order(void **state)
     jobs_case *jc = begin_case(N);
     counted *const blocker = &jc->blocker, *jobs = jc->jobs;
     char err[128];
-    rv_jobs *pool = jc->pool = rv_jobs_start(1, err, sizeof(err));
+    rv_jobs *pool = jc->pool = rv_jobs_start(1, NULL, NULL, err, sizeof(err));
     shared *const s = &jc->s;
     int i;
 
@@ -255,7 +255,7 @@ static void test_concurrent_pushes_each_run_once(void **state)
     counted *jobs = jc->jobs;
     pusher *p = jc->p;
     char err[128];
-    rv_jobs *pool = jc->pool = rv_jobs_start(8, err, sizeof(err));
+    rv_jobs *pool = jc->pool = rv_jobs_start(8, NULL, NULL, err, sizeof(err));
     shared *const s = &jc->s;
     void *rc;
     int i;

@@ -91,7 +91,7 @@ rv_db_conn *rv_db_thread_conn(rv_db *db);
 
 /*
  * Makes the calling thread's connection ahead of its first request (an
- * HTTP worker's thread start, rv_jobs_set_thread_start), within the
+ * HTTP worker's thread start, given to rv_jobs_start by rv_http.c), within the
  * thread's deadline or, without one, timeout_s: a burst of first requests
  * after a start then finds every worker connected, instead of each making
  * a connection (a backend start, authentication, every statement

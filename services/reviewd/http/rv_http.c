@@ -72,6 +72,7 @@
 #include "handlers/rv_doc_loop.h"
 #include "http/rv_conns.h"
 #include "http/rv_dispatch.h"
+#include "db/rv_db.h"
 #include "http/rv_jobs.h"
 #include "http/rv_listener.h"
 #include "http/rv_loop.h"
@@ -983,6 +984,13 @@ static struct MHD_Daemon *start_daemon(rv_http *http)
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, http->app, MHD_OPTION_END);
 }
 
+/* Each worker's first act: its PostgreSQL connection (rv_db.h), so a
+ * burst of first requests does not make them inside its budgets. */
+static void warm_worker(void *db)
+{
+    rv_db_thread_warm(db);
+}
+
 /* The daemons and their loops; -1 with errbuf set. */
 static int start_loops(rv_http *http, char *errbuf, size_t errlen)
 {
@@ -1039,7 +1047,9 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
         teardown(http);
         return NULL;
     }
-    http->jobs = rv_jobs_start(cfg->threads, errbuf, errlen);
+    http->jobs = rv_jobs_start(cfg->threads,
+                               http->app->db != NULL ? warm_worker : NULL,
+                               http->app->db, errbuf, errlen);
     if (http->jobs == NULL || start_loops(http, errbuf, errlen) != 0
         || start_listener(http, &ss, sslen, port, errbuf, errlen) != 0) {
         teardown(http);

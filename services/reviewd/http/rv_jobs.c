@@ -14,7 +14,7 @@
  * takes the queue's head before it goes idle again, so jobs start in the
  * order given.  At stop the queue is run dry before the threads exit,
  * so every job accepted is run exactly once.  A worker runs the pool's
- * thread-start function (rv_jobs_set_thread_start) before it first goes
+ * thread-start function (given to rv_jobs_start) before it first goes
  * idle, so it is never handed a job before it is ready.
  */
 #include "http/rv_jobs.h"
@@ -45,16 +45,6 @@ struct rv_jobs {
     void (*thread_start)(void *arg); /* run by each worker first */
     void *thread_arg;
 };
-
-/* rv_jobs_set_thread_start's, copied by each rv_jobs_start. */
-static void (*next_thread_start)(void *arg);
-static void *next_thread_arg;
-
-void rv_jobs_set_thread_start(void (*fn)(void *arg), void *arg)
-{
-    next_thread_start = fn;
-    next_thread_arg = arg;
-}
 
 /* The next job for w: the queue's head, else one given while w waits
  * idle; NULL once the pool stops with the queue empty. */
@@ -98,7 +88,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-rv_jobs *rv_jobs_start(int threads, char *errbuf, size_t errlen)
+rv_jobs *rv_jobs_start(int threads, void (*thread_start)(void *arg), void *arg,
+                       char *errbuf, size_t errlen)
 {
     rv_jobs *jobs = calloc(1, sizeof(*jobs));
     int i, rc = 0;
@@ -116,8 +107,8 @@ rv_jobs *rv_jobs_start(int threads, char *errbuf, size_t errlen)
         return NULL;
     }
     pthread_mutex_init(&jobs->mu, NULL);
-    jobs->thread_start = next_thread_start;
-    jobs->thread_arg = next_thread_arg;
+    jobs->thread_start = thread_start;
+    jobs->thread_arg = arg;
     for (i = 0; i < threads; i++) {
         jobs->workers[i].jobs = jobs;
         sem_init(&jobs->workers[i].go, 0, 0);

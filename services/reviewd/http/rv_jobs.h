@@ -15,7 +15,7 @@
  * handing one over allocates nothing; they run in the order given.
  *
  * A worker can prepare itself before it takes its first job
- * (rv_jobs_set_thread_start): reviewd's make their PostgreSQL connection
+ * (rv_jobs_start's thread_start): reviewd's make their PostgreSQL connection
  * there, so that the first requests after a start, which reach many idle
  * workers at once, do not each wait for a connection of their own inside
  * their budget.  A worker that is still preparing is not idle: jobs go to
@@ -38,13 +38,11 @@ typedef struct rv_job {
     void (*run)(struct rv_job *job);
 } rv_job;
 
-/* What each worker of the pools started afterwards runs once on its own
- * thread before its first job (NULL: nothing), with arg.  Process-wide;
- * set it before rv_jobs_start, on the thread that starts the pools. */
-void rv_jobs_set_thread_start(void (*fn)(void *arg), void *arg);
-
-/* Starts threads workers.  NULL with a message in errbuf on failure. */
-rv_jobs *rv_jobs_start(int threads, char *errbuf, size_t errlen);
+/* Starts threads workers.  thread_start (NULL: nothing) runs once on
+ * each worker's thread, with arg, before the worker takes its first job.
+ * NULL with a message in errbuf on failure. */
+rv_jobs *rv_jobs_start(int threads, void (*thread_start)(void *arg), void *arg,
+                       char *errbuf, size_t errlen);
 
 /* Queues job (job->run set by the caller).  Returns 0, or -1 once
  * rv_jobs_stop has begun (the job will not run). */
