@@ -32,6 +32,7 @@
 #include "http/rv_http.h"
 #include "db/rv_migrate.h"
 #include "db/rv_query.h"
+#include "bg/rv_notifier.h"
 #include "bg/rv_relay.h"
 #include "bg/rv_sweeper.h"
 
@@ -278,6 +279,14 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    /* Request sessions leave the outbox's NOTIFY to the notifier, which
+     * sends it after their commit (rv_notifier.h). */
+    rv_db_session_sql(app->db, RV_NOTIFIER_SESSION_SQL);
+    app->notifier = rv_notifier_start(app);
+    if (app->notifier == NULL) {
+        snprintf(err, errlen, "cannot start the outbox notifier");
+        return -1;
+    }
     app->locks = rv_locks_new(cfg, app->log, app->metrics, err, errlen);
     if (app->locks == NULL)
         return -1;
@@ -307,6 +316,7 @@ static void app_close(rv_app *app)
 {
     rv_orphan_sweeper_stop(app->orphans);
     rv_relay_stop(app->relay);
+    rv_notifier_stop(app->notifier);
     rv_monitor_stop(app->monitor);
     rv_locks_free(app->locks);
     rv_db_free(app->db);

@@ -57,6 +57,11 @@ typedef struct rv_request {
 
     /* What the lock did, for the access log ("" if no lock). */
     const char *lock_outcome;
+
+    /* Outbox rows this request's transactions inserted (rv_lifecycle.c):
+     * once they are over, the notifier is asked for the NOTIFY that the
+     * request's session leaves to it (rv_notifier.h). */
+    int outbox_rows;
 } rv_request;
 
 /* Returns 1 if the caller's role is in roles (RV_ROLE_* bits); otherwise

@@ -28,6 +28,9 @@ typedef struct rv_app {
     struct rv_db *db;
     rv_locks *locks;
     struct rv_monitor *monitor;
+    /* The outbox's NOTIFY after the commit (rv_notifier.h); NULL only
+     * outside `reviewd serve` (then the trigger notifies). */
+    struct rv_notifier *notifier;
     /* The outbox relay (rv_relay.h); NULL when AMQP_URL is unset. */
     struct rv_relay *relay;
     /* The MongoDB orphan sweep (rv_content_orphans.h); NULL unless

@@ -67,7 +67,8 @@ struct rv_db {
     size_t nstmts;
     int timeout_s;
     svc_log *log;
-    svc_bulkhead *bulkhead; /* NULL: no cap, no breaker */
+    svc_bulkhead *bulkhead;  /* NULL: no cap, no breaker */
+    const char *session_sql; /* rv_db_session_sql (borrowed), or NULL */
     pthread_key_t key;
     atomic_int_fast64_t open;
     atomic_int_fast64_t in_use;
@@ -132,6 +133,11 @@ int rv_db_limit(rv_db *db, int max_concurrent, int failures, int open_ms)
     db->bulkhead = svc_bulkhead_new("postgres", max_concurrent, failures,
                                     open_ms);
     return db->bulkhead != NULL ? 0 : -1;
+}
+
+void rv_db_session_sql(rv_db *db, const char *sql)
+{
+    db->session_sql = sql;
 }
 
 void rv_db_free(rv_db *db)
@@ -342,8 +348,17 @@ static void gate_leave(rv_db_conn *c, int entered_here)
 static PGresult *next_result(rv_db_conn *c);
 static void end_pipeline(rv_db_conn *c);
 
+/* What the i-th result of prepare_session answers, for its error. */
+static const char *session_step(const rv_db_conn *c, size_t i, size_t first)
+{
+    if (i == 0)
+        return "statement_timeout";
+    return i < first ? "session_sql" : c->db->stmts[i - first].name;
+}
+
 /*
- * Sets the session up: statement timeout, then every prepared statement,
+ * Sets the session up: statement timeout, the session statement
+ * (rv_db_session_sql) when there is one, then every prepared statement,
  * all in one pipeline, so a connection is ready after one round trip
  * instead of one per statement (a reconnect after an outage, or a worker's
  * first request, then fits in a short deadline even on a loaded
@@ -352,6 +367,8 @@ static void end_pipeline(rv_db_conn *c);
 static int prepare_session(rv_db_conn *c)
 {
     const size_t n = c->prepare ? c->db->nstmts : 0;
+    const char *extra = c->db->session_sql;
+    const size_t first = extra != NULL ? 2 : 1; /* results before stmts */
     char sql[128];
     size_t i;
     int sent;
@@ -360,6 +377,9 @@ static int prepare_session(rv_db_conn *c)
              c->db->timeout_s * 1000);
     sent = PQenterPipelineMode(c->pg) == 1
            && PQsendQueryParams(c->pg, sql, 0, NULL, NULL, NULL, NULL, 0) == 1;
+    if (sent && extra != NULL)
+        sent = PQsendQueryParams(c->pg, extra, 0, NULL, NULL, NULL, NULL, 0)
+               == 1;
     for (i = 0; sent && i < n; i++) {
         const rv_stmt_def *s = &c->db->stmts[i];
 
@@ -370,14 +390,12 @@ static int prepare_session(rv_db_conn *c)
         c->broken = 1;
         return -1;
     }
-    for (i = 0; i <= n; i++) {
+    for (i = 0; i < n + first; i++) {
         PGresult *res = next_result(c);
 
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
             if (!c->broken) {
-                set_error(c,
-                          i == 0 ? "statement_timeout"
-                                 : c->db->stmts[i - 1].name,
+                set_error(c, session_step(c, i, first),
                           res != NULL ? PQresultErrorMessage(res)
                                       : PQerrorMessage(c->pg));
             }

@@ -85,6 +85,17 @@ void rv_db_free(rv_db *db);
  */
 int rv_db_limit(rv_db *db, int max_concurrent, int failures, int open_ms);
 
+/*
+ * One more statement every connection of db runs when it is made, in the
+ * pipeline that sets statement_timeout (no round trip of its own): a
+ * session setting such as "SET kh.outbox_notify = off" (rv_notifier.h).
+ * sql is borrowed and must outlive db (a literal).  Call before the
+ * threads that use db start; connections made earlier keep their session
+ * as it was.  A connection whose statement fails is not made (errmsg
+ * says why).
+ */
+void rv_db_session_sql(rv_db *db, const char *sql);
+
 /* This thread's connection, connected and prepared, or NULL when
  * PostgreSQL cannot be reached now (logged, counted). */
 rv_db_conn *rv_db_thread_conn(rv_db *db);

@@ -37,6 +37,7 @@
 
 #include "handlers/rv_handlers.h"
 #include "handlers/rv_load.h"
+#include "bg/rv_notifier.h"
 #include "tx/rv_hooks.h"
 #include "tx/rv_idem.h"
 #include "svc_json.h"
@@ -60,9 +61,10 @@ typedef struct decide_args {
  * the document's updated_at, which this transaction's now() just set.
  * In test builds, "X-Test-Fail: after-event" fails the work right after
  * the insert (rv_hooks.h), so tests can check that a rolled-back change
- * emits nothing.
+ * emits nothing.  The request's session does not NOTIFY (rv_notifier.h):
+ * run_locked asks the notifier once the transaction is over.
  */
-static rv_db_status emit_event(const rv_request *req, rv_db_conn *c,
+static rv_db_status emit_event(rv_request *req, rv_db_conn *c,
                                const char *type, const rv_doc *d,
                                const rv_review *r)
 {
@@ -71,6 +73,7 @@ static rv_db_status emit_event(const rv_request *req, rv_db_conn *c,
                                                    req->who.sub,
                                                    d->updated_at);
 
+    req->outbox_rows++;
     if (st == RV_DB_OK && rv_hook_fail_after_event(req))
         return RV_DB_ERROR;
     return st;
@@ -79,7 +82,7 @@ static rv_db_status emit_event(const rv_request *req, rv_db_conn *c,
 /* The end of a transition that wrote its rows: the outbox row, then the
  * reply (status, the document and its review); clears r, whose result d
  * borrows (rv_query_review_doc_get). */
-static rv_db_status emit_and_reply(const rv_request *req, rv_db_conn *c,
+static rv_db_status emit_and_reply(rv_request *req, rv_db_conn *c,
                                    const char *type, int status,
                                    const rv_doc *d, rv_review *r,
                                    rv_reply *reply)
@@ -126,7 +129,10 @@ static rv_db_status before_lock(rv_request *req, rv_db_conn *c, void *arg,
 }
 
 /* Checks who may act, takes the lock, runs the work in a transaction,
- * releases. */
+ * releases.  The outbox's NOTIFY is asked for after the transaction,
+ * whatever its outcome: a rolled-back row wakes the relay for nothing,
+ * which is harmless, and a COMMIT whose outcome is unknown may have
+ * committed one. */
 static void run_locked(rv_request *req, const locked_op *op, rv_held *held,
                        rv_reply *reply)
 {
@@ -143,6 +149,8 @@ static void run_locked(rv_request *req, const locked_op *op, rv_held *held,
     }
     req->lock_outcome = rv_metrics_lock_label(held->outcome);
     rv_tx_run(req, op->work, op->arg, reply);
+    if (req->outbox_rows > 0)
+        rv_notifier_poke(req->app->notifier);
     rv_locks_release(req->app->locks, held);
 }
 
