@@ -51,7 +51,11 @@
  *
  *   bench_reviewd --port P --pid PID --secret S --pg CONNINFO
  *                 [--duration S] [--concurrency N] [--idle N]
- *                 [--workdir DIR] [--pgbench BIN]
+ *                 [--phases get|cycle|all] [--workdir DIR] [--pgbench BIN]
+ *
+ * --phases runs one load phase (and its limit) alone, for A/B runs of
+ * one figure in half the time; the figures of a phase are the same
+ * either way.  The default runs both.
  *
  * bench/reviewd/run_bench_reviewd.sh starts what this needs.
  */
@@ -96,9 +100,11 @@ typedef struct options {
     int idle;
     const char *workdir;
     const char *pgbench;
+    const char *phases; /* "get", "cycle" or "all" */
 } options;
 
-static options opt = {0, 0, NULL, NULL, 10, 16, 1000, "var/bench", "pgbench"};
+static options opt = {0,  0,    NULL,        NULL,      10,
+                      16, 1000, "var/bench", "pgbench", "all"};
 static char *author_token, *reviewer_token;
 static long long seed_lo, seed_hi;
 
@@ -810,12 +816,17 @@ static int int_arg(const char *name, long min, long max)
 
 static int parse_args(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"port", 1, 0, 'p'},     {"pid", 1, 0, 'P'},
-        {"secret", 1, 0, 's'},   {"pg", 1, 0, 'g'},
-        {"duration", 1, 0, 'd'}, {"concurrency", 1, 0, 'c'},
-        {"idle", 1, 0, 'i'},     {"workdir", 1, 0, 'w'},
-        {"pgbench", 1, 0, 'b'},  {0, 0, 0, 0}};
+    static const struct option longs[] = {{"port", 1, 0, 'p'},
+                                          {"pid", 1, 0, 'P'},
+                                          {"secret", 1, 0, 's'},
+                                          {"pg", 1, 0, 'g'},
+                                          {"duration", 1, 0, 'd'},
+                                          {"concurrency", 1, 0, 'c'},
+                                          {"idle", 1, 0, 'i'},
+                                          {"workdir", 1, 0, 'w'},
+                                          {"pgbench", 1, 0, 'b'},
+                                          {"phases", 1, 0, 'f'},
+                                          {0, 0, 0, 0}};
     int c = getopt_long(argc, argv, "", longs, NULL);
 
     for (; c != -1; c = getopt_long(argc, argv, "", longs, NULL)) {
@@ -829,9 +840,13 @@ static int parse_args(int argc, char **argv)
         case 'i': opt.idle = int_arg("--idle", 0, 100000); break;
         case 'w': opt.workdir = optarg; break;
         case 'b': opt.pgbench = optarg; break;
+        case 'f': opt.phases = optarg; break;
         default: return -1;
         }
     }
+    if (strcmp(opt.phases, "get") != 0 && strcmp(opt.phases, "cycle") != 0
+        && strcmp(opt.phases, "all") != 0)
+        return -1;
     return opt.port > 0 && opt.pid > 0 && opt.secret != NULL && opt.pg != NULL
                    && opt.concurrency > 0 && opt.duration_s > 0
                ? 0
@@ -895,7 +910,7 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: bench_reviewd --port P --pid PID --secret S "
                 "--pg CONNINFO [--duration S] [--concurrency N] [--idle N] "
-                "[--workdir DIR] [--pgbench BIN]\n");
+                "[--phases get|cycle|all] [--workdir DIR] [--pgbench BIN]\n");
         return 2;
     }
     raise_fd_limit();
@@ -914,8 +929,12 @@ int main(int argc, char **argv)
         return 1;
     }
     print_run("start");
-    const int get_rc = bench_phase(0, get_sql);
-    const int cycle_rc = bench_phase(1, cycle_sql);
+    const int get_rc = strcmp(opt.phases, "cycle") != 0
+                           ? bench_phase(0, get_sql)
+                           : 0;
+    const int cycle_rc = strcmp(opt.phases, "get") != 0
+                             ? bench_phase(1, cycle_sql)
+                             : 0;
     rss_figure();
     print_run("end");
     bench_table_print(&table, stderr);
