@@ -13,8 +13,10 @@
  *      unroutable), and commit.
  * Rounds repeat while they come back full or left rows for later, then
  * the thread sleeps in
- * poll(2) on its PostgreSQL socket (LISTEN kh_outbox: the insert trigger
- * NOTIFYs at commit, so an event leaves within milliseconds), on the
+ * poll(2) on its PostgreSQL socket (LISTEN kh_outbox: reviewd's notifier
+ * NOTIFYs right after a request's commit, rv_notifier.h, and the insert
+ * trigger at the commit of any other session's insert, so an event
+ * leaves within milliseconds), on the
  * broker's socket (to see a close at once), and on a pipe that
  * rv_relay_stop writes to; at the latest it wakes after
  * REVIEWD_RELAY_SWEEP_MS, the fallback for a notification that came
