@@ -9,10 +9,11 @@
  * NOTIFY off (kh.outbox_notify = 'off', rv_db_session_sql) and a request
  * that committed an outbox row calls rv_notifier_poke instead.  One
  * thread, with a PostgreSQL connection of its own, then sends NOTIFY
- * kh_outbox in a transaction of its own; pokes that come while it sends
- * are folded into its next NOTIFY, so there is at most one notification
- * in flight per reviewd, whatever the rate of commits, and a request
- * never waits for one.  Every poke that returned before a NOTIFY was
+ * kh_outbox in a transaction of its own; pokes that come while it sends,
+ * or in the few milliseconds after (rv_notifier.c says why), are folded
+ * into its next NOTIFY, so there is at most one notification in flight
+ * per reviewd, whatever the rate of commits, and a request never waits
+ * for one.  Every poke that returned before a NOTIFY was
  * sent is covered by it, and the NOTIFY is sent after the poke, so a
  * relay that wakes on it finds the committed row.
  *
