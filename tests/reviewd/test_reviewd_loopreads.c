@@ -22,7 +22,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 
 #include "rvt_kit.h"
 #include "testkit.h"
+#include "testkit_threads.h"
 
 #define READERS 4
 #define CUTS 6
@@ -47,8 +47,7 @@ static const rvt_person people[] = {{&alice, "alice", "author"},
 static char doc_path[64];
 static atomic_int stop_readers;
 static atomic_int reads_ok, reads_503, reads_other;
-static pthread_t readers[READERS];
-static int nreaders;
+static testkit_threads readers;
 
 static int setup(void **state)
 {
@@ -62,13 +61,9 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    int i;
-
     (void)state;
     atomic_store(&stop_readers, 1);
-    for (i = 0; i < nreaders; i++)
-        pthread_join(readers[i], NULL);
-    nreaders = 0;
+    testkit_threads_join_all(&readers);
     return rvt_fixture_end(&db, &srv, people);
 }
 
@@ -195,9 +190,8 @@ static void reads_survive_cut_connections(void **state)
     (void)state;
     assert_true(doc_path[0] != '\0');
     atomic_store(&stop_readers, 0);
-    for (nreaders = 0; nreaders < READERS; nreaders++)
-        assert_int_equal(pthread_create(&readers[nreaders], NULL, reader_main,
-                                        NULL),
+    for (i = 0; i < READERS; i++)
+        assert_int_equal(testkit_threads_start(&readers, reader_main, NULL),
                          0);
     for (i = 0; i < CUTS; i++) {
         usleep(CUT_GAP_US);
@@ -208,9 +202,7 @@ static void reads_survive_cut_connections(void **state)
     }
     usleep(CUT_GAP_US);
     atomic_store(&stop_readers, 1);
-    for (i = 0; i < nreaders; i++)
-        pthread_join(readers[i], NULL);
-    nreaders = 0;
+    testkit_threads_join_all(&readers);
     fprintf(stderr, "%lld connections cut; reads: %d ok, %d 503, %d other\n",
             cut, atomic_load(&reads_ok), atomic_load(&reads_503),
             atomic_load(&reads_other));
