@@ -362,23 +362,6 @@ static int answers_200(void *arg)
     return ok;
 }
 
-/* The value of a /metrics family without labels, or -1. */
-static long long metric(int port, const char *name)
-{
-    char key[128];
-    rvt_resp r;
-    const char *p;
-    long long v = -1;
-
-    snprintf(key, sizeof(key), "\n%s ", name);
-    if (rvt_call(port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
-        && r.status == 200 && r.body != NULL
-        && (p = strstr(r.body, key)) != NULL)
-        v = strtoll(p + strlen(key), NULL, 10);
-    rvt_resp_free(&r);
-    return v;
-}
-
 static int create_doc(int port, char *id, size_t idlen)
 {
     rvt_resp r;
@@ -441,9 +424,11 @@ static void mongo_dead_costs_only_the_text(void **state)
 
         survive_outage(&o);
     }
-    assert_true(metric(srv->port, "reviewd_content_mongo_breaker_opens_total")
+    assert_true(
+        rvt_metric(srv->port, "reviewd_content_mongo_breaker_opens_total")
+        >= 1);
+    assert_true(rvt_metric(srv->port, "reviewd_content_mongo_refused_total")
                 >= 1);
-    assert_true(metric(srv->port, "reviewd_content_mongo_refused_total") >= 1);
     assert_int_equal(testkit_proxy_ctl(proxy, "resume"), 0);
     {
         recovers w = {srv->port, with};
@@ -526,8 +511,8 @@ static void postgres_dead_costs_only_its_callers(void **state)
 
         survive_outage(&o);
     }
-    assert_true(metric(srv->port, "reviewd_pg_breaker_opens_total") >= 1);
-    assert_true(metric(srv->port, "reviewd_pg_refused_total") >= 1);
+    assert_true(rvt_metric(srv->port, "reviewd_pg_breaker_opens_total") >= 1);
+    assert_true(rvt_metric(srv->port, "reviewd_pg_refused_total") >= 1);
     ms = readyz_ms(srv->port, &status);
     fprintf(stderr, "# /readyz: %d in %d ms\n", status, ms);
     assert_int_equal(status, 503);

@@ -70,18 +70,8 @@ static int teardown(void **state)
 /* reviewd_loop_document_reads_total now (-1: not found). */
 static long long loop_reads(void)
 {
-    static const char name[] = "\nreviewd_loop_document_reads_total ";
-    rvt_resp r;
-    long long n = -1;
-    const char *p;
-
-    if (rvt_call(srv.port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
-        && r.body != NULL && (p = strstr(r.body, name)) != NULL)
-        n = strtoll(p + strlen(name), NULL, 10);
-    rvt_resp_free(&r);
-    return n;
+    return rvt_metric(srv.port, "reviewd_loop_document_reads_total");
 }
-
 /* Reads the document once; 1 when the loop's counter has passed *arg. */
 static int read_counted(void *arg)
 {
