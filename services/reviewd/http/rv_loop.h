@@ -66,9 +66,10 @@ int rv_loop_hand(rv_loop *l, int fd, const struct sockaddr *addr,
 /* The loop running on the calling thread, NULL on any other thread. */
 rv_loop *rv_loop_current(void);
 
-/* The connection a new read should go to: the ready one with the fewest
- * in flight (a down one is asked to connect when all are busy); NULL
- * when none is ready, or without a database.  On l's thread only. */
+/* The connection a new read should go to: the one already holding reads
+ * queued in this pass (they share one sync), else the ready one with the
+ * fewest in flight (a down one is asked to connect when all are busy);
+ * NULL when none is ready, or without a database.  On l's thread only. */
 rv_dba *rv_loop_db(rv_loop *l);
 
 /* Makes l run its daemon soon, from any thread: after
