@@ -2,6 +2,8 @@
  * test_reviewd_loopreads.c: GET /v1/documents/{id} answered on the
  * event loop (REVIEWD_LOOP_READS, http/rv_loop.h, handlers/rv_doc_loop.h).
  *
+ *   - a loop connects to PostgreSQL when it starts, so the first read
+ *     after a start is answered on it;
  *   - the read is really answered there (reviewd_loop_document_reads_total
  *     in /metrics grows), with the reply the worker path gives: the body
  *     of the 201 that created the document byte for byte, the caller's
@@ -72,19 +74,66 @@ static int teardown(void **state)
     return rvt_fixture_end(&db, &srv, people);
 }
 
-/* reviewd_loop_document_reads_total now (-1: not found). */
-static long long loop_reads(void)
+/* The value of /metrics' sample `name` now (-1: not found). */
+static long long metric(const char *name)
 {
-    static const char name[] = "\nreviewd_loop_document_reads_total ";
+    char line[128];
     rvt_resp r;
     long long n = -1;
     const char *p;
 
+    snprintf(line, sizeof(line), "\n%s ", name);
     if (rvt_call(srv.port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
-        && r.body != NULL && (p = strstr(r.body, name)) != NULL)
-        n = strtoll(p + strlen(name), NULL, 10);
+        && r.body != NULL && (p = strstr(r.body, line)) != NULL)
+        n = strtoll(p + strlen(line), NULL, 10);
     rvt_resp_free(&r);
     return n;
+}
+
+static long long loop_reads(void)
+{
+    return metric("reviewd_loop_document_reads_total");
+}
+
+/* 1 when more PostgreSQL connections are open than the workers' pool:
+ * a loop has made its own. */
+static int loop_connected(void *arg)
+{
+    const long long open = metric("reviewd_pg_connections_open");
+    const long long pool = metric("reviewd_pg_pool_size");
+
+    (void)arg;
+    return pool > 0 && open > pool;
+}
+
+/* A started reviewd's loops connect to PostgreSQL before any read asks
+ * them to, so the very first read is answered on a loop, not handed to a
+ * worker while the loop's connection is still being made. */
+static void the_first_read_after_start_is_the_loops(void **state)
+{
+    long long before;
+    rvt_resp r;
+
+    (void)state;
+    TK_EXPECT(testkit_wait_until(loop_connected, NULL, WAIT_MS),
+              "a loop's PostgreSQL connection open within %d ms of start, "
+              "with no read yet (open %lld, workers' pool %lld)",
+              WAIT_MS, metric("reviewd_pg_connections_open"),
+              metric("reviewd_pg_pool_size"));
+    rvt_call(srv.port, "POST", "/v1/documents", alice,
+             "{\"title\":\"first\",\"content\":\"read me first\"}", NULL, &r);
+    rvt_expect_status(&r, 201, NULL, "create");
+    snprintf(doc_path, sizeof(doc_path), "/v1/documents/%s",
+             rvt_field(&r, "id"));
+    rvt_resp_free(&r);
+    before = loop_reads();
+    assert_int_equal(before, 0);
+    rvt_call(srv.port, "GET", doc_path, alice, NULL, NULL, &r);
+    rvt_expect_status(&r, 200, NULL, "the first read");
+    rvt_resp_free(&r);
+    TK_EXPECT(loop_reads() == before + 1,
+              "the first read was answered on a loop (counter %lld -> %lld)",
+              before, loop_reads());
 }
 
 /* Reads the document once; 1 when the loop's counter has passed *arg. */
@@ -114,7 +163,8 @@ static void reads_are_answered_on_the_loop_as_by_a_worker(void **state)
     snprintf(doc_path, sizeof(doc_path), "/v1/documents/%s",
              rvt_field(&r, "id"));
     rvt_resp_free(&r);
-    /* The loop connects when first asked: wait until it answers. */
+    /* A loop whose connection was cut reconnects when next asked: wait
+     * until one answers. */
     TK_EXPECT(testkit_wait_until(read_counted, &before, WAIT_MS),
               "reviewd_loop_document_reads_total grows within %d ms", WAIT_MS);
     before = loop_reads();
@@ -227,6 +277,7 @@ static void reads_survive_cut_connections(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_first_read_after_start_is_the_loops),
         cmocka_unit_test(reads_are_answered_on_the_loop_as_by_a_worker),
         cmocka_unit_test(reads_survive_cut_connections),
     };

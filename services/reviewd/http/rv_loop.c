@@ -183,6 +183,10 @@ static void *loop_main(void *arg)
     int i;
 
     current = l;
+    /* One connection is made at once, so the first reads after a start
+     * are the loop's, not the workers'; more follow as reads need them. */
+    if (l->ndba > 0)
+        rv_dba_want(l->dba[0]);
     while (!atomic_load(&l->stop)) {
         int timeout, n, run = 0, failed = 0;
 

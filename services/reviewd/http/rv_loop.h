@@ -18,9 +18,11 @@
  * Why several connections: one pipelined connection carries every read
  * of the loop, but its one backend then runs them one after the other,
  * and on a busy machine a backend that waits for a CPU holds them all
- * up.  A read goes to the ready connection with the fewest in flight;
- * another connection is made only when every ready one has a read in
- * flight, so a quiet service keeps one.
+ * up.  The loop makes its first connection when it starts; a pass's
+ * first read goes to the ready connection with the fewest in flight, and
+ * the pass's other reads join it (one sync for them all); another
+ * connection is made only when every ready one has a read in flight, so
+ * a quiet service keeps one.
  *
  * New connections come from the listener thread (rv_loop_hand) through
  * a queue and an eventfd, and are added to the daemon on the loop's own
