@@ -2,6 +2,8 @@
  * test_reviewd_loopreads.c: GET /v1/documents/{id} answered on the
  * event loop (REVIEWD_LOOP_READS, http/rv_loop.h, handlers/rv_doc_loop.h).
  *
+ *   - a loop connects to PostgreSQL when it starts, so the first read
+ *     after a start is answered on it;
  *   - the read is really answered there (reviewd_loop_document_reads_total
  *     in /metrics grows), with the reply the worker path gives: the body
  *     of the 201 that created the document byte for byte, the caller's
@@ -72,6 +74,48 @@ static long long loop_reads(void)
 {
     return rvt_metric(srv.port, "reviewd_loop_document_reads_total");
 }
+
+/* 1 when more PostgreSQL connections are open than the workers' pool:
+ * a loop has made its own. */
+static int loop_connected(void *arg)
+{
+    const long long open = rvt_metric(srv.port, "reviewd_pg_connections_open");
+    const long long pool = rvt_metric(srv.port, "reviewd_pg_pool_size");
+
+    (void)arg;
+    return pool > 0 && open > pool;
+}
+
+/* A started reviewd's loops connect to PostgreSQL before any read asks
+ * them to, so the very first read is answered on a loop, not handed to a
+ * worker while the loop's connection is still being made. */
+static void the_first_read_after_start_is_the_loops(void **state)
+{
+    long long before;
+    rvt_resp r;
+
+    (void)state;
+    TK_EXPECT(testkit_wait_until(loop_connected, NULL, WAIT_MS),
+              "a loop's PostgreSQL connection open within %d ms of start, "
+              "with no read yet (open %lld, workers' pool %lld)",
+              WAIT_MS, rvt_metric(srv.port, "reviewd_pg_connections_open"),
+              rvt_metric(srv.port, "reviewd_pg_pool_size"));
+    rvt_call(srv.port, "POST", "/v1/documents", alice,
+             "{\"title\":\"first\",\"content\":\"read me first\"}", NULL, &r);
+    rvt_expect_status(&r, 201, NULL, "create");
+    snprintf(doc_path, sizeof(doc_path), "/v1/documents/%s",
+             rvt_field(&r, "id"));
+    rvt_resp_free(&r);
+    before = loop_reads();
+    assert_int_equal(before, 0);
+    rvt_call(srv.port, "GET", doc_path, alice, NULL, NULL, &r);
+    rvt_expect_status(&r, 200, NULL, "the first read");
+    rvt_resp_free(&r);
+    TK_EXPECT(loop_reads() == before + 1,
+              "the first read was answered on a loop (counter %lld -> %lld)",
+              before, loop_reads());
+}
+
 /* Reads the document once; 1 when the loop's counter has passed *arg. */
 static int read_counted(void *arg)
 {
@@ -99,7 +143,8 @@ static void reads_are_answered_on_the_loop_as_by_a_worker(void **state)
     snprintf(doc_path, sizeof(doc_path), "/v1/documents/%s",
              rvt_field(&r, "id"));
     rvt_resp_free(&r);
-    /* The loop connects when first asked: wait until it answers. */
+    /* A loop whose connection was cut reconnects when next asked: wait
+     * until one answers. */
     TK_EXPECT(testkit_wait_until(read_counted, &before, WAIT_MS),
               "reviewd_loop_document_reads_total grows within %d ms", WAIT_MS);
     before = loop_reads();
@@ -209,6 +254,7 @@ static void reads_survive_cut_connections(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_first_read_after_start_is_the_loops),
         cmocka_unit_test(reads_are_answered_on_the_loop_as_by_a_worker),
         cmocka_unit_test(reads_survive_cut_connections),
     };

@@ -416,6 +416,13 @@ int rv_dba_load(const rv_dba *a)
     return a->state == DBA_READY ? a->in_flight : -1;
 }
 
+int rv_dba_open_batch(const rv_dba *a)
+{
+    return a->state == DBA_READY && a->in_flight < RV_DBA_MAX_IN_FLIGHT
+               ? a->unsynced
+               : 0;
+}
+
 void rv_dba_want(rv_dba *a)
 {
     if (a->state == DBA_DOWN)
