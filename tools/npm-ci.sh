@@ -9,7 +9,8 @@
 # costs nothing until package-lock.json changes.  NAME prefixes messages;
 # WHAT names the packages in the one line printed after an install.  The
 # test tools' install.sh files (tools/openapi-check, tests/console) are
-# this call, and scripts/deps runs them.
+# this call, tools/mongo-test-server's begins with it, and scripts/deps
+# runs them.
 set -euo pipefail
 
 if [ $# -ne 3 ]; then

@@ -58,7 +58,7 @@
 #include <time.h>
 
 #include "kh_consumer.h"
-#include "kh_store.h"
+#include "kh_store_many.h"
 #include "svc_amqp_conn.h"
 #include "svc_env.h"
 #include "svc_log.h"

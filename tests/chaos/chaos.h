@@ -184,6 +184,22 @@ int64_t chaos_arg_int(const char *s, int64_t min, int64_t max,
 /* Parses "full", "writes" or "off"; exits on anything else. */
 chaos_fencing chaos_arg_fencing(const char *s);
 
+/* The options every chaos program takes. */
+typedef struct chaos_run_args {
+    int64_t seconds; /* --seconds N, 1..86400; 35 */
+    uint64_t seed;   /* --seed S, 0..INT64_MAX; from the clock and pid */
+    int keep;        /* --keep: leave the run's folder behind */
+} chaos_run_args;
+
+/* Sets the defaults above. */
+void chaos_run_args_init(chaos_run_args *r);
+
+/* Takes argv[*i] when it is --keep, or --seconds or --seed with its value
+ * argv[*i + 1] (exiting with a usage message on a bad one), and moves *i
+ * onto the last argument it used.  Returns 1 when it took the option, 0
+ * when the option is the program's own. */
+int chaos_arg_run(int argc, char **argv, int *i, chaos_run_args *r);
+
 /* Parses list, "all" or names separated by commas, against the count
  * entries of names (a program's table of phases): writes the index of
  * each name given into out, in order, and returns how many.  Exits with a

@@ -151,8 +151,7 @@ static const phase_spec phases[] = {
 #define PHASE_COUNT (sizeof(phases) / sizeof(phases[0]))
 
 typedef struct check_args {
-    int64_t seconds;
-    uint64_t seed;
+    chaos_run_args run_args; /* --seconds, --seed, --keep */
     const phase_spec *run[PHASE_COUNT];
     size_t nrun;
     int api_clients, cli_clients;
@@ -161,7 +160,6 @@ typedef struct check_args {
     chaos_fencing fencing;
     const char *sabotage;
     int fair; /* CHAOS_FAIR_* */
-    int keep;
     char bin_dir[512];
     char client_bin[600], step_bin[600];
     char out[800];
@@ -214,8 +212,7 @@ static void find_binaries(check_args *a)
 static void parse_args(int argc, char **argv, check_args *a)
 {
     memset(a, 0, sizeof(*a));
-    a->seconds = 35;
-    a->seed = (uint64_t)chaos_now_us() ^ ((uint64_t)getpid() << 32);
+    chaos_run_args_init(&a->run_args);
     a->api_clients = 4;
     a->cli_clients = 2;
     a->ttl_ms = 600;
@@ -225,18 +222,12 @@ static void parse_args(int argc, char **argv, check_args *a)
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
-        if (strcmp(o, "--keep") == 0) {
-            a->keep = 1;
+        if (chaos_arg_run(argc, argv, &i, &a->run_args))
             continue;
-        }
         if (v == NULL)
             usage();
         i++;
-        if (strcmp(o, "--seconds") == 0)
-            a->seconds = chaos_arg_int(v, 1, 86400, o);
-        else if (strcmp(o, "--seed") == 0)
-            a->seed = (uint64_t)chaos_arg_int(v, 0, INT64_MAX, o);
-        else if (strcmp(o, "--phases") == 0)
+        if (strcmp(o, "--phases") == 0)
             parse_phases(v, a);
         else if (strcmp(o, "--clients") == 0)
             a->api_clients = (int)chaos_arg_int(v, 0, 16, o);
@@ -259,7 +250,6 @@ static void parse_args(int argc, char **argv, check_args *a)
         else
             usage();
     }
-    a->seed &= INT64_MAX;
     if (a->dlock == NULL || access(a->dlock, X_OK) != 0)
         a->cli_clients = 0;
     if (a->api_clients + a->cli_clients < 2)
@@ -332,7 +322,7 @@ static void client_cfg(const check_args *a, const phase_spec *ph, size_t index,
     c->fencing = a->fencing;
     c->sabotage = a->sabotage;
     c->fair = a->fair;
-    c->seed = a->seed ^ (index * 0x9e3779b97f4a7c15ull);
+    c->seed = a->run_args.seed ^ (index * 0x9e3779b97f4a7c15ull);
 }
 
 /* Injects the phase's faults until until_us, paced by the generator. */
@@ -449,14 +439,14 @@ int main(int argc, char **argv)
     int all_ok = 1;
 
     parse_args(argc, argv, &a);
-    per_phase_ms = a.seconds * 1000 / (int64_t)a.nrun;
+    per_phase_ms = a.run_args.seconds * 1000 / (int64_t)a.nrun;
     snprintf(a.out, sizeof(a.out), "%s/var/test/chaos-%ld",
              testkit_source_dir(), (long)getpid());
     make_dir(a.out);
     printf("chaos: seed %llu, %zu phases x %.1f s, %d C API + %d dlock run "
            "clients%s, TTL %lld ms, fencing %s%s%s%s\n",
-           (unsigned long long)a.seed, a.nrun, (double)per_phase_ms / 1000,
-           a.api_clients, a.cli_clients,
+           (unsigned long long)a.run_args.seed, a.nrun,
+           (double)per_phase_ms / 1000, a.api_clients, a.cli_clients,
            a.cli_clients == 0 ? " (no dlock binary: --dlock PATH)" : "",
            (long long)a.ttl_ms,
            a.fencing == CHAOS_FENCE_FULL     ? "full"
@@ -480,12 +470,13 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < a.nrun; i++)
         chaos_print_row(&results[i]);
     chaos_print_notes(results, a.nrun);
-    if (!all_ok || a.keep)
+    if (!all_ok || a.run_args.keep)
         printf("chaos: logs kept in %s\n", a.out);
     else
         remove_tree(a.out);
     printf("chaos: %s (seed %llu; rerun with --seed %llu)\n",
            all_ok ? "every phase within bounds" : "BOUNDS FAILED",
-           (unsigned long long)a.seed, (unsigned long long)a.seed);
+           (unsigned long long)a.run_args.seed,
+           (unsigned long long)a.run_args.seed);
     return all_ok ? 0 : 1;
 }

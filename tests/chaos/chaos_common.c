@@ -185,6 +185,34 @@ chaos_fencing chaos_arg_fencing(const char *s)
     exit(2);
 }
 
+void chaos_run_args_init(chaos_run_args *r)
+{
+    r->seconds = 35;
+    /* A seed the run prints, and --seed takes back, as a non-negative
+     * int64. */
+    r->seed = ((uint64_t)chaos_now_us() ^ ((uint64_t)getpid() << 32))
+              & INT64_MAX;
+    r->keep = 0;
+}
+
+int chaos_arg_run(int argc, char **argv, int *i, chaos_run_args *r)
+{
+    const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+
+    if (strcmp(o, "--keep") == 0) {
+        r->keep = 1;
+        return 1;
+    }
+    if (strcmp(o, "--seconds") == 0)
+        r->seconds = chaos_arg_int(v, 1, 86400, o);
+    else if (strcmp(o, "--seed") == 0)
+        r->seed = (uint64_t)chaos_arg_int(v, 0, INT64_MAX, o);
+    else
+        return 0;
+    (*i)++;
+    return 1;
+}
+
 /* Exits with the list of known names. */
 static void unknown_name(const char *name, const char *const *names,
                          size_t count, const char *what)

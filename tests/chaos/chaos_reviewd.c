@@ -87,12 +87,10 @@ static const phase_spec phases[] = {
 #define SHORT_PHASES (PHASE_COUNT - 1)
 
 typedef struct rv_args {
-    int64_t seconds;
-    uint64_t seed;
+    chaos_run_args run_args; /* --seconds, --seed, --keep */
     const phase_spec *run[PHASE_COUNT];
     size_t nrun;
     int clients, deciders;
-    int keep;
     const char *sabotage;
 } rv_args;
 
@@ -123,8 +121,7 @@ static void parse_phases(const char *list, rv_args *a)
 static void parse_args(int argc, char **argv, rv_args *a)
 {
     memset(a, 0, sizeof(*a));
-    a->seconds = 35;
-    a->seed = (uint64_t)chaos_now_us() ^ ((uint64_t)getpid() << 32);
+    chaos_run_args_init(&a->run_args);
     a->clients = 4;
     a->deciders = 4;
     for (size_t i = 0; i < SHORT_PHASES; i++)
@@ -132,18 +129,12 @@ static void parse_args(int argc, char **argv, rv_args *a)
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
-        if (strcmp(o, "--keep") == 0) {
-            a->keep = 1;
+        if (chaos_arg_run(argc, argv, &i, &a->run_args))
             continue;
-        }
         if (v == NULL)
             usage();
         i++;
-        if (strcmp(o, "--seconds") == 0)
-            a->seconds = chaos_arg_int(v, 1, 86400, o);
-        else if (strcmp(o, "--seed") == 0)
-            a->seed = (uint64_t)chaos_arg_int(v, 0, INT64_MAX, o);
-        else if (strcmp(o, "--phases") == 0)
+        if (strcmp(o, "--phases") == 0)
             parse_phases(v, a);
         else if (strcmp(o, "--clients") == 0)
             a->clients = (int)chaos_arg_int(v, 1, 16, o);
@@ -156,7 +147,6 @@ static void parse_args(int argc, char **argv, rv_args *a)
         else
             usage();
     }
-    a->seed &= INT64_MAX;
 }
 
 /* ---- the nemesis --------------------------------------------------------- */
@@ -295,7 +285,7 @@ static void workload_cfg(const rv_args *a, const phase_spec *ph,
     wc->clients = a->clients;
     wc->deciders = a->deciders;
     wc->seed = chaos_rng_next(rng);
-    wc->until_us = start_us + a->seconds * 1000000 / (int64_t)a->nrun;
+    wc->until_us = start_us + a->run_args.seconds * 1000000 / (int64_t)a->nrun;
     wc->resolve_us = wc->until_us + RESOLVE_GRACE_MS * 1000;
 }
 
@@ -317,7 +307,8 @@ static int run_phase(const rv_args *a, chaos_rv_stack *s, const phase_spec *ph,
     mkdir(dir, 0755);
     snprintf(path, sizeof(path), "%s/requests.log", dir);
     n.stack = s;
-    chaos_rng_seed(&n.rng, a->seed ^ (0x9e3779b97f4a7c15ull * (index + 1)));
+    chaos_rng_seed(&n.rng,
+                   a->run_args.seed ^ (0x9e3779b97f4a7c15ull * (index + 1)));
     n.events = chaos_events_open(dir);
     if (n.events < 0 || chaos_rv_log_init(&log, path) != 0)
         return -1;
@@ -349,8 +340,8 @@ int main(int argc, char **argv)
     parse_args(argc, argv, &a);
     printf("chaos-reviewd: seed %llu, %zu phases x %.1f s, %d clients x %d "
            "concurrent decisions, 2 reviewd, lock TTL %d ms%s%s\n",
-           (unsigned long long)a.seed, a.nrun,
-           (double)a.seconds / (double)a.nrun, a.clients, a.deciders,
+           (unsigned long long)a.run_args.seed, a.nrun,
+           (double)a.run_args.seconds / (double)a.nrun, a.clients, a.deciders,
            CHAOS_RV_LOCK_TTL_MS, a.sabotage ? ", SABOTAGE " : "",
            a.sabotage ? a.sabotage : "");
     fflush(stdout);
@@ -381,9 +372,9 @@ int main(int argc, char **argv)
     }
     printf("  reviewd restarts after SIGKILL: %d and %d\n", stack.restarts[0],
            stack.restarts[1]);
-    if (!all_ok || a.keep)
+    if (!all_ok || a.run_args.keep)
         printf("chaos-reviewd: logs kept in %s\n", stack.dir);
-    unclean = chaos_rv_stack_stop(&stack, !all_ok || a.keep);
+    unclean = chaos_rv_stack_stop(&stack, !all_ok || a.run_args.keep);
     if (unclean > 0) {
         printf("chaos-reviewd: %d reviewd instance(s) did not exit cleanly "
                "at the end\n",
@@ -392,6 +383,7 @@ int main(int argc, char **argv)
     }
     printf("chaos-reviewd: %s (seed %llu; rerun with --seed %llu)\n",
            all_ok ? "every phase within bounds" : "BOUNDS FAILED",
-           (unsigned long long)a.seed, (unsigned long long)a.seed);
+           (unsigned long long)a.run_args.seed,
+           (unsigned long long)a.run_args.seed);
     return all_ok ? 0 : 1;
 }

@@ -364,7 +364,7 @@ static void approve_lost_doc(fixture *f, int i, char *doc, char *id)
 }
 
 /* kh-indexer prepares its statements on each connection it makes
- * (kh_store.c): after its backend is terminated it connects again,
+ * (store/kh_store_conn.c): after its backend is terminated it connects again,
  * prepares them again, and indexes what follows exactly once. */
 static void lost_database_connection_is_made_again(void **state)
 {

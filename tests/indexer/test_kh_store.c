@@ -1,7 +1,8 @@
 /*
  * test_kh_store.c: kh_store_apply_many, the batch in two round trips
- * (kh_store.h), on the stack's PostgreSQL without a broker: each event's
- * outcome and effect must be what applying the events one by one gives.
+ * (kh_store_many.h), on the stack's PostgreSQL without a broker: each
+ * event's outcome and effect must be what applying the events one by one
+ * gives.
  *
  * One migrated database (reviewd migrate) holds documents written here
  * in SQL: approved ones with short and with long text (several chunks),
@@ -33,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kh_store.h"
+#include "kh_store_many.h"
 #include "rvt_kit.h"
 #include "testkit.h"
 

@@ -459,9 +459,32 @@ static void *slow_down(void *arg)
     return NULL;
 }
 
+/* Calls held only what Redis holds: lock i, asked how long it is valid
+ * and then looked up in Redis, must be there with our token if it was
+ * still valid after the lookup took. */
+static void expect_held_if_valid(testkit_redis *r, dlock_lock *lock,
+                                 const char *key, int i)
+{
+    const int64_t t0 = testkit_now_ms(), valid = dlock_lock_valid_ms(lock);
+    redisReply *rep = testkit_redis_cmd(r->url, "GET %s", key);
+    const int64_t took = testkit_now_ms() - t0;
+
+    TK_EXPECT(rep != NULL, "GET answers");
+    if (valid > took)
+        TK_EXPECT(rep->type == REDIS_REPLY_STRING
+                      && strcmp(rep->str, dlock_lock_token(lock)) == 0,
+                  "lock %d, valid %lld ms, holds our token in Redis", i,
+                  (long long)valid);
+    freeReplyObject(rep);
+}
+
 /* 200 watchdog locks of 1.5 s on one client while the server spends most
  * of its time in 80 ms busy loops: each lock the library calls held is
- * held in Redis, and none is marked lost while Redis still holds it. */
+ * held in Redis, and the watchdog keeps every lock renewed.  The second
+ * part holds only while this process gets the CPU: on a machine so loaded
+ * that the test's own thread was stalled for half a lease, a renewal may
+ * come too late, and the lock is then (rightly) reported lost; that is
+ * printed, not failed, because a test must not fail on a slow machine. */
 static void many_locks_on_a_slow_server_are_renewed_side_by_side(void **state)
 {
     validity_case *vc = begin_case();
@@ -471,8 +494,8 @@ static void many_locks_on_a_slow_server_are_renewed_side_by_side(void **state)
     char(*keys)[TESTKIT_KEY_MAX] = vc->keys;
     dlock_lock **locks = vc->locks;
     slower *const s = &vc->s;
-    int64_t start;
-    int checks = 0;
+    int64_t start, last, stall = 0;
+    int checks = 0, lost = 0;
 
     (void)state;
     o.watchdog = 1;
@@ -480,39 +503,31 @@ static void many_locks_on_a_slow_server_are_renewed_side_by_side(void **state)
         locks[i] = itkit_acquire(c, testkit_key(keys[i], "many"), &o);
     s->url = r->url;
     TK_EXPECT(case_start(slow_down, s, &s->stop) == 0, "thread");
-    start = testkit_now_ms();
+    start = last = testkit_now_ms();
     while (testkit_now_ms() - start < 4000) {
-        int i = checks % MANY;
-        int64_t t0 = testkit_now_ms(), valid = dlock_lock_valid_ms(locks[i]);
-        redisReply *rep = testkit_redis_cmd(r->url, "GET %s", keys[i]);
-        int64_t took = testkit_now_ms() - t0;
+        const int64_t now = testkit_now_ms();
 
-        TK_EXPECT(rep != NULL, "GET answers");
-        /* Called held for longer than the GET took: Redis must agree. */
-        if (valid > took)
-            TK_EXPECT(rep->type == REDIS_REPLY_STRING
-                          && strcmp(rep->str, dlock_lock_token(locks[i])) == 0,
-                      "lock %d, valid %lld ms, holds our token in Redis", i,
-                      (long long)valid);
-        freeReplyObject(rep);
+        /* A GET waits out at most one 80 ms busy loop; much longer
+         * between two checks means this process did not run. */
+        if (now - last > stall)
+            stall = now - last;
+        last = now;
+        expect_held_if_valid(r, locks[checks % MANY], keys[checks % MANY],
+                             checks % MANY);
         checks++;
     }
     case_join(vc);
     for (int i = 0; i < MANY; i++) {
-        redisReply *rep = testkit_redis_cmd(r->url, "GET %s", keys[i]);
-        int ours = rep != NULL && rep->type == REDIS_REPLY_STRING
-                   && strcmp(rep->str, dlock_lock_token(locks[i])) == 0;
-
-        if (rep != NULL)
-            freeReplyObject(rep);
-        TK_EXPECT(!dlock_lock_lost(locks[i]),
-                  "lock %d of %d is not lost "
-                  "(Redis %s it)",
-                  i, MANY, ours ? "holds" : "lost");
-        TK_EXPECT(ours, "lock %d is held in Redis", i);
+        expect_held_if_valid(r, locks[i], keys[i], i);
+        lost += dlock_lock_lost(locks[i]) != 0;
     }
-    print_message("%d busy loops of 80 ms, %d checks, no lock lost\n",
-                  s->loops, checks);
+    TK_EXPECT(lost == 0 || stall > 750,
+              "%d of %d locks lost though the test never stalled for half "
+              "a lease (longest gap between checks %lld ms)",
+              lost, MANY, (long long)stall);
+    print_message("%d busy loops of 80 ms, %d checks, %d locks lost, "
+                  "longest gap between checks %lld ms\n",
+                  s->loops, checks, lost, (long long)stall);
 }
 
 int main(void)

@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "testkit_threads.h"
+
 static void forget(const char *name)
 {
     char k[TESTKIT_KEY_MAX + 64];
@@ -130,9 +132,7 @@ typedef struct once_case {
     refresh fn[2];
     int nfn; /* refreshes initialised */
     caller k[CROWD];
-    pthread_t t[CROWD];
-    int started; /* callers started */
-    int joined;  /* callers joined, in order */
+    testkit_threads callers; /* caller i is thread i, in order */
     dlock_client *c[2];
     char name[TESTKIT_KEY_MAX];
 } once_case;
@@ -156,16 +156,10 @@ static refresh *case_refresh(once_case *oc, const char *value)
     return r;
 }
 
+/* Starts caller i; callers start (and are joined) in order. */
 static void start_caller(once_case *oc, int i)
 {
-    pthread_create(&oc->t[i], NULL, call_once, &oc->k[i]);
-    oc->started = i + 1;
-}
-
-static void join_caller(once_case *oc, int i)
-{
-    pthread_join(oc->t[i], NULL);
-    oc->joined = i + 1;
+    testkit_threads_start(&oc->callers, call_once, &oc->k[i]);
 }
 
 /* Teardown of the threaded cases, passed or failed: opens the gates (a
@@ -178,8 +172,7 @@ static int end_case(void **state)
     (void)state;
     for (int i = 0; i < oc->nfn; i++)
         refresh_open(&oc->fn[i]);
-    for (int i = oc->joined; i < oc->started; i++)
-        pthread_join(oc->t[i], NULL);
+    testkit_threads_join_all(&oc->callers);
     for (int i = 0; i < CROWD; i++)
         dlock_once_free(oc->k[i].flight);
     for (int i = 0; i < oc->nfn; i++) {
@@ -214,8 +207,8 @@ static void a_follower_gets_the_leaders_value(void **state)
     TK_EXPECT(patkit_wait_int_at_least(rkey, "waiters", 1, 3000),
               "the second caller follows");
     refresh_open(fn);
-    join_caller(oc, 0);
-    join_caller(oc, 1);
+    testkit_threads_join_next(&oc->callers);
+    testkit_threads_join_next(&oc->callers);
     TK_EXPECT(lead->err == DLOCK_OK && dlock_once_led(lead->flight),
               "the first caller led, got %s", dlock_errname(lead->err));
     TK_EXPECT(follow->err == DLOCK_OK && !dlock_once_led(follow->flight),
@@ -243,7 +236,7 @@ static void a_crowd_causes_one_refresh(void **state)
         start_caller(oc, i);
     }
     for (int i = 0; i < CROWD; i++) {
-        join_caller(oc, i);
+        testkit_threads_join_next(&oc->callers);
         TK_EXPECT(k[i].err == DLOCK_OK && has_value(k[i].flight, "fresh"),
                   "caller %d gets the fresh value, got %s", i,
                   dlock_errname(k[i].err));
@@ -307,8 +300,8 @@ static void a_failed_refresh_hands_over_to_a_follower(void **state)
     TK_EXPECT(patkit_wait_int_at_least(rkey, "waiters", 1, 3000),
               "the second caller follows");
     refresh_open(failing);
-    join_caller(oc, 0);
-    join_caller(oc, 1);
+    testkit_threads_join_next(&oc->callers);
+    testkit_threads_join_next(&oc->callers);
     TK_EXPECT(lead->err == DLOCK_STATE && lead->fn_result == 42
                   && lead->flight == NULL,
               "the failed leader gets DLOCK_STATE and "

@@ -18,11 +18,12 @@
  */
 #include "patkit.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "testkit_threads.h"
 
 static void forget(const char *name)
 {
@@ -177,8 +178,7 @@ typedef struct run {
     atomic_int n;
     int64_t slots[MAX_SLOTS];
     atomic_int errors;
-    pthread_t threads[SENDERS];
-    int started; /* senders started, not yet joined */
+    testkit_threads senders;
     dlock_client *c[2];
     char name[TESTKIT_KEY_MAX];
 } run;
@@ -188,20 +188,13 @@ typedef struct run {
  * (each stops at until_us) before it frees the limiters and clients. */
 static run the_run;
 
-static void join_senders(run *r)
-{
-    for (int i = 0; i < r->started; i++)
-        pthread_join(r->threads[i], NULL);
-    r->started = 0;
-}
-
 /* Teardown of the senders' case, passed or failed. */
 static int end_run(void **state)
 {
     run *r = &the_run;
 
     (void)state;
-    join_senders(r);
+    testkit_threads_join_all(&r->senders);
     dlock_ratelimit_free(r->rl[0]);
     dlock_ratelimit_free(r->rl[1]);
     if (r->name[0] != '\0')
@@ -269,11 +262,9 @@ static void many_senders_share_one_rate(void **state)
     r->rl[0] = limiter(c[0], name, 100, 1000, 5); /* T = 10 ms */
     r->rl[1] = limiter(c[1], name, 100, 1000, 5);
     r->until_us = testkit_now_us() + RUN_US;
-    for (int i = 0; i < SENDERS; i++) {
-        pthread_create(&r->threads[i], NULL, send_fast, r);
-        r->started = i + 1;
-    }
-    join_senders(r);
+    for (int i = 0; i < SENDERS; i++)
+        testkit_threads_start(&r->senders, send_fast, r);
+    testkit_threads_join_all(&r->senders);
     n = atomic_load(&r->n);
     TK_EXPECT(atomic_load(&r->errors) == 0 && n <= MAX_SLOTS,
               "no call fails (%d did)", atomic_load(&r->errors));

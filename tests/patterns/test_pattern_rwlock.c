@@ -19,10 +19,11 @@
  */
 #include "patkit.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "testkit_threads.h"
 
 static void forget(const char *name)
 {
@@ -130,9 +131,7 @@ typedef struct rw_case {
     char name[TESTKIT_KEY_MAX];
     dlock_rwlock *blocker; /* held by the case, waited behind */
     waiter w[READERS];
-    pthread_t t[MIXERS];
-    int started; /* threads started */
-    int joined;  /* threads joined, in order */
+    testkit_threads threads;
 } rw_case;
 
 static rw_case the_case;
@@ -143,18 +142,6 @@ static rw_case *begin_case(void)
     the_case.c = patkit_client();
     the_case.other = patkit_client();
     return &the_case;
-}
-
-static void start_thread(rw_case *rc, void *(*fn)(void *), void *arg)
-{
-    pthread_create(&rc->t[rc->started], NULL, fn, arg);
-    rc->started++;
-}
-
-static void join_next(rw_case *rc)
-{
-    pthread_join(rc->t[rc->joined], NULL);
-    rc->joined++;
 }
 
 /* Releases the lock the case held; the case's own check of the result
@@ -178,8 +165,7 @@ static int end_case(void **state)
     (void)state;
     if (rc->blocker != NULL)
         release_blocker(rc);
-    while (rc->joined < rc->started)
-        join_next(rc);
+    testkit_threads_join_all(&rc->threads);
     for (int i = 0; i < READERS; i++)
         dlock_rwlock_release(rc->w[i].lock);
     if (rc->name[0] != '\0')
@@ -204,7 +190,7 @@ static void a_waiting_writer_stops_new_readers(void **state)
     patkit_pkey(intent, "rw", name, ":intent");
     rc->blocker = take(c, name, DLOCK_RWLOCK_READ, 10000, 0);
     *w = (waiter){other, name, DLOCK_RWLOCK_WRITE, DLOCK_OK, NULL, 0};
-    start_thread(rc, take_waiting, w);
+    testkit_threads_start(&rc->threads, take_waiting, w);
     TK_EXPECT(testkit_wait_until(key_exists, intent, 3000),
               "the waiting "
               "writer sets its intent");
@@ -217,7 +203,7 @@ static void a_waiting_writer_stops_new_readers(void **state)
               "a new reader is still refused 1.5 s into the writer's wait");
     released = testkit_now_us();
     TK_EXPECT_ERR(release_blocker(rc), DLOCK_OK, c, "releasing");
-    join_next(rc);
+    testkit_threads_join_next(&rc->threads);
     TK_EXPECT(w->err == DLOCK_OK, "the writer gets the lock, got %s",
               dlock_errname(w->err));
     TK_EXPECT(w->granted_us - released < 1000000,
@@ -243,7 +229,7 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
     rc->blocker = take(c, name, DLOCK_RWLOCK_WRITE, 10000, 0);
     for (int i = 0; i < READERS; i++) {
         r[i] = (waiter){other, name, DLOCK_RWLOCK_READ, DLOCK_OK, NULL, 0};
-        start_thread(rc, take_waiting, &r[i]);
+        testkit_threads_start(&rc->threads, take_waiting, &r[i]);
     }
     TK_EXPECT(patkit_wait_int_at_least(waiters, NULL, 2 * READERS, 3000),
               "the readers wait (each registered twice: before and after "
@@ -255,7 +241,7 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
     released = testkit_now_us();
     TK_EXPECT_ERR(release_blocker(rc), DLOCK_OK, c, "releasing");
     for (int i = 0; i < READERS; i++) {
-        join_next(rc);
+        testkit_threads_join_next(&rc->threads);
         TK_EXPECT(r[i].err == DLOCK_OK, "reader %d gets the lock, got %s", i,
                   dlock_errname(r[i].err));
         print_message("reader %d in %lld us after the release\n", i,
@@ -366,9 +352,8 @@ static void no_writer_ever_overlaps_anyone(void **state)
     m.client[1] = rc->other;
     m.name = rc->name;
     for (int i = 0; i < MIXERS; i++)
-        start_thread(rc, mix_main, &m);
-    for (int i = 0; i < MIXERS; i++)
-        join_next(rc);
+        testkit_threads_start(&rc->threads, mix_main, &m);
+    testkit_threads_join_all(&rc->threads);
     print_message("%d reads, %d writes\n", atomic_load(&m.reads),
                   atomic_load(&m.writes));
     TK_EXPECT(atomic_load(&m.failures) == 0,

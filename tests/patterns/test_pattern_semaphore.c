@@ -18,10 +18,11 @@
  */
 #include "patkit.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "testkit_threads.h"
 
 static void forget(const char *name)
 {
@@ -144,9 +145,7 @@ typedef struct sem_case {
     dlock_semaphore *sem[2];
     dlock_permit *held; /* the case's permit, waited behind */
     taker t;
-    pthread_t threads[THREADS];
-    int started; /* threads started */
-    int joined;  /* threads joined, in order */
+    testkit_threads threads;
 } sem_case;
 
 static sem_case the_case;
@@ -157,18 +156,6 @@ static sem_case *begin_case(void)
     the_case.c[0] = patkit_client();
     the_case.c[1] = patkit_client();
     return &the_case;
-}
-
-static void start_thread(sem_case *sc, void *(*fn)(void *), void *arg)
-{
-    pthread_create(&sc->threads[sc->started], NULL, fn, arg);
-    sc->started++;
-}
-
-static void join_next(sem_case *sc)
-{
-    pthread_join(sc->threads[sc->joined], NULL);
-    sc->joined++;
 }
 
 /* Releases the case's permit; the check of the result stays with the
@@ -192,8 +179,7 @@ static int end_case(void **state)
     (void)state;
     if (sc->held != NULL)
         release_held(sc);
-    while (sc->joined < sc->started)
-        join_next(sc);
+    testkit_threads_join_all(&sc->threads);
     dlock_semaphore_release(sc->t.permit);
     dlock_semaphore_free(sc->sem[0]);
     dlock_semaphore_free(sc->sem[1]);
@@ -223,11 +209,11 @@ static void a_release_wakes_a_waiter(void **state)
     sc->sem[1] = sem_new(other, name, 1);
     *t = (taker){sc->sem[1], DLOCK_OK, NULL, 0};
     sc->held = take(s, c, 10000, 0);
-    start_thread(sc, take_waiting, t);
+    testkit_threads_start(&sc->threads, take_waiting, t);
     TK_EXPECT(patkit_wait_subscribed(channel, 3000), "the waiter subscribes");
     released = testkit_now_us();
     TK_EXPECT_ERR(release_held(sc), DLOCK_OK, c, "releasing");
-    join_next(sc);
+    testkit_threads_join_next(&sc->threads);
     TK_EXPECT(t->err == DLOCK_OK, "the waiter gets the permit, got %s",
               dlock_errname(t->err));
     print_message("hand-off took %lld us\n",
@@ -289,9 +275,8 @@ static void it_never_over_grants_under_concurrency(void **state)
     k.sem[0] = sc->sem[0] = sem_new(sc->c[0], name, PERMITS);
     k.sem[1] = sc->sem[1] = sem_new(sc->c[1], name, PERMITS);
     for (int i = 0; i < THREADS; i++)
-        start_thread(sc, contend, &k);
-    for (int i = 0; i < THREADS; i++)
-        join_next(sc);
+        testkit_threads_start(&sc->threads, contend, &k);
+    testkit_threads_join_all(&sc->threads);
     TK_EXPECT(atomic_load(&k.failures) == 0,
               "every acquire and release "
               "succeeds, %d failed",

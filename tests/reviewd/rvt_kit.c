@@ -840,6 +840,22 @@ const char *rvt_header(const rvt_resp *r, const char *name, char *buf,
     return NULL;
 }
 
+long long rvt_metric(int port, const char *name)
+{
+    char key[128];
+    rvt_resp r;
+    const char *p;
+    long long v = -1;
+
+    snprintf(key, sizeof(key), "\n%s ", name);
+    if (rvt_call(port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
+        && r.status == 200 && r.body != NULL
+        && (p = strstr(r.body, key)) != NULL)
+        v = strtoll(p + strlen(key), NULL, 10);
+    rvt_resp_free(&r);
+    return v;
+}
+
 const char *rvt_field(const rvt_resp *r, const char *path)
 {
     char part[64];

@@ -193,6 +193,11 @@ void rvt_expect_status(const rvt_resp *r, int status, const char *code,
 /* A string field of the response JSON (nested with "a.b"), or NULL. */
 const char *rvt_field(const rvt_resp *r, const char *path);
 
+/* The value of a /metrics family without labels ("name value" on a line
+ * of its own) from the server on port, or -1 when it is absent or
+ * /metrics did not answer 200. */
+long long rvt_metric(int port, const char *name);
+
 void rvt_resp_free(rvt_resp *r);
 
 /* ---- tokens -------------------------------------------------------------- */

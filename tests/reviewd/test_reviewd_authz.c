@@ -37,6 +37,7 @@
 
 #include "rvt_kit.h"
 #include "testkit.h"
+#include "testkit_threads.h"
 
 #define ATTACKERS 8
 #define ROUNDS 20
@@ -80,8 +81,7 @@ typedef struct attack {
     atomic_int other;      /* anything else */
     char first_other[160]; /* the first such answer, for the message */
     pthread_mutex_t mu;
-    pthread_t t[ATTACKERS];
-    int started; /* threads started, not yet joined */
+    testkit_threads attackers;
 } attack;
 
 static attack the_attack;
@@ -140,9 +140,7 @@ static int owner_round(const char *doc_path, char *why, size_t whylen)
 static void stop_attackers(attack *a)
 {
     atomic_store(&a->stop, 1);
-    for (int i = 0; i < a->started; i++)
-        pthread_join(a->t[i], NULL);
-    a->started = 0;
+    testkit_threads_join_all(&a->attackers);
 }
 
 /* Teardown of the attackers' case, passed or failed. */
@@ -166,10 +164,10 @@ static void attackers_never_hold_the_owners_submit_lock(void **state)
     pthread_mutex_init(&a->mu, NULL);
     assert_int_equal(rvt_create_doc(srv.port, alice, "victim", doc), 0);
     snprintf(a->path, sizeof(a->path), "/v1/documents/%s/submit", doc);
-    for (int i = 0; i < ATTACKERS; i++) {
-        assert_int_equal(pthread_create(&a->t[i], NULL, attacker_main, a), 0);
-        a->started = i + 1;
-    }
+    for (int i = 0; i < ATTACKERS; i++)
+        assert_int_equal(testkit_threads_start(&a->attackers, attacker_main,
+                                               a),
+                         0);
     for (int i = 0; i < ROUNDS; i++)
         if (owner_round(a->path, why, sizeof(why)) == 201)
             ok++;

@@ -33,6 +33,7 @@
 
 #include "rvt_kit.h"
 #include "testkit.h"
+#include "testkit_threads.h"
 
 #define READERS 3
 #define EDITS 120
@@ -68,8 +69,7 @@ typedef struct reads {
     atomic_int failed; /* not a 200 */
     char example[200];
     pthread_mutex_t mu;
-    pthread_t t[READERS];
-    int started; /* threads started, not yet joined */
+    testkit_threads readers;
 } reads;
 
 /* The readers' state and threads, in static storage: a failed assertion
@@ -83,9 +83,7 @@ static reads the_reads;
 static void stop_readers(reads *s)
 {
     atomic_store(&s->stop, 1);
-    for (int i = 0; i < s->started; i++)
-        pthread_join(s->t[i], NULL);
-    s->started = 0;
+    testkit_threads_join_all(&s->readers);
 }
 
 /* Teardown of the edit storm's case, passed or failed. */
@@ -155,10 +153,9 @@ static void include_content_reads_one_version_under_an_edit_storm(void **state)
     rvt_resp_free(&r);
     snprintf(s->path, sizeof(s->path), "/v1/documents/%s?include=content",
              doc);
-    for (int i = 0; i < READERS; i++) {
-        assert_int_equal(pthread_create(&s->t[i], NULL, reader_main, s), 0);
-        s->started = i + 1;
-    }
+    for (int i = 0; i < READERS; i++)
+        assert_int_equal(testkit_threads_start(&s->readers, reader_main, s),
+                         0);
     snprintf(path, sizeof(path), "/v1/documents/%s", doc);
     /* At least EDITS edits, and on until the readers have read 100 times
      * while edits run (bounded: a quiet machine edits faster than a loaded

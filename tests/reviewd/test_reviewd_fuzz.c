@@ -20,7 +20,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,6 +29,7 @@
 
 #include "rvt_kit.h"
 #include "testkit.h"
+#include "testkit_threads.h"
 
 #define REQUESTS 10000
 #define THREADS 4
@@ -396,24 +396,16 @@ static void *worker_main(void *arg)
  * after its count of requests, every one bounded by a 10 s wait). */
 typedef struct workers {
     worker w[THREADS];
-    pthread_t t[THREADS];
-    int started; /* threads started */
-    int joined;  /* threads joined */
+    testkit_threads threads;
 } workers;
 
 static workers the_workers;
-
-static void join_workers(workers *ws)
-{
-    for (; ws->joined < ws->started; ws->joined++)
-        pthread_join(ws->t[ws->joined], NULL);
-}
 
 /* Teardown of the fuzzing case, passed or failed. */
 static int end_workers(void **state)
 {
     (void)state;
-    join_workers(&the_workers);
+    testkit_threads_join_all(&the_workers.threads);
     memset(&the_workers, 0, sizeof(the_workers));
     return 0;
 }
@@ -428,12 +420,11 @@ static void ten_thousand_mutated_requests_get_no_5xx_and_no_hang(void **state)
     for (i = 0; i < THREADS; i++) {
         ws->w[i].state = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)i + 1;
         ws->w[i].count = REQUESTS / THREADS;
-        assert_int_equal(pthread_create(&ws->t[i], NULL, worker_main,
-                                        &ws->w[i]),
+        assert_int_equal(testkit_threads_start(&ws->threads, worker_main,
+                                               &ws->w[i]),
                          0);
-        ws->started = i + 1;
     }
-    join_workers(ws);
+    testkit_threads_join_all(&ws->threads);
     fprintf(stderr,
             "%d requests, %d closed without an answer (HTTP-level "
             "garbage), %d 5xx, %d hung\n",

@@ -23,7 +23,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,6 +34,7 @@
 
 #include "rvt_kit.h"
 #include "testkit.h"
+#include "testkit_threads.h"
 
 static rvt_db db;
 static rvt_server srv;
@@ -331,9 +331,7 @@ typedef struct migrate_run {
 typedef struct limits_case {
     slow_create slow;
     migrate_run runs[MIGRATORS];
-    pthread_t t[MIGRATORS];
-    int started; /* threads started */
-    int joined;  /* threads joined */
+    testkit_threads threads;
     char env[1100];
     rvt_db fresh;
     int fresh_made; /* fresh was created and not dropped */
@@ -347,19 +345,12 @@ static limits_case *begin_case(void)
     return &the_case;
 }
 
-/* Joins the threads started and not joined yet, in order. */
-static void join_case_threads(limits_case *lc)
-{
-    for (; lc->joined < lc->started; lc->joined++)
-        pthread_join(lc->t[lc->joined], NULL);
-}
-
 static int end_case(void **state)
 {
     limits_case *lc = &the_case;
 
     (void)state;
-    join_case_threads(lc);
+    testkit_threads_join_all(&lc->threads);
     rvt_resp_free(&lc->slow.resp);
     if (lc->fresh_made)
         rvt_db_drop(&lc->fresh);
@@ -381,8 +372,8 @@ static void healthz_answers_while_every_worker_is_blocked(void **state)
 
     (void)state;
     *b = (slow_create){srv.port, alice, 3000, "blocker", 0, {0}};
-    assert_int_equal(pthread_create(&lc->t[0], NULL, slow_create_main, b), 0);
-    lc->started = 1;
+    assert_int_equal(testkit_threads_start(&lc->threads, slow_create_main, b),
+                     0);
     TK_EXPECT(testkit_wait_until(in_transaction, &db, 5000),
               "the blocker is parked inside its transaction");
     for (i = 0; i < 10 && !atomic_load(&b->answered); i++) {
@@ -394,7 +385,7 @@ static void healthz_answers_while_every_worker_is_blocked(void **state)
               "10 /healthz answered 200 while the worker was blocked, got "
               "%d of %d before the blocker's answer",
               ok, i);
-    join_case_threads(lc);
+    testkit_threads_join_all(&lc->threads);
     TK_EXPECT(b->resp.status == 201, "the blocker then succeeds, got %d",
               b->resp.status);
 }
@@ -406,13 +397,13 @@ static void sigterm_drains_the_request_in_flight(void **state)
 
     (void)state;
     *slow = (slow_create){srv.port, alice, 1000, "drained", 0, {0}};
-    assert_int_equal(pthread_create(&lc->t[0], NULL, slow_create_main, slow),
+    assert_int_equal(testkit_threads_start(&lc->threads, slow_create_main,
+                                           slow),
                      0);
-    lc->started = 1;
     TK_EXPECT(testkit_wait_until(in_transaction, &db, 5000),
               "the slow request is inside its transaction");
     assert_int_equal(kill(srv.pid, SIGTERM), 0);
-    join_case_threads(lc);
+    testkit_threads_join_all(&lc->threads);
     TK_EXPECT(slow->resp.status == 201,
               "the request in flight is answered after SIGTERM, got %d",
               slow->resp.status);
@@ -527,12 +518,11 @@ static void migrations_started_together_apply_once(void **state)
     for (i = 0; i < MIGRATORS; i++) {
         runs[i].env[0] = lc->env;
         runs[i].env[1] = NULL;
-        assert_int_equal(pthread_create(&lc->t[i], NULL, migrate_main,
-                                        &runs[i]),
+        assert_int_equal(testkit_threads_start(&lc->threads, migrate_main,
+                                               &runs[i]),
                          0);
-        lc->started = i + 1;
     }
-    join_case_threads(lc);
+    testkit_threads_join_all(&lc->threads);
     for (i = 0; i < MIGRATORS; i++)
         TK_EXPECT(runs[i].rc == 0, "migrate %d exits 0: %s", i, runs[i].out);
     TK_EXPECT(rvt_sql_int(&lc->fresh,

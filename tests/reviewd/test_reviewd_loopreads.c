@@ -2,6 +2,8 @@
  * test_reviewd_loopreads.c: GET /v1/documents/{id} answered on the
  * event loop (REVIEWD_LOOP_READS, http/rv_loop.h, handlers/rv_doc_loop.h).
  *
+ *   - a loop connects to PostgreSQL when it starts, so the first read
+ *     after a start is answered on it;
  *   - the read is really answered there (reviewd_loop_document_reads_total
  *     in /metrics grows), with the reply the worker path gives: the body
  *     of the 201 that created the document byte for byte, the caller's
@@ -22,7 +24,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 
 #include "rvt_kit.h"
 #include "testkit.h"
+#include "testkit_threads.h"
 
 #define READERS 4
 #define CUTS 6
@@ -47,8 +49,7 @@ static const rvt_person people[] = {{&alice, "alice", "author"},
 static char doc_path[64];
 static atomic_int stop_readers;
 static atomic_int reads_ok, reads_503, reads_other;
-static pthread_t readers[READERS];
-static int nreaders;
+static testkit_threads readers;
 
 static int setup(void **state)
 {
@@ -62,29 +63,63 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    int i;
-
     (void)state;
     atomic_store(&stop_readers, 1);
-    for (i = 0; i < nreaders; i++)
-        pthread_join(readers[i], NULL);
-    nreaders = 0;
+    testkit_threads_join_all(&readers);
     return rvt_fixture_end(&db, &srv, people);
 }
 
 /* reviewd_loop_document_reads_total now (-1: not found). */
 static long long loop_reads(void)
 {
-    static const char name[] = "\nreviewd_loop_document_reads_total ";
-    rvt_resp r;
-    long long n = -1;
-    const char *p;
+    return rvt_metric(srv.port, "reviewd_loop_document_reads_total");
+}
 
-    if (rvt_call(srv.port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
-        && r.body != NULL && (p = strstr(r.body, name)) != NULL)
-        n = strtoll(p + strlen(name), NULL, 10);
+/* The event loops reviewd runs: one per CPU, at most its workers (2). */
+static long long event_loops(void)
+{
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+    return cpus < 1 ? 1 : cpus < 2 ? cpus : 2;
+}
+
+/* 1 once every loop has a PostgreSQL connection ready to send. */
+static int loops_connected(void *arg)
+{
+    (void)arg;
+    return rvt_metric(srv.port, "reviewd_pg_loop_connections_ready")
+           >= event_loops();
+}
+
+/* A started reviewd's loops connect to PostgreSQL before any read asks
+ * them to, so the very first read is answered on a loop, not handed to a
+ * worker while the loop's connection is still being made. */
+static void the_first_read_after_start_is_the_loops(void **state)
+{
+    long long before;
+    rvt_resp r;
+
+    (void)state;
+    TK_EXPECT(testkit_wait_until(loops_connected, NULL, WAIT_MS),
+              "every loop's PostgreSQL connection ready within %d ms of "
+              "start, with no read yet (%lld ready, %lld loops)",
+              WAIT_MS,
+              rvt_metric(srv.port, "reviewd_pg_loop_connections_ready"),
+              event_loops());
+    rvt_call(srv.port, "POST", "/v1/documents", alice,
+             "{\"title\":\"first\",\"content\":\"read me first\"}", NULL, &r);
+    rvt_expect_status(&r, 201, NULL, "create");
+    snprintf(doc_path, sizeof(doc_path), "/v1/documents/%s",
+             rvt_field(&r, "id"));
     rvt_resp_free(&r);
-    return n;
+    before = loop_reads();
+    assert_int_equal(before, 0);
+    rvt_call(srv.port, "GET", doc_path, alice, NULL, NULL, &r);
+    rvt_expect_status(&r, 200, NULL, "the first read");
+    rvt_resp_free(&r);
+    TK_EXPECT(loop_reads() == before + 1,
+              "the first read was answered on a loop (counter %lld -> %lld)",
+              before, loop_reads());
 }
 
 /* Reads the document once; 1 when the loop's counter has passed *arg. */
@@ -114,7 +149,8 @@ static void reads_are_answered_on_the_loop_as_by_a_worker(void **state)
     snprintf(doc_path, sizeof(doc_path), "/v1/documents/%s",
              rvt_field(&r, "id"));
     rvt_resp_free(&r);
-    /* The loop connects when first asked: wait until it answers. */
+    /* A loop whose connection was cut reconnects when next asked: wait
+     * until one answers. */
     TK_EXPECT(testkit_wait_until(read_counted, &before, WAIT_MS),
               "reviewd_loop_document_reads_total grows within %d ms", WAIT_MS);
     before = loop_reads();
@@ -195,9 +231,8 @@ static void reads_survive_cut_connections(void **state)
     (void)state;
     assert_true(doc_path[0] != '\0');
     atomic_store(&stop_readers, 0);
-    for (nreaders = 0; nreaders < READERS; nreaders++)
-        assert_int_equal(pthread_create(&readers[nreaders], NULL, reader_main,
-                                        NULL),
+    for (i = 0; i < READERS; i++)
+        assert_int_equal(testkit_threads_start(&readers, reader_main, NULL),
                          0);
     for (i = 0; i < CUTS; i++) {
         usleep(CUT_GAP_US);
@@ -208,9 +243,7 @@ static void reads_survive_cut_connections(void **state)
     }
     usleep(CUT_GAP_US);
     atomic_store(&stop_readers, 1);
-    for (i = 0; i < nreaders; i++)
-        pthread_join(readers[i], NULL);
-    nreaders = 0;
+    testkit_threads_join_all(&readers);
     fprintf(stderr, "%lld connections cut; reads: %d ok, %d 503, %d other\n",
             cut, atomic_load(&reads_ok), atomic_load(&reads_503),
             atomic_load(&reads_other));
@@ -227,6 +260,7 @@ static void reads_survive_cut_connections(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_first_read_after_start_is_the_loops),
         cmocka_unit_test(reads_are_answered_on_the_loop_as_by_a_worker),
         cmocka_unit_test(reads_survive_cut_connections),
     };

@@ -207,22 +207,6 @@ static int json_int(const rvt_resp *r, const char *name)
     return json_is_integer(v) ? (int)json_integer_value(v) : -1;
 }
 
-/* A counter or gauge from /metrics, or -1 when absent. */
-static long long metric(const char *name)
-{
-    char want[128];
-    rvt_resp r;
-    const char *at;
-    long long v = -1;
-
-    snprintf(want, sizeof(want), "\n%s ", name);
-    if (rvt_call(srv.port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
-        && r.body != NULL && (at = strstr(r.body, want)) != NULL)
-        v = strtoll(at + strlen(want), NULL, 10);
-    rvt_resp_free(&r);
-    return v;
-}
-
 /* /readyz's content_store and status fields, as "content/status". */
 static void readiness(char *buf, size_t len)
 {
@@ -356,11 +340,11 @@ static void each_version_has_its_own_record_through_the_lifecycle(void **state)
     rvt_resp_free(&r);
     free(v1);
     free(v2);
-    TK_EXPECT(metric("reviewd_content_mongo") == 1,
+    TK_EXPECT(rvt_metric(srv.port, "reviewd_content_mongo") == 1,
               "/metrics says the text is in MongoDB");
-    TK_EXPECT(metric("reviewd_content_mongo_ok_total") >= 8,
+    TK_EXPECT(rvt_metric(srv.port, "reviewd_content_mongo_ok_total") >= 8,
               "/metrics counts the records written and read, got %lld",
-              metric("reviewd_content_mongo_ok_total"));
+              rvt_metric(srv.port, "reviewd_content_mongo_ok_total"));
 }
 
 static void a_missing_record_is_reported_not_served_empty(void **state)
@@ -369,7 +353,8 @@ static void a_missing_record_is_reported_not_served_empty(void **state)
     rvt_resp r;
 
     (void)state;
-    const long long missing = metric("reviewd_content_mongo_missing_total");
+    const long long missing = rvt_metric(
+        srv.port, "reviewd_content_mongo_missing_total");
 
     create("missing", "text that will vanish", id);
     assert_int_equal(delete_record(id, 1), 0);
@@ -381,7 +366,8 @@ static void a_missing_record_is_reported_not_served_empty(void **state)
     rvt_resp_free(&r);
     TK_EXPECT(rvt_server_log_has(&srv, "\"msg\":\"content_missing\""),
               "the log says content_missing");
-    TK_EXPECT(metric("reviewd_content_mongo_missing_total") == missing + 1,
+    TK_EXPECT(rvt_metric(srv.port, "reviewd_content_mongo_missing_total")
+                  == missing + 1,
               "/metrics counts the missing record");
     get_doc(id, 0, &r);
     rvt_expect_status(&r, 200, NULL, "GET without content still works");
@@ -549,7 +535,8 @@ static void an_outage_fails_writes_cleanly_and_leaves_postgres_alone(
     rvt_resp_free(&r);
     TK_EXPECT(rvt_server_log_has(&srv, "content_store_unavailable"),
               "the log says content_store_unavailable");
-    TK_EXPECT(metric("reviewd_content_mongo_unavailable_total") >= 3,
+    TK_EXPECT(rvt_metric(srv.port, "reviewd_content_mongo_unavailable_total")
+                  >= 3,
               "/metrics counts the failed calls");
     readiness(ready, sizeof(ready));
     TK_EXPECT(strcmp(ready, "down/degraded") == 0,

@@ -25,7 +25,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 
 #include "rvt_kit.h"
 #include "testkit.h"
+#include "testkit_threads.h"
 
 #define PAUSERS 3
 #define PROBERS 3
@@ -70,8 +70,7 @@ typedef struct load {
 /* One run's clients and server, in static storage (one run at a time). */
 typedef struct run {
     load l;
-    pthread_t t[PAUSERS + PROBERS];
-    int started; /* clients started, not yet joined */
+    testkit_threads clients;
     rvt_server srv;
     int srv_running;
 } run;
@@ -83,9 +82,7 @@ static run the_run;
 static void stop_clients(run *rn)
 {
     atomic_store(&rn->l.stop, 1);
-    for (int i = 0; i < rn->started; i++)
-        pthread_join(rn->t[i], NULL);
-    rn->started = 0;
+    testkit_threads_join_all(&rn->clients);
 }
 
 /* Teardown of the case, passed or failed: stops the run's reviewd and
@@ -172,14 +169,12 @@ static void stop_once_under_load(void)
     assert_int_equal(rvt_server_start(srv, &db, NULL, env, "rv_shutdown"), 0);
     rn->srv_running = 1;
     l->port = srv->port;
-    for (i = 0; i < PAUSERS + PROBERS; i++) {
-        assert_int_equal(pthread_create(&rn->t[i], NULL,
-                                        i < PAUSERS ? pauser_main
-                                                    : prober_main,
-                                        l),
+    for (i = 0; i < PAUSERS + PROBERS; i++)
+        assert_int_equal(testkit_threads_start(&rn->clients,
+                                               i < PAUSERS ? pauser_main
+                                                           : prober_main,
+                                               l),
                          0);
-        rn->started = i + 1;
-    }
     TK_EXPECT(testkit_wait_until(busy, l, 10000),
               "the clients get going (%d POSTs sent, %d probes answered)",
               atomic_load(&l->parked), atomic_load(&l->probes));

@@ -74,23 +74,6 @@ static int end_case(void **state)
     return 0;
 }
 
-/* The value of a /metrics family without labels, or -1. */
-static long long metric(int port, const char *name)
-{
-    char key[128];
-    rvt_resp r;
-    const char *p;
-    long long v = -1;
-
-    snprintf(key, sizeof(key), "\n%s ", name);
-    if (rvt_call(port, "GET", "/metrics", NULL, NULL, NULL, &r) == 0
-        && r.status == 200 && r.body != NULL
-        && (p = strstr(r.body, key)) != NULL)
-        v = strtoll(p + strlen(key), NULL, 10);
-    rvt_resp_free(&r);
-    return v;
-}
-
 typedef struct open_wait {
     int port;
     long long seen; /* the last reviewd_pg_connections_open */
@@ -100,7 +83,7 @@ static int workers_connected(void *arg)
 {
     open_wait *w = arg;
 
-    w->seen = metric(w->port, "reviewd_pg_connections_open");
+    w->seen = rvt_metric(w->port, "reviewd_pg_connections_open");
     return w->seen >= WORKERS;
 }
 
@@ -139,7 +122,7 @@ static void first_requests_find_every_worker_connected(void **state)
     }
     TK_EXPECT(ok == CLIENTS, "%d GETs sent at once all answer 200: %d did",
               CLIENTS, ok);
-    TK_EXPECT(metric(srv.port, "reviewd_pg_connect_failures_total") == 0,
+    TK_EXPECT(rvt_metric(srv.port, "reviewd_pg_connect_failures_total") == 0,
               "no PostgreSQL connect failed");
     srv_running = 0;
     TK_EXPECT(rvt_server_stop(&srv), "reviewd exits 0");

@@ -16,6 +16,10 @@
  * is the failure; every cycle must also see its probes answered.
  * test_reviewd_shutdown.c does the same to the real binary with requests
  * parked in its workers.
+ *
+ * The clients, the server and what it runs on live in static storage
+ * (the_case), and end_case, the teardown, stops and joins them whether
+ * the case passed or failed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,7 +29,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +41,7 @@
 #include "core/rv_config.h"
 #include "http/rv_http.h"
 #include "svc_log.h"
+#include "testkit_threads.h"
 
 #define CLIENTS 6
 #define SHORT_MS 4000
@@ -113,6 +117,38 @@ static void set_env(void)
     unsetenv("AMQP_URL");
 }
 
+/* The case's server, configuration and client threads, in static
+ * storage: a failed assertion leaves the case by longjmp while the
+ * clients still probe and a server may run, and end_case stops them. */
+typedef struct stop_case {
+    testkit_threads clients;
+    rv_config cfg;
+    int cfg_loaded;
+    rv_app app;
+    rv_http *http; /* the running cycle's server, or NULL */
+} stop_case;
+
+static stop_case the_case;
+
+/* Teardown, passed or failed: ends the clients, joins them, stops a
+ * server left running and frees the rest. */
+static int end_case(void **state)
+{
+    stop_case *sc = &the_case;
+
+    (void)state;
+    atomic_store(&done, 1);
+    testkit_threads_join_all(&sc->clients);
+    if (sc->http != NULL)
+        rv_http_stop(sc->http, 1);
+    rv_metrics_free(sc->app.metrics);
+    svc_log_free(sc->app.log);
+    if (sc->cfg_loaded)
+        rv_config_clear(&sc->cfg);
+    memset(sc, 0, sizeof(*sc));
+    return 0;
+}
+
 static void http_stops_cleanly_while_its_loops_are_busy(void **state)
 {
     const char *long_run = getenv("DLOCK_TEST_LONG");
@@ -120,30 +156,32 @@ static void http_stops_cleanly_while_its_loops_are_busy(void **state)
                                   ? LONG_MS
                                   : SHORT_MS;
     const int64_t start = now_ms();
-    pthread_t t[CLIENTS];
+    stop_case *const sc = &the_case;
+    rv_app *const app = &sc->app;
     char err[512];
-    rv_config cfg;
-    rv_app app;
     int i, cycles = 0;
 
     (void)state;
     set_env();
-    assert_int_equal(rv_config_load(&cfg, RV_NEED_SERVE, err, sizeof(err)), 0);
-    memset(&app, 0, sizeof(app));
-    app.cfg = &cfg;
-    app.log = svc_log_new(NULL, SVC_LOG_WARN, err, sizeof(err));
-    app.metrics = rv_metrics_new();
-    assert_non_null(app.log);
-    assert_non_null(app.metrics);
+    assert_int_equal(rv_config_load(&sc->cfg, RV_NEED_SERVE, err, sizeof(err)),
+                     0);
+    sc->cfg_loaded = 1;
+    app->cfg = &sc->cfg;
+    app->log = svc_log_new(NULL, SVC_LOG_WARN, err, sizeof(err));
+    app->metrics = rv_metrics_new();
+    assert_non_null(app->log);
+    assert_non_null(app->metrics);
     for (i = 0; i < CLIENTS; i++)
-        assert_int_equal(pthread_create(&t[i], NULL, client_main, NULL), 0);
+        assert_int_equal(testkit_threads_start(&sc->clients, client_main,
+                                               NULL),
+                         0);
     do {
         uint16_t p = 0;
-        rv_http *http = rv_http_start(&app, &p, err, sizeof(err));
         const int before = atomic_load(&answers);
         const int64_t until = now_ms() + 5000;
 
-        if (http == NULL)
+        sc->http = rv_http_start(app, &p, err, sizeof(err));
+        if (sc->http == NULL)
             fail_msg("rv_http_start: %s", err);
         atomic_store(&port, p);
         while (atomic_load(&answers) - before < PROBES_PER_CYCLE
@@ -152,26 +190,24 @@ static void http_stops_cleanly_while_its_loops_are_busy(void **state)
         if (atomic_load(&answers) - before < PROBES_PER_CYCLE)
             fail_msg("cycle %d: %d probes answered in 5 s, want %d", cycles,
                      atomic_load(&answers) - before, PROBES_PER_CYCLE);
-        rv_http_stop(http, 1);
+        rv_http_stop(sc->http, 1);
+        sc->http = NULL;
         atomic_store(&port, 0);
         cycles++;
     } while (now_ms() - start < budget_ms);
     atomic_store(&done, 1);
-    for (i = 0; i < CLIENTS; i++)
-        pthread_join(t[i], NULL);
+    testkit_threads_join_all(&sc->clients);
     fprintf(stderr, "rv_http stopped %d times under load, %d probes\n", cycles,
             atomic_load(&answers));
-    assert_int_equal(atomic_load(&app.inflight), 0);
-    assert_int_equal(atomic_load(&app.connections), 0);
-    rv_metrics_free(app.metrics);
-    svc_log_free(app.log);
-    rv_config_clear(&cfg);
+    assert_int_equal(atomic_load(&app->inflight), 0);
+    assert_int_equal(atomic_load(&app->connections), 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(http_stops_cleanly_while_its_loops_are_busy),
+        cmocka_unit_test_teardown(http_stops_cleanly_while_its_loops_are_busy,
+                                  end_case),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,12 +15,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/fence.h"
 #include "testkit.h"
+#include "testkit_threads.h"
 
 static uint16_t crc16(const char *s, size_t len)
 {
@@ -118,17 +118,32 @@ static void *raise_many(void *arg)
     return NULL;
 }
 
+/* The racing raisers and their client, in static storage: a failed
+ * expectation leaves the case by longjmp while they may still raise, and
+ * end_raisers joins them before it frees the client. */
+static testkit_threads raisers;
+static dlock_client *raised;
+
+static int end_raisers(void **state)
+{
+    (void)state;
+    testkit_threads_join_all(&raisers);
+    dlock_client_free(raised);
+    raised = NULL;
+    return 0;
+}
+
 static void the_floor_only_rises(void **state)
 {
-    dlock_client *c = NULL;
     char why[DLOCK_ERRMSG_MAX];
-    pthread_t threads[RAISERS];
+    dlock_client *c;
 
     (void)state;
-    TK_EXPECT(dlock_client_new(testkit_shared_redis(), NULL, &c, why,
+    TK_EXPECT(dlock_client_new(testkit_shared_redis(), NULL, &raised, why,
                                sizeof(why))
                   == DLOCK_OK,
               "a client: %s", why);
+    c = raised;
     /* A fresh client has seen no fence: its floor starts at 0. */
     dlock__fence_floor_raise(c, 10);
     dlock__fence_floor_raise(c, 10);
@@ -138,15 +153,13 @@ static void the_floor_only_rises(void **state)
               "the floor, got %llu",
               (unsigned long long)dlock__fence_floor(c));
     for (int i = 0; i < RAISERS; i++)
-        TK_EXPECT(pthread_create(&threads[i], NULL, raise_many, c) == 0,
+        TK_EXPECT(testkit_threads_start(&raisers, raise_many, c) == 0,
                   "a thread starts");
-    for (int i = 0; i < RAISERS; i++)
-        pthread_join(threads[i], NULL);
+    testkit_threads_join_all(&raisers);
     TK_EXPECT(dlock__fence_floor(c) == (uint64_t)RAISES * RAISERS,
               "after "
               "racing raises the floor is their maximum, got %llu",
               (unsigned long long)dlock__fence_floor(c));
-    dlock_client_free(c);
 }
 
 int main(void)
@@ -154,7 +167,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counter_keys_are_reserved_and_share_the_slot),
         cmocka_unit_test(pattern_and_prefix_names_are_reserved),
-        cmocka_unit_test(the_floor_only_rises),
+        cmocka_unit_test_teardown(the_floor_only_rises, end_raisers),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,9 +4,9 @@
 # run.  Called by scripts/deps; costs nothing when already installed.
 #
 # Two steps, both pinned:
-#   1. `npm ci` installs CongoDB's runtime dependencies exactly as
-#      package-lock.json says (with --ignore-scripts: nothing downloads a
-#      binary);
+#   1. `npm ci` (tools/npm-ci.sh) installs CongoDB's runtime
+#      dependencies exactly as package-lock.json says (with
+#      --ignore-scripts: nothing downloads a binary);
 #   2. `npm pack @push.rocks/smartmongo@2.2.0` fetches the package that
 #      ships CongoDB, its sha512 is checked against the registry's
 #      integrity recorded below, and only its dist_ts/congodb is unpacked
@@ -26,20 +26,10 @@ stamp=node_modules/.dlock-mongo-test-server-$version
 if [ -f "$stamp" ] && [ "$stamp" -nt package-lock.json ]; then
     exit 0
 fi
-for tool in node npm; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "mongo-test-server: $tool is missing (see scripts/deps)" >&2
-        exit 1
-    fi
-done
+"$here/../npm-ci.sh" "$here" mongo-test-server "CongoDB's dependencies"
 log=$(mktemp)
 work=$(mktemp -d)
 trap 'rm -rf "$log" "$work"' EXIT
-if ! npm ci --ignore-scripts --no-audit --no-fund >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "mongo-test-server: npm ci failed" >&2
-    exit 1
-fi
 if ! (cd "$work" && npm pack "$pkg@$version" >"$log" 2>&1); then
     cat "$log" >&2
     echo "mongo-test-server: npm pack $pkg@$version failed" >&2

@@ -295,6 +295,10 @@ static const gauge_entry gauge_entries[] = {
           "PostgreSQL connections open now: the workers' and the event "
           "loops' (up to 4 each).",
           pg_open),
+    GAUGE("reviewd_pg_loop_connections_ready",
+          "Of the open PostgreSQL connections, the event loops' that are "
+          "ready to send reads (connected and prepared).",
+          pg_loop_ready),
     GAUGE("reviewd_pg_connections_in_use",
           "PostgreSQL connections running a request now.", pg_in_use),
     COUNTER("reviewd_pg_connects_total", "Successful PostgreSQL connects.",

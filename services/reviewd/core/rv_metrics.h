@@ -58,6 +58,7 @@ typedef struct rv_metrics_gauges {
     uint64_t redis_fast_fails;
     int64_t pg_open;
     int64_t pg_in_use;
+    int64_t pg_loop_ready;
     uint64_t pg_connects;
     uint64_t pg_connect_failures;
     int64_t pg_pool_size;

@@ -72,6 +72,7 @@ struct rv_db {
     pthread_key_t key;
     atomic_int_fast64_t open;
     atomic_int_fast64_t in_use;
+    atomic_int_fast64_t loop_ready; /* rv_db_async's, ready */
     atomic_uint_fast64_t connects;
     atomic_uint_fast64_t failures;
 };
@@ -928,6 +929,7 @@ void rv_db_stats_get(rv_db *db, rv_db_stats *out)
 {
     out->open = atomic_load(&db->open);
     out->in_use = atomic_load(&db->in_use);
+    out->loop_ready = atomic_load(&db->loop_ready);
     out->connects = atomic_load(&db->connects);
     out->failures = atomic_load(&db->failures);
     memset(&out->bulkhead, 0, sizeof(out->bulkhead));
@@ -974,4 +976,9 @@ void rv_db_count(rv_db *db, int open_delta, int connected, int failed)
         atomic_fetch_add(&db->connects, 1);
     if (failed)
         atomic_fetch_add(&db->failures, 1);
+}
+
+void rv_db_count_loop_ready(rv_db *db, int delta)
+{
+    atomic_fetch_add(&db->loop_ready, delta);
 }

@@ -55,10 +55,11 @@ typedef struct rv_stmt_def {
 
 /* Pool use, for /metrics. */
 typedef struct rv_db_stats {
-    int64_t open;                /* connections open now */
-    int64_t in_use;              /* connections running a unit of work now */
-    uint64_t connects;           /* successful connects since start */
-    uint64_t failures;           /* failed connects since start */
+    int64_t open;       /* connections open now */
+    int64_t in_use;     /* connections running a unit of work now */
+    int64_t loop_ready; /* of the open ones, event loops' ready to send */
+    uint64_t connects;  /* successful connects since start */
+    uint64_t failures;  /* failed connects since start */
     svc_bulkhead_stats bulkhead; /* zeros without rv_db_limit */
 } rv_db_stats;
 
@@ -200,5 +201,8 @@ svc_log *rv_db_log(rv_db *db);
 /* Counts a connection opened (open_delta 1) or closed (-1), and a
  * connect that succeeded (connected) or failed (failed). */
 void rv_db_count(rv_db *db, int open_delta, int connected, int failed);
+/* Counts an event loop's connection that became ready (1) or stopped
+ * being ready (-1). */
+void rv_db_count_loop_ready(rv_db *db, int delta);
 
 #endif /* RV_DB_H */

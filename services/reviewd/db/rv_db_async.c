@@ -141,6 +141,8 @@ static void shut(rv_dba *a, int failed)
         PQfinish(a->pg);
         a->pg = NULL;
         rv_db_count(a->db, -1, 0, a->state != DBA_READY && failed);
+        if (a->state == DBA_READY)
+            rv_db_count_loop_ready(a->db, -1);
     }
     if (a->gated) {
         a->gated = 0;
@@ -293,6 +295,7 @@ static void finish_head(rv_dba *a)
     a->gated = 0;
     gate_leave(a, 1);
     rv_db_count(a->db, 0, 1, 0);
+    rv_db_count_loop_ready(a->db, 1);
 }
 
 /* Reads every result that has arrived, ending each caller's statement
@@ -414,6 +417,13 @@ int rv_dba_flush(rv_dba *a)
 int rv_dba_load(const rv_dba *a)
 {
     return a->state == DBA_READY ? a->in_flight : -1;
+}
+
+int rv_dba_open_batch(const rv_dba *a)
+{
+    return a->state == DBA_READY && a->in_flight < RV_DBA_MAX_IN_FLIGHT
+               ? a->unsynced
+               : 0;
 }
 
 void rv_dba_want(rv_dba *a)

@@ -103,6 +103,10 @@ int rv_dba_flush(rv_dba *a);
 /* Statements in flight now; -1 when not ready to send. */
 int rv_dba_load(const rv_dba *a);
 
+/* Statements queued since the last flush, when the connection is ready
+ * and can take one more; else 0.  A read joining them shares their sync. */
+int rv_dba_open_batch(const rv_dba *a);
+
 /* Asks a connection that is down to be made (rv_dba_tick does it). */
 void rv_dba_want(rv_dba *a);
 

@@ -130,6 +130,7 @@ void rv_handle_metrics(rv_request *req, rv_reply *reply)
     g.redis_up = rv_monitor_redis(app->monitor) == RV_DEP_OK;
     rv_db_stats_get(app->db, &db);
     g.pg_open = db.open;
+    g.pg_loop_ready = db.loop_ready;
     g.pg_in_use = db.in_use;
     g.pg_connects = db.connects;
     g.pg_connect_failures = db.failures;

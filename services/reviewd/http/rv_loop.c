@@ -59,11 +59,20 @@ rv_loop *rv_loop_current(void)
     return current;
 }
 
+/*
+ * A pass's reads go out together: a connection that already has reads
+ * queued in this pass takes the next one too, so rv_dba_flush sends them
+ * all with one sync (one sendmsg, one wake-up of one backend) instead of
+ * one per connection.  Otherwise the least loaded ready connection.
+ */
 rv_dba *rv_loop_db(rv_loop *l)
 {
     rv_dba *best = NULL;
     int i, least = -1;
 
+    for (i = 0; i < l->ndba; i++)
+        if (rv_dba_open_batch(l->dba[i]) > 0)
+            return l->dba[i];
     for (i = 0; i < l->ndba; i++) {
         const int load = rv_dba_load(l->dba[i]);
 
@@ -174,6 +183,10 @@ static void *loop_main(void *arg)
     int i;
 
     current = l;
+    /* One connection is made at once, so the first reads after a start
+     * are the loop's, not the workers'; more follow as reads need them. */
+    if (l->ndba > 0)
+        rv_dba_want(l->dba[0]);
     while (!atomic_load(&l->stop)) {
         int timeout, n, run = 0, failed = 0;
 

@@ -18,9 +18,11 @@
  * Why several connections: one pipelined connection carries every read
  * of the loop, but its one backend then runs them one after the other,
  * and on a busy machine a backend that waits for a CPU holds them all
- * up.  A read goes to the ready connection with the fewest in flight;
- * another connection is made only when every ready one has a read in
- * flight, so a quiet service keeps one.
+ * up.  The loop makes its first connection when it starts; a pass's
+ * first read goes to the ready connection with the fewest in flight, and
+ * the pass's other reads join it (one sync for them all); another
+ * connection is made only when every ready one has a read in flight, so
+ * a quiet service keeps one.
  *
  * New connections come from the listener thread (rv_loop_hand) through
  * a queue and an eventfd, and are added to the daemon on the loop's own
@@ -66,9 +68,10 @@ int rv_loop_hand(rv_loop *l, int fd, const struct sockaddr *addr,
 /* The loop running on the calling thread, NULL on any other thread. */
 rv_loop *rv_loop_current(void);
 
-/* The connection a new read should go to: the ready one with the fewest
- * in flight (a down one is asked to connect when all are busy); NULL
- * when none is ready, or without a database.  On l's thread only. */
+/* The connection a new read should go to: the one already holding reads
+ * queued in this pass (they share one sync), else the ready one with the
+ * fewest in flight (a down one is asked to connect when all are busy);
+ * NULL when none is ready, or without a database.  On l's thread only. */
 rv_dba *rv_loop_db(rv_loop *l);
 
 /* Makes l run its daemon soon, from any thread: after

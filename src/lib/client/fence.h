@@ -9,9 +9,12 @@
  * names that begin with DLOCK__RESERVED_PREFIX are refused, as are names
  * that begin like a pattern's keys ("{sem:", "{rw:", ...; see
  * dlock__pattern_kinds below).  Before this layout the counter was "{K}:fence" (or
- * "K:fence"), a valid lock name; acquire still reads that legacy key and
- * takes the larger of the two, so an upgrade never lowers a fence, and
- * never writes it.
+ * "K:fence"), a valid lock name.  It is read, never written, so an
+ * upgrade never lowers a fence: the fair scripts and inspect take the
+ * larger of the two counters; the plain acquire reads the legacy one only
+ * while the new one is absent or unreadable, since every script that
+ * writes the new counter writes a fence above the legacy counter it read
+ * (so while the new counter exists it is the larger).
  *
  * The floor.  Each client keeps the highest fence and the highest server
  * time (TIME, in microseconds) it has seen in any reply; an acquire sends

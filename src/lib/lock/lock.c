@@ -72,7 +72,17 @@
  * fence.h), the fair queue and its entries (read only; lock_fair.h).
  * ARGV: token, ttl ms, the client's floor, the counter's TTL ms.
  * The next fence is max(last + 1, server microseconds), last being the
- * larger of the two counters; it is granted only if it is above the floor
+ * counter, or the legacy counter while the counter is absent (never
+ * written, or expired 30 days after its last grant) or unreadable: every
+ * script that writes the counter (this one, the fair ones, and those of
+ * every version since the counter moved) writes a fence above the legacy
+ * counter it read, and no such version writes the legacy counter, so
+ * while the counter exists it is above the legacy one and the larger of
+ * the two is the counter (fence.h; only a client of a version before the
+ * move, still granting beside this one, could raise the legacy counter,
+ * and such a client never read the new counter either, so fences were
+ * never ordered across the two versions).  It is granted only if it is
+ * above the floor
  * (the highest fence or server time the client has seen), else nothing is
  * written and the answer is {2, now}: the server's clock is behind what
  * this client saw and its counter cannot show a higher number.  Every
@@ -81,7 +91,13 @@
  * A free key with live fair waiters queued (one of the first 16 entries
  * before its deadline) is not taken: a plain acquire does not jump the
  * fair queue.  The answer is then busy with hint FAIR_QUEUED_HINT (-2, a
- * PTTL no held key has), which the caller reports as such.
+ * PTTL no held key has), which the caller reports as such.  Redis keeps
+ * no empty sorted set, so EXISTS says whether there is a queue at all,
+ * for a third of a ZRANGE's cost on the common path (no fair waiter).
+ *
+ * The script is the one-client pair's server cost (docs/benchmarks.md,
+ * "Session 12"): each redis.call costs 0.3-0.9 us, and so does a
+ * string.format, so the common path makes only the calls it needs.
  */
 static const dlock__script acquire_script = {
     "acquire",
@@ -94,7 +110,7 @@ static const dlock__script acquire_script = {
     "         string.rep('0', #s - i)\n"
     "end\n"
     "local t = redis.call('TIME')\n"
-    "local now = t[1] .. string.format('%06d', tonumber(t[2]))\n"
+    "local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]\n"
     "local holder = redis.call('GET', KEYS[1])\n"
     "if holder == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
@@ -103,11 +119,10 @@ static const dlock__script acquire_script = {
     "if holder then\n"
     "  return {0, redis.call('PTTL', KEYS[1]), now}\n"
     "end\n"
-    "local queued = redis.call('ZRANGE', KEYS[4], 0, 15)\n"
-    "if #queued > 0 then\n"
+    "if redis.call('EXISTS', KEYS[4]) == 1 then\n"
     "  local now_ms = tonumber(t[1]) * 1000 + "
     "math.floor(tonumber(t[2]) / 1000)\n"
-    "  for _, who in ipairs(queued) do\n"
+    "  for _, who in ipairs(redis.call('ZRANGE', KEYS[4], 0, 15)) do\n"
     "    local v = redis.call('HGET', KEYS[5], who) or ''\n"
     "    if (tonumber(string.match(v, '^(%d+)')) or 0) >= now_ms then\n"
     "      return {0, -2, now}\n"
@@ -115,8 +130,7 @@ static const dlock__script acquire_script = {
     "  end\n"
     "end\n"
     "local last = dec(redis.call('GET', KEYS[2]))\n"
-    "local legacy = dec(redis.pcall('GET', KEYS[3]))\n"
-    "if legacy and (not last or gt(legacy, last)) then last = legacy end\n"
+    "if not last then last = dec(redis.pcall('GET', KEYS[3])) end\n"
     "local fence = now\n"
     "if last and not gt(now, last) then fence = inc(last) end\n"
     "if #fence > 19 or not gt(fence, ARGV[3]) then\n"
@@ -137,8 +151,10 @@ static const dlock__script release_script = {
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
     "  redis.call('DEL', KEYS[1])\n"
     "  redis.call('PUBLISH', ARGV[2], '')\n"
-    "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n"
-    "  if head then redis.call('PUBLISH', ARGV[3] .. head, '') end\n"
+    "  if redis.call('EXISTS', KEYS[2]) == 1 then\n"
+    "    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n"
+    "    if head then redis.call('PUBLISH', ARGV[3] .. head, '') end\n"
+    "  end\n"
     "  return 1\n"
     "end\n"
     "return 0\n",
@@ -644,9 +660,12 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     snprintf(floor, sizeof(floor), "%llu", (unsigned long long)floor_us);
     snprintf(keep, sizeof(keep), "%lld",
              (long long)(ttl_ms + DLOCK__FENCE_KEEP_MS));
-    snprintf(entry, sizeof(entry), "%lld", (long long)fair_entry_ms(l));
-    snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
-    snprintf(seq, sizeof(seq), "%llu", (unsigned long long)++l->tries);
+    l->tries++;
+    if (l->fair) {
+        snprintf(entry, sizeof(entry), "%lld", (long long)fair_entry_ms(l));
+        snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
+        snprintf(seq, sizeof(seq), "%llu", (unsigned long long)l->tries);
+    }
     t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
     if (l->fair)
         err = dlock__client_eval_acked(l->client, &dlock__fair_acquire_script,

@@ -30,8 +30,13 @@
  * backup), malformed or unreachable makes the event KH_FAILED: nothing is
  * recorded, the message is retried later, and err names the record.
  *
+ * Several events in one transaction: kh_store_batch_* below, event by
+ * event in savepoints; or kh_store_apply_many (kh_store_many.h), the
+ * whole batch in two round trips, which falls back to kh_store_batch_*.
+ *
  * Ownership: kh_store_new / kh_store_free; the connection is made lazily
- * and again after it breaks.  Threads: one kh_store per thread.
+ * and again after it breaks (kh_store_conn.h).  Threads: one kh_store
+ * per thread.
  */
 #ifndef KH_STORE_H
 #define KH_STORE_H
@@ -39,24 +44,10 @@
 #include <stdint.h>
 
 #include "kh_chunk.h"
+#include "kh_event.h"
 #include "svc_content_env.h"
 
 typedef struct kh_store kh_store;
-
-/* What applying an event did. */
-typedef enum kh_outcome {
-    KH_INDEXED = 0, /* chunks replaced, event recorded */
-    KH_STALE,       /* recorded; the document is not at that approval */
-    KH_DUPLICATE,   /* seen before: nothing done */
-    KH_FAILED       /* rolled back; retry later (err says why) */
-} kh_outcome;
-
-/* One document.approved event, as API.md's Events section defines it. */
-typedef struct kh_event {
-    char event_id[64];
-    char document_id[24];
-    int document_version;
-} kh_event;
 
 typedef struct kh_store_opts {
     kh_chunk_opts chunk;
@@ -104,42 +95,5 @@ int kh_store_batch_begin(kh_store *s, char *err, size_t errlen);
 kh_outcome kh_store_batch_apply(kh_store *s, const kh_event *ev, int *chunks,
                                 char *err, size_t errlen);
 int kh_store_batch_commit(kh_store *s, char *err, size_t errlen);
-
-/* One event of kh_store_apply_many: ev in; out, chunks and err out. */
-typedef struct kh_apply {
-    kh_event ev;
-    kh_outcome out;
-    int chunks;
-    char err[400];
-} kh_apply;
-
-/*
- * Applies the n events of items in ONE transaction, each exactly as
- * kh_store_apply would, in two round trips whatever n: BEGIN with every
- * event's claim and document read (one statement, in event id order),
- * then every write (chunks, stale marks, and the claims of events that
- * failed before their write undone) with COMMIT (one statement).  When
- * the batch cannot go that way (an event twice in it, a document written
- * twice, or any failed statement: the transaction is rolled back, or a
- * lost COMMIT leaves its claims to decide), it is applied again event by
- * event with savepoints (kh_store_batch_*), so one bad event costs only
- * itself; returns 1 then, with why saying what stopped the batched way,
- * else 0.  Every item's out is set; the caller acknowledges KH_FAILED
- * items' messages never, the others only after this returns.
- */
-int kh_store_apply_many(kh_store *s, kh_apply *items, size_t n, char *why,
-                        size_t whylen);
-
-/*
- * Parses an event body (JSON) into ev.  Returns 0, or -1 with err set when
- * it is not an object with a UUID-shaped event_id, type
- * "document.approved", a canonical document_id and a positive
- * document_version.
- */
-int kh_event_parse(const char *body, size_t len, kh_event *ev, char *err,
-                   size_t errlen);
-
-/* "indexed", "stale", "duplicate" or "failed". */
-const char *kh_outcome_name(kh_outcome outcome);
 
 #endif /* KH_STORE_H */
