@@ -27,6 +27,7 @@
 
 #include "core/rv_app.h"
 #include "api/rv_auth.h"
+#include "tx/rv_admit.h"
 #include "tx/rv_content.h"
 #include "bg/rv_content_orphans.h"
 #include "http/rv_http.h"
@@ -267,7 +268,8 @@ static int app_open(rv_app *app, const rv_config *cfg, char *err,
     app->metrics = rv_metrics_new();
     app->db = rv_db_new(cfg->database_url, rv_query_stmts, RV_QUERY_COUNT,
                         cfg->pg_timeout_s, app->log);
-    if (app->metrics == NULL || app->db == NULL) {
+    app->writes = rv_admit_new(cfg->write_concurrency);
+    if (app->metrics == NULL || app->db == NULL || app->writes == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -320,6 +322,7 @@ static void app_close(rv_app *app)
     rv_monitor_stop(app->monitor);
     rv_locks_free(app->locks);
     rv_db_free(app->db);
+    rv_admit_free(app->writes);
     rv_content_free(app->content);
     rv_metrics_free(app->metrics);
     svc_log_free(app->log);

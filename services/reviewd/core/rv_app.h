@@ -26,6 +26,8 @@ typedef struct rv_app {
     /* The layers above core/ own these types: the connection factory
      * (db/rv_db.h) and the Redis monitor (bg/rv_monitor.h). */
     struct rv_db *db;
+    /* How many write transactions run at once (rv_admit.h). */
+    struct rv_admit *writes;
     rv_locks *locks;
     struct rv_monitor *monitor;
     /* The outbox's NOTIFY after the commit (rv_notifier.h); NULL only

@@ -365,6 +365,7 @@ static const int_setting int_settings[] = {
     SETTING("REVIEWD_BREAKER_OPEN_MS", 10, 600000, 1000, breaker_open_ms),
     SETTING("REVIEWD_PG_MAX_CONCURRENT", 1, 256, 0, pg_max_concurrent),
     SETTING("REVIEWD_MONGO_MAX_CONCURRENT", 1, 256, 0, mongo_max_concurrent),
+    SETTING("REVIEWD_WRITE_CONCURRENCY", 1, 1024, 0, write_concurrency),
     /* the outbox relay and the content sweep */
     SETTING("REVIEWD_RELAY_BATCH", 1, 10000, 100, relay_batch),
     SETTING("REVIEWD_RELAY_SWEEP_MS", 10, 600000, 1000, relay_sweep_ms),
@@ -417,6 +418,8 @@ static void derive_defaults(rv_config *cfg)
 
     if (cfg->threads == 0)
         cfg->threads = (int)(cpus > 4 ? (cpus > 32 ? 256 : 8 * cpus) : 32);
+    if (cfg->write_concurrency == 0)
+        cfg->write_concurrency = cpus > 1 ? (int)(4 * cpus) : 4;
     if (cfg->mongo_max_concurrent == 0)
         cfg->mongo_max_concurrent = cfg->threads >= 4 ? cfg->threads / 4 : 1;
     if (cfg->pg_max_concurrent == 0) {

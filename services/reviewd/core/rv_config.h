@@ -85,6 +85,10 @@ typedef struct rv_config {
     int breaker_open_ms;
     int pg_max_concurrent;
     int mongo_max_concurrent;
+    /* REVIEWD_WRITE_CONCURRENCY: write transactions running at once, the
+     * others waiting within their budget (tx/rv_admit.h); default 4 x
+     * online CPUs, at least 4. */
+    int write_concurrency;
     /* REVIEWD_MAX_CONNECTIONS: open HTTP connections (default 2048). */
     int max_connections;
     /* REVIEWD_CONNECTION_TIMEOUT_S: idle or slow client cut-off (30). */

@@ -315,6 +315,18 @@ static const gauge_entry gauge_entries[] = {
             "GET /v1/documents/{id} answered on an HTTP event loop, "
             "without a worker thread.",
             loop_reads),
+    GAUGE("reviewd_writes_running",
+          "Write transactions running now (at most "
+          "REVIEWD_WRITE_CONCURRENCY).",
+          writes_running),
+    GAUGE("reviewd_writes_waiting",
+          "Write requests waiting for one of REVIEWD_WRITE_CONCURRENCY "
+          "places.",
+          writes_waiting),
+    COUNTER("reviewd_write_admission_timeouts_total",
+            "Write requests answered 503 because their budget ran out "
+            "while they waited for a place.",
+            write_admission_timeouts),
     /* the outbox and its relay (rv_relay.c) */
     GAUGE("reviewd_outbox_backlog",
           "Outbox events not yet confirmed by RabbitMQ (-1: the "

@@ -66,6 +66,9 @@ typedef struct rv_metrics_gauges {
     int64_t http_inflight;
     uint64_t idem_swept;
     uint64_t loop_reads;
+    int64_t writes_running; /* tx/rv_admit.h */
+    int64_t writes_waiting;
+    uint64_t write_admission_timeouts;
     int64_t outbox_backlog;   /* unsent outbox rows (-1: unknown) */
     int64_t outbox_oldest_ms; /* age of the oldest unsent row */
     int amqp_configured;

@@ -22,6 +22,7 @@
 
 #include "core/rv_config.h"
 #include "svc_deadline.h"
+#include "tx/rv_admit.h"
 #include "tx/rv_content.h"
 #include "handlers/rv_handlers.h"
 #include "bg/rv_monitor.h"
@@ -142,6 +143,14 @@ void rv_handle_metrics(rv_request *req, rv_reply *reply)
     g.http_inflight = atomic_load(&app->inflight);
     g.idem_swept = atomic_load(&app->idem_swept);
     g.loop_reads = atomic_load(&app->loop_reads);
+    if (app->writes != NULL) {
+        rv_admit_stats ws;
+
+        rv_admit_stats_get(app->writes, &ws);
+        g.writes_running = ws.running;
+        g.writes_waiting = ws.waiting;
+        g.write_admission_timeouts = ws.timeouts;
+    }
     outbox_gauges(req, &g);
     relay_gauges(app, &g);
     content_gauges(app, &g);
