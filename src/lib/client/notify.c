@@ -62,6 +62,16 @@ enum channel_state { WANT, SENT, SUBSCRIBED, LEAVING };
 #define SEEN_MAX 8
 #define SEEN_ID_MAX 24
 
+/* Which side acted on a release id: an id is matched only by the other
+ * side, so two messages with one payload (from some other publisher)
+ * both wake a waiter. */
+enum seen_side { SEEN_BY_RELEASER, SEEN_BY_MESSAGE };
+
+typedef struct seen_id {
+    char id[SEEN_ID_MAX]; /* NUL-terminated; "" is a free slot */
+    enum seen_side side;
+} seen_id;
+
 /* A direct waiter's subscription (see "Direct waiters" below): its own
  * connection (NULL after a failure, until the next wait reconnects). */
 typedef struct direct_sub {
@@ -82,9 +92,9 @@ typedef struct channel {
     enum channel_state state;
     dlock__waiter *head;
     dlock__waiter *tail;
-    /* Recent release ids acted on by one side only (NUL-terminated; ""
-     * is a free slot), seen_next the slot to overwrite next. */
-    char seen[SEEN_MAX][SEEN_ID_MAX];
+    /* Recent release ids acted on by one side only; seen_next is the
+     * slot to overwrite next. */
+    seen_id seen[SEEN_MAX];
     int seen_next;
     struct channel *next;
 } channel;
@@ -237,29 +247,37 @@ static void wake_one(channel *ch, const redisReply *payload)
         keep_payload(ch->head, payload);
 }
 
-/* 1 if id (len bytes) is one of ch's recent release ids, which it then
- * forgets: the other side of that release has woken its waiter (mu
- * held). */
-static int seen_take(channel *ch, const char *id, size_t len)
+/* 1 if id (len bytes) is one of ch's recent release ids that the other
+ * side than by acted on, which it then forgets: that side has woken a
+ * waiter for this release (mu held). */
+static int seen_take(channel *ch, const char *id, size_t len,
+                     enum seen_side by)
 {
     if (len == 0 || len >= SEEN_ID_MAX)
         return 0;
     for (int i = 0; i < SEEN_MAX; i++) {
-        if (strlen(ch->seen[i]) == len && memcmp(ch->seen[i], id, len) == 0) {
-            ch->seen[i][0] = '\0';
+        seen_id *s = &ch->seen[i];
+
+        if (s->side != by && strlen(s->id) == len
+            && memcmp(s->id, id, len) == 0) {
+            s->id[0] = '\0';
             return 1;
         }
     }
     return 0;
 }
 
-/* Remembers id (len bytes) as acted on by one side (mu held). */
-static void seen_add(channel *ch, const char *id, size_t len)
+/* Remembers id (len bytes) as acted on by side by (mu held). */
+static void seen_add(channel *ch, const char *id, size_t len,
+                     enum seen_side by)
 {
+    seen_id *s = &ch->seen[ch->seen_next];
+
     if (len == 0 || len >= SEEN_ID_MAX)
         return;
-    memcpy(ch->seen[ch->seen_next], id, len);
-    ch->seen[ch->seen_next][len] = '\0';
+    memcpy(s->id, id, len);
+    s->id[len] = '\0';
+    s->side = by;
     ch->seen_next = (ch->seen_next + 1) % SEEN_MAX;
 }
 
@@ -268,9 +286,9 @@ static void seen_add(channel *ch, const char *id, size_t len)
 static void on_message(channel *ch, const redisReply *payload)
 {
     if (payload->type == REDIS_REPLY_STRING) {
-        if (seen_take(ch, payload->str, payload->len))
+        if (seen_take(ch, payload->str, payload->len, SEEN_BY_MESSAGE))
             return;
-        seen_add(ch, payload->str, payload->len);
+        seen_add(ch, payload->str, payload->len, SEEN_BY_MESSAGE);
     }
     wake_one(ch, payload);
 }
@@ -658,8 +676,9 @@ int dlock__notify_released(dlock__notifier *n, const char *name,
     pthread_mutex_lock(&n->mu);
     ch = find_channel(n, name, strlen(name));
     /* Nobody waiting: the message wakes whoever joins meanwhile. */
-    if (ch != NULL && ch->head != NULL && !seen_take(ch, id, len)) {
-        seen_add(ch, id, len);
+    if (ch != NULL && ch->head != NULL
+        && !seen_take(ch, id, len, SEEN_BY_RELEASER)) {
+        seen_add(ch, id, len, SEEN_BY_RELEASER);
         wake_one(ch, NULL);
         woke = 1;
     }
