@@ -24,12 +24,15 @@
  * a pattern's "{sem:", "{rw:", "{leader:", "{rl:", "{once:" or "{idem:"
  * are refused (DLOCK_INVALID), so no lock can reach a counter or another
  * object's keys.  A released lock publishes on the channel
- * "dlock:released:K" so waiters wake at once.
+ * "dlock:released:K" so waiters wake at once (the message is the released
+ * grant's fence in decimal, or empty).
  *
  * Waiting (wait_ms != 0; the patterns that wait do the same):
  *   - The wait runs on the calling thread.  Each client has one subscriber
  *     thread and connection, shared by all its waiters, that only wakes
- *     them: a release wakes one waiter of each client at once.
+ *     them: a release wakes one waiter of each client at once.  A waiter
+ *     of the releasing client is woken by the releasing thread itself,
+ *     when its release's reply comes (not by the message).
  *   - Load: a waiter tries once, subscribes, and tries again when the
  *     subscription is confirmed (so a release in between is not missed);
  *     then it sleeps.  Without a notification it tries again just after

@@ -20,6 +20,15 @@
  * has even been woken; with it, only a stall past the 150-200 ms fallback
  * lets the releaser in first).
  *
+ * A waiter is woken by a release of its own client even when the
+ * client's subscriber connection hears nothing (it goes through a proxy
+ * that is paused once the waiter is subscribed and asleep): the
+ * releasing thread wakes it when its release's reply comes (notify.h,
+ * dlock__notify_released).  The holder's TTL is 60 s, so the waiter's
+ * fallback timer would wake it 7.5-10 s after its last try; the grant
+ * must come within 3 s of the release (a wake-up and a round trip, on a
+ * loaded machine).
+ *
  * A wait with a deadline must end with DLOCK_BUSY at the deadline: not
  * much earlier, not much later ([wait, wait + 150 ms]).  After a BUSY,
  * dlock_client_busy_ttl_ms tells how long the holder's TTL still runs.
@@ -261,6 +270,114 @@ static void waiter_is_woken_by_the_release(void **state)
     dlock_client_free(holder);
 }
 
+/* The silent-subscriber case's servers, client and waiter, in static
+ * storage for the same reason as round_ (end_silent joins and frees). */
+static struct {
+    testkit_proxied *pr;  /* the server, and P1 (the client's URL) */
+    testkit_proxy *later; /* P2: the connections opened after the pool's */
+    dlock_client *c;
+    char channel[TESTKIT_KEY_MAX + 32];
+    uint64_t commands; /* the client's round trips before the waiter */
+} silent;
+
+static void retarget(testkit_proxy *p, int port)
+{
+    char cmd[64];
+
+    snprintf(cmd, sizeof(cmd), "target 127.0.0.1:%d", port);
+    TK_EXPECT(testkit_proxy_ctl(p, cmd) == 0, "proxy: %s", cmd);
+}
+
+/* waiter_main with a 20 s wait: longer than the fallback timer's sleep. */
+static void *patient_waiter_main(void *arg)
+{
+    waiter *w = arg;
+    dlock_acquire_opts o = itkit_acquire_opts(5000, 20000);
+
+    w->result = dlock_acquire(w->client, w->key, &o, &w->lock);
+    w->granted_us = testkit_now_us();
+    snprintf(w->message, sizeof(w->message), "%s",
+             dlock_client_errmsg(w->client));
+    return NULL;
+}
+
+/* 1 once the waiter has sent its try after its subscription's
+ * confirmation: its first try, then the one the confirmation calls
+ * for. */
+static int waiter_tried_twice(void *arg)
+{
+    dlock_client_stats s;
+
+    (void)arg;
+    dlock_client_stats_get(silent.c, &s);
+    return s.commands >= silent.commands + 2;
+}
+
+static int end_silent(void **state)
+{
+    (void)state;
+    if (silent.later != NULL)
+        testkit_proxy_ctl(silent.later, "resume");
+    join_round(state);
+    dlock_client_free(silent.c);
+    testkit_proxy_free(silent.later);
+    testkit_proxied_free(silent.pr);
+    memset(&silent, 0, sizeof(silent));
+    return 0;
+}
+
+static void own_release_wakes_a_waiter_whose_subscriber_is_silent(void **state)
+{
+    dlock_client_opts co = itkit_client_opts();
+    dlock_acquire_opts ho = itkit_acquire_opts(60000, 0);
+    channel_probe probe = {NULL, ""};
+    dlock_client_stats s;
+    dlock_lock *held;
+    int64_t released_us, took_ms;
+
+    (void)state;
+    silent.pr = itkit_proxied("wait-silent-sub");
+    silent.later = testkit_proxy_for("wait-silent-sub-later",
+                                     silent.pr->server->port);
+    TK_EXPECT(silent.later != NULL, "the second proxy started");
+    /* One pooled connection, opened now through P1 to the server; the
+     * subscriber's, opened when the waiter joins, goes through P2. */
+    co.pool_size = 1;
+    silent.c = itkit_client(silent.pr->url, &co);
+    retarget(silent.pr->proxy, silent.later->port);
+    testkit_key(round_.key, "wait-silent-sub");
+    held = itkit_acquire(silent.c, round_.key, &ho);
+    dlock_client_stats_get(silent.c, &s);
+    silent.commands = s.commands;
+    TK_EXPECT(round_start(silent.c, patient_waiter_main) == 0,
+              "waiter started");
+    probe.url = silent.pr->server->url;
+    snprintf(probe.channel, sizeof(probe.channel), "dlock:released:%s",
+             round_.key);
+    TK_EXPECT(testkit_wait_until(has_subscriber, &probe, 5000)
+                  && testkit_wait_until(waiter_tried_twice, NULL, 5000),
+              "the waiter subscribed and tried again");
+    TK_EXPECT(testkit_proxy_ctl(silent.later, "pause") == 0,
+              "the subscriber's connection paused");
+    released_us = testkit_now_us();
+    TK_EXPECT(dlock_release(held) == DLOCK_OK, "the holder released");
+    round_join();
+    took_ms = (round_.w.granted_us - released_us) / 1000;
+    print_message("own release, subscriber silent: %s %lld ms after the "
+                  "release\n",
+                  dlock_errname(round_.w.result), (long long)took_ms);
+    TK_EXPECT(round_.w.result == DLOCK_OK,
+              "the waiter got the lock its own client released, got %s: %s",
+              dlock_errname(round_.w.result), round_.w.message);
+    TK_EXPECT(took_ms < 3000,
+              "the releasing thread woke it, with nothing coming through "
+              "its subscriber (its fallback timer wakes it after 7.5 s "
+              "or more): %lld ms",
+              (long long)took_ms);
+    TK_EXPECT(dlock_release(round_.w.lock) == DLOCK_OK, "waiter released");
+    round_.w.lock = NULL;
+}
+
 static void wait_ends_with_busy_at_the_deadline(void **state)
 {
     const char *url = itkit_shared_url();
@@ -357,6 +474,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(waiter_is_woken_by_the_release, join_round),
         cmocka_unit_test_teardown(releaser_does_not_barge, join_round),
+        cmocka_unit_test_teardown(
+            own_release_wakes_a_waiter_whose_subscriber_is_silent, end_silent),
         cmocka_unit_test(wait_ends_with_busy_at_the_deadline),
         cmocka_unit_test(busy_ttl_reports_the_holders_ttl),
     };

@@ -71,6 +71,16 @@ static long long publish(const char *channel)
     return got;
 }
 
+/* PUBLISH with id as the payload, as a release does (lock.c). */
+static long long publish_id(const char *channel, const char *id)
+{
+    long long got = testkit_redis_int(testkit_shared_redis(), "PUBLISH %s %s",
+                                      channel, id);
+
+    assert_true(got >= 0);
+    return got;
+}
+
 /* Subscribers of channel on the server (PUBSUB NUMSUB), -1 if unknown. */
 static long long numsub(const char *channel)
 {
@@ -202,6 +212,42 @@ static void second_release_wakes(fixture *f, const char *name, int fifo)
     not_woken = fifo ? second : first;
     assert_int_equal(dlock__notify_wait(f->n, woken, after_ms(SOON_MS)), 1);
     assert_int_equal(dlock__notify_wait(f->n, not_woken, after_ms(50)), 0);
+    dlock__notify_leave(f->n, second);
+    dlock__notify_leave(f->n, first);
+}
+
+/* A release of this client's wakes one waiter itself
+ * (dlock__notify_released), and its message, matched by the id, wakes
+ * nobody; a message that comes first wakes one, and the releaser's call
+ * then wakes nobody.  Two waiters keep their places (an exclusive lock's):
+ * a second wake-up for one release would reach the second waiter. */
+static void a_release_wakes_one_waiter_whichever_way_comes_first(void **state)
+{
+    fixture *f = *state;
+    char ch[TESTKIT_KEY_MAX];
+    dlock__waiter *first = join_subscribed(f->n,
+                                           testkit_key(ch, "notify_own"));
+    dlock__waiter *second = NULL;
+    int subscribed = -1;
+
+    assert_int_equal(dlock__notify_join(f->n, ch, &second, &subscribed),
+                     DLOCK_OK);
+    dlock__notify_set_fifo(f->n, first);
+    dlock__notify_set_fifo(f->n, second);
+    /* The releaser first, then its message, then another release's. */
+    assert_int_equal(dlock__notify_released(f->n, ch, "41"), 1);
+    assert_int_equal(dlock__notify_wait(f->n, first, after_ms(SOON_MS)), 1);
+    assert_int_equal(publish_id(ch, "41"), 1);
+    assert_int_equal(publish_id(ch, "42"), 1);
+    assert_int_equal(dlock__notify_wait(f->n, first, after_ms(SOON_MS)), 1);
+    assert_int_equal(dlock__notify_wait(f->n, second, after_ms(50)), 0);
+    /* The message first, then the releaser's call. */
+    assert_int_equal(publish_id(ch, "43"), 1);
+    assert_int_equal(dlock__notify_wait(f->n, first, after_ms(SOON_MS)), 1);
+    assert_int_equal(dlock__notify_released(f->n, ch, "43"), 0);
+    assert_int_equal(dlock__notify_wait(f->n, second, after_ms(50)), 0);
+    /* No id (a release without a fence): the message alone wakes. */
+    assert_int_equal(dlock__notify_released(f->n, ch, ""), 0);
     dlock__notify_leave(f->n, second);
     dlock__notify_leave(f->n, first);
 }
@@ -374,6 +420,7 @@ int main(void)
         cmocka_unit_test(notifier_new_without_memory_is_nomem),
         cmocka_unit_test(join_fails_cleanly_at_every_allocation),
         cmocka_unit_test(a_woken_waiter_that_keeps_its_place_is_woken_again),
+        cmocka_unit_test(a_release_wakes_one_waiter_whichever_way_comes_first),
         cmocka_unit_test(a_direct_waiter_is_woken_by_its_own_connection),
         cmocka_unit_test(direct_connections_kept_are_bounded),
     };

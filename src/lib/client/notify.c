@@ -26,6 +26,15 @@
  * that waits for its next turn (a join, a message, or at most
  * IDLE_TURN_MS), so the hand-off's waiter does not wake another
  * thread on its way out.
+ *
+ * A release made by this client is a second way in (its own releases,
+ * dlock__notify_released): the releasing thread knows the key is free
+ * the moment its reply arrives, about as soon as the message reaches
+ * this thread, and wakes the waiter itself, so the hand-off does not
+ * wait for this thread to be scheduled as well.  Both the message and
+ * the releaser name the release by its id (the message's payload);
+ * whichever of them comes second finds the id among the channel's recent
+ * ones and wakes nobody, so one release still wakes one waiter.
  */
 #include "client/notify.h"
 
@@ -44,6 +53,24 @@
 #define DIRECT_IDLE_MAX DLOCK__NOTIFY_KEPT_MAX
 
 enum channel_state { WANT, SENT, SUBSCRIBED, LEAVING };
+
+/* Release ids a channel remembers (see the top of this file): more than
+ * the releases that can be on their way while one releaser's reply is,
+ * so an id is still there when its other half comes; an id whose other
+ * half never comes (a release by another client, a message that was
+ * published before the subscription) is overwritten in turn. */
+#define SEEN_MAX 8
+#define SEEN_ID_MAX 24
+
+/* Which side acted on a release id: an id is matched only by the other
+ * side, so two messages with one payload (from some other publisher)
+ * both wake a waiter. */
+enum seen_side { SEEN_BY_RELEASER, SEEN_BY_MESSAGE };
+
+typedef struct seen_id {
+    char id[SEEN_ID_MAX]; /* NUL-terminated; "" is a free slot */
+    enum seen_side side;
+} seen_id;
 
 /* A direct waiter's subscription (see "Direct waiters" below): its own
  * connection (NULL after a failure, until the next wait reconnects). */
@@ -65,6 +92,10 @@ typedef struct channel {
     enum channel_state state;
     dlock__waiter *head;
     dlock__waiter *tail;
+    /* Recent release ids acted on by one side only; seen_next is the
+     * slot to overwrite next. */
+    seen_id seen[SEEN_MAX];
+    int seen_next;
     struct channel *next;
 } channel;
 
@@ -216,6 +247,52 @@ static void wake_one(channel *ch, const redisReply *payload)
         keep_payload(ch->head, payload);
 }
 
+/* 1 if id (len bytes) is one of ch's recent release ids that the other
+ * side than by acted on, which it then forgets: that side has woken a
+ * waiter for this release (mu held). */
+static int seen_take(channel *ch, const char *id, size_t len,
+                     enum seen_side by)
+{
+    if (len == 0 || len >= SEEN_ID_MAX)
+        return 0;
+    for (int i = 0; i < SEEN_MAX; i++) {
+        seen_id *s = &ch->seen[i];
+
+        if (s->side != by && strlen(s->id) == len
+            && memcmp(s->id, id, len) == 0) {
+            s->id[0] = '\0';
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Remembers id (len bytes) as acted on by side by (mu held). */
+static void seen_add(channel *ch, const char *id, size_t len,
+                     enum seen_side by)
+{
+    seen_id *s = &ch->seen[ch->seen_next];
+
+    if (len == 0 || len >= SEEN_ID_MAX)
+        return;
+    memcpy(s->id, id, len);
+    s->id[len] = '\0';
+    s->side = by;
+    ch->seen_next = (ch->seen_next + 1) % SEEN_MAX;
+}
+
+/* A release's message: wakes one waiter, unless this client's releaser
+ * has woken one for that release already (mu held). */
+static void on_message(channel *ch, const redisReply *payload)
+{
+    if (payload->type == REDIS_REPLY_STRING) {
+        if (seen_take(ch, payload->str, payload->len, SEEN_BY_MESSAGE))
+            return;
+        seen_add(ch, payload->str, payload->len, SEEN_BY_MESSAGE);
+    }
+    wake_one(ch, payload);
+}
+
 static void remove_channel(dlock__notifier *n, channel *victim)
 {
     channel **link = &n->channels;
@@ -252,7 +329,7 @@ static void handle_push(dlock__notifier *n, const redisReply *r)
     if (ch == NULL)
         return;
     if (strcmp(kind->str, "message") == 0) {
-        wake_one(ch, r->element[2]);
+        on_message(ch, r->element[2]);
     } else if (strcmp(kind->str, "subscribe") == 0) {
         if (ch->state == SENT)
             ch->state = SUBSCRIBED;
@@ -585,6 +662,28 @@ dlock_err dlock__notify_join(dlock__notifier *n, const char *name,
         poke(n);
     *out = w;
     return DLOCK_OK;
+}
+
+int dlock__notify_released(dlock__notifier *n, const char *name,
+                           const char *id)
+{
+    const size_t len = strlen(id);
+    channel *ch;
+    int woke = 0;
+
+    if (len == 0 || len >= SEEN_ID_MAX)
+        return 0;
+    pthread_mutex_lock(&n->mu);
+    ch = find_channel(n, name, strlen(name));
+    /* Nobody waiting: the message wakes whoever joins meanwhile. */
+    if (ch != NULL && ch->head != NULL
+        && !seen_take(ch, id, len, SEEN_BY_RELEASER)) {
+        seen_add(ch, id, len, SEEN_BY_RELEASER);
+        wake_one(ch, NULL);
+        woke = 1;
+    }
+    pthread_mutex_unlock(&n->mu);
+    return woke;
 }
 
 int dlock__notify_has_waiters(dlock__notifier *n, const char *name)

@@ -21,6 +21,10 @@
  * DLOCK__NOTIFY_MSG_MAX bytes) is kept for it: a fair grant travels in it
  * (lock_fair.h).
  *
+ * A release made by a thread of this client can wake the waiter itself
+ * (dlock__notify_released), without waiting for the message to come
+ * through the subscriber thread; the message then wakes nobody.
+ *
  * A direct waiter (dlock__notify_join_direct) has the channel on a
  * connection of its own and is woken by its socket, not by this thread.
  * When it leaves, its channel stays subscribed on the kept connection
@@ -93,6 +97,19 @@ int dlock__notify_kept(dlock__notifier *n);
  * whom any one can use a release (an exclusive lock's), so the longest
  * waiting is woken first until it leaves. */
 void dlock__notify_set_fifo(dlock__notifier *n, dlock__waiter *w);
+
+/*
+ * Called by a thread of this client whose release of a key has just
+ * deleted it (its reply said so), with id, the payload that release
+ * published on channel (unique to the release: the released grant's
+ * fence).  Wakes the longest-waiting waiter on channel at once, as the
+ * message would when it came through the subscriber thread (notify.c);
+ * the message, matched by id, then wakes nobody, and if it came first
+ * this call wakes nobody.  Nothing happens for an empty id or when
+ * nobody of this client waits on channel.  Returns 1 if it woke a waiter.
+ */
+int dlock__notify_released(dlock__notifier *n, const char *channel,
+                           const char *id);
 
 /* 1 if a waiter of this notifier is joined on channel. */
 int dlock__notify_has_waiters(dlock__notifier *n, const char *channel);

@@ -50,7 +50,8 @@
  * orphaned.
  *
  * Threads: the loop runs on the caller's thread; the client's subscriber
- * thread only wakes it.
+ * thread, or a thread of the same client whose release freed the key
+ * (notify.h, dlock__notify_released), only wakes it.
  */
 #ifndef DLOCK_SRC_WAIT_H
 #define DLOCK_SRC_WAIT_H

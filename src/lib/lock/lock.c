@@ -10,7 +10,11 @@
  *            is never granted that this client cannot show is higher than
  *            every fence and server time it has seen.
  *   release  delete only if the key still holds our token, then publish on
- *            the key's channel so one waiter per client wakes at once.
+ *            the key's channel so one waiter per client wakes at once
+ *            (the payload names the release: its grant's fence).  A
+ *            waiter of the releaser's own client is woken by the
+ *            releasing thread when the reply comes, not by the message
+ *            (notify.h, dlock__notify_released).
  *   extend   PEXPIRE only if the key still holds our token.
  * Scripts that are retried after a dead connection (see client.c) give the
  * same effect when run twice: acquire by the token check, extend trivially,
@@ -42,6 +46,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "client/fence.h"
+#include "client/notify.h"
 #include "lock/lock_fair.h"
 #include "deploy/redlock.h"
 #include "transport/replwait.h"
@@ -143,14 +148,18 @@ static const dlock__script acquire_script = {
 };
 
 /* KEYS: the lock, the fair queue (read only).  ARGV: token, the released
- * channel, the fair granted-channel prefix.  A plain holder's release
- * also nudges the first fair waiter queued behind it (an empty message on
- * its own channel), whose try then takes the free key. */
+ * channel, the fair granted-channel prefix, and the release's id (its
+ * grant's fence, or "" or none), the message's payload: the releaser's
+ * client tells by it that it woke its own waiter already (release_once).
+ * A plain holder's release also nudges the first fair waiter queued
+ * behind it (an empty message on its own channel), whose try then takes
+ * the free key; EXISTS first, as in acquire, since most keys have no
+ * queue. */
 static const dlock__script release_script = {
     "release",
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
     "  redis.call('DEL', KEYS[1])\n"
-    "  redis.call('PUBLISH', ARGV[2], '')\n"
+    "  redis.call('PUBLISH', ARGV[2], ARGV[4] or '')\n"
     "  if redis.call('EXISTS', KEYS[2]) == 1 then\n"
     "    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n"
     "    if head then redis.call('PUBLISH', ARGV[3] .. head, '') end\n"
@@ -1056,13 +1065,39 @@ static void leave_no_orphan(dlock_lock *l, dlock_err err)
                                 dlock__lease_ttl_ms(&l->lease));
 }
 
+/* The id a plain release publishes (release_script): its grant's fence,
+ * unique among the key's grants, or "" when there is none. */
+static void release_id(const dlock_lock *l, char id[24])
+{
+    id[0] = '\0';
+    if (l->fence != 0)
+        snprintf(id, 24, "%llu", (unsigned long long)l->fence);
+}
+
+/* Our plain release has just deleted the key: wakes the first waiter of
+ * this client for it now, not when the release's message comes through
+ * the subscriber thread, one thread wake-up later (notify.h).  Waiters in
+ * other processes are woken by the message as before. */
+static void wake_own_waiter(dlock_lock *l)
+{
+    dlock__notifier *n = dlock__client_notifier_peek(l->client);
+    char id[24];
+
+    if (n == NULL || l->fair)
+        return;
+    release_id(l, id);
+    dlock__notify_released(n, l->channel, id);
+}
+
 /* Runs the release script (the fair one for a fair lock: it also leaves
  * the queue and hands the key to the next waiter) and returns its
  * reply. */
 static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
 {
-    const char *argv[] = {l->key, l->queue_key, l->token, l->channel,
-                          DLOCK__FAIR_GRANT_PREFIX};
+    char id[24];
+    const char *argv[] = {
+        l->key, l->queue_key, l->token, l->channel, DLOCK__FAIR_GRANT_PREFIX,
+        id};
     char floor[24], keep[24];
     const char *fair[10];
 
@@ -1071,7 +1106,8 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
         return dlock__client_eval(l->client, &dlock__fair_release_script, 5,
                                   10, fair, NULL, r, m);
     }
-    return dlock__client_eval(l->client, &release_script, 2, 5, argv, NULL, r,
+    release_id(l, id);
+    return dlock__client_eval(l->client, &release_script, 2, 6, argv, NULL, r,
                               m);
 }
 
@@ -1341,7 +1377,9 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
                              "expected an integer, got %s",
                              l->key, dlock_client_endpoint(l->client),
                              dlock__reply_type_name(r));
-    } else if (r->integer != 1 && (resent = released_before(l)) < 0) {
+    } else if (r->integer == 1) {
+        wake_own_waiter(l);
+    } else if ((resent = released_before(l)) < 0) {
         err = dlock__msg_set(m, DLOCK_LOST,
                              "release of lock %.64s on %s: re-asked after "
                              "its connection failed, it found our token "
@@ -1350,7 +1388,7 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
                              "then (another holder since, or a server that "
                              "restarted empty)",
                              l->key, dlock_client_endpoint(l->client));
-    } else if (r->integer != 1 && resent == 0) {
+    } else if (resent == 0) {
         err = dlock__msg_set(m, DLOCK_LOST,
                              "release of lock %.64s on %s: "
                              "the key no longer holds our token (expired or "
