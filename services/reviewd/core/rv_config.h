@@ -86,8 +86,9 @@ typedef struct rv_config {
     int pg_max_concurrent;
     int mongo_max_concurrent;
     /* REVIEWD_WRITE_CONCURRENCY: write transactions running at once, the
-     * others waiting within their budget (tx/rv_admit.h); default 4 x
-     * online CPUs, at least 4. */
+     * others waiting within their budget (tx/rv_admit.h); default 2 x
+     * online CPUs, at least 4 (docs/benchmarks.md measured 2, 4, 6 and 8
+     * on two CPUs). */
     int write_concurrency;
     /* REVIEWD_MAX_CONNECTIONS: open HTTP connections (default 2048). */
     int max_connections;
