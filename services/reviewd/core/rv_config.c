@@ -419,7 +419,7 @@ static void derive_defaults(rv_config *cfg)
     if (cfg->threads == 0)
         cfg->threads = (int)(cpus > 4 ? (cpus > 32 ? 256 : 8 * cpus) : 32);
     if (cfg->write_concurrency == 0)
-        cfg->write_concurrency = cpus > 2 ? (int)(2 * cpus) : 4;
+        cfg->write_concurrency = cpus > 1 ? (int)(3 * cpus) : 4;
     if (cfg->mongo_max_concurrent == 0)
         cfg->mongo_max_concurrent = cfg->threads >= 4 ? cfg->threads / 4 : 1;
     if (cfg->pg_max_concurrent == 0) {

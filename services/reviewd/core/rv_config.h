@@ -86,7 +86,7 @@ typedef struct rv_config {
     int pg_max_concurrent;
     int mongo_max_concurrent;
     /* REVIEWD_WRITE_CONCURRENCY: write transactions running at once, the
-     * others waiting within their budget (tx/rv_admit.h); default 2 x
+     * others waiting within their budget (tx/rv_admit.h); default 3 x
      * online CPUs, at least 4 (docs/benchmarks.md measured 2, 4, 6 and 8
      * on two CPUs). */
     int write_concurrency;

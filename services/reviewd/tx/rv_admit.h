@@ -4,10 +4,10 @@
  * reviewd's workers are many (REVIEWD_THREADS, sized for waiting on
  * PostgreSQL and Redis), but a write's transaction is work for
  * PostgreSQL's CPUs and for its row and index locks: on a small machine,
- * thirty-two transactions committing at once take longer each than four
+ * thirty-two transactions committing at once take longer each than six
  * do, and their tail is the sum of everyone's queueing inside the server
  * (docs/benchmarks.md, "Session 12: the cycle's tail").  The gate lets at
- * most REVIEWD_WRITE_CONCURRENCY write transactions run (by default two
+ * most REVIEWD_WRITE_CONCURRENCY write transactions run (by default three
  * per CPU, at least four); the others wait here, in reviewd, where waiting
  * costs nothing, within their request's budget (svc_deadline.h).  A
  * request whose budget runs out while waiting is answered 503 UNAVAILABLE
