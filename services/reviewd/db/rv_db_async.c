@@ -125,7 +125,14 @@ static void push(rv_dba *a, rv_dba_query *q)
  * deadline is a call that did not reach the server, as a worker's would
  * be, and a lost connection is one such call, not one per statement it
  * carried (the others leave without a verdict): a restart must not open
- * the breaker only because the reads were pipelined. */
+ * the breaker only because the reads were pipelined.  A connect is a
+ * call that did not reach the server only while it is still connecting;
+ * one lost while it prepares its session (SETUP) had reached it, and
+ * leaves without a verdict: a restart just after reviewd started, with
+ * each loop's first connection still preparing, must not count one
+ * failure per loop towards the breaker (the likely cause of a 503 that
+ * reviewd.recovery's keyed submit right after a restart got once, on a
+ * loaded machine). */
 static void shut(rv_dba *a, int failed)
 {
     const int64_t now = svc_deadline_now_ms();
@@ -146,7 +153,7 @@ static void shut(rv_dba *a, int failed)
     }
     if (a->gated) {
         a->gated = 0;
-        gate_leave(a, failed ? 0 : -1);
+        gate_leave(a, failed && a->state == DBA_CONNECTING ? 0 : -1);
         counted = 1;
     }
     a->state = DBA_DOWN;
