@@ -73,12 +73,24 @@ static long long cut_reviewd_connections(void)
                        "AND application_name = 'reviewd'");
 }
 
+/* 1 once the event loop's PostgreSQL connection is ready (REVIEWD_THREADS
+ * is 1: one loop). */
+static int loop_ready(void *arg)
+{
+    (void)arg;
+    return rvt_metric(srv.port, "reviewd_pg_loop_connections_ready") >= 1;
+}
+
 static void keyed_posts_recover_right_after_a_restart(void **state)
 {
     char doc[24], rid[24], path[128];
     rvt_resp r;
 
     (void)state;
+    /* The restart comes after reviewd's start has settled (its loop
+     * connects as it starts), as a restart in service does. */
+    TK_EXPECT(testkit_wait_until(loop_ready, NULL, 15000),
+              "the loop's PostgreSQL connection is ready within 15 s");
     assert_int_equal(rvt_create_doc(srv.port, alice, "restart", doc), 0);
     TK_EXPECT(cut_reviewd_connections() >= 1, "reviewd's worker connection "
                                               "was cut");
