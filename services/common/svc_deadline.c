@@ -16,6 +16,20 @@ int64_t svc_deadline_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct timespec svc_deadline_timespec_in(int ms)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 void svc_deadline_start(int budget_ms)
 {
     deadline_ms = budget_ms > 0 ? svc_deadline_now_ms() + budget_ms : 0;

@@ -17,9 +17,15 @@
 #define SVC_DEADLINE_H
 
 #include <stdint.h>
+#include <time.h>
 
 /* CLOCK_MONOTONIC now, in milliseconds. */
 int64_t svc_deadline_now_ms(void);
+
+/* CLOCK_MONOTONIC ms from now (ms >= 0), as a timespec: the absolute
+ * time for pthread_cond_timedwait on a condition variable set to
+ * CLOCK_MONOTONIC. */
+struct timespec svc_deadline_timespec_in(int ms);
 
 /* Sets this thread's deadline to now + budget_ms (budget_ms <= 0 clears
  * it). */

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "svc_deadline.h"
 #include "svc_json.h"
 
 struct svc_log {
@@ -204,21 +205,6 @@ static void buffer_line(svc_log *log, char *text, size_t len)
     pthread_mutex_unlock(&log->mu);
 }
 
-/* The deadline flush_ms from now on CLOCK_MONOTONIC (log->cv's clock). */
-static struct timespec deadline_after(int ms)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
 /* Waits for a first buffered line, then flush_ms more (so a batch is
  * written at most flush_ms after its first line was made), writes the
  * batch, and again, until svc_log_free; then writes what is left. */
@@ -232,7 +218,7 @@ static void *flusher_main(void *arg)
 
         while (log->pend_len == 0 && !log->stopping)
             pthread_cond_wait(&log->cv, &log->mu);
-        until = deadline_after(log->flush_ms);
+        until = svc_deadline_timespec_in(log->flush_ms);
         while (!log->stopping
                && pthread_cond_timedwait(&log->cv, &log->mu, &until)
                       != ETIMEDOUT)

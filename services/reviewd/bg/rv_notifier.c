@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "db/rv_db.h"
+#include "svc_deadline.h"
 
 /* The least time between two NOTIFYs; the pokes of the gap share one. */
 #define RV_NOTIFIER_GAP_MS 5
@@ -75,14 +76,8 @@ static void send_notify(rv_notifier *n)
  * now or a stop request, whichever comes first; pokes do not wake it. */
 static void quiet_gap(rv_notifier *n)
 {
-    struct timespec end;
+    const struct timespec end = svc_deadline_timespec_in(RV_NOTIFIER_GAP_MS);
 
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    end.tv_nsec += RV_NOTIFIER_GAP_MS * 1000000L;
-    if (end.tv_nsec >= 1000000000L) {
-        end.tv_sec++;
-        end.tv_nsec -= 1000000000L;
-    }
     while (!n->stopping
            && pthread_cond_timedwait(&n->cv, &n->mu, &end) != ETIMEDOUT) {
     }

@@ -8,6 +8,8 @@
  */
 #include "bg/rv_ticker.h"
 
+#include "svc_deadline.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,17 +25,6 @@ struct rv_ticker {
     int stopping;
 };
 
-static void deadline_after(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 static void *ticker_main(void *arg)
 {
     rv_ticker *t = arg;
@@ -41,7 +32,7 @@ static void *ticker_main(void *arg)
 
     pthread_mutex_lock(&t->mu);
     while (!t->stopping) {
-        deadline_after(&deadline, t->interval_ms);
+        deadline = svc_deadline_timespec_in(t->interval_ms);
         while (!t->stopping
                && pthread_cond_timedwait(&t->cv, &t->mu, &deadline)
                       != ETIMEDOUT) {

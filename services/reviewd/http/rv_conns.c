@@ -10,6 +10,8 @@
  */
 #include "http/rv_conns.h"
 
+#include "svc_deadline.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -65,12 +67,7 @@ static void *reaper_main(void *arg)
 
     pthread_mutex_lock(&conns->mu);
     while (!conns->stopping) {
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += RV_REAP_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        until = svc_deadline_timespec_in(RV_REAP_MS);
         pthread_cond_timedwait(&conns->wake, &conns->mu, &until);
         if (!conns->stopping)
             reap_expired(conns, rv_conns_now_ms());

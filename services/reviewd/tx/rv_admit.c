@@ -62,13 +62,7 @@ int rv_admit_enter(rv_admit *a, int cap_ms)
         pthread_mutex_unlock(&a->mu);
         return 0;
     }
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += left / 1000;
-    until.tv_nsec += (long)(left % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    until = svc_deadline_timespec_in(left > 0 ? left : 0);
     a->waiting++;
     while (a->running >= a->places && rc != ETIMEDOUT)
         rc = left > 0 ? pthread_cond_timedwait(&a->cv, &a->mu, &until)
