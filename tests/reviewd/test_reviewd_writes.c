@@ -15,10 +15,21 @@
  * When the parked create commits, the place is free again: a third create
  * gets 201 and nothing is left running or waiting.
  *
- * The parked create lives in static storage and end_case, the case's
- * teardown, joins it whether the case passed or failed.  Bounds are
- * generous; nothing here times the server except that the waiting create
- * must not outlast the parked one.
+ * A second reviewd, with the stack's Redis, one place and a 2 s budget,
+ * shows that a write takes its place before its Redis lock: while a
+ * create is parked, a submit waits for the place without holding its
+ * document's lock (the key lock:doc:submit:{id} does not exist), so a
+ * second submit of the same document is not turned away with 409
+ * LOCK_BUSY for a wait that is not its own: it waits too, and its budget
+ * ends it with 503.  Once the parked create commits, the document is
+ * submitted (one place, taken once per write).
+ *
+ * The parked create and the waiting submit live in static storage and
+ * end_case, the cases' teardown, joins them whether the case passed or
+ * failed.  Bounds are generous; nothing here times the server except
+ * that a waiting write must not outlast the parked one, and where a slow
+ * machine could let the parked one finish first, the assertion allows
+ * for it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,68 +48,119 @@
 
 #define PAUSE_MS 4000
 #define WAIT_MS 15000
+/* The parked create of the Redis case: four budgets of the waiters. */
+#define PAUSE_LOCKED_MS 8000
 
-static rvt_db db;
-static rvt_server srv;
+static rvt_db db, db_redis;
+static rvt_server srv, srv_redis;
+static const char *redis_url;
 static char *alice;
 static const rvt_person people[] = {{&alice, "alice", "author"},
                                     {NULL, NULL, NULL}};
 
-/* The parked create (static: see the top comment). */
+/* The parked create and the waiting submit (static: see the top
+ * comment). */
 static pthread_t parked_thread;
 static int parked_started;
+static int parked_pause_ms;
 static atomic_int parked_answered;
 static rvt_resp parked_resp;
+static pthread_t waiter_thread;
+static int waiter_started;
+static char waiter_path[96];
+static rvt_resp waiter_resp;
 
 static int setup(void **state)
 {
     const char *const env[] = {"REVIEWD_WRITE_CONCURRENCY=1",
                                "REVIEWD_REQUEST_BUDGET_MS=600",
                                "REVIEWD_TEST_HOOKS=1", NULL};
+    const char *const env_redis[] = {"REVIEWD_WRITE_CONCURRENCY=1",
+                                     "REVIEWD_REQUEST_BUDGET_MS=2000",
+                                     "REVIEWD_TEST_HOOKS=1", NULL};
 
     (void)state;
-    if (rvt_fixture_start(&db, &srv, "writes", NULL, env, 0) != 0)
+    redis_url = testkit_shared_redis();
+    if (redis_url == NULL
+        || rvt_fixture_start(&db, &srv, "writes", NULL, env, 0) != 0
+        || rvt_fixture_start(&db_redis, &srv_redis, "writes_redis", redis_url,
+                             env_redis, 1)
+               != 0)
         return -1;
     return rvt_people_mint(people);
 }
 
 static int teardown(void **state)
 {
+    const int rc = rvt_fixture_end(&db, &srv, people);
+    const int rc_redis = rvt_fixture_end(&db_redis, &srv_redis, NULL);
+
     (void)state;
-    return rvt_fixture_end(&db, &srv, people);
+    return rc == 0 && rc_redis == 0 ? 0 : -1;
 }
 
 static int end_case(void **state)
 {
     (void)state;
+    if (waiter_started) {
+        pthread_join(waiter_thread, NULL);
+        waiter_started = 0;
+    }
     if (parked_started) {
         pthread_join(parked_thread, NULL);
         parked_started = 0;
     }
+    rvt_resp_free(&waiter_resp);
     rvt_resp_free(&parked_resp);
+    atomic_store(&parked_answered, 0);
     return 0;
 }
 
+/* A create parked for parked_pause_ms on the server arg points to. */
 static void *parked_main(void *arg)
 {
+    const rvt_server *const on = arg;
     char auth[4200], pause[48];
     const char *headers[] = {auth, "Content-Type: application/json", pause,
                              NULL};
     static const char body[] = "{\"title\":\"parked\",\"content\":\"x\"}";
 
-    (void)arg;
     snprintf(auth, sizeof(auth), "Authorization: Bearer %s", alice);
-    snprintf(pause, sizeof(pause), "X-Test-Pause-Ms: %d", PAUSE_MS);
-    rvt_http(srv.port, "POST", "/v1/documents", headers, body, strlen(body),
+    snprintf(pause, sizeof(pause), "X-Test-Pause-Ms: %d", parked_pause_ms);
+    rvt_http(on->port, "POST", "/v1/documents", headers, body, strlen(body),
              &parked_resp);
     atomic_store(&parked_answered, 1);
     return NULL;
 }
 
-static int one_write_running(void *arg)
+static void park_a_create(rvt_server *on, int pause_ms)
+{
+    parked_pause_ms = pause_ms;
+    assert_int_equal(pthread_create(&parked_thread, NULL, parked_main, on), 0);
+    parked_started = 1;
+}
+
+/* The submit that waits for the place (waiter_path, on srv_redis). */
+static void *waiter_main(void *arg)
 {
     (void)arg;
-    return rvt_metric(srv.port, "reviewd_writes_running") == 1;
+    rvt_call(srv_redis.port, "POST", waiter_path, alice, NULL, NULL,
+             &waiter_resp);
+    return NULL;
+}
+
+static int one_write_running(void *arg)
+{
+    const rvt_server *const on = arg;
+
+    return rvt_metric(on->port, "reviewd_writes_running") == 1;
+}
+
+static int one_write_waiting(void *arg)
+{
+    const rvt_server *const on = arg;
+
+    return rvt_metric(on->port, "reviewd_writes_waiting") == 1;
 }
 
 static long long documents_titled(const char *title)
@@ -115,10 +177,8 @@ static void a_write_waits_for_a_place_within_its_budget(void **state)
     rvt_resp r;
 
     (void)state;
-    assert_int_equal(pthread_create(&parked_thread, NULL, parked_main, NULL),
-                     0);
-    parked_started = 1;
-    TK_EXPECT(testkit_wait_until(one_write_running, NULL, WAIT_MS),
+    park_a_create(&srv, PAUSE_MS);
+    TK_EXPECT(testkit_wait_until(one_write_running, &srv, WAIT_MS),
               "the parked create holds the one place within %d ms", WAIT_MS);
 
     /* The only place is taken: this create waits, then its budget ends. */
@@ -156,11 +216,76 @@ static void a_write_waits_for_a_place_within_its_budget(void **state)
               "nothing left running or waiting");
 }
 
+static void a_submit_waits_for_its_place_before_taking_its_lock(void **state)
+{
+    char doc[24], key[64];
+    rvt_resp r;
+    int submitted = 0;
+
+    (void)state;
+    assert_int_equal(rvt_create_doc(srv_redis.port, alice, "gated", doc), 0);
+    snprintf(key, sizeof(key), "lock:doc:submit:%s", doc);
+    snprintf(waiter_path, sizeof(waiter_path), "/v1/documents/%s/submit", doc);
+    park_a_create(&srv_redis, PAUSE_LOCKED_MS);
+    TK_EXPECT(testkit_wait_until(one_write_running, &srv_redis, WAIT_MS),
+              "the parked create holds the one place within %d ms", WAIT_MS);
+
+    /* A submit of the document waits for the place, without its lock. */
+    assert_int_equal(pthread_create(&waiter_thread, NULL, waiter_main, NULL),
+                     0);
+    waiter_started = 1;
+    TK_EXPECT(testkit_wait_until(one_write_waiting, &srv_redis, WAIT_MS),
+              "the submit waits for the place within %d ms", WAIT_MS);
+    TK_EXPECT(testkit_redis_int(redis_url, "EXISTS %s", key) == 0,
+              "%s does not exist while its submit waits for a place (the "
+              "place comes before the lock)",
+              key);
+
+    /* The same document's twin waits for a place too: no 409 for a wait
+     * that is not its own. */
+    rvt_call(srv_redis.port, "POST", waiter_path, alice, NULL, NULL, &r);
+    TK_EXPECT(r.status != 409,
+              "a second submit of %s while the first waits for a place is "
+              "not turned away with 409: got %d %s",
+              doc, r.status, r.body != NULL ? r.body : "");
+    if (!atomic_load(&parked_answered))
+        rvt_expect_status(&r, 503, "UNAVAILABLE",
+                          "a second submit while the place is held");
+    submitted += r.status == 201;
+    rvt_resp_free(&r);
+
+    pthread_join(waiter_thread, NULL);
+    waiter_started = 0;
+    TK_EXPECT(waiter_resp.status == 503 || waiter_resp.status == 201,
+              "the waiting submit: 503 when its budget ended first, 201 if "
+              "the parked create finished first; got %d %s",
+              waiter_resp.status,
+              waiter_resp.body != NULL ? waiter_resp.body : "");
+    submitted += waiter_resp.status == 201;
+
+    /* The parked create commits; the place and the lock are free. */
+    pthread_join(parked_thread, NULL);
+    parked_started = 0;
+    rvt_expect_status(&parked_resp, 201, NULL, "the parked create");
+    if (submitted == 0) {
+        rvt_call(srv_redis.port, "POST", waiter_path, alice, NULL, NULL, &r);
+        rvt_expect_status(&r, 201, NULL, "a submit after the place was freed");
+        rvt_resp_free(&r);
+    }
+    TK_EXPECT(testkit_redis_int(redis_url, "EXISTS %s", key) == 0,
+              "%s released after the submit", key);
+    TK_EXPECT(rvt_metric(srv_redis.port, "reviewd_writes_running") == 0
+                  && rvt_metric(srv_redis.port, "reviewd_writes_waiting") == 0,
+              "nothing left running or waiting");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(a_write_waits_for_a_place_within_its_budget,
                                   end_case),
+        cmocka_unit_test_teardown(
+            a_submit_waits_for_its_place_before_taking_its_lock, end_case),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -10,7 +10,9 @@
  *      caller away with 409;
  *   1. the Redis lock (lock:doc:submit:{document_id}, TTL 8 s, or
  *      lock:doc:review:{review_id}, TTL 10 s), taken without waiting,
- *      turns a concurrent duplicate away at once with 409 LOCK_BUSY;
+ *      turns a concurrent duplicate away at once with 409 LOCK_BUSY; it
+ *      is taken once the request has its place at the write gate
+ *      (tx/rv_admit.h), so waiting for a place holds no lock;
  *   2. under it, one PostgreSQL transaction locks the rows (review first,
  *      then document), checks again who may act and the state, and
  *      writes (submit does all three in one statement); a request that
@@ -128,19 +130,29 @@ static rv_db_status before_lock(rv_request *req, rv_db_conn *c, void *arg,
     return op->allowed(req, c, op->allowed_arg, reply);
 }
 
-/* Checks who may act, takes the lock, runs the work in a transaction,
- * releases.  The outbox's NOTIFY is asked for after the transaction,
- * whatever its outcome: a rolled-back row wakes the relay for nothing,
- * which is harmless, and a COMMIT whose outcome is unknown may have
- * committed one. */
+/*
+ * Checks who may act, takes a place at the write gate, takes the lock,
+ * runs the work in a transaction, gives the place back and releases the
+ * lock.  The place comes first (rv_tx.h): a request waiting for one holds
+ * no lock, so it neither turns others on its document away with 409 for
+ * a wait that is not theirs nor spends its lock's TTL waiting; and it
+ * waits only for the gate, never for a lock while holding a place (the
+ * lock is taken without waiting).  The outbox's NOTIFY is asked for
+ * after the transaction, whatever its outcome: a rolled-back row wakes
+ * the relay for nothing, which is harmless, and a COMMIT whose outcome
+ * is unknown may have committed one.
+ */
 static void run_locked(rv_request *req, const locked_op *op, rv_held *held,
                        rv_reply *reply)
 {
     rv_tx_read(req, before_lock, (void *)op, reply);
     if (reply->status != 0)
         return;
+    if (rv_tx_admit(req, reply) != 0)
+        return;
     if (rv_locks_acquire(req->app->locks, op->key, op->ttl_ms, held)
         == RV_LOCK_BUSY) {
+        rv_tx_dismiss(req);
         req->lock_outcome = "busy";
         rv_reply_error(reply, 409, "LOCK_BUSY",
                        "another request is "
@@ -148,7 +160,8 @@ static void run_locked(rv_request *req, const locked_op *op, rv_held *held,
         return;
     }
     req->lock_outcome = rv_metrics_lock_label(held->outcome);
-    rv_tx_run(req, op->work, op->arg, reply);
+    rv_tx_run_admitted(req, op->work, op->arg, reply);
+    rv_tx_dismiss(req);
     if (req->outbox_rows > 0)
         rv_notifier_poke(req->app->notifier);
     rv_locks_release(req->app->locks, held);

@@ -13,6 +13,16 @@
  * request whose budget runs out while waiting is answered 503 UNAVAILABLE
  * by its caller, as when PostgreSQL does not answer in time.
  *
+ * A write takes its place before anything others contend for and holds
+ * it until its transaction ends (rv_tx.h): submit, approve and reject
+ * wait here first and only then take their Redis lock (without waiting),
+ * so a request waiting for a place holds no lock that would turn another
+ * request on its document away with 409 LOCK_BUSY, and no lock TTL runs
+ * down while it waits.  The price: while Redis does not answer and the
+ * client's breaker has not opened yet, a place is held during the lock's
+ * timeout (REVIEWD_REDIS_TIMEOUT_MS); once the breaker is open the lock
+ * fails fast and the write runs degraded under its place as usual.
+ *
  * Reads are not gated: they take no row locks and the event loops answer
  * most of them.
  *

@@ -98,27 +98,39 @@ static int may_retry(rv_db_status st, stage at, int n)
     return st == RV_DB_UNAVAILABLE && at == STAGE_BEGIN && n == 0;
 }
 
-void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply)
+int rv_tx_admit(rv_request *req, rv_reply *reply)
 {
     rv_admit *const gate = req->app->writes;
+
+    /* At most REVIEWD_WRITE_CONCURRENCY transactions at once; a request
+     * whose budget ends while it waits for a place gets the 503 a
+     * PostgreSQL that did not answer in time would give. */
+    if (gate == NULL
+        || rv_admit_enter(gate, req->app->cfg->request_budget_ms) == 0)
+        return 0;
+    svc_log_write(req->app->log, SVC_LOG_WARN, "write_admission_timeout",
+                  json_pack("{s:s,s:i}", "request_id", req->request_id,
+                            "write_concurrency",
+                            req->app->cfg->write_concurrency));
+    rv_reply_error(reply, 503, "UNAVAILABLE",
+                   "too many changes in progress; retry later");
+    return -1;
+}
+
+void rv_tx_dismiss(rv_request *req)
+{
+    if (req->app->writes != NULL)
+        rv_admit_leave(req->app->writes);
+}
+
+void rv_tx_run_admitted(rv_request *req, rv_tx_work work, void *arg,
+                        rv_reply *reply)
+{
     rv_db_conn *c = NULL;
     rv_db_status st = RV_DB_UNAVAILABLE;
     stage at = STAGE_BEGIN;
     int n;
 
-    /* At most REVIEWD_WRITE_CONCURRENCY transactions at once; a request
-     * whose budget ends while it waits for a place gets the 503 a
-     * PostgreSQL that did not answer in time would give. */
-    if (gate != NULL
-        && rv_admit_enter(gate, req->app->cfg->request_budget_ms) != 0) {
-        svc_log_write(req->app->log, SVC_LOG_WARN, "write_admission_timeout",
-                      json_pack("{s:s,s:i}", "request_id", req->request_id,
-                                "write_concurrency",
-                                req->app->cfg->write_concurrency));
-        rv_reply_error(reply, 503, "UNAVAILABLE",
-                       "too many changes in progress; retry later");
-        return;
-    }
     for (n = 0; n < RV_TX_ATTEMPTS; n++) {
         c = rv_db_thread_conn(req->app->db);
         if (c == NULL) {
@@ -133,10 +145,16 @@ void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply)
         if (st == RV_DB_OK || !may_retry(st, at, n))
             break;
     }
-    if (gate != NULL)
-        rv_admit_leave(gate);
     if (st != RV_DB_OK)
         rv_tx_fail(req, c, st, reply);
+}
+
+void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply)
+{
+    if (rv_tx_admit(req, reply) != 0)
+        return;
+    rv_tx_run_admitted(req, work, arg, reply);
+    rv_tx_dismiss(req);
 }
 
 /* work inside one read-only snapshot; ended with ROLLBACK, which for a

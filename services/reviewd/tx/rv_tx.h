@@ -29,9 +29,26 @@
 typedef rv_db_status (*rv_tx_work)(rv_request *req, rv_db_conn *c, void *arg,
                                    rv_reply *reply);
 
-/* Runs work(req, conn, arg, reply) as described above; reply is always
- * set when it returns. */
+/* Runs work(req, conn, arg, reply) as described above, holding one of
+ * the write gate's places for the transaction (rv_tx_admit); reply is
+ * always set when it returns (503 UNAVAILABLE when no place came within
+ * the request's budget). */
 void rv_tx_run(rv_request *req, rv_tx_work work, void *arg, rv_reply *reply);
+
+/*
+ * The write gate (rv_admit.h), for a write that must wait for its place
+ * before it takes something others contend for, such as its Redis lock:
+ * rv_tx_admit takes a place (0), or logs, sets 503 UNAVAILABLE on reply
+ * and returns -1 when the request's budget ended while it waited;
+ * rv_tx_run_admitted then runs the transaction as rv_tx_run does without
+ * touching the gate, and rv_tx_dismiss gives the place back.  A place is
+ * taken exactly once per write: either rv_tx_run does it, or the caller
+ * brackets rv_tx_run_admitted with rv_tx_admit and rv_tx_dismiss.
+ */
+int rv_tx_admit(rv_request *req, rv_reply *reply);
+void rv_tx_run_admitted(rv_request *req, rv_tx_work work, void *arg,
+                        rv_reply *reply);
+void rv_tx_dismiss(rv_request *req);
 
 /*
  * Runs a read-only look-up outside a transaction with the same error
