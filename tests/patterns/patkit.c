@@ -168,3 +168,19 @@ void patkit_work_ms(int64_t ms)
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
+
+void patkit_case_begin(patkit_case *pc)
+{
+    memset(pc, 0, sizeof(*pc));
+    pc->c = patkit_client();
+    pc->other = patkit_client();
+}
+
+void patkit_case_end(patkit_case *pc, void (*forget)(const char *name))
+{
+    if (pc->name[0] != '\0')
+        forget(pc->name);
+    dlock_client_free(pc->other);
+    dlock_client_free(pc->c);
+    memset(pc, 0, sizeof(*pc));
+}

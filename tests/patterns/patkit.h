@@ -25,6 +25,7 @@
 
 #include "dlock/patterns.h"
 #include "testkit.h"
+#include "testkit_threads.h"
 
 /* The shared Redis's URL, started if need be; fails the test without it. */
 const char *patkit_url(void);
@@ -71,5 +72,26 @@ char *patkit_pkey(char buf[TESTKIT_KEY_MAX + 64], const char *kind,
 /* Sleeps ms: only to simulate work while holding something (never to wait
  * for something to happen). */
 void patkit_work_ms(int64_t ms);
+
+/*
+ * What every threaded case of a pattern test keeps, in static storage
+ * (one case at a time; a failed expectation leaves by longjmp while the
+ * threads still run): the case's client and another one for its threads,
+ * the pattern's name, and the threads.  patkit_case_begin zeroes pc and
+ * makes both clients (failing the test if it cannot).  patkit_case_end
+ * ends a case's teardown, once the test has woken its threads, joined
+ * them and let go of what they took: it forgets the name's keys with
+ * forget (when a name was made), frees both clients and zeroes pc.
+ * Threads: the case's own thread.
+ */
+typedef struct patkit_case {
+    dlock_client *c;     /* the case's */
+    dlock_client *other; /* its threads' */
+    char name[TESTKIT_KEY_MAX];
+    testkit_threads threads;
+} patkit_case;
+
+void patkit_case_begin(patkit_case *pc);
+void patkit_case_end(patkit_case *pc, void (*forget)(const char *name));
 
 #endif /* DLOCK_PATKIT_H */

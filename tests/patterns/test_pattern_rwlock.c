@@ -127,11 +127,9 @@ static void *take_waiting(void *arg)
 
 /* One threaded case's state, in static storage (one case at a time). */
 typedef struct rw_case {
-    dlock_client *c, *other;
-    char name[TESTKIT_KEY_MAX];
+    patkit_case pc;        /* clients, name, threads */
     dlock_rwlock *blocker; /* held by the case, waited behind */
     waiter w[READERS];
-    testkit_threads threads;
 } rw_case;
 
 static rw_case the_case;
@@ -139,8 +137,7 @@ static rw_case the_case;
 static rw_case *begin_case(void)
 {
     memset(&the_case, 0, sizeof(the_case));
-    the_case.c = patkit_client();
-    the_case.other = patkit_client();
+    patkit_case_begin(&the_case.pc);
     return &the_case;
 }
 
@@ -165,13 +162,10 @@ static int end_case(void **state)
     (void)state;
     if (rc->blocker != NULL)
         release_blocker(rc);
-    testkit_threads_join_all(&rc->threads);
+    testkit_threads_join_all(&rc->pc.threads);
     for (int i = 0; i < READERS; i++)
         dlock_rwlock_release(rc->w[i].lock);
-    if (rc->name[0] != '\0')
-        forget(rc->name);
-    dlock_client_free(rc->other);
-    dlock_client_free(rc->c);
+    patkit_case_end(&rc->pc, forget);
     memset(rc, 0, sizeof(*rc));
     return 0;
 }
@@ -179,8 +173,8 @@ static int end_case(void **state)
 static void a_waiting_writer_stops_new_readers(void **state)
 {
     rw_case *const rc = begin_case();
-    dlock_client *c = rc->c, *other = rc->other;
-    char *const name = rc->name;
+    dlock_client *c = rc->pc.c, *other = rc->pc.other;
+    char *const name = rc->pc.name;
     char intent[TESTKIT_KEY_MAX + 64];
     waiter *const w = &rc->w[0];
     int64_t released;
@@ -190,7 +184,7 @@ static void a_waiting_writer_stops_new_readers(void **state)
     patkit_pkey(intent, "rw", name, ":intent");
     rc->blocker = take(c, name, DLOCK_RWLOCK_READ, 10000, 0);
     *w = (waiter){other, name, DLOCK_RWLOCK_WRITE, DLOCK_OK, NULL, 0};
-    testkit_threads_start(&rc->threads, take_waiting, w);
+    testkit_threads_start(&rc->pc.threads, take_waiting, w);
     TK_EXPECT(testkit_wait_until(key_exists, intent, 3000),
               "the waiting "
               "writer sets its intent");
@@ -203,7 +197,7 @@ static void a_waiting_writer_stops_new_readers(void **state)
               "a new reader is still refused 1.5 s into the writer's wait");
     released = testkit_now_us();
     TK_EXPECT_ERR(release_blocker(rc), DLOCK_OK, c, "releasing");
-    testkit_threads_join_next(&rc->threads);
+    testkit_threads_join_next(&rc->pc.threads);
     TK_EXPECT(w->err == DLOCK_OK, "the writer gets the lock, got %s",
               dlock_errname(w->err));
     TK_EXPECT(w->granted_us - released < 1000000,
@@ -216,8 +210,8 @@ static void a_waiting_writer_stops_new_readers(void **state)
 static void a_writers_release_wakes_every_waiting_reader(void **state)
 {
     rw_case *const rc = begin_case();
-    dlock_client *c = rc->c, *other = rc->other;
-    char *const name = rc->name;
+    dlock_client *c = rc->pc.c, *other = rc->pc.other;
+    char *const name = rc->pc.name;
     char waiters[TESTKIT_KEY_MAX + 64];
     char channel[TESTKIT_KEY_MAX + 32];
     waiter *const r = rc->w;
@@ -229,19 +223,19 @@ static void a_writers_release_wakes_every_waiting_reader(void **state)
     rc->blocker = take(c, name, DLOCK_RWLOCK_WRITE, 10000, 0);
     for (int i = 0; i < READERS; i++) {
         r[i] = (waiter){other, name, DLOCK_RWLOCK_READ, DLOCK_OK, NULL, 0};
-        testkit_threads_start(&rc->threads, take_waiting, &r[i]);
+        testkit_threads_start(&rc->pc.threads, take_waiting, &r[i]);
     }
     TK_EXPECT(patkit_wait_int_at_least(waiters, NULL, 2 * READERS, 3000),
               "the readers wait (each registered twice: before and after "
               "joining the channel)");
     snprintf(channel, sizeof(channel), "dlock:rw:%.*s",
-             (int)sizeof(rc->name) - 1, name);
+             (int)sizeof(rc->pc.name) - 1, name);
     TK_EXPECT(patkit_wait_subscribed(channel, 3000), "and are subscribed");
     patkit_work_ms(50); /* the subscription's own wake-up settles first */
     released = testkit_now_us();
     TK_EXPECT_ERR(release_blocker(rc), DLOCK_OK, c, "releasing");
     for (int i = 0; i < READERS; i++) {
-        testkit_threads_join_next(&rc->threads);
+        testkit_threads_join_next(&rc->pc.threads);
         TK_EXPECT(r[i].err == DLOCK_OK, "reader %d gets the lock, got %s", i,
                   dlock_errname(r[i].err));
         print_message("reader %d in %lld us after the release\n", i,
@@ -346,14 +340,14 @@ static void no_writer_ever_overlaps_anyone(void **state)
     static mix m;
 
     (void)state;
-    testkit_key(rc->name, "rw_mix");
+    testkit_key(rc->pc.name, "rw_mix");
     memset(&m, 0, sizeof(m));
-    m.client[0] = rc->c;
-    m.client[1] = rc->other;
-    m.name = rc->name;
+    m.client[0] = rc->pc.c;
+    m.client[1] = rc->pc.other;
+    m.name = rc->pc.name;
     for (int i = 0; i < MIXERS; i++)
-        testkit_threads_start(&rc->threads, mix_main, &m);
-    testkit_threads_join_all(&rc->threads);
+        testkit_threads_start(&rc->pc.threads, mix_main, &m);
+    testkit_threads_join_all(&rc->pc.threads);
     print_message("%d reads, %d writes\n", atomic_load(&m.reads),
                   atomic_load(&m.writes));
     TK_EXPECT(atomic_load(&m.failures) == 0,

@@ -140,12 +140,10 @@ static void *take_waiting(void *arg)
 
 /* One threaded case's state, in static storage (one case at a time). */
 typedef struct sem_case {
-    dlock_client *c[2];
-    char name[TESTKIT_KEY_MAX];
+    patkit_case pc; /* clients, name, threads */
     dlock_semaphore *sem[2];
     dlock_permit *held; /* the case's permit, waited behind */
     taker t;
-    testkit_threads threads;
 } sem_case;
 
 static sem_case the_case;
@@ -153,8 +151,7 @@ static sem_case the_case;
 static sem_case *begin_case(void)
 {
     memset(&the_case, 0, sizeof(the_case));
-    the_case.c[0] = patkit_client();
-    the_case.c[1] = patkit_client();
+    patkit_case_begin(&the_case.pc);
     return &the_case;
 }
 
@@ -179,14 +176,11 @@ static int end_case(void **state)
     (void)state;
     if (sc->held != NULL)
         release_held(sc);
-    testkit_threads_join_all(&sc->threads);
+    testkit_threads_join_all(&sc->pc.threads);
     dlock_semaphore_release(sc->t.permit);
     dlock_semaphore_free(sc->sem[0]);
     dlock_semaphore_free(sc->sem[1]);
-    if (sc->name[0] != '\0')
-        forget(sc->name);
-    dlock_client_free(sc->c[0]);
-    dlock_client_free(sc->c[1]);
+    patkit_case_end(&sc->pc, forget);
     memset(sc, 0, sizeof(*sc));
     return 0;
 }
@@ -194,8 +188,8 @@ static int end_case(void **state)
 static void a_release_wakes_a_waiter(void **state)
 {
     sem_case *const sc = begin_case();
-    dlock_client *c = sc->c[0], *other = sc->c[1];
-    char *const name = sc->name;
+    dlock_client *c = sc->pc.c, *other = sc->pc.other;
+    char *const name = sc->pc.name;
     char channel[TESTKIT_KEY_MAX + 32];
     dlock_semaphore *s;
     taker *const t = &sc->t;
@@ -204,16 +198,16 @@ static void a_release_wakes_a_waiter(void **state)
     (void)state;
     testkit_key(name, "sem_wake");
     snprintf(channel, sizeof(channel), "dlock:sem:%.*s",
-             (int)sizeof(sc->name) - 1, name);
+             (int)sizeof(sc->pc.name) - 1, name);
     s = sc->sem[0] = sem_new(c, name, 1);
     sc->sem[1] = sem_new(other, name, 1);
     *t = (taker){sc->sem[1], DLOCK_OK, NULL, 0};
     sc->held = take(s, c, 10000, 0);
-    testkit_threads_start(&sc->threads, take_waiting, t);
+    testkit_threads_start(&sc->pc.threads, take_waiting, t);
     TK_EXPECT(patkit_wait_subscribed(channel, 3000), "the waiter subscribes");
     released = testkit_now_us();
     TK_EXPECT_ERR(release_held(sc), DLOCK_OK, c, "releasing");
-    testkit_threads_join_next(&sc->threads);
+    testkit_threads_join_next(&sc->pc.threads);
     TK_EXPECT(t->err == DLOCK_OK, "the waiter gets the permit, got %s",
               dlock_errname(t->err));
     print_message("hand-off took %lld us\n",
@@ -266,17 +260,17 @@ static void *contend(void *arg)
 static void it_never_over_grants_under_concurrency(void **state)
 {
     sem_case *const sc = begin_case();
-    char *const name = sc->name;
+    char *const name = sc->pc.name;
     static contest k;
 
     (void)state;
     testkit_key(name, "sem_contest");
     memset(&k, 0, sizeof(k));
-    k.sem[0] = sc->sem[0] = sem_new(sc->c[0], name, PERMITS);
-    k.sem[1] = sc->sem[1] = sem_new(sc->c[1], name, PERMITS);
+    k.sem[0] = sc->sem[0] = sem_new(sc->pc.c, name, PERMITS);
+    k.sem[1] = sc->sem[1] = sem_new(sc->pc.other, name, PERMITS);
     for (int i = 0; i < THREADS; i++)
-        testkit_threads_start(&sc->threads, contend, &k);
-    testkit_threads_join_all(&sc->threads);
+        testkit_threads_start(&sc->pc.threads, contend, &k);
+    testkit_threads_join_all(&sc->pc.threads);
     TK_EXPECT(atomic_load(&k.failures) == 0,
               "every acquire and release "
               "succeeds, %d failed",

@@ -940,6 +940,12 @@ int rvt_fixture_end(rvt_db *db, rvt_server *srv, const rvt_person *people)
     return clean ? 0 : -1;
 }
 
+int rvt_setup_shared(const char **redis_url, const rvt_person *people)
+{
+    *redis_url = testkit_shared_redis(); /* says why on stderr if not */
+    return *redis_url != NULL ? rvt_people_mint(people) : -1;
+}
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 int rvt_create_doc(int port, const char *author_token, const char *title,

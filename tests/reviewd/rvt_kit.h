@@ -227,6 +227,12 @@ void rvt_people_free(const rvt_person *people);
  * result). */
 int rvt_fixture_end(rvt_db *db, rvt_server *srv, const rvt_person *people);
 
+/* The opening of a setup whose cases start their own reviewd: makes the
+ * stack's Redis answer (testkit_shared_redis), its URL into *redis_url,
+ * then mints people's tokens (rvt_people_mint).  Returns 0, or -1 (a
+ * setup's result) when either failed. */
+int rvt_setup_shared(const char **redis_url, const rvt_person *people);
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 /* Creates a draft by the author token; writes its id into id (24 bytes).

@@ -81,8 +81,7 @@ static const rvt_person people[] = {{&alice, "alice", "author"},
 static int setup(void **state)
 {
     (void)state;
-    redis_url = testkit_shared_redis();
-    return redis_url != NULL ? rvt_people_mint(people) : -1;
+    return rvt_setup_shared(&redis_url, people);
 }
 
 static int teardown(void **state)

@@ -46,10 +46,10 @@ static const rvt_person people[] = {{&alice, "alice", "author"},
 static int setup(void **state)
 {
     (void)state;
-    redis_url = testkit_shared_redis();
-    if (redis_url == NULL || rvt_db_create(&db, "warm") != 0)
+    if (rvt_setup_shared(&redis_url, people) != 0
+        || rvt_db_create(&db, "warm") != 0)
         return -1;
-    return rvt_people_mint(people);
+    return 0;
 }
 
 static int teardown(void **state)
