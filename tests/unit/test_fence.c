@@ -7,7 +7,9 @@
  * mod 16384), must be a name no lock may take, and the legacy name must be
  * exactly what earlier versions wrote.  Fences parse only as Redis and the
  * scripts write them (no sign, no leading zero, at most 19 digits), and the
- * floor only ever rises, also under concurrent raises.
+ * floor only ever rises, also under concurrent raises.  A lock's six names
+ * built at once in one block (what every acquire does) are the strings
+ * the key functions build one by one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -83,6 +85,65 @@ static void counter_keys_are_reserved_and_share_the_slot(void **state)
                   key, names[i], slot_of(key), slot_of(names[i]));
         free(key);
         free(old);
+    }
+}
+
+/* One name of a lock built at once, against the same name built alone
+ * (a malloc'd string, freed here) and, when not NULL, the literal. */
+static void same_name(const char *key, const char *what, const char *got,
+                      char *alone, const char *literal)
+{
+    TK_EXPECT(alone != NULL && strcmp(got, alone) == 0,
+              "the %s of %.40s built at once is %s, built alone %s", what, key,
+              got, alone);
+    TK_EXPECT(literal == NULL || strcmp(got, literal) == 0,
+              "the %s of %.40s is %s, got %s", what, key, literal, got);
+    free(alone);
+}
+
+static void a_lock_s_names_built_at_once_are_the_ones_built_alone(void **state)
+{
+    static char longest[DLOCK_KEY_MAX + 1];
+    const char *names[] = {"x",   "deploy:db", "{t}x", "a{t}b", "x{",
+                           "a{b", "a{}b",      "{}",   longest};
+    /* For "x" and "a{t}b", every name written out. */
+    const char *const x[] = {"#dlock:fence:{x}", "{x}:fence",
+                             "#dlock:queue:{x}", "#dlock:waiters:{x}",
+                             "dlock:released:x"};
+    const char *const tagged[] = {"#dlock:fence:a{t}b", "a{t}b:fence",
+                                  "#dlock:queue:a{t}b", "#dlock:waiters:a{t}b",
+                                  "dlock:released:a{t}b"};
+
+    (void)state;
+    memset(longest, 'k', DLOCK_KEY_MAX);
+    for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+        const char *const key = names[i];
+        const char *const *lit = strcmp(key, "x") == 0       ? x
+                                 : strcmp(key, "a{t}b") == 0 ? tagged
+                                                             : NULL;
+        char *channel = malloc(strlen(key) + sizeof("dlock:released:"));
+        dlock__lock_names n;
+
+        assert_non_null(channel);
+        strcpy(channel, "dlock:released:");
+        strcat(channel, key);
+        assert_int_equal(dlock__fence_lock_names(key, "dlock:released:", &n),
+                         0);
+        TK_EXPECT(strcmp(n.key, key) == 0, "the key is %.40s, got %.40s", key,
+                  n.key);
+        same_name(key, "fence counter", n.fence, dlock__fence_key(key),
+                  lit != NULL ? lit[0] : NULL);
+        same_name(key, "legacy counter", n.legacy_fence,
+                  dlock__fence_legacy_key(key), lit != NULL ? lit[1] : NULL);
+        same_name(key, "queue", n.queue,
+                  dlock__fence_derived_key("queue", key),
+                  lit != NULL ? lit[2] : NULL);
+        same_name(key, "waiters key", n.waiters,
+                  dlock__fence_derived_key("waiters", key),
+                  lit != NULL ? lit[3] : NULL);
+        same_name(key, "channel", n.channel, channel,
+                  lit != NULL ? lit[4] : NULL);
+        free(n.key);
     }
 }
 
@@ -166,6 +227,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counter_keys_are_reserved_and_share_the_slot),
+        cmocka_unit_test(
+            a_lock_s_names_built_at_once_are_the_ones_built_alone),
         cmocka_unit_test(pattern_and_prefix_names_are_reserved),
         cmocka_unit_test_teardown(the_floor_only_rises, end_raisers),
     };

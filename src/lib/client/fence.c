@@ -56,6 +56,69 @@ char *dlock__fence_legacy_key(const char *key)
     return derived("", key, ":fence");
 }
 
+/* Copies n bytes of s to *at and moves *at past them. */
+static void put(char **at, const char *s, size_t n)
+{
+    memcpy(*at, s, n);
+    *at += n;
+}
+
+/* derived() without snprintf: head + K + tail, K in braces when it has
+ * no hash tag, and a NUL, written at *at; returns where it starts. */
+static char *put_derived(char **at, const char *head, const char *key,
+                         size_t key_len, int tagged, const char *tail)
+{
+    char *const start = *at;
+
+    put(at, head, strlen(head));
+    if (!tagged)
+        put(at, "{", 1);
+    put(at, key, key_len);
+    if (!tagged)
+        put(at, "}", 1);
+    put(at, tail, strlen(tail) + 1);
+    return start;
+}
+
+int dlock__fence_lock_names(const char *key, const char *channel_prefix,
+                            dlock__lock_names *names)
+{
+    /* The heads and tails of the derived keys, as in the functions
+     * above: fence, legacy fence, queue, waiters. */
+    static const char *const heads[4] = {DLOCK__RESERVED_PREFIX "fence:", "",
+                                         DLOCK__RESERVED_PREFIX "queue:",
+                                         DLOCK__RESERVED_PREFIX "waiters:"};
+    static const char *const tails[4] = {"", ":fence", "", ""};
+    const size_t key_len = strlen(key);
+    const size_t prefix_len = strlen(channel_prefix);
+    const int tagged = dlock__fence_has_hash_tag(key);
+    size_t size = (key_len + 1) + (prefix_len + key_len + 1);
+    char *derived_at[4];
+    char *block, *at;
+
+    memset(names, 0, sizeof(*names));
+    for (int i = 0; i < 4; i++)
+        size += strlen(heads[i]) + key_len + (tagged ? 0 : 2)
+                + strlen(tails[i]) + 1;
+    block = dlock__malloc(size);
+    if (block == NULL)
+        return -1;
+    at = block;
+    names->key = at;
+    put(&at, key, key_len + 1);
+    for (int i = 0; i < 4; i++)
+        derived_at[i] = put_derived(&at, heads[i], key, key_len, tagged,
+                                    tails[i]);
+    names->channel = at;
+    put(&at, channel_prefix, prefix_len);
+    put(&at, key, key_len + 1);
+    names->fence = derived_at[0];
+    names->legacy_fence = derived_at[1];
+    names->queue = derived_at[2];
+    names->waiters = derived_at[3];
+    return 0;
+}
+
 const char *const dlock__pattern_kinds[] = {
     "sem", "rw", "leader", "rl", "once", "idem", NULL,
 };

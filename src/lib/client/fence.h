@@ -70,6 +70,29 @@ char *dlock__fence_derived_key(const char *kind, const char *key);
 char *dlock__fence_legacy_key(const char *key);
 
 /*
+ * Every name a lock on K uses, built at once: K itself, its fence counter
+ * (as dlock__fence_key), the legacy counter (dlock__fence_legacy_key),
+ * the fair lock's queue and waiters keys (dlock__fence_derived_key
+ * "queue" and "waiters") and channel_prefix + K, the same strings those
+ * functions give, in one allocation and with no formatting: each acquire
+ * makes a lock object, and building them one by one cost it seven
+ * snprintf calls and eight allocations.  Returns 0 with every pointer set
+ * into one block that names->key owns (free it, and only it, with
+ * dlock__free), or -1 when out of memory with every pointer NULL.
+ */
+typedef struct dlock__lock_names {
+    char *key;
+    char *fence;
+    char *legacy_fence;
+    char *queue;
+    char *waiters;
+    char *channel;
+} dlock__lock_names;
+
+int dlock__fence_lock_names(const char *key, const char *channel_prefix,
+                            dlock__lock_names *names);
+
+/*
  * The kinds of pattern object, NULL-terminated: "sem", "rw", "leader",
  * "rl", "once", "idem".  Every pattern key begins with "{kind:", so a lock
  * name that begins so is refused (dlock__pattern_owns_key): a core lock can

@@ -219,7 +219,8 @@ static const dlock__script *const core_scripts[] = {
 };
 
 /* The lock object.  key, fence_key, channel and token are written once
- * before the lock is published to the watchdog, read-only after.  The
+ * before the lock is published to the watchdog, read-only after; key
+ * owns one block that holds the six names (dlock__fence_lock_names).  The
  * lease is thread-safe.  holds and rnext belong to the registry's mutex. */
 struct dlock_lock {
     dlock_client *client;
@@ -362,23 +363,21 @@ static dlock_err lock_new(dlock_client *c, const char *key, dlock_lock **out,
                           dlock__msg *m)
 {
     dlock_lock *l = dlock__calloc(1, sizeof(*l));
+    dlock__lock_names names;
 
     *out = NULL;
     if (l == NULL)
         goto nomem;
     l->client = c;
     l->holds = 1;
-    l->key = dlock__strdup(key);
-    l->fence_key = dlock__fence_key(key);
-    l->legacy_fence_key = dlock__fence_legacy_key(key);
-    l->queue_key = dlock__fence_derived_key("queue", key);
-    l->waiters_key = dlock__fence_derived_key("waiters", key);
-    l->channel = dlock__malloc(strlen(key) + sizeof(CHANNEL_PREFIX));
-    if (l->key == NULL || l->fence_key == NULL || l->legacy_fence_key == NULL
-        || l->channel == NULL || l->queue_key == NULL
-        || l->waiters_key == NULL)
+    if (dlock__fence_lock_names(key, CHANNEL_PREFIX, &names) != 0)
         goto nomem;
-    sprintf(l->channel, "%s%s", CHANNEL_PREFIX, key);
+    l->key = names.key; /* owns the block the others point into */
+    l->fence_key = names.fence;
+    l->legacy_fence_key = names.legacy_fence;
+    l->queue_key = names.queue;
+    l->waiters_key = names.waiters;
+    l->channel = names.channel;
     dlock__lease_init(&l->lease, DEFAULT_TTL_MS);
     *out = l;
     return DLOCK_OK;
@@ -397,12 +396,7 @@ void dlock_lock_free(dlock_lock *l)
     if (l->reentrant)
         reentrant_unlink(dlock__client_reentry(l->client), l);
     dlock__lease_destroy(&l->lease);
-    dlock__free(l->key);
-    dlock__free(l->fence_key);
-    dlock__free(l->legacy_fence_key);
-    dlock__free(l->queue_key);
-    dlock__free(l->waiters_key);
-    dlock__free(l->channel);
+    dlock__free(l->key); /* and the names in its block (lock_new) */
     dlock__free(l);
 }
 
