@@ -24,6 +24,13 @@
  * ends it with 503.  Once the parked create commits, the document is
  * submitted (one place, taken once per write).
  *
+ * Every write path takes exactly one place, with Redis and without it
+ * (degraded locks), with an Idempotency-Key and without: on both servers,
+ * with one place and nothing parked, create, edit, submit, approve and
+ * reject, each once plainly and once keyed and replayed, are answered
+ * at once (a write that took a second place would wait for itself and
+ * get 503), and none is left running or waiting.
+ *
  * The parked create and the waiting submit live in static storage and
  * end_case, the cases' teardown, joins them whether the case passed or
  * failed.  Bounds are generous; nothing here times the server except
@@ -42,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rvt_kit.h"
 #include "testkit.h"
@@ -54,8 +62,9 @@
 static rvt_db db, db_redis;
 static rvt_server srv, srv_redis;
 static const char *redis_url;
-static char *alice;
+static char *alice, *bob;
 static const rvt_person people[] = {{&alice, "alice", "author"},
+                                    {&bob, "bob", "reviewer"},
                                     {NULL, NULL, NULL}};
 
 /* The parked create and the waiting submit (static: see the top
@@ -279,6 +288,86 @@ static void a_submit_waits_for_its_place_before_taking_its_lock(void **state)
               "nothing left running or waiting");
 }
 
+/* One write on port, with key (NULL: none); fails unless it got want.
+ * With field, copies that field of the answer into out (24 bytes). */
+static void write_once(int port, const char *token, const char *method,
+                       const char *path, const char *body, const char *key,
+                       int want, const char *what, const char *field,
+                       char *out)
+{
+    rvt_resp r;
+
+    rvt_call(port, method, path, token, body, key, &r);
+    rvt_expect_status(&r, want, NULL, what);
+    if (field != NULL) {
+        const char *v = rvt_field(&r, field);
+
+        TK_EXPECT(v != NULL, "%s answers with %s: %s", what, field, r.body);
+        snprintf(out, 24, "%s", v);
+    }
+    rvt_resp_free(&r);
+}
+
+/* The five writes on port; keyed: each sent twice with one key (the
+ * second a replay).  tag keeps the keys apart between calls. */
+static void every_write(int port, int keyed, const char *tag)
+{
+    const int sends = keyed ? 2 : 1;
+    char doc[24], doc2[24], review[24], review2[24], path[96], key[96];
+    const char *const k = keyed ? key : NULL;
+
+    for (int n = 0; n < sends; n++) {
+        snprintf(key, sizeof(key), "writes-%s-create-%d", tag, (int)getpid());
+        write_once(port, alice, "POST", "/v1/documents",
+                   "{\"title\":\"one place\",\"content\":\"x\"}", k, 201,
+                   "a create", "id", doc);
+    }
+    snprintf(path, sizeof(path), "/v1/documents/%s", doc);
+    write_once(port, alice, "PUT", path, "{\"title\":\"edited\"}", NULL, 200,
+               "an edit (keys are for POST)", NULL, NULL);
+    snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
+    snprintf(key, sizeof(key), "writes-%s-submit-%d", tag, (int)getpid());
+    for (int n = 0; n < sends; n++)
+        write_once(port, alice, "POST", path, NULL, k, 201, "a submit",
+                   "review.id", review);
+    snprintf(path, sizeof(path), "/v1/reviews/%s/approve", review);
+    snprintf(key, sizeof(key), "writes-%s-approve-%d", tag, (int)getpid());
+    for (int n = 0; n < sends; n++)
+        write_once(port, bob, "POST", path, NULL, k, 200, "an approval", NULL,
+                   NULL);
+    assert_int_equal(rvt_create_pending(port, alice, doc2, review2), 0);
+    snprintf(path, sizeof(path), "/v1/reviews/%s/reject", review2);
+    snprintf(key, sizeof(key), "writes-%s-reject-%d", tag, (int)getpid());
+    for (int n = 0; n < sends; n++)
+        write_once(port, bob, "POST", path, "{\"comment\":\"no\"}", k, 200,
+                   "a rejection", NULL, NULL);
+}
+
+static void every_write_takes_one_place(void **state)
+{
+    const rvt_server *const servers[] = {&srv, &srv_redis};
+    const char *const tags[] = {"degraded", "redis"};
+
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        const int port = servers[i]->port;
+        const long long timeouts = rvt_metric(
+            port, "reviewd_write_admission_timeouts_total");
+        char tag[32];
+
+        snprintf(tag, sizeof(tag), "%s-plain", tags[i]);
+        every_write(port, 0, tag);
+        snprintf(tag, sizeof(tag), "%s-keyed", tags[i]);
+        every_write(port, 1, tag);
+        TK_EXPECT(rvt_metric(port, "reviewd_write_admission_timeouts_total")
+                      == timeouts,
+                  "no write waited out its budget (%s)", tags[i]);
+        TK_EXPECT(rvt_metric(port, "reviewd_writes_running") == 0
+                      && rvt_metric(port, "reviewd_writes_waiting") == 0,
+                  "nothing left running or waiting (%s)", tags[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +375,7 @@ int main(void)
                                   end_case),
         cmocka_unit_test_teardown(
             a_submit_waits_for_its_place_before_taking_its_lock, end_case),
+        cmocka_unit_test(every_write_takes_one_place),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
