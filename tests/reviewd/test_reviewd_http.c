@@ -10,8 +10,10 @@
  * in one place.  Every row must get:
  *   - the status of the row (or its alternative, where the RFC allows
  *     two answers), as JSON {code, detail}, Content-Type
- *     application/json, with an X-Request-Id, and the row's code where
- *     docs/api.md already names one;
+ *     application/json, with an X-Request-Id, and the row's code
+ *     (docs/api.md lists those of 413, 414 and 431; BAD_REQUEST,
+ *     NOT_IMPLEMENTED and HTTP_VERSION_NOT_SUPPORTED are the HTTP
+ *     layer's own, for docs/api.md to list);
  *   - a readable answer: the whole request is written through a small
  *     send buffer and the whole answer read, no reset before it (a
  *     lingering close);
@@ -80,6 +82,13 @@ typedef struct expected {
 #define CHUNKED "Transfer-Encoding: chunked\r\n"
 #define HEALTHZ "GET /healthz HTTP/1.1\r\nHost: x\r\n"
 
+/* The codes of the errors the HTTP layer itself answers, for docs/api.md
+ * to list beside its others (a row whose alternative answer comes from
+ * a handler checks no code). */
+#define BAD "BAD_REQUEST"
+#define VERSION "HTTP_VERSION_NOT_SUPPORTED"
+#define CODING "NOT_IMPLEMENTED"
+
 /* A row: group, status, alternative, code, close, what, request. */
 #define ROW(g, st, alt, code, cl, what, req)                  \
     {                                                         \
@@ -120,17 +129,17 @@ static const expected EXPECTED[] = {
     /* A Content-Length that is not a number, overflows or disagrees:
      * the framing is invalid, 400 and close (RFC 9112 6.3 item 5, RFC
      * 9110 8.6).  An overflow may be read as "too large" (413). */
-    ROW(LENGTHS, 400, 0, NULL, 1, "Content-Length: abc",
+    ROW(LENGTHS, 400, 0, BAD, 1, "Content-Length: abc",
         POST_DOCS JSON_CT "Content-Length: abc\r\n\r\n{}"),
-    ROW(LENGTHS, 400, 0, NULL, 1, "Content-Length: -1",
+    ROW(LENGTHS, 400, 0, BAD, 1, "Content-Length: -1",
         POST_DOCS JSON_CT "Content-Length: -1\r\n\r\n{}"),
-    ROW(LENGTHS, 400, 413, NULL, 1, "Content-Length: 99999999999999999999999",
+    ROW(LENGTHS, 400, 413, BAD, 1, "Content-Length: 99999999999999999999999",
         POST_DOCS JSON_CT "Content-Length: 99999999999999999999999\r\n\r\n{}"),
-    ROW(LENGTHS, 400, 0, NULL, 1, "Content-Length: 0x2",
+    ROW(LENGTHS, 400, 0, BAD, 1, "Content-Length: 0x2",
         POST_DOCS JSON_CT "Content-Length: 0x2\r\n\r\n{}"),
-    ROW(LENGTHS, 400, 0, NULL, 1, "two differing Content-Lengths",
+    ROW(LENGTHS, 400, 0, BAD, 1, "two differing Content-Lengths",
         POST_DOCS JSON_CT "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{} "),
-    ROW(LENGTHS, 400, 0, NULL, 1, "Content-Length: 2, 3",
+    ROW(LENGTHS, 400, 0, BAD, 1, "Content-Length: 2, 3",
         POST_DOCS JSON_CT "Content-Length: 2, 3\r\n\r\n{} "),
     /* Both: reject, or frame by the chunked coding alone; either way
      * close (RFC 9112 6.1).  The chunked body "{" is not JSON, so either
@@ -145,50 +154,50 @@ static const expected EXPECTED[] = {
      * coding the server does not know, chunked last, 501 (RFC 9112 6.1);
      * chunked not last on a request, 400 and close (RFC 9112 6.3 item
      * 4). */
-    ROW(CHUNKS, 400, 0, NULL, 1, "chunk size zz",
+    ROW(CHUNKS, 400, 0, BAD, 1, "chunk size zz",
         POST_DOCS JSON_CT CHUNKED "\r\nzz\r\n{}\r\n0\r\n\r\n"),
-    ROW(CHUNKS, 400, 0, NULL, 1, "chunk size -1",
+    ROW(CHUNKS, 400, 0, BAD, 1, "chunk size -1",
         POST_DOCS JSON_CT CHUNKED "\r\n-1\r\n{}\r\n0\r\n\r\n"),
-    ROW(CHUNKS, 400, 413, NULL, 1, "chunk size ffffffffffffffffffff",
+    ROW(CHUNKS, 400, 413, BAD, 1, "chunk size ffffffffffffffffffff",
         POST_DOCS JSON_CT CHUNKED
         "\r\nffffffffffffffffffff\r\n{}\r\n0\r\n\r\n"),
-    ROW(CHUNKS, 400, 0, NULL, 1, "a chunk without its CRLF",
+    ROW(CHUNKS, 400, 0, BAD, 1, "a chunk without its CRLF",
         POST_DOCS JSON_CT CHUNKED "\r\n2\r\n{}XX0\r\n\r\n"),
     {CHUNKS, 413, 0, "PAYLOAD_TOO_LARGE", 0, "a chunk of 1 MiB + 1",
      POST_DOCS JSON_CT CHUNKED "\r\n100001\r\n", PAD_NONE, 0,
      1024 * 1024 + 1, "\r\n0\r\n\r\n"},
-    ROW(CHUNKS, 501, 0, NULL, 0, "Transfer-Encoding: gzip, chunked",
+    ROW(CHUNKS, 501, 0, CODING, 0, "Transfer-Encoding: gzip, chunked",
         POST_DOCS JSON_CT "Transfer-Encoding: gzip, chunked\r\n\r\n"
         "2\r\n{}\r\n0\r\n\r\n"),
-    ROW(CHUNKS, 400, 0, NULL, 1, "Transfer-Encoding: gzip",
+    ROW(CHUNKS, 400, 0, BAD, 1, "Transfer-Encoding: gzip",
         POST_DOCS JSON_CT "Transfer-Encoding: gzip\r\n\r\n{}"),
 
     /* Request lines that are not "method SP target SP HTTP-version":
      * 400 (RFC 9112 3, 2.3).  A lenient parser may read two spaces as
      * one (RFC 9112 3 allows it), so that one may also be served. */
-    ROW(LINES, 400, 0, NULL, 0, "request line GARBAGE",
+    ROW(LINES, 400, 0, BAD, 0, "request line GARBAGE",
         "GARBAGE\r\nHost: x\r\n\r\n"),
-    ROW(LINES, 400, 0, NULL, 0, "request line without a version",
+    ROW(LINES, 400, 0, BAD, 0, "request line without a version",
         "GET /healthz\r\nHost: x\r\n\r\n"),
-    ROW(LINES, 400, 200, NULL, 0, "request line with two spaces",
+    ROW(LINES, 400, 200, BAD, 0, "request line with two spaces",
         "GET  /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
-    ROW(LINES, 400, 0, NULL, 0, "version http/1.1 (lower case)",
+    ROW(LINES, 400, 0, BAD, 0, "version http/1.1 (lower case)",
         "GET /healthz http/1.1\r\nHost: x\r\n\r\n"),
-    ROW(LINES, 400, 0, NULL, 0, "version HTTP/1",
+    ROW(LINES, 400, 0, BAD, 0, "version HTTP/1",
         "GET /healthz HTTP/1\r\nHost: x\r\n\r\n"),
-    ROW(LINES, 400, 0, NULL, 0, "version HTTP/1.1x",
+    ROW(LINES, 400, 0, BAD, 0, "version HTTP/1.1x",
         "GET /healthz HTTP/1.1x\r\nHost: x\r\n\r\n"),
 
     /* Versions: a major version the server does not speak is 505 (RFC
      * 9110 15.6.6); HTTP/0.9 may also be refused as a bad request line.
      * A higher 1.x minor SHOULD be served as 1.1 (RFC 9110 2.5). */
-    ROW(VERSIONS, 505, 0, NULL, 0, "HTTP/2.0",
+    ROW(VERSIONS, 505, 0, VERSION, 0, "HTTP/2.0",
         "GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n"),
-    ROW(VERSIONS, 505, 0, NULL, 0, "HTTP/3.0",
+    ROW(VERSIONS, 505, 0, VERSION, 0, "HTTP/3.0",
         "GET /healthz HTTP/3.0\r\nHost: x\r\n\r\n"),
-    ROW(VERSIONS, 505, 400, NULL, 0, "HTTP/0.9",
+    ROW(VERSIONS, 505, 400, VERSION, 0, "HTTP/0.9",
         "GET /healthz HTTP/0.9\r\nHost: x\r\n\r\n"),
-    ROW(VERSIONS, 505, 200, NULL, 0, "HTTP/1.2",
+    ROW(VERSIONS, 505, 200, VERSION, 0, "HTTP/1.2",
         "GET /healthz HTTP/1.2\r\nHost: x\r\n\r\n"),
 
     /* Header fields: whitespace before the colon is 400 (RFC 9112 5.1);
@@ -196,19 +205,19 @@ static const expected EXPECTED[] = {
      * and a line without a colon (RFC 9112 5).  A bare CR, a NUL or an
      * obs-fold may be refused or read as a space (RFC 9112 2.2 and 5.2,
      * RFC 9110 5.5): 400 or 200. */
-    ROW(FIELDS, 400, 200, NULL, 0, "a bare CR in a header value",
+    ROW(FIELDS, 400, 200, BAD, 0, "a bare CR in a header value",
         HEALTHZ "X-A: a\rb\r\n\r\n"),
-    ROW(FIELDS, 400, 0, NULL, 0, "whitespace before a header colon",
+    ROW(FIELDS, 400, 0, BAD, 0, "whitespace before a header colon",
         HEALTHZ "X-A : b\r\n\r\n"),
-    ROW(FIELDS, 400, 0, NULL, 0, "HTTP/1.1 without Host",
+    ROW(FIELDS, 400, 0, BAD, 0, "HTTP/1.1 without Host",
         "GET /healthz HTTP/1.1\r\n\r\n"),
-    ROW(FIELDS, 400, 0, NULL, 0, "two Host fields",
+    ROW(FIELDS, 400, 0, BAD, 0, "two Host fields",
         HEALTHZ "Host: y\r\n\r\n"),
-    ROW(FIELDS, 400, 0, NULL, 0, "a header line without a colon",
+    ROW(FIELDS, 400, 0, BAD, 0, "a header line without a colon",
         HEALTHZ "X-A b\r\n\r\n"),
-    ROW(FIELDS, 400, 200, NULL, 0, "a NUL in a header value",
+    ROW(FIELDS, 400, 200, BAD, 0, "a NUL in a header value",
         HEALTHZ "X-A: a{nul}b\r\n\r\n"),
-    ROW(FIELDS, 400, 200, NULL, 0, "an obs-fold line",
+    ROW(FIELDS, 400, 200, BAD, 0, "an obs-fold line",
         HEALTHZ "X-A: a\r\n b\r\n\r\n"),
 };
 /* clang-format on */
