@@ -153,7 +153,7 @@ static const expected EXPECTED[] = {
      * close; a chunk over the 1 MiB cap is 413 (RFC 9110 15.5.14); a
      * coding the server does not know, chunked last, 501 (RFC 9112 6.1);
      * chunked not last on a request, 400 and close (RFC 9112 6.3 item
-     * 4). */
+     * 4), and chunked twice is invalid framing too (RFC 9112 6.1). */
     ROW(CHUNKS, 400, 0, BAD, 1, "chunk size zz",
         POST_DOCS JSON_CT CHUNKED "\r\nzz\r\n{}\r\n0\r\n\r\n"),
     ROW(CHUNKS, 400, 0, BAD, 1, "chunk size -1",
@@ -171,6 +171,9 @@ static const expected EXPECTED[] = {
         "2\r\n{}\r\n0\r\n\r\n"),
     ROW(CHUNKS, 400, 0, BAD, 1, "Transfer-Encoding: gzip",
         POST_DOCS JSON_CT "Transfer-Encoding: gzip\r\n\r\n{}"),
+    ROW(CHUNKS, 400, 0, BAD, 1, "Transfer-Encoding: chunked, chunked",
+        POST_DOCS JSON_CT "Transfer-Encoding: chunked, chunked\r\n\r\n"
+        "2\r\n{}\r\n0\r\n\r\n"),
 
     /* Request lines that are not "method SP target SP HTTP-version":
      * 400 (RFC 9112 3, 2.3).  A lenient parser may read two spaces as
@@ -201,16 +204,18 @@ static const expected EXPECTED[] = {
         "GET /healthz HTTP/1.2\r\nHost: x\r\n\r\n"),
 
     /* Header fields: whitespace before the colon is 400 (RFC 9112 5.1);
-     * so is an HTTP/1.1 request without Host or with two (RFC 9112 3.2),
-     * and a line without a colon (RFC 9112 5).  A bare CR, a NUL or an
-     * obs-fold may be refused or read as a space (RFC 9112 2.2 and 5.2,
-     * RFC 9110 5.5): 400 or 200. */
+     * so is an HTTP/1.1 request without Host, with two, or with one that
+     * is not a host (RFC 9112 3.2), and a line without a colon (RFC 9112
+     * 5).  A bare CR, a NUL or an obs-fold may be refused or read as a
+     * space (RFC 9112 2.2 and 5.2, RFC 9110 5.5): 400 or 200. */
     ROW(FIELDS, 400, 200, BAD, 0, "a bare CR in a header value",
         HEALTHZ "X-A: a\rb\r\n\r\n"),
     ROW(FIELDS, 400, 0, BAD, 0, "whitespace before a header colon",
         HEALTHZ "X-A : b\r\n\r\n"),
     ROW(FIELDS, 400, 0, BAD, 0, "HTTP/1.1 without Host",
         "GET /healthz HTTP/1.1\r\n\r\n"),
+    ROW(FIELDS, 400, 0, BAD, 0, "Host: a b (not a host)",
+        "GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n"),
     ROW(FIELDS, 400, 0, BAD, 0, "two Host fields",
         HEALTHZ "Host: y\r\n\r\n"),
     ROW(FIELDS, 400, 0, BAD, 0, "a header line without a colon",
