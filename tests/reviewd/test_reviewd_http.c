@@ -26,9 +26,9 @@
  * 100-continue, a chunked body with a trailer created exactly like the
  * same body with Content-Length; and 1,000 requests with their framing
  * broken at random (request line, version, Content-Length, chunk sizes,
- * header bytes) over keep-alive connections, each answered, none 5xx
- * but 501 and 505, every error JSON with X-Request-Id, every broken body
- * framing closing its connection.  The seed is printed, and taken from
+ * header bytes) over keep-alive connections, some pipelined, each
+ * answered in order, none 5xx but 501 and 505, every error JSON with
+ * X-Request-Id, every broken body framing closing its connection.  The seed is printed, and taken from
  * RVT_HTTP_SEED to replay.
  *
  * No timing is asserted: every wait is a generous bound.
@@ -851,12 +851,39 @@ static enum broke mutate(int i, bytes *b)
     }
 }
 
+/* Why a, the answer to request id (mutate said what it broke), is not
+ * as it must be, or NULL when it is. */
+static const char *mutation_fault(enum broke broke, const rvt_answer *a,
+                                  const char *id)
+{
+    if (a->status == 0)
+        return "no answer";
+    if (a->status >= 500 && a->status != 501 && a->status != 505)
+        return "a 5xx";
+    if (a->status >= 400 && !rvt_answer_is_json_error(a, 0))
+        return "not a JSON error with X-Request-Id";
+    if (a->request_id[0] == '\0')
+        return "no X-Request-Id";
+    if (strncmp(a->request_id, "fz-", 3) == 0
+        && strcmp(a->request_id, id) != 0)
+        return "another request's answer (out of step)";
+    if (broke == BROKE_FRAMING && !a->closes)
+        return "the body's framing was broken, yet no Connection: close";
+    if (broke == BROKE_NOTHING && a->status >= 400)
+        return "a well-formed request refused";
+    return NULL;
+}
+
+/* Now and then up to BATCH requests go out in one write (pipelined):
+ * each is answered in turn until one ends the connection. */
+#define BATCH 3
+
 static void framing_mutations_each_get_a_json_answer(void **state)
 {
     static rvt_wire w[KEEPALIVE];
     const char *s = getenv("RVT_HTTP_SEED");
-    int failures = 0, i, count[6] = {0};
-    char id[32];
+    int failures = 0, sent = 0, piped = 0, dropped = 0, c = 0, i;
+    int count[6] = {0};
 
     (void)state;
     rng = s != NULL ? strtoull(s, NULL, 10) : (uint64_t)testkit_now_us();
@@ -865,60 +892,66 @@ static void framing_mutations_each_get_a_json_answer(void **state)
             (unsigned long long)rng);
     for (i = 0; i < KEEPALIVE; i++)
         rvt_wire_dial(&w[i], srv.port, "127.0.0.7");
-    for (i = 0; i < MUTATED && failures < 5; i++) {
-        const int c = i % KEEPALIVE;
-        bytes b;
-        const enum broke broke = mutate(i, &b);
-        const int wrote = rvt_wire_send(&w[c], b.p, b.n) == 0;
-        const char *why = NULL;
-        rvt_answer a;
+    while (sent < MUTATED && failures < 5) {
+        const int k = rnd() % 4 == 0 ? 2 + (int)(rnd() % (BATCH - 1)) : 1;
+        enum broke broke[BATCH];
+        bytes b[BATCH], all;
+        int j, wrote, ended = 0;
 
-        rvt_wire_read(&w[c], 0, ANSWER_MS, &a);
-        snprintf(id, sizeof(id), "fz-%d", i);
-        if (!wrote)
-            why = "the request could not be written";
-        else if (a.status == 0)
-            why = "no answer";
-        else if (a.status >= 500 && a.status != 501 && a.status != 505)
-            why = "a 5xx";
-        else if (a.status >= 400 && !rvt_answer_is_json_error(&a, 0))
-            why = "not a JSON error with X-Request-Id";
-        else if (a.request_id[0] == '\0')
-            why = "no X-Request-Id";
-        else if (strncmp(a.request_id, "fz-", 3) == 0
-                 && strcmp(a.request_id, id) != 0)
-            why = "another request's answer (out of step)";
-        else if (broke == BROKE_FRAMING && !a.closes)
-            why = "the body's framing was broken, yet no Connection: close";
-        else if (broke == BROKE_NOTHING && a.status >= 400)
-            why = "a well-formed request refused";
-        if (why != NULL) {
-            failures++;
-            b.p[strcspn(b.p, "\r")] = '\0';
-            fprintf(stderr,
-                    "request %d (%.80s...): %s: %d (%s) id '%s' ct '%s' "
-                    "body %.160s\n",
-                    i, b.p, why, a.status, a.why, a.request_id, a.content_type,
-                    a.body);
+        memset(&all, 0, sizeof(all));
+        for (j = 0; j < k; j++) {
+            broke[j] = mutate(sent + j, &b[j]);
+            put(&all, b[j].p, b[j].n);
         }
-        count[a.status / 100 < 6 ? a.status / 100 : 0]++;
-        /* An HTTP/1.0 request without keep-alive ends its connection,
-         * with or without Connection: close. */
-        if (why != NULL || a.closes || strstr(b.p, " HTTP/1.0\r\n") != NULL) {
+        wrote = rvt_wire_send(&w[c], all.p, all.n) == 0;
+        for (j = 0; j < k && !ended; j++) {
+            const char *why;
+            char id[32];
+            rvt_answer a;
+
+            rvt_wire_read(&w[c], 0, ANSWER_MS, &a);
+            snprintf(id, sizeof(id), "fz-%d", sent + j);
+            why = wrote ? mutation_fault(broke[j], &a, id)
+                        : "the requests could not be written (a reset)";
+            if (why != NULL) {
+                failures++;
+                fprintf(stderr,
+                        "request %d (%d of %d in one write; %.*s): %s: %d "
+                        "(%s) id '%s' ct '%s' body %.160s\n",
+                        sent + j, j + 1, k, (int)strcspn(b[j].p, "\r"), b[j].p,
+                        why, a.status, a.why, a.request_id, a.content_type,
+                        a.body);
+            }
+            count[a.status / 100 < 6 ? a.status / 100 : 0]++;
+            /* An HTTP/1.0 request without keep-alive ends its
+             * connection, with or without Connection: close. */
+            ended = why != NULL || a.closes
+                    || strstr(b[j].p, " HTTP/1.0\r\n") != NULL;
+            rvt_answer_clear(&a);
+        }
+        /* Those after the one that ended the connection go unanswered. */
+        dropped += k - j;
+        piped += k > 1 ? k : 0;
+        if (ended) {
             rvt_wire_close(&w[c]);
             rvt_wire_dial(&w[c], srv.port, "127.0.0.7");
         }
-        rvt_answer_clear(&a);
-        free(b.p);
+        for (j = 0; j < k; j++)
+            free(b[j].p);
+        free(all.p);
+        sent += k;
+        c = (c + 1) % KEEPALIVE;
     }
-    fprintf(stderr, "%d requests: %d 2xx, %d 4xx, %d 5xx, %d unanswered\n", i,
-            count[2], count[4], count[5], count[0]);
+    fprintf(stderr,
+            "%d requests (%d pipelined): %d 2xx, %d 4xx, %d 5xx, %d not "
+            "answered, %d left after a close\n",
+            sent, piped, count[2], count[4], count[5], count[0], dropped);
     for (i = 0; i < KEEPALIVE; i++)
         rvt_wire_close(&w[i]);
     TK_EXPECT(failures == 0,
               "every request with broken framing gets a JSON answer with "
-              "X-Request-Id, no 5xx but 501/505, a close when the body's "
-              "framing is lost (%d failures)",
+              "X-Request-Id, in order, no 5xx but 501/505, a close when "
+              "the body's framing is lost (%d failures)",
               failures);
 }
 
