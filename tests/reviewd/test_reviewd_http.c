@@ -278,7 +278,7 @@ static void put(bytes *b, const char *p, size_t n)
     b->p[b->n] = '\0';
 }
 
-static void puts_(bytes *b, const char *s)
+static void put_str(bytes *b, const char *s)
 {
     put(b, s, strlen(s));
 }
@@ -286,7 +286,6 @@ static void puts_(bytes *b, const char *s)
 /* n bytes of c. */
 static void put_fill(bytes *b, char c, size_t n)
 {
-    put(b, "", 0);
     if (b->n + n + 1 > b->cap) {
         b->cap = b->n + n + 1;
         b->p = realloc(b->p, b->cap);
@@ -310,9 +309,9 @@ static void put_pad(bytes *b, enum pad pad, size_t len)
         return;
     }
     if (pad == PAD_LINE) {
-        puts_(b, "X-Big: ");
+        put_str(b, "X-Big: ");
         put_fill(b, 'b', len);
-        puts_(b, "\r\n");
+        put_str(b, "\r\n");
         return;
     }
     while (done < len) {
@@ -335,7 +334,7 @@ static void build(const expected *e, bytes *b)
             put_pad(b, e->pad, e->pad_len);
             p += 5;
         } else if (strncmp(p, "{tok}", 5) == 0) {
-            puts_(b, author);
+            put_str(b, author);
             p += 5;
         } else if (strncmp(p, "{nul}", 5) == 0) {
             put(b, "", 1);
@@ -346,7 +345,7 @@ static void build(const expected *e, bytes *b)
     }
     put_fill(b, 'x', e->tail);
     if (e->end != NULL)
-        puts_(b, e->end);
+        put_str(b, e->end);
 }
 
 /* ---- checking answers --------------------------------------------------- */
@@ -801,52 +800,52 @@ static enum broke mutate(int i, bytes *b)
     switch (rnd() % 6) {
     case 0: /* the request line */
         snprintf(line, sizeof(line), "%s\r\nHost: x\r\n", PICK(lines));
-        puts_(b, line);
+        put_str(b, line);
         broke = BROKE_HEAD;
         break;
     case 1: /* the version */
         snprintf(line, sizeof(line), "GET /healthz %s\r\nHost: x\r\n",
                  PICK(versions));
-        puts_(b, line);
+        put_str(b, line);
         broke = BROKE_HEAD;
         break;
     default:
         snprintf(line, sizeof(line), "%s HTTP/1.1\r\nHost: x\r\n",
                  post ? "POST /v1/documents" : "GET /healthz");
-        puts_(b, line);
+        put_str(b, line);
         break;
     }
     snprintf(line, sizeof(line), "X-Request-Id: fz-%d\r\n", i);
-    puts_(b, line);
+    put_str(b, line);
     if (broke == BROKE_NOTHING && rnd() % 3 == 0) { /* header bytes */
-        puts_(b, PICK(fields));
+        put_str(b, PICK(fields));
         broke = BROKE_HEAD;
     }
     if (!post || broke != BROKE_NOTHING) {
-        puts_(b, "\r\n");
+        put_str(b, "\r\n");
         return broke;
     }
-    puts_(b, "Authorization: Bearer ");
-    puts_(b, author);
-    puts_(b, "\r\n" JSON_CT);
+    put_str(b, "Authorization: Bearer ");
+    put_str(b, author);
+    put_str(b, "\r\n" JSON_CT);
     switch (rnd() % 4) {
     case 0: /* Content-Length */
         snprintf(line, sizeof(line), "Content-Length: %s\r\n\r\n{}",
                  PICK(lengths));
-        puts_(b, line);
+        put_str(b, line);
         return BROKE_FRAMING;
     case 1: /* a chunk size */
         snprintf(line, sizeof(line), CHUNKED "\r\n%s\r\n{}\r\n0\r\n\r\n",
                  PICK(sizes));
-        puts_(b, line);
+        put_str(b, line);
         return BROKE_FRAMING;
     case 2: /* both */
-        puts_(b, "Content-Length: 5\r\n" CHUNKED "\r\n2\r\n{}\r\n0\r\n\r\n");
+        put_str(b, "Content-Length: 5\r\n" CHUNKED "\r\n2\r\n{}\r\n0\r\n\r\n");
         return BROKE_FRAMING;
     default: /* well-formed, as a control */
         snprintf(line, sizeof(line), "Content-Length: %zu\r\n\r\n%s",
                  sizeof(json) - 1, json);
-        puts_(b, line);
+        put_str(b, line);
         return BROKE_NOTHING;
     }
 }
