@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "rvt_kit.h"
+#include "rvt_wire.h"
 #include "testkit.h"
 
 static rvt_db db;
@@ -80,164 +81,10 @@ static int teardown(void **state)
 
 /* ---- a raw client ------------------------------------------------------- */
 
-/* A blocking TCP connection to reviewd from source address src. */
-static int dial(const char *src)
+/* A keep-alive connection to reviewd from source address src. */
+static void dial(rvt_wire *w, const char *src)
 {
-    struct sockaddr_in a;
-    const int one = 1;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    assert_true(fd >= 0);
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, src, &a.sin_addr);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    a.sin_port = htons((uint16_t)srv.port);
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    /* A head and its body go out as two writes: no delayed-ACK stall. */
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
-}
-
-/* Writes all of p; -1 (errno kept) if the server reset or closed. */
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* One parsed answer. */
-typedef struct answer {
-    int status;   /* 0: none (EOF, reset or timeout) */
-    char why[64]; /* why there was none */
-    char request_id[160];
-    char content_type[80];
-    int closes;      /* Connection: close */
-    char body[4096]; /* the first 4 KiB of the body */
-    json_t *json;
-} answer;
-
-static void answer_clear(answer *a)
-{
-    json_decref(a->json);
-    memset(a, 0, sizeof(*a));
-}
-
-/* Reads into buf[*got..] with a deadline; 0 on EOF, error or timeout. */
-static int read_more(int fd, char *buf, size_t cap, size_t *got,
-                     int64_t until_ms, answer *a)
-{
-    struct pollfd p = {fd, POLLIN, 0};
-    const int64_t left = until_ms - testkit_now_ms();
-    ssize_t r;
-
-    if (left <= 0 || poll(&p, 1, (int)left) != 1) {
-        snprintf(a->why, sizeof(a->why), "timeout");
-        return 0;
-    }
-    r = recv(fd, buf + *got, cap - *got, 0);
-    if (r <= 0) {
-        snprintf(a->why, sizeof(a->why), "%s",
-                 r == 0 ? "EOF" : strerror(errno));
-        return 0;
-    }
-    *got += (size_t)r;
-    return 1;
-}
-
-/* The value of header name in the block hdr (ends at the blank line). */
-static void header_value(const char *hdr, const char *name, char *out,
-                         size_t len)
-{
-    const size_t n = strlen(name);
-    const char *p = hdr;
-
-    out[0] = '\0';
-    while ((p = strstr(p, "\r\n")) != NULL) {
-        p += 2;
-        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
-            const char *v = p + n + 1;
-            size_t k = strcspn(v, "\r\n");
-
-            while (*v == ' ') {
-                v++;
-                k--;
-            }
-            snprintf(out, len, "%.*s", (int)k, v);
-            return;
-        }
-    }
-}
-
-/* Reads one answer (no body after a HEAD) within timeout_ms. */
-static void read_answer(int fd, int head, int timeout_ms, answer *a)
-{
-    const int64_t until = testkit_now_ms() + timeout_ms;
-    static char buf[2 * 1024 * 1024];
-    size_t got = 0, hlen, blen;
-    char *end, v[32];
-
-    memset(a, 0, sizeof(*a));
-    buf[0] = '\0';
-    while ((end = strstr(buf, "\r\n\r\n")) == NULL) {
-        if (got + 1 >= sizeof(buf)
-            || !read_more(fd, buf, sizeof(buf) - 1, &got, until, a))
-            return;
-        buf[got] = '\0';
-    }
-    hlen = (size_t)(end - buf) + 4;
-    end[2] = '\0';
-    header_value(buf, "Content-Length", v, sizeof(v));
-    blen = head ? 0 : (size_t)strtoul(v, NULL, 10);
-    while (got < hlen + blen)
-        if (!read_more(fd, buf, sizeof(buf) - 1, &got, until, a))
-            return;
-    header_value(buf, "X-Request-Id", a->request_id, sizeof(a->request_id));
-    header_value(buf, "Content-Type", a->content_type,
-                 sizeof(a->content_type));
-    header_value(buf, "Connection", v, sizeof(v));
-    a->closes = strcasecmp(v, "close") == 0;
-    snprintf(a->body, sizeof(a->body), "%.*s", (int)blen, buf + hlen);
-    a->json = json_loadb(buf + hlen, blen, 0, NULL);
-    a->status = atoi(buf + 9);
-}
-
-/* 1 if the server ends fd (EOF or reset) within ms while we keep still. */
-static int ended_within(int fd, int ms)
-{
-    const int64_t until = testkit_now_ms() + ms;
-    struct pollfd p = {fd, POLLIN, 0};
-    char buf[512];
-
-    do {
-        const int64_t left = until - testkit_now_ms();
-
-        if (poll(&p, 1, left > 0 ? (int)left : 0) == 1
-            && recv(fd, buf, sizeof(buf), 0) <= 0)
-            return 1;
-    } while (testkit_now_ms() < until);
-    return 0;
-}
-
-/* 1 if the answer is an error as docs/api.md says every error is. */
-static int is_json_error(const answer *a, int head)
-{
-    if (a->request_id[0] == '\0'
-        || strncmp(a->content_type, "application/json", 16) != 0)
-        return 0;
-    return head
-           || (json_is_string(json_object_get(a->json, "code"))
-               && json_is_string(json_object_get(a->json, "detail")));
+    rvt_wire_dial(w, srv.port, src);
 }
 
 /* ---- slow clients ------------------------------------------------------- */
@@ -250,51 +97,51 @@ static void slowloris_is_cut_off_and_others_are_served(void **state)
     static const char start[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
     static const char healthz[] =
         "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    int fd[SLOWLORIS], open_left = SLOWLORIS, i;
+    static rvt_wire fd[SLOWLORIS];
+    rvt_wire normal;
+    int open_left = SLOWLORIS, i;
     int64_t t0, next_line, served_ms;
-    answer a;
+    rvt_answer a;
 
     (void)state;
     for (i = 0; i < SLOWLORIS; i++) {
-        fd[i] = dial("127.0.0.1");
-        (void)write_all(fd[i], start, sizeof(start) - 1);
+        dial(&fd[i], "127.0.0.1");
+        (void)rvt_wire_send(&fd[i], start, sizeof(start) - 1);
     }
     /* A normal client from another address is served at once, although
      * the slow ones asked for every slot (10). */
     t0 = testkit_now_ms();
-    i = dial("127.0.0.2");
-    assert_int_equal(write_all(i, healthz, sizeof(healthz) - 1), 0);
-    read_answer(i, 0, 5000, &a);
+    dial(&normal, "127.0.0.2");
+    assert_int_equal(rvt_wire_send(&normal, healthz, sizeof(healthz) - 1), 0);
+    rvt_wire_read(&normal, 0, 5000, &a);
     served_ms = testkit_now_ms() - t0;
-    close(i);
+    rvt_wire_close(&normal);
     TK_EXPECT(a.status == 200,
               "a normal client is served beside 30 slow "
               "ones, got %d (%s) after %lld ms",
               a.status, a.why, (long long)served_ms);
-    answer_clear(&a);
+    rvt_answer_clear(&a);
     /* The slow ones keep sending a header line every 1.5 s, which the
      * idle timeout (30 s) would never cut: the 2 s header deadline must,
      * so every one ends within 8 s. */
     next_line = testkit_now_ms() + 1500;
     while (open_left > 0 && testkit_now_ms() - t0 < 8000) {
         for (i = 0; i < SLOWLORIS; i++) {
-            if (fd[i] >= 0 && ended_within(fd[i], 0)) {
-                close(fd[i]);
-                fd[i] = -1;
+            if (fd[i].fd >= 0 && rvt_wire_ended(&fd[i], 0) != RVT_WIRE_OPEN) {
+                rvt_wire_close(&fd[i]);
                 open_left--;
             }
         }
         if (testkit_now_ms() >= next_line) {
             for (i = 0; i < SLOWLORIS; i++)
-                if (fd[i] >= 0)
-                    (void)write_all(fd[i], line, sizeof(line) - 1);
+                if (fd[i].fd >= 0)
+                    (void)rvt_wire_send(&fd[i], line, sizeof(line) - 1);
             next_line += 1500;
         }
         usleep(20 * 1000);
     }
     for (i = 0; i < SLOWLORIS; i++)
-        if (fd[i] >= 0)
-            close(fd[i]);
+        rvt_wire_close(&fd[i]);
     TK_EXPECT(open_left == 0,
               "every slowloris socket is cut off within "
               "8 s, %d still open",
@@ -307,28 +154,30 @@ static void a_trickled_body_is_cut_at_its_deadline(void **state)
         "POST /v1/documents HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
         "Content-Type: application/json\r\n\r\n{";
     const int64_t t0 = testkit_now_ms();
-    int fd = dial("127.0.0.1"), ended = 0;
-    answer a;
+    rvt_wire w;
+    int ended = 0;
+    rvt_answer a;
 
     (void)state;
-    assert_int_equal(write_all(fd, head, sizeof(head) - 1), 0);
+    dial(&w, "127.0.0.1");
+    assert_int_equal(rvt_wire_send(&w, head, sizeof(head) - 1), 0);
     /* One byte every 300 ms: the idle timeout would never fire. */
     while (!ended && testkit_now_ms() - t0 < 6000) {
-        struct pollfd p = {fd, POLLIN, 0};
+        struct pollfd p = {w.fd, POLLIN, 0};
 
         if (poll(&p, 1, 300) == 1)
             ended = 1;
-        else if (write_all(fd, " ", 1) != 0)
+        else if (rvt_wire_send(&w, " ", 1) != 0)
             ended = 1;
     }
-    read_answer(fd, 0, 1000, &a);
-    close(fd);
+    rvt_wire_read(&w, 0, 1000, &a);
+    rvt_wire_close(&w);
     TK_EXPECT(ended, "a body trickled a byte at a time is cut off "
                      "(deadline 2 s) within 6 s");
-    TK_EXPECT(a.status == 408 && is_json_error(&a, 0),
+    TK_EXPECT(a.status == 408 && rvt_answer_is_json_error(&a, 0),
               "and answered 408 with a JSON error, got %d (%s)", a.status,
               a.why);
-    answer_clear(&a);
+    rvt_answer_clear(&a);
 }
 
 /* ---- early answers ------------------------------------------------------ */
@@ -339,33 +188,35 @@ static void a_body_over_the_cap_gets_a_readable_413(void **state)
     const int small = 16 * 1024;
     char head[2048];
     char *body = malloc(n);
-    int fd = dial("127.0.0.1"), wrote;
-    answer a;
+    rvt_wire w;
+    int wrote;
+    rvt_answer a;
 
     (void)state;
     assert_non_null(body);
+    dial(&w, "127.0.0.1");
     memset(body, 'x', n);
     /* A small send buffer, as over a real network: the body is still
      * being written when the server answers, not all in the kernel. */
-    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    (void)setsockopt(w.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
     snprintf(head, sizeof(head),
              "POST /v1/documents HTTP/1.1\r\nHost: x\r\n"
              "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
              "Content-Length: %zu\r\n\r\n",
              author, n);
-    wrote = write_all(fd, head, strlen(head)) == 0
-            && write_all(fd, body, n) == 0;
-    read_answer(fd, 0, 5000, &a);
-    close(fd);
+    wrote = rvt_wire_send(&w, head, strlen(head)) == 0
+            && rvt_wire_send(&w, body, n) == 0;
+    rvt_wire_read(&w, 0, 5000, &a);
+    rvt_wire_close(&w);
     free(body);
     TK_EXPECT(wrote, "the whole 1 MiB + 1 body is written (no reset)");
-    TK_EXPECT(a.status == 413 && is_json_error(&a, 0)
+    TK_EXPECT(a.status == 413 && rvt_answer_is_json_error(&a, 0)
                   && strcmp(json_string_value(json_object_get(a.json, "code")),
                             "PAYLOAD_TOO_LARGE")
                          == 0,
               "and the 413 PAYLOAD_TOO_LARGE is read, got %d (%s)", a.status,
               a.why);
-    answer_clear(&a);
+    rvt_answer_clear(&a);
 }
 
 /* ---- mutated requests --------------------------------------------------- */
@@ -512,7 +363,8 @@ static void mutated_requests_each_get_an_answer(void **state)
 {
     const size_t cap = 2 * 1024 * 1024;
     char *req = malloc(cap), *body = malloc(cap);
-    int fd[KEEPALIVE], failures = 0, i, head;
+    static rvt_wire fd[KEEPALIVE];
+    int failures = 0, i, head;
     int count[6] = {0};
     static char last[KEEPALIVE][160];
 
@@ -522,20 +374,20 @@ static void mutated_requests_each_get_an_answer(void **state)
     rng_state = (uint64_t)testkit_now_us() | 1;
     fprintf(stderr, "mutation seed %llu\n", (unsigned long long)rng_state);
     for (i = 0; i < KEEPALIVE; i++)
-        fd[i] = dial("127.0.0.3");
+        dial(&fd[i], "127.0.0.3");
     for (i = 0; i < MUTATED && failures < 5; i++) {
         const int c = i % KEEPALIVE;
         size_t hn, n = mutate(req, 64 * 1024, body, &head);
         int wrote;
-        answer a;
+        rvt_answer a;
 
         /* mutate wrote the head into req and the body into body. */
         hn = (size_t)(strstr(req, "\r\n\r\n") - req) + 4;
-        wrote = write_all(fd[c], req, hn) == 0
-                && write_all(fd[c], body, n - hn) == 0;
-        read_answer(fd[c], head, 10000, &a);
+        wrote = rvt_wire_send(&fd[c], req, hn) == 0
+                && rvt_wire_send(&fd[c], body, n - hn) == 0;
+        rvt_wire_read(&fd[c], head, 10000, &a);
         if (!wrote || a.status == 0 || a.status >= 500
-            || (a.status >= 400 && !is_json_error(&a, head))) {
+            || (a.status >= 400 && !rvt_answer_is_json_error(&a, head))) {
             failures++;
             req[strcspn(req, "\r")] = '\0';
             fprintf(stderr,
@@ -549,13 +401,13 @@ static void mutated_requests_each_get_an_answer(void **state)
         snprintf(last[c], sizeof(last[c]), "%.*s (body %zu) -> %d",
                  (int)strcspn(req, "\r"), req, n - hn, a.status);
         if (a.status == 0 || a.closes) {
-            close(fd[c]);
-            fd[c] = dial("127.0.0.3");
+            rvt_wire_close(&fd[c]);
+            dial(&fd[c], "127.0.0.3");
         }
-        answer_clear(&a);
+        rvt_answer_clear(&a);
     }
     for (i = 0; i < KEEPALIVE; i++)
-        close(fd[i]);
+        rvt_wire_close(&fd[i]);
     free(req);
     free(body);
     fprintf(stderr, "%d requests: %d 2xx, %d 4xx, %d 5xx, %d unanswered\n", i,
@@ -573,11 +425,12 @@ static void bodies_over_the_budget_are_503_and_the_rest_served(void **state)
     const size_t text = 600 * 1024;
     char *json = malloc(text + 64), head[2048];
     size_t n;
-    int first = dial("127.0.0.4"), second;
-    answer a;
+    rvt_wire first, second;
+    rvt_answer a;
 
     (void)state;
     assert_non_null(json);
+    dial(&first, "127.0.0.4");
     n = (size_t)snprintf(json, text + 64, "{\"title\":\"big\",\"content\":\"");
     memset(json + n, 'b', text);
     n += text;
@@ -589,31 +442,31 @@ static void bodies_over_the_budget_are_503_and_the_rest_served(void **state)
              author, n);
     /* The first body is buffered (1 MiB of the 1 MiB budget reserved)
      * and left unfinished... */
-    assert_int_equal(write_all(first, head, strlen(head)), 0);
-    assert_int_equal(write_all(first, json, n - 1), 0);
+    assert_int_equal(rvt_wire_send(&first, head, strlen(head)), 0);
+    assert_int_equal(rvt_wire_send(&first, json, n - 1), 0);
     usleep(200 * 1000);
     /* ...so a second one finds the budget spent: 503, read whole. */
-    second = dial("127.0.0.4");
-    assert_int_equal(write_all(second, head, strlen(head)), 0);
-    assert_int_equal(write_all(second, json, n), 0);
-    read_answer(second, 0, 5000, &a);
-    TK_EXPECT(a.status == 503 && is_json_error(&a, 0),
+    dial(&second, "127.0.0.4");
+    assert_int_equal(rvt_wire_send(&second, head, strlen(head)), 0);
+    assert_int_equal(rvt_wire_send(&second, json, n), 0);
+    rvt_wire_read(&second, 0, 5000, &a);
+    TK_EXPECT(a.status == 503 && rvt_answer_is_json_error(&a, 0),
               "a body over the budget is 503, got %d (%s)", a.status, a.why);
-    answer_clear(&a);
+    rvt_answer_clear(&a);
     /* The first ends and is created; the budget is back for the next. */
-    assert_int_equal(write_all(first, json + n - 1, 1), 0);
-    read_answer(first, 0, 5000, &a);
+    assert_int_equal(rvt_wire_send(&first, json + n - 1, 1), 0);
+    rvt_wire_read(&first, 0, 5000, &a);
     TK_EXPECT(a.status == 201, "the buffered body is served, got %d (%s)",
               a.status, a.why);
-    answer_clear(&a);
-    assert_int_equal(write_all(second, head, strlen(head)), 0);
-    assert_int_equal(write_all(second, json, n), 0);
-    read_answer(second, 0, 5000, &a);
+    rvt_answer_clear(&a);
+    assert_int_equal(rvt_wire_send(&second, head, strlen(head)), 0);
+    assert_int_equal(rvt_wire_send(&second, json, n), 0);
+    rvt_wire_read(&second, 0, 5000, &a);
     TK_EXPECT(a.status == 201, "and the budget is free again, got %d (%s)",
               a.status, a.why);
-    answer_clear(&a);
-    close(first);
-    close(second);
+    rvt_answer_clear(&a);
+    rvt_wire_close(&first);
+    rvt_wire_close(&second);
     free(json);
 }
 
