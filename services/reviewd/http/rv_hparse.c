@@ -325,6 +325,7 @@ rv_hp_result rv_hparse_head(rv_hhead *h, char *buf, size_t len)
             r = request_line(h, line, n);
             h->pos += (size_t)(lf + 1 - line);
             h->fields = h->pos;
+            h->parsed = h->pos;
             if (r != RV_HP_MORE)
                 return r;
             continue;
@@ -336,12 +337,14 @@ rv_hp_result rv_hparse_head(rv_hhead *h, char *buf, size_t len)
         h->pos += (size_t)(lf + 1 - line);
         if (n == 0) {
             h->head_len = h->pos;
+            h->parsed = h->pos;
             *line = '\0';
             return head_done(h);
         }
         r = header_line(h, line, n);
         if (r != RV_HP_MORE)
             return r;
+        h->parsed = h->pos;
     }
     return partial_line(h, buf, len);
 }
@@ -349,8 +352,10 @@ rv_hp_result rv_hparse_head(rv_hhead *h, char *buf, size_t len)
 const char *rv_hparse_header(const rv_hhead *h, const char *buf,
                              const char *name)
 {
-    const char *p = buf + h->fields, *end = buf + h->head_len;
+    const char *p = buf + h->fields, *end = buf + h->parsed;
 
+    if (!h->line_done)
+        return NULL;
     while (p < end) {
         const char *v;
 

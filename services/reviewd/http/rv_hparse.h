@@ -86,6 +86,7 @@ typedef struct rv_hhead {
     /* Parser state. */
     size_t pos;          /* the first byte not examined yet */
     size_t fields;       /* the first header line */
+    size_t parsed;       /* the end of the last header line accepted */
     size_t header_bytes; /* header lines so far, line ends included */
     int line_done;       /* the request line was parsed */
     int hosts;           /* Host fields seen */
@@ -106,7 +107,9 @@ void rv_hparse_init(rv_hhead *h);
 rv_hp_result rv_hparse_head(rv_hhead *h, char *buf, size_t len);
 
 /* The value of the first header field named name (case-insensitive),
- * NULL if absent; only after RV_HP_DONE, with the same buf. */
+ * NULL if absent: after RV_HP_DONE, or after a refusal once the request
+ * line was parsed (then among the header lines before the refused one),
+ * with the same buf. */
 const char *rv_hparse_header(const rv_hhead *h, const char *buf,
                              const char *name);
 
