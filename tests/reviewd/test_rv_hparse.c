@@ -128,6 +128,11 @@ static void limits_are_decided_early(void **state)
     big[n + RV_HP_TARGET_MAX] = '\0';
     assert_int_equal(status_of(big), 414);
     assert_string_equal(head.err.code, "URI_TOO_LONG");
+    /* The same when the line ends without a version. */
+    n = (size_t)snprintf(big, sizeof(big), "GET /");
+    memset(big + n, 'a', RV_HP_TARGET_MAX);
+    snprintf(big + n + RV_HP_TARGET_MAX, 8, "\r\n\r\n");
+    assert_int_equal(status_of(big), 414);
     /* Exactly 8 KiB is fine. */
     n = (size_t)snprintf(big, sizeof(big), "GET /");
     memset(big + n, 'a', RV_HP_TARGET_MAX - 1);
@@ -140,6 +145,12 @@ static void limits_are_decided_early(void **state)
     big[n + RV_HP_HEADERS_MAX] = '\0';
     assert_int_equal(status_of(big), 431);
     assert_string_equal(head.err.code, "HEADERS_TOO_LARGE");
+    /* A limit is decided before a bare CR in the same bytes, whole or
+     * not. */
+    n = (size_t)snprintf(big, sizeof(big), "GET / HTTP/1.1\r\nX: a\rb");
+    memset(big + n, 'v', RV_HP_HEADERS_MAX);
+    snprintf(big + n + RV_HP_HEADERS_MAX, 8, "\r\n\r\n");
+    assert_int_equal(status_of(big), 431);
     /* Many short lines over 16 KiB together: 431. */
     n = (size_t)snprintf(big, sizeof(big), "GET / HTTP/1.1\r\n");
     while (n < RV_HP_HEADERS_MAX + 100)

@@ -99,8 +99,13 @@ static rv_hp_result request_line(rv_hhead *h, char *line, size_t n)
     if (i > RV_HP_METHOD_MAX)
         return bad(&h->err, "the method is too long");
     sp2 = memchr(sp1 + 1, ' ', n - (size_t)(sp1 + 1 - line));
-    if (sp2 == NULL)
+    if (sp2 == NULL) {
+        /* As partial_line decides it for the same bytes. */
+        if (n - (size_t)(sp1 + 1 - line) > RV_HP_TARGET_MAX)
+            return fail(&h->err, 414, "URI_TOO_LONG",
+                        "the request target is over 8 KiB");
         return bad(&h->err, "the request line is malformed");
+    }
     if ((size_t)(sp2 - sp1 - 1) > RV_HP_TARGET_MAX)
         return fail(&h->err, 414, "URI_TOO_LONG",
                     "the request target is over 8 KiB");
@@ -302,6 +307,11 @@ rv_hp_result rv_hparse_head(rv_hhead *h, char *buf, size_t len)
 
         if (lf == NULL)
             return partial_line(h, buf, len);
+        /* What the line's bytes decided before its LF came, decided the
+         * same when they come together. */
+        r = partial_line(h, buf, h->pos + (size_t)(lf - line));
+        if (r == RV_HP_ERROR)
+            return r;
         n = (size_t)(lf - line);
         if (n > 0 && line[n - 1] == '\r')
             n--;
@@ -316,12 +326,6 @@ rv_hp_result rv_hparse_head(rv_hhead *h, char *buf, size_t len)
                 continue;
             }
             h->started = 1;
-            if (n > RV_HP_LINE_MAX) {
-                r = partial_line(h, buf, h->pos + n);
-                return r == RV_HP_ERROR
-                           ? r
-                           : bad(&h->err, "the request line is malformed");
-            }
             r = request_line(h, line, n);
             h->pos += (size_t)(lf + 1 - line);
             h->fields = h->pos;
