@@ -179,6 +179,7 @@ struct http_conn {
     int broken;      /* a write failed: the client is gone */
     int busy;        /* advance() is running (no re-entry) */
     int dead;        /* closed while busy: advance() ends it */
+    int line_armed;  /* the request's first bytes moved the deadline */
     const char *why; /* ... and what to log */
     int close_after; /* close once the answer is written */
     int linger;      /* ... lingering: the client may still send */
@@ -700,10 +701,9 @@ static void next_request(http_conn *c)
     c->len -= c->req_end;
     c->req_end = 0;
     rv_hparse_init(&c->head);
+    c->line_armed = 0;
     c->state = C_HEAD;
     c->deadline = now + http->idle_ms + http->header_ms;
-    if (c->len > 0 && now + http->header_ms < c->deadline)
-        c->deadline = now + http->header_ms;
 }
 
 /* Starts writing the answer set in c->h->reply: the connection closes
@@ -1054,9 +1054,15 @@ static void advance(http_conn *c)
                        "the request's head is too large");
                 continue;
             }
-            if (c->head.started
-                && c->deadline > now_ms() + c->hl->http->header_ms)
-                c->deadline = now_ms() + c->hl->http->header_ms;
+            if (c->head.started && !c->line_armed) {
+                /* The request's first bytes: its head is due within the
+                 * header timeout (sooner if the deadline is sooner). */
+                const int64_t due = now_ms() + c->hl->http->header_ms;
+
+                c->line_armed = 1;
+                if (c->deadline == 0 || due < c->deadline)
+                    c->deadline = due;
+            }
             if (read_some(c))
                 continue;
             if (c->eof) {
