@@ -252,6 +252,10 @@ static void connection_and_expect(void **state)
     assert_int_equal(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"),
                      RV_HP_DONE);
     assert_int_equal(head.keep_alive, 1);
+    assert_int_equal(parse("POST / HTTP/1.0\r\nConnection: keep-alive\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n"),
+                     RV_HP_DONE);
+    assert_int_equal(head.keep_alive, 0);
     assert_int_equal(parse("POST / HTTP/1.1\r\nHost: x\r\n"
                            "Expect: 100-Continue\r\n\r\n"),
                      RV_HP_DONE);

@@ -253,7 +253,10 @@ static rv_hp_result head_done(rv_hhead *h)
         h->chunked = 1;
     }
     h->expect_continue = h->expect_continue && h->minor == 1;
-    h->keep_alive = !h->close && (h->minor == 1 || h->ka);
+    /* HTTP/1.0 with Transfer-Encoding: closed after the answer (RFC
+     * 9112 section 6.1: its framing cannot be trusted further). */
+    h->keep_alive = !h->close && (h->minor == 1 || h->ka)
+                    && !(h->te && h->minor == 0);
     return RV_HP_DONE;
 }
 
