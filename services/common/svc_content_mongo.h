@@ -13,7 +13,7 @@
  *
  * The store owns a mongoc_client_pool_t, libmongoc's thread-safe way to
  * share connections: each call pops a client for its duration and pushes
- * it back, so any number of libmicrohttpd worker threads may call at
+ * it back, so any number of reviewd's worker threads may call at
  * once.  Timeouts the URL leaves unset get short defaults (server
  * selection 2 s, connect 2 s, socket 10 s) so that an outage fails a
  * request in seconds instead of holding its row lock.

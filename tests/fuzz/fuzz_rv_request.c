@@ -10,7 +10,7 @@
  *   \n CONTENT-LENGTH \n BODY...
  *
  * TARGET is the path, optionally "?query"; the query is split on '&' and
- * '=' and percent-decoded with libmicrohttpd's own MHD_http_unescape, then
+ * '=' and percent-decoded with reviewd's own rv_hparse_unescape, then
  * collected as rv_http.c does (a JSON object of strings, NULL when a key
  * or value is not UTF-8).  An empty header line means the header is
  * absent.  AUTHORIZATION "@author", "@reviewer" or "@admin" is replaced
@@ -37,7 +37,6 @@
  *     object or a 400 (INVALID_JSON or INVALID_ARGUMENT), never else.
  */
 #include <jansson.h>
-#include <microhttpd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +46,7 @@
 
 #include "fuzz_target.h"
 #include "http/rv_dispatch.h"
+#include "http/rv_hparse.h"
 #include "handlers/rv_handlers.h"
 #include "tx/rv_idem.h"
 #include "svc_json.h"
@@ -135,9 +135,9 @@ static json_t *collect_query(const char *q, int *dup, int *utf8_ok)
         if (eq != NULL) {
             *eq = '\0';
             value = eq + 1;
-            MHD_http_unescape(eq + 1);
+            rv_hparse_unescape(eq + 1);
         }
-        MHD_http_unescape(arg);
+        rv_hparse_unescape(arg);
         if (obj == NULL)
             continue; /* rv_http.c stops collecting here */
         if (json_object_get(obj, arg) != NULL) {

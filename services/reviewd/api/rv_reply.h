@@ -3,7 +3,7 @@
  *
  * Exactly one reply per request: a status, and a JSON body (or the
  * metrics text) with the headers it needs.  Ownership: reply.body is
- * malloc'd text that rv_http.c hands to libmicrohttpd; rv_reply_clear
+ * malloc'd text that rv_http.c writes to the client; rv_reply_clear
  * frees it.  Threads: a reply belongs to its request's worker thread.
  */
 #ifndef RV_REPLY_H

@@ -3,7 +3,7 @@
  * every handler shares (role, body object, id as text; rv_request.c).
  * The reply they set is rv_reply.h's.
  *
- * rv_http.c fills an rv_request from libmicrohttpd (headers read once,
+ * rv_http.c fills an rv_request from the parsed head (headers read once,
  * the body accumulated under the 1 MiB cap, the path matched) and hands
  * it to rv_dispatch; handlers never see the HTTP library, so they can be
  * read and tested as plain functions of (request) -> reply.
@@ -32,7 +32,8 @@ typedef struct rv_request {
     rv_match match;
     char request_id[129];
 
-    /* Headers, borrowed from MHD for the request's life (NULL: absent). */
+    /* Headers, borrowed from the connection's buffer for the request's
+     * life (NULL: absent). */
     const char *authorization;
     const char *content_type;
     const char *idempotency_key;

@@ -43,7 +43,7 @@ typedef struct rv_app {
     /* Requests between their first byte and their completion callback;
      * SIGTERM waits for this to reach 0. */
     atomic_long inflight;
-    /* Open HTTP connections (MHD's notify-connection callback). */
+    /* Open HTTP connections (rv_http.c, from adoption to close). */
     atomic_long connections;
     /* Expired idempotency records the sweep has deleted. */
     atomic_ulong idem_swept;

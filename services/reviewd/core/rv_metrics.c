@@ -2,9 +2,9 @@
  * rv_metrics.c: lock-free request metrics and their Prometheus page.
  *
  * A request lands in cell [path][method][status], where status is an
- * index into the fixed list of codes the service answers (anything else,
- * such as MHD's own 400 for a malformed request line, never reaches us;
- * an unlisted code counts as "other").  Each cell holds a count, a sum of
+ * index into the fixed list of codes the service answers most (an
+ * unlisted code, such as the 408, 414, 431, 501 or 505 of a request the
+ * HTTP parser refused, counts as "other").  Each cell holds a count, a sum of
  * microseconds and cumulative-by-render histogram buckets.  Rendering
  * reads the atomics without stopping writers, so a page may be off by the
  * requests that finished while it was written; Prometheus tolerates that.

@@ -1,78 +1,87 @@
 /*
- * rv_http.c: libmicrohttpd glue: request state, body, responses, access
- * log and metrics, and the connection hygiene MHD does not give us.
+ * rv_http.c: reviewd's HTTP/1.1 server: connections on the event loops
+ * (rv_loop.h), requests parsed by rv_hparse.h, the request state, body,
+ * responses, access log and metrics, and connection hygiene.
  *
- * libmicrohttpd calls the access handler several times per request:
- *   1. first call (headers complete, *con_cls NULL): we build the request
- *      state, match the route and run the checks that need only headers
- *      (our own URL and header-size limits, then rv_dispatch_early);
- *   2. zero or more calls with body data: appended under the 1 MiB cap
- *      and the process-wide body budget (REVIEWD_BODY_BUFFER_MB); past
- *      the cap, or once a check of step 1 has failed, the rest is read
- *      and discarded (0.9.75 cannot queue a response mid-upload);
- *   3. a last call with no data: the request is dispatched and answered.
- *      A handler that may wait on a server runs on the worker pool
- *      (rv_jobs.h) with the connection suspended, and MHD calls us once
- *      more when the worker resumes it, to send the reply; only those
- *      that answer from memory (/healthz) run on the event loop, so no
- *      blocked request can hold them up.  The one exception is a
- *      document read (rv_doc_loop.h): its statement is sent without
- *      waiting on the loop's own PostgreSQL connection, the connection
- *      suspended, and the loop that reads the answer sets the reply and
- *      resumes it, never leaving the thread; when that connection
- *      cannot take it, or loses it, the read goes to the workers.
+ * Why our own and not a library's: every answer reviewd sends is JSON
+ * {"code","detail"} with an X-Request-Id, gets an access-log line and is
+ * counted, including the refusals of requests that cannot be parsed
+ * (libmicrohttpd answered those itself, in HTML, unseen); and handing a
+ * request to a worker and back costs no epoll_ctl here (each socket is
+ * registered once, edge-triggered; the worker's finished request comes
+ * back through the loop's queue, rv_loop_post).
  *
- * The event loops are ours (rv_loop.h), each running one daemon in
- * external epoll mode; the listener hands each new connection to the
- * next loop in turn.  The per-address limit is counted across them
- * (rv_peers.h).
- * An answer decided in step 1 is sent in step 3, after the body: MHD
- * closes a connection it answered with request bytes still unread, and
- * the kernel turns that close into a reset that destroys the answer
- * before the client reads it (a client writing a 1 MiB + 1 body never
- * saw its 413).  Reading the rest keeps the connection, and the answer,
- * intact.  Only a body declared over RV_DISCARD_MAX is answered at once
- * (and may be reset), as is one the client holds back until "100
- * Continue" (Expect), and one that keeps coming past it is cut off.
+ * A connection lives on one loop, which alone reads, writes and closes
+ * it, and walks it through these states:
+ *   C_HEAD   reading the request's head; the parser decides as the bytes
+ *            arrive (a refusal is answered at once);
+ *   C_BODY   the head is in: rv_dispatch_early ran, and the body is
+ *            read, appended under the 1 MiB cap and the process-wide
+ *            budget (REVIEWD_BODY_BUFFER_MB), or discarded past them or
+ *            after an answer decided on the headers;
+ *   C_RUN    the handler runs: on the worker pool (rv_jobs.h), or as a
+ *            document read on the loop's own PostgreSQL connection
+ *            (rv_doc_loop.h); nothing is read meanwhile, so pipelined
+ *            requests wait in the kernel, in order;
+ *   C_WRITE  the answer is written (one sendmsg of the head and body;
+ *            the rest on EPOLLOUT); then the next request, or the close;
+ *   C_LINGER the server closes while the client may still be sending:
+ *            its write side is shut once the answer is out, and what
+ *            arrives is read and dropped for up to RV_LINGER_MS (and
+ *            RV_DISCARD_MAX bytes) before close, so that the client's
+ *            writes never meet a reset that destroys the answer before
+ *            it is read (nginx's lingering close).
  *
- * Deadlines (rv_conns.h): a request's line and headers are due
- * REVIEWD_HEADER_TIMEOUT_S after the connection opens or its request
- * line arrives; its body REVIEWD_BODY_TIMEOUT_S after the headers; the
- * next request on a kept-alive connection within the idle timeout plus
- * the header timeout after the last answer.  No byte moves a deadline.
- * MHD's per-address limit (REVIEWD_MAX_CONNECTIONS_PER_IP) keeps one
- * client from taking every slot.
+ * An answer decided on the headers is sent after the body, which is
+ * read and dropped, keeping the connection; only a body declared over
+ * RV_DISCARD_MAX, or held back until "100 Continue" (Expect), is
+ * answered at once, and the connection closed (lingering).  "100
+ * Continue" is sent only when the body will be read.
  *
- * The completion callback then logs the request, records its metrics and
- * frees its state.  A request is counted in app->inflight from 1 to the
- * completion callback, which is what SIGTERM's drain waits on.
+ * Deadlines, kept by each loop's scan every RV_SCAN_MS: a request's line
+ * and headers are due REVIEWD_HEADER_TIMEOUT_S after the connection
+ * opens or the request's first byte arrives; its body
+ * REVIEWD_BODY_TIMEOUT_S after the headers; the next request on a
+ * kept-alive connection within the idle timeout plus the header timeout
+ * after the last answer.  No byte moves a deadline; one missed is
+ * answered 408.  A connection that moves no byte for
+ * REVIEWD_CONNECTION_TIMEOUT_S (while no handler runs) is closed without
+ * an answer.
  *
- * The request path makes no system call of its own beyond the database's:
- * request ids come from a counter (new_request_id) and the log line is
- * formatted in place (svc_log_line) and written with others in one
- * write(2) (svc_log_buffer, REVIEWD_LOG_FLUSH_MS).
+ * A request is counted in app->inflight from its head to the end of its
+ * answer, which is what SIGTERM's drain waits on.
+ *
+ * The request path makes no system call of its own beyond reading,
+ * writing and the database's: request ids come from a counter
+ * (new_request_id), the Date header is formatted once a second per
+ * thread, and the log line is formatted in place (svc_log_line) and
+ * written with others in one write(2) (svc_log_buffer,
+ * REVIEWD_LOG_FLUSH_MS).
  */
 #include "http/rv_http.h"
 
 #include <errno.h>
-#include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "handlers/rv_console.h"
 #include "handlers/rv_doc_loop.h"
-#include "http/rv_conns.h"
 #include "http/rv_dispatch.h"
 #include "db/rv_db.h"
+#include "http/rv_hparse.h"
 #include "http/rv_jobs.h"
 #include "http/rv_listener.h"
 #include "http/rv_loop.h"
@@ -83,31 +92,42 @@
 
 /* A client still sending this far past the cap is not making a mistake. */
 #define RV_DISCARD_MAX (8 * RV_BODY_MAX)
-/* The per-connection pool bounds the request line and headers; our own
- * limits below sit under it, so a request over them gets our JSON 414 or
- * 431 and only one far over them MHD's own HTML answer. */
-#define RV_CONN_MEMORY (32 * 1024)
-#define RV_URL_MAX (8 * 1024)
-#define RV_HEADERS_MAX (16 * 1024)
+/* A connection's read buffer: a whole head at its limits, and room
+ * after it to read the body. */
+#define RV_BUF_SIZE (RV_HP_HEAD_MAX + 8 * 1024)
+/* The response's status line and headers, at most. */
+#define RV_HDR_MAX 2048
+/* Lingering close: how long, and how much, is read and dropped. */
+#define RV_LINGER_MS 2000
+/* Each loop looks at its connections' deadlines this often. */
+#define RV_SCAN_MS 100
 /* Connections the kernel holds for us while reviewd is busy or full. */
 #define RV_LISTEN_BACKLOG 1024
 
 /* The most event loops (one per CPU, at most the workers). */
 #define RV_LOOPS_MAX 16
 
+typedef struct http_conn http_conn;
+
+/* One event loop's share: its connections, for the deadline scan. */
+typedef struct http_loop {
+    rv_http *http;
+    rv_loop *loop;
+    http_conn *conns; /* open connections, a list */
+    int64_t next_scan;
+} http_loop;
+
 struct rv_http {
     rv_app *app;
     unsigned nloops;
-    struct MHD_Daemon *daemons[RV_LOOPS_MAX]; /* no socket of their own */
-    rv_loop *loops[RV_LOOPS_MAX];             /* each runs one daemon */
+    http_loop loops[RV_LOOPS_MAX];
     atomic_uint next_loop;        /* the loop the next connection gets */
     rv_peers *peers;              /* connections per address */
     rv_listener *listener;        /* accepts for them (rv_listener.h) */
-    atomic_long admitted;         /* handed to MHD and not closed yet */
+    atomic_long admitted;         /* handed to a loop and not closed yet */
     unsigned char id_prefix[9];   /* random, drawn once at start */
     uint64_t id_key;              /* random: keys the permutation */
     atomic_uint_fast64_t id_next; /* requests numbered from 1 */
-    rv_conns *conns;              /* open connections, their deadlines */
     rv_jobs *jobs;                /* the handlers' threads (rv_jobs.h) */
     int64_t header_ms;            /* REVIEWD_HEADER_TIMEOUT_S */
     int64_t body_ms;              /* REVIEWD_BODY_TIMEOUT_S */
@@ -116,10 +136,10 @@ struct rv_http {
     atomic_size_t body_reserved;  /* body buffers' capacity, all requests */
 };
 
-/* Per-request state behind MHD's con_cls. */
+/* One request, from its head (or a refusal) to the end of its answer. */
 typedef struct http_req {
     rv_http *http;
-    rv_conn *conn; /* the connection's deadline (NULL: none kept) */
+    http_conn *c;
     rv_request req;
     rv_reply reply;
     char *body;
@@ -128,16 +148,58 @@ typedef struct http_req {
     int too_large;
     int no_room;       /* the body budget is spent */
     int decided;       /* reply set before the body: discard, then send */
+    int head_only;     /* HEAD: no body in the answer */
     rv_job job;        /* the handler's run on the worker pool */
     rv_dba_query read; /* or its statement on the loop's connection */
+    rv_loop_item done; /* the handler's end, back on the loop */
     rv_loop *loop;     /* the event loop serving the connection */
     int64_t due_ms;    /* read sent: the budget's end (else 0) */
-    struct MHD_Connection *mhd; /* suspended while the job runs */
-    int handed_over;            /* the job was queued, or read sent */
-    atomic_int ran;             /* the job has set the reply */
     size_t discarded;
     struct timespec start;
+    /* The answer: hdr, then body (out_len bytes, HEAD: none). */
+    char hdr[RV_HDR_MAX];
+    size_t hdr_len;
+    const char *out;
+    size_t out_len;
+    size_t sent;
 } http_req;
+
+enum conn_state { C_HEAD, C_BODY, C_RUN, C_WRITE, C_LINGER };
+
+struct http_conn {
+    http_conn *prev;
+    http_conn *next;
+    http_loop *hl;
+    int fd;
+    socklen_t addrlen;
+    struct sockaddr_storage addr;
+    enum conn_state state;
+    int readable;    /* edge-triggered: not known to be drained */
+    int eof;         /* the client has shut its side */
+    int broken;      /* a write failed: the client is gone */
+    int busy;        /* advance() is running (no re-entry) */
+    int dead;        /* closed while busy: advance() ends it */
+    int line_armed;  /* the request's first bytes moved the deadline */
+    const char *why; /* ... and what to log */
+    int close_after; /* close once the answer is written */
+    int linger;      /* ... lingering: the client may still send */
+    char *buf;       /* RV_BUF_SIZE bytes */
+    size_t len;
+    size_t body_off; /* C_BODY: the next body byte in buf */
+    size_t req_end;  /* the current request's end in buf */
+    rv_hhead head;
+    rv_hbody body;
+    http_req *h;
+    int64_t deadline;    /* headers or body due (0: none) */
+    int64_t last_active; /* the last byte moved */
+    int64_t linger_until;
+    size_t lingered;
+};
+
+static int64_t now_ms(void)
+{
+    return svc_deadline_now_ms();
+}
 
 static double elapsed_s(const struct timespec *start)
 {
@@ -208,99 +270,84 @@ static void draw_id_prefix(rv_http *http)
     atomic_init(&http->id_next, 1);
 }
 
-static const char *header(struct MHD_Connection *conn, const char *name)
-{
-    return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
-}
-
-/* Collects query arguments into req->query (NULL if one is not UTF-8). */
-static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind,
-                                   const char *key, const char *value)
+/* Collects one query argument into req->query (NULL if one is not
+ * UTF-8); a key given twice is named in query_dup, its value unread. */
+static int collect_arg(void *cls, const char *key, const char *value)
 {
     rv_request *req = cls;
     json_t *v;
 
-    (void)kind;
-    if (req->query == NULL)
-        return MHD_NO;
     if (value == NULL)
         value = "";
     if (json_object_get(req->query, key) != NULL) {
         req->query_dup = key;
-        return MHD_YES;
+        return 1;
     }
     v = json_string(value);
     if (v == NULL || json_object_set_new(req->query, key, v) != 0) {
         /* Not UTF-8 (or no memory): rv_dispatch answers 400. */
         json_decref(req->query);
         req->query = NULL;
-        return MHD_NO;
+        return 0;
     }
-    return MHD_YES;
+    return 1;
 }
 
-/* Content-Length as a number, -1 when absent or unparsable (MHD itself
- * refuses a malformed one before calling us). */
-static int64_t declared_length(struct MHD_Connection *conn)
+/* A request's state; method and headers are the connection's parsed
+ * head when it has one (head), else the request is a refusal of the
+ * parser (no route).  NULL without memory. */
+static http_req *http_req_new(http_conn *c, int head)
 {
-    const char *v = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    char *end = NULL;
-    long long n;
-
-    if (v == NULL)
-        return -1;
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    return (errno != 0 || end == v || n < 0) ? INT64_MAX : (int64_t)n;
-}
-
-/* Our record of an MHD connection (NULL if it could not be made). */
-static rv_conn *conn_of(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *info = MHD_get_connection_info(
-        conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-
-    return info != NULL ? info->socket_context : NULL;
-}
-
-static http_req *http_req_new(rv_http *http, struct MHD_Connection *conn,
-                              const char *url, const char *method)
-{
-    rv_app *app = http->app;
+    rv_http *http = c->hl->http;
     http_req *h = calloc(1, sizeof(*h));
-    const char *rid;
+    const char *rid = NULL;
 
     if (h == NULL)
         return NULL;
     clock_gettime(CLOCK_MONOTONIC, &h->start);
     h->http = http;
-    h->loop = rv_loop_current();
-    h->conn = conn_of(conn);
-    h->req.app = app;
-    h->req.method = method;
-    h->req.path = url;
-    h->req.method_kind = rv_router_method(method);
+    h->c = c;
+    h->loop = c->hl->loop;
+    h->req.app = http->app;
     h->req.lock_outcome = "";
-    rid = header(conn, "X-Request-Id");
+    if (c->head.line_done)
+        rid = rv_hparse_header(&c->head, c->buf, "X-Request-Id");
     if (rid != NULL && request_id_ok(rid))
         snprintf(h->req.request_id, sizeof(h->req.request_id), "%s", rid);
     else
         new_request_id(http, h->req.request_id, sizeof(h->req.request_id));
-    h->req.authorization = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
-    h->req.content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
-    h->req.idempotency_key = header(conn, "Idempotency-Key");
-    h->req.if_none_match = header(conn, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    if (head) {
+        char *target = (char *)c->head.target, *q = strchr(target, '?');
+
+        h->req.method = c->head.method;
+        h->req.method_kind = rv_router_method(c->head.method);
+        h->head_only = h->req.method_kind == RV_METHOD_HEAD;
+        h->req.authorization = rv_hparse_header(&c->head, c->buf,
+                                                "Authorization");
+        h->req.content_type = rv_hparse_header(&c->head, c->buf,
+                                               "Content-Type");
+        h->req.idempotency_key = rv_hparse_header(&c->head, c->buf,
+                                                  "Idempotency-Key");
+        h->req.if_none_match = rv_hparse_header(&c->head, c->buf,
+                                                "If-None-Match");
 #ifdef REVIEWD_TESTING
-    h->req.hook_pause = header(conn, "X-Test-Pause-Ms");
-    h->req.hook_fail = header(conn, "X-Test-Fail");
+        h->req.hook_pause = rv_hparse_header(&c->head, c->buf,
+                                             "X-Test-Pause-Ms");
+        h->req.hook_fail = rv_hparse_header(&c->head, c->buf, "X-Test-Fail");
 #endif
-    h->req.query = json_object();
-    if (h->req.query != NULL) {
-        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg,
-                                  &h->req);
+        /* The target is decoded in place: the path, then the query. */
+        if (q != NULL)
+            *q++ = '\0';
+        rv_hparse_unescape(target);
+        h->req.path = target;
+        h->req.query = json_object();
+        if (h->req.query != NULL && q != NULL)
+            (void)rv_hparse_query(q, collect_arg, &h->req);
+        rv_router_match(target, h->req.method_kind, &h->req.match);
+    } else {
+        h->req.method_kind = RV_METHOD_OTHER;
     }
-    rv_router_match(url, h->req.method_kind, &h->req.match);
-    atomic_fetch_add(&app->inflight, 1);
+    atomic_fetch_add(&http->app->inflight, 1);
     return h;
 }
 
@@ -310,6 +357,7 @@ static void http_req_free(http_req *h)
     json_decref(h->req.query);
     rv_reply_clear(&h->reply);
     free(h->body);
+    atomic_fetch_sub(&h->http->app->inflight, 1);
     free(h);
 }
 
@@ -366,130 +414,6 @@ static void absorb(http_req *h, const char *data, size_t n)
     h->body[h->len] = '\0';
 }
 
-static enum MHD_Result add_header(struct MHD_Response *r, const char *name,
-                                  const char *value)
-{
-    return MHD_add_response_header(r, name, value);
-}
-
-/* The console's headers (rv_console.c says why each). */
-static void add_console_headers(struct MHD_Response *r, const rv_reply *reply)
-{
-    add_header(r, "Content-Security-Policy", RV_CONSOLE_CSP);
-    add_header(r, "X-Content-Type-Options", "nosniff");
-    add_header(r, "Referrer-Policy", "no-referrer");
-    add_header(r, "X-Frame-Options", "DENY");
-    if (reply->etag != NULL)
-        add_header(r, MHD_HTTP_HEADER_ETAG, reply->etag);
-}
-
-/* Queues h->reply; the body moves to MHD. */
-static enum MHD_Result respond(struct MHD_Connection *conn, http_req *h)
-{
-    rv_reply *reply = &h->reply;
-    struct MHD_Response *r;
-    enum MHD_Result rc;
-
-    if (reply->status == 0)
-        rv_reply_error(reply, 500, "INTERNAL", "no reply was produced");
-    if (reply->body != NULL) {
-        r = MHD_create_response_from_buffer(strlen(reply->body), reply->body,
-                                            MHD_RESPMEM_MUST_FREE);
-    } else if (reply->static_body != NULL) {
-        r = MHD_create_response_from_buffer(reply->static_len,
-                                            (void *)reply->static_body,
-                                            MHD_RESPMEM_PERSISTENT);
-    } else {
-        r = MHD_create_response_from_buffer(0, (char *)"",
-                                            MHD_RESPMEM_PERSISTENT);
-    }
-    if (r == NULL)
-        return MHD_NO;
-    reply->body = NULL;
-    add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-               reply->content_type != NULL ? reply->content_type
-                                           : "application/json");
-    add_header(r, "X-Request-Id", h->req.request_id);
-    add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
-               reply->cache_control != NULL ? reply->cache_control
-                                            : "no-store");
-    if (reply->console_headers)
-        add_console_headers(r, reply);
-    if (reply->allow != NULL)
-        add_header(r, MHD_HTTP_HEADER_ALLOW, reply->allow);
-    if (reply->location[0] != '\0')
-        add_header(r, MHD_HTTP_HEADER_LOCATION, reply->location);
-    rc = MHD_queue_response(conn, reply->status, r);
-    MHD_destroy_response(r);
-    return rc;
-}
-
-/* Adds one header line's length ("Name: value\r\n") to *cls. */
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
-                                    const char *key, const char *value)
-{
-    size_t *n = cls;
-
-    (void)kind;
-    *n += strlen(key) + (value != NULL ? strlen(value) : 0) + 4;
-    return MHD_YES;
-}
-
-/* Our own transport limits, checked on the headers before the route's:
- * answered in JSON, unlike MHD's answers to requests over its pool. */
-static int over_limits(struct MHD_Connection *conn, const char *url,
-                       rv_reply *reply)
-{
-    size_t headers = 0;
-
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &headers);
-    if (strlen(url) > RV_URL_MAX) {
-        rv_reply_error(reply, 414, "URI_TOO_LONG", "the path is over 8 KiB");
-        return 1;
-    }
-    if (headers > RV_HEADERS_MAX) {
-        rv_reply_error(reply, 431, "HEADERS_TOO_LARGE",
-                       "the headers are over 16 KiB");
-        return 1;
-    }
-    return 0;
-}
-
-/* 1 if the client waits for "100 Continue" before sending its body. */
-static int expects_continue(struct MHD_Connection *conn)
-{
-    const char *v = header(conn, MHD_HTTP_HEADER_EXPECT);
-
-    return v != NULL && strcasecmp(v, "100-continue") == 0;
-}
-
-/* Step 1: the headers are in. */
-static enum MHD_Result on_headers(rv_http *http, struct MHD_Connection *conn,
-                                  const char *url, const char *method,
-                                  void **con_cls)
-{
-    http_req *h = http_req_new(http, conn, url, method);
-    int64_t declared;
-
-    if (h == NULL)
-        return MHD_NO; /* out of memory: drop this connection only */
-    *con_cls = h;
-    if (!rv_conn_arm(h->conn, rv_conns_now_ms() + http->body_ms))
-        return MHD_NO; /* the reaper has answered 408 */
-    declared = declared_length(conn);
-    if (!over_limits(conn, url, &h->reply)
-        && !rv_dispatch_early(&h->req, declared, &h->reply))
-        return MHD_YES;
-    if (declared > (int64_t)RV_DISCARD_MAX || expects_continue(conn)) {
-        /* Not worth reading, or not sent until we say so (Expect:
-         * 100-continue): answered now, and MHD closes after it. */
-        rv_conn_arm(h->conn, 0);
-        return respond(conn, h);
-    }
-    h->decided = 1; /* sent in step 3, once the body is read */
-    return MHD_YES;
-}
-
 /* Runs the matched handler under the request's budget: every dependency
  * call of the request shares one (svc_deadline.h). */
 static void run_handler(http_req *h)
@@ -510,7 +434,7 @@ static void run_handler(http_req *h)
 }
 
 /* The body is done with: its share of the budget is free now, not when
- * MHD calls on_completed (after the client has the answer). */
+ * the answer has been written. */
 static void release_body(http_req *h)
 {
     h->req.body = NULL;
@@ -522,280 +446,192 @@ static void release_body(http_req *h)
     h->len = 0;
 }
 
-/* A worker's run of one request: the handler, then the connection back
- * to its event loop, which sends the reply (step 3 again). */
-static void job_main(rv_job *job)
+static const char *reason_phrase(unsigned status)
 {
-    http_req *h = (http_req *)((char *)job - offsetof(http_req, job));
-    struct MHD_Connection *conn = h->mhd;
-    rv_loop *loop = h->loop;
-
-    run_handler(h);
-    release_body(h);
-    /* h may be answered and freed from here on: conn and loop were read
-     * before. */
-    atomic_store(&h->ran, 1);
-    MHD_resume_connection(conn);
-    if (loop != NULL)
-        rv_loop_wake(loop);
-}
-
-/* Queues the handler of a suspended connection on the worker pool. */
-static void push_job(http_req *h)
-{
-    h->job.run = job_main;
-    if (rv_jobs_push(h->http->jobs, &h->job) != 0) {
-        /* Stopping: no worker will run it. */
-        rv_reply_error(&h->reply, 503, "UNAVAILABLE",
-                       "the service is shutting down");
-        release_body(h);
-        atomic_store(&h->ran, 1);
-        MHD_resume_connection(h->mhd);
-        if (h->loop != NULL)
-            rv_loop_wake(h->loop);
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
+    case 422: return "Unprocessable Content";
+    case 428: return "Precondition Required";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
     }
+    return "Unknown";
 }
 
-/* Suspends the connection and queues its handler on the worker pool, so
- * this event-loop thread goes on serving its other connections. */
-static enum MHD_Result hand_over(struct MHD_Connection *conn, http_req *h)
+/* The Date header's value, formatted once a second per thread. */
+static const char *http_date(void)
 {
-    h->mhd = conn;
-    h->handed_over = 1;
-    MHD_suspend_connection(conn);
-    push_job(h);
-    return MHD_YES;
-}
+    static _Thread_local time_t last = (time_t)-1;
+    static _Thread_local char text[40];
+    const time_t now = time(NULL);
+    struct tm tm;
 
-/* The end of a document read sent from the loop (rv_doc_loop.h), on the
- * loop's thread: the reply, or the worker path. */
-static void read_done(rv_dba_query *q, rv_dba_outcome outcome, PGresult *res)
-{
-    http_req *h = (http_req *)((char *)q - offsetof(http_req, read));
-
-    if (!rv_doc_loop_finish(&h->req, outcome, res, &h->reply)) {
-        push_job(h);
-        return;
+    if (now != last && gmtime_r(&now, &tm) != NULL) {
+        strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        last = now;
     }
-    atomic_fetch_add(&h->req.app->loop_reads, 1);
-    release_body(h);
-    atomic_store(&h->ran, 1);
-    MHD_resume_connection(h->mhd);
+    return text;
 }
 
-/* A document read sent on this loop's PostgreSQL connection, with the
- * connection suspended until read_done (which may run before this
- * returns, if the connection fails while sending); 0 when the request
- * is not one (the caller hands it over).  A read the connection cannot
- * take goes to the workers. */
-static int read_on_loop(struct MHD_Connection *conn, http_req *h)
+/* Appends a formatted piece to h->hdr; 0 if it does not fit. */
+static int hdr_add(http_req *h, const char *name, const char *value)
 {
-    rv_dba *dba;
+    const size_t room = sizeof(h->hdr) - h->hdr_len;
+    const int n = snprintf(h->hdr + h->hdr_len, room, "%s: %s\r\n", name,
+                           value);
 
-    /* rv_doc_loop_fits covers every check of rv_dispatch_late. */
-    if (h->loop == NULL || !h->req.app->cfg->loop_reads
-        || !rv_doc_loop_fits(&h->req))
+    if (n < 0 || (size_t)n >= room)
         return 0;
-    dba = rv_loop_db(h->loop);
-    if (dba == NULL)
-        return 0; /* none ready (one is being made) */
-    h->read.done = read_done;
-    h->mhd = conn;
-    h->handed_over = 1;
-    h->due_ms = svc_deadline_now_ms() + h->req.app->cfg->request_budget_ms;
-    MHD_suspend_connection(conn);
-    if (rv_doc_loop_send(dba, &h->req, &h->read) != 0) {
-        h->due_ms = 0; /* not sent: the whole budget is the worker's */
-        push_job(h);
-    }
+    h->hdr_len += (size_t)n;
     return 1;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
-                                  const char *url, const char *method,
-                                  const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls)
+/* The answer's bytes: h->hdr and the body to send.  1, or 0 when the
+ * headers do not fit RV_HDR_MAX (never with our own values). */
+static int build_answer(http_req *h, int close_after, int keep_alive_10)
 {
-    http_req *h = *con_cls;
+    rv_reply *reply = &h->reply;
+    const unsigned st = reply->status;
+    const int no_body = st == 204 || st == 304 || (st >= 100 && st < 200);
+    char len[32];
+    int ok;
 
-    (void)version;
-    if (h == NULL)
-        return on_headers(cls, conn, url, method, con_cls);
-    if (*upload_data_size > 0) {
-        absorb(h, upload_data, *upload_data_size);
-        *upload_data_size = 0;
-        return h->discarded > RV_DISCARD_MAX ? MHD_NO : MHD_YES;
-    }
-    if (h->handed_over) {
-        /* Resumed by the worker (hand_over); anything earlier is a call
-         * MHD makes before the suspension took, answered next time. */
-        return atomic_load(&h->ran) ? respond(conn, h) : MHD_YES;
-    }
-    if (!rv_conn_arm(h->conn, 0))
-        return MHD_NO; /* the reaper has answered 408 */
-    if (h->decided) {
-        /* the reply of step 1 */
-    } else if (h->too_large) {
-        rv_reply_error(&h->reply, 413, "PAYLOAD_TOO_LARGE",
-                       "the request body is over 1 MiB");
-    } else if (h->no_room) {
-        rv_reply_error(&h->reply, 503, "UNAVAILABLE",
-                       "too many request "
-                       "bodies in flight; retry later");
-    } else if (!rv_dispatch_in_memory(&h->req)) {
-        return read_on_loop(conn, h) ? MHD_YES : hand_over(conn, h);
+    if (reply->body != NULL) {
+        h->out = reply->body;
+        h->out_len = strlen(reply->body);
+    } else if (reply->static_body != NULL) {
+        h->out = reply->static_body;
+        h->out_len = reply->static_len;
     } else {
-        run_handler(h);
+        h->out = "";
+        h->out_len = 0;
     }
-    release_body(h);
-    return respond(conn, h);
-}
-
-static const char *termination_name(enum MHD_RequestTerminationCode toe)
-{
-    switch (toe) {
-    case MHD_REQUEST_TERMINATED_COMPLETED_OK: return "ok";
-    case MHD_REQUEST_TERMINATED_WITH_ERROR: return "error";
-    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return "timeout";
-    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return "shutdown";
-    case MHD_REQUEST_TERMINATED_READ_ERROR: return "read_error";
-    case MHD_REQUEST_TERMINATED_CLIENT_ABORT: return "client_abort";
+    h->hdr_len = (size_t)snprintf(h->hdr, sizeof(h->hdr), "HTTP/1.1 %u %s\r\n",
+                                  st, reason_phrase(st));
+    snprintf(len, sizeof(len), "%zu", h->out_len);
+    ok = hdr_add(h, "Date", http_date())
+         && hdr_add(h, "Content-Type",
+                    reply->content_type != NULL ? reply->content_type
+                                                : "application/json")
+         && (no_body || hdr_add(h, "Content-Length", len))
+         && hdr_add(h, "X-Request-Id", h->req.request_id)
+         && hdr_add(h, "Cache-Control",
+                    reply->cache_control != NULL ? reply->cache_control
+                                                 : "no-store");
+    if (ok && reply->console_headers) {
+        /* The console's headers (rv_console.c says why each). */
+        ok = hdr_add(h, "Content-Security-Policy", RV_CONSOLE_CSP)
+             && hdr_add(h, "X-Content-Type-Options", "nosniff")
+             && hdr_add(h, "Referrer-Policy", "no-referrer")
+             && hdr_add(h, "X-Frame-Options", "DENY")
+             && (reply->etag == NULL || hdr_add(h, "ETag", reply->etag));
     }
-    return "unknown";
+    if (ok && reply->allow != NULL)
+        ok = hdr_add(h, "Allow", reply->allow);
+    if (ok && reply->location[0] != '\0')
+        ok = hdr_add(h, "Location", reply->location);
+    if (ok && close_after)
+        ok = hdr_add(h, "Connection", "close");
+    else if (ok && keep_alive_10)
+        ok = hdr_add(h, "Connection", "keep-alive");
+    if (ok && h->hdr_len + 2 < sizeof(h->hdr)) {
+        memcpy(h->hdr + h->hdr_len, "\r\n", 2);
+        h->hdr_len += 2;
+    } else {
+        ok = 0;
+    }
+    if (no_body || h->head_only)
+        h->out_len = 0;
+    h->sent = 0;
+    return ok;
 }
 
 /* The request's line in the access log, built field by field
- * (svc_log_line): a path that is not UTF-8 is left out of it. */
-static void log_request(http_req *h, double secs,
-                        enum MHD_RequestTerminationCode toe)
+ * (svc_log_line): a path that is not UTF-8 is left out of it; a refusal
+ * of a request that could not be parsed says so ("head"). */
+static void log_request(http_req *h, double secs, const char *terminated)
 {
     svc_log_line line;
 
     if (!svc_log_line_begin(h->req.app->log, SVC_LOG_INFO, "request", &line))
         return;
     svc_log_line_str(&line, "request_id", h->req.request_id);
-    svc_log_line_str(&line, "method", h->req.method);
-    svc_log_line_str(&line, "path", h->req.path);
-    svc_log_line_str(&line, "route", rv_router_path_label(h->req.match.path));
+    if (h->req.method != NULL) {
+        svc_log_line_str(&line, "method", h->req.method);
+        svc_log_line_str(&line, "path", h->req.path);
+        svc_log_line_str(&line, "route",
+                         rv_router_path_label(h->req.match.path));
+    } else {
+        svc_log_line_str(&line, "head", "unparsed");
+    }
     svc_log_line_int(&line, "status", (long long)h->reply.status);
     svc_log_line_fixed3(&line, "duration_ms", secs * 1e3);
     if (h->req.authenticated)
         svc_log_line_str(&line, "user", h->req.who.sub);
     if (h->req.lock_outcome[0] != '\0')
         svc_log_line_str(&line, "lock", h->req.lock_outcome);
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        svc_log_line_str(&line, "terminated", termination_name(toe));
+    if (terminated != NULL)
+        svc_log_line_str(&line, "terminated", terminated);
     svc_log_line_end(&line);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn,
-                         void **con_cls, enum MHD_RequestTerminationCode toe)
+/* The request is over (answered, or its connection gone): logged,
+ * counted and freed. */
+static void finish_request(http_conn *c, const char *terminated)
 {
-    rv_http *http = cls;
-    rv_app *app = http->app;
-    http_req *h = *con_cls;
+    http_req *h = c->h;
     double secs;
 
-    /* The next request on a kept-alive connection: MHD's idle timeout
-     * for its first byte, then the header timeout for the rest. */
-    rv_conn_arm(conn_of(conn),
-                rv_conns_now_ms() + http->idle_ms + http->header_ms);
     if (h == NULL)
         return;
-    *con_cls = NULL;
+    c->h = NULL;
     secs = elapsed_s(&h->start);
     if (h->reply.status != 0) {
-        rv_metrics_request(app->metrics, h->req.match.path, h->req.method_kind,
-                           h->reply.status, secs);
+        rv_metrics_request(h->req.app->metrics, h->req.match.path,
+                           h->req.method_kind, h->reply.status, secs);
     }
-    log_request(h, secs, toe);
+    log_request(h, secs, terminated);
     http_req_free(h);
-    atomic_fetch_sub(&app->inflight, 1);
 }
 
-static void on_connection(void *cls, struct MHD_Connection *conn,
-                          void **socket_context,
-                          enum MHD_ConnectionNotificationCode toe)
+/* A connection no loop took: its counts are given back. */
+static void not_taken(rv_http *http, const struct sockaddr *addr,
+                      const char *why)
 {
-    rv_http *http = cls;
-    const union MHD_ConnectionInfo *info;
-
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        atomic_fetch_add(&http->app->connections, 1);
-        info = MHD_get_connection_info(conn,
-                                       MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = info == NULL
-                              ? NULL
-                              : rv_conns_add(http->conns, info->connect_fd,
-                                             rv_conns_now_ms()
-                                                 + http->header_ms);
-    } else {
-        /* Called before MHD closes the socket (rv_conns.h). */
-        rv_conns_remove(http->conns, *socket_context);
-        *socket_context = NULL;
-        info = MHD_get_connection_info(conn,
-                                       MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        if (info != NULL && info->client_addr != NULL)
-            rv_peers_remove(http->peers, info->client_addr);
-        atomic_fetch_sub(&http->app->connections, 1);
-        atomic_fetch_sub(&http->admitted, 1);
-    }
-}
-
-/* The request line is in: its headers are due within the header
- * timeout (sooner if the connection's own deadline is sooner). */
-static void *on_request_line(void *cls, const char *uri,
-                             struct MHD_Connection *conn)
-{
-    rv_http *http = cls;
-
-    (void)uri;
-    rv_conn_arm_by(conn_of(conn), rv_conns_now_ms() + http->header_ms);
-    return NULL;
-}
-
-/* The reaper's answer to a client past its deadline: a JSON 408 written
- * straight to the socket (MHD is reading, never writing, in the phases
- * that have a deadline), then both directions shut, which MHD sees as
- * the end of the stream and closes the connection. */
-static void on_deadline(void *cls, int fd)
-{
-    static const char body[] =
-        "{\"code\":\"REQUEST_TIMEOUT\",\"detail\":\"the request's headers "
-        "or body did not arrive in time\"}";
-    rv_http *http = cls;
-    char rid[40], msg[512];
-    int n;
-
-    new_request_id(http, rid, sizeof(rid));
-    n = snprintf(msg, sizeof(msg),
-                 "HTTP/1.1 408 Request Timeout\r\n"
-                 "Content-Type: application/json\r\n"
-                 "X-Request-Id: %s\r\nCache-Control: no-store\r\n"
-                 "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
-                 rid, sizeof(body) - 1, body);
-    if (n > 0 && (size_t)n < sizeof(msg)) {
-        /* Best effort: a client that reads nothing never sees it. */
-        (void)send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
-    shutdown(fd, SHUT_RDWR);
-    svc_log_write(http->app->log, SVC_LOG_INFO, "http_deadline",
-                  json_pack("{s:s,s:i}", "request_id", rid, "status", 408));
-}
-
-/* MHD's own diagnostics (bad requests, limits) into our log. */
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    rv_app *app = cls;
-    char msg[256];
-    size_t n;
-
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    n = strlen(msg);
-    while (n > 0 && msg[n - 1] == '\n')
-        msg[--n] = '\0';
-    svc_log_write(app->log, SVC_LOG_DEBUG, "http_server",
-                  json_pack("{s:s}", "detail", msg));
+    atomic_fetch_sub(&http->admitted, 1);
+    rv_peers_remove(http->peers, addr);
+    svc_log_write(http->app->log, SVC_LOG_DEBUG, "http_server",
+                  json_pack("{s:s,s:s}", "detail",
+                            "a new connection was not taken", "error", why));
 }
 
 /* Resolves the listen address (numeric or a name such as localhost). */
@@ -822,6 +658,589 @@ static int resolve_listen(const rv_config *cfg, struct sockaddr_storage *ss,
     return 0;
 }
 
+/* ---- connections ------------------------------------------------------ */
+
+static void advance(http_conn *c);
+
+/* Closes c now: its request (if any) is logged as terminated, its slot
+ * given back.  Never while a handler has its request (C_RUN). */
+static void conn_close(http_conn *c, const char *terminated)
+{
+    http_loop *hl = c->hl;
+    rv_http *http = hl->http;
+
+    if (c->busy) {
+        /* Inside advance(), which closes it on its way out. */
+        c->dead = 1;
+        c->why = terminated;
+        return;
+    }
+    finish_request(c, terminated);
+    close(c->fd);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        hl->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    rv_peers_remove(http->peers, (struct sockaddr *)&c->addr);
+    atomic_fetch_sub(&http->app->connections, 1);
+    atomic_fetch_sub(&http->admitted, 1);
+    free(c->buf);
+    free(c);
+}
+
+/* The rest of the current request has been dealt with: ready for the
+ * next one, whose bytes may be in the buffer already (pipelined). */
+static void next_request(http_conn *c)
+{
+    rv_http *http = c->hl->http;
+    const int64_t now = now_ms();
+
+    memmove(c->buf, c->buf + c->req_end, c->len - c->req_end);
+    c->len -= c->req_end;
+    c->req_end = 0;
+    rv_hparse_init(&c->head);
+    c->line_armed = 0;
+    c->state = C_HEAD;
+    c->deadline = now + http->idle_ms + http->header_ms;
+}
+
+/* Starts writing the answer set in c->h->reply: the connection closes
+ * after it when close_after (lingering when the client may still be
+ * sending: linger). */
+static void answer(http_conn *c, int close_after, int linger)
+{
+    http_req *h = c->h;
+
+    if (h->reply.status == 0)
+        rv_reply_error(&h->reply, 500, "INTERNAL", "no reply was produced");
+    release_body(h);
+    c->close_after = close_after || !c->head.keep_alive;
+    c->linger = linger;
+    if (!build_answer(h, c->close_after,
+                      c->head.minor == 0 && !c->close_after)) {
+        rv_reply_clear(&h->reply);
+        rv_reply_error(&h->reply, 500, "INTERNAL",
+                       "the reply's headers are too large");
+        (void)build_answer(h, c->close_after,
+                           c->head.minor == 0 && !c->close_after);
+    }
+    c->deadline = 0;
+    c->state = C_WRITE;
+    advance(c);
+}
+
+/* A refusal without a request state of its own yet (the head could not
+ * be parsed, or its deadline passed): answered, then closed. */
+static void refuse(http_conn *c, unsigned status, const char *code,
+                   const char *detail)
+{
+    if (c->h == NULL) {
+        c->h = http_req_new(c, 0);
+        if (c->h == NULL) {
+            conn_close(c, "error");
+            return;
+        }
+        if (c->head.line_done) {
+            /* The line was parsed: log what it asked for. */
+            c->h->req.method = c->head.method;
+            c->h->req.path = c->head.target;
+        }
+    }
+    rv_reply_clear(&c->h->reply);
+    rv_reply_error(&c->h->reply, status, code, detail);
+    answer(c, 1, 1);
+}
+
+/* The end of a handler's run, back on the loop's thread. */
+static void job_done(rv_loop_item *item)
+{
+    http_req *h = (http_req *)((char *)item - offsetof(http_req, done));
+
+    answer(h->c, 0, 0);
+}
+
+/* A worker's run of one request: the handler, then the request back to
+ * its event loop, which sends the reply. */
+static void job_main(rv_job *job)
+{
+    http_req *h = (http_req *)((char *)job - offsetof(http_req, job));
+
+    run_handler(h);
+    release_body(h);
+    h->done.run = job_done;
+    rv_loop_post(h->loop, &h->done);
+}
+
+/* Queues the handler on the worker pool, so this event-loop thread goes
+ * on serving its other connections. */
+static void push_job(http_req *h)
+{
+    h->c->state = C_RUN;
+    h->job.run = job_main;
+    if (rv_jobs_push(h->http->jobs, &h->job) != 0) {
+        /* Stopping: no worker will run it. */
+        rv_reply_error(&h->reply, 503, "UNAVAILABLE",
+                       "the service is shutting down");
+        release_body(h);
+        h->done.run = job_done;
+        rv_loop_post(h->loop, &h->done);
+    }
+}
+
+/* The end of a document read sent from the loop (rv_doc_loop.h), on the
+ * loop's thread: the reply, or the worker path. */
+static void read_done(rv_dba_query *q, rv_dba_outcome outcome, PGresult *res)
+{
+    http_req *h = (http_req *)((char *)q - offsetof(http_req, read));
+
+    if (!rv_doc_loop_finish(&h->req, outcome, res, &h->reply)) {
+        push_job(h);
+        return;
+    }
+    atomic_fetch_add(&h->req.app->loop_reads, 1);
+    h->done.run = job_done;
+    rv_loop_post(h->loop, &h->done);
+}
+
+/* A document read sent on this loop's PostgreSQL connection, answered
+ * in read_done (which may run before this returns, if the connection
+ * fails while sending); 0 when the request is not one (the caller hands
+ * it over).  A read the connection cannot take goes to the workers. */
+static int read_on_loop(http_req *h)
+{
+    rv_dba *dba;
+
+    /* rv_doc_loop_fits covers every check of rv_dispatch_late. */
+    if (!h->req.app->cfg->loop_reads || !rv_doc_loop_fits(&h->req))
+        return 0;
+    dba = rv_loop_db(h->loop);
+    if (dba == NULL)
+        return 0; /* none ready (one is being made) */
+    h->c->state = C_RUN;
+    h->read.done = read_done;
+    h->due_ms = svc_deadline_now_ms() + h->req.app->cfg->request_budget_ms;
+    if (rv_doc_loop_send(dba, &h->req, &h->read) != 0) {
+        h->due_ms = 0; /* not sent: the whole budget is the worker's */
+        push_job(h);
+    }
+    return 1;
+}
+
+/* The whole request is in (its body read or dropped): its answer. */
+static void request_ready(http_conn *c)
+{
+    http_req *h = c->h;
+
+    c->deadline = 0;
+    if (h->decided) {
+        /* the reply decided on the headers */
+    } else if (h->too_large) {
+        rv_reply_error(&h->reply, 413, "PAYLOAD_TOO_LARGE",
+                       "the request body is over 1 MiB");
+    } else if (h->no_room) {
+        rv_reply_error(&h->reply, 503, "UNAVAILABLE",
+                       "too many request bodies in flight; retry later");
+    } else if (!rv_dispatch_in_memory(&h->req)) {
+        if (!read_on_loop(h))
+            push_job(h);
+        return;
+    } else {
+        run_handler(h);
+    }
+    answer(c, 0, 0);
+}
+
+/* "HTTP/1.1 100 Continue": 1 if it went out whole. */
+static int send_continue(http_conn *c)
+{
+    static const char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+    return send(c->fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT)
+           == (ssize_t)(sizeof(msg) - 1);
+}
+
+/* The head is in: the request's state, the checks on the headers, and
+ * the body's reading. */
+static void head_done(http_conn *c)
+{
+    rv_http *http = c->hl->http;
+    const rv_hhead *hd = &c->head;
+    const int has_body = hd->chunked || hd->content_length > 0;
+    http_req *h = http_req_new(c, 1);
+
+    if (h == NULL) {
+        conn_close(c, "error"); /* out of memory: this connection only */
+        return;
+    }
+    c->h = h;
+    c->deadline = now_ms() + http->body_ms;
+    c->body_off = hd->head_len;
+    c->req_end = hd->head_len;
+    rv_hbody_init(&c->body, hd, RV_DISCARD_MAX);
+    if (rv_dispatch_early(&h->req, hd->chunked ? -1 : hd->content_length,
+                          &h->reply)) {
+        if (!has_body) {
+            answer(c, 0, 0);
+            return;
+        }
+        if (hd->content_length > (int64_t)RV_DISCARD_MAX
+            || (hd->expect_continue && c->len == hd->head_len)) {
+            /* Not worth reading, or not sent until we say so: answered
+             * now, and the connection closed. */
+            answer(c, 1, 1);
+            return;
+        }
+        h->decided = 1; /* sent once the body is read and dropped */
+    } else if (has_body && hd->expect_continue && c->len == hd->head_len
+               && !send_continue(c)) {
+        conn_close(c, "error");
+        return;
+    }
+    if (!has_body) {
+        request_ready(c);
+        return;
+    }
+    c->state = C_BODY;
+}
+
+/* Body bytes buf[body_off..len): appended or dropped; the request is
+ * ready at the body's end.  0 while more is needed. */
+static int take_body(http_conn *c)
+{
+    while (c->body_off < c->len) {
+        const char *data;
+        size_t used, n;
+        const rv_hp_result r = rv_hbody_feed(&c->body, c->buf + c->body_off,
+                                             c->len - c->body_off, &used,
+                                             &data, &n);
+
+        if (n > 0)
+            absorb(c->h, data, n);
+        c->body_off += used;
+        if (r == RV_HP_DONE) {
+            c->req_end = c->body_off;
+            request_ready(c);
+            return 1;
+        }
+        if (r == RV_HP_ERROR) {
+            if (!(c->h->decided && c->body.err.status == 413)) {
+                rv_reply_clear(&c->h->reply);
+                rv_reply_error(&c->h->reply, c->body.err.status,
+                               c->body.err.code, c->body.err.detail);
+            }
+            answer(c, 1, 1);
+            return 1;
+        }
+    }
+    /* All used: the buffer keeps the head only. */
+    c->len = c->body_off = c->head.head_len;
+    if (c->body.chunked == 0 && c->body.left == 0) {
+        c->req_end = c->body_off;
+        request_ready(c);
+        return 1;
+    }
+    return 0;
+}
+
+/* Reads what the socket has into the buffer; 1 if bytes came, 0 if
+ * none (drained, the client's end, or an error: c->eof). */
+static int read_some(http_conn *c)
+{
+    ssize_t n;
+
+    if (!c->readable || c->eof || c->len >= RV_BUF_SIZE)
+        return 0;
+    n = recv(c->fd, c->buf + c->len, RV_BUF_SIZE - c->len, 0);
+    if (n > 0) {
+        c->len += (size_t)n;
+        c->last_active = now_ms();
+        return 1;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        c->eof = 1;
+    if (n < 0 && errno == EAGAIN)
+        c->readable = 0;
+    return 0;
+}
+
+/* Writes what is left of the answer; 1 when all of it is out. */
+static int write_some(http_conn *c)
+{
+    http_req *h = c->h;
+
+    for (;;) {
+        const size_t total = h->hdr_len + h->out_len;
+        struct iovec iov[2];
+        struct msghdr msg;
+        int k = 0;
+        ssize_t n;
+
+        if (h->sent >= total)
+            return 1;
+        if (h->sent < h->hdr_len) {
+            iov[k].iov_base = h->hdr + h->sent;
+            iov[k++].iov_len = h->hdr_len - h->sent;
+        }
+        if (h->out_len > 0) {
+            const size_t off = h->sent > h->hdr_len ? h->sent - h->hdr_len : 0;
+
+            iov[k].iov_base = (char *)h->out + off;
+            iov[k++].iov_len = h->out_len - off;
+        }
+        memset(&msg, 0, sizeof(msg));
+        msg.msg_iov = iov;
+        msg.msg_iovlen = (size_t)k;
+        n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            if (errno != EAGAIN)
+                c->broken = 1; /* gone: closed by the caller */
+            return 0;
+        }
+        h->sent += (size_t)n;
+        c->last_active = now_ms();
+    }
+}
+
+/* The answer is out: the next request, or the close. */
+static void answer_sent(http_conn *c)
+{
+    finish_request(c, NULL);
+    if (!c->close_after) {
+        next_request(c);
+        return;
+    }
+    if (!c->linger || shutdown(c->fd, SHUT_WR) != 0) {
+        conn_close(c, NULL);
+        return;
+    }
+    c->state = C_LINGER;
+    c->linger_until = now_ms() + RV_LINGER_MS;
+    c->lingered = 0;
+}
+
+/* Drives c as far as its bytes allow.  A call made while it runs (an
+ * answer set from inside) is folded into the running one. */
+static void advance(http_conn *c)
+{
+    if (c->busy)
+        return;
+    c->busy = 1;
+    for (;;) {
+        if (c->dead) {
+            c->busy = 0;
+            conn_close(c, c->why);
+            return;
+        }
+        switch (c->state) {
+        case C_HEAD: {
+            const rv_hp_result r = rv_hparse_head(&c->head, c->buf, c->len);
+
+            if (r == RV_HP_DONE) {
+                head_done(c);
+                continue;
+            }
+            if (r == RV_HP_ERROR) {
+                refuse(c, c->head.err.status, c->head.err.code,
+                       c->head.err.detail);
+                continue;
+            }
+            if (c->len >= RV_BUF_SIZE) {
+                /* Not reached: the parser decides within its limits. */
+                refuse(c, 431, "HEADERS_TOO_LARGE",
+                       "the request's head is too large");
+                continue;
+            }
+            if (c->head.started && !c->line_armed) {
+                /* The request's first bytes: its head is due within the
+                 * header timeout (sooner if the deadline is sooner). */
+                const int64_t due = now_ms() + c->hl->http->header_ms;
+
+                c->line_armed = 1;
+                if (c->deadline == 0 || due < c->deadline)
+                    c->deadline = due;
+            }
+            if (read_some(c))
+                continue;
+            if (c->eof) {
+                conn_close(c, c->len > 0 ? "client_abort" : NULL);
+                continue;
+            }
+            break;
+        }
+        case C_BODY:
+            if (take_body(c))
+                continue;
+            if (read_some(c))
+                continue;
+            if (c->eof) {
+                conn_close(c, "client_abort");
+                continue;
+            }
+            break;
+        case C_RUN: break;
+        case C_WRITE:
+            if (write_some(c)) {
+                answer_sent(c);
+                continue;
+            }
+            if (c->broken) {
+                conn_close(c, "client_abort");
+                continue;
+            }
+            break;
+        case C_LINGER:
+            while (c->readable && !c->eof && c->lingered < RV_DISCARD_MAX) {
+                c->len = 0;
+                if (read_some(c))
+                    c->lingered += c->len;
+            }
+            c->len = 0;
+            if (c->eof || c->lingered >= RV_DISCARD_MAX) {
+                conn_close(c, NULL);
+                continue;
+            }
+            break;
+        }
+        break;
+    }
+    c->busy = 0;
+}
+
+/* Socket events of c (rv_loop_ops.io). */
+static void on_io(void *cls, void *ptr, uint32_t events)
+{
+    http_conn *c = ptr;
+
+    (void)cls;
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        c->readable = 1;
+    if (c->state == C_RUN) {
+        /* Nothing is read or written while the handler runs. */
+        return;
+    }
+    advance(c);
+}
+
+/* The deadlines and timeouts of c at now (the loop's scan). */
+static void check_times(http_conn *c, int64_t now)
+{
+    rv_http *http = c->hl->http;
+
+    switch (c->state) {
+    case C_HEAD:
+        if (c->len == 0 && now - c->last_active >= http->idle_ms) {
+            conn_close(c, NULL); /* idle between requests */
+            return;
+        }
+        /* fall through */
+    case C_BODY:
+        if (c->deadline != 0 && now >= c->deadline) {
+            refuse(c, 408, "REQUEST_TIMEOUT",
+                   "the request's headers or body did not arrive in time");
+            return;
+        }
+        if (now - c->last_active >= http->idle_ms)
+            conn_close(c, "timeout");
+        return;
+    case C_WRITE:
+        if (now - c->last_active >= http->idle_ms)
+            conn_close(c, "timeout");
+        return;
+    case C_LINGER:
+        if (now >= c->linger_until)
+            conn_close(c, NULL);
+        return;
+    case C_RUN: return;
+    }
+}
+
+/* Each pass of a loop (rv_loop_ops.tick): the scan of deadlines when due;
+ * the ms until the next one (-1: no connection, nothing to scan). */
+static int on_tick(void *cls)
+{
+    http_loop *hl = cls;
+    const int64_t now = now_ms();
+    http_conn *c, *next;
+
+    if (hl->conns == NULL)
+        return -1;
+    if (now >= hl->next_scan) {
+        hl->next_scan = now + RV_SCAN_MS;
+        for (c = hl->conns; c != NULL; c = next) {
+            next = c->next;
+            check_times(c, now);
+        }
+    }
+    return (int)(hl->next_scan - now);
+}
+
+/* A connection the listener accepted, on its loop's thread: l is NULL
+ * when the loop stopped first. */
+static void on_adopt(void *cls, rv_loop *l, int fd,
+                     const struct sockaddr *addr, socklen_t addrlen)
+{
+    http_loop *hl = cls;
+    rv_http *http = hl->http;
+    http_conn *c = l != NULL ? calloc(1, sizeof(*c)) : NULL;
+    const int on = 1;
+
+    if (c != NULL)
+        c->buf = malloc(RV_BUF_SIZE);
+    if (c == NULL || c->buf == NULL || addrlen > sizeof(c->addr)
+        || rv_loop_watch(l, fd, c) != 0) {
+        if (c != NULL)
+            free(c->buf);
+        free(c);
+        close(fd);
+        not_taken(http, addr, l == NULL ? "stopping" : "out of memory");
+        return;
+    }
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    c->hl = hl;
+    c->fd = fd;
+    c->addrlen = addrlen;
+    memcpy(&c->addr, addr, addrlen);
+    rv_hparse_init(&c->head);
+    c->state = C_HEAD;
+    c->last_active = now_ms();
+    c->deadline = c->last_active + http->header_ms;
+    c->next = hl->conns;
+    if (hl->conns != NULL)
+        hl->conns->prev = c;
+    hl->conns = c;
+    atomic_fetch_add(&http->app->connections, 1);
+    if (hl->next_scan == 0)
+        hl->next_scan = c->last_active + RV_SCAN_MS;
+    /* The events of bytes that came before the registration are lost
+     * to it (edge-triggered): look now. */
+    c->readable = 1;
+    advance(c);
+}
+
+/* The loop stopped (rv_loop_ops.stopped): every connection is closed;
+ * none is C_RUN by now (the pool and the reads have ended, their
+ * answers run). */
+static void on_stopped(void *cls)
+{
+    http_loop *hl = cls;
+
+    while (hl->conns != NULL) {
+        http_conn *c = hl->conns;
+
+        if (c->state == C_RUN) {
+            /* Not expected; its request stays with whoever has it. */
+            c->h = NULL;
+        }
+        conn_close(c, "shutdown");
+    }
+}
+
+static const rv_loop_ops loop_ops = {on_adopt, on_io, on_tick, on_stopped};
+
 /* The event loops read, write, answer from memory and send reads
  * without waiting: one per CPU is enough, and never more than the
  * workers they feed. */
@@ -833,53 +1252,9 @@ static unsigned event_loops(const rv_config *cfg)
     return (unsigned)(n < cfg->threads ? n : cfg->threads);
 }
 
-/* libmicrohttpd's fatal errors (MHD_PANIC: for one, a daemon stopped
- * while a connection is still suspended, or the race of
- * MHD_quiesce_daemon that rv_listener.h avoids) abort the process; the
- * default says so only on stderr.  This puts the reason in reviewd's own log
- * first, then aborts as MHD requires. */
-static void on_mhd_panic(void *cls, const char *file, unsigned int line,
-                         const char *reason)
-{
-    rv_app *app = cls;
-
-    svc_log_write(app->log, SVC_LOG_ERROR, "http_panic",
-                  json_pack("{s:s, s:i, s:s}", "file", file ? file : "?",
-                            "line", (int)line, "reason",
-                            reason ? reason : "?"));
-    abort();
-}
-
-/* A connection no daemon took: its counts are given back. */
-static void not_taken(rv_http *http, const struct sockaddr *addr,
-                      const char *why)
-{
-    atomic_fetch_sub(&http->admitted, 1);
-    rv_peers_remove(http->peers, addr);
-    svc_log_write(http->app->log, SVC_LOG_DEBUG, "http_server",
-                  json_pack("{s:s,s:s}", "detail",
-                            "a new connection was not taken", "error", why));
-}
-
-/* On a loop's thread: the connection to its daemon, which closes fd
- * itself if it cannot take it (its limits, or no memory); d is NULL
- * when the loop stopped first. */
-static void on_adopt(void *cls, struct MHD_Daemon *d, int fd,
-                     const struct sockaddr *addr, socklen_t addrlen)
-{
-    rv_http *http = cls;
-
-    if (d == NULL) {
-        close(fd);
-        not_taken(http, addr, "stopping");
-    } else if (MHD_add_connection(d, fd, addr, addrlen) != MHD_YES) {
-        not_taken(http, addr, strerror(errno));
-    }
-}
-
 /* A connection the listener accepted, to the next event loop in turn,
  * unless its address has REVIEWD_MAX_CONNECTIONS_PER_IP already (then it
- * is closed at once, as MHD's own per-address limit did). */
+ * is closed at once). */
 static void on_accepted(void *cls, int fd, const struct sockaddr *addr,
                         socklen_t addrlen)
 {
@@ -895,22 +1270,14 @@ static void on_accepted(void *cls, int fd, const struct sockaddr *addr,
         return;
     }
     atomic_fetch_add(&http->admitted, 1);
-    if (rv_loop_hand(http->loops[i], fd, addr, addrlen) != 0) {
+    if (rv_loop_hand(http->loops[i].loop, fd, addr, addrlen) != 0) {
         close(fd);
         not_taken(http, addr, "stopping, or out of memory");
     }
 }
 
-/*
- * Room for one more connection under REVIEWD_MAX_CONNECTIONS.  The count
- * is ours and exact (admitted: up when handed over, down when MHD says
- * closed or refuses it), because MHD's own limit must never be reached
- * by a connection added from outside: in 0.9.75 an event loop that meets
- * its limit there returns still holding its cleanup mutex and deadlocks
- * on the next lock.  So MHD's limit is set out of reach (rv_http_start)
- * and this is the one that holds.  A connection MHD drops for want of
- * memory before announcing it stays counted (MHD tells us nothing).
- */
+/* Room for one more connection under REVIEWD_MAX_CONNECTIONS: admitted
+ * is up when a connection is handed to a loop, down when it is closed. */
 static int has_room(void *cls)
 {
     rv_http *http = cls;
@@ -919,8 +1286,7 @@ static int has_room(void *cls)
            < (long)http->app->cfg->max_connections;
 }
 
-/* The listener, once MHD runs; on failure MHD is stopped again and
- * errbuf says why. */
+/* The listener, once the loops run; on failure errbuf says why. */
 static int start_listener(rv_http *http, const struct sockaddr_storage *ss,
                           socklen_t sslen, uint16_t *port, char *errbuf,
                           size_t errlen)
@@ -941,47 +1307,22 @@ static int start_listener(rv_http *http, const struct sockaddr_storage *ss,
 }
 
 /* Stops and frees what rv_http_start made (NULL members are fine): the
- * pool's threads first, while the loops still send what they resume;
- * then the loops (each ends its reads, which the stopped pool refuses
- * with 503, and runs its daemon once more); then the daemons, which
- * must not stop with a connection suspended; then the pool. */
+ * pool's threads first, while the loops still send what they finish
+ * (their requests come back through rv_loop_post); then the loops (each
+ * ends its reads, which the stopped pool refuses with 503, answers
+ * what came back, and closes its connections); then the pool. */
 static void teardown(rv_http *http)
 {
     unsigned i;
 
     rv_jobs_stop(http->jobs);
     for (i = 0; i < http->nloops; i++)
-        rv_loop_stop(http->loops[i]);
-    for (i = 0; i < http->nloops; i++) {
-        rv_loop_free(http->loops[i]);
-        if (http->daemons[i] != NULL)
-            MHD_stop_daemon(http->daemons[i]);
-    }
+        rv_loop_stop(http->loops[i].loop);
+    for (i = 0; i < http->nloops; i++)
+        rv_loop_free(http->loops[i].loop);
     rv_jobs_free(http->jobs);
     rv_peers_free(http->peers);
-    rv_conns_free(http->conns);
     free(http);
-}
-
-/* One daemon in external epoll mode, for one of our loops. */
-static struct MHD_Daemon *start_daemon(rv_http *http)
-{
-    const rv_config *cfg = http->app->cfg;
-    const unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG
-                           | MHD_ALLOW_SUSPEND_RESUME
-                           | MHD_USE_NO_LISTEN_SOCKET;
-
-    /* MHD's own limits are out of reach: has_room and rv_peers count
-     * across the loops. */
-    return MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, http, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections + 1, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg->connection_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RV_CONN_MEMORY,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, http,
-        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, http,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, http->app, MHD_OPTION_END);
 }
 
 /* Each worker's first act: its PostgreSQL connection (rv_db.h), so a
@@ -991,25 +1332,18 @@ static void warm_worker(void *db)
     rv_db_thread_warm(db);
 }
 
-/* The daemons and their loops; -1 with errbuf set. */
+/* The event loops; -1 with errbuf set. */
 static int start_loops(rv_http *http, char *errbuf, size_t errlen)
 {
     const unsigned n = event_loops(http->app->cfg);
 
     for (http->nloops = 0; http->nloops < n; http->nloops++) {
-        const unsigned i = http->nloops;
+        http_loop *hl = &http->loops[http->nloops];
 
-        http->daemons[i] = start_daemon(http);
-        if (http->daemons[i] == NULL) {
-            snprintf(errbuf, errlen, "http: cannot start libmicrohttpd");
+        hl->http = http;
+        hl->loop = rv_loop_start(http->app->db, &loop_ops, hl, errbuf, errlen);
+        if (hl->loop == NULL)
             return -1;
-        }
-        http->loops[i] = rv_loop_start(http->daemons[i], http->app->db,
-                                       on_adopt, http, errbuf, errlen);
-        if (http->loops[i] == NULL) {
-            http->nloops++; /* so that teardown stops its daemon */
-            return -1;
-        }
     }
     return 0;
 }
@@ -1030,7 +1364,6 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
         return NULL;
     }
     http->app = app;
-    MHD_set_panic_func(on_mhd_panic, app);
     draw_id_prefix(http);
     http->header_ms = (int64_t)cfg->header_timeout_s * 1000;
     http->body_ms = (int64_t)cfg->body_timeout_s * 1000;
@@ -1040,10 +1373,8 @@ rv_http *rv_http_start(rv_app *app, uint16_t *port, char *errbuf,
     atomic_init(&http->admitted, 0);
     atomic_init(&http->next_loop, 0);
     http->peers = rv_peers_new((unsigned)cfg->max_connections_per_ip);
-    http->conns = rv_conns_new(on_deadline, http, errbuf, errlen);
-    if (http->peers == NULL || http->conns == NULL) {
-        if (http->peers == NULL)
-            snprintf(errbuf, errlen, "http: out of memory");
+    if (http->peers == NULL) {
+        snprintf(errbuf, errlen, "http: out of memory");
         teardown(http);
         return NULL;
     }
@@ -1064,8 +1395,7 @@ void rv_http_stop(rv_http *http, int drain_s)
 
     if (http == NULL)
         return;
-    /* New clients are refused from here on (no MHD_quiesce_daemon:
-     * rv_listener.h says why). */
+    /* New clients are refused from here on. */
     rv_listener_stop(http->listener);
     clock_gettime(CLOCK_MONOTONIC, &start);
     /* Polling a counter at 10 ms is fine here: this runs once, at exit,
@@ -1073,10 +1403,8 @@ void rv_http_stop(rv_http *http, int drain_s)
     while (atomic_load(&http->app->inflight) > 0
            && elapsed_s(&start) < (double)drain_s)
         nanosleep(&pause, NULL);
-    /* Every handler finishes and resumes its connection before MHD,
-     * which must not stop with a connection suspended, closes them
-     * (teardown).  The pool is freed only after MHD: until then a
-     * kept-alive connection may still bring a request, which the stopped
-     * pool refuses (503). */
+    /* Every handler finishes and its answer is sent (teardown); a
+     * kept-alive connection may still bring a request until its loop
+     * stops, which the stopped pool refuses (503). */
     teardown(http);
 }

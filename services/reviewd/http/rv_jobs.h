@@ -1,12 +1,12 @@
 /*
  * rv_jobs.h: the worker threads that run reviewd's handlers.
  *
- * libmicrohttpd pins a connection to the event-loop thread that accepted
- * it, so a handler that blocks on PostgreSQL or MongoDB in that thread
- * also stalls every other connection the thread serves, /healthz
- * included.  rv_http.c therefore suspends a request's connection, hands
- * the request to this pool and resumes the connection when the handler
- * is done: the event-loop threads only read, write and answer from
+ * A connection belongs to the event-loop thread that adopted it
+ * (rv_loop.h), so a handler that blocks on PostgreSQL or MongoDB in that
+ * thread also stalls every other connection the thread serves, /healthz
+ * included.  rv_http.c therefore hands the request to this pool, reads
+ * nothing more from its connection meanwhile, and writes the answer when
+ * the handler is done: the event-loop threads only read, write and answer from
  * memory, and the blocking work waits here, on threads sized for waiting
  * (REVIEWD_THREADS), each with its own PostgreSQL connection (rv_db.h
  * keys the connection to the thread).
@@ -49,7 +49,7 @@ rv_jobs *rv_jobs_start(int threads, void (*thread_start)(void *arg), void *arg,
 int rv_jobs_push(rv_jobs *jobs, rv_job *job);
 
 /* Refuses further jobs, runs the ones queued and joins the threads.  The
- * pool stays valid, refusing, until rv_jobs_free: libmicrohttpd's event
+ * pool stays valid, refusing, until rv_jobs_free: reviewd's event
  * loops may still hand over a request until its daemon is stopped.
  * NULL does nothing. */
 void rv_jobs_stop(rv_jobs *jobs);

@@ -1,22 +1,17 @@
 /*
  * rv_listener.h: reviewd's listening socket and the thread that accepts
- * on it, handing each new connection to libmicrohttpd.
+ * on it, handing each new connection to an event loop (rv_http.c).
  *
- * libmicrohttpd could own the socket, but then the only way to stop
- * accepting before a drain is MHD_quiesce_daemon, and in 0.9.75 that
- * races with MHD's own event loops when they run epoll in a pool: the
- * caller and a busy loop both take the listening socket out of that
- * loop's epoll set, and whichever comes second fails (ENOENT) and
- * MHD_PANICs ("Failed to remove listen FD from epoll set"), so SIGTERM
- * aborted reviewd now and then.  Here MHD runs without a listening socket
- * (MHD_USE_NO_LISTEN_SOCKET), this thread accepts and passes each socket
- * to MHD_add_connection, and stopping is ours: the thread is woken and
- * joined, then the socket is closed, after which the kernel refuses new
- * connections while the requests in flight drain.
+ * One thread accepts for all the loops, so stopping is simple and ours:
+ * the thread is woken and joined, then the socket is closed, after which
+ * the kernel refuses new connections while the requests in flight drain.
+ * (When libmicrohttpd owned the socket, the only way to stop accepting
+ * was MHD_quiesce_daemon, which raced with its own epoll loops and
+ * aborted reviewd on SIGTERM now and then.)
  *
  * While the connection limit is reached (room returns 0) the thread
- * accepts nothing, so further clients wait in the backlog as they did
- * with MHD's own socket; it looks again every RV_LISTENER_FULL_MS.
+ * accepts nothing, so further clients wait in the backlog; it looks
+ * again every RV_LISTENER_FULL_MS.
  *
  * Ownership: rv_listener_start / rv_listener_stop.  Threads: hand and
  * room run on the listener's thread; start and stop from one thread.

@@ -1,14 +1,16 @@
 /*
- * rv_loop.c: one event-loop thread: MHD's epoll descriptor, an eventfd
- * for new connections and stop, and PostgreSQL's socket, in one epoll
- * set (see rv_loop.h).
+ * rv_loop.c: one event-loop thread: the HTTP sockets it serves, an
+ * eventfd for new connections, posted work and stop, and PostgreSQL's
+ * sockets, in one epoll set (see rv_loop.h).
  *
- * One pass: wait (bounded by MHD's timeout and the connection's next
- * deadline), adopt queued connections, read PostgreSQL (whose callbacks
- * resume the connections they answer), then run MHD once if anything
- * may be waiting for it: its descriptor was ready, its timeout came, or
- * a connection was added or resumed in this pass (MHD_resume_connection
- * wakes the daemon through its eventfd, which the same pass handles).
+ * One pass: send the statements queued, wait (bounded by the owner's
+ * timers and the PostgreSQL connections' own), then handle each event:
+ * the eventfd (adopt queued connections, take posted items), a
+ * PostgreSQL socket (its callbacks answer requests), an HTTP socket
+ * (ops->io); then run the items posted, the loop's own included.
+ *
+ * An epoll event's data is a tag for the loop's own descriptors (small
+ * numbers) or the owner's pointer for an HTTP socket.
  */
 #include "http/rv_loop.h"
 
@@ -22,8 +24,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-/* epoll tags; PostgreSQL connection i is TAG_PG + i. */
-enum { TAG_MHD = 1, TAG_WAKE = 2, TAG_PG = 3 };
+/* epoll tags; PostgreSQL connection i is TAG_PG + i.  Anything at or
+ * above TAG_END is a pointer of rv_loop_watch. */
+enum { TAG_WAKE = 1, TAG_PG = 2, TAG_END = TAG_PG + RV_LOOP_PG };
 
 /* A connection waiting to be adopted. */
 typedef struct pending {
@@ -34,21 +37,23 @@ typedef struct pending {
 } pending;
 
 struct rv_loop {
-    struct MHD_Daemon *daemon;
-    rv_loop_adopt_fn adopt;
+    rv_loop_ops ops;
     void *cls;
     int ndba; /* 0 without a database */
     rv_dba *dba[RV_LOOP_PG];
     int epfd;
     int wakefd;
-    int mhd_fd;
+    atomic_int woken;               /* wakefd was written and not read yet */
     int pg_fd[RV_LOOP_PG];          /* in the epoll set now (-1: none) */
     uint32_t pg_events[RV_LOOP_PG]; /* with these events */
     pthread_t thread;
     int started;
-    pthread_mutex_t mu; /* guards queue and stopping */
+    pthread_mutex_t mu; /* guards queue, posted and stopping */
     pending *queue;
+    rv_loop_item *posted; /* from other threads, newest first */
     int stopping;
+    rv_loop_item *local; /* the loop's own, in order */
+    rv_loop_item **local_tail;
     atomic_int stop; /* read by the thread */
 };
 
@@ -93,12 +98,53 @@ rv_dba *rv_loop_db(rv_loop *l)
     return best;
 }
 
-void rv_loop_wake(rv_loop *l)
+/* Wakes the loop, once for any number of callers until it reads. */
+static void wake(rv_loop *l)
 {
     const uint64_t one = 1;
 
-    /* Cannot fail short of a counter at its maximum. */
-    (void)write(l->wakefd, &one, sizeof(one));
+    if (atomic_exchange(&l->woken, 1) == 0) {
+        /* Cannot fail short of a counter at its maximum. */
+        (void)write(l->wakefd, &one, sizeof(one));
+    }
+}
+
+void rv_loop_post(rv_loop *l, rv_loop_item *item)
+{
+    item->next = NULL;
+    if (current == l) {
+        *l->local_tail = item;
+        l->local_tail = &item->next;
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    item->next = l->posted;
+    l->posted = item;
+    pthread_mutex_unlock(&l->mu);
+    wake(l);
+}
+
+/* Runs the loop's own items, those they post included. */
+static void run_local(rv_loop *l)
+{
+    while (l->local != NULL) {
+        rv_loop_item *item = l->local;
+
+        l->local = item->next;
+        if (l->local == NULL)
+            l->local_tail = &l->local;
+        item->run(item);
+    }
+}
+
+int rv_loop_watch(rv_loop *l, int fd, void *ptr)
+{
+    struct epoll_event ev;
+
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = ptr;
+    return epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 /* Puts connection i's socket in the epoll set as it wants. */
@@ -121,7 +167,7 @@ static void watch_pg(rv_loop *l, int i)
         return;
     memset(&ev, 0, sizeof(ev));
     ev.events = events;
-    ev.data.u32 = TAG_PG + (uint32_t)i;
+    ev.data.u64 = TAG_PG + (uint64_t)i;
     if (epoll_ctl(l->epfd, fd == l->pg_fd[i] ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
                   fd, &ev)
             != 0
@@ -132,46 +178,57 @@ static void watch_pg(rv_loop *l, int i)
     l->pg_fd[i] = fd;
 }
 
-/* Adopts every queued connection; 1 if there was one. */
-static int adopt_queued(rv_loop *l)
+/* The eventfd: adopts every queued connection and takes the posted
+ * items (in the order they were posted) for run_local. */
+static void take_queued(rv_loop *l)
 {
     pending *p, *next;
+    rv_loop_item *posted, *rev = NULL;
     uint64_t n;
 
     if (read(l->wakefd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-        return 0;
+        return;
+    atomic_store(&l->woken, 0);
     pthread_mutex_lock(&l->mu);
     p = l->queue;
     l->queue = NULL;
+    posted = l->posted;
+    l->posted = NULL;
     pthread_mutex_unlock(&l->mu);
-    if (p == NULL)
-        return 0;
     for (; p != NULL; p = next) {
         next = p->next;
-        l->adopt(l->cls, l->daemon, p->fd, (struct sockaddr *)&p->addr,
-                 p->addrlen);
+        l->ops.adopt(l->cls, l, p->fd, (struct sockaddr *)&p->addr,
+                     p->addrlen);
         free(p);
     }
-    return 1;
+    while (posted != NULL) {
+        rv_loop_item *item = posted;
+
+        posted = item->next;
+        item->next = rev;
+        rev = item;
+    }
+    if (rev != NULL) {
+        *l->local_tail = rev;
+        while (rev->next != NULL)
+            rev = rev->next;
+        l->local_tail = &rev->next;
+    }
 }
 
-/* The wait's bound: MHD's timeout and the connections', -1 for none. */
+/* The wait's bound: the owner's timers and the connections', -1 for
+ * none; 0 when items wait to run. */
 static int wait_ms(rv_loop *l)
 {
-    MHD_UNSIGNED_LONG_LONG mhd_ms;
-    int i, ms = -1;
+    int i, ms = l->ops.tick(l->cls);
 
+    if (l->local != NULL)
+        return 0;
     for (i = 0; i < l->ndba; i++) {
         const int t = rv_dba_tick(l->dba[i]);
 
         if (t >= 0 && (ms < 0 || t < ms))
             ms = t;
-    }
-    if (MHD_get_timeout(l->daemon, &mhd_ms) == MHD_YES) {
-        if (mhd_ms > 60000)
-            mhd_ms = 60000;
-        if (ms < 0 || (int)mhd_ms < ms)
-            ms = (int)mhd_ms;
     }
     return ms;
 }
@@ -179,7 +236,7 @@ static int wait_ms(rv_loop *l)
 static void *loop_main(void *arg)
 {
     rv_loop *l = arg;
-    struct epoll_event evs[8];
+    struct epoll_event evs[64];
     int i;
 
     current = l;
@@ -188,66 +245,61 @@ static void *loop_main(void *arg)
     if (l->ndba > 0)
         rv_dba_want(l->dba[0]);
     while (!atomic_load(&l->stop)) {
-        int timeout, n, run = 0, failed = 0;
+        int timeout, n;
 
         /* The statements this pass queued go out, one write per
-         * connection; one that fails ends its statements, whose requests
-         * were resumed for the workers: MHD must see them now. */
+         * connection; one that fails ends its statements, whose
+         * callbacks hand their requests to the workers. */
         for (i = 0; i < l->ndba; i++)
-            failed |= rv_dba_flush(l->dba[i]) != 0;
-        if (failed) {
-            MHD_run(l->daemon);
-            continue;
-        }
+            (void)rv_dba_flush(l->dba[i]);
+        run_local(l);
         timeout = wait_ms(l);
-
         for (i = 0; i < l->ndba; i++)
             watch_pg(l, i);
-        n = epoll_wait(l->epfd, evs, 8, timeout);
+        n = epoll_wait(l->epfd, evs, 64, timeout);
         if (n < 0 && errno != EINTR)
             break; /* not expected: the descriptors are ours */
-        if (n == 0)
-            run = 1; /* MHD's timeout may be due */
         for (i = 0; i < n; i++) {
-            const uint32_t tag = evs[i].data.u32;
+            const uint64_t tag = evs[i].data.u64;
 
             if (tag == TAG_WAKE)
-                adopt_queued(l);
-            else if (tag >= TAG_PG && tag < TAG_PG + (uint32_t)l->ndba)
+                take_queued(l);
+            else if (tag >= TAG_PG && tag < TAG_PG + (uint64_t)l->ndba)
                 rv_dba_handle(l->dba[tag - TAG_PG]);
-            run = 1;
+            else if (tag >= TAG_END)
+                l->ops.io(l->cls, evs[i].data.ptr, evs[i].events);
         }
-        if (run)
-            MHD_run(l->daemon);
+        run_local(l);
     }
-    /* Stopping: every statement ends, its connection is resumed, and
-     * MHD sees the resumptions once more before the daemon stops. */
+    /* Stopping: every statement ends (its callback answers, or hands
+     * the request to the stopped pool, which refuses it), what was
+     * posted runs, and the owner closes what is left. */
     for (i = 0; i < l->ndba; i++)
         rv_dba_close(l->dba[i]);
-    MHD_run(l->daemon);
+    take_queued(l);
+    run_local(l);
+    l->ops.stopped(l->cls);
+    run_local(l);
     current = NULL;
     return NULL;
 }
 
-rv_loop *rv_loop_start(struct MHD_Daemon *d, rv_db *db, rv_loop_adopt_fn adopt,
-                       void *cls, char *errbuf, size_t errlen)
+rv_loop *rv_loop_start(rv_db *db, const rv_loop_ops *ops, void *cls,
+                       char *errbuf, size_t errlen)
 {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(
-        d, MHD_DAEMON_INFO_EPOLL_FD);
     rv_loop *l = calloc(1, sizeof(*l));
     struct epoll_event ev;
     int i, rc;
 
-    if (l == NULL || info == NULL) {
-        snprintf(errbuf, errlen, "http: cannot make an event loop%s",
-                 l == NULL ? ": out of memory" : " (no epoll in MHD)");
-        free(l);
+    if (l == NULL) {
+        snprintf(errbuf, errlen,
+                 "http: cannot make an event loop: out of "
+                 "memory");
         return NULL;
     }
-    l->daemon = d;
-    l->adopt = adopt;
+    l->ops = *ops;
     l->cls = cls;
-    l->mhd_fd = info->epoll_fd;
+    l->local_tail = &l->local;
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     for (i = 0; db != NULL && i < RV_LOOP_PG; i++) {
@@ -259,16 +311,14 @@ rv_loop *rv_loop_start(struct MHD_Daemon *d, rv_db *db, rv_loop_adopt_fn adopt,
     }
     pthread_mutex_init(&l->mu, NULL);
     atomic_init(&l->stop, 0);
+    atomic_init(&l->woken, 0);
     memset(&ev, 0, sizeof(ev));
     ev.events = EPOLLIN;
-    ev.data.u32 = TAG_MHD;
+    ev.data.u64 = TAG_WAKE;
     rc = l->epfd < 0 || l->wakefd < 0 || (db != NULL && l->ndba < RV_LOOP_PG)
-                 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->mhd_fd, &ev) != 0
+                 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) != 0
              ? -1
              : 0;
-    ev.data.u32 = TAG_WAKE;
-    if (rc == 0 && epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) != 0)
-        rc = -1;
     if (rc == 0) {
         rc = pthread_create(&l->thread, NULL, loop_main, l);
         l->started = rc == 0;
@@ -286,7 +336,6 @@ int rv_loop_hand(rv_loop *l, int fd, const struct sockaddr *addr,
                  socklen_t addrlen)
 {
     pending *p = malloc(sizeof(*p));
-    const uint64_t one = 1;
 
     if (p == NULL || addrlen > sizeof(p->addr)) {
         free(p);
@@ -304,8 +353,7 @@ int rv_loop_hand(rv_loop *l, int fd, const struct sockaddr *addr,
     p->next = l->queue;
     l->queue = p;
     pthread_mutex_unlock(&l->mu);
-    /* Cannot fail short of a counter at its maximum. */
-    (void)write(l->wakefd, &one, sizeof(one));
+    wake(l);
     return 0;
 }
 
@@ -327,7 +375,8 @@ void rv_loop_stop(rv_loop *l)
     l->started = 0;
     for (; p != NULL; p = next) {
         next = p->next;
-        l->adopt(l->cls, NULL, p->fd, (struct sockaddr *)&p->addr, p->addrlen);
+        l->ops.adopt(l->cls, NULL, p->fd, (struct sockaddr *)&p->addr,
+                     p->addrlen);
         free(p);
     }
 }

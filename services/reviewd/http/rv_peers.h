@@ -2,11 +2,10 @@
  * rv_peers.h: open connections per client address, for
  * REVIEWD_MAX_CONNECTIONS_PER_IP.
  *
- * libmicrohttpd counts per address within one daemon, and reviewd runs
- * one daemon per event loop (rv_loop.h), so its count would allow each
- * address the limit once per loop.  This count is the process's: the
- * listener asks before handing a connection on, and the connection's
- * close gives its slot back.
+ * reviewd runs several event loops (rv_loop.h); a count per loop would
+ * allow each address the limit once per loop.  This count is the
+ * process's: the listener asks before handing a connection on, and the
+ * connection's close gives its slot back.
  *
  * Ownership: rv_peers_new / rv_peers_free.  Threads: any (one mutex,
  * held for a scan of the addresses connected now).
