@@ -13,6 +13,8 @@
  */
 #include "http/rv_hparse.h"
 
+#include <ctype.h>
+
 #include <string.h>
 #include <strings.h>
 
@@ -164,11 +166,30 @@ static void connection_el(rv_hhead *h, const char *v, size_t n, int params)
 
 static void te_el(rv_hhead *h, const char *v, size_t n, int params)
 {
-    /* Anything but one final "chunked" is counted against it. */
-    if (n == 7 && strncasecmp(v, "chunked", 7) == 0 && !params)
+    /* Anything but one final "chunked" is counted against it; the last
+     * coding seen decides te_last_chunked (fields are combined in
+     * order, RFC 9110 section 5.3). */
+    if (n == 7 && strncasecmp(v, "chunked", 7) == 0 && !params) {
         h->te_chunked++;
-    else
+        h->te_last_chunked = 1;
+    } else {
         h->te_other++;
+        h->te_last_chunked = 0;
+    }
+}
+
+/* A Host value: uri-host [":" port] (RFC 9110 section 7.2, RFC 3986),
+ * empty allowed; checked by its characters: a reg-name's or an
+ * IP-literal's and a port's, nothing else (no whitespace, no '/', '@',
+ * '?', '#'). */
+static int host_ok(const char *v)
+{
+    static const char extra[] = "-._~%!$&'()*+,;=:[]";
+
+    for (; *v != '\0'; v++)
+        if (!isalnum((unsigned char)*v) && strchr(extra, *v) == NULL)
+            return 0;
+    return 1;
 }
 
 /* Content-Length: 1*DIGIT within int64_t. */
@@ -221,6 +242,8 @@ static rv_hp_result header_line(rv_hhead *h, char *line, size_t n)
     *end = '\0';
     if (strcasecmp(line, "Host") == 0) {
         h->hosts++;
+        if (!host_ok(v))
+            return bad(&h->err, "the Host field is malformed");
     } else if (strcasecmp(line, "Content-Length") == 0) {
         return content_length(h, v);
     } else if (strcasecmp(line, "Transfer-Encoding") == 0) {
@@ -245,11 +268,16 @@ static rv_hp_result head_done(rv_hhead *h)
         if (h->content_length >= 0)
             return bad(&h->err,
                        "Transfer-Encoding and Content-Length together");
+        /* Without a final chunked the body's end cannot be known: 400
+         * and close (RFC 9112 section 6.3); chunked twice is malformed;
+         * a coding before a final chunked is one we do not implement. */
+        if (!h->te_last_chunked)
+            return bad(&h->err, "chunked is not the final transfer coding");
+        if (h->te_chunked != 1)
+            return bad(&h->err, "Transfer-Encoding is malformed");
         if (h->te_other > 0)
             return fail(&h->err, 501, "NOT_IMPLEMENTED",
                         "the only transfer coding accepted is chunked");
-        if (h->te_chunked != 1)
-            return bad(&h->err, "Transfer-Encoding is malformed");
         h->chunked = 1;
     }
     h->expect_continue = h->expect_continue && h->minor == 1;

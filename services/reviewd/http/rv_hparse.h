@@ -28,14 +28,15 @@
  * Refusals (status, code):
  *   400 BAD_REQUEST      malformed request line, header line, framing
  *                        (Content-Length not digits or out of range, two
- *                        that differ, Transfer-Encoding with it,
- *                        "chunked" twice), a bare CR, obs-fold,
- *                        whitespace before a colon, HTTP/1.1 without
- *                        exactly one Host, a malformed chunk;
+ *                        that differ, Transfer-Encoding with it or
+ *                        without a final "chunked", "chunked" twice),
+ *                        a bare CR, obs-fold, whitespace before a colon,
+ *                        HTTP/1.1 without exactly one Host, a Host that
+ *                        is not host[:port], a malformed chunk;
  *   413 PAYLOAD_TOO_LARGE a chunked body past its cap;
  *   414 URI_TOO_LONG     a request target over 8 KiB;
  *   431 HEADERS_TOO_LARGE header lines (or trailers) over 16 KiB;
- *   501 NOT_IMPLEMENTED  a transfer coding other than one final chunked;
+ *   501 NOT_IMPLEMENTED  a transfer coding before the final chunked;
  *   505 HTTP_VERSION_NOT_SUPPORTED  HTTP/d.d other than 1.0 and 1.1.
  *
  * Threads: the state belongs to its caller; no global state.
@@ -95,6 +96,7 @@ typedef struct rv_hhead {
     int te;              /* Transfer-Encoding seen */
     int te_chunked;      /* "chunked" codings in it */
     int te_other;        /* other codings in it */
+    int te_last_chunked; /* the last coding in it is chunked */
 } rv_hhead;
 
 /* Prepares h for a new request. */
