@@ -497,17 +497,21 @@ int rvt_server_terminate(rvt_server *s)
 
 void rvt_server_expect_clean(const rvt_server *s)
 {
+    const char *report;
+
     if (exited_clean(s))
         return;
+    report = rvt_server_log_has_sanitizer_report(s)
+                 ? ": its log holds a sanitizer's report"
+                 : "";
     if (WIFSIGNALED(s->exit_status)) {
         fail_msg("reviewd (log %s) was killed by signal %d (%s)%s", s->log,
                  WTERMSIG(s->exit_status), strsignal(WTERMSIG(s->exit_status)),
-                 rvt_server_log_has(s, "http_panic")
-                     ? ": libmicrohttpd panicked, see http_panic in its log"
-                     : "");
+                 report);
     }
-    fail_msg("reviewd (log %s) exited with status %d, not 0", s->log,
-             WIFEXITED(s->exit_status) ? WEXITSTATUS(s->exit_status) : -1);
+    fail_msg("reviewd (log %s) exited with status %d, not 0%s", s->log,
+             WIFEXITED(s->exit_status) ? WEXITSTATUS(s->exit_status) : -1,
+             report);
 }
 
 int rvt_server_stop(rvt_server *s)
@@ -554,6 +558,16 @@ int rvt_server_log_has(const rvt_server *s, const char *text)
 
     free(log);
     return has;
+}
+
+int rvt_server_log_has_sanitizer_report(const rvt_server *s)
+{
+    /* "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", and UBSan's
+     * "runtime error:" line (its summary names UndefinedBehaviorSanitizer
+     * only with print_summary). */
+    return rvt_server_log_has(s, "ERROR: AddressSanitizer")
+           || rvt_server_log_has(s, "ERROR: LeakSanitizer")
+           || rvt_server_log_has(s, "runtime error:");
 }
 
 typedef struct log_wait {

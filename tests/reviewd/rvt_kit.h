@@ -94,10 +94,11 @@ int rvt_server_start(rvt_server *s, const rvt_db *db, const char *redis_url,
                      const char *const *extra_env, const char *name);
 /*
  * SIGTERM, waits up to 15 s (then SIGKILL), and requires a clean exit:
- * status 0, no signal (a crash, an abort by libmicrohttpd's panic, or
- * under ASan an error or a leak), else the running cmocka test fails
- * there, naming the status and the log (its tail on stderr).  Returns 1
- * (the return is kept for callers that test it).
+ * status 0, no signal (a crash, an abort, or under the sanitizers an
+ * error or a leak), else the running cmocka test fails there, naming
+ * the status and the log (its tail on stderr), and saying so when the
+ * log holds a sanitizer's report.  Returns 1 (the return is kept for
+ * callers that test it).
  */
 int rvt_server_stop(rvt_server *s);
 /* rvt_server_stop without the requirement, for cleanup that must finish
@@ -111,6 +112,9 @@ void rvt_server_expect_clean(const rvt_server *s);
 void rvt_server_remove_dir(const rvt_server *s);
 /* 1 if the server's log contains text. */
 int rvt_server_log_has(const rvt_server *s, const char *text);
+/* 1 if the server's log (its stderr too) holds a report of ASan, LSan or
+ * UBSan, whatever the exit status they left. */
+int rvt_server_log_has_sanitizer_report(const rvt_server *s);
 /* 1 once the server's log contains text, 0 if it did not within 5 s:
  * for the access log's lines, which reviewd writes in batches
  * (REVIEWD_LOG_FLUSH_MS), so a request's line may come a little after

@@ -245,6 +245,13 @@ void rvt_wire_read(rvt_wire *w, int head, int timeout_ms, rvt_answer *a)
         end = hlen + blen;
     }
     body = chunked != NULL ? chunked : w->buf + hlen;
+    snprintf(a->status_line, sizeof(a->status_line), "%.*s",
+             (int)strcspn(hdr, "\r\n"), hdr);
+    /* Each field line ends in a CRLF, after the status line's own. */
+    const char *line_end = strstr(hdr, "\r\n");
+    while (line_end != NULL
+           && (line_end = strstr(line_end + 2, "\r\n")) != NULL)
+        a->fields++;
     header_value(hdr, "X-Request-Id", a->request_id, sizeof(a->request_id));
     header_value(hdr, "Content-Type", a->content_type,
                  sizeof(a->content_type));

@@ -30,8 +30,10 @@ typedef struct rvt_wire {
 
 /* One parsed answer. */
 typedef struct rvt_answer {
-    int status;   /* 0: none (EOF, reset, timeout or not HTTP) */
-    char why[64]; /* why there was none */
+    int status;           /* 0: none (EOF, reset, timeout or not HTTP) */
+    char why[64];         /* why there was none */
+    char status_line[64]; /* as sent, without its CRLF */
+    int fields;           /* how many header field lines it had */
     char request_id[160];
     char content_type[80];
     char connection[64]; /* the Connection header's value */

@@ -264,9 +264,7 @@ static void survive_outage(const outage *o)
     }
     /* Sampling starts as soon as every client has begun: the first calls
      * are still waiting out their budget, which is when a pool without
-     * bulkheads is full.  (Not in the same instant: a connection that
-     * libmicrohttpd accepts in one batch with a blocked request waits
-     * behind it, docs/api.md says so.) */
+     * bulkheads is full. */
     assert_true(testkit_wait_until(all_started, &bc->started, 10000));
     begin = testkit_now_ms();
     for (n = 0; n < SAMPLES && elapsed < OUTAGE_MAX_MS

@@ -105,8 +105,10 @@ static void the_connection_limit_holds_further_clients_off(void **state)
     (void)state;
     for (i = 0; i < 4; i++)
         idle[i] = open_idle(srv.port);
-    /* With all four slots taken, a fifth client is not served (MHD keeps
-     * it in the backlog or closes it); 500 ms is the bound of "not". */
+    /* With all four slots taken, a fifth client is not served (the
+     * listener accepts nothing while the limit is reached, so it waits in
+     * the kernel's backlog: rv_listener.h); 500 ms is the bound of
+     * "not". */
     rvt_http_raw(srv.port, healthz, sizeof(healthz) - 1, 500, &r);
     TK_EXPECT(r.status == 0,
               "no answer beyond the connection limit, got "

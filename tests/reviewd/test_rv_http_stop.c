@@ -2,18 +2,20 @@
  * test_rv_http_stop.c: reviewd's HTTP server stops cleanly while its
  * event loops are busy, hundreds of times in a row.
  *
- * SIGTERM once aborted reviewd (SIGABRT, about one stop in a few hundred
- * under load): rv_http_stop called MHD_quiesce_daemon, which in
- * libmicrohttpd 0.9.75 races with MHD's own epoll loops over the
- * listening socket and MHD_PANICs when it loses (rv_listener.h).  The
- * race needs an event loop running at the moment of the stop, and a
- * whole reviewd process takes too long to start for the hundreds of
- * stops that hit it, so this runs the server in-process (rv_http_start
- * with a configuration and a log, no database: /healthz is answered
- * from memory) and cycles start, load, stop for about 4 s (60 s with
+ * It guards stopping while connections are busy: rv_http_stop stops
+ * the listener's thread and closes its socket (rv_listener.h), waits
+ * for the requests in flight, then stops the event loops with
+ * connections still open, being read or written.  A race there shows
+ * only when a loop is running at the moment of the stop, perhaps one
+ * stop in hundreds, and a whole reviewd process takes too long to start
+ * for that many, so this runs the server in-process (rv_http_start with
+ * a configuration and a log, no database: /healthz is answered from
+ * memory) and cycles start, load, stop for about 4 s (60 s with
  * DLOCK_TEST_LONG=1) while client threads ask /healthz on fresh
- * connections as fast as they can.  A panic aborts this program, which
- * is the failure; every cycle must also see its probes answered.
+ * connections as fast as they can.  Every cycle must see its probes
+ * answered, and once they are all done no request is in flight and no
+ * connection open; a crash or a hang of this program (or, in the ASan
+ * build, a sanitizer's report) is the failure.
  * test_reviewd_shutdown.c does the same to the real binary with requests
  * parked in its workers.
  *
