@@ -634,8 +634,9 @@ static void a_pipelined_head_has_no_body_and_a_close_ends_the_pipeline(
     rvt_answer_clear(&a);
     expect_answer_to(&w, 1, 200, "two", "the pipelined HEAD /healthz", &a);
     rvt_answer_clear(&a);
-    /* A body after the HEAD's head would be read as the next answer. */
-    TK_EXPECT(w.got == 0 || strncmp(w.buf, "HTTP/1.1 ", 9) == 0,
+    /* A body after the HEAD's head would be read as the next answer:
+     * whatever has come after it is the start of the next. */
+    TK_EXPECT(strncmp(w.buf, "HTTP/1.1 ", w.got < 9 ? w.got : 9) == 0,
               "the HEAD's answer has no body: %.80s", w.buf);
     expect_answer(&w, 404, "three", "the pipelined GET of no resource", &a);
     TK_EXPECT(rvt_answer_is_json_error(&a, 0) && a.closes,
