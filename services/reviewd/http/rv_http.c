@@ -27,10 +27,13 @@
  *            the rest on EPOLLOUT); then the next request, or the close;
  *   C_LINGER the server closes while the client may still be sending:
  *            its write side is shut once the answer is out, and what
- *            arrives is read and dropped for up to RV_LINGER_MS (and
- *            RV_DISCARD_MAX bytes) before close, so that the client's
+ *            arrives is read and dropped until the client closes, or
+ *            RV_DISCARD_MAX bytes, or RV_LINGER_IDLE_MS without a byte,
+ *            or RV_LINGER_MS in all, before close, so that the client's
  *            writes never meet a reset that destroys the answer before
- *            it is read (nginx's lingering close).
+ *            it is read (nginx's lingering close: a client that keeps
+ *            sending is not cut off by a slow machine, one that stalls
+ *            does not hold its slot).
  *
  * An answer decided on the headers is sent after the body, which is
  * read and dropped, keeping the connection; only a body declared over
@@ -97,8 +100,11 @@
 #define RV_BUF_SIZE (RV_HP_HEAD_MAX + 8 * 1024)
 /* The response's status line and headers, at most. */
 #define RV_HDR_MAX 2048
-/* Lingering close: how long, and how much, is read and dropped. */
-#define RV_LINGER_MS 2000
+/* Lingering close: how long in all, and how long without a byte,
+ * what the client still sends is read and dropped (how much: at most
+ * RV_DISCARD_MAX). */
+#define RV_LINGER_MS 30000
+#define RV_LINGER_IDLE_MS 5000
 /* Each loop looks at its connections' deadlines this often. */
 #define RV_SCAN_MS 100
 /* Connections the kernel holds for us while reviewd is busy or full. */
@@ -1151,7 +1157,8 @@ static void check_times(http_conn *c, int64_t now)
             conn_close(c, "timeout");
         return;
     case C_LINGER:
-        if (now >= c->linger_until)
+        if (now >= c->linger_until
+            || now - c->last_active >= RV_LINGER_IDLE_MS)
             conn_close(c, NULL);
         return;
     case C_RUN: return;
