@@ -226,14 +226,14 @@ if [ -n "$bad" ]; then
     echo "FAIL: codes written in a form this test cannot read (add the" \
          "form to its emitters or pass-throughs, with where the code" \
          "comes from):" >&2
-    printf '  %s\n' "$bad" >&2
+    printf '%s\n' "$bad" | sed 's/^/  /' >&2
     failed=1
 fi
 stale=$(printf '%s\n' "$found" | sed -n 's/^STALE //p')
 if [ -n "$stale" ]; then
     echo "FAIL: pass-throughs listed in $0 that the sources no longer" \
          "hold (update the list):" >&2
-    printf '  %s\n' "$stale" >&2
+    printf '%s\n' "$stale" | sed 's/^/  /' >&2
     failed=1
 fi
 
@@ -243,7 +243,7 @@ emitted=$(printf '%s\n' "$found" | awk '$1 == "EMIT" { print $2, $3 }' |
 if [ "$(printf '%s\n' "$emitted" | grep -c .)" -lt 10 ]; then
     echo "FAIL: found only these codes in $src, the extraction is" \
          "broken:" >&2
-    printf '  %s\n' "$emitted" >&2
+    printf '%s\n' "$emitted" | sed 's/^/  /' >&2
     exit 1
 fi
 
@@ -264,7 +264,7 @@ unread=$(printf '%s\n' "$table" | sed -n 's/^UNREAD //p')
 if [ -n "$unread" ]; then
     echo "FAIL: rows of docs/api.md's error table not in the form" \
          "| \`CODE\` | STATUS | ...:" >&2
-    printf '  %s\n' "$unread" >&2
+    printf '%s\n' "$unread" | sed 's/^/  /' >&2
     failed=1
 fi
 documented=$(printf '%s\n' "$table" | grep -v '^UNREAD ' | LC_ALL=C sort -u)
@@ -290,7 +290,7 @@ stray=$(printf '%s\n' "$found" |
 if [ -n "$stray" ]; then
     echo "FAIL: error codes written outside any form this test reads" \
          "(a table or variable: add its form to the test):" >&2
-    printf '  %s\n' "$stray" >&2
+    printf '%s\n' "$stray" | sed 's/^/  /' >&2
     failed=1
 fi
 
