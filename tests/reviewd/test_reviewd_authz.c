@@ -16,7 +16,11 @@
  *     author's own approve are 403 (not 409 LOCK_BUSY);
  *   - with the document's row locked by another transaction, a stranger's
  *     PUT and submit are 403 at once (before: they waited on the row lock
- *     until the statement timeout and answered 503).
+ *     until the statement timeout and answered 503);
+ *   - with the review's and the document's rows locked by another
+ *     transaction, the author's own approve and reject (as a reviewer, as
+ *     an admin) are 403 at once, four eyes being checked before the rows
+ *     are locked.
  *
  * The attackers' state and threads live in static storage (the_attack),
  * and end_attack, the case's teardown, stops and joins them whether the
@@ -278,6 +282,63 @@ static void a_locked_row_still_answers_strangers_403_at_once(void **state)
     rvt_resp_free(&r);
 }
 
+/* Four eyes before the row locks: with the review's and the document's
+ * rows held by another transaction (as a long decision by a rightful
+ * reviewer would hold them), the document's own author and submitter,
+ * signed in as a reviewer (approve) or an admin (reject), is 403 at once.
+ * Were four eyes checked only under the row lock (the decision's
+ * statement refuses her without locking, then reads both rows FOR
+ * UPDATE to say why), she would wait for the rows and answer 503 at the
+ * 3 s statement timeout instead. */
+static void a_locked_review_still_answers_the_author_403_at_once(void **state)
+{
+    char doc[24], rid[24], sql[256], path[128];
+    char *alice_reviewer = NULL, *alice_admin = NULL;
+    rvt_resp r;
+    int64_t t0;
+
+    (void)state;
+    assert_int_equal(rvt_create_pending(srv.port, alice, doc, rid), 0);
+    alice_reviewer = rvt_token("alice", "reviewer", 3600);
+    alice_admin = rvt_token("alice", "admin", 3600);
+    assert_non_null(alice_reviewer);
+    assert_non_null(alice_admin);
+    snprintf(sql, sizeof(sql),
+             "BEGIN; SELECT r.id FROM kh_document_review r JOIN kh_document "
+             "d ON d.id = r.document_id WHERE r.id = %s FOR UPDATE OF r, d",
+             rid);
+    assert_int_equal(rvt_sql(&db, sql, NULL, 0), 0);
+    snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
+    t0 = testkit_now_ms();
+    rvt_call(srv.port, "POST", path, alice_reviewer, NULL, NULL, &r);
+    rvt_expect_status(&r, 403, "FORBIDDEN",
+                      "the author's own approve (as a reviewer) while the "
+                      "rows are locked");
+    rvt_resp_free(&r);
+    snprintf(path, sizeof(path), "/v1/reviews/%s/reject", rid);
+    rvt_call(srv.port, "POST", path, alice_admin, "{\"comment\":\"no\"}", NULL,
+             &r);
+    rvt_expect_status(&r, 403, "FORBIDDEN",
+                      "the author's own reject (as an admin) while the rows "
+                      "are locked");
+    rvt_resp_free(&r);
+    /* Under the 3 s statement timeout a wait on the row lock shows. */
+    TK_EXPECT(testkit_now_ms() - t0 < 2500,
+              "both answered without waiting "
+              "for the row locks (took %lld ms)",
+              (long long)(testkit_now_ms() - t0));
+    free(alice_reviewer);
+    free(alice_admin);
+    assert_int_equal(rvt_sql(&db, "ROLLBACK", NULL, 0), 0);
+    /* The review was decidable all along: only four eyes stood in the
+     * way, and a reviewer who is not the author decides it. */
+    snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
+    rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
+    rvt_expect_status(&r, 200, NULL,
+                      "another reviewer once the rows are free");
+    rvt_resp_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +346,7 @@ int main(void)
                                   end_attack),
         cmocka_unit_test(a_held_redis_lock_still_answers_strangers_403),
         cmocka_unit_test(a_locked_row_still_answers_strangers_403_at_once),
+        cmocka_unit_test(a_locked_review_still_answers_the_author_403_at_once),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
