@@ -25,8 +25,10 @@
 # before it is wired to an emitter.
 #
 # It fails listing every code emitted but not documented, documented but
-# never emitted, emitted with a status the table does not give it, or
-# missing from (or extra in) openapi.yaml's enum.
+# never emitted, emitted with a status the table does not give it,
+# missing from (or extra in) openapi.yaml's Error.code enum, or carried
+# by one of openapi.yaml's responses at a status the table does not give
+# it.  DLOCK_DEBUG=1 prints every finding read from the sources.
 set -u
 
 if [ $# -ne 1 ]; then
@@ -335,9 +337,85 @@ else
         "emitted by reviewd" "$emitted"
 fi
 
+# docs/openapi.yaml: each response of components/responses whose body's
+# code is a const or an enum, at each status an operation lists it under:
+# every such code at that status is one docs/api.md gives it.  Two
+# responses are listed under no operation: tools/openapi-check/check.mjs
+# applies them by name to the answers it wants at these statuses.
+by_name='
+REF MethodNotAllowed 405
+REF UnknownPath 404
+'
+pairs=$( (printf '%s\n' "$by_name" | grep .; awk '
+    /^components:/ { comp = 1; next }
+    /^[A-Za-z]/ { comp = 0 }
+    comp && /^  [A-Za-z]/ { inresp = ($0 ~ /^  responses:/); next }
+    inresp && /^    [A-Za-z][A-Za-z0-9_]*:/ {
+        name = $1; sub(/:$/, "", name); next
+    }
+    inresp && /code:/ {
+        s = $0
+        if (s !~ /code: \{(const|enum): [^{}]*\}/) { print "UNREAD", name, s; next }
+        sub(/.*code: \{(const|enum): */, "", s); sub(/\}.*/, "", s)
+        gsub(/[][ ]/, "", s)
+        n = split(s, a, ",")
+        for (i = 1; i <= n; i++) if (a[i] != "") print "CODE", name, a[i]
+        next
+    }
+    {
+        s = $0
+        while (match(s, /["\047][0-9][0-9][0-9]["\047]: \{\$ref: "#\/components\/responses\/[A-Za-z0-9_]+"/)) {
+            m = substr(s, RSTART, RLENGTH)
+            st = substr(m, 2, 3); sub(/.*\//, "", m); sub(/"$/, "", m)
+            print "REF", m, st
+            s = substr(s, RSTART + RLENGTH)
+        }
+    }
+' "$oas") | awk '
+    $1 == "UNREAD" { print; next }
+    $1 == "CODE" { codes[$2] = codes[$2] " " $3; next }
+    $1 == "REF" { refs[$2 " " $3] = 1 }
+    END {
+        for (k in refs) {
+            split(k, ks, " ")
+            if (!(ks[1] in codes)) continue
+            seen[ks[1]] = 1
+            n = split(codes[ks[1]], c, " ")
+            for (i = 1; i <= n; i++) print "PAIR", c[i], ks[2], ks[1]
+        }
+        for (r in codes) if (!(r in seen)) print "UNUSED", r
+    }' | LC_ALL=C sort -u)
+unread=$(printf '%s\n' "$pairs" | sed -n 's/^UNREAD //p')
+if [ -n "$unread" ]; then
+    echo "FAIL: openapi.yaml response codes not in the form" \
+         "code: {const: X} or code: {enum: [X, ...]} on one line:" >&2
+    printf '%s\n' "$unread" | sed 's/^/  /' >&2
+    failed=1
+fi
+unused=$(printf '%s\n' "$pairs" | sed -n 's/^UNUSED //p')
+if [ -n "$unused" ]; then
+    echo "FAIL: openapi.yaml responses with a code that no operation" \
+         "lists under a status:" >&2
+    printf '%s\n' "$unused" | sed 's/^/  /' >&2
+    failed=1
+fi
+if [ "$(printf '%s\n' "$pairs" | grep -c '^PAIR ')" -lt 10 ]; then
+    echo "FAIL: no response codes read from $oas" >&2
+    failed=1
+fi
+while read -r _ code status response; do
+    [ -n "$code" ] || continue
+    if ! printf '%s\n' "$documented" | grep -qx "$code $status"; then
+        echo "FAIL: openapi.yaml's $response answers $code with $status," \
+             "docs/api.md's table does not" >&2
+        failed=1
+    fi
+done < <(printf '%s\n' "$pairs" | grep '^PAIR ')
+
 if [ $failed = 0 ]; then
     echo "ok: $(printf '%s\n' "$emitted" | grep -c .) codes emitted by" \
          "reviewd, each in docs/api.md's table with its status and in" \
-         "openapi.yaml's enum, and nothing more"
+         "openapi.yaml's enum, and nothing more; openapi.yaml's" \
+         "responses give each code its status"
 fi
 exit $failed
