@@ -16,6 +16,8 @@
 #     X->code = "CODE");
 #   - a constant JSON body holding "code":"CODE" (its status is the one
 #     assigned with that code in the same file).
+# An error body made any other way (svc_json_error_body() called outside
+# rv_reply_error(), a "code" key written by hand) fails too.
 # A status or code that is not a literal (a variable, a table, a struct
 # field) is accepted only where it is listed below as the pass-through of
 # another emitter whose literals are read; any other is a failure, so a
@@ -53,6 +55,7 @@ http/rv_http.c|rv_reply_error(&c->h->reply, status, code, detail)
 http/rv_http.c|rv_reply_error(&c->h->reply, c->body.err.status, c->body.err.code, c->body.err.detail)
 http/rv_http.c|refuse(c, c->head.err.status, c->head.err.code, c->head.err.detail)
 api/rv_reply.c|reply->code = code
+api/rv_reply.c|svc_json_error_body(code, detail)
 http/rv_hparse.c|e->code = code
 '
 # rv_http.c's refuse() passes its own parameters on (refuse is an
@@ -123,7 +126,7 @@ function scan(f, t,    rel, pos, m, name, n, call, decl, i, rest, before,
     gsub(/\( /, "(", t); gsub(/ \)/, ")", t)
     # Calls of the emitters.
     rest = t; pos = 0
-    while (match(rest, /(^|[^A-Za-z0-9_])(rv_reply_error|refuse|fail) ?\(/)) {
+    while (match(rest, /(^|[^A-Za-z0-9_])(rv_reply_error|refuse|fail|svc_json_error_body) ?\(/)) {
         m = substr(rest, RSTART, RLENGTH)
         name = m; sub(/^[^A-Za-z_]/, "", name); sub(/ ?\($/, "", name)
         i = pos + RSTART + RLENGTH - 1
@@ -138,7 +141,8 @@ function scan(f, t,    rel, pos, m, name, n, call, decl, i, rest, before,
         if (A[1] ~ /^[A-Za-z_][A-Za-z0-9_]* ?\*+ ?[A-Za-z_][A-Za-z0-9_]*$/ ||
             A[1] ~ /^(const |struct |unsigned )?[A-Za-z_][A-Za-z0-9_]* [A-Za-z_][A-Za-z0-9_]*$/)
             continue
-        if (n >= 3 && A[2] ~ /^[0-9][0-9][0-9]$/ && is_code(A[3])) {
+        if (name != "svc_json_error_body" && n >= 3 &&
+            A[2] ~ /^[0-9][0-9][0-9]$/ && is_code(A[3])) {
             print "EMIT", unq(A[3]), A[2], rel
             continue
         }
@@ -184,6 +188,10 @@ function scan(f, t,    rel, pos, m, name, n, call, decl, i, rest, before,
             code = substr(lit, RSTART, RLENGTH)
             sub(/^\\"code\\": ?\\"/, "", code); sub(/\\"$/, "", code)
             bodies[rel SUBSEP code] = 1
+            continue
+        }
+        if (lit == "\"code\"") {
+            print "BAD", rel, "a \"code\" key: an error body built by hand"
             continue
         }
         if (!is_code(lit)) continue
