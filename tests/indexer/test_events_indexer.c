@@ -109,15 +109,17 @@ static int teardown(void **state)
     return clean ? 0 : -1;
 }
 
-/* After each case: its kh-indexer goes, whatever happened. */
+/* After each case: its kh-indexer goes, whatever happened, and must
+ * exit 0 (a sanitizer's report makes it exit otherwise). */
 static int end_case(void **state)
 {
     fixture *f = *state;
+    int clean = 1;
 
     if (f->ix.pid > 0)
-        evt_indexer_stop(&f->ix);
+        clean = evt_indexer_stop(&f->ix);
     f->ix.pid = 0;
-    return 0;
+    return clean ? 0 : -1;
 }
 
 /* Creates, submits and approves n documents; their ids into docs. */
@@ -215,7 +217,8 @@ static void no_password_in_the_output(fixture *f, const char *url)
                      0);
     TK_EXPECT(testkit_wait_until(event_failed_logged, &f->ix, WAIT_MS),
               "kh-indexer on %s logs the event it could not apply", url);
-    evt_indexer_stop(&f->ix);
+    TK_EXPECT(evt_indexer_stop(&f->ix),
+              "kh-indexer on %s stops cleanly (exit 0)", url);
     f->ix.pid = 0;
     TK_EXPECT(evt_indexer_output_has(&f->ix, "postgres connect: "),
               "the failure gives libpq's reason (%s)", f->ix.log);
