@@ -954,14 +954,13 @@ static void indexer_log_tail(const evt_indexer *ix)
         fprintf(stderr, "evt: no log at %s\n", ix->log);
 }
 
-int evt_indexer_start(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
+int evt_indexer_spawn(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
                       const char *const *extra_env, const char *name)
 {
     static int counter;
     char e_db[600], e_amqp[300], e_log[700], out[700];
     const char *env[40];
     const char *const argv[] = {"kh-indexer", NULL};
-    indexer_wait w = {ix, 0};
     int n = 0, i;
 
     memset(ix, 0, sizeof(*ix));
@@ -982,8 +981,22 @@ int evt_indexer_start(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
         env[n++] = extra_env[i];
     env[n] = NULL;
     ix->pid = rvt_spawn(evt_indexer_bin(), argv, env, out);
-    if (ix->pid < 0
-        || !testkit_wait_until(indexer_consuming, &w, EVT_START_TIMEOUT_MS)
+    if (ix->pid < 0) {
+        fprintf(stderr, "evt: kh-indexer did not spawn\n");
+        ix->pid = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int evt_indexer_start(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
+                      const char *const *extra_env, const char *name)
+{
+    indexer_wait w = {ix, 0};
+
+    if (evt_indexer_spawn(ix, db, amqp_url, extra_env, name) != 0)
+        return -1;
+    if (!testkit_wait_until(indexer_consuming, &w, EVT_START_TIMEOUT_MS)
         || w.exited) {
         fprintf(stderr, "evt: kh-indexer did not start consuming (%s)\n",
                 w.exited ? "it exited" : "no consuming line");
@@ -992,6 +1005,34 @@ int evt_indexer_start(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
         return -1;
     }
     return 0;
+}
+
+/* 1 if the file at path contains text (0 if not, or unreadable). */
+static int file_has(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int found = 0;
+
+    if (f == NULL)
+        return 0;
+    /* Lines are short JSON objects or plain messages: text never spans
+     * two, and a line is read whole whatever its length. */
+    while (!found && (len = getline(&buf, &cap, f)) > 0)
+        found = memmem(buf, (size_t)len, text, strlen(text)) != NULL;
+    free(buf);
+    fclose(f);
+    return found;
+}
+
+int evt_indexer_output_has(const evt_indexer *ix, const char *text)
+{
+    char out[700];
+
+    snprintf(out, sizeof(out), "%s.out", ix->log);
+    return file_has(ix->log, text) || file_has(out, text);
 }
 
 static int indexer_gone(void *arg)

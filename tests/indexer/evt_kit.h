@@ -214,6 +214,14 @@ const char *evt_indexer_bin(void);
  */
 int evt_indexer_start(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
                       const char *const *extra_env, const char *name);
+/* The same without the wait: returns 0 once the process is spawned (or
+ * -1), whatever it does next; for a kh-indexer that is not meant to
+ * consume. */
+int evt_indexer_spawn(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
+                      const char *const *extra_env, const char *name);
+/* 1 if text shows anywhere in what the kh-indexer wrote: its log file
+ * or its stdout and stderr (log.out). */
+int evt_indexer_output_has(const evt_indexer *ix, const char *text);
 /* SIGTERM, waits up to 15 s (then SIGKILL).  Returns 1 if it exited 0. */
 int evt_indexer_stop(evt_indexer *ix);
 

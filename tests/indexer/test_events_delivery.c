@@ -25,7 +25,11 @@
  *   - amqps with a wrong CA (4): a reviewd given another CA never
  *     connects: /readyz keeps amqp "down", and its log says the TLS
  *     handshake was refused because the peer's certificate did not
- *     verify (and names the CA file).
+ *     verify (and names the CA file);
+ *   - kh-indexer over amqps with a wrong CA (4): two approvals wait in a
+ *     queue; a kh-indexer given another CA logs the same refusal, never
+ *     consumes and indexes nothing, and a kh-indexer given the test CA
+ *     then indexes both (they were left in the queue).
  *
  * Waits are conditions with deadlines that only catch a hang.
  */
@@ -362,6 +366,73 @@ static void amqps_with_a_wrong_ca_is_refused(void **state)
     rvt_resp_free(&r);
 }
 
+static int indexer_says_refused(void *arg)
+{
+    const evt_indexer *ix = arg;
+
+    return evt_indexer_output_has(ix, "tls handshake refused (CA ")
+           && evt_indexer_output_has(ix, "SSL peer cert verification failed");
+}
+
+/* Two approvals wait in a queue of their own (published over plain
+ * AMQP); a kh-indexer given another CA for amqps:// must refuse the
+ * broker and take none of them, and one given the test CA then indexes
+ * both, which shows they were still there. */
+static void indexer_over_amqps_with_a_wrong_ca_refuses(void **state)
+{
+    fixture *f = *state;
+    char exchange[64], queue[80], e_ex[100], e_q[160], e_amqp[200];
+    char wrong_ca[600], right_ca[600], k_ex[100], k_q[100], docs[2][24];
+    const char *const env[] = {e_amqp, e_ex, e_q, "REVIEWD_LOG_FILE=@log",
+                               NULL};
+    const char *const wrong_env[] = {k_ex, k_q, wrong_ca, NULL};
+    const char *const right_env[] = {k_ex, k_q, right_ca, NULL};
+    docs_wait w = {f, docs, 2};
+    int i;
+
+    own_name(exchange, sizeof(exchange), "wrongca.ix");
+    snprintf(queue, sizeof(queue), "%s.q", exchange);
+    snprintf(e_ex, sizeof(e_ex), "REVIEWD_AMQP_EXCHANGE=%s", exchange);
+    snprintf(e_q, sizeof(e_q), "REVIEWD_AMQP_QUEUES=%s:document.approved",
+             queue);
+    snprintf(e_amqp, sizeof(e_amqp), "AMQP_URL=%s", f->rabbit.url);
+    snprintf(wrong_ca, sizeof(wrong_ca), "AMQP_CACERT=%s/wrong-ca.pem",
+             f->rabbit.tls_dir);
+    snprintf(right_ca, sizeof(right_ca), "AMQP_CACERT=%s/ca.pem",
+             f->rabbit.tls_dir);
+    snprintf(k_ex, sizeof(k_ex), "KH_EXCHANGE=%s", exchange);
+    snprintf(k_q, sizeof(k_q), "KH_QUEUE=%s", queue);
+    assert_int_equal(rvt_server_start(&f->relay, &f->db, testkit_redis_url(),
+                                      env, "evt-delivery"),
+                     0);
+    TK_EXPECT(rvt_wait_ready(f->relay.port, "ok", NULL, WAIT_MS),
+              "reviewd connects to the broker at %s", f->rabbit.url);
+    assert_int_equal(approve_docs(f, f->relay.port, docs, 2), 0);
+    TK_EXPECT(evt_db_wait_outbox_empty(&f->db, WAIT_MS),
+              "the relay publishes the approvals into %s", queue);
+    assert_int_equal(evt_indexer_spawn(&f->ix, &f->db, f->rabbit.tls_url,
+                                       wrong_env, "evt-delivery"),
+                     0);
+    TK_EXPECT(testkit_wait_until(indexer_says_refused, &f->ix, WAIT_MS),
+              "kh-indexer's log says the TLS handshake was refused: peer "
+              "certificate verification failed (%s)",
+              f->ix.log);
+    TK_EXPECT(!evt_indexer_output_has(&f->ix, "\"consuming\""),
+              "kh-indexer never says it is consuming");
+    TK_EXPECT(evt_log_count(f->ix.log, "event_done", NULL) == 0,
+              "kh-indexer applied no event");
+    for (i = 0; i < 2; i++)
+        TK_EXPECT(evt_db_chunks(&f->db, docs[i]) == 0,
+                  "document %s is not indexed", docs[i]);
+    TK_EXPECT(evt_indexer_stop(&f->ix), "the refused kh-indexer exits 0");
+    f->ix.pid = 0;
+    assert_int_equal(evt_indexer_start(&f->ix, &f->db, f->rabbit.tls_url,
+                                       right_env, "evt-delivery"),
+                     0);
+    TK_EXPECT(testkit_wait_until(all_docs_indexed, &w, WAIT_MS),
+              "with the test CA, kh-indexer indexes both waiting documents");
+}
+
 #define CASE(fn) cmocka_unit_test_teardown(fn, end_case)
 
 int main(void)
@@ -371,6 +442,7 @@ int main(void)
         CASE(events_before_any_consumer_reach_the_indexer),
         CASE(amqps_with_the_test_ca_publishes_and_consumes),
         CASE(amqps_with_a_wrong_ca_is_refused),
+        CASE(indexer_over_amqps_with_a_wrong_ca_refuses),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -101,7 +101,7 @@ static PGresult *run(kh_store *s, const char *what, const char *sql, int n,
 
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return res;
-    kh_store_set_err(err, errlen, what,
+    kh_store_set_err(s, err, errlen, what,
                      res != NULL ? PQresultErrorMessage(res)
                                  : PQerrorMessage(s->pg));
     PQclear(res);

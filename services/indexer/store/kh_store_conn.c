@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svc_log.h"
+
 kh_store *kh_store_new(const char *url, const kh_store_opts *opts, char *err,
                        size_t errlen)
 {
@@ -62,12 +64,19 @@ const char *kh_store_content_where(const kh_store *s)
                             : "kh_document_content";
 }
 
-void kh_store_set_err(char *err, size_t errlen, const char *what,
-                      const char *msg)
+void kh_store_set_err(const kh_store *s, char *err, size_t errlen,
+                      const char *what, const char *msg)
 {
+    char clean[1024];
     size_t n;
 
-    snprintf(err, errlen, "%s: %s", what, msg != NULL ? msg : "?");
+    /* libpq's messages can quote the connection string, or the piece of
+     * it it could not use (a password with a '/' read as a port): the
+     * password goes before the message reaches err, hence every log
+     * line that carries it (finding 7 of issue 15, as in reviewd). */
+    svc_log_redact_secrets(s->url, msg != NULL ? msg : "?", clean,
+                           sizeof(clean));
+    snprintf(err, errlen, "%s: %s", what, clean);
     n = strlen(err);
     while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
         err[--n] = '\0';
@@ -98,7 +107,7 @@ static int prepare_table(kh_store *s, const kh_stmt *stmts, size_t n,
             char what[64];
 
             snprintf(what, sizeof(what), "prepare %s", stmts[i].name);
-            kh_store_set_err(err, errlen, what,
+            kh_store_set_err(s, err, errlen, what,
                              res != NULL ? PQresultErrorMessage(res)
                                          : PQerrorMessage(s->pg));
             PQclear(res);
@@ -148,7 +157,7 @@ int kh_store_connect(kh_store *s, char *err, size_t errlen)
     snprintf(timeout, sizeof(timeout), "%d", s->opts.pg_timeout_s);
     s->pg = PQconnectdbParams(keys, vals, 1);
     if (s->pg == NULL || PQstatus(s->pg) != CONNECTION_OK) {
-        kh_store_set_err(err, errlen, "postgres connect",
+        kh_store_set_err(s, err, errlen, "postgres connect",
                          s->pg != NULL ? PQerrorMessage(s->pg)
                                        : "out of memory");
         PQfinish(s->pg);
@@ -172,7 +181,7 @@ int kh_store_connect(kh_store *s, char *err, size_t errlen)
              s->opts.pg_timeout_s * 1000);
     res = PQexec(s->pg, stmt);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        kh_store_set_err(err, errlen, "postgres session",
+        kh_store_set_err(s, err, errlen, "postgres session",
                          PQresultErrorMessage(res));
         PQclear(res);
         kh_store_drop_connection(s);
@@ -214,7 +223,7 @@ int kh_store_run_steps(kh_store *s, const kh_step *steps, int n, int keep,
                                    steps[i].params, NULL, NULL, 0)
                == 1;
     if (!sent || PQpipelineSync(s->pg) != 1) {
-        kh_store_set_err(err, errlen, steps[0].what,
+        kh_store_set_err(s, err, errlen, steps[0].what,
                          s->pg != NULL ? PQerrorMessage(s->pg)
                                        : "not connected");
         kh_store_drop_connection(s);
@@ -229,7 +238,7 @@ int kh_store_run_steps(kh_store *s, const kh_step *steps, int n, int keep,
         if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK
             && *failed_at == n) {
             *failed_at = i;
-            kh_store_set_err(err, errlen, steps[i].what,
+            kh_store_set_err(s, err, errlen, steps[i].what,
                              r != NULL ? PQresultErrorMessage(r)
                                        : PQerrorMessage(s->pg));
         }
@@ -252,7 +261,7 @@ int kh_store_run_steps(kh_store *s, const kh_step *steps, int n, int keep,
         kh_store_drop_connection(s);
     if (*failed_at < n || (*kept == NULL && keep >= 0)) {
         if (*failed_at == n)
-            kh_store_set_err(err, errlen, steps[n - 1].what,
+            kh_store_set_err(s, err, errlen, steps[n - 1].what,
                              "the connection failed");
         PQclear(*kept);
         *kept = NULL;

@@ -67,9 +67,12 @@ void kh_store_drop_connection(kh_store *s);
  * next statement that fails. */
 void kh_store_rollback_quietly(kh_store *s);
 
-/* Writes "what: msg" to err, without libpq's trailing newline. */
-void kh_store_set_err(char *err, size_t errlen, const char *what,
-                      const char *msg);
+/* Writes "what: msg" to err, without libpq's trailing newline and with
+ * the password of s's connection string taken out of msg wherever it
+ * shows (svc_log_redact_secrets): every error of the store can reach a
+ * log line. */
+void kh_store_set_err(const kh_store *s, char *err, size_t errlen,
+                      const char *what, const char *msg);
 
 /* One statement of a pipeline (kh_store_run_steps). */
 typedef struct kh_step {
