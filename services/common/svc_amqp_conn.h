@@ -144,8 +144,9 @@ int svc_amqp_conn_reply(svc_amqp_conn *c, const char *what,
  * delete the exchange so it is declared again, or give it a RabbitMQ
  * policy alternate-exchange).  *with_ae is 1 otherwise.  The channel is
  * a fresh one after a 406, so declare this before confirm.select.
- * exchange must not be "" (the default exchange takes no arguments and
- * cannot be declared).  Returns 0, or -1 (the connection is dropped).
+ * exchange must not be "" (the default exchange cannot be declared nor
+ * given an alternate exchange; both services' configurations map "" to
+ * kh.documents, so this only guards against a caller's mistake).  Returns 0, or -1 (the connection is dropped).
  */
 int svc_amqp_conn_declare_events_exchange(svc_amqp_conn *c,
                                           const char *exchange, int *with_ae);
