@@ -31,7 +31,8 @@
  *     kh.indexer bound to document.approved) relays a submitted and a
  *     rejected event, which no queue binds: once the outbox says they
  *     were sent, both are in kh.documents.unrouted, the alternate
- *     exchange's queue (before, they were acked into nowhere);
+ *     exchange's queue (before, they were acked into nowhere); a
+ *     kh-indexer then declares the same exchange without a 406;
  *   - a deleted queue (5): with the configured queue and the unrouted
  *     queue both deleted under a running reviewd, the next approval is
  *     returned (event_unroutable, the row kept unsent), and once the
@@ -40,8 +41,9 @@
  *   - an exchange from before the alternate exchange (5): declared
  *     without it before reviewd starts, reviewd warns once
  *     (amqp_exchange_without_ae) and a submitted event, which no queue
- *     binds, is returned and stays unsent rather than lost.  Last, as it
- *     leaves that row in the outbox.
+ *     binds, is returned and stays unsent rather than lost; a kh-indexer
+ *     on that exchange warns once too and consumes.  Last, as it leaves
+ *     that row in the outbox.
  *
  * Waits are conditions with deadlines that only catch a hang.
  */
@@ -417,6 +419,13 @@ static void default_config_keeps_unbound_events(void **state)
               "the submitted and rejected events, which no queue binds, are "
               "kept in kh.documents.unrouted (took %d messages)",
               n);
+    /* kh-indexer declares the same exchange with the same arguments:
+     * RabbitMQ accepts it (no 406, no warning). */
+    assert_int_equal(evt_indexer_start(&f->ix, &f->db, f->rabbit.url, NULL,
+                                       "evt-delivery"),
+                     0);
+    TK_EXPECT(evt_log_count(f->ix.log, "amqp_exchange_without_ae", NULL) == 0,
+              "kh-indexer's declaration of kh.documents matches reviewd's");
 }
 
 static int log_has_unroutable(void *arg)
@@ -484,8 +493,10 @@ static void an_exchange_without_ae_keeps_unbound_events_unsent(void **state)
 {
     fixture *f = *state;
     char exchange[64], e_ex[100], e_q[160], e_amqp[200], doc[24], review[24];
+    char k_ex[100], k_q[100];
     const char *const env[] = {e_amqp, e_ex, e_q, "REVIEWD_LOG_FILE=@log",
                                NULL};
+    const char *const ix_env[] = {k_ex, k_q, NULL};
     long long unsent;
 
     own_name(exchange, sizeof(exchange), "noae");
@@ -519,6 +530,15 @@ static void an_exchange_without_ae_keeps_unbound_events_unsent(void **state)
               evt_log_count(f->relay.log, "amqp_exchange_without_ae", NULL));
     TK_EXPECT(rvt_wait_ready(f->relay.port, "ok", NULL, WAIT_MS),
               "the relay still reports the broker up");
+    /* kh-indexer on the same old exchange: it warns too, and consumes. */
+    snprintf(k_ex, sizeof(k_ex), "KH_EXCHANGE=%s", exchange);
+    snprintf(k_q, sizeof(k_q), "KH_QUEUE=%s.q", exchange);
+    assert_int_equal(evt_indexer_start(&f->ix, &f->db, f->rabbit.url, ix_env,
+                                       "evt-delivery"),
+                     0);
+    TK_EXPECT(evt_log_count(f->ix.log, "amqp_exchange_without_ae", NULL) == 1,
+              "kh-indexer warns once that the exchange has no alternate "
+              "exchange, and consumes");
 }
 
 #define CASE(fn) cmocka_unit_test_teardown(fn, end_case)
