@@ -524,6 +524,14 @@ static void an_exchange_without_ae_keeps_unbound_events_unsent(void **state)
     unsent = evt_db_unsent(&f->db, "document.submitted");
     TK_EXPECT(unsent == 1,
               "the submitted event stays unsent in the outbox (%lld)", unsent);
+    TK_EXPECT(evt_log_count(f->relay.log, "event_unroutable", "retry_ms",
+                            "100", NULL)
+                      == 1
+                  && evt_log_count(f->relay.log, "event_unroutable",
+                                   "retry_ms", "200", NULL)
+                         == 1,
+              "the wait before the retry doubles while the event keeps "
+              "being returned (100 ms, then 200 ms)");
     TK_EXPECT(evt_log_count(f->relay.log, "amqp_exchange_without_ae", NULL)
                   == 1,
               "the warning is logged once, not on every reconnect (%d)",
