@@ -342,6 +342,81 @@ int svc_amqp_conn_rpc(svc_amqp_conn *c, const char *what)
     return svc_amqp_conn_reply(c, what, amqp_get_rpc_reply(c->conn));
 }
 
+/* 1 if r is the broker closing the channel with 406 PRECONDITION_FAILED
+ * (a redeclaration with other arguments). */
+static int is_precondition_failed(amqp_rpc_reply_t r)
+{
+    const amqp_channel_close_t *m = r.reply.decoded;
+
+    return r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
+           && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD && m != NULL
+           && m->reply_code == AMQP_PRECONDITION_FAILED;
+}
+
+int svc_amqp_conn_declare_events_exchange(svc_amqp_conn *c,
+                                          const char *exchange, int *with_ae)
+{
+    char ae[300];
+    amqp_table_entry_t arg;
+    amqp_table_t args;
+    amqp_channel_close_ok_t ok;
+    amqp_rpc_reply_t r;
+    const amqp_channel_t ch = SVC_AMQP_CONN_CHANNEL;
+
+    *with_ae = 0;
+    if (exchange[0] == '\0') {
+        svc_amqp_conn_set_err(c, "exchange.declare: the default exchange "
+                                 "(\"\") cannot carry events");
+        svc_amqp_conn_drop(c);
+        return -1;
+    }
+    snprintf(ae, sizeof(ae), "%s%s", exchange, SVC_AMQP_UNROUTED_SUFFIX);
+    amqp_exchange_declare(c->conn, ch, amqp_cstring_bytes(ae),
+                          amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
+                          amqp_empty_table);
+    if (svc_amqp_conn_rpc(c, "exchange.declare (alternate exchange)") != 0)
+        return -1;
+    amqp_queue_declare(c->conn, ch, amqp_cstring_bytes(ae), 0, 1, 0, 0,
+                       amqp_empty_table);
+    if (svc_amqp_conn_rpc(c, "queue.declare (unrouted)") != 0)
+        return -1;
+    amqp_queue_bind(c->conn, ch, amqp_cstring_bytes(ae),
+                    amqp_cstring_bytes(ae), amqp_empty_bytes,
+                    amqp_empty_table);
+    if (svc_amqp_conn_rpc(c, "queue.bind (unrouted)") != 0)
+        return -1;
+    arg.key = amqp_cstring_bytes("alternate-exchange");
+    arg.value.kind = AMQP_FIELD_KIND_UTF8;
+    arg.value.value.bytes = amqp_cstring_bytes(ae);
+    args.num_entries = 1;
+    args.entries = &arg;
+    amqp_exchange_declare(c->conn, ch, amqp_cstring_bytes(exchange),
+                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, args);
+    r = amqp_get_rpc_reply(c->conn);
+    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+        *with_ae = 1;
+        return 0;
+    }
+    if (!is_precondition_failed(r))
+        return svc_amqp_conn_reply(c, "exchange.declare", r);
+    /* It exists without the argument: answer the close, reopen, check. */
+    memset(&ok, 0, sizeof(ok));
+    if (amqp_send_method(c->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok)
+        != AMQP_STATUS_OK) {
+        svc_amqp_conn_set_err(c, "exchange.declare: channel.close-ok not "
+                                 "sent");
+        svc_amqp_conn_drop(c);
+        return -1;
+    }
+    amqp_channel_open(c->conn, ch);
+    if (svc_amqp_conn_rpc(c, "channel.open (after 406)") != 0)
+        return -1;
+    amqp_exchange_declare(c->conn, ch, amqp_cstring_bytes(exchange),
+                          amqp_cstring_bytes("topic"), 1, 1, 0, 0,
+                          amqp_empty_table);
+    return svc_amqp_conn_rpc(c, "exchange.declare (passive)");
+}
+
 void svc_amqp_conn_timeval(int ms, struct timeval *tv)
 {
     tv->tv_sec = ms / 1000;

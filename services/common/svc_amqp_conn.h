@@ -127,6 +127,32 @@ int svc_amqp_conn_rpc(svc_amqp_conn *c, const char *what);
 int svc_amqp_conn_reply(svc_amqp_conn *c, const char *what,
                         amqp_rpc_reply_t r);
 
+/*
+ * The events exchange as reviewd's relay and kh-indexer both declare it
+ * (identically: RabbitMQ refuses a redeclaration with other arguments):
+ * first its alternate exchange "<exchange>.unrouted" (fanout, durable)
+ * with the durable queue "<exchange>.unrouted" bound to it, then
+ * `exchange` itself, a durable topic exchange with the argument
+ * alternate-exchange = "<exchange>.unrouted".  A message that matches no
+ * binding of `exchange` is routed to that queue instead of being acked
+ * and dropped, so every event is kept somewhere.
+ *
+ * An exchange that already exists without that argument (declared before
+ * it was added) makes RabbitMQ close the channel with 406
+ * PRECONDITION_FAILED: the channel is then reopened, the exchange checked
+ * with a passive declare, and *with_ae set to 0 (the caller warns; fix:
+ * delete the exchange so it is declared again, or give it a RabbitMQ
+ * policy alternate-exchange).  *with_ae is 1 otherwise.  The channel is
+ * a fresh one after a 406, so declare this before confirm.select.
+ * exchange must not be "" (the default exchange cannot be declared nor
+ * given an alternate exchange; both services' configurations map "" to
+ * kh.documents, so this only guards against a caller's mistake).  Returns 0, or -1 (the connection is dropped).
+ */
+int svc_amqp_conn_declare_events_exchange(svc_amqp_conn *c,
+                                          const char *exchange, int *with_ae);
+/* The suffix of the alternate exchange's and its queue's name. */
+#define SVC_AMQP_UNROUTED_SUFFIX ".unrouted"
+
 /* ms as a struct timeval, for rabbitmq-c's timeouts. */
 void svc_amqp_conn_timeval(int ms, struct timeval *tv);
 

@@ -12,6 +12,12 @@
  * the read of a delivery's header and body once its method frame is in
  * (amqp_read_message), so the declarations, each delivery and each ack
  * also run under svc_amqp_conn's step guard.
+ * The exchange is declared exactly as reviewd's relay declares it, with
+ * its alternate exchange "<exchange>.unrouted" and that queue
+ * (svc_amqp_conn_declare_events_exchange): RabbitMQ refuses a second
+ * declaration with other arguments, so whichever starts first, the
+ * other's must match.  An exchange that predates the alternate exchange
+ * is used as it is (kh_consumer_has_ae says 0; kh-indexer warns).
  * Heartbeats are off (rabbitmq-c sends them only from inside its calls);
  * a broker that stops or is killed closes the socket, and the next read
  * fails.
@@ -37,6 +43,7 @@ struct kh_consumer {
     char *exchange;
     char *queue;
     int prefetch;
+    int with_ae;    /* the exchange has its alternate exchange */
     int timeout_ms; /* kh_consumer_connect's: bounds each step */
     amqp_envelope_t env;
     int have_env;
@@ -84,13 +91,12 @@ void kh_consumer_free(kh_consumer *c)
  * declared on every connect (declarations are idempotent). */
 static int declare_and_consume(kh_consumer *c)
 {
-    amqp_connection_state_t k = svc_amqp_conn_state(c->ac);
+    amqp_connection_state_t k;
 
-    amqp_exchange_declare(k, KH_CHANNEL, amqp_cstring_bytes(c->exchange),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0,
-                          amqp_empty_table);
-    if (svc_amqp_conn_rpc(c->ac, "exchange.declare") != 0)
+    if (svc_amqp_conn_declare_events_exchange(c->ac, c->exchange, &c->with_ae)
+        != 0)
         return -1;
+    k = svc_amqp_conn_state(c->ac);
     amqp_queue_declare(k, KH_CHANNEL, amqp_cstring_bytes(c->queue), 0, 1, 0, 0,
                        amqp_empty_table);
     if (svc_amqp_conn_rpc(c->ac, "queue.declare") != 0)
@@ -114,8 +120,9 @@ int kh_consumer_connect(kh_consumer *c, int timeout_ms)
     if (svc_amqp_conn_open(c->ac, timeout_ms) != 0)
         return -1;
     c->timeout_ms = timeout_ms;
-    /* Five RPCs; a failure drops the connection, which ends the step. */
-    svc_amqp_conn_step_begin(c->ac, 5 * timeout_ms);
+    /* Up to ten RPCs; a failure drops the connection, which ends the
+     * step. */
+    svc_amqp_conn_step_begin(c->ac, 10 * timeout_ms);
     if (declare_and_consume(c) != 0)
         return -1;
     svc_amqp_conn_step_end(c->ac);
@@ -126,6 +133,11 @@ void kh_consumer_close(kh_consumer *c)
 {
     release_envelope(c);
     svc_amqp_conn_close(c->ac);
+}
+
+int kh_consumer_has_ae(const kh_consumer *c)
+{
+    return c->with_ae;
 }
 
 int kh_consumer_connected(const kh_consumer *c)

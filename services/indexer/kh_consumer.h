@@ -55,6 +55,9 @@ void kh_consumer_free(kh_consumer *c);
 int kh_consumer_connect(kh_consumer *c, int timeout_ms);
 void kh_consumer_close(kh_consumer *c);
 int kh_consumer_connected(const kh_consumer *c);
+/* 1 if the last connect declared the exchange with its alternate
+ * exchange, 0 if the exchange existed without one (kh_consumer.c). */
+int kh_consumer_has_ae(const kh_consumer *c);
 
 /*
  * Waits up to timeout_ms for a message.  Returns 1 with *d filled, 0 when

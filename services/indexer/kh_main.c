@@ -101,6 +101,7 @@ typedef struct kh_indexer {
     kh_apply *work; /* the same number: their events and outcomes */
     int backoff_ms;
     int amqp_down_logged;
+    int ae_warned; /* amqp_exchange_without_ae was logged */
 #ifdef KH_TESTING
     int drops_left;
 #endif
@@ -232,6 +233,16 @@ static int ensure_broker(kh_indexer *ix)
     }
     ix->amqp_down_logged = 0;
     ix->backoff_ms = KH_BACKOFF_MIN_MS;
+    if (!kh_consumer_has_ae(ix->amqp) && !ix->ae_warned) {
+        ix->ae_warned = 1;
+        svc_log_write(ix->log, SVC_LOG_WARN, "amqp_exchange_without_ae",
+                      json_pack("{s:s,s:s}", "exchange", ix->cfg.exchange,
+                                "fix",
+                                "delete the exchange (it is declared again "
+                                "with alternate-exchange "
+                                "<exchange>.unrouted), or give it a "
+                                "RabbitMQ policy alternate-exchange"));
+    }
     svc_log_write(ix->log, SVC_LOG_INFO, "consuming",
                   json_pack("{s:s,s:s,s:s,s:i}", "queue", ix->cfg.queue,
                             "exchange", ix->cfg.exchange, "binding",

@@ -93,17 +93,69 @@ static int login_ok(evt_consumer *c)
     return 0;
 }
 
+/* The exchange exactly as reviewd and kh-indexer declare it
+ * (svc_amqp_conn_declare_events_exchange): its alternate exchange
+ * "<exchange>.unrouted" (fanout) and that queue first, then the topic
+ * exchange with alternate-exchange; one that exists without the argument
+ * (406, the channel closed) is taken as it is after reopening the
+ * channel.  Returns 1 when declared. */
+static int declare_exchange(evt_consumer *c)
+{
+    char ae[300];
+    amqp_table_entry_t arg;
+    amqp_table_t args;
+    amqp_rpc_reply_t r;
+    amqp_channel_close_ok_t close_ok;
+
+    snprintf(ae, sizeof(ae), "%s.unrouted", c->exchange);
+    amqp_exchange_declare(c->conn, EVT_CHANNEL, amqp_cstring_bytes(ae),
+                          amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
+                          amqp_empty_table);
+    if (!rpc_ok(c, "exchange.declare (unrouted)"))
+        return 0;
+    amqp_queue_declare(c->conn, EVT_CHANNEL, amqp_cstring_bytes(ae), 0, 1, 0,
+                       0, amqp_empty_table);
+    if (!rpc_ok(c, "queue.declare (unrouted)"))
+        return 0;
+    amqp_queue_bind(c->conn, EVT_CHANNEL, amqp_cstring_bytes(ae),
+                    amqp_cstring_bytes(ae), amqp_empty_bytes,
+                    amqp_empty_table);
+    if (!rpc_ok(c, "queue.bind (unrouted)"))
+        return 0;
+    arg.key = amqp_cstring_bytes("alternate-exchange");
+    arg.value.kind = AMQP_FIELD_KIND_UTF8;
+    arg.value.value.bytes = amqp_cstring_bytes(ae);
+    args.num_entries = 1;
+    args.entries = &arg;
+    amqp_exchange_declare(c->conn, EVT_CHANNEL,
+                          amqp_cstring_bytes(c->exchange),
+                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, args);
+    r = amqp_get_rpc_reply(c->conn);
+    if (r.reply_type == AMQP_RESPONSE_NORMAL)
+        return 1;
+    if (r.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION
+        || r.reply.id != AMQP_CHANNEL_CLOSE_METHOD
+        || ((amqp_channel_close_t *)r.reply.decoded)->reply_code
+               != AMQP_PRECONDITION_FAILED) {
+        consumer_set_err(c, "exchange.declare", r);
+        return 0;
+    }
+    memset(&close_ok, 0, sizeof(close_ok));
+    if (amqp_send_method(c->conn, EVT_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD,
+                         &close_ok)
+        != AMQP_STATUS_OK)
+        return 0;
+    amqp_channel_open(c->conn, EVT_CHANNEL);
+    return rpc_ok(c, "channel.open (after 406)");
+}
+
 /* The queue (durable and named, or server-named and exclusive), bound to
  * every routing key of the exchange.  Returns 1 when bound. */
 static int declare_queue(evt_consumer *c)
 {
     amqp_queue_declare_ok_t *ok;
 
-    amqp_exchange_declare(c->conn, EVT_CHANNEL,
-                          amqp_cstring_bytes(c->exchange),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0,
-                          amqp_empty_table);
-    if (!rpc_ok(c, "exchange.declare"))
+    if (!declare_exchange(c))
         return 0;
     ok = amqp_queue_declare(c->conn, EVT_CHANNEL,
                             c->durable ? amqp_cstring_bytes(c->queue)
@@ -133,7 +185,8 @@ static void consumer_drop(evt_consumer *c)
 }
 
 /* Connects, declares and starts consuming.  Returns 1 on success. */
-static int consumer_connect(evt_consumer *c)
+/* Connects, logs in and opens the channel.  Returns 1 on success. */
+static int open_channel(evt_consumer *c)
 {
     struct timeval tv = {EVT_CONNECT_TIMEOUT_MS / 1000,
                          (EVT_CONNECT_TIMEOUT_MS % 1000) * 1000};
@@ -157,7 +210,18 @@ static int consumer_connect(evt_consumer *c)
         return 0;
     }
     if (!login_ok(c) || amqp_channel_open(c->conn, EVT_CHANNEL) == NULL
-        || !rpc_ok(c, "channel.open") || !declare_queue(c)) {
+        || !rpc_ok(c, "channel.open")) {
+        consumer_drop(c);
+        return 0;
+    }
+    return 1;
+}
+
+static int consumer_connect(evt_consumer *c)
+{
+    if (!open_channel(c))
+        return 0;
+    if (!declare_queue(c)) {
         consumer_drop(c);
         return 0;
     }
@@ -454,6 +518,17 @@ int evt_amqp_forget(const char *url, const char *exchange, const char *queue)
         amqp_exchange_delete(c.conn, EVT_CHANNEL, amqp_cstring_bytes(exchange),
                              0);
         ok = rpc_ok(&c, "exchange.delete") && ok;
+        if (ok) {
+            char ae[300];
+
+            snprintf(ae, sizeof(ae), "%s.unrouted", exchange);
+            amqp_queue_delete(c.conn, EVT_CHANNEL, amqp_cstring_bytes(ae), 0,
+                              0);
+            ok = rpc_ok(&c, "queue.delete (unrouted)");
+            amqp_exchange_delete(c.conn, EVT_CHANNEL, amqp_cstring_bytes(ae),
+                                 0);
+            ok = rpc_ok(&c, "exchange.delete (unrouted)") && ok;
+        }
         amqp_connection_close(c.conn, AMQP_REPLY_SUCCESS);
         consumer_drop(&c);
     }
@@ -464,6 +539,107 @@ int evt_amqp_forget(const char *url, const char *exchange, const char *queue)
     free(c.url_copy);
     pthread_mutex_destroy(&c.mu);
     return ok ? 0 : -1;
+}
+
+/* A connection with its channel open and nothing declared, for the
+ * helpers below; c is the caller's, freed with bare_end. */
+static int bare_begin(evt_consumer *c, const char *url)
+{
+    memset(c, 0, sizeof(*c));
+    pthread_mutex_init(&c->mu, NULL);
+    c->url_copy = strdup(url);
+    amqp_default_connection_info(&c->info);
+    if (c->url_copy == NULL
+        || amqp_parse_url(c->url_copy, &c->info) != AMQP_STATUS_OK
+        || !open_channel(c)) {
+        fprintf(stderr, "evt: cannot connect to %s: %s\n", url, c->err);
+        free(c->url_copy);
+        pthread_mutex_destroy(&c->mu);
+        return -1;
+    }
+    return 0;
+}
+
+static void bare_end(evt_consumer *c)
+{
+    if (c->conn != NULL)
+        amqp_connection_close(c->conn, AMQP_REPLY_SUCCESS);
+    consumer_drop(c);
+    free(c->url_copy);
+    pthread_mutex_destroy(&c->mu);
+}
+
+int evt_amqp_plain_exchange(const char *url, const char *exchange)
+{
+    evt_consumer c;
+    int ok;
+
+    if (bare_begin(&c, url) != 0)
+        return -1;
+    amqp_exchange_declare(c.conn, EVT_CHANNEL, amqp_cstring_bytes(exchange),
+                          amqp_cstring_bytes("topic"), 0, 1, 0, 0,
+                          amqp_empty_table);
+    ok = rpc_ok(&c, "exchange.declare (plain)");
+    if (!ok)
+        fprintf(stderr, "evt: %s\n", c.err);
+    bare_end(&c);
+    return ok ? 0 : -1;
+}
+
+int evt_amqp_delete_queue(const char *url, const char *queue)
+{
+    evt_consumer c;
+    int ok;
+
+    if (bare_begin(&c, url) != 0)
+        return -1;
+    amqp_queue_delete(c.conn, EVT_CHANNEL, amqp_cstring_bytes(queue), 0, 0);
+    ok = rpc_ok(&c, "queue.delete");
+    if (!ok)
+        fprintf(stderr, "evt: %s\n", c.err);
+    bare_end(&c);
+    return ok ? 0 : -1;
+}
+
+int evt_amqp_take(const char *url, const char *queue, char (*keys)[40],
+                  int max)
+{
+    evt_consumer c;
+    int n = 0, ok = 1;
+
+    if (bare_begin(&c, url) != 0)
+        return -1;
+    while (ok && n < max) {
+        amqp_rpc_reply_t r = amqp_basic_get(c.conn, EVT_CHANNEL,
+                                            amqp_cstring_bytes(queue), 1);
+        amqp_message_t msg;
+
+        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+            consumer_set_err(&c, "basic.get", r);
+            ok = 0;
+            break;
+        }
+        if (r.reply.id != AMQP_BASIC_GET_OK_METHOD)
+            break; /* basic.get-empty */
+        {
+            const amqp_basic_get_ok_t *g = r.reply.decoded;
+
+            snprintf(keys[n], 40, "%.*s", (int)g->routing_key.len,
+                     (const char *)g->routing_key.bytes);
+        }
+        r = amqp_read_message(c.conn, EVT_CHANNEL, &msg, 0);
+        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+            consumer_set_err(&c, "reading a got message", r);
+            ok = 0;
+            break;
+        }
+        amqp_destroy_message(&msg);
+        n++;
+    }
+    if (!ok)
+        fprintf(stderr, "evt: taking from %s: %s\n", queue, c.err);
+    bare_end(&c);
+    return ok ? n : -1;
 }
 
 int evt_tokens_make(evt_tokens *t)
@@ -1154,6 +1330,16 @@ long long evt_db_chunks(rvt_db *db, const char *doc_id)
     return count_of(db,
                     "SELECT count(*) FROM kh_chunk "
                     "WHERE document_id = $1::bigint",
+                    1, params);
+}
+
+long long evt_db_unsent(rvt_db *db, const char *routing_key)
+{
+    const char *const params[] = {routing_key};
+
+    return count_of(db,
+                    "SELECT count(*) FROM kh_outbox "
+                    "WHERE sent_at IS NULL AND routing_key = $1",
                     1, params);
 }
 

@@ -63,7 +63,9 @@ typedef struct evt_consumer evt_consumer;
 
 /*
  * Connects to url, declares the durable topic exchange (NULL:
- * kh.documents) as the relay does, a queue (durable_queue NULL:
+ * kh.documents) as the relay does (with its alternate exchange
+ * "<exchange>.unrouted" and that queue; one that exists without it is
+ * used as it is), a queue (durable_queue NULL:
  * server-named, exclusive, auto-delete; else that durable queue) bound
  * with "#", and starts the consuming thread.  Returns once the queue is
  * bound (within 30 s), or NULL with the reason on stderr.
@@ -97,6 +99,20 @@ int evt_consumer_wait_all(evt_consumer *c, char (*ids)[64], int n,
  * again.  Returns a consumer as evt_consumer_start does, or NULL.
  */
 evt_consumer *evt_consumer_start_shared(void);
+
+/*
+ * Direct broker operations for the unroutable-event tests, each on a
+ * connection of its own (no declaration besides what it says): declare
+ * `exchange` as a durable topic exchange WITHOUT an alternate exchange
+ * (a deployment from before reviewd gave it one); delete a queue; take
+ * (basic.get, auto-ack) up to max messages from queue, their routing
+ * keys into keys.  Each returns 0 (take: how many it took), or -1 with
+ * the reason on stderr (take: also when the queue does not exist).
+ */
+int evt_amqp_plain_exchange(const char *url, const char *exchange);
+int evt_amqp_delete_queue(const char *url, const char *queue);
+int evt_amqp_take(const char *url, const char *queue, char (*keys)[40],
+                  int max);
 
 /*
  * The end of a test program's fixture: stops the reviewd s (which must
@@ -237,6 +253,8 @@ int evt_log_count(const char *path, const char *msg, ...);
 
 /* Chunks of a document in kh_chunk (-1 on error). */
 long long evt_db_chunks(rvt_db *db, const char *doc_id);
+/* Unsent outbox rows with that routing key (-1 on error). */
+long long evt_db_unsent(rvt_db *db, const char *routing_key);
 /* kh_processed_event rows with that outcome ("indexed", "stale"). */
 long long evt_db_processed(rvt_db *db, const char *outcome);
 

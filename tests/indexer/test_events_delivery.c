@@ -29,7 +29,25 @@
  *   - kh-indexer over amqps with a wrong CA (4): two approvals wait in a
  *     queue; a kh-indexer given another CA logs the same refusal, never
  *     consumes and indexes nothing, and a kh-indexer given the test CA
- *     then indexes both (they were left in the queue).
+ *     then indexes both (they were left in the queue);
+ *   - unbound keys with the default configuration (5): a reviewd with
+ *     neither REVIEWD_AMQP_EXCHANGE nor REVIEWD_AMQP_QUEUES (kh.documents,
+ *     kh.indexer bound to document.approved) relays a submitted and a
+ *     rejected event, which no queue binds: once the outbox says they
+ *     were sent, both are in kh.documents.unrouted, the alternate
+ *     exchange's queue (before, they were acked into nowhere); a
+ *     kh-indexer then declares the same exchange without a 406;
+ *   - a deleted queue (5): with the configured queue and the unrouted
+ *     queue both deleted under a running reviewd, the next approval is
+ *     returned (event_unroutable, the row kept unsent), and once the
+ *     relay has reconnected and declared the queue again it is delivered
+ *     there;
+ *   - an exchange from before the alternate exchange (5): declared
+ *     without it before reviewd starts, reviewd warns once
+ *     (amqp_exchange_without_ae) and a submitted event, which no queue
+ *     binds, is returned and stays unsent rather than lost; a kh-indexer
+ *     on that exchange warns once too and consumes.  Last, as it leaves
+ *     that row in the outbox.
  *
  * Waits are conditions with deadlines that only catch a hang.
  */
@@ -433,6 +451,175 @@ static void indexer_over_amqps_with_a_wrong_ca_refuses(void **state)
               "with the test CA, kh-indexer indexes both waiting documents");
 }
 
+/* ---- unroutable events (5) ------------------------------------------- */
+
+/* 1 if keys[0..n) holds key. */
+static int has_key(char (*keys)[40], int n, const char *key)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (strcmp(keys[i], key) == 0)
+            return 1;
+    return 0;
+}
+
+static void default_config_keeps_unbound_events(void **state)
+{
+    fixture *f = *state;
+    char e_amqp[200], doc[24], review[24], keys[16][40];
+    const char *const env[] = {e_amqp, "REVIEWD_LOG_FILE=@log", NULL};
+    int n;
+
+    snprintf(e_amqp, sizeof(e_amqp), "AMQP_URL=%s", f->rabbit.url);
+    assert_int_equal(rvt_server_start(&f->relay, &f->db, testkit_redis_url(),
+                                      env, "evt-delivery"),
+                     0);
+    TK_EXPECT(rvt_wait_ready(f->relay.port, "ok", NULL, WAIT_MS),
+              "reviewd connects to the broker");
+    assert_int_equal(evt_create_doc(f->relay.port, f->tok.author, "Unbound",
+                                    "Nobody consumes its submission.", doc),
+                     0);
+    assert_int_equal(evt_submit(f->relay.port, f->tok.author, doc, review), 0);
+    assert_int_equal(evt_decide(f->relay.port, f->tok.reviewer, review, 0), 0);
+    TK_EXPECT(evt_db_wait_outbox_empty(&f->db, WAIT_MS),
+              "the relay marks the submitted and rejected events sent");
+    n = evt_amqp_take(f->rabbit.url, "kh.documents.unrouted", keys, 16);
+    TK_EXPECT(n >= 2 && has_key(keys, n, "document.submitted")
+                  && has_key(keys, n, "document.rejected"),
+              "the submitted and rejected events, which no queue binds, are "
+              "kept in kh.documents.unrouted (took %d messages)",
+              n);
+    /* kh-indexer declares the same exchange with the same arguments:
+     * RabbitMQ accepts it (no 406, no warning). */
+    assert_int_equal(evt_indexer_start(&f->ix, &f->db, f->rabbit.url, NULL,
+                                       "evt-delivery"),
+                     0);
+    TK_EXPECT(evt_log_count(f->ix.log, "amqp_exchange_without_ae", NULL) == 0,
+              "kh-indexer's declaration of kh.documents matches reviewd's");
+}
+
+static int log_has_unroutable(void *arg)
+{
+    return rvt_server_log_has(arg, "\"event_unroutable\"");
+}
+
+static void a_deleted_queue_returns_then_delivers(void **state)
+{
+    fixture *f = *state;
+    char exchange[64], queue[80], unrouted[90], e_ex[100], e_q[160];
+    char e_amqp[200], doc[24], review[24], keys[8][40];
+    const char *const env[] = {e_amqp, e_ex, e_q, "REVIEWD_LOG_FILE=@log",
+                               NULL};
+    int n;
+
+    own_name(exchange, sizeof(exchange), "deleted");
+    snprintf(queue, sizeof(queue), "%s.q", exchange);
+    snprintf(unrouted, sizeof(unrouted), "%s.unrouted", exchange);
+    snprintf(e_ex, sizeof(e_ex), "REVIEWD_AMQP_EXCHANGE=%s", exchange);
+    snprintf(e_q, sizeof(e_q), "REVIEWD_AMQP_QUEUES=%s:document.approved",
+             queue);
+    snprintf(e_amqp, sizeof(e_amqp), "AMQP_URL=%s", f->rabbit.url);
+    assert_int_equal(rvt_server_start(&f->relay, &f->db, testkit_redis_url(),
+                                      env, "evt-delivery"),
+                     0);
+    TK_EXPECT(rvt_wait_ready(f->relay.port, "ok", NULL, WAIT_MS),
+              "reviewd connects to the broker");
+    assert_int_equal(evt_create_doc(f->relay.port, f->tok.author, "Deleted",
+                                    "Its queue goes away.", doc),
+                     0);
+    assert_int_equal(evt_submit(f->relay.port, f->tok.author, doc, review), 0);
+    TK_EXPECT(evt_db_wait_outbox_empty(&f->db, WAIT_MS),
+              "the submitted event is sent (to the unrouted queue)");
+    TK_EXPECT(!rvt_server_log_has(&f->relay, "\"event_unroutable\""),
+              "nothing was returned while the queues existed");
+    /* Both gone: the approval now matches no queue at all. */
+    assert_int_equal(evt_amqp_delete_queue(f->rabbit.url, queue), 0);
+    assert_int_equal(evt_amqp_delete_queue(f->rabbit.url, unrouted), 0);
+    assert_int_equal(evt_decide(f->relay.port, f->tok.reviewer, review, 1), 0);
+    TK_EXPECT(testkit_wait_until(log_has_unroutable, &f->relay, WAIT_MS),
+              "the approval is returned and logged as event_unroutable");
+    TK_EXPECT(evt_db_wait_outbox_empty(&f->db, WAIT_MS),
+              "after reconnecting (which declares the queue again) the "
+              "relay sends the approval");
+    n = evt_amqp_take(f->rabbit.url, queue, keys, 8);
+    TK_EXPECT(n == 1 && strcmp(keys[0], "document.approved") == 0,
+              "the approval is in %s once, got %d messages", queue, n);
+}
+
+/* Two returns: the relay has reconnected at least once since. */
+static int returned_twice(void *arg)
+{
+    const rvt_server *s = arg;
+
+    return evt_log_count(s->log, "event_unroutable", NULL) >= 2;
+}
+
+static int log_has_without_ae(void *arg)
+{
+    return rvt_server_log_has(arg, "\"amqp_exchange_without_ae\"");
+}
+
+static void an_exchange_without_ae_keeps_unbound_events_unsent(void **state)
+{
+    fixture *f = *state;
+    char exchange[64], e_ex[100], e_q[160], e_amqp[200], doc[24], review[24];
+    char k_ex[100], k_q[100];
+    const char *const env[] = {e_amqp, e_ex, e_q, "REVIEWD_LOG_FILE=@log",
+                               NULL};
+    const char *const ix_env[] = {k_ex, k_q, NULL};
+    long long unsent;
+
+    own_name(exchange, sizeof(exchange), "noae");
+    snprintf(e_ex, sizeof(e_ex), "REVIEWD_AMQP_EXCHANGE=%s", exchange);
+    snprintf(e_q, sizeof(e_q), "REVIEWD_AMQP_QUEUES=%s.q:document.approved",
+             exchange);
+    snprintf(e_amqp, sizeof(e_amqp), "AMQP_URL=%s", f->rabbit.url);
+    assert_int_equal(evt_amqp_plain_exchange(f->rabbit.url, exchange), 0);
+    assert_int_equal(rvt_server_start(&f->relay, &f->db, testkit_redis_url(),
+                                      env, "evt-delivery"),
+                     0);
+    TK_EXPECT(rvt_wait_ready(f->relay.port, "ok", NULL, WAIT_MS),
+              "reviewd connects to the broker despite the old exchange");
+    TK_EXPECT(testkit_wait_until(log_has_without_ae, &f->relay, WAIT_MS),
+              "reviewd warns that the exchange has no alternate exchange");
+    assert_int_equal(evt_create_doc(f->relay.port, f->tok.author, "Old",
+                                    "Submitted to an old exchange.", doc),
+                     0);
+    assert_int_equal(evt_submit(f->relay.port, f->tok.author, doc, review), 0);
+    TK_EXPECT(testkit_wait_until(returned_twice, &f->relay, WAIT_MS),
+              "the submitted event, which no queue binds, is returned, "
+              "and returned again after the relay reconnects");
+    /* It stays unsent however often it is retried (each retry is
+     * returned again). */
+    unsent = evt_db_unsent(&f->db, "document.submitted");
+    TK_EXPECT(unsent == 1,
+              "the submitted event stays unsent in the outbox (%lld)", unsent);
+    TK_EXPECT(evt_log_count(f->relay.log, "event_unroutable", "retry_ms",
+                            "100", NULL)
+                      == 1
+                  && evt_log_count(f->relay.log, "event_unroutable",
+                                   "retry_ms", "200", NULL)
+                         == 1,
+              "the wait before the retry doubles while the event keeps "
+              "being returned (100 ms, then 200 ms)");
+    TK_EXPECT(evt_log_count(f->relay.log, "amqp_exchange_without_ae", NULL)
+                  == 1,
+              "the warning is logged once, not on every reconnect (%d)",
+              evt_log_count(f->relay.log, "amqp_exchange_without_ae", NULL));
+    TK_EXPECT(rvt_wait_ready(f->relay.port, "ok", NULL, WAIT_MS),
+              "the relay still reports the broker up");
+    /* kh-indexer on the same old exchange: it warns too, and consumes. */
+    snprintf(k_ex, sizeof(k_ex), "KH_EXCHANGE=%s", exchange);
+    snprintf(k_q, sizeof(k_q), "KH_QUEUE=%s.q", exchange);
+    assert_int_equal(evt_indexer_start(&f->ix, &f->db, f->rabbit.url, ix_env,
+                                       "evt-delivery"),
+                     0);
+    TK_EXPECT(evt_log_count(f->ix.log, "amqp_exchange_without_ae", NULL) == 1,
+              "kh-indexer warns once that the exchange has no alternate "
+              "exchange, and consumes");
+}
+
 #define CASE(fn) cmocka_unit_test_teardown(fn, end_case)
 
 int main(void)
@@ -443,6 +630,9 @@ int main(void)
         CASE(amqps_with_the_test_ca_publishes_and_consumes),
         CASE(amqps_with_a_wrong_ca_is_refused),
         CASE(indexer_over_amqps_with_a_wrong_ca_refuses),
+        CASE(default_config_keeps_unbound_events),
+        CASE(a_deleted_queue_returns_then_delivers),
+        CASE(an_exchange_without_ae_keeps_unbound_events_unsent),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -18,14 +18,29 @@
  * (rv_amqp_alive).
  *
  * Unroutable events: RabbitMQ acks a message that matched no queue, so a
- * confirm alone does not say it reached anyone.  The queues the relay
- * publishes for (REVIEWD_AMQP_QUEUES) are declared durable and bound on
- * every connect, which keeps events published before the consumer first
- * started; and messages those bindings cover go out mandatory, so if the
- * queue is gone the broker sends basic.return (then the ack) and the
- * wait reports RV_AMQP_RETURNED: the relay keeps the row unsent.  Other
- * routing keys (no configured consumer needs them) go out as before.
+ * confirm alone does not say it reached anyone.  So every event goes out
+ * mandatory, and the exchange is declared with an alternate exchange
+ * (svc_amqp_conn_declare_events_exchange, the same declaration as
+ * kh-indexer's): "<exchange>.unrouted", fanout, with the durable queue
+ * "<exchange>.unrouted" bound to it.  An event no binding covers (a
+ * document.submitted nobody consumes) is routed there and kept; the
+ * queues the relay publishes for (REVIEWD_AMQP_QUEUES) are declared
+ * durable and bound on every connect, which keeps events published
+ * before the consumer first started in the consumer's own queue.  If a
+ * message still reaches no queue (the unrouted queue was deleted too, or
+ * the exchange predates the alternate exchange, below) the broker sends
+ * basic.return before the ack and the wait reports RV_AMQP_RETURNED: the
+ * relay keeps the row unsent and retries it after reconnecting, which
+ * declares the queues again.  Nothing is ever acked into nowhere.
  *
+ * An exchange that already exists without the alternate-exchange
+ * argument (a deployment from before) cannot be redeclared with it
+ * (406): the connection then goes on with the exchange as it is
+ * (rv_amqp_has_ae says 0, the relay warns once), and events of keys no
+ * queue binds are returned and retried, stuck in the outbox and visible
+ * rather than lost, until an operator deletes the exchange or gives it a
+ * RabbitMQ policy alternate-exchange.
+
  * State: the connection is closed until svc_amqp_conn_open.  Every
  * failing path goes through svc_amqp_conn_fail or _rpc, which record the message and close, so a
  * connection in an unknown protocol state is never used again.  Delivery
@@ -51,6 +66,7 @@ struct rv_amqp {
     const char *queue[RV_AMQP_MAX_QUEUES];
     const char *binding[RV_AMQP_MAX_QUEUES];
     int nqueues;
+    int with_ae;       /* the exchange has its alternate exchange */
     uint64_t next_tag; /* the tag the next publish gets */
     int timeout_ms;    /* rv_amqp_connect's: bounds each publish */
 };
@@ -165,30 +181,17 @@ static int declare_queues(rv_amqp *a)
     return 0;
 }
 
-/* Confirm mode on channel 1, the durable topic exchange, the queues. */
+/* The durable topic exchange with its alternate exchange (first: a 406
+ * there reopens the channel), confirm mode on channel 1, the queues. */
 static int confirm_and_declare(rv_amqp *a)
 {
+    if (svc_amqp_conn_declare_events_exchange(a->ac, a->exchange, &a->with_ae)
+        != 0)
+        return -1;
     amqp_confirm_select(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL);
     if (svc_amqp_conn_rpc(a->ac, "confirm.select") != 0)
         return -1;
-    amqp_exchange_declare(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
-                          amqp_cstring_bytes(a->exchange),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0,
-                          amqp_empty_table);
-    if (svc_amqp_conn_rpc(a->ac, "exchange.declare") != 0)
-        return -1;
     return declare_queues(a);
-}
-
-/* 1 when a declared queue's binding covers routing_key. */
-static int must_route(const rv_amqp *a, const char *routing_key)
-{
-    int i;
-
-    for (i = 0; i < a->nqueues; i++)
-        if (rv_amqp_topic_match(a->binding[i], routing_key))
-            return 1;
-    return 0;
 }
 
 int rv_amqp_connect(rv_amqp *a, int timeout_ms)
@@ -196,7 +199,8 @@ int rv_amqp_connect(rv_amqp *a, int timeout_ms)
     if (svc_amqp_conn_open(a->ac, timeout_ms) != 0)
         return -1;
     a->timeout_ms = timeout_ms;
-    svc_amqp_conn_step_begin(a->ac, timeout_ms * (3 + 2 * a->nqueues));
+    /* Up to six RPCs for the exchange, confirm.select, two per queue. */
+    svc_amqp_conn_step_begin(a->ac, timeout_ms * (7 + 2 * a->nqueues));
     if (confirm_and_declare(a) != 0)
         return -1;
     svc_amqp_conn_step_end(a->ac);
@@ -207,6 +211,11 @@ int rv_amqp_connect(rv_amqp *a, int timeout_ms)
 void rv_amqp_close(rv_amqp *a)
 {
     svc_amqp_conn_close(a->ac);
+}
+
+int rv_amqp_has_ae(const rv_amqp *a)
+{
+    return a->with_ae;
 }
 
 int rv_amqp_connected(const rv_amqp *a)
@@ -238,8 +247,8 @@ int rv_amqp_publish(rv_amqp *a, const char *routing_key,
     svc_amqp_conn_step_begin(a->ac, a->timeout_ms);
     st = amqp_basic_publish(svc_amqp_conn_state(a->ac), RV_AMQP_CHANNEL,
                             amqp_cstring_bytes(a->exchange),
-                            amqp_cstring_bytes(routing_key),
-                            must_route(a, routing_key), 0, &props, bytes);
+                            amqp_cstring_bytes(routing_key), 1, 0, &props,
+                            bytes);
     if (st != AMQP_STATUS_OK)
         return svc_amqp_conn_fail(a->ac, "publish", st);
     svc_amqp_conn_step_end(a->ac);

@@ -4,8 +4,9 @@
  *
  * The outbox relay (rv_relay.c) owns one rv_amqp.  rv_amqp_connect opens
  * the socket within a timeout, logs in, opens channel 1, puts it in
- * confirm mode and declares the durable topic exchange, so a connected
- * rv_amqp is ready to publish.  Publishing is split in two so that a
+ * confirm mode and declares the durable topic exchange (with its
+ * alternate exchange "<exchange>.unrouted" and that queue, rv_amqp.c)
+ * and the configured queues, so a connected rv_amqp is ready to publish.  Publishing is split in two so that a
  * batch is pipelined: rv_amqp_publish sends one message and returns its
  * delivery tag (1, 2, ... on each connection), and rv_amqp_wait_confirms
  * reads the broker's acks and nacks until every tag sent is settled.
@@ -61,11 +62,15 @@ int rv_amqp_connect(rv_amqp *a, int timeout_ms);
 /* Closes the connection (politely if it is still up). */
 void rv_amqp_close(rv_amqp *a);
 int rv_amqp_connected(const rv_amqp *a);
+/* 1 if the last connect declared the exchange with its alternate
+ * exchange; 0 if the exchange existed without one (events of keys no
+ * queue binds are then returned, never dropped). */
+int rv_amqp_has_ae(const rv_amqp *a);
 
 /*
  * Publishes body[0..len) with routing_key: persistent (delivery mode 2),
- * content_type application/json, message_id as given, mandatory when one
- * of the declared queues binds routing_key.  *tag receives the delivery
+ * content_type application/json, message_id as given, always mandatory
+ * (a message no queue takes is returned, see rv_amqp_wait_confirms).  *tag receives the delivery
  * tag.  Returns 0, or -1 (the connection is then closed).
  */
 int rv_amqp_publish(rv_amqp *a, const char *routing_key,

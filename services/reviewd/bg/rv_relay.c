@@ -53,9 +53,19 @@
  * retried E1).  A document with several unsent events costs one round
  * per event, which only a burst on one document ever meets.
  *
- * A returned (unroutable) event is a failure too: its queue is gone, so
- * the relay closes the connection and reconnects after the backoff,
- * which declares the configured queues again (rv_amqp.h).
+ * Every event is published mandatory, to an exchange whose alternate
+ * exchange keeps what no binding covers (queue "<exchange>.unrouted",
+ * rv_amqp.c), so a row is marked sent only once some queue holds its
+ * event.  A returned (unroutable) event is a failure like a nack: its
+ * row stays unsent, event_unroutable is logged, and the relay closes the
+ * connection and reconnects after the backoff, which declares the
+ * configured queues and the unrouted one again (rv_amqp.h); per-document
+ * order holds as for a nack.  An exchange declared before it had an
+ * alternate exchange cannot be given one by redeclaring it (RabbitMQ
+ * answers 406): the relay logs amqp_exchange_without_ae once, saying how
+ * to fix it (delete the exchange, or a policy alternate-exchange), and
+ * goes on; events no queue binds are then returned and retried, stuck
+ * in the outbox (visible) but never lost.
  *
  * The broker is connected by this thread, never by start-up, so requests
  * are unaffected when RabbitMQ is down; after a failure the next attempt
@@ -98,6 +108,12 @@ struct rv_relay {
     pthread_t thread;
     atomic_int state; /* rv_dep_state */
     int ever_connected;
+    int ae_warned; /* amqp_exchange_without_ae was logged */
+    /* The wait before reconnecting after a return: doubles up to
+     * REVIEWD_RELAY_BACKOFF_MAX_MS while batches keep being returned (an
+     * exchange without its alternate exchange returns the same stuck
+     * event every round), back to the minimum after a batch without. */
+    int return_backoff_ms;
     int pg_failing;
     int backoff_ms;
     int64_t next_attempt_ms;
@@ -231,6 +247,22 @@ static int ensure_amqp(rv_relay *r)
     if (r->ever_connected)
         atomic_fetch_add(&r->reconnects, 1);
     r->ever_connected = 1;
+    if (!rv_amqp_has_ae(r->amqp) && !r->ae_warned) {
+        r->ae_warned = 1;
+        svc_log_write(
+            r->app->log, SVC_LOG_WARN, "amqp_exchange_without_ae",
+            json_pack("{s:s,s:s,s:s}", "exchange", cfg->amqp_exchange,
+                      "detail",
+                      "the exchange exists without an alternate exchange "
+                      "(RabbitMQ refused to redeclare it with one, 406): "
+                      "events no queue binds are returned and stay "
+                      "unsent, retried",
+                      "fix",
+                      "delete the exchange (reviewd declares it again "
+                      "with alternate-exchange <exchange>.unrouted), or "
+                      "give it a RabbitMQ policy alternate-exchange = "
+                      "<exchange>.unrouted"));
+    }
     r->backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
     r->failed_tries = 0;
     r->down_error[0] = '\0';
@@ -425,15 +457,23 @@ static void test_break(rv_relay *r)
 #endif
 
 /* After a return: the queue the event was meant for is gone, so connect
- * again (which declares it) after the backoff, and say so. */
+ * again (which declares it) after the return backoff, and say so. */
 static void unroutable(rv_relay *r, int returned)
 {
+    const int max = r->app->cfg->relay_backoff_max_ms;
+
+    if (r->return_backoff_ms < RV_RELAY_BACKOFF_MIN_MS)
+        r->return_backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
     svc_log_write(r->app->log, SVC_LOG_WARN, "event_unroutable",
-                  json_pack("{s:i,s:s}", "events", returned, "action",
+                  json_pack("{s:i,s:s,s:i}", "events", returned, "action",
                             "kept unsent; reconnecting to declare the "
-                            "queues"));
+                            "queues",
+                            "retry_ms", r->return_backoff_ms));
     rv_amqp_close(r->amqp);
-    r->next_attempt_ms = now_ms() + r->backoff_ms;
+    r->next_attempt_ms = now_ms() + r->return_backoff_ms;
+    r->return_backoff_ms = r->return_backoff_ms * 2 > max
+                               ? max
+                               : r->return_backoff_ms * 2;
 }
 
 /* Publishes the claimed batch and marks what was confirmed.  Returns 1
@@ -457,6 +497,8 @@ static int send_batch(rv_relay *r, batch *b, int *pg_failed)
     returned = count_settlements(r, b);
     if (returned > 0)
         unroutable(r, returned);
+    else if (b->published > 0)
+        r->return_backoff_ms = RV_RELAY_BACKOFF_MIN_MS;
     if (mark_sent(r, b, &marked) != RV_DB_OK
         || rv_db_conn_commit(r->conn) != RV_DB_OK) {
         *pg_failed = 1;

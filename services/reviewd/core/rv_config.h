@@ -49,7 +49,8 @@ typedef struct rv_config {
      * certificate of an amqps:// AMQP_URL (svc_amqp_conn.h). */
     svc_amqp_tls amqp_tls;
     /* REVIEWD_AMQP_QUEUES: "queue:binding,...", the durable queues the
-     * relay declares and binds and publishes mandatory for (bg/rv_amqp.h).
+     * relay declares and binds on every connect (bg/rv_amqp.h; every
+     * event is published mandatory, these or not).
      * Default RV_CONFIG_QUEUES with the default exchange, none with
      * another exchange; "" for none. */
     char amqp_queues[512];
