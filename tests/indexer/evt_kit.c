@@ -1353,6 +1353,31 @@ long long evt_db_processed(rvt_db *db, const char *outcome)
                     1, params);
 }
 
+typedef struct docs_wait {
+    rvt_db *db;
+    char (*docs)[24];
+    int n;
+} docs_wait;
+
+static int docs_indexed(void *arg)
+{
+    const docs_wait *w = arg;
+    int i;
+
+    for (i = 0; i < w->n; i++)
+        if (evt_db_chunks(w->db, w->docs[i]) <= 0)
+            return 0;
+    return 1;
+}
+
+int evt_db_wait_docs_indexed(rvt_db *db, char (*docs)[24], int n,
+                             int timeout_ms)
+{
+    docs_wait w = {db, docs, n};
+
+    return testkit_wait_until(docs_indexed, &w, timeout_ms);
+}
+
 /* Compares one stored chunk (row i of res) with the span it should be. */
 static int chunk_row_is(const PGresult *res, int i, const char *text,
                         const kh_chunk_span *span, const char *version,

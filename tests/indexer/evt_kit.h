@@ -257,6 +257,10 @@ long long evt_db_chunks(rvt_db *db, const char *doc_id);
 long long evt_db_unsent(rvt_db *db, const char *routing_key);
 /* kh_processed_event rows with that outcome ("indexed", "stale"). */
 long long evt_db_processed(rvt_db *db, const char *outcome);
+/* Waits up to timeout_ms until each of the n documents docs[] has
+ * chunks; 1 once they all have, 0 if the time ran out first. */
+int evt_db_wait_docs_indexed(rvt_db *db, char (*docs)[24], int n,
+                             int timeout_ms);
 
 /*
  * 1 if the document's chunks are exactly what kh_chunk_split gives for its

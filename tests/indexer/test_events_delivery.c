@@ -261,23 +261,6 @@ static void nack_mid_batch_keeps_per_document_order(void **state)
 
 /* ---- amqps, and events before any consumer --------------------------- */
 
-typedef struct docs_wait {
-    fixture *f;
-    char (*docs)[24];
-    int n;
-} docs_wait;
-
-static int all_docs_indexed(void *arg)
-{
-    const docs_wait *w = arg;
-    int i;
-
-    for (i = 0; i < w->n; i++)
-        if (evt_db_chunks(&w->f->db, w->docs[i]) <= 0)
-            return 0;
-    return 1;
-}
-
 /* Creates, submits and approves n documents through port. */
 static int approve_docs(fixture *f, int port, char (*docs)[24], int n)
 {
@@ -305,7 +288,6 @@ static void early_events_reach_a_late_indexer(fixture *f, const char *url,
     const char *const env[] = {
         e_amqp, e_ex, e_q, e_ca, "REVIEWD_LOG_FILE=@log", NULL};
     const char *const ix_env[] = {k_ex, k_q, e_ca, NULL};
-    docs_wait w = {f, docs, EARLY_DOCS};
 
     own_name(exchange, sizeof(exchange), what);
     snprintf(queue, sizeof(queue), "%s.q", exchange);
@@ -327,7 +309,7 @@ static void early_events_reach_a_late_indexer(fixture *f, const char *url,
     assert_int_equal(evt_indexer_start(&f->ix, &f->db, url, ix_env,
                                        "evt-delivery"),
                      0);
-    TK_EXPECT(testkit_wait_until(all_docs_indexed, &w, WAIT_MS),
+    TK_EXPECT(evt_db_wait_docs_indexed(&f->db, docs, EARLY_DOCS, WAIT_MS),
               "kh-indexer, consuming from %s, indexes all %d documents "
               "approved before it first connected",
               url, EARLY_DOCS);
@@ -405,7 +387,6 @@ static void indexer_over_amqps_with_a_wrong_ca_refuses(void **state)
                                NULL};
     const char *const wrong_env[] = {k_ex, k_q, wrong_ca, NULL};
     const char *const right_env[] = {k_ex, k_q, right_ca, NULL};
-    docs_wait w = {f, docs, 2};
     int i;
 
     own_name(exchange, sizeof(exchange), "wrongca.ix");
@@ -447,7 +428,7 @@ static void indexer_over_amqps_with_a_wrong_ca_refuses(void **state)
     assert_int_equal(evt_indexer_start(&f->ix, &f->db, f->rabbit.tls_url,
                                        right_env, "evt-delivery"),
                      0);
-    TK_EXPECT(testkit_wait_until(all_docs_indexed, &w, WAIT_MS),
+    TK_EXPECT(evt_db_wait_docs_indexed(&f->db, docs, 2, WAIT_MS),
               "with the test CA, kh-indexer indexes both waiting documents");
 }
 

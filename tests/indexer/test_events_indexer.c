@@ -140,30 +140,12 @@ static int approve_docs(fixture *f, char (*docs)[24], int n)
 
 /* ---- batches ---------------------------------------------------------- */
 
-typedef struct docs_wait {
-    fixture *f;
-    char (*docs)[24];
-    int n;
-} docs_wait;
-
-static int all_docs_indexed(void *arg)
-{
-    const docs_wait *w = arg;
-    int i;
-
-    for (i = 0; i < w->n; i++)
-        if (evt_db_chunks(&w->f->db, w->docs[i]) <= 0)
-            return 0;
-    return 1;
-}
-
 static void a_backlog_is_applied_in_fewer_transactions_than_events(
     void **state)
 {
     fixture *f = *state;
     char docs[BATCH_DOCS][24], k_ex[100], k_q[120];
     const char *const ix_env[] = {k_ex, k_q, NULL};
-    docs_wait w = {f, docs, BATCH_DOCS};
     long long events, transactions;
 
     snprintf(k_ex, sizeof(k_ex), "KH_EXCHANGE=%s", f->exchange);
@@ -175,7 +157,7 @@ static void a_backlog_is_applied_in_fewer_transactions_than_events(
     assert_int_equal(evt_indexer_start(&f->ix, &f->db, testkit_amqp_url(),
                                        ix_env, "evt-indexer"),
                      0);
-    TK_EXPECT(testkit_wait_until(all_docs_indexed, &w, WAIT_MS),
+    TK_EXPECT(evt_db_wait_docs_indexed(&f->db, docs, BATCH_DOCS, WAIT_MS),
               "kh-indexer indexes all %d waiting documents", BATCH_DOCS);
     events = rvt_sql_int(&f->db, "SELECT count(*) FROM kh_processed_event");
     transactions = rvt_sql_int(&f->db,
