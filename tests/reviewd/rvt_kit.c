@@ -291,7 +291,9 @@ static void env_set(char **env, int *n, int cap, const char *entry)
     }
 }
 
-/* The variables a child inherits: the sanitizers' and the paths. */
+/* The variables a child inherits: the sanitizers', the paths, and
+ * libmongoc's switch for its shared-memory counters (scripts/test says
+ * why it is off). */
 static void env_inherit(char **env, int *n, int cap)
 {
     static const char *const keep[] = {"PATH=",
@@ -300,6 +302,7 @@ static void env_inherit(char **env, int *n, int cap)
                                        "UBSAN_OPTIONS=",
                                        "LSAN_OPTIONS=",
                                        "LD_LIBRARY_PATH=",
+                                       "MONGOC_DISABLE_SHM=",
                                        NULL};
     char **e;
     int k;

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -470,6 +471,33 @@ static void bad_settings_stop_start_up_with_one_line_naming_them(void **state)
               "the refusal is one line: %s", out);
 }
 
+/* The line of out (stdout and stderr together) that holds a JWT, three
+ * base64url parts joined by dots, made a string; "" if none does.  A
+ * library may write a line of its own to stderr first. */
+static const char *jwt_line(char *out)
+{
+    char *line = out, *end;
+
+    for (; *line != '\0'; line = *end != '\0' ? end + 1 : end) {
+        size_t dots = 0, i;
+
+        end = line + strcspn(line, "\n");
+        for (i = 0; line + i < end; i++) {
+            const char ch = line[i];
+
+            if (ch == '.')
+                dots++;
+            else if (!isalnum((unsigned char)ch) && ch != '-' && ch != '_')
+                break;
+        }
+        if (line + i == end && dots == 2 && i > 2) {
+            *end = '\0';
+            return line;
+        }
+    }
+    return "";
+}
+
 static void the_token_command_prints_a_token_the_service_accepts(void **state)
 {
     static const char *const args[] = {"token",  "--sub", "zed", "--role",
@@ -479,13 +507,14 @@ static void the_token_command_prints_a_token_the_service_accepts(void **state)
     static const char *const no_sub[] = {"token", "--role", "author", NULL};
     const char *const env[] = {"JWT_SECRET=" RVT_SECRET, NULL};
     char out[4096];
+    const char *token;
     rvt_resp r;
 
     (void)state;
     assert_int_equal(rvt_run_reviewd(args, env, out, sizeof(out)), 0);
-    out[strcspn(out, "\n")] = '\0';
+    token = jwt_line(out);
     rvt_server_start(&srv, &db, NULL, NULL, "reviewd_limits");
-    rvt_call(srv.port, "POST", "/v1/documents", out,
+    rvt_call(srv.port, "POST", "/v1/documents", token,
              "{\"title\":\"by zed\",\"content\":\"x\"}", NULL, &r);
     TK_EXPECT(r.status == 201 && strcmp(rvt_field(&r, "author"), "zed") == 0,
               "the printed token authenticates as zed (got %d %s; the "
