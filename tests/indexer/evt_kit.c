@@ -1211,6 +1211,40 @@ int evt_indexer_output_has(const evt_indexer *ix, const char *text)
     return file_has(ix->log, text) || file_has(out, text);
 }
 
+typedef struct logged_wait {
+    const evt_indexer *ix;
+    const char *event_id; /* NULL: any event */
+    int n;
+} logged_wait;
+
+static int indexed_logged(void *arg)
+{
+    const logged_wait *w = arg;
+
+    if (w->event_id != NULL)
+        return evt_log_count(w->ix->log, "event_done", "event_id", w->event_id,
+                             "outcome", "indexed", NULL)
+               >= w->n;
+    return evt_log_count(w->ix->log, "event_done", "outcome", "indexed", NULL)
+           >= w->n;
+}
+
+int evt_indexer_wait_logged(const evt_indexer *ix, const char *event_id,
+                            int timeout_ms)
+{
+    logged_wait w = {ix, event_id, 1};
+
+    return testkit_wait_until(indexed_logged, &w, timeout_ms);
+}
+
+int evt_indexer_wait_indexed_lines(const evt_indexer *ix, int n,
+                                   int timeout_ms)
+{
+    logged_wait w = {ix, NULL, n};
+
+    return testkit_wait_until(indexed_logged, &w, timeout_ms);
+}
+
 static int indexer_gone(void *arg)
 {
     return indexer_reaped(arg);

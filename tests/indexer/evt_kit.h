@@ -238,6 +238,18 @@ int evt_indexer_spawn(evt_indexer *ix, const rvt_db *db, const char *amqp_url,
 /* 1 if text shows anywhere in what the kh-indexer wrote: its log file
  * or its stdout and stderr (log.out). */
 int evt_indexer_output_has(const evt_indexer *ix, const char *text);
+/*
+ * kh-indexer writes an event's event_done line after the commit that
+ * evt_db_wait_indexed and evt_db_processed see, so a test that counts
+ * those lines waits for them first.  evt_indexer_wait_logged: until the
+ * log has an event_done line with outcome "indexed" for event_id;
+ * evt_indexer_wait_indexed_lines: until it has at least n of them, any
+ * event.  1 once there, 0 if timeout_ms ran out.
+ */
+int evt_indexer_wait_logged(const evt_indexer *ix, const char *event_id,
+                            int timeout_ms);
+int evt_indexer_wait_indexed_lines(const evt_indexer *ix, int n,
+                                   int timeout_ms);
 /* SIGTERM, waits up to 15 s (then SIGKILL).  Returns 1 if it exited 0. */
 int evt_indexer_stop(evt_indexer *ix);
 

@@ -335,6 +335,9 @@ static void redelivered_message_is_not_indexed_twice(void **state)
               evt_log_count(ix->log, "event_done", "outcome", "duplicate",
                             "redelivered", "true", NULL));
     for (i = 0; i < 2; i++) {
+        TK_EXPECT(evt_indexer_wait_logged(ix, ids[i], WAIT_MS),
+                  "kh-indexer logs event %s's outcome after its commit",
+                  ids[i]);
         TK_EXPECT(evt_log_count(ix->log, "event_done", "event_id", ids[i],
                                 "outcome", "indexed", NULL)
                       == 1,
@@ -391,6 +394,9 @@ static void lost_database_connection_is_made_again(void **state)
     TK_EXPECT(evt_db_wait_indexed(&f->db, ids, 4, WAIT_MS),
               "the approvals after the lost connection are indexed");
     for (i = 0; i < 4; i++) {
+        TK_EXPECT(evt_indexer_wait_logged(ix, ids[i], WAIT_MS),
+                  "kh-indexer logs event %s's outcome after its commit",
+                  ids[i]);
         TK_EXPECT(evt_db_event_processed(&f->db, ids[i], "indexed") == 1
                       && evt_log_count(ix->log, "event_done", "event_id",
                                        ids[i], "outcome", "indexed", NULL)
@@ -637,6 +643,9 @@ static void expect_indexed_once(fixture *f, const evt_indexer *ix,
               "one kh_processed_event row per approval: %lld, want %lld",
               evt_db_processed(&f->db, "indexed") - before,
               (long long)KILLED_DOCS);
+    TK_EXPECT(evt_indexer_wait_indexed_lines(ix, KILLED_DOCS, WAIT_MS),
+              "kh-indexer logs the %d outcomes after their commits",
+              KILLED_DOCS);
     TK_EXPECT(evt_log_count(ix->log, "event_done", "outcome", "indexed", NULL)
                   == KILLED_DOCS,
               "the indexer builds chunks %d times, once per approval, got "

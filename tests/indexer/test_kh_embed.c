@@ -347,17 +347,6 @@ static int failed_twice(void *arg)
            >= 2;
 }
 
-/* The event_done line is written after the commit that
- * evt_db_wait_indexed sees, so it is waited for, not assumed. */
-static int indexed_logged(void *arg)
-{
-    const failures_wait *w = arg;
-
-    return evt_log_count(w->ix->log, "event_done", "event_id", w->event_id,
-                         "outcome", "indexed", NULL)
-           >= 1;
-}
-
 static void failing_embedding_fails_the_event_until_it_works(void **state)
 {
     fixture *f = *state;
@@ -387,7 +376,7 @@ static void failing_embedding_fails_the_event_until_it_works(void **state)
               "once the command works, the retried event is indexed");
     n = chunks_with_their_vectors(f, doc);
     TK_EXPECT(n > 1, "every chunk has its vector after the retry (got %d)", n);
-    TK_EXPECT(testkit_wait_until(indexed_logged, &fw, WAIT_MS),
+    TK_EXPECT(evt_indexer_wait_logged(&f->ix, event_id, WAIT_MS),
               "kh-indexer logs the event's outcome after its commit");
     TK_EXPECT(evt_log_count(f->ix.log, "event_done", "event_id", event_id,
                             "outcome", "indexed", NULL)
