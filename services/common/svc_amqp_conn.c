@@ -353,15 +353,78 @@ static int is_precondition_failed(amqp_rpc_reply_t r)
            && m->reply_code == AMQP_PRECONDITION_FAILED;
 }
 
-int svc_amqp_conn_declare_events_exchange(svc_amqp_conn *c,
-                                          const char *exchange, int *with_ae)
+/* The answer of the last RPC on conn: 1 when normal, else 0 with what
+ * and the reply kept for the caller. */
+static int step_ok(amqp_connection_state_t conn, const char *step,
+                   const char **what, amqp_rpc_reply_t *reply)
+{
+    *reply = amqp_get_rpc_reply(conn);
+    *what = step;
+    return reply->reply_type == AMQP_RESPONSE_NORMAL;
+}
+
+int svc_amqp_declare_events_exchange_on(amqp_connection_state_t conn,
+                                        amqp_channel_t ch,
+                                        const char *exchange,
+                                        const char **what,
+                                        amqp_rpc_reply_t *reply)
 {
     char ae[300];
     amqp_table_entry_t arg;
     amqp_table_t args;
     amqp_channel_close_ok_t ok;
+    int status;
+
+    snprintf(ae, sizeof(ae), "%s%s", exchange, SVC_AMQP_UNROUTED_SUFFIX);
+    amqp_exchange_declare(conn, ch, amqp_cstring_bytes(ae),
+                          amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
+                          amqp_empty_table);
+    if (!step_ok(conn, "exchange.declare (alternate exchange)", what, reply))
+        return -1;
+    amqp_queue_declare(conn, ch, amqp_cstring_bytes(ae), 0, 1, 0, 0,
+                       amqp_empty_table);
+    if (!step_ok(conn, "queue.declare (unrouted)", what, reply))
+        return -1;
+    amqp_queue_bind(conn, ch, amqp_cstring_bytes(ae), amqp_cstring_bytes(ae),
+                    amqp_empty_bytes, amqp_empty_table);
+    if (!step_ok(conn, "queue.bind (unrouted)", what, reply))
+        return -1;
+    arg.key = amqp_cstring_bytes("alternate-exchange");
+    arg.value.kind = AMQP_FIELD_KIND_UTF8;
+    arg.value.value.bytes = amqp_cstring_bytes(ae);
+    args.num_entries = 1;
+    args.entries = &arg;
+    amqp_exchange_declare(conn, ch, amqp_cstring_bytes(exchange),
+                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, args);
+    if (step_ok(conn, "exchange.declare", what, reply))
+        return 1;
+    if (!is_precondition_failed(*reply))
+        return -1;
+    /* It exists without the argument: answer the close, reopen, check. */
+    memset(&ok, 0, sizeof(ok));
+    status = amqp_send_method(conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+    if (status != AMQP_STATUS_OK) {
+        *what = "exchange.declare: channel.close-ok";
+        memset(reply, 0, sizeof(*reply));
+        reply->reply_type = AMQP_RESPONSE_LIBRARY_EXCEPTION;
+        reply->library_error = status;
+        return -1;
+    }
+    amqp_channel_open(conn, ch);
+    if (!step_ok(conn, "channel.open (after 406)", what, reply))
+        return -1;
+    amqp_exchange_declare(conn, ch, amqp_cstring_bytes(exchange),
+                          amqp_cstring_bytes("topic"), 1, 1, 0, 0,
+                          amqp_empty_table);
+    return step_ok(conn, "exchange.declare (passive)", what, reply) ? 0 : -1;
+}
+
+int svc_amqp_conn_declare_events_exchange(svc_amqp_conn *c,
+                                          const char *exchange, int *with_ae)
+{
+    const char *what = NULL;
     amqp_rpc_reply_t r;
-    const amqp_channel_t ch = SVC_AMQP_CONN_CHANNEL;
+    int rc;
 
     *with_ae = 0;
     if (exchange[0] == '\0') {
@@ -370,51 +433,15 @@ int svc_amqp_conn_declare_events_exchange(svc_amqp_conn *c,
         svc_amqp_conn_drop(c);
         return -1;
     }
-    snprintf(ae, sizeof(ae), "%s%s", exchange, SVC_AMQP_UNROUTED_SUFFIX);
-    amqp_exchange_declare(c->conn, ch, amqp_cstring_bytes(ae),
-                          amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
-                          amqp_empty_table);
-    if (svc_amqp_conn_rpc(c, "exchange.declare (alternate exchange)") != 0)
-        return -1;
-    amqp_queue_declare(c->conn, ch, amqp_cstring_bytes(ae), 0, 1, 0, 0,
-                       amqp_empty_table);
-    if (svc_amqp_conn_rpc(c, "queue.declare (unrouted)") != 0)
-        return -1;
-    amqp_queue_bind(c->conn, ch, amqp_cstring_bytes(ae),
-                    amqp_cstring_bytes(ae), amqp_empty_bytes,
-                    amqp_empty_table);
-    if (svc_amqp_conn_rpc(c, "queue.bind (unrouted)") != 0)
-        return -1;
-    arg.key = amqp_cstring_bytes("alternate-exchange");
-    arg.value.kind = AMQP_FIELD_KIND_UTF8;
-    arg.value.value.bytes = amqp_cstring_bytes(ae);
-    args.num_entries = 1;
-    args.entries = &arg;
-    amqp_exchange_declare(c->conn, ch, amqp_cstring_bytes(exchange),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, args);
-    r = amqp_get_rpc_reply(c->conn);
-    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-        *with_ae = 1;
-        return 0;
-    }
-    if (!is_precondition_failed(r))
-        return svc_amqp_conn_reply(c, "exchange.declare", r);
-    /* It exists without the argument: answer the close, reopen, check. */
-    memset(&ok, 0, sizeof(ok));
-    if (amqp_send_method(c->conn, ch, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok)
-        != AMQP_STATUS_OK) {
-        svc_amqp_conn_set_err(c, "exchange.declare: channel.close-ok not "
-                                 "sent");
-        svc_amqp_conn_drop(c);
+    rc = svc_amqp_declare_events_exchange_on(c->conn, SVC_AMQP_CONN_CHANNEL,
+                                             exchange, &what, &r);
+    if (rc < 0) {
+        /* r is not a normal reply: this sets the error and drops. */
+        svc_amqp_conn_reply(c, what, r);
         return -1;
     }
-    amqp_channel_open(c->conn, ch);
-    if (svc_amqp_conn_rpc(c, "channel.open (after 406)") != 0)
-        return -1;
-    amqp_exchange_declare(c->conn, ch, amqp_cstring_bytes(exchange),
-                          amqp_cstring_bytes("topic"), 1, 1, 0, 0,
-                          amqp_empty_table);
-    return svc_amqp_conn_rpc(c, "exchange.declare (passive)");
+    *with_ae = rc;
+    return 0;
 }
 
 void svc_amqp_conn_timeval(int ms, struct timeval *tv)

@@ -150,6 +150,19 @@ int svc_amqp_conn_reply(svc_amqp_conn *c, const char *what,
  */
 int svc_amqp_conn_declare_events_exchange(svc_amqp_conn *c,
                                           const char *exchange, int *with_ae);
+/*
+ * The same declaration on a bare rabbitmq-c connection and channel (for a
+ * client that does not use svc_amqp_conn, such as the tests' consumer):
+ * 1 declared with its alternate exchange, 0 the exchange exists without
+ * it (the channel was reopened after the 406), -1 failed: *what names
+ * the step and *reply holds the broker's (or the library's) answer.  The
+ * connection is left as it is; exchange must not be "".
+ */
+int svc_amqp_declare_events_exchange_on(amqp_connection_state_t conn,
+                                        amqp_channel_t ch,
+                                        const char *exchange,
+                                        const char **what,
+                                        amqp_rpc_reply_t *reply);
 /* The suffix of the alternate exchange's and its queue's name. */
 #define SVC_AMQP_UNROUTED_SUFFIX ".unrouted"
 

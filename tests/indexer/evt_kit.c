@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "kh_chunk.h"
+#include "svc_amqp_conn.h"
 #include "testkit.h"
 
 #define EVT_EXCHANGE "kh.documents"
@@ -93,60 +94,22 @@ static int login_ok(evt_consumer *c)
     return 0;
 }
 
-/* The exchange exactly as reviewd and kh-indexer declare it
- * (svc_amqp_conn_declare_events_exchange): its alternate exchange
- * "<exchange>.unrouted" (fanout) and that queue first, then the topic
- * exchange with alternate-exchange; one that exists without the argument
- * (406, the channel closed) is taken as it is after reopening the
- * channel.  Returns 1 when declared. */
+/* The exchange exactly as reviewd and kh-indexer declare it, by their
+ * own code (svc_amqp_declare_events_exchange_on): its alternate exchange
+ * "<exchange>.unrouted" and that queue, then the topic exchange with
+ * alternate-exchange; one that exists without the argument is taken as
+ * it is.  Returns 1 when declared. */
 static int declare_exchange(evt_consumer *c)
 {
-    char ae[300];
-    amqp_table_entry_t arg;
-    amqp_table_t args;
+    const char *what = NULL;
     amqp_rpc_reply_t r;
-    amqp_channel_close_ok_t close_ok;
 
-    snprintf(ae, sizeof(ae), "%s.unrouted", c->exchange);
-    amqp_exchange_declare(c->conn, EVT_CHANNEL, amqp_cstring_bytes(ae),
-                          amqp_cstring_bytes("fanout"), 0, 1, 0, 0,
-                          amqp_empty_table);
-    if (!rpc_ok(c, "exchange.declare (unrouted)"))
-        return 0;
-    amqp_queue_declare(c->conn, EVT_CHANNEL, amqp_cstring_bytes(ae), 0, 1, 0,
-                       0, amqp_empty_table);
-    if (!rpc_ok(c, "queue.declare (unrouted)"))
-        return 0;
-    amqp_queue_bind(c->conn, EVT_CHANNEL, amqp_cstring_bytes(ae),
-                    amqp_cstring_bytes(ae), amqp_empty_bytes,
-                    amqp_empty_table);
-    if (!rpc_ok(c, "queue.bind (unrouted)"))
-        return 0;
-    arg.key = amqp_cstring_bytes("alternate-exchange");
-    arg.value.kind = AMQP_FIELD_KIND_UTF8;
-    arg.value.value.bytes = amqp_cstring_bytes(ae);
-    args.num_entries = 1;
-    args.entries = &arg;
-    amqp_exchange_declare(c->conn, EVT_CHANNEL,
-                          amqp_cstring_bytes(c->exchange),
-                          amqp_cstring_bytes("topic"), 0, 1, 0, 0, args);
-    r = amqp_get_rpc_reply(c->conn);
-    if (r.reply_type == AMQP_RESPONSE_NORMAL)
+    if (svc_amqp_declare_events_exchange_on(c->conn, EVT_CHANNEL, c->exchange,
+                                            &what, &r)
+        >= 0)
         return 1;
-    if (r.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION
-        || r.reply.id != AMQP_CHANNEL_CLOSE_METHOD
-        || ((amqp_channel_close_t *)r.reply.decoded)->reply_code
-               != AMQP_PRECONDITION_FAILED) {
-        consumer_set_err(c, "exchange.declare", r);
-        return 0;
-    }
-    memset(&close_ok, 0, sizeof(close_ok));
-    if (amqp_send_method(c->conn, EVT_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD,
-                         &close_ok)
-        != AMQP_STATUS_OK)
-        return 0;
-    amqp_channel_open(c->conn, EVT_CHANNEL);
-    return rpc_ok(c, "channel.open (after 406)");
+    consumer_set_err(c, what, r);
+    return 0;
 }
 
 /* The queue (durable and named, or server-named and exclusive), bound to
