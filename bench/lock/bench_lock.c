@@ -6,7 +6,9 @@
  * One run, against one fresh private redis-server (or --url):
  *   (a) seq.*: sequential acquire+release pairs on one thread, p50, p99
  *       and p99.9 of the pair, its mean, and p50 of acquire and release
- *       alone;
+ *       alone; then seq.busy_pollN.*, the same on a client with
+ *       busy_poll_us N (--busy-poll-us, default 100; the client option that
+ *       reads without sleeping before it sleeps), beside the default's;
  *   (b) tput.Nthreads: pairs/s with 1, 8 and 32 threads, each thread on
  *       its own key, for a fixed time;
  *   (c) handoff.Nwaiters.*: 4 and 16 threads on one key, each holding it
@@ -103,6 +105,7 @@ typedef struct bench_opts {
     int ttl_ms;
     int wait_ms;
     int pool_size;    /* 0: the library's default */
+    int busy_poll_us; /* (a) again with this busy_poll_us; 0: not run */
     const char *only; /* "client", "handoff" or "fair": those runs alone */
 } bench_opts;
 
@@ -438,6 +441,9 @@ static void add_latency_figure(bench_run *run, const char *name, double value,
     bench_table_add(&run->table, stdout, &f);
 }
 
+static void report_busy_poll(bench_run *run, seq_samples *s,
+                             const bench_cost *cost);
+
 static void report_sequential(bench_run *run, seq_samples *s,
                               const bench_cost *cost)
 {
@@ -496,14 +502,52 @@ static void report_sequential(bench_run *run, seq_samples *s,
                        NAN);
 }
 
-static int bench_sequential(bench_run *run)
+/* (a) again on a client with busy polling: the pair's p50 against the
+ * same floor, and what it costs in client CPU.  A figure of its own, beside
+ * the default client's, never in place of it. */
+static void report_busy_poll(bench_run *run, seq_samples *s,
+                             const bench_cost *cost)
+{
+    const long long n = (long long)s->pair.n;
+    char name[64];
+    bench_figure f;
+
+    bench_samples_sort(&s->pair);
+    bench_samples_sort(&s->acquire);
+    bench_samples_sort(&s->release);
+    if (run->floor.acquire.rps > 0) {
+        snprintf(name, sizeof(name), "seq.busy_poll%d.pair.p50.vs_floor",
+                 run->o.busy_poll_us);
+        bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
+        f.value = bench_samples_quantile_us(&s->pair, 0.50);
+        f.limit = run->floor.acquire.p50_us + run->floor.release.p50_us;
+        f.limit_from = "redis-benchmark -c 1: p50(SET NX PX) + "
+                       "p50(compare-and-delete EVALSHA)";
+        f.goal = 1.15;
+        f.n = n;
+        f.errors = 0;
+        bench_cost_apply(cost, n, &f);
+        add_target(run, &f);
+    }
+    snprintf(name, sizeof(name), "seq.busy_poll%d.pair.p99",
+             run->o.busy_poll_us);
+    add_latency_figure(run, name, bench_samples_quantile_us(&s->pair, 0.99),
+                       run->c1.acquire.p99_us + run->c1.release.p99_us,
+                       "redis-benchmark -c 1: p99(acquire) + p99(release)",
+                       NAN, n, cost, bench_samples_mean_us(&s->pair));
+}
+
+/* Runs (a) on run->client and reports it with report. */
+static int sequential_on(bench_run *run, const char *suffix,
+                         void (*report)(bench_run *, seq_samples *,
+                                        const bench_cost *))
 {
     char key[96];
     seq_samples s;
     bench_cost cost;
     const size_t cap = (size_t)run->o.pairs;
 
-    snprintf(key, sizeof(key), "%s:seq", run->prefix);
+    snprintf(key, sizeof(key), "%s:seq%s", run->prefix, suffix);
     memset(&s, 0, sizeof(s));
     if (bench_samples_init(&s.pair, cap) != 0
         || bench_samples_init(&s.acquire, cap) != 0
@@ -522,11 +566,35 @@ static int bench_sequential(bench_run *run)
         cost_end(run, &cost);
     }
     if (errors == 0)
-        report_sequential(run, &s, &cost);
+        report(run, &s, &cost);
     bench_samples_free(&s.pair);
     bench_samples_free(&s.acquire);
     bench_samples_free(&s.release);
     return errors == 0 ? 0 : -1;
+}
+
+static int connect_client_with(bench_run *run, int busy_poll_us,
+                               dlock_client **out);
+
+/* (a) on the default client, then on one with --busy-poll-us. */
+static int bench_sequential(bench_run *run)
+{
+    dlock_client *plain = run->client;
+    int rc;
+
+    if (sequential_on(run, "", report_sequential) != 0)
+        return -1;
+    if (run->o.busy_poll_us == 0)
+        return 0;
+    progress("(a) again with busy_poll_us %d", run->o.busy_poll_us);
+    if (connect_client_with(run, run->o.busy_poll_us, &run->client) != 0) {
+        run->client = plain;
+        return -1;
+    }
+    rc = sequential_on(run, ":busy_poll", report_busy_poll);
+    dlock_client_free(run->client);
+    run->client = plain;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------
@@ -1201,7 +1269,8 @@ static double print_run_header(const bench_run *run, const char *phase)
     return pressure;
 }
 
-static int connect_client(bench_run *run)
+static int connect_client_with(bench_run *run, int busy_poll_us,
+                               dlock_client **out)
 {
     dlock_client_opts co;
     char errbuf[DLOCK_ERRMSG_MAX];
@@ -1209,14 +1278,20 @@ static int connect_client(bench_run *run)
     dlock_client_opts_init(&co);
     if (run->o.pool_size > 0)
         co.pool_size = run->o.pool_size;
-    const dlock_err rc = dlock_client_new(run->target.url, &co, &run->client,
-                                          errbuf, sizeof(errbuf));
+    co.busy_poll_us = busy_poll_us;
+    const dlock_err rc = dlock_client_new(run->target.url, &co, out, errbuf,
+                                          sizeof(errbuf));
     if (rc != DLOCK_OK) {
         snprintf(run->err, sizeof(run->err), "dlock_client_new(%s): %s",
                  run->target.url, errbuf);
         return -1;
     }
     return 0;
+}
+
+static int connect_client(bench_run *run)
+{
+    return connect_client_with(run, 0, &run->client);
 }
 
 /* The measurements, in an order that keeps each figure next to its limit
@@ -1275,6 +1350,8 @@ static void usage(FILE *out)
         "  --wait-ms MS           hand-off acquire wait bound (2000)\n"
         "  --pool N               the client's pool_size (the library's "
         "default)\n"
+        "  --busy-poll-us US      (a) again on a client with this "
+        "busy_poll_us (100; 0: not)\n"
         "  --only client|handoff|fair\n"
         "                         only (a) and (b), the hand-off runs, or the "
         "fair ones (with the -c 1 limit they are compared with)\n",
@@ -1299,6 +1376,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         {"ttl-ms", required_argument, NULL, 't'},
         {"wait-ms", required_argument, NULL, 'T'},
         {"pool", required_argument, NULL, 'P'},
+        {"busy-poll-us", required_argument, NULL, 'Y'},
         {"only", required_argument, NULL, 'O'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -1312,6 +1390,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         .hold_us = 1000,
         .ttl_ms = 10000,
         .wait_ms = 2000,
+        .busy_poll_us = 100,
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -1330,6 +1409,11 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         case 't': o->ttl_ms = (int)parse_positive("--ttl-ms", optarg); break;
         case 'T': o->wait_ms = (int)parse_positive("--wait-ms", optarg); break;
         case 'P': o->pool_size = (int)parse_positive("--pool", optarg); break;
+        case 'Y':
+            o->busy_poll_us = (int)bench_parse_long("bench_lock",
+                                                    "--busy-poll-us", optarg,
+                                                    0, 1000);
+            break;
         case 'O':
             if (strcmp(optarg, "client") != 0 && strcmp(optarg, "handoff") != 0
                 && strcmp(optarg, "fair") != 0) {

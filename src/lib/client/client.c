@@ -83,6 +83,7 @@ struct dlock_client {
     atomic_ullong n_fast_fails;
     atomic_ullong n_renewals;
     atomic_ullong n_locks_lost;
+    atomic_ullong n_busy_polls[2]; /* conn.h: begun, caught a reply */
     atomic_ullong n_connects;
     /* The highest fence or server time seen (fence.h). */
     atomic_ullong fence_floor;
@@ -165,6 +166,10 @@ static dlock_err normalise_opts(dlock_client_opts *o, dlock__msg *m)
                               "wait_replicas %d and wait_timeout_ms %d "
                               "must not be negative",
                               o->wait_replicas, o->wait_timeout_ms);
+    if (o->busy_poll_us < 0 || o->busy_poll_us > 1000)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "busy_poll_us %d is not 0..1000",
+                              o->busy_poll_us);
     if (o->pool_size < 1 || o->pool_size > 1024)
         return dlock__msg_set(m, DLOCK_INVALID, "pool_size %d is not 1..1024",
                               o->pool_size);
@@ -1025,6 +1030,8 @@ static dlock_err build_with(dlock_client *c, const char *url,
     if (err != DLOCK_OK)
         return err;
     c->cfg.keepalive_s = c->opts.keepalive_s;
+    c->cfg.busy_poll_us = c->opts.busy_poll_us;
+    c->cfg.busy_poll_counts = c->n_busy_polls;
     c->cfg.user = c->opts.username ? c->opts.username : c->ep.user;
     c->cfg.password = c->opts.password ? c->opts.password : c->ep.password;
     c->cfg.tls_verify = c->opts.tls_verify_peer;
@@ -1174,6 +1181,8 @@ void dlock_client_stats_get(const dlock_client *cc, dlock_client_stats *out)
     out->fast_fails = atomic_load(&c->n_fast_fails);
     out->renewals = atomic_load(&c->n_renewals);
     out->locks_lost = atomic_load(&c->n_locks_lost);
+    out->busy_polls = atomic_load(&c->n_busy_polls[0]);
+    out->busy_poll_hits = atomic_load(&c->n_busy_polls[1]);
     dlock__pool_counts(&c->pool, &out->pool_open, &out->pool_in_use);
 }
 

@@ -25,6 +25,7 @@
 #ifndef DLOCK_SRC_CONN_H
 #define DLOCK_SRC_CONN_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,10 @@ typedef struct dlock__conn_cfg {
     int tls_verify;
     const char *user;     /* AUTH user, or NULL */
     const char *password; /* AUTH password, or NULL for no AUTH */
+    int busy_poll_us;     /* dlock_client_opts.busy_poll_us; 0: off */
+    /* Counted into, when not NULL (the client's, outliving every
+     * connection): [0] busy polls begun, [1] those that caught a reply. */
+    atomic_ullong *busy_poll_counts;
 } dlock__conn_cfg;
 
 typedef struct dlock__conn dlock__conn;
