@@ -389,7 +389,7 @@ static void silent_server_times_out_every_command(void **state)
     (void)state;
     proxied_handle("async-silent");
     TK_EXPECT(testkit_proxy_ctl(ac->link->proxy, "pause") == 0, "paused");
-    queue_acquires(n, "async-silent", 5000);
+    queue_acquires(n, "async-silent", 30000);
     TK_EXPECT(drive(ac->a, done_count, &n, 10000),
               "every command completes within 10 s (%d did)", ac->done);
     for (int i = 0; i < n; i++)
@@ -410,7 +410,7 @@ static void reset_connection_resolves_every_command(void **state)
     (void)state;
     proxied_handle("async-reset");
     TK_EXPECT(testkit_proxy_ctl(ac->link->proxy, "delay 400") == 0, "delayed");
-    queue_acquires(n, "async-reset", 5000);
+    queue_acquires(n, "async-reset", 30000);
     TK_EXPECT(drive(ac->a, all_written, ac->a, 5000), "all written");
     TK_EXPECT(testkit_proxy_ctl(ac->link->proxy, "reset") == 0, "reset");
     TK_EXPECT(drive(ac->a, done_count, &n, 10000),
