@@ -122,7 +122,8 @@ static dlock_err open_conn(dlock_async *a, dlock__msg *m)
                               dlock_client_endpoint(a->client));
     err = dlock__client_connect(a->client, &conn, m);
     if (err != DLOCK_OK) {
-        dlock__client_transport_failed(a->client, m);
+        if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
+            dlock__client_transport_failed(a->client, m);
         return dlock__msg_wrap(m, err, "async handle");
     }
     if (dlock__conn_tls(conn)) {
