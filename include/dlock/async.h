@@ -72,8 +72,9 @@
  * Threads.  A dlock_async belongs to one thread at a time (the loop's);
  * its client may be used by other threads meanwhile.  Callbacks run on
  * that thread, inside dlock_async_process (or dlock_async_free); a
- * callback may call dlock_async_acquire, dlock_async_release and the
- * synchronous API, but not dlock_async_free or dlock_async_reconnect.
+ * callback may call dlock_async_acquire, dlock_async_release,
+ * dlock_async_extend and the synchronous API, but not dlock_async_free or
+ * dlock_async_reconnect.
  * dlock_async_free completes every pending command with DLOCK_STATE
  * ("the handle was freed") before it returns, and no callback runs after
  * it returns.
@@ -120,6 +121,17 @@ typedef void (*dlock_async_acquire_fn)(dlock_async *a, dlock_err err,
  */
 typedef void (*dlock_async_release_fn)(dlock_async *a, dlock_err err,
                                        const char *errmsg, void *arg);
+
+/*
+ * Called once per extend: DLOCK_OK (validity renewed from when the extend
+ * was queued, and renewals ask for its TTL from now on), DLOCK_LOST (the
+ * key no longer held our token: on_lost has run), or an error (the
+ * validity keeps its old end, or an earlier one).  lock is the one given
+ * to dlock_async_extend, still the caller's.
+ */
+typedef void (*dlock_async_extend_fn)(dlock_async *a, dlock_err err,
+                                      dlock_lock *lock, const char *errmsg,
+                                      void *arg);
 
 /*
  * Makes a handle with its own connection to c's server (for Sentinel, the
@@ -190,6 +202,20 @@ DLOCK_API dlock_err dlock_async_acquire(dlock_async *a, const char *key,
  */
 DLOCK_API dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock,
                                         dlock_async_release_fn cb, void *arg);
+
+/*
+ * Queues an extend of lock (a lock of a's client) to ttl_ms (0: its TTL),
+ * as dlock_extend does.  The lock stays the caller's, who must neither
+ * free nor release it (blocking) until cb has run; an async release queued
+ * after it is fine (commands complete in order).  Returns DLOCK_OK when
+ * queued; or DLOCK_INVALID (a negative TTL, another client's lock, a
+ * Redlock client), DLOCK_STATE (a degraded or lost lock), DLOCK_LOST (its
+ * validity had run out: on_lost has run), DLOCK_UNAVAILABLE, DLOCK_NOMEM,
+ * with cb never run.
+ */
+DLOCK_API dlock_err dlock_async_extend(dlock_async *a, dlock_lock *lock,
+                                       int64_t ttl_ms,
+                                       dlock_async_extend_fn cb, void *arg);
 
 /* The message of a's last failed call (borrowed until the next call on
  * a); "" if none. */

@@ -11,9 +11,9 @@
  *     (dlock_inspect): the key holds this lock's own token and its counter
  *     this lock's fence, so a reply handed to the wrong caller (another
  *     key's grant, a busy answer taken for a grant) fails the test;
- *   - async_and_blocking_locks_mix: a lock acquired here is extended,
- *     inspected and released through the blocking API, and a lock from
- *     dlock_acquire is released here;
+ *   - async_and_blocking_locks_mix: a lock acquired here is extended
+ *     (blocking and here), inspected and released through the blocking
+ *     API, and a lock from dlock_acquire is released here;
  *   - silent_server_times_out_every_command: a paused proxy: every
  *     command in flight completes with DLOCK_TIMEOUT, none is claimed
  *     held, the handle closes and reconnects, and whatever ran unseen is
@@ -257,6 +257,18 @@ static void one_released(dlock_async *a, dlock_err err, const char *msg,
     the_case.done++;
 }
 
+static void one_extended(dlock_async *a, dlock_err err, dlock_lock *l,
+                         const char *msg, void *arg)
+{
+    int i = (int)(intptr_t)arg;
+
+    (void)a;
+    (void)l;
+    (void)msg;
+    the_case.errs[i] = err;
+    the_case.done++;
+}
+
 static int done_count(void *arg)
 {
     return the_case.done >= *(int *)arg;
@@ -289,10 +301,18 @@ static void async_and_blocking_locks_mix(void **state)
     TK_EXPECT_ERR(dlock_extend(l, 20000), DLOCK_OK, ac->c,
                   "extending it through the blocking API");
     TK_EXPECT(dlock_lock_valid_ms(l) > 10000, "the extend moved validity");
+    TK_EXPECT_ERR(dlock_async_extend(ac->a, l, 40000, one_extended, (void *)2),
+                  DLOCK_OK, ac->c, "queueing an async extend");
+    want = 2;
+    TK_EXPECT(drive(ac->a, done_count, &want, 10000), "the extend completes");
+    TK_EXPECT(ac->errs[2] == DLOCK_OK, "the async extend succeeds, got %s",
+              dlock_errname(ac->errs[2]));
+    TK_EXPECT(dlock_lock_valid_ms(l) > 20000,
+              "the async extend moved validity");
     TK_EXPECT_ERR(dlock_inspect(ac->c, ac->keys[0], &info), DLOCK_OK, ac->c,
                   "inspect");
     TK_EXPECT(strcmp(info.token, dlock_lock_token(l)) == 0
-                  && info.ttl_ms > 10000,
+                  && info.ttl_ms > 20000,
               "Redis holds its token with the extended TTL");
     ac->locks[0] = NULL;
     TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, ac->c,
@@ -301,7 +321,7 @@ static void async_and_blocking_locks_mix(void **state)
     l = itkit_acquire(ac->c, ac->keys[0], &o);
     TK_EXPECT_ERR(dlock_async_release(ac->a, l, one_released, (void *)1),
                   DLOCK_OK, ac->c, "queueing the release of a blocking lock");
-    want = 2;
+    want = 3;
     TK_EXPECT(drive(ac->a, done_count, &want, 10000), "the release completes");
     TK_EXPECT(ac->errs[1] == DLOCK_OK, "the async release succeeds, got %s",
               dlock_errname(ac->errs[1]));
@@ -313,6 +333,26 @@ static void async_and_blocking_locks_mix(void **state)
                                   one_acquired, NULL)
                   == DLOCK_INVALID,
               "a waiting async acquire is refused");
+
+    /* A key taken from under the lock: the async extend finds it lost. */
+    TK_EXPECT_ERR(dlock_async_acquire(ac->a, ac->keys[0], &o, one_acquired,
+                                      (void *)3),
+                  DLOCK_OK, ac->c, "queueing an acquire");
+    want = 4;
+    TK_EXPECT(drive(ac->a, done_count, &want, 10000), "the acquire completes");
+    TK_EXPECT(ac->errs[3] == DLOCK_OK, "granted, got %s",
+              dlock_errname(ac->errs[3]));
+    TK_EXPECT(testkit_redis_int(itkit_shared_url(), "DEL %s", ac->keys[0])
+                  == 1,
+              "the key is deleted behind the lock's back");
+    TK_EXPECT_ERR(dlock_async_extend(ac->a, ac->locks[3], 0, one_extended,
+                                     (void *)4),
+                  DLOCK_OK, ac->c, "queueing an async extend");
+    want = 5;
+    TK_EXPECT(drive(ac->a, done_count, &want, 10000), "the extend completes");
+    TK_EXPECT(ac->errs[4] == DLOCK_LOST && dlock_lock_lost(ac->locks[3]),
+              "the extend reports the lock lost, got %s",
+              dlock_errname(ac->errs[4]));
 }
 
 /* ---- faults ------------------------------------------------------------ */

@@ -2,15 +2,15 @@
  * async.c: the non-blocking lock handle (see dlock/async.h).
  *
  * A dlock_async is one connection and one list of operations (ops) in
- * send order.  Submitting an op begins its request (for an acquire, the
- * lease ticket: lock.c's dlock__lock_acquire_prepare, so validity counts
- * from before the write) and appends its RESP bytes to the write buffer;
+ * send order.  Submitting an op begins its request (for an acquire or an
+ * extend, the lease ticket: lock.c's dlock__lock_acquire_prepare and
+ * dlock__lock_extend_prepare, so validity counts from before the write) and appends its RESP bytes to the write buffer;
  * dlock_async_process writes as much of the buffer as the socket takes,
  * in one send, reads every reply there is and completes ops from the head
  * of the list, one reply each, then fails the head if its deadline has
  * passed.  What a reply means is lock.c's (dlock__lock_acquire_finish,
- * dlock__lock_release_reply and _end), the same code the blocking calls
- * run, so the two APIs cannot disagree about a grant.
+ * dlock__lock_release_reply and _end, dlock__lock_extend_finish), the
+ * same code the blocking calls run, so the two APIs cannot disagree about a grant.
  *
  * Invariants:
  *   - replies match ops strictly in order: the list is appended in the
@@ -46,9 +46,10 @@
 #include "lock/lock_internal.h"
 #include "transport/conn.h"
 
-typedef enum op_kind { OP_ACQUIRE, OP_RELEASE } op_kind;
+typedef enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_EXTEND } op_kind;
 
-/* One acquire or release in flight (the handle's, until completed). */
+/* One acquire, release or extend in flight (the handle's, until
+ * completed). */
 typedef struct op {
     struct op *next;
     op_kind kind;
@@ -58,10 +59,13 @@ typedef struct op {
     void *arg;
     dlock_async_acquire_fn on_acquired;
     dlock_async_release_fn on_released;
-    int watchdog;           /* acquire: opts.watchdog */
-    int64_t started_us;     /* acquire: for the busy message */
-    dlock__acquire_req req; /* acquire: the request's lease ticket */
-    int expired;            /* release: validity had run out at submit */
+    dlock_async_extend_fn on_extended;
+    int watchdog;               /* acquire: opts.watchdog */
+    int64_t started_us;         /* acquire: for the busy message */
+    dlock__acquire_req req;     /* acquire: the request's lease ticket */
+    int expired;                /* release: validity had run out at submit */
+    int64_t ttl_ms;             /* extend: the TTL asked for */
+    dlock__lease_ticket ticket; /* extend: the request's lease ticket */
 } op;
 
 struct dlock_async {
@@ -70,6 +74,7 @@ struct dlock_async {
     int64_t io_timeout_ms;
     char sha_acquire[41];
     char sha_release[41];
+    char sha_extend[41];
     int use_eval; /* the server lost its script cache: send bodies */
     int freeing;
     int pending;
@@ -136,6 +141,8 @@ static dlock_err open_conn(dlock_async *a, dlock__msg *m)
     err = load_script(a, conn, dlock__lock_acquire_script(), m);
     if (err == DLOCK_OK)
         err = load_script(a, conn, dlock__lock_release_script(), m);
+    if (err == DLOCK_OK)
+        err = load_script(a, conn, dlock__lock_extend_script(), m);
     if (err != DLOCK_OK) {
         dlock__conn_free(conn);
         return err;
@@ -160,8 +167,9 @@ static dlock_err error_reply(dlock_async *a, op *o, redisReply *r)
     if (dp != NULL && dlock__deploy_is_readonly(r))
         dlock__deploy_master_failed(dp); /* a demoted master */
     err = dlock__reply_error(r,
-                             o->kind == OP_ACQUIRE ? "script acquire"
-                                                   : "script release",
+                             o->kind == OP_ACQUIRE   ? "script acquire"
+                             : o->kind == OP_RELEASE ? "script release"
+                                                     : "script extend",
                              dlock_client_endpoint(a->client), &a->msg);
     freeReplyObject(r);
     return err;
@@ -221,14 +229,31 @@ static void finish_release(dlock_async *a, op *o, dlock_err err, redisReply *r)
     o->on_released(a, err, a->msg.text, o->arg);
 }
 
+/* Completes an extend with err (no reply: r NULL) or its reply r; the
+ * lock stays the caller's. */
+static void finish_extend(dlock_async *a, op *o, dlock_err err, redisReply *r)
+{
+    if (r != NULL && r->type == REDIS_REPLY_ERROR) {
+        err = error_reply(a, o, r);
+        r = NULL;
+    }
+    err = dlock__lock_extend_finish(o->lock, &o->ticket, o->ttl_ms, err, r,
+                                    &a->msg);
+    if (err == DLOCK_OK)
+        dlock__msg_clear(&a->msg);
+    o->on_extended(a, err, o->lock, a->msg.text, o->arg);
+}
+
 static void finish(dlock_async *a, op *o, dlock_err err, redisReply *r,
                    int sent)
 {
     a->pending--;
     if (o->kind == OP_ACQUIRE)
         finish_acquire(a, o, err, r, sent);
-    else
+    else if (o->kind == OP_RELEASE)
         finish_release(a, o, err, r);
+    else
+        finish_extend(a, o, err, r);
     dlock__free(o);
 }
 
@@ -434,6 +459,7 @@ dlock_err dlock_async_new(dlock_client *c, dlock_async **out)
     a->io_timeout_ms = dlock__client_opts(c)->io_timeout_ms;
     dlock__client_script_sha(c, dlock__lock_acquire_script(), a->sha_acquire);
     dlock__client_script_sha(c, dlock__lock_release_script(), a->sha_release);
+    dlock__client_script_sha(c, dlock__lock_extend_script(), a->sha_extend);
     err = open_conn(a, m);
     if (err != DLOCK_OK) {
         dlock_async_free(a);
@@ -639,6 +665,51 @@ dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock,
      * watchdog, as dlock_release takes it off before its request. */
     o->expired = dlock__lock_release_begin(lock);
     return DLOCK_OK;
+}
+
+dlock_err dlock_async_extend(dlock_async *a, dlock_lock *lock, int64_t ttl_ms,
+                             dlock_async_extend_fn cb, void *arg)
+{
+    char ttl[24];
+    const char *args[3];
+    op *o;
+    dlock_err err;
+
+    if (a == NULL || lock == NULL || cb == NULL)
+        return DLOCK_INVALID;
+    dlock__msg_clear(&a->msg);
+    if (dlock__lock_client(lock) != a->client
+        || dlock__client_redlock(a->client) != NULL)
+        return dlock__msg_set(&a->msg, DLOCK_INVALID,
+                              "extend of lock %.64s: not a lock of this "
+                              "handle's client",
+                              dlock_lock_key(lock));
+    err = accepting(a);
+    if (err == DLOCK_OK)
+        err = dlock__lock_extend_check(lock, &ttl_ms, &a->msg);
+    if (err != DLOCK_OK)
+        return err;
+    o = dlock__calloc(1, sizeof(*o));
+    if (o == NULL)
+        return dlock__msg_set(&a->msg, DLOCK_NOMEM, "queueing extend of %.64s",
+                              dlock_lock_key(lock));
+    o->kind = OP_EXTEND;
+    o->lock = lock;
+    o->arg = arg;
+    o->on_extended = cb;
+    o->ttl_ms = ttl_ms;
+    o->ticket = dlock__lock_extend_prepare(lock, ttl_ms, ttl, args);
+    err = queue_script(a, o, dlock__lock_extend_script(), a->sha_extend, "1",
+                       3, args);
+    if (err != DLOCK_OK) {
+        dlock__msg scratch; /* a->msg says why */
+
+        /* Never sent: the ticket ends as not run. */
+        dlock__lock_extend_finish(lock, &o->ticket, ttl_ms, DLOCK_NOMEM, NULL,
+                                  &scratch);
+        dlock__free(o);
+    }
+    return err;
 }
 
 const char *dlock_async_errmsg(const dlock_async *a)

@@ -1507,39 +1507,20 @@ static int renewal_unacked(dlock_lock *l, const redisReply *r, int acked)
            && extend_reply(r, &held, &server_us) && held;
 }
 
-/* Runs the extend script for ttl_ms through the pool (or the Redlock
- * round): DLOCK_OK (lease renewed), DLOCK_LOST (marked; *marked says
- * whether this call marked it, and the caller then runs on_lost),
- * DLOCK_UNREPLICATED (the lease keeps its last acknowledged end) or a
- * transport error (the lease keeps its old end, or an earlier one). */
-static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
-                            dlock__msg *m)
+/* What an extend request's answer means: err (a transport error) or the
+ * extend script's reply r (freed here) ends the ticket t; DLOCK_OK (lease
+ * renewed), DLOCK_LOST (marked; *marked says whether by this call) or an
+ * error (the lease keeps its old end, or an earlier one). */
+static dlock_err renew_answer(dlock_lock *l, dlock__lease_ticket *t,
+                              dlock_err err, redisReply *r, int *marked,
+                              dlock__msg *m)
 {
-    char ttl[24];
-    const char *argv[] = {l->key, l->token, ttl};
-    dlock__lease_ticket t;
-    redisReply *r;
-    int acked = 0;
-    dlock_err err;
-
     *marked = 0;
-    if (redlock_of(l) != NULL)
-        return redlock_renew(l, ttl_ms, marked, m);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
-    t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
-    err = dlock__client_eval_acked(l->client, &extend_script, 1, 3, argv, NULL,
-                                   &r, &acked, m);
     if (err != DLOCK_OK) {
-        dlock__lease_end(&l->lease, &t, outcome_of(err));
+        dlock__lease_end(&l->lease, t, outcome_of(err));
         return dlock__msg_wrap(m, err, "extend of lock %.64s", l->key);
     }
-    if (renewal_unacked(l, r, acked)) {
-        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
-        freeReplyObject(r);
-        return unreplicated(l, "extend of", acked,
-                            "the lease keeps its last acknowledged end", m);
-    }
-    err = dlock__lock_renew_reply(l, &t, r, dlock__boot_us(), marked);
+    err = dlock__lock_renew_reply(l, t, r, dlock__boot_us(), marked);
     if (err == DLOCK_LOST)
         dlock__msg_set(m, DLOCK_LOST,
                        "extend of lock %.64s on %s: the key "
@@ -1553,6 +1534,52 @@ static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
                        dlock__reply_type_name(r));
     freeReplyObject(r);
     return err == DLOCK_SERVER ? DLOCK_PROTOCOL : err;
+}
+
+/* Runs the extend script for ttl_ms through the pool (or the Redlock
+ * round): DLOCK_OK (lease renewed), DLOCK_LOST (marked; *marked says
+ * whether this call marked it, and the caller then runs on_lost),
+ * DLOCK_UNREPLICATED (the lease keeps its last acknowledged end) or a
+ * transport error (the lease keeps its old end, or an earlier one). */
+static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
+                            dlock__msg *m)
+{
+    char ttl[24];
+    const char *argv[3];
+    dlock__lease_ticket t;
+    redisReply *r = NULL;
+    int acked = 0;
+    dlock_err err;
+
+    *marked = 0;
+    if (redlock_of(l) != NULL)
+        return redlock_renew(l, ttl_ms, marked, m);
+    t = dlock__lock_extend_prepare(l, ttl_ms, ttl, argv);
+    err = dlock__client_eval_acked(l->client, &extend_script, 1, 3, argv, NULL,
+                                   &r, &acked, m);
+    if (err == DLOCK_OK && renewal_unacked(l, r, acked)) {
+        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
+        freeReplyObject(r);
+        return unreplicated(l, "extend of", acked,
+                            "the lease keeps its last acknowledged end", m);
+    }
+    return renew_answer(l, &t, err, r, marked, m);
+}
+
+dlock__lease_ticket dlock__lock_extend_prepare(dlock_lock *l, int64_t ttl_ms,
+                                               char ttl[24],
+                                               const char *argv[3])
+{
+    snprintf(ttl, 24, "%lld", (long long)ttl_ms);
+    argv[0] = l->key;
+    argv[1] = l->token;
+    argv[2] = ttl;
+    return dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
+}
+
+const dlock__script *dlock__lock_extend_script(void)
+{
+    return &extend_script;
 }
 
 /* renew_once on the owner's thread, which runs on_lost if it marked the
@@ -1678,17 +1705,12 @@ dlock_err dlock_release(dlock_lock *l)
     return err;
 }
 
-dlock_err dlock_extend(dlock_lock *l, int64_t ttl_ms)
+dlock_err dlock__lock_extend_check(dlock_lock *l, int64_t *ttl_ms,
+                                   dlock__msg *m)
 {
-    dlock__msg *m;
-    dlock_err err;
-
-    if (l == NULL)
-        return DLOCK_INVALID;
-    m = dlock__client_begin(l->client);
-    if (ttl_ms < 0)
+    if (*ttl_ms < 0)
         return dlock__msg_set(m, DLOCK_INVALID, "extend by %lld ms",
-                              (long long)ttl_ms);
+                              (long long)*ttl_ms);
     if (l->degraded)
         return dlock__msg_set(m, DLOCK_STATE,
                               "extend of lock %.64s: it is "
@@ -1701,15 +1723,50 @@ dlock_err dlock_extend(dlock_lock *l, int64_t ttl_ms)
                               l->key);
     if (dlock__lock_is_lost(l))
         return report_lost(l, "extend", m);
-    if (ttl_ms == 0)
-        ttl_ms = dlock__lease_ttl_ms(&l->lease);
-    err = renew_now(l, ttl_ms, m);
+    if (*ttl_ms == 0)
+        *ttl_ms = dlock__lease_ttl_ms(&l->lease);
+    return DLOCK_OK;
+}
+
+/* An extend to ttl_ms that succeeded: renewals ask for it from now on. */
+static void extended(dlock_lock *l, int64_t ttl_ms)
+{
+    dlock__lease_set_ttl_ms(&l->lease, ttl_ms);
+    if (l->watch != NULL)
+        dlock__watchdog_reschedule(dlock__client_watchdog(l->client),
+                                   l->watch);
+}
+
+dlock_err dlock__lock_extend_finish(dlock_lock *l, dlock__lease_ticket *t,
+                                    int64_t ttl_ms, dlock_err err,
+                                    redisReply *r, dlock__msg *m)
+{
+    int marked = 0;
+
+    err = renew_answer(l, t, err, r, &marked, m);
+    if (marked)
+        dlock__lock_fire_lost(l);
     if (err == DLOCK_OK) {
-        dlock__lease_set_ttl_ms(&l->lease, ttl_ms);
-        if (l->watch != NULL)
-            dlock__watchdog_reschedule(dlock__client_watchdog(l->client),
-                                       l->watch);
+        dlock__watchdog_recheck(dlock__client_watchdog(l->client));
+        extended(l, ttl_ms);
     }
+    return err;
+}
+
+dlock_err dlock_extend(dlock_lock *l, int64_t ttl_ms)
+{
+    dlock__msg *m;
+    dlock_err err;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    m = dlock__client_begin(l->client);
+    err = dlock__lock_extend_check(l, &ttl_ms, m);
+    if (err != DLOCK_OK)
+        return err;
+    err = renew_now(l, ttl_ms, m);
+    if (err == DLOCK_OK)
+        extended(l, ttl_ms);
     return err;
 }
 

@@ -164,4 +164,26 @@ dlock_err dlock__lock_release_reply(dlock_lock *lock, dlock_err err,
 dlock_err dlock__lock_release_end(dlock_lock *lock, int expired, dlock_err err,
                                   dlock__msg *m);
 
+/*
+ * The extend in steps, as dlock_extend runs it, for the asynchronous
+ * extend: dlock__lock_extend_check refuses what dlock_extend refuses
+ * (a negative TTL, a degraded or lost lock; a lock whose validity ran out
+ * is reported lost and on_lost runs) and turns *ttl_ms 0 into the lease's
+ * TTL; dlock__lock_extend_prepare formats the extend script's 1 KEY and 2
+ * ARGV (ttl holds the TTL) and begins the request's lease ticket: call it
+ * just before the request is queued; dlock__lock_extend_finish ends the
+ * ticket with err or the reply r (freed), runs on_lost if the token was
+ * gone, and on success makes ttl_ms the TTL renewals ask for.  Returns
+ * DLOCK_OK, DLOCK_LOST, DLOCK_PROTOCOL or err.
+ */
+dlock_err dlock__lock_extend_check(dlock_lock *lock, int64_t *ttl_ms,
+                                   dlock__msg *m);
+dlock__lease_ticket dlock__lock_extend_prepare(dlock_lock *lock,
+                                               int64_t ttl_ms, char ttl[24],
+                                               const char *argv[3]);
+dlock_err dlock__lock_extend_finish(dlock_lock *lock, dlock__lease_ticket *t,
+                                    int64_t ttl_ms, dlock_err err,
+                                    redisReply *r, dlock__msg *m);
+const dlock__script *dlock__lock_extend_script(void);
+
 #endif /* DLOCK_SRC_LOCK_INTERNAL_H */
