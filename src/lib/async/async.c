@@ -365,6 +365,17 @@ static dlock_err queue_script(dlock_async *a, op *o, const dlock__script *s,
 
 /* ---- reading and deadlines --------------------------------------------- */
 
+/*
+ * Replies come in batches (the server answers all it read at once), and
+ * each completion usually queues the caller's next command.  Writing what
+ * is queued every EARLY_FLUSH completions, rather than after the whole
+ * batch, lets the server start on those while the rest of the batch is
+ * completed here: measured at 32 callers on one handle (2 CPUs), 43k
+ * pairs/s with one write per batch, 57k with a write every 8 (4 and 16
+ * alike); at 8 callers it changes nothing.
+ */
+#define EARLY_FLUSH 8
+
 /* Completes the ops whose replies have come; DLOCK_OK or the failure
  * that closed the connection. */
 static dlock_err read_replies(dlock_async *a)
@@ -394,8 +405,12 @@ static dlock_err read_replies(dlock_async *a)
         a->head = o->next;
         if (a->head == NULL)
             a->tail = NULL;
-        got = 1;
         finish(a, o, DLOCK_OK, r, 1);
+        if (++got % EARLY_FLUSH == 0) {
+            err = flush(a);
+            if (err != DLOCK_OK)
+                return err;
+        }
     }
     if (got)
         dlock__client_transport_ok(a->client);
