@@ -4,13 +4,16 @@
  * A dlock_async is one connection and one list of operations (ops) in
  * send order.  Submitting an op begins its request (for an acquire or an
  * extend, the lease ticket: lock.c's dlock__lock_acquire_prepare and
- * dlock__lock_extend_prepare, so validity counts from before the write) and appends its RESP bytes to the write buffer;
- * dlock_async_process writes as much of the buffer as the socket takes,
- * in one send, reads every reply there is and completes ops from the head
- * of the list, one reply each, then fails the head if its deadline has
- * passed.  What a reply means is lock.c's (dlock__lock_acquire_finish,
+ * dlock__lock_extend_prepare, so validity counts from before the write)
+ * and appends its RESP bytes to the write buffer.  dlock_async_process
+ * writes as much of the buffer as the socket takes in one send, reads
+ * every reply there is and completes ops from the head of the list, one
+ * reply each (writing what their callbacks queued every EARLY_FLUSH
+ * replies), then fails the head if its deadline has passed.  What a
+ * reply means is lock.c's (dlock__lock_acquire_finish,
  * dlock__lock_release_reply and _end, dlock__lock_extend_finish), the
- * same code the blocking calls run, so the two APIs cannot disagree about a grant.
+ * same code the blocking calls run, so the two APIs cannot disagree
+ * about a grant.
  *
  * Invariants:
  *   - replies match ops strictly in order: the list is appended in the
