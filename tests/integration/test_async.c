@@ -24,6 +24,9 @@
  *   - validity_counts_from_the_write: a reply delayed by the proxy: the
  *     lock's validity ends no later than the TTL after the acquire was
  *     queued, never the TTL after the reply;
+ *   - script_flush_is_reported_then_served: after SCRIPT FLUSH the next
+ *     acquire fails with DLOCK_SERVER (NOSCRIPT: it did not run) and the
+ *     one after it carries the script's body and is granted;
  *   - free_completes_every_pending_command: sent and unsent commands at
  *     dlock_async_free: each callback runs once, with DLOCK_STATE, before
  *     free returns, none after; no key left held.
@@ -490,6 +493,34 @@ static void validity_counts_from_the_write(void **state)
               (long long)left_ms, (long long)elapsed_ms);
 }
 
+static void script_flush_is_reported_then_served(void **state)
+{
+    async_case *ac = &the_case;
+    redisReply *r;
+    int want = 1;
+
+    (void)state;
+    proxied_handle("async-flush");
+    r = testkit_redis_cmd(ac->link->server->url, "SCRIPT FLUSH");
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "SCRIPT FLUSH");
+    freeReplyObject(r);
+    queue_acquires(1, "async-flush", 10000);
+    TK_EXPECT(drive(ac->a, done_count, &want, 10000), "the acquire completes");
+    TK_EXPECT(ac->errs[0] == DLOCK_SERVER && ac->locks[0] == NULL,
+              "NOSCRIPT is reported as a server error, got %s",
+              dlock_errname(ac->errs[0]));
+    TK_EXPECT(testkit_redis_int(ac->link->server->url, "EXISTS %s",
+                                ac->keys[0])
+                  == 0,
+              "the acquire did not run");
+    ac->done = 0;
+    queue_acquires(1, "async-flush-after", 10000);
+    TK_EXPECT(drive(ac->a, done_count, &want, 10000), "the acquire completes");
+    TK_EXPECT(ac->errs[0] == DLOCK_OK,
+              "the next acquire carries the script and is granted, got %s",
+              dlock_errname(ac->errs[0]));
+}
+
 static void counted_acquire(dlock_async *a, dlock_err err, dlock_lock *l,
                             const char *msg, void *arg)
 {
@@ -571,6 +602,8 @@ int main(void)
         cmocka_unit_test_teardown(reset_connection_resolves_every_command,
                                   end_case),
         cmocka_unit_test_teardown(validity_counts_from_the_write, end_case),
+        cmocka_unit_test_teardown(script_flush_is_reported_then_served,
+                                  end_case),
         cmocka_unit_test_teardown(free_completes_every_pending_command,
                                   end_case),
     };
