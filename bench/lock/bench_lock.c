@@ -10,7 +10,9 @@
  *       busy_poll_us N (--busy-poll-us, default 100; the client option that
  *       reads without sleeping before it sleeps), beside the default's;
  *   (b) tput.Nthreads: pairs/s with 1, 8 and 32 threads, each thread on
- *       its own key, for a fixed time;
+ *       its own key, for a fixed time; then tput.asyncN: as many callers
+ *       (8, 32) on one thread through one dlock_async handle (dlock/async.h),
+ *       each on its own key, against the same limits as the threads;
  *   (c) handoff.Nwaiters.*: 4 and 16 threads on one key, each holding it
  *       ~1 ms then releasing, for a fixed time: acquisitions/s, and the
  *       gap from a release's return to the next successful acquire's
@@ -73,6 +75,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -81,6 +84,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlock/async.h"
 #include "dlock/dlock.h"
 
 #include "bench_clock.h"
@@ -126,7 +130,7 @@ typedef struct bench_run {
     bench_limit floor; /* SET NX PX + compare-and-delete at -c 1 */
     bench_table table;
     /* The issue 17 targets, printed apart at the end (rows of table). */
-    int targets[8];
+    int targets[16];
     int ntargets;
     char prefix[48]; /* "bench:<pid>" */
     char err[2048];
@@ -815,6 +819,185 @@ static void report_tput(bench_run *run, int nthreads, const tput_result *r,
     bench_table_add(&run->table, stdout, &f);
 }
 
+/* ------------------------------------------------------------------------
+ * (b') Throughput: callers on one thread, through one dlock_async handle */
+
+/*
+ * ncallers callers, each looping a try-acquire then a release of its own
+ * key, all driven by one thread's poll loop through one dlock_async (one
+ * connection, every caller's commands pipelined on it): what a service
+ * on an event loop gets.  A pair is timed from its acquire's submission
+ * to its release's callback, as a thread's pair is from dlock_acquire's
+ * call to dlock_release's return.
+ */
+typedef struct async_caller {
+    struct async_bench *b;
+    char key[96];
+    int64_t t0;
+} async_caller;
+
+typedef struct async_bench {
+    bench_run *run;
+    dlock_async *a;
+    dlock_acquire_opts ao;
+    int64_t deadline_ns;
+    long pairs;
+    long errors;
+    bench_samples pair;
+    char errmsg[DLOCK_ERRMSG_MAX];
+    async_caller callers[MAX_THREADS];
+} async_bench;
+
+static void async_start(async_caller *k);
+
+static void async_error(async_bench *b, dlock_err rc, const char *msg)
+{
+    if (b->errors++ == 0)
+        snprintf(b->errmsg, sizeof(b->errmsg), "%s: %s", dlock_errname(rc),
+                 msg);
+}
+
+static void async_released(dlock_async *a, dlock_err rc, const char *msg,
+                           void *arg)
+{
+    async_caller *k = arg;
+
+    (void)a;
+    if (rc == DLOCK_OK) {
+        bench_samples_add(&k->b->pair, bench_clock_ns() - k->t0);
+        k->b->pairs++;
+    } else {
+        async_error(k->b, rc, msg);
+    }
+    async_start(k);
+}
+
+static void async_acquired(dlock_async *a, dlock_err rc, dlock_lock *lock,
+                           const char *msg, void *arg)
+{
+    async_caller *k = arg;
+
+    if (rc == DLOCK_OK)
+        rc = dlock_async_release(a, lock, async_released, k);
+    if (rc == DLOCK_OK)
+        return;
+    async_error(k->b, rc, rc == DLOCK_INVALID ? dlock_async_errmsg(a) : msg);
+    dlock_lock_free(lock);
+    async_start(k);
+}
+
+/* The caller's next pair, unless time is up or errors pile up. */
+static void async_start(async_caller *k)
+{
+    async_bench *b = k->b;
+    dlock_err rc;
+
+    if (bench_clock_ns() >= b->deadline_ns
+        || b->errors >= MAX_ERRORS_PER_THREAD)
+        return;
+    k->t0 = bench_clock_ns();
+    rc = dlock_async_acquire(b->a, k->key, &b->ao, async_acquired, k);
+    if (rc != DLOCK_OK)
+        async_error(b, rc, dlock_async_errmsg(b->a));
+}
+
+/* One turn of the event loop: poll for what the handle wants, process. */
+static void async_turn(dlock_async *a)
+{
+    const int want = dlock_async_events(a);
+    int wait = dlock_async_timeout_ms(a), revents = 0;
+    struct pollfd p = {.fd = dlock_async_fd(a), .events = 0};
+
+    if (want & DLOCK_ASYNC_READ)
+        p.events |= POLLIN;
+    if (want & DLOCK_ASYNC_WRITE)
+        p.events |= POLLOUT;
+    if (wait < 0 || wait > 100)
+        wait = 100;
+    if (p.fd >= 0 && poll(&p, 1, wait) > 0) {
+        if (p.revents & (POLLIN | POLLHUP | POLLERR))
+            revents |= DLOCK_ASYNC_READ;
+        if (p.revents & POLLOUT)
+            revents |= DLOCK_ASYNC_WRITE;
+    }
+    dlock_async_process(a, revents);
+}
+
+static int measure_async(bench_run *run, int ncallers, tput_result *out)
+{
+    static async_bench b; /* large; one phase at a time */
+    int64_t start;
+    dlock_err rc;
+
+    memset(&b, 0, sizeof(b));
+    memset(out, 0, sizeof(*out));
+    b.run = run;
+    acquire_opts(run, 0, &b.ao);
+    rc = dlock_async_new(run->client, &b.a);
+    if (rc != DLOCK_OK) {
+        snprintf(run->err, sizeof(run->err), "dlock_async_new: %s",
+                 dlock_client_errmsg(run->client));
+        return -1;
+    }
+    if (bench_samples_init(&b.pair, TPUT_SAMPLES) != 0) {
+        dlock_async_free(b.a);
+        snprintf(run->err, sizeof(run->err), "out of memory");
+        return -1;
+    }
+    start = bench_clock_ns();
+    b.deadline_ns = start + (int64_t)run->o.duration_ms * 1000000;
+    for (int i = 0; i < ncallers; i++) {
+        b.callers[i].b = &b;
+        snprintf(b.callers[i].key, sizeof(b.callers[i].key), "%s:async:%d:%d",
+                 run->prefix, ncallers, i);
+        async_start(&b.callers[i]);
+    }
+    while (dlock_async_pending(b.a) > 0)
+        async_turn(b.a);
+    out->seconds = (double)(bench_clock_ns() - start) / 1e9;
+    out->pairs = b.pairs;
+    out->errors = b.errors;
+    if (b.errors > 0 && run->err[0] == '\0')
+        snprintf(run->err, sizeof(run->err), "%s", b.errmsg);
+    bench_samples_sort(&b.pair);
+    out->p99_us = bench_samples_quantile_us(&b.pair, 0.99);
+    bench_samples_free(&b.pair);
+    dlock_async_free(b.a);
+    return 0;
+}
+
+/* The async callers' figures against the same limits and p99 definition
+ * as the threads' issue 17 targets (report_tput_targets). */
+static void report_async_targets(bench_run *run, int ncallers,
+                                 const tput_result *r, const bench_limit *cn,
+                                 const bench_limit *piped)
+{
+    const bench_limit *best = pair_rate(piped) > pair_rate(cn) ? piped : cn;
+    char name[64], from[128];
+    bench_figure f;
+
+    snprintf(name, sizeof(name), "tput.async%d.vs_best", ncallers);
+    snprintf(from, sizeof(from),
+             "the higher of redis-benchmark -c %d and -c 1 -P %d (here %s)",
+             ncallers, ncallers, best == piped ? "-P" : "-c");
+    bench_figure_init(&f, name, "pairs/s", BENCH_HIGHER_IS_BETTER);
+    f.value = r->seconds > 0 ? (double)r->pairs / r->seconds : NAN;
+    f.limit = pair_rate(best);
+    f.limit_from = from;
+    f.goal = 0.90;
+    f.n = r->pairs;
+    f.errors = r->errors;
+    add_target(run, &f);
+    snprintf(name, sizeof(name), "tput.async%d.p99", ncallers);
+    bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
+    f.value = r->p99_us;
+    f.limit = best->acquire.p99_us + best->release.p99_us;
+    f.limit_from = "p99(acquire) + p99(release) of that limit";
+    f.goal = 2.0;
+    f.n = r->pairs;
+    add_target(run, &f);
+}
+
 /* Measures nthreads against the limit at clients connections (measured
  * here unless given). */
 static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
@@ -840,7 +1023,17 @@ static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
     }
     progress("%d threads: %.0f pairs/s (%ld errors)", nthreads,
              (double)r.pairs / r.seconds, r.errors);
-    return r.errors >= (long)nthreads * MAX_ERRORS_PER_THREAD ? -1 : 0;
+    if (r.errors >= (long)nthreads * MAX_ERRORS_PER_THREAD)
+        return -1;
+    if (nthreads == 1)
+        return 0;
+    /* The same number of callers on one thread, against the same limits. */
+    if (measure_async(run, nthreads, &r) != 0)
+        return -1;
+    report_async_targets(run, nthreads, &r, l, &pipelined);
+    progress("%d async callers: %.0f pairs/s (%ld errors)", nthreads,
+             (double)r.pairs / r.seconds, r.errors);
+    return r.errors >= MAX_ERRORS_PER_THREAD ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------------

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "deploy/cluster.h"
+#include "dlock/async.h"
 #include "dlock/dlock.h"
 #include "dlock/patterns.h"
 #include "scalekit.h"
@@ -608,6 +609,12 @@ static void reentrant_locks_and_patterns_run_on_a_cluster(void **state)
     dlock_ratelimit *rl;
 
     (void)state;
+    {
+        dlock_async *async = NULL;
+
+        TK_EXPECT(dlock_async_new(c, &async) == DLOCK_INVALID && async == NULL,
+                  "an async handle is refused on a cluster");
+    }
     dlock_acquire_opts_init(&o);
     o.reentrant = 1;
     TK_EXPECT_ERR(dlock_acquire(c, "cc:re", &o, &a), DLOCK_OK, c, "re 1");

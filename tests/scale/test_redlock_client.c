@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dlock/async.h"
 #include "dlock/dlock.h"
 #include "dlock/leader.h"
 #include "dlock/semaphore.h"
@@ -241,6 +242,13 @@ static void reentrant_holds_count_and_fair_is_refused(void **state)
     TK_EXPECT(a == b && dlock_lock_holds(a) == 2, "one lock held twice");
     TK_EXPECT(dlock_release(b) == DLOCK_OK && dlock_release(a) == DLOCK_OK,
               "released twice: %s", dlock_client_errmsg(client));
+    {
+        dlock_async *async = NULL;
+
+        TK_EXPECT(dlock_async_new(client, &async) == DLOCK_INVALID
+                      && async == NULL,
+                  "an async handle is refused on redlock://");
+    }
     o.reentrant = 0;
     o.fair = 1;
     TK_EXPECT(dlock_acquire(client, "t:rlc:fair", &o, &a) == DLOCK_INVALID,

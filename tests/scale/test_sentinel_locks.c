@@ -9,6 +9,8 @@
  *     replica; asking for 3 of 2 replicas gives DLOCK_UNREPLICATED and
  *     the grant is released;
  *   - 4 threads share one lock without overlap;
+ *   - an async handle (dlock/async.h) takes and releases a lock on the
+ *     master, and a client with wait_replicas is refused one;
  *   - the master is killed (SIGKILL by its pid file): locking resumes on
  *     the promoted replica by itself, and the time from the kill to the
  *     first new grant is printed, and every lock granted with a replica's
@@ -25,6 +27,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -33,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dlock/async.h"
 #include "dlock/dlock.h"
 #include "scalekit.h"
 #include "testkit.h"
@@ -164,6 +168,78 @@ typedef struct shared {
     atomic_int failures;
     long counter;
 } shared;
+
+/* What the async case's callbacks saw. */
+static dlock_err async_err;
+static dlock_lock *async_lock;
+static int async_done;
+
+static void async_acquired(dlock_async *a, dlock_err err, dlock_lock *l,
+                           const char *msg, void *arg)
+{
+    (void)a;
+    (void)arg;
+    if (err != DLOCK_OK)
+        fprintf(stderr, "async acquire: %s\n", msg);
+    async_err = err;
+    async_lock = l;
+    async_done++;
+}
+
+static void async_released(dlock_async *a, dlock_err err, const char *msg,
+                           void *arg)
+{
+    (void)a;
+    (void)arg;
+    if (err != DLOCK_OK)
+        fprintf(stderr, "async release: %s\n", msg);
+    async_err = err;
+    async_done++;
+}
+
+/* Polls and processes a until want callbacks have run, for 10 s at most. */
+static int async_drive(dlock_async *a, int want)
+{
+    int64_t until = testkit_now_ms() + 10000;
+
+    while (async_done < want && testkit_now_ms() < until) {
+        struct pollfd p = {.fd = dlock_async_fd(a), .events = POLLIN};
+
+        if (dlock_async_events(a) & DLOCK_ASYNC_WRITE)
+            p.events |= POLLOUT;
+        poll(&p, 1, 50);
+        dlock_async_process(a, DLOCK_ASYNC_READ);
+    }
+    return async_done >= want;
+}
+
+static void an_async_handle_locks_on_the_master(void **state)
+{
+    dlock_async *a = NULL, *refused = NULL;
+    dlock_lock_info info;
+
+    (void)state;
+    TK_EXPECT(dlock_async_new(acked, &refused) == DLOCK_INVALID
+                  && refused == NULL,
+              "a client with wait_replicas is refused an async handle");
+    TK_EXPECT(dlock_async_new(client, &a) == DLOCK_OK, "an async handle: %s",
+              dlock_client_errmsg(client));
+    async_done = 0;
+    TK_EXPECT(dlock_async_acquire(a, "t:sentinel:async", NULL, async_acquired,
+                                  NULL)
+                  == DLOCK_OK,
+              "queued: %s", dlock_async_errmsg(a));
+    TK_EXPECT(async_drive(a, 1) && async_err == DLOCK_OK,
+              "acquired on the master");
+    TK_EXPECT(dlock_inspect(client, "t:sentinel:async", &info) == DLOCK_OK
+                  && strcmp(info.token, dlock_lock_token(async_lock)) == 0,
+              "the master holds the async lock's token");
+    TK_EXPECT(dlock_async_release(a, async_lock, async_released, NULL)
+                  == DLOCK_OK,
+              "release queued: %s", dlock_async_errmsg(a));
+    TK_EXPECT(async_drive(a, 2) && async_err == DLOCK_OK, "released");
+    dlock_async_free(a);
+}
 
 static void *contender(void *arg)
 {
@@ -348,6 +424,7 @@ int main(void)
         cmocka_unit_test(a_lock_is_taken_renewed_and_released),
         cmocka_unit_test(grants_wait_for_replicas),
         cmocka_unit_test(threads_share_a_lock_without_overlap),
+        cmocka_unit_test(an_async_handle_locks_on_the_master),
         cmocka_unit_test(locking_resumes_after_the_master_is_killed),
         cmocka_unit_test(unreachable_cluster_seeds_are_reported),
     };

@@ -20,10 +20,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "dlock/async.h"
 #include "dlock/dlock.h"
 #include "testkit.h"
 #include "transport/url.h"
@@ -247,6 +249,109 @@ static void lock_attach_fails_cleanly_at_every_allocation(void **state)
     dlock_client_free(w.client);
 }
 
+static dlock_err call_async_new(walk *w)
+{
+    dlock_async *a = NULL;
+    dlock_err err = dlock_async_new(w->client, &a);
+
+    w->built = a;
+    return err;
+}
+
+static void cleanup_async_new(walk *w)
+{
+    TK_EXPECT(dlock_async_fd(w->built) >= 0, "the handle is connected");
+    dlock_async_free(w->built);
+    w->built = NULL;
+}
+
+static void async_new_fails_cleanly_at_every_allocation(void **state)
+{
+    walk w = {.what = "dlock_async_new",
+              .call = call_async_new,
+              .cleanup = cleanup_async_new};
+
+    (void)state;
+    w.client = lock_walk_client();
+    walk_allocations(&w);
+    dlock_client_free(w.client);
+}
+
+/* What an async acquire's callback saw (the walk's thread runs it). */
+static dlock_async *walk_async; /* the acquire walk's handle */
+static dlock_err async_err;
+static dlock_lock *async_lock;
+static int async_done;
+
+static void async_acquired(dlock_async *a, dlock_err err, dlock_lock *lock,
+                           const char *msg, void *arg)
+{
+    (void)a;
+    (void)msg;
+    (void)arg;
+    async_err = err;
+    async_lock = lock;
+    async_done = 1;
+}
+
+/* An async acquire queued and driven to its completion: the submission's
+ * error, else the callback's. */
+static dlock_err call_async_acquire(walk *w)
+{
+    dlock_async *a = walk_async;
+    dlock_acquire_opts o;
+    int64_t until = testkit_now_ms() + 5000;
+    dlock_err err;
+
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 5000;
+    async_done = 0;
+    async_lock = NULL;
+    w->built = NULL;
+    err = dlock_async_acquire(a, w->key, &o, async_acquired, NULL);
+    if (err != DLOCK_OK)
+        return err;
+    while (!async_done && testkit_now_ms() < until) {
+        struct pollfd p = {.fd = dlock_async_fd(a), .events = POLLIN};
+
+        poll(&p, 1, 10);
+        dlock_async_process(a, DLOCK_ASYNC_READ);
+    }
+    w->built = async_lock;
+    return async_done ? async_err : DLOCK_TIMEOUT;
+}
+
+static void cleanup_async_acquire(walk *w)
+{
+    TK_EXPECT(dlock_lock_fence(w->built) > 0, "the lock got a fence");
+    TK_EXPECT_ERR(dlock_release(w->built), DLOCK_OK, w->client,
+                  "releasing the lock built after the walk");
+    w->built = NULL;
+}
+
+static void async_acquire_fails_cleanly_at_every_allocation(void **state)
+{
+    walk w = {.what = "dlock_async_acquire",
+              .call = call_async_acquire,
+              .cleanup = cleanup_async_acquire};
+    dlock_async *a = NULL;
+    dlock_lock_info info;
+
+    (void)state;
+    w.client = lock_walk_client();
+    TK_EXPECT_ERR(dlock_async_new(w.client, &a), DLOCK_OK, w.client,
+                  "an async handle");
+    testkit_key(w.key, "alloc_async_acquire");
+    walk_async = a;
+    walk_allocations(&w);
+    walk_async = NULL;
+    dlock_async_free(a);
+    TK_EXPECT(dlock_inspect(w.client, w.key, &info) == DLOCK_OK && !info.held,
+              "no failed acquire left the key held");
+    testkit_forget_lock(testkit_redis_url(), w.key);
+    dlock_client_free(w.client);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +359,8 @@ int main(void)
         cmocka_unit_test(client_new_fails_cleanly_at_every_allocation),
         cmocka_unit_test(acquire_fails_cleanly_at_every_allocation),
         cmocka_unit_test(lock_attach_fails_cleanly_at_every_allocation),
+        cmocka_unit_test(async_new_fails_cleanly_at_every_allocation),
+        cmocka_unit_test(async_acquire_fails_cleanly_at_every_allocation),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -751,6 +751,12 @@ static void script_sha(dlock_client *c, const dlock__script *s, char sha[41])
     pthread_mutex_unlock(&c->scripts_mu);
 }
 
+void dlock__client_script_sha(dlock_client *c, const dlock__script *s,
+                              char sha[41])
+{
+    script_sha(c, s, sha);
+}
+
 dlock_err dlock__client_script_load(dlock_client *c, const dlock__script *s,
                                     dlock__msg *m)
 {

@@ -147,6 +147,11 @@ const char *dlock__client_node_desc(dlock_client *c, int node);
 void dlock__client_count_renewal(dlock_client *c);
 void dlock__client_count_lost(dlock_client *c);
 
+/* The SHA-1 of script s in hex, cached by the client; "" if it could not
+ * be computed (then send the body with EVAL). */
+void dlock__client_script_sha(dlock_client *c, const dlock__script *s,
+                              char sha[41]);
+
 /* Loads script s on the server (SCRIPT LOAD), through the pool. */
 dlock_err dlock__client_script_load(dlock_client *c, const dlock__script *s,
                                     dlock__msg *m);

@@ -308,6 +308,11 @@ const char *dlock__lock_key(const dlock_lock *l)
     return l->key;
 }
 
+dlock_client *dlock__lock_client(const dlock_lock *l)
+{
+    return l->client;
+}
+
 dlock__lease *dlock__lock_lease(dlock_lock *l)
 {
     return &l->lease;
@@ -622,66 +627,68 @@ static int fair_expects_busy(const dlock_lock *l)
     return r != NULL && atomic_load(&r->fair_busy_key) == key_hash(l->key);
 }
 
-/* One acquire attempt: DLOCK_OK (held; fence and validity set),
- * DLOCK_BUSY (*holder_ttl_ms set), DLOCK_UNPROVEN (l->fence_gap_us set)
- * or an error.  A fair lock runs the fair script (waiting: queue up if
- * busy).  The lease counts from the send time of this very request, which
- * set the TTL it counts (for a fair grant: the confirming request, never
- * the earlier hand-off). */
-static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
+void dlock__lock_acquire_prepare(dlock_lock *l, dlock__acquire_req *q)
+{
+    const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
+
+    q->floor_us = dlock__fence_floor(l->client);
+    snprintf(q->ttl, sizeof(q->ttl), "%lld", (long long)ttl_ms);
+    snprintf(q->floor, sizeof(q->floor), "%llu",
+             (unsigned long long)q->floor_us);
+    snprintf(q->keep, sizeof(q->keep), "%lld",
+             (long long)(ttl_ms + DLOCK__FENCE_KEEP_MS));
+    q->argv[0] = l->key;
+    q->argv[1] = l->fence_key;
+    q->argv[2] = l->legacy_fence_key;
+    q->argv[3] = l->queue_key;
+    q->argv[4] = l->waiters_key;
+    q->argv[5] = l->token;
+    q->argv[6] = q->ttl;
+    q->argv[7] = q->floor;
+    q->argv[8] = q->keep;
+    l->tries++;
+    q->ticket = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
+}
+
+const dlock__script *dlock__lock_acquire_script(void)
+{
+    return &acquire_script;
+}
+
+/* The message of an acquire the script refused for want of a fence
+ * above the client's floor (status 2); l->fence_gap_us is set. */
+static dlock_err unproven(dlock_lock *l, uint64_t floor_us, uint64_t now_us,
                           dlock__msg *m)
 {
-    char ttl[24], floor[24], keep[24], entry[24], confirm[24], seq[24];
-    const char *argv[] = {l->key,       l->fence_key,   l->legacy_fence_key,
-                          l->queue_key, l->waiters_key, l->token,
-                          ttl,          floor,          keep};
-    const char *fair[] = {l->key,
-                          l->fence_key,
-                          l->legacy_fence_key,
-                          l->queue_key,
-                          l->waiters_key,
-                          l->token,
-                          ttl,
-                          floor,
-                          keep,
-                          waiting ? "1" : "0",
-                          entry,
-                          confirm,
-                          seq,
-                          DLOCK__FAIR_GRANT_PREFIX};
-    const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
-    const uint64_t floor_us = dlock__fence_floor(l->client);
-    dlock__lease_ticket t;
-    acquire_answer a = {0};
-    redisReply *r;
-    int acked = 0;
-    dlock_err err;
+    l->fence_gap_us = (int64_t)(floor_us - now_us) + 1;
+    return dlock__msg_set(m, DLOCK_UNPROVEN,
+                          "acquiring lock %.64s on %s: "
+                          "its fence counter is gone or behind and the "
+                          "server's clock (%llu us) is %lld ms behind the "
+                          "highest fence or time this client has seen "
+                          "(%llu); no fence above it can be shown (a "
+                          "restart without persistence, a failover to a "
+                          "lagging replica, or a clock stepped back?)",
+                          l->key, dlock_client_endpoint(l->client),
+                          (unsigned long long)now_us,
+                          (long long)(l->fence_gap_us / 1000),
+                          (unsigned long long)floor_us);
+}
 
-    if (redlock_of(l) != NULL)
-        return redlock_try_once(l, holder_ttl_ms, m);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
-    snprintf(floor, sizeof(floor), "%llu", (unsigned long long)floor_us);
-    snprintf(keep, sizeof(keep), "%lld",
-             (long long)(ttl_ms + DLOCK__FENCE_KEEP_MS));
-    l->tries++;
-    if (l->fair) {
-        snprintf(entry, sizeof(entry), "%lld", (long long)fair_entry_ms(l));
-        snprintf(confirm, sizeof(confirm), "%lld", (long long)l->confirm_ms);
-        snprintf(seq, sizeof(seq), "%llu", (unsigned long long)l->tries);
-    }
-    t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
-    if (l->fair)
-        err = dlock__client_eval_acked(l->client, &dlock__fair_acquire_script,
-                                       5, 14, fair, NULL, &r, &acked, m);
-    else
-        err = dlock__client_eval_acked(l->client, &acquire_script, 5, 9, argv,
-                                       NULL, &r, &acked, m);
+dlock_err dlock__lock_acquire_finish(dlock_lock *l, dlock__acquire_req *q,
+                                     dlock_err err, redisReply *r, int acked,
+                                     int waiting, int64_t *holder_ttl_ms,
+                                     dlock__msg *m)
+{
+    dlock__lease_ticket *t = &q->ticket;
+    acquire_answer a = {0};
+
     if (err != DLOCK_OK) {
-        dlock__lease_end(&l->lease, &t, outcome_of(err));
+        dlock__lease_end(&l->lease, t, outcome_of(err));
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
     }
     if (!acquire_reply(r, &a)) {
-        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_UNKNOWN);
+        dlock__lease_end(&l->lease, t, DLOCK__LEASE_UNKNOWN);
         err = dlock__msg_set(m, DLOCK_PROTOCOL,
                              "acquiring lock %.64s on %s: "
                              "expected {1, fence, now}, {0, pttl, now} or "
@@ -694,11 +701,11 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
     freeReplyObject(r);
     if (a.status == 1
         && dlock__replwait_short(dlock__client_opts(l->client), acked)) {
-        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
+        dlock__lease_end(&l->lease, t, DLOCK__LEASE_NOT_RUN);
         dlock__fence_floor_raise(l->client, a.fence);
         return release_unreplicated(l, acked, m);
     }
-    dlock__lease_end(&l->lease, &t,
+    dlock__lease_end(&l->lease, t,
                      a.status == 1 ? DLOCK__LEASE_GRANTED
                                    : DLOCK__LEASE_NOT_RUN);
     dlock__fence_floor_raise(l->client, a.now_us);
@@ -706,31 +713,71 @@ static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
         fair_note_busy(l, a.status == 0);
     if (a.status == 0) {
         if (l->fair && waiting)
-            l->queued = (dlock__fair_queued){l->tries, t.sent_us,
-                                             floor_us > a.now_us ? floor_us
-                                                                 : a.now_us,
-                                             t.base_hi_us};
+            l->queued = (dlock__fair_queued){l->tries, t->sent_us,
+                                             q->floor_us > a.now_us
+                                                 ? q->floor_us
+                                                 : a.now_us,
+                                             t->base_hi_us};
         *holder_ttl_ms = a.pttl;
         return DLOCK_BUSY;
     }
-    if (a.status == 2) {
-        l->fence_gap_us = (int64_t)(floor_us - a.now_us) + 1;
-        return dlock__msg_set(m, DLOCK_UNPROVEN,
-                              "acquiring lock %.64s on %s: "
-                              "its fence counter is gone or behind and the "
-                              "server's clock (%llu us) is %lld ms behind the "
-                              "highest fence or time this client has seen "
-                              "(%llu); no fence above it can be shown (a "
-                              "restart without persistence, a failover to a "
-                              "lagging replica, or a clock stepped back?)",
-                              l->key, dlock_client_endpoint(l->client),
-                              (unsigned long long)a.now_us,
-                              (long long)(l->fence_gap_us / 1000),
-                              (unsigned long long)floor_us);
-    }
+    if (a.status == 2)
+        return unproven(l, q->floor_us, a.now_us, m);
     dlock__fence_floor_raise(l->client, a.fence);
     l->fence = a.fence;
     return DLOCK_OK;
+}
+
+/* The fair acquire's request: dlock__lock_acquire_prepare's arguments,
+ * and the fair script's own after them, into fair (which points into q
+ * and the strings it is given, so they must outlive it). */
+static void fair_acquire_args(dlock_lock *l, int waiting,
+                              dlock__acquire_req *q, char entry[24],
+                              char confirm[24], char seq[24],
+                              const char *fair[14])
+{
+    memcpy(fair, q->argv, sizeof(q->argv));
+    fair[9] = waiting ? "1" : "0";
+    fair[10] = entry;
+    fair[11] = confirm;
+    fair[12] = seq;
+    fair[13] = DLOCK__FAIR_GRANT_PREFIX;
+    snprintf(entry, 24, "%lld", (long long)fair_entry_ms(l));
+    snprintf(confirm, 24, "%lld", (long long)l->confirm_ms);
+    snprintf(seq, 24, "%llu", (unsigned long long)l->tries);
+}
+
+/* One acquire attempt: DLOCK_OK (held; fence and validity set),
+ * DLOCK_BUSY (*holder_ttl_ms set), DLOCK_UNPROVEN (l->fence_gap_us set)
+ * or an error.  A fair lock runs the fair script (waiting: queue up if
+ * busy).  The lease counts from the send time of this very request, which
+ * set the TTL it counts (for a fair grant: the confirming request, never
+ * the earlier hand-off).  The request and the meaning of its answer are
+ * dlock__lock_acquire_prepare's and _finish's, which the asynchronous
+ * acquire (async.c) shares. */
+static dlock_err try_once(dlock_lock *l, int waiting, int64_t *holder_ttl_ms,
+                          dlock__msg *m)
+{
+    char entry[24], confirm[24], seq[24];
+    const char *fair[14];
+    dlock__acquire_req q;
+    redisReply *r = NULL;
+    int acked = 0;
+    dlock_err err;
+
+    if (redlock_of(l) != NULL)
+        return redlock_try_once(l, holder_ttl_ms, m);
+    dlock__lock_acquire_prepare(l, &q);
+    if (l->fair) {
+        fair_acquire_args(l, waiting, &q, entry, confirm, seq, fair);
+        err = dlock__client_eval_acked(l->client, &dlock__fair_acquire_script,
+                                       5, 14, fair, NULL, &r, &acked, m);
+    } else {
+        err = dlock__client_eval_acked(l->client, &acquire_script, 5, 9,
+                                       q.argv, NULL, &r, &acked, m);
+    }
+    return dlock__lock_acquire_finish(l, &q, err, r, acked, waiting,
+                                      holder_ttl_ms, m);
 }
 
 /* try_once as a dlock__wait_try_fn. */
@@ -937,13 +984,11 @@ static int reentrant_drop(dlock_lock *l)
     return still_held;
 }
 
-static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
-                     int64_t started_us, dlock__msg *m)
+void dlock__lock_busy_message(const dlock_lock *l, int64_t holder_ttl_ms,
+                              int64_t started_us, dlock__msg *m)
 {
-    dlock__tstate *t = dlock__client_tstate(c);
+    dlock_client *c = l->client;
 
-    if (t != NULL)
-        t->busy_ttl_ms = holder_ttl_ms == FAIR_QUEUED_HINT ? 0 : holder_ttl_ms;
     if (holder_ttl_ms == FAIR_QUEUED_HINT) {
         dlock__msg_set(m, DLOCK_BUSY,
                        "lock %.64s on %s is free but fair waiters are "
@@ -975,6 +1020,16 @@ static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
                        l->key, dlock_client_endpoint(c),
                        (long long)holder_ttl_ms,
                        (long long)((dlock__now_us() - started_us) / 1000));
+}
+
+static void set_busy(dlock_client *c, dlock_lock *l, int64_t holder_ttl_ms,
+                     int64_t started_us, dlock__msg *m)
+{
+    dlock__tstate *t = dlock__client_tstate(c);
+
+    if (t != NULL)
+        t->busy_ttl_ms = holder_ttl_ms == FAIR_QUEUED_HINT ? 0 : holder_ttl_ms;
+    dlock__lock_busy_message(l, holder_ttl_ms, started_us, m);
 }
 
 /* A fair grant's confirm window: the caller's, else min(TTL, 2 s). */
@@ -1089,9 +1144,7 @@ static void wake_own_waiter(dlock_lock *l)
 static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
 {
     char id[24];
-    const char *argv[] = {
-        l->key, l->queue_key, l->token, l->channel, DLOCK__FAIR_GRANT_PREFIX,
-        id};
+    const char *argv[6];
     char floor[24], keep[24];
     const char *fair[10];
 
@@ -1100,7 +1153,7 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
         return dlock__client_eval(l->client, &dlock__fair_release_script, 5,
                                   10, fair, NULL, r, m);
     }
-    release_id(l, id);
+    dlock__lock_release_args(l, id, argv);
     return dlock__client_eval(l->client, &release_script, 2, 6, argv, NULL, r,
                               m);
 }
@@ -1150,6 +1203,60 @@ static dlock_err watch(dlock_lock *l, int renew, dlock__msg *m)
     return dlock__watchdog_watch(w, l, renew, &l->watch, m);
 }
 
+/* A new lock on key for opts (checked), with its token: not yet held. */
+static dlock_err lock_setup(dlock_client *c, const char *key,
+                            const dlock_acquire_opts *opts, dlock_lock **out,
+                            dlock__msg *m)
+{
+    dlock_lock *l = NULL;
+    dlock_err err = lock_new(c, key, &l, m);
+
+    *out = NULL;
+    if (err == DLOCK_OK)
+        err = dlock__token_new(l->token, m);
+    if (err != DLOCK_OK) {
+        dlock_lock_free(l);
+        return err;
+    }
+    dlock__lease_set_ttl_ms(&l->lease,
+                            opts->ttl_ms > 0 ? opts->ttl_ms : DEFAULT_TTL_MS);
+    l->on_lost = opts->on_lost;
+    l->on_lost_arg = opts->on_lost_arg;
+    l->fair = opts->fair != 0;
+    l->confirm_ms = fair_confirm_ms(opts);
+    l->wait_deadline_us = dlock__deadline_after_ms(opts->wait_ms);
+    if (l->fair)
+        snprintf(l->grant_channel, sizeof(l->grant_channel), "%s%s",
+                 DLOCK__FAIR_GRANT_PREFIX, l->token);
+    *out = l;
+    return DLOCK_OK;
+}
+
+dlock_err dlock__lock_create(dlock_client *c, const char *key,
+                             const dlock_acquire_opts *opts, dlock_lock **out,
+                             dlock__msg *m)
+{
+    dlock_err err = check_key(key, m);
+
+    *out = NULL;
+    if (err == DLOCK_OK)
+        err = validate_opts(opts, m);
+    if (err != DLOCK_OK)
+        return err;
+    return lock_setup(c, key, opts, out, m);
+}
+
+dlock_err dlock__lock_held(dlock_lock *l, const dlock_acquire_opts *opts,
+                           dlock__msg *m)
+{
+    return watch(l, opts->watchdog, m);
+}
+
+void dlock__lock_leave_no_orphan(dlock_lock *l)
+{
+    leave_no_orphan(l, DLOCK_TIMEOUT);
+}
+
 dlock_err dlock_acquire(dlock_client *c, const char *key,
                         const dlock_acquire_opts *opts, dlock_lock **out)
 {
@@ -1184,21 +1291,9 @@ dlock_err dlock_acquire(dlock_client *c, const char *key,
         if (*out != NULL)
             return DLOCK_OK;
     }
-    err = lock_new(c, key, &l, m);
-    if (err == DLOCK_OK)
-        err = dlock__token_new(l->token, m);
+    err = lock_setup(c, key, opts, &l, m);
     if (err != DLOCK_OK)
-        goto fail;
-    dlock__lease_set_ttl_ms(&l->lease,
-                            opts->ttl_ms > 0 ? opts->ttl_ms : DEFAULT_TTL_MS);
-    l->on_lost = opts->on_lost;
-    l->on_lost_arg = opts->on_lost_arg;
-    l->fair = opts->fair != 0;
-    l->confirm_ms = fair_confirm_ms(opts);
-    l->wait_deadline_us = dlock__deadline_after_ms(opts->wait_ms);
-    if (l->fair)
-        snprintf(l->grant_channel, sizeof(l->grant_channel), "%s%s",
-                 DLOCK__FAIR_GRANT_PREFIX, l->token);
+        return err;
     err = acquire_waiting(l, l->wait_deadline_us, opts->policy, &holder_ttl,
                           m);
     if (l->fair && opts->wait_ms != 0 && err != DLOCK_OK
@@ -1324,16 +1419,15 @@ static const dlock__script release_check_script = {
  * have, and another holder taken the key since; or the server may have
  * lost the lock first): the caller reports a loss, never a release.
  */
-static int released_before(dlock_lock *l)
+static int released_before(dlock_lock *l, int resent)
 {
-    const dlock__tstate *t = dlock__client_tstate(l->client);
     char fence[24];
     const char *argv[3];
     redisReply *r;
     dlock__msg m;
     int ran;
 
-    if (t == NULL || !t->resent)
+    if (!resent)
         return 0;
     if (dlock__lock_is_lost(l) || l->fence == 0)
         return -1;
@@ -1350,18 +1444,10 @@ static int released_before(dlock_lock *l)
     return ran ? 1 : -1;
 }
 
-/* Runs the release script; DLOCK_OK, DLOCK_LOST or a transport error. */
-static dlock_err release_once(dlock_lock *l, dlock__msg *m)
+dlock_err dlock__lock_release_reply(dlock_lock *l, dlock_err err,
+                                    redisReply *r, int resent, dlock__msg *m)
 {
-    redisReply *r;
-    dlock_err err;
-    int resent = 0;
-
-    if (redlock_of(l) != NULL)
-        return dlock__redlock_release(
-            redlock_of(l), l->key, l->token, l->channel,
-            redlock_node_timeout_ms(l, dlock__lease_ttl_ms(&l->lease)), m);
-    err = release_call(l, &r, m);
+    int before;
 
     if (err != DLOCK_OK)
         return dlock__msg_wrap(m, err, "release of lock %.64s", l->key);
@@ -1373,7 +1459,7 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
                              dlock__reply_type_name(r));
     } else if (r->integer == 1) {
         wake_own_waiter(l);
-    } else if ((resent = released_before(l)) < 0) {
+    } else if ((before = released_before(l, resent)) < 0) {
         err = dlock__msg_set(m, DLOCK_LOST,
                              "release of lock %.64s on %s: re-asked after "
                              "its connection failed, it found our token "
@@ -1382,7 +1468,7 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
                              "then (another holder since, or a server that "
                              "restarted empty)",
                              l->key, dlock_client_endpoint(l->client));
-    } else if (resent == 0) {
+    } else if (before == 0) {
         err = dlock__msg_set(m, DLOCK_LOST,
                              "release of lock %.64s on %s: "
                              "the key no longer holds our token (expired or "
@@ -1391,6 +1477,22 @@ static dlock_err release_once(dlock_lock *l, dlock__msg *m)
     }
     freeReplyObject(r);
     return err;
+}
+
+/* Runs the release script; DLOCK_OK, DLOCK_LOST or a transport error. */
+static dlock_err release_once(dlock_lock *l, dlock__msg *m)
+{
+    const dlock__tstate *t;
+    redisReply *r = NULL;
+    dlock_err err;
+
+    if (redlock_of(l) != NULL)
+        return dlock__redlock_release(
+            redlock_of(l), l->key, l->token, l->channel,
+            redlock_node_timeout_ms(l, dlock__lease_ttl_ms(&l->lease)), m);
+    err = release_call(l, &r, m);
+    t = dlock__client_tstate(l->client);
+    return dlock__lock_release_reply(l, err, r, t != NULL && t->resent, m);
 }
 
 /* A renewal that the master ran (the key holds our token) but that too
@@ -1405,39 +1507,20 @@ static int renewal_unacked(dlock_lock *l, const redisReply *r, int acked)
            && extend_reply(r, &held, &server_us) && held;
 }
 
-/* Runs the extend script for ttl_ms through the pool (or the Redlock
- * round): DLOCK_OK (lease renewed), DLOCK_LOST (marked; *marked says
- * whether this call marked it, and the caller then runs on_lost),
- * DLOCK_UNREPLICATED (the lease keeps its last acknowledged end) or a
- * transport error (the lease keeps its old end, or an earlier one). */
-static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
-                            dlock__msg *m)
+/* What an extend request's answer means: err (a transport error) or the
+ * extend script's reply r (freed here) ends the ticket t; DLOCK_OK (lease
+ * renewed), DLOCK_LOST (marked; *marked says whether by this call) or an
+ * error (the lease keeps its old end, or an earlier one). */
+static dlock_err renew_answer(dlock_lock *l, dlock__lease_ticket *t,
+                              dlock_err err, redisReply *r, int *marked,
+                              dlock__msg *m)
 {
-    char ttl[24];
-    const char *argv[] = {l->key, l->token, ttl};
-    dlock__lease_ticket t;
-    redisReply *r;
-    int acked = 0;
-    dlock_err err;
-
     *marked = 0;
-    if (redlock_of(l) != NULL)
-        return redlock_renew(l, ttl_ms, marked, m);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
-    t = dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
-    err = dlock__client_eval_acked(l->client, &extend_script, 1, 3, argv, NULL,
-                                   &r, &acked, m);
     if (err != DLOCK_OK) {
-        dlock__lease_end(&l->lease, &t, outcome_of(err));
+        dlock__lease_end(&l->lease, t, outcome_of(err));
         return dlock__msg_wrap(m, err, "extend of lock %.64s", l->key);
     }
-    if (renewal_unacked(l, r, acked)) {
-        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
-        freeReplyObject(r);
-        return unreplicated(l, "extend of", acked,
-                            "the lease keeps its last acknowledged end", m);
-    }
-    err = dlock__lock_renew_reply(l, &t, r, dlock__boot_us(), marked);
+    err = dlock__lock_renew_reply(l, t, r, dlock__boot_us(), marked);
     if (err == DLOCK_LOST)
         dlock__msg_set(m, DLOCK_LOST,
                        "extend of lock %.64s on %s: the key "
@@ -1451,6 +1534,52 @@ static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
                        dlock__reply_type_name(r));
     freeReplyObject(r);
     return err == DLOCK_SERVER ? DLOCK_PROTOCOL : err;
+}
+
+/* Runs the extend script for ttl_ms through the pool (or the Redlock
+ * round): DLOCK_OK (lease renewed), DLOCK_LOST (marked; *marked says
+ * whether this call marked it, and the caller then runs on_lost),
+ * DLOCK_UNREPLICATED (the lease keeps its last acknowledged end) or a
+ * transport error (the lease keeps its old end, or an earlier one). */
+static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
+                            dlock__msg *m)
+{
+    char ttl[24];
+    const char *argv[3];
+    dlock__lease_ticket t;
+    redisReply *r = NULL;
+    int acked = 0;
+    dlock_err err;
+
+    *marked = 0;
+    if (redlock_of(l) != NULL)
+        return redlock_renew(l, ttl_ms, marked, m);
+    t = dlock__lock_extend_prepare(l, ttl_ms, ttl, argv);
+    err = dlock__client_eval_acked(l->client, &extend_script, 1, 3, argv, NULL,
+                                   &r, &acked, m);
+    if (err == DLOCK_OK && renewal_unacked(l, r, acked)) {
+        dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);
+        freeReplyObject(r);
+        return unreplicated(l, "extend of", acked,
+                            "the lease keeps its last acknowledged end", m);
+    }
+    return renew_answer(l, &t, err, r, marked, m);
+}
+
+dlock__lease_ticket dlock__lock_extend_prepare(dlock_lock *l, int64_t ttl_ms,
+                                               char ttl[24],
+                                               const char *argv[3])
+{
+    snprintf(ttl, 24, "%lld", (long long)ttl_ms);
+    argv[0] = l->key;
+    argv[1] = l->token;
+    argv[2] = ttl;
+    return dlock__lease_begin(&l->lease, ttl_ms, skew_of(l));
+}
+
+const dlock__script *dlock__lock_extend_script(void)
+{
+    return &extend_script;
 }
 
 /* renew_once on the owner's thread, which runs on_lost if it marked the
@@ -1509,6 +1638,55 @@ static dlock_err release_inner(dlock_lock *l, dlock__msg *m)
     return err;
 }
 
+int dlock__lock_release_begin(dlock_lock *l)
+{
+    if (l->watch != NULL) {
+        dlock__watchdog_unwatch(dlock__client_watchdog(l->client), l->watch);
+        l->watch = NULL;
+    }
+    return !l->degraded && dlock__lock_is_lost(l);
+}
+
+dlock_err dlock__lock_release_end(dlock_lock *l, int expired, dlock_err err,
+                                  dlock__msg *m)
+{
+    leave_no_orphan(l, err);
+    /* A validity that ran out is a loss whatever Redis says now (the key
+     * may have been someone else's in between), and whether the release
+     * reached it or not: what it could not delete is left to the
+     * background release above, and the caller must hear that its work
+     * was not protected to the end, not that Redis is down.  A release
+     * that failed while the validity ran out is the same. */
+    if (expired
+        || (err != DLOCK_OK && err != DLOCK_LOST && dlock__lock_is_lost(l)))
+        return report_lost(l, "release", m);
+    if (err == DLOCK_LOST)
+        lost_found(l);
+    return err;
+}
+
+void dlock__lock_release_args(dlock_lock *l, char id[24], const char *argv[6])
+{
+    release_id(l, id);
+    argv[0] = l->key;
+    argv[1] = l->queue_key;
+    argv[2] = l->token;
+    argv[3] = l->channel;
+    argv[4] = DLOCK__FAIR_GRANT_PREFIX;
+    argv[5] = id;
+}
+
+const dlock__script *dlock__lock_release_script(void)
+{
+    return &release_script;
+}
+
+int dlock__lock_release_plain(const dlock_lock *l)
+{
+    return !l->fair && !l->degraded && !(l->reentrant && l->holds > 1)
+           && redlock_of(l) == NULL;
+}
+
 dlock_err dlock_release(dlock_lock *l)
 {
     dlock__msg *m;
@@ -1520,42 +1698,19 @@ dlock_err dlock_release(dlock_lock *l)
     m = dlock__client_begin(l->client);
     if (l->reentrant && l->holds > 1)
         return release_inner(l, m);
-    if (l->watch != NULL) {
-        dlock__watchdog_unwatch(dlock__client_watchdog(l->client), l->watch);
-        l->watch = NULL;
-    }
-    expired = !l->degraded && dlock__lock_is_lost(l);
-    if (!l->degraded) {
-        err = release_once(l, m);
-        leave_no_orphan(l, err);
-        /* A validity that ran out is a loss whatever Redis says now (the
-         * key may have been someone else's in between), and whether the
-         * release reached it or not: what it could not delete is left to
-         * the background release above, and the caller must hear that its
-         * work was not protected to the end, not that Redis is down.  A
-         * release that failed while the validity ran out is the same. */
-        if (expired
-            || (err != DLOCK_OK && err != DLOCK_LOST
-                && dlock__lock_is_lost(l)))
-            err = report_lost(l, "release", m);
-        else if (err == DLOCK_LOST)
-            lost_found(l);
-    }
+    expired = dlock__lock_release_begin(l);
+    if (!l->degraded)
+        err = dlock__lock_release_end(l, expired, release_once(l, m), m);
     dlock_lock_free(l);
     return err;
 }
 
-dlock_err dlock_extend(dlock_lock *l, int64_t ttl_ms)
+dlock_err dlock__lock_extend_check(dlock_lock *l, int64_t *ttl_ms,
+                                   dlock__msg *m)
 {
-    dlock__msg *m;
-    dlock_err err;
-
-    if (l == NULL)
-        return DLOCK_INVALID;
-    m = dlock__client_begin(l->client);
-    if (ttl_ms < 0)
+    if (*ttl_ms < 0)
         return dlock__msg_set(m, DLOCK_INVALID, "extend by %lld ms",
-                              (long long)ttl_ms);
+                              (long long)*ttl_ms);
     if (l->degraded)
         return dlock__msg_set(m, DLOCK_STATE,
                               "extend of lock %.64s: it is "
@@ -1568,15 +1723,50 @@ dlock_err dlock_extend(dlock_lock *l, int64_t ttl_ms)
                               l->key);
     if (dlock__lock_is_lost(l))
         return report_lost(l, "extend", m);
-    if (ttl_ms == 0)
-        ttl_ms = dlock__lease_ttl_ms(&l->lease);
-    err = renew_now(l, ttl_ms, m);
+    if (*ttl_ms == 0)
+        *ttl_ms = dlock__lease_ttl_ms(&l->lease);
+    return DLOCK_OK;
+}
+
+/* An extend to ttl_ms that succeeded: renewals ask for it from now on. */
+static void extended(dlock_lock *l, int64_t ttl_ms)
+{
+    dlock__lease_set_ttl_ms(&l->lease, ttl_ms);
+    if (l->watch != NULL)
+        dlock__watchdog_reschedule(dlock__client_watchdog(l->client),
+                                   l->watch);
+}
+
+dlock_err dlock__lock_extend_finish(dlock_lock *l, dlock__lease_ticket *t,
+                                    int64_t ttl_ms, dlock_err err,
+                                    redisReply *r, dlock__msg *m)
+{
+    int marked = 0;
+
+    err = renew_answer(l, t, err, r, &marked, m);
+    if (marked)
+        dlock__lock_fire_lost(l);
     if (err == DLOCK_OK) {
-        dlock__lease_set_ttl_ms(&l->lease, ttl_ms);
-        if (l->watch != NULL)
-            dlock__watchdog_reschedule(dlock__client_watchdog(l->client),
-                                       l->watch);
+        dlock__watchdog_recheck(dlock__client_watchdog(l->client));
+        extended(l, ttl_ms);
     }
+    return err;
+}
+
+dlock_err dlock_extend(dlock_lock *l, int64_t ttl_ms)
+{
+    dlock__msg *m;
+    dlock_err err;
+
+    if (l == NULL)
+        return DLOCK_INVALID;
+    m = dlock__client_begin(l->client);
+    err = dlock__lock_extend_check(l, &ttl_ms, m);
+    if (err != DLOCK_OK)
+        return err;
+    err = renew_now(l, ttl_ms, m);
+    if (err == DLOCK_OK)
+        extended(l, ttl_ms);
     return err;
 }
 

@@ -19,6 +19,9 @@
 /* The lock's key (its name); lives as long as the lock. */
 const char *dlock__lock_key(const dlock_lock *lock);
 
+/* The client the lock belongs to. */
+dlock_client *dlock__lock_client(const dlock_lock *lock);
+
 /* The lock's lease (its validity); lives as long as the lock. */
 dlock__lease *dlock__lock_lease(dlock_lock *lock);
 
@@ -82,5 +85,105 @@ void dlock__reentry_free(dlock__reentry *r);
 
 /* Loads the core lock's scripts on the client's server (warm-up). */
 dlock_err dlock__lock_load_scripts(dlock_client *c, dlock__msg *m);
+
+/*
+ * The plain acquire in two steps, so that the blocking acquire (try_once)
+ * and the asynchronous one (async.c) share one meaning of the request and
+ * of its answer.  dlock__lock_acquire_prepare formats the acquire script's
+ * KEYS and ARGV into q (5 keys, 9 arguments in q->argv, which point into
+ * q and the lock) with the client's fence floor, and begins the request's
+ * lease ticket now: call it just before the request is queued for
+ * sending, so that validity counts from no later than the write.
+ * dlock__lock_acquire_finish ends the ticket exactly once with what came
+ * back: err (a transport error, r NULL) or the script's reply r (taken:
+ * it is freed), acked replicas (with wait_replicas) and waiting (fair
+ * only).  It returns DLOCK_OK (fence and validity set, floor raised),
+ * DLOCK_BUSY (*holder_ttl_ms set), DLOCK_UNPROVEN (status 2: no fence
+ * above the floor), DLOCK_PROTOCOL, or err wrapped with the lock's name.
+ */
+typedef struct dlock__acquire_req {
+    char ttl[24];
+    char floor[24];
+    char keep[24];
+    const char *argv[9];
+    uint64_t floor_us;
+    dlock__lease_ticket ticket;
+} dlock__acquire_req;
+
+void dlock__lock_acquire_prepare(dlock_lock *lock, dlock__acquire_req *q);
+dlock_err dlock__lock_acquire_finish(dlock_lock *lock, dlock__acquire_req *q,
+                                     dlock_err err, redisReply *r, int acked,
+                                     int waiting, int64_t *holder_ttl_ms,
+                                     dlock__msg *m);
+
+/* The core lock's acquire and release scripts (static, never freed). */
+const dlock__script *dlock__lock_acquire_script(void);
+const dlock__script *dlock__lock_release_script(void);
+
+/* A new lock on key with its token, opts checked as dlock_acquire checks
+ * them (the name, the TTL, the policy); not held.  *out is NULL on
+ * failure. */
+dlock_err dlock__lock_create(dlock_client *c, const char *key,
+                             const dlock_acquire_opts *opts, dlock_lock **out,
+                             dlock__msg *m);
+
+/* A lock just granted, as dlock_acquire leaves it: registered with the
+ * watchdog for renewals (opts->watchdog) and its on_lost timer. */
+dlock_err dlock__lock_held(dlock_lock *lock, const dlock_acquire_opts *opts,
+                           dlock__msg *m);
+
+/* The message of a busy acquire (holder_ttl_ms: the script's PTTL). */
+void dlock__lock_busy_message(const dlock_lock *lock, int64_t holder_ttl_ms,
+                              int64_t started_us, dlock__msg *m);
+
+/* A request of lock's token that may have run, but whose answer is not
+ * known: the watchdog releases the key with the same token in the
+ * background, so it leaves no orphan. */
+void dlock__lock_leave_no_orphan(dlock_lock *lock);
+
+/*
+ * The plain release in steps (dlock_release runs them, and so does the
+ * asynchronous release): dlock__lock_release_begin takes the lock off the
+ * watchdog and returns 1 if its validity had run out already;
+ * dlock__lock_release_args formats the release script's 2 KEYS and 4
+ * ARGV (id holds the release's id); dlock__lock_release_reply reads what
+ * came back (err, or the reply r, which it frees; resent: the request was
+ * sent again after its connection failed): DLOCK_OK, DLOCK_LOST or an
+ * error; dlock__lock_release_end then leaves no orphan after a timeout
+ * and reports a loss (on_lost) as dlock_release does, returning the
+ * release's outcome.  The caller frees the lock after.
+ * dlock__lock_release_plain is 1 for a lock these steps serve alone: not
+ * fair, not degraded, not Redlock's, not a reentrant hold of several.
+ */
+int dlock__lock_release_plain(const dlock_lock *lock);
+int dlock__lock_release_begin(dlock_lock *lock);
+void dlock__lock_release_args(dlock_lock *lock, char id[24],
+                              const char *argv[6]);
+dlock_err dlock__lock_release_reply(dlock_lock *lock, dlock_err err,
+                                    redisReply *r, int resent, dlock__msg *m);
+dlock_err dlock__lock_release_end(dlock_lock *lock, int expired, dlock_err err,
+                                  dlock__msg *m);
+
+/*
+ * The extend in steps, as dlock_extend runs it, for the asynchronous
+ * extend: dlock__lock_extend_check refuses what dlock_extend refuses
+ * (a negative TTL, a degraded or lost lock; a lock whose validity ran out
+ * is reported lost and on_lost runs) and turns *ttl_ms 0 into the lease's
+ * TTL; dlock__lock_extend_prepare formats the extend script's 1 KEY and 2
+ * ARGV (ttl holds the TTL) and begins the request's lease ticket: call it
+ * just before the request is queued; dlock__lock_extend_finish ends the
+ * ticket with err or the reply r (freed), runs on_lost if the token was
+ * gone, and on success makes ttl_ms the TTL renewals ask for.  Returns
+ * DLOCK_OK, DLOCK_LOST, DLOCK_PROTOCOL or err.
+ */
+dlock_err dlock__lock_extend_check(dlock_lock *lock, int64_t *ttl_ms,
+                                   dlock__msg *m);
+dlock__lease_ticket dlock__lock_extend_prepare(dlock_lock *lock,
+                                               int64_t ttl_ms, char ttl[24],
+                                               const char *argv[3]);
+dlock_err dlock__lock_extend_finish(dlock_lock *lock, dlock__lease_ticket *t,
+                                    int64_t ttl_ms, dlock_err err,
+                                    redisReply *r, dlock__msg *m);
+const dlock__script *dlock__lock_extend_script(void);
 
 #endif /* DLOCK_SRC_LOCK_INTERNAL_H */

@@ -366,6 +366,38 @@ dlock_err dlock__conn_send(dlock__conn *c, const char *buf, size_t len,
     return DLOCK_OK;
 }
 
+dlock_err dlock__conn_send_some(dlock__conn *c, const char *buf, size_t len,
+                                size_t *sent, dlock__msg *m)
+{
+    ssize_t n;
+
+    *sent = 0;
+    if (c->broken)
+        return dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                              "send to %s on a broken connection",
+                              c->ep->desc);
+    if (c->ssl != NULL)
+        return dlock__msg_set(m, DLOCK_INVALID,
+                              "send to %s: a TLS connection cannot be "
+                              "written without waiting",
+                              c->ep->desc);
+    do {
+        n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+        return mark_broken(c, dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                                             "send to %s: %s", c->ep->desc,
+                                             strerror(errno)));
+    *sent = n > 0 ? (size_t)n : 0;
+    return DLOCK_OK;
+}
+
+void dlock__conn_shut(dlock__conn *c, dlock_err err)
+{
+    shutdown(c->fd, SHUT_RDWR);
+    mark_broken(c, err);
+}
+
 /* Reads what the socket has into the reader (with wait, on a blocking
  * socket, waiting up to its SO_RCVTIMEO).  Returns DLOCK_OK with *got the
  * byte count (0: nothing now, *want says which event to wait for). */

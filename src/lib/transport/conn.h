@@ -91,6 +91,17 @@ size_t dlock__resp_format(char *buf, size_t cap, int argc, const char **argv,
 dlock_err dlock__conn_send(dlock__conn *conn, const char *buf, size_t len,
                            int64_t deadline_us, dlock__msg *m);
 
+/* Sends what the socket takes now of buf[0..len) without waiting, on a
+ * plain socket (DLOCK_INVALID on TLS): DLOCK_OK with *sent the bytes
+ * written (0 when the socket's buffer is full), or DLOCK_UNAVAILABLE
+ * when the connection failed (it is then broken). */
+dlock_err dlock__conn_send_some(dlock__conn *conn, const char *buf, size_t len,
+                                size_t *sent, dlock__msg *m);
+
+/* Marks the connection broken with err and shuts its socket down (for a
+ * caller that gives up on it: no late reply may be read from it). */
+void dlock__conn_shut(dlock__conn *conn, dlock_err err);
+
 /* Waits for the next reply until deadline_us.  With deadline_us == 0 it
  * does not wait: DLOCK_OK with *reply NULL means nothing complete yet. */
 dlock_err dlock__conn_recv(dlock__conn *conn, int64_t deadline_us,
