@@ -138,6 +138,8 @@ static int teardown(void **state)
 {
     fixture *f = *state;
 
+    if (f == NULL) /* the setup failed before it had a fixture */
+        return 0;
     rvt_db_drop(&f->db);
     evt_rabbit_free(&f->rabbit);
     evt_tokens_free(&f->tok);

@@ -114,7 +114,9 @@ static int setup(void **state)
     char queue[64];
     fixture *f = calloc(1, sizeof(*f));
 
-    if (f == NULL || testkit_shared_redis() == NULL
+    if (f == NULL)
+        return -1;
+    if (testkit_shared_redis() == NULL
         || evt_rabbit_begin(&f->rabbit, "evt-faults") != 0) {
         evt_rabbit_free(&f->rabbit);
         free(f);
@@ -141,6 +143,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
+
+    if (f == NULL) /* the setup failed before it had a fixture */
+        return 0;
     const int clean = evt_fixture_close(&f->relay, f->consumer, &f->db);
 
     evt_rabbit_free(&f->rabbit);

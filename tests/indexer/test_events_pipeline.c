@@ -90,6 +90,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
+
+    if (f == NULL) /* the setup failed before it had a fixture */
+        return 0;
     const int clean = evt_fixture_close(&f->a, f->consumer, &f->db);
 
     evt_tokens_free(&f->tok);
