@@ -373,11 +373,17 @@ static dlock_err queue_script(dlock_async *a, op *o, const dlock__script *s,
  * each completion usually queues the caller's next command.  Writing what
  * is queued every EARLY_FLUSH completions, rather than after the whole
  * batch, lets the server start on those while the rest of the batch is
- * completed here: measured at 32 callers on one handle (2 CPUs), 43k
- * pairs/s with one write per batch, 57k with a write every 8 (4 and 16
- * alike); at 8 callers it changes nothing.
+ * completed here, so the two CPUs of a small machine work at once rather
+ * than in turn.  Measured on one handle (2 CPUs, docs/benchmarks.md,
+ * "Session 14: callers on an event loop"): at 32 callers, 43k pairs/s with
+ * one write per batch, 57-60k with a write every 8, 2 or 4 completions;
+ * at 8 callers, 24-27k with a write every 8 (or 3 or 4, or only after the
+ * first completion), 36-40k with a write every 2 (37-39k every 1, which
+ * costs 32 callers a sixth).  At 8 callers a write every 2 splits the
+ * callers into small groups that the server answers while this thread
+ * completes the others.
  */
-#define EARLY_FLUSH 8
+#define EARLY_FLUSH 2
 
 /* Completes the ops whose replies have come; DLOCK_OK or the failure
  * that closed the connection. */
