@@ -33,7 +33,7 @@
  *   - completions_write_what_they_queue: three replies completed in one
  *     pass; the acquire the second one's callback queues reaches the
  *     server (its key becomes held) while the third one's callback runs,
- *     not only after the pass (async.c's EARLY_FLUSH).
+ *     not only after the pass (async.c's EARLY_FLUSH_PARTS).
  *
  * What a case's callbacks touch lives in static storage (the_case), freed
  * by end_case, every case's teardown, whether the case passed or failed.
