@@ -6,8 +6,9 @@
  * libevent) that holds many locks from one thread.  The blocking API costs
  * a thread per waiting caller and a thread wake-up per reply; here one
  * thread drives any number of acquires and releases in flight on one
- * connection: queued commands go out together, in as few writes as the
- * socket allows, and each reply completes its command, strictly in send
+ * connection: queued commands go out together, in one write and a few
+ * more while a batch of replies is completed (so that the server starts
+ * on them early), and each reply completes its command, strictly in send
  * order, by calling its callback.  The caller owns the loop, as with
  * hiredis's async context or libpq's non-blocking mode:
  *

@@ -29,7 +29,11 @@
  *     one after it carries the script's body and is granted;
  *   - free_completes_every_pending_command: sent and unsent commands at
  *     dlock_async_free: each callback runs once, with DLOCK_STATE, before
- *     free returns, none after; no key left held.
+ *     free returns, none after; no key left held;
+ *   - completions_write_what_they_queue: three replies completed in one
+ *     pass; the acquire the second one's callback queues reaches the
+ *     server (its key becomes held) while the third one's callback runs,
+ *     not only after the pass (async.c's EARLY_FLUSH_PARTS).
  *
  * What a case's callbacks touch lives in static storage (the_case), freed
  * by end_case, every case's teardown, whether the case passed or failed.
@@ -39,6 +43,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dlock/async.h"
 
@@ -592,6 +597,92 @@ static void free_completes_every_pending_command(void **state)
     TK_EXPECT(ac->after_free == 0, "no callback after free");
 }
 
+/* ---- writing while a batch is completed -------------------------------- */
+
+#define BATCH 3
+
+/* 1 when the i-th key is held on the shared server. */
+static int key_held(void *arg)
+{
+    int i = *(int *)arg;
+
+    return testkit_redis_int(itkit_shared_url(), "EXISTS %s", the_case.keys[i])
+           == 1;
+}
+
+/* 1 when the batch's keys are all held (their acquires ran). */
+static int batch_ran(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < BATCH; i++)
+        if (!key_held(&i))
+            return 0;
+    return 1;
+}
+
+/* The batch's completions: the second queues an acquire of the probe key
+ * (keys[BATCH]); the third waits, bounded, for the server to run it. */
+static void batch_acquired(dlock_async *a, dlock_err err, dlock_lock *l,
+                           const char *msg, void *arg)
+{
+    async_case *ac = &the_case;
+    dlock_acquire_opts o = itkit_acquire_opts(10000, 0);
+    int probe = BATCH;
+
+    one_acquired(a, err, l, msg, arg);
+    if (ac->done == 2) {
+        dlock_err e = dlock_async_acquire(a, ac->keys[BATCH], &o, one_acquired,
+                                          (void *)BATCH);
+
+        if (e != DLOCK_OK)
+            fail_note("queueing the probe's acquire", e,
+                      dlock_async_errmsg(a));
+    } else if (ac->done == 3) {
+        ac->ok = testkit_wait_until(key_held, &probe, 5000);
+    }
+}
+
+static void completions_write_what_they_queue(void **state)
+{
+    async_case *ac = &the_case;
+    dlock_acquire_opts o = itkit_acquire_opts(10000, 0);
+    dlock_client_opts co = itkit_client_opts();
+    struct pollfd p = {.events = POLLIN};
+    int want = BATCH + 1;
+
+    (void)state;
+    co.io_timeout_ms = 30000; /* past the probe's wait, on any code */
+    ac->c = itkit_client(itkit_shared_url(), &co);
+    TK_EXPECT_ERR(dlock_async_new(ac->c, &ac->a), DLOCK_OK, ac->c,
+                  "making an async handle");
+    for (int i = 0; i <= BATCH; i++)
+        testkit_key(ac->keys[i], "async-early");
+    for (int i = 0; i < BATCH; i++)
+        TK_EXPECT_ERR(dlock_async_acquire(ac->a, ac->keys[i], &o,
+                                          batch_acquired, (void *)(intptr_t)i),
+                      DLOCK_OK, ac->c, "queueing an acquire");
+    TK_EXPECT(dlock_async_process(ac->a, 0) == DLOCK_OK && all_written(ac->a),
+              "the batch is written in one send: %s",
+              dlock_async_errmsg(ac->a));
+    /* Let every reply of the batch come before any is read, so that one
+     * pass completes them all (the server answers them in one write; the
+     * pause only makes that sure). */
+    TK_EXPECT(testkit_wait_until(batch_ran, NULL, 10000), "the batch ran");
+    p.fd = dlock_async_fd(ac->a);
+    TK_EXPECT(poll(&p, 1, 10000) == 1, "the replies came");
+    usleep(100000);
+    TK_EXPECT(drive(ac->a, done_count, &want, 20000),
+              "the batch and the probe complete");
+    TK_EXPECT(ac->failures == 0, "%s", ac->first_failure);
+    TK_EXPECT(ac->ok,
+              "the acquire queued by the batch's second completion reached "
+              "the server before the third completion's callback returned");
+    for (int i = 0; i <= BATCH; i++)
+        TK_EXPECT(ac->errs[i] == DLOCK_OK && ac->locks[i] != NULL,
+                  "acquire %d is granted, got %s", i,
+                  dlock_errname(ac->errs[i]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -606,6 +697,7 @@ int main(void)
                                   end_case),
         cmocka_unit_test_teardown(free_completes_every_pending_command,
                                   end_case),
+        cmocka_unit_test_teardown(completions_write_what_they_queue, end_case),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,8 +8,8 @@
  * and appends its RESP bytes to the write buffer.  dlock_async_process
  * writes as much of the buffer as the socket takes in one send, reads
  * every reply there is and completes ops from the head of the list, one
- * reply each (writing what their callbacks queued every EARLY_FLUSH
- * replies), then fails the head if its deadline has passed.  What a
+ * reply each (writing what their callbacks queued a few times a batch,
+ * EARLY_FLUSH_PARTS), then fails the head if its deadline has passed.  What a
  * reply means is lock.c's (dlock__lock_acquire_finish,
  * dlock__lock_release_reply and _end, dlock__lock_extend_finish), the
  * same code the blocking calls run, so the two APIs cannot disagree
@@ -371,19 +371,31 @@ static dlock_err queue_script(dlock_async *a, op *o, const dlock__script *s,
 /*
  * Replies come in batches (the server answers all it read at once), and
  * each completion usually queues the caller's next command.  Writing what
- * is queued every EARLY_FLUSH completions, rather than after the whole
- * batch, lets the server start on those while the rest of the batch is
- * completed here: measured at 32 callers on one handle (2 CPUs), 43k
- * pairs/s with one write per batch, 57k with a write every 8 (4 and 16
- * alike); at 8 callers it changes nothing.
+ * is queued a few times while a batch is completed, rather than after the
+ * whole batch, lets the server start on those while the rest of the batch
+ * is completed here, so the two CPUs of a small machine work at once
+ * rather than in turn.  A pass writes every 1/EARLY_FLUSH_PARTS of the ops
+ * that were in flight when it began, and never more often than every
+ * EARLY_FLUSH_MIN completions (each write costs a system call here and
+ * wakes the server).  Measured on one handle (2 CPUs, docs/benchmarks.md,
+ * "Session 14: callers on an event loop"): at 8 callers, 24-27k pairs/s
+ * with a write every 8 (or 3 or 4, or only after the first completion),
+ * 36-40k with a write every 2; at 32 callers, 43k pairs/s with one write
+ * per batch, 57-60k with a write every 8, and on a loaded machine a write
+ * every 2 lost a tenth of that.
  */
-#define EARLY_FLUSH 8
+#define EARLY_FLUSH_PARTS 4
+#define EARLY_FLUSH_MIN 2
 
 /* Completes the ops whose replies have come; DLOCK_OK or the failure
  * that closed the connection. */
 static dlock_err read_replies(dlock_async *a)
 {
     int got = 0;
+    int every = a->pending / EARLY_FLUSH_PARTS;
+
+    if (every < EARLY_FLUSH_MIN)
+        every = EARLY_FLUSH_MIN;
 
     while (a->conn != NULL) {
         redisReply *r = NULL;
@@ -409,7 +421,7 @@ static dlock_err read_replies(dlock_async *a)
         if (a->head == NULL)
             a->tail = NULL;
         finish(a, o, DLOCK_OK, r, 1);
-        if (++got % EARLY_FLUSH == 0) {
+        if (++got % every == 0) {
             err = flush(a);
             if (err != DLOCK_OK)
                 return err;
