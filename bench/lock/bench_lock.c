@@ -756,18 +756,21 @@ static int measure_tput(bench_run *run, int nthreads, tput_result *out)
     return 0;
 }
 
-/* The issue 17 targets of nthreads: pairs/s against the higher of the
- * -c N and -c 1 -P N limits, and the pair's p99 against that limit's
- * p99(acquire) + p99(release). */
-static void report_tput_targets(bench_run *run, int nthreads,
+/* The issue 17 targets of n callers, threads ("tput.Nthreads.*") or an
+ * async handle's ("tput.asyncN.*"), with the same limits and p99
+ * definition: pairs/s against the higher of the -c N and -c 1 -P N
+ * limits, and the pair's p99 against that limit's p99(acquire) +
+ * p99(release). */
+static void report_tput_targets(bench_run *run, int async, int nthreads,
                                 const tput_result *r, const bench_limit *cn,
                                 const bench_limit *piped)
 {
     const bench_limit *best = pair_rate(piped) > pair_rate(cn) ? piped : cn;
-    char name[64], from[128];
+    char who[32], name[64], from[128];
     bench_figure f;
 
-    snprintf(name, sizeof(name), "tput.%dthreads.vs_best", nthreads);
+    snprintf(who, sizeof(who), async ? "async%d" : "%dthreads", nthreads);
+    snprintf(name, sizeof(name), "tput.%s.vs_best", who);
     snprintf(from, sizeof(from),
              "the higher of redis-benchmark -c %d and -c 1 -P %d (here %s)",
              nthreads, nthreads, best == piped ? "-P" : "-c");
@@ -777,8 +780,9 @@ static void report_tput_targets(bench_run *run, int nthreads,
     f.limit_from = from;
     f.goal = 0.90;
     f.n = r->pairs;
+    f.errors = r->errors;
     add_target(run, &f);
-    snprintf(name, sizeof(name), "tput.%dthreads.p99", nthreads);
+    snprintf(name, sizeof(name), "tput.%s.p99", who);
     bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
     f.value = r->p99_us;
     f.limit = best->acquire.p99_us + best->release.p99_us;
@@ -966,38 +970,6 @@ static int measure_async(bench_run *run, int ncallers, tput_result *out)
     return 0;
 }
 
-/* The async callers' figures against the same limits and p99 definition
- * as the threads' issue 17 targets (report_tput_targets). */
-static void report_async_targets(bench_run *run, int ncallers,
-                                 const tput_result *r, const bench_limit *cn,
-                                 const bench_limit *piped)
-{
-    const bench_limit *best = pair_rate(piped) > pair_rate(cn) ? piped : cn;
-    char name[64], from[128];
-    bench_figure f;
-
-    snprintf(name, sizeof(name), "tput.async%d.vs_best", ncallers);
-    snprintf(from, sizeof(from),
-             "the higher of redis-benchmark -c %d and -c 1 -P %d (here %s)",
-             ncallers, ncallers, best == piped ? "-P" : "-c");
-    bench_figure_init(&f, name, "pairs/s", BENCH_HIGHER_IS_BETTER);
-    f.value = r->seconds > 0 ? (double)r->pairs / r->seconds : NAN;
-    f.limit = pair_rate(best);
-    f.limit_from = from;
-    f.goal = 0.90;
-    f.n = r->pairs;
-    f.errors = r->errors;
-    add_target(run, &f);
-    snprintf(name, sizeof(name), "tput.async%d.p99", ncallers);
-    bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
-    f.value = r->p99_us;
-    f.limit = best->acquire.p99_us + best->release.p99_us;
-    f.limit_from = "p99(acquire) + p99(release) of that limit";
-    f.goal = 2.0;
-    f.n = r->pairs;
-    add_target(run, &f);
-}
-
 /* Measures nthreads against the limit at clients connections (measured
  * here unless given). */
 static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
@@ -1019,7 +991,7 @@ static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
     report_tput(run, nthreads, &r, l, 1);
     if (nthreads > 1) {
         report_tput(run, nthreads, &r, &pipelined, nthreads);
-        report_tput_targets(run, nthreads, &r, l, &pipelined);
+        report_tput_targets(run, 0, nthreads, &r, l, &pipelined);
     }
     progress("%d threads: %.0f pairs/s (%ld errors)", nthreads,
              (double)r.pairs / r.seconds, r.errors);
@@ -1030,7 +1002,7 @@ static int bench_tput(bench_run *run, int nthreads, const bench_limit *given)
     /* The same number of callers on one thread, against the same limits. */
     if (measure_async(run, nthreads, &r) != 0)
         return -1;
-    report_async_targets(run, nthreads, &r, l, &pipelined);
+    report_tput_targets(run, 1, nthreads, &r, l, &pipelined);
     progress("%d async callers: %.0f pairs/s (%ld errors)", nthreads,
              (double)r.pairs / r.seconds, r.errors);
     return r.errors >= MAX_ERRORS_PER_THREAD ? -1 : 0;
