@@ -445,8 +445,30 @@ static void add_latency_figure(bench_run *run, const char *name, double value,
     bench_table_add(&run->table, stdout, &f);
 }
 
-static void report_busy_poll(bench_run *run, seq_samples *s,
-                             const bench_cost *cost);
+/* The one-client target: the sorted pairs' p50 against the floor,
+ * redis-benchmark -c 1's SET NX PX + compare-and-delete (when it was
+ * measured); with cost, what a pair cost too. */
+static void add_floor_target(bench_run *run, const char *name,
+                             const seq_samples *s, const bench_cost *cost)
+{
+    const long long n = (long long)s->pair.n;
+    bench_figure f;
+
+    if (run->floor.acquire.rps <= 0)
+        return;
+    bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
+    f.value = bench_samples_quantile_us(&s->pair, 0.50);
+    f.limit = run->floor.acquire.p50_us + run->floor.release.p50_us;
+    f.limit_from = "redis-benchmark -c 1: p50(SET NX PX) + "
+                   "p50(compare-and-delete EVALSHA)";
+    f.goal = 1.15;
+    f.n = n;
+    if (cost != NULL) {
+        f.errors = 0;
+        bench_cost_apply(cost, n, &f);
+    }
+    add_target(run, &f);
+}
 
 static void report_sequential(bench_run *run, seq_samples *s,
                               const bench_cost *cost)
@@ -463,19 +485,7 @@ static void report_sequential(bench_run *run, seq_samples *s,
                        a->p50_us + r->p50_us,
                        "redis-benchmark -c 1: p50(acquire) + p50(release)",
                        1.2, n, cost, bench_samples_mean_us(&s->pair));
-    if (run->floor.acquire.rps > 0) {
-        bench_figure f;
-
-        bench_figure_init(&f, "seq.pair.p50.vs_floor", "us",
-                          BENCH_LOWER_IS_BETTER);
-        f.value = bench_samples_quantile_us(&s->pair, 0.50);
-        f.limit = run->floor.acquire.p50_us + run->floor.release.p50_us;
-        f.limit_from = "redis-benchmark -c 1: p50(SET NX PX) + "
-                       "p50(compare-and-delete EVALSHA)";
-        f.goal = 1.15;
-        f.n = n;
-        add_target(run, &f);
-    }
+    add_floor_target(run, "seq.pair.p50.vs_floor", s, NULL);
     add_latency_figure(run, "seq.pair.p99",
                        bench_samples_quantile_us(&s->pair, 0.99),
                        a->p99_us + r->p99_us,
@@ -514,25 +524,13 @@ static void report_busy_poll(bench_run *run, seq_samples *s,
 {
     const long long n = (long long)s->pair.n;
     char name[64];
-    bench_figure f;
 
     bench_samples_sort(&s->pair);
     bench_samples_sort(&s->acquire);
     bench_samples_sort(&s->release);
-    if (run->floor.acquire.rps > 0) {
-        snprintf(name, sizeof(name), "seq.busy_poll%d.pair.p50.vs_floor",
-                 run->o.busy_poll_us);
-        bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
-        f.value = bench_samples_quantile_us(&s->pair, 0.50);
-        f.limit = run->floor.acquire.p50_us + run->floor.release.p50_us;
-        f.limit_from = "redis-benchmark -c 1: p50(SET NX PX) + "
-                       "p50(compare-and-delete EVALSHA)";
-        f.goal = 1.15;
-        f.n = n;
-        f.errors = 0;
-        bench_cost_apply(cost, n, &f);
-        add_target(run, &f);
-    }
+    snprintf(name, sizeof(name), "seq.busy_poll%d.pair.p50.vs_floor",
+             run->o.busy_poll_us);
+    add_floor_target(run, name, s, cost);
     snprintf(name, sizeof(name), "seq.busy_poll%d.pair.p99",
              run->o.busy_poll_us);
     add_latency_figure(run, name, bench_samples_quantile_us(&s->pair, 0.99),
