@@ -42,8 +42,9 @@
  * command not yet written with DLOCK_UNAVAILABLE.  A connection that fails
  * (reset, closed, a reply that cannot be parsed) completes the written
  * commands with that error and the unwritten ones with DLOCK_UNAVAILABLE.
- * Nothing is ever sent again by the library: an acquire or release that
- * may have run is reported as failed, and the watchdog releases its token
+ * Nothing that may have run is ever sent again by the library: an acquire
+ * or release that may have run is reported as failed, and the watchdog
+ * releases its token
  * in the background (as the synchronous API does after a timeout), so an
  * acquire that ran unseen leaves no orphan and no lock is ever claimed
  * held that was not answered.  A failure counts once in the client's
@@ -51,7 +52,10 @@
  * with DLOCK_UNAVAILABLE.  After a failure the handle is closed:
  * dlock_async_fd returns -1, new commands fail with DLOCK_UNAVAILABLE, and
  * dlock_async_reconnect opens a new connection (a new descriptor, which
- * the loop must register again).
+ * the loop must register again).  The one command sent again is one the
+ * server answered NOSCRIPT (it lost its script cache, so the script did
+ * not run): it goes out once more with the script's body, with a new
+ * deadline, and the commands after it carry the body too.
  *
  * What it does not do, refused with DLOCK_INVALID when asked:
  *   - waiting (opts.wait_ms != 0): a busy lock completes with DLOCK_BUSY

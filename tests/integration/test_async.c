@@ -24,9 +24,11 @@
  *   - validity_counts_from_the_write: a reply delayed by the proxy: the
  *     lock's validity ends no later than the TTL after the acquire was
  *     queued, never the TTL after the reply;
- *   - script_flush_is_reported_then_served: after SCRIPT FLUSH the next
- *     acquire fails with DLOCK_SERVER (NOSCRIPT: it did not run) and the
- *     one after it carries the script's body and is granted;
+ *   - script_flush_is_served_again_with_the_body: after SCRIPT FLUSH,
+ *     FLUSH_OPS acquires in flight are answered NOSCRIPT (they did not
+ *     run) and each is sent again with the script's body and granted,
+ *     holding its own token; after a second flush their releases are,
+ *     likewise, and free the keys;
  *   - free_completes_every_pending_command: sent and unsent commands at
  *     dlock_async_free: each callback runs once, with DLOCK_STATE, before
  *     free returns, none after; no key left held;
@@ -51,6 +53,7 @@
 #define KEYS 48
 #define PAIRS 3000
 #define IN_FLIGHT 32
+#define FLUSH_OPS 4
 
 typedef struct caller {
     int key;          /* index into keys */
@@ -498,32 +501,61 @@ static void validity_counts_from_the_write(void **state)
               (long long)left_ms, (long long)elapsed_ms);
 }
 
-static void script_flush_is_reported_then_served(void **state)
+/* SCRIPT FLUSH on the private server; the test fails if it is refused. */
+static void flush_scripts(void)
+{
+    redisReply *r = testkit_redis_cmd(the_case.link->server->url,
+                                      "SCRIPT FLUSH");
+
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "SCRIPT FLUSH");
+    freeReplyObject(r);
+}
+
+static void script_flush_is_served_again_with_the_body(void **state)
 {
     async_case *ac = &the_case;
-    redisReply *r;
-    int want = 1;
+    const char *url;
+    int want = FLUSH_OPS;
 
     (void)state;
     proxied_handle("async-flush");
-    r = testkit_redis_cmd(ac->link->server->url, "SCRIPT FLUSH");
-    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS, "SCRIPT FLUSH");
-    freeReplyObject(r);
-    queue_acquires(1, "async-flush", 10000);
-    TK_EXPECT(drive(ac->a, done_count, &want, 10000), "the acquire completes");
-    TK_EXPECT(ac->errs[0] == DLOCK_SERVER && ac->locks[0] == NULL,
-              "NOSCRIPT is reported as a server error, got %s",
-              dlock_errname(ac->errs[0]));
-    TK_EXPECT(testkit_redis_int(ac->link->server->url, "EXISTS %s",
-                                ac->keys[0])
-                  == 0,
-              "the acquire did not run");
+    url = ac->link->server->url;
+    flush_scripts();
+    queue_acquires(FLUSH_OPS, "async-flush", 10000);
+    TK_EXPECT(drive(ac->a, done_count, &want, 10000),
+              "the %d acquires complete", FLUSH_OPS);
+    for (int i = 0; i < FLUSH_OPS; i++) {
+        TK_EXPECT(ac->errs[i] == DLOCK_OK && ac->locks[i] != NULL,
+                  "acquire %d, answered NOSCRIPT, is sent again with the "
+                  "script and granted, got %s",
+                  i, dlock_errname(ac->errs[i]));
+        redisReply *r = testkit_redis_cmd(url, "GET %s", ac->keys[i]);
+        const int ours = r != NULL && r->type == REDIS_REPLY_STRING
+                         && strcmp(r->str, dlock_lock_token(ac->locks[i]))
+                                == 0;
+        freeReplyObject(r);
+        TK_EXPECT(ours, "key %d holds its own lock's token", i);
+        TK_EXPECT(dlock_lock_valid_ms(ac->locks[i]) > 0, "lock %d is valid",
+                  i);
+    }
+    flush_scripts();
     ac->done = 0;
-    queue_acquires(1, "async-flush-after", 10000);
-    TK_EXPECT(drive(ac->a, done_count, &want, 10000), "the acquire completes");
-    TK_EXPECT(ac->errs[0] == DLOCK_OK,
-              "the next acquire carries the script and is granted, got %s",
-              dlock_errname(ac->errs[0]));
+    for (int i = 0; i < FLUSH_OPS; i++) {
+        TK_EXPECT_ERR(dlock_async_release(ac->a, ac->locks[i], one_released,
+                                          (void *)(intptr_t)i),
+                      DLOCK_OK, ac->c, "queueing a release");
+        ac->locks[i] = NULL; /* the library's now */
+    }
+    TK_EXPECT(drive(ac->a, done_count, &want, 10000),
+              "the %d releases complete", FLUSH_OPS);
+    for (int i = 0; i < FLUSH_OPS; i++) {
+        TK_EXPECT(ac->errs[i] == DLOCK_OK,
+                  "release %d, answered NOSCRIPT, is sent again and "
+                  "releases, got %s",
+                  i, dlock_errname(ac->errs[i]));
+        TK_EXPECT(testkit_redis_int(url, "EXISTS %s", ac->keys[i]) == 0,
+                  "key %d is free", i);
+    }
 }
 
 static void counted_acquire(dlock_async *a, dlock_err err, dlock_lock *l,
@@ -693,7 +725,7 @@ int main(void)
         cmocka_unit_test_teardown(reset_connection_resolves_every_command,
                                   end_case),
         cmocka_unit_test_teardown(validity_counts_from_the_write, end_case),
-        cmocka_unit_test_teardown(script_flush_is_reported_then_served,
+        cmocka_unit_test_teardown(script_flush_is_served_again_with_the_body,
                                   end_case),
         cmocka_unit_test_teardown(free_completes_every_pending_command,
                                   end_case),

@@ -22,7 +22,9 @@
  *   - an op is "sent" once any of its bytes reached the socket (written
  *     counts every byte ever written, op->start is the offset of its
  *     first): a sent op without an answer may have run, and is never
- *     reported as not run or sent again;
+ *     reported as not run or sent again; the one exception is an answer
+ *     of NOSCRIPT, which proves the script did not run: the op then goes
+ *     to the tail once more as EVAL with the script's body (resend);
  *   - deadlines are queue time plus the client's io_timeout_ms, so the
  *     head's is the earliest;
  *   - the connection is OPEN (conn set) or CLOSED (conn NULL, list and
@@ -69,6 +71,15 @@ typedef struct op {
     int expired;                /* release: validity had run out at submit */
     int64_t ttl_ms;             /* extend: the TTL asked for */
     dlock__lease_ticket ticket; /* extend: the request's lease ticket */
+    /* The command, kept to send it again as EVAL after NOSCRIPT (which
+     * proves it did not run): its script, key count and arguments, which
+     * point into the lock, req, or buf. */
+    const dlock__script *script;
+    const char *nkeys;
+    int nargs;
+    const char *args[9];
+    char buf[24]; /* release: its id; extend: its TTL */
+    int resent;   /* sent again after NOSCRIPT (once at most) */
 } op;
 
 struct dlock_async {
@@ -356,6 +367,11 @@ static dlock_err queue_script(dlock_async *a, op *o, const dlock__script *s,
     err = append_command(a, nargs + 3, argv, NULL);
     if (err != DLOCK_OK)
         return err;
+    o->script = s;
+    o->nkeys = nkeys;
+    o->nargs = nargs;
+    if (args != o->args)
+        memcpy(o->args, args, (size_t)nargs * sizeof(*args));
     o->deadline_us = dlock__deadline_after_ms(a->io_timeout_ms);
     if (a->tail != NULL)
         a->tail->next = o;
@@ -364,6 +380,46 @@ static dlock_err queue_script(dlock_async *a, op *o, const dlock__script *s,
     a->tail = o;
     a->pending++;
     return DLOCK_OK;
+}
+
+/*
+ * o, just answered NOSCRIPT (the server lost its script cache: the script
+ * did not run), goes to the tail again as EVAL with its body, at most
+ * once, with a new deadline (it is queued again now, and deadlines must
+ * grow along the list: expire looks at the head only) but its lease
+ * ticket, which began before the first send, so validity still counts
+ * from then.  The blocking path re-asks the same way (client.c).
+ * DLOCK_NOMEM if it cannot be buffered.
+ */
+static dlock_err resend(dlock_async *a, op *o)
+{
+    const char *argv[12];
+    dlock_err err;
+
+    argv[0] = "EVAL";
+    argv[1] = o->script->body;
+    argv[2] = o->nkeys;
+    memcpy(&argv[3], o->args, (size_t)o->nargs * sizeof(*o->args));
+    o->start = a->wbase + a->wlen;
+    err = append_command(a, o->nargs + 3, argv, NULL);
+    if (err != DLOCK_OK)
+        return err;
+    o->resent = 1;
+    o->deadline_us = dlock__deadline_after_ms(a->io_timeout_ms);
+    o->next = NULL;
+    if (a->tail != NULL)
+        a->tail->next = o;
+    else
+        a->head = o;
+    a->tail = o;
+    return DLOCK_OK;
+}
+
+/* 1 if r is a NOSCRIPT error that o may be sent again for. */
+static int noscript(const op *o, const redisReply *r)
+{
+    return !o->resent && r->type == REDIS_REPLY_ERROR && r->len >= 8
+           && memcmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
 /* ---- reading and deadlines --------------------------------------------- */
@@ -420,6 +476,15 @@ static dlock_err read_replies(dlock_async *a)
         a->head = o->next;
         if (a->head == NULL)
             a->tail = NULL;
+        if (noscript(o, r)) {
+            a->use_eval = 1; /* the next commands carry the bodies */
+            freeReplyObject(r);
+            if (resend(a, o) == DLOCK_OK)
+                continue;
+            r = NULL; /* not buffered: it fails, not run */
+            finish(a, o, DLOCK_NOMEM, NULL, 0);
+            continue;
+        }
         finish(a, o, DLOCK_OK, r, 1);
         if (++got % every == 0) {
             err = flush(a);
@@ -656,8 +721,6 @@ dlock_err dlock_async_acquire(dlock_async *a, const char *key,
 dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock,
                               dlock_async_release_fn cb, void *arg)
 {
-    char id[24];
-    const char *args[6];
     op *o;
     dlock_err err;
 
@@ -684,9 +747,9 @@ dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock,
     o->lock = lock;
     o->arg = arg;
     o->on_released = cb;
-    dlock__lock_release_args(lock, id, args);
+    dlock__lock_release_args(lock, o->buf, o->args);
     err = queue_script(a, o, dlock__lock_release_script(), a->sha_release, "2",
-                       6, args);
+                       6, o->args);
     if (err != DLOCK_OK) {
         dlock__free(o);
         return err;
@@ -700,8 +763,6 @@ dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock,
 dlock_err dlock_async_extend(dlock_async *a, dlock_lock *lock, int64_t ttl_ms,
                              dlock_async_extend_fn cb, void *arg)
 {
-    char ttl[24];
-    const char *args[3];
     op *o;
     dlock_err err;
 
@@ -728,9 +789,9 @@ dlock_err dlock_async_extend(dlock_async *a, dlock_lock *lock, int64_t ttl_ms,
     o->arg = arg;
     o->on_extended = cb;
     o->ttl_ms = ttl_ms;
-    o->ticket = dlock__lock_extend_prepare(lock, ttl_ms, ttl, args);
+    o->ticket = dlock__lock_extend_prepare(lock, ttl_ms, o->buf, o->args);
     err = queue_script(a, o, dlock__lock_extend_script(), a->sha_extend, "1",
-                       3, args);
+                       3, o->args);
     if (err != DLOCK_OK) {
         dlock__msg scratch; /* a->msg says why */
 
