@@ -75,6 +75,7 @@ typedef struct op {
      * proves it did not run): its script, key count and arguments, which
      * point into the lock, req, or buf. */
     const dlock__script *script;
+    const char *sha; /* the handle's, "" for none */
     const char *nkeys;
     int nargs;
     const char *args[9];
@@ -176,8 +177,6 @@ static dlock_err error_reply(dlock_async *a, op *o, redisReply *r)
     struct dlock__deploy *dp = dlock__client_deploy(a->client);
     dlock_err err;
 
-    if (r->len >= 8 && memcmp(r->str, "NOSCRIPT", 8) == 0)
-        a->use_eval = 1; /* the next commands carry the bodies */
     if (dp != NULL && dlock__deploy_is_readonly(r))
         dlock__deploy_master_failed(dp); /* a demoted master */
     err = dlock__reply_error(r,
@@ -349,62 +348,42 @@ static dlock_err flush(dlock_async *a)
     return DLOCK_OK;
 }
 
-/* EVALSHA of s (EVAL of its body without a SHA or after NOSCRIPT), with
- * nkeys and args, appended for op o (queued at the tail). */
-static dlock_err queue_script(dlock_async *a, op *o, const dlock__script *s,
-                              const char *sha, const char *nkeys, int nargs,
-                              const char **args)
+/* A new op of kind for lock, or NULL with a->msg saying why. */
+static op *op_new(dlock_async *a, op_kind kind, dlock_lock *lock, void *arg)
 {
-    const char *argv[16];
-    dlock_err err;
-    int eval = a->use_eval || sha[0] == '\0';
+    op *o = dlock__calloc(1, sizeof(*o));
 
-    argv[0] = eval ? "EVAL" : "EVALSHA";
-    argv[1] = eval ? s->body : sha;
-    argv[2] = nkeys;
-    memcpy(&argv[3], args, (size_t)nargs * sizeof(*args));
-    o->start = a->wbase + a->wlen;
-    err = append_command(a, nargs + 3, argv, NULL);
-    if (err != DLOCK_OK)
-        return err;
-    o->script = s;
-    o->nkeys = nkeys;
-    o->nargs = nargs;
-    if (args != o->args)
-        memcpy(o->args, args, (size_t)nargs * sizeof(*args));
-    o->deadline_us = dlock__deadline_after_ms(a->io_timeout_ms);
-    if (a->tail != NULL)
-        a->tail->next = o;
-    else
-        a->head = o;
-    a->tail = o;
-    a->pending++;
-    return DLOCK_OK;
+    if (o == NULL) {
+        dlock__msg_set(&a->msg, DLOCK_NOMEM, "queueing %s of %.64s",
+                       kind == OP_ACQUIRE   ? "acquire"
+                       : kind == OP_RELEASE ? "release"
+                                            : "extend",
+                       dlock_lock_key(lock));
+        return NULL;
+    }
+    o->kind = kind;
+    o->lock = lock;
+    o->arg = arg;
+    return o;
 }
 
-/*
- * o, just answered NOSCRIPT (the server lost its script cache: the script
- * did not run), goes to the tail again as EVAL with its body, at most
- * once, with a new deadline (it is queued again now, and deadlines must
- * grow along the list: expire looks at the head only) but its lease
- * ticket, which began before the first send, so validity still counts
- * from then.  The blocking path re-asks the same way (client.c).
- * DLOCK_NOMEM if it cannot be buffered.
- */
-static dlock_err resend(dlock_async *a, op *o)
+/* Appends o's command (EVALSHA of its script, or EVAL of the body when
+ * there is no SHA or the server lost its scripts) to the write buffer and
+ * o to the tail of the list, with a deadline from now. */
+static dlock_err enqueue(dlock_async *a, op *o)
 {
-    const char *argv[12];
+    const char *argv[3 + sizeof(o->args) / sizeof(*o->args)];
+    const int eval = a->use_eval || o->sha[0] == '\0';
     dlock_err err;
 
-    argv[0] = "EVAL";
-    argv[1] = o->script->body;
+    argv[0] = eval ? "EVAL" : "EVALSHA";
+    argv[1] = eval ? o->script->body : o->sha;
     argv[2] = o->nkeys;
     memcpy(&argv[3], o->args, (size_t)o->nargs * sizeof(*o->args));
     o->start = a->wbase + a->wlen;
     err = append_command(a, o->nargs + 3, argv, NULL);
     if (err != DLOCK_OK)
         return err;
-    o->resent = 1;
     o->deadline_us = dlock__deadline_after_ms(a->io_timeout_ms);
     o->next = NULL;
     if (a->tail != NULL)
@@ -413,6 +392,37 @@ static dlock_err resend(dlock_async *a, op *o)
         a->head = o;
     a->tail = o;
     return DLOCK_OK;
+}
+
+/* Queues o (its args set) as script s with nkeys of its nargs arguments. */
+static dlock_err queue_script(dlock_async *a, op *o, const dlock__script *s,
+                              const char *sha, const char *nkeys, int nargs)
+{
+    dlock_err err;
+
+    o->script = s;
+    o->sha = sha;
+    o->nkeys = nkeys;
+    o->nargs = nargs;
+    err = enqueue(a, o);
+    if (err == DLOCK_OK)
+        a->pending++;
+    return err;
+}
+
+/*
+ * o, just answered NOSCRIPT (the server lost its script cache: the script
+ * did not run), goes to the tail again as EVAL with its body (use_eval is
+ * set), at most once, with a new deadline (it is queued again now, and
+ * deadlines must grow along the list: expire looks at the head only) but
+ * its lease ticket, which began before the first send, so validity still
+ * counts from then.  The blocking path re-asks the same way (client.c).
+ * DLOCK_NOMEM if it cannot be buffered.
+ */
+static dlock_err resend(dlock_async *a, op *o)
+{
+    o->resent = 1;
+    return enqueue(a, o);
 }
 
 /* 1 if r is a NOSCRIPT error that o may be sent again for. */
@@ -690,21 +700,18 @@ dlock_err dlock_async_acquire(dlock_async *a, const char *key,
         err = dlock__lock_create(a->client, key, opts, &l, &a->msg);
     if (err != DLOCK_OK)
         return err;
-    o = dlock__calloc(1, sizeof(*o));
+    o = op_new(a, OP_ACQUIRE, l, arg);
     if (o == NULL) {
         dlock_lock_free(l);
-        return dlock__msg_set(&a->msg, DLOCK_NOMEM,
-                              "queueing acquire of %.64s", key);
+        return DLOCK_NOMEM;
     }
-    o->kind = OP_ACQUIRE;
-    o->lock = l;
-    o->arg = arg;
     o->on_acquired = cb;
     o->watchdog = opts->watchdog;
     o->started_us = dlock__now_us();
     dlock__lock_acquire_prepare(l, &o->req);
+    memcpy(o->args, o->req.argv, sizeof(o->req.argv));
     err = queue_script(a, o, dlock__lock_acquire_script(), a->sha_acquire, "5",
-                       9, o->req.argv);
+                       9);
     if (err != DLOCK_OK) {
         dlock__msg scratch; /* a->msg says why */
         int64_t unused;
@@ -738,18 +745,13 @@ dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock,
     err = accepting(a);
     if (err != DLOCK_OK)
         return err;
-    o = dlock__calloc(1, sizeof(*o));
+    o = op_new(a, OP_RELEASE, lock, arg);
     if (o == NULL)
-        return dlock__msg_set(&a->msg, DLOCK_NOMEM,
-                              "queueing release of %.64s",
-                              dlock_lock_key(lock));
-    o->kind = OP_RELEASE;
-    o->lock = lock;
-    o->arg = arg;
+        return DLOCK_NOMEM;
     o->on_released = cb;
     dlock__lock_release_args(lock, o->buf, o->args);
     err = queue_script(a, o, dlock__lock_release_script(), a->sha_release, "2",
-                       6, o->args);
+                       6);
     if (err != DLOCK_OK) {
         dlock__free(o);
         return err;
@@ -780,18 +782,14 @@ dlock_err dlock_async_extend(dlock_async *a, dlock_lock *lock, int64_t ttl_ms,
         err = dlock__lock_extend_check(lock, &ttl_ms, &a->msg);
     if (err != DLOCK_OK)
         return err;
-    o = dlock__calloc(1, sizeof(*o));
+    o = op_new(a, OP_EXTEND, lock, arg);
     if (o == NULL)
-        return dlock__msg_set(&a->msg, DLOCK_NOMEM, "queueing extend of %.64s",
-                              dlock_lock_key(lock));
-    o->kind = OP_EXTEND;
-    o->lock = lock;
-    o->arg = arg;
+        return DLOCK_NOMEM;
     o->on_extended = cb;
     o->ttl_ms = ttl_ms;
     o->ticket = dlock__lock_extend_prepare(lock, ttl_ms, o->buf, o->args);
     err = queue_script(a, o, dlock__lock_extend_script(), a->sha_extend, "1",
-                       3, o->args);
+                       3);
     if (err != DLOCK_OK) {
         dlock__msg scratch; /* a->msg says why */
 
