@@ -75,7 +75,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -903,28 +902,6 @@ static void async_start(async_caller *k)
         async_error(b, rc, dlock_async_errmsg(b->a));
 }
 
-/* One turn of the event loop: poll for what the handle wants, process. */
-static void async_turn(dlock_async *a)
-{
-    const int want = dlock_async_events(a);
-    int wait = dlock_async_timeout_ms(a), revents = 0;
-    struct pollfd p = {.fd = dlock_async_fd(a), .events = 0};
-
-    if (want & DLOCK_ASYNC_READ)
-        p.events |= POLLIN;
-    if (want & DLOCK_ASYNC_WRITE)
-        p.events |= POLLOUT;
-    if (wait < 0 || wait > 100)
-        wait = 100;
-    if (p.fd >= 0 && poll(&p, 1, wait) > 0) {
-        if (p.revents & (POLLIN | POLLHUP | POLLERR))
-            revents |= DLOCK_ASYNC_READ;
-        if (p.revents & POLLOUT)
-            revents |= DLOCK_ASYNC_WRITE;
-    }
-    dlock_async_process(a, revents);
-}
-
 static int measure_async(bench_run *run, int ncallers, tput_result *out)
 {
     static async_bench b; /* large; one phase at a time */
@@ -955,7 +932,7 @@ static int measure_async(bench_run *run, int ncallers, tput_result *out)
         async_start(&b.callers[i]);
     }
     while (dlock_async_pending(b.a) > 0)
-        async_turn(b.a);
+        dlock_async_poll(b.a, 100);
     out->seconds = (double)(bench_clock_ns() - start) / 1e9;
     out->pairs = b.pairs;
     out->errors = b.errors;

@@ -179,6 +179,16 @@ DLOCK_API int dlock_async_pending(const dlock_async *a);
  */
 DLOCK_API dlock_err dlock_async_process(dlock_async *a, int revents);
 
+/*
+ * One turn of a loop that drives this handle alone: waits with poll(2)
+ * for what dlock_async_events asks, at most max_ms (-1: no bound of its
+ * own) and never past the next deadline, then calls dlock_async_process
+ * with what came (on a closed handle it does not wait).  For programs and
+ * tests without an event loop of their own; a service with one watches
+ * dlock_async_fd there instead.  Returns dlock_async_process's result.
+ */
+DLOCK_API dlock_err dlock_async_poll(dlock_async *a, int max_ms);
+
 /* Opens a new connection for a closed handle (blocking, within the
  * client's connect timeout); DLOCK_OK at once if it is open.  Refused
  * with DLOCK_UNAVAILABLE while the client's breaker is open. */

@@ -111,25 +111,9 @@ static int drive(dlock_async *a, int (*done)(void *), void *arg,
     int64_t until = testkit_now_ms() + timeout_ms;
 
     while (!done(arg)) {
-        struct pollfd p = {.fd = dlock_async_fd(a), .events = 0};
-        int want = dlock_async_events(a), wait = dlock_async_timeout_ms(a);
-        int revents = 0;
-
         if (testkit_now_ms() >= until)
             return 0;
-        if (want & DLOCK_ASYNC_READ)
-            p.events |= POLLIN;
-        if (want & DLOCK_ASYNC_WRITE)
-            p.events |= POLLOUT;
-        if (wait < 0 || wait > 50)
-            wait = 50;
-        if (p.fd >= 0 && poll(&p, 1, wait) > 0) {
-            if (p.revents & (POLLIN | POLLHUP | POLLERR))
-                revents |= DLOCK_ASYNC_READ;
-            if (p.revents & POLLOUT)
-                revents |= DLOCK_ASYNC_WRITE;
-        }
-        dlock_async_process(a, revents);
+        dlock_async_poll(a, 50);
     }
     return 1;
 }

@@ -39,6 +39,7 @@
  */
 #include "dlock/async.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -630,6 +631,29 @@ dlock_err dlock_async_process(dlock_async *a, int revents)
     if (err == DLOCK_OK)
         err = expire(a);
     return err;
+}
+
+dlock_err dlock_async_poll(dlock_async *a, int max_ms)
+{
+    const int want = dlock_async_events(a);
+    const int due = dlock_async_timeout_ms(a);
+    struct pollfd p = {.fd = dlock_async_fd(a), .events = 0};
+    int wait = due < 0 || (max_ms >= 0 && max_ms < due) ? max_ms : due;
+    int revents = 0;
+
+    if (want & DLOCK_ASYNC_READ)
+        p.events |= POLLIN;
+    if (want & DLOCK_ASYNC_WRITE)
+        p.events |= POLLOUT;
+    /* A signal or a failed poll is a turn with no events: process still
+     * writes what it can and expires what is due. */
+    if (p.fd >= 0 && poll(&p, 1, wait) > 0) {
+        if (p.revents & (POLLIN | POLLHUP | POLLERR))
+            revents |= DLOCK_ASYNC_READ;
+        if (p.revents & POLLOUT)
+            revents |= DLOCK_ASYNC_WRITE;
+    }
+    return dlock_async_process(a, revents);
 }
 
 dlock_err dlock_async_reconnect(dlock_async *a)
