@@ -24,6 +24,10 @@
  *   - validity_counts_from_the_write: a reply delayed by the proxy: the
  *     lock's validity ends no later than the TTL after the acquire was
  *     queued, never the TTL after the reply;
+ *   - a_redis_clock_step_shrinks_what_async_locks_claim: the server's
+ *     wall clock steps 15 s forward (the shim); the handle's next extend
+ *     reads it and a lock acquired through the handle claims no more
+ *     than its PTTL in Redis;
  *   - script_flush_is_served_again_with_the_body: after SCRIPT FLUSH,
  *     FLUSH_OPS acquires in flight are answered NOSCRIPT (they did not
  *     run) and each is sent again with the script's body and granted,
@@ -64,6 +68,7 @@ typedef struct async_case {
     dlock_client *c;
     dlock_async *a;
     testkit_proxied *link;
+    testkit_redis *stepped; /* the clock-step case's server */
     char keys[KEYS > IN_FLIGHT ? KEYS : IN_FLIGHT][TESTKIT_KEY_MAX];
     int holder[KEYS]; /* 1 while some caller holds the key */
     uint64_t last_fence[KEYS];
@@ -91,6 +96,7 @@ static int end_case(void **state)
     if (ac->c != NULL)
         dlock_client_free(ac->c);
     testkit_proxied_free(ac->link);
+    testkit_redis_free(ac->stepped);
     memset(ac, 0, sizeof(*ac));
     return 0;
 }
@@ -485,6 +491,65 @@ static void validity_counts_from_the_write(void **state)
               (long long)left_ms, (long long)elapsed_ms);
 }
 
+/* Queues an async acquire of key for ttl_ms, completing into slot i. */
+static void queue_acquire_ttl(int i, const char *name, int64_t ttl_ms)
+{
+    async_case *ac = &the_case;
+    dlock_acquire_opts o = itkit_acquire_opts(ttl_ms, 0);
+
+    testkit_key(ac->keys[i], name);
+    TK_EXPECT_ERR(dlock_async_acquire(ac->a, ac->keys[i], &o, one_acquired,
+                                      (void *)(intptr_t)i),
+                  DLOCK_OK, ac->c, "queueing an acquire");
+}
+
+/* The Redis host's clock steps 15 s forward (the wall-clock shim): lock A
+ * (20 s), acquired through the handle, now expires in Redis in about 5 s.
+ * The handle's next round trip that reads the server's clock, an async
+ * extend of lock B, must shrink what A claims: valid_ms(A) never above
+ * A's PTTL in Redis.  The same rule as the blocking path's
+ * (integration.validity), through the async steps. */
+static void a_redis_clock_step_shrinks_what_async_locks_claim(void **state)
+{
+    async_case *ac = &the_case;
+    testkit_redis_opts so;
+    int want = 2;
+    long long pttl;
+
+    (void)state;
+    memset(&so, 0, sizeof(so));
+    so.name = "async-clock";
+    so.wallclock = 1;
+    ac->stepped = testkit_redis_start(&so);
+    TK_EXPECT(ac->stepped != NULL, "a private redis-server with the "
+                                   "wall-clock shim starts");
+    ac->c = itkit_client(ac->stepped->url, NULL);
+    TK_EXPECT_ERR(dlock_async_new(ac->c, &ac->a), DLOCK_OK, ac->c,
+                  "making an async handle");
+    queue_acquire_ttl(0, "async-step-a", 20000);
+    queue_acquire_ttl(1, "async-step-b", 30000);
+    TK_EXPECT(drive(ac->a, done_count, &want, 10000),
+              "both acquires complete");
+    TK_EXPECT(ac->errs[0] == DLOCK_OK && ac->errs[1] == DLOCK_OK,
+              "both granted, got %s and %s", dlock_errname(ac->errs[0]),
+              dlock_errname(ac->errs[1]));
+    TK_EXPECT(dlock_lock_valid_ms(ac->locks[0]) > 19000, "A valid ~20 s");
+    TK_EXPECT(testkit_redis_clock_step(ac->stepped, 15000) == 0, "step +15 s");
+    ac->done = 0;
+    want = 1;
+    TK_EXPECT_ERR(dlock_async_extend(ac->a, ac->locks[1], 0, one_extended,
+                                     (void *)(intptr_t)1),
+                  DLOCK_OK, ac->c, "queueing the extend of B");
+    TK_EXPECT(drive(ac->a, done_count, &want, 10000), "the extend completes");
+    TK_EXPECT(ac->errs[1] == DLOCK_OK, "B extended after the step, got %s",
+              dlock_errname(ac->errs[1]));
+    pttl = testkit_redis_int(ac->stepped->url, "PTTL %s", ac->keys[0]);
+    TK_EXPECT(pttl > 0 && pttl < 6000, "Redis keeps A ~5 s, PTTL %lld", pttl);
+    TK_EXPECT(dlock_lock_valid_ms(ac->locks[0]) <= pttl,
+              "valid_ms(A) %lld <= its PTTL %lld",
+              (long long)dlock_lock_valid_ms(ac->locks[0]), pttl);
+}
+
 /* SCRIPT FLUSH on the private server; the test fails if it is refused. */
 static void flush_scripts(void)
 {
@@ -709,6 +774,8 @@ int main(void)
         cmocka_unit_test_teardown(reset_connection_resolves_every_command,
                                   end_case),
         cmocka_unit_test_teardown(validity_counts_from_the_write, end_case),
+        cmocka_unit_test_teardown(
+            a_redis_clock_step_shrinks_what_async_locks_claim, end_case),
         cmocka_unit_test_teardown(script_flush_is_served_again_with_the_body,
                                   end_case),
         cmocka_unit_test_teardown(free_completes_every_pending_command,
