@@ -558,6 +558,8 @@ static void plain_acquire_does_not_jump_the_queue(void **state)
               dlock_errname(err));
     TK_EXPECT(strstr(dlock_client_errmsg(c), "fair waiters") != NULL,
               "the message says why: %s", dlock_client_errmsg(c));
+    TK_EXPECT(testkit_redis_int(url, "EXISTS %s", key) == 0,
+              "the refused acquire left the key free for the waiter");
     /* The waiter gave up (its entry's deadline passed): the key is free
      * for anyone. */
     write_entry(url, key, token, server_ms(url) - 1);

@@ -10,8 +10,18 @@
  * flush runs on a private server so that no other test loses its scripts.
  * The next fence is max(last + 1, server microseconds): a counter ahead of
  * the clock must still grow by exactly one per grant.
+ *
+ * The acquire script takes the key before it reads the counter (one call
+ * fewer, lock.c); a grant it then refuses must leave the key as it found
+ * it.  A counter or fair queue Redis cannot read (another type under its
+ * name) fails the acquire with the server's error and leaves the key
+ * free: a key left set by a refused acquire would be held by a token no
+ * caller has, for its whole TTL.
  */
 #include "itkit.h"
+
+#include <stdio.h>
+#include <string.h>
 
 #define GRANTS 10000
 
@@ -143,12 +153,77 @@ static void fences_keep_growing_across_a_script_flush(void **state)
     testkit_redis_free(server);
 }
 
+/* Puts a value of the wrong type under name (a list). */
+static void spoil(const char *url, const char *name)
+{
+    redisReply *r = testkit_redis_cmd(url, "RPUSH %s spoiled", name);
+
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_INTEGER,
+              "RPUSH a list "
+              "under %s",
+              name);
+    freeReplyObject(r);
+}
+
+/* An acquire that must fail with the server's WRONGTYPE answer and leave
+ * key unset; what names the spoiled key for the messages. */
+static void expect_refused_and_key_free(dlock_client *c, const char *url,
+                                        const char *key, const char *what)
+{
+    dlock_acquire_opts o = itkit_acquire_opts(5000, 0);
+    dlock_lock *l = NULL;
+    dlock_err err = dlock_acquire(c, key, &o, &l);
+
+    TK_EXPECT(err == DLOCK_SERVER && l == NULL,
+              "an acquire with %s of "
+              "the wrong type fails with the server's error, got %s: %s",
+              what, dlock_errname(err), dlock_client_errmsg(c));
+    TK_EXPECT(strstr(dlock_client_errmsg(c), "WRONGTYPE") != NULL,
+              "the message carries Redis's answer: %s",
+              dlock_client_errmsg(c));
+    TK_EXPECT(testkit_redis_int(url, "EXISTS %s", key) == 0,
+              "the refused acquire left the key free (%s of the wrong "
+              "type)",
+              what);
+}
+
+static void unreadable_counter_or_queue_fails_and_leaves_the_key_free(
+    void **state)
+{
+    const char *url = itkit_shared_url();
+    dlock_client *c = itkit_client(url, NULL);
+    dlock_acquire_opts o = itkit_acquire_opts(5000, 0);
+    char key[TESTKIT_KEY_MAX], counter[TESTKIT_KEY_MAX + 32],
+        queue[TESTKIT_KEY_MAX + 32];
+
+    (void)state;
+    testkit_key(key, "fencing_unreadable");
+    snprintf(counter, sizeof(counter), "#dlock:fence:{%s}", key);
+    snprintf(queue, sizeof(queue), "#dlock:queue:{%s}", key);
+
+    spoil(url, counter);
+    expect_refused_and_key_free(c, url, key, "the fence counter");
+    testkit_redis_int(url, "DEL %s", counter);
+    TK_EXPECT_ERR(dlock_release(itkit_acquire(c, key, &o)), DLOCK_OK, c,
+                  "with the counter deleted, an acquire and release");
+
+    spoil(url, queue);
+    expect_refused_and_key_free(c, url, key, "the fair queue");
+    testkit_redis_int(url, "DEL %s", queue);
+    TK_EXPECT_ERR(dlock_release(itkit_acquire(c, key, &o)), DLOCK_OK, c,
+                  "with the queue deleted, an acquire and release");
+    testkit_forget_lock(url, key);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fences_strictly_increase_over_ten_thousand_grants),
         cmocka_unit_test(fence_ahead_of_the_server_clock_still_grows_by_one),
         cmocka_unit_test(fences_keep_growing_across_a_script_flush),
+        cmocka_unit_test(
+            unreadable_counter_or_queue_fails_and_leaves_the_key_free),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

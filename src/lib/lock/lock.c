@@ -102,7 +102,16 @@
  *
  * The script is the one-client pair's server cost (docs/benchmarks.md,
  * "Session 12"): each redis.call costs 0.3-0.9 us, and so does a
- * string.format, so the common path makes only the calls it needs.
+ * string.format, so the common path makes only the calls it needs.  It
+ * reads and takes the key in one call, SET NX GET (Redis 7.0), and when
+ * the grant is then refused (fair waiters, the floor, or a counter that
+ * cannot be read) it deletes the key again before it answers: the script
+ * runs atomically, so no one sees the key between, and a refused acquire
+ * writes nothing, as before.  Every read after the take is a pcall, so an
+ * error answers the caller only once the key is gone again (a script's
+ * writes are not undone by its error).  Before 7.0, SET refuses NX with
+ * GET as a syntax error, before it writes; the script then reads the key
+ * with GET and sets it last, one call more ("Session 15").
  */
 static const dlock__script acquire_script = {
     "acquire",
@@ -116,7 +125,13 @@ static const dlock__script acquire_script = {
     "end\n"
     "local t = redis.call('TIME')\n"
     "local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]\n"
-    "local holder = redis.call('GET', KEYS[1])\n"
+    "local taken = true\n"
+    "local holder = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', "
+    "ARGV[2], 'GET')\n"
+    "if type(holder) == 'table' then\n"
+    "  taken = false\n"
+    "  holder = redis.call('GET', KEYS[1])\n"
+    "end\n"
     "if holder == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  return {1, redis.call('GET', KEYS[2]) or '0', now}\n"
@@ -124,25 +139,36 @@ static const dlock__script acquire_script = {
     "if holder then\n"
     "  return {0, redis.call('PTTL', KEYS[1]), now}\n"
     "end\n"
+    "local function refuse(answer)\n"
+    "  if taken then redis.call('DEL', KEYS[1]) end\n"
+    "  return answer\n"
+    "end\n"
     "if redis.call('EXISTS', KEYS[4]) == 1 then\n"
     "  local now_ms = tonumber(t[1]) * 1000 + "
     "math.floor(tonumber(t[2]) / 1000)\n"
-    "  for _, who in ipairs(redis.call('ZRANGE', KEYS[4], 0, 15)) do\n"
-    "    local v = redis.call('HGET', KEYS[5], who) or ''\n"
-    "    if (tonumber(string.match(v, '^(%d+)')) or 0) >= now_ms then\n"
-    "      return {0, -2, now}\n"
+    "  local queued = redis.pcall('ZRANGE', KEYS[4], 0, 15)\n"
+    "  if queued.err then return refuse(queued) end\n"
+    "  for _, who in ipairs(queued) do\n"
+    "    local v = redis.pcall('HGET', KEYS[5], who)\n"
+    "    if type(v) == 'table' then return refuse(v) end\n"
+    "    if (tonumber(string.match(v or '', '^(%d+)')) or 0) >= now_ms then\n"
+    "      return refuse({0, -2, now})\n"
     "    end\n"
     "  end\n"
     "end\n"
-    "local last = dec(redis.call('GET', KEYS[2]))\n"
+    "local counter = redis.pcall('GET', KEYS[2])\n"
+    "if type(counter) == 'table' then return refuse(counter) end\n"
+    "local last = dec(counter)\n"
     "if not last then last = dec(redis.pcall('GET', KEYS[3])) end\n"
     "local fence = now\n"
     "if last and not gt(now, last) then fence = inc(last) end\n"
     "if #fence > 19 or not gt(fence, ARGV[3]) then\n"
-    "  return {2, now}\n"
+    "  return refuse({2, now})\n"
     "end\n"
     "redis.call('SET', KEYS[2], fence, 'PX', ARGV[4])\n"
-    "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "if not taken then\n"
+    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "end\n"
     "return {1, fence, now}\n",
     1,
 };
