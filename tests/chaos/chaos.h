@@ -209,4 +209,38 @@ size_t chaos_arg_names(const char *list, const char *const *names,
                        size_t count, size_t *out, size_t max,
                        const char *what);
 
+/* ---- the orchestrators' command line (chaos_phases.c) --------------------- */
+
+/* A program's table of phases: count structs of size bytes, each with the
+ * phase's name (const char *) as its first member, and the synopsis its
+ * usage message starts with (the phase names follow it). */
+typedef struct chaos_phase_table {
+    const void *entries;
+    size_t count, size;
+    const char *synopsis;
+} chaos_phase_table;
+
+#define CHAOS_PHASES_MAX 32
+
+/* Prints the usage message, the synopsis and then the phase names, and
+ * exits 2. */
+void chaos_phases_usage(const chaos_phase_table *t);
+
+/* Takes one of a program's own options, o with its value v (never NULL),
+ * into ctx; returns 1, or 0 when o is not one of them or v is bad. */
+typedef int (*chaos_own_option)(const char *o, const char *v, void *ctx);
+
+/* Parses argv: the options of chaos_arg_run into run, --phases into idx
+ * (indices into t, in run order, room for t->count) and every other
+ * option, which takes a value, through own; exits with the usage message
+ * on an unknown option or a missing value.  idx holds nidx default
+ * phases on entry; returns how many it holds on return. */
+size_t chaos_phases_args(int argc, char **argv, const chaos_phase_table *t,
+                         chaos_run_args *run, size_t *idx, size_t nidx,
+                         chaos_own_option own, void *ctx);
+
+/* Prints a run's last line: "<program>: every phase within bounds" or
+ * "BOUNDS FAILED", with the seed to rerun it. */
+void chaos_print_verdict(const char *program, int all_ok, uint64_t seed);
+
 #endif /* DLOCK_CHAOS_H */

@@ -165,31 +165,12 @@ typedef struct check_args {
     char out[800];
 } check_args;
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: chaos_check [--seconds N] [--seed S] "
-                    "[--phases a,b,...|all] [--clients K] [--cli-clients C] "
-                    "[--dlock PATH] [--ttl-ms T] [--fencing full|writes|off] "
-                    "[--keep] [--sabotage split-key|short-ttl] "
-                    "[--fair all|some]\nphases:");
-    for (size_t i = 0; i < PHASE_COUNT; i++)
-        fprintf(stderr, " %s", phases[i].name);
-    fprintf(stderr, "\n");
-    exit(2);
-}
-
-static void parse_phases(const char *list, check_args *a)
-{
-    const char *names[PHASE_COUNT];
-    size_t idx[PHASE_COUNT];
-
-    for (size_t i = 0; i < PHASE_COUNT; i++)
-        names[i] = phases[i].name;
-    a->nrun = chaos_arg_names(list, names, PHASE_COUNT, idx, PHASE_COUNT,
-                              "--phases");
-    for (size_t i = 0; i < a->nrun; i++)
-        a->run[i] = &phases[idx[i]];
-}
+static const chaos_phase_table phase_table = {
+    phases, PHASE_COUNT, sizeof(phases[0]),
+    "usage: chaos_check [--seconds N] [--seed S] [--phases a,b,...|all] "
+    "[--clients K] [--cli-clients C] [--dlock PATH] [--ttl-ms T] "
+    "[--fencing full|writes|off] [--keep] "
+    "[--sabotage split-key|short-ttl] [--fair all|some]"};
 
 /* chaos_client and chaos_step are built next to chaos_check. */
 static void find_binaries(check_args *a)
@@ -209,8 +190,37 @@ static void find_binaries(check_args *a)
     snprintf(a->step_bin, sizeof(a->step_bin), "%s/chaos_step", a->bin_dir);
 }
 
+/* One of chaos_check's own options (chaos_own_option). */
+static int check_option(const char *o, const char *v, void *ctx)
+{
+    check_args *a = ctx;
+
+    if (strcmp(o, "--clients") == 0)
+        a->api_clients = (int)chaos_arg_int(v, 0, 16, o);
+    else if (strcmp(o, "--cli-clients") == 0)
+        a->cli_clients = (int)chaos_arg_int(v, 0, 16, o);
+    else if (strcmp(o, "--dlock") == 0)
+        a->dlock = v;
+    else if (strcmp(o, "--ttl-ms") == 0)
+        a->ttl_ms = chaos_arg_int(v, 50, 60000, o);
+    else if (strcmp(o, "--fencing") == 0)
+        a->fencing = chaos_arg_fencing(v);
+    else if (strcmp(o, "--fair") == 0 && strcmp(v, "all") == 0)
+        a->fair = CHAOS_FAIR_ALL;
+    else if (strcmp(o, "--fair") == 0 && strcmp(v, "some") == 0)
+        a->fair = CHAOS_FAIR_SOME;
+    else if (strcmp(o, "--sabotage") == 0
+             && (strcmp(v, "split-key") == 0 || strcmp(v, "short-ttl") == 0))
+        a->sabotage = v;
+    else
+        return 0;
+    return 1;
+}
+
 static void parse_args(int argc, char **argv, check_args *a)
 {
+    size_t idx[PHASE_COUNT], n = 0;
+
     memset(a, 0, sizeof(*a));
     chaos_run_args_init(&a->run_args);
     a->api_clients = 4;
@@ -218,42 +228,15 @@ static void parse_args(int argc, char **argv, check_args *a)
     a->ttl_ms = 600;
     for (size_t i = 0; i < PHASE_COUNT; i++)
         if (phases[i].in_short)
-            a->run[a->nrun++] = &phases[i];
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-        if (chaos_arg_run(argc, argv, &i, &a->run_args))
-            continue;
-        if (v == NULL)
-            usage();
-        i++;
-        if (strcmp(o, "--phases") == 0)
-            parse_phases(v, a);
-        else if (strcmp(o, "--clients") == 0)
-            a->api_clients = (int)chaos_arg_int(v, 0, 16, o);
-        else if (strcmp(o, "--cli-clients") == 0)
-            a->cli_clients = (int)chaos_arg_int(v, 0, 16, o);
-        else if (strcmp(o, "--dlock") == 0)
-            a->dlock = v;
-        else if (strcmp(o, "--ttl-ms") == 0)
-            a->ttl_ms = chaos_arg_int(v, 50, 60000, o);
-        else if (strcmp(o, "--fencing") == 0)
-            a->fencing = chaos_arg_fencing(v);
-        else if (strcmp(o, "--fair") == 0 && strcmp(v, "all") == 0)
-            a->fair = CHAOS_FAIR_ALL;
-        else if (strcmp(o, "--fair") == 0 && strcmp(v, "some") == 0)
-            a->fair = CHAOS_FAIR_SOME;
-        else if (strcmp(o, "--sabotage") == 0
-                 && (strcmp(v, "split-key") == 0
-                     || strcmp(v, "short-ttl") == 0))
-            a->sabotage = v;
-        else
-            usage();
-    }
+            idx[n++] = i;
+    n = chaos_phases_args(argc, argv, &phase_table, &a->run_args, idx, n,
+                          check_option, a);
+    for (a->nrun = 0; a->nrun < n; a->nrun++)
+        a->run[a->nrun] = &phases[idx[a->nrun]];
     if (a->dlock == NULL || access(a->dlock, X_OK) != 0)
         a->cli_clients = 0;
     if (a->api_clients + a->cli_clients < 2)
-        usage();
+        chaos_phases_usage(&phase_table);
     find_binaries(a);
 }
 
@@ -474,9 +457,6 @@ int main(int argc, char **argv)
         printf("chaos: logs kept in %s\n", a.out);
     else
         remove_tree(a.out);
-    printf("chaos: %s (seed %llu; rerun with --seed %llu)\n",
-           all_ok ? "every phase within bounds" : "BOUNDS FAILED",
-           (unsigned long long)a.run_args.seed,
-           (unsigned long long)a.run_args.seed);
+    chaos_print_verdict("chaos", all_ok, a.run_args.seed);
     return all_ok ? 0 : 1;
 }

@@ -94,59 +94,43 @@ typedef struct rv_args {
     const char *sabotage;
 } rv_args;
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: chaos_reviewd [--seconds N] [--seed S] "
-                    "[--phases a,b,...|all] [--clients K] [--deciders D] "
-                    "[--keep] [--sabotage redecide|drop-event]\nphases:");
-    for (size_t i = 0; i < PHASE_COUNT; i++)
-        fprintf(stderr, " %s", phases[i].name);
-    fprintf(stderr, "\n");
-    exit(2);
-}
+static const chaos_phase_table phase_table = {
+    phases, PHASE_COUNT, sizeof(phases[0]),
+    "usage: chaos_reviewd [--seconds N] [--seed S] [--phases a,b,...|all] "
+    "[--clients K] [--deciders D] [--keep] "
+    "[--sabotage redecide|drop-event]"};
 
-static void parse_phases(const char *list, rv_args *a)
+/* One of chaos_reviewd's own options (chaos_own_option). */
+static int rv_option(const char *o, const char *v, void *ctx)
 {
-    const char *names[PHASE_COUNT];
-    size_t idx[PHASE_COUNT];
+    rv_args *a = ctx;
 
-    for (size_t i = 0; i < PHASE_COUNT; i++)
-        names[i] = phases[i].name;
-    a->nrun = chaos_arg_names(list, names, PHASE_COUNT, idx, PHASE_COUNT,
-                              "--phases");
-    for (size_t i = 0; i < a->nrun; i++)
-        a->run[i] = &phases[idx[i]];
+    if (strcmp(o, "--clients") == 0)
+        a->clients = (int)chaos_arg_int(v, 1, 16, o);
+    else if (strcmp(o, "--deciders") == 0)
+        a->deciders = (int)chaos_arg_int(v, 2, 8, o);
+    else if (strcmp(o, "--sabotage") == 0
+             && (strcmp(v, "redecide") == 0 || strcmp(v, "drop-event") == 0))
+        a->sabotage = v;
+    else
+        return 0;
+    return 1;
 }
 
 static void parse_args(int argc, char **argv, rv_args *a)
 {
+    size_t idx[PHASE_COUNT], n = 0;
+
     memset(a, 0, sizeof(*a));
     chaos_run_args_init(&a->run_args);
     a->clients = 4;
     a->deciders = 4;
-    for (size_t i = 0; i < SHORT_PHASES; i++)
-        a->run[a->nrun++] = &phases[i];
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-        if (chaos_arg_run(argc, argv, &i, &a->run_args))
-            continue;
-        if (v == NULL)
-            usage();
-        i++;
-        if (strcmp(o, "--phases") == 0)
-            parse_phases(v, a);
-        else if (strcmp(o, "--clients") == 0)
-            a->clients = (int)chaos_arg_int(v, 1, 16, o);
-        else if (strcmp(o, "--deciders") == 0)
-            a->deciders = (int)chaos_arg_int(v, 2, 8, o);
-        else if (strcmp(o, "--sabotage") == 0
-                 && (strcmp(v, "redecide") == 0
-                     || strcmp(v, "drop-event") == 0))
-            a->sabotage = v;
-        else
-            usage();
-    }
+    for (; n < SHORT_PHASES; n++)
+        idx[n] = n;
+    n = chaos_phases_args(argc, argv, &phase_table, &a->run_args, idx, n,
+                          rv_option, a);
+    for (a->nrun = 0; a->nrun < n; a->nrun++)
+        a->run[a->nrun] = &phases[idx[a->nrun]];
 }
 
 /* ---- the nemesis --------------------------------------------------------- */
@@ -381,9 +365,6 @@ int main(int argc, char **argv)
                unclean);
         all_ok = 0;
     }
-    printf("chaos-reviewd: %s (seed %llu; rerun with --seed %llu)\n",
-           all_ok ? "every phase within bounds" : "BOUNDS FAILED",
-           (unsigned long long)a.run_args.seed,
-           (unsigned long long)a.run_args.seed);
+    chaos_print_verdict("chaos-reviewd", all_ok, a.run_args.seed);
     return all_ok ? 0 : 1;
 }

@@ -441,6 +441,64 @@ int evt_fixture_close(rvt_server *s, evt_consumer *c, rvt_db *db)
     return clean;
 }
 
+int evt_group_setup(void **state, size_t size, evt_fixture_fn open_fn,
+                    evt_fixture_fn close_fn)
+{
+    void *f = calloc(1, size);
+
+    *state = NULL;
+    if (f == NULL)
+        return -1;
+    if (open_fn(f) != 0) {
+        close_fn(f);
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+int evt_group_teardown(void **state, evt_fixture_fn close_fn)
+{
+    int clean;
+
+    if (*state == NULL) /* the setup failed before it had a fixture */
+        return 0;
+    clean = close_fn(*state);
+    free(*state);
+    *state = NULL;
+    return clean ? 0 : -1;
+}
+
+/* 1 when who has written both lines of a TLS handshake refused for the
+ * broker's certificate, as has(who, line) finds them. */
+static int says_ca_refused(int (*has)(const void *who, const char *line),
+                           const void *who)
+{
+    return has(who, "tls handshake refused (CA ")
+           && has(who, "SSL peer cert verification failed");
+}
+
+static int server_log_has(const void *s, const char *line)
+{
+    return rvt_server_log_has(s, line);
+}
+
+static int indexer_output_has(const void *ix, const char *line)
+{
+    return evt_indexer_output_has(ix, line);
+}
+
+int evt_server_refused_ca(void *server)
+{
+    return says_ca_refused(server_log_has, server);
+}
+
+int evt_indexer_refused_ca(void *indexer)
+{
+    return says_ca_refused(indexer_output_has, indexer);
+}
+
 evt_consumer *evt_consumer_start_shared(void)
 {
     char cmd[700];
@@ -1320,34 +1378,36 @@ static long long count_of(rvt_db *db, const char *sql, int nparams,
     return n;
 }
 
+/* count_of with one parameter. */
+static long long count_by(rvt_db *db, const char *sql, const char *param)
+{
+    const char *const params[] = {param};
+
+    return count_of(db, sql, 1, params);
+}
+
 long long evt_db_chunks(rvt_db *db, const char *doc_id)
 {
-    const char *const params[] = {doc_id};
-
-    return count_of(db,
+    return count_by(db,
                     "SELECT count(*) FROM kh_chunk "
                     "WHERE document_id = $1::bigint",
-                    1, params);
+                    doc_id);
 }
 
 long long evt_db_unsent(rvt_db *db, const char *routing_key)
 {
-    const char *const params[] = {routing_key};
-
-    return count_of(db,
+    return count_by(db,
                     "SELECT count(*) FROM kh_outbox "
                     "WHERE sent_at IS NULL AND routing_key = $1",
-                    1, params);
+                    routing_key);
 }
 
 long long evt_db_processed(rvt_db *db, const char *outcome)
 {
-    const char *const params[] = {outcome};
-
-    return count_of(db,
+    return count_by(db,
                     "SELECT count(*) FROM kh_processed_event "
                     "WHERE outcome = $1",
-                    1, params);
+                    outcome);
 }
 
 typedef struct docs_wait {

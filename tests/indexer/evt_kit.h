@@ -122,6 +122,46 @@ int evt_amqp_take(const char *url, const char *queue, char (*keys)[40],
 int evt_fixture_close(rvt_server *s, evt_consumer *c, rvt_db *db);
 
 /*
+ * A test program's group fixture (cmocka's group setup and teardown).
+ * evt_group_setup allocates a zeroed fixture of size bytes and has open_fn
+ * fill it (0, or -1 when it could not); when open_fn fails, close_fn
+ * frees what it made, the fixture is freed and *state stays NULL, and it
+ * returns -1.  So close_fn must take a fixture open_fn left half made:
+ * zeroed parts are nothing to free (rvt_db_drop, rvt_server_terminate,
+ * evt_rabbit_free, evt_tokens_free and evt_consumer_free all take them).
+ * close_fn returns 1 when all it stopped exited cleanly, else 0.
+ * evt_group_teardown does nothing for a NULL fixture (the setup failed
+ * before it had one); else it closes and frees it, and returns -1 when
+ * close_fn said 0.
+ */
+typedef int (*evt_fixture_fn)(void *fixture);
+int evt_group_setup(void **state, size_t size, evt_fixture_fn open_fn,
+                    evt_fixture_fn close_fn);
+int evt_group_teardown(void **state, evt_fixture_fn close_fn);
+
+/* Defines a test program's static group setup and teardown, for
+ * cmocka_run_group_tests: a fixture of type, made by open_fn and ended
+ * by close_fn, as above. */
+#define EVT_GROUP_FIXTURE(type, open_fn, close_fn)                      \
+    static int setup(void **state)                                      \
+    {                                                                   \
+        return evt_group_setup(state, sizeof(type), open_fn, close_fn); \
+    }                                                                   \
+    static int teardown(void **state)                                   \
+    {                                                                   \
+        return evt_group_teardown(state, close_fn);                     \
+    }
+
+/*
+ * testkit_wait_until predicates: 1 once the reviewd (an rvt_server *) or
+ * the kh-indexer (an evt_indexer *) has logged that it refused the
+ * broker's TLS handshake because the broker's certificate did not verify
+ * against the CA it was given (AMQP_CACERT).
+ */
+int evt_server_refused_ca(void *server);
+int evt_indexer_refused_ca(void *indexer);
+
+/*
  * Deletes a durable queue and an exchange a test declared on the stack's
  * broker under names of its own (REVIEWD_AMQP_EXCHANGE, KH_EXCHANGE,
  * KH_QUEUE), so no run leaves them behind.  Best effort; returns 0 if

@@ -111,41 +111,31 @@ static int fill_order_backlog(fixture *f)
     return rvt_server_stop(&quiet) && ok ? 0 : -1;
 }
 
-static int setup(void **state)
+static int fixture_open(void *arg)
 {
-    fixture *f = calloc(1, sizeof(*f));
+    fixture *f = arg;
 
-    if (f == NULL || testkit_shared_redis() == NULL
-        || evt_rabbit_begin_tls(&f->rabbit, "evt-delivery") != 0) {
-        evt_rabbit_free(&f->rabbit);
-        free(f);
+    if (testkit_shared_redis() == NULL
+        || evt_rabbit_begin_tls(&f->rabbit, "evt-delivery") != 0
+        || evt_tokens_make(&f->tok) != 0
+        || rvt_db_create(&f->db, "evtdeliv") != 0 || fill_order_backlog(f) != 0
+        || evt_rabbit_wait_booted(&f->rabbit) != 0)
         return -1;
-    }
-    if (evt_tokens_make(&f->tok) != 0 || rvt_db_create(&f->db, "evtdeliv") != 0
-        || fill_order_backlog(f) != 0
-        || evt_rabbit_wait_booted(&f->rabbit) != 0) {
-        rvt_db_drop(&f->db);
-        evt_rabbit_free(&f->rabbit);
-        evt_tokens_free(&f->tok);
-        free(f);
-        return -1;
-    }
-    *state = f;
     return 0;
 }
 
-static int teardown(void **state)
+static int fixture_close(void *arg)
 {
-    fixture *f = *state;
+    fixture *f = arg;
 
-    if (f == NULL) /* the setup failed before it had a fixture */
-        return 0;
     rvt_db_drop(&f->db);
     evt_rabbit_free(&f->rabbit);
     evt_tokens_free(&f->tok);
-    free(f);
-    return 0;
+    return 1;
 }
+
+/* The group setup and teardown (evt_kit.h). */
+EVT_GROUP_FIXTURE(fixture, fixture_open, fixture_close)
 
 /* After each case: its reviewd, consumer and indexer go, whatever
  * happened. */
@@ -331,14 +321,6 @@ static void amqps_with_the_test_ca_publishes_and_consumes(void **state)
     early_events_reach_a_late_indexer(f, f->rabbit.tls_url, "tls");
 }
 
-static int log_says_refused(void *arg)
-{
-    const rvt_server *s = arg;
-
-    return rvt_server_log_has(s, "tls handshake refused (CA ")
-           && rvt_server_log_has(s, "SSL peer cert verification failed");
-}
-
 static void amqps_with_a_wrong_ca_is_refused(void **state)
 {
     fixture *f = *state;
@@ -357,7 +339,7 @@ static void amqps_with_a_wrong_ca_is_refused(void **state)
     assert_int_equal(rvt_server_start(&f->relay, &f->db, testkit_redis_url(),
                                       env, "evt-delivery"),
                      0);
-    TK_EXPECT(testkit_wait_until(log_says_refused, &f->relay, WAIT_MS),
+    TK_EXPECT(testkit_wait_until(evt_server_refused_ca, &f->relay, WAIT_MS),
               "the log says the TLS handshake was refused: peer "
               "certificate verification failed");
     rvt_http(f->relay.port, "GET", "/readyz", NULL, NULL, 0, &r);
@@ -366,14 +348,6 @@ static void amqps_with_a_wrong_ca_is_refused(void **state)
               "/readyz says amqp \"down\", got \"%s\"",
               amqp != NULL ? amqp : "(none)");
     rvt_resp_free(&r);
-}
-
-static int indexer_says_refused(void *arg)
-{
-    const evt_indexer *ix = arg;
-
-    return evt_indexer_output_has(ix, "tls handshake refused (CA ")
-           && evt_indexer_output_has(ix, "SSL peer cert verification failed");
 }
 
 /* Two approvals wait in a queue of their own (published over plain
@@ -414,7 +388,7 @@ static void indexer_over_amqps_with_a_wrong_ca_refuses(void **state)
     assert_int_equal(evt_indexer_spawn(&f->ix, &f->db, f->rabbit.tls_url,
                                        wrong_env, "evt-delivery"),
                      0);
-    TK_EXPECT(testkit_wait_until(indexer_says_refused, &f->ix, WAIT_MS),
+    TK_EXPECT(testkit_wait_until(evt_indexer_refused_ca, &f->ix, WAIT_MS),
               "kh-indexer's log says the TLS handshake was refused: peer "
               "certificate verification failed (%s)",
               f->ix.log);

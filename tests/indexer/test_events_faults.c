@@ -98,30 +98,17 @@ static void ensure_relay(fixture *f)
               "the relaying reviewd is ready with RabbitMQ");
 }
 
-static void fixture_free(fixture *f)
-{
-    evt_tokens_free(&f->tok);
-    free(f->docs);
-    free(f->reviews);
-    free(f);
-}
-
 /* The node boots (14-25 s) while the killed-broker case's backlog is
  * written through a reviewd that does not relay; the relaying one starts
  * in that case, once the test consumer is bound. */
-static int setup(void **state)
+static int fixture_open(void *arg)
 {
+    fixture *f = arg;
     char queue[64];
-    fixture *f = calloc(1, sizeof(*f));
 
-    if (f == NULL)
-        return -1;
     if (testkit_shared_redis() == NULL
-        || evt_rabbit_begin(&f->rabbit, "evt-faults") != 0) {
-        evt_rabbit_free(&f->rabbit);
-        free(f);
+        || evt_rabbit_begin(&f->rabbit, "evt-faults") != 0)
         return -1;
-    }
     snprintf(f->e_amqp, sizeof(f->e_amqp), "AMQP_URL=%s", f->rabbit.url);
     snprintf(queue, sizeof(queue), "evt.test.%d", (int)getpid());
     f->docs = calloc(KILLED_DOCS, sizeof(*f->docs));
@@ -130,28 +117,25 @@ static int setup(void **state)
         || rvt_db_create(&f->db, "evtfault") != 0 || fill_backlog(f) != 0
         || evt_rabbit_wait_booted(&f->rabbit) != 0
         || (f->consumer = evt_consumer_start(f->rabbit.url, NULL, queue))
-               == NULL) {
-        rvt_db_drop(&f->db);
-        evt_rabbit_free(&f->rabbit);
-        fixture_free(f);
+               == NULL)
         return -1;
-    }
-    *state = f;
     return 0;
 }
 
-static int teardown(void **state)
+static int fixture_close(void *arg)
 {
-    fixture *f = *state;
-
-    if (f == NULL) /* the setup failed before it had a fixture */
-        return 0;
+    fixture *f = arg;
     const int clean = evt_fixture_close(&f->relay, f->consumer, &f->db);
 
     evt_rabbit_free(&f->rabbit);
-    fixture_free(f);
-    return clean ? 0 : -1;
+    evt_tokens_free(&f->tok);
+    free(f->docs);
+    free(f->reviews);
+    return clean;
 }
+
+/* The group setup and teardown (evt_kit.h). */
+EVT_GROUP_FIXTURE(fixture, fixture_open, fixture_close)
 
 /* ---- helpers --------------------------------------------------------- */
 

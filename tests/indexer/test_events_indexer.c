@@ -54,15 +54,13 @@ typedef struct fixture {
     char pw_q[80];    /* the password case's queue */
 } fixture;
 
-static int setup(void **state)
+static int fixture_open(void *arg)
 {
+    fixture *f = arg;
     char e_amqp[300], e_ex[100], e_q[300];
     const char *const env[] = {e_amqp, e_ex, e_q, "REVIEWD_LOG_FILE=@log",
                                NULL};
-    fixture *f = calloc(1, sizeof(*f));
 
-    if (f == NULL)
-        return -1;
     snprintf(f->exchange, sizeof(f->exchange), "evt.ix.%d", (int)getpid());
     snprintf(f->batch_q, sizeof(f->batch_q), "%s.batch", f->exchange);
     snprintf(f->pw_q, sizeof(f->pw_q), "%s.pw", f->exchange);
@@ -71,10 +69,8 @@ static int setup(void **state)
     snprintf(e_q, sizeof(e_q),
              "REVIEWD_AMQP_QUEUES=%s:document.approved,%s:document.approved",
              f->batch_q, f->pw_q);
-    if (testkit_shared_redis() == NULL || evt_tokens_make(&f->tok) != 0) {
-        free(f);
+    if (testkit_shared_redis() == NULL || evt_tokens_make(&f->tok) != 0)
         return -1;
-    }
     if (rvt_db_create(&f->db, "evtix") != 0
         || rvt_server_start(&f->relay, &f->db, testkit_redis_url(), env,
                             "evt-indexer")
@@ -82,35 +78,32 @@ static int setup(void **state)
         || rvt_db_offset_ids(&f->db) != 0
         || !rvt_wait_ready(f->relay.port, "ok", NULL, WAIT_MS)) {
         fprintf(stderr, "the relaying reviewd did not get ready\n");
-        rvt_server_stop(&f->relay);
-        rvt_db_drop(&f->db);
-        evt_tokens_free(&f->tok);
-        free(f);
         return -1;
     }
-    *state = f;
     return 0;
 }
 
-static int teardown(void **state)
+static int fixture_close(void *arg)
 {
-    fixture *f = *state;
-
-    if (f == NULL) /* the setup failed before it had a fixture */
-        return 0;
+    fixture *f = arg;
     const int clean = rvt_server_stop(&f->relay);
 
     if (clean)
         rvt_server_remove_dir(&f->relay);
     else
         rvt_server_log_tail(&f->relay);
-    evt_amqp_forget(testkit_amqp_url(), f->exchange, f->batch_q);
-    evt_amqp_forget(testkit_amqp_url(), f->exchange, f->pw_q);
+    /* The relaying reviewd declared them, if it ever started. */
+    if (f->relay.dir[0] != '\0') {
+        evt_amqp_forget(testkit_amqp_url(), f->exchange, f->batch_q);
+        evt_amqp_forget(testkit_amqp_url(), f->exchange, f->pw_q);
+    }
     rvt_db_drop(&f->db);
     evt_tokens_free(&f->tok);
-    free(f);
-    return clean ? 0 : -1;
+    return clean;
 }
+
+/* The group setup and teardown (evt_kit.h). */
+EVT_GROUP_FIXTURE(fixture, fixture_open, fixture_close)
 
 /* After each case: its kh-indexer goes, whatever happened, and must
  * exit 0 (a sanitizer's report makes it exit otherwise). */

@@ -55,50 +55,39 @@ typedef struct walks {
     atomic_int failures;
 } walks;
 
-static int setup(void **state)
+static int fixture_open(void *arg)
 {
     static const char *const env[] = {"REVIEWD_TEST_HOOKS=1",
                                       "REVIEWD_LOG_FILE=@log", NULL};
+    fixture *f = arg;
     char e_amqp[300];
     const char *const env_amqp[] = {e_amqp, env[0], env[1], NULL};
-    fixture *f = calloc(1, sizeof(*f));
 
     snprintf(e_amqp, sizeof(e_amqp), "AMQP_URL=%s", testkit_amqp_url());
-    if (f == NULL || testkit_shared_redis() == NULL
-        || rvt_db_create(&f->db, "evtpipe") != 0) {
-        free(f);
-        return -1;
-    }
     /* reviewd migrates the database at start; the ids come after. */
-    if (rvt_server_start(&f->a, &f->db, testkit_redis_url(), env_amqp,
-                         "evt-pipeline")
-            != 0
+    if (testkit_shared_redis() == NULL || rvt_db_create(&f->db, "evtpipe") != 0
+        || rvt_server_start(&f->a, &f->db, testkit_redis_url(), env_amqp,
+                            "evt-pipeline")
+               != 0
         || rvt_db_offset_ids(&f->db) != 0
         || (f->consumer = evt_consumer_start_shared()) == NULL
         || !rvt_wait_ready(f->a.port, "ok", NULL, 30000)
-        || evt_tokens_make(&f->tok) != 0) {
-        rvt_server_stop(&f->a);
-        rvt_db_drop(&f->db);
-        evt_consumer_free(f->consumer);
-        free(f);
+        || evt_tokens_make(&f->tok) != 0)
         return -1;
-    }
-    *state = f;
     return 0;
 }
 
-static int teardown(void **state)
+static int fixture_close(void *arg)
 {
-    fixture *f = *state;
-
-    if (f == NULL) /* the setup failed before it had a fixture */
-        return 0;
+    fixture *f = arg;
     const int clean = evt_fixture_close(&f->a, f->consumer, &f->db);
 
     evt_tokens_free(&f->tok);
-    free(f);
-    return clean ? 0 : -1;
+    return clean;
 }
+
+/* The group setup and teardown (evt_kit.h). */
+EVT_GROUP_FIXTURE(fixture, fixture_open, fixture_close)
 
 /* Creates, submits and decides one document (item), as one client. */
 static void walk_one(int item, void *arg)

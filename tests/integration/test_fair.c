@@ -690,6 +690,34 @@ static int mon_fair_call(const mon_line *l, const char *key, const char *token)
            && (token == NULL || strcmp(l->argv[8], token) == 0);
 }
 
+/* Reads MONITOR until the first fair call on key by token, and copies the
+ * script's SHA (the fair acquire's, when token just acquired) into sha. */
+static void mon_acquire_sha(redisContext *mon, const char *key,
+                            const char *token, char *sha, size_t len)
+{
+    mon_line line;
+
+    while (sha[0] == '\0' && mon_next(mon, &line))
+        if (mon_fair_call(&line, key, token))
+            snprintf(sha, len, "%s", line.argv[1]);
+}
+
+/* Sends "ECHO <what>-mark-<pid>" through url (the marker into marker):
+ * a MONITOR reader that sees it has read every command sent before. */
+static void mon_send_marker(const char *url, const char *what, char *marker,
+                            size_t len)
+{
+    snprintf(marker, len, "%s-mark-%d", what, (int)getpid());
+    freeReplyObject(testkit_redis_cmd(url, "ECHO %s", marker));
+}
+
+/* 1 if l is the ECHO of marker. */
+static int mon_is_marker(const mon_line *l, const char *marker)
+{
+    return !l->lua && l->argc == 2 && strcmp(l->argv[0], "ECHO") == 0
+           && strcmp(l->argv[1], marker) == 0;
+}
+
 /* Notes a SUBSCRIBE of a fair grant channel (dlock:granted:TOKEN) in the
  * case's list of subscribed tokens. */
 static void mon_note_subscribe(const mon_line *l)
@@ -751,7 +779,6 @@ static void grant_needs_no_second_round_trip(void **state)
     mon_line line;
     int waiter_tries = 0, released = 0, after_release = 0, marked = 0;
     uint64_t held_fence;
-    redisReply *echo;
 
     (void)state;
     testkit_key(key, "fair-grant-message");
@@ -787,12 +814,9 @@ static void grant_needs_no_second_round_trip(void **state)
     join_case(fc);
     TK_EXPECT(t->err == DLOCK_OK, "the waiter got the lock: %s",
               dlock_errname(t->err));
-    snprintf(marker, sizeof(marker), "fair-grant-mark-%d", (int)getpid());
-    echo = testkit_redis_cmd(url, "ECHO %s", marker);
-    freeReplyObject(echo);
+    mon_send_marker(url, "fair-grant", marker, sizeof(marker));
     while (!marked && mon_next(mon, &line))
-        if (!line.lua && line.argc == 2 && strcmp(line.argv[0], "ECHO") == 0
-            && strcmp(line.argv[1], marker) == 0)
+        if (mon_is_marker(&line, marker))
             marked = 1;
         else if (mon_fair_call(&line, key, holder_token)
                  && strcmp(line.argv[1], acquire_sha) != 0)
@@ -889,7 +913,6 @@ static void grants_by_message_on_one_client(void **state)
     raiser *const x = &fc->x;
     mon_line line;
     int released = 0, after_release = 0, marked = 0;
-    redisReply *echo;
 
     (void)state;
     x->r = r;
@@ -899,9 +922,7 @@ static void grants_by_message_on_one_client(void **state)
     fc->held = itkit_acquire(c, key, &first);
     snprintf(holder_token, sizeof(holder_token), "%s",
              dlock_lock_token(fc->held));
-    while (acquire_sha[0] == '\0' && mon_next(mon, &line))
-        if (mon_fair_call(&line, key, holder_token))
-            snprintf(acquire_sha, sizeof(acquire_sha), "%s", line.argv[1]);
+    mon_acquire_sha(mon, key, holder_token, acquire_sha, sizeof(acquire_sha));
     for (int i = 0; i < SHARED_WAITERS; i++) {
         fc->w[i] = (waiter){r, i, 1, 2000};
         TK_EXPECT(case_start(waiter_main, &fc->w[i]) == 0, "thread %d started",
@@ -923,12 +944,9 @@ static void grants_by_message_on_one_client(void **state)
     TK_EXPECT(atomic_load(&r->failures) == 0, "no failure: %s", r->failure);
     TK_EXPECT(atomic_load(&r->served) == SHARED_WAITERS, "%d grants",
               atomic_load(&r->served));
-    snprintf(marker, sizeof(marker), "fair-one-client-mark-%d", (int)getpid());
-    echo = testkit_redis_cmd(url, "ECHO %s", marker);
-    freeReplyObject(echo);
+    mon_send_marker(url, "fair-one-client", marker, sizeof(marker));
     while (!marked && mon_next(mon, &line))
-        if (!line.lua && line.argc == 2 && strcmp(line.argv[0], "ECHO") == 0
-            && strcmp(line.argv[1], marker) == 0)
+        if (mon_is_marker(&line, marker))
             marked = 1;
         else if (mon_fair_call(&line, key, holder_token)
                  && strcmp(line.argv[1], acquire_sha) != 0)
@@ -967,7 +985,6 @@ static void reentry_subscribes_before_its_try(void **state)
     int asleep = 0, subscribed_first = 0, second_tries = 0, marked = 0;
     int second_woken = 0;
     char second_channel[160];
-    redisReply *echo;
 
     (void)state;
     testkit_key(key, "fair-reentry");
@@ -975,9 +992,7 @@ static void reentry_subscribes_before_its_try(void **state)
     fc->held = itkit_acquire(holder_client, key, &first);
     snprintf(holder_token, sizeof(holder_token), "%s",
              dlock_lock_token(fc->held));
-    while (acquire_sha[0] == '\0' && mon_next(mon, &line))
-        if (mon_fair_call(&line, key, holder_token))
-            snprintf(acquire_sha, sizeof(acquire_sha), "%s", line.argv[1]);
+    mon_acquire_sha(mon, key, holder_token, acquire_sha, sizeof(acquire_sha));
     /* The first waiter's busy answer marks the key contended on c. */
     *t = (taker){c, key, NULL, DLOCK_OK, 0};
     TK_EXPECT(case_start(taker_main, t) == 0, "first waiter started");
@@ -1019,14 +1034,11 @@ static void reentry_subscribes_before_its_try(void **state)
     join_case(fc);
     TK_EXPECT(atomic_load(&r->failures) == 0, "no failure: %s", r->failure);
     TK_EXPECT(atomic_load(&r->served) == 1, "the second waiter got the lock");
-    snprintf(marker, sizeof(marker), "fair-reentry-mark-%d", (int)getpid());
-    echo = testkit_redis_cmd(url, "ECHO %s", marker);
-    freeReplyObject(echo);
+    mon_send_marker(url, "fair-reentry", marker, sizeof(marker));
     snprintf(second_channel, sizeof(second_channel), "dlock:granted:%s",
              second);
     while (!marked && mon_next(mon, &line))
-        if (!line.lua && line.argc == 2 && strcmp(line.argv[0], "ECHO") == 0
-            && strcmp(line.argv[1], marker) == 0)
+        if (mon_is_marker(&line, marker))
             marked = 1;
         else if (mon_fair_call(&line, key, second)
                  && strcmp(line.argv[1], acquire_sha) == 0)

@@ -64,13 +64,30 @@ static void expect_refused(const char *url, const dlock_client_opts *o,
     dlock_client_free(c);
 }
 
-/* A round of acquire and release over c. */
-static void lock_round(dlock_client *c, const char *name)
+/* A client made with o over url acquires and releases a lock on name. */
+static void lock_round(const char *url, const dlock_client_opts *o,
+                       const char *name)
 {
     char key[TESTKIT_KEY_MAX];
+    dlock_client *c = itkit_client(url, o);
     dlock_lock *l = itkit_acquire(c, testkit_key(key, name), NULL);
 
     TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, c, "release over TLS");
+    dlock_client_free(c);
+}
+
+/* expect_refused with DLOCK_TLS, and a message that says verification
+ * failed. */
+static void expect_unverified(const char *url, const dlock_client_opts *o,
+                              const char *what)
+{
+    char errbuf[DLOCK_ERRMSG_MAX];
+
+    expect_refused(url, o, DLOCK_TLS, what, errbuf, sizeof(errbuf));
+    TK_EXPECT(strcasestr(errbuf, "verif") != NULL,
+              "the message says that "
+              "verification failed: %s",
+              errbuf);
 }
 
 static void right_ca_works_by_address_and_by_name(void **state)
@@ -78,66 +95,44 @@ static void right_ca_works_by_address_and_by_name(void **state)
     itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.ca_file);
     char by_name[128];
-    dlock_client *c;
 
     require_client_certs(fx->server, 0);
-    c = itkit_client(fx->server->tls_url, &o);
-    lock_round(c, "tls_by_ip");
-    dlock_client_free(c);
+    lock_round(fx->server->tls_url, &o, "tls_by_ip");
 
     snprintf(by_name, sizeof(by_name), "rediss://localhost:%d/0",
              fx->server->tls_port);
-    c = itkit_client(by_name, &o);
-    lock_round(c, "tls_by_name");
-    dlock_client_free(c);
+    lock_round(by_name, &o, "tls_by_name");
 }
 
 static void wrong_ca_is_refused_with_a_verification_error(void **state)
 {
     itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.other_ca_file);
-    char errbuf[DLOCK_ERRMSG_MAX];
 
     require_client_certs(fx->server, 0);
-    expect_refused(fx->server->tls_url, &o, DLOCK_TLS,
-                   "a server certificate "
-                   "from an untrusted CA",
-                   errbuf, sizeof(errbuf));
-    TK_EXPECT(strcasestr(errbuf, "verif") != NULL,
-              "the message says that "
-              "verification failed: %s",
-              errbuf);
+    expect_unverified(fx->server->tls_url, &o,
+                      "a server certificate from an untrusted CA");
 }
 
 static void wrong_host_name_is_refused(void **state)
 {
     itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.ca_file);
-    char errbuf[DLOCK_ERRMSG_MAX];
 
     require_client_certs(fx->server, 0);
     o.tls_server_name = "wrong.example";
-    expect_refused(fx->server->tls_url, &o, DLOCK_TLS,
-                   "a certificate that "
-                   "does not name wrong.example",
-                   errbuf, sizeof(errbuf));
-    TK_EXPECT(strcasestr(errbuf, "verif") != NULL,
-              "the message says that "
-              "verification failed: %s",
-              errbuf);
+    expect_unverified(fx->server->tls_url, &o,
+                      "a certificate that does not name wrong.example");
 }
 
 static void verification_off_accepts_an_untrusted_server(void **state)
 {
     itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.other_ca_file);
-    dlock_client *c;
 
     require_client_certs(fx->server, 0);
     o.tls_verify_peer = 0;
-    c = itkit_client(fx->server->tls_url, &o);
-    lock_round(c, "tls_no_verify");
-    dlock_client_free(c);
+    lock_round(fx->server->tls_url, &o, "tls_no_verify");
 }
 
 static void required_client_certificate_is_checked(void **state)
@@ -145,7 +140,6 @@ static void required_client_certificate_is_checked(void **state)
     itkit_fixture *fx = *state;
     dlock_client_opts o = tls_opts(fx->server->certs.ca_file);
     char errbuf[DLOCK_ERRMSG_MAX];
-    dlock_client *c;
 
     require_client_certs(fx->server, 1);
     expect_refused(fx->server->tls_url, &o, DLOCK_TLS,
@@ -154,9 +148,7 @@ static void required_client_certificate_is_checked(void **state)
                    errbuf, sizeof(errbuf));
     o.tls_cert_file = fx->server->certs.client_cert;
     o.tls_key_file = fx->server->certs.client_key;
-    c = itkit_client(fx->server->tls_url, &o);
-    lock_round(c, "tls_client_cert");
-    dlock_client_free(c);
+    lock_round(fx->server->tls_url, &o, "tls_client_cert");
     require_client_certs(fx->server, 0);
 }
 

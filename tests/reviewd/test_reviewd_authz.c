@@ -189,12 +189,24 @@ static void attackers_never_hold_the_owners_submit_lock(void **state)
               a->first_other);
 }
 
+/* Calls reviewd as token, with body (NULL: none), and expects status
+ * with the error code (NULL: a success); what says who asks, when. */
+static void expect_call(const char *method, const char *path,
+                        const char *token, const char *body, int status,
+                        const char *code, const char *what)
+{
+    rvt_resp r;
+
+    rvt_call(srv.port, method, path, token, body, NULL, &r);
+    rvt_expect_status(&r, status, code, what);
+    rvt_resp_free(&r);
+}
+
 /* ---- 403 before 409 LOCK_BUSY ------------------------------------------- */
 
 static void a_held_redis_lock_still_answers_strangers_403(void **state)
 {
     char doc[24], rid[24], key[96], path[128];
-    rvt_resp r;
 
     (void)state;
     assert_int_equal(rvt_create_pending(srv.port, alice, doc, rid), 0);
@@ -202,11 +214,8 @@ static void a_held_redis_lock_still_answers_strangers_403(void **state)
     freeReplyObject(testkit_redis_cmd(redis_url, "SET %s %s PX 30000", key,
                                       TOKEN_BY_HAND));
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
-    rvt_call(srv.port, "POST", path, mallory, NULL, NULL, &r);
-    rvt_expect_status(&r, 403, "FORBIDDEN",
-                      "a stranger's submit while the "
-                      "submit lock is held");
-    rvt_resp_free(&r);
+    expect_call("POST", path, mallory, NULL, 403, "FORBIDDEN",
+                "a stranger's submit while the submit lock is held");
     testkit_forget_lock(redis_url, key);
 
     /* Four eyes: alice may not decide her own document's review, lock
@@ -218,22 +227,15 @@ static void a_held_redis_lock_still_answers_strangers_403(void **state)
         char *alice_admin = rvt_token("alice", "admin", 3600);
 
         snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
-        rvt_call(srv.port, "POST", path, alice_admin, NULL, NULL, &r);
-        rvt_expect_status(&r, 403, "FORBIDDEN",
-                          "the author's own approve while "
-                          "the review lock is held");
-        rvt_resp_free(&r);
+        expect_call("POST", path, alice_admin, NULL, 403, "FORBIDDEN",
+                    "the author's own approve while the review lock is held");
         free(alice_admin);
     }
-    rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
-    rvt_expect_status(&r, 409, "LOCK_BUSY",
-                      "a reviewer who may decide, while "
-                      "the lock is held");
-    rvt_resp_free(&r);
+    expect_call("POST", path, bob, NULL, 409, "LOCK_BUSY",
+                "a reviewer who may decide, while the lock is held");
     testkit_forget_lock(redis_url, key);
-    rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
-    rvt_expect_status(&r, 200, NULL, "the reviewer once the lock is free");
-    rvt_resp_free(&r);
+    expect_call("POST", path, bob, NULL, 200, NULL,
+                "the reviewer once the lock is free");
 }
 
 /* ---- 403 before the row lock -------------------------------------------- */
@@ -255,16 +257,11 @@ static void a_locked_row_still_answers_strangers_403_at_once(void **state)
     assert_int_equal(rvt_sql(&db, sql, NULL, 0), 0);
     snprintf(path, sizeof(path), "/v1/documents/%s", doc);
     t0 = testkit_now_ms();
-    rvt_call(srv.port, "PUT", path, mallory, "{\"title\":\"mine\"}", NULL, &r);
-    rvt_expect_status(&r, 403, "FORBIDDEN",
-                      "a stranger's edit of a locked row");
-    rvt_resp_free(&r);
+    expect_call("PUT", path, mallory, "{\"title\":\"mine\"}", 403, "FORBIDDEN",
+                "a stranger's edit of a locked row");
     snprintf(path, sizeof(path), "/v1/documents/%s/submit", doc);
-    rvt_call(srv.port, "POST", path, mallory, NULL, NULL, &r);
-    rvt_expect_status(&r, 403, "FORBIDDEN",
-                      "a stranger's submit of a locked "
-                      "row");
-    rvt_resp_free(&r);
+    expect_call("POST", path, mallory, NULL, 403, "FORBIDDEN",
+                "a stranger's submit of a locked row");
     /* Under the 3 s statement timeout a wait on the row lock shows. */
     TK_EXPECT(testkit_now_ms() - t0 < 2500,
               "both answered without waiting "
@@ -294,7 +291,6 @@ static void a_locked_review_still_answers_the_author_403_at_once(void **state)
 {
     char doc[24], rid[24], sql[256], path[128];
     char *alice_reviewer = NULL, *alice_admin = NULL;
-    rvt_resp r;
     int64_t t0;
 
     (void)state;
@@ -310,18 +306,13 @@ static void a_locked_review_still_answers_the_author_403_at_once(void **state)
     assert_int_equal(rvt_sql(&db, sql, NULL, 0), 0);
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
     t0 = testkit_now_ms();
-    rvt_call(srv.port, "POST", path, alice_reviewer, NULL, NULL, &r);
-    rvt_expect_status(&r, 403, "FORBIDDEN",
-                      "the author's own approve (as a reviewer) while the "
-                      "rows are locked");
-    rvt_resp_free(&r);
+    expect_call(
+        "POST", path, alice_reviewer, NULL, 403, "FORBIDDEN",
+        "the author's own approve (as a reviewer) while the rows are locked");
     snprintf(path, sizeof(path), "/v1/reviews/%s/reject", rid);
-    rvt_call(srv.port, "POST", path, alice_admin, "{\"comment\":\"no\"}", NULL,
-             &r);
-    rvt_expect_status(&r, 403, "FORBIDDEN",
-                      "the author's own reject (as an admin) while the rows "
-                      "are locked");
-    rvt_resp_free(&r);
+    expect_call(
+        "POST", path, alice_admin, "{\"comment\":\"no\"}", 403, "FORBIDDEN",
+        "the author's own reject (as an admin) while the rows are locked");
     /* Under the 3 s statement timeout a wait on the row lock shows. */
     TK_EXPECT(testkit_now_ms() - t0 < 2500,
               "both answered without waiting "
@@ -333,10 +324,8 @@ static void a_locked_review_still_answers_the_author_403_at_once(void **state)
     /* The review was decidable all along: only four eyes stood in the
      * way, and a reviewer who is not the author decides it. */
     snprintf(path, sizeof(path), "/v1/reviews/%s/approve", rid);
-    rvt_call(srv.port, "POST", path, bob, NULL, NULL, &r);
-    rvt_expect_status(&r, 200, NULL,
-                      "another reviewer once the rows are free");
-    rvt_resp_free(&r);
+    expect_call("POST", path, bob, NULL, 200, NULL,
+                "another reviewer once the rows are free");
 }
 
 int main(void)

@@ -720,21 +720,32 @@ static void http_1_1_with_connection_close_is_closed(void **state)
                 "HTTP/1.1 by default");
 }
 
+/* Dials reviewd and sends the head of a POST /v1/documents with a JSON
+ * body of body_len bytes and Expect: 100-continue, with token's
+ * Authorization unless token is NULL. */
+static void send_expect_100_head(rvt_wire *w, const char *token,
+                                 size_t body_len)
+{
+    char auth[1024] = "", head[2048];
+
+    if (token != NULL)
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", token);
+    snprintf(head, sizeof(head),
+             "POST /v1/documents HTTP/1.1\r\nHost: x\r\n%s" JSON_CT
+             "Content-Length: %zu\r\nExpect: 100-continue\r\n\r\n",
+             auth, body_len);
+    rvt_wire_dial(w, srv.port, "127.0.0.6");
+    assert_int_equal(rvt_wire_send(w, head, strlen(head)), 0);
+}
+
 static void expect_100_continue_then_the_answer(void **state)
 {
     static const char body[] = "{\"title\":\"continued\",\"content\":\"c\"}";
-    char head[2048];
     rvt_answer a;
     rvt_wire w;
 
     (void)state;
-    snprintf(head, sizeof(head),
-             "POST /v1/documents HTTP/1.1\r\nHost: x\r\n"
-             "Authorization: Bearer %s\r\n" JSON_CT
-             "Content-Length: %zu\r\nExpect: 100-continue\r\n\r\n",
-             author, sizeof(body) - 1);
-    rvt_wire_dial(&w, srv.port, "127.0.0.6");
-    assert_int_equal(rvt_wire_send(&w, head, strlen(head)), 0);
+    send_expect_100_head(&w, author, sizeof(body) - 1);
     /* The client waits for the 100 before it sends the body: a bare
      * status line, and nothing after it until the body comes. */
     expect_answer(&w, 100, NULL, "Expect: 100-continue on a good POST", &a);
@@ -757,17 +768,11 @@ static void expect_100_continue_then_the_answer(void **state)
 static void expect_100_continue_refused_on_its_headers(void **state)
 {
     static const char body[] = "{\"title\":\"refused\",\"content\":\"c\"}";
-    char head[2048];
     rvt_answer a;
     rvt_wire w;
 
     (void)state;
-    snprintf(head, sizeof(head),
-             "POST /v1/documents HTTP/1.1\r\nHost: x\r\n" JSON_CT
-             "Content-Length: %zu\r\nExpect: 100-continue\r\n\r\n",
-             sizeof(body) - 1);
-    rvt_wire_dial(&w, srv.port, "127.0.0.6");
-    assert_int_equal(rvt_wire_send(&w, head, strlen(head)), 0);
+    send_expect_100_head(&w, NULL, sizeof(body) - 1);
     /* No token: the final answer, not a 100 first.  RFC 9110 10.1.1
      * lets a server read the body the client may still send; reviewd
      * answers a body held back for its 100 at once and closes

@@ -126,41 +126,42 @@ static void malformed_redirections_are_not_followed(void **state)
 
 static void routing_decision_after_a_reply(void **state)
 {
+    static const struct {
+        dlock_err err;     /* what the call returned */
+        const char *reply; /* the reply it read, or NULL */
+        dlock__route want;
+        int slot; /* of a redirect */
+        const char *what;
+    } cases[] = {
+        {DLOCK_OK, "-MOVED 5 127.0.0.1:7000\r\n", DLOCK__ROUTE_REDIRECT, 5,
+         "MOVED is followed"},
+        {DLOCK_OK, "-CLUSTERDOWN The cluster is down\r\n",
+         DLOCK__ROUTE_REFRESH, 0, "CLUSTERDOWN refreshes the map"},
+        {DLOCK_OK, "-TRYAGAIN Multiple keys request\r\n", DLOCK__ROUTE_REFRESH,
+         0, "TRYAGAIN refreshes and retries"},
+        {DLOCK_OK, "-WRONGTYPE Operation\r\n", DLOCK__ROUTE_DONE, 0,
+         "another error is the answer"},
+        {DLOCK_OK, "+OK\r\n", DLOCK__ROUTE_DONE, 0, "a reply is the answer"},
+        {DLOCK_UNAVAILABLE, NULL, DLOCK__ROUTE_REFRESH, 0,
+         "an unreachable node refreshes"},
+        {DLOCK_TIMEOUT, NULL, DLOCK__ROUTE_REFRESH, 0,
+         "a silent node refreshes"},
+        {DLOCK_AUTH, NULL, DLOCK__ROUTE_DONE, 0,
+         "a refused password is not retried"},
+    };
     dlock__redirect r;
-    redisReply *moved = reply_of("-MOVED 5 127.0.0.1:7000\r\n");
-    redisReply *down = reply_of("-CLUSTERDOWN The cluster is down\r\n");
-    redisReply *again = reply_of("-TRYAGAIN Multiple keys request\r\n");
-    redisReply *wrongtype = reply_of("-WRONGTYPE Operation\r\n");
-    redisReply *ok = reply_of("+OK\r\n");
 
     (void)state;
-    TK_EXPECT(dlock__cluster_route(DLOCK_OK, moved, &r)
-                      == DLOCK__ROUTE_REDIRECT
-                  && r.slot == 5,
-              "MOVED is followed");
-    TK_EXPECT(dlock__cluster_route(DLOCK_OK, down, &r) == DLOCK__ROUTE_REFRESH,
-              "CLUSTERDOWN refreshes the map");
-    TK_EXPECT(dlock__cluster_route(DLOCK_OK, again, &r)
-                  == DLOCK__ROUTE_REFRESH,
-              "TRYAGAIN refreshes and retries");
-    TK_EXPECT(dlock__cluster_route(DLOCK_OK, wrongtype, &r)
-                  == DLOCK__ROUTE_DONE,
-              "another error is the answer");
-    TK_EXPECT(dlock__cluster_route(DLOCK_OK, ok, &r) == DLOCK__ROUTE_DONE,
-              "a reply is the answer");
-    TK_EXPECT(dlock__cluster_route(DLOCK_UNAVAILABLE, NULL, &r)
-                  == DLOCK__ROUTE_REFRESH,
-              "an unreachable node refreshes");
-    TK_EXPECT(dlock__cluster_route(DLOCK_TIMEOUT, NULL, &r)
-                  == DLOCK__ROUTE_REFRESH,
-              "a silent node refreshes");
-    TK_EXPECT(dlock__cluster_route(DLOCK_AUTH, NULL, &r) == DLOCK__ROUTE_DONE,
-              "a refused password is not retried");
-    freeReplyObject(moved);
-    freeReplyObject(down);
-    freeReplyObject(again);
-    freeReplyObject(wrongtype);
-    freeReplyObject(ok);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        redisReply *reply = cases[i].reply ? reply_of(cases[i].reply) : NULL;
+
+        TK_EXPECT(dlock__cluster_route(cases[i].err, reply, &r)
+                          == cases[i].want
+                      && (cases[i].want != DLOCK__ROUTE_REDIRECT
+                          || r.slot == cases[i].slot),
+                  "%s", cases[i].what);
+        freeReplyObject(reply);
+    }
 }
 
 /* CLUSTER SLOTS of a cluster of two masters with a replica each. */
@@ -195,47 +196,69 @@ static int master_port(const dlock__slot_map *map, int slot)
     return map->owner[slot] < 0 ? -1 : map->masters[map->owner[slot]].port;
 }
 
+/* How a map is read: dlock__slot_map_from_slots or _from_shards. */
+typedef dlock_err (*map_reader)(const redisReply *r, const char *server,
+                                dlock__slot_map *map, dlock__msg *m);
+
+/* Reads the reply text with from into map, which must then hold the two
+ * masters and two replicas of slots_reply and shards_reply. */
+static void read_two_by_two(map_reader from, const char *text,
+                            dlock__slot_map *map)
+{
+    redisReply *r = reply_of(text);
+    dlock__msg m;
+
+    TK_EXPECT(from(r, "t", map, &m) == DLOCK_OK, "the map is read: %s",
+              m.text);
+    TK_EXPECT(map->nmasters == 2 && map->nreplicas == 2,
+              "2 masters, 2 "
+              "replicas, got %d and %d",
+              map->nmasters, map->nreplicas);
+    freeReplyObject(r);
+}
+
 static void slot_map_from_cluster_slots(void **state)
 {
     static dlock__slot_map map;
-    redisReply *r = reply_of(slots_reply);
-    dlock__msg m;
 
     (void)state;
-    TK_EXPECT(dlock__slot_map_from_slots(r, "t", &map, &m) == DLOCK_OK,
-              "the map is read: %s", m.text);
-    TK_EXPECT(map.nmasters == 2 && map.nreplicas == 2,
-              "2 masters, 2 "
-              "replicas, got %d and %d",
-              map.nmasters, map.nreplicas);
+    read_two_by_two(dlock__slot_map_from_slots, slots_reply, &map);
     TK_EXPECT(master_port(&map, 0) == 7000 && master_port(&map, 8191) == 7000
                   && master_port(&map, 8192) == 7001
                   && master_port(&map, 16383) == 7001,
               "the ranges' masters");
     TK_EXPECT(dlock__slot_map_unserved(&map) == 0, "every slot is served");
-    freeReplyObject(r);
 }
 
 static void slot_map_from_cluster_shards(void **state)
 {
     static dlock__slot_map map;
-    redisReply *r = reply_of(shards_reply);
-    dlock__msg m;
 
     (void)state;
-    TK_EXPECT(dlock__slot_map_from_shards(r, "t", &map, &m) == DLOCK_OK,
-              "the map is read: %s", m.text);
-    TK_EXPECT(map.nmasters == 2 && map.nreplicas == 2,
-              "2 masters, 2 "
-              "replicas, got %d and %d",
-              map.nmasters, map.nreplicas);
+    read_two_by_two(dlock__slot_map_from_shards, shards_reply, &map);
     TK_EXPECT(master_port(&map, 99) == 7001 && master_port(&map, 100) == 7002
                   && master_port(&map, 199) == 7002
                   && master_port(&map, 200) == 7001,
               "the replica is not a master "
               "and each range has its shard's master");
     TK_EXPECT(dlock__slot_map_unserved(&map) == 0, "every slot is served");
-    freeReplyObject(r);
+}
+
+/* Each of the n replies in bad is refused by from as DLOCK_PROTOCOL; what
+ * names the command in the message. */
+static void expect_protocol_errors(map_reader from, const char *const *bad,
+                                   size_t n, const char *what)
+{
+    static dlock__slot_map map;
+    dlock__msg m;
+
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = reply_of(bad[i]);
+
+        TK_EXPECT(from(r, "t", &map, &m) == DLOCK_PROTOCOL,
+                  "%s case %zu is refused", what, i);
+        freeReplyObject(r);
+    }
 }
 
 static void malformed_maps_are_protocol_errors(void **state)
@@ -253,26 +276,12 @@ static void malformed_maps_are_protocol_errors(void **state)
         "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:99999\r\n$5\r\nnodes\r\n*"
         "1\r\n" SHARD_NODE("7000", "6\r\nmaster\r\n"),
     };
-    static dlock__slot_map map;
-    dlock__msg m;
 
     (void)state;
-    for (size_t i = 0; i < sizeof(bad_slots) / sizeof(*bad_slots); i++) {
-        redisReply *r = reply_of(bad_slots[i]);
-
-        TK_EXPECT(dlock__slot_map_from_slots(r, "t", &map, &m)
-                      == DLOCK_PROTOCOL,
-                  "SLOTS case %zu is refused", i);
-        freeReplyObject(r);
-    }
-    for (size_t i = 0; i < sizeof(bad_shards) / sizeof(*bad_shards); i++) {
-        redisReply *r = reply_of(bad_shards[i]);
-
-        TK_EXPECT(dlock__slot_map_from_shards(r, "t", &map, &m)
-                      == DLOCK_PROTOCOL,
-                  "SHARDS case %zu is refused", i);
-        freeReplyObject(r);
-    }
+    expect_protocol_errors(dlock__slot_map_from_slots, bad_slots,
+                           sizeof(bad_slots) / sizeof(*bad_slots), "SLOTS");
+    expect_protocol_errors(dlock__slot_map_from_shards, bad_shards,
+                           sizeof(bad_shards) / sizeof(*bad_shards), "SHARDS");
 }
 
 int main(void)
