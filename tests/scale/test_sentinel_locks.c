@@ -494,6 +494,54 @@ static int failover_started(void *arg)
     return ok;
 }
 
+/* 1 if the sentinel at sentinel_url names the master on port and has no
+ * failover in progress (SENTINEL MASTER's flags are "master" alone). */
+static int settled_on(const char *sentinel_url, int port)
+{
+    redisReply *r = testkit_redis_cmd(sentinel_url, "SENTINEL MASTER dlock");
+    int flags = 0, same_port = 0;
+
+    for (size_t i = 0;
+         r != NULL && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements;
+         i += 2) {
+        const char *field = r->element[i]->str,
+                   *value = r->element[i + 1]->str;
+
+        if (field == NULL || value == NULL)
+            continue;
+        if (strcmp(field, "flags") == 0)
+            flags = strcmp(value, "master") == 0;
+        else if (strcmp(field, "port") == 0)
+            same_port = atoi(value) == port;
+    }
+    freeReplyObject(r);
+    return flags && same_port;
+}
+
+/* 1 once every sentinel of url names the master on *arg (a port) with no
+ * failover in progress: SENTINEL GET-MASTER-ADDR-BY-NAME names a promoted
+ * replica at once, and +switch-master comes when its failover ends, which
+ * a later test must not take for a switch of its own. */
+static int failover_ended(void *arg)
+{
+    const char *p = strstr(url, "://") + 3;
+    int all = 1;
+
+    while (all && *p != '\0' && *p != '/') {
+        const size_t n = strcspn(p, ",/");
+        char sentinel[128];
+
+        snprintf(sentinel, sizeof(sentinel), "redis://%.*s/0", (int)n, p);
+        all = settled_on(sentinel, *(const int *)arg);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (!all)
+        usleep(100000);
+    return all;
+}
+
 /*
  * The handle's master is demoted under it.  SENTINEL FAILOVER promotes a
  * replica; the sentinels make the old master a replica of the new one some
@@ -654,6 +702,8 @@ static void an_async_handle_follows_a_failover(void **state)
     dlock_lock_free(b.locks[LOST_E]);
     dlock_async_free(a);
     dlock_client_free(own);
+    TK_EXPECT(testkit_wait_until(failover_ended, &now, 60000),
+              "the failover to %d ends on every sentinel", now);
 }
 
 #define ACKED_LOCKS 20
