@@ -11,6 +11,12 @@
  *   - 4 threads share one lock without overlap;
  *   - an async handle (dlock/async.h) takes and releases a lock on the
  *     master, and a client with wait_replicas is refused one;
+ *   - the master is killed (SIGKILL by its pid file): locking resumes on
+ *     the promoted replica by itself, and the time from the kill to the
+ *     first new grant is printed, and every lock granted with a replica's
+ *     acknowledgement before the kill is still held by its owner on the
+ *     new master; scripts/stack up sentinel then brings
+ *     the old master back as a replica;
  *   - an async handle across SENTINEL FAILOVER, its old master made a
  *     replica of the new one without closing its clients: what it sends
  *     there is answered READONLY, so nothing is granted, extended or
@@ -18,12 +24,6 @@
  *     dlock_async_reconnect reaches the new master, where the locks taken
  *     before the failover (replicated) extend and release, and one whose
  *     key the new master lacks answers DLOCK_LOST, never DLOCK_OK;
- *   - the master is killed (SIGKILL by its pid file): locking resumes on
- *     the promoted replica by itself, and the time from the kill to the
- *     first new grant is printed, and every lock granted with a replica's
- *     acknowledgement before the kill is still held by its owner on the
- *     new master; scripts/stack up sentinel then brings
- *     the old master back as a replica;
  *   - a cluster URL whose seeds do not answer fails DLOCK_UNAVAILABLE,
  *     saying the slot map could not be read.
  */
@@ -549,7 +549,10 @@ static int failover_ended(void *arg)
  * which the handle would see as a broken connection.  The test demotes it
  * itself at once (REPLICAOF, which keeps the clients), so that the handle's
  * next commands reach a replica and are answered READONLY: the case where
- * a demoted master still answers.
+ * a demoted master still answers.  It runs after the kill case, whose
+ * first grant must succeed at once: a blocking client with a pooled
+ * connection to the demoted master is answered READONLY there too (its
+ * retry after a broken connection does not follow READONLY).
  */
 static void an_async_handle_follows_a_failover(void **state)
 {
