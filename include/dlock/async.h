@@ -42,6 +42,11 @@
  * command not yet written with DLOCK_UNAVAILABLE.  A connection that fails
  * (reset, closed, a reply that cannot be parsed) completes the written
  * commands with that error and the unwritten ones with DLOCK_UNAVAILABLE.
+ * So does, for a Sentinel client, a command answered READONLY or
+ * MASTERDOWN: its master was demoted by a failover, so the command did
+ * not run (it fails with DLOCK_UNAVAILABLE, the server's answer in its
+ * message), and dlock_async_reconnect asks the sentinels for the new
+ * master.
  * Nothing that may have run is ever sent again by the library: an acquire
  * or release that may have run is reported as failed, and the watchdog
  * releases its token

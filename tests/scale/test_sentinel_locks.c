@@ -17,6 +17,13 @@
  *     acknowledgement before the kill is still held by its owner on the
  *     new master; scripts/stack up sentinel then brings
  *     the old master back as a replica;
+ *   - an async handle across SENTINEL FAILOVER, its old master made a
+ *     replica of the new one without closing its clients: what it sends
+ *     there is answered READONLY, so nothing is granted, extended or
+ *     released; the handle closes (fd -1, one failure in the breaker) and
+ *     dlock_async_reconnect reaches the new master, where the locks taken
+ *     before the failover (replicated) extend and release, and one whose
+ *     key the new master lacks answers DLOCK_LOST, never DLOCK_OK;
  *   - a cluster URL whose seeds do not answer fails DLOCK_UNAVAILABLE,
  *     saying the slot map could not be read.
  */
@@ -283,16 +290,23 @@ static void threads_share_a_lock_without_overlap(void **state)
               atomic_load(&s.failures), atomic_load(&s.overlaps), s.counter);
 }
 
+/* "redis://host:port/0" of the first sentinel of url, in buf. */
+static const char *first_sentinel(char buf[64])
+{
+    const char *list = strstr(url, "://") + 3;
+
+    snprintf(buf, 64, "redis://%.*s/0", (int)strcspn(list, ",/"), list);
+    return buf;
+}
+
 static int master_port(void)
 {
     char sentinel[64];
-    const char *list = strstr(url, "://") + 3;
     redisReply *r;
     int port = -1;
 
-    snprintf(sentinel, sizeof(sentinel), "redis://%.*s/0",
-             (int)strcspn(list, ",/"), list);
-    r = testkit_redis_cmd(sentinel, "SENTINEL GET-MASTER-ADDR-BY-NAME dlock");
+    r = testkit_redis_cmd(first_sentinel(sentinel),
+                          "SENTINEL GET-MASTER-ADDR-BY-NAME dlock");
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
         port = atoi(r->element[1]->str);
     freeReplyObject(r);
@@ -321,6 +335,378 @@ static int names_another_master(void *arg)
     const int now = master_port();
 
     return now > 0 && now != *(const int *)arg;
+}
+
+/* ---- an async handle across a failover ------------------------------- */
+
+/* What one callback of the failover case saw (its arg). */
+typedef struct outcome {
+    int done;
+    dlock_err err;
+    dlock_lock *lock;
+    char msg[512];
+} outcome;
+
+/* Callbacks that have run, over all outcomes. */
+static int fo_done;
+
+static void fo_note(outcome *o, dlock_err err, dlock_lock *l, const char *msg)
+{
+    o->done = 1;
+    o->err = err;
+    o->lock = l;
+    snprintf(o->msg, sizeof(o->msg), "%s", msg);
+    fo_done++;
+}
+
+static void fo_acquired(dlock_async *a, dlock_err err, dlock_lock *l,
+                        const char *msg, void *arg)
+{
+    (void)a;
+    fo_note(arg, err, l, msg);
+}
+
+static void fo_released(dlock_async *a, dlock_err err, const char *msg,
+                        void *arg)
+{
+    (void)a;
+    fo_note(arg, err, NULL, msg);
+}
+
+static void fo_extended(dlock_async *a, dlock_err err, dlock_lock *l,
+                        const char *msg, void *arg)
+{
+    (void)a;
+    fo_note(arg, err, l, msg);
+}
+
+/* Drives a until fo_done reaches want, for 10 s at most. */
+static int fo_drive(dlock_async *a, int want)
+{
+    const int64_t until = testkit_now_ms() + 10000;
+
+    while (fo_done < want && testkit_now_ms() < until)
+        (void)dlock_async_poll(a, 50);
+    return fo_done >= want;
+}
+
+/* Acquires key on a (TTL 60 s, no watchdog), failing the test if it is
+ * not granted; returns the lock. */
+static dlock_lock *fo_acquire(dlock_async *a, const char *key)
+{
+    static outcome o;
+    dlock_acquire_opts opts;
+
+    dlock_acquire_opts_init(&opts);
+    opts.ttl_ms = 60000; /* outlives the failover */
+    memset(&o, 0, sizeof(o));
+    fo_done = 0;
+    TK_EXPECT(dlock_async_acquire(a, key, &opts, fo_acquired, &o) == DLOCK_OK,
+              "acquire of %s queued: %s", key, dlock_async_errmsg(a));
+    TK_EXPECT(fo_drive(a, 1) && o.err == DLOCK_OK, "%s acquired: %s", key,
+              o.msg);
+    return o.lock;
+}
+
+/* 1 if the server on port holds key with token as its value (token NULL:
+ * holds no key). */
+static int holds(int port, const char *key, const char *token)
+{
+    char u[64];
+    redisReply *r = testkit_redis_cmd(scalekit_node_url(port, u, sizeof(u)),
+                                      "GET %s", key);
+    int same = r != NULL
+               && (token == NULL ? r->type == REDIS_REPLY_NIL
+                                 : r->type == REDIS_REPLY_STRING
+                                       && strcmp(r->str, token) == 0);
+
+    freeReplyObject(r);
+    return same;
+}
+
+/* A key on the server on port. */
+typedef struct key_on {
+    int port;
+    const char *key;
+} key_on;
+
+/* 1 once the server holds no such key (*arg: key_on). */
+static int key_gone(void *arg)
+{
+    const key_on *k = arg;
+
+    return holds(k->port, k->key, NULL);
+}
+
+#define FO_LOCKS 5
+
+/* The master and the locks the failover case took on it. */
+typedef struct fo_before {
+    int master;
+    dlock_lock *locks[FO_LOCKS];
+} fo_before;
+
+/* 1 once every replica the master lists (at least two) holds every lock
+ * of *arg (fo_before) for its owner. */
+static int replicated(void *arg)
+{
+    const fo_before *b = arg;
+    char u[64];
+    redisReply *r = testkit_redis_cmd(scalekit_node_url(b->master, u,
+                                                        sizeof(u)),
+                                      "ROLE");
+    int all = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3
+              && r->element[2]->type == REDIS_REPLY_ARRAY
+              && r->element[2]->elements >= 2;
+
+    for (size_t i = 0; all && i < r->element[2]->elements; i++) {
+        const redisReply *rep = r->element[2]->element[i];
+        const int port = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2
+                             ? atoi(rep->element[1]->str)
+                             : -1;
+
+        for (int k = 0; all && k < FO_LOCKS; k++)
+            all = port > 0
+                  && holds(port, dlock_lock_key(b->locks[k]),
+                           dlock_lock_token(b->locks[k]));
+    }
+    freeReplyObject(r);
+    return all;
+}
+
+/* 1 once a sentinel has taken SENTINEL FAILOVER (a replica that was just
+ * restarted may not count as a candidate for a moment: NOGOODSLAVE). */
+static int failover_started(void *arg)
+{
+    char sentinel[64];
+    redisReply *r;
+    int ok;
+
+    (void)arg;
+    r = testkit_redis_cmd(first_sentinel(sentinel), "SENTINEL FAILOVER dlock");
+    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+        fprintf(stderr, "SENTINEL FAILOVER: %s\n",
+                r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    freeReplyObject(r);
+    if (!ok)
+        usleep(200000);
+    return ok;
+}
+
+/* 1 if the sentinel at sentinel_url names the master on port and has no
+ * failover in progress (SENTINEL MASTER's flags are "master" alone). */
+static int settled_on(const char *sentinel_url, int port)
+{
+    redisReply *r = testkit_redis_cmd(sentinel_url, "SENTINEL MASTER dlock");
+    int flags = 0, same_port = 0;
+
+    for (size_t i = 0;
+         r != NULL && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements;
+         i += 2) {
+        const char *field = r->element[i]->str,
+                   *value = r->element[i + 1]->str;
+
+        if (field == NULL || value == NULL)
+            continue;
+        if (strcmp(field, "flags") == 0)
+            flags = strcmp(value, "master") == 0;
+        else if (strcmp(field, "port") == 0)
+            same_port = atoi(value) == port;
+    }
+    freeReplyObject(r);
+    return flags && same_port;
+}
+
+/* 1 once every sentinel of url names the master on *arg (a port) with no
+ * failover in progress: SENTINEL GET-MASTER-ADDR-BY-NAME names a promoted
+ * replica at once, and +switch-master comes when its failover ends, which
+ * a later test must not take for a switch of its own. */
+static int failover_ended(void *arg)
+{
+    const char *p = strstr(url, "://") + 3;
+    int all = 1;
+
+    while (all && *p != '\0' && *p != '/') {
+        const size_t n = strcspn(p, ",/");
+        char sentinel[128];
+
+        snprintf(sentinel, sizeof(sentinel), "redis://%.*s/0", (int)n, p);
+        all = settled_on(sentinel, *(const int *)arg);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (!all)
+        usleep(100000);
+    return all;
+}
+
+/*
+ * The handle's master is demoted under it.  SENTINEL FAILOVER promotes a
+ * replica; the sentinels make the old master a replica of the new one some
+ * seconds later (their +convert-to-slave), and kill its clients as they do,
+ * which the handle would see as a broken connection.  The test demotes it
+ * itself at once (REPLICAOF, which keeps the clients), so that the handle's
+ * next commands reach a replica and are answered READONLY: the case where
+ * a demoted master still answers.  It runs after the kill case, whose
+ * first grant must succeed at once: a blocking client with a pooled
+ * connection to the demoted master is answered READONLY there too (its
+ * retry after a broken connection does not follow READONLY).
+ */
+static void an_async_handle_follows_a_failover(void **state)
+{
+    static outcome out[4];
+    enum { KEPT, LOST_E, LOST_R, EXT_EARLY, REL_EARLY };
+    char keys[FO_LOCKS + 2][TESTKIT_KEY_MAX], u[64];
+    fo_before b = {0};
+    key_on gone;
+    dlock_client *own = client_with("", 0);
+    dlock_client_stats st;
+    dlock_async *a = NULL;
+    uint64_t errors;
+    int now;
+    redisReply *r;
+
+    (void)state;
+    TK_EXPECT(own != NULL, "a client of its own");
+    TK_EXPECT(dlock_async_new(own, &a) == DLOCK_OK, "an async handle: %s",
+              dlock_client_errmsg(own));
+    b.master = master_port();
+    TK_EXPECT(b.master > 0, "the sentinels name a master");
+    for (int i = 0; i < FO_LOCKS + 2; i++)
+        testkit_key(keys[i], "sentinel:async-failover");
+    for (int i = 0; i < FO_LOCKS; i++)
+        b.locks[i] = fo_acquire(a, keys[i]);
+    TK_EXPECT(testkit_wait_until(replicated, &b, 30000),
+              "both replicas hold the %d locks", FO_LOCKS);
+
+    TK_EXPECT(testkit_wait_until(failover_started, NULL, 30000),
+              "SENTINEL FAILOVER is taken");
+    TK_EXPECT(testkit_wait_until(names_another_master, &b.master, 30000),
+              "a new master is named");
+    now = master_port();
+    r = testkit_redis_cmd(scalekit_node_url(b.master, u, sizeof(u)),
+                          "REPLICAOF 127.0.0.1 %d", now);
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "the old master %d is made a replica of %d", b.master, now);
+    freeReplyObject(r);
+    TK_EXPECT(dlock_async_fd(a) >= 0, "the handle is still open");
+
+    /* Three commands at once on the demoted master. */
+    dlock_client_stats_get(own, &st);
+    errors = st.transport_errors;
+    memset(out, 0, sizeof(out));
+    fo_done = 0;
+    TK_EXPECT(dlock_async_acquire(a, keys[FO_LOCKS], NULL, fo_acquired,
+                                  &out[0])
+                      == DLOCK_OK
+                  && dlock_async_extend(a, b.locks[EXT_EARLY], 60000,
+                                        fo_extended, &out[1])
+                         == DLOCK_OK
+                  && dlock_async_release(a, b.locks[REL_EARLY], fo_released,
+                                         &out[2])
+                         == DLOCK_OK,
+              "three commands queued: %s", dlock_async_errmsg(a));
+    TK_EXPECT(fo_drive(a, 3), "all three completed");
+    TK_EXPECT(out[0].err == DLOCK_UNAVAILABLE && out[0].lock == NULL,
+              "no grant from a replica: %s (%s)", dlock_strerror(out[0].err),
+              out[0].msg);
+    TK_EXPECT(strstr(out[0].msg, "READONLY") != NULL,
+              "the message says what came back: %s", out[0].msg);
+    TK_EXPECT(out[1].err == DLOCK_UNAVAILABLE,
+              "no extend claimed on a replica: %s (%s)",
+              dlock_strerror(out[1].err), out[1].msg);
+    TK_EXPECT(out[2].err == DLOCK_UNAVAILABLE,
+              "no release claimed on a replica: %s (%s)",
+              dlock_strerror(out[2].err), out[2].msg);
+    TK_EXPECT(dlock_async_fd(a) == -1 && dlock_async_events(a) == 0,
+              "the handle is closed");
+    dlock_client_stats_get(own, &st);
+    TK_EXPECT(st.transport_errors == errors + 1,
+              "one failure in the breaker (%llu, was %llu)",
+              (unsigned long long)st.transport_errors,
+              (unsigned long long)errors);
+    TK_EXPECT(holds(now, keys[FO_LOCKS], NULL),
+              "the new master holds no such lock");
+    /* What the sentinels do when they convert a master: its clients go
+     * (the other clients' pooled connections, which the next case would
+     * otherwise find on a replica). */
+    freeReplyObject(
+        testkit_redis_cmd(scalekit_node_url(b.master, u, sizeof(u)),
+                          "CLIENT KILL TYPE normal"));
+
+    /* The handle reaches the new master again. */
+    TK_EXPECT(dlock_async_reconnect(a) == DLOCK_OK, "reconnected: %s",
+              dlock_async_errmsg(a));
+    TK_EXPECT(dlock_async_fd(a) >= 0, "the handle is open");
+    {
+        dlock_lock *l = fo_acquire(a, keys[FO_LOCKS + 1]);
+
+        TK_EXPECT(holds(now, keys[FO_LOCKS + 1], dlock_lock_token(l)),
+                  "a new grant is on the new master %d", now);
+        memset(out, 0, sizeof(out));
+        fo_done = 0;
+        TK_EXPECT(dlock_async_release(a, l, fo_released, &out[0]) == DLOCK_OK
+                      && fo_drive(a, 1) && out[0].err == DLOCK_OK,
+                  "released: %s", out[0].msg);
+    }
+    /* The failed release's token is released in the background, there. */
+    gone.port = now;
+    gone.key = keys[REL_EARLY];
+    TK_EXPECT(testkit_wait_until(key_gone, &gone, 15000),
+              "the release that failed is done in the background");
+
+    /* The locks taken before the failover, on the new master: two were
+     * replicated; two lost their keys there (as if never replicated). */
+    TK_EXPECT(testkit_redis_int(scalekit_node_url(now, u, sizeof(u)),
+                                "DEL %s %s", keys[LOST_E], keys[LOST_R])
+                  == 2,
+              "two keys deleted on the new master");
+    memset(out, 0, sizeof(out));
+    fo_done = 0;
+    TK_EXPECT(dlock_async_extend(a, b.locks[KEPT], 60000, fo_extended, &out[0])
+                      == DLOCK_OK
+                  && dlock_async_extend(a, b.locks[EXT_EARLY], 60000,
+                                        fo_extended, &out[1])
+                         == DLOCK_OK
+                  && dlock_async_extend(a, b.locks[LOST_E], 60000, fo_extended,
+                                        &out[2])
+                         == DLOCK_OK
+                  && dlock_async_release(a, b.locks[LOST_R], fo_released,
+                                         &out[3])
+                         == DLOCK_OK,
+              "queued on the new master: %s", dlock_async_errmsg(a));
+    TK_EXPECT(fo_drive(a, 4), "all four completed");
+    TK_EXPECT(out[0].err == DLOCK_OK && out[1].err == DLOCK_OK,
+              "the replicated locks extend there: %s / %s", out[0].msg,
+              out[1].msg);
+    TK_EXPECT(out[2].err == DLOCK_LOST,
+              "an extend whose key is gone is DLOCK_LOST: %s (%s)",
+              dlock_strerror(out[2].err), out[2].msg);
+    TK_EXPECT(out[3].err == DLOCK_LOST,
+              "a release whose key is gone is DLOCK_LOST: %s (%s)",
+              dlock_strerror(out[3].err), out[3].msg);
+    memset(out, 0, sizeof(out));
+    fo_done = 0;
+    TK_EXPECT(dlock_async_release(a, b.locks[KEPT], fo_released, &out[0])
+                      == DLOCK_OK
+                  && dlock_async_release(a, b.locks[EXT_EARLY], fo_released,
+                                         &out[1])
+                         == DLOCK_OK,
+              "releases queued: %s", dlock_async_errmsg(a));
+    TK_EXPECT(fo_drive(a, 2) && out[0].err == DLOCK_OK
+                  && out[1].err == DLOCK_OK,
+              "the replicated locks release there: %s / %s", out[0].msg,
+              out[1].msg);
+    TK_EXPECT(holds(now, keys[KEPT], NULL)
+                  && holds(now, keys[EXT_EARLY], NULL),
+              "their keys are gone from the new master");
+    dlock_lock_free(b.locks[LOST_E]);
+    dlock_async_free(a);
+    dlock_client_free(own);
+    TK_EXPECT(testkit_wait_until(failover_ended, &now, 60000),
+              "the failover to %d ends on every sentinel", now);
 }
 
 #define ACKED_LOCKS 20
@@ -426,6 +812,7 @@ int main(void)
         cmocka_unit_test(threads_share_a_lock_without_overlap),
         cmocka_unit_test(an_async_handle_locks_on_the_master),
         cmocka_unit_test(locking_resumes_after_the_master_is_killed),
+        cmocka_unit_test(an_async_handle_follows_a_failover),
         cmocka_unit_test(unreachable_cluster_seeds_are_reported),
     };
 

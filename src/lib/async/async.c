@@ -36,6 +36,12 @@
  * handle freed) leaves its token to the watchdog's background release
  * (dlock__lock_leave_no_orphan), as a blocking acquire that timed out
  * does: whatever ran unseen is undone, and nothing is claimed held.
+ *
+ * A Sentinel master that answers READONLY or MASTERDOWN was demoted (a
+ * failover): that op did not run, and every op behind it went to a
+ * replica.  The handle closes as after a dead connection, and the
+ * deployment is told to look for the master again, so that
+ * dlock_async_reconnect reaches the new one (demoted).
  */
 #include "dlock/async.h"
 
@@ -175,16 +181,13 @@ static dlock_err open_conn(dlock_async *a, dlock__msg *m)
  * as dlock__client_eval does; r is freed. */
 static dlock_err error_reply(dlock_async *a, op *o, redisReply *r)
 {
-    struct dlock__deploy *dp = dlock__client_deploy(a->client);
-    dlock_err err;
-
-    if (dp != NULL && dlock__deploy_is_readonly(r))
-        dlock__deploy_master_failed(dp); /* a demoted master */
-    err = dlock__reply_error(r,
-                             o->kind == OP_ACQUIRE   ? "script acquire"
-                             : o->kind == OP_RELEASE ? "script release"
-                                                     : "script extend",
-                             dlock_client_endpoint(a->client), &a->msg);
+    dlock_err err = dlock__reply_error(r,
+                                       o->kind == OP_ACQUIRE ? "script acquire"
+                                       : o->kind == OP_RELEASE
+                                           ? "script release"
+                                           : "script extend",
+                                       dlock_client_endpoint(a->client),
+                                       &a->msg);
     freeReplyObject(r);
     return err;
 }
@@ -299,6 +302,37 @@ static void close_all(dlock_async *a, dlock_err sent_err, dlock_err unsent_err)
         finish(a, o, sent ? sent_err : unsent_err, NULL, sent);
         o = next;
     }
+}
+
+/*
+ * o, taken off the head, was answered READONLY or MASTERDOWN by the
+ * Sentinel master: the server was demoted (a failover), so o did not run,
+ * and every command behind it went to the same replica.  The handle
+ * closes as for a broken connection (one failure in the breaker; a sent
+ * command behind o may have run, for all the handle knows), o first and
+ * as not run, which its answer proves.  The deployment forgets the
+ * master, so dlock_async_reconnect finds the new one through the
+ * sentinels, as the blocking client does before it sends again
+ * (client.c, run_command).  r is freed.
+ */
+static dlock_err demoted(dlock_async *a, op *o, redisReply *r)
+{
+    const int shown = r->len > 120 ? 120 : (int)r->len;
+
+    dlock__msg_set(&a->base, DLOCK_UNAVAILABLE,
+                   "%s answered \"%.*s\": no longer a writable master (a "
+                   "failover?); connection closed, dlock_async_reconnect "
+                   "finds the master through the sentinels",
+                   dlock__conn_desc(a->conn), shown, r->str);
+    freeReplyObject(r);
+    dlock__deploy_master_failed(dlock__client_deploy(a->client));
+    o->start = a->written; /* answered, not run: as if never sent */
+    o->next = a->head;
+    a->head = o;
+    if (a->tail == NULL)
+        a->tail = o;
+    close_all(a, DLOCK_UNAVAILABLE, DLOCK_UNAVAILABLE);
+    return DLOCK_UNAVAILABLE;
 }
 
 /* ---- writing ----------------------------------------------------------- */
@@ -487,6 +521,9 @@ static dlock_err read_replies(dlock_async *a)
         a->head = o->next;
         if (a->head == NULL)
             a->tail = NULL;
+        if (dlock__client_deploy(a->client) != NULL
+            && dlock__deploy_is_readonly(r))
+            return demoted(a, o, r);
         if (noscript(o, r)) {
             a->use_eval = 1; /* the next commands carry the bodies */
             freeReplyObject(r);
