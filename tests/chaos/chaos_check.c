@@ -76,6 +76,7 @@
  * chaos.fair (DLOCK_TEST_LONG=1 only: scripts/chaos --fair).
  */
 #include <errno.h>
+#include <limits.h>
 #include <libgen.h>
 #include <sched.h>
 #include <stdio.h>
@@ -253,11 +254,26 @@ static int first_cpu(void)
     return 0;
 }
 
+/* Makes path and the folders above it that are missing: a fresh checkout
+ * has no var/test/ until something made it. */
 static void make_dir(const char *path)
 {
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "chaos_check: mkdir %s: %s\n", path, strerror(errno));
+    char p[PATH_MAX];
+
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p)) {
+        fprintf(stderr, "chaos_check: mkdir %s: path too long\n", path);
         exit(3);
+    }
+    for (char *slash = strchr(p + 1, '/');; slash = strchr(slash + 1, '/')) {
+        if (slash != NULL)
+            *slash = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "chaos_check: mkdir %s: %s\n", p, strerror(errno));
+            exit(3);
+        }
+        if (slash == NULL)
+            break;
+        *slash = '/';
     }
 }
 
