@@ -301,6 +301,7 @@ static void env_inherit(char **env, int *n, int cap)
                                        "ASAN_OPTIONS=",
                                        "UBSAN_OPTIONS=",
                                        "LSAN_OPTIONS=",
+                                       "TSAN_OPTIONS=",
                                        "LD_LIBRARY_PATH=",
                                        "MONGOC_DISABLE_SHM=",
                                        NULL};
@@ -565,11 +566,13 @@ int rvt_server_log_has(const rvt_server *s, const char *text)
 
 int rvt_server_log_has_sanitizer_report(const rvt_server *s)
 {
-    /* "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", and UBSan's
-     * "runtime error:" line (its summary names UndefinedBehaviorSanitizer
-     * only with print_summary). */
+    /* "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ThreadSanitizer's
+     * "WARNING: ThreadSanitizer" (a race, a lock-order inversion), and
+     * UBSan's "runtime error:" line (its summary names
+     * UndefinedBehaviorSanitizer only with print_summary). */
     return rvt_server_log_has(s, "ERROR: AddressSanitizer")
            || rvt_server_log_has(s, "ERROR: LeakSanitizer")
+           || rvt_server_log_has(s, "WARNING: ThreadSanitizer")
            || rvt_server_log_has(s, "runtime error:");
 }
 

@@ -147,34 +147,49 @@ int rv_loop_watch(rv_loop *l, int fd, void *ptr)
     return epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-/* Puts connection i's socket in the epoll set as it wants. */
+/* Puts connection i's socket in the epoll set as it wants.
+ *
+ * pg_fd[i] is only a number: the socket behind it is libpq's, and libpq
+ * closes it (PQfinish, or PQconnectPoll moving on to the next address)
+ * before it opens another, so by the time the number differs here the
+ * old socket is closed, and closing it took it out of the epoll set
+ * (nothing here dups it).  Its number is then free for any thread to
+ * reuse: the listener's accept4 may already have given it to a client
+ * that this loop or another serves.  So the old number is never passed
+ * to epoll_ctl again (an EPOLL_CTL_DEL on it removed that client's
+ * registration, and ThreadSanitizer reported the use of a descriptor
+ * another thread had created).  For the same reason the same number may
+ * be a new socket, no longer in the set: EPOLL_CTL_MOD then fails with
+ * ENOENT and the socket is added. */
 static void watch_pg(rv_loop *l, int i)
 {
     struct epoll_event ev;
     uint32_t events;
-    int fd;
+    int fd, rc;
 
     rv_dba_watch(l->dba[i], &fd, &events);
     if (fd == l->pg_fd[i] && events == l->pg_events[i])
         return;
-    if (l->pg_fd[i] >= 0 && fd != l->pg_fd[i]) {
-        /* Fails harmlessly when libpq already closed the old socket. */
-        (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->pg_fd[i], NULL);
-        l->pg_fd[i] = -1;
-    }
+    if (fd != l->pg_fd[i])
+        l->pg_fd[i] = -1; /* closed, so already out of the set */
     l->pg_events[i] = events;
     if (fd < 0)
         return;
     memset(&ev, 0, sizeof(ev));
     ev.events = events;
     ev.data.u64 = TAG_PG + (uint64_t)i;
-    if (epoll_ctl(l->epfd, fd == l->pg_fd[i] ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
-                  fd, &ev)
-            != 0
-        && errno == EEXIST) {
-        /* A new socket on the old number, still registered. */
-        (void)epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev);
+    if (fd == l->pg_fd[i]) {
+        rc = epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev);
+        if (rc != 0 && errno == ENOENT) /* a new socket on the number */
+            rc = epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev);
+    } else {
+        rc = epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev);
+        if (rc != 0 && errno == EEXIST) /* already in, as this socket */
+            rc = epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev);
     }
+    /* As before, a socket that cannot be watched is left to its
+     * statements' deadlines (rv_dba_tick). */
+    (void)rc;
     l->pg_fd[i] = fd;
 }
 
