@@ -508,6 +508,56 @@ static enum group group_of[] = {HEADS, LENGTHS,  CHUNKS,
 #name, group_rows_hold, NULL, NULL, &group_of[g] \
     }
 
+/* The requests /metrics counts under status (every route and method). */
+static long long metric_count(int status)
+{
+    char label[32];
+    long long sum = 0;
+    rvt_resp r;
+
+    snprintf(label, sizeof(label), "status=\"%d\"}", status);
+    rvt_call(srv.port, "GET", "/metrics", NULL, NULL, NULL, &r);
+    TK_EXPECT(r.status == 200 && r.body != NULL, "GET /metrics: %d", r.status);
+    for (const char *line = r.body; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        const char *hit = strstr(line, label);
+
+        if (strncmp(line, "reviewd_http_requests_total{", 28) == 0
+            && hit != NULL && (end == NULL || hit < end))
+            sum += strtoll(hit + strlen(label), NULL, 10);
+        line = end != NULL ? end + 1 : NULL;
+    }
+    TK_EXPECT(strstr(r.body, "status=\"other\"") == NULL,
+              "no request is counted as status=\"other\"");
+    rvt_resp_free(&r);
+    return sum;
+}
+
+/* Each status the parser refuses with is counted under its own number in
+ * /metrics (an operator tells a flood of 431s from 505s), not lumped as
+ * "other": one row of each, the count before and after. */
+static void refusals_are_counted_under_their_own_status(void **state)
+{
+    static const int statuses[] = {414, 431, 501, 505};
+
+    (void)state;
+    for (size_t s = 0; s < sizeof(statuses) / sizeof(statuses[0]); s++) {
+        const expected *e = NULL;
+        long long before;
+
+        for (size_t i = 0; i < N_EXPECTED && e == NULL; i++)
+            if (EXPECTED[i].status == statuses[s] && EXPECTED[i].alt == 0)
+                e = &EXPECTED[i];
+        TK_EXPECT(e != NULL, "a row answered %d", statuses[s]);
+        before = metric_count(statuses[s]);
+        TK_EXPECT(row_holds(e), "%s is answered %d", e->what, statuses[s]);
+        TK_EXPECT(metric_count(statuses[s]) == before + 1,
+                  "/metrics counts the %d of %s under status=\"%d\" "
+                  "(%lld before)",
+                  statuses[s], e->what, statuses[s], before);
+    }
+}
+
 /* ---- keep-alive, pipelining, 100-continue ------------------------------- */
 
 /* How long to watch for bytes the server must not send (an answer before
@@ -1078,6 +1128,7 @@ int main(void)
         GROUP_TEST(bad_chunked_bodies_get_json_400_413_or_501, CHUNKS),
         GROUP_TEST(bad_request_lines_get_json_400, LINES),
         GROUP_TEST(other_http_versions_get_json_505, VERSIONS),
+        cmocka_unit_test(refusals_are_counted_under_their_own_status),
         GROUP_TEST(bad_header_fields_get_json_400, FIELDS),
         cmocka_unit_test(pipelined_requests_are_answered_in_order),
         cmocka_unit_test(

@@ -2,9 +2,10 @@
  * rv_metrics.c: lock-free request metrics and their Prometheus page.
  *
  * A request lands in cell [path][method][status], where status is an
- * index into the fixed list of codes the service answers most (an
- * unlisted code, such as the 408, 414, 431, 501 or 505 of a request the
- * HTTP parser refused, counts as "other").  Each cell holds a count, a sum of
+ * index into the fixed list of codes the service answers (docs/api.md's
+ * tables, the HTTP parser's refusals 408, 414, 431, 501 and 505
+ * included); a code not listed counts as "other", which reviewd never
+ * answers today.  Each cell holds a count, a sum of
  * microseconds and cumulative-by-render histogram buckets.  Rendering
  * reads the atomics without stopping writers, so a page may be off by the
  * requests that finished while it was written; Prometheus tolerates that.
@@ -19,7 +20,8 @@
 #include <string.h>
 
 static const unsigned status_codes[] = {200, 201, 400, 401, 403, 404, 405,
-                                        409, 413, 415, 422, 500, 503, 0};
+                                        408, 409, 413, 414, 415, 422, 431,
+                                        500, 501, 503, 505, 0};
 #define STATUS_COUNT (sizeof(status_codes) / sizeof(status_codes[0]))
 
 /* Bucket upper bounds in seconds; +Inf is the count. */
