@@ -24,6 +24,12 @@
  *     dlock_async_reconnect reaches the new master, where the locks taken
  *     before the failover (replicated) extend and release, and one whose
  *     key the new master lacks answers DLOCK_LOST, never DLOCK_OK;
+ *     before that, the old master loses some keys the new one holds and
+ *     is made a replica that does not catch up: a blocking release and
+ *     extend and an async extend and release sent there (connections
+ *     kept from before the failover) answer DLOCK_OK (done on the new
+ *     master) or DLOCK_UNAVAILABLE, never DLOCK_LOST, and the released
+ *     keys are gone from the new master (dm_check);
  *   - a cluster URL whose seeds do not answer fails DLOCK_UNAVAILABLE,
  *     saying the slot map could not be read.
  */
