@@ -29,7 +29,9 @@
  *     extend and an async extend and release sent there (connections
  *     kept from before the failover) answer DLOCK_OK (done on the new
  *     master) or DLOCK_UNAVAILABLE, never DLOCK_LOST, and the released
- *     keys are gone from the new master (dm_check);
+ *     keys are gone from the new master, and a grant with WAIT there
+ *     (READONLY, its WAIT refused too) follows to the new master
+ *     (dm_check);
  *   - a cluster URL whose seeds do not answer fails DLOCK_UNAVAILABLE,
  *     saying the slot map could not be read.
  */
@@ -556,7 +558,7 @@ static int failover_ended(void *arg)
 /* What dm_check uses: two blocking clients of one pooled connection each
  * (so that it stays on the old master), an async handle of a third. */
 typedef struct dm_state {
-    dlock_client *bc[2];
+    dlock_client *bc[3]; /* bc[2] waits for a replica */
     dlock_client *own;
     dlock_async *a;
     dlock_lock **locks; /* DM_LOCKS, in fo_before */
@@ -566,7 +568,7 @@ typedef struct dm_state {
 enum { DM_REL, DM_EXT, DM_AEXT, DM_AREL };
 
 /* A client of url with a pool of one connection (NULL on failure). */
-static dlock_client *pool_of_one(void)
+static dlock_client *pool_of_one(int wait_replicas)
 {
     dlock_client_opts o;
     dlock_client *c = NULL;
@@ -576,6 +578,8 @@ static dlock_client *pool_of_one(void)
     o.connect_timeout_ms = 1000;
     o.io_timeout_ms = 1000;
     o.pool_size = 1;
+    o.wait_replicas = wait_replicas;
+    o.wait_timeout_ms = 1000;
     if (dlock_client_new(url, &o, &c, err, sizeof(err)) != DLOCK_OK)
         fprintf(stderr, "dlock_client_new(%s): %s\n", url, err);
     return c;
@@ -588,11 +592,12 @@ static void dm_take(dm_state *dm, dlock_lock **locks)
     dlock_acquire_opts o;
 
     dm->locks = locks;
-    for (int i = 0; i < 2; i++)
-        dm->bc[i] = pool_of_one();
+    for (int i = 0; i < 3; i++)
+        dm->bc[i] = pool_of_one(i == 2);
     dm->own = client_with("", 0);
-    TK_EXPECT(dm->bc[0] != NULL && dm->bc[1] != NULL && dm->own != NULL,
-              "three clients of their own");
+    TK_EXPECT(dm->bc[0] != NULL && dm->bc[1] != NULL && dm->bc[2] != NULL
+                  && dm->own != NULL,
+              "four clients of their own");
     TK_EXPECT(dlock_async_new(dm->own, &dm->a) == DLOCK_OK,
               "an async handle: %s", dlock_client_errmsg(dm->own));
     for (int i = 0; i < DM_LOCKS; i++)
@@ -605,6 +610,16 @@ static void dm_take(dm_state *dm, dlock_lock **locks)
                   "blocking lock %d: %s", i, dlock_client_errmsg(dm->bc[i]));
     for (int i = DM_AEXT; i <= DM_AREL; i++)
         locks[i] = fo_acquire(dm->a, dm->keys[i]);
+    {
+        dlock_lock *lk = NULL;
+
+        o.ttl_ms = 3000;
+        TK_EXPECT(dlock_acquire(dm->bc[2], "t:sentinel:demoted-wait", &o, &lk)
+                          == DLOCK_OK
+                      && dlock_release(lk) == DLOCK_OK,
+                  "a grant that waits for a replica, on the old master: %s",
+                  dlock_client_errmsg(dm->bc[2]));
+    }
 }
 
 /* 1 if the server on port gives key a PTTL above min_ms. */
@@ -729,9 +744,29 @@ static void dm_check(dm_state *dm, int old, int now)
               "and releases there: %s (%s)", dlock_strerror(out[0].err),
               out[0].msg);
     l[DM_AEXT] = NULL;
+
+    /* A grant that waits for a replica, on the connection still on the
+     * demoted master: the acquire is answered READONLY there and its WAIT
+     * is refused too; followed to the new master, it is granted (or
+     * DLOCK_UNREPLICATED while that master has no replica yet). */
+    {
+        dlock_acquire_opts o;
+        dlock_lock *lk = NULL;
+
+        dlock_acquire_opts_init(&o);
+        err = dlock_acquire(dm->bc[2], "t:sentinel:demoted-wait", &o, &lk);
+        printf("# sentinel: a grant with WAIT over the demoted master: %s\n",
+               dlock_strerror(err));
+        TK_EXPECT(err == DLOCK_OK || err == DLOCK_UNREPLICATED,
+                  "a grant with WAIT follows the failover: %s (%s)",
+                  dlock_strerror(err), dlock_client_errmsg(dm->bc[2]));
+        if (lk != NULL)
+            TK_EXPECT(dlock_release(lk) == DLOCK_OK, "released: %s",
+                      dlock_client_errmsg(dm->bc[2]));
+    }
     dlock_async_free(dm->a);
     dlock_client_free(dm->own);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         dlock_client_free(dm->bc[i]);
 }
 
