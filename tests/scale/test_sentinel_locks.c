@@ -25,13 +25,14 @@
  *     before the failover (replicated) extend and release, and one whose
  *     key the new master lacks answers DLOCK_LOST, never DLOCK_OK;
  *     before that, the old master loses some keys the new one holds and
- *     is made a replica that does not catch up: a blocking release and
+ *     is made a replica that cannot sync: a blocking release and
  *     extend and an async extend and release sent there (connections
  *     kept from before the failover) answer DLOCK_OK (done on the new
  *     master) or DLOCK_UNAVAILABLE, never DLOCK_LOST, and the released
- *     keys are gone from the new master, and a grant with WAIT there
- *     (READONLY, its WAIT refused too) follows to the new master
- *     (dm_check);
+ *     keys are gone from the new master; a watchdog lock renewed there
+ *     is not marked lost, and its renewals reach the new master; a grant
+ *     with WAIT there (READONLY, its WAIT refused too) follows to the new
+ *     master (dm_check);
  *   - a cluster URL whose seeds do not answer fails DLOCK_UNAVAILABLE,
  *     saying the slot map could not be read.
  */
@@ -448,7 +449,7 @@ static int key_gone(void *arg)
 
 #define FO_LOCKS 5
 /* The locks of the demoted-copy checks (dm_check), taken with them. */
-#define DM_LOCKS 4
+#define DM_LOCKS 5
 
 /* The master and the locks the failover case took on it (n of them). */
 typedef struct fo_before {
@@ -565,7 +566,7 @@ typedef struct dm_state {
     char keys[DM_LOCKS][TESTKIT_KEY_MAX];
 } dm_state;
 
-enum { DM_REL, DM_EXT, DM_AEXT, DM_AREL };
+enum { DM_REL, DM_EXT, DM_AEXT, DM_AREL, DM_WD };
 
 /* A client of url with a pool of one connection (NULL on failure). */
 static dlock_client *pool_of_one(int wait_replicas)
@@ -610,6 +611,12 @@ static void dm_take(dm_state *dm, dlock_lock **locks)
                   "blocking lock %d: %s", i, dlock_client_errmsg(dm->bc[i]));
     for (int i = DM_AEXT; i <= DM_AREL; i++)
         locks[i] = fo_acquire(dm->a, dm->keys[i]);
+    o.ttl_ms = 6000;
+    o.watchdog = 1; /* renewed every 2 s, on the renewer's connection */
+    TK_EXPECT(dlock_acquire(dm->bc[0], dm->keys[DM_WD], &o, &locks[DM_WD])
+                  == DLOCK_OK,
+              "a lock with its watchdog: %s", dlock_client_errmsg(dm->bc[0]));
+    o.watchdog = 0;
     {
         dlock_lock *lk = NULL;
 
@@ -635,9 +642,9 @@ static int pttl_above(int port, const char *key, long long min_ms)
 /*
  * The old master (port old), a new one promoted (port now), with dm's
  * locks held on both: their keys are deleted on the old master, which is
- * then made a replica of a server that is not there (REPLICAOF 127.0.0.1
- * 1), so it keeps answering from a copy that lacks them, as a demoted
- * master that has not caught up does.  The release and extend scripts
+ * then made a replica of the new one that cannot sync (a wrong
+ * masterauth), so it keeps answering from a copy that lacks them, as a
+ * demoted master that has not caught up does.  The release and extend scripts
  * write nothing when the key lacks their token, so that replica answers
  * them 0, never READONLY.  Over connections still on it, a blocking
  * release and extend, and an async extend and release, must answer
@@ -656,13 +663,21 @@ static void dm_check(dm_state *dm, int old, int now)
     dlock_err err;
 
     TK_EXPECT(testkit_redis_int(scalekit_node_url(old, u, sizeof(u)),
-                                "DEL %s %s %s %s", dm->keys[0], dm->keys[1],
-                                dm->keys[2], dm->keys[3])
+                                "DEL %s %s %s %s %s", dm->keys[0], dm->keys[1],
+                                dm->keys[2], dm->keys[3], dm->keys[4])
                   == DM_LOCKS,
               "the old master %d loses its copies of the %d keys", old,
               DM_LOCKS);
+    /* A replica of the new master that cannot sync (a password the new
+     * master does not take): the sentinels find it configured as they
+     * want, so they leave its clients alone. */
     r = testkit_redis_cmd(scalekit_node_url(old, u, sizeof(u)),
-                          "REPLICAOF 127.0.0.1 1");
+                          "CONFIG SET masterauth dlock-test-wrong");
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "the old master %d is given a wrong masterauth", old);
+    freeReplyObject(r);
+    r = testkit_redis_cmd(scalekit_node_url(old, u, sizeof(u)),
+                          "REPLICAOF 127.0.0.1 %d", now);
     TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
               "the old master %d is made a replica that does not catch up",
               old);
@@ -744,6 +759,29 @@ static void dm_check(dm_state *dm, int old, int now)
               "and releases there: %s (%s)", dlock_strerror(out[0].err),
               out[0].msg);
     l[DM_AEXT] = NULL;
+
+    /* The watchdog's renewals, on its connection still on the demoted
+     * master (opened 2 s after the grant), are answered "not held"
+     * there: the lock must not be marked lost, and is still held on the
+     * new master, where it is released, two renewals later. */
+    usleep(4500000);
+    printf("# sentinel: a watchdog lock renewed over the demoted master: "
+           "%s\n",
+           dlock_lock_lost(l[DM_WD]) ? "lost" : "held");
+    TK_EXPECT(!dlock_lock_lost(l[DM_WD]),
+              "the watchdog's lock is not claimed lost");
+    TK_EXPECT(holds(now, dm->keys[DM_WD], dlock_lock_token(l[DM_WD])),
+              "and is held on the new master %d", now);
+    TK_EXPECT(dlock_release(l[DM_WD]) == DLOCK_OK, "released: %s",
+              dlock_client_errmsg(dm->bc[0]));
+    l[DM_WD] = NULL;
+
+    /* The old master may sync now. */
+    r = testkit_redis_cmd(scalekit_node_url(old, u, sizeof(u)),
+                          "CONFIG SET masterauth %s", "");
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "the old master's masterauth is cleared");
+    freeReplyObject(r);
 
     /* A grant that waits for a replica, on the connection still on the
      * demoted master: the acquire is answered READONLY there and its WAIT
