@@ -46,7 +46,10 @@
  * MASTERDOWN: its master was demoted by a failover, so the command did
  * not run (it fails with DLOCK_UNAVAILABLE, the server's answer in its
  * message), and dlock_async_reconnect asks the sentinels for the new
- * master.
+ * master.  A Sentinel release or extend answered "not held" is reported
+ * DLOCK_LOST only once a ROLE the handle sends behind it names a master
+ * (a demoted one answers from its copy): otherwise it fails with
+ * DLOCK_UNAVAILABLE and the handle closes as above.
  * Nothing that may have run is ever sent again by the library: an acquire
  * or release that may have run is reported as failed, and the watchdog
  * releases its token

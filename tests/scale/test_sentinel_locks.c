@@ -24,6 +24,15 @@
  *     dlock_async_reconnect reaches the new master, where the locks taken
  *     before the failover (replicated) extend and release, and one whose
  *     key the new master lacks answers DLOCK_LOST, never DLOCK_OK;
+ *     before that, the old master loses some keys the new one holds and
+ *     is made a replica that cannot sync: a blocking release and
+ *     extend and an async extend and release sent there (connections
+ *     kept from before the failover) answer DLOCK_OK (done on the new
+ *     master) or DLOCK_UNAVAILABLE, never DLOCK_LOST, and the released
+ *     keys are gone from the new master; a watchdog lock renewed there
+ *     is not marked lost, and its renewals reach the new master; a grant
+ *     with WAIT there (READONLY, its WAIT refused too) follows to the new
+ *     master (dm_check);
  *   - a cluster URL whose seeds do not answer fails DLOCK_UNAVAILABLE,
  *     saying the slot map could not be read.
  */
@@ -439,11 +448,14 @@ static int key_gone(void *arg)
 }
 
 #define FO_LOCKS 5
+/* The locks of the demoted-copy checks (dm_check), taken with them. */
+#define DM_LOCKS 5
 
-/* The master and the locks the failover case took on it. */
+/* The master and the locks the failover case took on it (n of them). */
 typedef struct fo_before {
     int master;
-    dlock_lock *locks[FO_LOCKS];
+    int n;
+    dlock_lock *locks[FO_LOCKS + DM_LOCKS];
 } fo_before;
 
 /* 1 once every replica the master lists (at least two) holds every lock
@@ -465,7 +477,7 @@ static int replicated(void *arg)
                              ? atoi(rep->element[1]->str)
                              : -1;
 
-        for (int k = 0; all && k < FO_LOCKS; k++)
+        for (int k = 0; all && k < b->n; k++)
             all = port > 0
                   && holds(port, dlock_lock_key(b->locks[k]),
                            dlock_lock_token(b->locks[k]));
@@ -542,6 +554,260 @@ static int failover_ended(void *arg)
     return all;
 }
 
+/* ---- a demoted master that answers from its copy -------------------- */
+
+/* What dm_check uses: two blocking clients of one pooled connection each
+ * (so that it stays on the old master), an async handle of a third. */
+typedef struct dm_state {
+    dlock_client *bc[3]; /* bc[2] waits for a replica */
+    dlock_client *own;
+    dlock_async *a;
+    dlock_lock **locks; /* DM_LOCKS, in fo_before */
+    char keys[DM_LOCKS][TESTKIT_KEY_MAX];
+} dm_state;
+
+enum { DM_REL, DM_EXT, DM_AEXT, DM_AREL, DM_WD };
+
+/* A client of url with a pool of one connection (NULL on failure). */
+static dlock_client *pool_of_one(int wait_replicas)
+{
+    dlock_client_opts o;
+    dlock_client *c = NULL;
+    char err[512];
+
+    dlock_client_opts_init(&o);
+    o.connect_timeout_ms = 1000;
+    o.io_timeout_ms = 1000;
+    o.pool_size = 1;
+    o.wait_replicas = wait_replicas;
+    o.wait_timeout_ms = 1000;
+    if (dlock_client_new(url, &o, &c, err, sizeof(err)) != DLOCK_OK)
+        fprintf(stderr, "dlock_client_new(%s): %s\n", url, err);
+    return c;
+}
+
+/* Takes dm's locks on the master, before the failover: one for each
+ * blocking client (TTL 30 s, no watchdog), two on the handle. */
+static void dm_take(dm_state *dm, dlock_lock **locks)
+{
+    dlock_acquire_opts o;
+
+    dm->locks = locks;
+    for (int i = 0; i < 3; i++)
+        dm->bc[i] = pool_of_one(i == 2);
+    dm->own = client_with("", 0);
+    TK_EXPECT(dm->bc[0] != NULL && dm->bc[1] != NULL && dm->bc[2] != NULL
+                  && dm->own != NULL,
+              "four clients of their own");
+    TK_EXPECT(dlock_async_new(dm->own, &dm->a) == DLOCK_OK,
+              "an async handle: %s", dlock_client_errmsg(dm->own));
+    for (int i = 0; i < DM_LOCKS; i++)
+        testkit_key(dm->keys[i], "sentinel:demoted-copy");
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 30000;
+    for (int i = DM_REL; i <= DM_EXT; i++)
+        TK_EXPECT(dlock_acquire(dm->bc[i], dm->keys[i], &o, &locks[i])
+                      == DLOCK_OK,
+                  "blocking lock %d: %s", i, dlock_client_errmsg(dm->bc[i]));
+    for (int i = DM_AEXT; i <= DM_AREL; i++)
+        locks[i] = fo_acquire(dm->a, dm->keys[i]);
+    o.ttl_ms = 6000;
+    o.watchdog = 1; /* renewed every 2 s, on the renewer's connection */
+    TK_EXPECT(dlock_acquire(dm->bc[0], dm->keys[DM_WD], &o, &locks[DM_WD])
+                  == DLOCK_OK,
+              "a lock with its watchdog: %s", dlock_client_errmsg(dm->bc[0]));
+    o.watchdog = 0;
+    {
+        dlock_lock *lk = NULL;
+
+        o.ttl_ms = 3000;
+        TK_EXPECT(dlock_acquire(dm->bc[2], "t:sentinel:demoted-wait", &o, &lk)
+                          == DLOCK_OK
+                      && dlock_release(lk) == DLOCK_OK,
+                  "a grant that waits for a replica, on the old master: %s",
+                  dlock_client_errmsg(dm->bc[2]));
+    }
+}
+
+/* 1 if the server on port gives key a PTTL above min_ms. */
+static int pttl_above(int port, const char *key, long long min_ms)
+{
+    char u[64];
+
+    return testkit_redis_int(scalekit_node_url(port, u, sizeof(u)), "PTTL %s",
+                             key)
+           > min_ms;
+}
+
+/*
+ * The old master (port old), a new one promoted (port now), with dm's
+ * locks held on both: their keys are deleted on the old master, which is
+ * then made a replica of the new one that cannot sync (a wrong
+ * masterauth), so it keeps answering from a copy that lacks them, as a
+ * demoted master that has not caught up does.  The release and extend scripts
+ * write nothing when the key lacks their token, so that replica answers
+ * them 0, never READONLY.  Over connections still on it, a blocking
+ * release and extend, and an async extend and release, must answer
+ * DLOCK_OK (done on the new master) or DLOCK_UNAVAILABLE, never
+ * DLOCK_LOST: the locks are held on the new master.  The released keys
+ * are then gone from it (at once, or by the background release), and the
+ * extended ones have their new TTL there.
+ */
+static void dm_check(dm_state *dm, int old, int now)
+{
+    static outcome out[2];
+    dlock_lock **l = dm->locks;
+    char u[64];
+    key_on gone;
+    redisReply *r;
+    dlock_err err;
+
+    TK_EXPECT(testkit_redis_int(scalekit_node_url(old, u, sizeof(u)),
+                                "DEL %s %s %s %s %s", dm->keys[0], dm->keys[1],
+                                dm->keys[2], dm->keys[3], dm->keys[4])
+                  == DM_LOCKS,
+              "the old master %d loses its copies of the %d keys", old,
+              DM_LOCKS);
+    /* A replica of the new master that cannot sync (a password the new
+     * master does not take): the sentinels find it configured as they
+     * want, so they leave its clients alone. */
+    r = testkit_redis_cmd(scalekit_node_url(old, u, sizeof(u)),
+                          "CONFIG SET masterauth dlock-test-wrong");
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "the old master %d is given a wrong masterauth", old);
+    freeReplyObject(r);
+    r = testkit_redis_cmd(scalekit_node_url(old, u, sizeof(u)),
+                          "REPLICAOF 127.0.0.1 %d", now);
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "the old master %d is made a replica that does not catch up",
+              old);
+    freeReplyObject(r);
+    for (int i = 0; i < DM_LOCKS; i++)
+        TK_EXPECT(holds(now, dlock_lock_key(l[i]), dlock_lock_token(l[i])),
+                  "the new master %d holds lock %d", now, i);
+
+    gone.port = now;
+    gone.key = dm->keys[DM_REL];
+    err = dlock_release(l[DM_REL]);
+    TK_EXPECT(err == DLOCK_OK || err == DLOCK_UNAVAILABLE,
+              "a blocking release on the demoted master is not claimed "
+              "lost: %s (%s)",
+              dlock_strerror(err), dlock_client_errmsg(dm->bc[DM_REL]));
+    l[DM_REL] = NULL;
+    printf("# sentinel: blocking release over the demoted master: %s\n",
+           dlock_strerror(err));
+    TK_EXPECT(testkit_wait_until(key_gone, &gone, 15000),
+              "the released key is gone from the new master");
+
+    err = dlock_extend(l[DM_EXT], 90000);
+    TK_EXPECT(err == DLOCK_OK || err == DLOCK_UNAVAILABLE,
+              "a blocking extend on the demoted master is not claimed "
+              "lost: %s (%s)",
+              dlock_strerror(err), dlock_client_errmsg(dm->bc[DM_EXT]));
+    printf("# sentinel: blocking extend over the demoted master: %s\n",
+           dlock_strerror(err));
+    TK_EXPECT(err != DLOCK_OK
+                  || pttl_above(now, dlock_lock_key(l[DM_EXT]), 60000),
+              "the extend reached the new master");
+    TK_EXPECT(dlock_release(l[DM_EXT]) == DLOCK_OK,
+              "then released on the new master: %s",
+              dlock_client_errmsg(dm->bc[DM_EXT]));
+    TK_EXPECT(holds(now, dm->keys[DM_EXT], NULL),
+              "its key is gone from the new master");
+    l[DM_EXT] = NULL;
+
+    memset(out, 0, sizeof(out));
+    fo_done = 0;
+    TK_EXPECT(
+        dlock_async_extend(dm->a, l[DM_AEXT], 90000, fo_extended, &out[0])
+                == DLOCK_OK
+            && dlock_async_release(dm->a, l[DM_AREL], fo_released, &out[1])
+                   == DLOCK_OK,
+        "an async extend and release queued: %s", dlock_async_errmsg(dm->a));
+    TK_EXPECT(fo_drive(dm->a, 2), "both completed");
+    for (int i = 0; i < 2; i++)
+        TK_EXPECT(out[i].err == DLOCK_OK || out[i].err == DLOCK_UNAVAILABLE,
+                  "async %s on the demoted master is not claimed lost: %s "
+                  "(%s)",
+                  i == 0 ? "extend" : "release", dlock_strerror(out[i].err),
+                  out[i].msg);
+    printf("# sentinel: async extend / release over the demoted master: "
+           "%s / %s\n",
+           dlock_strerror(out[0].err), dlock_strerror(out[1].err));
+    l[DM_AREL] = NULL;
+    gone.key = dm->keys[DM_AREL];
+    TK_EXPECT(testkit_wait_until(key_gone, &gone, 15000),
+              "the async released key is gone from the new master");
+    if (dlock_async_fd(dm->a) < 0)
+        TK_EXPECT(dlock_async_reconnect(dm->a) == DLOCK_OK, "reconnected: %s",
+                  dlock_async_errmsg(dm->a));
+    memset(out, 0, sizeof(out));
+    fo_done = 0;
+    TK_EXPECT(dlock_async_extend(dm->a, l[DM_AEXT], 90000, fo_extended,
+                                 &out[0])
+                      == DLOCK_OK
+                  && fo_drive(dm->a, 1) && out[0].err == DLOCK_OK,
+              "the async lock extends on the new master: %s (%s)",
+              dlock_strerror(out[0].err), out[0].msg);
+    TK_EXPECT(pttl_above(now, dlock_lock_key(l[DM_AEXT]), 60000),
+              "with its new TTL there");
+    memset(out, 0, sizeof(out));
+    fo_done = 0;
+    TK_EXPECT(dlock_async_release(dm->a, l[DM_AEXT], fo_released, &out[0])
+                      == DLOCK_OK
+                  && fo_drive(dm->a, 1) && out[0].err == DLOCK_OK,
+              "and releases there: %s (%s)", dlock_strerror(out[0].err),
+              out[0].msg);
+    l[DM_AEXT] = NULL;
+
+    /* The watchdog's renewals, on its connection still on the demoted
+     * master (opened 2 s after the grant), are answered "not held"
+     * there: the lock must not be marked lost, and is still held on the
+     * new master, where it is released, two renewals later. */
+    usleep(4500000);
+    printf("# sentinel: a watchdog lock renewed over the demoted master: "
+           "%s\n",
+           dlock_lock_lost(l[DM_WD]) ? "lost" : "held");
+    TK_EXPECT(!dlock_lock_lost(l[DM_WD]),
+              "the watchdog's lock is not claimed lost");
+    TK_EXPECT(holds(now, dm->keys[DM_WD], dlock_lock_token(l[DM_WD])),
+              "and is held on the new master %d", now);
+    TK_EXPECT(dlock_release(l[DM_WD]) == DLOCK_OK, "released: %s",
+              dlock_client_errmsg(dm->bc[0]));
+    l[DM_WD] = NULL;
+
+    /* The old master may sync now. */
+    r = testkit_redis_cmd(scalekit_node_url(old, u, sizeof(u)),
+                          "CONFIG SET masterauth %s", "");
+    TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,
+              "the old master's masterauth is cleared");
+    freeReplyObject(r);
+
+    /* A grant that waits for a replica, on the connection still on the
+     * demoted master: the acquire is answered READONLY there and its WAIT
+     * is refused too; followed to the new master, it is granted (or
+     * DLOCK_UNREPLICATED while that master has no replica yet). */
+    {
+        dlock_acquire_opts o;
+        dlock_lock *lk = NULL;
+
+        dlock_acquire_opts_init(&o);
+        err = dlock_acquire(dm->bc[2], "t:sentinel:demoted-wait", &o, &lk);
+        printf("# sentinel: a grant with WAIT over the demoted master: %s\n",
+               dlock_strerror(err));
+        TK_EXPECT(err == DLOCK_OK || err == DLOCK_UNREPLICATED,
+                  "a grant with WAIT follows the failover: %s (%s)",
+                  dlock_strerror(err), dlock_client_errmsg(dm->bc[2]));
+        if (lk != NULL)
+            TK_EXPECT(dlock_release(lk) == DLOCK_OK, "released: %s",
+                      dlock_client_errmsg(dm->bc[2]));
+    }
+    dlock_async_free(dm->a);
+    dlock_client_free(dm->own);
+    for (int i = 0; i < 3; i++)
+        dlock_client_free(dm->bc[i]);
+}
+
 /*
  * The handle's master is demoted under it.  SENTINEL FAILOVER promotes a
  * replica; the sentinels make the old master a replica of the new one some
@@ -557,6 +823,7 @@ static int failover_ended(void *arg)
 static void an_async_handle_follows_a_failover(void **state)
 {
     static outcome out[4];
+    static dm_state dm;
     enum { KEPT, LOST_E, LOST_R, EXT_EARLY, REL_EARLY };
     char keys[FO_LOCKS + 2][TESTKIT_KEY_MAX], u[64];
     fo_before b = {0};
@@ -578,14 +845,17 @@ static void an_async_handle_follows_a_failover(void **state)
         testkit_key(keys[i], "sentinel:async-failover");
     for (int i = 0; i < FO_LOCKS; i++)
         b.locks[i] = fo_acquire(a, keys[i]);
+    dm_take(&dm, b.locks + FO_LOCKS);
+    b.n = FO_LOCKS + DM_LOCKS;
     TK_EXPECT(testkit_wait_until(replicated, &b, 30000),
-              "both replicas hold the %d locks", FO_LOCKS);
+              "both replicas hold the %d locks", b.n);
 
     TK_EXPECT(testkit_wait_until(failover_started, NULL, 30000),
               "SENTINEL FAILOVER is taken");
     TK_EXPECT(testkit_wait_until(names_another_master, &b.master, 30000),
               "a new master is named");
     now = master_port();
+    dm_check(&dm, b.master, now);
     r = testkit_redis_cmd(scalekit_node_url(b.master, u, sizeof(u)),
                           "REPLICAOF 127.0.0.1 %d", now);
     TK_EXPECT(r != NULL && r->type == REDIS_REPLY_STATUS,

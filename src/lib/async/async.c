@@ -41,7 +41,11 @@
  * failover): that op did not run, and every op behind it went to a
  * replica.  The handle closes as after a dead connection, and the
  * deployment is told to look for the master again, so that
- * dlock_async_reconnect reaches the new one (demoted).
+ * dlock_async_reconnect reaches the new one (demoted).  A release or
+ * extend answered 0 (the key does not hold its token) on a Sentinel
+ * handle is held until a ROLE queued behind it says the server is still
+ * a master (role_check): a demoted one answers those scripts from its
+ * copy, and a DLOCK_LOST from there would claim what nobody knows.
  */
 #include "dlock/async.h"
 
@@ -58,7 +62,9 @@
 #include "lock/lock_internal.h"
 #include "transport/conn.h"
 
-typedef enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_EXTEND } op_kind;
+/* OP_ROLE: a ROLE the handle queued itself, to learn whether the server
+ * that answered the ops it holds is still a master (role_check). */
+typedef enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_EXTEND, OP_ROLE } op_kind;
 
 /* One acquire, release or extend in flight (the handle's, until
  * completed). */
@@ -88,6 +94,11 @@ typedef struct op {
     const char *args[9];
     char buf[24]; /* release: its id; extend: its TTL */
     int resent;   /* sent again after NOSCRIPT (once at most) */
+    /* A release or extend answered 0, held until a ROLE says whether that
+     * came from a master: its answer, and the next op the ROLE holds. */
+    redisReply *answer;
+    struct op *held_next;
+    struct op *held; /* OP_ROLE: the ops it holds */
 } op;
 
 struct dlock_async {
@@ -264,6 +275,21 @@ static void finish_extend(dlock_async *a, op *o, dlock_err err, redisReply *r)
 static void finish(dlock_async *a, op *o, dlock_err err, redisReply *r,
                    int sent)
 {
+    if (o->kind == OP_ROLE) {
+        /* Unanswered (the connection closed): the ops it holds are as
+         * unknown as any sent op, whatever they were answered. */
+        while (o->held != NULL) {
+            op *h = o->held;
+
+            o->held = h->held_next;
+            freeReplyObject(h->answer);
+            h->answer = NULL;
+            finish(a, h, err, NULL, 1);
+        }
+        freeReplyObject(r);
+        dlock__free(o);
+        return;
+    }
     a->pending--;
     if (o->kind == OP_ACQUIRE)
         finish_acquire(a, o, err, r, sent);
@@ -429,6 +455,95 @@ static dlock_err enqueue(dlock_async *a, op *o)
     return DLOCK_OK;
 }
 
+/*
+ * o, a release or extend of a Sentinel handle taken off the head, was
+ * answered r, 0: the key does not hold its token.  A master demoted by a
+ * failover that still answers says that from its replica's copy (the
+ * scripts write only once they find the token, so it never answers
+ * READONLY to them), and only the server's role tells the two apart: o
+ * is held with r until a ROLE, queued behind it now (or already queued:
+ * every op behind o is answered after it), is answered (role_answer).
+ * Only on that answer, so no other path pays a round trip.
+ */
+static dlock_err role_check(dlock_async *a, op *o, redisReply *r)
+{
+    const char *argv[] = {"ROLE"};
+    op *role = a->head;
+    dlock_err err;
+
+    while (role != NULL && role->kind != OP_ROLE)
+        role = role->next;
+    if (role == NULL) {
+        role = dlock__calloc(1, sizeof(*role));
+        if (role == NULL) {
+            freeReplyObject(r);
+            dlock__msg_set(&a->msg, DLOCK_NOMEM,
+                           "queueing ROLE after %.64s's answer",
+                           dlock_lock_key(o->lock));
+            finish(a, o, DLOCK_NOMEM, NULL, 1);
+            return DLOCK_OK;
+        }
+        role->kind = OP_ROLE;
+        role->start = a->wbase + a->wlen;
+        err = append_command(a, 1, argv, NULL);
+        if (err != DLOCK_OK) {
+            dlock__free(role);
+            freeReplyObject(r);
+            finish(a, o, err, NULL, 1);
+            return DLOCK_OK;
+        }
+        role->deadline_us = dlock__deadline_after_ms(a->io_timeout_ms);
+        if (a->tail != NULL)
+            a->tail->next = role;
+        else
+            a->head = role;
+        a->tail = role;
+    }
+    o->answer = r;
+    o->held_next = role->held;
+    role->held = o;
+    return flush(a);
+}
+
+/*
+ * The ROLE that role_check queued is answered r.  From a master, the ops
+ * it holds complete with their answers (the lock is gone: DLOCK_LOST).
+ * From anything else the master was demoted: they fail with
+ * DLOCK_UNAVAILABLE (what became of each lock is not known; a release's
+ * token goes to the background release, which follows the master), and
+ * the handle closes as in demoted(), so that dlock_async_reconnect finds
+ * the new master through the sentinels.  r is freed.
+ */
+static dlock_err role_answer(dlock_async *a, op *role, redisReply *r)
+{
+    if (dlock__role_is_master(r)) {
+        freeReplyObject(r);
+        while (role->held != NULL) {
+            op *h = role->held;
+
+            role->held = h->held_next;
+            finish(a, h, DLOCK_OK, h->answer, 1);
+        }
+        dlock__free(role);
+        return DLOCK_OK;
+    }
+    dlock__msg_set(&a->base, DLOCK_UNAVAILABLE,
+                   "%s answered that a key does not hold its token, and is "
+                   "no longer a writable master (a failover?): it answered "
+                   "from a replica's copy, so the lock is not known to be "
+                   "lost; connection closed, dlock_async_reconnect finds the "
+                   "master through the sentinels",
+                   dlock__conn_desc(a->conn));
+    freeReplyObject(r);
+    dlock__deploy_master_failed(dlock__client_deploy(a->client));
+    role->next = a->head; /* close_all fails the ops it holds */
+    a->head = role;
+    if (a->tail == NULL)
+        a->tail = role;
+    close_all(a, DLOCK_UNAVAILABLE, DLOCK_UNAVAILABLE);
+    return DLOCK_UNAVAILABLE;
+}
+
 /* Queues o (its args set) as script s with nkeys of its nargs arguments. */
 static dlock_err queue_script(dlock_async *a, op *o, const dlock__script *s,
                               const char *sha, const char *nkeys, int nargs)
@@ -521,9 +636,22 @@ static dlock_err read_replies(dlock_async *a)
         a->head = o->next;
         if (a->head == NULL)
             a->tail = NULL;
+        if (o->kind == OP_ROLE) {
+            err = role_answer(a, o, r);
+            if (err != DLOCK_OK)
+                return err;
+            continue;
+        }
         if (dlock__client_deploy(a->client) != NULL
             && dlock__deploy_is_readonly(r))
             return demoted(a, o, r);
+        if (dlock__client_deploy(a->client) != NULL && o->kind != OP_ACQUIRE
+            && r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+            err = role_check(a, o, r);
+            if (err != DLOCK_OK)
+                return err;
+            continue;
+        }
         if (noscript(o, r)) {
             a->use_eval = 1; /* the next commands carry the bodies */
             freeReplyObject(r);

@@ -9,7 +9,10 @@
  * (the usual sign of a server restart) and the command is safe to send
  * twice; a command that never left its queue is always sent again.  Lua
  * scripts add
- * the SHA cache and the NOSCRIPT fallback on top (dlock__client_eval).
+ * the SHA cache and the NOSCRIPT fallback on top (dlock__client_eval),
+ * and, for a Sentinel client's release or extend answered "token not
+ * found", a second send with ROLE behind it, believed from a master only
+ * (dlock__client_eval_owned).
  * A Redis Cluster client takes another road in run_command: each command
  * goes by its first key to the master of the key's slot, on that master's
  * pool, through cluster.c (redirections, map refreshes), and the breaker
@@ -525,7 +528,7 @@ static dlock_err run_command(dlock_client *c, const char *key, size_t keylen,
     size_t len;
     int64_t deadline = dlock__client_io_deadline(c);
     dlock__tstate *t = dlock__client_tstate(c);
-    int retried = 0;
+    int retried = 0, followed = 0;
     dlock_err err;
 
     *reply = NULL;
@@ -545,11 +548,14 @@ static dlock_err run_command(dlock_client *c, const char *key, size_t keylen,
                                reply, &oc, m);
         if (oc.dial_failed && err != DLOCK_NOMEM && err != DLOCK_INVALID)
             dlock__client_transport_failed(c, m);
-        if (err == DLOCK_OK && c->deploy != NULL && attempt == 0
+        if (err == DLOCK_OK && c->deploy != NULL && !followed
             && dlock__deploy_is_readonly(*reply)) {
             /* A demoted master refused the command, which did not run:
              * find the master again and send it there, on a connection
-             * of its own (the idle ones go to the old server). */
+             * of its own (the idle ones go to the old server).  Once,
+             * whichever attempt met it (a retry after a broken
+             * connection may be the first to reach the demoted one). */
+            followed = 1;
             freeReplyObject(*reply);
             *reply = NULL;
             dlock__pool_drop_idle(&c->pool);
@@ -617,7 +623,7 @@ static dlock_err run_command_acked(dlock_client *c, const char *key,
                               c->ep.desc);
     if (!dlock__breaker_allows(&c->breaker))
         return fast_fail(c, m);
-    for (int attempt = 0;; attempt++) {
+    for (int attempt = 0, followed = 0;; attempt++) {
         dlock__conn *conn;
         int fresh = 0;
         dlock_err err = dlock__pool_borrow(&c->pool,
@@ -641,9 +647,11 @@ static dlock_err run_command_acked(dlock_client *c, const char *key,
         }
         atomic_fetch_add(&c->n_commands, 1);
         err = call_with_wait(c, conn, argc, argv, lens, reply, acked, m);
-        if (err == DLOCK_OK && c->deploy != NULL && attempt == 0
+        if (err == DLOCK_OK && c->deploy != NULL && !followed
             && dlock__deploy_is_readonly(*reply)) {
-            /* A demoted master refused the command, which did not run. */
+            /* A demoted master refused the command, which did not run
+             * (its WAIT, refused too, is not counted: replwait.h). */
+            followed = 1;
             freeReplyObject(*reply);
             *reply = NULL;
             dlock__pool_return(&c->pool, conn);
@@ -792,10 +800,164 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
                                     m);
 }
 
+/* The script's command and ROLE, formatted back to back in one buffer
+ * (the caller's to free), or NULL. */
+static char *format_with_role(int argc, const char **argv, const size_t *lens,
+                              size_t *len)
+{
+    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
+    char *cmd = NULL, *both = NULL;
+    int clen = redisFormatCommandArgv(&cmd, argc, argv, lens);
+
+    if (clen >= 0)
+        both = dlock__malloc((size_t)clen + sizeof(role) - 1);
+    if (both != NULL) {
+        memcpy(both, cmd, (size_t)clen);
+        memcpy(both + clen, role, sizeof(role) - 1);
+        *len = (size_t)clen + sizeof(role) - 1;
+    }
+    free(cmd); /* hiredis allocates with malloc */
+    return both;
+}
+
+/* Sends the script's command and ROLE on conn, lent to this caller alone,
+ * and reads both answers: *reply the script's, *master 1 if ROLE names a
+ * master. */
+static dlock_err call_with_role(dlock_client *c, dlock__conn *conn, int argc,
+                                const char **argv, const size_t *lens,
+                                redisReply **reply, int *master, dlock__msg *m)
+{
+    const int64_t deadline = dlock__client_io_deadline(c);
+    size_t len = 0;
+    char *both = format_with_role(argc, argv, lens, &len);
+    redisReply *role = NULL;
+    dlock_err err;
+
+    *reply = NULL;
+    *master = 0;
+    if (both == NULL)
+        return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s with ROLE",
+                              argv[0]);
+    atomic_fetch_add(&c->n_commands, 1);
+    err = dlock__conn_send(conn, both, len, deadline, m);
+    dlock__free(both);
+    if (err == DLOCK_OK)
+        err = dlock__conn_recv(conn, deadline, reply, m);
+    if (err == DLOCK_OK)
+        err = dlock__conn_recv(conn, deadline, &role, m);
+    if (err == DLOCK_OK)
+        *master = dlock__role_is_master(role);
+    else {
+        freeReplyObject(*reply);
+        *reply = NULL;
+    }
+    freeReplyObject(role);
+    return err;
+}
+
+/*
+ * A Sentinel client's script answered 0 (the key does not hold the
+ * token): dlock__client_eval_owned's check.  The script (av, al: EVALSHA
+ * and its arguments, turned into EVAL here: a new master may lack the
+ * script) goes again with ROLE behind it on a borrowed connection; from a
+ * master its answer replaces *reply.  A server that is not one (a demoted
+ * master, an idle connection still on it) makes the deployment look for
+ * the master again, and the script goes once more, on a connection of
+ * its own.  Never DLOCK_OK with an answer from a replica.
+ */
+static dlock_err confirm_on_master(dlock_client *c, const dlock__script *s,
+                                   int argc, const char **av, size_t *al,
+                                   redisReply **reply, int *acked,
+                                   dlock__msg *m)
+{
+    av[0] = "EVAL";
+    av[1] = s->body;
+    al[0] = 4;
+    al[1] = strlen(s->body);
+    if (acked != NULL)
+        *acked = 0; /* the second send's replication is not waited for */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        dlock__conn *conn;
+        redisReply *r = NULL;
+        int master = 0;
+        dlock_err err = dlock__pool_borrow(&c->pool,
+                                           dlock__client_io_deadline(c),
+                                           &conn);
+
+        if (err != DLOCK_OK)
+            return dlock__msg_set(m, err,
+                                  "script %s: waiting for one of %d pooled "
+                                  "connections to %s to ask again on the "
+                                  "master",
+                                  s->name, c->pool.max, c->ep.desc);
+        if (conn == NULL) {
+            err = dlock__client_connect(c, &conn, m);
+            if (err != DLOCK_OK) {
+                dlock__pool_return(&c->pool, NULL);
+                if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
+                    dlock__client_transport_failed(c, m);
+                return dlock__msg_wrap(m, err,
+                                       "script %s: asking again on the "
+                                       "master",
+                                       s->name);
+            }
+        }
+        err = call_with_role(c, conn, argc, av, al, &r, &master, m);
+        if (err != DLOCK_OK) {
+            const int broken = dlock__conn_broken(conn);
+
+            dlock__pool_return(&c->pool, conn);
+            if (broken)
+                dlock__client_transport_failed(c, m);
+            return dlock__msg_wrap(m, err,
+                                   "script %s: asking again on the master",
+                                   s->name);
+        }
+        dlock__pool_return(&c->pool, conn);
+        if (master && !dlock__deploy_is_readonly(r)) {
+            dlock__client_transport_ok(c);
+            freeReplyObject(*reply);
+            *reply = r;
+            return DLOCK_OK;
+        }
+        freeReplyObject(r);
+        dlock__pool_drop_idle(&c->pool);
+        dlock__deploy_master_failed(c->deploy);
+    }
+    return dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                          "script %s on %s: the key did not hold the "
+                          "token on a server that is no longer a master (a "
+                          "failover?), and no master was found to ask "
+                          "again; what became of the lock is unknown",
+                          s->name, c->ep.desc);
+}
+
+static dlock_err eval(dlock_client *c, const dlock__script *s, int nkeys,
+                      int argc, const char **argv, const size_t *lens,
+                      redisReply **reply, int *acked, int owned,
+                      dlock__msg *m);
+
 dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
                                    int nkeys, int argc, const char **argv,
                                    const size_t *lens, redisReply **reply,
                                    int *acked, dlock__msg *m)
+{
+    return eval(c, s, nkeys, argc, argv, lens, reply, acked, 0, m);
+}
+
+dlock_err dlock__client_eval_owned(dlock_client *c, const dlock__script *s,
+                                   int nkeys, int argc, const char **argv,
+                                   const size_t *lens, redisReply **reply,
+                                   int *acked, dlock__msg *m)
+{
+    return eval(c, s, nkeys, argc, argv, lens, reply, acked, 1, m);
+}
+
+/* dlock__client_eval_acked, and dlock__client_eval_owned's check when
+ * owned. */
+static dlock_err eval(dlock_client *c, const dlock__script *s, int nkeys,
+                      int argc, const char **argv, const size_t *lens,
+                      redisReply **reply, int *acked, int owned, dlock__msg *m)
 {
     const char *stack_argv[EVAL_STACK_ARGS + 3];
     size_t stack_lens[EVAL_STACK_ARGS + 3];
@@ -870,6 +1032,15 @@ dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
         err = dlock__client_script_load(c, s, m);
         if (err != DLOCK_OK)
             goto out;
+    }
+    if (owned && c->deploy != NULL && c->deploy->kind == DLOCK__SENTINEL
+        && (*reply)->type == REDIS_REPLY_INTEGER && (*reply)->integer == 0) {
+        err = confirm_on_master(c, s, argc + 3, av, al, reply, acked, m);
+        if (err != DLOCK_OK) {
+            freeReplyObject(*reply);
+            *reply = NULL;
+            goto out;
+        }
     }
     if ((*reply)->type == REDIS_REPLY_ERROR) {
         char what[80];

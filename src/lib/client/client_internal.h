@@ -197,6 +197,26 @@ dlock_err dlock__client_eval_acked(dlock_client *c, const dlock__script *s,
                                    const size_t *lens, redisReply **reply,
                                    int *acked, dlock__msg *m);
 
+/*
+ * dlock__client_eval_acked for a script whose answer 0 says that a key
+ * does not hold the caller's token (release, extend), and which writes
+ * nothing then.  On a Sentinel client that answer may come from a demoted
+ * master that still answers (a pooled connection kept across a
+ * failover): a replica runs such a script from its copy and never says
+ * READONLY.  So there, and only on that answer, the script goes again
+ * (it wrote nothing, and finding the token runs it as once) followed by
+ * ROLE on one connection: the answer is believed from a master only; a
+ * replica makes the deployment look for the master again and the script
+ * goes once more there; DLOCK_UNAVAILABLE if no master is confirmed
+ * (what happened to the lock is unknown).  *acked is 0 after that second
+ * send (its replication is not waited for).  Every other client and
+ * answer: dlock__client_eval_acked, with no extra round trip.
+ */
+dlock_err dlock__client_eval_owned(dlock_client *c, const dlock__script *s,
+                                   int nkeys, int argc, const char **argv,
+                                   const size_t *lens, redisReply **reply,
+                                   int *acked, dlock__msg *m);
+
 /* Runs a plain command through the pool with the same rules. */
 dlock_err dlock__client_command(dlock_client *c, int argc, const char **argv,
                                 const size_t *lens, redisReply **reply,

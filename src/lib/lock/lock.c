@@ -1180,8 +1180,10 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
                                   10, fair, NULL, r, m);
     }
     dlock__lock_release_args(l, id, argv);
-    return dlock__client_eval(l->client, &release_script, 2, 6, argv, NULL, r,
-                              m);
+    /* Its 0 is believed from a master only (a demoted Sentinel master
+     * answers from its copy). */
+    return dlock__client_eval_owned(l->client, &release_script, 2, 6, argv,
+                                    NULL, r, NULL, m);
 }
 
 /* A fair wait that ended without the lock leaves the queue, and passes on
@@ -1581,7 +1583,7 @@ static dlock_err renew_once(dlock_lock *l, int64_t ttl_ms, int *marked,
     if (redlock_of(l) != NULL)
         return redlock_renew(l, ttl_ms, marked, m);
     t = dlock__lock_extend_prepare(l, ttl_ms, ttl, argv);
-    err = dlock__client_eval_acked(l->client, &extend_script, 1, 3, argv, NULL,
+    err = dlock__client_eval_owned(l->client, &extend_script, 1, 3, argv, NULL,
                                    &r, &acked, m);
     if (err == DLOCK_OK && renewal_unacked(l, r, acked)) {
         dlock__lease_end(&l->lease, &t, DLOCK__LEASE_NOT_RUN);

@@ -54,6 +54,7 @@
 #include "transport/tls.h"
 #include "base/clock.h"
 #include "base/lease.h"
+#include "deploy/deploy.h"
 #include "lock/lock_internal.h"
 
 /* Most requests sent in one go; more wait for the next turn of the loop. */
@@ -78,7 +79,8 @@ struct dlock__watch {
     int done;         /* lost: neither renewed nor timed again */
     int fire_pending; /* a renewal marked it lost: run on_lost */
     int firing;
-    int renewing;          /* rounds: a renewal of it runs with mu released */
+    int renewing; /* rounds: a renewal of it runs with mu released */
+    int doubted;  /* Sentinel: a "not held" answer not yet believed (doubt) */
     int64_t next_renew_us; /* monotonic */
     struct dlock__watch *next;
     struct dlock__watch *prev;
@@ -123,6 +125,7 @@ struct dlock__watchdog {
     orphan *orphans;
     flight *fifo, *fifo_tail;
     dlock__conn *conn; /* the renewer's; only it uses it */
+    int demoted;       /* Sentinel: conn may be on a demoted master (doubt) */
     int norphans;
     size_t cap; /* of the batch buffer being built */
 };
@@ -259,6 +262,29 @@ static void renewed(dlock__watchdog *w, dlock__watch *x, dlock_err err,
     pthread_cond_signal(&w->timer_wake);
 }
 
+/*
+ * 1 if r, the answer to x's renewal on a Sentinel client, may come from a
+ * master demoted by a failover that still answers: READONLY or MASTERDOWN
+ * (the renewal did not run), or "not held" (0), which a replica says from
+ * its copy, the first time since x was last renewed.  The connection is
+ * then dropped and the master looked up again (w->demoted: read_replies),
+ * so the renewal goes again to a server checked with ROLE, where a second
+ * "not held" is believed (DLOCK_LOST).  0 on every other client.
+ */
+static int doubt(dlock__watchdog *w, dlock__watch *x, const redisReply *r)
+{
+    const struct dlock__deploy *dp = dlock__client_deploy(w->client);
+
+    if (r == NULL || dp == NULL || dp->kind != DLOCK__SENTINEL)
+        return 0;
+    if (!dlock__deploy_is_readonly(r)
+        && (r->type != REDIS_REPLY_INTEGER || r->integer != 0 || x->doubted))
+        return 0;
+    x->doubted = !dlock__deploy_is_readonly(r);
+    w->demoted = 1;
+    return 1;
+}
+
 /* Ends one request in flight with reply r (NULL: none will come). */
 static void land(dlock__watchdog *w, flight *f, const redisReply *r)
 {
@@ -270,18 +296,28 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
         o->inflight = 0;
         if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
             o->give_up_us = 0; /* undone */
+        else if (r != NULL && dlock__client_deploy(w->client) != NULL
+                 && dlock__deploy_is_readonly(r))
+            w->demoted = 1; /* a demoted Sentinel master: go to the new */
         o->next_send_us = dlock__now_us() + o->backoff_us;
         if (o->backoff_us < 2000000)
             o->backoff_us *= 2;
     } else if (x->owner == NULL) {
         if (--x->inflight == 0)
             dlock__free(x); /* detached by unwatch */
+    } else if (doubt(w, x, r)) {
+        dlock__lease_end(dlock__lock_lease(x->lock), &f->ticket,
+                         DLOCK__LEASE_NOT_RUN);
+        x->inflight = 0;
+        renewed(w, x, DLOCK_SERVER, 0); /* again soon, elsewhere */
     } else {
         int marked = 0;
         dlock_err err = dlock__lock_renew_reply(x->lock, &f->ticket, r,
                                                 dlock__boot_us(), &marked);
 
         x->inflight = 0;
+        if (err == DLOCK_OK)
+            x->doubted = 0;
         renewed(w, x, err, marked);
     }
     dlock__free(f);
@@ -552,6 +588,13 @@ static void read_replies(dlock__watchdog *w)
             return;
         land(w, fifo_pop(w), r);
         freeReplyObject(r);
+        if (w->demoted) {
+            /* The rest of the batch went to the same server. */
+            w->demoted = 0;
+            dlock__deploy_master_failed(dlock__client_deploy(w->client));
+            drop_conn(w);
+            return;
+        }
     }
 }
 

@@ -57,6 +57,14 @@ dlock_err dlock__call_with_wait(dlock__conn *conn, int argc, const char **argv,
         err = dlock__conn_recv(conn, deadline_us, reply, m);
     if (err == DLOCK_OK)
         err = dlock__conn_recv(conn, deadline_us, &w, m);
+    if (err == DLOCK_OK && w->type == REDIS_REPLY_ERROR
+        && (*reply)->type == REDIS_REPLY_ERROR) {
+        /* The command was refused (READONLY from a demoted master, whose
+         * WAIT is refused too): its own answer is the one that tells the
+         * caller what happened, and nothing ran for WAIT to count. */
+        freeReplyObject(w);
+        return DLOCK_OK;
+    }
     if (err == DLOCK_OK && w->type != REDIS_REPLY_INTEGER)
         err = dlock__msg_set(m, DLOCK_PROTOCOL,
                              "WAIT %d %d after %s: %s "

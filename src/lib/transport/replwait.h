@@ -54,7 +54,10 @@ int dlock__replwait_short(const dlock_client_opts *o, int acked);
  * reply is returned as a reply), *acked the number of replicas that
  * acknowledged (0 when the command failed).  Returns DLOCK_OK, a
  * transport error, or DLOCK_PROTOCOL when WAIT answers something other
- * than an integer (a server without replication support, a proxy).
+ * than an integer (a server without replication support, a proxy) to a
+ * command that did not fail: a command answered with an error (READONLY
+ * from a demoted master, whose WAIT fails too) returns DLOCK_OK with that
+ * answer and *acked 0.
  */
 dlock_err dlock__call_with_wait(dlock__conn *conn, int argc, const char **argv,
                                 const size_t *lens, int replicas,
