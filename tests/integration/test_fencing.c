@@ -13,10 +13,10 @@
  *
  * The acquire script takes the key before it reads the counter (one call
  * fewer, lock.c); a grant it then refuses must leave the key as it found
- * it.  A counter or fair queue Redis cannot read (another type under its
- * name) fails the acquire with the server's error and leaves the key
- * free: a key left set by a refused acquire would be held by a token no
- * caller has, for its whole TTL.
+ * it.  A counter, fair queue or queue entry Redis cannot read (another
+ * type under its name) fails the acquire with the server's error and
+ * leaves the key free: a key left set by a refused acquire would be held
+ * by a token no caller has, for its whole TTL.
  */
 #include "itkit.h"
 
@@ -194,12 +194,13 @@ static void unreadable_counter_or_queue_fails_and_leaves_the_key_free(
     dlock_client *c = itkit_client(url, NULL);
     dlock_acquire_opts o = itkit_acquire_opts(5000, 0);
     char key[TESTKIT_KEY_MAX], counter[TESTKIT_KEY_MAX + 32],
-        queue[TESTKIT_KEY_MAX + 32];
+        queue[TESTKIT_KEY_MAX + 32], waiters[TESTKIT_KEY_MAX + 32];
 
     (void)state;
     testkit_key(key, "fencing_unreadable");
     snprintf(counter, sizeof(counter), "#dlock:fence:{%s}", key);
     snprintf(queue, sizeof(queue), "#dlock:queue:{%s}", key);
+    snprintf(waiters, sizeof(waiters), "#dlock:waiters:{%s}", key);
 
     spoil(url, counter);
     expect_refused_and_key_free(c, url, key, "the fence counter");
@@ -210,6 +211,12 @@ static void unreadable_counter_or_queue_fails_and_leaves_the_key_free(
     spoil(url, queue);
     expect_refused_and_key_free(c, url, key, "the fair queue");
     testkit_redis_int(url, "DEL %s", queue);
+
+    /* A queue with an entry whose waiters' hash is a list. */
+    testkit_redis_int(url, "ZADD %s 1 waiter", queue);
+    spoil(url, waiters);
+    expect_refused_and_key_free(c, url, key, "the fair waiters' entries");
+    testkit_redis_int(url, "DEL %s %s", queue, waiters);
     TK_EXPECT_ERR(dlock_release(itkit_acquire(c, key, &o)), DLOCK_OK, c,
                   "with the queue deleted, an acquire and release");
     testkit_forget_lock(url, key);
