@@ -11,8 +11,9 @@
  * version knows (a syntax error, as 6.2 gives for NX with GET).  Each case
  * runs through both bodies with EVAL on the shared Redis: a grant, the
  * holder's own repeat, a busy key, fair waiters queued, a floor above the
- * server's clock; the answers' shapes and the keys left behind must be the
- * same.
+ * server's clock (with and without a counter, which a refusal leaves as it
+ * was), a counter ahead of the clock; the answers and the keys left behind
+ * must be the same.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -145,21 +146,63 @@ static void fair_waiters_queued(int before_7)
 }
 
 /* A floor no fence the server can give is above: {2, now}, the key left
- * free and no counter written. */
+ * free and the counter as it was: absent, then (after a grant) holding
+ * that grant's fence. */
 static void floor_above_the_server(int before_7)
 {
+    const char *url = testkit_shared_redis();
     char *body = body_of(before_7);
     char key[TESTKIT_KEY_MAX];
     redisReply *r;
+    char fence[32];
 
     testkit_key(key, before_7 ? "script_floor_old" : "script_floor");
     r = acquire(body, key, TOKEN, "9000000000000000000");
     assert_int_equal(status_of(r), 2);
     freeReplyObject(r);
     assert_int_equal(key_exists(key), 0);
-    assert_int_equal(testkit_redis_int(testkit_shared_redis(),
-                                       "EXISTS #dlock:fence:{%s}", key),
+    assert_int_equal(testkit_redis_int(url, "EXISTS #dlock:fence:{%s}", key),
                      0);
+
+    r = acquire(body, key, TOKEN, "0");
+    assert_int_equal(status_of(r), 1);
+    snprintf(fence, sizeof(fence), "%s", r->element[1]->str);
+    freeReplyObject(r);
+    testkit_redis_int(url, "DEL %s", key);
+    r = acquire(body, key, TOKEN, "9000000000000000000");
+    assert_int_equal(status_of(r), 2);
+    freeReplyObject(r);
+    assert_int_equal(key_exists(key), 0);
+    r = testkit_redis_cmd(url, "GET #dlock:fence:{%s}", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, fence);
+    freeReplyObject(r);
+    assert_true(testkit_redis_int(url, "PTTL #dlock:fence:{%s}", key) > 0);
+    forget(key);
+    free(body);
+}
+
+/* A counter ahead of the server's clock: the next fence is the counter
+ * plus one, and the counter holds it after the grant. */
+static void counter_ahead_of_the_clock(int before_7)
+{
+    const char *url = testkit_shared_redis();
+    char *body = body_of(before_7);
+    char key[TESTKIT_KEY_MAX];
+    redisReply *r;
+
+    testkit_key(key, before_7 ? "script_ahead_old" : "script_ahead");
+    testkit_redis_int(url, "SET #dlock:fence:{%s} 9007199254740992 PX 60000",
+                      key);
+    r = acquire(body, key, TOKEN, "0");
+    assert_int_equal(status_of(r), 1);
+    assert_string_equal(r->element[1]->str, "9007199254740993");
+    freeReplyObject(r);
+    r = testkit_redis_cmd(url, "GET #dlock:fence:{%s}", key);
+    assert_non_null(r);
+    assert_string_equal(r->str, "9007199254740993");
+    freeReplyObject(r);
     forget(key);
     free(body);
 }
@@ -170,6 +213,7 @@ static void redis_7_flow_grants_repeats_and_refuses(void **state)
     grant_repeat_and_busy(0);
     fair_waiters_queued(0);
     floor_above_the_server(0);
+    counter_ahead_of_the_clock(0);
 }
 
 static void pre_7_flow_answers_the_same(void **state)
@@ -178,6 +222,7 @@ static void pre_7_flow_answers_the_same(void **state)
     grant_repeat_and_busy(1);
     fair_waiters_queued(1);
     floor_above_the_server(1);
+    counter_ahead_of_the_clock(1);
 }
 
 int main(void)

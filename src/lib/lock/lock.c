@@ -111,7 +111,11 @@
  * error answers the caller only once the key is gone again (a script's
  * writes are not undone by its error).  Before 7.0, SET refuses NX with
  * GET as a syntax error, before it writes; the script then reads the key
- * with GET and sets it last, one call more.
+ * with GET and sets it last, one call more.  Likewise the counter: on 7.0
+ * it is set to now at once with SET GET, which answers the last fence,
+ * and set again only when the next fence is not now (the clock at or
+ * behind the counter); a grant refused by the floor puts back what it
+ * held (its TTL only ever moves later) or deletes it if it held nothing.
  *
  * Measured in instructions of redis-server per pair under callgrind
  * (docs/benchmarks.md, "Session 15"), the scripts avoid what costs
@@ -166,8 +170,14 @@ static const dlock__script acquire_script = {
     "    end\n"
     "  end\n"
     "end\n"
+    "local counter, wrote\n"
     "if not refused then\n"
-    "  local counter = redis.pcall('GET', KEYS[2])\n"
+    "  if taken then\n"
+    "    counter = redis.pcall('SET', KEYS[2], now, 'PX', ARGV[4], 'GET')\n"
+    "    wrote = not (counter and counter.err)\n"
+    "  else\n"
+    "    counter = redis.pcall('GET', KEYS[2])\n"
+    "  end\n"
     "  if counter and counter.err then\n"
     "    refused = counter\n"
     "  else\n"
@@ -180,9 +190,16 @@ static const dlock__script acquire_script = {
     "end\n"
     "if refused then\n"
     "  if taken then call('DEL', KEYS[1]) end\n"
+    "  if wrote and counter then\n"
+    "    call('SET', KEYS[2], counter, 'PX', ARGV[4])\n"
+    "  elseif wrote then\n"
+    "    call('DEL', KEYS[2])\n"
+    "  end\n"
     "  return refused\n"
     "end\n"
-    "call('SET', KEYS[2], fence, 'PX', ARGV[4])\n"
+    "if fence ~= now or not wrote then\n"
+    "  call('SET', KEYS[2], fence, 'PX', ARGV[4])\n"
+    "end\n"
     "if not taken then call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end\n"
     "return {1, fence, now}\n",
     1,
