@@ -58,8 +58,9 @@
  * The scripts need Redis 5.0 or later (they read TIME before they write,
  * which needs script effects replication, the default since 5.0); `dlock
  * doctor` checks this and the settings below.  On 7.0 and later an acquire
- * reads and takes the key in one call (SET NX GET); older servers refuse
- * that form and the script reads and sets in two, one call more.
+ * takes the key and sets its fence counter each in one call that also
+ * answers what they held (SET NX GET, SET GET); older servers refuse the
+ * first form and the script reads and writes each in two calls.
  *
  * Fences are 64-bit.  The next fence of K is max(last + 1, server time in
  * microseconds), last being K's counter, and it is granted only if it is
