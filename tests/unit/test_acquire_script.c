@@ -77,6 +77,18 @@ static long long key_exists(const char *key)
     return testkit_redis_int(testkit_shared_redis(), "EXISTS %s", key);
 }
 
+/* Fails unless key's fence counter holds want. */
+static void expect_counter(const char *key, const char *want)
+{
+    redisReply *r = testkit_redis_cmd(testkit_shared_redis(),
+                                      "GET #dlock:fence:{%s}", key);
+
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, want);
+    freeReplyObject(r);
+}
+
 static void forget(const char *key)
 {
     testkit_redis_int(testkit_shared_redis(),
@@ -173,11 +185,7 @@ static void floor_above_the_server(int before_7)
     assert_int_equal(status_of(r), 2);
     freeReplyObject(r);
     assert_int_equal(key_exists(key), 0);
-    r = testkit_redis_cmd(url, "GET #dlock:fence:{%s}", key);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    assert_string_equal(r->str, fence);
-    freeReplyObject(r);
+    expect_counter(key, fence);
     assert_true(testkit_redis_int(url, "PTTL #dlock:fence:{%s}", key) > 0);
     forget(key);
     free(body);
@@ -199,10 +207,7 @@ static void counter_ahead_of_the_clock(int before_7)
     assert_int_equal(status_of(r), 1);
     assert_string_equal(r->element[1]->str, "9007199254740993");
     freeReplyObject(r);
-    r = testkit_redis_cmd(url, "GET #dlock:fence:{%s}", key);
-    assert_non_null(r);
-    assert_string_equal(r->str, "9007199254740993");
-    freeReplyObject(r);
+    expect_counter(key, "9007199254740993");
     forget(key);
     free(body);
 }
