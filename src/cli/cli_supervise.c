@@ -335,6 +335,31 @@ static void stop_leftovers(struct loop *l)
     arm_kill(l);
 }
 
+/*
+ * The command ended of a SIGKILL this loop did not send, after the
+ * deadline the guardian was given: the guardian killed its group because
+ * the lease was running out and this loop, not scheduled in time (dlock
+ * paused, or starved of CPU), had not stopped it.  That is the lease
+ * running out as in sample_lease, and is reported the same way (the lock
+ * counts as lost, dlock exits 76), not as the command's own SIGKILL.
+ */
+static void note_guardian_kill(struct loop *l)
+{
+    const int st = l->out->wait_status;
+    const char *what = l->s->held != NULL ? l->s->held : "lock";
+
+    if (l->s->lease == NULL || l->out->lost || l->killed || l->kill_by == 0
+        || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL
+        || cli_boot_ns() < l->kill_by)
+        return;
+    l->out->lost = 1;
+    write_deadline_file(l, 0);
+    cli_say("%s %.64s ran out while '%s' (pid %d) ran (its lease could not "
+            "be renewed, and dlock was not scheduled in time to stop it): "
+            "the guardian killed its process group at the lease's deadline",
+            what, l->s->key, l->s->command, (int)l->s->child);
+}
+
 /* The next moment the loop must look, on CLOCK_BOOTTIME; 0: none. */
 static int64_t next_wake(const struct loop *l)
 {
@@ -404,8 +429,10 @@ static int turn(struct loop *l)
 
     if (reap_all(l) != 0)
         return -1;
-    if (l->child_done && !anything_left(l))
+    if (l->child_done && !anything_left(l)) {
+        note_guardian_kill(l);
         return 1;
+    }
     sample_lease(l);
     if (l->child_done)
         stop_leftovers(l);

@@ -3,7 +3,8 @@
 # its direct child: a shell's children, a process that left the group with
 # setsid, and what the command left running when it ended.  Also when
 # dlock itself is SIGKILLed (the guardian kills the group), and when dlock
-# is SIGSTOPped (the guardian kills the group at the lease's deadline).
+# is SIGSTOPped (the guardian kills the group at the lease's deadline, and
+# dlock reports it once continued).
 source "$(dirname "$0")/cli_testlib.sh"
 
 # start_run KEY TTL SCRIPT: `dlock run` of sh -c SCRIPT, whose grandchild
@@ -100,4 +101,22 @@ wait_exit "$RUN" 10
 expect_status 76 "$EXIT_STATUS" "a stopped-then-continued run"
 note "dlock SIGSTOPped: grandchild dead before the contender started" \
     "(${took} ms after the stop)"
+
+# 6. dlock is SIGSTOPped while the server keeps its key (given a long TTL
+# behind dlock's back): the guardian still kills the group at the lease's
+# deadline, and dlock, continued, exits 76 (the lease ran out while the
+# command ran), not the command's 137 as if it had died of a SIGKILL of
+# its own, and says why: that the guardian stopped it or, if the library
+# marked the lock lost first, that the lock was lost.
+new_key key
+start_run "$key" 2s "$GRANDCHILD"
+kill -STOP "$RUN"
+[ "$(rcli PEXPIRE "$key" 60000)" = 1 ] || fail "the key $key is still there"
+wait_for 10 gone "$GC"
+kill -CONT "$RUN"
+wait_exit "$RUN" 10
+expect_status 76 "$EXIT_STATUS" "a run whose guardian killed its command"
+grep -Eq "^dlock: lock $key (ran out while 'sh' .* the guardian killed its|was lost: stopping)" \
+    "$WORK/err" || fail "stderr says why it was stopped: $(cat "$WORK/err")"
+note "dlock SIGSTOPped, key kept: the guardian's kill is reported"
 note ok
