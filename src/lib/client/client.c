@@ -584,6 +584,23 @@ static dlock_err run_command(dlock_client *c, const char *key, size_t keylen,
     return err;
 }
 
+/* Fills the free slot that dlock__pool_borrow lent (no connection in it)
+ * with a new connection in *conn.  On failure the slot goes back to the
+ * pool, and a failure to reach the server (not one of memory or of the
+ * options) counts against the breaker, as run_command's dials do. */
+static dlock_err dial_free_slot(dlock_client *c, dlock__conn **conn,
+                                dlock__msg *m)
+{
+    const dlock_err err = dlock__client_connect(c, conn, m);
+
+    if (err == DLOCK_OK)
+        return DLOCK_OK;
+    dlock__pool_return(&c->pool, NULL);
+    if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
+        dlock__client_transport_failed(c, m);
+    return err;
+}
+
 /* One round trip on conn, lent to this caller alone: the command followed
  * by WAIT for the client's wait_replicas (replwait.h), whose timeout
  * extends the deadline.  The two must share a connection back to back,
@@ -637,13 +654,9 @@ static dlock_err run_command_acked(dlock_client *c, const char *key,
                                   c->pool.max, c->ep.desc);
         if (conn == NULL) {
             fresh = 1;
-            err = dlock__client_connect(c, &conn, m);
-            if (err != DLOCK_OK) {
-                dlock__pool_return(&c->pool, NULL);
-                if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
-                    dlock__client_transport_failed(c, m);
+            err = dial_free_slot(c, &conn, m);
+            if (err != DLOCK_OK)
                 return err;
-            }
         }
         atomic_fetch_add(&c->n_commands, 1);
         err = call_with_wait(c, conn, argc, argv, lens, reply, acked, m);
@@ -891,16 +904,12 @@ static dlock_err confirm_on_master(dlock_client *c, const dlock__script *s,
                                   "master",
                                   s->name, c->pool.max, c->ep.desc);
         if (conn == NULL) {
-            err = dlock__client_connect(c, &conn, m);
-            if (err != DLOCK_OK) {
-                dlock__pool_return(&c->pool, NULL);
-                if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
-                    dlock__client_transport_failed(c, m);
+            err = dial_free_slot(c, &conn, m);
+            if (err != DLOCK_OK)
                 return dlock__msg_wrap(m, err,
                                        "script %s: asking again on the "
                                        "master",
                                        s->name);
-            }
         }
         err = call_with_role(c, conn, argc, av, al, &r, &master, m);
         if (err != DLOCK_OK) {
