@@ -601,6 +601,19 @@ static dlock_err dial_free_slot(dlock_client *c, dlock__conn **conn,
     return err;
 }
 
+/* Gives back a lent connection whose call failed; one that the failure
+ * broke counts against the breaker (a server error reply breaks none).
+ * Returns 1 when it was broken. */
+static int return_failed(dlock_client *c, dlock__conn *conn, dlock__msg *m)
+{
+    const int broken = dlock__conn_broken(conn);
+
+    dlock__pool_return(&c->pool, conn);
+    if (broken)
+        dlock__client_transport_failed(c, m);
+    return broken;
+}
+
 /* One round trip on conn, lent to this caller alone: the command followed
  * by WAIT for the client's wait_replicas (replwait.h), whose timeout
  * extends the deadline.  The two must share a connection back to back,
@@ -677,12 +690,8 @@ static dlock_err run_command_acked(dlock_client *c, const char *key,
             dlock__client_transport_ok(c);
             return DLOCK_OK;
         }
-        if (!dlock__conn_broken(conn)) {
-            dlock__pool_return(&c->pool, conn);
+        if (!return_failed(c, conn, m))
             return err;
-        }
-        dlock__pool_return(&c->pool, conn);
-        dlock__client_transport_failed(c, m);
         if (fresh || attempt > 0 || !retry_safe || err == DLOCK_TIMEOUT)
             return err;
         dlock__pool_drop_idle(&c->pool);
@@ -913,11 +922,7 @@ static dlock_err confirm_on_master(dlock_client *c, const dlock__script *s,
         }
         err = call_with_role(c, conn, argc, av, al, &r, &master, m);
         if (err != DLOCK_OK) {
-            const int broken = dlock__conn_broken(conn);
-
-            dlock__pool_return(&c->pool, conn);
-            if (broken)
-                dlock__client_transport_failed(c, m);
+            return_failed(c, conn, m);
             return dlock__msg_wrap(m, err,
                                    "script %s: asking again on the master",
                                    s->name);
