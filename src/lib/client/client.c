@@ -822,26 +822,6 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
                                     m);
 }
 
-/* The script's command and ROLE, formatted back to back in one buffer
- * (the caller's to free), or NULL. */
-static char *format_with_role(int argc, const char **argv, const size_t *lens,
-                              size_t *len)
-{
-    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
-    char *cmd = NULL, *both = NULL;
-    int clen = redisFormatCommandArgv(&cmd, argc, argv, lens);
-
-    if (clen >= 0)
-        both = dlock__malloc((size_t)clen + sizeof(role) - 1);
-    if (both != NULL) {
-        memcpy(both, cmd, (size_t)clen);
-        memcpy(both + clen, role, sizeof(role) - 1);
-        *len = (size_t)clen + sizeof(role) - 1;
-    }
-    free(cmd); /* hiredis allocates with malloc */
-    return both;
-}
-
 /* Sends the script's command and ROLE on conn, lent to this caller alone,
  * and reads both answers: *reply the script's, *master 1 if ROLE names a
  * master. */
@@ -849,9 +829,10 @@ static dlock_err call_with_role(dlock_client *c, dlock__conn *conn, int argc,
                                 const char **argv, const size_t *lens,
                                 redisReply **reply, int *master, dlock__msg *m)
 {
+    const char *role_argv[] = {"ROLE"};
     const int64_t deadline = dlock__client_io_deadline(c);
     size_t len = 0;
-    char *both = format_with_role(argc, argv, lens, &len);
+    char *both = dlock__resp_format_pair(argc, argv, lens, 1, role_argv, &len);
     redisReply *role = NULL;
     dlock_err err;
 
@@ -861,18 +842,10 @@ static dlock_err call_with_role(dlock_client *c, dlock__conn *conn, int argc,
         return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s with ROLE",
                               argv[0]);
     atomic_fetch_add(&c->n_commands, 1);
-    err = dlock__conn_send(conn, both, len, deadline, m);
+    err = dlock__conn_call_pair(conn, both, len, deadline, reply, &role, m);
     dlock__free(both);
     if (err == DLOCK_OK)
-        err = dlock__conn_recv(conn, deadline, reply, m);
-    if (err == DLOCK_OK)
-        err = dlock__conn_recv(conn, deadline, &role, m);
-    if (err == DLOCK_OK)
         *master = dlock__role_is_master(role);
-    else {
-        freeReplyObject(*reply);
-        *reply = NULL;
-    }
     freeReplyObject(role);
     return err;
 }
