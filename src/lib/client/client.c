@@ -584,6 +584,36 @@ static dlock_err run_command(dlock_client *c, const char *key, size_t keylen,
     return err;
 }
 
+/* Fills the free slot that dlock__pool_borrow lent (no connection in it)
+ * with a new connection in *conn.  On failure the slot goes back to the
+ * pool, and a failure to reach the server (not one of memory or of the
+ * options) counts against the breaker, as run_command's dials do. */
+static dlock_err dial_free_slot(dlock_client *c, dlock__conn **conn,
+                                dlock__msg *m)
+{
+    const dlock_err err = dlock__client_connect(c, conn, m);
+
+    if (err == DLOCK_OK)
+        return DLOCK_OK;
+    dlock__pool_return(&c->pool, NULL);
+    if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
+        dlock__client_transport_failed(c, m);
+    return err;
+}
+
+/* Gives back a lent connection whose call failed; one that the failure
+ * broke counts against the breaker (a server error reply breaks none).
+ * Returns 1 when it was broken. */
+static int return_failed(dlock_client *c, dlock__conn *conn, dlock__msg *m)
+{
+    const int broken = dlock__conn_broken(conn);
+
+    dlock__pool_return(&c->pool, conn);
+    if (broken)
+        dlock__client_transport_failed(c, m);
+    return broken;
+}
+
 /* One round trip on conn, lent to this caller alone: the command followed
  * by WAIT for the client's wait_replicas (replwait.h), whose timeout
  * extends the deadline.  The two must share a connection back to back,
@@ -637,13 +667,9 @@ static dlock_err run_command_acked(dlock_client *c, const char *key,
                                   c->pool.max, c->ep.desc);
         if (conn == NULL) {
             fresh = 1;
-            err = dlock__client_connect(c, &conn, m);
-            if (err != DLOCK_OK) {
-                dlock__pool_return(&c->pool, NULL);
-                if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
-                    dlock__client_transport_failed(c, m);
+            err = dial_free_slot(c, &conn, m);
+            if (err != DLOCK_OK)
                 return err;
-            }
         }
         atomic_fetch_add(&c->n_commands, 1);
         err = call_with_wait(c, conn, argc, argv, lens, reply, acked, m);
@@ -664,12 +690,8 @@ static dlock_err run_command_acked(dlock_client *c, const char *key,
             dlock__client_transport_ok(c);
             return DLOCK_OK;
         }
-        if (!dlock__conn_broken(conn)) {
-            dlock__pool_return(&c->pool, conn);
+        if (!return_failed(c, conn, m))
             return err;
-        }
-        dlock__pool_return(&c->pool, conn);
-        dlock__client_transport_failed(c, m);
         if (fresh || attempt > 0 || !retry_safe || err == DLOCK_TIMEOUT)
             return err;
         dlock__pool_drop_idle(&c->pool);
@@ -800,26 +822,6 @@ dlock_err dlock__client_eval(dlock_client *c, const dlock__script *s,
                                     m);
 }
 
-/* The script's command and ROLE, formatted back to back in one buffer
- * (the caller's to free), or NULL. */
-static char *format_with_role(int argc, const char **argv, const size_t *lens,
-                              size_t *len)
-{
-    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
-    char *cmd = NULL, *both = NULL;
-    int clen = redisFormatCommandArgv(&cmd, argc, argv, lens);
-
-    if (clen >= 0)
-        both = dlock__malloc((size_t)clen + sizeof(role) - 1);
-    if (both != NULL) {
-        memcpy(both, cmd, (size_t)clen);
-        memcpy(both + clen, role, sizeof(role) - 1);
-        *len = (size_t)clen + sizeof(role) - 1;
-    }
-    free(cmd); /* hiredis allocates with malloc */
-    return both;
-}
-
 /* Sends the script's command and ROLE on conn, lent to this caller alone,
  * and reads both answers: *reply the script's, *master 1 if ROLE names a
  * master. */
@@ -827,9 +829,10 @@ static dlock_err call_with_role(dlock_client *c, dlock__conn *conn, int argc,
                                 const char **argv, const size_t *lens,
                                 redisReply **reply, int *master, dlock__msg *m)
 {
+    const char *role_argv[] = {"ROLE"};
     const int64_t deadline = dlock__client_io_deadline(c);
     size_t len = 0;
-    char *both = format_with_role(argc, argv, lens, &len);
+    char *both = dlock__resp_format_pair(argc, argv, lens, 1, role_argv, &len);
     redisReply *role = NULL;
     dlock_err err;
 
@@ -839,18 +842,10 @@ static dlock_err call_with_role(dlock_client *c, dlock__conn *conn, int argc,
         return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s with ROLE",
                               argv[0]);
     atomic_fetch_add(&c->n_commands, 1);
-    err = dlock__conn_send(conn, both, len, deadline, m);
+    err = dlock__conn_call_pair(conn, both, len, deadline, reply, &role, m);
     dlock__free(both);
     if (err == DLOCK_OK)
-        err = dlock__conn_recv(conn, deadline, reply, m);
-    if (err == DLOCK_OK)
-        err = dlock__conn_recv(conn, deadline, &role, m);
-    if (err == DLOCK_OK)
         *master = dlock__role_is_master(role);
-    else {
-        freeReplyObject(*reply);
-        *reply = NULL;
-    }
     freeReplyObject(role);
     return err;
 }
@@ -891,24 +886,16 @@ static dlock_err confirm_on_master(dlock_client *c, const dlock__script *s,
                                   "master",
                                   s->name, c->pool.max, c->ep.desc);
         if (conn == NULL) {
-            err = dlock__client_connect(c, &conn, m);
-            if (err != DLOCK_OK) {
-                dlock__pool_return(&c->pool, NULL);
-                if (err != DLOCK_NOMEM && err != DLOCK_INVALID)
-                    dlock__client_transport_failed(c, m);
+            err = dial_free_slot(c, &conn, m);
+            if (err != DLOCK_OK)
                 return dlock__msg_wrap(m, err,
                                        "script %s: asking again on the "
                                        "master",
                                        s->name);
-            }
         }
         err = call_with_role(c, conn, argc, av, al, &r, &master, m);
         if (err != DLOCK_OK) {
-            const int broken = dlock__conn_broken(conn);
-
-            dlock__pool_return(&c->pool, conn);
-            if (broken)
-                dlock__client_transport_failed(c, m);
+            return_failed(c, conn, m);
             return dlock__msg_wrap(m, err,
                                    "script %s: asking again on the master",
                                    s->name);

@@ -689,6 +689,42 @@ size_t dlock__resp_format(char *buf, size_t cap, int argc, const char **argv,
     return at;
 }
 
+char *dlock__resp_format_pair(int argc, const char **argv, const size_t *lens,
+                              int nthen, const char **then, size_t *len)
+{
+    /* Measured first with no room, then written where they fit. */
+    const size_t first = dlock__resp_format(NULL, 0, argc, argv, lens);
+    const size_t second = dlock__resp_format(NULL, 0, nthen, then, NULL);
+    char *both = dlock__malloc(first + second);
+
+    if (both == NULL)
+        return NULL;
+    dlock__resp_format(both, first, argc, argv, lens);
+    dlock__resp_format(both + first, second, nthen, then, NULL);
+    *len = first + second;
+    return both;
+}
+
+dlock_err dlock__conn_call_pair(dlock__conn *c, const char *buf, size_t len,
+                                int64_t deadline_us, redisReply **first,
+                                redisReply **second, dlock__msg *m)
+{
+    dlock_err err;
+
+    *first = NULL;
+    *second = NULL;
+    err = dlock__conn_send(c, buf, len, deadline_us, m);
+    if (err == DLOCK_OK)
+        err = dlock__conn_recv(c, deadline_us, first, m);
+    if (err == DLOCK_OK)
+        err = dlock__conn_recv(c, deadline_us, second, m);
+    if (err != DLOCK_OK) {
+        freeReplyObject(*first);
+        *first = NULL;
+    }
+    return err;
+}
+
 dlock_err dlock__conn_call(dlock__conn *c, int argc, const char **argv,
                            const size_t *lens, int64_t deadline_us,
                            redisReply **reply, dlock__msg *m)

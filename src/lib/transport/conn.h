@@ -87,6 +87,14 @@ dlock_err dlock__conn_call(dlock__conn *conn, int argc, const char **argv,
 size_t dlock__resp_format(char *buf, size_t cap, int argc, const char **argv,
                           const size_t *lens);
 
+/* Formats two commands back to back into one buffer for
+ * dlock__conn_call_pair: argv[0..argc) (lens as for dlock__conn_call),
+ * then then[0..nthen) (NUL-terminated).  Returns the buffer, the caller's
+ * to free with dlock__free, and its length in *len; NULL when out of
+ * memory. */
+char *dlock__resp_format_pair(int argc, const char **argv, const size_t *lens,
+                              int nthen, const char **then, size_t *len);
+
 /* Sends len raw bytes (an already formatted command). */
 dlock_err dlock__conn_send(dlock__conn *conn, const char *buf, size_t len,
                            int64_t deadline_us, dlock__msg *m);
@@ -106,6 +114,16 @@ void dlock__conn_shut(dlock__conn *conn, dlock_err err);
  * does not wait: DLOCK_OK with *reply NULL means nothing complete yet. */
 dlock_err dlock__conn_recv(dlock__conn *conn, int64_t deadline_us,
                            redisReply **reply, dlock__msg *m);
+
+/* Sends buf[0..len), two commands (dlock__resp_format_pair), in one
+ * write and reads both replies, all before deadline_us: *first the first
+ * command's and *second the other's, the caller's to free (an error reply
+ * is returned as a reply).  Both are NULL unless DLOCK_OK.  For a command
+ * that must be followed on the same connection by another that reports
+ * on it (WAIT, ROLE); the connection is the caller's alone meanwhile. */
+dlock_err dlock__conn_call_pair(dlock__conn *conn, const char *buf, size_t len,
+                                int64_t deadline_us, redisReply **first,
+                                redisReply **second, dlock__msg *m);
 
 /* The socket, for poll(2) by a caller that multiplexes (the subscriber). */
 int dlock__conn_fd(const dlock__conn *conn);

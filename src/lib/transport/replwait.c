@@ -5,58 +5,31 @@
 #include "transport/replwait.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "base/alloc.h"
-
-/* Formats argv and "WAIT replicas timeout_ms" into one buffer (the
- * caller frees it with dlock__free); NULL when out of memory. */
-static char *format_both(int argc, const char **argv, const size_t *lens,
-                         int replicas, int timeout_ms, size_t *len)
-{
-    char n[16], t[16], *cmd = NULL, *wait_cmd = NULL, *both = NULL;
-    const char *wait_argv[] = {"WAIT", n, t};
-    int clen, wlen;
-
-    snprintf(n, sizeof(n), "%d", replicas);
-    snprintf(t, sizeof(t), "%d", timeout_ms);
-    clen = redisFormatCommandArgv(&cmd, argc, argv, lens);
-    wlen = redisFormatCommandArgv(&wait_cmd, 3, wait_argv, NULL);
-    if (clen >= 0 && wlen >= 0)
-        both = dlock__malloc((size_t)clen + (size_t)wlen);
-    if (both != NULL) {
-        memcpy(both, cmd, (size_t)clen);
-        memcpy(both + clen, wait_cmd, (size_t)wlen);
-        *len = (size_t)clen + (size_t)wlen;
-    }
-    /* hiredis allocates with malloc. */
-    free(cmd);
-    free(wait_cmd);
-    return both;
-}
 
 dlock_err dlock__call_with_wait(dlock__conn *conn, int argc, const char **argv,
                                 const size_t *lens, int replicas,
                                 int timeout_ms, int64_t deadline_us,
                                 redisReply **reply, int *acked, dlock__msg *m)
 {
+    char n[16], t[16];
+    const char *wait_argv[] = {"WAIT", n, t};
     size_t len = 0;
-    char *both = format_both(argc, argv, lens, replicas, timeout_ms, &len);
+    char *both;
     redisReply *w = NULL;
     dlock_err err;
 
     *reply = NULL;
     *acked = 0;
+    snprintf(n, sizeof(n), "%d", replicas);
+    snprintf(t, sizeof(t), "%d", timeout_ms);
+    both = dlock__resp_format_pair(argc, argv, lens, 3, wait_argv, &len);
     if (both == NULL)
         return dlock__msg_set(m, DLOCK_NOMEM, "formatting %s with WAIT",
                               argv[0]);
-    err = dlock__conn_send(conn, both, len, deadline_us, m);
+    err = dlock__conn_call_pair(conn, both, len, deadline_us, reply, &w, m);
     dlock__free(both);
-    if (err == DLOCK_OK)
-        err = dlock__conn_recv(conn, deadline_us, reply, m);
-    if (err == DLOCK_OK)
-        err = dlock__conn_recv(conn, deadline_us, &w, m);
     if (err == DLOCK_OK && w->type == REDIS_REPLY_ERROR
         && (*reply)->type == REDIS_REPLY_ERROR) {
         /* The command was refused (READONLY from a demoted master, whose
