@@ -5,6 +5,9 @@
  *
  *   - dlock_client_new takes redis+sentinel://.../dlock, and a lock with
  *     its watchdog is taken, renewed and released on the master;
+ *   - keys deleted on the master itself: an extend and releases answer
+ *     DLOCK_LOST, and the watchdog believes the second "not held" (after
+ *     looking the master up again), not renewing until its lease runs out;
  *   - with ?wait_replicas=1 grants and watchdog renewals wait for a
  *     replica; asking for 3 of 2 replicas gives DLOCK_UNREPLICATED and
  *     the grant is released;
@@ -124,6 +127,96 @@ static void a_lock_is_taken_renewed_and_released(void **state)
     TK_EXPECT(dlock_lock_valid_ms(l) > 0, "valid");
     TK_EXPECT(dlock_release(l) == DLOCK_OK, "released: %s",
               dlock_client_errmsg(client));
+}
+
+static int master_port(void);
+
+/* 1 once the lock (arg) is marked lost. */
+static int marked_lost(void *arg)
+{
+    return dlock_lock_lost(arg);
+}
+
+/* EVALs the server on port has run (INFO commandstats), or -1.  The
+ * watchdog renews with EVAL; the blocking paths use EVALSHA. */
+static long long evals_run(int port)
+{
+    char u[64];
+    redisReply *r = testkit_redis_cmd(scalekit_node_url(port, u, sizeof(u)),
+                                      "INFO commandstats");
+    const char *at = r != NULL && r->type == REDIS_REPLY_STRING
+                         ? strstr(r->str, "cmdstat_eval:calls=")
+                         : NULL;
+    long long n = at != NULL ? atoll(at + strlen("cmdstat_eval:calls=")) : -1;
+
+    freeReplyObject(r);
+    return n;
+}
+
+/*
+ * A key deleted on the master itself: the "not held" answers come from a
+ * master (ROLE says so), so the loss is true and each path must report it:
+ * an extend and a release DLOCK_LOST, and the watchdog (which doubts a
+ * first "not held", looks the master up again and believes the second)
+ * marks its lock lost after those two renewals, not by renewing until the
+ * lease runs out.  The other side of the demoted-master cases below, where
+ * the same answer from a replica's copy must not be believed.
+ */
+static void a_key_gone_from_the_master_is_lost(void **state)
+{
+    dlock_acquire_opts o;
+    dlock_lock *ext = NULL, *rel = NULL, *wd = NULL;
+    dlock_client *own = client_with("", 0);
+    char keys[3][TESTKIT_KEY_MAX], u[64];
+    int master = master_port();
+    long long evals;
+
+    (void)state;
+    TK_EXPECT(master > 0 && own != NULL,
+              "the sentinels name a master; a client of its own");
+    for (int i = 0; i < 3; i++)
+        testkit_key(keys[i], "sentinel:gone");
+    dlock_acquire_opts_init(&o);
+    o.ttl_ms = 30000;
+    TK_EXPECT(dlock_acquire(client, keys[0], &o, &ext) == DLOCK_OK
+                  && dlock_acquire(client, keys[1], &o, &rel) == DLOCK_OK,
+              "two locks: %s", dlock_client_errmsg(client));
+    TK_EXPECT(testkit_redis_int(scalekit_node_url(master, u, sizeof(u)),
+                                "DEL %s %s", keys[0], keys[1])
+                  == 2,
+              "their keys deleted on the master %d", master);
+    TK_EXPECT_ERR(dlock_extend(ext, 30000), DLOCK_LOST, client,
+                  "an extend of a key gone from the master");
+    TK_EXPECT_ERR(dlock_release(ext), DLOCK_LOST, client, "then its release");
+    TK_EXPECT_ERR(dlock_release(rel), DLOCK_LOST, client,
+                  "a release of a key gone from the master");
+
+    /* The watchdog, on a client whose only traffic it is: renewed every
+     * 3 s, retried every 900 ms after a failure until the lease ends. */
+    o.ttl_ms = 9000;
+    o.watchdog = 1;
+    TK_EXPECT(dlock_acquire(own, keys[2], &o, &wd) == DLOCK_OK,
+              "a lock with its watchdog: %s", dlock_client_errmsg(own));
+    TK_EXPECT(testkit_redis_int(scalekit_node_url(master, u, sizeof(u)),
+                                "DEL %s", keys[2])
+                  == 1,
+              "its key deleted on the master %d", master);
+    evals = evals_run(master);
+    TK_EXPECT(evals >= 0, "the master's EVAL count");
+    TK_EXPECT(testkit_wait_until(marked_lost, wd, 30000),
+              "the watchdog marks its lock lost");
+    evals = evals_run(master) - evals;
+    printf("# sentinel: renewals until a key gone from the master was "
+           "believed gone: %lld\n",
+           evals);
+    TK_EXPECT(evals >= 1 && evals <= 3,
+              "believed after the doubted answer and one more (a renewal "
+              "may have been in flight at the DEL), not renewed until the "
+              "lease ran out: %lld renewals",
+              evals);
+    TK_EXPECT_ERR(dlock_release(wd), DLOCK_LOST, own,
+                  "and its release says so");
+    dlock_client_free(own);
 }
 
 static uint64_t renewals(dlock_client *c)
@@ -1144,6 +1237,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_lock_is_taken_renewed_and_released),
+        cmocka_unit_test(a_key_gone_from_the_master_is_lost),
         cmocka_unit_test(grants_wait_for_replicas),
         cmocka_unit_test(threads_share_a_lock_without_overlap),
         cmocka_unit_test(an_async_handle_locks_on_the_master),
