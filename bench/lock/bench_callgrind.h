@@ -10,11 +10,11 @@
  * its output file when the process exits.
  *
  * A server is started on a fixed loopback port in a folder the caller
- * names, with no persistence, the timer at its slowest (--hz 1
- * --dynamic-hz no), so that the background work per second adds as
- * little as possible to a count, and no slow log (a command slowed down
- * by callgrind or a loaded machine would be logged: work that depends on
- * time).  It is stopped by its pid (SIGTERM:
+ * names, with no persistence, and with nothing in the count that depends
+ * on how long the run took: the timer runs at its slowest (--hz 1
+ * --dynamic-hz no) and is not counted (callgrind's --toggle-collect of
+ * serverCron), and the slow log is off (a command slowed down by callgrind
+ * or a loaded machine would be logged).  It is stopped by its pid (SIGTERM:
  * redis-server exits cleanly and callgrind writes its file), and dies with
  * this process if this process dies first (PR_SET_PDEATHSIG).
  *

@@ -23,9 +23,17 @@
  *     instructions per pair = (total(large) - total(small))
  *                             / (large - small).
  *
- * What is left in it besides the pairs is the server's timer (--hz 1:
- * once a second, for the seconds a run lasts under callgrind), which is
- * why two runs agree to a few tenths of a percent rather than exactly.
+ * The server's timer (serverCron, whose work depends on how many seconds
+ * a run lasted) is left out of every count, and the slow log is off
+ * (bench_callgrind.h).  What still moves a count from one server to the
+ * next is the seed of Redis's hash tables, drawn at random at each start:
+ * it decides which command names and keys share a bucket, so the compares
+ * per lookup differ by a few hundred instructions per pair from one start
+ * to another (and, for the 32-caller figures, how many commands a read
+ * happens to bring, which depends on timing).  So each figure is counted
+ * in several rounds (--rounds, 5 by default), each on two fresh servers,
+ * and the median is the figure, with the rounds' lowest and highest
+ * beside it.
  *
  * The figures, each with its limit counted the same way in the same run:
  *   instr.async32.pair  32 callers on one dlock_async handle, each on its
@@ -617,11 +625,11 @@ static void usage(FILE *out)
           "  --redis-server BIN     (redis-server)\n"
           "  --valgrind BIN         (valgrind)\n"
           "  --pairs N              pairs of the 32-caller counts; the "
-          "small run has N/6 (4800)\n"
+          "small run has N/6 (3600)\n"
           "  --seq-pairs N          pairs of the one-at-a-time counts; the "
-          "small run has N/5 (2000)\n"
+          "small run has N/5 (1500)\n"
           "  --rounds N             each figure's small and large counts "
-          "on N pairs of fresh servers, the median taken (3; 1..9)\n"
+          "on N pairs of fresh servers, the median taken (5; 1..9)\n"
           "  --ttl-ms MS            lock TTL (10000)\n",
           out);
 }
@@ -659,10 +667,10 @@ static void parse_args(int argc, char **argv, instr_opts *o)
         .redis_bin = "redis-server",
         .valgrind_bin = "valgrind",
         .port = default_port(),
-        .pairs = 4800,
-        .seq_pairs = 2000,
+        .pairs = 3600,
+        .seq_pairs = 1500,
         .ttl_ms = 10000,
-        .rounds = 3,
+        .rounds = 5,
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
