@@ -82,13 +82,23 @@ static const char *last_line(const char *path, char *buf, size_t len)
     return buf;
 }
 
-/* In the forked child: valgrind's own output to its log, die with the
- * parent, exec. */
-static void exec_child(const char *valgrind_bin, char *const argv[],
+/* In the forked child: valgrind's own output to its log, the seed in the
+ * environment when there is one, die with the parent, exec. */
+static void exec_child(const bench_cg_opts *o, char *const argv[],
                        const char *log_path)
 {
     const int devnull = open("/dev/null", O_RDONLY);
     const int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    char seed[32];
+
+    if (o->preload != NULL) {
+        snprintf(seed, sizeof(seed), "%lu", o->seed);
+        if (setenv("LD_PRELOAD", o->preload, 1) != 0
+            || setenv("BENCH_REDIS_SEED", seed, 1) != 0) {
+            fprintf(stderr, "setenv: %s\n", strerror(errno));
+            _exit(127);
+        }
+    }
 
     if (devnull >= 0)
         dup2(devnull, STDIN_FILENO);
@@ -97,20 +107,19 @@ static void exec_child(const char *valgrind_bin, char *const argv[],
         dup2(log, STDERR_FILENO);
     }
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    execvp(valgrind_bin, argv);
-    fprintf(stderr, "exec %s: %s\n", valgrind_bin, strerror(errno));
+    execvp(o->valgrind_bin, argv);
+    fprintf(stderr, "exec %s: %s\n", o->valgrind_bin, strerror(errno));
     _exit(127);
 }
 
-static pid_t spawn(const bench_cg_server *s, const char *valgrind_bin,
-                   const char *redis_bin, const char *dir)
+static pid_t spawn(const bench_cg_server *s, const bench_cg_opts *o)
 {
     char out_arg[PATH_MAX + 32], port[16];
 
     snprintf(out_arg, sizeof(out_arg), "--callgrind-out-file=%s", s->out_path);
     snprintf(port, sizeof(port), "%d", s->port);
     char *const argv[] = {
-        (char *)valgrind_bin,
+        (char *)o->valgrind_bin,
         "--tool=callgrind",
         /* Not the timer (serverCron, once a second at --hz 1): its work
          * (mostly reading jemalloc's statistics) depends on how many
@@ -120,7 +129,7 @@ static pid_t spawn(const bench_cg_server *s, const char *valgrind_bin,
         "--toggle-collect=serverCron",
         "--collect-atstart=yes",
         out_arg,
-        (char *)redis_bin,
+        (char *)o->redis_bin,
         "--port",
         port,
         "--bind",
@@ -130,7 +139,7 @@ static pid_t spawn(const bench_cg_server *s, const char *valgrind_bin,
         "--appendonly",
         "no",
         "--dir",
-        (char *)dir,
+        (char *)o->dir,
         "--logfile",
         (char *)s->rlog_path,
         "--daemonize",
@@ -154,7 +163,7 @@ static pid_t spawn(const bench_cg_server *s, const char *valgrind_bin,
     if (pid == 0) {
         if (getppid() != parent)
             _exit(127);
-        exec_child(valgrind_bin, argv, s->log_path);
+        exec_child(o, argv, s->log_path);
     }
     return pid;
 }
@@ -188,10 +197,12 @@ void bench_cg_kill(bench_cg_server *s)
     s->pid = 0;
 }
 
-int bench_cg_start(bench_cg_server *s, const char *valgrind_bin,
-                   const char *redis_bin, const char *dir, const char *name,
-                   int port, char *err, size_t errlen)
+int bench_cg_start(bench_cg_server *s, const bench_cg_opts *o, char *err,
+                   size_t errlen)
 {
+    const char *dir = o->dir, *name = o->name;
+    const char *valgrind_bin = o->valgrind_bin, *redis_bin = o->redis_bin;
+    const int port = o->port;
     char tail[512];
 
     memset(s, 0, sizeof(*s));
@@ -216,7 +227,7 @@ int bench_cg_start(bench_cg_server *s, const char *valgrind_bin,
     }
     unlink(s->out_path);
     unlink(s->rlog_path);
-    s->pid = spawn(s, valgrind_bin, redis_bin, dir);
+    s->pid = spawn(s, o);
     if (s->pid < 0) {
         snprintf(err, errlen, "fork for %s: %s", valgrind_bin,
                  strerror(errno));

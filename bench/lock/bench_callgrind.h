@@ -38,6 +38,19 @@ typedef struct bench_cg_server {
     char rlog_path[PATH_MAX]; /* redis-server's log */
 } bench_cg_server;
 
+/* How to start one server; the strings are borrowed for the call. */
+typedef struct bench_cg_opts {
+    const char *valgrind_bin; /* "valgrind", or a path */
+    const char *redis_bin;    /* "redis-server", or a path */
+    const char *dir;          /* its files' folder (absolute) */
+    const char *name;         /* its files' names */
+    int port;
+    /* The seed module (bench_seed_preload.c) to load into the server with
+     * BENCH_REDIS_SEED=seed, or NULL: the server seeds itself at random. */
+    const char *preload;
+    unsigned long seed;
+} bench_cg_opts;
+
 /*
  * Starts `valgrind --tool=callgrind redis_bin ...` on 127.0.0.1:port, its
  * files in dir (which must exist) named after name (name.callgrind,
@@ -46,9 +59,8 @@ typedef struct bench_cg_server {
  * listens on port.  Returns 0, or -1 with a message in err (nothing left
  * running).
  */
-int bench_cg_start(bench_cg_server *s, const char *valgrind_bin,
-                   const char *redis_bin, const char *dir, const char *name,
-                   int port, char *err, size_t errlen);
+int bench_cg_start(bench_cg_server *s, const bench_cg_opts *o, char *err,
+                   size_t errlen);
 
 /*
  * Stops the server by its pid (SIGTERM, then SIGKILL after 60 s), reaps it

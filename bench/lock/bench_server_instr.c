@@ -25,15 +25,17 @@
  *
  * The server's timer (serverCron, whose work depends on how many seconds
  * a run lasted) is left out of every count, and the slow log is off
- * (bench_callgrind.h).  What still moves a count from one server to the
- * next is the seed of Redis's hash tables, drawn at random at each start:
- * it decides which command names and keys share a bucket, so the compares
- * per lookup differ by a few hundred instructions per pair from one start
- * to another (and, for the 32-caller figures, how many commands a read
- * happens to bring, which depends on timing).  So each figure is counted
- * in several rounds (--rounds, 5 by default), each on two fresh servers,
- * and the median is the figure, with the rounds' lowest and highest
- * beside it.
+ * (bench_callgrind.h).  The seed of Redis's hash tables, which it draws at
+ * random at each start, decides which command names and keys share a
+ * bucket, and so the compares per lookup: counts from two starts differ
+ * by up to 1.5 % per pair.  So the servers of round N get seed N (the
+ * bench_seed_preload module; --random-seed to leave it out), which makes
+ * a count the same from run to run within a few thousand instructions,
+ * and each figure is counted in several rounds (--rounds, 5 by default),
+ * each on two fresh servers: the median over those hash layouts is the
+ * figure, with the rounds' lowest and highest beside it.  What still
+ * moves the 32-caller figures a little is how many commands a read
+ * happens to bring, which depends on timing.
  *
  * The figures, each with its limit counted the same way in the same run:
  *   instr.async32.pair  32 callers on one dlock_async handle, each on its
@@ -102,13 +104,16 @@ typedef struct instr_opts {
     long pairs;     /* the large count of the 32-caller runs */
     long seq_pairs; /* the large count of the one-at-a-time runs */
     int ttl_ms;
-    int rounds; /* each count on this many pairs of fresh servers */
+    int rounds;      /* each count on this many pairs of fresh servers */
+    int random_seed; /* the servers seed themselves (no preload) */
+    const char *seed_preload; /* NULL: next to this program */
 } instr_opts;
 
 typedef struct instr_run {
     instr_opts o;
-    char dir[PATH_MAX]; /* the run's folder, under workdir, absolute */
-    char url[64];       /* redis://127.0.0.1:port */
+    char dir[PATH_MAX];     /* the run's folder, under workdir, absolute */
+    char url[64];           /* redis://127.0.0.1:port */
+    char preload[PATH_MAX]; /* bench_seed_preload.so, absolute */
     char redis_version[64];
     bench_cg_server server;
     bench_table table;
@@ -168,13 +173,23 @@ static redisContext *floor_connect(instr_run *run, char sha[41])
     return c;
 }
 
-static void floor_appends(redisContext *c, int set, const char *key,
-                          const char *sha, const char *ttl)
+/* Queues one floor command on key in c's output buffer (SET NX PX when
+ * set, else the delete).  0, or -1 with run->err. */
+static int floor_append(instr_run *run, redisContext *c, int set,
+                        const char *key, const char *sha, const char *ttl)
 {
-    if (set)
-        redisAppendCommand(c, "SET %s %s NX PX %s", key, FLOOR_TOKEN, ttl);
-    else
-        redisAppendCommand(c, "EVALSHA %s 1 %s %s", sha, key, FLOOR_TOKEN);
+    const int rc = set ? redisAppendCommand(c, "SET %s %s NX PX %s", key,
+                                            FLOOR_TOKEN, ttl)
+                       : redisAppendCommand(c, "EVALSHA %s 1 %s %s", sha, key,
+                                            FLOOR_TOKEN);
+
+    if (rc != REDIS_OK) {
+        snprintf(run->err, sizeof(run->err), "queueing %s on %s: %s",
+                 set ? "SET NX PX" : "the compare-and-delete EVALSHA", key,
+                 c->errstr[0] ? c->errstr : "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 /* Reads one reply of a floor command on key: SET must answer OK, the
@@ -220,8 +235,8 @@ static int drive_floor(instr_run *run, long n, int callers)
     for (long done = 0; done < n && rc == 0;) {
         const int k = n - done < callers ? (int)(n - done) : callers;
         for (int set = 1; set >= 0 && rc == 0; set--) {
-            for (int i = 0; i < k; i++)
-                floor_appends(c, set, keys[i], sha, ttl);
+            for (int i = 0; i < k && rc == 0; i++)
+                rc = floor_append(run, c, set, keys[i], sha, ttl);
             for (int i = 0; i < k && rc == 0; i++)
                 rc = floor_reply(run, c, set, keys[i]);
         }
@@ -432,9 +447,16 @@ static int count_once(instr_run *run, const instr_count *c, int round, long n,
     const int64_t t0 = bench_clock_ns();
 
     snprintf(name, sizeof(name), "%s-r%d-%ld", c->name, round + 1, n);
-    if (bench_cg_start(&run->server, run->o.valgrind_bin, run->o.redis_bin,
-                       run->dir, name, run->o.port, run->err, sizeof(run->err))
-        != 0)
+    const bench_cg_opts so = {
+        .valgrind_bin = run->o.valgrind_bin,
+        .redis_bin = run->o.redis_bin,
+        .dir = run->dir,
+        .name = name,
+        .port = run->o.port,
+        .preload = run->o.random_seed ? NULL : run->preload,
+        .seed = (unsigned long)round + 1,
+    };
+    if (bench_cg_start(&run->server, &so, run->err, sizeof(run->err)) != 0)
         return -1;
     if (c->drive(run, n) != 0) {
         char more[sizeof(run->err)];
@@ -630,7 +652,11 @@ static void usage(FILE *out)
           "small run has N/5 (1500)\n"
           "  --rounds N             each figure's small and large counts "
           "on N pairs of fresh servers, the median taken (5; 1..9)\n"
-          "  --ttl-ms MS            lock TTL (10000)\n",
+          "  --ttl-ms MS            lock TTL (10000)\n"
+          "  --seed-preload PATH    the module that gives round N's servers "
+          "seed N (bench_seed_preload.so beside this program)\n"
+          "  --random-seed          let each server seed itself at random "
+          "instead\n",
           out);
 }
 
@@ -657,6 +683,8 @@ static void parse_args(int argc, char **argv, instr_opts *o)
         {"seq-pairs", required_argument, NULL, 's'},
         {"ttl-ms", required_argument, NULL, 't'},
         {"rounds", required_argument, NULL, 'r'},
+        {"seed-preload", required_argument, NULL, 'L'},
+        {"random-seed", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -696,6 +724,8 @@ static void parse_args(int argc, char **argv, instr_opts *o)
             o->rounds = (int)bench_parse_long(who, "--rounds", optarg, 1,
                                               MAX_ROUNDS);
             break;
+        case 'L': o->seed_preload = optarg; break;
+        case 'R': o->random_seed = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -704,6 +734,38 @@ static void parse_args(int argc, char **argv, instr_opts *o)
         usage(stderr);
         exit(2);
     }
+}
+
+/* The seed module's absolute path into run->preload: --seed-preload, or
+ * bench_seed_preload.so in this program's folder (where CMake builds it).
+ * 0, or -1 with run->err. */
+static int find_preload(instr_run *run)
+{
+    char self[PATH_MAX], path[PATH_MAX + 32];
+    const char *p = run->o.seed_preload;
+
+    if (p == NULL) {
+        const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0) {
+            snprintf(run->err, sizeof(run->err), "readlink /proc/self/exe: %s",
+                     strerror(errno));
+            return -1;
+        }
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        snprintf(path, sizeof(path), "%s/bench_seed_preload.so", self);
+        p = path;
+    }
+    if (realpath(p, run->preload) == NULL || access(run->preload, R_OK) != 0) {
+        snprintf(run->err, sizeof(run->err),
+                 "the seed module %.1500s: %s (build the target "
+                 "bench_seed_preload, or pass --random-seed)",
+                 p, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 /* What `redis_bin --version` says after "v=", into buf ("?" if nothing):
@@ -734,6 +796,7 @@ static void print_run_line(const instr_run *run, const char *when)
     bench_json_string(stdout, dlock_version());
     printf(",\"redis_version\":");
     bench_json_string(stdout, run->redis_version);
+    printf(",\"seeds\":\"%s\"", run->o.random_seed ? "random" : "round");
     printf(",\"port\":%d,\"pairs\":%ld,\"seq_pairs\":%ld,\"rounds\":%d,"
            "\"ttl_ms\":%d,\"callers\":%d,\"time\":%lld}\n",
            run->o.port, run->o.pairs, run->o.seq_pairs, run->o.rounds,
@@ -751,7 +814,9 @@ int main(int argc, char **argv)
              (int)getpid());
     int rc = 1;
     char abs[PATH_MAX];
-    if (make_dirs(run.dir) != 0 || realpath(run.dir, abs) == NULL) {
+    if (!run.o.random_seed && find_preload(&run) != 0) {
+        /* run.err says why */
+    } else if (make_dirs(run.dir) != 0 || realpath(run.dir, abs) == NULL) {
         snprintf(run.err, sizeof(run.err), "cannot create %s: %s", run.dir,
                  strerror(errno));
     } else {
