@@ -242,9 +242,12 @@ int bench_cg_start(bench_cg_server *s, const bench_cg_opts *o, char *err,
             s->pid = 0;
             snprintf(err, errlen,
                      "%s --tool=callgrind %s on port %d exited at once "
-                     "(status %d); valgrind's log %s ends: %s",
-                     valgrind_bin, redis_bin, port, status, s->log_path,
-                     last_line(s->log_path, tail, sizeof(tail)));
+                     "(%s %d); valgrind's log %s ends: %s",
+                     valgrind_bin, redis_bin, port,
+                     WIFEXITED(status) ? "exit status" : "signal",
+                     WIFEXITED(status) ? WEXITSTATUS(status)
+                                       : WTERMSIG(status),
+                     s->log_path, last_line(s->log_path, tail, sizeof(tail)));
             return -1;
         }
         if (server_answers(port))

@@ -817,8 +817,8 @@ int main(int argc, char **argv)
     if (!run.o.random_seed && find_preload(&run) != 0) {
         /* run.err says why */
     } else if (make_dirs(run.dir) != 0 || realpath(run.dir, abs) == NULL) {
-        snprintf(run.err, sizeof(run.err), "cannot create %s: %s", run.dir,
-                 strerror(errno));
+        snprintf(run.err, sizeof(run.err), "cannot create %.1500s: %s",
+                 run.dir, strerror(errno));
     } else {
         /* redis-server enters its --dir before it opens its log. */
         memcpy(run.dir, abs, strlen(abs) + 1);
