@@ -4,6 +4,7 @@
  */
 #include "bench_cpu.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +79,57 @@ double bench_cpu_pressure(void)
         fclose(f);
     }
     return some;
+}
+
+/* The second field of a schedstat file (run-queue wait, nanoseconds) in
+ * microseconds; -1 when unreadable. */
+static int64_t schedstat_wait_us(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    unsigned long long run_ns = 0, wait_ns = 0;
+    int n = 0;
+
+    if (f != NULL) {
+        n = fscanf(f, "%llu %llu", &run_ns, &wait_ns);
+        fclose(f);
+    }
+    return n == 2 ? (int64_t)(wait_ns / 1000) : -1;
+}
+
+int64_t bench_cpu_thread_runq_us(void)
+{
+    return schedstat_wait_us("/proc/thread-self/schedstat");
+}
+
+int64_t bench_cpu_pid_runq_us(pid_t pid)
+{
+    char path[96];
+    DIR *d;
+    const struct dirent *e;
+    int64_t sum = 0;
+    int found = 0;
+
+    if (pid <= 0)
+        return -1;
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    d = opendir(path);
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        int64_t us;
+
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", (int)pid,
+                 e->d_name);
+        us = schedstat_wait_us(path);
+        if (us >= 0) {
+            sum += us;
+            found = 1;
+        }
+    }
+    closedir(d);
+    return found ? sum : -1;
 }
 
 const char *bench_loadavg(char *buf, size_t len)

@@ -1,7 +1,8 @@
 /*
  * bench_cpu.h: what the CPUs did during a run: this process's CPU time, a
- * server's (from /proc), the whole machine's, and how loaded the machine
- * was (load average, CPU pressure).
+ * server's (from /proc), the whole machine's, how loaded the machine
+ * was (load average, CPU pressure), and how long a thread or a server
+ * waited in run queues for a CPU (schedstat).
  *
  * On a loaded, shared 2-core machine a latency alone means little; the CPU
  * a phase cost and the pressure it ran under say whether other work
@@ -27,6 +28,18 @@ int64_t bench_cpu_pid_us(pid_t pid);
  * percent; NAN without PSI.  On a shared machine it says whether other
  * work competed with the run, which is why every run line carries it. */
 double bench_cpu_pressure(void);
+
+/* How long the calling thread has waited in a run queue (runnable, not
+ * running) since it started, from /proc/thread-self/schedstat,
+ * microseconds; -1 without schedstat.  Read at a thread's start and end,
+ * it says how much of a phase the thread spent waiting for a CPU: the
+ * scheduling stalls that a latency's maximum may hold (docs/benchmarks.md,
+ * "Session 16: the fair hand-off's outliers"). */
+int64_t bench_cpu_thread_runq_us(void);
+
+/* The same, summed over every thread of process pid (a server's);
+ * -1 when it cannot be read. */
+int64_t bench_cpu_pid_runq_us(pid_t pid);
 
 /* /proc/loadavg as one line into buf ("?" when unreadable); returns buf. */
 const char *bench_loadavg(char *buf, size_t len);

@@ -26,7 +26,13 @@
  *       of a releaser that re-contends at once), where the release hands
  *       the key to the first queued waiter inside Redis.  Each hand-off
  *       run also reports the waits (an acquire call's duration): mean and
- *       max, against the fair ideal (N - 1) x (hold + release + acquire).
+ *       max, against the fair ideal (N - 1) x (hold + release + acquire),
+ *       and beside the max how long the hand-off threads (together) and
+ *       the private redis-server waited in run queues for a CPU during
+ *       the run (schedstat): a hand-off is a chain of three parties
+ *       (holder, redis-server, grantee), and one party kept off the CPUs
+ *       for a few ms makes the max (docs/benchmarks.md, "Session 16: the
+ *       fair hand-off's outliers").
  *
  * The limit.  libdlock's acquire and release are each one EVALSHA round
  * trip.  The run learns those exact commands from MONITOR while libdlock
@@ -1028,6 +1034,10 @@ typedef struct handoff_shared {
     atomic_long overlaps;
     atomic_long timeouts;
     atomic_long errors;
+    /* The hand-off threads' run-queue waits (bench_cpu.h), summed over
+     * them; runq_unread counts threads without schedstat. */
+    atomic_llong runq_us;
+    atomic_int runq_unread;
     pthread_mutex_t err_mu;
     char errmsg[DLOCK_ERRMSG_MAX];
 } handoff_shared;
@@ -1117,6 +1127,8 @@ static void *handoff_thread(void *arg)
     handoff_shared *h = w->h;
     dlock_acquire_opts ao;
 
+    const int64_t runq_start = bench_cpu_thread_runq_us();
+
     acquire_opts(h->run, h->run->o.wait_ms, &ao);
     ao.fair = h->fair;
     while (bench_clock_ns() < h->deadline_ns
@@ -1134,6 +1146,11 @@ static void *handoff_thread(void *arg)
             handoff_note_error(h, rc);
         }
     }
+    const int64_t runq_end = bench_cpu_thread_runq_us();
+    if (runq_start >= 0 && runq_end >= runq_start)
+        atomic_fetch_add(&h->runq_us, runq_end - runq_start);
+    else
+        atomic_fetch_add(&h->runq_unread, 1);
     return NULL;
 }
 
@@ -1143,6 +1160,12 @@ typedef struct handoff_result {
     bench_samples gaps;
     double hold_mean_us;
     bench_cost cost;
+    /* Run-queue waits during the run (bench_cpu.h), milliseconds, NAN if
+     * unread: of the hand-off threads together, and of the private
+     * redis-server.  Not figures: they say whether the waits' maximum
+     * may hold a scheduling stall (docs/benchmarks.md, session 16). */
+    double runq_threads_ms;
+    double runq_server_ms;
 } handoff_result;
 
 /* Turns the per-grant times into gaps and counts, over the grants whose
@@ -1298,6 +1321,12 @@ static void report_handoff_waits(bench_run *run, int nthreads,
         f.limit_from = "fair ideal: (N - 1) x (measured mean hold + "
                        "redis-benchmark -c 1 p50(release) + p50(acquire))";
         f.n = waits;
+        if (i == 1) {
+            f.extra_key[0] = "runq_wait_threads_ms";
+            f.extra_value[0] = r->runq_threads_ms;
+            f.extra_key[1] = "runq_wait_server_ms";
+            f.extra_value[1] = r->runq_server_ms;
+        }
         bench_table_add(&run->table, stdout, &f);
     }
 }
@@ -1339,6 +1368,13 @@ static void note_handoff(bench_run *run, int nthreads, const handoff_shared *h,
              (double)atomic_load(&h->wait_max_ns) / 1e6,
              atomic_load(&h->timeouts), atomic_load(&h->errors),
              atomic_load(&h->overlaps));
+    progress("%d waiters%s: waited for a CPU (run queues): the threads "
+             "%.1f ms together, redis-server %.1f ms",
+             nthreads,
+             h->fair     ? " (fair)"
+             : h->polite ? " (polite)"
+                         : "",
+             r->runq_threads_ms, r->runq_server_ms);
     if (atomic_load(&h->overlaps) > 0) {
         snprintf(run->err, sizeof(run->err),
                  "hand-off on %s: %ld grants "
@@ -1359,9 +1395,17 @@ static int bench_handoff(bench_run *run, int nthreads, int polite, int fair)
         handoff_free(&h);
         return -1;
     }
+    const int64_t server_runq = bench_cpu_pid_runq_us(run->server.pid);
     cost_begin(run, &r.cost);
     int rc = run_handoff_threads(&h, nthreads);
     cost_end(run, &r.cost);
+    const int64_t server_runq_end = bench_cpu_pid_runq_us(run->server.pid);
+    r.runq_threads_ms = atomic_load(&h.runq_unread) == 0
+                            ? (double)atomic_load(&h.runq_us) / 1000
+                            : NAN;
+    r.runq_server_ms = server_runq >= 0 && server_runq_end >= server_runq
+                           ? (double)(server_runq_end - server_runq) / 1000
+                           : NAN;
     if (rc == 0 && collect_handoff(&h, &r) != 0) {
         snprintf(run->err, sizeof(run->err), "out of memory");
         rc = -1;
