@@ -182,11 +182,80 @@ static void key_deleted_behind_the_holder_is_detected_as_lost(void **state)
     pthread_mutex_destroy(&report.mu);
 }
 
+/* The holder's renewals counted so far. */
+static uint64_t renewals_of(dlock_client *c)
+{
+    dlock_client_stats st;
+
+    dlock_client_stats_get(c, &st);
+    return st.renewals;
+}
+
+/*
+ * The server closes every connection of the holder's client while the
+ * renewer's is idle (as a server's `timeout`, an idle-closing proxy or an
+ * operator's CLIENT KILL does): the renewer learns it at its next renewal,
+ * which it sends and then finds the connection closed.  It must connect
+ * again and go on renewing, not wait for a wake-up that may never come
+ * while the lease runs out: three kills in a 5 s hold, the lock valid
+ * throughout and renewed after each.
+ */
+static void a_renewer_connection_closed_by_the_server_is_replaced(void **state)
+{
+    testkit_proxied *pr = itkit_proxied("watchdog-kill");
+    dlock_client *holder = NULL;
+    dlock_acquire_opts o = itkit_acquire_opts(WATCHDOG_TTL_MS, 0);
+    char key[TESTKIT_KEY_MAX];
+    dlock_lock *l;
+
+    (void)state;
+    TK_EXPECT(pr != NULL, "a private server");
+    holder = itkit_client(pr->server->url, NULL);
+    testkit_key(key, "watchdog_conn_closed");
+    o.watchdog = 1;
+    l = itkit_acquire(holder, key, &o);
+    for (int kill = 0; kill < 3; kill++) {
+        uint64_t before = renewals_of(holder);
+        int64_t start = testkit_now_ms();
+        long long killed;
+
+        /* Renewed on a connection of its own first. */
+        while (renewals_of(holder) < before + 2
+               && testkit_now_ms() - start < 10000 && !dlock_lock_lost(l))
+            itkit_pace_ms(20);
+        killed = testkit_redis_int(pr->server->url,
+                                   "CLIENT KILL TYPE normal SKIPME yes");
+        TK_EXPECT(killed >= 1,
+                  "kill %d closed the holder's connections "
+                  "(%lld)",
+                  kill + 1, killed);
+        before = renewals_of(holder);
+        start = testkit_now_ms();
+        while (renewals_of(holder) < before + 2 && !dlock_lock_lost(l)
+               && testkit_now_ms() - start < 10000)
+            itkit_pace_ms(20);
+        TK_EXPECT(!dlock_lock_lost(l),
+                  "the lock is not lost after kill %d (%llu renewals "
+                  "since)",
+                  kill + 1,
+                  (unsigned long long)(renewals_of(holder) - before));
+        TK_EXPECT(renewals_of(holder) >= before + 2,
+                  "renewed again after kill %d", kill + 1);
+    }
+    TK_EXPECT(testkit_redis_int(pr->server->url, "EXISTS %s", key) == 1,
+              "the key is still there");
+    TK_EXPECT_ERR(dlock_release(l), DLOCK_OK, holder, "releasing");
+    dlock_client_free(holder);
+    testkit_proxied_free(pr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(watchdog_keeps_a_one_second_lock_for_five_seconds),
         cmocka_unit_test(key_deleted_behind_the_holder_is_detected_as_lost),
+        cmocka_unit_test(
+            a_renewer_connection_closed_by_the_server_is_replaced),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

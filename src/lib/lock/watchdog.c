@@ -711,6 +711,7 @@ static void *renewer_main(void *arg)
         int64_t next = DLOCK__FOREVER;
         char *buf = NULL;
         size_t len = 0;
+        int connect_failed = 0;
 
         prune_orphans(w);
         if (w->rounds && renew_one_round(w, &next))
@@ -722,10 +723,10 @@ static void *renewer_main(void *arg)
             wait_renewer(w, next);
             continue;
         }
-        if (w->conn == NULL && has_work(w))
+        if (w->conn == NULL && has_work(w)) {
             connect_renewer(w);
-        if (w->conn == NULL && has_work(w))
-            next = dlock__now_us() + 100000; /* retry the connect */
+            connect_failed = w->conn == NULL;
+        }
         if (w->conn != NULL && collect_due(w, &buf, &len, &next) > 0) {
             dlock__msg m;
             dlock__conn *conn = w->conn;
@@ -745,6 +746,18 @@ static void *renewer_main(void *arg)
             drop_conn(w);
         if (w->stop)
             break;
+        /* No connection, and work to do: the connect failed (try again
+         * in 100 ms), or the connection was dropped since next was
+         * computed (a send that failed, a reply that found it closed or
+         * on a demoted master, a request that outlived its lock): connect
+         * again at once, or nothing would wake this thread before the
+         * leases it serves run out. */
+        if (w->conn == NULL && has_work(w)) {
+            int64_t at = dlock__now_us() + (connect_failed ? 100000 : 0);
+
+            if (at < next)
+                next = at;
+        }
         wait_renewer(w, next);
         read_replies(w);
     }
