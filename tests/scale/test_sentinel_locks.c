@@ -7,7 +7,8 @@
  *     its watchdog is taken, renewed and released on the master;
  *   - keys deleted on the master itself: an extend and releases answer
  *     DLOCK_LOST, and the watchdog believes the second "not held" (after
- *     looking the master up again), not renewing until its lease runs out;
+ *     looking the master up again, and with a ROLE behind it saying
+ *     master), not renewing until its lease runs out;
  *   - with ?wait_replicas=1 grants and watchdog renewals wait for a
  *     replica; asking for 3 of 2 replicas gives DLOCK_UNREPLICATED and
  *     the grant is released;
@@ -157,9 +158,10 @@ static long long evals_run(int port)
  * A key deleted on the master itself: the "not held" answers come from a
  * master (ROLE says so), so the loss is true and each path must report it:
  * an extend and a release DLOCK_LOST, and the watchdog (which doubts a
- * first "not held", looks the master up again and believes the second)
- * marks its lock lost after those two renewals, not by renewing until the
- * lease runs out.  The other side of the demoted-master cases below, where
+ * first "not held", looks the master up again and believes the second
+ * once a ROLE sent behind it on the same connection says master) marks
+ * its lock lost after those two renewals, not by renewing until the lease
+ * runs out.  The other side of the demoted-master cases below, where
  * the same answer from a replica's copy must not be believed.
  */
 static void a_key_gone_from_the_master_is_lost(void **state)

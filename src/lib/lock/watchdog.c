@@ -55,6 +55,7 @@
 #include "base/clock.h"
 #include "base/lease.h"
 #include "deploy/deploy.h"
+#include "deploy/sentinel.h"
 #include "lock/lock_internal.h"
 
 /* Most requests sent in one go; more wait for the next turn of the loop. */
@@ -73,14 +74,17 @@ struct dlock__watch {
     const dlock__watch_ops *ops;
     dlock_lock *lock; /* owner, when it is a core lock (renewals) */
     int renew;
-    int confirming;  /* a fair grant's confirm is due (see watch_confirm) */
-    int renew_after; /* what renew becomes once the confirm lands */
-    int inflight;
+    int confirming;   /* a fair grant's confirm is due (see watch_confirm) */
+    int renew_after;  /* what renew becomes once the confirm lands */
+    int inflight;     /* its requests in flight: a renewal, and its ROLE */
     int done;         /* lost: neither renewed nor timed again */
     int fire_pending; /* a renewal marked it lost: run on_lost */
     int firing;
-    int renewing; /* rounds: a renewal of it runs with mu released */
-    int doubted;  /* Sentinel: a "not held" answer not yet believed (doubt) */
+    int renewing;  /* rounds: a renewal of it runs with mu released */
+    int doubted;   /* Sentinel: a "not held" answer not yet believed (doubt) */
+    int held_zero; /* a doubted renewal answered "not held": its ticket is
+                    * held until the ROLE behind it answers (confirm) */
+    dlock__lease_ticket held;
     int64_t next_renew_us; /* monotonic */
     struct dlock__watch *next;
     struct dlock__watch *prev;
@@ -104,6 +108,7 @@ typedef struct orphan {
 
 typedef struct flight {
     dlock__watch *watch; /* NULL for an orphan's release */
+    int role;            /* the ROLE behind watch's doubted renewal */
     orphan *orphan;
     dlock__lease_ticket ticket;
     int64_t expires_us; /* CLOCK_BOOTTIME: after it, no answer helps */
@@ -262,27 +267,74 @@ static void renewed(dlock__watchdog *w, dlock__watch *x, dlock_err err,
     pthread_cond_signal(&w->timer_wake);
 }
 
+static int on_sentinel(const dlock__watchdog *w)
+{
+    const struct dlock__deploy *dp = dlock__client_deploy(w->client);
+
+    return dp != NULL && dp->kind == DLOCK__SENTINEL;
+}
+
 /*
  * 1 if r, the answer to x's renewal on a Sentinel client, may come from a
  * master demoted by a failover that still answers: READONLY or MASTERDOWN
  * (the renewal did not run), or "not held" (0), which a replica says from
- * its copy, the first time since x was last renewed.  The connection is
- * then dropped and the master looked up again (w->demoted: read_replies),
- * so the renewal goes again to a server checked with ROLE, where a second
- * "not held" is believed (DLOCK_LOST).  0 on every other client.
+ * its copy.  The connection is then dropped and the master looked up
+ * again (w->demoted: read_replies), and x is marked doubted: its next
+ * renewal goes with a ROLE behind it on the same connection (queue_role),
+ * and its "not held" is believed only if that ROLE says master (held_zero,
+ * confirm).  A ROLE checked when the connection was opened would not do:
+ * the renewal waits for its time on that connection, and its server may
+ * be demoted meanwhile.  0 on every other client.
  */
 static int doubt(dlock__watchdog *w, dlock__watch *x, const redisReply *r)
 {
-    const struct dlock__deploy *dp = dlock__client_deploy(w->client);
-
-    if (r == NULL || dp == NULL || dp->kind != DLOCK__SENTINEL)
+    if (r == NULL || !on_sentinel(w))
         return 0;
     if (!dlock__deploy_is_readonly(r)
-        && (r->type != REDIS_REPLY_INTEGER || r->integer != 0 || x->doubted))
+        && (r->type != REDIS_REPLY_INTEGER || r->integer != 0))
         return 0;
     x->doubted = !dlock__deploy_is_readonly(r);
     w->demoted = 1;
     return 1;
+}
+
+/* 1 if r is x's doubted renewal answered "not held" with the ROLE that
+ * judges it next in the FIFO: its ticket is then held for confirm. */
+static int waits_for_role(const dlock__watchdog *w, const dlock__watch *x,
+                          const redisReply *r)
+{
+    return x->doubted && r != NULL && r->type == REDIS_REPLY_INTEGER
+           && r->integer == 0 && w->fifo != NULL && w->fifo->role
+           && w->fifo->watch == x;
+}
+
+/*
+ * The ROLE behind x's doubted renewal answered r (NULL: none came).  If
+ * that renewal was answered "not held" (held_zero), the answer is believed
+ * only from a master: the lock is lost.  From anything else, or with no
+ * answer, nothing is known of the lock: its lease keeps its end, the
+ * master is looked up again and the renewal goes again soon.
+ */
+static void confirm(dlock__watchdog *w, dlock__watch *x, const redisReply *r)
+{
+    int marked = 0;
+
+    if (!x->held_zero)
+        return; /* the renewal's own answer was landed */
+    x->held_zero = 0;
+    if (r != NULL && dlock__role_is_master(r)) {
+        const redisReply zero = {.type = REDIS_REPLY_INTEGER, .integer = 0};
+        dlock_err err = dlock__lock_renew_reply(x->lock, &x->held, &zero,
+                                                dlock__boot_us(), &marked);
+
+        renewed(w, x, err, marked);
+        return;
+    }
+    dlock__lease_end(dlock__lock_lease(x->lock), &x->held,
+                     DLOCK__LEASE_NOT_RUN);
+    if (r != NULL)
+        w->demoted = 1;
+    renewed(w, x, DLOCK_SERVER, 0); /* again soon, elsewhere */
 }
 
 /* Ends one request in flight with reply r (NULL: none will come). */
@@ -305,17 +357,24 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
     } else if (x->owner == NULL) {
         if (--x->inflight == 0)
             dlock__free(x); /* detached by unwatch */
+    } else if (f->role) {
+        x->inflight--;
+        confirm(w, x, r);
+    } else if (waits_for_role(w, x, r)) {
+        x->inflight--;
+        x->held = f->ticket;
+        x->held_zero = 1;
     } else if (doubt(w, x, r)) {
         dlock__lease_end(dlock__lock_lease(x->lock), &f->ticket,
                          DLOCK__LEASE_NOT_RUN);
-        x->inflight = 0;
+        x->inflight--;
         renewed(w, x, DLOCK_SERVER, 0); /* again soon, elsewhere */
     } else {
         int marked = 0;
         dlock_err err = dlock__lock_renew_reply(x->lock, &f->ticket, r,
                                                 dlock__boot_us(), &marked);
 
-        x->inflight = 0;
+        x->inflight--;
         if (err == DLOCK_OK)
             x->doubted = 0;
         renewed(w, x, err, marked);
@@ -377,6 +436,25 @@ static int append(dlock__watchdog *w, char **buf, size_t *len, const char *cmd,
     return 1;
 }
 
+/* Queues a ROLE behind x's doubted renewal (see doubt).  Without it (out
+ * of memory) that renewal's "not held" is doubted again, never believed. */
+static void queue_role(dlock__watchdog *w, dlock__watch *x, int64_t expires_us,
+                       char **buf, size_t *len)
+{
+    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
+    flight *f = dlock__calloc(1, sizeof(*f));
+
+    if (f == NULL || !append(w, buf, len, role, sizeof(role) - 1)) {
+        dlock__free(f);
+        return;
+    }
+    f->watch = x;
+    f->role = 1;
+    f->expires_us = expires_us;
+    x->inflight++;
+    fifo_push(w, f);
+}
+
 /* Queues a flight for x, appending its request to *buf. */
 static int queue_renewal(dlock__watchdog *w, dlock__watch *x, char **buf,
                          size_t *len)
@@ -405,6 +483,8 @@ static int queue_renewal(dlock__watchdog *w, dlock__watch *x, char **buf,
                                        dlock__client_skew(w->client));
     x->inflight = 1;
     fifo_push(w, f);
+    if (x->doubted && on_sentinel(w))
+        queue_role(w, x, f->expires_us, buf, len);
     return 1;
 }
 
