@@ -107,6 +107,12 @@ void dlock__conn_shut(dlock__conn *conn, dlock_err err);
 dlock_err dlock__conn_recv(dlock__conn *conn, int64_t deadline_us,
                            redisReply **reply, dlock__msg *m);
 
+/* Takes a reply that is already complete in the connection's buffer,
+ * without any system call: DLOCK_OK with *reply NULL when none is (a
+ * parse failure breaks the connection, as in dlock__conn_recv). */
+dlock_err dlock__conn_take(dlock__conn *conn, redisReply **reply,
+                           dlock__msg *m);
+
 /* The socket, for poll(2) by a caller that multiplexes (the subscriber). */
 int dlock__conn_fd(const dlock__conn *conn);
 
