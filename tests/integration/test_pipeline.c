@@ -40,6 +40,14 @@
  * kill).  No other call fails: the kills are spaced, so a command re-asked
  * on another connection finds the server up.
  *
+ * busy_threads_gather_on_few_connections: 16 threads, each on a key of
+ * its own, on a client with the default pool (16): once 8 other commands
+ * run, a command joins the busiest pipe that carries fewer than 8
+ * (pool.c), so at most 8 connections open (a new one only while fewer
+ * than 8 others run and none is idle, or every pipe is 8 deep), where a
+ * connection per command in flight opened up to 16 before; with the same
+ * checks as above.
+ *
  * silent_connection_resolves_every_command: SILENT_THREADS threads on a
  * pool of 1 (one connection carries them all, so one read brings many
  * replies: pipe.c hands them out together and wakes their threads after
@@ -76,6 +84,8 @@
 #define KILLS 5
 #define TLS_THREADS 16
 #define TLS_PAIRS 100
+#define GATHER_THREADS 16
+#define GATHER_PAIRS 300
 #define SILENT_THREADS 48
 #define SILENT_IO_MS 2000
 #define TTL_MS 10000
@@ -361,6 +371,32 @@ static void many_threads_share_two_connections(void **state)
         testkit_forget_lock(url, r->keys[i].name);
 }
 
+static void busy_threads_gather_on_few_connections(void **state)
+{
+    pipe_case *pc = begin_case();
+    const char *url = itkit_shared_url();
+    dlock_client *c = pc->c = itkit_client(url, NULL);
+    worker *w = pc->w;
+    dlock_client_stats st;
+    run *const r = &pc->r;
+
+    (void)state;
+    run_init(r, c, GATHER_THREADS, GATHER_PAIRS);
+    start_workers(r, w, GATHER_THREADS);
+    join_workers(r, w, GATHER_THREADS);
+    dlock_client_stats_get(c, &st);
+    expect_clean(r);
+    TK_EXPECT(atomic_load(&r->grants) == (long)GATHER_THREADS * GATHER_PAIRS,
+              "%ld grants of %ld", atomic_load(&r->grants),
+              (long)GATHER_THREADS * GATHER_PAIRS);
+    TK_EXPECT(st.pool_open <= 8,
+              "%d connections open for %d threads: their commands did not "
+              "gather on few connections",
+              st.pool_open, GATHER_THREADS);
+    for (int i = 0; i < r->nkeys; i++)
+        testkit_forget_lock(url, r->keys[i].name);
+}
+
 static void tls_pipes_take_turns_reading_and_writing(void **state)
 {
     testkit_redis_opts so = {.name = "pipeline-tls", .tls = 1};
@@ -603,6 +639,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(many_threads_share_two_connections,
+                                  end_case),
+        cmocka_unit_test_teardown(busy_threads_gather_on_few_connections,
                                   end_case),
         cmocka_unit_test_teardown(tls_pipes_take_turns_reading_and_writing,
                                   end_case),
