@@ -48,8 +48,9 @@ typedef struct dlock_client_opts {
     int io_timeout_ms;
     /* Most connections the pool opens.  It bounds connections, not
      * callers: threads' commands are pipelined on the open connections
-     * (a new one is opened while a busy one carries 4 or more commands
-     * and the pool is not full), so 64 threads run on a pool of 2.
+     * (up to 8 commands at once take a connection each while the pool
+     * is not full; beyond that they gather on few connections, up to 8
+     * commands on each), so 64 threads run on a pool of 2.
      * Default 16. */
     int pool_size;
     /* TCP keepalive idle seconds; 0 = default 60; -1 = off. */

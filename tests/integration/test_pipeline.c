@@ -40,6 +40,26 @@
  * kill).  No other call fails: the kills are spaced, so a command re-asked
  * on another connection finds the server up.
  *
+ * busy_threads_gather_on_few_connections: 16 threads, each on a key of
+ * its own, on a client with the default pool (16): once 8 other commands
+ * run, a command joins the busiest pipe that carries fewer than 8
+ * (pool.c), so at most 8 connections open (a new one only while fewer
+ * than 8 others run and none is idle, or every pipe is 8 deep), where a
+ * connection per command in flight opened up to 16 before; with the same
+ * checks as above.
+ *
+ * silent_connection_resolves_every_command: SILENT_THREADS threads on a
+ * pool of 1 (one connection carries them all, so one read brings many
+ * replies: pipe.c hands them out together and wakes their threads after
+ * dropping its mutex), through a proxy to a private redis-server.  The
+ * test pauses the proxy: every command then in flight must come back by
+ * its deadline (DLOCK_TIMEOUT or DLOCK_UNAVAILABLE; a release re-asked
+ * may be reported lost), no thread may hang, and once the proxy resumes
+ * every thread must be granted again, each grant's token the one the
+ * server holds (no reply crossed to another command).  Each pair takes a
+ * key of its own, so a timed-out acquire that ran anyway (released in the
+ * background) never makes a later one busy.
+ *
  * A case's run, workers, client and server live in static storage
  * (pipe_case), and end_case, every case's teardown, stops and joins the
  * workers whether the case passed or failed: a failed expectation leaves
@@ -64,6 +84,10 @@
 #define KILLS 5
 #define TLS_THREADS 16
 #define TLS_PAIRS 100
+#define GATHER_THREADS 16
+#define GATHER_PAIRS 300
+#define SILENT_THREADS 48
+#define SILENT_IO_MS 2000
 #define TTL_MS 10000
 #define WAIT_MS 20000
 #define RUN_TIMEOUT_MS 40000
@@ -88,6 +112,9 @@ typedef struct run {
     atomic_int stop;     /* a problem was seen: workers stop early */
     atomic_int claimed;
     char first[DLOCK_ERRMSG_MAX + 128];
+    /* silent_connection_resolves_every_command's, per worker: */
+    atomic_long ok[SILENT_THREADS];     /* pairs that went through */
+    atomic_long failed[SILENT_THREADS]; /* calls failed as allowed */
 } run;
 
 typedef struct worker {
@@ -208,6 +235,7 @@ typedef struct pipe_case {
     int started; /* workers started, not yet joined */
     dlock_client *c;
     testkit_redis *srv;
+    testkit_proxied *link;
 } pipe_case;
 
 static pipe_case the_case;
@@ -290,6 +318,7 @@ static int end_case(void **state)
         testkit_redis_stop(pc->srv);
         testkit_redis_free(pc->srv);
     }
+    testkit_proxied_free(pc->link);
     memset(pc, 0, sizeof(*pc));
     return 0;
 }
@@ -338,6 +367,32 @@ static void many_threads_share_two_connections(void **state)
               (long)THREADS * pairs);
     TK_EXPECT(st.pool_open <= 2, "%d connections open on a pool of 2",
               st.pool_open);
+    for (int i = 0; i < r->nkeys; i++)
+        testkit_forget_lock(url, r->keys[i].name);
+}
+
+static void busy_threads_gather_on_few_connections(void **state)
+{
+    pipe_case *pc = begin_case();
+    const char *url = itkit_shared_url();
+    dlock_client *c = pc->c = itkit_client(url, NULL);
+    worker *w = pc->w;
+    dlock_client_stats st;
+    run *const r = &pc->r;
+
+    (void)state;
+    run_init(r, c, GATHER_THREADS, GATHER_PAIRS);
+    start_workers(r, w, GATHER_THREADS);
+    join_workers(r, w, GATHER_THREADS);
+    dlock_client_stats_get(c, &st);
+    expect_clean(r);
+    TK_EXPECT(atomic_load(&r->grants) == (long)GATHER_THREADS * GATHER_PAIRS,
+              "%ld grants of %ld", atomic_load(&r->grants),
+              (long)GATHER_THREADS * GATHER_PAIRS);
+    TK_EXPECT(st.pool_open <= 8,
+              "%d connections open for %d threads: their commands did not "
+              "gather on few connections",
+              st.pool_open, GATHER_THREADS);
     for (int i = 0; i < r->nkeys; i++)
         testkit_forget_lock(url, r->keys[i].name);
 }
@@ -441,14 +496,157 @@ static void killed_connections_resolve_every_command(void **state)
               "a key is still held after every thread released");
 }
 
+/* A failure the silent case allows: the command's deadline passed, or
+ * its connection failed with it, or a release re-asked on another
+ * connection found its token gone and says so. */
+static int silent_failure_allowed(dlock_err err, const char *msg)
+{
+    return err == DLOCK_TIMEOUT || err == DLOCK_UNAVAILABLE
+           || (err == DLOCK_LOST && strstr(msg, "re-asked") != NULL);
+}
+
+static void silent_failed(run *r, int index, const char *what, const char *key,
+                          dlock_err err)
+{
+    const char *msg = dlock_client_errmsg(r->client);
+
+    if (silent_failure_allowed(err, msg)) {
+        atomic_fetch_add(&r->failed[index], 1);
+        return;
+    }
+    note(r, &r->failures, "%s %s: %s: %s", what, key, dlock_errname(err), msg);
+}
+
+/* A silent case's worker: a new key per pair, tried once, its token
+ * checked against the server's while held. */
+static void *silent_worker_main(void *arg)
+{
+    worker *w = arg;
+    run *r = w->r;
+    dlock_acquire_opts o = itkit_acquire_opts(TTL_MS, 0);
+
+    while (!atomic_load(&r->stop)) {
+        char key[TESTKIT_KEY_MAX];
+        dlock_lock_info info;
+        dlock_lock *l = NULL;
+        dlock_err err;
+
+        testkit_key(key, "pipeline-silent");
+        err = dlock_acquire(r->client, key, &o, &l);
+        if (err != DLOCK_OK) {
+            silent_failed(r, w->index, "acquire", key, err);
+            continue;
+        }
+        err = dlock_inspect(r->client, key, &info);
+        if (err == DLOCK_OK && strcmp(info.token, dlock_lock_token(l)) != 0)
+            note(r, &r->crossed, "%s is held by \"%s\", not by our \"%s\"",
+                 key, info.token, dlock_lock_token(l));
+        else if (err != DLOCK_OK)
+            silent_failed(r, w->index, "inspect", key, err);
+        err = dlock_release(l);
+        if (err != DLOCK_OK)
+            silent_failed(r, w->index, "release", key, err);
+        else
+            atomic_fetch_add(&r->ok[w->index], 1);
+    }
+    atomic_fetch_add(&r->finished, 1);
+    return NULL;
+}
+
+typedef struct silent_mark {
+    run *r;
+    long since[SILENT_THREADS];
+    atomic_long *count; /* r->ok or r->failed */
+} silent_mark;
+
+static void silent_mark_now(silent_mark *m, run *r, atomic_long *count)
+{
+    m->r = r;
+    m->count = count;
+    for (int i = 0; i < SILENT_THREADS; i++)
+        m->since[i] = atomic_load(&count[i]);
+}
+
+/* 1 once every worker's count has moved since the mark. */
+static int every_worker_moved(void *arg)
+{
+    silent_mark *m = arg;
+
+    for (int i = 0; i < SILENT_THREADS; i++)
+        if (atomic_load(&m->count[i]) == m->since[i])
+            return 0;
+    return 1;
+}
+
+static int workers_moved(const silent_mark *m)
+{
+    int n = 0;
+
+    for (int i = 0; i < SILENT_THREADS; i++)
+        n += atomic_load(&m->count[i]) != m->since[i];
+    return n;
+}
+
+static void silent_connection_resolves_every_command(void **state)
+{
+    pipe_case *pc = begin_case();
+    testkit_proxied *link = pc->link = itkit_proxied("pipeline-silent");
+    dlock_client_opts o = itkit_client_opts();
+    worker *w = pc->w;
+    silent_mark failed, ok;
+    dlock_client_stats st;
+    run *const r = &pc->r;
+
+    (void)state;
+    o.pool_size = 1;
+    o.io_timeout_ms = SILENT_IO_MS;
+    pc->c = itkit_client(link->url, &o);
+    run_init(r, pc->c, 1, 0);
+    silent_mark_now(&ok, r, r->ok);
+    for (int i = 0; i < SILENT_THREADS; i++) {
+        w[i] = (worker){.r = r, .index = i};
+        assert_int_equal(pthread_create(&w[i].thread, NULL, silent_worker_main,
+                                        &w[i]),
+                         0);
+        the_case.started = i + 1;
+    }
+    TK_EXPECT(testkit_wait_until(every_worker_moved, &ok, RUN_TIMEOUT_MS),
+              "%d of %d threads got a pair through before the pause (first "
+              "problem: %s)",
+              workers_moved(&ok), SILENT_THREADS, r->first);
+    silent_mark_now(&failed, r, r->failed);
+    TK_EXPECT(testkit_proxy_ctl(link->proxy, "pause") == 0, "proxy paused");
+    TK_EXPECT(testkit_wait_until(every_worker_moved, &failed, RUN_TIMEOUT_MS),
+              "%d of %d threads saw a call fail within %d ms of the pause "
+              "(first problem: %s)",
+              workers_moved(&failed), SILENT_THREADS, RUN_TIMEOUT_MS,
+              r->first);
+    TK_EXPECT(testkit_proxy_ctl(link->proxy, "resume") == 0, "proxy resumed");
+    silent_mark_now(&ok, r, r->ok);
+    TK_EXPECT(testkit_wait_until(every_worker_moved, &ok, RUN_TIMEOUT_MS),
+              "%d of %d threads got a pair through after the resume (first "
+              "problem: %s)",
+              workers_moved(&ok), SILENT_THREADS, r->first);
+    atomic_store(&r->stop, 1);
+    join_workers(r, w, SILENT_THREADS);
+    dlock_client_stats_get(pc->c, &st);
+    expect_clean(r);
+    TK_EXPECT(st.pool_open <= 1, "%d connections open on a pool of 1",
+              st.pool_open);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(many_threads_share_two_connections,
                                   end_case),
+        cmocka_unit_test_teardown(busy_threads_gather_on_few_connections,
+                                  end_case),
         cmocka_unit_test_teardown(tls_pipes_take_turns_reading_and_writing,
                                   end_case),
         cmocka_unit_test_teardown(killed_connections_resolve_every_command,
+                                  end_case),
+        cmocka_unit_test_teardown(silent_connection_resolves_every_command,
                                   end_case),
     };
 

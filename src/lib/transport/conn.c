@@ -648,6 +648,16 @@ dlock_err dlock__conn_recv(dlock__conn *c, int64_t deadline_us,
     }
 }
 
+dlock_err dlock__conn_take(dlock__conn *c, redisReply **reply, dlock__msg *m)
+{
+    *reply = NULL;
+    if (c->broken)
+        return dlock__msg_set(m, DLOCK_UNAVAILABLE,
+                              "read from %s on a broken connection",
+                              c->ep->desc);
+    return take_reply(c, reply, m);
+}
+
 /* Appends "<prefix><n>\r\n" at buf + at when it fits; returns the new
  * length either way. */
 static size_t put_count(char *buf, size_t cap, size_t at, char prefix,

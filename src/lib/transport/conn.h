@@ -125,6 +125,12 @@ dlock_err dlock__conn_call_pair(dlock__conn *conn, const char *buf, size_t len,
                                 int64_t deadline_us, redisReply **first,
                                 redisReply **second, dlock__msg *m);
 
+/* Takes a reply that is already complete in the connection's buffer,
+ * without any system call: DLOCK_OK with *reply NULL when none is (a
+ * parse failure breaks the connection, as in dlock__conn_recv). */
+dlock_err dlock__conn_take(dlock__conn *conn, redisReply **reply,
+                           dlock__msg *m);
+
 /* The socket, for poll(2) by a caller that multiplexes (the subscriber). */
 int dlock__conn_fd(const dlock__conn *conn);
 

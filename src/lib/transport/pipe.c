@@ -161,13 +161,19 @@ static void append(dlock__call **head, dlock__call **tail, dlock__call *c)
     *tail = c;
 }
 
-/* Marks c done with err and wakes its thread if it sleeps.  From the
- * store on, c may be gone (its thread returned). */
-static void finish(dlock__pipe *p, dlock__call *c, dlock_err err)
+/* Marks c done with err; returns 1 if its thread sleeps on its word and
+ * must be woken.  From the store on, c may be gone (its thread returned). */
+static int settle(dlock__pipe *p, dlock__call *c, dlock_err err)
 {
     c->err = err;
     c->reused = p->answered > 0;
-    if (atomic_exchange(&c->state, CALL_DONE) == CALL_SLEEPING)
+    return atomic_exchange(&c->state, CALL_DONE) == CALL_SLEEPING;
+}
+
+/* Marks c done with err and wakes its thread if it sleeps. */
+static void finish(dlock__pipe *p, dlock__call *c, dlock_err err)
+{
+    if (settle(p, c, err))
         wake_word(&c->state);
 }
 
@@ -334,42 +340,73 @@ static void write_queued(dlock__pipe *p)
     p->writing = 0;
 }
 
-/* Takes the next reply off the socket and gives it to the oldest call in
- * flight; returns 0 when the pipe broke instead. */
-static int deliver_one(dlock__pipe *p, const dlock__call *call)
+/* Replies one read hands out before it wakes their threads. */
+#define DELIVER_MAX 16
+
+/*
+ * Takes the next reply off the socket, and every reply already complete
+ * behind it, and gives them to the oldest calls in flight, in order;
+ * returns 0 when the pipe broke instead.  The threads of those calls are
+ * woken only once the mutex is dropped: a thread woken while the reader
+ * holds it could take the reader's CPU and then sleep again on the mutex
+ * for its next command (a second sleep and wake-up per command).  A wake
+ * that comes after the call's thread gave up waiting (its deadline) falls
+ * on a word that is no longer slept on, or on a later call's: a spurious
+ * wake-up, as pipe.c's header says, never a lost one.
+ */
+static int deliver_some(dlock__pipe *p, const dlock__call *call)
 {
-    redisReply *r = NULL;
+    redisReply *r[DELIVER_MAX];
+    atomic_int *sleepers[DELIVER_MAX];
+    int n = 0, nsleepers = 0, i;
     dlock__msg why;
-    dlock__call *c;
     dlock_err err;
 
     pthread_mutex_unlock(&p->mu);
-    err = dlock__conn_recv(p->conn, call->deadline_us, &r, &why);
+    err = dlock__conn_recv(p->conn, call->deadline_us, &r[0], &why);
+    if (err == DLOCK_OK)
+        n = 1;
+    while (err == DLOCK_OK && n < DELIVER_MAX) {
+        err = dlock__conn_take(p->conn, &r[n], &why);
+        if (err != DLOCK_OK || r[n] == NULL)
+            break;
+        n++;
+    }
     pthread_mutex_lock(&p->mu);
     if (p->broken) {
-        if (r != NULL)
-            freeReplyObject(r);
+        for (i = 0; i < n; i++)
+            freeReplyObject(r[i]);
         return 0;
     }
-    if (err == DLOCK_OK && p->flight == NULL) {
-        freeReplyObject(r);
-        err = dlock__msg_set(&why, DLOCK_PROTOCOL,
-                             "a reply from %s that no command asked for",
-                             dlock__conn_desc(p->conn));
+    for (i = 0; i < n; i++) {
+        dlock__call *c = p->flight;
+
+        if (c == NULL) {
+            for (; i < n; i++)
+                freeReplyObject(r[i]);
+            err = dlock__msg_set(&why, DLOCK_PROTOCOL,
+                                 "a reply from %s that no command asked for",
+                                 dlock__conn_desc(p->conn));
+            break;
+        }
+        p->flight = c->next;
+        if (p->flight == NULL)
+            p->flight_tail = NULL;
+        c->reply = r[i];
+        p->answered++;
+        if (settle(p, c, DLOCK_OK))
+            sleepers[nsleepers++] = &c->state;
     }
-    if (err != DLOCK_OK) {
+    if (err != DLOCK_OK)
         break_pipe(p, err == DLOCK_TIMEOUT ? DLOCK_UNAVAILABLE : err, &why,
                    err == DLOCK_TIMEOUT ? call : NULL);
-        return 0;
+    if (nsleepers > 0) {
+        pthread_mutex_unlock(&p->mu);
+        for (i = 0; i < nsleepers; i++)
+            wake_word(sleepers[i]);
+        pthread_mutex_lock(&p->mu);
     }
-    c = p->flight;
-    p->flight = c->next;
-    if (p->flight == NULL)
-        p->flight_tail = NULL;
-    c->reply = r;
-    p->answered++;
-    finish(p, c, DLOCK_OK);
-    return 1;
+    return !p->broken;
 }
 
 /* The reader: hands out replies until call's has come, then writes what
@@ -378,11 +415,11 @@ static int deliver_one(dlock__pipe *p, const dlock__call *call)
 static void read_until(dlock__pipe *p, dlock__call *call)
 {
     p->reading = 1;
-    while (!call_done(call) && deliver_one(p, call))
+    while (!call_done(call) && deliver_some(p, call))
         ;
     /* Replies already here go out now, sparing their threads a turn. */
     while (!p->broken && p->flight != NULL && dlock__conn_buffered(p->conn)
-           && deliver_one(p, call))
+           && deliver_some(p, call))
         ;
     p->reading = 0;
     if (p->broken)

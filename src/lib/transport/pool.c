@@ -28,7 +28,7 @@ dlock_err dlock__pool_init(dlock__pool *p, int max)
         p->idle = NULL;
         return DLOCK_NOMEM;
     }
-    p->nidle = p->npipes = p->open = p->lent = 0;
+    p->nidle = p->npipes = p->open = p->lent = p->dialing = 0;
     p->max = max;
     if (pthread_condattr_init(&attr) != 0)
         goto fail;
@@ -168,37 +168,63 @@ void dlock__pool_counts(dlock__pool *p, int *open, int *lent)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Commands a busy pipe takes before the pool opens another connection
- * (while it may).  One: a thread alone on its connection reads its own
- * reply, with no hand-off, no wake-up and no contention on the pipe's
- * mutex; two threads sharing one pay a futex wake and a wait per command
- * and contend for the mutex, and batching rarely happens as threads that
- * wait for their replies send one command each.  Measured at 32 threads
- * on 2 cores: futex calls per pair 5.6-6.1 at 4, 2.6-2.9 at 1; at 8
- * threads 6.0 at 4, none at 1.  Pipes fill up only once every slot is
- * open, so the pool never waits for a connection to come free. */
-#define PIPE_DEPTH 1
+/*
+ * How commands spread over connections.  While fewer than PIPE_SHARE_FROM
+ * other commands run, a command takes a connection of its own: an idle
+ * one, else a new one while a slot is free.  A thread alone on its
+ * connection reads its own reply, with no hand-off and no wake-up by
+ * another thread; threads sharing one pay a futex wait and wake per
+ * command, which only pays when many commands travel together.  From
+ * PIPE_SHARE_FROM on, a command joins the busiest live pipe that carries
+ * fewer than PIPE_DEPTH, so that commands gather on few connections: the
+ * server then reads and answers each connection's commands together (one
+ * read, one write and one wake-up of the reader for many replies), which
+ * saves it more than the hand-offs cost the client.  Once every pipe is
+ * PIPE_DEPTH deep the pool opens another connection while a slot is
+ * free, and only then fills them beyond (least loaded first), so it never
+ * waits for a connection to come free.  Measured on 2 cores
+ * (docs/benchmarks.md, session 16): at 32 threads client and server CPU
+ * per pair 72 -> 61 us and pairs/s +16-19 %; gathering from 4 on also
+ * made 8 threads cheaper in CPU but slower on a lightly loaded machine,
+ * and two threads per connection cost the most, so up to 8 commands at
+ * once keep a connection each, as before.
+ */
+#define PIPE_SHARE_FROM 8
+#define PIPE_DEPTH 8
 
-/* The pipe a new command should join, or NULL to open a connection: an
- * idle live pipe first, else the least loaded live pipe, unless that one
- * is PIPE_DEPTH deep and a slot is free. */
+/* The pipe a new command should join, or NULL to open a connection. */
 static dlock__pipe *choose_pipe(dlock__pool *p, int may_open)
 {
-    dlock__pipe *best = NULL;
+    dlock__pipe *idle = NULL, *least = NULL, *pack = NULL;
+    int running = p->dialing; /* their commands will run on new pipes */
 
     for (int i = 0; i < p->npipes; i++) {
         dlock__pipe *q = p->pipes[i];
+        const int load = dlock__pipe_load(q);
 
         if (dlock__pipe_broken(q))
             continue;
-        if (dlock__pipe_load(q) == 0)
-            return q;
-        if (best == NULL || dlock__pipe_load(q) < dlock__pipe_load(best))
-            best = q;
+        running += load;
+        if (load == 0) {
+            if (idle == NULL)
+                idle = q;
+            continue;
+        }
+        if (least == NULL || load < dlock__pipe_load(least))
+            least = q;
+        if (load < PIPE_DEPTH
+            && (pack == NULL || load > dlock__pipe_load(pack)))
+            pack = q;
     }
-    if (may_open && (best == NULL || dlock__pipe_load(best) >= PIPE_DEPTH))
+    if (running >= PIPE_SHARE_FROM && pack != NULL)
+        return pack;
+    if (idle != NULL)
+        return idle;
+    if (may_open
+        && (running < PIPE_SHARE_FROM || least == NULL
+            || dlock__pipe_load(least) >= PIPE_DEPTH))
         return NULL;
-    return best;
+    return least;
 }
 
 /* Adds a pipe over conn (an idle or newly opened connection whose slot is
@@ -228,9 +254,11 @@ static dlock_err open_pipe(dlock__pool *p, dlock__pool_dial dial, void *arg,
     dlock_err err;
 
     p->open++;
+    p->dialing++;
     pthread_mutex_unlock(&p->mu);
     err = dial(arg, deadline_us, &conn, m);
     pthread_mutex_lock(&p->mu);
+    p->dialing--;
     if (err != DLOCK_OK) {
         p->open--;
         pthread_cond_broadcast(&p->freed);

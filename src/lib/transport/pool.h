@@ -4,11 +4,15 @@
  * The pool bounds how many connections a client opens (pool_size) and
  * runs commands on them in two ways.
  *
- * dlock__pool_call pipelines (pipe.h): a command goes to an idle pipe if
- * there is one, else to a new connection while a slot is free, else to the
- * pipe with the fewest commands on it, behind them.  No caller ever waits
- * for a connection to come free, so pool_size bounds connections, not
- * concurrency: 64 threads run on a pool of 2.
+ * dlock__pool_call pipelines (pipe.h).  While fewer than a few commands
+ * run at once, a command goes to an idle pipe if there is one, else to a
+ * new connection while a slot is free; from then on it joins the busiest
+ * pipe that is not yet full, so that many threads' commands gather on few
+ * connections (pool.c, PIPE_SHARE_FROM); with every pipe full, a new
+ * connection while a slot is free, else the pipe with the fewest commands
+ * on it, behind them.  No caller ever waits for a connection to come
+ * free, so pool_size bounds connections, not concurrency: 64 threads run
+ * on a pool of 2.
  *
  * dlock__pool_borrow lends a connection to one caller alone (a command
  * that needs two round trips in a row, ASKING then the command, or a
@@ -43,6 +47,7 @@ typedef struct dlock__pool {
     int npipes;
     int open;
     int lent;
+    int dialing; /* commands whose slot dlock__pool_call is connecting */
     int max;
 } dlock__pool;
 
