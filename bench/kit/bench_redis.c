@@ -173,10 +173,9 @@ int bench_script_load(const bench_target *t, const char *script, char sha[41],
 /* ------------------------------------------------------------------------
  * The private server */
 
-/* Creates path and its missing parents, like mkdir -p. */
-static int make_dirs(const char *path)
+int bench_make_dirs(const char *path)
 {
-    char buf[512];
+    char buf[1024];
 
     if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
         errno = ENAMETOOLONG;
@@ -323,7 +322,7 @@ int bench_server_start(bench_server *s, const char *server_bin,
 {
     memset(s, 0, sizeof(*s));
     snprintf(s->dir, sizeof(s->dir), "%s/redis-%d", workdir, (int)getpid());
-    if (make_dirs(s->dir) != 0) {
+    if (bench_make_dirs(s->dir) != 0) {
         snprintf(err, errlen, "cannot create %s: %s", s->dir, strerror(errno));
         return -1;
     }

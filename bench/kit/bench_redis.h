@@ -196,4 +196,9 @@ int bench_rb_run_pipelined(const char *rb_bin, const bench_target *t,
 int bench_rb_parse_report(const char *text, bench_rb_result *out);
 int bench_rb_parse_csv(const char *text, bench_rb_result *out);
 
+/* Creates path and its missing parents, like mkdir -p: 0, or -1 with
+ * errno (ENAMETOOLONG past 1023 bytes).  For the private servers'
+ * folders, and the benchmarks' other work folders. */
+int bench_make_dirs(const char *path);
+
 #endif /* DLOCK_BENCH_REDIS_H */

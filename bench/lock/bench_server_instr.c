@@ -73,7 +73,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -86,6 +85,7 @@
 #include "bench_clock.h"
 #include "bench_figure.h"
 #include "bench_json.h"
+#include "bench_redis.h"
 #include "bench_run.h"
 
 #define CALLERS 32
@@ -615,28 +615,6 @@ static int run_counts(instr_run *run)
 /* ------------------------------------------------------------------------
  * Options and main */
 
-/* Creates path and its missing parents, like mkdir -p; 0 or -1 (errno). */
-static int make_dirs(const char *path)
-{
-    char buf[600];
-
-    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 static void usage(FILE *out)
 {
     fputs("usage: bench_server_instr [options]\n"
@@ -816,7 +794,8 @@ int main(int argc, char **argv)
     char abs[PATH_MAX];
     if (!run.o.random_seed && find_preload(&run) != 0) {
         /* run.err says why */
-    } else if (make_dirs(run.dir) != 0 || realpath(run.dir, abs) == NULL) {
+    } else if (bench_make_dirs(run.dir) != 0
+               || realpath(run.dir, abs) == NULL) {
         snprintf(run.err, sizeof(run.err), "cannot create %.1500s: %s",
                  run.dir, strerror(errno));
     } else {
