@@ -80,11 +80,8 @@ struct dlock__watch {
     int done;         /* lost: neither renewed nor timed again */
     int fire_pending; /* a renewal marked it lost: run on_lost */
     int firing;
-    int renewing;  /* rounds: a renewal of it runs with mu released */
-    int doubted;   /* Sentinel: a "not held" answer not yet believed (doubt) */
-    int held_zero; /* a doubted renewal answered "not held": its ticket is
-                    * held until the ROLE behind it answers (confirm) */
-    dlock__lease_ticket held;
+    int renewing; /* rounds: a renewal of it runs with mu released */
+    int doubted;  /* Sentinel: a "not held" answer not yet believed (doubt) */
     int64_t next_renew_us; /* monotonic */
     struct dlock__watch *next;
     struct dlock__watch *prev;
@@ -109,6 +106,8 @@ typedef struct orphan {
 typedef struct flight {
     dlock__watch *watch; /* NULL for an orphan's release */
     int role;            /* the ROLE behind watch's doubted renewal */
+    int not_held;        /* role: that renewal was answered "not held"; its
+                          * ticket moved here until this answers (confirm) */
     orphan *orphan;
     dlock__lease_ticket ticket;
     int64_t expires_us; /* CLOCK_BOOTTIME: after it, no answer helps */
@@ -281,7 +280,7 @@ static int on_sentinel(const dlock__watchdog *w)
  * its copy.  The connection is then dropped and the master looked up
  * again (w->demoted: read_replies), and x is marked doubted: its next
  * renewal goes with a ROLE behind it on the same connection (queue_role),
- * and its "not held" is believed only if that ROLE says master (held_zero,
+ * and its "not held" is believed only if that ROLE says master (role_behind,
  * confirm).  A ROLE checked when the connection was opened would not do:
  * the renewal waits for its time on that connection, and its server may
  * be demoted meanwhile.  0 on every other client.
@@ -298,39 +297,42 @@ static int doubt(dlock__watchdog *w, dlock__watch *x, const redisReply *r)
     return 1;
 }
 
-/* 1 if r is x's doubted renewal answered "not held" with the ROLE that
- * judges it next in the FIFO: its ticket is then held for confirm. */
-static int waits_for_role(const dlock__watchdog *w, const dlock__watch *x,
-                          const redisReply *r)
+/* The ROLE flight that judges r, x's doubted renewal's answer, if r is
+ * "not held" and that ROLE is next in the FIFO; else NULL. */
+static flight *role_behind(const dlock__watchdog *w, const dlock__watch *x,
+                           const redisReply *r)
 {
-    return x->doubted && r != NULL && r->type == REDIS_REPLY_INTEGER
-           && r->integer == 0 && w->fifo != NULL && w->fifo->role
-           && w->fifo->watch == x;
+    if (x->doubted && r != NULL && r->type == REDIS_REPLY_INTEGER
+        && r->integer == 0 && w->fifo != NULL && w->fifo->role
+        && w->fifo->watch == x)
+        return w->fifo;
+    return NULL;
 }
 
 /*
- * The ROLE behind x's doubted renewal answered r (NULL: none came).  If
- * that renewal was answered "not held" (held_zero), the answer is believed
- * only from a master: the lock is lost.  From anything else, or with no
- * answer, nothing is known of the lock: its lease keeps its end, the
- * master is looked up again and the renewal goes again soon.
+ * role, the ROLE behind x's doubted renewal, was answered r (NULL: none
+ * came).  If that renewal was answered "not held" (role->not_held, its
+ * ticket in role->ticket), the answer is believed only from a master: the
+ * lock is lost.  From anything else, or with no answer, nothing is known
+ * of the lock: its lease keeps its end, the master is looked up again and
+ * the renewal goes again soon.
  */
-static void confirm(dlock__watchdog *w, dlock__watch *x, const redisReply *r)
+static void confirm(dlock__watchdog *w, dlock__watch *x, flight *role,
+                    const redisReply *r)
 {
     int marked = 0;
 
-    if (!x->held_zero)
+    if (!role->not_held)
         return; /* the renewal's own answer was landed */
-    x->held_zero = 0;
     if (r != NULL && dlock__role_is_master(r)) {
         const redisReply zero = {.type = REDIS_REPLY_INTEGER, .integer = 0};
-        dlock_err err = dlock__lock_renew_reply(x->lock, &x->held, &zero,
+        dlock_err err = dlock__lock_renew_reply(x->lock, &role->ticket, &zero,
                                                 dlock__boot_us(), &marked);
 
         renewed(w, x, err, marked);
         return;
     }
-    dlock__lease_end(dlock__lock_lease(x->lock), &x->held,
+    dlock__lease_end(dlock__lock_lease(x->lock), &role->ticket,
                      DLOCK__LEASE_NOT_RUN);
     if (r != NULL)
         w->demoted = 1;
@@ -341,6 +343,7 @@ static void confirm(dlock__watchdog *w, dlock__watch *x, const redisReply *r)
 static void land(dlock__watchdog *w, flight *f, const redisReply *r)
 {
     dlock__watch *x = f->watch;
+    flight *role;
 
     if (f->orphan != NULL) {
         orphan *o = f->orphan;
@@ -359,11 +362,11 @@ static void land(dlock__watchdog *w, flight *f, const redisReply *r)
             dlock__free(x); /* detached by unwatch */
     } else if (f->role) {
         x->inflight--;
-        confirm(w, x, r);
-    } else if (waits_for_role(w, x, r)) {
+        confirm(w, x, f, r);
+    } else if ((role = role_behind(w, x, r)) != NULL) {
         x->inflight--;
-        x->held = f->ticket;
-        x->held_zero = 1;
+        role->ticket = f->ticket;
+        role->not_held = 1;
     } else if (doubt(w, x, r)) {
         dlock__lease_end(dlock__lock_lease(x->lock), &f->ticket,
                          DLOCK__LEASE_NOT_RUN);
