@@ -60,16 +60,42 @@ static redisReply *acquire(const char *body, const char *key,
                              body, key, key, key, key, key, token, floor);
 }
 
-/* The reply's status (its first element); fails on any other shape. */
-static long long status_of(const redisReply *r)
+/* An answer as the client reads it: its status, and its second word or
+ * element as text (the fence, or the busy key's PTTL). */
+typedef struct answer {
+    long long status;
+    char value[32];
+} answer;
+
+/* Reads and frees r: the words "1 fence now", "0 -2 now" and "2 now", or
+ * the busy table {0, pttl, now}; fails on any other shape. */
+static answer answer_of(redisReply *r)
 {
+    answer a = {0};
+
     assert_non_null(r);
     if (r->type == REDIS_REPLY_ERROR)
         fail_msg("the script failed: %s", r->str);
-    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-    assert_true(r->elements >= 2);
-    assert_int_equal(r->element[0]->type, REDIS_REPLY_INTEGER);
-    return r->element[0]->integer;
+    if (r->type == REDIS_REPLY_STRING) {
+        char now[32];
+        int n = sscanf(r->str, "%lld %31s %31s", &a.status, a.value, now);
+
+        if (a.status == 2)
+            assert_int_equal(n, 2);
+        else
+            assert_int_equal(n, 3);
+    } else {
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        assert_int_equal(r->elements, 3);
+        assert_int_equal(r->element[0]->type, REDIS_REPLY_INTEGER);
+        assert_int_equal(r->element[1]->type, REDIS_REPLY_INTEGER);
+        assert_int_equal(r->element[2]->type, REDIS_REPLY_STRING);
+        a.status = r->element[0]->integer;
+        assert_int_equal(a.status, 0);
+        snprintf(a.value, sizeof(a.value), "%lld", r->element[1]->integer);
+    }
+    freeReplyObject(r);
+    return a;
 }
 
 static long long key_exists(const char *key)
@@ -103,28 +129,22 @@ static void grant_repeat_and_busy(int before_7)
 {
     char *body = body_of(before_7);
     char key[TESTKIT_KEY_MAX];
-    redisReply *r;
-    char fence[32];
+    answer grant, repeat, busy;
 
     testkit_key(key, before_7 ? "script_grant_old" : "script_grant");
-    r = acquire(body, key, TOKEN, "0");
-    assert_int_equal(status_of(r), 1);
-    assert_int_equal(r->element[1]->type, REDIS_REPLY_STRING);
-    snprintf(fence, sizeof(fence), "%s", r->element[1]->str);
-    freeReplyObject(r);
+    grant = answer_of(acquire(body, key, TOKEN, "0"));
+    assert_int_equal(grant.status, 1);
+    assert_true(strtoull(grant.value, NULL, 10) > 0);
     assert_int_equal(key_exists(key), 1);
     assert_true(testkit_redis_int(testkit_shared_redis(), "PTTL %s", key) > 0);
 
-    r = acquire(body, key, TOKEN, "0");
-    assert_int_equal(status_of(r), 1);
-    assert_string_equal(r->element[1]->str, fence);
-    freeReplyObject(r);
+    repeat = answer_of(acquire(body, key, TOKEN, "0"));
+    assert_int_equal(repeat.status, 1);
+    assert_string_equal(repeat.value, grant.value);
 
-    r = acquire(body, key, OTHER, "0");
-    assert_int_equal(status_of(r), 0);
-    assert_int_equal(r->element[1]->type, REDIS_REPLY_INTEGER);
-    assert_true(r->element[1]->integer > 0);
-    freeReplyObject(r);
+    busy = answer_of(acquire(body, key, OTHER, "0"));
+    assert_int_equal(busy.status, 0);
+    assert_true(strtoll(busy.value, NULL, 10) > 0);
     forget(key);
     free(body);
 }
@@ -137,6 +157,7 @@ static void fair_waiters_queued(int before_7)
     char key[TESTKIT_KEY_MAX];
     redisReply *r;
     long long now_ms;
+    answer queued;
 
     testkit_key(key, before_7 ? "script_fair_old" : "script_fair");
     r = testkit_redis_cmd(testkit_shared_redis(), "TIME");
@@ -148,16 +169,15 @@ static void fair_waiters_queued(int before_7)
     testkit_redis_int(testkit_shared_redis(),
                       "HSET #dlock:waiters:{%s} %s %lld:2000:1", key, OTHER,
                       now_ms + 60000);
-    r = acquire(body, key, TOKEN, "0");
-    assert_int_equal(status_of(r), 0);
-    assert_int_equal(r->element[1]->integer, -2);
-    freeReplyObject(r);
+    queued = answer_of(acquire(body, key, TOKEN, "0"));
+    assert_int_equal(queued.status, 0);
+    assert_string_equal(queued.value, "-2");
     assert_int_equal(key_exists(key), 0);
     forget(key);
     free(body);
 }
 
-/* A floor no fence the server can give is above: {2, now}, the key left
+/* A floor no fence the server can give is above: "2 now", the key left
  * free and the counter as it was: absent, then (after a grant) holding
  * that grant's fence. */
 static void floor_above_the_server(int before_7)
@@ -165,27 +185,26 @@ static void floor_above_the_server(int before_7)
     const char *url = testkit_shared_redis();
     char *body = body_of(before_7);
     char key[TESTKIT_KEY_MAX];
-    redisReply *r;
-    char fence[32];
+    answer grant;
 
     testkit_key(key, before_7 ? "script_floor_old" : "script_floor");
-    r = acquire(body, key, TOKEN, "9000000000000000000");
-    assert_int_equal(status_of(r), 2);
-    freeReplyObject(r);
+    assert_int_equal(answer_of(acquire(body, key, TOKEN,
+                                       "9000000000000000000"))
+                         .status,
+                     2);
     assert_int_equal(key_exists(key), 0);
     assert_int_equal(testkit_redis_int(url, "EXISTS #dlock:fence:{%s}", key),
                      0);
 
-    r = acquire(body, key, TOKEN, "0");
-    assert_int_equal(status_of(r), 1);
-    snprintf(fence, sizeof(fence), "%s", r->element[1]->str);
-    freeReplyObject(r);
+    grant = answer_of(acquire(body, key, TOKEN, "0"));
+    assert_int_equal(grant.status, 1);
     testkit_redis_int(url, "DEL %s", key);
-    r = acquire(body, key, TOKEN, "9000000000000000000");
-    assert_int_equal(status_of(r), 2);
-    freeReplyObject(r);
+    assert_int_equal(answer_of(acquire(body, key, TOKEN,
+                                       "9000000000000000000"))
+                         .status,
+                     2);
     assert_int_equal(key_exists(key), 0);
-    expect_counter(key, fence);
+    expect_counter(key, grant.value);
     assert_true(testkit_redis_int(url, "PTTL #dlock:fence:{%s}", key) > 0);
     forget(key);
     free(body);
@@ -198,15 +217,14 @@ static void counter_ahead_of_the_clock(int before_7)
     const char *url = testkit_shared_redis();
     char *body = body_of(before_7);
     char key[TESTKIT_KEY_MAX];
-    redisReply *r;
+    answer grant;
 
     testkit_key(key, before_7 ? "script_ahead_old" : "script_ahead");
     testkit_redis_int(url, "SET #dlock:fence:{%s} 9007199254740992 PX 60000",
                       key);
-    r = acquire(body, key, TOKEN, "0");
-    assert_int_equal(status_of(r), 1);
-    assert_string_equal(r->element[1]->str, "9007199254740993");
-    freeReplyObject(r);
+    grant = answer_of(acquire(body, key, TOKEN, "0"));
+    assert_int_equal(grant.status, 1);
+    assert_string_equal(grant.value, "9007199254740993");
     expect_counter(key, "9007199254740993");
     forget(key);
     free(body);

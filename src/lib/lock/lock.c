@@ -89,9 +89,12 @@
  * never ordered across the two versions).  It is granted only if it is
  * above the floor
  * (the highest fence or server time the client has seen), else nothing is
- * written and the answer is {2, now}: the server's clock is behind what
+ * written and the answer is "2 now": the server's clock is behind what
  * this client saw and its counter cannot show a higher number.  Every
- * answer carries now, the server's microseconds, for the floor.
+ * answer carries now, the server's microseconds, for the floor.  A grant
+ * is "1 fence now", a busy key {0, pttl, now}: answers in words where the
+ * script builds them from strings, for a table costs redis-server about
+ * 5,000 instructions to build and answer (acquire_words).
  *
  * A free key with live fair waiters queued (one of the first 16 entries
  * before its deadline) is not taken: a plain acquire does not jump the
@@ -146,7 +149,7 @@ static const dlock__script acquire_script = {
     "end\n"
     "if holder == ARGV[1] then\n"
     "  call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  return {1, call('GET', KEYS[2]) or '0', now}\n"
+    "  return '1 ' .. (call('GET', KEYS[2]) or '0') .. ' ' .. now\n"
     "end\n"
     "if holder then\n"
     "  return {0, call('PTTL', KEYS[1]), now}\n"
@@ -164,7 +167,7 @@ static const dlock__script acquire_script = {
     "      if v and v.err then refused = v break end\n"
     "      if (tonumber(string.match(v or '', '^(%d+)')) or 0) >= now_ms "
     "then\n"
-    "        refused = {0, -2, now}\n"
+    "        refused = '0 -2 ' .. now\n"
     "        break\n"
     "      end\n"
     "    end\n"
@@ -184,7 +187,7 @@ static const dlock__script acquire_script = {
     "    local last = dec(counter) or dec(redis.pcall('GET', KEYS[3]))\n"
     "    fence = now\n"
     "    if last and not gt(now, last) then fence = inc(last) end\n"
-    "    if #fence > 19 or not gt(fence, ARGV[3]) then refused = {2, now} "
+    "    if #fence > 19 or not gt(fence, ARGV[3]) then refused = '2 ' .. now "
     "end\n"
     "  end\n"
     "end\n"
@@ -201,7 +204,7 @@ static const dlock__script acquire_script = {
     "  call('SET', KEYS[2], fence, 'PX', ARGV[4])\n"
     "end\n"
     "if not taken then call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end\n"
-    "return {1, fence, now}\n",
+    "return '1 ' .. fence .. ' ' .. now\n",
     1,
 };
 
@@ -482,20 +485,63 @@ static dlock__lease_outcome outcome_of(dlock_err err)
     }
 }
 
-/* What one acquire script call answered. */
-typedef struct acquire_answer {
-    int status;      /* 1 granted, 0 busy, 2 fence not provable */
-    uint64_t fence;  /* when granted */
-    long long pttl;  /* when busy */
-    uint64_t now_us; /* the server's clock */
-} acquire_answer;
+/* The next space-separated word of a string answer from *at, moved past
+ * it and its one separator; 0 when there is none. */
+static int next_word(const char **at, const char *end, const char **word,
+                     size_t *len)
+{
+    const char *sp;
 
-/* Reads the acquire script's {1, fence, now}, {0, pttl, now} or
- * {2, now}; 0 if the reply is none of these. */
-static int acquire_reply(const redisReply *r, acquire_answer *a)
+    if (*at >= end)
+        return 0;
+    sp = memchr(*at, ' ', (size_t)(end - *at));
+    *word = *at;
+    *len = (size_t)((sp != NULL ? sp : end) - *at);
+    *at = sp != NULL ? sp + 1 : end;
+    return *len > 0;
+}
+
+/* Reads the plain acquire script's answers in words (lock_internal.h): a
+ * string costs redis-server about 5,000 instructions less to build and
+ * answer than a table (docs/benchmarks.md, "Session 17"). */
+static int acquire_words(const redisReply *r, dlock__acquire_answer *a)
+{
+    const char *at = r->str, *end = r->str + r->len, *w[3];
+    size_t len[3];
+    int n = 0;
+
+    /* Words and one space between each, none after the last. */
+    if (r->len == 0 || r->str[r->len - 1] == ' ')
+        return 0;
+    while (n < 3 && next_word(&at, end, &w[n], &len[n]))
+        n++;
+    if (at != end || n < 2 || len[0] != 1)
+        return 0;
+    if (!dlock__fence_parse(w[n - 1], len[n - 1], &a->now_us)
+        || a->now_us == 0)
+        return 0;
+    a->status = w[0][0] - '0';
+    switch (a->status) {
+    case 1:
+        return n == 3 && dlock__fence_parse(w[1], len[1], &a->fence)
+               && a->fence > 0;
+    case 0:
+        /* The only busy answer in words is the fair queue's. */
+        if (n != 3 || len[1] != 2 || memcmp(w[1], "-2", 2) != 0)
+            return 0;
+        a->pttl = FAIR_QUEUED_HINT;
+        return 1;
+    case 2: return n == 2;
+    }
+    return 0;
+}
+
+int dlock__lock_acquire_answer(const redisReply *r, dlock__acquire_answer *a)
 {
     const redisReply *flag, *value, *now;
 
+    if (r->type == REDIS_REPLY_STRING)
+        return acquire_words(r, a);
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3)
         return 0;
     flag = r->element[0];
@@ -740,18 +786,18 @@ dlock_err dlock__lock_acquire_finish(dlock_lock *l, dlock__acquire_req *q,
                                      dlock__msg *m)
 {
     dlock__lease_ticket *t = &q->ticket;
-    acquire_answer a = {0};
+    dlock__acquire_answer a = {0};
 
     if (err != DLOCK_OK) {
         dlock__lease_end(&l->lease, t, outcome_of(err));
         return dlock__msg_wrap(m, err, "acquiring lock %.64s", l->key);
     }
-    if (!acquire_reply(r, &a)) {
+    if (!dlock__lock_acquire_answer(r, &a)) {
         dlock__lease_end(&l->lease, t, DLOCK__LEASE_UNKNOWN);
         err = dlock__msg_set(m, DLOCK_PROTOCOL,
                              "acquiring lock %.64s on %s: "
-                             "expected {1, fence, now}, {0, pttl, now} or "
-                             "{2, now}, got %s",
+                             "expected a grant (1 fence now), busy (0 pttl "
+                             "now) or unprovable (2 now), got %s",
                              l->key, dlock_client_endpoint(l->client),
                              dlock__reply_type_name(r));
         freeReplyObject(r);

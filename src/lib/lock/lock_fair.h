@@ -7,13 +7,13 @@
  * waiters key}:
  *   acquire  ARGV = {token, ttl_ms, floor, fence keep ms, waiting (1/0),
  *            entry_ms, confirm_ms, try number, granted-channel prefix};
- *            answers as the core acquire does:
- *            {1, "fence", now} (held: granted now, or a grant handed over
+ *            answers as the core acquire does (lock_internal.h):
+ *            "1 fence now" (held: granted now, or a grant handed over
  *            by a release that this call confirms), {0, hint_ms, now}
  *            (busy; a free key with another live waiter at the head is
  *            granted to it, as a release does, and hint_ms is its confirm
  *            window; hint_ms <= 0 when that grant could not be made) or
- *            {2, now} (no fence above floor can be shown).  With
+ *            "2 now" (no fence above floor can be shown).  With
  *            waiting = 1 a busy answer leaves the caller queued until
  *            entry_ms from now (server time).
  *   release  ARGV = {token, released channel, granted-channel prefix,

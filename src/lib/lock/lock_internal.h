@@ -116,6 +116,22 @@ dlock_err dlock__lock_acquire_finish(dlock_lock *lock, dlock__acquire_req *q,
                                      int waiting, int64_t *holder_ttl_ms,
                                      dlock__msg *m);
 
+/* What one acquire script call answered. */
+typedef struct dlock__acquire_answer {
+    int status;      /* 1 granted, 0 busy, 2 fence not provable */
+    uint64_t fence;  /* when granted */
+    long long pttl;  /* when busy */
+    uint64_t now_us; /* the server's clock */
+} dlock__acquire_answer;
+
+/* Reads an acquire script's answer into *a: the plain script's words
+ * "1 fence now", "0 -2 now" (a free key with fair waiters) and "2 now",
+ * the table {0, pttl, now} (a busy key; the fair scripts' too), or the
+ * tables {1, fence, now} and {2, now} that the scripts answered before.
+ * 0 if r is none of these exactly (a fence of 0, a word too many, a now
+ * of 0), and *a then undefined. */
+int dlock__lock_acquire_answer(const redisReply *r, dlock__acquire_answer *a);
+
 /* The core lock's acquire and release scripts (static, never freed). */
 const dlock__script *dlock__lock_acquire_script(void);
 const dlock__script *dlock__lock_release_script(void);
