@@ -142,6 +142,12 @@ long long testkit_redis_int(const char *url, const char *fmt, ...);
 /* 1 if the server at url answers PING with PONG within 1 s. */
 int testkit_redis_ping(const char *url);
 
+/* The reply hiredis's reader makes of RESP text resp, as the library gets
+ * it from a server (for tests of the code that reads replies): freed with
+ * freeReplyObject; NULL, with why on stderr, unless resp is exactly one
+ * complete reply. */
+redisReply *testkit_reply_of(const char *resp);
+
 /* Deletes a lock's key and its fence counters (#dlock:fence:{key}, and the
  * legacy {key}:fence), for a key without a hash tag, to leave the
  * shared server tidy. */

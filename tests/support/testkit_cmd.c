@@ -245,3 +245,28 @@ void testkit_forget_lock(const char *url, const char *key)
     if (r != NULL)
         freeReplyObject(r);
 }
+
+redisReply *testkit_reply_of(const char *resp)
+{
+    redisReader *rd = redisReaderCreate();
+    void *reply = NULL, *more = NULL;
+
+    if (rd == NULL) {
+        fprintf(stderr, "testkit_reply_of: no memory for a reader\n");
+        return NULL;
+    }
+    if (redisReaderFeed(rd, resp, strlen(resp)) != REDIS_OK
+        || redisReaderGetReply(rd, &reply) != REDIS_OK || reply == NULL
+        || redisReaderGetReply(rd, &more) != REDIS_OK || more != NULL) {
+        fprintf(stderr, "testkit_reply_of: \"%s\" is not one complete "
+                        "reply\n",
+                resp);
+        if (reply != NULL)
+            freeReplyObject(reply);
+        if (more != NULL)
+            freeReplyObject(more);
+        reply = NULL;
+    }
+    redisReaderFree(rd);
+    return reply;
+}

@@ -23,19 +23,15 @@
 #include <hiredis/hiredis.h>
 
 #include "lock/lock_internal.h"
+#include "testkit.h"
 
 /* The reply hiredis reads from resp (the caller frees it). */
 static redisReply *reply_of(const char *resp)
 {
-    redisReader *reader = redisReaderCreate();
-    void *reply = NULL;
+    redisReply *r = testkit_reply_of(resp);
 
-    assert_non_null(reader);
-    assert_int_equal(redisReaderFeed(reader, resp, strlen(resp)), REDIS_OK);
-    assert_int_equal(redisReaderGetReply(reader, &reply), REDIS_OK);
-    assert_non_null(reply);
-    redisReaderFree(reader);
-    return reply;
+    assert_non_null(r);
+    return r;
 }
 
 /* The bulk string reply of words. */

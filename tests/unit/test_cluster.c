@@ -27,15 +27,10 @@
 /* The reply that RESP text resp reads to (the caller frees it). */
 static redisReply *reply_of(const char *resp)
 {
-    redisReader *rd = redisReaderCreate();
-    void *reply = NULL;
+    redisReply *r = testkit_reply_of(resp);
 
-    TK_EXPECT(rd != NULL, "a reader is created");
-    redisReaderFeed(rd, resp, strlen(resp));
-    TK_EXPECT(redisReaderGetReply(rd, &reply) == REDIS_OK && reply != NULL,
-              "\"%s\" is one complete reply", resp);
-    redisReaderFree(rd);
-    return reply;
+    TK_EXPECT(r != NULL, "\"%s\" is one complete reply", resp);
+    return r;
 }
 
 static unsigned slot_of(const char *key)

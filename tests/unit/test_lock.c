@@ -27,15 +27,10 @@
 
 static redisReply *parse(const char *resp)
 {
-    redisReader *r = redisReaderCreate();
-    void *reply = NULL;
+    redisReply *r = testkit_reply_of(resp);
 
     assert_non_null(r);
-    assert_int_equal(redisReaderFeed(r, resp, strlen(resp)), REDIS_OK);
-    assert_int_equal(redisReaderGetReply(r, &reply), REDIS_OK);
-    assert_non_null(reply);
-    redisReaderFree(r);
-    return reply;
+    return r;
 }
 
 typedef struct fixture {

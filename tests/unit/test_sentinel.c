@@ -20,14 +20,10 @@
 
 static redisReply *reply_of(const char *resp)
 {
-    redisReader *rd = redisReaderCreate();
-    void *reply = NULL;
+    redisReply *r = testkit_reply_of(resp);
 
-    redisReaderFeed(rd, resp, strlen(resp));
-    TK_EXPECT(redisReaderGetReply(rd, &reply) == REDIS_OK && reply != NULL,
-              "\"%s\" is one reply", resp);
-    redisReaderFree(rd);
-    return reply;
+    TK_EXPECT(r != NULL, "\"%s\" is one complete reply", resp);
+    return r;
 }
 
 static void role_says_master_only_for_a_master(void **state)
