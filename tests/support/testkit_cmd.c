@@ -258,9 +258,7 @@ redisReply *testkit_reply_of(const char *resp)
     if (redisReaderFeed(rd, resp, strlen(resp)) != REDIS_OK
         || redisReaderGetReply(rd, &reply) != REDIS_OK || reply == NULL
         || redisReaderGetReply(rd, &more) != REDIS_OK || more != NULL) {
-        fprintf(stderr, "testkit_reply_of: \"%s\" is not one complete "
-                        "reply\n",
-                resp);
+        fprintf(stderr, "testkit_reply_of: \"%s\" is not one reply\n", resp);
         if (reply != NULL)
             freeReplyObject(reply);
         if (more != NULL)

@@ -65,13 +65,12 @@ static void a_grant_in_words_carries_its_fence_and_the_servers_time(
     assert_true(a.fence == 1733000000123457ULL);
     assert_true(a.now_us == 1733000000123456ULL);
     /* The largest fence a counter holds (19 digits). */
-    assert_true(read_answer(words("1 9223372036854775807 1733000000123456"),
-                            &a));
+    assert_true(
+        read_answer(words("1 9223372036854775807 1733000000123456"), &a));
     assert_true(a.fence == 9223372036854775807ULL);
 }
 
-static void a_refusal_and_the_fair_queues_hold_back_read_as_such(
-    void **state)
+static void a_refusal_and_the_fair_queues_hold_back_read_as_such(void **state)
 {
     dlock__acquire_answer a;
 
@@ -134,8 +133,8 @@ static void anything_but_an_exact_answer_is_refused(void **state)
                      a.status);
     }
     /* Tables: a fence of 0, a fence as a number, a short grant. */
-    assert_false(read_answer(reply_of("*3\r\n:1\r\n$1\r\n0\r\n$3\r\n123\r\n"),
-                             &a));
+    assert_false(
+        read_answer(reply_of("*3\r\n:1\r\n$1\r\n0\r\n$3\r\n123\r\n"), &a));
     assert_false(
         read_answer(reply_of("*3\r\n:1\r\n:42\r\n$3\r\n123\r\n"), &a));
     assert_false(read_answer(reply_of("*2\r\n:1\r\n$3\r\n123\r\n"), &a));
@@ -149,8 +148,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(
             a_grant_in_words_carries_its_fence_and_the_servers_time),
-        cmocka_unit_test(
-            a_refusal_and_the_fair_queues_hold_back_read_as_such),
+        cmocka_unit_test(a_refusal_and_the_fair_queues_hold_back_read_as_such),
         cmocka_unit_test(tables_read_as_before),
         cmocka_unit_test(anything_but_an_exact_answer_is_refused),
     };

@@ -188,10 +188,8 @@ static void floor_above_the_server(int before_7)
     answer grant;
 
     testkit_key(key, before_7 ? "script_floor_old" : "script_floor");
-    assert_int_equal(answer_of(acquire(body, key, TOKEN,
-                                       "9000000000000000000"))
-                         .status,
-                     2);
+    assert_int_equal(
+        answer_of(acquire(body, key, TOKEN, "9000000000000000000")).status, 2);
     assert_int_equal(key_exists(key), 0);
     assert_int_equal(testkit_redis_int(url, "EXISTS #dlock:fence:{%s}", key),
                      0);
@@ -199,10 +197,8 @@ static void floor_above_the_server(int before_7)
     grant = answer_of(acquire(body, key, TOKEN, "0"));
     assert_int_equal(grant.status, 1);
     testkit_redis_int(url, "DEL %s", key);
-    assert_int_equal(answer_of(acquire(body, key, TOKEN,
-                                       "9000000000000000000"))
-                         .status,
-                     2);
+    assert_int_equal(
+        answer_of(acquire(body, key, TOKEN, "9000000000000000000")).status, 2);
     assert_int_equal(key_exists(key), 0);
     expect_counter(key, grant.value);
     assert_true(testkit_redis_int(url, "PTTL #dlock:fence:{%s}", key) > 0);
