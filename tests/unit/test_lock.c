@@ -2,8 +2,10 @@
  * test_lock.c: lock.c's renewal interface and its reentrant registry.
  *
  * Replies are real RESP bytes run through hiredis's reader, so the shapes
- * are exactly what a server sends: the extend script's {1, sec, usec},
- * its 0 (token gone), an error, and no reply at all.  The lock is an
+ * are exactly what a server sends: the extend script's "1 sec usec"
+ * (and the table {1, sec, usec} it answered before), its 0 (token gone),
+ * an error, and no reply at all; words that are not exactly a renewal's
+ * answer renew nothing.  The lock is an
  * attached one on a client of the shared stack's Redis; nothing here
  * needs the key to exist.
  */
@@ -13,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +103,65 @@ static void a_granted_renewal_makes_the_lock_valid(void **state)
     freeReplyObject(r);
 }
 
+/* The extend script's answer in words, as it sends it now. */
+static void a_renewal_answered_in_words_makes_the_lock_valid(void **state)
+{
+    fixture *f = *state;
+    dlock__lease_ticket t;
+    char *cmd;
+    redisReply *r = parse("$19\r\n1 1700000000 123456\r\n");
+    int marked = 1;
+
+    assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
+    free(cmd);
+    assert_int_equal(dlock__lock_renew_reply(f->l, &t, r, dlock__boot_us(),
+                                             &marked),
+                     DLOCK_OK);
+    assert_int_equal(marked, 0);
+    assert_true(dlock_lock_valid_ms(f->l) > 29000);
+    freeReplyObject(r);
+}
+
+/* Words that are not exactly "1 seconds microseconds" renew nothing: the
+ * lock is neither made valid nor marked lost. */
+static void a_renewal_answer_not_exactly_in_words_is_no_renewal(void **state)
+{
+    static const char *const bad[] = {
+        "1",
+        "1 1700000000",
+        "1 1700000000 123456 7",
+        "1 1700000000  123456",
+        "1 1700000000 123456 ",
+        "0 1700000000 123456",
+        "1 0 123456",
+        "1 1700000000 1000000",
+        "1 -1700000000 123456",
+        "1 17000000x0 123456",
+        "1 99999999999999999999 1",
+    };
+    fixture *f = *state;
+    int64_t before = dlock_lock_valid_ms(f->l);
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        dlock__lease_ticket t;
+        char *cmd, resp[128];
+        redisReply *r;
+        int marked = 1;
+
+        snprintf(resp, sizeof(resp), "$%zu\r\n%s\r\n", strlen(bad[i]), bad[i]);
+        r = parse(resp);
+        assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
+        free(cmd);
+        if (dlock__lock_renew_reply(f->l, &t, r, dlock__boot_us(), &marked)
+            != DLOCK_PROTOCOL)
+            fail_msg("\"%s\" was taken for a renewal's answer", bad[i]);
+        assert_int_equal(marked, 0);
+        freeReplyObject(r);
+    }
+    assert_true(dlock_lock_valid_ms(f->l) <= before);
+    assert_int_equal(dlock_lock_lost(f->l), 0);
+}
+
 static void no_answer_or_an_error_is_no_renewal(void **state)
 {
     fixture *f = *state;
@@ -168,6 +230,11 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(a_granted_renewal_makes_the_lock_valid,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_renewal_answered_in_words_makes_the_lock_valid, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_renewal_answer_not_exactly_in_words_is_no_renewal, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(no_answer_or_an_error_is_no_renewal,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(a_gone_token_marks_the_lock_lost_once,

@@ -232,14 +232,16 @@ static const dlock__script release_script = {
     1,
 };
 
-/* Answers {1, seconds, microseconds} of the server's TIME (for the clock
- * step check, lease.h) or 0. */
+/* Answers "1 seconds microseconds" of the server's TIME (for the clock
+ * step check, lease.h) or 0: words, not a table, for a table costs
+ * redis-server about 5,000 of a renewal's 39,000 instructions (as the
+ * acquire's answers, acquire_words). */
 static const dlock__script extend_script = {
     "extend",
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  local t = redis.call('TIME')\n"
-    "  return {1, t[1], t[2]}\n"
+    "  return '1 ' .. t[1] .. ' ' .. t[2]\n"
     "end\n"
     "return 0\n",
     1,
@@ -485,20 +487,28 @@ static dlock__lease_outcome outcome_of(dlock_err err)
     }
 }
 
-/* The next space-separated word of a string answer from *at, moved past
- * it and its one separator; 0 when there is none. */
-static int next_word(const char **at, const char *end, const char **word,
-                     size_t *len)
+/* The words of a script's string answer (a grant, a renewal's time):
+ * their number, 1 to 3, with w and len set, or 0 unless the answer is
+ * exactly that: words with one space between each, none before the first
+ * or after the last, at most three. */
+static int split_words(const redisReply *r, const char *w[3], size_t len[3])
 {
-    const char *sp;
+    const char *at = r->str, *end = r->str + r->len;
+    int n = 0;
 
-    if (*at >= end)
+    if (r->len == 0 || r->str[r->len - 1] == ' ')
         return 0;
-    sp = memchr(*at, ' ', (size_t)(end - *at));
-    *word = *at;
-    *len = (size_t)((sp != NULL ? sp : end) - *at);
-    *at = sp != NULL ? sp + 1 : end;
-    return *len > 0;
+    while (at < end && n < 3) {
+        const char *sp = memchr(at, ' ', (size_t)(end - at));
+
+        w[n] = at;
+        len[n] = (size_t)((sp != NULL ? sp : end) - at);
+        if (len[n] == 0)
+            return 0;
+        n++;
+        at = sp != NULL ? sp + 1 : end;
+    }
+    return at == end ? n : 0;
 }
 
 /* Reads the plain acquire script's answers in words (lock_internal.h): a
@@ -506,16 +516,11 @@ static int next_word(const char **at, const char *end, const char **word,
  * answer than a table (docs/benchmarks.md, "Session 17"). */
 static int acquire_words(const redisReply *r, dlock__acquire_answer *a)
 {
-    const char *at = r->str, *end = r->str + r->len, *w[3];
+    const char *w[3];
     size_t len[3];
-    int n = 0;
+    const int n = split_words(r, w, len);
 
-    /* Words and one space between each, none after the last. */
-    if (r->len == 0 || r->str[r->len - 1] == ' ')
-        return 0;
-    while (n < 3 && next_word(&at, end, &w[n], &len[n]))
-        n++;
-    if (at != end || n < 2 || len[0] != 1)
+    if (n < 2 || len[0] != 1)
         return 0;
     if (!dlock__fence_parse(w[n - 1], len[n - 1], &a->now_us)
         || a->now_us == 0)
@@ -1436,14 +1441,37 @@ fail:
     return err;
 }
 
-/* Reads the extend script's {1, seconds, microseconds} or 0 into *held
- * and *server_us; 0 if the reply has another shape. */
+/* The server's time in the extend script's words "1 seconds
+ * microseconds": exactly those, seconds above 0 and microseconds below a
+ * million, else 0. */
+static int64_t extend_words_us(const redisReply *r)
+{
+    const char *w[3];
+    size_t len[3];
+    uint64_t sec, usec;
+
+    if (split_words(r, w, len) != 3 || len[0] != 1 || w[0][0] != '1'
+        || !dlock__fence_parse(w[1], len[1], &sec)
+        || !dlock__fence_parse(w[2], len[2], &usec) || sec == 0
+        || sec > (uint64_t)(INT64_MAX / 1000000 - 1) || usec >= 1000000)
+        return 0;
+    return (int64_t)(sec * 1000000 + usec);
+}
+
+/* Reads the extend script's "1 seconds microseconds" (or the table
+ * {1, seconds, microseconds} it answered before) or 0 into *held and
+ * *server_us; 0 if the reply has another shape. */
 static int extend_reply(const redisReply *r, int *held, int64_t *server_us)
 {
     *server_us = 0;
     if (r->type == REDIS_REPLY_INTEGER) {
         *held = r->integer == 1;
         return 1;
+    }
+    if (r->type == REDIS_REPLY_STRING) {
+        *server_us = extend_words_us(r);
+        *held = 1;
+        return *server_us > 0;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3
         || r->element[0]->type != REDIS_REPLY_INTEGER
