@@ -31,15 +31,12 @@
 #include "dlock/dlock.h"
 
 #include "bench_clock.h"
+#include "bench_redis.h"
 #include "bench_samples.h"
 #include "base/clock.h"
 #include "deploy/deploy.h"
 #include "deploy/redlock.h"
 #include "transport/url.h"
-
-static const char release_lua[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('DEL', KEYS[1]) end return 0";
 
 typedef struct result {
     const char *name;
@@ -155,7 +152,7 @@ static dlock_err call_single(void *target, const char *key, int argc,
 static int pair(call_fn call, void *target, const char *key)
 {
     const char *set[] = {"SET", key, "tok", "NX", "PX", "10000"};
-    const char *del[] = {"EVAL", release_lua, "1", key, "tok"};
+    const char *del[] = {"EVAL", bench_cad_script, "1", key, "tok"};
     redisReply *r;
     dlock__msg m;
     int ok;

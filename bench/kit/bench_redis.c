@@ -143,6 +143,10 @@ void bench_server_version(const bench_target *t, char *buf, size_t len)
     redisFree(c);
 }
 
+const char bench_cad_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] "
+                                "then return redis.call('DEL', KEYS[1]) end "
+                                "return 0";
+
 int bench_script_load(const bench_target *t, const char *script, char sha[41],
                       char *err, size_t errlen)
 {
@@ -212,18 +216,37 @@ static int pick_free_port(void)
     return port;
 }
 
-/* In the forked child: detach stdio, die with the parent, exec. */
-static void exec_server_child(const char *server_bin, char *const argv[])
+pid_t bench_spawn(char *const argv[], const char *log_path, char *const env[])
 {
-    const int devnull = open("/dev/null", O_RDWR);
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
 
-    if (devnull >= 0) {
-        dup2(devnull, STDIN_FILENO);
-        dup2(devnull, STDOUT_FILENO);
-        dup2(devnull, STDERR_FILENO);
+    if (pid != 0)
+        return pid;
+    /* The child: a parent gone before PR_SET_PDEATHSIG would not be
+     * noticed, so check it after. */
+    const int in = open("/dev/null", O_RDONLY);
+    const int out = log_path != NULL
+                        ? open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644)
+                        : open("/dev/null", O_WRONLY);
+
+    if (in >= 0)
+        dup2(in, STDIN_FILENO);
+    if (out >= 0) {
+        dup2(out, STDOUT_FILENO);
+        dup2(out, STDERR_FILENO);
+    }
+    for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+        if (putenv(env[i]) != 0) {
+            fprintf(stderr, "putenv %s: %s\n", env[i], strerror(errno));
+            _exit(127);
+        }
     }
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    execvp(server_bin, argv);
+    if (getppid() != parent)
+        _exit(127);
+    execvp(argv[0], argv);
+    fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
     _exit(127);
 }
 
@@ -253,15 +276,7 @@ static pid_t spawn_server(const char *server_bin, const char *dir, int port)
         "16",
         NULL,
     };
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-
-    if (pid == 0) {
-        if (getppid() != parent)
-            _exit(127);
-        exec_server_child(server_bin, argv);
-    }
-    return pid;
+    return bench_spawn(argv, NULL, NULL);
 }
 
 /* Whether the server at t answers PING now. */

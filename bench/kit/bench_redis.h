@@ -44,6 +44,17 @@ typedef struct bench_target {
 int bench_target_parse(const char *url, bench_target *t, char *err,
                        size_t errlen);
 
+/*
+ * Forks and execs argv[0] (found on PATH) with argv: stdin from
+ * /dev/null, stdout and stderr to log_path (created or truncated; NULL:
+ * /dev/null), each "NAME=VALUE" of env (NULL-terminated; env itself may
+ * be NULL) set in the child only, and the child sent SIGTERM if this
+ * process dies first (PR_SET_PDEATHSIG), so a crashed benchmark leaves no
+ * server behind.  The child's pid, or -1 if fork failed; a child that
+ * cannot exec says why in the log and exits 127.
+ */
+pid_t bench_spawn(char *const argv[], const char *log_path, char *const env[]);
+
 /* A redis-server this program started. */
 typedef struct bench_server {
     pid_t pid;     /* 0 when not running */
@@ -110,6 +121,11 @@ int bench_redis_setup(const bench_redis_opts *o, const char *who,
 
 /* Asks the server for INFO's redis_version into buf ("?" on failure). */
 void bench_server_version(const bench_target *t, char *buf, size_t len);
+
+/* The floor's compare-and-delete: DEL KEYS[1] if it holds ARGV[1]; 1 if
+ * it deleted, 0 if not (the release every benchmark's floor pairs with
+ * SET NX PX). */
+extern const char bench_cad_script[];
 
 /*
  * Loads script (SCRIPT LOAD) on the server at t and writes its SHA-1, 40

@@ -29,6 +29,7 @@
 #include <hiredis/hiredis.h>
 
 #include "bench_clock.h"
+#include "bench_redis.h"
 
 #define CG_START_MS 60000
 #define CG_STOP_MS 60000
@@ -82,36 +83,6 @@ static const char *last_line(const char *path, char *buf, size_t len)
     return buf;
 }
 
-/* In the forked child: valgrind's own output to its log, the seed in the
- * environment when there is one, die with the parent, exec. */
-static void exec_child(const bench_cg_opts *o, char *const argv[],
-                       const char *log_path)
-{
-    const int devnull = open("/dev/null", O_RDONLY);
-    const int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    char seed[32];
-
-    if (o->preload != NULL) {
-        snprintf(seed, sizeof(seed), "%lu", o->seed);
-        if (setenv("LD_PRELOAD", o->preload, 1) != 0
-            || setenv("BENCH_REDIS_SEED", seed, 1) != 0) {
-            fprintf(stderr, "setenv: %s\n", strerror(errno));
-            _exit(127);
-        }
-    }
-
-    if (devnull >= 0)
-        dup2(devnull, STDIN_FILENO);
-    if (log >= 0) {
-        dup2(log, STDOUT_FILENO);
-        dup2(log, STDERR_FILENO);
-    }
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    execvp(o->valgrind_bin, argv);
-    fprintf(stderr, "exec %s: %s\n", o->valgrind_bin, strerror(errno));
-    _exit(127);
-}
-
 static pid_t spawn(const bench_cg_server *s, const bench_cg_opts *o)
 {
     char out_arg[PATH_MAX + 32], port[16];
@@ -157,15 +128,15 @@ static pid_t spawn(const bench_cg_server *s, const bench_cg_opts *o)
         "-1",
         NULL,
     };
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
+    /* The seed module, when there is one, through valgrind's environment
+     * to the redis-server it runs, with the round's seed. */
+    char preload[PATH_MAX + 16], seed[48];
+    char *const env[] = {preload, seed, NULL};
 
-    if (pid == 0) {
-        if (getppid() != parent)
-            _exit(127);
-        exec_child(o, argv, s->log_path);
-    }
-    return pid;
+    snprintf(preload, sizeof(preload), "LD_PRELOAD=%s",
+             o->preload != NULL ? o->preload : "");
+    snprintf(seed, sizeof(seed), "BENCH_REDIS_SEED=%lu", o->seed);
+    return bench_spawn(argv, s->log_path, o->preload != NULL ? env : NULL);
 }
 
 /* Waits up to ms for pid to exit; 1 with *status set if it did. */

@@ -297,8 +297,6 @@ static int measure_limit(bench_run *run, int clients, bench_limit *out)
  * finds the key held and the delete finds it gone. */
 static int measure_floor(bench_run *run)
 {
-    static const char cad[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-                              "return redis.call('DEL', KEYS[1]) end return 0";
     const char *set[] = {"SET", NULL, "floor-token", "NX", "PX", "10000"};
     const char *del[] = {"EVALSHA", NULL, "1", NULL, "floor-token"};
     char key[96], sha[41], ttl[24];
@@ -310,7 +308,8 @@ static int measure_floor(bench_run *run)
     set[1] = key;
     set[5] = ttl;
     del[3] = key;
-    if (bench_script_load(&run->target, cad, sha, run->err, sizeof(run->err))
+    if (bench_script_load(&run->target, bench_cad_script, sha, run->err,
+                          sizeof(run->err))
         != 0)
         return -1;
     del[1] = sha;

@@ -137,16 +137,20 @@ typedef struct instr_count {
 /* ------------------------------------------------------------------------
  * The floor, over hiredis */
 
-static const char cad_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] "
-                                 "then return redis.call('DEL', KEYS[1]) "
-                                 "end return 0";
-
-/* Connects to the run's server and loads the compare-and-delete script. */
+/* Connects to the run's server and loads the floor's compare-and-delete
+ * (bench_cad_script). */
 static redisContext *floor_connect(instr_run *run, char sha[41])
 {
     const struct timeval tv = {.tv_sec = IO_TIMEOUT_MS / 1000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", run->o.port, tv);
+    bench_target t;
+    redisContext *c;
 
+    if (bench_target_parse(run->url, &t, run->err, sizeof(run->err)) != 0
+        || bench_script_load(&t, bench_cad_script, sha, run->err,
+                             sizeof(run->err))
+               != 0)
+        return NULL;
+    c = redisConnectWithTimeout("127.0.0.1", run->o.port, tv);
     if (c == NULL || c->err) {
         snprintf(run->err, sizeof(run->err), "connect to %s: %s", run->url,
                  c ? c->errstr : "out of memory");
@@ -154,22 +158,6 @@ static redisContext *floor_connect(instr_run *run, char sha[41])
         return NULL;
     }
     redisSetTimeout(c, tv);
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", cad_script);
-    const int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
-    if (ok) {
-        memcpy(sha, r->str, 40);
-        sha[40] = '\0';
-    } else {
-        snprintf(run->err, sizeof(run->err), "SCRIPT LOAD on %s: %s", run->url,
-                 r == NULL                      ? c->errstr
-                 : r->type == REDIS_REPLY_ERROR ? r->str
-                                                : "not a 40-digit SHA-1");
-    }
-    freeReplyObject(r);
-    if (!ok) {
-        redisFree(c);
-        return NULL;
-    }
     return c;
 }
 
