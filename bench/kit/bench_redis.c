@@ -279,10 +279,9 @@ static pid_t spawn_server(const char *server_bin, const char *dir, int port)
     return bench_spawn(argv, NULL, NULL);
 }
 
-/* Whether the server at t answers PING now. */
-static int server_answers(const bench_target *t)
+int bench_target_answers(const bench_target *t, int timeout_ms)
 {
-    redisContext *c = connect_target(t, 200);
+    redisContext *c = connect_target(t, timeout_ms);
     int ok = 0;
 
     if (c != NULL && !c->err) {
@@ -308,7 +307,7 @@ static int wait_server_ready(bench_server *s)
             s->pid = 0;
             return 0;
         }
-        if (server_answers(&s->target))
+        if (bench_target_answers(&s->target, 200))
             return 1;
         bench_sleep_ns(10 * 1000000);
     }

@@ -119,6 +119,10 @@ int bench_redis_setup(const bench_redis_opts *o, const char *who,
                       bench_server *server, bench_target *target, char *err,
                       size_t errlen);
 
+/* 1 if the server at t answers PING with PONG now, connecting within
+ * timeout_ms; 0 otherwise. */
+int bench_target_answers(const bench_target *t, int timeout_ms);
+
 /* Asks the server for INFO's redis_version into buf ("?" on failure). */
 void bench_server_version(const bench_target *t, char *buf, size_t len);
 

@@ -49,23 +49,6 @@ static int port_in_use(int port)
     return used;
 }
 
-/* Whether the server on port answers PING now. */
-static int server_answers(int port)
-{
-    const struct timeval tv = {.tv_sec = 0, .tv_usec = 500000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    int ok = 0;
-
-    if (c != NULL && !c->err) {
-        redisReply *r = redisCommand(c, "PING");
-        ok = r != NULL && r->type == REDIS_REPLY_STATUS
-             && strcmp(r->str, "PONG") == 0;
-        freeReplyObject(r);
-    }
-    redisFree(c);
-    return ok;
-}
-
 /* The last line of the file at path into buf ("(empty)" or "(none)"),
  * valgrind's own lines ("==pid== ...") passed over when there are others:
  * the server's fatal error is the news, not callgrind's summary. */
@@ -205,6 +188,7 @@ int bench_cg_start(bench_cg_server *s, const bench_cg_opts *o, char *err,
         s->pid = 0;
         return -1;
     }
+    const bench_target target = {.host = "127.0.0.1", .port = port};
     const int64_t t0 = bench_clock_ns();
     const int64_t deadline = t0 + (int64_t)CG_START_MS * 1000000;
     while (bench_clock_ns() < deadline) {
@@ -221,7 +205,7 @@ int bench_cg_start(bench_cg_server *s, const bench_cg_opts *o, char *err,
                      s->log_path, last_line(s->log_path, tail, sizeof(tail)));
             return -1;
         }
-        if (server_answers(port))
+        if (bench_target_answers(&target, 500))
             return 0;
         bench_sleep_ns(100 * 1000000);
     }
