@@ -18,8 +18,10 @@
  *
  * Redis keys, for a semaphore named S (one cluster slot):
  *   {sem:S}:holders  a sorted set: each holder's token, scored by its
- *                    expiry in server milliseconds; the key's own TTL is
- *                    the latest expiry, so an unused semaphore disappears.
+ *                    expiry in server milliseconds; the key's own TTL
+ *                    reaches at least the latest expiry (it may outlast
+ *                    a lease released early), so an unused semaphore
+ *                    disappears.
  *   {sem:S}:fence    the last grant number (see dlock_permit_fence); it
  *                    expires 30 days after the TTL of the last grant.
  * Every step is one Lua call that first drops expired holders by the

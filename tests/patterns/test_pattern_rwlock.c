@@ -98,6 +98,44 @@ static void readers_share_and_writers_exclude(void **state)
     dlock_client_free(c);
 }
 
+/* The readers' set lives as long as its longest read lease: a first
+ * reader's short lease sets it, a longer one raises it, and a short
+ * reader renewed or gone never cuts it under the long one, who still
+ * keeps writers out. */
+static void the_readers_set_outlives_every_live_reader(void **state)
+{
+    dlock_client *c = patkit_client();
+    char name[TESTKIT_KEY_MAX], readers[TESTKIT_KEY_MAX + 64];
+    dlock_rwlock *short_r, *long_r;
+
+    (void)state;
+    testkit_key(name, "rw_readers_ttl");
+    patkit_pkey(readers, "rw", name, ":readers");
+    short_r = take(c, name, DLOCK_RWLOCK_READ, 500, 0);
+    TK_EXPECT(patkit_pttl(readers) > 0 && patkit_pttl(readers) <= 500,
+              "a first 500 ms reader gives the set its lease, PTTL %lld",
+              patkit_pttl(readers));
+    long_r = take(c, name, DLOCK_RWLOCK_READ, 8000, 0);
+    TK_EXPECT(patkit_pttl(readers) > 7000,
+              "an 8 s reader raises it, PTTL %lld", patkit_pttl(readers));
+    TK_EXPECT_ERR(dlock_rwlock_extend(short_r, 300), DLOCK_OK, c,
+                  "renewing the short reader");
+    TK_EXPECT(patkit_pttl(readers) > 7000,
+              "renewing the short reader for 300 ms leaves it, PTTL %lld",
+              patkit_pttl(readers));
+    TK_EXPECT_ERR(dlock_rwlock_release(short_r), DLOCK_OK, c,
+                  "releasing the short reader");
+    TK_EXPECT(patkit_pttl(readers) > 7000
+                  && try_take(c, name, DLOCK_RWLOCK_WRITE) == DLOCK_BUSY,
+              "the long reader still holds it and keeps a writer out, PTTL "
+              "%lld",
+              patkit_pttl(readers));
+    TK_EXPECT_ERR(dlock_rwlock_release(long_r), DLOCK_OK, c,
+                  "releasing the long reader");
+    forget(name);
+    dlock_client_free(c);
+}
+
 static int key_exists(void *key)
 {
     return patkit_exists(key);
@@ -368,6 +406,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(readers_share_and_writers_exclude),
+        cmocka_unit_test(the_readers_set_outlives_every_live_reader),
         cmocka_unit_test_teardown(a_waiting_writer_stops_new_readers,
                                   end_case),
         cmocka_unit_test_teardown(a_writers_release_wakes_every_waiting_reader,

@@ -299,8 +299,9 @@ static void extend_moves_the_lease(void **state)
     patkit_pkey(holders, "sem", name, ":holders");
     s = sem_new(c, name, 2);
     p = take(s, c, 500, 0);
-    TK_EXPECT(patkit_pttl(holders) <= 500, "the set lives as long as its "
-                                           "latest lease");
+    TK_EXPECT(patkit_pttl(holders) > 0 && patkit_pttl(holders) <= 500,
+              "the set lives as long as its latest lease, PTTL %lld",
+              patkit_pttl(holders));
     TK_EXPECT_ERR(dlock_semaphore_extend(p, 8000), DLOCK_OK, c, "extending");
     TK_EXPECT(patkit_pttl(holders) > 7000,
               "after extend the lease (and the "
@@ -310,6 +311,45 @@ static void extend_moves_the_lease(void **state)
     TK_EXPECT_ERR(dlock_semaphore_release(p), DLOCK_OK, c, "releasing");
     TK_EXPECT(!patkit_exists(holders) || free_permits(s) == 2,
               "nothing is held after the release");
+    dlock_semaphore_free(s);
+    forget(name);
+    dlock_client_free(c);
+}
+
+/* The holders' set expires with its latest lease, not with the newest
+ * one: a short permit taken, or renewed, beside a long one must not cut
+ * the set short, for the long permit's lease would go with it. */
+static void a_short_lease_never_cuts_a_longer_ones_set(void **state)
+{
+    dlock_client *c = patkit_client();
+    char name[TESTKIT_KEY_MAX], holders[TESTKIT_KEY_MAX + 64];
+    dlock_semaphore *s;
+    dlock_permit *long_p, *short_p;
+
+    (void)state;
+    testkit_key(name, "sem_short");
+    patkit_pkey(holders, "sem", name, ":holders");
+    s = sem_new(c, name, 2);
+    long_p = take(s, c, 8000, 0);
+    short_p = take(s, c, 500, 0);
+    TK_EXPECT(patkit_pttl(holders) > 7000,
+              "a 500 ms permit taken beside an 8 s one leaves the set "
+              "to the 8 s lease's end, PTTL %lld",
+              patkit_pttl(holders));
+    TK_EXPECT_ERR(dlock_semaphore_extend(short_p, 300), DLOCK_OK, c,
+                  "renewing the short permit");
+    TK_EXPECT(patkit_pttl(holders) > 7000,
+              "so does renewing the short one for 300 ms, PTTL %lld",
+              patkit_pttl(holders));
+    TK_EXPECT_ERR(dlock_semaphore_release(short_p), DLOCK_OK, c,
+                  "releasing the short permit");
+    TK_EXPECT(dlock_permit_valid_ms(long_p) > 7000
+                  && patkit_pttl(holders) > 7000 && free_permits(s) == 1,
+              "the long permit is still held, and its set still runs: "
+              "PTTL %lld, %d free",
+              patkit_pttl(holders), free_permits(s));
+    TK_EXPECT_ERR(dlock_semaphore_release(long_p), DLOCK_OK, c,
+                  "releasing the long permit");
     dlock_semaphore_free(s);
     forget(name);
     dlock_client_free(c);
@@ -415,6 +455,7 @@ int main(void)
         cmocka_unit_test_teardown(it_never_over_grants_under_concurrency,
                                   end_case),
         cmocka_unit_test(extend_moves_the_lease),
+        cmocka_unit_test(a_short_lease_never_cuts_a_longer_ones_set),
         cmocka_unit_test(a_holder_past_its_lease_is_told_it_lost_it),
         cmocka_unit_test(grant_numbers_stay_exact_past_2_to_the_53),
         cmocka_unit_test(bad_arguments_are_refused),

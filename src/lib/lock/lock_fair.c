@@ -102,18 +102,18 @@
     "  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) ..\n"             \
     "         string.rep('0', #s - i)\n"                                      \
     "end\n"                                                                   \
-    "local t0 = redis.call('TIME')\n"                                         \
-    "local now = t0[1] .. string.format('%06d', tonumber(t0[2]))\n"           \
-    "local now_ms = tonumber(t0[1]) * 1000 + "                                \
-    "math.floor(tonumber(t0[2]) / 1000)\n"                                    \
+    "local call = redis.call\n"                                               \
+    "local t0 = call('TIME')\n"                                               \
+    "local now = t0[1] .. string.rep('0', 6 - #t0[2]) .. t0[2]\n"             \
+    "local now_ms = t0[1] * 1000 + math.floor(t0[2] / 1000)\n"                \
     "local function next_fence(floor, keep)\n"                                \
-    "  local last = dec(redis.call('GET', KEYS[2]))\n"                        \
+    "  local last = dec(call('GET', KEYS[2]))\n"                              \
     "  local legacy = dec(redis.pcall('GET', KEYS[3]))\n"                     \
     "  if legacy and (not last or gt(legacy, last)) then last = legacy end\n" \
     "  local fence = now\n"                                                   \
     "  if last and not gt(now, last) then fence = inc(last) end\n"            \
     "  if #fence > 19 or not gt(fence, floor) then return nil end\n"          \
-    "  redis.call('SET', KEYS[2], fence, 'PX', keep)\n"                       \
+    "  call('SET', KEYS[2], fence, 'PX', keep)\n"                             \
     "  return fence\n"                                                        \
     "end\n"
 
@@ -121,11 +121,11 @@
  * confirm window and try number (0, 0, '0' if none). */
 #define QUEUE_LUA                                                \
     "local function leave(who)\n"                                \
-    "  redis.call('ZREM', KEYS[4], who)\n"                       \
-    "  redis.call('HDEL', KEYS[5], who)\n"                       \
+    "  call('ZREM', KEYS[4], who)\n"                             \
+    "  call('HDEL', KEYS[5], who)\n"                             \
     "end\n"                                                      \
     "local function entry(who)\n"                                \
-    "  local v = redis.call('HGET', KEYS[5], who)\n"             \
+    "  local v = call('HGET', KEYS[5], who)\n"                   \
     "  if not v then return 0, 0, '0' end\n"                     \
     "  local d, c, s = string.match(v, '^(%d+):(%d+):(%d+)$')\n" \
     "  return tonumber(d) or 0, tonumber(c) or 0, s or '0'\n"    \
@@ -135,22 +135,22 @@ const dlock__script dlock__fair_acquire_script = {
     "fair.acquire",
     NEXT_FENCE_LUA QUEUE_LUA
     "local me = ARGV[1]\n"
-    "local holder = redis.call('GET', KEYS[1])\n"
+    "local holder = call('GET', KEYS[1])\n"
     "if holder == me then\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  leave(me)\n"
-    "  return '1 ' .. (redis.call('GET', KEYS[2]) or '0') .. ' ' .. now\n"
+    "  return '1 ' .. (call('GET', KEYS[2]) or '0') .. ' ' .. now\n"
     "end\n"
     "if not holder then\n"
-    "  local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "  local head = call('ZRANGE', KEYS[4], 0, 0)[1]\n"
     "  while head and head ~= me and entry(head) < now_ms do\n"
     "    leave(head)\n"
-    "    head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "    head = call('ZRANGE', KEYS[4], 0, 0)[1]\n"
     "  end\n"
     "  if not head or head == me then\n"
     "    local fence = next_fence(ARGV[3], ARGV[4])\n"
     "    if not fence then return '2 ' .. now end\n"
-    "    redis.call('SET', KEYS[1], me, 'PX', ARGV[2])\n"
+    "    call('SET', KEYS[1], me, 'PX', ARGV[2])\n"
     "    leave(me)\n"
     "    return '1 ' .. fence .. ' ' .. now\n"
     "  end\n"
@@ -158,29 +158,29 @@ const dlock__script dlock__fair_acquire_script = {
     "  local fence = confirm > 0 and next_fence(ARGV[3], ARGV[4])\n"
     "  if fence then\n"
     "    leave(head)\n"
-    "    redis.call('SET', KEYS[1], head, 'PX', confirm)\n"
-    "    redis.call('PUBLISH', ARGV[9] .. head,\n"
+    "    call('SET', KEYS[1], head, 'PX', confirm)\n"
+    "    call('PUBLISH', ARGV[9] .. head,\n"
     "               try .. ':' .. fence .. ':' .. confirm)\n"
     "    holder = head\n"
     "  end\n"
     "end\n"
     "if ARGV[5] == '1' then\n"
-    "  if not redis.call('ZSCORE', KEYS[4], me) then\n"
-    "    local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')\n"
-    "    local seq = last[2] and tonumber(last[2]) + 1 or 1\n"
-    "    redis.call('ZADD', KEYS[4], seq, me)\n"
+    "  if not call('ZSCORE', KEYS[4], me) then\n"
+    "    local last = call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')\n"
+    "    local seq = last[2] and last[2] + 1 or 1\n"
+    "    call('ZADD', KEYS[4], seq, me)\n"
     "  end\n"
-    "  local deadline = now_ms + tonumber(ARGV[6])\n"
-    "  redis.call('HSET', KEYS[5], me,\n"
+    "  local deadline = string.format('%d', now_ms + ARGV[6])\n"
+    "  call('HSET', KEYS[5], me,\n"
     "             deadline .. ':' .. ARGV[7] .. ':' .. ARGV[8])\n"
-    "  local keep = tonumber(ARGV[6]) + 60000\n"
-    "  if redis.call('PTTL', KEYS[4]) < keep then\n"
-    "    redis.call('PEXPIRE', KEYS[4], keep)\n"
-    "    redis.call('PEXPIRE', KEYS[5], keep)\n"
+    "  local keep = ARGV[6] + 60000\n"
+    "  if call('PTTL', KEYS[4]) < keep then\n"
+    "    call('PEXPIRE', KEYS[4], keep)\n"
+    "    call('PEXPIRE', KEYS[5], keep)\n"
     "  end\n"
     "end\n"
     "if holder then\n"
-    "  return {0, redis.call('PTTL', KEYS[1]), now}\n"
+    "  return {0, call('PTTL', KEYS[1]), now}\n"
     "end\n"
     "return {0, 0, now}\n",
     1,
@@ -192,29 +192,29 @@ const dlock__script dlock__fair_acquire_script = {
 const dlock__script dlock__fair_release_script = {
     "fair.release",
     NEXT_FENCE_LUA QUEUE_LUA
-    "local mine = redis.call('GET', KEYS[1]) == ARGV[1]\n"
+    "local mine = call('GET', KEYS[1]) == ARGV[1]\n"
     "leave(ARGV[1])\n"
     "if not mine then\n"
     "  return 0\n"
     "end\n"
-    "redis.call('DEL', KEYS[1])\n"
-    "local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "call('DEL', KEYS[1])\n"
+    "local head = call('ZRANGE', KEYS[4], 0, 0)[1]\n"
     "while head do\n"
     "  local deadline, confirm, try = entry(head)\n"
     "  if deadline >= now_ms and confirm > 0 then\n"
     "    local fence = next_fence(ARGV[4], ARGV[5])\n"
     "    if not fence then break end\n"
     "    leave(head)\n"
-    "    redis.call('SET', KEYS[1], head, 'PX', confirm)\n"
-    "    redis.call('PUBLISH', ARGV[3] .. head,\n"
+    "    call('SET', KEYS[1], head, 'PX', confirm)\n"
+    "    call('PUBLISH', ARGV[3] .. head,\n"
     "                try .. ':' .. fence .. ':' .. confirm)\n"
     "    return 1\n"
     "  end\n"
     "  leave(head)\n"
-    "  head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]\n"
+    "  head = call('ZRANGE', KEYS[4], 0, 0)[1]\n"
     "end\n"
-    "if head then redis.call('PUBLISH', ARGV[3] .. head, '') end\n"
-    "redis.call('PUBLISH', ARGV[2], '')\n"
+    "if head then call('PUBLISH', ARGV[3] .. head, '') end\n"
+    "call('PUBLISH', ARGV[2], '')\n"
     "return 1\n",
     1,
 };

@@ -28,14 +28,14 @@ dlock_err dlock__pattern_check_name(const char *what, const char *name,
 const dlock__script dlock__pattern_zset_extend = {
     "pattern.zset_extend",
     DLOCK__LUA_NOW_MS DLOCK__LUA_KEEP_ZSET
-    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    "local s = call('ZSCORE', KEYS[1], ARGV[1])\n"
     "if not s then return 0 end\n"
-    "if tonumber(s) <= now then\n"
-    "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
+    "if s + 0 <= now then\n"
+    "  call('ZREM', KEYS[1], ARGV[1])\n"
     "  return 0\n"
     "end\n"
-    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
-    "keep_zset()\n"
+    "call('ZADD', KEYS[1], string.format('%d', now + ARGV[2]), ARGV[1])\n"
+    "keep_zset(ARGV[2])\n"
     "return 1\n",
     1,
 };

@@ -54,12 +54,25 @@
  * DLOCK__LUA_WAKE defines wake(counter_key, channel): publishes
  * min(max(n, 1), DLOCK__WAKE_MAX) messages for the n waiters registered in
  * counter_key and deletes it; register_waiter(counter_key) counts one
- * more.  DLOCK__LUA_FENCE needs DLOCK__LUA_NOW_MS before it (it reads t).
+ * more.  DLOCK__LUA_FENCE needs DLOCK__LUA_NOW_MS before it (it reads t
+ * and call, redis.call looked up once).
+ *
+ * The patterns' scripts run on every semaphore permit, rate decision and
+ * read lock, so the fragments are written for what redis-server spends on
+ * them (docs/benchmarks.md, "Session 18: the patterns' scripts"): TIME's
+ * strings and the arguments become numbers by arithmetic, which coerces
+ * them, not through calls to tonumber, and each string once (a coercion
+ * is a strtod, ~700 instructions); a number handed to a command goes
+ * as string.format('%d') (Lua's own conversion prints through '%.14g');
+ * no score is read back after it was written (Redis prints each double it
+ * answers, and Lua parses it again: keep_zset below).
  */
-#define DLOCK__LUA_NOW_MS                                        \
-    "local t = redis.call('TIME')\n"                             \
-    "local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+#define DLOCK__LUA_NOW_MS                    \
+    "local call = redis.call\n"              \
+    "local t = call('TIME')\n"               \
+    "local sec, usec = t[1] + 0, t[2] + 0\n" \
+    "local now_us = sec * 1000000 + usec\n"  \
+    "local now = sec * 1000 + math.floor(usec / 1000)\n"
 #define DLOCK__LUA_FENCE                                                   \
     DLOCK__FENCE_LUA_DECIMALS                                              \
     "local function plus_one(s)\n"                                         \
@@ -68,15 +81,15 @@
     "  if head == '' then return '1' .. tail end\n"                        \
     "  return head:sub(1, -2) .. string.char(head:byte(-1) + 1) .. tail\n" \
     "end\n"                                                                \
-    "local now_str = t[1] .. string.format('%06d', tonumber(t[2]))\n"      \
+    "local now_str = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]\n"         \
     "local function next_fence(key, floor, ttl)\n"                         \
-    "  local fence, last = now_str, dec(redis.call('GET', key))\n"         \
+    "  local fence, last = now_str, dec(call('GET', key))\n"               \
     "  if last and gt(last, fence) or last == fence then\n"                \
     "    fence = plus_one(last)\n"                                         \
     "  end\n"                                                              \
     "  if #fence <= 19 and gt(fence, floor) then\n"                        \
-    "    redis.call('SET', key, fence, 'PX', string.format('%d',\n"        \
-    "               tonumber(ttl) + " DLOCK__FENCE_KEEP_LUA "))\n"         \
+    "    call('SET', key, fence, 'PX', string.format('%d',\n"              \
+    "         ttl + " DLOCK__FENCE_KEEP_LUA "))\n"                         \
     "    return fence\n"                                                   \
     "  end\n"                                                              \
     "end\n"
@@ -96,21 +109,26 @@
 /*
  * Leases kept in a sorted set (semaphore holders, rwlock readers): each
  * member a token scored by its lease's end in server milliseconds.
- * DLOCK__LUA_KEEP_ZSET defines keep_zset(): sets the set's (KEYS[1]) own
- * TTL to its latest member's end, so an idle set leaves nothing behind;
- * it needs DLOCK__LUA_NOW_MS before it.  dlock__pattern_zset_extend is the
+ * DLOCK__LUA_KEEP_ZSET defines keep_zset(ttl), called right after a
+ * member was scored now + ttl: it makes the set's (KEYS[1]) own TTL at
+ * least ttl ms, so the set never expires before a live member's end, and
+ * an idle set leaves nothing behind.  Every script that scores a member
+ * calls it (in every version: earlier ones set the TTL to the latest
+ * member's end), and nothing else shortens the TTL, so it is never below
+ * the latest live member's end; it may outlast it after a release or a
+ * shorter renewal, when the expired members are dropped by score anyway.
+ * That costs a PTTL, where reading the latest member's score back cost a
+ * ZRANGE and a double printed and parsed.  It needs DLOCK__LUA_NOW_MS
+ * before it.  dlock__pattern_zset_extend is the
  * extend of such a lease: KEYS[1] the set, ARGV token and TTL ms; answers
  * 1 (re-scored to now + TTL) or 0 (not a member, or its lease had run out:
  * then removed).
  */
-#define DLOCK__LUA_KEEP_ZSET                                               \
-    "local function keep_zset()\n"                                         \
-    "  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n" \
-    "  if last[2] then\n"                                                  \
-    "    local ttl = tonumber(last[2]) - now\n"                            \
-    "    if ttl < 1 then ttl = 1 end\n"                                    \
-    "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                            \
-    "  end\n"                                                              \
+#define DLOCK__LUA_KEEP_ZSET                      \
+    "local function keep_zset(ttl)\n"             \
+    "  if call('PTTL', KEYS[1]) < ttl + 0 then\n" \
+    "    call('PEXPIRE', KEYS[1], ttl)\n"         \
+    "  end\n"                                     \
     "end\n"
 extern const dlock__script dlock__pattern_zset_extend;
 

@@ -45,24 +45,24 @@
 static const dlock__script read_script = {
     "rwlock.read",
     DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE DLOCK__LUA_WAKE DLOCK__LUA_KEEP_ZSET
-    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-    "local expiry = now + tonumber(ARGV[2])\n"
-    "local reader = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    "call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))\n"
+    "local expiry = string.format('%d', now + ARGV[2])\n"
+    "local reader = call('ZSCORE', KEYS[1], ARGV[1])\n"
     "if not reader then\n"
-    "  local blocked = redis.call('PTTL', KEYS[2])\n"
-    "  if blocked == -2 then blocked = redis.call('PTTL', KEYS[3]) end\n"
+    "  local blocked = call('PTTL', KEYS[2])\n"
+    "  if blocked == -2 then blocked = call('PTTL', KEYS[3]) end\n"
     "  if blocked ~= -2 then\n"
     "    if ARGV[3] == '1' then register_waiter(KEYS[5]) end\n"
     "    return {0, blocked}\n"
     "  end\n"
     "end\n"
-    "local fence = reader and redis.call('GET', KEYS[4])\n"
+    "local fence = reader and call('GET', KEYS[4])\n"
     "if not fence then\n"
     "  fence = next_fence(KEYS[4], ARGV[4], ARGV[2])\n"
     "  if not fence then return {2, now_str} end\n"
     "end\n"
-    "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
-    "keep_zset()\n"
+    "call('ZADD', KEYS[1], expiry, ARGV[1])\n"
+    "keep_zset(ARGV[2])\n"
     "return {1, fence}\n",
     1,
 };
@@ -70,32 +70,32 @@ static const dlock__script read_script = {
 static const dlock__script write_script = {
     "rwlock.write",
     DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE DLOCK__LUA_WAKE
-    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-    "local holder = redis.call('GET', KEYS[2])\n"
+    "call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))\n"
+    "local holder = call('GET', KEYS[2])\n"
     "if holder == ARGV[1] then\n"
-    "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
-    "  return {1, redis.call('GET', KEYS[4]) or '0'}\n"
+    "  call('PEXPIRE', KEYS[2], ARGV[2])\n"
+    "  return {1, call('GET', KEYS[4]) or '0'}\n"
     "end\n"
     "local function busy(hint)\n"
     "  if ARGV[3] == '1' then register_waiter(KEYS[5]) end\n"
     "  return {0, hint}\n"
     "end\n"
-    "if holder then return busy(redis.call('PTTL', KEYS[2])) end\n"
-    "local intent = redis.call('GET', KEYS[3])\n"
+    "if holder then return busy(call('PTTL', KEYS[2])) end\n"
+    "local intent = call('GET', KEYS[3])\n"
     "if intent and intent ~= ARGV[1] then\n"
-    "  return busy(redis.call('PTTL', KEYS[3]))\n"
+    "  return busy(call('PTTL', KEYS[3]))\n"
     "end\n"
-    "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+    "local first = call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
     "if first[2] then\n"
     "  if ARGV[3] == '1' then\n"
-    "    redis.call('SET', KEYS[3], ARGV[1], 'PX', " INTENT_MS ")\n"
+    "    call('SET', KEYS[3], ARGV[1], 'PX', " INTENT_MS ")\n"
     "  end\n"
-    "  return busy(tonumber(first[2]) - now)\n"
+    "  return busy(first[2] - now)\n"
     "end\n"
     "local fence = next_fence(KEYS[4], ARGV[4], ARGV[2])\n"
     "if not fence then return {2, now_str} end\n"
-    "redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])\n"
-    "if intent then redis.call('DEL', KEYS[3]) end\n"
+    "call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])\n"
+    "if intent then call('DEL', KEYS[3]) end\n"
     "return {1, fence}\n",
     1,
 };
@@ -104,12 +104,12 @@ static const dlock__script write_script = {
 static const dlock__script read_release_script = {
     "rwlock.read_release",
     DLOCK__LUA_NOW_MS DLOCK__LUA_WAKE
-    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    "local s = call('ZSCORE', KEYS[1], ARGV[1])\n"
     "if not s then return 0 end\n"
-    "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-    "if redis.call('ZCARD', KEYS[1]) == 0 then wake(KEYS[2], ARGV[2]) end\n"
-    "if tonumber(s) <= now then return 0 end\n"
+    "call('ZREM', KEYS[1], ARGV[1])\n"
+    "call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))\n"
+    "if call('ZCARD', KEYS[1]) == 0 then wake(KEYS[2], ARGV[2]) end\n"
+    "if s + 0 <= now then return 0 end\n"
     "return 1\n",
     1,
 };

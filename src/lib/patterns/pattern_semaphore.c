@@ -14,8 +14,10 @@
  *            one waiter per client wakes (one permit freed, one taker).
  *   extend   re-score our token if its lease is still running.
  *   count    holders whose lease is running (read-only).
- * After every change the set's key TTL is set to its latest expiry, so
- * an idle semaphore leaves nothing behind but its grant counter.
+ * After every grant or renewal the set's key TTL is made to reach at
+ * least the new lease's end (keep_zset, pattern_common.h), so the set
+ * never expires under a live holder and an idle semaphore leaves nothing
+ * behind but its grant counter.
  *
  * Invariant: after any script, at most N members of the set have a score
  * above the server's now; so at most N holders are valid at any instant
@@ -37,32 +39,32 @@
 static const dlock__script acquire_script = {
     "semaphore.acquire",
     DLOCK__LUA_NOW_MS DLOCK__LUA_FENCE DLOCK__LUA_KEEP_ZSET
-    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-    "local expiry = now + tonumber(ARGV[3])\n"
-    "if redis.call('ZSCORE', KEYS[1], ARGV[1]) then\n"
-    "  redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
-    "  keep_zset()\n"
-    "  return {1, redis.call('GET', KEYS[2]) or '0'}\n"
+    "call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))\n"
+    "local expiry = string.format('%d', now + ARGV[3])\n"
+    "if call('ZSCORE', KEYS[1], ARGV[1]) then\n"
+    "  call('ZADD', KEYS[1], expiry, ARGV[1])\n"
+    "  keep_zset(ARGV[3])\n"
+    "  return {1, call('GET', KEYS[2]) or '0'}\n"
     "end\n"
-    "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then\n"
-    "  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
-    "  return {0, tonumber(first[2]) - now}\n"
+    "if call('ZCARD', KEYS[1]) >= ARGV[2] + 0 then\n"
+    "  local first = call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+    "  return {0, first[2] - now}\n"
     "end\n"
     "local fence = next_fence(KEYS[2], ARGV[4], ARGV[3])\n"
     "if not fence then return {2, now_str} end\n"
-    "redis.call('ZADD', KEYS[1], expiry, ARGV[1])\n"
-    "keep_zset()\n"
+    "call('ZADD', KEYS[1], expiry, ARGV[1])\n"
+    "keep_zset(ARGV[3])\n"
     "return {1, fence}\n",
     1,
 };
 
 static const dlock__script release_script = {
     "semaphore.release",
-    DLOCK__LUA_NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+    DLOCK__LUA_NOW_MS "local s = call('ZSCORE', KEYS[1], ARGV[1])\n"
                       "if not s then return 0 end\n"
-                      "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-                      "if tonumber(s) <= now then return 0 end\n"
-                      "redis.call('PUBLISH', ARGV[2], '')\n"
+                      "call('ZREM', KEYS[1], ARGV[1])\n"
+                      "if s + 0 <= now then return 0 end\n"
+                      "call('PUBLISH', ARGV[2], '')\n"
                       "return 1\n",
     1,
 };
