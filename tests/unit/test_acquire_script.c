@@ -206,22 +206,47 @@ static void floor_above_the_server(int before_7)
     free(body);
 }
 
+/* Sets key's fence counter to value, for 60 s. */
+static void set_counter(const char *key, const char *value)
+{
+    redisReply *r = testkit_redis_cmd(testkit_shared_redis(),
+                                      "SET #dlock:fence:{%s} %s PX 60000", key,
+                                      value);
+
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+}
+
 /* A counter ahead of the server's clock: the next fence is the counter
- * plus one, and the counter holds it after the grant. */
+ * plus one, carried digit by digit as decimal strings, and the counter
+ * holds it after the grant; a counter at the last 19-digit number cannot
+ * be passed, so the grant is refused and the counter left as it was. */
 static void counter_ahead_of_the_clock(int before_7)
 {
+    static const char *const ahead[][2] = {
+        {"9007199254740992", "9007199254740993"},
+        {"9007199254740999", "9007199254741000"},
+        {"8999999999999999999", "9000000000000000000"},
+    };
     const char *url = testkit_shared_redis();
     char *body = body_of(before_7);
     char key[TESTKIT_KEY_MAX];
     answer grant;
 
     testkit_key(key, before_7 ? "script_ahead_old" : "script_ahead");
-    testkit_redis_int(url, "SET #dlock:fence:{%s} 9007199254740992 PX 60000",
-                      key);
-    grant = answer_of(acquire(body, key, TOKEN, "0"));
-    assert_int_equal(grant.status, 1);
-    assert_string_equal(grant.value, "9007199254740993");
-    expect_counter(key, "9007199254740993");
+    for (size_t i = 0; i < sizeof(ahead) / sizeof(ahead[0]); i++) {
+        set_counter(key, ahead[i][0]);
+        grant = answer_of(acquire(body, key, TOKEN, "0"));
+        assert_int_equal(grant.status, 1);
+        assert_string_equal(grant.value, ahead[i][1]);
+        expect_counter(key, ahead[i][1]);
+        testkit_redis_int(url, "DEL %s", key);
+    }
+    set_counter(key, "9999999999999999999");
+    assert_int_equal(answer_of(acquire(body, key, TOKEN, "0")).status, 2);
+    assert_int_equal(key_exists(key), 0);
+    expect_counter(key, "9999999999999999999");
     forget(key);
     free(body);
 }

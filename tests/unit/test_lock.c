@@ -67,6 +67,18 @@ static int teardown(void **state)
     return 0;
 }
 
+/* One renewal of f's lock, its request formatted and answered with r
+ * (NULL: no answer); what the lock made of the answer. */
+static dlock_err renew_answered(fixture *f, redisReply *r, int *marked)
+{
+    dlock__lease_ticket t;
+    char *cmd;
+
+    assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
+    free(cmd);
+    return dlock__lock_renew_reply(f->l, &t, r, dlock__boot_us(), marked);
+}
+
 static void a_renewal_request_is_an_eval_of_key_token_and_ttl(void **state)
 {
     fixture *f = *state;
@@ -94,16 +106,10 @@ static void a_granted_renewal_makes_the_lock_valid(void **state)
     fixture *f = *state;
 
     for (size_t i = 0; i < sizeof(granted) / sizeof(granted[0]); i++) {
-        dlock__lease_ticket t;
-        char *cmd;
         redisReply *r = parse(granted[i]);
         int marked = 1;
 
-        assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
-        free(cmd);
-        assert_int_equal(dlock__lock_renew_reply(f->l, &t, r, dlock__boot_us(),
-                                                 &marked),
-                         DLOCK_OK);
+        assert_int_equal(renew_answered(f, r, &marked), DLOCK_OK);
         assert_int_equal(marked, 0);
         assert_true(dlock_lock_valid_ms(f->l) > 29000);
         assert_int_equal(dlock_lock_lost(f->l), 0);
@@ -132,17 +138,13 @@ static void a_renewal_answer_not_exactly_in_words_is_no_renewal(void **state)
     int64_t before = dlock_lock_valid_ms(f->l);
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        dlock__lease_ticket t;
-        char *cmd, resp[128];
+        char resp[128];
         redisReply *r;
         int marked = 1;
 
         snprintf(resp, sizeof(resp), "$%zu\r\n%s\r\n", strlen(bad[i]), bad[i]);
         r = parse(resp);
-        assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
-        free(cmd);
-        if (dlock__lock_renew_reply(f->l, &t, r, dlock__boot_us(), &marked)
-            != DLOCK_PROTOCOL)
+        if (renew_answered(f, r, &marked) != DLOCK_PROTOCOL)
             fail_msg("\"%s\" was taken for a renewal's answer", bad[i]);
         assert_int_equal(marked, 0);
         freeReplyObject(r);
@@ -154,21 +156,11 @@ static void a_renewal_answer_not_exactly_in_words_is_no_renewal(void **state)
 static void no_answer_or_an_error_is_no_renewal(void **state)
 {
     fixture *f = *state;
-    dlock__lease_ticket t;
-    char *cmd;
     redisReply *err = parse("-ERR boom\r\n");
     int marked;
 
-    assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
-    free(cmd);
-    assert_int_equal(dlock__lock_renew_reply(f->l, &t, NULL, dlock__boot_us(),
-                                             &marked),
-                     DLOCK_TIMEOUT);
-    assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
-    free(cmd);
-    assert_int_equal(dlock__lock_renew_reply(f->l, &t, err, dlock__boot_us(),
-                                             &marked),
-                     DLOCK_SERVER);
+    assert_int_equal(renew_answered(f, NULL, &marked), DLOCK_TIMEOUT);
+    assert_int_equal(renew_answered(f, err, &marked), DLOCK_SERVER);
     assert_int_equal(dlock_lock_lost(f->l), 0);
     freeReplyObject(err);
 }
@@ -176,17 +168,11 @@ static void no_answer_or_an_error_is_no_renewal(void **state)
 static void a_gone_token_marks_the_lock_lost_once(void **state)
 {
     fixture *f = *state;
-    dlock__lease_ticket t;
-    char *cmd;
     redisReply *r = parse(":0\r\n");
     int marked = 0;
     dlock_client_stats st;
 
-    assert_true(dlock__lock_renew_command(f->l, &cmd, &t) > 0);
-    free(cmd);
-    assert_int_equal(dlock__lock_renew_reply(f->l, &t, r, dlock__boot_us(),
-                                             &marked),
-                     DLOCK_LOST);
+    assert_int_equal(renew_answered(f, r, &marked), DLOCK_LOST);
     assert_int_equal(marked, 1);
     assert_int_equal(dlock__lock_mark_lost(f->l), 0);
     assert_int_equal(dlock_lock_lost(f->l), 1);

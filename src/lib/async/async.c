@@ -940,7 +940,7 @@ dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock,
     o->on_released = cb;
     dlock__lock_release_args(lock, o->buf, o->args);
     err = queue_script(a, o, dlock__lock_release_script(), a->sha_release, "2",
-                       6);
+                       5);
     if (err != DLOCK_OK) {
         dlock__free(o);
         return err;

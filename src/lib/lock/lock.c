@@ -71,7 +71,8 @@
  * Fences are handled as decimal strings, never as Lua numbers: Lua's
  * numbers are doubles, exact only to 2^53, and a fence must stay exact to
  * 2^63.  Strings without leading zeros compare by length and then digit by
- * digit (gt), and inc adds one digit-wise.
+ * digit (gt), and one is added digit-wise where the clock is behind the
+ * counter.
  *
  * KEYS: the lock, its fence counter, the legacy counter (read only; see
  * fence.h), the fair queue and its entries (read only; lock_fair.h).
@@ -122,26 +123,22 @@
  *
  * Measured in instructions of redis-server per pair under callgrind
  * (docs/benchmarks.md, "Session 15"), the scripts avoid what costs
- * hundreds of them on every call: redis.call is looked up once into a
- * local, and a pcall's answer is told from an error by its err field
- * (x.err is nil for a string, whose metatable indexes the string library,
- * and x and ... skips false), not with type().
+ * hundreds of them on every call: redis.call and redis.pcall are looked
+ * up once into locals, and a pcall's answer is told from an error by its
+ * err field (x.err is nil for a string, whose metatable indexes the string
+ * library, and x and ... skips false), not with type().  The digit-wise
+ * increment is written where it is needed, not as a function: a closure
+ * made on every call for a branch that runs only when the clock is behind
+ * the counter cost a few hundred instructions a grant ("Session 18").
  */
 static const dlock__script acquire_script = {
     "acquire",
     DLOCK__FENCE_LUA_DECIMALS
-    "local function inc(s)\n"
-    "  local i = #s\n"
-    "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n"
-    "  if i == 0 then return '1' .. string.rep('0', #s) end\n"
-    "  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) ..\n"
-    "         string.rep('0', #s - i)\n"
-    "end\n"
-    "local call = redis.call\n"
+    "local call, pcall = redis.call, redis.pcall\n"
     "local t = call('TIME')\n"
     "local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]\n"
     "local taken = true\n"
-    "local holder = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', "
+    "local holder = pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', "
     "ARGV[2], 'GET')\n"
     "if holder and holder.err then\n"
     "  taken = false\n"
@@ -158,12 +155,12 @@ static const dlock__script acquire_script = {
     "if call('EXISTS', KEYS[4]) == 1 then\n"
     "  local now_ms = tonumber(t[1]) * 1000 + "
     "math.floor(tonumber(t[2]) / 1000)\n"
-    "  local queued = redis.pcall('ZRANGE', KEYS[4], 0, 15)\n"
+    "  local queued = pcall('ZRANGE', KEYS[4], 0, 15)\n"
     "  if queued.err then\n"
     "    refused = queued\n"
     "  else\n"
     "    for _, who in ipairs(queued) do\n"
-    "      local v = redis.pcall('HGET', KEYS[5], who)\n"
+    "      local v = pcall('HGET', KEYS[5], who)\n"
     "      if v and v.err then refused = v break end\n"
     "      if (tonumber(string.match(v or '', '^(%d+)')) or 0) >= now_ms "
     "then\n"
@@ -176,17 +173,26 @@ static const dlock__script acquire_script = {
     "local counter, wrote\n"
     "if not refused then\n"
     "  if taken then\n"
-    "    counter = redis.pcall('SET', KEYS[2], now, 'PX', ARGV[4], 'GET')\n"
+    "    counter = pcall('SET', KEYS[2], now, 'PX', ARGV[4], 'GET')\n"
     "    wrote = not (counter and counter.err)\n"
     "  else\n"
-    "    counter = redis.pcall('GET', KEYS[2])\n"
+    "    counter = pcall('GET', KEYS[2])\n"
     "  end\n"
     "  if counter and counter.err then\n"
     "    refused = counter\n"
     "  else\n"
-    "    local last = dec(counter) or dec(redis.pcall('GET', KEYS[3]))\n"
+    "    local last = dec(counter) or dec(pcall('GET', KEYS[3]))\n"
     "    fence = now\n"
-    "    if last and not gt(now, last) then fence = inc(last) end\n"
+    "    if last and not gt(now, last) then\n"
+    "      local i = #last\n"
+    "      while i > 0 and last:sub(i, i) == '9' do i = i - 1 end\n"
+    "      if i == 0 then\n"
+    "        fence = '1' .. string.rep('0', #last)\n"
+    "      else\n"
+    "        fence = last:sub(1, i - 1) .. string.char(last:byte(i) + 1) ..\n"
+    "                string.rep('0', #last - i)\n"
+    "      end\n"
+    "    end\n"
     "    if #fence > 19 or not gt(fence, ARGV[3]) then refused = '2 ' .. now "
     "end\n"
     "  end\n"
@@ -209,9 +215,11 @@ static const dlock__script acquire_script = {
 };
 
 /* KEYS: the lock, the fair queue (read only).  ARGV: token, the released
- * channel, the fair granted-channel prefix, and the release's id (its
- * grant's fence, or "" or none), the message's payload: the releaser's
- * client tells by it that it woke its own waiter already (release_once).
+ * channel, and the release's id (its grant's fence, or "" or none), the
+ * message's payload: the releaser's client tells by it that it woke its
+ * own waiter already (release_once).  The fair granted-channel prefix is
+ * in the text, not an argument: an argument costs redis-server about
+ * 1,000 instructions a release (docs/benchmarks.md, "Session 18").
  * A plain holder's release also nudges the first fair waiter queued
  * behind it (an empty message on its own channel), whose try then takes
  * the free key; EXISTS first, as in acquire, since most keys have no
@@ -221,10 +229,11 @@ static const dlock__script release_script = {
     "local call = redis.call\n"
     "if call('GET', KEYS[1]) == ARGV[1] then\n"
     "  call('DEL', KEYS[1])\n"
-    "  call('PUBLISH', ARGV[2], ARGV[4] or '')\n"
+    "  call('PUBLISH', ARGV[2], ARGV[3] or '')\n"
     "  if call('EXISTS', KEYS[2]) == 1 then\n"
     "    local head = call('ZRANGE', KEYS[2], 0, 0)[1]\n"
-    "    if head then call('PUBLISH', ARGV[3] .. head, '') end\n"
+    "    if head then call('PUBLISH', '" DLOCK__FAIR_GRANT_PREFIX
+    "' .. head, '') end\n"
     "  end\n"
     "  return 1\n"
     "end\n"
@@ -1200,8 +1209,7 @@ static void fair_release_args(dlock_lock *l, char floor[24], char keep[24],
 
 static void leave_no_orphan(dlock_lock *l, dlock_err err)
 {
-    const char *argv[] = {l->key, l->queue_key, l->token, l->channel,
-                          DLOCK__FAIR_GRANT_PREFIX};
+    const char *argv[] = {l->key, l->queue_key, l->token, l->channel};
     char floor[24], keep[24];
     const char *fair[10];
 
@@ -1220,7 +1228,7 @@ static void leave_no_orphan(dlock_lock *l, dlock_err err)
                                     : dlock__lease_ttl_ms(&l->lease));
     else
         dlock__watchdog_cleanup(dlock__client_watchdog(l->client),
-                                &release_script, 2, 5, argv,
+                                &release_script, 2, 4, argv,
                                 dlock__lease_ttl_ms(&l->lease));
 }
 
@@ -1254,7 +1262,7 @@ static void wake_own_waiter(dlock_lock *l)
 static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
 {
     char id[24];
-    const char *argv[6];
+    const char *argv[5];
     char floor[24], keep[24];
     const char *fair[10];
 
@@ -1266,7 +1274,7 @@ static dlock_err release_call(dlock_lock *l, redisReply **r, dlock__msg *m)
     dlock__lock_release_args(l, id, argv);
     /* Its 0 is believed from a master only (a demoted Sentinel master
      * answers from its copy). */
-    return dlock__client_eval_owned(l->client, &release_script, 2, 6, argv,
+    return dlock__client_eval_owned(l->client, &release_script, 2, 5, argv,
                                     NULL, r, NULL, m);
 }
 
@@ -1800,15 +1808,14 @@ dlock_err dlock__lock_release_end(dlock_lock *l, int expired, dlock_err err,
     return err;
 }
 
-void dlock__lock_release_args(dlock_lock *l, char id[24], const char *argv[6])
+void dlock__lock_release_args(dlock_lock *l, char id[24], const char *argv[5])
 {
     release_id(l, id);
     argv[0] = l->key;
     argv[1] = l->queue_key;
     argv[2] = l->token;
     argv[3] = l->channel;
-    argv[4] = DLOCK__FAIR_GRANT_PREFIX;
-    argv[5] = id;
+    argv[4] = id;
 }
 
 const dlock__script *dlock__lock_release_script(void)

@@ -161,7 +161,7 @@ void dlock__lock_leave_no_orphan(dlock_lock *lock);
  * The plain release in steps (dlock_release runs them, and so does the
  * asynchronous release): dlock__lock_release_begin takes the lock off the
  * watchdog and returns 1 if its validity had run out already;
- * dlock__lock_release_args formats the release script's 2 KEYS and 4
+ * dlock__lock_release_args formats the release script's 2 KEYS and 3
  * ARGV (id holds the release's id); dlock__lock_release_reply reads what
  * came back (err, or the reply r, which it frees; resent: the request was
  * sent again after its connection failed): DLOCK_OK, DLOCK_LOST or an
@@ -174,7 +174,7 @@ void dlock__lock_leave_no_orphan(dlock_lock *lock);
 int dlock__lock_release_plain(const dlock_lock *lock);
 int dlock__lock_release_begin(dlock_lock *lock);
 void dlock__lock_release_args(dlock_lock *lock, char id[24],
-                              const char *argv[6]);
+                              const char *argv[5]);
 dlock_err dlock__lock_release_reply(dlock_lock *lock, dlock_err err,
                                     redisReply *r, int resent, dlock__msg *m);
 dlock_err dlock__lock_release_end(dlock_lock *lock, int expired, dlock_err err,
