@@ -47,7 +47,15 @@
  *   instr.seq.pair      one blocking client, dlock_acquire + dlock_release
  *                       on one key in a loop; limit: floor.seq, the floor
  *                       pair one command at a time over hiredis;
- *   instr.fair.seq.pair the same with opts.fair, against floor.seq.
+ *   instr.fair.seq.pair the same with opts.fair, against floor.seq;
+ *   instr.semaphore.pair   one blocking client taking and giving back a
+ *                       permit (of 4), instr.rwlock.read.pair a read hold
+ *                       of a read-write lock, and instr.ratelimit.take a
+ *                       rate limiter's allowed decisions (one a call):
+ *                       the patterns a service runs on every request,
+ *                       against floor.seq too (one lock pair is the
+ *                       yardstick here; a decision is one call, a pair
+ *                       two).
  * The floor pair is bench_lock's: SET key token NX PX ttl, then the
  * compare-and-delete script by EVALSHA (if GET key == token then DEL).
  * Every lock carries a fence (the acquire script always advances the
@@ -80,6 +88,9 @@
 
 #include "dlock/async.h"
 #include "dlock/dlock.h"
+#include "dlock/ratelimit.h"
+#include "dlock/rwlock.h"
+#include "dlock/semaphore.h"
 
 #include "bench_callgrind.h"
 #include "bench_clock.h"
@@ -425,6 +436,102 @@ static int drive_lock_async(instr_run *run, long n)
 }
 
 /* ------------------------------------------------------------------------
+ * The patterns a service calls on every request, one blocking client */
+
+/* n semaphore permits (one of 4) taken and given back. */
+static int drive_semaphore(instr_run *run, long n)
+{
+    dlock_client *c = lock_connect(run);
+    dlock_semaphore *sem = NULL;
+    const char *op = "dlock_semaphore_new";
+    dlock_err e;
+    long i = 0;
+
+    if (c == NULL)
+        return -1;
+    e = dlock_semaphore_new(c, "instr:sem", 4, &sem);
+    for (; i < n && e == DLOCK_OK; i++) {
+        dlock_permit *p = NULL;
+        op = "dlock_semaphore_acquire";
+        e = dlock_semaphore_acquire(sem, run->o.ttl_ms, 0, &p);
+        if (e == DLOCK_OK) {
+            op = "dlock_semaphore_release";
+            e = dlock_semaphore_release(p);
+        }
+    }
+    if (e != DLOCK_OK)
+        snprintf(run->err, sizeof(run->err),
+                 "%s of instr:sem, pair %ld: %s: %s", op, i, dlock_errname(e),
+                 dlock_client_errmsg(c));
+    dlock_semaphore_free(sem);
+    dlock_client_free(c);
+    return e == DLOCK_OK ? 0 : -1;
+}
+
+/* n read holds of a read-write lock taken and given back. */
+static int drive_rwlock_read(instr_run *run, long n)
+{
+    dlock_client *c = lock_connect(run);
+    const char *op = "dlock_rwlock_acquire";
+    dlock_err e = DLOCK_OK;
+    long i = 0;
+
+    if (c == NULL)
+        return -1;
+    for (; i < n && e == DLOCK_OK; i++) {
+        dlock_rwlock *hold = NULL;
+        op = "dlock_rwlock_acquire";
+        e = dlock_rwlock_acquire(c, "instr:rw", DLOCK_RWLOCK_READ,
+                                 run->o.ttl_ms, 0, &hold);
+        if (e == DLOCK_OK) {
+            op = "dlock_rwlock_release";
+            e = dlock_rwlock_release(hold);
+        }
+    }
+    if (e != DLOCK_OK)
+        snprintf(run->err, sizeof(run->err),
+                 "%s (read) of instr:rw, pair %ld: %s: %s", op, i,
+                 dlock_errname(e), dlock_client_errmsg(c));
+    dlock_client_free(c);
+    return e == DLOCK_OK ? 0 : -1;
+}
+
+/* n decisions of a rate limiter that allows them all: a million a second
+ * with a burst of a billion, so every take is the allowed path (the TAT
+ * advanced and written). */
+static int drive_ratelimit(instr_run *run, long n)
+{
+    dlock_client *c = lock_connect(run);
+    dlock_ratelimit *rl = NULL;
+    const char *op = "dlock_ratelimit_new";
+    dlock_ratelimit_result res;
+    dlock_err e;
+    long i = 0;
+
+    if (c == NULL)
+        return -1;
+    e = dlock_ratelimit_new(c, "instr:rl", 1000000, 1000, 1000000000, &rl);
+    for (; i < n && e == DLOCK_OK; i++) {
+        op = "dlock_ratelimit_take";
+        e = dlock_ratelimit_take(rl, 1, &res);
+        if (e == DLOCK_OK && !res.allowed) {
+            snprintf(run->err, sizeof(run->err),
+                     "dlock_ratelimit_take of instr:rl, take %ld: refused",
+                     i + 1);
+            e = DLOCK_STATE;
+            op = NULL;
+        }
+    }
+    if (e != DLOCK_OK && op != NULL)
+        snprintf(run->err, sizeof(run->err),
+                 "%s of instr:rl, take %ld: %s: %s", op, i, dlock_errname(e),
+                 dlock_client_errmsg(c));
+    dlock_ratelimit_free(rl);
+    dlock_client_free(c);
+    return e == DLOCK_OK ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------
  * Counting */
 
 /* One fresh server under callgrind, n pairs of count c, its total. */
@@ -548,6 +655,20 @@ static void add_figure(instr_run *run, const char *name, const instr_count *c,
              name, c->per_pair, c->min, c->max, c->per_pair / floor->per_pair);
 }
 
+/* The figures counted one call at a time, each beside floor.seq, in the
+ * order they are counted. */
+static const struct seq_figure {
+    const char *figure; /* the figure's name */
+    const char *count;  /* its counts' name */
+    instr_driver drive;
+} seq_figures[] = {
+    {"instr.seq.pair", "lock.seq", drive_lock_seq},
+    {"instr.fair.seq.pair", "lock.fair.seq", drive_lock_fair},
+    {"instr.semaphore.pair", "semaphore.seq", drive_semaphore},
+    {"instr.rwlock.read.pair", "rwlock.read.seq", drive_rwlock_read},
+    {"instr.ratelimit.take", "ratelimit.seq", drive_ratelimit},
+};
+
 /* Each figure right after its limit, so that a failure half-way still
  * leaves whole figures. */
 static int run_counts(instr_run *run)
@@ -565,14 +686,6 @@ static int run_counts(instr_run *run)
                           .drive = drive_floor_seq,
                           .small = s / 5,
                           .large = s};
-    instr_count seq = {.name = "lock.seq",
-                       .drive = drive_lock_seq,
-                       .small = s / 5,
-                       .large = s};
-    instr_count fair = {.name = "lock.fair.seq",
-                        .drive = drive_lock_fair,
-                        .small = s / 5,
-                        .large = s};
 
     if (count_pairs(run, &floor32) != 0)
         return -1;
@@ -586,17 +699,20 @@ static int run_counts(instr_run *run)
     if (count_pairs(run, &floor1) != 0)
         return -1;
     print_floor(run, &floor1, 1);
-    if (count_pairs(run, &seq) != 0)
-        return -1;
-    add_figure(run, "instr.seq.pair", &seq, &floor1,
-               "callgrind: redis-server's instructions per floor pair (SET "
-               "NX PX + compare-and-delete EVALSHA), one command at a time "
-               "over hiredis; medians of the rounds");
-    if (count_pairs(run, &fair) != 0)
-        return -1;
-    add_figure(run, "instr.fair.seq.pair", &fair, &floor1,
-               "callgrind: redis-server's instructions per floor pair, one "
-               "command at a time over hiredis; medians of the rounds");
+    for (size_t i = 0; i < sizeof(seq_figures) / sizeof(seq_figures[0]); i++) {
+        const struct seq_figure *f = &seq_figures[i];
+        instr_count c = {.name = f->count,
+                         .drive = f->drive,
+                         .small = s / 5,
+                         .large = s};
+
+        if (count_pairs(run, &c) != 0)
+            return -1;
+        add_figure(run, f->figure, &c, &floor1,
+                   "callgrind: redis-server's instructions per floor pair "
+                   "(SET NX PX + compare-and-delete EVALSHA), one command "
+                   "at a time over hiredis; medians of the rounds");
+    }
     return 0;
 }
 
