@@ -18,6 +18,9 @@
  *   - A plain acquire does not take a free key while a live fair waiter
  *     is queued (an entry written here, as a waiter elsewhere would), and
  *     takes it once that entry's deadline has passed.
+ *   - A fair acquire of a free key nobody waits for leaves no queue; a
+ *     queued waiter whose try takes the key a plain holder freed leaves
+ *     the queue as it takes it.
  *   - `dlock acquire --fair` and `dlock release --fair`: the CLI's lock
  *     is handed to a queued library waiter by its release, long before the
  *     CLI lock's 30 s TTL.
@@ -572,6 +575,46 @@ static void plain_acquire_does_not_jump_the_queue(void **state)
     dlock_client_free(c);
 }
 
+/* Waiters on key's queue, counted in both of its keys: the order (a
+ * sorted set) and the entries (a hash). */
+static long long queued_on(const char *url, const char *key)
+{
+    return testkit_redis_int(url, "ZCARD #dlock:queue:{%s}", key)
+           + testkit_redis_int(url, "HLEN #dlock:waiters:{%s}", key);
+}
+
+static void head_that_takes_the_free_key_leaves_the_queue(void **state)
+{
+    fair_case *fc = begin_case();
+    const char *url = itkit_shared_url();
+    dlock_client *c = fc->clients[0] = fair_client(url, 4);
+    dlock_acquire_opts plain = itkit_acquire_opts(TTL_MS, 0);
+    dlock_acquire_opts alone = fair_opts(0);
+    dlock_lock *l;
+
+    (void)state;
+    testkit_key(fc->key, "fair-leave");
+    alone.wait_ms = 0;
+    l = itkit_acquire(c, fc->key, &alone);
+    TK_EXPECT(queued_on(url, fc->key) == 0,
+              "a fair acquire of a free key nobody waits for queues nothing");
+    TK_EXPECT(dlock_release(l) == DLOCK_OK, "released");
+    /* A plain holder's release frees the key and nudges the head, whose
+     * own try then takes it. */
+    fc->held = itkit_acquire(c, fc->key, &plain);
+    fc->t = (taker){.client = c, .key = fc->key};
+    TK_EXPECT(case_start(taker_main, &fc->t) == 0, "waiter started");
+    expect_queue(c, fc->key, 1);
+    TK_EXPECT(release_of(&fc->held) == DLOCK_OK, "plain holder released");
+    join_case(fc);
+    TK_EXPECT(fc->t.err == DLOCK_OK, "the head took the key: %s",
+              dlock_errname(fc->t.err));
+    TK_EXPECT(queued_on(url, fc->key) == 0,
+              "the head that took the free key left the queue, got %lld",
+              queued_on(url, fc->key));
+    TK_EXPECT(release_of(&fc->t.lock) == DLOCK_OK, "released");
+}
+
 /* Runs `dlock acquire --fair --ttl 30s KEY` against url and reads the
  * token it prints into token. */
 static void cli_acquire_fair(const char *url, const char *key,
@@ -1071,6 +1114,8 @@ int main(void)
         cmocka_unit_test_teardown(grants_by_message_on_one_client, end_case),
         cmocka_unit_test_teardown(reentry_subscribes_before_its_try, end_case),
         cmocka_unit_test(plain_acquire_does_not_jump_the_queue),
+        cmocka_unit_test_teardown(
+            head_that_takes_the_free_key_leaves_the_queue, end_case),
         cmocka_unit_test_teardown(cli_fair_acquire_and_release, end_case),
     };
 
