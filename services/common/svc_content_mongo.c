@@ -6,7 +6,9 @@
  * server selection and stream errors mean the store is unreachable
  * (SVC_STORE_UNAVAILABLE); anything the server answered is SVC_STORE_ERROR.
  * The error API is version 2, so server errors are told apart from
- * client ones.
+ * client ones.  libmongoc's messages about a URL it refuses can quote the
+ * password ('Password "..." must not have unescaped chars'), so each one
+ * goes through svc_log_redact_secrets before it reaches err.
  */
 #include "svc_content_mongo.h"
 
@@ -20,6 +22,7 @@
 #include <mongoc/mongoc.h>
 
 #include "svc_deadline.h"
+#include "svc_log.h"
 
 #define RV_MONGO_COLLECTION "document_content"
 #define RV_MONGO_DEFAULT_DB "reviewd"
@@ -87,6 +90,17 @@ static int half_of(int bound_ms, int dflt)
     return bound_ms / 2 >= 10 ? bound_ms / 2 : 10;
 }
 
+/* err = "MONGO_URL: " and libmongoc's message about url, its password
+ * taken out. */
+static void url_error(const char *url, const char *msg, char *err,
+                      size_t errlen)
+{
+    char clean[512];
+
+    svc_log_redact_secrets(url, msg, clean, sizeof(clean));
+    snprintf(err, errlen, "MONGO_URL: %s", clean);
+}
+
 /*
  * The pool of one budget class: the timeouts the URL leaves unset come
  * from bound_ms (server selection and connect half of it, a socket read
@@ -95,8 +109,8 @@ static int half_of(int bound_ms, int dflt)
  * retryReads.  NULL with the reason in err.
  */
 static mongoc_client_pool_t *class_pool(const mongoc_uri_t *base,
-                                        const char *appname, int bound_ms,
-                                        char *err, size_t errlen)
+                                        const char *url, const char *appname,
+                                        int bound_ms, char *err, size_t errlen)
 {
     bson_error_t error;
     mongoc_uri_t *uri = mongoc_uri_copy(base);
@@ -125,7 +139,7 @@ static mongoc_client_pool_t *class_pool(const mongoc_uri_t *base,
     pool = mongoc_client_pool_new_with_error(uri, &error);
     mongoc_uri_destroy(uri);
     if (pool == NULL) {
-        snprintf(err, errlen, "MONGO_URL: %s", error.message);
+        url_error(url, error.message, err, errlen);
         return NULL;
     }
     if (!mongoc_client_pool_set_error_api(pool, MONGOC_ERROR_API_VERSION_2)) {
@@ -151,7 +165,7 @@ svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
     }
     m->uri = mongoc_uri_new_with_error(url, &error);
     if (m->uri == NULL) {
-        snprintf(err, errlen, "MONGO_URL: %s", error.message);
+        url_error(url, error.message, err, errlen);
         goto fail;
     }
     db = mongoc_uri_get_database(m->uri);
@@ -166,7 +180,8 @@ svc_mongo_store *svc_mongo_store_open(const char *url, const char *appname,
         const int bound = budget_ms > 0 ? budget_ms >> m->classes : 0;
 
         m->class_ms[m->classes] = bound;
-        m->pools[m->classes] = class_pool(m->uri, appname, bound, err, errlen);
+        m->pools[m->classes] = class_pool(m->uri, url, appname, bound, err,
+                                          errlen);
         if (m->pools[m->classes] == NULL)
             goto fail;
         m->classes++;

@@ -457,6 +457,9 @@ static void bad_settings_stop_start_up_with_one_line_naming_them(void **state)
         {{"DATABASE_URL=postgresql://dlock:dlock@127.0.0.1:1/x", secret, NULL},
          "DATABASE_URL"},
     };
+    const char *const mongo_pw[] = {
+        env_db, secret, "CONTENT_STORE=mongo",
+        "MONGO_URL=mongodb://bob:s3c:retPW@127.0.0.1:1/db", NULL};
     char out[4096];
     size_t i;
 
@@ -469,6 +472,12 @@ static void bad_settings_stop_start_up_with_one_line_naming_them(void **state)
               "a refused secret is not echoed");
     TK_EXPECT(strchr(out, '\n') == strrchr(out, '\n'),
               "the refusal is one line: %s", out);
+    /* libmongoc quotes a password with unescaped characters in its
+     * refusal. */
+    assert_int_equal(rvt_run_reviewd(serve, mongo_pw, out, sizeof(out)), 1);
+    TK_EXPECT(strstr(out, "MONGO_URL: Password \"***\"") != NULL
+                  && strstr(out, "retPW") == NULL,
+              "a refused MONGO_URL's password is not echoed: %s", out);
 }
 
 /* The line of out (stdout and stderr together) that holds a JWT, three
