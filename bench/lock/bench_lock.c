@@ -55,7 +55,7 @@
  *     threads, between the threads and the async handle, and after it,
  *     and each phase is compared with the mean of the two measured on
  *     either side of it: on this shared machine a limit moves by up to
- *     +-15 % from one measurement to the next, and a limit measured two
+ *     25 % from one measurement to the next, and a limit measured two
  *     phases earlier decided whether a figure met its target more than
  *     the figure itself did (docs/benchmarks.md, "Session 19");
  *   - a hand-off can be no faster than one acquire round trip after the
