@@ -40,6 +40,13 @@
  * kill).  No other call fails: the kills are spaced, so a command re-asked
  * on another connection finds the server up.
  *
+ * a_crowd_on_one_connection_shares_parking_words: CROWD_THREADS (96)
+ * threads on a pool of 1, more than a pipe's 64 parking words (pipe.c:
+ * a thread waiting for its reply sleeps on one of its pipe's words, never
+ * on its own call, which a wake may outlive), so threads share words and a
+ * wake must reach the one it is for among them; same checks as above,
+ * and no call may time out.
+ *
  * busy_threads_gather_on_few_connections: 16 threads, each on a key of
  * its own, on a client with the default pool (16): once 8 other commands
  * run, a command joins the busiest pipe that carries fewer than 8
@@ -86,6 +93,9 @@
 #define TLS_PAIRS 100
 #define GATHER_THREADS 16
 #define GATHER_PAIRS 300
+#define CROWD_THREADS 96
+#define CROWD_PAIRS 60
+#define MAX_THREADS CROWD_THREADS
 #define SILENT_THREADS 48
 #define SILENT_IO_MS 2000
 #define TTL_MS 10000
@@ -231,7 +241,7 @@ static void run_init(run *r, dlock_client *c, int nkeys, int pairs)
  * has stopped and joined them.  One case at a time uses it. */
 typedef struct pipe_case {
     run r;
-    worker w[THREADS];
+    worker w[MAX_THREADS];
     int started; /* workers started, not yet joined */
     dlock_client *c;
     testkit_redis *srv;
@@ -366,6 +376,30 @@ static void many_threads_share_two_connections(void **state)
               "%ld grants of %ld", atomic_load(&r->grants),
               (long)THREADS * pairs);
     TK_EXPECT(st.pool_open <= 2, "%d connections open on a pool of 2",
+              st.pool_open);
+    for (int i = 0; i < r->nkeys; i++)
+        testkit_forget_lock(url, r->keys[i].name);
+}
+
+static void a_crowd_on_one_connection_shares_parking_words(void **state)
+{
+    pipe_case *pc = begin_case();
+    const char *url = itkit_shared_url();
+    dlock_client *c = pc->c = pooled_client(url, NULL, 1);
+    worker *w = pc->w;
+    dlock_client_stats st;
+    run *const r = &pc->r;
+
+    (void)state;
+    run_init(r, c, CROWD_THREADS / 2, CROWD_PAIRS);
+    start_workers(r, w, CROWD_THREADS);
+    join_workers(r, w, CROWD_THREADS);
+    dlock_client_stats_get(c, &st);
+    expect_clean(r);
+    TK_EXPECT(atomic_load(&r->grants) == (long)CROWD_THREADS * CROWD_PAIRS,
+              "%ld grants of %ld", atomic_load(&r->grants),
+              (long)CROWD_THREADS * CROWD_PAIRS);
+    TK_EXPECT(st.pool_open == 1, "%d connections open on a pool of 1",
               st.pool_open);
     for (int i = 0; i < r->nkeys; i++)
         testkit_forget_lock(url, r->keys[i].name);
@@ -640,6 +674,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(many_threads_share_two_connections,
                                   end_case),
+        cmocka_unit_test_teardown(
+            a_crowd_on_one_connection_shares_parking_words, end_case),
         cmocka_unit_test_teardown(busy_threads_gather_on_few_connections,
                                   end_case),
         cmocka_unit_test_teardown(tls_pipes_take_turns_reading_and_writing,

@@ -5,15 +5,21 @@
  * reader) and every call's done flag change only with the mutex held; the
  * writer and the reader drop it for the socket work itself.
  *
- * Each call has its own futex word (call->state), so a reply wakes exactly
+ * Each call has its own state word (call->state), so a reply wakes exactly
  * the thread that waits for it, and only if it sleeps: a thread that has
  * not yet gone to sleep sees the word change and costs no system call.  A
  * thread woken with its reply returns without taking the mutex again (with
  * a condition variable it would queue on the mutex the reader holds: a
- * second wake-up per command, a convoy at 32 threads on 2 cores).  The
- * reader may wake a word whose call has just returned (the waiter saw the
- * word change before the wake came): a spurious wake-up of whatever waits
- * there next, which every futex user tolerates, never a lost one.
+ * second wake-up per command, a convoy at 32 threads on 2 cores).
+ *
+ * Such a thread may return before its waker's wake-up has run (it saw the
+ * state change first), and its call lived on its stack.  So a thread does
+ * not sleep on its call: it sleeps on one of the pipe's parking words (a
+ * sequence number each wake bumps), which lives as long as the pipe, and
+ * the pipe outlives every waker, since a waker is itself a call that has
+ * joined it.  A wake therefore never touches a call after settling it.
+ * Calls take the words in turn; two that share one (more than PARK_WORDS
+ * calls at once) are both woken and the wrong one sleeps again.
  *
  * TLS: one SSL object must not be read and written at once, so on a TLS
  * connection the roles exclude each other: the writer sends what is queued
@@ -24,6 +30,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -38,6 +45,10 @@
  * own size. */
 #define WRITE_BATCH_MAX (64u * 1024)
 
+/* Parking words per pipe: more than the calls one pipe carries at once in
+ * any use measured (32 threads on a pool of 2: 16 each), a power of two. */
+#define PARK_WORDS 64
+
 struct dlock__pipe {
     pthread_mutex_t mu;
     dlock__conn *conn;
@@ -50,6 +61,8 @@ struct dlock__pipe {
     unsigned long long answered;
     char *wbuf; /* the writer's, outside the mutex too */
     size_t wcap;
+    unsigned next_park;           /* the next call's word, under mu */
+    atomic_uint park[PARK_WORDS]; /* futex words: bumped by each wake */
 };
 
 dlock__pipe *dlock__pipe_new(dlock__conn *conn)
@@ -108,24 +121,29 @@ dlock__conn *dlock__pipe_detach(dlock__pipe *p)
     return conn;
 }
 
-/* call->state: its thread runs (or is about to sleep), sleeps on the
- * word, has its result, or was woken to take a role (read or write). */
+/* call->state: its thread runs (or is about to sleep), sleeps on its
+ * parking word, has its result, or was woken to take a role (read or
+ * write). */
 enum { CALL_RUNNING, CALL_SLEEPING, CALL_DONE, CALL_TURN };
 
-static void wake_word(atomic_int *word)
+/* Wakes every thread parked on word i, after the state change that is the
+ * reason (the bump makes a thread about to park see it, see wait_turn). */
+static void wake_park(dlock__pipe *p, unsigned i)
 {
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    atomic_fetch_add(&p->park[i], 1);
+    syscall(SYS_futex, &p->park[i], FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL,
+            0);
 }
 
-/* Sleeps while *word is CALL_SLEEPING, until deadline_us; returns 0 when
- * the word changed (or a spurious wake-up), ETIMEDOUT at the deadline. */
-static int sleep_on_word(atomic_int *word, int64_t deadline_us)
+/* Sleeps while the word still reads seq, until deadline_us; returns 0 when
+ * it changed (or a spurious wake-up), ETIMEDOUT at the deadline. */
+static int sleep_on_word(atomic_uint *word, unsigned seq, int64_t deadline_us)
 {
     struct timespec ts = dlock__timespec_of(deadline_us);
 
     /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. */
-    if (syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, CALL_SLEEPING, &ts,
-                NULL, FUTEX_BITSET_MATCH_ANY)
+    if (syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, seq, &ts, NULL,
+                FUTEX_BITSET_MATCH_ANY)
             != 0
         && errno == ETIMEDOUT)
         return ETIMEDOUT;
@@ -138,14 +156,14 @@ static int call_done(const dlock__call *c)
 }
 
 /* Wakes c's thread to take a role, unless it is done or already told. */
-static void give_turn(dlock__call *c)
+static void give_turn(dlock__pipe *p, dlock__call *c)
 {
     int s = atomic_load(&c->state);
 
     while (s == CALL_RUNNING || s == CALL_SLEEPING) {
         if (atomic_compare_exchange_weak(&c->state, &s, CALL_TURN)) {
             if (s == CALL_SLEEPING)
-                wake_word(&c->state);
+                wake_park(p, c->park);
             return;
         }
     }
@@ -161,20 +179,26 @@ static void append(dlock__call **head, dlock__call **tail, dlock__call *c)
     *tail = c;
 }
 
-/* Marks c done with err; returns 1 if its thread sleeps on its word and
- * must be woken.  From the store on, c may be gone (its thread returned). */
+/* Marks c done with err; returns c's parking word if its thread sleeps
+ * and must be woken, else -1.  From the store on, c may be gone (its
+ * thread returned): only the word may be used. */
 static int settle(dlock__pipe *p, dlock__call *c, dlock_err err)
 {
+    unsigned park = c->park;
+
     c->err = err;
     c->reused = p->answered > 0;
-    return atomic_exchange(&c->state, CALL_DONE) == CALL_SLEEPING;
+    return atomic_exchange(&c->state, CALL_DONE) == CALL_SLEEPING ? (int)park
+                                                                  : -1;
 }
 
 /* Marks c done with err and wakes its thread if it sleeps. */
 static void finish(dlock__pipe *p, dlock__call *c, dlock_err err)
 {
-    if (settle(p, c, err))
-        wake_word(&c->state);
+    int park = settle(p, c, err);
+
+    if (park >= 0)
+        wake_park(p, (unsigned)park);
 }
 
 /* The message of a call that failed with the pipe: the pipe's reason, or
@@ -349,15 +373,14 @@ static void write_queued(dlock__pipe *p)
  * returns 0 when the pipe broke instead.  The threads of those calls are
  * woken only once the mutex is dropped: a thread woken while the reader
  * holds it could take the reader's CPU and then sleep again on the mutex
- * for its next command (a second sleep and wake-up per command).  A wake
- * that comes after the call's thread gave up waiting (its deadline) falls
- * on a word that is no longer slept on, or on a later call's: a spurious
- * wake-up, as pipe.c's header says, never a lost one.
+ * for its next command (a second sleep and wake-up per command).  By then
+ * those threads may have returned (they saw their state change): the
+ * wakes go to the pipe's parking words, never to the calls.
  */
 static int deliver_some(dlock__pipe *p, const dlock__call *call)
 {
     redisReply *r[DELIVER_MAX];
-    atomic_int *sleepers[DELIVER_MAX];
+    int sleepers[DELIVER_MAX];
     int n = 0, nsleepers = 0, i;
     dlock__msg why;
     dlock_err err;
@@ -394,8 +417,9 @@ static int deliver_some(dlock__pipe *p, const dlock__call *call)
             p->flight_tail = NULL;
         c->reply = r[i];
         p->answered++;
-        if (settle(p, c, DLOCK_OK))
-            sleepers[nsleepers++] = &c->state;
+        sleepers[nsleepers] = settle(p, c, DLOCK_OK);
+        if (sleepers[nsleepers] >= 0)
+            nsleepers++;
     }
     if (err != DLOCK_OK)
         break_pipe(p, err == DLOCK_TIMEOUT ? DLOCK_UNAVAILABLE : err, &why,
@@ -403,7 +427,7 @@ static int deliver_some(dlock__pipe *p, const dlock__call *call)
     if (nsleepers > 0) {
         pthread_mutex_unlock(&p->mu);
         for (i = 0; i < nsleepers; i++)
-            wake_word(sleepers[i]);
+            wake_park(p, (unsigned)sleepers[i]);
         pthread_mutex_lock(&p->mu);
     }
     return !p->broken;
@@ -427,7 +451,7 @@ static void read_until(dlock__pipe *p, dlock__call *call)
     if (p->queued != NULL && !p->writing)
         write_queued(p);
     if (p->flight != NULL && !p->reading)
-        give_turn(p->flight);
+        give_turn(p, p->flight);
 }
 
 /*
@@ -441,7 +465,7 @@ static void write_as_caller(dlock__pipe *p, const dlock__call *call)
 {
     write_queued(p);
     if (call_done(call) && !p->broken && p->flight != NULL && !p->reading)
-        give_turn(p->flight);
+        give_turn(p, p->flight);
 }
 
 static int may_write(const dlock__pipe *p)
@@ -468,10 +492,20 @@ static int wait_turn(dlock__pipe *p, dlock__call *call)
     atomic_store(&call->state, CALL_RUNNING);
     pthread_mutex_unlock(&p->mu);
     if (atomic_compare_exchange_strong(&call->state, &s, CALL_SLEEPING)) {
+        atomic_uint *word = &p->park[call->park];
         int timed_out = 0;
 
-        while (atomic_load(&call->state) == CALL_SLEEPING && !timed_out)
-            timed_out = sleep_on_word(&call->state, call->deadline_us);
+        /* The sequence number is read before the state: a waker that
+         * changes the state after this check bumps it after this read, so
+         * the futex refuses to sleep on the old number or the wake comes
+         * after the sleep began. */
+        while (!timed_out) {
+            unsigned seq = atomic_load(word);
+
+            if (atomic_load(&call->state) != CALL_SLEEPING)
+                break;
+            timed_out = sleep_on_word(word, seq, call->deadline_us);
+        }
         s = CALL_SLEEPING;
         if (timed_out
             && atomic_compare_exchange_strong(&call->state, &s,
@@ -496,6 +530,7 @@ static void call_start(dlock__call *call)
     call->err = DLOCK_OK;
     call->sent = call->reused = call->report = call->broke = 0;
     atomic_init(&call->state, CALL_RUNNING);
+    call->park = 0;
     call->next = NULL;
 }
 
@@ -511,6 +546,7 @@ void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
         call->broke = 1;
         finish(p, call, DLOCK_UNAVAILABLE);
     } else {
+        call->park = p->next_park++ % PARK_WORDS;
         append(&p->queued, &p->queued_tail, call);
     }
     while (!call_done(call))

@@ -57,7 +57,8 @@ typedef struct dlock__call {
     int report; /* the one call of a broken pipe that reports the failure
                  * (to the breaker: one failure, however many calls) */
     /* The pipe's: */
-    atomic_int state; /* a futex word: running, sleeping, done, turn */
+    atomic_int state; /* running, sleeping, done, turn */
+    unsigned park;    /* the pipe's parking word its thread sleeps on */
     struct dlock__call *next;
 } dlock__call;
 
