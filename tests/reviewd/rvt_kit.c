@@ -47,10 +47,11 @@ extern char **environ;
 /* The kit's own bounds on waits (start, stop, an HTTP answer, readiness,
  * a storm) are multiplied by RVT_TIMEOUT_SCALE (a whole number, 1 to 100;
  * 1 when unset): scripts/chaos --leaks runs reviewd under valgrind
- * memcheck (REVIEWD_BIN names its stand-in), 20-50x slower.  A wait whose
+ * memcheck (REVIEWD_BIN names its stand-in), 20-50x slower.  Tests scale
+ * their own waits and pauses with it too (rvt_scaled_ms).  A wait whose
  * condition is met still ends at once.  rvt_http_raw's timeout_ms is left
  * as the caller gave it: a test may use it to say "no answer within". */
-static int64_t scaled_ms(int64_t ms)
+int64_t rvt_scaled_ms(int64_t ms)
 {
     const char *v = getenv("RVT_TIMEOUT_SCALE");
     const long k = v != NULL ? strtol(v, NULL, 10) : 1;
@@ -449,7 +450,7 @@ int rvt_server_start(rvt_server *s, const rvt_db *db, const char *redis_url,
     close(fd);
     if (s->pid < 0
         || !testkit_wait_until(server_listening, &w,
-                               scaled_ms(RVT_START_TIMEOUT_MS))
+                               rvt_scaled_ms(RVT_START_TIMEOUT_MS))
         || w.exited) {
         fprintf(stderr, "rvt: reviewd did not start (%s)\n",
                 w.exited ? "it exited" : "no listening line");
@@ -484,7 +485,7 @@ int rvt_server_terminate(rvt_server *s)
         return exited_clean(s);
     kill(s->pid, SIGTERM);
     if (!testkit_wait_until(server_reaped, s,
-                            scaled_ms(RVT_STOP_TIMEOUT_MS))) {
+                            rvt_scaled_ms(RVT_STOP_TIMEOUT_MS))) {
         fprintf(stderr, "rvt: reviewd pid %d ignored SIGTERM\n", (int)s->pid);
         kill(s->pid, SIGKILL);
         testkit_wait_until(server_reaped, s, 5000);
@@ -813,7 +814,8 @@ int rvt_http(int port, const char *method, const char *path,
         memcpy(req + n, body, body_len);
         n += body_len;
     }
-    rc = rvt_http_raw(port, req, n, (int)scaled_ms(RVT_HTTP_TIMEOUT_MS), out);
+    rc = rvt_http_raw(port, req, n, (int)rvt_scaled_ms(RVT_HTTP_TIMEOUT_MS),
+                      out);
     free(req);
     return rc;
 }
@@ -1057,7 +1059,7 @@ static void storm_half(storm *st, int n, void (*on_half)(void *), void *arg)
     struct timespec deadline;
 
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += scaled_ms(60000) / 1000;
+    deadline.tv_sec += rvt_scaled_ms(60000) / 1000;
     pthread_mutex_lock(&st->mu);
     while (st->answered < n / 2
            && pthread_cond_timedwait(&st->cv, &st->mu, &deadline) == 0) {
@@ -1140,5 +1142,5 @@ int rvt_wait_ready(int port, const char *want, const char *redis_want,
 {
     ready_wait w = {port, want, redis_want};
 
-    return testkit_wait_until(ready_is, &w, scaled_ms(timeout_ms));
+    return testkit_wait_until(ready_is, &w, rvt_scaled_ms(timeout_ms));
 }

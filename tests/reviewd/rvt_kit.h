@@ -62,6 +62,12 @@ typedef struct rvt_resp {
     json_t *json; /* the body parsed, when it is JSON */
 } rvt_resp;
 
+/* ms times RVT_TIMEOUT_SCALE (1 when unset; scripts/chaos --leaks sets 10,
+ * since reviewd runs 20-50x slower under valgrind memcheck): for a test's
+ * own bounds on waits, and for a pause that must outlast what the test
+ * does meanwhile. */
+int64_t rvt_scaled_ms(int64_t ms);
+
 /* ---- database ------------------------------------------------------------ */
 
 /* Creates a fresh database (running scripts/stack up postgres if the

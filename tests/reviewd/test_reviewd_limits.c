@@ -374,10 +374,11 @@ static void healthz_answers_while_every_worker_is_blocked(void **state)
     int i, ok = 0;
 
     (void)state;
-    *b = (slow_create){srv.port, alice, 3000, "blocker", 0, {0}};
+    *b = (slow_create){srv.port,  alice, (int)rvt_scaled_ms(3000),
+                       "blocker", 0,     {0}};
     assert_int_equal(testkit_threads_start(&lc->threads, slow_create_main, b),
                      0);
-    TK_EXPECT(testkit_wait_until(in_transaction, &db, 5000),
+    TK_EXPECT(testkit_wait_until(in_transaction, &db, rvt_scaled_ms(5000)),
               "the blocker is parked inside its transaction");
     for (i = 0; i < 10 && !atomic_load(&b->answered); i++) {
         rvt_call(srv.port, "GET", "/healthz", NULL, NULL, NULL, &r);
@@ -399,11 +400,12 @@ static void sigterm_drains_the_request_in_flight(void **state)
     slow_create *const slow = &lc->slow;
 
     (void)state;
-    *slow = (slow_create){srv.port, alice, 1000, "drained", 0, {0}};
+    *slow = (slow_create){srv.port,  alice, (int)rvt_scaled_ms(1000),
+                          "drained", 0,     {0}};
     assert_int_equal(testkit_threads_start(&lc->threads, slow_create_main,
                                            slow),
                      0);
-    TK_EXPECT(testkit_wait_until(in_transaction, &db, 5000),
+    TK_EXPECT(testkit_wait_until(in_transaction, &db, rvt_scaled_ms(5000)),
               "the slow request is inside its transaction");
     assert_int_equal(kill(srv.pid, SIGTERM), 0);
     testkit_threads_join_all(&lc->threads);

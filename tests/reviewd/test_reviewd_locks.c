@@ -82,7 +82,7 @@ static int wait_key(const char *key, int want)
 {
     key_wait w = {key, want};
 
-    return testkit_wait_until(key_is, &w, 5000);
+    return testkit_wait_until(key_is, &w, rvt_scaled_ms(5000));
 }
 
 static void a_key_held_by_hand_turns_decisions_away_until_its_ttl(void **state)
@@ -180,17 +180,21 @@ static int end_slow(void **state)
     return 0;
 }
 
-/* A request that stalls 1.5 s inside its transaction. */
+/* A request that stalls 1.5 s (times RVT_TIMEOUT_SCALE) inside its
+ * transaction. */
 static void *slow_main(void *arg)
 {
     slow_call *s = arg;
-    char auth[4200], idem[300];
+    char auth[4200], idem[300], pause[64];
     const char *headers[5];
     int n = 0;
 
     snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->token);
     headers[n++] = auth;
-    headers[n++] = "X-Test-Pause-Ms: 1500";
+    /* Long enough for what the test does meanwhile, also under valgrind. */
+    snprintf(pause, sizeof(pause), "X-Test-Pause-Ms: %lld",
+             (long long)rvt_scaled_ms(1500));
+    headers[n++] = pause;
     if (s->body != NULL)
         headers[n++] = "Content-Type: application/json";
     if (s->idem != NULL) {
@@ -285,7 +289,7 @@ static void without_redis_an_idempotent_twin_is_busy_while_the_first_runs(
     slow->token = alice;
     slow->idem = "twin-key";
     start_slow(slow, slow_main);
-    TK_EXPECT(testkit_wait_until(advisory_held, &w, 5000),
+    TK_EXPECT(testkit_wait_until(advisory_held, &w, rvt_scaled_ms(5000)),
               "the first request holds the key's advisory lock");
     rvt_call(srv_off.port, "POST", slow->path, alice, NULL, "twin-key", &r);
     rvt_expect_status(&r, 409, "LOCK_BUSY", "the twin while the first runs");
