@@ -9,7 +9,10 @@
  * scripts write them (no sign, no leading zero, at most 19 digits), and the
  * floor only ever rises, also under concurrent raises.  A lock's six names
  * built at once in one block (what every acquire does) are the strings
- * the key functions build one by one.
+ * the key functions build one by one.  The scripts' shared Lua for the
+ * fence rule (the server's clock as a decimal string, and plus one digit
+ * by digit, past 2^53 where Lua's doubles stop counting) answers as the
+ * rule says, run by EVAL on the shared Redis.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,8 +20,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <hiredis/hiredis.h>
 
 #include "client/fence.h"
 #include "testkit.h"
@@ -223,6 +229,54 @@ static void the_floor_only_rises(void **state)
               (unsigned long long)dlock__fence_floor(c));
 }
 
+/* The answer of EVAL body 0 a b, as a string ("" if it is not one). */
+static void eval_string(const char *body, const char *a, const char *b,
+                        char *out, size_t len)
+{
+    redisReply *r = testkit_redis_cmd(testkit_shared_redis(),
+                                      "EVAL %s 0 %s %s", body, a, b);
+
+    snprintf(out, len, "%s",
+             r != NULL && r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+}
+
+static void the_scripts_clock_and_increment_are_decimal(void **state)
+{
+    static const char *const now[][3] = {
+        {"1733000000", "5", "1733000000000005"},
+        {"1733000000", "123456", "1733000000123456"},
+        {"1733000000", "0", "1733000000000000"},
+    };
+    static const char *const plus_one[][2] = {
+        {"1", "2"},
+        {"9", "10"},
+        {"1099", "1100"},
+        {"1999", "2000"},
+        {"1796480633902386", "1796480633902387"},
+        {"9007199254740993", "9007199254740994"}, /* past 2^53 */
+        {"9999999999999999999", "10000000000000000000"},
+    };
+    const char *now_body = "local t = {ARGV[1], ARGV[2]}\n"
+                           "return " DLOCK__FENCE_LUA_NOW "\n";
+    const char *inc_body = DLOCK__FENCE_LUA_INC "return inc(ARGV[1])\n";
+    char got[64];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(now) / sizeof(now[0]); i++) {
+        eval_string(now_body, now[i][0], now[i][1], got, sizeof(got));
+        TK_EXPECT(strcmp(got, now[i][2]) == 0,
+                  "TIME %s %s reads as microseconds %s, got \"%s\"", now[i][0],
+                  now[i][1], now[i][2], got);
+    }
+    for (size_t i = 0; i < sizeof(plus_one) / sizeof(plus_one[0]); i++) {
+        eval_string(inc_body, plus_one[i][0], "-", got, sizeof(got));
+        TK_EXPECT(strcmp(got, plus_one[i][1]) == 0,
+                  "%s plus one is %s, got \"%s\"", plus_one[i][0],
+                  plus_one[i][1], got);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -230,6 +284,7 @@ int main(void)
         cmocka_unit_test(
             a_lock_s_names_built_at_once_are_the_ones_built_alone),
         cmocka_unit_test(pattern_and_prefix_names_are_reserved),
+        cmocka_unit_test(the_scripts_clock_and_increment_are_decimal),
         cmocka_unit_test_teardown(the_floor_only_rises, end_raisers),
     };
 

@@ -114,7 +114,7 @@ uint64_t dlock__fence_floor(dlock_client *c);
 void dlock__fence_floor_raise(dlock_client *c, uint64_t seen);
 
 /* Lua: the fence rule's decimal helpers, shared by every script that
- * hands out fences (lock.c, lock_fair.c).  dec(v) returns v if it is a
+ * hands out fences (lock.c, lock_fair.c, pattern_common.h).  dec(v) returns v if it is a
  * decimal fence string (no leading zero, at most 19 digits), else nil; v
  * is a GET's answer, call or pcall: a string, false, or an error table
  * ({err = ...}), told apart without type(), which costs redis-server
@@ -128,6 +128,23 @@ void dlock__fence_floor_raise(dlock_client *c, uint64_t seen);
     "end\n"                                                             \
     "local function gt(a, b)\n"                                         \
     "  return #a > #b or (#a == #b and a > b)\n"                        \
+    "end\n"
+
+/* Lua: the fence rule's clock, an expression: the server's microseconds as
+ * a decimal string, from TIME's answer, which the script holds in t. */
+#define DLOCK__FENCE_LUA_NOW "t[1] .. string.rep('0', 6 - #t[2]) .. t[2]"
+
+/* Lua: inc(s) returns the decimal string s plus one, digit by digit (exact
+ * past 2^53, where Lua's doubles stop counting).  lock.c's acquire writes
+ * the same steps in place instead, since it makes this closure on every
+ * grant for a branch that runs only when the clock is behind. */
+#define DLOCK__FENCE_LUA_INC                                      \
+    "local function inc(s)\n"                                     \
+    "  local i = #s\n"                                            \
+    "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n"     \
+    "  if i == 0 then return '1' .. string.rep('0', #s) end\n"    \
+    "  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) ..\n" \
+    "         string.rep('0', #s - i)\n"                          \
     "end\n"
 
 #endif /* DLOCK_SRC_FENCE_H */

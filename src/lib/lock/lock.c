@@ -136,7 +136,7 @@ static const dlock__script acquire_script = {
     DLOCK__FENCE_LUA_DECIMALS
     "local call, pcall = redis.call, redis.pcall\n"
     "local t = call('TIME')\n"
-    "local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]\n"
+    "local now = " DLOCK__FENCE_LUA_NOW "\n"
     "local taken = true\n"
     "local holder = pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', "
     "ARGV[2], 'GET')\n"

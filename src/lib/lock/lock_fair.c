@@ -95,17 +95,11 @@
  * the server's microseconds, for the client's floor. */
 #define NEXT_FENCE_LUA                                                        \
     DLOCK__FENCE_LUA_DECIMALS                                                 \
-    "local function inc(s)\n"                                                 \
-    "  local i = #s\n"                                                        \
-    "  while i > 0 and s:sub(i, i) == '9' do i = i - 1 end\n"                 \
-    "  if i == 0 then return '1' .. string.rep('0', #s) end\n"                \
-    "  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) ..\n"             \
-    "         string.rep('0', #s - i)\n"                                      \
-    "end\n"                                                                   \
+    DLOCK__FENCE_LUA_INC                                                      \
     "local call = redis.call\n"                                               \
-    "local t0 = call('TIME')\n"                                               \
-    "local now = t0[1] .. string.rep('0', 6 - #t0[2]) .. t0[2]\n"             \
-    "local now_ms = t0[1] * 1000 + math.floor(t0[2] / 1000)\n"                \
+    "local t = call('TIME')\n"                                                \
+    "local now = " DLOCK__FENCE_LUA_NOW "\n"                                  \
+    "local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)\n"                  \
     "local function next_fence(floor, keep)\n"                                \
     "  local last = dec(call('GET', KEYS[2]))\n"                              \
     "  local legacy = dec(redis.pcall('GET', KEYS[3]))\n"                     \

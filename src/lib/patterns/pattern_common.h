@@ -73,25 +73,20 @@
     "local sec, usec = t[1] + 0, t[2] + 0\n" \
     "local now_us = sec * 1000000 + usec\n"  \
     "local now = sec * 1000 + math.floor(usec / 1000)\n"
-#define DLOCK__LUA_FENCE                                                   \
-    DLOCK__FENCE_LUA_DECIMALS                                              \
-    "local function plus_one(s)\n"                                         \
-    "  local head, nines = s:match('^(.-)(9*)$')\n"                        \
-    "  local tail = string.rep('0', #nines)\n"                             \
-    "  if head == '' then return '1' .. tail end\n"                        \
-    "  return head:sub(1, -2) .. string.char(head:byte(-1) + 1) .. tail\n" \
-    "end\n"                                                                \
-    "local now_str = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]\n"         \
-    "local function next_fence(key, floor, ttl)\n"                         \
-    "  local fence, last = now_str, dec(call('GET', key))\n"               \
-    "  if last and gt(last, fence) or last == fence then\n"                \
-    "    fence = plus_one(last)\n"                                         \
-    "  end\n"                                                              \
-    "  if #fence <= 19 and gt(fence, floor) then\n"                        \
-    "    call('SET', key, fence, 'PX', string.format('%d',\n"              \
-    "         ttl + " DLOCK__FENCE_KEEP_LUA "))\n"                         \
-    "    return fence\n"                                                   \
-    "  end\n"                                                              \
+#define DLOCK__LUA_FENCE                                      \
+    DLOCK__FENCE_LUA_DECIMALS                                 \
+    DLOCK__FENCE_LUA_INC                                      \
+    "local now_str = " DLOCK__FENCE_LUA_NOW "\n"              \
+    "local function next_fence(key, floor, ttl)\n"            \
+    "  local fence, last = now_str, dec(call('GET', key))\n"  \
+    "  if last and gt(last, fence) or last == fence then\n"   \
+    "    fence = inc(last)\n"                                 \
+    "  end\n"                                                 \
+    "  if #fence <= 19 and gt(fence, floor) then\n"           \
+    "    call('SET', key, fence, 'PX', string.format('%d',\n" \
+    "         ttl + " DLOCK__FENCE_KEEP_LUA "))\n"            \
+    "    return fence\n"                                      \
+    "  end\n"                                                 \
     "end\n"
 #define DLOCK__LUA_WAKE                                          \
     "local function wake(counter, channel)\n"                    \
