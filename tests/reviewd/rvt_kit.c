@@ -893,17 +893,23 @@ const char *rvt_field(const rvt_resp *r, const char *path)
     return json_string_value(v);
 }
 
-void rvt_expect_status(const rvt_resp *r, int status, const char *code,
+void rvt_expect_status(rvt_resp *r, int status, const char *code,
                        const char *what)
 {
     const char *got = rvt_field(r, "code");
+    char why[1024];
 
-    TK_EXPECT(r->status == status, "%s answers %d, got %d: %s", what, status,
-              r->status, r->body != NULL ? r->body : "(no body)");
-    if (code != NULL) {
-        TK_EXPECT(got != NULL && strcmp(got, code) == 0, "%s gives %s, got %s",
-                  what, code, got != NULL ? got : "(none)");
-    }
+    if (r->status != status)
+        snprintf(why, sizeof(why), "%s answers %d, got %d: %s", what, status,
+                 r->status, r->body != NULL ? r->body : "(no body)");
+    else if (code != NULL && (got == NULL || strcmp(got, code) != 0))
+        snprintf(why, sizeof(why), "%s gives %s, got %s", what, code,
+                 got != NULL ? got : "(none)");
+    else
+        return;
+    rvt_resp_free(r);
+    print_error("expected: %s\n", why);
+    _fail(__FILE__, __LINE__);
 }
 
 void rvt_resp_free(rvt_resp *r)

@@ -196,8 +196,10 @@ const char *rvt_header(const rvt_resp *r, const char *name, char *buf,
 
 /* In a cmocka test: fails unless r has status and, when code is not
  * NULL, that error code; the message names what was asked and shows the
- * body. */
-void rvt_expect_status(const rvt_resp *r, int status, const char *code,
+ * body.  On failure it frees r first (the test leaves by longjmp, past
+ * the caller's rvt_resp_free, and scripts/chaos --leaks would count the
+ * response as lost). */
+void rvt_expect_status(rvt_resp *r, int status, const char *code,
                        const char *what);
 
 /* A string field of the response JSON (nested with "a.b"), or NULL. */
