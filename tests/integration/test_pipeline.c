@@ -353,56 +353,46 @@ static void expect_clean(run *r)
               atomic_load(&r->unproven));
 }
 
+/* threads x pairs on the shared Redis through one client whose pool holds
+ * pool_size connections, two threads a key, with run's checks. */
+static void run_on_pool(int pool_size, int threads, int pairs)
+{
+    pipe_case *pc = begin_case();
+    const char *url = itkit_shared_url();
+    dlock_client *c = pc->c = pooled_client(url, NULL, pool_size);
+    worker *w = pc->w;
+    dlock_client_stats st;
+    run *const r = &pc->r;
+
+    run_init(r, c, threads / 2, pairs);
+    start_workers(r, w, threads);
+    join_workers(r, w, threads);
+    dlock_client_stats_get(c, &st);
+    expect_clean(r);
+    TK_EXPECT(atomic_load(&r->grants) == (long)threads * pairs,
+              "%ld grants of %ld", atomic_load(&r->grants),
+              (long)threads * pairs);
+    TK_EXPECT(st.pool_open <= pool_size, "%d connections open on a pool of %d",
+              st.pool_open, pool_size);
+    for (int i = 0; i < r->nkeys; i++)
+        testkit_forget_lock(url, r->keys[i].name);
+}
+
 static void many_threads_share_two_connections(void **state)
 {
     const int pairs = getenv("DLOCK_TEST_LONG") != NULL
                               && strcmp(getenv("DLOCK_TEST_LONG"), "1") == 0
                           ? PAIRS_LONG
                           : PAIRS_SHORT;
-    pipe_case *pc = begin_case();
-    const char *url = itkit_shared_url();
-    dlock_client *c = pc->c = pooled_client(url, NULL, 2);
-    worker *w = pc->w;
-    dlock_client_stats st;
-    run *const r = &pc->r;
 
     (void)state;
-    run_init(r, c, THREADS / 2, pairs);
-    start_workers(r, w, THREADS);
-    join_workers(r, w, THREADS);
-    dlock_client_stats_get(c, &st);
-    expect_clean(r);
-    TK_EXPECT(atomic_load(&r->grants) == (long)THREADS * pairs,
-              "%ld grants of %ld", atomic_load(&r->grants),
-              (long)THREADS * pairs);
-    TK_EXPECT(st.pool_open <= 2, "%d connections open on a pool of 2",
-              st.pool_open);
-    for (int i = 0; i < r->nkeys; i++)
-        testkit_forget_lock(url, r->keys[i].name);
+    run_on_pool(2, THREADS, pairs);
 }
 
 static void a_crowd_on_one_connection_shares_parking_words(void **state)
 {
-    pipe_case *pc = begin_case();
-    const char *url = itkit_shared_url();
-    dlock_client *c = pc->c = pooled_client(url, NULL, 1);
-    worker *w = pc->w;
-    dlock_client_stats st;
-    run *const r = &pc->r;
-
     (void)state;
-    run_init(r, c, CROWD_THREADS / 2, CROWD_PAIRS);
-    start_workers(r, w, CROWD_THREADS);
-    join_workers(r, w, CROWD_THREADS);
-    dlock_client_stats_get(c, &st);
-    expect_clean(r);
-    TK_EXPECT(atomic_load(&r->grants) == (long)CROWD_THREADS * CROWD_PAIRS,
-              "%ld grants of %ld", atomic_load(&r->grants),
-              (long)CROWD_THREADS * CROWD_PAIRS);
-    TK_EXPECT(st.pool_open == 1, "%d connections open on a pool of 1",
-              st.pool_open);
-    for (int i = 0; i < r->nkeys; i++)
-        testkit_forget_lock(url, r->keys[i].name);
+    run_on_pool(1, CROWD_THREADS, CROWD_PAIRS);
 }
 
 static void busy_threads_gather_on_few_connections(void **state)
