@@ -24,11 +24,10 @@ SOURCE_DIR=${DLOCK_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd -P)}
 export REDIS_URL=${DLOCK_TEST_REDIS_URL:-redis://127.0.0.1:16379/0}
 # The longest any single dlock call may take before the test fails.
 CALL_LIMIT=${CALL_LIMIT:-30}
-# What a test multiplies the times it races against by: 10 when dlock runs
-# under valgrind memcheck (scripts/chaos --leaks names DLOCK_LEAK_LOG), which
-# is 20-50x slower to start and answer, else 1.
-TIME_SCALE=1
-[ -z "${DLOCK_LEAK_LOG:-}" ] || TIME_SCALE=10
+# What a test multiplies the times it races against by: the harness's
+# RVT_TIMEOUT_SCALE, which scripts/chaos --leaks sets to 10 for every test
+# since dlock under valgrind memcheck is 20-50x slower, else 1.
+TIME_SCALE=${RVT_TIMEOUT_SCALE:-1}
 
 WORK=$SOURCE_DIR/var/test/$TEST_NAME-$$
 KEYS_USED=()
