@@ -13,6 +13,8 @@
  *       its own key, for a fixed time; then tput.asyncN: as many callers
  *       (8, 32) on one thread through one dlock_async handle (dlock/async.h),
  *       each on its own key, against the same limits as the threads;
+ *       and tput.Nthreads.ceiling.vs_best, the most any client whose
+ *       threads block could reach here (report_ceiling);
  *   (c) handoff.Nwaiters.*: 4 and 16 threads on one key, each holding it
  *       ~1 ms then releasing, for a fixed time: acquisitions/s, and the
  *       gap from a release's return to the next successful acquire's
@@ -85,6 +87,7 @@
  * Keys are "bench:<pid>:...", so a run against a shared server (--url)
  * never touches anyone else's keys.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -107,6 +110,7 @@
 #include "bench_redis.h"
 #include "bench_run.h"
 #include "bench_samples.h"
+#include "wake_ceiling.h"
 
 #define MAX_THREADS 32
 #define MAX_ERRORS_PER_THREAD 100
@@ -765,6 +769,13 @@ static int measure_tput(bench_run *run, int nthreads, tput_result *out)
     return 0;
 }
 
+/* The higher of the -c N and -c 1 -P N limits, in pairs/s. */
+static const bench_limit *best_limit(const bench_limit *cn,
+                                     const bench_limit *piped)
+{
+    return pair_rate(piped) > pair_rate(cn) ? piped : cn;
+}
+
 /* The issue 17 targets of n callers, threads ("tput.Nthreads.*") or an
  * async handle's ("tput.asyncN.*"), with the same limits and p99
  * definition: pairs/s against the higher of the -c N and -c 1 -P N
@@ -774,7 +785,7 @@ static void report_tput_targets(bench_run *run, int async, int nthreads,
                                 const tput_result *r, const bench_limit *cn,
                                 const bench_limit *piped)
 {
-    const bench_limit *best = pair_rate(piped) > pair_rate(cn) ? piped : cn;
+    const bench_limit *best = best_limit(cn, piped);
     char who[32], name[64], from[192];
     bench_figure f;
 
@@ -791,6 +802,7 @@ static void report_tput_targets(bench_run *run, int async, int nthreads,
     f.goal = 0.90;
     f.n = r->pairs;
     f.errors = r->errors;
+    bench_cost_apply(&r->cost, r->pairs, &f);
     add_target(run, &f);
     snprintf(name, sizeof(name), "tput.%s.p99", who);
     bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
@@ -939,6 +951,7 @@ static int measure_async(bench_run *run, int ncallers, tput_result *out)
         snprintf(run->err, sizeof(run->err), "out of memory");
         return -1;
     }
+    cost_begin(run, &out->cost);
     start = bench_clock_ns();
     b.deadline_ns = start + (int64_t)run->o.duration_ms * 1000000;
     for (int i = 0; i < ncallers; i++) {
@@ -950,6 +963,7 @@ static int measure_async(bench_run *run, int ncallers, tput_result *out)
     while (dlock_async_pending(b.a) > 0)
         dlock_async_poll(b.a, 100);
     out->seconds = (double)(bench_clock_ns() - start) / 1e9;
+    cost_end(run, &out->cost);
     out->pairs = b.pairs;
     out->errors = b.errors;
     if (b.errors > 0 && run->err[0] == '\0')
@@ -1011,12 +1025,70 @@ static int bench_tput1(bench_run *run)
     return r.errors >= MAX_ERRORS_PER_THREAD ? -1 : 0;
 }
 
+/*
+ * The blocking ceiling: the most pairs/s that nthreads threads blocking
+ * in dlock_acquire and dlock_release could reach on this machine, however
+ * a client gathered their commands onto connections.  Each pair costs at
+ * least:
+ *   - redis-server's CPU for the pair at the best batching nthreads
+ *     callers allow: the async handle's (one connection, every caller's
+ *     commands pipelined on it), S us;
+ *   - the client's CPU for the same work, the commands' formatting, the
+ *     tokens, the reads and writes of those batches: the async handle's
+ *     again, C us;
+ *   - two sleeps and wake-ups of a thread, which the async handle does
+ *     not pay and a blocking call cannot avoid: W us, measured with as
+ *     many threads and no network (wake_ceiling.h).
+ * redis-server runs the scripts on one thread, so pairs/s <= 1 / S, and
+ * the machine has ncpu CPUs for all of it, so pairs/s <= ncpu / (S + C +
+ * W).  The figure is the lower of the two, against the threads' own
+ * limit: a ratio under the threads' goal says that no client whose threads
+ * block can meet it on this machine, not that libdlock falls short of
+ * what one could do (docs/benchmarks.md, "Session 21").
+ */
+static void report_ceiling(bench_run *run, int nthreads,
+                           const tput_result *async, const bench_limit *best)
+{
+    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    const double server = bench_per_op(async->cost.server_cpu_us,
+                                       async->pairs);
+    const double client = bench_per_op(async->cost.cpu_us, async->pairs);
+    double wake, one_thread, all_cpus;
+    char name[64];
+    bench_figure f;
+    wake_ceiling w;
+
+    if (wake_ceiling_run(nthreads, 1000, &w) != 0) {
+        progress("%d threads: no blocking ceiling: %s", nthreads,
+                 strerror(errno));
+        return;
+    }
+    wake = 2 * wake_ceiling_cpu_us_per_call(&w);
+    one_thread = 1e6 / server;
+    all_cpus = (double)ncpu * 1e6 / (server + client + wake);
+    snprintf(name, sizeof(name), "tput.%dthreads.ceiling.vs_best", nthreads);
+    bench_figure_init(&f, name, "pairs/s", BENCH_HIGHER_IS_BETTER);
+    f.value = one_thread < all_cpus ? one_thread : all_cpus;
+    f.limit = pair_rate(best);
+    f.limit_from = "the threads' limit (tput.Nthreads.vs_best's)";
+    f.client_cpu_us_per_op = client + wake;
+    f.server_cpu_us_per_op = server;
+    f.extra_key[0] = "wake_cpu_us_per_pair";
+    f.extra_value[0] = wake;
+    f.extra_key[1] = "cpus";
+    f.extra_value[1] = (double)ncpu;
+    bench_table_add(&run->table, stdout, &f);
+    progress("%d threads: blocking ceiling %.0f pairs/s (server %.1f us, "
+             "client %.1f us and wake-ups %.1f us a pair, %ld CPUs)",
+             nthreads, f.value, server, client, wake, ncpu);
+}
+
 /* nthreads threads, then as many callers on one async handle, each phase
  * against the mean of the limits measured right before and right after
  * it: limits, threads, limits, async, limits. */
 static int bench_tput(bench_run *run, int nthreads)
 {
-    bench_limit cn[3], piped[3], cn_mean, piped_mean;
+    bench_limit cn[3], piped[3], cn_mean, piped_mean, threads_best;
     tput_result r;
 
     if (measure_limits(run, nthreads, &cn[0], &piped[0]) != 0
@@ -1025,6 +1097,7 @@ static int bench_tput(bench_run *run, int nthreads)
         return -1;
     limit_mean(&cn[0], &cn[1], &cn_mean);
     limit_mean(&piped[0], &piped[1], &piped_mean);
+    threads_best = *best_limit(&cn_mean, &piped_mean);
     report_tput(run, nthreads, &r, &cn_mean, 1);
     report_tput(run, nthreads, &r, &piped_mean, nthreads);
     report_tput_targets(run, 0, nthreads, &r, &cn_mean, &piped_mean);
@@ -1040,7 +1113,10 @@ static int bench_tput(bench_run *run, int nthreads)
     report_tput_targets(run, 1, nthreads, &r, &cn_mean, &piped_mean);
     progress("%d async callers: %.0f pairs/s (%ld errors)", nthreads,
              (double)r.pairs / r.seconds, r.errors);
-    return r.errors >= MAX_ERRORS_PER_THREAD ? -1 : 0;
+    if (r.errors >= MAX_ERRORS_PER_THREAD)
+        return -1;
+    report_ceiling(run, nthreads, &r, &threads_best);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------
