@@ -49,8 +49,9 @@ typedef struct dlock_client_opts {
     /* Most connections the pool opens.  It bounds connections, not
      * callers: threads' commands are pipelined on the open connections
      * (up to 8 commands at once take a connection each while the pool
-     * is not full; beyond that they gather on few connections, up to 8
-     * commands on each), so 64 threads run on a pool of 2.
+     * is not full; beyond that they gather on as few connections as
+     * they can, up to 64 commands on each), so 64 threads run on a pool
+     * of 2.
      * Default 16. */
     int pool_size;
     /* TCP keepalive idle seconds; 0 = default 60; -1 = off. */

@@ -49,9 +49,9 @@
  *
  * busy_threads_gather_on_few_connections: 16 threads, each on a key of
  * its own, on a client with the default pool (16): once 8 other commands
- * run, a command joins the busiest pipe that carries fewer than 8
+ * run, a command joins the busiest pipe that carries fewer than 64
  * (pool.c), so at most 8 connections open (a new one only while fewer
- * than 8 others run and none is idle, or every pipe is 8 deep), where a
+ * than 8 others run and none is idle, or every pipe is 64 deep), where a
  * connection per command in flight opened up to 16 before; with the same
  * checks as above.
  *

@@ -45,8 +45,8 @@
  * own size. */
 #define WRITE_BATCH_MAX (64u * 1024)
 
-/* Parking words per pipe: more than the calls one pipe carries at once in
- * any use measured (32 threads on a pool of 2: 16 each), a power of two. */
+/* Parking words per pipe: as many as the calls the pool gathers on one
+ * pipe before it opens another (PIPE_DEPTH, pool.c), a power of two. */
 #define PARK_WORDS 64
 
 struct dlock__pipe {

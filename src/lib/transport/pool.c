@@ -176,21 +176,27 @@ void dlock__pool_counts(dlock__pool *p, int *open, int *lent)
  * another thread; threads sharing one pay a futex wait and wake per
  * command, which only pays when many commands travel together.  From
  * PIPE_SHARE_FROM on, a command joins the busiest live pipe that carries
- * fewer than PIPE_DEPTH, so that commands gather on few connections: the
- * server then reads and answers each connection's commands together (one
- * read, one write and one wake-up of the reader for many replies), which
- * saves it more than the hand-offs cost the client.  Once every pipe is
- * PIPE_DEPTH deep the pool opens another connection while a slot is
- * free, and only then fills them beyond (least loaded first), so it never
- * waits for a connection to come free.  Measured on 2 cores
- * (docs/benchmarks.md, session 16): at 32 threads client and server CPU
- * per pair 72 -> 61 us and pairs/s +16-19 %; gathering from 4 on also
- * made 8 threads cheaper in CPU but slower on a lightly loaded machine,
- * and two threads per connection cost the most, so up to 8 commands at
- * once keep a connection each, as before.
+ * fewer than PIPE_DEPTH, so that commands gather on as few connections as
+ * they can: the server then reads and answers each connection's commands
+ * together (one read, one write and one wake-up of the reader for many
+ * replies), which saves it more than the hand-offs cost the client.  Once
+ * every pipe is PIPE_DEPTH deep the pool opens another connection while a
+ * slot is free, and only then fills them beyond (least loaded first), so
+ * it never waits for a connection to come free.  Measured on 2 cores
+ * (docs/benchmarks.md):
+ *   - session 16: gathering at all, at 32 threads client and server CPU
+ *     per pair 72 -> 61 us and pairs/s +16-19 %; gathering from 4 on also
+ *     made 8 threads cheaper in CPU but slower on a lightly loaded
+ *     machine, and two threads per connection cost the most, so up to 8
+ *     commands at once keep a connection each;
+ *   - session 21: pipes up to 64 deep rather than 8, so that 32 threads
+ *     gather on one connection rather than four: in five interleaved
+ *     pairs of runs, client and server CPU per pair 61.7 -> 55.5 us,
+ *     pairs/s +9 % (ahead in all five), the p99 2.70 -> 2.32 times the
+ *     limit's (medians).  64 is also the pipe's parking words (pipe.c).
  */
 #define PIPE_SHARE_FROM 8
-#define PIPE_DEPTH 8
+#define PIPE_DEPTH 64
 
 /* The pipe a new command should join, or NULL to open a connection. */
 static dlock__pipe *choose_pipe(dlock__pool *p, int may_open)
