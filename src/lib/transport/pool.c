@@ -191,7 +191,7 @@ void dlock__pool_counts(dlock__pool *p, int *open, int *lent)
  *     commands at once keep a connection each;
  *   - session 21: pipes up to 64 deep rather than 8, so that 32 threads
  *     gather on one connection rather than four: in five interleaved
- *     pairs of runs, client and server CPU per pair 61.7 -> 55.5 us,
+ *     pairs of runs, client and server CPU per pair 61.9 -> 55.8 us,
  *     pairs/s +9 % (ahead in all five), the p99 2.70 -> 2.32 times the
  *     limit's (medians).  64 is also the pipe's parking words (pipe.c).
  */
