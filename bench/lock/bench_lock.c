@@ -1058,6 +1058,12 @@ static void report_ceiling(bench_run *run, int nthreads,
     bench_figure f;
     wake_ceiling w;
 
+    if (isnan(server) || isnan(client)) {
+        progress("%d threads: no blocking ceiling: redis-server's CPU is "
+                 "not known (a server of --url, or /proc unreadable)",
+                 nthreads);
+        return;
+    }
     if (wake_ceiling_run(nthreads, 1000, &w) != 0) {
         progress("%d threads: no blocking ceiling: %s", nthreads,
                  strerror(errno));
