@@ -1044,7 +1044,11 @@ static int bench_tput1(bench_run *run)
  * W).  The figure is the lower of the two, against the threads' own
  * limit: a ratio under the threads' goal says that no client whose threads
  * block can meet it on this machine, not that libdlock falls short of
- * what one could do (docs/benchmarks.md, "Session 21").
+ * what one could do (docs/benchmarks.md, "Session 21").  It assumes that
+ * such a client's work besides its wake-ups costs no less than the async
+ * handle's, and it is read on a quiet machine: other work on the CPUs
+ * makes S, C and W dearer and the ceiling lower (the run line's CPU
+ * pressure says when).
  */
 static void report_ceiling(bench_run *run, int nthreads,
                            const tput_result *async, const bench_limit *best)
