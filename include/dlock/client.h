@@ -48,7 +48,7 @@ typedef struct dlock_client_opts {
     int io_timeout_ms;
     /* Most connections the pool opens.  It bounds connections, not
      * callers: threads' commands are pipelined on the open connections
-     * (up to 8 commands at once take a connection each while the pool
+     * (up to 6 commands at once take a connection each while the pool
      * is not full; beyond that they gather on as few connections as
      * they can, up to 64 commands on each), so 64 threads run on a pool
      * of 2.

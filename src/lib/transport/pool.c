@@ -188,14 +188,20 @@ void dlock__pool_counts(dlock__pool *p, int *open, int *lent)
  *     per pair 72 -> 61 us and pairs/s +16-19 %; gathering from 4 on also
  *     made 8 threads cheaper in CPU but slower on a lightly loaded
  *     machine, and two threads per connection cost the most, so up to 8
- *     commands at once keep a connection each;
+ *     commands at once kept a connection each;
  *   - session 21: pipes up to 64 deep rather than 8, so that 32 threads
  *     gather on one connection rather than four: in five interleaved
  *     pairs of runs, client and server CPU per pair 61.9 -> 55.8 us,
  *     pairs/s +9 % (ahead in all five), the p99 2.70 -> 2.32 times the
  *     limit's (medians).  64 is also the pipe's parking words (pipe.c).
+ *     And gathering from 6 other commands on rather than 8: a scratch
+ *     driver at 7 and 8 threads +10-47 % pairs/s, at 4 to 6 the same path
+ *     as before, at 12 to 32 within the noise; in bench_lock's five
+ *     interleaved pairs at 8 threads, redis-server's CPU per pair 43.7 ->
+ *     29.6 us, client and server together 78.6 -> 69.4, pairs/s +15 %
+ *     (ahead in four of five).  From 2 on, 3 and 4 threads lost 27-33 %.
  */
-#define PIPE_SHARE_FROM 8
+#define PIPE_SHARE_FROM 6
 #define PIPE_DEPTH 64
 
 /* The pipe a new command should join, or NULL to open a connection. */
