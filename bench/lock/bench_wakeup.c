@@ -16,7 +16,8 @@
  *
  * Prints one JSON line per thread count, {"kind":"ceiling","threads":N,
  * "calls_per_s":..,"pairs_per_s":..,"wakes_per_call":..,
- * "cpu_us_per_call":..}, and a line for people on stderr.  A pair is two calls (acquire and release).
+ * "cpu_us_per_call":..}, and a line for people on stderr.  A pair is two
+ * calls (acquire and release).
  */
 #include <errno.h>
 #include <stdio.h>

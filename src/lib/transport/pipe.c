@@ -222,8 +222,9 @@ static void explain(const dlock__pipe *p, dlock__call *c, dlock_err err,
 
 /*
  * Breaks p: every call in flight fails (DLOCK_TIMEOUT if its deadline has
- * passed or it is the victim whose wait ended it, else err), every queued call fails unsent, and a thread blocked
- * on the socket is woken by shutting it down.
+ * passed or it is the victim whose wait ended it, else err), every queued
+ * call fails unsent, and a thread blocked on the socket is woken by
+ * shutting it down.
  */
 static void break_pipe(dlock__pipe *p, dlock_err err, const dlock__msg *why,
                        const dlock__call *victim)
