@@ -907,9 +907,8 @@ void rvt_expect_status(rvt_resp *r, int status, const char *code,
                  got != NULL ? got : "(none)");
     else
         return;
-    rvt_resp_free(r);
-    print_error("expected: %s\n", why);
-    _fail(__FILE__, __LINE__);
+    rvt_resp_free(r); /* why holds the words; got pointed into r */
+    TK_FAIL("%s", why);
 }
 
 void rvt_resp_free(rvt_resp *r)

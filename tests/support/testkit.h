@@ -57,6 +57,17 @@
         }                                              \
     } while (0)
 
+/* TK_FAIL("what should have happened", ...): fails the test at this line
+ * with the message, as TK_EXPECT does when its condition is false; for a
+ * check that must release something between deciding and failing (the
+ * failure leaves by longjmp, past the caller's clean-up). */
+#define TK_FAIL(...)                           \
+    do {                                       \
+        print_error("expected: " __VA_ARGS__); \
+        print_error("\n");                     \
+        _fail(__FILE__, __LINE__);             \
+    } while (0)
+
 /* TK_EXPECT_ERR(got, want, client, "doing what"): a dlock_err comparison
  * that prints both names and the client's message. */
 #define TK_EXPECT_ERR(got, want, client, what)                             \

@@ -114,12 +114,12 @@ uint64_t dlock__fence_floor(dlock_client *c);
 void dlock__fence_floor_raise(dlock_client *c, uint64_t seen);
 
 /* Lua: the fence rule's decimal helpers, shared by every script that
- * hands out fences (lock.c, lock_fair.c, pattern_common.h).  dec(v) returns v if it is a
- * decimal fence string (no leading zero, at most 19 digits), else nil; v
- * is a GET's answer, call or pcall: a string, false, or an error table
- * ({err = ...}), told apart without type(), which costs redis-server
- * hundreds of instructions a call (lock.c), since v.err is nil for a
- * string.  gt(a, b) compares two such strings as numbers. */
+ * hands out fences (lock.c, lock_fair.c, pattern_common.h).  dec(v)
+ * returns v if it is a decimal fence string (no leading zero, at most 19
+ * digits), else nil; v is a GET's answer, call or pcall: a string, false,
+ * or an error table ({err = ...}), told apart without type(), which costs
+ * redis-server hundreds of instructions a call (lock.c), since v.err is
+ * nil for a string.  gt(a, b) compares two such strings as numbers. */
 #define DLOCK__FENCE_LUA_DECIMALS                                       \
     "local function dec(v)\n"                                           \
     "  if v and not v.err and #v <= 19 and v:find('^[1-9]%d*$') then\n" \
