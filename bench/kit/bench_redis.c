@@ -242,6 +242,9 @@ pid_t bench_spawn(char *const argv[], const char *log_path, char *const env[])
             _exit(127);
         }
     }
+    /* Its own session, hence its own scheduling autogroup (see the
+     * header); it cannot fail in a fresh child, which leads no group. */
+    setsid();
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         _exit(127);

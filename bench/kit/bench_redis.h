@@ -50,8 +50,13 @@ int bench_target_parse(const char *url, bench_target *t, char *err,
  * /dev/null), each "NAME=VALUE" of env (NULL-terminated; env itself may
  * be NULL) set in the child only, and the child sent SIGTERM if this
  * process dies first (PR_SET_PDEATHSIG), so a crashed benchmark leaves no
- * server behind.  The child's pid, or -1 if fork failed; a child that
- * cannot exec says why in the log and exits 127.
+ * server behind.  The child runs in a session of its own, as a server run
+ * as a service does: with Linux's autogroup scheduling (on in Debian's
+ * kernels), a server in this program's session would share one group's
+ * CPU weight with every thread of the client under test, and N client
+ * threads would starve it of all but 1/(N+1) of the group's share.  The
+ * child's pid, or -1 if fork failed; a child that cannot exec says why in
+ * the log and exits 127.
  */
 pid_t bench_spawn(char *const argv[], const char *log_path, char *const env[]);
 
