@@ -12,7 +12,11 @@
 #                                at most SECS seconds
 #   bench_stop_pid PID           SIGTERM, up to 10 s, SIGKILL; reaps it
 #   bench_redis_start DIR        a private redis-server on a free port,
-#                                BENCH_REDIS_PORT and BENCH_REDIS_PID set
+#                                BENCH_REDIS_PORT and BENCH_REDIS_PID set;
+#                                in a session of its own, as a service
+#                                runs (bench_spawn in bench_redis.h: with
+#                                autogroup scheduling a server in the
+#                                caller's session shares its CPU weight)
 #   bench_database_create NAME   the stack's PostgreSQL up, a database NAME
 #                                made on it, BENCH_DB_URL set
 #   bench_database_drop          drops it again (quietly; for EXIT traps)
@@ -99,8 +103,10 @@ bench_redis_answers() {
 bench_redis_start() {
     local dir=$1
     BENCH_REDIS_PORT=$(bench_free_port)
-    redis-server --port "$BENCH_REDIS_PORT" --bind 127.0.0.1 --save '' \
-        --appendonly no --dir "$dir" --logfile "$dir/redis.log" &
+    # setsid execs in place: a script's background child leads no
+    # process group, so $! stays the server's pid.
+    setsid redis-server --port "$BENCH_REDIS_PORT" --bind 127.0.0.1 \
+        --save '' --appendonly no --dir "$dir" --logfile "$dir/redis.log" &
     BENCH_REDIS_PID=$!
     bench_wait_for 10 bench_redis_answers || {
         printf '%s: redis did not start on port %s\n' "$0" \
