@@ -40,10 +40,10 @@
  * kill).  No other call fails: the kills are spaced, so a command re-asked
  * on another connection finds the server up.
  *
- * a_crowd_on_one_connection_shares_parking_words: CROWD_THREADS (96)
- * threads on a pool of 1, more than a pipe's 64 parking words (pipe.c:
- * a thread waiting for its reply sleeps on one of its pipe's words, never
- * on its own call, which a wake may outlive), so threads share words and a
+ * a_crowd_on_one_connection_shares_parking_slots: CROWD_THREADS (96)
+ * threads on a pool of 1, more than a pipe's 64 parking slots (pipe.c:
+ * a thread waiting for its reply sleeps in one of its pipe's slots, never
+ * on its own call, which a wake may outlive), so threads share slots and a
  * wake must reach the one it is for among them; same checks as above,
  * and no call may time out.
  *
@@ -389,7 +389,7 @@ static void many_threads_share_two_connections(void **state)
     run_on_pool(2, THREADS, pairs);
 }
 
-static void a_crowd_on_one_connection_shares_parking_words(void **state)
+static void a_crowd_on_one_connection_shares_parking_slots(void **state)
 {
     (void)state;
     run_on_pool(1, CROWD_THREADS, CROWD_PAIRS);
@@ -665,7 +665,7 @@ int main(void)
         cmocka_unit_test_teardown(many_threads_share_two_connections,
                                   end_case),
         cmocka_unit_test_teardown(
-            a_crowd_on_one_connection_shares_parking_words, end_case),
+            a_crowd_on_one_connection_shares_parking_slots, end_case),
         cmocka_unit_test_teardown(busy_threads_gather_on_few_connections,
                                   end_case),
         cmocka_unit_test_teardown(tls_pipes_take_turns_reading_and_writing,

@@ -58,7 +58,7 @@ typedef struct dlock__call {
                  * (to the breaker: one failure, however many calls) */
     /* The pipe's: */
     atomic_int state; /* running, sleeping, done, turn */
-    unsigned park;    /* the pipe's parking word its thread sleeps on */
+    unsigned park;    /* the pipe's parking slot its thread sleeps in */
     struct dlock__call *next;
 } dlock__call;
 

@@ -193,7 +193,7 @@ void dlock__pool_counts(dlock__pool *p, int *open, int *lent)
  *     gather on one connection rather than four: in five interleaved
  *     pairs of runs, client and server CPU per pair 61.9 -> 55.8 us,
  *     pairs/s +9 % (ahead in all five), the p99 2.70 -> 2.32 times the
- *     limit's (medians).  64 is also the pipe's parking words (pipe.c).
+ *     limit's (medians).  64 is also the pipe's parking slots (pipe.c).
  *     And gathering from 6 other commands on rather than 8: a scratch
  *     driver at 7 and 8 threads +10-47 % pairs/s, at 4 to 6 the same path
  *     as before, at 12 to 32 within the noise; in bench_lock's five
