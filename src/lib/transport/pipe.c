@@ -160,9 +160,20 @@ static void wake_slots(dlock__pipe *p, unsigned w, uint32_t mask)
             NULL, mask);
 }
 
+/* A slot's word (its index in park) and its bit in that word. */
+static unsigned slot_word(unsigned slot)
+{
+    return slot / SLOT_BITS;
+}
+
+static uint32_t slot_bit(unsigned slot)
+{
+    return 1u << (slot % SLOT_BITS);
+}
+
 static void wake_park(dlock__pipe *p, unsigned slot)
 {
-    wake_slots(p, slot / SLOT_BITS, 1u << (slot % SLOT_BITS));
+    wake_slots(p, slot_word(slot), slot_bit(slot));
 }
 
 /* Sleeps in slot bit of word while it still reads seq, until
@@ -465,8 +476,11 @@ static int deliver_some(dlock__pipe *p, const dlock__call *call)
     if (nsleepers > 0) {
         uint32_t mask[PARK_WORDS] = {0};
 
-        for (i = 0; i < nsleepers; i++)
-            mask[sleepers[i] / SLOT_BITS] |= 1u << (sleepers[i] % SLOT_BITS);
+        for (i = 0; i < nsleepers; i++) {
+            const unsigned slot = (unsigned)sleepers[i];
+
+            mask[slot_word(slot)] |= slot_bit(slot);
+        }
         pthread_mutex_unlock(&p->mu);
         for (unsigned w = 0; w < PARK_WORDS; w++)
             if (mask[w] != 0)
@@ -557,8 +571,8 @@ static int wait_turn(dlock__pipe *p, dlock__call *call)
     atomic_store(&call->state, CALL_RUNNING);
     pthread_mutex_unlock(&p->mu);
     if (atomic_compare_exchange_strong(&call->state, &s, CALL_SLEEPING)) {
-        atomic_uint *word = &p->park[call->park / SLOT_BITS];
-        const uint32_t bit = 1u << (call->park % SLOT_BITS);
+        atomic_uint *word = &p->park[slot_word(call->park)];
+        const uint32_t bit = slot_bit(call->park);
         int timed_out = 0;
 
         /* The sequence number is read before the state: a waker that
