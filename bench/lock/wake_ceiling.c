@@ -7,15 +7,21 @@
  * busy, as a connection's reader pays one read for every reply that came
  * in; and nobody sleeps or wakes unless it has to (a caller answered
  * before it announced its sleep never sleeps), so the figure is the least
- * such a client can spend.
+ * such a client can spend.  Like libdlock's pipe (src/lib/transport/
+ * pipe.c), a caller sleeps in a slot, one bit of a futex word shared by
+ * 32 callers, and the answerer wakes every caller of a batch with one
+ * FUTEX_WAKE_BITSET per word; the wake never touches a request, which its
+ * caller may have reused by then.
  */
 #include "wake_ceiling.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,13 +29,18 @@
 #include "bench_clock.h"
 #include "bench_cpu.h"
 
+#define SLOT_BITS 32
+#define WORDS (WAKE_CEILING_THREADS_MAX / SLOT_BITS)
+
 typedef struct request {
     struct request *next;
+    unsigned slot;    /* its caller's: bit slot % 32 of word slot / 32 */
     atomic_int state; /* 0 waiting, 1 asleep, 2 answered */
 } request;
 
 typedef struct shared {
     _Atomic(request *) queue; /* pushed by callers, taken whole */
+    atomic_uint park[WORDS];  /* futex words: bumped by each wake */
     atomic_int answerer_asleep;
     atomic_int answerer_word;
     atomic_int stop;
@@ -48,28 +59,62 @@ static void wake_answerer(shared *s)
     futex(&s->answerer_word, FUTEX_WAKE_PRIVATE, 1);
 }
 
-/* Answers every request on list; returns how many callers were woken. */
-static long answer_all(request *r)
+/* Answers every request on list and wakes the callers that sleep, one
+ * system call per word; returns how many callers were woken. */
+static long answer_all(shared *s, request *r)
 {
+    uint32_t mask[WORDS] = {0};
     long woken = 0;
 
     while (r != NULL) {
         request *next = r->next;
+        const unsigned slot = r->slot;
 
         /* After the exchange the caller may return and reuse r. */
         if (atomic_exchange(&r->state, 2) == 1) {
-            futex(&r->state, FUTEX_WAKE_PRIVATE, 1);
+            mask[slot / SLOT_BITS] |= 1u << (slot % SLOT_BITS);
             woken++;
         }
         r = next;
     }
+    for (unsigned w = 0; w < WORDS; w++) {
+        if (mask[w] != 0) {
+            atomic_fetch_add(&s->park[w], 1);
+            syscall(SYS_futex, &s->park[w], FUTEX_WAKE_BITSET_PRIVATE, INT_MAX,
+                    NULL, NULL, mask[w]);
+        }
+    }
     return woken;
 }
 
+/* Sleeps in r's slot until r is answered. */
+static void sleep_until_answered(shared *s, request *r)
+{
+    atomic_uint *word = &s->park[r->slot / SLOT_BITS];
+    const uint32_t bit = 1u << (r->slot % SLOT_BITS);
+
+    /* The word is read before the state: an answer after this check
+     * bumps it after this read, so the futex refuses the old number or
+     * the wake comes after the sleep began. */
+    for (;;) {
+        const unsigned seq = atomic_load(word);
+
+        if (atomic_load(&r->state) != 1)
+            return;
+        syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, seq, NULL, NULL,
+                bit);
+    }
+}
+
+typedef struct caller_arg {
+    shared *s;
+    unsigned slot;
+} caller_arg;
+
 static void *caller(void *arg)
 {
-    shared *s = arg;
-    request r;
+    shared *s = ((caller_arg *)arg)->s;
+    request r = {.slot = ((caller_arg *)arg)->slot};
     long calls = 0;
 
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
@@ -86,8 +131,7 @@ static void *caller(void *arg)
         }
         /* Sleep until answered: announce it, then wait on the word. */
         if (atomic_compare_exchange_strong(&r.state, &expected, 1))
-            while (atomic_load(&r.state) == 1)
-                futex(&r.state, FUTEX_WAIT_PRIVATE, 1);
+            sleep_until_answered(s, &r);
         calls++;
     }
     atomic_fetch_add(&s->calls, calls);
@@ -111,10 +155,10 @@ static void *answerer(void *arg)
             atomic_store(&s->answerer_asleep, 0);
             continue;
         }
-        atomic_fetch_add(&s->wakes, answer_all(r));
+        atomic_fetch_add(&s->wakes, answer_all(s, r));
     }
     /* Answer whatever is left so that every caller can see stop. */
-    answer_all(atomic_exchange(&s->queue, NULL));
+    answer_all(s, atomic_exchange(&s->queue, NULL));
     return NULL;
 }
 
@@ -126,7 +170,7 @@ static void stop_callers(shared *s, pthread_t *t, int n)
     for (int i = 0; i < n; i++) {
         while (pthread_tryjoin_np(t[i], NULL) == EBUSY) {
             wake_answerer(s);
-            answer_all(atomic_exchange(&s->queue, NULL));
+            answer_all(s, atomic_exchange(&s->queue, NULL));
             usleep(100);
         }
     }
@@ -135,6 +179,7 @@ static void stop_callers(shared *s, pthread_t *t, int n)
 int wake_ceiling_run(int threads, int64_t duration_ms, wake_ceiling *out)
 {
     static shared s; /* one run at a time (wake_ceiling.h) */
+    static caller_arg args[WAKE_CEILING_THREADS_MAX];
     pthread_t t[WAKE_CEILING_THREADS_MAX], a;
     int64_t start, cpu0;
     int started = 0, err = 0;
@@ -153,9 +198,13 @@ int wake_ceiling_run(int threads, int64_t duration_ms, wake_ceiling *out)
     }
     cpu0 = bench_cpu_self_us();
     start = bench_clock_ns();
-    while (started < threads
-           && (err = pthread_create(&t[started], NULL, caller, &s)) == 0)
+    while (started < threads) {
+        args[started] = (caller_arg){&s, (unsigned)started};
+        err = pthread_create(&t[started], NULL, caller, &args[started]);
+        if (err != 0)
+            break;
         started++;
+    }
     if (err == 0)
         usleep((useconds_t)duration_ms * 1000);
     stop_callers(&s, t, started);

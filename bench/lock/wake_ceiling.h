@@ -11,9 +11,10 @@
  * answering thread (standing for a connection's reader in the best case
  * of auto-pipelining, where one thread answers everything that queued
  * while it was busy).  A caller pushes its request onto a lock-free
- * stack, wakes the answerer if it sleeps, and sleeps on its own futex
- * word until answered; the answerer takes the whole stack at once,
- * answers each request and wakes the callers that sleep.
+ * stack, wakes the answerer if it sleeps, and sleeps in its slot (a bit
+ * of a futex word 32 callers share) until answered; the answerer takes
+ * the whole stack at once, answers each request and wakes the callers
+ * that sleep with one system call per word, as libdlock's pipe does.
  *
  * bench_wakeup prints the figures alone; bench_lock measures them in the
  * same run as its thread figures, to put a ceiling beside each of them
