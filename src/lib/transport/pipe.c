@@ -389,6 +389,14 @@ static size_t take_batch(dlock__pipe *p, int64_t *deadline_us)
     return n;
 }
 
+/* Whether what is queued may be written now, holding back aside: nobody
+ * writes, and on TLS nobody reads either. */
+static int writer_free(const dlock__pipe *p)
+{
+    return p->queued != NULL && !p->writing && !p->broken
+           && (p->duplex || !p->reading);
+}
+
 /* The writer: sends everything queued, one write per batch. */
 static void write_queued(dlock__pipe *p)
 {
@@ -487,8 +495,9 @@ static int deliver_some(dlock__pipe *p, const dlock__call *call)
                 wake_slots(p, w, mask[w]);
         pthread_mutex_lock(&p->mu);
     }
-    /* What was held back since the last read goes out now. */
-    if (p->duplex && p->queued != NULL && !p->writing && !p->broken)
+    /* What was held back since the last read goes out now (on TLS the
+     * reader writes only when it is done, in read_until). */
+    if (writer_free(p))
         write_queued(p);
     return !p->broken;
 }
@@ -508,7 +517,7 @@ static void read_until(dlock__pipe *p, dlock__call *call)
     p->reading = 0;
     if (p->broken)
         return;
-    if (p->queued != NULL && !p->writing)
+    if (writer_free(p))
         write_queued(p);
     if (p->flight != NULL && !p->reading)
         give_turn(p, p->flight);
@@ -549,8 +558,7 @@ static int hold_back(const dlock__pipe *p)
 
 static int may_write(const dlock__pipe *p)
 {
-    return p->queued != NULL && !p->writing && !p->broken
-           && (p->duplex || !p->reading) && !hold_back(p);
+    return writer_free(p) && !hold_back(p);
 }
 
 static int may_read(const dlock__pipe *p, const dlock__call *call)
