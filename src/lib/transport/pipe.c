@@ -32,11 +32,12 @@
  * another.  With HOLD_FROM or more in flight the server has work in hand,
  * and the threads the last read woke are on their way back with their
  * next commands: a caller then leaves its command queued, the last of
- * those threads to queue writes them all in one batch, and a reader writes
- * whatever is still queued after each read, so a command held back waits
- * for one read at most.  Before, every woken thread wrote its own command
- * (1.04 commands a write at 32 threads, now 5.3; 2.7 at 16) and
- * redis-server read them one by one (session 22, docs/benchmarks.md).
+ * those threads to queue (or the HOLD_BATCH-th) writes them all in one
+ * batch, and a reader writes whatever is still queued after each read, so
+ * a command held back waits for one read at most.  Before, every woken
+ * thread wrote its own command (1.04 commands a write at 32 threads, 5.3
+ * with batches; 2.7 at 16) and redis-server read them one by one (session
+ * 22, docs/benchmarks.md).
  *
  * TLS: one SSL object must not be read and written at once, so on a TLS
  * connection the roles exclude each other: the writer sends what is queued
@@ -82,6 +83,7 @@ struct dlock__pipe {
     int duplex; /* 0 on TLS: reading and writing exclude each other */
     unsigned long long answered;
     int in_flight; /* calls on the flight list */
+    int nqueued;   /* calls on the queued list */
     int due_back;  /* calls the last read answered, less those queued since */
     char *wbuf;    /* the writer's, outside the mutex too */
     size_t wcap;
@@ -301,7 +303,7 @@ static void break_pipe(dlock__pipe *p, dlock_err err, const dlock__msg *why,
         finish(p, c, DLOCK_UNAVAILABLE);
     }
     p->flight_tail = p->queued_tail = NULL;
-    p->in_flight = 0;
+    p->in_flight = p->nqueued = 0;
     if (p->reading || p->writing)
         shutdown(dlock__conn_fd(p->conn), SHUT_RDWR);
 }
@@ -319,6 +321,7 @@ static void expire(dlock__pipe *p, dlock__call *call)
     }
     if (*link == call) {
         *link = call->next;
+        p->nqueued--;
         if (p->queued_tail == call)
             p->queued_tail = prev;
         dlock__msg_set(call->m, DLOCK_TIMEOUT,
@@ -352,6 +355,7 @@ static size_t take_batch(dlock__pipe *p, int64_t *deadline_us)
             dlock__call *c = p->queued;
 
             p->queued = c->next;
+            p->nqueued--;
             if (p->queued == NULL)
                 p->queued_tail = NULL;
             dlock__msg_set(c->m, DLOCK_NOMEM, "a write buffer for %s",
@@ -367,6 +371,7 @@ static size_t take_batch(dlock__pipe *p, int64_t *deadline_us)
         dlock__call *c = p->queued;
 
         p->queued = c->next;
+        p->nqueued--;
         memcpy(p->wbuf + n, c->cmd, c->len);
         n += c->len;
         c->sent = 1;
@@ -547,13 +552,25 @@ static void write_as_caller(dlock__pipe *p, const dlock__call *call)
  * and the rest wait for a round trip. */
 #define HOLD_FROM 8
 
+/* The most commands a held batch gathers: the caller that queues the
+ * HOLD_BATCH-th writes them all, though more threads are due back.  A
+ * read at 32 threads answers about 16, and a batch of all 16 kept the two
+ * sides taking turns: redis-server idle while the threads came back one
+ * by one, the threads idle while it ran their batch (the CPUs 14 % idle).
+ * Batches of 8 let the server start on the first half while the second
+ * half comes back: at 32 threads bench_lock's pairs/s 38.4k -> 41.2k
+ * (means of four interleaved runs each), idle 14.8 -> 8.8 % (a scratch
+ * driver, medians of six); 8 threads never hold so many (session 23,
+ * docs/benchmarks.md). */
+#define HOLD_BATCH 8
+
 /* Whether a caller should leave its command queued: a reader is at work,
- * the server has HOLD_FROM commands in hand, and threads the last read
- * woke have yet to queue theirs. */
+ * the server has HOLD_FROM commands in hand, threads the last read woke
+ * have yet to queue theirs, and fewer than HOLD_BATCH wait. */
 static int hold_back(const dlock__pipe *p)
 {
     return p->duplex && p->reading && p->due_back > 0
-           && p->in_flight >= HOLD_FROM;
+           && p->in_flight >= HOLD_FROM && p->nqueued < HOLD_BATCH;
 }
 
 static int may_write(const dlock__pipe *p)
@@ -636,6 +653,7 @@ void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
     } else {
         call->park = p->next_park++ % PARK_SLOTS;
         append(&p->queued, &p->queued_tail, call);
+        p->nqueued++;
         if (p->due_back > 0)
             p->due_back--;
     }
