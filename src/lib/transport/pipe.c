@@ -30,14 +30,14 @@
  * Batches.  A thread that queues a command and finds nobody writing
  * writes it at once, so with few commands on a pipe none waits for
  * another.  With HOLD_FROM or more in flight the server has work in hand,
- * and the threads the last read woke are on their way back with their
- * next commands: a caller then leaves its command queued, the last of
- * those threads to queue (or the HOLD_BATCH-th) writes them all in one
- * batch, and a reader writes whatever is still queued after each read, so
- * a command held back waits for one read at most.  Before, every woken
- * thread wrote its own command (1.04 commands a write at 32 threads, 5.3
- * with batches; 2.7 at 16) and redis-server read them one by one (session
- * 22, docs/benchmarks.md).
+ * and the threads the last reads woke are on their way back with their
+ * next commands: a caller then leaves its command queued, and the one that
+ * fills a batch (hold_batch), or the last of those threads to come back,
+ * writes them all in one write; a reader writes whatever is still queued
+ * after each read, so a command held back waits for one read at most.
+ * Before, every woken thread wrote its own command (1.04 commands a write
+ * at 32 threads) and redis-server read them one by one (sessions 22 and
+ * 23, docs/benchmarks.md).
  *
  * TLS: one SSL object must not be read and written at once, so on a TLS
  * connection the roles exclude each other: the writer sends what is queued
@@ -85,6 +85,7 @@ struct dlock__pipe {
     int in_flight; /* calls on the flight list */
     int nqueued;   /* calls on the queued list */
     int due_back;  /* calls the last read answered, less those queued since */
+    int due_older; /* the same for the read before it */
     char *wbuf;    /* the writer's, outside the mutex too */
     size_t wcap;
     unsigned next_park;           /* the next call's slot, under mu */
@@ -484,7 +485,9 @@ static int deliver_some(dlock__pipe *p, const dlock__call *call)
     if (err != DLOCK_OK)
         break_pipe(p, err == DLOCK_TIMEOUT ? DLOCK_UNAVAILABLE : err, &why,
                    err == DLOCK_TIMEOUT ? call : NULL);
-    /* Their threads will queue their next commands (see hold_back). */
+    /* Their threads will queue their next commands (see hold_back); those
+     * of the read before may still be on their way too. */
+    p->due_older = p->due_back;
     p->due_back = n;
     if (nsleepers > 0) {
         uint32_t mask[PARK_WORDS] = {0};
@@ -552,25 +555,38 @@ static void write_as_caller(dlock__pipe *p, const dlock__call *call)
  * and the rest wait for a round trip. */
 #define HOLD_FROM 8
 
-/* The most commands a held batch gathers: the caller that queues the
- * HOLD_BATCH-th writes them all, though more threads are due back.  A
- * read at 32 threads answers about 16, and a batch of all 16 kept the two
- * sides taking turns: redis-server idle while the threads came back one
- * by one, the threads idle while it ran their batch (the CPUs 14 % idle).
- * Batches of 8 let the server start on the first half while the second
- * half comes back: at 32 threads bench_lock's pairs/s 38.4k -> 41.2k
- * (means of four interleaved runs each), idle 14.8 -> 8.8 % (a scratch
- * driver, medians of six); 8 threads never hold so many (session 23,
- * docs/benchmarks.md). */
-#define HOLD_BATCH 8
+/*
+ * The most commands a held batch gathers: a third of the pipe's commands
+ * (in flight and queued), so that about three batches go round at once,
+ * one at the server, one coming back, one on its way, and each side has
+ * work while the other runs.  The caller that queues the last of them
+ * writes the batch, though more threads are due back.  With one batch of
+ * everything a read answered (about 16 at 32 threads), the two sides took
+ * turns: redis-server idle while the threads came back one by one, the
+ * threads idle while it ran their batch (the CPUs 14 % idle at 32
+ * threads, 15 % at 16).  Measured with a scratch driver on 2 cores,
+ * medians of six interleaved runs (session 23, docs/benchmarks.md): a
+ * fixed batch of 8 took 32 threads from 38.6k to 41.7k pairs/s; a third,
+ * with the two reads counted (hold_back), from 37.6k to 47.8k (16
+ * threads: 33.2k to 41.3k), the CPUs then idle 8 %.
+ */
+static int hold_batch(const dlock__pipe *p)
+{
+    const int third = (p->in_flight + p->nqueued) / 3;
+
+    return third > 2 ? third : 2;
+}
 
 /* Whether a caller should leave its command queued: a reader is at work,
- * the server has HOLD_FROM commands in hand, threads the last read woke
- * have yet to queue theirs, and fewer than HOLD_BATCH wait. */
+ * the server has HOLD_FROM commands in hand, threads the last two reads
+ * woke have yet to queue theirs, and the batch is not yet full.  Counting
+ * the read before the last as well matters: a read that came before the
+ * last one's threads were all back made the rest write one by one (most
+ * writes at 32 threads were of one command). */
 static int hold_back(const dlock__pipe *p)
 {
-    return p->duplex && p->reading && p->due_back > 0
-           && p->in_flight >= HOLD_FROM && p->nqueued < HOLD_BATCH;
+    return p->duplex && p->reading && p->due_back + p->due_older > 0
+           && p->in_flight >= HOLD_FROM && p->nqueued < hold_batch(p);
 }
 
 static int may_write(const dlock__pipe *p)
@@ -654,7 +670,9 @@ void dlock__pipe_run(dlock__pipe *p, dlock__call *call)
         call->park = p->next_park++ % PARK_SLOTS;
         append(&p->queued, &p->queued_tail, call);
         p->nqueued++;
-        if (p->due_back > 0)
+        if (p->due_older > 0)
+            p->due_older--;
+        else if (p->due_back > 0)
             p->due_back--;
     }
     while (!call_done(call))
