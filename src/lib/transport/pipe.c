@@ -381,6 +381,7 @@ static size_t take_batch(dlock__pipe *p, int64_t *deadline_us)
             *deadline_us = c->deadline_us;
         append(&p->flight, &p->flight_tail, c);
     }
+    assert((p->queued == NULL) == (p->nqueued == 0));
     if (p->queued == NULL)
         p->queued_tail = NULL;
     else if (p->wcap < WRITE_BATCH_MAX) {
