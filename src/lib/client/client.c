@@ -40,6 +40,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "deploy/deploy.h"
 #include "transport/replwait.h"
 #include "dlock/dlock.h"
@@ -950,7 +951,7 @@ static dlock_err eval(dlock_client *c, const dlock__script *s, int nkeys,
     size_t stack_lens[EVAL_STACK_ARGS + 3];
     const char **av = stack_argv;
     size_t *al = stack_lens;
-    char sha[41], nk[16];
+    char sha[41], nk[DLOCK__DECIMAL_MAX];
     dlock__tstate *t = dlock__client_tstate(c);
     int resent = 0;
     dlock_err err;
@@ -978,7 +979,7 @@ static dlock_err eval(dlock_client *c, const dlock__script *s, int nkeys,
         }
     }
     script_sha(c, s, sha);
-    snprintf(nk, sizeof(nk), "%d", nkeys);
+    dlock__decimal_i64(nk, nkeys);
     /* Without a SHA (OpenSSL failed to hash), the body itself. */
     av[0] = sha[0] != '\0' ? "EVALSHA" : "EVAL";
     av[1] = sha[0] != '\0' ? sha : s->body;

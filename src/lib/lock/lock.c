@@ -45,6 +45,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "client/fence.h"
 #include "client/notify.h"
 #include "lock/lock_fair.h"
@@ -751,11 +752,9 @@ void dlock__lock_acquire_prepare(dlock_lock *l, dlock__acquire_req *q)
     const int64_t ttl_ms = dlock__lease_ttl_ms(&l->lease);
 
     q->floor_us = dlock__fence_floor(l->client);
-    snprintf(q->ttl, sizeof(q->ttl), "%lld", (long long)ttl_ms);
-    snprintf(q->floor, sizeof(q->floor), "%llu",
-             (unsigned long long)q->floor_us);
-    snprintf(q->keep, sizeof(q->keep), "%lld",
-             (long long)(ttl_ms + DLOCK__FENCE_KEEP_MS));
+    dlock__decimal_i64(q->ttl, ttl_ms);
+    dlock__decimal_u64(q->floor, q->floor_us);
+    dlock__decimal_i64(q->keep, ttl_ms + DLOCK__FENCE_KEEP_MS);
     q->argv[0] = l->key;
     q->argv[1] = l->fence_key;
     q->argv[2] = l->legacy_fence_key;
@@ -861,9 +860,9 @@ static void fair_acquire_args(dlock_lock *l, int waiting,
     fair[11] = confirm;
     fair[12] = seq;
     fair[13] = DLOCK__FAIR_GRANT_PREFIX;
-    snprintf(entry, 24, "%lld", (long long)fair_entry_ms(l));
-    snprintf(confirm, 24, "%lld", (long long)l->confirm_ms);
-    snprintf(seq, 24, "%llu", (unsigned long long)l->tries);
+    dlock__decimal_i64(entry, fair_entry_ms(l));
+    dlock__decimal_i64(confirm, l->confirm_ms);
+    dlock__decimal_u64(seq, l->tries);
 }
 
 /* One acquire attempt: DLOCK_OK (held; fence and validity set),
@@ -1200,11 +1199,9 @@ static void fair_release_args(dlock_lock *l, char floor[24], char keep[24],
     fair[7] = DLOCK__FAIR_GRANT_PREFIX;
     fair[8] = floor;
     fair[9] = keep;
-    snprintf(floor, 24, "%llu",
-             (unsigned long long)dlock__fence_floor(l->client));
-    snprintf(keep, 24, "%lld",
-             (long long)(dlock__lease_ttl_ms(&l->lease)
-                         + DLOCK__FENCE_KEEP_MS));
+    dlock__decimal_u64(floor, dlock__fence_floor(l->client));
+    dlock__decimal_i64(keep,
+                       dlock__lease_ttl_ms(&l->lease) + DLOCK__FENCE_KEEP_MS);
 }
 
 static void leave_no_orphan(dlock_lock *l, dlock_err err)
@@ -1238,7 +1235,7 @@ static void release_id(const dlock_lock *l, char id[24])
 {
     id[0] = '\0';
     if (l->fence != 0)
-        snprintf(id, 24, "%llu", (unsigned long long)l->fence);
+        dlock__decimal_u64(id, l->fence);
 }
 
 /* Our plain release has just deleted the key: wakes the first waiter of
@@ -1531,7 +1528,7 @@ long long dlock__lock_renew_command(dlock_lock *l, char **cmd,
     int len;
 
     *cmd = NULL;
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    dlock__decimal_i64(ttl, ttl_ms);
     len = redisFormatCommandArgv(cmd, 6, argv, NULL);
     if (len < 0 || *cmd == NULL)
         return -1;
@@ -1574,7 +1571,7 @@ static int released_before(dlock_lock *l, int resent)
         return 0;
     if (dlock__lock_is_lost(l) || l->fence == 0)
         return -1;
-    snprintf(fence, sizeof(fence), "%llu", (unsigned long long)l->fence);
+    dlock__decimal_u64(fence, l->fence);
     argv[0] = l->fence_key;
     argv[1] = l->key;
     argv[2] = fence;
@@ -1713,7 +1710,7 @@ dlock__lease_ticket dlock__lock_extend_prepare(dlock_lock *l, int64_t ttl_ms,
                                                char ttl[24],
                                                const char *argv[3])
 {
-    snprintf(ttl, 24, "%lld", (long long)ttl_ms);
+    dlock__decimal_i64(ttl, ttl_ms);
     argv[0] = l->key;
     argv[1] = l->token;
     argv[2] = ttl;

@@ -29,6 +29,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "transport/resolve.h"
 #include "transport/tls.h"
 
@@ -663,21 +664,15 @@ dlock_err dlock__conn_take(dlock__conn *c, redisReply **reply, dlock__msg *m)
 static size_t put_count(char *buf, size_t cap, size_t at, char prefix,
                         size_t n)
 {
-    char digits[24];
-    int nd = 0;
+    const size_t nd = dlock__decimal_len(n);
 
-    do {
-        digits[nd++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n > 0);
-    if (at + (size_t)nd + 3 <= cap) {
+    if (at + nd + 3 <= cap) {
         buf[at] = prefix;
-        for (int i = 0; i < nd; i++)
-            buf[at + 1 + (size_t)i] = digits[nd - 1 - i];
-        buf[at + 1 + (size_t)nd] = '\r';
-        buf[at + 2 + (size_t)nd] = '\n';
+        dlock__decimal_u64(buf + at + 1, n); /* its NUL: where '\r' goes */
+        buf[at + 1 + nd] = '\r';
+        buf[at + 2 + nd] = '\n';
     }
-    return at + (size_t)nd + 3;
+    return at + nd + 3;
 }
 
 size_t dlock__resp_format(char *buf, size_t cap, int argc, const char **argv,
