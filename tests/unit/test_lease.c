@@ -152,6 +152,15 @@ static void fences_have_one_rule_on_the_wire(void **state)
     assert_int_equal(dlock__fence_parse("18446744073709551615", 20, &v), 1);
     assert_true(v == UINT64_MAX);
     assert_int_equal(dlock__fence_parse("18446744073709551616", 20, &v), 0);
+    assert_int_equal(dlock__fence_parse("99999999999999999999", 20, &v), 0);
+    assert_int_equal(dlock__fence_parse("9999999999999999999", 19, &v), 1);
+    assert_true(v == 9999999999999999999u);
+    assert_int_equal(dlock__fence_parse("10000000000000000000", 20, &v), 1);
+    assert_true(v == 10000000000000000000u);
+    assert_int_equal(dlock__fence_parse("00000000000000000001", 20, &v), 1);
+    assert_int_equal(v, 1);
+    assert_int_equal(dlock__fence_parse("1796480633902386", 16, &v), 1);
+    assert_true(v == 1796480633902386u);
     assert_int_equal(dlock__fence_parse("", 0, &v), 0);
     assert_int_equal(dlock__fence_parse("-1", 2, &v), 0);
     assert_int_equal(dlock__fence_parse("12a", 3, &v), 0);

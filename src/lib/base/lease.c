@@ -298,12 +298,14 @@ int dlock__fence_parse(const char *s, size_t len, uint64_t *out)
     if (len == 0 || len > 20)
         return 0;
     for (size_t i = 0; i < len; i++) {
-        uint64_t digit;
+        const uint64_t digit = (uint64_t)(s[i] - '0');
 
         if (s[i] < '0' || s[i] > '9')
             return 0;
-        digit = (uint64_t)(s[i] - '0');
-        if (value > (UINT64_MAX - digit) / 10)
+        /* Nineteen digits always fit in 64 bits; only a twentieth can
+         * overflow, so only it pays the division of the check (a fence
+         * is parsed twice a lock pair, 16 digits each). */
+        if (i == 19 && value > (UINT64_MAX - digit) / 10)
             return 0;
         value = value * 10 + digit;
     }
