@@ -622,7 +622,8 @@ static int sequential_on(bench_run *run, const char *suffix,
     }
     /* The floor again, so that the pairs are judged against the floor
      * either side of them: on this kind of machine one measurement moves
-     * by a quarter from the next (docs/benchmarks.md, "Session 24"). */
+     * by up to a quarter from the next (docs/benchmarks.md, "Session 19";
+     * the floor's, "Session 24"). */
     const bench_limit before = run->floor_last;
     int measured = errors == 0 && measure_floor(run, &run->floor_last) == 0;
 
