@@ -64,10 +64,13 @@ static void unsigned_edges_read_as_printf_writes_them(void **state)
     check_u64(UINT64_MAX - 1);
     check_u64((uint64_t)1 << 53); /* where a Lua number stops being exact */
     check_u64(((uint64_t)1 << 53) + 1);
-    for (int i = 0; i < 20; i++, p *= 10) {
+    /* 10^0 to 10^19, the last power of ten in a uint64_t. */
+    for (int i = 0; i < 20; i++) {
         check_u64(p);
         check_u64(p - 1);
         check_u64(p + 1);
+        if (i < 19)
+            p *= 10;
     }
 }
 
@@ -81,11 +84,14 @@ static void signed_edges_read_as_printf_writes_them(void **state)
     check_i64(INT64_MAX);
     check_i64(INT64_MIN);
     check_i64(INT64_MIN + 1);
-    for (int i = 0; i < 19; i++, p *= 10) {
+    /* 10^0 to 10^18; 10^19 does not fit in an int64_t. */
+    for (int i = 0; i < 19; i++) {
         check_i64(p);
         check_i64(-p);
         check_i64(p - 1);
         check_i64(1 - p);
+        if (i < 18)
+            p *= 10;
     }
 }
 

@@ -3,8 +3,8 @@
  * sends on every call (a TTL, a fence, a floor, a count of keys, and each
  * argument's length in RESP).
  *
- * snprintf("%llu") costs about 840 instructions a call (its format parser,
- * its FILE machinery) and ran six times a lock pair; these write the
+ * snprintf("%llu") costs 630 to 950 instructions a call (its format
+ * parser, its FILE machinery) and ran six times a lock pair; these write the
  * digits straight into the caller's buffer, last digit first, once their
  * count is known (docs/benchmarks.md, "Session 24").  They allocate
  * nothing and cannot fail.
