@@ -53,6 +53,7 @@
 #include "base/alloc.h"
 #include "transport/tls.h"
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "base/lease.h"
 #include "deploy/deploy.h"
 #include "deploy/sentinel.h"
@@ -1163,7 +1164,7 @@ void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
                              int64_t ttl_ms)
 {
     const char *av[16]; /* EVAL, body, numkeys and the script's args */
-    char nk[16];
+    char nk[DLOCK__DECIMAL_MAX];
     orphan *o;
     int len;
 
@@ -1178,7 +1179,7 @@ void dlock__watchdog_cleanup(dlock__watchdog *w, const dlock__script *s,
     o = dlock__calloc(1, sizeof(*o));
     if (o == NULL)
         return;
-    snprintf(nk, sizeof(nk), "%d", nkeys);
+    dlock__decimal_i64(nk, nkeys);
     av[0] = "EVAL";
     av[1] = s->body;
     av[2] = nk;

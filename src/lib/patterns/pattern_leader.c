@@ -50,6 +50,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "patterns/pattern_common.h"
 #include "patterns/pattern_leader_redlock.h"
 #include "patterns/pattern_lease.h"
@@ -415,7 +416,7 @@ static dlock_err campaign_once(void *arg, int waiting, int64_t *hint_ms,
     pthread_mutex_unlock(&l->mu);
     if (!leading)
         fresh_lease(l);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
+    dlock__decimal_i64(ttl, l->ttl_ms);
     err = on_redlock(l) ? campaign_redlock(l, leading, hint_ms, m)
                         : dlock__pattern_lease_try(&l->lease, &campaign_script,
                                                    2, 5, argv, hint_ms, m);
@@ -831,7 +832,7 @@ dlock_err dlock_leader_tick(dlock_leader *l, int64_t period_ms,
                                           dlock_leader_is_leader(l), l->ttl_ms,
                                           period_ms, call, info, m);
     }
-    snprintf(period, sizeof(period), "%lld", (long long)period_ms);
+    dlock__decimal_i64(period, period_ms);
     argv[0] = l->lease_key;
     argv[1] = l->tick_key;
     argv[2] = l->lease.token;

@@ -34,6 +34,7 @@
 
 #include "client/client_internal.h"
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "deploy/redlock.h"
 
 /* KEYS: lease, tick.  ARGV: token, period, call id, tick. */
@@ -224,8 +225,8 @@ dlock_err dlock__leader_redlock_tick(dlock__pattern_lease *pl,
                               "tick %" PRId64 " of leader %.64s: this "
                               "candidate does not lead",
                               info->tick, k->name);
-    snprintf(period, sizeof(period), "%" PRId64, period_ms);
-    snprintf(tick, sizeof(tick), "%" PRId64, info->tick);
+    dlock__decimal_i64(period, period_ms);
+    dlock__decimal_i64(tick, info->tick);
     err = dlock__redlock_eval(r, tick_lua, 2, ka, 4,
                               node_timeout_ms(pl->client, ttl_ms), judge_tick,
                               res, m);

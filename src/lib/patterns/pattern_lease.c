@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "client/fence.h"
 #include "patterns/pattern_common.h"
 #include "lock/watchdog.h"
@@ -221,7 +222,7 @@ dlock_err dlock__pattern_lease_try(dlock__pattern_lease *pl,
         return dlock__msg_set(m, DLOCK_INVALID, "%s: %d arguments", s->name,
                               argc);
     memcpy(av, argv, sizeof(*av) * (size_t)argc);
-    snprintf(floor_arg, sizeof(floor_arg), "%llu", (unsigned long long)floor);
+    dlock__decimal_u64(floor_arg, floor);
     av[argc] = floor_arg;
     t = dlock__pattern_lease_begin(pl, dlock__lease_ttl_ms(&pl->lease));
     err = dlock__client_eval(pl->client, s, nkeys, argc + 1, av, NULL, &r, m);
@@ -331,7 +332,7 @@ dlock_err dlock__pattern_lease_extend(dlock__pattern_lease *pl, int64_t ttl_ms,
     err = dlock__pattern_check_ms("TTL", ttl_ms, m);
     if (err != DLOCK_OK)
         return err;
-    snprintf(ttl_arg, 24, "%lld", (long long)ttl_ms);
+    dlock__decimal_i64(ttl_arg, ttl_ms);
     err = dlock__pattern_lease_call(pl, s, nkeys, argc, argv, NULL, ttl_ms, m);
     if (err == DLOCK_OK)
         dlock__lease_set_ttl_ms(&pl->lease, ttl_ms);

@@ -36,6 +36,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "patterns/pattern_common.h"
 
 static const dlock__script gcra_script = {
@@ -153,10 +154,10 @@ static dlock_err decide(dlock_ratelimit *rl, int64_t cost, int64_t max_wait_us,
     redisReply *r;
     dlock_err err;
 
-    snprintf(interval, sizeof(interval), "%lld", (long long)rl->interval_us);
-    snprintf(burst, sizeof(burst), "%lld", (long long)rl->burst);
-    snprintf(n, sizeof(n), "%lld", (long long)cost);
-    snprintf(max_wait, sizeof(max_wait), "%lld", (long long)max_wait_us);
+    dlock__decimal_i64(interval, rl->interval_us);
+    dlock__decimal_i64(burst, rl->burst);
+    dlock__decimal_i64(n, cost);
+    dlock__decimal_i64(max_wait, max_wait_us);
     err = dlock__client_eval(rl->client, &gcra_script, 1, 5, argv, NULL, &r,
                              m);
     if (err != DLOCK_OK)

@@ -23,6 +23,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "patterns/pattern_common.h"
+#include "base/decimal.h"
 #include "base/token.h"
 
 static const dlock__script claim_script = {
@@ -185,7 +186,7 @@ static dlock_err claim_once(void *arg, int waiting, int64_t *hint_ms,
     redisReply *rep;
     dlock_err err;
 
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    dlock__decimal_i64(ttl, ttl_ms);
     t = dlock__pattern_lease_begin(&r->lease, ttl_ms);
     err = dlock__client_eval(r->client, &claim_script, 1, 4, argv, NULL, &rep,
                              m);
@@ -293,7 +294,7 @@ dlock_err dlock__record_complete(dlock__record *r, const void *value,
                               "keep time %lld ms is not "
                               "0..1 year",
                               (long long)keep_ms);
-    snprintf(keep, sizeof(keep), "%lld", (long long)keep_ms);
+    dlock__decimal_i64(keep, keep_ms);
     for (int i = 0; i < 5; i++)
         lens[i] = strlen(argv[i]);
     lens[2] = len;

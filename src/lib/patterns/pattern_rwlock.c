@@ -26,6 +26,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "patterns/pattern_common.h"
 #include "patterns/pattern_lease.h"
 
@@ -204,8 +205,7 @@ static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
     char ttl[24];
     const char *argv[NKEYS + 3];
 
-    snprintf(ttl, sizeof(ttl), "%lld",
-             (long long)dlock__pattern_lease_ttl_ms(&l->lease));
+    dlock__decimal_i64(ttl, dlock__pattern_lease_ttl_ms(&l->lease));
     for (int i = 0; i < NKEYS; i++)
         argv[i] = l->keys[i];
     argv[NKEYS] = l->lease.token;

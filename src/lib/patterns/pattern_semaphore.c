@@ -33,6 +33,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/decimal.h"
 #include "patterns/pattern_common.h"
 #include "patterns/pattern_lease.h"
 
@@ -144,14 +145,13 @@ static dlock_err acquire_once(void *arg, int waiting, int64_t *hint_ms,
 {
     dlock_permit *p = arg;
     dlock_semaphore *s = p->sem;
-    char permits[16], ttl[24];
+    char permits[DLOCK__DECIMAL_MAX], ttl[24];
     const char *argv[] = {s->holders_key, s->fence_key, p->lease.token,
                           permits, ttl};
 
     (void)waiting;
-    snprintf(permits, sizeof(permits), "%d", s->permits);
-    snprintf(ttl, sizeof(ttl), "%lld",
-             (long long)dlock__pattern_lease_ttl_ms(&p->lease));
+    dlock__decimal_i64(permits, s->permits);
+    dlock__decimal_i64(ttl, dlock__pattern_lease_ttl_ms(&p->lease));
     return dlock__pattern_lease_try(&p->lease, &acquire_script, 2, 5, argv,
                                     hint_ms, m);
 }
