@@ -625,7 +625,8 @@ static int sequential_on(bench_run *run, const char *suffix,
      * by up to a quarter from the next (docs/benchmarks.md, "Session 19";
      * the floor's, "Session 24"). */
     const bench_limit before = run->floor_last;
-    int measured = errors == 0 && measure_floor(run, &run->floor_last) == 0;
+    const int measured = errors == 0
+                         && measure_floor(run, &run->floor_last) == 0;
 
     if (measured) {
         limit_mean(&before, &run->floor_last, &run->floor);
