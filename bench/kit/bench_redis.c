@@ -111,7 +111,7 @@ int bench_target_parse(const char *url, bench_target *t, char *err,
     return -1;
 }
 
-static redisContext *connect_target(const bench_target *t, int timeout_ms)
+redisContext *bench_redis_connect(const bench_target *t, int timeout_ms)
 {
     const struct timeval tv = {
         .tv_sec = timeout_ms / 1000,
@@ -126,7 +126,7 @@ static redisContext *connect_target(const bench_target *t, int timeout_ms)
 void bench_server_version(const bench_target *t, char *buf, size_t len)
 {
     snprintf(buf, len, "?");
-    redisContext *c = connect_target(t, 1000);
+    redisContext *c = bench_redis_connect(t, 1000);
     if (c == NULL || c->err) {
         redisFree(c);
         return;
@@ -150,7 +150,7 @@ const char bench_cad_script[] = "if redis.call('GET', KEYS[1]) == ARGV[1] "
 int bench_script_load(const bench_target *t, const char *script, char sha[41],
                       char *err, size_t errlen)
 {
-    redisContext *c = connect_target(t, 2000);
+    redisContext *c = bench_redis_connect(t, 2000);
 
     if (c == NULL || c->err) {
         snprintf(err, errlen, "SCRIPT LOAD: cannot connect to %s: %s", t->url,
@@ -284,7 +284,7 @@ static pid_t spawn_server(const char *server_bin, const char *dir, int port)
 
 int bench_target_answers(const bench_target *t, int timeout_ms)
 {
-    redisContext *c = connect_target(t, timeout_ms);
+    redisContext *c = bench_redis_connect(t, timeout_ms);
     int ok = 0;
 
     if (c != NULL && !c->err) {
@@ -551,7 +551,7 @@ int bench_monitor_open(const bench_target *t, bench_monitor **out, char *err,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    m->c = connect_target(t, 2000);
+    m->c = bench_redis_connect(t, 2000);
     if (m->c == NULL || m->c->err) {
         snprintf(err, errlen, "MONITOR connection to %s: %s", t->url,
                  m->c ? m->c->errstr : "out of memory");

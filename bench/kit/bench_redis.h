@@ -128,6 +128,12 @@ int bench_redis_setup(const bench_redis_opts *o, const char *who,
  * timeout_ms; 0 otherwise. */
 int bench_target_answers(const bench_target *t, int timeout_ms);
 
+/* A plain blocking hiredis connection to t, made within timeout_ms
+ * (NULL or one with err set when it could not be made; the caller frees
+ * it with redisFree either way). */
+struct redisContext *bench_redis_connect(const bench_target *t,
+                                         int timeout_ms);
+
 /* Asks the server for INFO's redis_version into buf ("?" on failure). */
 void bench_server_version(const bench_target *t, char *buf, size_t len);
 

@@ -9,6 +9,10 @@
  *       alone; then seq.busy_pollN.*, the same on a client with
  *       busy_poll_us N (--busy-poll-us, default 100; the client option that
  *       reads without sleeping before it sleeps), beside the default's;
+ *       then seq.raw.*: the floor's commands and the library's scripts
+ *       from a plain hiredis client, in blocks taken in turn, which split
+ *       the pair's excess over the floor into redis-server's share and the
+ *       library client's (bench_raw);
  *   (b) tput.Nthreads: pairs/s with 1, 8 and 32 threads, each thread on
  *       its own key, for a fixed time; then tput.asyncN: as many callers
  *       (8, 32) on one thread through one dlock_async handle (dlock/async.h),
@@ -104,6 +108,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "dlock/async.h"
 #include "dlock/dlock.h"
 
@@ -153,6 +159,7 @@ typedef struct bench_run {
      * reported (the one-client target's limit). */
     bench_limit floor_last;
     bench_limit floor;
+    double seq_pair_p50_us; /* (a)'s on the default client, once run */
     bench_table table;
     /* The issue 17 targets, printed apart at the end (rows of table). */
     int targets[16];
@@ -532,6 +539,7 @@ static void report_sequential(bench_run *run, seq_samples *s,
     bench_samples_sort(&s->pair);
     bench_samples_sort(&s->acquire);
     bench_samples_sort(&s->release);
+    run->seq_pair_p50_us = bench_samples_quantile_us(&s->pair, 0.50);
     add_latency_figure(run, "seq.pair.p50",
                        bench_samples_quantile_us(&s->pair, 0.50),
                        a->p50_us + r->p50_us,
@@ -659,6 +667,179 @@ static int bench_sequential(bench_run *run)
     rc = sequential_on(run, ":busy_poll", report_busy_poll);
     dlock_client_free(run->client);
     run->client = plain;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * (a) taken apart: the same scripts from a plain client */
+
+/*
+ * The one-client pair costs more than the floor for two reasons the floor
+ * does not have: what redis-server does for the library's scripts beyond
+ * SET NX PX and a compare-and-delete (the fence from its clock and
+ * counter, the fair queue's check, the release's notification), and what
+ * the library's client does between its round trips.  A plain blocking
+ * hiredis client sends the floor's two commands, and the library's two
+ * scripts as captured, in blocks taken in turn (floor, scripts, scripts,
+ * floor, ...), so that both meet the same phases of the machine; the
+ * scripts' p50 against the floor's is the server's share, and (a)'s pair
+ * against the scripts' the library client's.  Each script pair is a
+ * real grant and release: the release before deleted the key, so the
+ * captured acquire takes it again with its own token.  Figures beside
+ * the target, to read it by, never in its place.
+ */
+#define RAW_BLOCKS 4
+#define RAW_WARMUP 200
+
+enum raw_want { RAW_OK, RAW_ONE, RAW_GRANT };
+
+/* One round trip of argv on c; 0 when the reply is the one want names,
+ * else -1 with run->err. */
+static int raw_call(bench_run *run, redisContext *c, int argc,
+                    const char *const *argv, enum raw_want want)
+{
+    redisReply *r = redisCommandArgv(c, argc, (const char **)argv, NULL);
+    int ok = 0;
+
+    if (r != NULL) {
+        switch (want) {
+        case RAW_OK:
+            ok = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+            break;
+        case RAW_ONE:
+            ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+            break;
+        case RAW_GRANT:
+            ok = r->type == REDIS_REPLY_STRING && r->len > 2
+                 && strncmp(r->str, "1 ", 2) == 0;
+            break;
+        }
+    }
+    if (!ok)
+        snprintf(run->err, sizeof(run->err),
+                 "plain client: %s on %s answered %s%s", argv[0],
+                 run->target.url,
+                 r == NULL                       ? c->errstr
+                 : r->type == REDIS_REPLY_STRING ? "the string "
+                 : r->type == REDIS_REPLY_ERROR  ? "the error "
+                                                 : "another reply",
+                 r != NULL && r->str != NULL ? r->str : "");
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* The two commands of a pair, and what each must answer. */
+typedef struct raw_pair {
+    int argc[2];
+    const char *const *argv[2];
+    enum raw_want want[2];
+} raw_pair;
+
+/* n pairs of p on c, each pair's duration into s unless s is NULL. */
+static int raw_pairs(bench_run *run, redisContext *c, const raw_pair *p,
+                     long n, bench_samples *s)
+{
+    for (long i = 0; i < n; i++) {
+        const int64_t t0 = bench_clock_ns();
+
+        if (raw_call(run, c, p->argc[0], p->argv[0], p->want[0]) != 0
+            || raw_call(run, c, p->argc[1], p->argv[1], p->want[1]) != 0)
+            return -1;
+        if (s != NULL)
+            bench_samples_add(s, bench_clock_ns() - t0);
+    }
+    return 0;
+}
+
+static void report_raw(bench_run *run, bench_samples *floor,
+                       bench_samples *scripts)
+{
+    bench_figure f;
+    double floor_p50, scripts_p50;
+
+    bench_samples_sort(floor);
+    bench_samples_sort(scripts);
+    floor_p50 = bench_samples_quantile_us(floor, 0.50);
+    scripts_p50 = bench_samples_quantile_us(scripts, 0.50);
+    bench_figure_init(&f, "seq.raw.scripts.pair.p50", "us",
+                      BENCH_LOWER_IS_BETTER);
+    f.value = scripts_p50;
+    f.limit = floor_p50;
+    f.limit_from = "a plain blocking hiredis client, blocks in turn: p50 "
+                   "of SET NX PX + compare-and-delete EVALSHA (the "
+                   "library's two scripts against it: the server's share)";
+    f.n = (long long)scripts->n;
+    bench_table_add(&run->table, stdout, &f);
+    bench_figure_init(&f, "seq.pair.p50.vs_raw.scripts", "us",
+                      BENCH_LOWER_IS_BETTER);
+    f.value = run->seq_pair_p50_us;
+    f.limit = scripts_p50;
+    f.limit_from = "the library's two scripts from a plain blocking "
+                   "hiredis client, p50 (the library client's share)";
+    f.n = (long long)scripts->n;
+    bench_table_add(&run->table, stdout, &f);
+    progress("plain client: floor pair p50 %.1f us, the library's scripts "
+             "%.1f us (%.2f); the library %.1f us (%.2f of the scripts)",
+             floor_p50, scripts_p50, scripts_p50 / floor_p50,
+             run->seq_pair_p50_us, run->seq_pair_p50_us / scripts_p50);
+}
+
+static int bench_raw(bench_run *run)
+{
+    char floor_key[96], sha[41], ttl[24];
+    const char *set[] = {"SET", floor_key, "floor-token", "NX", "PX", ttl};
+    const char *del[] = {"EVALSHA", sha, "1", floor_key, "floor-token"};
+    const raw_pair floor_pair = {{6, 5}, {set, del}, {RAW_OK, RAW_ONE}};
+    const raw_pair scripts_pair = {
+        {run->acquire_cmd.argc, run->release_cmd.argc},
+        {(const char *const *)run->acquire_cmd.argv,
+         (const char *const *)run->release_cmd.argv},
+        {RAW_GRANT, RAW_ONE}};
+    const long per_block = run->o.pairs / 2 / RAW_BLOCKS;
+    bench_samples floor = {0}, scripts = {0};
+    redisContext *c = NULL;
+    int rc = -1;
+
+    snprintf(floor_key, sizeof(floor_key), "%s:rawfloor", run->prefix);
+    snprintf(ttl, sizeof(ttl), "%d", run->o.ttl_ms);
+    if (bench_script_load(&run->target, bench_cad_script, sha, run->err,
+                          sizeof(run->err))
+        != 0)
+        return -1;
+    c = bench_redis_connect(&run->target, 5000);
+    if (c == NULL || c->err) {
+        snprintf(run->err, sizeof(run->err), "plain client: connect to %s: %s",
+                 run->target.url, c != NULL ? c->errstr : "out of memory");
+        goto out;
+    }
+    if (bench_samples_init(&floor, (size_t)(per_block * RAW_BLOCKS)) != 0
+        || bench_samples_init(&scripts, (size_t)(per_block * RAW_BLOCKS))
+               != 0) {
+        snprintf(run->err, sizeof(run->err), "out of memory");
+        goto out;
+    }
+    if (raw_pairs(run, c, &floor_pair, RAW_WARMUP, NULL) != 0
+        || raw_pairs(run, c, &scripts_pair, RAW_WARMUP, NULL) != 0)
+        goto out;
+    for (int b = 0; b < RAW_BLOCKS; b++) {
+        const int floor_first = b % 2 == 0;
+        const raw_pair *first = floor_first ? &floor_pair : &scripts_pair;
+        const raw_pair *second = floor_first ? &scripts_pair : &floor_pair;
+
+        if (raw_pairs(run, c, first, per_block,
+                      floor_first ? &floor : &scripts)
+                != 0
+            || raw_pairs(run, c, second, per_block,
+                         floor_first ? &scripts : &floor)
+                   != 0)
+            goto out;
+    }
+    report_raw(run, &floor, &scripts);
+    rc = 0;
+out:
+    bench_samples_free(&floor);
+    bench_samples_free(&scripts);
+    redisFree(c);
     return rc;
 }
 
@@ -1654,6 +1835,10 @@ static int run_phases(bench_run *run)
         progress("(a) %ld sequential pairs after %ld warm-up", run->o.pairs,
                  run->o.warmup);
         if (bench_sequential(run) != 0)
+            return -1;
+        progress("(a) taken apart: a plain client, %d blocks in turn",
+                 RAW_BLOCKS);
+        if (bench_raw(run) != 0)
             return -1;
         progress("(b) throughput, %d ms per thread count", run->o.duration_ms);
         if (bench_tput1(run) != 0 || bench_tput(run, 8) != 0
