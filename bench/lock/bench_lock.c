@@ -159,7 +159,6 @@ typedef struct bench_run {
      * reported (the one-client target's limit). */
     bench_limit floor_last;
     bench_limit floor;
-    double seq_pair_p50_us; /* (a)'s on the default client, once run */
     bench_table table;
     /* The issue 17 targets, printed apart at the end (rows of table). */
     int targets[16];
@@ -539,7 +538,6 @@ static void report_sequential(bench_run *run, seq_samples *s,
     bench_samples_sort(&s->pair);
     bench_samples_sort(&s->acquire);
     bench_samples_sort(&s->release);
-    run->seq_pair_p50_us = bench_samples_quantile_us(&s->pair, 0.50);
     add_latency_figure(run, "seq.pair.p50",
                        bench_samples_quantile_us(&s->pair, 0.50),
                        a->p50_us + r->p50_us,
@@ -680,10 +678,11 @@ static int bench_sequential(bench_run *run)
  * counter, the fair queue's check, the release's notification), and what
  * the library's client does between its round trips.  A plain blocking
  * hiredis client sends the floor's two commands, and the library's two
- * scripts as captured, in blocks taken in turn (floor, scripts, scripts,
- * floor, ...), so that both meet the same phases of the machine; the
- * scripts' p50 against the floor's is the server's share, and (a)'s pair
- * against the scripts' the library client's.  Each script pair is a
+ * scripts as captured, in blocks taken in turn with the library's own
+ * pairs on the default client (floor, scripts, library, then library,
+ * scripts, floor, ...), so that all three meet the same phases of the
+ * machine; the scripts' p50 against the floor's is the server's share,
+ * and the library's against the scripts' its client's.  Each script pair is a
  * real grant and release: the release before deleted the key, so the
  * captured acquire takes it again with its own token.  Figures beside
  * the target, to read it by, never in its place.
@@ -751,16 +750,37 @@ static int raw_pairs(bench_run *run, redisContext *c, const raw_pair *p,
     return 0;
 }
 
+/* n of the library's pairs on the default client, on key, into s (NULL:
+ * not timed). */
+static int lib_pairs(bench_run *run, const char *key, long n, seq_samples *s)
+{
+    dlock_acquire_opts ao;
+
+    acquire_opts(run, 0, &ao);
+    for (long i = 0; i < n; i++) {
+        const dlock_err rc = timed_pair(run, key, &ao, s);
+
+        if (rc != DLOCK_OK) {
+            snprintf(run->err, sizeof(run->err), "pair on %s: %s: %s", key,
+                     dlock_errname(rc), dlock_client_errmsg(run->client));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void report_raw(bench_run *run, bench_samples *floor,
-                       bench_samples *scripts)
+                       bench_samples *scripts, bench_samples *lib)
 {
     bench_figure f;
-    double floor_p50, scripts_p50;
+    double floor_p50, scripts_p50, lib_p50;
 
     bench_samples_sort(floor);
     bench_samples_sort(scripts);
+    bench_samples_sort(lib);
     floor_p50 = bench_samples_quantile_us(floor, 0.50);
     scripts_p50 = bench_samples_quantile_us(scripts, 0.50);
+    lib_p50 = bench_samples_quantile_us(lib, 0.50);
     bench_figure_init(&f, "seq.raw.scripts.pair.p50", "us",
                       BENCH_LOWER_IS_BETTER);
     f.value = scripts_p50;
@@ -772,21 +792,26 @@ static void report_raw(bench_run *run, bench_samples *floor,
     bench_table_add(&run->table, stdout, &f);
     bench_figure_init(&f, "seq.pair.p50.vs_raw.scripts", "us",
                       BENCH_LOWER_IS_BETTER);
-    f.value = run->seq_pair_p50_us;
+    f.value = lib_p50;
     f.limit = scripts_p50;
-    f.limit_from = "the library's two scripts from a plain blocking "
-                   "hiredis client, p50 (the library client's share)";
-    f.n = (long long)scripts->n;
+    f.limit_from = "the library's pairs in blocks taken in turn with its "
+                   "two scripts from a plain blocking hiredis client, p50 "
+                   "(the library client's share)";
+    f.n = (long long)lib->n;
     bench_table_add(&run->table, stdout, &f);
     progress("plain client: floor pair p50 %.1f us, the library's scripts "
-             "%.1f us (%.2f); the library %.1f us (%.2f of the scripts)",
-             floor_p50, scripts_p50, scripts_p50 / floor_p50,
-             run->seq_pair_p50_us, run->seq_pair_p50_us / scripts_p50);
+             "%.1f us (%.2f); the library's pairs in the same blocks %.1f "
+             "us (%.2f of the scripts)",
+             floor_p50, scripts_p50, scripts_p50 / floor_p50, lib_p50,
+             lib_p50 / scripts_p50);
 }
 
 static int bench_raw(bench_run *run)
 {
-    char floor_key[96], sha[41], ttl[24];
+    enum { FLOOR, SCRIPTS, LIB };
+    static const int order[2][3] = {{FLOOR, SCRIPTS, LIB},
+                                    {LIB, SCRIPTS, FLOOR}};
+    char floor_key[96], lib_key[96], sha[41], ttl[24];
     const char *set[] = {"SET", floor_key, "floor-token", "NX", "PX", ttl};
     const char *del[] = {"EVALSHA", sha, "1", floor_key, "floor-token"};
     const raw_pair floor_pair = {{6, 5}, {set, del}, {RAW_OK, RAW_ONE}};
@@ -796,11 +821,15 @@ static int bench_raw(bench_run *run)
          (const char *const *)run->release_cmd.argv},
         {RAW_GRANT, RAW_ONE}};
     const long per_block = run->o.pairs / 2 / RAW_BLOCKS;
+    const size_t cap = (size_t)(per_block * RAW_BLOCKS);
     bench_samples floor = {0}, scripts = {0};
+    seq_samples lib;
     redisContext *c = NULL;
     int rc = -1;
 
+    memset(&lib, 0, sizeof(lib));
     snprintf(floor_key, sizeof(floor_key), "%s:rawfloor", run->prefix);
+    snprintf(lib_key, sizeof(lib_key), "%s:rawlib", run->prefix);
     snprintf(ttl, sizeof(ttl), "%d", run->o.ttl_ms);
     if (bench_script_load(&run->target, bench_cad_script, sha, run->err,
                           sizeof(run->err))
@@ -812,33 +841,40 @@ static int bench_raw(bench_run *run)
                  run->target.url, c != NULL ? c->errstr : "out of memory");
         goto out;
     }
-    if (bench_samples_init(&floor, (size_t)(per_block * RAW_BLOCKS)) != 0
-        || bench_samples_init(&scripts, (size_t)(per_block * RAW_BLOCKS))
-               != 0) {
+    if (bench_samples_init(&floor, cap) != 0
+        || bench_samples_init(&scripts, cap) != 0
+        || bench_samples_init(&lib.pair, cap) != 0
+        || bench_samples_init(&lib.acquire, cap) != 0
+        || bench_samples_init(&lib.release, cap) != 0) {
         snprintf(run->err, sizeof(run->err), "out of memory");
         goto out;
     }
     if (raw_pairs(run, c, &floor_pair, RAW_WARMUP, NULL) != 0
-        || raw_pairs(run, c, &scripts_pair, RAW_WARMUP, NULL) != 0)
+        || raw_pairs(run, c, &scripts_pair, RAW_WARMUP, NULL) != 0
+        || lib_pairs(run, lib_key, RAW_WARMUP, NULL) != 0)
         goto out;
     for (int b = 0; b < RAW_BLOCKS; b++) {
-        const int floor_first = b % 2 == 0;
-        const raw_pair *first = floor_first ? &floor_pair : &scripts_pair;
-        const raw_pair *second = floor_first ? &scripts_pair : &floor_pair;
+        for (int k = 0; k < 3; k++) {
+            const int kind = order[b % 2][k];
+            const int failed = kind == FLOOR ? raw_pairs(run, c, &floor_pair,
+                                                         per_block, &floor)
+                               : kind == SCRIPTS
+                                   ? raw_pairs(run, c, &scripts_pair,
+                                               per_block, &scripts)
+                                   : lib_pairs(run, lib_key, per_block, &lib);
 
-        if (raw_pairs(run, c, first, per_block,
-                      floor_first ? &floor : &scripts)
-                != 0
-            || raw_pairs(run, c, second, per_block,
-                         floor_first ? &scripts : &floor)
-                   != 0)
-            goto out;
+            if (failed != 0)
+                goto out;
+        }
     }
-    report_raw(run, &floor, &scripts);
+    report_raw(run, &floor, &scripts, &lib.pair);
     rc = 0;
 out:
     bench_samples_free(&floor);
     bench_samples_free(&scripts);
+    bench_samples_free(&lib.pair);
+    bench_samples_free(&lib.acquire);
+    bench_samples_free(&lib.release);
     redisFree(c);
     return rc;
 }
