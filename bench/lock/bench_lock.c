@@ -10,9 +10,10 @@
  *       busy_poll_us N (--busy-poll-us, default 100; the client option that
  *       reads without sleeping before it sleeps), beside the default's;
  *       then seq.raw.*: the floor's commands and the library's scripts
- *       from a plain hiredis client, in blocks taken in turn, which split
- *       the pair's excess over the floor into redis-server's share and the
- *       library client's (bench_raw);
+ *       from a plain hiredis client, and the library's own pairs, in
+ *       blocks taken in turn, which split the pair's excess over the
+ *       floor into redis-server's share and the library client's
+ *       (bench_raw);
  *   (b) tput.Nthreads: pairs/s with 1, 8 and 32 threads, each thread on
  *       its own key, for a fixed time; then tput.asyncN: as many callers
  *       (8, 32) on one thread through one dlock_async handle (dlock/async.h),
