@@ -770,10 +770,23 @@ static int lib_pairs(bench_run *run, const char *key, long n, seq_samples *s)
     return 0;
 }
 
+/* One of the split's figures: value against limit, both p50s in us. */
+static void add_raw_figure(bench_run *run, const char *name, double value,
+                           double limit, const char *from, size_t n)
+{
+    bench_figure f;
+
+    bench_figure_init(&f, name, "us", BENCH_LOWER_IS_BETTER);
+    f.value = value;
+    f.limit = limit;
+    f.limit_from = from;
+    f.n = (long long)n;
+    bench_table_add(&run->table, stdout, &f);
+}
+
 static void report_raw(bench_run *run, bench_samples *floor,
                        bench_samples *scripts, bench_samples *lib)
 {
-    bench_figure f;
     double floor_p50, scripts_p50, lib_p50;
 
     bench_samples_sort(floor);
@@ -782,24 +795,16 @@ static void report_raw(bench_run *run, bench_samples *floor,
     floor_p50 = bench_samples_quantile_us(floor, 0.50);
     scripts_p50 = bench_samples_quantile_us(scripts, 0.50);
     lib_p50 = bench_samples_quantile_us(lib, 0.50);
-    bench_figure_init(&f, "seq.raw.scripts.pair.p50", "us",
-                      BENCH_LOWER_IS_BETTER);
-    f.value = scripts_p50;
-    f.limit = floor_p50;
-    f.limit_from = "a plain blocking hiredis client, blocks in turn: p50 "
+    add_raw_figure(run, "seq.raw.scripts.pair.p50", scripts_p50, floor_p50,
+                   "a plain blocking hiredis client, blocks in turn: p50 "
                    "of SET NX PX + compare-and-delete EVALSHA (the "
-                   "library's two scripts against it: the server's share)";
-    f.n = (long long)scripts->n;
-    bench_table_add(&run->table, stdout, &f);
-    bench_figure_init(&f, "seq.pair.p50.vs_raw.scripts", "us",
-                      BENCH_LOWER_IS_BETTER);
-    f.value = lib_p50;
-    f.limit = scripts_p50;
-    f.limit_from = "the library's pairs in blocks taken in turn with its "
+                   "library's two scripts against it: the server's share)",
+                   scripts->n);
+    add_raw_figure(run, "seq.pair.p50.vs_raw.scripts", lib_p50, scripts_p50,
+                   "the library's pairs in blocks taken in turn with its "
                    "two scripts from a plain blocking hiredis client, p50 "
-                   "(the library client's share)";
-    f.n = (long long)lib->n;
-    bench_table_add(&run->table, stdout, &f);
+                   "(the library client's share)",
+                   lib->n);
     progress("plain client: floor pair p50 %.1f us, the library's scripts "
              "%.1f us (%.2f); the library's pairs in the same blocks %.1f "
              "us (%.2f of the scripts)",
