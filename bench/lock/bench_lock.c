@@ -154,6 +154,8 @@ typedef struct bench_run {
     dlock_client *client;
     bench_cmd acquire_cmd;
     bench_cmd release_cmd;
+    bench_cmd floor_set; /* the floor's two commands (floor_commands) */
+    bench_cmd floor_del;
     bench_limit c1;
     /* SET NX PX + compare-and-delete at -c 1: its latest measurement,
      * and the mean of the two either side of the sequential run being
@@ -344,54 +346,58 @@ static void limit_mean(const bench_limit *before, const bench_limit *after,
     rb_result_mean(&before->release, &after->release, &out->release);
 }
 
-/* The cheapest correct lock a client could send, replayed at -c 1: SET
- * key token NX PX ttl, then a compare-and-delete script; the 1-client
- * pair's floor, into out.  Like the replays above, after the first call
- * the SET finds the key held and the delete finds it gone. */
-static int measure_floor(bench_run *run, bench_limit *out)
+/* The cheapest correct lock a client could send: SET key token NX PX ttl,
+ * then a compare-and-delete script, built into run->floor_set and
+ * floor_del (and the script loaded) once, for every measurement of the
+ * floor.  0, or -1 with run->err. */
+static int floor_commands(bench_run *run)
 {
-    const char *set[] = {"SET", NULL, "floor-token", "NX", "PX", "10000"};
-    const char *del[] = {"EVALSHA", NULL, "1", NULL, "floor-token"};
     char key[96], sha[41], ttl[24];
-    bench_cmd set_cmd = {0}, del_cmd = {0};
-    int rc = -1;
+    const char *set[] = {"SET", key, "floor-token", "NX", "PX", ttl};
+    const char *del[] = {"EVALSHA", sha, "1", key, "floor-token"};
 
+    if (run->floor_set.argc > 0)
+        return 0;
     snprintf(key, sizeof(key), "%s:floor", run->prefix);
     snprintf(ttl, sizeof(ttl), "%d", run->o.ttl_ms);
-    set[1] = key;
-    set[5] = ttl;
-    del[3] = key;
     if (bench_script_load(&run->target, bench_cad_script, sha, run->err,
                           sizeof(run->err))
         != 0)
         return -1;
-    del[1] = sha;
-    set_cmd.argc = 6;
-    del_cmd.argc = 5;
+    run->floor_set.argc = 6;
+    run->floor_del.argc = 5;
     for (int i = 0; i < 6; i++)
-        set_cmd.argv[i] = strdup(set[i]);
-    for (int i = 0; i < 5; i++)
-        del_cmd.argv[i] = strdup(del[i]);
+        if ((run->floor_set.argv[i] = strdup(set[i])) == NULL
+            || (i < 5 && (run->floor_del.argv[i] = strdup(del[i])) == NULL)) {
+            snprintf(run->err, sizeof(run->err), "out of memory");
+            return -1;
+        }
+    return 0;
+}
+
+/* The floor replayed at -c 1, into out: the 1-client pair's limit.  Like
+ * the replays above, after the first call the SET finds the key held and
+ * the delete finds it gone. */
+static int measure_floor(bench_run *run, bench_limit *out)
+{
+    if (floor_commands(run) != 0)
+        return -1;
     if (bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
-                               run->server.pid, 1, 1, run->o.pairs, &set_cmd,
-                               120000, &out->acquire, run->err,
-                               sizeof(run->err))
-            == 0
-        && bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
+                               run->server.pid, 1, 1, run->o.pairs,
+                               &run->floor_set, 120000, &out->acquire,
+                               run->err, sizeof(run->err))
+            != 0
+        || bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
                                   run->server.pid, 1, 1, run->o.pairs,
-                                  &del_cmd, 120000, &out->release, run->err,
-                                  sizeof(run->err))
-               == 0) {
-        print_limit("floor.set_nx", &out->acquire);
-        print_limit("floor.compare_and_delete", &out->release);
-        progress("floor -c 1: SET NX p50 %.1f us, compare-and-delete p50 "
-                 "%.1f us",
-                 out->acquire.p50_us, out->release.p50_us);
-        rc = 0;
-    }
-    bench_cmd_free(&set_cmd);
-    bench_cmd_free(&del_cmd);
-    return rc;
+                                  &run->floor_del, 120000, &out->release,
+                                  run->err, sizeof(run->err))
+               != 0)
+        return -1;
+    print_limit("floor.set_nx", &out->acquire);
+    print_limit("floor.compare_and_delete", &out->release);
+    progress("floor -c 1: SET NX p50 %.1f us, compare-and-delete p50 %.1f us",
+             out->acquire.p50_us, out->release.p50_us);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -751,25 +757,6 @@ static int raw_pairs(bench_run *run, redisContext *c, const raw_pair *p,
     return 0;
 }
 
-/* n of the library's pairs on the default client, on key, into s (NULL:
- * not timed). */
-static int lib_pairs(bench_run *run, const char *key, long n, seq_samples *s)
-{
-    dlock_acquire_opts ao;
-
-    acquire_opts(run, 0, &ao);
-    for (long i = 0; i < n; i++) {
-        const dlock_err rc = timed_pair(run, key, &ao, s);
-
-        if (rc != DLOCK_OK) {
-            snprintf(run->err, sizeof(run->err), "pair on %s: %s: %s", key,
-                     dlock_errname(rc), dlock_client_errmsg(run->client));
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* One of the split's figures: value against limit, both p50s in us. */
 static void add_raw_figure(bench_run *run, const char *name, double value,
                            double limit, const char *from, size_t n)
@@ -817,10 +804,11 @@ static int bench_raw(bench_run *run)
     enum { FLOOR, SCRIPTS, LIB };
     static const int order[2][3] = {{FLOOR, SCRIPTS, LIB},
                                     {LIB, SCRIPTS, FLOOR}};
-    char floor_key[96], lib_key[96], sha[41], ttl[24];
-    const char *set[] = {"SET", floor_key, "floor-token", "NX", "PX", ttl};
-    const char *del[] = {"EVALSHA", sha, "1", floor_key, "floor-token"};
-    const raw_pair floor_pair = {{6, 5}, {set, del}, {RAW_OK, RAW_ONE}};
+    char lib_key[96];
+    const raw_pair floor_pair = {{run->floor_set.argc, run->floor_del.argc},
+                                 {(const char *const *)run->floor_set.argv,
+                                  (const char *const *)run->floor_del.argv},
+                                 {RAW_OK, RAW_ONE}};
     const raw_pair scripts_pair = {
         {run->acquire_cmd.argc, run->release_cmd.argc},
         {(const char *const *)run->acquire_cmd.argv,
@@ -834,12 +822,9 @@ static int bench_raw(bench_run *run)
     int rc = -1;
 
     memset(&lib, 0, sizeof(lib));
-    snprintf(floor_key, sizeof(floor_key), "%s:rawfloor", run->prefix);
     snprintf(lib_key, sizeof(lib_key), "%s:rawlib", run->prefix);
-    snprintf(ttl, sizeof(ttl), "%d", run->o.ttl_ms);
-    if (bench_script_load(&run->target, bench_cad_script, sha, run->err,
-                          sizeof(run->err))
-        != 0)
+    /* Built by the floor's first measurement, before (a). */
+    if (floor_commands(run) != 0)
         return -1;
     c = bench_redis_connect(&run->target, 5000);
     if (c == NULL || c->err) {
@@ -857,17 +842,17 @@ static int bench_raw(bench_run *run)
     }
     if (raw_pairs(run, c, &floor_pair, RAW_WARMUP, NULL) != 0
         || raw_pairs(run, c, &scripts_pair, RAW_WARMUP, NULL) != 0
-        || lib_pairs(run, lib_key, RAW_WARMUP, NULL) != 0)
+        || run_pairs(run, lib_key, RAW_WARMUP, NULL) != 0)
         goto out;
     for (int b = 0; b < RAW_BLOCKS; b++) {
         for (int k = 0; k < 3; k++) {
             const int kind = order[b % 2][k];
-            const int failed = kind == FLOOR ? raw_pairs(run, c, &floor_pair,
-                                                         per_block, &floor)
-                               : kind == SCRIPTS
-                                   ? raw_pairs(run, c, &scripts_pair,
-                                               per_block, &scripts)
-                                   : lib_pairs(run, lib_key, per_block, &lib);
+            const long failed = kind == FLOOR ? raw_pairs(run, c, &floor_pair,
+                                                          per_block, &floor)
+                                : kind == SCRIPTS
+                                    ? raw_pairs(run, c, &scripts_pair,
+                                                per_block, &scripts)
+                                    : run_pairs(run, lib_key, per_block, &lib);
 
             if (failed != 0)
                 goto out;
@@ -2045,6 +2030,8 @@ int main(int argc, char **argv)
            contended ? "true" : "false");
     dlock_client_free(run.client);
     bench_cmd_free(&run.acquire_cmd);
+    bench_cmd_free(&run.floor_set);
+    bench_cmd_free(&run.floor_del);
     bench_cmd_free(&run.release_cmd);
     bench_server_stop(&run.server);
     return rc;

@@ -161,7 +161,7 @@ static redisContext *floor_connect(instr_run *run, char sha[41])
                              sizeof(run->err))
                != 0)
         return NULL;
-    c = redisConnectWithTimeout("127.0.0.1", run->o.port, tv);
+    c = bench_redis_connect(&t, IO_TIMEOUT_MS);
     if (c == NULL || c->err) {
         snprintf(run->err, sizeof(run->err), "connect to %s: %s", run->url,
                  c ? c->errstr : "out of memory");
