@@ -10,10 +10,11 @@
  *       busy_poll_us N (--busy-poll-us, default 100; the client option that
  *       reads without sleeping before it sleeps), beside the default's;
  *       then seq.raw.*: the floor's commands and the library's scripts
- *       from a plain hiredis client, and the library's own pairs, in
- *       blocks taken in turn, which split the pair's excess over the
- *       floor into redis-server's share and the library client's
- *       (bench_raw);
+ *       from a plain hiredis client, the library's own pairs and
+ *       redis-benchmark's replays of the floor, in blocks taken in turn,
+ *       which split the pair's excess over the floor into redis-server's
+ *       share and the library client's, and say what the floor's own
+ *       pairs measure against the replays (bench_raw);
  *   (b) tput.Nthreads: pairs/s with 1, 8 and 32 threads, each thread on
  *       its own key, for a fixed time; then tput.asyncN: as many callers
  *       (8, 32) on one thread through one dlock_async handle (dlock/async.h),
@@ -375,23 +376,31 @@ static int floor_commands(bench_run *run)
     return 0;
 }
 
-/* The floor replayed at -c 1, into out: the 1-client pair's limit.  Like
- * the replays above, after the first call the SET finds the key held and
- * the delete finds it gone. */
-static int measure_floor(bench_run *run, bench_limit *out)
+/* The floor's two commands replayed at -c 1, requests of each, into
+ * out.  Like the replays above, after the first call the SET finds the
+ * key held and the delete finds it gone. */
+static int replay_floor(bench_run *run, long requests, bench_limit *out)
 {
     if (floor_commands(run) != 0)
         return -1;
     if (bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
-                               run->server.pid, 1, 1, run->o.pairs,
+                               run->server.pid, 1, 1, requests,
                                &run->floor_set, 120000, &out->acquire,
                                run->err, sizeof(run->err))
             != 0
         || bench_rb_run_pipelined(run->o.redis.rb_bin, &run->target,
-                                  run->server.pid, 1, 1, run->o.pairs,
+                                  run->server.pid, 1, 1, requests,
                                   &run->floor_del, 120000, &out->release,
                                   run->err, sizeof(run->err))
                != 0)
+        return -1;
+    return 0;
+}
+
+/* The floor replayed at -c 1, into out: the 1-client pair's limit. */
+static int measure_floor(bench_run *run, bench_limit *out)
+{
+    if (replay_floor(run, run->o.pairs, out) != 0)
         return -1;
     print_limit("floor.set_nx", &out->acquire);
     print_limit("floor.compare_and_delete", &out->release);
@@ -686,15 +695,28 @@ static int bench_sequential(bench_run *run)
  * the library's client does between its round trips.  A plain blocking
  * hiredis client sends the floor's two commands, and the library's two
  * scripts as captured, in blocks taken in turn with the library's own
- * pairs on the default client (floor, scripts, library, then library,
- * scripts, floor, ...), so that all three meet the same phases of the
- * machine; the scripts' p50 against the floor's is the server's share,
- * and the library's against the scripts' its client's.  Each script pair is a
+ * pairs on the default client and with redis-benchmark's replays of the
+ * floor (replays, floor, scripts, library, then library, scripts, floor,
+ * replays, ...), so that all four meet the same phases of the machine.
+ * The scripts' p50 against the floor's is the server's share, and the
+ * library's against the scripts' its client's.  Each script pair is a
  * real grant and release: the release before deleted the key, so the
- * captured acquire takes it again with its own token.  Figures beside
- * the target, to read it by, never in its place.
+ * captured acquire takes it again with its own token.
+ *
+ * The replays say what the target's limit is worth.  redis-benchmark
+ * times a request from its write to the reply's readable event, before
+ * it reads or parses it, and its replayed SET finds the key held and its
+ * delete finds it gone, so it writes nothing; a client making the floor's
+ * own lock pairs pays for the read, the parse, the grant's writes and its
+ * time between the two commands.  The plain client's floor pairs against
+ * the replays (seq.raw.floor.pair.p50.vs_floor) are what the one-client
+ * target would say of the floor itself, and the library's pairs against
+ * the replays of the same blocks (seq.raw.pair.p50.vs_floor) are the
+ * target's ratio without the minutes between a limit and its pairs
+ * (docs/benchmarks.md, "Session 25").  Figures beside the target, to
+ * read it by, never in its place.
  */
-#define RAW_BLOCKS 4
+#define RAW_BLOCKS 6
 #define RAW_WARMUP 200
 
 enum raw_want { RAW_OK, RAW_ONE, RAW_GRANT };
@@ -771,39 +793,79 @@ static void add_raw_figure(bench_run *run, const char *name, double value,
     bench_table_add(&run->table, stdout, &f);
 }
 
-static void report_raw(bench_run *run, bench_samples *floor,
-                       bench_samples *scripts, bench_samples *lib)
-{
-    double floor_p50, scripts_p50, lib_p50;
+/* What the split measured: the pairs of each kind, and redis-benchmark's
+ * replays of the floor, the sum of the blocks' limits. */
+typedef struct raw_split {
+    bench_samples floor;
+    bench_samples scripts;
+    seq_samples lib;
+    bench_limit replays;
+    int nreplays;
+} raw_split;
 
-    bench_samples_sort(floor);
-    bench_samples_sort(scripts);
-    bench_samples_sort(lib);
-    floor_p50 = bench_samples_quantile_us(floor, 0.50);
-    scripts_p50 = bench_samples_quantile_us(scripts, 0.50);
-    lib_p50 = bench_samples_quantile_us(lib, 0.50);
+static void report_raw(bench_run *run, raw_split *r)
+{
+    double floor_p50, scripts_p50, lib_p50, replay_p50;
+
+    bench_samples_sort(&r->floor);
+    bench_samples_sort(&r->scripts);
+    bench_samples_sort(&r->lib.pair);
+    floor_p50 = bench_samples_quantile_us(&r->floor, 0.50);
+    scripts_p50 = bench_samples_quantile_us(&r->scripts, 0.50);
+    lib_p50 = bench_samples_quantile_us(&r->lib.pair, 0.50);
+    replay_p50 = (r->replays.acquire.p50_us + r->replays.release.p50_us)
+                 / r->nreplays;
     add_raw_figure(run, "seq.raw.scripts.pair.p50", scripts_p50, floor_p50,
                    "a plain blocking hiredis client, blocks in turn: p50 "
                    "of SET NX PX + compare-and-delete EVALSHA (the "
                    "library's two scripts against it: the server's share)",
-                   scripts->n);
+                   r->scripts.n);
     add_raw_figure(run, "seq.pair.p50.vs_raw.scripts", lib_p50, scripts_p50,
                    "the library's pairs in blocks taken in turn with its "
                    "two scripts from a plain blocking hiredis client, p50 "
                    "(the library client's share)",
-                   lib->n);
-    progress("plain client: floor pair p50 %.1f us, the library's scripts "
-             "%.1f us (%.2f); the library's pairs in the same blocks %.1f "
-             "us (%.2f of the scripts)",
-             floor_p50, scripts_p50, scripts_p50 / floor_p50, lib_p50,
-             lib_p50 / scripts_p50);
+                   r->lib.pair.n);
+    add_raw_figure(run, "seq.raw.floor.pair.p50.vs_floor", floor_p50,
+                   replay_p50,
+                   "redis-benchmark -c 1 in the same blocks: p50(SET NX "
+                   "PX) + p50(compare-and-delete EVALSHA), the blocks' "
+                   "mean (the plain client's floor pairs against it: the "
+                   "target said of the floor itself)",
+                   r->floor.n);
+    add_raw_figure(run, "seq.raw.pair.p50.vs_floor", lib_p50, replay_p50,
+                   "redis-benchmark -c 1 in the same blocks: p50(SET NX "
+                   "PX) + p50(compare-and-delete EVALSHA), the blocks' "
+                   "mean (the library's pairs of the blocks against it)",
+                   r->lib.pair.n);
+    progress("in blocks: redis-benchmark's floor %.1f us; the plain "
+             "client's floor pair p50 %.1f us (%.2f of it), the library's "
+             "scripts %.1f us (%.2f of the plain floor); the library's "
+             "pairs %.1f us (%.2f of the scripts, %.2f of redis-benchmark's "
+             "floor)",
+             replay_p50, floor_p50, floor_p50 / replay_p50, scripts_p50,
+             scripts_p50 / floor_p50, lib_p50, lib_p50 / scripts_p50,
+             lib_p50 / replay_p50);
+}
+
+/* redis-benchmark's replays of the floor, per_block of each command,
+ * added to r->replays. */
+static int raw_replays(bench_run *run, long per_block, raw_split *r)
+{
+    bench_limit b;
+
+    if (replay_floor(run, per_block, &b) != 0)
+        return -1;
+    r->replays.acquire.p50_us += b.acquire.p50_us;
+    r->replays.release.p50_us += b.release.p50_us;
+    r->nreplays++;
+    return 0;
 }
 
 static int bench_raw(bench_run *run)
 {
-    enum { FLOOR, SCRIPTS, LIB };
-    static const int order[2][3] = {{FLOOR, SCRIPTS, LIB},
-                                    {LIB, SCRIPTS, FLOOR}};
+    enum { REPLAYS, FLOOR, SCRIPTS, LIB, KINDS };
+    static const int order[2][KINDS] = {{REPLAYS, FLOOR, SCRIPTS, LIB},
+                                        {LIB, SCRIPTS, FLOOR, REPLAYS}};
     char lib_key[96];
     const raw_pair floor_pair = {{run->floor_set.argc, run->floor_del.argc},
                                  {(const char *const *)run->floor_set.argv,
@@ -816,12 +878,11 @@ static int bench_raw(bench_run *run)
         {RAW_GRANT, RAW_ONE}};
     const long per_block = run->o.pairs / 2 / RAW_BLOCKS;
     const size_t cap = (size_t)(per_block * RAW_BLOCKS);
-    bench_samples floor = {0}, scripts = {0};
-    seq_samples lib;
+    raw_split r;
     redisContext *c = NULL;
     int rc = -1;
 
-    memset(&lib, 0, sizeof(lib));
+    memset(&r, 0, sizeof(r));
     snprintf(lib_key, sizeof(lib_key), "%s:rawlib", run->prefix);
     /* Built by the floor's first measurement, before (a). */
     if (floor_commands(run) != 0)
@@ -832,11 +893,11 @@ static int bench_raw(bench_run *run)
                  run->target.url, c != NULL ? c->errstr : "out of memory");
         goto out;
     }
-    if (bench_samples_init(&floor, cap) != 0
-        || bench_samples_init(&scripts, cap) != 0
-        || bench_samples_init(&lib.pair, cap) != 0
-        || bench_samples_init(&lib.acquire, cap) != 0
-        || bench_samples_init(&lib.release, cap) != 0) {
+    if (bench_samples_init(&r.floor, cap) != 0
+        || bench_samples_init(&r.scripts, cap) != 0
+        || bench_samples_init(&r.lib.pair, cap) != 0
+        || bench_samples_init(&r.lib.acquire, cap) != 0
+        || bench_samples_init(&r.lib.release, cap) != 0) {
         snprintf(run->err, sizeof(run->err), "out of memory");
         goto out;
     }
@@ -845,27 +906,31 @@ static int bench_raw(bench_run *run)
         || run_pairs(run, lib_key, RAW_WARMUP, NULL) != 0)
         goto out;
     for (int b = 0; b < RAW_BLOCKS; b++) {
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < KINDS; k++) {
             const int kind = order[b % 2][k];
-            const long failed = kind == FLOOR ? raw_pairs(run, c, &floor_pair,
-                                                          per_block, &floor)
+            const long failed = kind == REPLAYS
+                                    ? raw_replays(run, per_block, &r)
+                                : kind == FLOOR
+                                    ? raw_pairs(run, c, &floor_pair, per_block,
+                                                &r.floor)
                                 : kind == SCRIPTS
                                     ? raw_pairs(run, c, &scripts_pair,
-                                                per_block, &scripts)
-                                    : run_pairs(run, lib_key, per_block, &lib);
+                                                per_block, &r.scripts)
+                                    : run_pairs(run, lib_key, per_block,
+                                                &r.lib);
 
             if (failed != 0)
                 goto out;
         }
     }
-    report_raw(run, &floor, &scripts, &lib.pair);
+    report_raw(run, &r);
     rc = 0;
 out:
-    bench_samples_free(&floor);
-    bench_samples_free(&scripts);
-    bench_samples_free(&lib.pair);
-    bench_samples_free(&lib.acquire);
-    bench_samples_free(&lib.release);
+    bench_samples_free(&r.floor);
+    bench_samples_free(&r.scripts);
+    bench_samples_free(&r.lib.pair);
+    bench_samples_free(&r.lib.acquire);
+    bench_samples_free(&r.lib.release);
     redisFree(c);
     return rc;
 }
