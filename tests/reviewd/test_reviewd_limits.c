@@ -186,6 +186,20 @@ static void admin_sql(const char *sql)
     rvt_db_close(&admin);
 }
 
+/* Drops every connection of the reviewd servers on db's database, as a
+ * PostgreSQL restart or an idle timeout does. */
+static void drop_reviewd_connections(void)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) "
+             "FROM pg_stat_activity WHERE datname = '%s' AND "
+             "application_name = 'reviewd'",
+             db.name);
+    admin_sql(sql);
+}
+
 static void postgres_going_away_is_503_and_readyz_down(void **state)
 {
     char sql[512];
@@ -242,17 +256,11 @@ static int reopened(void *arg)
  */
 static void writes_survive_postgres_dropping_idle_connections(void **state)
 {
-    char sql[512];
     rvt_resp r;
 
     (void)state;
     for (int round = 0; round < 3; round++) {
-        snprintf(sql, sizeof(sql),
-                 "SELECT count(pg_terminate_backend(pid)) "
-                 "FROM pg_stat_activity WHERE datname = '%s' AND "
-                 "application_name = 'reviewd'",
-                 db.name);
-        admin_sql(sql);
+        drop_reviewd_connections();
         for (int i = 0; i < 8; i++) {
             rvt_call(srv.port, "POST", "/v1/documents", alice,
                      "{\"title\":\"again\",\"content\":\"x\"}", NULL, &r);
@@ -335,6 +343,7 @@ typedef struct limits_case {
     slow_create slow;
     migrate_run runs[MIGRATORS];
     testkit_threads threads;
+    rvt_server other; /* a second reviewd; pid 0 when not running */
     char env[1100];
     rvt_db fresh;
     int fresh_made; /* fresh was created and not dropped */
@@ -355,6 +364,8 @@ static int end_case(void **state)
     (void)state;
     testkit_threads_join_all(&lc->threads);
     rvt_resp_free(&lc->slow.resp);
+    if (lc->other.pid > 0)
+        rvt_server_terminate(&lc->other);
     if (lc->fresh_made)
         rvt_db_drop(&lc->fresh);
     memset(lc, 0, sizeof(*lc));
@@ -538,6 +549,56 @@ static void the_token_command_prints_a_token_the_service_accepts(void **state)
     expect_refusal(args, NULL, 1, "JWT_SECRET");
 }
 
+/*
+ * PostgreSQL closing idle connections is not PostgreSQL failing.  A
+ * reviewd whose breaker opens at the first call that cannot reach the
+ * server (REVIEWD_BREAKER_FAILURES=1) has all its connections dropped,
+ * three times, and a write follows each time: the write's worker finds
+ * its connection closed, connects again and commits, so every write is
+ * 201 and the breaker never opened.  What tells the breaker whether the
+ * server can be reached is the new connection, not the one the server
+ * closed while it sat idle (the pool's, the sweeper's, the relay's); a
+ * server that does not answer still opens it (postgres_going_away_is_503
+ * _and_readyz_down, and the bulkhead test's proxy).
+ */
+static void dropped_idle_connections_do_not_open_the_breaker(void **state)
+{
+    limits_case *lc = begin_case();
+    const char *const env[] = {"REVIEWD_THREADS=1",
+                               "REVIEWD_BREAKER_FAILURES=1",
+                               "REVIEWD_BREAKER_OPEN_MS=5000",
+                               "REVIEWD_SWEEP_INTERVAL_S=1",
+                               "REVIEWD_PG_TIMEOUT_S=2",
+                               "REVIEWD_LOG_FILE=@log",
+                               NULL};
+    rvt_resp r;
+
+    (void)state;
+    assert_int_equal(rvt_server_start(&lc->other, &db, NULL, env,
+                                      "reviewd_limits_breaker"),
+                     0);
+    for (int round = 0; round < 3; round++) {
+        drop_reviewd_connections();
+        /* Long enough for the sweeper (every second) to find its own
+         * connection closed before the write does. */
+        usleep((useconds_t)rvt_scaled_ms(1500) * 1000);
+        rvt_call(lc->other.port, "POST", "/v1/documents", alice,
+                 "{\"title\":\"after the drop\",\"content\":\"x\"}", NULL, &r);
+        TK_EXPECT(r.status == 201,
+                  "round %d: a write after PostgreSQL dropped every "
+                  "connection is 201, got %d %s",
+                  round, r.status, r.body != NULL ? r.body : "");
+        rvt_resp_free(&r);
+    }
+    TK_EXPECT(rvt_metric(lc->other.port, "reviewd_pg_breaker_opens_total")
+                  == 0,
+              "the breaker never opened, it opened %lld times",
+              (long long)rvt_metric(lc->other.port,
+                                    "reviewd_pg_breaker_opens_total"));
+    TK_EXPECT(rvt_server_stop(&lc->other), "the second server exits 0");
+    lc->other.pid = 0;
+}
+
 static void *migrate_main(void *arg)
 {
     static const char *const args[] = {"migrate", NULL};
@@ -595,6 +656,8 @@ int main(void)
             expired_idempotency_records_are_swept_and_not_replayed),
         cmocka_unit_test(postgres_going_away_is_503_and_readyz_down),
         cmocka_unit_test(writes_survive_postgres_dropping_idle_connections),
+        cmocka_unit_test_teardown(
+            dropped_idle_connections_do_not_open_the_breaker, end_case),
         cmocka_unit_test(sighup_reopens_the_log_file),
         cmocka_unit_test_teardown(
             healthz_answers_while_every_worker_is_blocked, end_case),

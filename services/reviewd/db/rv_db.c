@@ -47,6 +47,19 @@
  * unknown.  Each blocking call also passes the database's bulkhead
  * (svc_bulkhead.h, when one is set): a concurrency cap and a circuit
  * breaker that turn a dead server into an immediate RV_DB_UNAVAILABLE.
+ *
+ * What the breaker hears is whether the server can be reached: a call
+ * that ran out of time, a connect that failed or timed out.  A connection
+ * the server closed (a restart, pg_terminate_backend, an idle timeout:
+ * end of file, a reset, a FATAL) is not such a call, and leaves without
+ * a verdict (svc_bulkhead_release): it failed at once, costing nobody a
+ * wait, and it says nothing of the server now, which the connect that
+ * follows it does say.  Counted, every pooled connection a restart had
+ * closed was a failure when its worker next used it, and a few of them in
+ * a row opened the breaker against a server that was answering again,
+ * so that a worker's retry on a new connection was refused and a write
+ * that would have committed answered 503 (reviewd.limits,
+ * dropped_idle_connections_do_not_open_the_breaker).
  */
 #include "db/rv_db.h"
 
@@ -95,6 +108,7 @@ struct rv_db_conn {
     PGconn *pg;
     int prepare;
     int broken;
+    int closed; /* broken because the server closed it (not out of time) */
     int in_use;
     int begin_pending; /* rv_db_conn_begin_deferred: BEGIN not sent yet */
     int gated;         /* inside a bulkhead call (no nested entry) */
@@ -188,6 +202,16 @@ static void close_pg(rv_db_conn *c)
         atomic_fetch_sub(&c->db->open, 1);
     }
     c->broken = 0;
+    c->closed = 0;
+}
+
+/* The server closed the connection (or libpq could no longer use it):
+ * errmsg says how. */
+static void lost(rv_db_conn *c, const char *where, const char *msg)
+{
+    set_error(c, where, msg);
+    c->broken = 1;
+    c->closed = 1;
 }
 
 /* ---- waits bounded by the thread's deadline ---------------------------- */
@@ -242,8 +266,7 @@ static int wait_socket(rv_db_conn *c, int want_write)
 static int consume(rv_db_conn *c)
 {
     if (PQconsumeInput(c->pg) != 1) {
-        set_error(c, "recv", PQerrorMessage(c->pg));
-        c->broken = 1;
+        lost(c, "recv", PQerrorMessage(c->pg));
         return -1;
     }
     return 0;
@@ -258,8 +281,7 @@ static int flush_out(rv_db_conn *c)
         if (wait_socket(c, 1) != 0 || consume(c) != 0)
             return -1;
     if (rc != 0) {
-        set_error(c, "send", PQerrorMessage(c->pg));
-        c->broken = 1;
+        lost(c, "send", PQerrorMessage(c->pg));
         return -1;
     }
     return 0;
@@ -284,8 +306,7 @@ static PGresult *await_query(rv_db_conn *c, int sent)
     PGresult *keep = NULL, *r;
 
     if (!sent) {
-        set_error(c, "send", PQerrorMessage(c->pg));
-        c->broken = 1;
+        lost(c, "send", PQerrorMessage(c->pg));
         return NULL;
     }
     while ((r = await_result(c)) != NULL) {
@@ -336,12 +357,15 @@ static int gate_enter(rv_db_conn *c)
     return 0;
 }
 
-/* Leaves it: the server was reached unless the connection broke. */
+/* Leaves it: the server was reached unless the connection broke, and no
+ * verdict when the server had closed it (the file's comment). */
 static void gate_leave(rv_db_conn *c, int entered_here)
 {
     if (!entered_here)
         return;
-    if (c->gated == 2)
+    if (c->gated == 2 && c->broken && c->closed)
+        svc_bulkhead_release(c->db->bulkhead);
+    else if (c->gated == 2)
         svc_bulkhead_leave(c->db->bulkhead, !c->broken);
     c->gated = 0;
 }
@@ -609,6 +633,7 @@ static rv_db_status classify(rv_db_conn *c, PGresult *res)
     c->constraint[0] = '\0';
     if (PQstatus(c->pg) != CONNECTION_OK || state == NULL) {
         c->broken = 1;
+        c->closed = PQstatus(c->pg) != CONNECTION_OK;
         return RV_DB_UNAVAILABLE;
     }
     if (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0)
@@ -708,8 +733,7 @@ static int send_pipeline(rv_db_conn *c, int begin, const query *q)
     }
     ok = ok && send_query(c->pg, q) == 1 && PQpipelineSync(c->pg) == 1;
     if (!ok) {
-        set_error(c, "pipeline", PQerrorMessage(c->pg));
-        c->broken = 1;
+        lost(c, "pipeline", PQerrorMessage(c->pg));
         PQexitPipelineMode(c->pg);
     }
     return ok;

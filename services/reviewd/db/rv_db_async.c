@@ -123,20 +123,19 @@ static void push(rv_dba *a, rv_dba_query *q)
  * TIMEOUT, else LOST.  failed: the connection failed (counted, logged),
  * rather than being closed.  For the bulkhead, each statement past its
  * deadline is a call that did not reach the server, as a worker's would
- * be, and a lost connection is one such call, not one per statement it
- * carried (the others leave without a verdict): a restart must not open
- * the breaker only because the reads were pipelined.  A connect is a
- * call that did not reach the server only while it is still connecting;
- * one lost while it prepares its session (SETUP) had reached it, and
- * leaves without a verdict: a restart just after reviewd started, with
- * each loop's first connection still preparing, must not count one
- * failure per loop towards the breaker (the likely cause of a 503 that
- * reviewd.recovery's keyed submit right after a restart got once, on a
- * loaded machine). */
+ * be; a statement whose connection the server closed leaves without a
+ * verdict, as a worker's does (rv_db.c): a restart must not open the
+ * breaker with the connections it closed, and the reconnect that follows
+ * says whether the server can be reached.  A connect is a call that did
+ * not reach the server only while it is still connecting; one lost while
+ * it prepares its session (SETUP) had reached it, and leaves without a
+ * verdict: a restart just after reviewd started, with each loop's first
+ * connection still preparing, must not count one failure per loop towards
+ * the breaker (the likely cause of a 503 that reviewd.recovery's keyed
+ * submit right after a restart got once, on a loaded machine). */
 static void shut(rv_dba *a, int failed)
 {
     const int64_t now = svc_deadline_now_ms();
-    int counted = !failed;
     rv_dba_query *q;
 
     if (failed) {
@@ -154,7 +153,6 @@ static void shut(rv_dba *a, int failed)
     if (a->gated) {
         a->gated = 0;
         gate_leave(a, failed && a->state == DBA_CONNECTING ? 0 : -1);
-        counted = 1;
     }
     a->state = DBA_DOWN;
     a->want_write = 0;
@@ -168,12 +166,10 @@ static void shut(rv_dba *a, int failed)
             continue;
         if (q->deadline_ms <= now) {
             gate_leave(a, 0);
-            counted = 1;
             q->done(q, RV_DBA_TIMEOUT, NULL);
             continue;
         }
-        gate_leave(a, counted ? -1 : 0);
-        counted = 1;
+        gate_leave(a, -1);
         q->done(q, RV_DBA_LOST, NULL);
     }
 }
@@ -393,8 +389,10 @@ int rv_dba_send(rv_dba *a, rv_dba_query *q, int stmt,
         return -1;
     if (PQsendQueryPrepared(a->pg, s->name, s->nparams, params, NULL, NULL, 0)
         != 1) {
+        /* libpq refuses on a connection it found closed: no verdict
+         * (shut's comment). */
         set_error(a, "send", PQerrorMessage(a->pg));
-        gate_leave(a, 0);
+        gate_leave(a, -1);
         shut(a, 1);
         return -1;
     }
