@@ -200,6 +200,17 @@ static void drop_reviewd_connections(void)
     admin_sql(sql);
 }
 
+/* ALTER DATABASE ... ALLOW_CONNECTIONS: new connections to db's database
+ * refused (allow 0) or let in again. */
+static void allow_connections(int allow)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS %s",
+             db.name, allow ? "true" : "false");
+    admin_sql(sql);
+}
+
 static void postgres_going_away_is_503_and_readyz_down(void **state)
 {
     char sql[512];
@@ -207,9 +218,7 @@ static void postgres_going_away_is_503_and_readyz_down(void **state)
 
     (void)state;
     rvt_db_close(&db);
-    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false",
-             db.name);
-    admin_sql(sql);
+    allow_connections(0);
     snprintf(sql, sizeof(sql),
              "SELECT count(pg_terminate_backend(pid)) FROM "
              "pg_stat_activity WHERE datname = '%s'",
@@ -228,9 +237,7 @@ static void postgres_going_away_is_503_and_readyz_down(void **state)
                   && strcmp(rvt_field(&r, "postgres"), "down") == 0,
               "/readyz is 503 with postgres down");
     rvt_resp_free(&r);
-    snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true",
-             db.name);
-    admin_sql(sql);
+    allow_connections(1);
     TK_EXPECT(rvt_wait_ready(srv.port, "degraded", "off", 10000),
               "/readyz recovers (degraded: this server has no Redis)");
     rvt_call(srv.port, "POST", "/v1/documents", alice,
@@ -557,9 +564,11 @@ static void the_token_command_prints_a_token_the_service_accepts(void **state)
  * its connection closed, connects again and commits, so every write is
  * 201 and the breaker never opened.  What tells the breaker whether the
  * server can be reached is the new connection, not the one the server
- * closed while it sat idle (the pool's, the sweeper's, the relay's); a
- * server that does not answer still opens it (postgres_going_away_is_503
- * _and_readyz_down, and the bulkhead test's proxy).
+ * closed while it sat idle (the pool's, the sweeper's, the relay's).  So
+ * when the database then refuses connections and the connections are
+ * dropped once more, the write's connect is refused, the write is 503
+ * and the breaker opens (as it does for a server that does not answer:
+ * the bulkhead test's proxy).
  */
 static void dropped_idle_connections_do_not_open_the_breaker(void **state)
 {
@@ -595,8 +604,22 @@ static void dropped_idle_connections_do_not_open_the_breaker(void **state)
               "the breaker never opened, it opened %lld times",
               (long long)rvt_metric(lc->other.port,
                                     "reviewd_pg_breaker_opens_total"));
+    allow_connections(0);
+    drop_reviewd_connections();
+    usleep((useconds_t)rvt_scaled_ms(1500) * 1000);
+    rvt_call(lc->other.port, "POST", "/v1/documents", alice,
+             "{\"title\":\"refused\",\"content\":\"x\"}", NULL, &r);
+    allow_connections(1);
+    TK_EXPECT(r.status == 503,
+              "a write whose connect is refused is 503, got %d", r.status);
+    rvt_resp_free(&r);
+    TK_EXPECT(rvt_metric(lc->other.port, "reviewd_pg_breaker_opens_total")
+                  >= 1,
+              "a refused connect opens the breaker");
     TK_EXPECT(rvt_server_stop(&lc->other), "the second server exits 0");
     lc->other.pid = 0;
+    TK_EXPECT(rvt_wait_ready(srv.port, "degraded", "off", 10000),
+              "the file's reviewd is ready again");
 }
 
 static void *migrate_main(void *arg)
