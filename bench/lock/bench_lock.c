@@ -718,6 +718,10 @@ static int bench_sequential(bench_run *run)
  */
 #define RAW_BLOCKS 6
 #define RAW_WARMUP 200
+/* How the replays' limit is measured, for limit_from. */
+#define RAW_REPLAYS                                              \
+    "redis-benchmark -c 1 in the same blocks: p50(SET NX PX) + " \
+    "p50(compare-and-delete EVALSHA), the blocks' mean "
 
 enum raw_want { RAW_OK, RAW_ONE, RAW_GRANT };
 
@@ -815,28 +819,34 @@ static void report_raw(bench_run *run, raw_split *r)
     lib_p50 = bench_samples_quantile_us(&r->lib.pair, 0.50);
     replay_p50 = (r->replays.acquire.p50_us + r->replays.release.p50_us)
                  / r->nreplays;
-    add_raw_figure(run, "seq.raw.scripts.pair.p50", scripts_p50, floor_p50,
-                   "a plain blocking hiredis client, blocks in turn: p50 "
-                   "of SET NX PX + compare-and-delete EVALSHA (the "
-                   "library's two scripts against it: the server's share)",
-                   r->scripts.n);
-    add_raw_figure(run, "seq.pair.p50.vs_raw.scripts", lib_p50, scripts_p50,
-                   "the library's pairs in blocks taken in turn with its "
-                   "two scripts from a plain blocking hiredis client, p50 "
-                   "(the library client's share)",
-                   r->lib.pair.n);
-    add_raw_figure(run, "seq.raw.floor.pair.p50.vs_floor", floor_p50,
-                   replay_p50,
-                   "redis-benchmark -c 1 in the same blocks: p50(SET NX "
-                   "PX) + p50(compare-and-delete EVALSHA), the blocks' "
-                   "mean (the plain client's floor pairs against it: the "
-                   "target said of the floor itself)",
-                   r->floor.n);
-    add_raw_figure(run, "seq.raw.pair.p50.vs_floor", lib_p50, replay_p50,
-                   "redis-benchmark -c 1 in the same blocks: p50(SET NX "
-                   "PX) + p50(compare-and-delete EVALSHA), the blocks' "
-                   "mean (the library's pairs of the blocks against it)",
-                   r->lib.pair.n);
+    const struct {
+        const char *name;
+        double value, limit;
+        const char *from;
+        size_t n;
+    } rows[] = {
+        {"seq.raw.scripts.pair.p50", scripts_p50, floor_p50,
+         "a plain blocking hiredis client, blocks in turn: p50 of SET NX "
+         "PX + compare-and-delete EVALSHA (the library's two scripts "
+         "against it: the server's share)",
+         r->scripts.n},
+        {"seq.pair.p50.vs_raw.scripts", lib_p50, scripts_p50,
+         "the library's pairs in blocks taken in turn with its two scripts "
+         "from a plain blocking hiredis client, p50 (the library client's "
+         "share)",
+         r->lib.pair.n},
+        {"seq.raw.floor.pair.p50.vs_floor", floor_p50, replay_p50,
+         RAW_REPLAYS "(the plain client's floor pairs against it: the "
+                     "target said of the floor itself)",
+         r->floor.n},
+        {"seq.raw.pair.p50.vs_floor", lib_p50, replay_p50,
+         RAW_REPLAYS "(the library's pairs of the blocks against it)",
+         r->lib.pair.n},
+    };
+
+    for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++)
+        add_raw_figure(run, rows[k].name, rows[k].value, rows[k].limit,
+                       rows[k].from, rows[k].n);
     progress("in blocks: redis-benchmark's floor %.1f us; the plain "
              "client's floor pair p50 %.1f us (%.2f of it), the library's "
              "scripts %.1f us (%.2f of the plain floor); the library's "
