@@ -712,7 +712,7 @@ static int bench_sequential(bench_run *run)
  * the replays (seq.raw.floor.pair.p50.vs_floor) are what the one-client
  * target would say of the floor itself, and the library's pairs against
  * the replays of the same blocks (seq.raw.pair.p50.vs_floor) are the
- * target's ratio without the minutes between a limit and its pairs
+ * target's ratio without the seconds between a limit and its pairs
  * (docs/benchmarks.md, "Session 25").  Figures beside the target, to
  * read it by, never in its place.
  */
