@@ -50,9 +50,8 @@ size_t dlock__decimal_len(uint64_t v)
     return t + ((v | 1) >= powers_of_ten[t]);
 }
 
-size_t dlock__decimal_u64(char *out, uint64_t v)
+void dlock__decimal_put(char *out, uint64_t v, size_t n)
 {
-    const size_t n = dlock__decimal_len(v);
     size_t i = n;
 
     out[n] = '\0';
@@ -68,6 +67,13 @@ size_t dlock__decimal_u64(char *out, uint64_t v)
         out[0] = two_digits[v * 2];
     } else
         out[0] = (char)('0' + v);
+}
+
+size_t dlock__decimal_u64(char *out, uint64_t v)
+{
+    const size_t n = dlock__decimal_len(v);
+
+    dlock__decimal_put(out, v, n);
     return n;
 }
 

@@ -25,6 +25,11 @@ size_t dlock__decimal_len(uint64_t v);
  * the number of digits. */
 size_t dlock__decimal_u64(char *out, uint64_t v);
 
+/* The same when the caller already has n = dlock__decimal_len(v) (to
+ * check that the digits fit first): writes them and a NUL, counts
+ * nothing again. */
+void dlock__decimal_put(char *out, uint64_t v, size_t n);
+
 /* Writes v at out with a '-' when negative, then a NUL (at most
  * DLOCK__DECIMAL_MAX bytes in all); returns the length. */
 size_t dlock__decimal_i64(char *out, int64_t v);

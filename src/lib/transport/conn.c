@@ -668,7 +668,7 @@ static size_t put_count(char *buf, size_t cap, size_t at, char prefix,
 
     if (at + nd + 3 <= cap) {
         buf[at] = prefix;
-        dlock__decimal_u64(buf + at + 1, n); /* its NUL: where '\r' goes */
+        dlock__decimal_put(buf + at + 1, n, nd); /* its NUL: where '\r' goes */
         buf[at + 1 + nd] = '\r';
         buf[at + 2 + nd] = '\n';
     }
